@@ -1,0 +1,171 @@
+//! Error codes: every error the API answers carries `extensions.code`.
+//!
+//! Resolvers build their errors with [`bad_input`], [`not_found`] and friends, and
+//! convert store errors with [`ApiResultExt::api`]. An extension tags what
+//! async-graphql itself reports (parse and validation errors, input coercion) so
+//! that no error leaves without a code.
+
+use std::sync::Arc;
+
+use async_graphql::extensions::{
+    Extension, ExtensionContext, ExtensionFactory, NextParseQuery, NextRequest, NextSubscribe,
+    NextValidation,
+};
+use async_graphql::futures_util::stream::BoxStream;
+use async_graphql::parser::types::ExecutableDocument;
+use async_graphql::{
+    ErrorExtensions, Response, ServerError, ServerResult, ValidationResult, Variables,
+};
+use futures_util::StreamExt;
+use tracing::error;
+
+use crate::model::limits::InputError;
+use crate::store::{ErrorKind, StoreError};
+
+pub const UNAUTHENTICATED: &str = "UNAUTHENTICATED";
+pub const FORBIDDEN: &str = "FORBIDDEN";
+pub const NOT_FOUND: &str = "NOT_FOUND";
+pub const BAD_USER_INPUT: &str = "BAD_USER_INPUT";
+pub const UNAVAILABLE: &str = "UNAVAILABLE";
+pub const INTERNAL: &str = "INTERNAL_SERVER_ERROR";
+pub const LAGGED: &str = "LAGGED";
+pub const PARSE_FAILED: &str = "GRAPHQL_PARSE_FAILED";
+pub const VALIDATION_FAILED: &str = "GRAPHQL_VALIDATION_FAILED";
+
+/// An error with a code.
+pub fn coded(code: &'static str, message: impl Into<String>) -> async_graphql::Error {
+    async_graphql::Error::new(message).extend_with(|_, e| e.set("code", code))
+}
+
+pub fn bad_input(message: impl Into<String>) -> async_graphql::Error {
+    coded(BAD_USER_INPUT, message)
+}
+
+pub fn not_found(message: impl Into<String>) -> async_graphql::Error {
+    coded(NOT_FOUND, message)
+}
+
+pub fn forbidden(message: impl Into<String>) -> async_graphql::Error {
+    coded(FORBIDDEN, message)
+}
+
+/// Maps a store error to its code. Internal details are logged, not answered.
+pub fn store_error(err: &StoreError) -> async_graphql::Error {
+    match err.kind {
+        ErrorKind::InvalidInput => bad_input(err.message.clone()),
+        ErrorKind::NotFound => not_found(err.message.clone()),
+        ErrorKind::Unavailable => {
+            error!(cause = %err, "store unavailable");
+            coded(UNAVAILABLE, "the store is unavailable; try again shortly")
+        }
+        ErrorKind::LeaseLost | ErrorKind::Internal => {
+            error!(cause = %err, "internal store error");
+            coded(INTERNAL, "internal error")
+        }
+    }
+}
+
+/// `.api()` turns store and input errors into coded API errors.
+pub trait ApiResultExt<T> {
+    fn api(self) -> async_graphql::Result<T>;
+}
+
+impl<T> ApiResultExt<T> for Result<T, StoreError> {
+    fn api(self) -> async_graphql::Result<T> {
+        self.map_err(|e| store_error(&e))
+    }
+}
+
+impl<T> ApiResultExt<T> for Result<T, Arc<StoreError>> {
+    fn api(self) -> async_graphql::Result<T> {
+        self.map_err(|e| store_error(&e))
+    }
+}
+
+impl<T> ApiResultExt<T> for Result<T, InputError> {
+    fn api(self) -> async_graphql::Result<T> {
+        self.map_err(|e| bad_input(e.0))
+    }
+}
+
+fn has_code(err: &ServerError) -> bool {
+    err.extensions
+        .as_ref()
+        .is_some_and(|ext| ext.get("code").is_some())
+}
+
+fn tag(err: &mut ServerError, code: &'static str) {
+    if !has_code(err) {
+        err.extensions
+            .get_or_insert_with(Default::default)
+            .set("code", code);
+    }
+}
+
+/// Tags errors from the execution phase that carry no code: input coercion
+/// errors (a bad argument value) are the client's; anything else is ours.
+fn tag_response(mut response: Response) -> Response {
+    for err in &mut response.errors {
+        let code = if err.message.starts_with("Failed to parse")
+            || err.message.starts_with("Invalid value")
+            || err.message.contains("Oneof")
+        {
+            BAD_USER_INPUT
+        } else {
+            INTERNAL
+        };
+        tag(err, code);
+    }
+    response
+}
+
+/// The extension that puts a code on every error.
+pub struct ErrorCodes;
+
+impl ExtensionFactory for ErrorCodes {
+    fn create(&self) -> Arc<dyn Extension> {
+        Arc::new(ErrorCodesExtension)
+    }
+}
+
+struct ErrorCodesExtension;
+
+#[async_trait::async_trait]
+impl Extension for ErrorCodesExtension {
+    async fn request(&self, ctx: &ExtensionContext<'_>, next: NextRequest<'_>) -> Response {
+        tag_response(next.run(ctx).await)
+    }
+
+    fn subscribe<'s>(
+        &self,
+        ctx: &ExtensionContext<'_>,
+        stream: BoxStream<'s, Response>,
+        next: NextSubscribe<'_>,
+    ) -> BoxStream<'s, Response> {
+        next.run(ctx, stream).map(tag_response).boxed()
+    }
+
+    async fn parse_query(
+        &self,
+        ctx: &ExtensionContext<'_>,
+        query: &str,
+        variables: &Variables,
+        next: NextParseQuery<'_>,
+    ) -> ServerResult<ExecutableDocument> {
+        next.run(ctx, query, variables).await.map_err(|mut err| {
+            tag(&mut err, PARSE_FAILED);
+            err
+        })
+    }
+
+    async fn validation(
+        &self,
+        ctx: &ExtensionContext<'_>,
+        next: NextValidation<'_>,
+    ) -> Result<ValidationResult, Vec<ServerError>> {
+        next.run(ctx).await.map_err(|mut errs| {
+            errs.iter_mut().for_each(|e| tag(e, VALIDATION_FAILED));
+            errs
+        })
+    }
+}

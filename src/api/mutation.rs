@@ -1,0 +1,342 @@
+//! Mutation root: recording and removing actions, the social graph, profiles.
+
+use std::collections::BTreeSet;
+
+use async_graphql::{Context, InputObject, Object, ID};
+use chrono::{DateTime, Utc};
+
+use super::error::{bad_input, forbidden, not_found, ApiResultExt};
+use super::query::action_id;
+use super::types::{user_id_arg, ActionNode, UserNode};
+use super::{state, viewer, AppState, Viewer};
+use crate::descriptor::{Descriptor, DescriptorInput};
+use crate::events::{FeedEvent, FeedEventKind};
+use crate::model::limits::{check_id, check_ids, check_text};
+use crate::model::{
+    Action, EdgeKind, FanOut, FeedItem, Group, GroupKind, Membership, MembershipRole, ObjectId,
+    Scope, User,
+};
+use crate::store::JoinOutcome;
+
+/// How far in the future `conducted` may lie (clock skew between services).
+const MAX_CLOCK_SKEW_MS: i64 = 5 * 60 * 1000;
+
+pub struct MutationRoot;
+
+/// A user's display profile.
+#[derive(InputObject)]
+pub struct UpsertUserInput {
+    /// The application's id of the user.
+    pub id: ID,
+    pub name: String,
+}
+
+/// An action to record, with the viewer as its actor.
+#[derive(InputObject)]
+pub struct RecordActionInput {
+    /// What happened: exactly one descriptor.
+    pub descriptor: DescriptorInput,
+    /// Who may see it; `PUBLIC` (followers and friends) by default.
+    #[graphql(default_with = "Scope::Public")]
+    pub scope: Scope,
+    /// Readers of a `RESTRICTED` action (known users of the tenant).
+    #[graphql(default)]
+    pub readers: Vec<ID>,
+    /// Ids of the objects it refers to, for slices.
+    #[graphql(default)]
+    pub ref_ids: Vec<String>,
+    #[graphql(default)]
+    pub tags: Vec<String>,
+    /// When it happened; now by default. At most five minutes ahead.
+    pub conducted: Option<DateTime<Utc>>,
+}
+
+fn dedup(values: Vec<String>) -> Vec<String> {
+    let mut seen = BTreeSet::new();
+    values
+        .into_iter()
+        .filter(|v| seen.insert(v.clone()))
+        .collect()
+}
+
+/// Fails with `BAD_USER_INPUT` unless every id names a user the tenant has.
+async fn require_users(
+    state: &AppState,
+    viewer: &Viewer,
+    ids: &[String],
+) -> async_graphql::Result<()> {
+    let found = state.store.get_users(&viewer.tenant, ids).await.api()?;
+    let missing: Vec<&str> = ids
+        .iter()
+        .filter(|id| !found.iter().any(|u| &u.id == *id))
+        .map(String::as_str)
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(bad_input(format!(
+            "unknown user(s): {}; upsert them first",
+            missing.join(", ")
+        )))
+    }
+}
+
+fn publish_removed(state: &AppState, tenant: &str, items: Vec<FeedItem>) {
+    for item in items {
+        state.hub.publish(FeedEvent {
+            kind: FeedEventKind::Removed,
+            tenant: tenant.to_owned(),
+            item,
+        });
+    }
+}
+
+/// Loads an action the viewer acted, or answers `NOT_FOUND` / `FORBIDDEN`.
+async fn own_action(
+    state: &AppState,
+    viewer: &Viewer,
+    id: ObjectId,
+) -> async_graphql::Result<Action> {
+    let action = state
+        .store
+        .get_actions(&viewer.tenant, &[id])
+        .await
+        .api()?
+        .pop()
+        .ok_or_else(|| not_found(format!("no action {id}")))?;
+    if action.actor_id != viewer.user {
+        return Err(forbidden("only the actor may change an action"));
+    }
+    Ok(action)
+}
+
+impl MutationRoot {
+    async fn edge(
+        &self,
+        ctx: &Context<'_>,
+        kind: EdgeKind,
+        user_id: ID,
+        on: bool,
+    ) -> async_graphql::Result<bool> {
+        let viewer = viewer(ctx)?;
+        let state = state(ctx)?;
+        let other = user_id_arg("userId", &user_id)?;
+        if other == viewer.user {
+            return Err(bad_input("a user cannot follow or befriend themselves"));
+        }
+        if on {
+            require_users(state, viewer, std::slice::from_ref(&other)).await?;
+        }
+        state
+            .store
+            .set_edge(&viewer.tenant, kind, &viewer.user, &other, on)
+            .await
+            .api()
+    }
+}
+
+#[Object]
+impl MutationRoot {
+    /// Creates or updates a user's display profile.
+    async fn upsert_user(
+        &self,
+        ctx: &Context<'_>,
+        input: UpsertUserInput,
+    ) -> async_graphql::Result<UserNode> {
+        let viewer = viewer(ctx)?;
+        let id = user_id_arg("input.id", &input.id)?;
+        check_text("input.name", &input.name).api()?;
+        let user = User {
+            id,
+            name: Some(input.name),
+        };
+        state(ctx)?
+            .store
+            .upsert_user(&viewer.tenant, &user)
+            .await
+            .api()?;
+        Ok(user.into())
+    }
+
+    /// Records an action by the viewer. It is stored at once and delivered to its
+    /// readers' feeds by the fan-out worker (`fanOut.state` tells how far it got).
+    async fn record_action(
+        &self,
+        ctx: &Context<'_>,
+        input: RecordActionInput,
+    ) -> async_graphql::Result<ActionNode> {
+        let viewer = viewer(ctx)?;
+        let state = state(ctx)?;
+        let descriptor = Descriptor::from(input.descriptor);
+        descriptor.validate().api()?;
+        let readers = dedup(input.readers.into_iter().map(|id| id.0).collect());
+        let ref_ids = dedup(input.ref_ids);
+        let tags = dedup(input.tags);
+        check_ids("input.readers", &readers).api()?;
+        check_ids("input.refIds", &ref_ids).api()?;
+        check_ids("input.tags", &tags).api()?;
+
+        let now = state.clock.now();
+        let conducted = input.conducted.map_or(now, |t| t.timestamp_millis());
+        if conducted > now + MAX_CLOCK_SKEW_MS {
+            return Err(bad_input("input.conducted lies in the future"));
+        }
+
+        let scope_groups = match input.scope {
+            Scope::Restricted => {
+                if readers.is_empty() {
+                    return Err(bad_input("a RESTRICTED action needs at least one reader"));
+                }
+                require_users(state, viewer, &readers).await?;
+                Vec::new()
+            }
+            _ if !readers.is_empty() => {
+                return Err(bad_input("readers are only for RESTRICTED actions"));
+            }
+            Scope::Team | Scope::Department => {
+                let kind = if input.scope == Scope::Team {
+                    GroupKind::Team
+                } else {
+                    GroupKind::Department
+                };
+                let groups: Vec<String> = state
+                    .store
+                    .memberships(&viewer.tenant, &viewer.user)
+                    .await
+                    .api()?
+                    .into_iter()
+                    .filter(|m| m.kind == kind)
+                    .map(|m| m.group_id)
+                    .collect();
+                if groups.is_empty() {
+                    return Err(bad_input(format!(
+                        "scope {:?} needs the actor to belong to a {kind:?} group; join one first",
+                        input.scope
+                    )));
+                }
+                groups
+            }
+            Scope::Public => Vec::new(),
+        };
+
+        let action = Action {
+            id: ObjectId::new(),
+            tenant: viewer.tenant.clone(),
+            actor_id: viewer.user.clone(),
+            conducted,
+            hidden: false,
+            scope: input.scope,
+            readers,
+            scope_groups,
+            ref_ids,
+            tags,
+            descriptor,
+            fan_out: FanOut::pending(),
+        };
+        state.store.insert_action(&action).await.api()?;
+        state.wake.notify_one();
+        Ok(ActionNode(action))
+    }
+
+    /// The viewer follows `userId`. True if this changed anything.
+    async fn follow(&self, ctx: &Context<'_>, user_id: ID) -> async_graphql::Result<bool> {
+        self.edge(ctx, EdgeKind::Follows, user_id, true).await
+    }
+
+    /// The viewer stops following `userId`. True if this changed anything.
+    async fn unfollow(&self, ctx: &Context<'_>, user_id: ID) -> async_graphql::Result<bool> {
+        self.edge(ctx, EdgeKind::Follows, user_id, false).await
+    }
+
+    /// The viewer and `userId` become friends. True if this changed anything.
+    async fn befriend(&self, ctx: &Context<'_>, user_id: ID) -> async_graphql::Result<bool> {
+        self.edge(ctx, EdgeKind::Friend, user_id, true).await
+    }
+
+    /// The viewer and `userId` stop being friends. True if this changed anything.
+    async fn unfriend(&self, ctx: &Context<'_>, user_id: ID) -> async_graphql::Result<bool> {
+        self.edge(ctx, EdgeKind::Friend, user_id, false).await
+    }
+
+    /// The viewer joins a team or department, created on first join.
+    async fn join_group(
+        &self,
+        ctx: &Context<'_>,
+        group_id: ID,
+        kind: GroupKind,
+        #[graphql(default_with = "MembershipRole::Member")] role: MembershipRole,
+    ) -> async_graphql::Result<Membership> {
+        let viewer = viewer(ctx)?;
+        check_id("groupId", &group_id).api()?;
+        let group = Group {
+            id: group_id.0,
+            kind,
+        };
+        match state(ctx)?
+            .store
+            .join_group(&viewer.tenant, &group, &viewer.user, role)
+            .await
+            .api()?
+        {
+            JoinOutcome::Joined(membership) => Ok(membership),
+            JoinOutcome::KindMismatch(existing) => Err(bad_input(format!(
+                "group {} is a {:?}, not a {kind:?}",
+                existing.id, existing.kind
+            ))),
+        }
+    }
+
+    /// The viewer leaves a group. True if they were a member.
+    async fn leave_group(&self, ctx: &Context<'_>, group_id: ID) -> async_graphql::Result<bool> {
+        let viewer = viewer(ctx)?;
+        check_id("groupId", &group_id).api()?;
+        state(ctx)?
+            .store
+            .leave_group(&viewer.tenant, &group_id, &viewer.user)
+            .await
+            .api()
+    }
+
+    /// Hides one of the viewer's actions: it leaves every feed and slice at once.
+    async fn hide_action(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<ActionNode> {
+        let viewer = viewer(ctx)?;
+        let state = state(ctx)?;
+        let id = action_id(&id)?;
+        let mut action = own_action(state, viewer, id).await?;
+        let removed = state.store.hide_action(&viewer.tenant, id).await.api()?;
+        publish_removed(state, &viewer.tenant, removed);
+        action.hidden = true;
+        Ok(ActionNode(action))
+    }
+
+    /// Deletes one of the viewer's actions with all its feed items. Returns its id.
+    async fn delete_action(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<ID> {
+        let viewer = viewer(ctx)?;
+        let state = state(ctx)?;
+        let oid = action_id(&id)?;
+        own_action(state, viewer, oid).await?;
+        let removed = state.store.delete_action(&viewer.tenant, oid).await.api()?;
+        publish_removed(state, &viewer.tenant, removed);
+        Ok(ID(oid.to_hex()))
+    }
+
+    /// Removes an action from the viewer's own feed only, for good. True if it
+    /// was there.
+    async fn hide_feed_item(
+        &self,
+        ctx: &Context<'_>,
+        action_id: ID,
+    ) -> async_graphql::Result<bool> {
+        let viewer = viewer(ctx)?;
+        let state = state(ctx)?;
+        let id = super::query::action_id(&action_id)?;
+        let item = state
+            .store
+            .hide_feed_item(&viewer.tenant, &viewer.user, id)
+            .await
+            .api()?;
+        let removed = item.is_some();
+        publish_removed(state, &viewer.tenant, item.into_iter().collect());
+        Ok(removed)
+    }
+}

@@ -1,0 +1,121 @@
+//! Query root: the viewer, feeds, slices, actions and users.
+
+use async_graphql::{Context, Object, ID};
+
+use super::access::Access;
+use super::error::{bad_input, ApiResultExt};
+use super::feed::{self, ActionConnection, FeedConnection, Paging};
+use super::types::{user_id_arg, user_node, ActionNode, UserNode};
+use super::{loaders, viewer};
+use crate::model::limits::MAX_LIST_LEN;
+use crate::model::ObjectId;
+
+pub struct QueryRoot;
+
+/// Parses an action id argument.
+pub(crate) fn action_id(id: &ID) -> async_graphql::Result<ObjectId> {
+    ObjectId::parse_str(id.as_str()).map_err(|_| {
+        bad_input(format!(
+            "{:?} is not an action id (24 hex digits)",
+            id.as_str()
+        ))
+    })
+}
+
+#[Object]
+impl QueryRoot {
+    /// The user making the request.
+    async fn viewer(&self, ctx: &Context<'_>) -> async_graphql::Result<UserNode> {
+        let viewer = viewer(ctx)?;
+        user_node(ctx, &viewer.user).await
+    }
+
+    /// The viewer's home feed, highest relevancy first. Page forward with
+    /// `first` / `after`, backward with `last` / `before`; 25 items by default,
+    /// at most 100.
+    async fn feed(
+        &self,
+        ctx: &Context<'_>,
+        first: Option<i32>,
+        after: Option<String>,
+        last: Option<i32>,
+        before: Option<String>,
+    ) -> async_graphql::Result<FeedConnection> {
+        let viewer = viewer(ctx)?;
+        feed::home(
+            ctx,
+            viewer,
+            Paging {
+                first,
+                after,
+                last,
+                before,
+            },
+        )
+        .await
+    }
+
+    /// Actions that refer to `refId` (an applicant, a position…), newest first.
+    async fn slice(
+        &self,
+        ctx: &Context<'_>,
+        ref_id: String,
+        first: Option<i32>,
+        after: Option<String>,
+    ) -> async_graphql::Result<ActionConnection> {
+        let viewer = viewer(ctx)?;
+        feed::slice(ctx, viewer, &ref_id, first, after).await
+    }
+
+    /// One action, or null if there is none you may see.
+    async fn action(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<Option<ActionNode>> {
+        let viewer = viewer(ctx)?;
+        let id = action_id(&id)?;
+        let Some(action) = loaders(ctx)?.actions.load_one(id).await.api()? else {
+            return Ok(None);
+        };
+        let access = Access::load(ctx, viewer, [&action]).await?;
+        Ok(access.can_read(&action).then_some(ActionNode(action)))
+    }
+
+    /// Several actions, in the order asked, null where there is none you may see.
+    /// At most 100.
+    async fn actions(
+        &self,
+        ctx: &Context<'_>,
+        ids: Vec<ID>,
+    ) -> async_graphql::Result<Vec<Option<ActionNode>>> {
+        let viewer = viewer(ctx)?;
+        if ids.len() > MAX_LIST_LEN {
+            return Err(bad_input(format!(
+                "ids has {} entries; at most {MAX_LIST_LEN} are allowed",
+                ids.len()
+            )));
+        }
+        let ids = ids.iter().map(action_id).collect::<Result<Vec<_>, _>>()?;
+        let found = loaders(ctx)?
+            .actions
+            .load_many(ids.iter().copied())
+            .await
+            .api()?;
+        let access = Access::load(ctx, viewer, found.values()).await?;
+        Ok(ids
+            .iter()
+            .map(|id| {
+                found
+                    .get(id)
+                    .filter(|a| access.can_read(a))
+                    .cloned()
+                    .map(ActionNode)
+            })
+            .collect())
+    }
+
+    /// A user of the viewer's tenant, or null if Riverfeed has never heard of them.
+    async fn user(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<Option<UserNode>> {
+        viewer(ctx)?;
+        let id = user_id_arg("id", &id)?;
+        let user = loaders(ctx)?.users.load_one(id).await.api()?;
+        Ok(user.map(UserNode::from))
+    }
+}

@@ -1,0 +1,347 @@
+//! GraphQL output objects over the domain types.
+
+use async_graphql::connection::{Connection, Edge};
+use async_graphql::{ComplexObject, Context, Object, SimpleObject, ID};
+use chrono::{DateTime, Utc};
+
+use super::access::Access;
+use super::cursor::ListId;
+use super::error::{bad_input, ApiResultExt};
+use super::{loaders, state, viewer};
+use crate::descriptor::Descriptor;
+use crate::events::{FeedEvent, FeedEventKind};
+use crate::model::limits::{check_id, page_size};
+use crate::model::{
+    Action, EdgeKind, FanOutState, FeedItem, Membership, Millis, ReasonKind, Scope, User,
+};
+use crate::store::Direction;
+
+pub fn datetime(ms: Millis) -> DateTime<Utc> {
+    DateTime::from_timestamp_millis(ms).unwrap_or_default()
+}
+
+/// Something that happened.
+pub struct ActionNode(pub Action);
+
+#[Object(name = "Action")]
+impl ActionNode {
+    async fn id(&self) -> ID {
+        ID(self.0.id.to_hex())
+    }
+
+    /// Who did it.
+    async fn actor(&self, ctx: &Context<'_>) -> async_graphql::Result<UserNode> {
+        user_node(ctx, &self.0.actor_id).await
+    }
+
+    async fn actor_id(&self) -> &str {
+        &self.0.actor_id
+    }
+
+    /// When it happened.
+    async fn conducted(&self) -> DateTime<Utc> {
+        datetime(self.0.conducted)
+    }
+
+    /// Hidden by its actor: out of every feed, visible to the actor only.
+    async fn hidden(&self) -> bool {
+        self.0.hidden
+    }
+
+    async fn scope(&self) -> Scope {
+        self.0.scope
+    }
+
+    /// The readers of a `RESTRICTED` action; shown to its actor only.
+    async fn readers(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<&[String]>> {
+        let viewer = viewer(ctx)?;
+        Ok(
+            (viewer.user == self.0.actor_id && self.0.scope == Scope::Restricted)
+                .then_some(self.0.readers.as_slice()),
+        )
+    }
+
+    /// Ids of the objects it refers to (an applicant, a position…).
+    async fn ref_ids(&self) -> &[String] {
+        &self.0.ref_ids
+    }
+
+    async fn tags(&self) -> &[String] {
+        &self.0.tags
+    }
+
+    /// Progress of its delivery into readers' feeds.
+    async fn fan_out(&self) -> FanOutNode {
+        FanOutNode {
+            state: self.0.fan_out.state,
+            locked_until: self.0.fan_out.locked_until.map(datetime),
+            worker: self.0.fan_out.worker.clone(),
+        }
+    }
+
+    /// What happened, typed.
+    async fn descriptor(&self) -> &Descriptor {
+        &self.0.descriptor
+    }
+}
+
+/// Delivery progress of an action.
+#[derive(SimpleObject)]
+#[graphql(name = "FanOut")]
+pub struct FanOutNode {
+    pub state: FanOutState,
+    /// End of the current worker's lease, while `IN_PROGRESS`.
+    pub locked_until: Option<DateTime<Utc>>,
+    /// The worker holding the lease, while `IN_PROGRESS`.
+    pub worker: Option<String>,
+}
+
+/// Why an item is in a feed.
+#[derive(SimpleObject)]
+#[graphql(name = "FeedReason")]
+pub struct FeedReasonNode {
+    pub kind: ReasonKind,
+    /// The actor whose action brought the item.
+    pub actor_id: String,
+}
+
+/// How the item's action is resolved: already loaded with its page, or on demand.
+pub enum ActionSlot {
+    Loaded(Option<Action>),
+    Lazy,
+}
+
+/// One item of a reader's feed.
+pub struct FeedItemNode {
+    pub item: FeedItem,
+    pub cursor: String,
+    pub action: ActionSlot,
+}
+
+#[Object(name = "FeedItem")]
+impl FeedItemNode {
+    /// Where the item stands in its feed; pass it as `after` / `before`.
+    async fn cursor(&self) -> &str {
+        &self.cursor
+    }
+
+    async fn action_id(&self) -> ID {
+        ID(self.item.action_id.to_hex())
+    }
+
+    /// The item's rank: a time that starts as the action's `conducted`.
+    async fn relevancy(&self) -> DateTime<Utc> {
+        datetime(self.item.relevancy)
+    }
+
+    async fn reason(&self) -> FeedReasonNode {
+        FeedReasonNode {
+            kind: self.item.reason.kind,
+            actor_id: self.item.reason.actor_id.clone(),
+        }
+    }
+
+    /// The action; null when it was deleted or hidden, or you may no longer see
+    /// it (as in `REMOVED` events).
+    async fn action(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<ActionNode>> {
+        let action = match &self.action {
+            ActionSlot::Loaded(action) => return Ok(action.clone().map(ActionNode)),
+            ActionSlot::Lazy => loaders(ctx)?
+                .actions
+                .load_one(self.item.action_id)
+                .await
+                .api()?,
+        };
+        let Some(action) = action else {
+            return Ok(None);
+        };
+        let viewer = viewer(ctx)?;
+        let access = Access::load(ctx, viewer, [&action]).await?;
+        Ok(access.can_read(&action).then_some(ActionNode(action)))
+    }
+}
+
+/// A change to the viewer's feed.
+pub struct FeedEventNode {
+    pub kind: FeedEventKind,
+    pub item: FeedItemNode,
+}
+
+impl FeedEventNode {
+    pub fn new(event: &FeedEvent) -> Self {
+        let list = ListId::home(&event.tenant, &event.item.owner);
+        Self {
+            kind: event.kind,
+            item: FeedItemNode {
+                cursor: list.position_cursor(event.item.position()),
+                item: event.item.clone(),
+                action: ActionSlot::Lazy,
+            },
+        }
+    }
+}
+
+#[Object(name = "FeedEvent")]
+impl FeedEventNode {
+    async fn kind(&self) -> FeedEventKind {
+        self.kind
+    }
+
+    async fn item(&self) -> &FeedItemNode {
+        &self.item
+    }
+}
+
+/// A person, known by the application's own id.
+#[derive(SimpleObject)]
+#[graphql(name = "User", complex)]
+pub struct UserNode {
+    pub id: ID,
+    /// Display name, as last upserted.
+    pub name: Option<String>,
+}
+
+impl From<User> for UserNode {
+    fn from(user: User) -> Self {
+        Self {
+            id: ID(user.id),
+            name: user.name,
+        }
+    }
+}
+
+/// The user with this id; one with no profile yet has a null name.
+pub async fn user_node(ctx: &Context<'_>, id: &str) -> async_graphql::Result<UserNode> {
+    let user = loaders(ctx)?.users.load_one(id.to_owned()).await.api()?;
+    Ok(user.map(UserNode::from).unwrap_or_else(|| UserNode {
+        id: ID(id.to_owned()),
+        name: None,
+    }))
+}
+
+pub type UserConnection = Connection<String, UserNode>;
+
+#[ComplexObject]
+impl UserNode {
+    /// Who follows this user, ordered by id.
+    async fn followers(
+        &self,
+        ctx: &Context<'_>,
+        first: Option<i32>,
+        after: Option<String>,
+    ) -> async_graphql::Result<UserConnection> {
+        self.neighbours(
+            ctx,
+            "followers",
+            EdgeKind::Follows,
+            Direction::In,
+            first,
+            after,
+        )
+        .await
+    }
+
+    /// Whom this user follows, ordered by id.
+    async fn following(
+        &self,
+        ctx: &Context<'_>,
+        first: Option<i32>,
+        after: Option<String>,
+    ) -> async_graphql::Result<UserConnection> {
+        self.neighbours(
+            ctx,
+            "following",
+            EdgeKind::Follows,
+            Direction::Out,
+            first,
+            after,
+        )
+        .await
+    }
+
+    /// This user's friends, ordered by id.
+    async fn friends(
+        &self,
+        ctx: &Context<'_>,
+        first: Option<i32>,
+        after: Option<String>,
+    ) -> async_graphql::Result<UserConnection> {
+        self.neighbours(
+            ctx,
+            "friends",
+            EdgeKind::Friend,
+            Direction::Out,
+            first,
+            after,
+        )
+        .await
+    }
+
+    /// The teams and departments this user belongs to.
+    async fn groups(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<Membership>> {
+        let viewer = viewer(ctx)?;
+        state(ctx)?
+            .store
+            .memberships(&viewer.tenant, &self.id)
+            .await
+            .api()
+    }
+}
+
+impl UserNode {
+    async fn neighbours(
+        &self,
+        ctx: &Context<'_>,
+        relation: &str,
+        kind: EdgeKind,
+        direction: Direction,
+        first: Option<i32>,
+        after: Option<String>,
+    ) -> async_graphql::Result<UserConnection> {
+        let viewer = viewer(ctx)?;
+        let limit = page_size("first", first).api()?;
+        let list = ListId::users(&viewer.tenant, relation, &self.id);
+        let after = after.map(|c| list.decode_string(&c)).transpose()?;
+        let mut ids = state(ctx)?
+            .store
+            .edges(
+                &viewer.tenant,
+                kind,
+                direction,
+                &self.id,
+                after.as_deref(),
+                limit + 1,
+            )
+            .await
+            .api()?;
+        let has_next = ids.len() > limit;
+        ids.truncate(limit);
+        let users = loaders(ctx)?
+            .users
+            .load_many(ids.iter().cloned())
+            .await
+            .api()?;
+        let mut connection = Connection::new(after.is_some(), has_next);
+        connection.edges = ids
+            .into_iter()
+            .map(|id| {
+                let node = users
+                    .get(&id)
+                    .cloned()
+                    .map(UserNode::from)
+                    .unwrap_or(UserNode {
+                        id: ID(id.clone()),
+                        name: None,
+                    });
+                Edge::new(list.string_cursor(&id), node)
+            })
+            .collect();
+        Ok(connection)
+    }
+}
+
+/// Checks a user id argument.
+pub fn user_id_arg(field: &str, id: &ID) -> async_graphql::Result<String> {
+    check_id(field, id).map_err(|e| bad_input(e.0))?;
+    Ok(id.0.clone())
+}

@@ -1,0 +1,80 @@
+//! Descriptors: the typed, denormalised payload of an action.
+//!
+//! Each descriptor is one struct that is at once the stored form, the GraphQL
+//! output object and the GraphQL input object. Adding a type is one struct in a
+//! family file and one line in the `descriptors!` list below, which generates the
+//! `Descriptor` union, the `@oneOf` `DescriptorInput` and the conversions.
+
+mod recruiting;
+mod social;
+
+use async_graphql::{OneofObject, Union};
+use serde::{Deserialize, Serialize};
+
+pub use recruiting::{ApplicantHired, ApplicantRatingRequested, ApplicationRating, NewApplicant};
+pub use social::StatusPost;
+
+use crate::model::limits::{check_id, check_text, InputError};
+
+/// Validation every descriptor runs before its action is stored.
+pub trait Validate {
+    fn validate(&self) -> Result<(), InputError>;
+}
+
+macro_rules! descriptors {
+    ($($variant:ident),+ $(,)?) => {
+        /// What happened, as a tagged union (`type` names the variant when stored).
+        #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Union)]
+        #[serde(tag = "type")]
+        pub enum Descriptor {
+            $($variant($variant),)+
+        }
+
+        /// Exactly one descriptor to record.
+        #[derive(Clone, Debug, OneofObject)]
+        pub enum DescriptorInput {
+            $($variant($variant),)+
+        }
+
+        impl From<DescriptorInput> for Descriptor {
+            fn from(input: DescriptorInput) -> Self {
+                match input {
+                    $(DescriptorInput::$variant(d) => Descriptor::$variant(d),)+
+                }
+            }
+        }
+
+        impl Descriptor {
+            /// The stored type tag, e.g. `"ApplicationRating"`.
+            pub fn type_name(&self) -> &'static str {
+                match self {
+                    $(Descriptor::$variant(_) => stringify!($variant),)+
+                }
+            }
+
+            pub fn validate(&self) -> Result<(), InputError> {
+                match self {
+                    $(Descriptor::$variant(d) => d.validate(),)+
+                }
+            }
+        }
+    };
+}
+
+descriptors!(
+    StatusPost,
+    ApplicationRating,
+    NewApplicant,
+    ApplicantHired,
+    ApplicantRatingRequested,
+);
+
+/// Checks an id field of a descriptor.
+pub(crate) fn id(field: &str, value: &str) -> Result<(), InputError> {
+    check_id(field, value)
+}
+
+/// Checks a text field of a descriptor.
+pub(crate) fn text(field: &str, value: &str) -> Result<(), InputError> {
+    check_text(field, value)
+}

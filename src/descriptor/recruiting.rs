@@ -1,0 +1,132 @@
+//! Recruiting descriptors: applicants, positions, ratings and hires.
+//!
+//! Names (`applicantName`, `positionName`, …) are copied into the descriptor when the
+//! action is recorded, so a feed page renders without looking anything else up.
+
+use async_graphql::{InputObject, SimpleObject};
+use serde::{Deserialize, Serialize};
+
+use super::{id, text, Validate};
+use crate::model::limits::InputError;
+
+/// Someone rated an applicant for a position.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, SimpleObject, InputObject)]
+#[graphql(input_name = "ApplicationRatingInput")]
+#[serde(rename_all = "camelCase")]
+pub struct ApplicationRating {
+    pub rater_id: String,
+    pub rater_name: String,
+    pub position_id: String,
+    pub position_name: String,
+    pub applicant_id: String,
+    pub applicant_name: String,
+    /// From 0 to 5.
+    pub rating_score: f64,
+    #[graphql(default)]
+    pub rating_text: String,
+    #[graphql(default)]
+    pub tags: Vec<String>,
+}
+
+impl Validate for ApplicationRating {
+    fn validate(&self) -> Result<(), InputError> {
+        id("applicationRating.raterId", &self.rater_id)?;
+        id("applicationRating.positionId", &self.position_id)?;
+        id("applicationRating.applicantId", &self.applicant_id)?;
+        text("applicationRating.raterName", &self.rater_name)?;
+        text("applicationRating.positionName", &self.position_name)?;
+        text("applicationRating.applicantName", &self.applicant_name)?;
+        text("applicationRating.ratingText", &self.rating_text)?;
+        if !(0.0..=5.0).contains(&self.rating_score) {
+            return Err(InputError::new(format!(
+                "applicationRating.ratingScore must be between 0 and 5, got {}",
+                self.rating_score
+            )));
+        }
+        for tag in &self.tags {
+            id("applicationRating.tags", tag)?;
+        }
+        Ok(())
+    }
+}
+
+/// An applicant applied for a position.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, SimpleObject, InputObject)]
+#[graphql(input_name = "NewApplicantInput")]
+#[serde(rename_all = "camelCase")]
+pub struct NewApplicant {
+    pub applicant_id: String,
+    pub applicant_name: String,
+    pub position_id: String,
+    pub position_name: String,
+}
+
+impl Validate for NewApplicant {
+    fn validate(&self) -> Result<(), InputError> {
+        id("newApplicant.applicantId", &self.applicant_id)?;
+        id("newApplicant.positionId", &self.position_id)?;
+        text("newApplicant.applicantName", &self.applicant_name)?;
+        text("newApplicant.positionName", &self.position_name)
+    }
+}
+
+/// An applicant was hired for a position.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, SimpleObject, InputObject)]
+#[graphql(input_name = "ApplicantHiredInput")]
+#[serde(rename_all = "camelCase")]
+pub struct ApplicantHired {
+    pub applicant_id: String,
+    pub applicant_name: String,
+    pub position_id: String,
+    pub position_name: String,
+    pub hired_by_id: String,
+    pub hired_by_name: String,
+}
+
+impl Validate for ApplicantHired {
+    fn validate(&self) -> Result<(), InputError> {
+        id("applicantHired.applicantId", &self.applicant_id)?;
+        id("applicantHired.positionId", &self.position_id)?;
+        id("applicantHired.hiredById", &self.hired_by_id)?;
+        text("applicantHired.applicantName", &self.applicant_name)?;
+        text("applicantHired.positionName", &self.position_name)?;
+        text("applicantHired.hiredByName", &self.hired_by_name)
+    }
+}
+
+/// Someone was asked to rate an applicant.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, SimpleObject, InputObject)]
+#[graphql(input_name = "ApplicantRatingRequestedInput")]
+#[serde(rename_all = "camelCase")]
+pub struct ApplicantRatingRequested {
+    pub applicant_id: String,
+    pub applicant_name: String,
+    pub position_id: String,
+    pub position_name: String,
+    pub rater_id: String,
+    pub rater_name: String,
+    pub requested_by_id: String,
+    pub requested_by_name: String,
+}
+
+impl Validate for ApplicantRatingRequested {
+    fn validate(&self) -> Result<(), InputError> {
+        id("applicantRatingRequested.applicantId", &self.applicant_id)?;
+        id("applicantRatingRequested.positionId", &self.position_id)?;
+        id("applicantRatingRequested.raterId", &self.rater_id)?;
+        id(
+            "applicantRatingRequested.requestedById",
+            &self.requested_by_id,
+        )?;
+        text(
+            "applicantRatingRequested.applicantName",
+            &self.applicant_name,
+        )?;
+        text("applicantRatingRequested.positionName", &self.position_name)?;
+        text("applicantRatingRequested.raterName", &self.rater_name)?;
+        text(
+            "applicantRatingRequested.requestedByName",
+            &self.requested_by_name,
+        )
+    }
+}

@@ -1,0 +1,257 @@
+//! HTTP: the router (`/graphql`, `/graphql/ws`, `/graphiql`, `/healthz`,
+//! `/metrics`, `/demo/`), dev-mode identity from headers, and websocket
+//! connections that end with the server.
+
+use std::sync::Arc;
+
+use async_graphql::http::ALL_WEBSOCKET_PROTOCOLS;
+use async_graphql::parser::types::OperationType;
+use async_graphql::{BatchRequest, Data, ParseRequestError};
+use async_graphql_axum::rejection::GraphQLRejection;
+use async_graphql_axum::{
+    GraphQLBatchRequest, GraphQLProtocol, GraphQLRequest, GraphQLResponse, GraphQLWebSocket,
+};
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{DefaultBodyLimit, FromRequest, Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use futures_util::{SinkExt, StreamExt};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::api::{AppState, Identity, RiverfeedSchema, Session, TENANT_HEADER, USER_HEADER};
+use crate::store::metered::Metered;
+
+/// Largest request body accepted.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// What the handlers share.
+#[derive(Clone)]
+pub struct HttpState {
+    pub schema: RiverfeedSchema,
+    pub app: AppState,
+    pub metered: Arc<Metered>,
+    /// Cancelled when the server shuts down; websocket tasks end on it.
+    pub shutdown: CancellationToken,
+    /// Tracks websocket tasks so shutdown can wait for them.
+    pub tracker: TaskTracker,
+}
+
+/// The whole HTTP surface.
+pub fn router(state: HttpState) -> Router {
+    Router::new()
+        .route("/", get(index))
+        .route("/graphql", get(graphql_get).post(graphql_post))
+        .route("/graphql/ws", get(graphql_ws))
+        .route("/graphiql", get(graphiql))
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
+        .route(
+            "/demo",
+            get(|| async { axum::response::Redirect::permanent("/demo/") }),
+        )
+        .route("/demo/", get(demo))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+fn identity_from_headers(headers: &HeaderMap) -> Identity {
+    let value = |name: &str| headers.get(name).map(|v| v.to_str());
+    match (value(TENANT_HEADER), value(USER_HEADER)) {
+        (Some(Err(_)), _) | (_, Some(Err(_))) => {
+            Identity::Invalid("identity headers must be visible ASCII".into())
+        }
+        (tenant, user) => Identity::dev(tenant.and_then(Result::ok), user.and_then(Result::ok)),
+    }
+}
+
+fn identity_from_payload(payload: &serde_json::Value) -> Identity {
+    let value = |name: &str| payload.get(name);
+    match (value(TENANT_HEADER), value(USER_HEADER)) {
+        (None, None) => Identity::Anonymous,
+        (tenant, user) => match (
+            tenant.map(serde_json::Value::as_str),
+            user.map(serde_json::Value::as_str),
+        ) {
+            (Some(Some(tenant)), Some(Some(user))) => Identity::dev(Some(tenant), Some(user)),
+            (Some(None), _) | (_, Some(None)) => {
+                Identity::Invalid("identity keys of connection_init must be strings".into())
+            }
+            (tenant, user) => Identity::dev(tenant.flatten(), user.flatten()),
+        },
+    }
+}
+
+/// A GraphQL-shaped error outside of GraphQL execution (bad body, bad method).
+fn http_error(status: StatusCode, code: &str, message: impl Into<String>) -> Response {
+    let body = json!({ "errors": [{ "message": message.into(), "extensions": { "code": code } }] });
+    (status, Json(body)).into_response()
+}
+
+async fn graphql_post(
+    State(state): State<HttpState>,
+    headers: HeaderMap,
+    request: Request,
+) -> Response {
+    // async-graphql reads the body stream itself, past axum's body limit: buffer
+    // it here under the limit first.
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY_BYTES).await else {
+        return http_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "PAYLOAD_TOO_LARGE",
+            format!("request body is larger than {MAX_BODY_BYTES} bytes"),
+        );
+    };
+    let request = Request::from_parts(parts, axum::body::Body::from(bytes));
+    let batch = match GraphQLBatchRequest::<GraphQLRejection>::from_request(request, &()).await {
+        Ok(batch) => batch.into_inner(),
+        Err(GraphQLRejection(ParseRequestError::PayloadTooLarge)) => {
+            return http_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "PAYLOAD_TOO_LARGE",
+                format!("request body is larger than {MAX_BODY_BYTES} bytes"),
+            );
+        }
+        Err(GraphQLRejection(err)) => {
+            return http_error(
+                StatusCode::BAD_REQUEST,
+                "BAD_REQUEST",
+                format!(
+                    "the body is not a GraphQL request ({err}): send JSON with a `query` string"
+                ),
+            );
+        }
+    };
+    let identity = identity_from_headers(&headers);
+    // Each request of a batch gets its own session (and loaders).
+    let batch = match batch {
+        BatchRequest::Single(request) => {
+            BatchRequest::Single(request.data(Session::new(identity, &state.app)))
+        }
+        BatchRequest::Batch(requests) => BatchRequest::Batch(
+            requests
+                .into_iter()
+                .map(|r| r.data(Session::new(identity.clone(), &state.app)))
+                .collect(),
+        ),
+    };
+    GraphQLResponse::from(state.schema.execute_batch(batch).await).into_response()
+}
+
+async fn graphql_get(
+    State(state): State<HttpState>,
+    headers: HeaderMap,
+    request: Request,
+) -> Response {
+    if request.uri().query().is_none() {
+        return axum::response::Redirect::temporary("/graphiql").into_response();
+    }
+    let request = match GraphQLRequest::<GraphQLRejection>::from_request(request, &()).await {
+        Ok(request) => request.into_inner(),
+        Err(_) => {
+            return http_error(
+                StatusCode::BAD_REQUEST,
+                "BAD_REQUEST",
+                "GET /graphql takes `query` (and optional `variables`, `operationName`) in the query string",
+            )
+        }
+    };
+    // Mutations change state: they must not ride on GET, which links and
+    // prefetchers send freely.
+    if let Ok(document) = async_graphql::parser::parse_query(&request.query) {
+        let mutation = document.operations.iter().any(|(name, op)| {
+            op.node.ty == OperationType::Mutation
+                && request
+                    .operation_name
+                    .as_deref()
+                    .is_none_or(|wanted| name.is_some_and(|n| n.as_str() == wanted))
+        });
+        if mutation {
+            return http_error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "METHOD_NOT_ALLOWED",
+                "mutations must be sent with POST",
+            );
+        }
+    }
+    let session = Session::new(identity_from_headers(&headers), &state.app);
+    GraphQLResponse::from(state.schema.execute(request.data(session)).await).into_response()
+}
+
+async fn graphql_ws(
+    State(state): State<HttpState>,
+    protocol: GraphQLProtocol,
+    upgrade: WebSocketUpgrade,
+) -> Response {
+    let tracker = state.tracker.clone();
+    upgrade
+        .protocols(ALL_WEBSOCKET_PROTOCOLS)
+        .on_upgrade(move |socket| tracker.track_future(serve_ws(socket, protocol, state)))
+}
+
+/// One websocket connection: graphql-transport-ws or graphql-ws, ended with a
+/// 1001 close when the server shuts down.
+async fn serve_ws(socket: WebSocket, protocol: GraphQLProtocol, state: HttpState) {
+    let (mut sink, stream) = socket.split();
+    // Ending the input ends the connection's subscriptions and its task.
+    let stream = stream.take_until(state.shutdown.clone().cancelled_owned());
+    let app = state.app.clone();
+    GraphQLWebSocket::new_with_pair(&mut sink, stream, state.schema.clone(), protocol)
+        .on_connection_init(move |payload| async move {
+            let mut data = Data::default();
+            data.insert(Session::new(identity_from_payload(&payload), &app));
+            Ok(data)
+        })
+        .serve()
+        .await;
+    if state.shutdown.is_cancelled() {
+        let close = CloseFrame {
+            code: 1001,
+            reason: "server shutting down".into(),
+        };
+        let _ = sink.send(Message::Close(Some(close))).await;
+    }
+}
+
+async fn index() -> Html<&'static str> {
+    Html(include_str!("index.html"))
+}
+
+async fn graphiql() -> Html<&'static str> {
+    Html(include_str!("graphiql.html"))
+}
+
+async fn demo() -> Html<&'static str> {
+    Html(include_str!("../../web-demo/index.html"))
+}
+
+async fn healthz(State(state): State<HttpState>) -> Json<serde_json::Value> {
+    Json(json!({ "status": "ok", "store": state.app.store.backend() }))
+}
+
+/// Prometheus text format: store calls per operation and live readers.
+async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
+    let mut out = String::from(
+        "# HELP riverfeed_store_calls_total Calls to the store, per operation.\n\
+         # TYPE riverfeed_store_calls_total counter\n",
+    );
+    for (op, calls) in state.metered.snapshot() {
+        out.push_str(&format!(
+            "riverfeed_store_calls_total{{op=\"{}\"}} {calls}\n",
+            op.name()
+        ));
+    }
+    out.push_str(
+        "# HELP riverfeed_live_readers Readers with at least one live subscription.\n\
+         # TYPE riverfeed_live_readers gauge\n",
+    );
+    out.push_str(&format!(
+        "riverfeed_live_readers {}\n",
+        state.app.hub.live_readers()
+    ));
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
+}

@@ -1,0 +1,32 @@
+//! Riverfeed: an activity-feed service.
+//!
+//! Applications record what happened (actions); Riverfeed stores each action
+//! once, fans it out to the feeds of the people who should see it, ranks every
+//! feed by relevancy, and serves feeds, slices and live changes over GraphQL.
+//!
+//! # Layout
+//!
+//! - [`model`]: the domain — actions, feed items, users, groups, input limits.
+//! - [`descriptor`]: the typed payloads of actions, one file per family.
+//! - [`store`]: the storage port (`Store` trait) and its backends (`embedded`:
+//!   redb), plus a call-counting wrapper.
+//! - [`fanout`]: the worker that claims pending actions with a lease and writes
+//!   one feed item per reader.
+//! - [`events`]: the hub that routes feed events to live subscriptions.
+//! - [`api`]: the GraphQL schema — queries, mutations, subscriptions, cursors,
+//!   loaders, access checks and error codes.
+//! - [`http`]: the axum router — `/graphql`, `/graphql/ws`, `/graphiql`,
+//!   `/healthz`, `/metrics`, `/demo/`.
+//! - [`server`]: starts and stops the whole service; [`config`]: the command line.
+//! - [`clock`]: injected time, so tests move it instead of sleeping.
+
+pub mod api;
+pub mod clock;
+pub mod config;
+pub mod descriptor;
+pub mod events;
+pub mod fanout;
+pub mod http;
+pub mod model;
+pub mod server;
+pub mod store;

@@ -1,0 +1,87 @@
+//! An action: something that happened, stored once.
+
+use async_graphql::Enum;
+use serde::{Deserialize, Serialize};
+
+use super::{Millis, ObjectId};
+use crate::descriptor::Descriptor;
+
+/// Who may see an action.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Enum)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Scope {
+    /// The actor's followers and friends.
+    Public,
+    /// Members of the actor's teams.
+    Team,
+    /// Members of the actor's departments.
+    Department,
+    /// Only the listed `readers` (and the actor).
+    Restricted,
+}
+
+/// Where an action is in its fan-out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Enum)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum FanOutState {
+    /// Waiting for a worker.
+    Pending,
+    /// Claimed by a worker whose lease runs until `lockedUntil`.
+    InProgress,
+    /// Delivered to every reader.
+    Done,
+}
+
+/// The fan-out state of an action, which doubles as the worker's lease.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FanOut {
+    pub state: FanOutState,
+    /// End of the current lease (only while `InProgress`).
+    pub locked_until: Option<Millis>,
+    /// The worker holding the lease (only while `InProgress`).
+    pub worker: Option<String>,
+}
+
+impl FanOut {
+    pub fn pending() -> Self {
+        Self {
+            state: FanOutState::Pending,
+            locked_until: None,
+            worker: None,
+        }
+    }
+
+    /// True when a worker may claim this fan-out at `now`: never claimed, or its
+    /// lease has run out.
+    pub fn claimable(&self, now: Millis) -> bool {
+        match self.state {
+            FanOutState::Pending => true,
+            FanOutState::InProgress => self.locked_until.is_none_or(|until| until <= now),
+            FanOutState::Done => false,
+        }
+    }
+}
+
+/// Something that happened.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Action {
+    pub id: ObjectId,
+    pub tenant: String,
+    pub actor_id: String,
+    /// When it happened; the initial relevancy of its feed items.
+    pub conducted: Millis,
+    pub hidden: bool,
+    pub scope: Scope,
+    /// Explicit readers of a `Restricted` action.
+    pub readers: Vec<String>,
+    /// The groups a `Team` or `Department` action was shared with: the actor's
+    /// groups of that kind when it was recorded.
+    pub scope_groups: Vec<String>,
+    /// Ids of the objects the action refers to (an applicant, a position…).
+    pub ref_ids: Vec<String>,
+    pub tags: Vec<String>,
+    pub descriptor: Descriptor,
+    pub fan_out: FanOut,
+}

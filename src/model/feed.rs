@@ -1,0 +1,88 @@
+//! Feed items: one reader's reference to an action, ranked by relevancy.
+
+use std::cmp::Ordering;
+
+use async_graphql::Enum;
+use serde::{Deserialize, Serialize};
+
+use super::{Millis, ObjectId};
+
+/// Why an item is in a reader's feed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Enum)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ReasonKind {
+    /// The reader is the actor.
+    Own,
+    /// The reader was named in the readers of a restricted action.
+    Restricted,
+    /// The reader shares a team with the actor.
+    Team,
+    /// The reader shares a department with the actor.
+    Department,
+    /// The reader is the actor's friend.
+    Friend,
+    /// The reader follows the actor.
+    Follows,
+}
+
+impl ReasonKind {
+    /// When several reasons apply, the most specific one is kept.
+    pub fn priority(self) -> u8 {
+        match self {
+            ReasonKind::Own => 6,
+            ReasonKind::Restricted => 5,
+            ReasonKind::Team => 4,
+            ReasonKind::Department => 3,
+            ReasonKind::Friend => 2,
+            ReasonKind::Follows => 1,
+        }
+    }
+}
+
+/// Why an item stands where it does in a feed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Reason {
+    pub kind: ReasonKind,
+    /// The actor whose action brought the item.
+    pub actor_id: String,
+}
+
+/// One reader's reference to an action.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FeedItem {
+    pub owner: String,
+    pub action_id: ObjectId,
+    pub relevancy: Millis,
+    pub reason: Reason,
+}
+
+impl FeedItem {
+    pub fn position(&self) -> Position {
+        Position {
+            relevancy: self.relevancy,
+            action_id: self.action_id,
+        }
+    }
+}
+
+/// A place in a feed: items are ordered by relevancy, then by action id, newest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Position {
+    pub relevancy: Millis,
+    pub action_id: ObjectId,
+}
+
+impl Ord for Position {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.relevancy
+            .cmp(&other.relevancy)
+            .then_with(|| self.action_id.bytes().cmp(&other.action_id.bytes()))
+    }
+}
+
+impl PartialOrd for Position {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}

@@ -1,0 +1,52 @@
+//! The social graph: users, follows, friendships, groups and memberships.
+
+use async_graphql::{Enum, SimpleObject};
+use serde::{Deserialize, Serialize};
+
+/// A person, known by the application's own id. Riverfeed keeps only a display profile.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct User {
+    pub id: String,
+    pub name: Option<String>,
+}
+
+/// Kinds of edge between two users.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EdgeKind {
+    /// `from` follows `to` (directed).
+    Follows,
+    /// `from` and `to` are friends (undirected: stored both ways).
+    Friend,
+}
+
+/// Kinds of group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Enum)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum GroupKind {
+    Team,
+    Department,
+}
+
+/// A user's role in a group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Enum)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum MembershipRole {
+    Member,
+    Lead,
+}
+
+/// A team or department.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Group {
+    pub id: String,
+    pub kind: GroupKind,
+}
+
+/// A user's membership of a group.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, SimpleObject)]
+#[serde(rename_all = "camelCase")]
+pub struct Membership {
+    pub group_id: String,
+    pub kind: GroupKind,
+    pub role: MembershipRole,
+}

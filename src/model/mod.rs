@@ -1,0 +1,17 @@
+//! The domain: actions, feed items, users, groups and the limits on their inputs.
+//!
+//! Plain data shared by the store, the fan-out worker and the API. Times are
+//! milliseconds since the Unix epoch (`Millis`), ids of actions are `ObjectId`s.
+
+mod action;
+mod feed;
+mod graph;
+pub mod limits;
+
+pub use action::{Action, FanOut, FanOutState, Scope};
+pub use bson::oid::ObjectId;
+pub use feed::{FeedItem, Position, Reason, ReasonKind};
+pub use graph::{EdgeKind, Group, GroupKind, Membership, MembershipRole, User};
+
+/// Milliseconds since the Unix epoch.
+pub type Millis = i64;

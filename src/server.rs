@@ -1,0 +1,148 @@
+//! Running the service: open the store, start the fan-out worker and the HTTP
+//! server, and stop all of it together.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{info, warn};
+
+use crate::api::{self, AppState};
+use crate::clock::{Clock, SystemClock};
+use crate::events::Hub;
+use crate::fanout::{Worker, WorkerConfig};
+use crate::http::{self, HttpState};
+use crate::store::metered::Metered;
+use crate::store::{self, Store};
+
+/// Everything `serve` needs.
+#[derive(Clone)]
+pub struct ServeOptions {
+    pub listen: SocketAddr,
+    /// Store URL: `embedded:<dir>`.
+    pub store: String,
+    /// The in-process fan-out worker; `None` runs the API alone.
+    pub worker: Option<WorkerConfig>,
+    /// Events one reader's subscriptions may fall behind before they lag.
+    pub event_buffer: usize,
+    pub clock: Arc<dyn Clock>,
+}
+
+impl ServeOptions {
+    /// Defaults for a store URL, listening on an ephemeral loopback port.
+    pub fn new(store: impl Into<String>) -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            store: store.into(),
+            worker: Some(WorkerConfig::default()),
+            event_buffer: 256,
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+/// A running server.
+pub struct Server {
+    /// The address it listens on (the real port when asked for port 0).
+    pub addr: SocketAddr,
+    /// Store call counters.
+    pub metered: Arc<Metered>,
+    shutdown: CancellationToken,
+    task: JoinHandle<anyhow::Result<()>>,
+}
+
+impl Server {
+    /// Asks the server to stop and waits until the HTTP server, every websocket
+    /// task and the worker have ended (and the store is closed).
+    pub async fn stop(self) -> anyhow::Result<()> {
+        self.shutdown.cancel();
+        self.task.await.context("server task panicked")?
+    }
+
+    /// A token that stops the server when cancelled.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+}
+
+/// Opens the store, binds the listener and starts serving in the background.
+pub async fn start(options: ServeOptions) -> anyhow::Result<Server> {
+    let inner: Arc<dyn Store> = store::open(&options.store)
+        .await
+        .with_context(|| format!("cannot open store {}", options.store))?;
+    let metered = Arc::new(Metered::new(inner));
+    let store: Arc<dyn Store> = metered.clone();
+    let listener = tokio::net::TcpListener::bind(options.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", options.listen))?;
+    let addr = listener.local_addr()?;
+
+    let shutdown = CancellationToken::new();
+    let tracker = TaskTracker::new();
+    let app = AppState {
+        store: store.clone(),
+        hub: Hub::new(options.event_buffer),
+        clock: options.clock.clone(),
+        wake: Arc::new(Notify::new()),
+    };
+    match options.worker {
+        Some(config) => {
+            let worker = Worker::new(
+                store.clone(),
+                app.hub.clone(),
+                options.clock.clone(),
+                config,
+                app.wake.clone(),
+            );
+            tracker.spawn(worker.run(shutdown.clone()));
+        }
+        None => warn!("no fan-out worker in this process: actions stay pending until one runs"),
+    }
+    let state = HttpState {
+        schema: api::schema(app.clone()),
+        app,
+        metered: metered.clone(),
+        shutdown: shutdown.clone(),
+        tracker: tracker.clone(),
+    };
+    let router = http::router(state);
+    info!(%addr, store = store.backend(), "riverfeed listening");
+
+    let task = tokio::spawn({
+        let shutdown = shutdown.clone();
+        async move {
+            let served = axum::serve(listener, router)
+                .with_graceful_shutdown(shutdown.clone().cancelled_owned())
+                .await;
+            // The HTTP server returns when asked to stop (or failed): end the
+            // worker and every websocket task, and wait for them.
+            shutdown.cancel();
+            tracker.close();
+            tracker.wait().await;
+            info!("riverfeed stopped");
+            served.context("HTTP server failed")
+        }
+    });
+    Ok(Server {
+        addr,
+        metered,
+        shutdown,
+        task,
+    })
+}
+
+/// Serves until `signal` resolves, then shuts down gracefully.
+pub async fn run(options: ServeOptions, signal: impl Future<Output = ()>) -> anyhow::Result<()> {
+    let server = start(options).await?;
+    let token = server.shutdown_token();
+    tokio::select! {
+        _ = signal => info!("shutting down"),
+        _ = token.cancelled() => {}
+    }
+    server.stop().await
+}

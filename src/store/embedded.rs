@@ -1,0 +1,890 @@
+//! The embedded backend: one redb file under the data directory.
+//!
+//! redb runs one write transaction at a time, so each call here is one
+//! transaction and the fan-out worker hands many deliveries to a single call
+//! (group commit). redb is blocking; every call runs on tokio's blocking pool.
+//!
+//! Key layout (all keys start with the tenant, so nothing crosses tenants):
+//! - `feed`       `(tenant, owner, relevancy, actionId)` → reason: feed range scans;
+//! - `feed_index` `(tenant, owner, actionId)` → `(relevancy, hidden)`: idempotent
+//!   delivery, hidden-item tombstones, cheap moves of one item;
+//! - `readers`    `(tenant, actionId, owner)`: who got an action, for cascades;
+//! - `actions`    `(tenant, actionId)` → JSON; `slices` `(tenant, refId, actionId)`;
+//! - `pending`    `(actionId, tenant)` → `(lockedUntil, worker)`: the fan-out queue,
+//!   oldest first across tenants;
+//! - `edges`      `(tenant, kind, from, to)`, both directions of every edge;
+//! - `users`, `groups`, `members` `(tenant, group, user)`, `member_of` `(tenant, user, group)`.
+
+use std::ops::Bound;
+use std::path::Path;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use redb::{Database, ReadableTable, TableDefinition};
+
+use super::{
+    Claim, Delivery, Direction, ErrorKind, FeedRange, JoinOutcome, Store, StoreError, StoreResult,
+};
+use crate::model::{
+    Action, EdgeKind, FanOut, FanOutState, FeedItem, Group, GroupKind, Membership, MembershipRole,
+    Millis, ObjectId, Reason, User,
+};
+
+type Oid = [u8; 12];
+
+const USERS: TableDefinition<(&str, &str), Option<&str>> = TableDefinition::new("users");
+const EDGES: TableDefinition<(&str, u8, &str, &str), ()> = TableDefinition::new("edges");
+const GROUPS: TableDefinition<(&str, &str), u8> = TableDefinition::new("groups");
+const MEMBERS: TableDefinition<(&str, &str, &str), u8> = TableDefinition::new("members");
+const MEMBER_OF: TableDefinition<(&str, &str, &str), (u8, u8)> = TableDefinition::new("member_of");
+const ACTIONS: TableDefinition<(&str, Oid), &[u8]> = TableDefinition::new("actions");
+const SLICES: TableDefinition<(&str, &str, Oid), ()> = TableDefinition::new("slices");
+const PENDING: TableDefinition<(Oid, &str), (i64, &str)> = TableDefinition::new("pending");
+const FEED: TableDefinition<(&str, &str, i64, Oid), &[u8]> = TableDefinition::new("feed");
+const FEED_INDEX: TableDefinition<(&str, &str, Oid), (i64, u8)> =
+    TableDefinition::new("feed_index");
+const READERS: TableDefinition<(&str, Oid, &str), ()> = TableDefinition::new("readers");
+
+const EDGE_FOLLOWS_OUT: u8 = 0;
+const EDGE_FOLLOWS_IN: u8 = 1;
+const EDGE_FRIEND: u8 = 2;
+
+/// The redb-backed store.
+pub struct EmbeddedStore {
+    db: Arc<Database>,
+}
+
+fn db_err(err: impl Into<redb::Error>) -> StoreError {
+    StoreError::internal("embedded store", err.into())
+}
+
+fn json_err(err: serde_json::Error) -> StoreError {
+    StoreError::internal("embedded store: corrupt record", err)
+}
+
+fn group_kind_code(kind: GroupKind) -> u8 {
+    match kind {
+        GroupKind::Team => 0,
+        GroupKind::Department => 1,
+    }
+}
+
+fn group_kind(code: u8) -> GroupKind {
+    if code == 0 {
+        GroupKind::Team
+    } else {
+        GroupKind::Department
+    }
+}
+
+fn role_code(role: MembershipRole) -> u8 {
+    match role {
+        MembershipRole::Member => 0,
+        MembershipRole::Lead => 1,
+    }
+}
+
+fn role(code: u8) -> MembershipRole {
+    if code == 0 {
+        MembershipRole::Member
+    } else {
+        MembershipRole::Lead
+    }
+}
+
+fn edge_code(kind: EdgeKind, direction: Direction) -> u8 {
+    match (kind, direction) {
+        (EdgeKind::Follows, Direction::Out) => EDGE_FOLLOWS_OUT,
+        (EdgeKind::Follows, Direction::In) => EDGE_FOLLOWS_IN,
+        (EdgeKind::Friend, _) => EDGE_FRIEND,
+    }
+}
+
+fn encode_action(action: &Action) -> StoreResult<Vec<u8>> {
+    serde_json::to_vec(action).map_err(json_err)
+}
+
+fn decode_action(bytes: &[u8]) -> StoreResult<Action> {
+    serde_json::from_slice(bytes).map_err(json_err)
+}
+
+impl EmbeddedStore {
+    /// Opens (or creates) `riverfeed.redb` in `dir`, creating the directory.
+    pub fn open(dir: &Path) -> StoreResult<Self> {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            StoreError::from_source(
+                ErrorKind::Unavailable,
+                format!("cannot create data directory {}", dir.display()),
+                e,
+            )
+        })?;
+        let path = dir.join("riverfeed.redb");
+        let db = Database::create(&path).map_err(|e| {
+            let hint = match e {
+                redb::DatabaseError::DatabaseAlreadyOpen => {
+                    " (another riverfeed process is using this data directory)"
+                }
+                _ => "",
+            };
+            StoreError::from_source(
+                ErrorKind::Unavailable,
+                format!("cannot open {}{hint}", path.display()),
+                e,
+            )
+        })?;
+        let txn = db.begin_write().map_err(db_err)?;
+        {
+            txn.open_table(USERS).map_err(db_err)?;
+            txn.open_table(EDGES).map_err(db_err)?;
+            txn.open_table(GROUPS).map_err(db_err)?;
+            txn.open_table(MEMBERS).map_err(db_err)?;
+            txn.open_table(MEMBER_OF).map_err(db_err)?;
+            txn.open_table(ACTIONS).map_err(db_err)?;
+            txn.open_table(SLICES).map_err(db_err)?;
+            txn.open_table(PENDING).map_err(db_err)?;
+            txn.open_table(FEED).map_err(db_err)?;
+            txn.open_table(FEED_INDEX).map_err(db_err)?;
+            txn.open_table(READERS).map_err(db_err)?;
+        }
+        txn.commit().map_err(db_err)?;
+        Ok(Self { db: Arc::new(db) })
+    }
+
+    /// Runs blocking redb work off the async threads.
+    async fn blocking<T, F>(&self, work: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Database) -> StoreResult<T> + Send + 'static,
+    {
+        let db = self.db.clone();
+        tokio::task::spawn_blocking(move || work(&db))
+            .await
+            .map_err(|e| StoreError::internal("embedded store task failed", e))?
+    }
+}
+
+/// Collects the last components of keys that share a prefix, in key order.
+/// `lower` is the first key to consider; iteration stops at the first key
+/// `in_prefix` rejects.
+fn scan_prefix<K, V, T>(
+    table: &impl ReadableTable<K, V>,
+    lower: Bound<K::SelfType<'_>>,
+    limit: usize,
+    mut extract: impl FnMut(K::SelfType<'_>) -> Option<T>,
+) -> StoreResult<Vec<T>>
+where
+    K: redb::Key + 'static,
+    V: redb::Value + 'static,
+{
+    let mut out = Vec::new();
+    for entry in table
+        .range::<K::SelfType<'_>>((lower, Bound::Unbounded))
+        .map_err(db_err)?
+    {
+        if out.len() >= limit {
+            break;
+        }
+        let (key, _) = entry.map_err(db_err)?;
+        match extract(key.value()) {
+            Some(item) => out.push(item),
+            None => break,
+        }
+    }
+    Ok(out)
+}
+
+/// Removes every feed item of an action and returns the items that were visible.
+fn remove_items(txn: &redb::WriteTransaction, tenant: &str, id: Oid) -> StoreResult<Vec<FeedItem>> {
+    let mut readers = txn.open_table(READERS).map_err(db_err)?;
+    let mut index = txn.open_table(FEED_INDEX).map_err(db_err)?;
+    let mut feed = txn.open_table(FEED).map_err(db_err)?;
+    let owners: Vec<String> = scan_prefix(
+        &readers,
+        Bound::Included((tenant, id, "")),
+        usize::MAX,
+        |(t, a, owner)| (t == tenant && a == id).then(|| owner.to_owned()),
+    )?;
+    let mut removed = Vec::new();
+    for owner in owners {
+        readers
+            .remove((tenant, id, owner.as_str()))
+            .map_err(db_err)?;
+        let entry = index
+            .remove((tenant, owner.as_str(), id))
+            .map_err(db_err)?
+            .map(|g| g.value());
+        let Some((relevancy, 0)) = entry else {
+            continue;
+        };
+        let reason = feed
+            .remove((tenant, owner.as_str(), relevancy, id))
+            .map_err(db_err)?
+            .map(|g| serde_json::from_slice::<Reason>(g.value()))
+            .transpose()
+            .map_err(json_err)?;
+        if let Some(reason) = reason {
+            removed.push(FeedItem {
+                owner,
+                action_id: ObjectId::from_bytes(id),
+                relevancy,
+                reason,
+            });
+        }
+    }
+    Ok(removed)
+}
+
+fn put_action(txn: &redb::WriteTransaction, action: &Action) -> StoreResult<()> {
+    let bytes = encode_action(action)?;
+    let mut actions = txn.open_table(ACTIONS).map_err(db_err)?;
+    actions
+        .insert(
+            (action.tenant.as_str(), action.id.bytes()),
+            bytes.as_slice(),
+        )
+        .map_err(db_err)?;
+    Ok(())
+}
+
+fn get_action(txn: &redb::WriteTransaction, tenant: &str, id: Oid) -> StoreResult<Option<Action>> {
+    let actions = txn.open_table(ACTIONS).map_err(db_err)?;
+    let found = actions.get((tenant, id)).map_err(db_err)?;
+    found.map(|g| decode_action(g.value())).transpose()
+}
+
+fn ensure_user_in(txn: &redb::WriteTransaction, tenant: &str, id: &str) -> StoreResult<()> {
+    let mut users = txn.open_table(USERS).map_err(db_err)?;
+    if users.get((tenant, id)).map_err(db_err)?.is_none() {
+        users.insert((tenant, id), None).map_err(db_err)?;
+    }
+    Ok(())
+}
+
+/// Checks that `claim` still holds its lease. `Ok(false)` when the action is
+/// gone (deleted), `Err(LeaseLost)` when another worker owns it or it is done.
+fn lease_held(txn: &redb::WriteTransaction, claim: &Claim) -> StoreResult<bool> {
+    let tenant = claim.action.tenant.as_str();
+    let id = claim.action.id.bytes();
+    let pending = txn.open_table(PENDING).map_err(db_err)?;
+    let holder = pending
+        .get((id, tenant))
+        .map_err(db_err)?
+        .map(|g| g.value().1.to_owned());
+    match holder {
+        Some(worker) if worker == claim.worker => Ok(true),
+        Some(worker) => Err(StoreError::new(
+            ErrorKind::LeaseLost,
+            format!("fan-out of {} was taken over by {worker}", claim.action.id),
+        )),
+        None if get_action(txn, tenant, id)?.is_none() => Ok(false),
+        None => Err(StoreError::new(
+            ErrorKind::LeaseLost,
+            format!(
+                "fan-out of {} was finished by another worker",
+                claim.action.id
+            ),
+        )),
+    }
+}
+
+#[async_trait]
+impl Store for EmbeddedStore {
+    fn backend(&self) -> &'static str {
+        "embedded"
+    }
+
+    async fn upsert_user(&self, tenant: &str, user: &User) -> StoreResult<()> {
+        let (tenant, user) = (tenant.to_owned(), user.clone());
+        self.blocking(move |db| {
+            let txn = db.begin_write().map_err(db_err)?;
+            {
+                let mut users = txn.open_table(USERS).map_err(db_err)?;
+                users
+                    .insert((tenant.as_str(), user.id.as_str()), user.name.as_deref())
+                    .map_err(db_err)?;
+            }
+            txn.commit().map_err(db_err)
+        })
+        .await
+    }
+
+    async fn ensure_user(&self, tenant: &str, id: &str) -> StoreResult<()> {
+        let (tenant, id) = (tenant.to_owned(), id.to_owned());
+        self.blocking(move |db| {
+            // A read first: most calls find the user and need no write transaction.
+            {
+                let txn = db.begin_read().map_err(db_err)?;
+                let users = txn.open_table(USERS).map_err(db_err)?;
+                if users
+                    .get((tenant.as_str(), id.as_str()))
+                    .map_err(db_err)?
+                    .is_some()
+                {
+                    return Ok(());
+                }
+            }
+            let txn = db.begin_write().map_err(db_err)?;
+            ensure_user_in(&txn, &tenant, &id)?;
+            txn.commit().map_err(db_err)
+        })
+        .await
+    }
+
+    async fn get_users(&self, tenant: &str, ids: &[String]) -> StoreResult<Vec<User>> {
+        let (tenant, ids) = (tenant.to_owned(), ids.to_vec());
+        self.blocking(move |db| {
+            let txn = db.begin_read().map_err(db_err)?;
+            let users = txn.open_table(USERS).map_err(db_err)?;
+            let mut out = Vec::with_capacity(ids.len());
+            for id in ids {
+                if let Some(name) = users.get((tenant.as_str(), id.as_str())).map_err(db_err)? {
+                    let name = name.value().map(str::to_owned);
+                    out.push(User { id, name });
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn set_edge(
+        &self,
+        tenant: &str,
+        kind: EdgeKind,
+        from: &str,
+        to: &str,
+        on: bool,
+    ) -> StoreResult<bool> {
+        let (tenant, from, to) = (tenant.to_owned(), from.to_owned(), to.to_owned());
+        self.blocking(move |db| {
+            let txn = db.begin_write().map_err(db_err)?;
+            let (forward, backward) = match kind {
+                EdgeKind::Follows => (EDGE_FOLLOWS_OUT, EDGE_FOLLOWS_IN),
+                EdgeKind::Friend => (EDGE_FRIEND, EDGE_FRIEND),
+            };
+            let changed = {
+                let mut edges = txn.open_table(EDGES).map_err(db_err)?;
+                let (t, f, o) = (tenant.as_str(), from.as_str(), to.as_str());
+                if on {
+                    let added = edges
+                        .insert((t, forward, f, o), ())
+                        .map_err(db_err)?
+                        .is_none();
+                    edges.insert((t, backward, o, f), ()).map_err(db_err)?;
+                    added
+                } else {
+                    let removed = edges.remove((t, forward, f, o)).map_err(db_err)?.is_some();
+                    edges.remove((t, backward, o, f)).map_err(db_err)?;
+                    removed
+                }
+            };
+            if on {
+                ensure_user_in(&txn, &tenant, &from)?;
+            }
+            txn.commit().map_err(db_err)?;
+            Ok(changed)
+        })
+        .await
+    }
+
+    async fn edges(
+        &self,
+        tenant: &str,
+        kind: EdgeKind,
+        direction: Direction,
+        user: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> StoreResult<Vec<String>> {
+        let (tenant, user) = (tenant.to_owned(), user.to_owned());
+        let after = after.map(str::to_owned);
+        let code = edge_code(kind, direction);
+        self.blocking(move |db| {
+            let txn = db.begin_read().map_err(db_err)?;
+            let edges = txn.open_table(EDGES).map_err(db_err)?;
+            let (t, u) = (tenant.as_str(), user.as_str());
+            let lower = match after.as_deref() {
+                Some(a) => Bound::Excluded((t, code, u, a)),
+                None => Bound::Included((t, code, u, "")),
+            };
+            scan_prefix(&edges, lower, limit, |(kt, kc, ku, other)| {
+                (kt == t && kc == code && ku == u).then(|| other.to_owned())
+            })
+        })
+        .await
+    }
+
+    async fn join_group(
+        &self,
+        tenant: &str,
+        group: &Group,
+        user: &str,
+        role: MembershipRole,
+    ) -> StoreResult<JoinOutcome> {
+        let (tenant, group, user) = (tenant.to_owned(), group.clone(), user.to_owned());
+        self.blocking(move |db| {
+            let txn = db.begin_write().map_err(db_err)?;
+            let (t, g, u) = (tenant.as_str(), group.id.as_str(), user.as_str());
+            {
+                let mut groups = txn.open_table(GROUPS).map_err(db_err)?;
+                let existing = groups.get((t, g)).map_err(db_err)?.map(|k| k.value());
+                match existing {
+                    Some(code) if code != group_kind_code(group.kind) => {
+                        return Ok(JoinOutcome::KindMismatch(Group {
+                            id: group.id.clone(),
+                            kind: group_kind(code),
+                        }));
+                    }
+                    Some(_) => {}
+                    None => {
+                        groups
+                            .insert((t, g), group_kind_code(group.kind))
+                            .map_err(db_err)?;
+                    }
+                }
+                let mut members = txn.open_table(MEMBERS).map_err(db_err)?;
+                members.insert((t, g, u), role_code(role)).map_err(db_err)?;
+                let mut member_of = txn.open_table(MEMBER_OF).map_err(db_err)?;
+                member_of
+                    .insert((t, u, g), (group_kind_code(group.kind), role_code(role)))
+                    .map_err(db_err)?;
+            }
+            ensure_user_in(&txn, t, u)?;
+            txn.commit().map_err(db_err)?;
+            Ok(JoinOutcome::Joined(Membership {
+                group_id: group.id,
+                kind: group.kind,
+                role,
+            }))
+        })
+        .await
+    }
+
+    async fn leave_group(&self, tenant: &str, group_id: &str, user: &str) -> StoreResult<bool> {
+        let (tenant, group_id, user) = (tenant.to_owned(), group_id.to_owned(), user.to_owned());
+        self.blocking(move |db| {
+            let txn = db.begin_write().map_err(db_err)?;
+            let (t, g, u) = (tenant.as_str(), group_id.as_str(), user.as_str());
+            let was_member = {
+                let mut members = txn.open_table(MEMBERS).map_err(db_err)?;
+                let mut member_of = txn.open_table(MEMBER_OF).map_err(db_err)?;
+                member_of.remove((t, u, g)).map_err(db_err)?;
+                let removed = members.remove((t, g, u)).map_err(db_err)?;
+                removed.is_some()
+            };
+            txn.commit().map_err(db_err)?;
+            Ok(was_member)
+        })
+        .await
+    }
+
+    async fn group_members(
+        &self,
+        tenant: &str,
+        group_id: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> StoreResult<Vec<String>> {
+        let (tenant, group_id) = (tenant.to_owned(), group_id.to_owned());
+        let after = after.map(str::to_owned);
+        self.blocking(move |db| {
+            let txn = db.begin_read().map_err(db_err)?;
+            let members = txn.open_table(MEMBERS).map_err(db_err)?;
+            let (t, g) = (tenant.as_str(), group_id.as_str());
+            let lower = match after.as_deref() {
+                Some(a) => Bound::Excluded((t, g, a)),
+                None => Bound::Included((t, g, "")),
+            };
+            scan_prefix(&members, lower, limit, |(kt, kg, user)| {
+                (kt == t && kg == g).then(|| user.to_owned())
+            })
+        })
+        .await
+    }
+
+    async fn memberships(&self, tenant: &str, user: &str) -> StoreResult<Vec<Membership>> {
+        let (tenant, user) = (tenant.to_owned(), user.to_owned());
+        self.blocking(move |db| {
+            let txn = db.begin_read().map_err(db_err)?;
+            let member_of = txn.open_table(MEMBER_OF).map_err(db_err)?;
+            let (t, u) = (tenant.as_str(), user.as_str());
+            let mut out = Vec::new();
+            for entry in member_of.range((t, u, "")..).map_err(db_err)? {
+                let (key, value) = entry.map_err(db_err)?;
+                let (kt, ku, group) = key.value();
+                if kt != t || ku != u {
+                    break;
+                }
+                let (kind, r) = value.value();
+                out.push(Membership {
+                    group_id: group.to_owned(),
+                    kind: group_kind(kind),
+                    role: role(r),
+                });
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn insert_action(&self, action: &Action) -> StoreResult<()> {
+        let action = action.clone();
+        self.blocking(move |db| {
+            let txn = db.begin_write().map_err(db_err)?;
+            let (t, id) = (action.tenant.as_str(), action.id.bytes());
+            put_action(&txn, &action)?;
+            {
+                let mut slices = txn.open_table(SLICES).map_err(db_err)?;
+                for ref_id in &action.ref_ids {
+                    slices
+                        .insert((t, ref_id.as_str(), id), ())
+                        .map_err(db_err)?;
+                }
+                if action.fan_out.state != FanOutState::Done {
+                    let mut pending = txn.open_table(PENDING).map_err(db_err)?;
+                    let until = action.fan_out.locked_until.unwrap_or(0);
+                    let worker = action.fan_out.worker.as_deref().unwrap_or("");
+                    pending.insert((id, t), (until, worker)).map_err(db_err)?;
+                }
+            }
+            ensure_user_in(&txn, t, &action.actor_id)?;
+            txn.commit().map_err(db_err)
+        })
+        .await
+    }
+
+    async fn get_actions(&self, tenant: &str, ids: &[ObjectId]) -> StoreResult<Vec<Action>> {
+        let (tenant, ids) = (tenant.to_owned(), ids.to_vec());
+        self.blocking(move |db| {
+            let txn = db.begin_read().map_err(db_err)?;
+            let actions = txn.open_table(ACTIONS).map_err(db_err)?;
+            let mut out = Vec::with_capacity(ids.len());
+            for id in ids {
+                if let Some(bytes) = actions.get((tenant.as_str(), id.bytes())).map_err(db_err)? {
+                    out.push(decode_action(bytes.value())?);
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn hide_action(&self, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>> {
+        let tenant = tenant.to_owned();
+        self.blocking(move |db| {
+            let txn = db.begin_write().map_err(db_err)?;
+            let Some(mut action) = get_action(&txn, &tenant, id.bytes())? else {
+                return Err(StoreError::not_found(format!("no action {id}")));
+            };
+            action.hidden = true;
+            put_action(&txn, &action)?;
+            let removed = remove_items(&txn, &tenant, id.bytes())?;
+            txn.commit().map_err(db_err)?;
+            Ok(removed)
+        })
+        .await
+    }
+
+    async fn delete_action(&self, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>> {
+        let tenant = tenant.to_owned();
+        self.blocking(move |db| {
+            let txn = db.begin_write().map_err(db_err)?;
+            let t = tenant.as_str();
+            let Some(action) = get_action(&txn, t, id.bytes())? else {
+                return Err(StoreError::not_found(format!("no action {id}")));
+            };
+            let removed = remove_items(&txn, t, id.bytes())?;
+            {
+                let mut actions = txn.open_table(ACTIONS).map_err(db_err)?;
+                actions.remove((t, id.bytes())).map_err(db_err)?;
+                let mut slices = txn.open_table(SLICES).map_err(db_err)?;
+                for ref_id in &action.ref_ids {
+                    slices
+                        .remove((t, ref_id.as_str(), id.bytes()))
+                        .map_err(db_err)?;
+                }
+                let mut pending = txn.open_table(PENDING).map_err(db_err)?;
+                pending.remove((id.bytes(), t)).map_err(db_err)?;
+            }
+            txn.commit().map_err(db_err)?;
+            Ok(removed)
+        })
+        .await
+    }
+
+    async fn slice(
+        &self,
+        tenant: &str,
+        ref_id: &str,
+        before: Option<ObjectId>,
+        limit: usize,
+    ) -> StoreResult<Vec<ObjectId>> {
+        let (tenant, ref_id) = (tenant.to_owned(), ref_id.to_owned());
+        self.blocking(move |db| {
+            let txn = db.begin_read().map_err(db_err)?;
+            let slices = txn.open_table(SLICES).map_err(db_err)?;
+            let (t, r) = (tenant.as_str(), ref_id.as_str());
+            let upper = match before {
+                Some(id) => Bound::Excluded((t, r, id.bytes())),
+                None => Bound::Included((t, r, [0xff; 12])),
+            };
+            let lower = Bound::Included((t, r, [0u8; 12]));
+            let mut out = Vec::new();
+            for entry in slices.range((lower, upper)).map_err(db_err)?.rev() {
+                if out.len() >= limit {
+                    break;
+                }
+                let (key, _) = entry.map_err(db_err)?;
+                out.push(ObjectId::from_bytes(key.value().2));
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn claim_fan_out(
+        &self,
+        worker: &str,
+        now: Millis,
+        lease_ms: Millis,
+        limit: usize,
+    ) -> StoreResult<Vec<Claim>> {
+        let worker = worker.to_owned();
+        self.blocking(move |db| {
+            // Look for work in a read transaction first: an idle worker polls, and
+            // polling must not queue behind the writers.
+            let due: Vec<(Oid, String)> = {
+                let txn = db.begin_read().map_err(db_err)?;
+                let pending = txn.open_table(PENDING).map_err(db_err)?;
+                let mut due = Vec::new();
+                for entry in pending.iter().map_err(db_err)? {
+                    if due.len() >= limit {
+                        break;
+                    }
+                    let (key, value) = entry.map_err(db_err)?;
+                    if value.value().0 <= now {
+                        let (id, tenant) = key.value();
+                        due.push((id, tenant.to_owned()));
+                    }
+                }
+                due
+            };
+            if due.is_empty() {
+                return Ok(Vec::new());
+            }
+            let txn = db.begin_write().map_err(db_err)?;
+            let until = now + lease_ms;
+            let mut claims = Vec::with_capacity(due.len());
+            for (id, tenant) in due {
+                // Re-check inside the write transaction: another worker may have
+                // claimed it since the read.
+                {
+                    let mut pending = txn.open_table(PENDING).map_err(db_err)?;
+                    let still_due = pending
+                        .get((id, tenant.as_str()))
+                        .map_err(db_err)?
+                        .is_some_and(|g| g.value().0 <= now);
+                    if !still_due {
+                        continue;
+                    }
+                    pending
+                        .insert((id, tenant.as_str()), (until, worker.as_str()))
+                        .map_err(db_err)?;
+                }
+                let Some(mut action) = get_action(&txn, &tenant, id)? else {
+                    continue;
+                };
+                action.fan_out = FanOut {
+                    state: FanOutState::InProgress,
+                    locked_until: Some(until),
+                    worker: Some(worker.clone()),
+                };
+                put_action(&txn, &action)?;
+                claims.push(Claim {
+                    action,
+                    worker: worker.clone(),
+                    lease_ms,
+                });
+            }
+            txn.commit().map_err(db_err)?;
+            Ok(claims)
+        })
+        .await
+    }
+
+    async fn deliver(
+        &self,
+        claim: &Claim,
+        now: Millis,
+        items: &[Delivery],
+    ) -> StoreResult<Vec<FeedItem>> {
+        let (claim, items) = (claim.clone(), items.to_vec());
+        self.blocking(move |db| {
+            let txn = db.begin_write().map_err(db_err)?;
+            if !lease_held(&txn, &claim)? {
+                return Ok(Vec::new());
+            }
+            let (t, id) = (claim.action.tenant.as_str(), claim.action.id.bytes());
+            let Some(action) = get_action(&txn, t, id)? else {
+                return Ok(Vec::new());
+            };
+            {
+                let mut pending = txn.open_table(PENDING).map_err(db_err)?;
+                pending
+                    .insert((id, t), (now + claim.lease_ms, claim.worker.as_str()))
+                    .map_err(db_err)?;
+            }
+            let mut written = Vec::new();
+            if !action.hidden {
+                let mut feed = txn.open_table(FEED).map_err(db_err)?;
+                let mut index = txn.open_table(FEED_INDEX).map_err(db_err)?;
+                let mut readers = txn.open_table(READERS).map_err(db_err)?;
+                let mut reason_bytes: Option<(Reason, Vec<u8>)> = None;
+                for item in items {
+                    let owner = item.owner.as_str();
+                    if index.get((t, owner, id)).map_err(db_err)?.is_some() {
+                        continue;
+                    }
+                    // Most deliveries of one batch share a reason: encode it once.
+                    if reason_bytes.as_ref().is_none_or(|(r, _)| *r != item.reason) {
+                        let bytes = serde_json::to_vec(&item.reason).map_err(json_err)?;
+                        reason_bytes = Some((item.reason.clone(), bytes));
+                    }
+                    let bytes = reason_bytes
+                        .as_ref()
+                        .map(|(_, b)| b.as_slice())
+                        .unwrap_or(&[]);
+                    feed.insert((t, owner, item.relevancy, id), bytes)
+                        .map_err(db_err)?;
+                    index
+                        .insert((t, owner, id), (item.relevancy, 0))
+                        .map_err(db_err)?;
+                    readers.insert((t, id, owner), ()).map_err(db_err)?;
+                    written.push(FeedItem {
+                        owner: item.owner.clone(),
+                        action_id: claim.action.id,
+                        relevancy: item.relevancy,
+                        reason: item.reason.clone(),
+                    });
+                }
+            }
+            txn.commit().map_err(db_err)?;
+            Ok(written)
+        })
+        .await
+    }
+
+    async fn finish_fan_out(&self, claim: &Claim) -> StoreResult<()> {
+        let claim = claim.clone();
+        self.blocking(move |db| {
+            let txn = db.begin_write().map_err(db_err)?;
+            if !lease_held(&txn, &claim)? {
+                return Ok(());
+            }
+            let (t, id) = (claim.action.tenant.as_str(), claim.action.id.bytes());
+            {
+                let mut pending = txn.open_table(PENDING).map_err(db_err)?;
+                pending.remove((id, t)).map_err(db_err)?;
+            }
+            if let Some(mut action) = get_action(&txn, t, id)? {
+                action.fan_out = FanOut {
+                    state: FanOutState::Done,
+                    locked_until: None,
+                    worker: None,
+                };
+                put_action(&txn, &action)?;
+            }
+            txn.commit().map_err(db_err)
+        })
+        .await
+    }
+
+    async fn feed_page(
+        &self,
+        tenant: &str,
+        owner: &str,
+        range: FeedRange,
+    ) -> StoreResult<Vec<FeedItem>> {
+        let (tenant, owner) = (tenant.to_owned(), owner.to_owned());
+        self.blocking(move |db| {
+            let txn = db.begin_read().map_err(db_err)?;
+            let feed = txn.open_table(FEED).map_err(db_err)?;
+            let (t, o) = (tenant.as_str(), owner.as_str());
+            let lower = match range.newer_than {
+                Some(p) => Bound::Excluded((t, o, p.relevancy, p.action_id.bytes())),
+                None => Bound::Included((t, o, i64::MIN, [0u8; 12])),
+            };
+            let upper = match range.older_than {
+                Some(p) => Bound::Excluded((t, o, p.relevancy, p.action_id.bytes())),
+                None => Bound::Included((t, o, i64::MAX, [0xffu8; 12])),
+            };
+            let entries = feed.range((lower, upper)).map_err(db_err)?;
+            let decode = |entry: Result<
+                (
+                    redb::AccessGuard<'_, (&str, &str, i64, Oid)>,
+                    redb::AccessGuard<'_, &[u8]>,
+                ),
+                redb::StorageError,
+            >|
+             -> StoreResult<FeedItem> {
+                let (key, value) = entry.map_err(db_err)?;
+                let (_, _, relevancy, id) = key.value();
+                Ok(FeedItem {
+                    owner: owner.clone(),
+                    action_id: ObjectId::from_bytes(id),
+                    relevancy,
+                    reason: serde_json::from_slice(value.value()).map_err(json_err)?,
+                })
+            };
+            if range.from_oldest {
+                let mut items = entries
+                    .take(range.limit)
+                    .map(decode)
+                    .collect::<StoreResult<Vec<_>>>()?;
+                items.reverse();
+                Ok(items)
+            } else {
+                entries.rev().take(range.limit).map(decode).collect()
+            }
+        })
+        .await
+    }
+
+    async fn hide_feed_item(
+        &self,
+        tenant: &str,
+        owner: &str,
+        action_id: ObjectId,
+    ) -> StoreResult<Option<FeedItem>> {
+        let (tenant, owner) = (tenant.to_owned(), owner.to_owned());
+        self.blocking(move |db| {
+            let txn = db.begin_write().map_err(db_err)?;
+            let (t, o, id) = (tenant.as_str(), owner.as_str(), action_id.bytes());
+            let item = {
+                let mut index = txn.open_table(FEED_INDEX).map_err(db_err)?;
+                let entry = index.get((t, o, id)).map_err(db_err)?.map(|g| g.value());
+                let Some((relevancy, 0)) = entry else {
+                    return Ok(None);
+                };
+                // Keep a tombstone so a re-run of the fan-out does not bring it back.
+                index.insert((t, o, id), (relevancy, 1)).map_err(db_err)?;
+                let mut feed = txn.open_table(FEED).map_err(db_err)?;
+                let reason = feed
+                    .remove((t, o, relevancy, id))
+                    .map_err(db_err)?
+                    .map(|g| serde_json::from_slice::<Reason>(g.value()))
+                    .transpose()
+                    .map_err(json_err)?;
+                reason.map(|reason| FeedItem {
+                    owner: owner.clone(),
+                    action_id,
+                    relevancy,
+                    reason,
+                })
+            };
+            txn.commit().map_err(db_err)?;
+            Ok(item)
+        })
+        .await
+    }
+}

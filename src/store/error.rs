@@ -1,0 +1,92 @@
+//! The store error: `Clone`, so DataLoader results can share it, with a kind
+//! that callers branch on.
+
+use std::fmt;
+use std::sync::Arc;
+
+use crate::model::limits::InputError;
+
+/// What went wrong, as far as a caller needs to know.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The request itself is wrong (unknown user, mismatched group kind…).
+    InvalidInput,
+    /// The thing to change does not exist.
+    NotFound,
+    /// A fan-out lease was taken over by another worker.
+    LeaseLost,
+    /// The backend cannot be reached right now; retrying later may work.
+    Unavailable,
+    /// Anything else: a bug or corrupt data.
+    Internal,
+}
+
+#[derive(Clone, Debug)]
+pub struct StoreError {
+    pub kind: ErrorKind,
+    pub message: String,
+    pub source: Option<Arc<dyn std::error::Error + Send + Sync>>,
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+impl StoreError {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::InvalidInput, message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::NotFound, message)
+    }
+
+    /// Wraps a backend error as `kind`, keeping it as the source.
+    pub fn from_source(
+        kind: ErrorKind,
+        message: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            source: Some(Arc::new(source)),
+        }
+    }
+
+    pub fn internal(
+        message: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Self::from_source(ErrorKind::Internal, message, source)
+    }
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.source {
+            Some(source) => write!(f, "{}: {source}", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+impl From<InputError> for StoreError {
+    fn from(err: InputError) -> Self {
+        StoreError::invalid(err.0)
+    }
+}

@@ -1,0 +1,241 @@
+//! A store wrapper that counts calls per operation, for `/metrics` and for tests
+//! that prove a feed page costs a fixed number of round trips.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use super::{Claim, Delivery, Direction, FeedRange, JoinOutcome, Store, StoreResult};
+use crate::model::{
+    Action, EdgeKind, FeedItem, Group, Membership, MembershipRole, Millis, ObjectId, User,
+};
+
+macro_rules! ops {
+    ($($op:ident),+ $(,)?) => {
+        /// The store operations that are counted.
+        #[allow(non_camel_case_types)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        pub enum Op { $($op,)+ }
+
+        impl Op {
+            pub const ALL: &'static [Op] = &[$(Op::$op,)+];
+
+            pub fn name(self) -> &'static str {
+                match self { $(Op::$op => stringify!($op),)+ }
+            }
+        }
+    };
+}
+
+ops!(
+    upsert_user,
+    ensure_user,
+    get_users,
+    set_edge,
+    edges,
+    join_group,
+    leave_group,
+    group_members,
+    memberships,
+    insert_action,
+    get_actions,
+    hide_action,
+    delete_action,
+    slice,
+    claim_fan_out,
+    deliver,
+    finish_fan_out,
+    feed_page,
+    hide_feed_item,
+);
+
+/// Wraps a store and counts every call made through it.
+pub struct Metered {
+    inner: Arc<dyn Store>,
+    calls: Vec<AtomicU64>,
+}
+
+impl Metered {
+    pub fn new(inner: Arc<dyn Store>) -> Self {
+        Self {
+            inner,
+            calls: Op::ALL.iter().map(|_| AtomicU64::new(0)).collect(),
+        }
+    }
+
+    fn count(&self, op: Op) {
+        // Relaxed: counters are statistics, read without ordering guarantees.
+        self.calls[op as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Calls so far of one operation.
+    pub fn calls(&self, op: Op) -> u64 {
+        self.calls[op as usize].load(Ordering::Relaxed)
+    }
+
+    /// Calls so far of every operation, in declaration order.
+    pub fn snapshot(&self) -> Vec<(Op, u64)> {
+        Op::ALL.iter().map(|&op| (op, self.calls(op))).collect()
+    }
+}
+
+#[async_trait]
+impl Store for Metered {
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
+    }
+
+    async fn upsert_user(&self, tenant: &str, user: &User) -> StoreResult<()> {
+        self.count(Op::upsert_user);
+        self.inner.upsert_user(tenant, user).await
+    }
+
+    async fn ensure_user(&self, tenant: &str, id: &str) -> StoreResult<()> {
+        self.count(Op::ensure_user);
+        self.inner.ensure_user(tenant, id).await
+    }
+
+    async fn get_users(&self, tenant: &str, ids: &[String]) -> StoreResult<Vec<User>> {
+        self.count(Op::get_users);
+        self.inner.get_users(tenant, ids).await
+    }
+
+    async fn set_edge(
+        &self,
+        tenant: &str,
+        kind: EdgeKind,
+        from: &str,
+        to: &str,
+        on: bool,
+    ) -> StoreResult<bool> {
+        self.count(Op::set_edge);
+        self.inner.set_edge(tenant, kind, from, to, on).await
+    }
+
+    async fn edges(
+        &self,
+        tenant: &str,
+        kind: EdgeKind,
+        direction: Direction,
+        user: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> StoreResult<Vec<String>> {
+        self.count(Op::edges);
+        self.inner
+            .edges(tenant, kind, direction, user, after, limit)
+            .await
+    }
+
+    async fn join_group(
+        &self,
+        tenant: &str,
+        group: &Group,
+        user: &str,
+        role: MembershipRole,
+    ) -> StoreResult<JoinOutcome> {
+        self.count(Op::join_group);
+        self.inner.join_group(tenant, group, user, role).await
+    }
+
+    async fn leave_group(&self, tenant: &str, group_id: &str, user: &str) -> StoreResult<bool> {
+        self.count(Op::leave_group);
+        self.inner.leave_group(tenant, group_id, user).await
+    }
+
+    async fn group_members(
+        &self,
+        tenant: &str,
+        group_id: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> StoreResult<Vec<String>> {
+        self.count(Op::group_members);
+        self.inner
+            .group_members(tenant, group_id, after, limit)
+            .await
+    }
+
+    async fn memberships(&self, tenant: &str, user: &str) -> StoreResult<Vec<Membership>> {
+        self.count(Op::memberships);
+        self.inner.memberships(tenant, user).await
+    }
+
+    async fn insert_action(&self, action: &Action) -> StoreResult<()> {
+        self.count(Op::insert_action);
+        self.inner.insert_action(action).await
+    }
+
+    async fn get_actions(&self, tenant: &str, ids: &[ObjectId]) -> StoreResult<Vec<Action>> {
+        self.count(Op::get_actions);
+        self.inner.get_actions(tenant, ids).await
+    }
+
+    async fn hide_action(&self, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>> {
+        self.count(Op::hide_action);
+        self.inner.hide_action(tenant, id).await
+    }
+
+    async fn delete_action(&self, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>> {
+        self.count(Op::delete_action);
+        self.inner.delete_action(tenant, id).await
+    }
+
+    async fn slice(
+        &self,
+        tenant: &str,
+        ref_id: &str,
+        before: Option<ObjectId>,
+        limit: usize,
+    ) -> StoreResult<Vec<ObjectId>> {
+        self.count(Op::slice);
+        self.inner.slice(tenant, ref_id, before, limit).await
+    }
+
+    async fn claim_fan_out(
+        &self,
+        worker: &str,
+        now: Millis,
+        lease_ms: Millis,
+        limit: usize,
+    ) -> StoreResult<Vec<Claim>> {
+        self.count(Op::claim_fan_out);
+        self.inner.claim_fan_out(worker, now, lease_ms, limit).await
+    }
+
+    async fn deliver(
+        &self,
+        claim: &Claim,
+        now: Millis,
+        items: &[Delivery],
+    ) -> StoreResult<Vec<FeedItem>> {
+        self.count(Op::deliver);
+        self.inner.deliver(claim, now, items).await
+    }
+
+    async fn finish_fan_out(&self, claim: &Claim) -> StoreResult<()> {
+        self.count(Op::finish_fan_out);
+        self.inner.finish_fan_out(claim).await
+    }
+
+    async fn feed_page(
+        &self,
+        tenant: &str,
+        owner: &str,
+        range: FeedRange,
+    ) -> StoreResult<Vec<FeedItem>> {
+        self.count(Op::feed_page);
+        self.inner.feed_page(tenant, owner, range).await
+    }
+
+    async fn hide_feed_item(
+        &self,
+        tenant: &str,
+        owner: &str,
+        action_id: ObjectId,
+    ) -> StoreResult<Option<FeedItem>> {
+        self.count(Op::hide_feed_item);
+        self.inner.hide_feed_item(tenant, owner, action_id).await
+    }
+}

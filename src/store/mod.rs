@@ -1,0 +1,203 @@
+//! The storage port: one object-safe trait, used as `Arc<dyn Store>`, that every
+//! backend implements and the API and the fan-out worker are written against.
+//!
+//! Backends: [`embedded`] (redb, the default). [`open`] picks one from a URL;
+//! [`metered`] wraps any of them to count calls. The conformance suite in
+//! `tests/it/store_suite.rs` holds every backend to the same contract.
+
+pub mod embedded;
+mod error;
+pub mod metered;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+pub use error::{ErrorKind, StoreError, StoreResult};
+
+use crate::model::{
+    Action, EdgeKind, FeedItem, Group, Membership, MembershipRole, Millis, ObjectId, Position,
+    Reason, User,
+};
+
+/// Which way to follow an edge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// From the user to others (whom `user` follows).
+    Out,
+    /// From others to the user (who follows `user`).
+    In,
+}
+
+/// A range of one feed, in newest-first order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FeedRange {
+    /// Only items strictly older than this.
+    pub older_than: Option<Position>,
+    /// Only items strictly newer than this.
+    pub newer_than: Option<Position>,
+    /// How many items at most.
+    pub limit: usize,
+    /// Take the items nearest `newer_than` (the end of the range) rather than
+    /// the newest ones. Results are newest first either way.
+    pub from_oldest: bool,
+}
+
+/// A worker's claim on one action's fan-out.
+#[derive(Clone, Debug)]
+pub struct Claim {
+    pub action: Action,
+    pub worker: String,
+    pub lease_ms: Millis,
+}
+
+/// One feed item to write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Delivery {
+    pub owner: String,
+    pub relevancy: Millis,
+    pub reason: Reason,
+}
+
+/// Outcome of a group-membership change.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JoinOutcome {
+    Joined(Membership),
+    /// The group exists with the other kind.
+    KindMismatch(Group),
+}
+
+/// Everything Riverfeed stores. Every call is confined to one tenant, except the
+/// fan-out claim, which serves all tenants.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// A short name of the backend, for logs.
+    fn backend(&self) -> &'static str;
+
+    // --- users -----------------------------------------------------------
+    /// Creates or replaces a user's display profile.
+    async fn upsert_user(&self, tenant: &str, user: &User) -> StoreResult<()>;
+    /// Records that a user exists, keeping any profile it already has.
+    async fn ensure_user(&self, tenant: &str, id: &str) -> StoreResult<()>;
+    /// The users that exist among `ids`, in no particular order.
+    async fn get_users(&self, tenant: &str, ids: &[String]) -> StoreResult<Vec<User>>;
+
+    // --- graph -----------------------------------------------------------
+    /// Adds (`on`) or removes an edge; a friendship is stored both ways.
+    /// Returns whether anything changed.
+    async fn set_edge(
+        &self,
+        tenant: &str,
+        kind: EdgeKind,
+        from: &str,
+        to: &str,
+        on: bool,
+    ) -> StoreResult<bool>;
+    /// Neighbours of `user` along `kind` edges, ordered by id, after `after`.
+    async fn edges(
+        &self,
+        tenant: &str,
+        kind: EdgeKind,
+        direction: Direction,
+        user: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> StoreResult<Vec<String>>;
+    /// Adds a user to a group, creating the group on first join.
+    async fn join_group(
+        &self,
+        tenant: &str,
+        group: &Group,
+        user: &str,
+        role: MembershipRole,
+    ) -> StoreResult<JoinOutcome>;
+    /// Returns whether the user was a member.
+    async fn leave_group(&self, tenant: &str, group_id: &str, user: &str) -> StoreResult<bool>;
+    /// Members of a group, ordered by id, after `after`.
+    async fn group_members(
+        &self,
+        tenant: &str,
+        group_id: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> StoreResult<Vec<String>>;
+    /// The groups a user belongs to.
+    async fn memberships(&self, tenant: &str, user: &str) -> StoreResult<Vec<Membership>>;
+
+    // --- actions ---------------------------------------------------------
+    /// Stores a new action (its fan-out `Pending`) and notes its actor as a user.
+    async fn insert_action(&self, action: &Action) -> StoreResult<()>;
+    /// The actions that exist among `ids`, in no particular order. One round trip.
+    async fn get_actions(&self, tenant: &str, ids: &[ObjectId]) -> StoreResult<Vec<Action>>;
+    /// Marks an action hidden and removes it from every feed. Returns the items
+    /// removed. `NotFound` if there is no such action.
+    async fn hide_action(&self, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>>;
+    /// Deletes an action and, in the same step, its feed items and slice entries.
+    /// Returns the items removed. `NotFound` if there is no such action.
+    async fn delete_action(&self, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>>;
+    /// Ids of actions whose `refIds` contain `ref_id`, newest first, older than `before`.
+    async fn slice(
+        &self,
+        tenant: &str,
+        ref_id: &str,
+        before: Option<ObjectId>,
+        limit: usize,
+    ) -> StoreResult<Vec<ObjectId>>;
+
+    // --- fan-out ---------------------------------------------------------
+    /// Claims up to `limit` actions whose fan-out is pending or whose lease ran out
+    /// before `now`, leasing them to `worker` until `now + lease_ms`.
+    async fn claim_fan_out(
+        &self,
+        worker: &str,
+        now: Millis,
+        lease_ms: Millis,
+        limit: usize,
+    ) -> StoreResult<Vec<Claim>>;
+    /// Writes feed items for a claimed action, skipping readers that already have
+    /// one (so a re-run delivers nothing twice), and extends the lease to
+    /// `now + lease`. Returns the items newly written. Fails with `LeaseLost` if
+    /// another worker holds the action now; writes nothing for an action that was
+    /// hidden or deleted meanwhile.
+    async fn deliver(
+        &self,
+        claim: &Claim,
+        now: Millis,
+        items: &[Delivery],
+    ) -> StoreResult<Vec<FeedItem>>;
+    /// Marks a claimed fan-out `Done`. `LeaseLost` if another worker holds it now.
+    async fn finish_fan_out(&self, claim: &Claim) -> StoreResult<()>;
+
+    // --- feeds -----------------------------------------------------------
+    /// A range of `owner`'s home feed, newest first. One round trip.
+    async fn feed_page(
+        &self,
+        tenant: &str,
+        owner: &str,
+        range: FeedRange,
+    ) -> StoreResult<Vec<FeedItem>>;
+    /// Removes one item from `owner`'s feed for good (a later re-delivery does not
+    /// bring it back). Returns the item if it was there.
+    async fn hide_feed_item(
+        &self,
+        tenant: &str,
+        owner: &str,
+        action_id: ObjectId,
+    ) -> StoreResult<Option<FeedItem>>;
+}
+
+/// Opens the store a URL names: `embedded:<dir>`.
+pub async fn open(url: &str) -> StoreResult<Arc<dyn Store>> {
+    if let Some(dir) = url.strip_prefix("embedded:") {
+        let store = embedded::EmbeddedStore::open(std::path::Path::new(dir))?;
+        return Ok(Arc::new(store));
+    }
+    if url.starts_with("mongodb://") || url.starts_with("mongodb+srv://") {
+        return Err(StoreError::invalid(
+            "the MongoDB backend is not part of this build; use embedded:<dir>",
+        ));
+    }
+    Err(StoreError::invalid(format!(
+        "unknown store URL scheme in {:?}; expected embedded:<dir>",
+        url.split(':').next().unwrap_or_default()
+    )))
+}
