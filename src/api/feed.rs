@@ -82,10 +82,11 @@ pub async fn home(
             items.pop();
         }
     }
+    // Paging from a cursor implies the cursor's own item lies on the other side.
     let (has_previous, has_next) = if backwards {
-        (more, older_than.is_some())
+        (more, newer_than.is_some())
     } else {
-        (newer_than.is_some(), more)
+        (older_than.is_some(), more)
     };
 
     let mut actions = load_page(ctx, items.iter().map(|i| i.action_id)).await?;

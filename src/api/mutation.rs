@@ -135,7 +135,7 @@ impl MutationRoot {
     }
 }
 
-#[Object]
+#[Object(name = "Mutation")]
 impl MutationRoot {
     /// Creates or updates a user's display profile.
     async fn upsert_user(

@@ -22,7 +22,7 @@ pub(crate) fn action_id(id: &ID) -> async_graphql::Result<ObjectId> {
     })
 }
 
-#[Object]
+#[Object(name = "Query")]
 impl QueryRoot {
     /// The user making the request.
     async fn viewer(&self, ctx: &Context<'_>) -> async_graphql::Result<UserNode> {

@@ -10,7 +10,7 @@ use super::{state, viewer};
 
 pub struct SubscriptionRoot;
 
-#[Subscription]
+#[Subscription(name = "Subscription")]
 impl SubscriptionRoot {
     /// Items added to and removed from the viewer's home feed, as they happen.
     ///

@@ -1,0 +1,672 @@
+//! The API end to end: a real server on 127.0.0.1:0, spoken to over HTTP and
+//! websocket as a frontend would.
+
+use std::collections::HashSet;
+
+use riverfeed::descriptor::{Descriptor, StatusPost};
+use riverfeed::model::{FanOut, ObjectId, Scope};
+use riverfeed::store::embedded::EmbeddedStore;
+use riverfeed::store::Store;
+use serde_json::{json, Value};
+
+use crate::common::{first_error_code, TestServer, WsClient};
+
+const FEED_EVENTS: &str =
+    "subscription { feedEvents { kind item { actionId cursor reason { kind actorId } action { id actorId } } } }";
+
+#[tokio::test]
+async fn a_follower_sees_the_followed_users_action() {
+    let server = TestServer::start().await;
+    let alice = server.client("acme", "alice");
+    let bob = server.client("acme", "bob");
+    bob.upsert_user("bob", "Bob Builder").await;
+    alice.follow("bob").await;
+    let id = bob
+        .post_status("shipped the new careers page", json!({}))
+        .await;
+    bob.wait_delivered(&id).await;
+
+    let data = alice
+        .data(
+            "{ feed { edges { node { actionId reason { kind actorId } action { id actor { id name } descriptor { ... on StatusPost { text } } } } } } }",
+            json!({}),
+        )
+        .await;
+    let edges = data["feed"]["edges"].as_array().unwrap();
+    assert_eq!(edges.len(), 1, "{data:#}");
+    let node = &edges[0]["node"];
+    assert_eq!(node["actionId"], id.as_str());
+    assert_eq!(
+        node["reason"],
+        json!({ "kind": "FOLLOWS", "actorId": "bob" })
+    );
+    assert_eq!(
+        node["action"]["actor"],
+        json!({ "id": "bob", "name": "Bob Builder" })
+    );
+    assert_eq!(
+        node["action"]["descriptor"]["text"],
+        "shipped the new careers page"
+    );
+
+    // The same user in another tenant sees nothing.
+    let other_alice = server.client("globex", "alice");
+    let (ids, _) = other_alice.feed_ids("").await;
+    assert!(ids.is_empty(), "tenants are separate: {ids:?}");
+    let data = other_alice
+        .data(
+            "query($id: ID!) { action(id: $id) { id } }",
+            json!({ "id": id }),
+        )
+        .await;
+    assert_eq!(data["action"], Value::Null);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn pages_have_no_gaps_or_duplicates_while_new_items_arrive() {
+    let server = TestServer::start().await;
+    let alice = server.client("acme", "alice");
+    let bob = server.client("acme", "bob");
+    bob.upsert_user("bob", "Bob").await;
+    alice.follow("bob").await;
+
+    let mut original = Vec::new();
+    for i in 0..60 {
+        original.push(bob.post_status(&format!("post {i}"), json!({})).await);
+    }
+    bob.wait_delivered(original.last().unwrap()).await;
+    for id in &original {
+        bob.wait_delivered(id).await;
+    }
+
+    let mut seen = Vec::new();
+    let (page, info) = alice.feed_ids("(first: 25)").await;
+    assert_eq!(page.len(), 25);
+    assert_eq!(info["hasNextPage"], true);
+    seen.extend(page);
+    let mut cursor = info["endCursor"].as_str().unwrap().to_owned();
+
+    for round in 0..2 {
+        // New items arrive between pages: they are newer, so they belong above
+        // the pages already read and must not shift the next page.
+        let mut fresh = Vec::new();
+        for i in 0..7 {
+            fresh.push(
+                bob.post_status(&format!("late {round}-{i}"), json!({}))
+                    .await,
+            );
+        }
+        for id in &fresh {
+            bob.wait_delivered(id).await;
+        }
+        let (page, info) = alice
+            .feed_ids(&format!("(first: 25, after: \"{cursor}\")"))
+            .await;
+        seen.extend(page);
+        if round == 0 {
+            assert_eq!(info["hasNextPage"], true);
+            cursor = info["endCursor"].as_str().unwrap().to_owned();
+        } else {
+            assert_eq!(info["hasNextPage"], false, "{info}");
+        }
+    }
+
+    let newest_first: Vec<String> = original.iter().rev().cloned().collect();
+    assert_eq!(
+        seen, newest_first,
+        "three pages = the 60 items, in order, once each"
+    );
+    let (top, _) = alice.feed_ids("(first: 14)").await;
+    assert_eq!(
+        top.len(),
+        14,
+        "the 14 late items sit above the pages read before"
+    );
+    assert!(top.iter().all(|id| !original.contains(id)));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn paging_backwards_with_last_and_before() {
+    let server = TestServer::start().await;
+    let alice = server.client("acme", "alice");
+    let mut ids = Vec::new();
+    for i in 0..10 {
+        ids.push(alice.post_status(&format!("mine {i}"), json!({})).await);
+    }
+    for id in &ids {
+        alice.wait_delivered(id).await;
+    }
+    let newest_first: Vec<String> = ids.iter().rev().cloned().collect();
+    let (all, _) = alice.feed_ids("").await;
+    assert_eq!(all, newest_first);
+
+    let (tail, info) = alice.feed_ids("(last: 3)").await;
+    assert_eq!(tail, newest_first[7..], "the 3 oldest, newest first");
+    assert_eq!(info["hasPreviousPage"], true);
+    let before = info["startCursor"].as_str().unwrap();
+    let (prev, info) = alice
+        .feed_ids(&format!("(last: 3, before: \"{before}\")"))
+        .await;
+    assert_eq!(prev, newest_first[4..7]);
+    assert_eq!(info["hasNextPage"], true);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn slices_list_actions_by_referenced_object() {
+    let server = TestServer::start().await;
+    let recruiter = server.client("acme", "rita");
+    let mut mary = Vec::new();
+    for i in 0..4 {
+        let input = json!({
+            "descriptor": { "applicationRating": {
+                "raterId": "rita", "raterName": "Rita", "positionId": "pos-sse",
+                "positionName": "Senior Software Engineer", "applicantId": "app-mary",
+                "applicantName": "Mary Fanning", "ratingScore": 4.5,
+                "ratingText": format!("round {i}")
+            }},
+            "refIds": ["app-mary", "pos-sse"]
+        });
+        let data = recruiter
+            .data(
+                "mutation($input: RecordActionInput!) { recordAction(input: $input) { id } }",
+                json!({ "input": input }),
+            )
+            .await;
+        mary.push(data["recordAction"]["id"].as_str().unwrap().to_owned());
+    }
+    recruiter
+        .post_status("unrelated", json!({ "refIds": ["app-john"] }))
+        .await;
+
+    let query = "query($ref: String!, $after: String) { slice(refId: $ref, first: 3, after: $after) { edges { cursor node { id descriptor { ... on ApplicationRating { applicantName ratingScore } } } } pageInfo { hasNextPage endCursor } } }";
+    let data = recruiter
+        .data(query, json!({ "ref": "app-mary", "after": null }))
+        .await;
+    let page: Vec<&str> = data["slice"]["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["node"]["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(page, [&mary[3], &mary[2], &mary[1]]);
+    assert_eq!(
+        data["slice"]["edges"][0]["node"]["descriptor"],
+        json!({ "applicantName": "Mary Fanning", "ratingScore": 4.5 })
+    );
+    assert_eq!(data["slice"]["pageInfo"]["hasNextPage"], true);
+    let after = data["slice"]["pageInfo"]["endCursor"].clone();
+    let data = recruiter
+        .data(query, json!({ "ref": "app-mary", "after": after }))
+        .await;
+    assert_eq!(data["slice"]["edges"][0]["node"]["id"], mary[0].as_str());
+    assert_eq!(data["slice"]["pageInfo"]["hasNextPage"], false);
+
+    // A slice cursor pages only its own slice.
+    let code = recruiter
+        .error_code(query, json!({ "ref": "pos-sse", "after": after }))
+        .await;
+    assert_eq!(code, "BAD_USER_INPUT");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn team_scope_reaches_team_members_and_not_other_followers() {
+    let server = TestServer::start().await;
+    let bob = server.client("acme", "bob");
+    let alice = server.client("acme", "alice");
+    let carol = server.client("acme", "carol");
+    let dave = server.client("acme", "dave");
+    bob.upsert_user("bob", "Bob").await;
+    for member in [&bob, &alice, &carol] {
+        member.join("recruiting", "TEAM").await;
+    }
+    dave.follow("bob").await;
+    alice.follow("bob").await;
+
+    let id = bob
+        .post_status("team only", json!({ "scope": "TEAM" }))
+        .await;
+    bob.wait_delivered(&id).await;
+
+    for (reader, expect) in [(&alice, true), (&carol, true), (&bob, true), (&dave, false)] {
+        let (ids, _) = reader.feed_ids("").await;
+        assert_eq!(ids.contains(&id), expect, "feed: {ids:?}");
+        let data = reader
+            .data(
+                "query($id: ID!) { action(id: $id) { id } }",
+                json!({ "id": id }),
+            )
+            .await;
+        assert_eq!(!data["action"].is_null(), expect, "action(id): {data}");
+    }
+    let data = alice
+        .data("{ feed { edges { node { reason { kind } } } } }", json!({}))
+        .await;
+    assert_eq!(data["feed"]["edges"][0]["node"]["reason"]["kind"], "TEAM");
+
+    // A TEAM action from someone in no team is refused, not silently private.
+    let code = dave
+        .error_code(
+            "mutation { recordAction(input: {descriptor: {statusPost: {text: \"x\"}}, scope: TEAM}) { id } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(code, "BAD_USER_INPUT");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn restricted_actions_reach_only_their_readers() {
+    let server = TestServer::start().await;
+    let bob = server.client("acme", "bob");
+    let alice = server.client("acme", "alice");
+    let carol = server.client("acme", "carol");
+    bob.upsert_user("alice", "Alice").await;
+    bob.upsert_user("bob", "Bob").await;
+    alice.follow("bob").await;
+    carol.follow("bob").await;
+    let id = bob
+        .post_status(
+            "for alice",
+            json!({ "scope": "RESTRICTED", "readers": ["alice"] }),
+        )
+        .await;
+    bob.wait_delivered(&id).await;
+    assert!(alice.feed_ids("").await.0.contains(&id));
+    assert!(!carol.feed_ids("").await.0.contains(&id));
+    let data = carol
+        .data(
+            "query($id: ID!) { actions(ids: [$id]) { id } }",
+            json!({ "id": id }),
+        )
+        .await;
+    assert_eq!(data["actions"], json!([null]));
+    let data = bob
+        .data(
+            "query($id: ID!) { action(id: $id) { readers } }",
+            json!({ "id": id }),
+        )
+        .await;
+    assert_eq!(data["action"]["readers"], json!(["alice"]));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn feed_events_stream_added_and_removed() {
+    let server = TestServer::start().await;
+    let bob = server.client("acme", "bob");
+    let alice = server.client("acme", "alice");
+    bob.upsert_user("bob", "Bob").await;
+    alice.follow("bob").await;
+
+    let mut ws = WsClient::as_user(&server.ws_url(), "acme", "alice").await;
+    ws.subscribe("1", FEED_EVENTS).await;
+    server.wait_live_readers(1).await;
+
+    let id = bob.post_status("live!", json!({})).await;
+    let added = ws.next_payload().await;
+    let event = &added["data"]["feedEvents"];
+    assert_eq!(event["kind"], "ADDED", "{added}");
+    assert_eq!(event["item"]["actionId"], id.as_str());
+    assert_eq!(event["item"]["action"]["actorId"], "bob");
+    assert_eq!(event["item"]["reason"]["kind"], "FOLLOWS");
+
+    // The event's cursor pages the feed like any other.
+    let cursor = event["item"]["cursor"].as_str().unwrap();
+    let (page, _) = alice
+        .feed_ids(&format!("(last: 5, before: \"{cursor}\")"))
+        .await;
+    assert!(page.is_empty(), "nothing is newer than the newest item");
+
+    let data = bob
+        .data(
+            "mutation($id: ID!) { deleteAction(id: $id) }",
+            json!({ "id": id }),
+        )
+        .await;
+    assert_eq!(data["deleteAction"], id.as_str());
+    let removed = ws.next_payload().await;
+    let event = &removed["data"]["feedEvents"];
+    assert_eq!(event["kind"], "REMOVED", "{removed}");
+    assert_eq!(event["item"]["actionId"], id.as_str());
+    assert_eq!(event["item"]["action"], Value::Null, "the action is gone");
+    assert!(alice.feed_ids("").await.0.is_empty());
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn the_legacy_graphql_ws_protocol_works_too() {
+    let server = TestServer::start().await;
+    let alice = server.client("acme", "alice");
+    let mut ws = WsClient::connect(
+        &server.ws_url(),
+        true,
+        json!({ "x-riverfeed-tenant": "acme", "x-riverfeed-user": "alice" }),
+    )
+    .await;
+    ws.subscribe("a", FEED_EVENTS).await;
+    server.wait_live_readers(1).await;
+    let id = alice.post_status("to myself", json!({})).await;
+    let payload = ws.next_payload().await;
+    assert_eq!(
+        payload["data"]["feedEvents"]["item"]["actionId"],
+        id.as_str()
+    );
+    assert_eq!(
+        payload["data"]["feedEvents"]["item"]["reason"]["kind"],
+        "OWN"
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn hiding_removes_from_feeds_and_only_the_actor_may() {
+    let server = TestServer::start().await;
+    let bob = server.client("acme", "bob");
+    let alice = server.client("acme", "alice");
+    bob.upsert_user("bob", "Bob").await;
+    alice.follow("bob").await;
+    let first = bob.post_status("one", json!({})).await;
+    let second = bob.post_status("two", json!({})).await;
+    bob.wait_delivered(&first).await;
+    bob.wait_delivered(&second).await;
+
+    let mut ws = WsClient::as_user(&server.ws_url(), "acme", "alice").await;
+    ws.subscribe("1", FEED_EVENTS).await;
+    server.wait_live_readers(1).await;
+
+    let code = alice
+        .error_code(
+            "mutation($id: ID!) { hideAction(id: $id) { id } }",
+            json!({ "id": first }),
+        )
+        .await;
+    assert_eq!(code, "FORBIDDEN");
+    let code = alice
+        .error_code(
+            "mutation($id: ID!) { deleteAction(id: $id) }",
+            json!({ "id": first }),
+        )
+        .await;
+    assert_eq!(code, "FORBIDDEN");
+
+    let data = bob
+        .data(
+            "mutation($id: ID!) { hideAction(id: $id) { hidden } }",
+            json!({ "id": first }),
+        )
+        .await;
+    assert_eq!(data["hideAction"]["hidden"], true);
+    let event = ws.next_payload().await;
+    assert_eq!(event["data"]["feedEvents"]["kind"], "REMOVED");
+    assert_eq!(
+        event["data"]["feedEvents"]["item"]["actionId"],
+        first.as_str()
+    );
+    assert_eq!(alice.feed_ids("").await.0, vec![second.clone()]);
+    assert!(
+        !bob.feed_ids("").await.0.contains(&first),
+        "out of the actor's feed too"
+    );
+    let data = alice
+        .data(
+            "query($id: ID!) { action(id: $id) { id } }",
+            json!({ "id": first }),
+        )
+        .await;
+    assert_eq!(data["action"], Value::Null, "hidden from readers");
+
+    // A reader hides an item from their own feed only.
+    let data = alice
+        .data(
+            "mutation($id: ID!) { hideFeedItem(actionId: $id) }",
+            json!({ "id": second }),
+        )
+        .await;
+    assert_eq!(data["hideFeedItem"], true);
+    let event = ws.next_payload().await;
+    assert_eq!(event["data"]["feedEvents"]["kind"], "REMOVED");
+    assert!(alice.feed_ids("").await.0.is_empty());
+    assert_eq!(bob.feed_ids("").await.0, vec![second.clone()]);
+    let data = alice
+        .data(
+            "mutation($id: ID!) { hideFeedItem(actionId: $id) }",
+            json!({ "id": second }),
+        )
+        .await;
+    assert_eq!(data["hideFeedItem"], false);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn restart_keeps_feeds_and_delivers_what_a_crash_left_pending() {
+    let server = TestServer::start().await;
+    let alice = server.client("acme", "alice");
+    let bob = server.client("acme", "bob");
+    bob.upsert_user("bob", "Bob").await;
+    alice.follow("bob").await;
+    let before = bob.post_status("before the crash", json!({})).await;
+    bob.wait_delivered(&before).await;
+    let dir = server.stop().await;
+
+    // What a crash leaves: one action never claimed, one claimed by a worker
+    // that died (its lease ran out).
+    let now = chrono::Utc::now().timestamp_millis();
+    let mut left = Vec::new();
+    {
+        let store = EmbeddedStore::open(dir.path()).expect("store opens");
+        for (text, fan_out) in [
+            ("never claimed", FanOut::pending()),
+            (
+                "claimed by a dead worker",
+                FanOut {
+                    state: riverfeed::model::FanOutState::InProgress,
+                    locked_until: Some(now - 1),
+                    worker: Some("dead-worker".into()),
+                },
+            ),
+        ] {
+            let action = riverfeed::model::Action {
+                id: ObjectId::new(),
+                tenant: "acme".into(),
+                actor_id: "bob".into(),
+                conducted: now,
+                hidden: false,
+                scope: Scope::Public,
+                readers: vec![],
+                scope_groups: vec![],
+                ref_ids: vec![],
+                tags: vec![],
+                descriptor: Descriptor::StatusPost(StatusPost { text: text.into() }),
+                fan_out,
+            };
+            store.insert_action(&action).await.expect("insert");
+            left.push(action.id.to_hex());
+        }
+    }
+
+    let server = TestServer::start_in(dir).await;
+    let alice = server.client("acme", "alice");
+    let bob = server.client("acme", "bob");
+    for id in &left {
+        bob.wait_delivered(id).await;
+    }
+    let (ids, _) = alice.feed_ids("").await;
+    let ids: HashSet<_> = ids.into_iter().collect();
+    assert!(ids.contains(&before), "the old feed survived");
+    for id in &left {
+        assert!(ids.contains(id), "pending action {id} was delivered");
+    }
+    assert_eq!(ids.len(), 3);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_feed_page_loads_its_actions_in_one_batch() {
+    let server = TestServer::start().await;
+    let alice = server.client("acme", "alice");
+    let bob = server.client("acme", "bob");
+    bob.upsert_user("bob", "Bob").await;
+    alice.follow("bob").await;
+    let mut ids = Vec::new();
+    for i in 0..30 {
+        ids.push(bob.post_status(&format!("n{i}"), json!({})).await);
+    }
+    for id in &ids {
+        bob.wait_delivered(id).await;
+    }
+    let pages_before = server.store_calls("feed_page").await;
+    let loads_before = server.store_calls("get_actions").await;
+    let data = alice
+        .data(
+            "{ feed(first: 25) { edges { node { action { id conducted descriptor { ... on StatusPost { text } } } } } } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(data["feed"]["edges"].as_array().unwrap().len(), 25);
+    assert_eq!(server.store_calls("feed_page").await - pages_before, 1);
+    assert_eq!(
+        server.store_calls("get_actions").await - loads_before,
+        1,
+        "25 actions, one batch"
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn followers_and_following() {
+    let server = TestServer::start().await;
+    let bob = server.client("acme", "bob");
+    bob.upsert_user("bob", "Bob").await;
+    for user in ["zoe", "amy", "kim"] {
+        server.client("acme", user).follow("bob").await;
+    }
+    let query = "query($after: String) { user(id: \"bob\") { name followers(first: 2, after: $after) { edges { node { id } } pageInfo { hasNextPage endCursor } } } }";
+    let data = bob.data(query, json!({ "after": null })).await;
+    let ids = |d: &Value| -> Vec<String> {
+        d["user"]["followers"]["edges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["node"]["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(data["user"]["name"], "Bob");
+    assert_eq!(ids(&data), ["amy", "kim"]);
+    let after = data["user"]["followers"]["pageInfo"]["endCursor"].clone();
+    let data = bob.data(query, json!({ "after": after })).await;
+    assert_eq!(ids(&data), ["zoe"]);
+    let data = bob
+        .data(
+            "{ user(id: \"amy\") { following { edges { node { id name } } } } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(
+        data["user"]["following"]["edges"][0]["node"],
+        json!({ "id": "bob", "name": "Bob" })
+    );
+    let data = bob.data("{ user(id: \"nobody\") { id } }", json!({})).await;
+    assert_eq!(data["user"], Value::Null);
+    let amy = server.client("acme", "amy");
+    let data = amy
+        .data("mutation { unfollow(userId: \"bob\") }", json!({}))
+        .await;
+    assert_eq!(data["unfollow"], true);
+    let data = amy
+        .data("mutation { unfollow(userId: \"bob\") }", json!({}))
+        .await;
+    assert_eq!(data["unfollow"], false, "a second unfollow changes nothing");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn requests_without_identity_are_unauthenticated() {
+    let server = TestServer::start().await;
+    let anonymous = server.anonymous();
+    for query in [
+        "{ feed { edges { cursor } } }",
+        "{ viewer { id } }",
+        "mutation { follow(userId: \"bob\") }",
+    ] {
+        assert_eq!(
+            anonymous.error_code(query, json!({})).await,
+            "UNAUTHENTICATED"
+        );
+    }
+    // Introspection needs no identity (GraphiQL loads the schema before login).
+    let data = anonymous
+        .data("{ __schema { queryType { name } } }", json!({}))
+        .await;
+    assert_eq!(data["__schema"]["queryType"]["name"], "Query");
+
+    let mut ws = WsClient::connect(&server.ws_url(), false, json!({})).await;
+    ws.subscribe("1", FEED_EVENTS).await;
+    let message = ws.next().await.expect("an answer");
+    let code = match message["type"].as_str() {
+        Some("error") => message["payload"][0]["extensions"]["code"].clone(),
+        _ => message["payload"]["errors"][0]["extensions"]["code"].clone(),
+    };
+    assert_eq!(code, "UNAUTHENTICATED", "{message}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn get_serves_queries_but_not_mutations() {
+    let server = TestServer::start().await;
+    let http = reqwest::Client::new();
+    let get = |query: &str| {
+        http.get(format!("{}/graphql", server.base))
+            .query(&[("query", query)])
+            .header("x-riverfeed-tenant", "acme")
+            .header("x-riverfeed-user", "alice")
+            .send()
+    };
+    let response = get("{ viewer { id } }").await.unwrap();
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["data"]["viewer"]["id"], "alice");
+    let response = get("mutation { follow(userId: \"bob\") }").await.unwrap();
+    assert_eq!(response.status(), 405);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(
+        first_error_code(&body).as_deref(),
+        Some("METHOD_NOT_ALLOWED")
+    );
+
+    for path in ["/", "/graphiql", "/demo/", "/healthz"] {
+        let response = reqwest::get(format!("{}{path}", server.base))
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "{path}");
+    }
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn shutdown_closes_live_websockets() {
+    let server = TestServer::start().await;
+    let mut ws = WsClient::as_user(&server.ws_url(), "acme", "alice").await;
+    ws.subscribe("1", FEED_EVENTS).await;
+    server.wait_live_readers(1).await;
+    // `stop` returns only once every websocket task has ended.
+    server.stop().await;
+    let message = ws.next().await;
+    if let Some(message) = message {
+        assert_eq!(message["type"], "__closed", "{message}");
+        assert_eq!(message["code"], 1001, "{message}");
+    }
+}
+
+#[test]
+fn schema_graphql_is_the_exported_sdl() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/schema.graphql");
+    let on_disk = std::fs::read_to_string(path).unwrap_or_default();
+    assert!(
+        on_disk == riverfeed::api::sdl(),
+        "schema.graphql is out of date: run `cargo run -- schema > schema.graphql`"
+    );
+}

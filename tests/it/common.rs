@@ -1,0 +1,319 @@
+//! Shared helpers: a real server on 127.0.0.1:0 over a temporary data directory,
+//! a GraphQL-over-HTTP client, and a websocket client speaking graphql-transport-ws
+//! or the legacy graphql-ws protocol.
+
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use riverfeed::server::{self, ServeOptions, Server};
+use serde_json::{json, Value};
+use tempfile::TempDir;
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+/// How long a test waits for something that should happen promptly (a fan-out,
+/// an event) before it fails. Waits end as soon as the condition holds.
+pub const PATIENCE: Duration = Duration::from_secs(15);
+
+pub struct TestServer {
+    pub server: Server,
+    pub dir: TempDir,
+    pub base: String,
+}
+
+impl TestServer {
+    pub async fn start() -> Self {
+        Self::start_in(tempfile::tempdir().expect("tempdir")).await
+    }
+
+    pub async fn start_in(dir: TempDir) -> Self {
+        let options = ServeOptions::new(format!("embedded:{}", dir.path().display()));
+        let server = server::start(options).await.expect("server starts");
+        let base = format!("http://{}", server.addr);
+        Self { server, dir, base }
+    }
+
+    /// Stops the server and hands back its data directory.
+    pub async fn stop(self) -> TempDir {
+        self.server.stop().await.expect("server stops cleanly");
+        self.dir
+    }
+
+    pub fn client(&self, tenant: &str, user: &str) -> Client {
+        Client {
+            http: reqwest::Client::new(),
+            url: format!("{}/graphql", self.base),
+            identity: Some((tenant.to_owned(), user.to_owned())),
+        }
+    }
+
+    pub fn anonymous(&self) -> Client {
+        Client {
+            http: reqwest::Client::new(),
+            url: format!("{}/graphql", self.base),
+            identity: None,
+        }
+    }
+
+    pub fn ws_url(&self) -> String {
+        format!("ws://{}/graphql/ws", self.server.addr)
+    }
+
+    /// One counter of `/metrics`.
+    pub async fn metric(&self, name: &str) -> u64 {
+        let text = reqwest::get(format!("{}/metrics", self.base))
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("metrics body");
+        text.lines()
+            .find_map(|line| {
+                let (key, value) = line.rsplit_once(' ')?;
+                (key == name).then(|| value.parse().expect("numeric metric"))
+            })
+            .unwrap_or_else(|| panic!("no metric {name} in:\n{text}"))
+    }
+
+    pub async fn store_calls(&self, op: &str) -> u64 {
+        self.metric(&format!("riverfeed_store_calls_total{{op=\"{op}\"}}"))
+            .await
+    }
+
+    /// Waits until `n` readers hold a live subscription.
+    pub async fn wait_live_readers(&self, n: u64) {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        while self.metric("riverfeed_live_readers").await < n {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{n} live readers never showed up"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+pub struct Client {
+    http: reqwest::Client,
+    url: String,
+    identity: Option<(String, String)>,
+}
+
+impl Client {
+    /// Posts a GraphQL request and returns the whole response body.
+    pub async fn post(&self, query: &str, variables: Value) -> Value {
+        let mut request = self
+            .http
+            .post(&self.url)
+            .json(&json!({ "query": query, "variables": variables }));
+        if let Some((tenant, user)) = &self.identity {
+            request = request
+                .header("x-riverfeed-tenant", tenant)
+                .header("x-riverfeed-user", user);
+        }
+        let response = request.send().await.expect("request sent");
+        response.json().await.expect("JSON response")
+    }
+
+    /// The `data` of a request that must succeed.
+    pub async fn data(&self, query: &str, variables: Value) -> Value {
+        let body = self.post(query, variables).await;
+        assert!(
+            body.get("errors").is_none(),
+            "unexpected errors for {query}: {body:#}"
+        );
+        body["data"].clone()
+    }
+
+    /// The `extensions.code` of the first error of a request that must fail.
+    pub async fn error_code(&self, query: &str, variables: Value) -> String {
+        let body = self.post(query, variables).await;
+        first_error_code(&body).unwrap_or_else(|| panic!("expected an error for {query}: {body:#}"))
+    }
+
+    pub async fn upsert_user(&self, id: &str, name: &str) {
+        self.data(
+            "mutation($id: ID!, $name: String!) { upsertUser(input: {id: $id, name: $name}) { id } }",
+            json!({ "id": id, "name": name }),
+        )
+        .await;
+    }
+
+    pub async fn follow(&self, user: &str) {
+        let data = self
+            .data(
+                "mutation($u: ID!) { follow(userId: $u) }",
+                json!({ "u": user }),
+            )
+            .await;
+        assert_eq!(data["follow"], true);
+    }
+
+    pub async fn join(&self, group: &str, kind: &str) {
+        self.data(
+            "mutation($g: ID!, $k: GroupKind!) { joinGroup(groupId: $g, kind: $k) { groupId } }",
+            json!({ "g": group, "k": kind }),
+        )
+        .await;
+    }
+
+    /// Records a status post and returns the action id.
+    pub async fn post_status(&self, text: &str, extra: Value) -> String {
+        let mut input = json!({ "descriptor": { "statusPost": { "text": text } } });
+        if let (Some(input), Some(extra)) = (input.as_object_mut(), extra.as_object()) {
+            input.extend(extra.clone());
+        }
+        let data = self
+            .data(
+                "mutation($input: RecordActionInput!) { recordAction(input: $input) { id } }",
+                json!({ "input": input }),
+            )
+            .await;
+        data["recordAction"]["id"]
+            .as_str()
+            .expect("action id")
+            .to_owned()
+    }
+
+    /// Waits until the fan-out of one of this user's actions is done.
+    pub async fn wait_delivered(&self, action_id: &str) {
+        let deadline = tokio::time::Instant::now() + PATIENCE;
+        loop {
+            let data = self
+                .data(
+                    "query($id: ID!) { action(id: $id) { fanOut { state } } }",
+                    json!({ "id": action_id }),
+                )
+                .await;
+            if data["action"]["fanOut"]["state"] == "DONE" {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "action {action_id} was never delivered: {data}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Action ids of a feed page, newest first, and the page's end cursor.
+    pub async fn feed_ids(&self, args: &str) -> (Vec<String>, Value) {
+        let data = self
+            .data(
+                &format!(
+                    "{{ feed{args} {{ edges {{ cursor node {{ actionId action {{ id }} }} }} pageInfo {{ hasNextPage hasPreviousPage startCursor endCursor }} }} }}"
+                ),
+                json!({}),
+            )
+            .await;
+        let ids = data["feed"]["edges"]
+            .as_array()
+            .expect("edges")
+            .iter()
+            .map(|e| e["node"]["actionId"].as_str().expect("id").to_owned())
+            .collect();
+        (ids, data["feed"]["pageInfo"].clone())
+    }
+}
+
+pub fn first_error_code(body: &Value) -> Option<String> {
+    body["errors"][0]["extensions"]["code"]
+        .as_str()
+        .map(str::to_owned)
+}
+
+/// A websocket GraphQL client.
+pub struct WsClient {
+    socket: WebSocketStream<MaybeTlsStream<TcpStream>>,
+    legacy: bool,
+}
+
+impl WsClient {
+    /// Connects with graphql-transport-ws (or legacy graphql-ws) and waits for
+    /// the server's `connection_ack`.
+    pub async fn connect(url: &str, legacy: bool, payload: Value) -> Self {
+        let mut request = url.into_client_request().expect("ws request");
+        let protocol = if legacy {
+            "graphql-ws"
+        } else {
+            "graphql-transport-ws"
+        };
+        request
+            .headers_mut()
+            .insert("sec-websocket-protocol", protocol.parse().expect("header"));
+        let (socket, response) = tokio_tungstenite::connect_async(request)
+            .await
+            .expect("websocket connects");
+        assert_eq!(
+            response.headers()["sec-websocket-protocol"],
+            protocol,
+            "server picked the asked subprotocol"
+        );
+        let mut client = Self { socket, legacy };
+        client
+            .send(json!({ "type": "connection_init", "payload": payload }))
+            .await;
+        let ack = client.next().await.expect("connection_ack");
+        assert_eq!(ack["type"], "connection_ack", "{ack}");
+        client
+    }
+
+    pub async fn as_user(url: &str, tenant: &str, user: &str) -> Self {
+        Self::connect(
+            url,
+            false,
+            json!({ "x-riverfeed-tenant": tenant, "x-riverfeed-user": user }),
+        )
+        .await
+    }
+
+    async fn send(&mut self, message: Value) {
+        self.socket
+            .send(Message::Text(message.to_string().into()))
+            .await
+            .expect("ws send");
+    }
+
+    pub async fn subscribe(&mut self, id: &str, query: &str) {
+        let kind = if self.legacy { "start" } else { "subscribe" };
+        self.send(json!({ "id": id, "type": kind, "payload": { "query": query } }))
+            .await;
+    }
+
+    /// The next protocol message (pings and keep-alives skipped); `None` when the
+    /// server closed the connection.
+    pub async fn next(&mut self) -> Option<Value> {
+        loop {
+            let message = tokio::time::timeout(PATIENCE, self.socket.next())
+                .await
+                .expect("a websocket message in time")?;
+            match message.ok()? {
+                Message::Text(text) => {
+                    let value: Value = serde_json::from_str(&text).expect("JSON message");
+                    if matches!(value["type"].as_str(), Some("ping" | "ka" | "pong")) {
+                        continue;
+                    }
+                    return Some(value);
+                }
+                Message::Close(frame) => {
+                    return Some(json!({
+                        "type": "__closed",
+                        "code": frame.as_ref().map(|f| u16::from(f.code)),
+                        "reason": frame.as_ref().map(|f| f.reason.to_string()),
+                    }))
+                }
+                _ => continue,
+            }
+        }
+    }
+
+    /// The payload of the next `next` / `data` message.
+    pub async fn next_payload(&mut self) -> Value {
+        let message = self.next().await.expect("a message");
+        let kind = if self.legacy { "data" } else { "next" };
+        assert_eq!(message["type"], kind, "{message}");
+        message["payload"].clone()
+    }
+}

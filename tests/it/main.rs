@@ -1,0 +1,6 @@
+//! Integration tests: one binary, so the crate links once.
+
+mod api;
+mod common;
+mod store_suite;
+mod worker;

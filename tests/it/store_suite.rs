@@ -1,0 +1,524 @@
+//! The store conformance suite: every backend must pass `store_test_suite`.
+
+use anyhow::{ensure, Context, Result};
+use riverfeed::descriptor::{Descriptor, StatusPost};
+use riverfeed::model::{
+    Action, EdgeKind, FanOut, FanOutState, Group, GroupKind, MembershipRole, ObjectId, Position,
+    Reason, ReasonKind, Scope, User,
+};
+use riverfeed::store::embedded::EmbeddedStore;
+use riverfeed::store::{Delivery, Direction, ErrorKind, FeedRange, JoinOutcome, Store};
+
+const T: &str = "acme";
+const OTHER: &str = "globex";
+
+pub fn action(tenant: &str, actor: &str, conducted: i64, ref_ids: &[&str]) -> Action {
+    Action {
+        id: ObjectId::new(),
+        tenant: tenant.into(),
+        actor_id: actor.into(),
+        conducted,
+        hidden: false,
+        scope: Scope::Public,
+        readers: vec![],
+        scope_groups: vec![],
+        ref_ids: ref_ids.iter().map(|s| s.to_string()).collect(),
+        tags: vec![],
+        descriptor: Descriptor::StatusPost(StatusPost {
+            text: format!("{actor} at {conducted}"),
+        }),
+        fan_out: FanOut::pending(),
+    }
+}
+
+fn delivery(owner: &str, relevancy: i64) -> Delivery {
+    Delivery {
+        owner: owner.into(),
+        relevancy,
+        reason: Reason {
+            kind: ReasonKind::Follows,
+            actor_id: "bob".into(),
+        },
+    }
+}
+
+fn range(limit: usize) -> FeedRange {
+    FeedRange {
+        older_than: None,
+        newer_than: None,
+        limit,
+        from_oldest: false,
+    }
+}
+
+/// Runs every case against one store. Each case uses its own users, so a store
+/// that is shared across cases still gives independent results.
+pub async fn store_test_suite(store: &dyn Store) -> Result<()> {
+    users(store).await.context("users")?;
+    edges(store).await.context("edges")?;
+    groups(store).await.context("groups")?;
+    actions_and_slices(store)
+        .await
+        .context("actions and slices")?;
+    claims_and_leases(store)
+        .await
+        .context("claims and leases")?;
+    delivery_is_idempotent(store)
+        .await
+        .context("delivery is idempotent")?;
+    feed_ranges(store).await.context("feed ranges")?;
+    hide_and_delete(store).await.context("hide and delete")?;
+    Ok(())
+}
+
+async fn users(store: &dyn Store) -> Result<()> {
+    store
+        .upsert_user(
+            T,
+            &User {
+                id: "u-ann".into(),
+                name: Some("Ann".into()),
+            },
+        )
+        .await?;
+    store.ensure_user(T, "u-ann").await?;
+    store.ensure_user(T, "u-ben").await?;
+    let mut found = store
+        .get_users(T, &["u-ann".into(), "u-ben".into(), "u-nobody".into()])
+        .await?;
+    found.sort_by(|a, b| a.id.cmp(&b.id));
+    ensure!(
+        found
+            == vec![
+                User {
+                    id: "u-ann".into(),
+                    name: Some("Ann".into())
+                },
+                User {
+                    id: "u-ben".into(),
+                    name: None
+                },
+            ],
+        "ensure_user keeps profiles and creates missing users: {found:?}"
+    );
+    ensure!(
+        store.get_users(OTHER, &["u-ann".into()]).await?.is_empty(),
+        "users are per tenant"
+    );
+    Ok(())
+}
+
+async fn edges(store: &dyn Store) -> Result<()> {
+    for follower in ["e-c", "e-a", "e-b"] {
+        ensure!(
+            store
+                .set_edge(T, EdgeKind::Follows, follower, "e-star", true)
+                .await?
+        );
+    }
+    ensure!(
+        !store
+            .set_edge(T, EdgeKind::Follows, "e-a", "e-star", true)
+            .await?,
+        "a second follow changes nothing"
+    );
+    let all = store
+        .edges(T, EdgeKind::Follows, Direction::In, "e-star", None, 10)
+        .await?;
+    ensure!(
+        all == ["e-a", "e-b", "e-c"],
+        "followers in id order: {all:?}"
+    );
+    let page = store
+        .edges(
+            T,
+            EdgeKind::Follows,
+            Direction::In,
+            "e-star",
+            Some("e-a"),
+            1,
+        )
+        .await?;
+    ensure!(page == ["e-b"], "paged after e-a: {page:?}");
+    let following = store
+        .edges(T, EdgeKind::Follows, Direction::Out, "e-a", None, 10)
+        .await?;
+    ensure!(following == ["e-star"], "{following:?}");
+    ensure!(
+        store
+            .set_edge(T, EdgeKind::Follows, "e-b", "e-star", false)
+            .await?
+    );
+    ensure!(
+        !store
+            .set_edge(T, EdgeKind::Follows, "e-b", "e-star", false)
+            .await?
+    );
+    let all = store
+        .edges(T, EdgeKind::Follows, Direction::In, "e-star", None, 10)
+        .await?;
+    ensure!(all == ["e-a", "e-c"], "after unfollow: {all:?}");
+
+    ensure!(
+        store
+            .set_edge(T, EdgeKind::Friend, "e-x", "e-y", true)
+            .await?
+    );
+    let of_y = store
+        .edges(T, EdgeKind::Friend, Direction::Out, "e-y", None, 10)
+        .await?;
+    ensure!(of_y == ["e-x"], "friendship is symmetric: {of_y:?}");
+    ensure!(
+        store
+            .edges(OTHER, EdgeKind::Follows, Direction::In, "e-star", None, 10)
+            .await?
+            .is_empty(),
+        "edges are per tenant"
+    );
+    Ok(())
+}
+
+async fn groups(store: &dyn Store) -> Result<()> {
+    let team = Group {
+        id: "g-team".into(),
+        kind: GroupKind::Team,
+    };
+    for user in ["g-b", "g-a"] {
+        let outcome = store
+            .join_group(T, &team, user, MembershipRole::Member)
+            .await?;
+        ensure!(matches!(outcome, JoinOutcome::Joined(_)), "{outcome:?}");
+    }
+    let as_department = Group {
+        id: "g-team".into(),
+        kind: GroupKind::Department,
+    };
+    let outcome = store
+        .join_group(T, &as_department, "g-c", MembershipRole::Lead)
+        .await?;
+    ensure!(
+        matches!(outcome, JoinOutcome::KindMismatch(ref g) if g.kind == GroupKind::Team),
+        "kind mismatch is reported: {outcome:?}"
+    );
+    let members = store.group_members(T, "g-team", None, 10).await?;
+    ensure!(members == ["g-a", "g-b"], "{members:?}");
+    let members = store.group_members(T, "g-team", Some("g-a"), 10).await?;
+    ensure!(members == ["g-b"], "{members:?}");
+    let of_a = store.memberships(T, "g-a").await?;
+    ensure!(
+        of_a.len() == 1 && of_a[0].kind == GroupKind::Team,
+        "{of_a:?}"
+    );
+    ensure!(store.leave_group(T, "g-team", "g-a").await?);
+    ensure!(!store.leave_group(T, "g-team", "g-a").await?);
+    ensure!(store.memberships(T, "g-a").await?.is_empty());
+    ensure!(store
+        .group_members(OTHER, "g-team", None, 10)
+        .await?
+        .is_empty());
+    Ok(())
+}
+
+async fn actions_and_slices(store: &dyn Store) -> Result<()> {
+    let first = action(T, "s-bob", 1_000, &["s-applicant", "s-position"]);
+    let second = action(T, "s-bob", 2_000, &["s-applicant"]);
+    store.insert_action(&first).await?;
+    store.insert_action(&second).await?;
+    let mut got = store
+        .get_actions(T, &[second.id, first.id, ObjectId::new()])
+        .await?;
+    got.sort_by_key(|a| a.conducted);
+    ensure!(
+        got == vec![first.clone(), second.clone()],
+        "round trip: {got:?}"
+    );
+    ensure!(
+        store.get_actions(OTHER, &[first.id]).await?.is_empty(),
+        "actions are per tenant"
+    );
+    ensure!(
+        !store.get_users(T, &["s-bob".into()]).await?.is_empty(),
+        "the actor becomes a known user"
+    );
+    let slice = store.slice(T, "s-applicant", None, 10).await?;
+    ensure!(slice == [second.id, first.id], "newest first: {slice:?}");
+    let slice = store.slice(T, "s-applicant", Some(second.id), 10).await?;
+    ensure!(slice == [first.id], "paged: {slice:?}");
+    let slice = store.slice(T, "s-position", None, 10).await?;
+    ensure!(slice == [first.id], "{slice:?}");
+    ensure!(store
+        .slice(OTHER, "s-applicant", None, 10)
+        .await?
+        .is_empty());
+    Ok(())
+}
+
+async fn claims_and_leases(store: &dyn Store) -> Result<()> {
+    // Work left by other cases may be claimable too; this case looks only at
+    // its own tenant.
+    let tenant = "lease-tenant";
+    let a = action(tenant, "l-bob", 1_000, &[]);
+    store.insert_action(&a).await?;
+    let now = 1_000_000;
+    let mine = |claims: Vec<riverfeed::store::Claim>| {
+        claims
+            .into_iter()
+            .filter(|c| c.action.tenant == tenant)
+            .collect::<Vec<_>>()
+    };
+    let claimed = mine(store.claim_fan_out("w1", now, 30_000, 100).await?);
+    ensure!(claimed.len() == 1, "pending action is claimed: {claimed:?}");
+    let claim = claimed.into_iter().next().context("claim")?;
+    ensure!(claim.action.fan_out.state == FanOutState::InProgress);
+    ensure!(claim.action.fan_out.worker.as_deref() == Some("w1"));
+    ensure!(claim.action.fan_out.locked_until == Some(now + 30_000));
+    ensure!(
+        mine(store.claim_fan_out("w2", now + 29_999, 30_000, 100).await?).is_empty(),
+        "a live lease is not taken over"
+    );
+    let taken = mine(store.claim_fan_out("w2", now + 30_000, 30_000, 100).await?);
+    ensure!(taken.len() == 1, "an expired lease is taken over");
+    let err = store
+        .deliver(&claim, now + 30_001, &[delivery("l-alice", 1_000)])
+        .await
+        .err()
+        .context("the old worker must not deliver")?;
+    ensure!(err.kind == ErrorKind::LeaseLost, "{err}");
+    ensure!(store.finish_fan_out(&claim).await.err().map(|e| e.kind) == Some(ErrorKind::LeaseLost));
+    let new_claim = &taken[0];
+    store.finish_fan_out(new_claim).await?;
+    let stored = store.get_actions(tenant, &[a.id]).await?;
+    ensure!(stored[0].fan_out.state == FanOutState::Done, "{stored:?}");
+    ensure!(
+        mine(
+            store
+                .claim_fan_out("w3", now + 1_000_000, 30_000, 100)
+                .await?
+        )
+        .is_empty(),
+        "done actions are never claimed again"
+    );
+    Ok(())
+}
+
+async fn delivery_is_idempotent(store: &dyn Store) -> Result<()> {
+    let tenant = "idem-tenant";
+    let a = action(tenant, "i-bob", 5_000, &[]);
+    store.insert_action(&a).await?;
+    let claim = store
+        .claim_fan_out("w1", 10, 30_000, 100)
+        .await?
+        .into_iter()
+        .find(|c| c.action.id == a.id)
+        .context("claimed")?;
+    let items = [delivery("i-alice", 5_000), delivery("i-carol", 5_000)];
+    let first = store.deliver(&claim, 20, &items).await?;
+    ensure!(first.len() == 2, "{first:?}");
+    let again = store.deliver(&claim, 30, &items).await?;
+    ensure!(again.is_empty(), "a re-run writes nothing: {again:?}");
+    let feed = store.feed_page(tenant, "i-alice", range(10)).await?;
+    ensure!(feed.len() == 1 && feed[0].action_id == a.id, "{feed:?}");
+    store.finish_fan_out(&claim).await?;
+    Ok(())
+}
+
+async fn feed_ranges(store: &dyn Store) -> Result<()> {
+    let tenant = "range-tenant";
+    // Two actions share a relevancy: the action id breaks the tie.
+    let mut ids = Vec::new();
+    for (i, relevancy) in [100, 200, 200, 300, 400].into_iter().enumerate() {
+        let a = action(tenant, "r-bob", relevancy, &[]);
+        store.insert_action(&a).await?;
+        let claim = store
+            .claim_fan_out("w", 0, 30_000, 100)
+            .await?
+            .into_iter()
+            .find(|c| c.action.id == a.id)
+            .with_context(|| format!("claim {i}"))?;
+        store
+            .deliver(&claim, 0, &[delivery("r-alice", relevancy)])
+            .await?;
+        store.finish_fan_out(&claim).await?;
+        ids.push((relevancy, a.id));
+    }
+    let newest_first: Vec<Position> = ids
+        .iter()
+        .rev()
+        .map(|&(relevancy, action_id)| Position {
+            relevancy,
+            action_id,
+        })
+        .collect();
+    let page = |items: Vec<riverfeed::model::FeedItem>| {
+        items.iter().map(|i| i.position()).collect::<Vec<_>>()
+    };
+    let all = page(store.feed_page(tenant, "r-alice", range(10)).await?);
+    ensure!(
+        all == newest_first,
+        "newest relevancy first, ties by id: {all:?}"
+    );
+    let first_two = page(store.feed_page(tenant, "r-alice", range(2)).await?);
+    ensure!(first_two == newest_first[..2]);
+    let older = page(
+        store
+            .feed_page(
+                tenant,
+                "r-alice",
+                FeedRange {
+                    older_than: Some(newest_first[1]),
+                    ..range(2)
+                },
+            )
+            .await?,
+    );
+    ensure!(older == newest_first[2..4], "older than the 2nd: {older:?}");
+    let newer = page(
+        store
+            .feed_page(
+                tenant,
+                "r-alice",
+                FeedRange {
+                    newer_than: Some(newest_first[4]),
+                    from_oldest: true,
+                    ..range(2)
+                },
+            )
+            .await?,
+    );
+    ensure!(
+        newer == newest_first[2..4],
+        "the 2 just newer than the oldest: {newer:?}"
+    );
+    ensure!(store
+        .feed_page(tenant, "r-nobody", range(10))
+        .await?
+        .is_empty());
+    ensure!(store
+        .feed_page(OTHER, "r-alice", range(10))
+        .await?
+        .is_empty());
+    Ok(())
+}
+
+async fn hide_and_delete(store: &dyn Store) -> Result<()> {
+    let tenant = "hide-tenant";
+    let a = action(tenant, "h-bob", 1_000, &["h-ref"]);
+    let b = action(tenant, "h-bob", 2_000, &["h-ref"]);
+    store.insert_action(&a).await?;
+    store.insert_action(&b).await?;
+    let claims: Vec<_> = store
+        .claim_fan_out("w", 0, 30_000, 100)
+        .await?
+        .into_iter()
+        .filter(|c| c.action.tenant == tenant)
+        .collect();
+    ensure!(claims.len() == 2);
+    let readers = [delivery("h-alice", 0), delivery("h-carol", 0)];
+    for claim in &claims {
+        let items: Vec<_> = readers
+            .iter()
+            .map(|d| Delivery {
+                relevancy: claim.action.conducted,
+                ..d.clone()
+            })
+            .collect();
+        store.deliver(claim, 0, &items).await?;
+    }
+
+    // One reader hides an item: gone from that feed only, and for good.
+    let hidden = store.hide_feed_item(tenant, "h-alice", b.id).await?;
+    ensure!(hidden.map(|i| i.action_id) == Some(b.id));
+    ensure!(store
+        .hide_feed_item(tenant, "h-alice", b.id)
+        .await?
+        .is_none());
+    let claim_b = claims.iter().find(|c| c.action.id == b.id).context("b")?;
+    let again = store
+        .deliver(claim_b, 0, &[delivery("h-alice", 2_000)])
+        .await?;
+    ensure!(again.is_empty(), "a hidden item is not delivered again");
+    let alice = store.feed_page(tenant, "h-alice", range(10)).await?;
+    ensure!(alice.iter().map(|i| i.action_id).eq([a.id]), "{alice:?}");
+    ensure!(store.feed_page(tenant, "h-carol", range(10)).await?.len() == 2);
+
+    // Hiding an action takes it out of every feed and stops further delivery.
+    let removed = store.hide_action(tenant, a.id).await?;
+    let mut owners: Vec<_> = removed.iter().map(|i| i.owner.as_str()).collect();
+    owners.sort();
+    ensure!(owners == ["h-alice", "h-carol"], "{owners:?}");
+    let claim_a = claims.iter().find(|c| c.action.id == a.id).context("a")?;
+    ensure!(store
+        .deliver(claim_a, 0, &[delivery("h-dave", 1_000)])
+        .await?
+        .is_empty());
+    ensure!(store.get_actions(tenant, &[a.id]).await?[0].hidden);
+    ensure!(store
+        .feed_page(tenant, "h-alice", range(10))
+        .await?
+        .is_empty());
+
+    // Deleting cascades to feed items and slices.
+    let removed = store.delete_action(tenant, b.id).await?;
+    ensure!(
+        removed.iter().map(|i| i.owner.as_str()).eq(["h-carol"]),
+        "only visible items are reported: {removed:?}"
+    );
+    ensure!(store.get_actions(tenant, &[b.id]).await?.is_empty());
+    ensure!(store
+        .feed_page(tenant, "h-carol", range(10))
+        .await?
+        .is_empty());
+    ensure!(store.slice(tenant, "h-ref", None, 10).await? == [a.id]);
+    let err = store
+        .delete_action(tenant, b.id)
+        .await
+        .err()
+        .context("second delete")?;
+    ensure!(err.kind == ErrorKind::NotFound, "{err}");
+    ensure!(
+        store
+            .deliver(claim_b, 0, &[delivery("h-erin", 2_000)])
+            .await?
+            .is_empty(),
+        "a deleted action is not delivered"
+    );
+    let err = store
+        .hide_action(OTHER, a.id)
+        .await
+        .err()
+        .context("other tenant")?;
+    ensure!(err.kind == ErrorKind::NotFound, "{err}");
+    Ok(())
+}
+
+#[tokio::test]
+async fn embedded_store_passes_the_suite() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let store = EmbeddedStore::open(dir.path())?;
+    store_test_suite(&store).await
+}
+
+#[tokio::test]
+async fn embedded_store_keeps_everything_across_reopen() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let a = action(T, "p-bob", 1_000, &["p-ref"]);
+    {
+        let store = EmbeddedStore::open(dir.path())?;
+        store.insert_action(&a).await?;
+        store
+            .set_edge(T, EdgeKind::Follows, "p-alice", "p-bob", true)
+            .await?;
+    }
+    let store = EmbeddedStore::open(dir.path())?;
+    ensure!(store.get_actions(T, &[a.id]).await? == vec![a.clone()]);
+    ensure!(store.slice(T, "p-ref", None, 10).await? == [a.id]);
+    ensure!(
+        store
+            .edges(T, EdgeKind::Follows, Direction::In, "p-bob", None, 10)
+            .await?
+            == ["p-alice"]
+    );
+    let claims = store.claim_fan_out("w", 0, 1_000, 10).await?;
+    ensure!(claims.len() == 1, "the pending action survived the reopen");
+    Ok(())
+}

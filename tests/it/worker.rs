@@ -1,0 +1,195 @@
+//! The fan-out worker against a real store, with an injected clock.
+
+use std::sync::Arc;
+
+use anyhow::{ensure, Context, Result};
+use riverfeed::clock::{Clock, ManualClock};
+use riverfeed::events::Hub;
+use riverfeed::fanout::{Worker, WorkerConfig};
+use riverfeed::model::{
+    EdgeKind, FanOutState, Group, GroupKind, MembershipRole, ReasonKind, Scope,
+};
+use riverfeed::store::embedded::EmbeddedStore;
+use riverfeed::store::{Delivery, FeedRange, Store};
+use tokio::sync::Notify;
+
+use crate::store_suite::action;
+
+const T: &str = "acme";
+
+fn worker(store: Arc<dyn Store>, clock: Arc<ManualClock>, id: &str, batch: usize) -> Worker {
+    Worker::new(
+        store,
+        Hub::new(16),
+        clock,
+        WorkerConfig {
+            id: id.into(),
+            lease_ms: 30_000,
+            batch_size: batch,
+            ..WorkerConfig::default()
+        },
+        Arc::new(Notify::new()),
+    )
+}
+
+async fn feed_len(store: &dyn Store, owner: &str) -> Result<usize> {
+    Ok(store
+        .feed_page(
+            T,
+            owner,
+            FeedRange {
+                older_than: None,
+                newer_than: None,
+                limit: 100,
+                from_oldest: false,
+            },
+        )
+        .await?
+        .len())
+}
+
+#[tokio::test]
+async fn an_expired_lease_is_taken_over_and_nothing_is_delivered_twice() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(dir.path())?);
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    let followers = ["alice", "carol", "dave", "erin", "frank"];
+    for f in followers {
+        store.set_edge(T, EdgeKind::Follows, f, "bob", true).await?;
+    }
+    let a = action(T, "bob", 999_000, &[]);
+    store.insert_action(&a).await?;
+
+    // Worker 1 claims, delivers to two readers, and dies without finishing.
+    let claims = store.claim_fan_out("w1", clock.now(), 30_000, 10).await?;
+    let claim = claims.first().context("w1 claims")?;
+    let partial: Vec<Delivery> = ["alice", "carol"]
+        .iter()
+        .map(|o| Delivery {
+            owner: o.to_string(),
+            relevancy: a.conducted,
+            reason: riverfeed::model::Reason {
+                kind: ReasonKind::Follows,
+                actor_id: "bob".into(),
+            },
+        })
+        .collect();
+    store.deliver(claim, clock.now(), &partial).await?;
+
+    // Worker 2 finds nothing while the lease lives…
+    let w2 = worker(store.clone(), clock.clone(), "w2", 2);
+    ensure!(w2.run_once().await? == 0, "a live lease is respected");
+    clock.advance(29_999);
+    ensure!(w2.run_once().await? == 0, "still live one ms before expiry");
+    // …and takes it over once it runs out, finishing the delivery.
+    clock.advance(1);
+    ensure!(w2.run_once().await? == 1, "the expired lease is taken over");
+
+    for owner in followers.iter().chain(["bob"].iter()) {
+        ensure!(
+            feed_len(store.as_ref(), owner).await? == 1,
+            "{owner} has exactly one item"
+        );
+    }
+    let stored = store.get_actions(T, &[a.id]).await?;
+    ensure!(stored[0].fan_out.state == FanOutState::Done);
+
+    // Running the whole fan-out again leaves one item per reader.
+    let rerun = riverfeed::store::Claim {
+        action: stored[0].clone(),
+        worker: "w3".into(),
+        lease_ms: 30_000,
+    };
+    let err = w2.fan_out(&rerun).await.err().context("done is done")?;
+    ensure!(err.kind == riverfeed::store::ErrorKind::LeaseLost, "{err}");
+    for owner in followers {
+        ensure!(feed_len(store.as_ref(), owner).await? == 1);
+    }
+    Ok(())
+}
+
+#[tokio::test]
+async fn audience_follows_scope() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(dir.path())?);
+    store
+        .set_edge(T, EdgeKind::Follows, "follower", "bob", true)
+        .await?;
+    store
+        .set_edge(T, EdgeKind::Friend, "friend", "bob", true)
+        .await?;
+    let team = Group {
+        id: "t1".into(),
+        kind: GroupKind::Team,
+    };
+    for member in ["bob", "mate", "follower"] {
+        store
+            .join_group(T, &team, member, MembershipRole::Member)
+            .await?;
+    }
+
+    let public = action(T, "bob", 1, &[]);
+    let audience = riverfeed::fanout::audience(store.as_ref(), &public).await?;
+    ensure!(
+        audience
+            == vec![
+                ("bob".to_string(), ReasonKind::Own),
+                ("follower".to_string(), ReasonKind::Follows),
+                ("friend".to_string(), ReasonKind::Friend),
+            ],
+        "public: {audience:?}"
+    );
+
+    let mut team_action = action(T, "bob", 1, &[]);
+    team_action.scope = Scope::Team;
+    team_action.scope_groups = vec!["t1".into()];
+    let audience = riverfeed::fanout::audience(store.as_ref(), &team_action).await?;
+    ensure!(
+        audience
+            == vec![
+                ("bob".to_string(), ReasonKind::Own),
+                ("follower".to_string(), ReasonKind::Team),
+                ("mate".to_string(), ReasonKind::Team),
+            ],
+        "team: members only, the friend is left out: {audience:?}"
+    );
+
+    let mut restricted = action(T, "bob", 1, &[]);
+    restricted.scope = Scope::Restricted;
+    restricted.readers = vec!["zed".into()];
+    let audience = riverfeed::fanout::audience(store.as_ref(), &restricted).await?;
+    ensure!(
+        audience
+            == vec![
+                ("bob".to_string(), ReasonKind::Own),
+                ("zed".to_string(), ReasonKind::Restricted),
+            ],
+        "restricted: {audience:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn large_audiences_are_delivered_in_batches() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(dir.path())?);
+    let metered = Arc::new(riverfeed::store::metered::Metered::new(store));
+    let store: Arc<dyn Store> = metered.clone();
+    for i in 0..250 {
+        store
+            .set_edge(T, EdgeKind::Follows, &format!("f{i:03}"), "bob", true)
+            .await?;
+    }
+    store.insert_action(&action(T, "bob", 1, &[])).await?;
+    let clock = Arc::new(ManualClock::new(10));
+    let w = worker(store.clone(), clock, "w", 100);
+    ensure!(w.run_once().await? == 1);
+    let deliver_calls = metered.calls(riverfeed::store::metered::Op::deliver);
+    ensure!(
+        deliver_calls == 3,
+        "251 readers in batches of 100: {deliver_calls} calls"
+    );
+    ensure!(feed_len(store.as_ref(), "f249").await? == 1);
+    ensure!(feed_len(store.as_ref(), "bob").await? == 1);
+    Ok(())
+}
