@@ -102,14 +102,20 @@ fn tag(err: &mut ServerError, code: &'static str) {
     }
 }
 
+/// True for async-graphql's messages about a bad argument value or variable:
+/// the client sent a value of the wrong type, shape or enum member.
+fn is_input_error(message: &str) -> bool {
+    message.starts_with("Invalid value for argument")
+        || message.starts_with("Failed to parse")
+        || (message.starts_with("Variable ") && message.ends_with("is not defined."))
+        || message.contains("Oneof")
+}
+
 /// Tags errors from the execution phase that carry no code: input coercion
 /// errors (a bad argument value) are the client's; anything else is ours.
 fn tag_response(mut response: Response) -> Response {
     for err in &mut response.errors {
-        let code = if err.message.starts_with("Failed to parse")
-            || err.message.starts_with("Invalid value")
-            || err.message.contains("Oneof")
-        {
+        let code = if is_input_error(&err.message) {
             BAD_USER_INPUT
         } else {
             INTERNAL
@@ -164,7 +170,14 @@ impl Extension for ErrorCodesExtension {
         next: NextValidation<'_>,
     ) -> Result<ValidationResult, Vec<ServerError>> {
         next.run(ctx).await.map_err(|mut errs| {
-            errs.iter_mut().for_each(|e| tag(e, VALIDATION_FAILED));
+            for err in &mut errs {
+                let code = if is_input_error(&err.message) {
+                    BAD_USER_INPUT
+                } else {
+                    VALIDATION_FAILED
+                };
+                tag(err, code);
+            }
             errs
         })
     }

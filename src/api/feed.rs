@@ -105,7 +105,7 @@ pub async fn home(
                 FeedItemNode {
                     item,
                     cursor,
-                    action: ActionSlot::Loaded(Some(action)),
+                    action: ActionSlot::Loaded(Some(Box::new(action))),
                 },
             ))
         })

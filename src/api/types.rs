@@ -107,7 +107,7 @@ pub struct FeedReasonNode {
 
 /// How the item's action is resolved: already loaded with its page, or on demand.
 pub enum ActionSlot {
-    Loaded(Option<Action>),
+    Loaded(Option<Box<Action>>),
     Lazy,
 }
 
@@ -145,7 +145,7 @@ impl FeedItemNode {
     /// it (as in `REMOVED` events).
     async fn action(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<ActionNode>> {
         let action = match &self.action {
-            ActionSlot::Loaded(action) => return Ok(action.clone().map(ActionNode)),
+            ActionSlot::Loaded(action) => return Ok(action.as_deref().cloned().map(ActionNode)),
             ActionSlot::Lazy => loaders(ctx)?
                 .actions
                 .load_one(self.item.action_id)

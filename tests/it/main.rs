@@ -2,5 +2,6 @@
 
 mod api;
 mod common;
+mod garbage;
 mod store_suite;
 mod worker;
