@@ -28,13 +28,15 @@ const ACTION: &str = "query($id: ID!) { action(id: $id) { id } }";
 const ACTIONS: &str = "query($ids: [ID!]!) { actions(ids: $ids) { id } }";
 const USER: &str = "query($id: ID!) { user(id: $id) { id } }";
 const FOLLOWERS: &str = "query($first: Int, $after: String) { viewer { followers(first: $first, after: $after) { edges { cursor } } } }";
-const UPSERT: &str = "mutation($id: ID!, $name: String!) { upsertUser(input: {id: $id, name: $name}) { id } }";
+const UPSERT: &str =
+    "mutation($id: ID!, $name: String!) { upsertUser(input: {id: $id, name: $name}) { id } }";
 const RECORD: &str = "mutation($input: RecordActionInput!) { recordAction(input: $input) { id } }";
 const FOLLOW: &str = "mutation($u: ID!) { follow(userId: $u) }";
 const UNFOLLOW: &str = "mutation($u: ID!) { unfollow(userId: $u) }";
 const BEFRIEND: &str = "mutation($u: ID!) { befriend(userId: $u) }";
 const UNFRIEND: &str = "mutation($u: ID!) { unfriend(userId: $u) }";
-const JOIN: &str = "mutation($g: ID!, $k: GroupKind!) { joinGroup(groupId: $g, kind: $k) { groupId } }";
+const JOIN: &str =
+    "mutation($g: ID!, $k: GroupKind!) { joinGroup(groupId: $g, kind: $k) { groupId } }";
 const LEAVE: &str = "mutation($g: ID!) { leaveGroup(groupId: $g) }";
 const HIDE: &str = "mutation($id: ID!) { hideAction(id: $id) { id } }";
 const DELETE: &str = "mutation($id: ID!) { deleteAction(id: $id) }";
@@ -75,37 +77,182 @@ async fn every_bad_argument_gets_a_coded_error() {
     }
     let too_deep = format!("{{ viewer {{ {deep} }} }}");
     let cases = vec![
-        case("feed first < 0", FEED, json!({ "first": -1 }), "BAD_USER_INPUT"),
-        case("feed first > 100", FEED, json!({ "first": 101 }), "BAD_USER_INPUT"),
-        case("feed last > 100", FEED, json!({ "last": 1000 }), "BAD_USER_INPUT"),
-        case("feed first and last", FEED, json!({ "first": 1, "last": 1 }), "BAD_USER_INPUT"),
-        case("feed first not an int", FEED, json!({ "first": "ten" }), "BAD_USER_INPUT"),
-        case("feed first overflows", FEED, json!({ "first": 1e12 }), "BAD_USER_INPUT"),
-        case("feed garbage after", FEED, json!({ "after": "!!!" }), "BAD_USER_INPUT"),
-        case("feed garbage before", FEED, json!({ "before": "AAAA" }), "BAD_USER_INPUT"),
-        case("feed empty cursor", FEED, json!({ "after": "" }), "BAD_USER_INPUT"),
-        case("slice empty ref", SLICE, json!({ "ref": "" }), "BAD_USER_INPUT"),
-        case("slice long ref", SLICE, json!({ "ref": long }), "BAD_USER_INPUT"),
-        case("slice control chars", SLICE, json!({ "ref": "a\nb" }), "BAD_USER_INPUT"),
-        case("slice first > 100", SLICE, json!({ "ref": "r", "first": 500 }), "BAD_USER_INPUT"),
-        case("slice home cursor", SLICE, json!({ "ref": "r", "after": alice_cursor }), "BAD_USER_INPUT"),
+        case(
+            "feed first < 0",
+            FEED,
+            json!({ "first": -1 }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "feed first > 100",
+            FEED,
+            json!({ "first": 101 }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "feed last > 100",
+            FEED,
+            json!({ "last": 1000 }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "feed first and last",
+            FEED,
+            json!({ "first": 1, "last": 1 }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "feed first not an int",
+            FEED,
+            json!({ "first": "ten" }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "feed first overflows",
+            FEED,
+            json!({ "first": 1e12 }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "feed garbage after",
+            FEED,
+            json!({ "after": "!!!" }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "feed garbage before",
+            FEED,
+            json!({ "before": "AAAA" }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "feed empty cursor",
+            FEED,
+            json!({ "after": "" }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "slice empty ref",
+            SLICE,
+            json!({ "ref": "" }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "slice long ref",
+            SLICE,
+            json!({ "ref": long }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "slice control chars",
+            SLICE,
+            json!({ "ref": "a\nb" }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "slice first > 100",
+            SLICE,
+            json!({ "ref": "r", "first": 500 }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "slice home cursor",
+            SLICE,
+            json!({ "ref": "r", "after": alice_cursor }),
+            "BAD_USER_INPUT",
+        ),
         case("slice missing ref", SLICE, json!({}), "BAD_USER_INPUT"),
-        case("action empty id", ACTION, json!({ "id": "" }), "BAD_USER_INPUT"),
-        case("action short id", ACTION, json!({ "id": "123" }), "BAD_USER_INPUT"),
-        case("action non-hex id", ACTION, json!({ "id": "zzzzzzzzzzzzzzzzzzzzzzzz" }), "BAD_USER_INPUT"),
-        case("action huge id", ACTION, json!({ "id": huge }), "BAD_USER_INPUT"),
-        case("action id object", ACTION, json!({ "id": { "a": 1 } }), "BAD_USER_INPUT"),
-        case("actions bad id", ACTIONS, json!({ "ids": [mine, "nope"] }), "BAD_USER_INPUT"),
-        case("actions too many", ACTIONS, json!({ "ids": many_ids }), "BAD_USER_INPUT"),
-        case("actions null entry", ACTIONS, json!({ "ids": [null] }), "BAD_USER_INPUT"),
+        case(
+            "action empty id",
+            ACTION,
+            json!({ "id": "" }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "action short id",
+            ACTION,
+            json!({ "id": "123" }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "action non-hex id",
+            ACTION,
+            json!({ "id": "zzzzzzzzzzzzzzzzzzzzzzzz" }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "action huge id",
+            ACTION,
+            json!({ "id": huge }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "action id object",
+            ACTION,
+            json!({ "id": { "a": 1 } }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "actions bad id",
+            ACTIONS,
+            json!({ "ids": [mine, "nope"] }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "actions too many",
+            ACTIONS,
+            json!({ "ids": many_ids }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "actions null entry",
+            ACTIONS,
+            json!({ "ids": [null] }),
+            "BAD_USER_INPUT",
+        ),
         case("user empty id", USER, json!({ "id": "" }), "BAD_USER_INPUT"),
-        case("user long id", USER, json!({ "id": long }), "BAD_USER_INPUT"),
-        case("followers first < 0", FOLLOWERS, json!({ "first": -3 }), "BAD_USER_INPUT"),
-        case("followers feed cursor", FOLLOWERS, json!({ "after": alice_cursor }), "BAD_USER_INPUT"),
-        case("upsert empty id", UPSERT, json!({ "id": "", "name": "x" }), "BAD_USER_INPUT"),
-        case("upsert huge name", UPSERT, json!({ "id": "u", "name": huge }), "BAD_USER_INPUT"),
-        case("upsert missing name", UPSERT, json!({ "id": "u" }), "BAD_USER_INPUT"),
-        case("record no descriptor", RECORD, json!({ "input": { "descriptor": {} } }), "BAD_USER_INPUT"),
+        case(
+            "user long id",
+            USER,
+            json!({ "id": long }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "followers first < 0",
+            FOLLOWERS,
+            json!({ "first": -3 }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "followers feed cursor",
+            FOLLOWERS,
+            json!({ "after": alice_cursor }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "upsert empty id",
+            UPSERT,
+            json!({ "id": "", "name": "x" }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "upsert huge name",
+            UPSERT,
+            json!({ "id": "u", "name": huge }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "upsert missing name",
+            UPSERT,
+            json!({ "id": "u" }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "record no descriptor",
+            RECORD,
+            json!({ "input": { "descriptor": {} } }),
+            "BAD_USER_INPUT",
+        ),
         case(
             "record two descriptors",
             RECORD,
@@ -113,41 +260,206 @@ async fn every_bad_argument_gets_a_coded_error() {
                 "applicantId": "a", "applicantName": "A", "positionId": "p", "positionName": "P" } } } }),
             "BAD_USER_INPUT",
         ),
-        case("record unknown descriptor", RECORD, json!({ "input": { "descriptor": { "tweet": { "text": "a" } } } }), "BAD_USER_INPUT"),
-        case("record empty text", RECORD, json!({ "input": status(json!("  ")) }), "BAD_USER_INPUT"),
-        case("record huge text", RECORD, json!({ "input": status(json!(huge)) }), "BAD_USER_INPUT"),
-        case("record text not a string", RECORD, json!({ "input": status(json!(42)) }), "BAD_USER_INPUT"),
-        case("record score out of range", RECORD, json!({ "input": rating(7.5, "r") }), "BAD_USER_INPUT"),
-        case("record empty rater", RECORD, json!({ "input": rating(4.0, "") }), "BAD_USER_INPUT"),
-        case("record bad scope", RECORD, json!({ "input": { "descriptor": { "statusPost": { "text": "a" } }, "scope": "GLOBAL" } }), "BAD_USER_INPUT"),
-        case("record readers on public", RECORD, json!({ "input": { "descriptor": { "statusPost": { "text": "a" } }, "readers": ["bob"] } }), "BAD_USER_INPUT"),
-        case("record restricted without readers", RECORD, json!({ "input": { "descriptor": { "statusPost": { "text": "a" } }, "scope": "RESTRICTED" } }), "BAD_USER_INPUT"),
-        case("record unknown reader", RECORD, json!({ "input": { "descriptor": { "statusPost": { "text": "a" } }, "scope": "RESTRICTED", "readers": ["ghost"] } }), "BAD_USER_INPUT"),
-        case("record department without one", RECORD, json!({ "input": { "descriptor": { "statusPost": { "text": "a" } }, "scope": "DEPARTMENT" } }), "BAD_USER_INPUT"),
-        case("record too many refs", RECORD, json!({ "input": { "descriptor": { "statusPost": { "text": "a" } }, "refIds": many_refs } }), "BAD_USER_INPUT"),
-        case("record bad tag", RECORD, json!({ "input": { "descriptor": { "statusPost": { "text": "a" } }, "tags": ["ok", "\u{0007}"] } }), "BAD_USER_INPUT"),
-        case("record future", RECORD, json!({ "input": { "descriptor": { "statusPost": { "text": "a" } }, "conducted": "2999-01-01T00:00:00Z" } }), "BAD_USER_INPUT"),
-        case("record bad date", RECORD, json!({ "input": { "descriptor": { "statusPost": { "text": "a" } }, "conducted": "yesterday" } }), "BAD_USER_INPUT"),
+        case(
+            "record unknown descriptor",
+            RECORD,
+            json!({ "input": { "descriptor": { "tweet": { "text": "a" } } } }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "record empty text",
+            RECORD,
+            json!({ "input": status(json!("  ")) }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "record huge text",
+            RECORD,
+            json!({ "input": status(json!(huge)) }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "record text not a string",
+            RECORD,
+            json!({ "input": status(json!(42)) }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "record score out of range",
+            RECORD,
+            json!({ "input": rating(7.5, "r") }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "record empty rater",
+            RECORD,
+            json!({ "input": rating(4.0, "") }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "record bad scope",
+            RECORD,
+            json!({ "input": { "descriptor": { "statusPost": { "text": "a" } }, "scope": "GLOBAL" } }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "record readers on public",
+            RECORD,
+            json!({ "input": { "descriptor": { "statusPost": { "text": "a" } }, "readers": ["bob"] } }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "record restricted without readers",
+            RECORD,
+            json!({ "input": { "descriptor": { "statusPost": { "text": "a" } }, "scope": "RESTRICTED" } }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "record unknown reader",
+            RECORD,
+            json!({ "input": { "descriptor": { "statusPost": { "text": "a" } }, "scope": "RESTRICTED", "readers": ["ghost"] } }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "record department without one",
+            RECORD,
+            json!({ "input": { "descriptor": { "statusPost": { "text": "a" } }, "scope": "DEPARTMENT" } }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "record too many refs",
+            RECORD,
+            json!({ "input": { "descriptor": { "statusPost": { "text": "a" } }, "refIds": many_refs } }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "record bad tag",
+            RECORD,
+            json!({ "input": { "descriptor": { "statusPost": { "text": "a" } }, "tags": ["ok", "\u{0007}"] } }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "record future",
+            RECORD,
+            json!({ "input": { "descriptor": { "statusPost": { "text": "a" } }, "conducted": "2999-01-01T00:00:00Z" } }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "record bad date",
+            RECORD,
+            json!({ "input": { "descriptor": { "statusPost": { "text": "a" } }, "conducted": "yesterday" } }),
+            "BAD_USER_INPUT",
+        ),
         case("follow empty", FOLLOW, json!({ "u": "" }), "BAD_USER_INPUT"),
-        case("follow unknown", FOLLOW, json!({ "u": "ghost" }), "BAD_USER_INPUT"),
-        case("follow self", FOLLOW, json!({ "u": "alice" }), "BAD_USER_INPUT"),
-        case("follow long", FOLLOW, json!({ "u": long }), "BAD_USER_INPUT"),
-        case("unfollow empty", UNFOLLOW, json!({ "u": "" }), "BAD_USER_INPUT"),
-        case("befriend unknown", BEFRIEND, json!({ "u": "ghost" }), "BAD_USER_INPUT"),
-        case("unfriend control", UNFRIEND, json!({ "u": "a\tb" }), "BAD_USER_INPUT"),
-        case("join empty group", JOIN, json!({ "g": "", "k": "TEAM" }), "BAD_USER_INPUT"),
-        case("join bad kind", JOIN, json!({ "g": "g", "k": "CLUB" }), "BAD_USER_INPUT"),
-        case("join with other kind", JOIN, json!({ "g": "t1", "k": "DEPARTMENT" }), "BAD_USER_INPUT"),
-        case("leave empty group", LEAVE, json!({ "g": "" }), "BAD_USER_INPUT"),
+        case(
+            "follow unknown",
+            FOLLOW,
+            json!({ "u": "ghost" }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "follow self",
+            FOLLOW,
+            json!({ "u": "alice" }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "follow long",
+            FOLLOW,
+            json!({ "u": long }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "unfollow empty",
+            UNFOLLOW,
+            json!({ "u": "" }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "befriend unknown",
+            BEFRIEND,
+            json!({ "u": "ghost" }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "unfriend control",
+            UNFRIEND,
+            json!({ "u": "a\tb" }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "join empty group",
+            JOIN,
+            json!({ "g": "", "k": "TEAM" }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "join bad kind",
+            JOIN,
+            json!({ "g": "g", "k": "CLUB" }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "join with other kind",
+            JOIN,
+            json!({ "g": "t1", "k": "DEPARTMENT" }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "leave empty group",
+            LEAVE,
+            json!({ "g": "" }),
+            "BAD_USER_INPUT",
+        ),
         case("hide bad id", HIDE, json!({ "id": "x" }), "BAD_USER_INPUT"),
-        case("hide unknown", HIDE, json!({ "id": unknown_id }), "NOT_FOUND"),
-        case("delete bad id", DELETE, json!({ "id": "x" }), "BAD_USER_INPUT"),
-        case("delete unknown", DELETE, json!({ "id": unknown_id }), "NOT_FOUND"),
-        case("hide item bad id", HIDE_ITEM, json!({ "id": "💥" }), "BAD_USER_INPUT"),
-        case("syntax error", "{ feed { edges ", json!({}), "GRAPHQL_PARSE_FAILED"),
-        case("unknown field", "{ feed { nope } }", json!({}), "GRAPHQL_VALIDATION_FAILED"),
-        case("literal wrong type", "{ feed(first: \"x\") { edges { cursor } } }", json!({}), "BAD_USER_INPUT"),
-        case("too deep", &too_deep, json!({}), "GRAPHQL_VALIDATION_FAILED"),
+        case(
+            "hide unknown",
+            HIDE,
+            json!({ "id": unknown_id }),
+            "NOT_FOUND",
+        ),
+        case(
+            "delete bad id",
+            DELETE,
+            json!({ "id": "x" }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "delete unknown",
+            DELETE,
+            json!({ "id": unknown_id }),
+            "NOT_FOUND",
+        ),
+        case(
+            "hide item bad id",
+            HIDE_ITEM,
+            json!({ "id": "💥" }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "syntax error",
+            "{ feed { edges ",
+            json!({}),
+            "GRAPHQL_PARSE_FAILED",
+        ),
+        case(
+            "unknown field",
+            "{ feed { nope } }",
+            json!({}),
+            "GRAPHQL_VALIDATION_FAILED",
+        ),
+        case(
+            "literal wrong type",
+            "{ feed(first: \"x\") { edges { cursor } } }",
+            json!({}),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "too deep",
+            &too_deep,
+            json!({}),
+            "GRAPHQL_VALIDATION_FAILED",
+        ),
     ];
 
     let mut failures = Vec::new();
@@ -164,15 +476,26 @@ async fn every_bad_argument_gets_a_coded_error() {
         }
         let code = errors[0]["extensions"]["code"].as_str().unwrap_or_default();
         if code != case.code {
-            failures.push(format!("{}: expected {}, got {code}: {body}", case.name, case.code));
+            failures.push(format!(
+                "{}: expected {}, got {code}: {body}",
+                case.name, case.code
+            ));
         }
     }
-    assert!(failures.is_empty(), "{} of {} cases failed:\n{}", failures.len(), cases.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases failed:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
 
     // Nothing was half done: the bad requests left no trace.
     let (ids, _) = alice.feed_ids("").await;
     assert_eq!(ids, vec![mine], "only the one good action exists");
-    let health = reqwest::get(format!("{}/healthz", server.base)).await.unwrap();
+    let health = reqwest::get(format!("{}/healthz", server.base))
+        .await
+        .unwrap();
     assert_eq!(health.status(), 200);
     server.stop().await;
 }
@@ -192,9 +515,24 @@ async fn bad_bodies_and_identities_get_coded_errors() {
     };
     for (body, content_type, status, code) in [
         (b"not json".to_vec(), "application/json", 400, "BAD_REQUEST"),
-        (b"{\"query\": 5}".to_vec(), "application/json", 400, "BAD_REQUEST"),
-        (vec![0xff, 0xfe, 0x00], "application/json", 400, "BAD_REQUEST"),
-        (vec![b' '; 2 * 1024 * 1024], "application/json", 413, "PAYLOAD_TOO_LARGE"),
+        (
+            b"{\"query\": 5}".to_vec(),
+            "application/json",
+            400,
+            "BAD_REQUEST",
+        ),
+        (
+            vec![0xff, 0xfe, 0x00],
+            "application/json",
+            400,
+            "BAD_REQUEST",
+        ),
+        (
+            vec![b' '; 2 * 1024 * 1024],
+            "application/json",
+            413,
+            "PAYLOAD_TOO_LARGE",
+        ),
     ] {
         let response = post(body, content_type).await.unwrap();
         assert_eq!(response.status(), status);

@@ -3,5 +3,6 @@
 mod api;
 mod common;
 mod garbage;
+mod readme;
 mod store_suite;
 mod worker;

@@ -1,0 +1,131 @@
+//! The README's tour works as written: each curl command runs against a live
+//! server, each GraphQL block is the same query as its curl, and the
+//! subscription block streams events.
+
+use serde_json::{json, Value};
+
+use crate::common::{TestServer, WsClient};
+
+/// Code blocks of one language in the tour section, in order.
+fn tour_blocks(language: &str) -> Vec<String> {
+    let readme = include_str!("../../README.md");
+    let start = readme.find("## A five-minute tour").expect("tour section");
+    let end = readme[start + 3..]
+        .find("\n## ")
+        .map_or(readme.len(), |i| start + 3 + i);
+    let tour = &readme[start..end];
+    let fence = format!("```{language}\n");
+    let mut blocks = Vec::new();
+    let mut rest = tour;
+    while let Some(i) = rest.find(&fence) {
+        let body = &rest[i + fence.len()..];
+        let close = body.find("```").expect("closed fence");
+        blocks.push(body[..close].to_owned());
+        rest = &body[close..];
+    }
+    blocks
+}
+
+/// Drops what GraphQL ignores between tokens (whitespace, commas), so two
+/// layouts of one query compare equal.
+fn squash(text: &str) -> String {
+    text.chars()
+        .filter(|c| !c.is_whitespace() && *c != ',')
+        .collect()
+}
+
+/// The JSON body of a curl line (the single-quoted `-d` argument).
+fn curl_body(line: &str) -> Value {
+    let start = line.find("-d '").expect("-d") + 4;
+    let end = line.rfind('\'').expect("closing quote");
+    serde_json::from_str(&line[start..end]).expect("curl body is JSON")
+}
+
+#[tokio::test]
+async fn the_readme_tour_works_verbatim() {
+    let server = TestServer::start().await;
+    let curls: Vec<String> = tour_blocks("sh")
+        .into_iter()
+        .filter(|b| b.trim_start().starts_with("curl"))
+        .collect();
+    let graphql = tour_blocks("graphql");
+    assert!(curls.len() >= 5, "the tour has its curl steps");
+
+    // The GraphiQL text and the curl text are the same queries.
+    let queries: Vec<&String> = graphql
+        .iter()
+        .filter(|q| !q.trim_start().starts_with("subscription"))
+        .collect();
+    assert_eq!(queries.len(), curls.len(), "one curl per GraphQL block");
+    for (block, curl) in queries.iter().zip(&curls) {
+        let body = curl_body(curl);
+        assert_eq!(
+            squash(body["query"].as_str().unwrap()),
+            squash(block),
+            "README curl and GraphQL block differ"
+        );
+    }
+
+    let bob = server.client("acme", "bob");
+    let mut outputs = Vec::new();
+    for curl in &curls {
+        let command = curl
+            .trim()
+            .replace("localhost:8080", &server.server.addr.to_string());
+        let output = tokio::process::Command::new("bash")
+            .arg("-c")
+            .arg(&command)
+            .output()
+            .await
+            .expect("curl runs");
+        assert!(output.status.success(), "{command}: {output:?}");
+        let body: Value = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|_| panic!("JSON from {command}: {output:?}"));
+        assert!(body.get("errors").is_none(), "{command}: {body:#}");
+        if let Some(id) = body["data"]["recordAction"]["id"].as_str() {
+            bob.wait_delivered(id).await;
+        }
+        outputs.push(body);
+    }
+    let feed = outputs
+        .iter()
+        .find_map(|o| o["data"]["feed"]["edges"].as_array())
+        .expect("the tour reads a feed");
+    assert_eq!(feed.len(), 1, "{feed:?}");
+    let node = &feed[0]["node"];
+    assert_eq!(
+        node["reason"],
+        json!({ "kind": "FOLLOWS", "actorId": "bob" })
+    );
+    assert_eq!(node["action"]["actor"]["name"], "Bob Builder");
+    assert_eq!(
+        node["action"]["descriptor"]["applicantName"],
+        "Mary Fanning"
+    );
+    let slice = outputs
+        .iter()
+        .find_map(|o| o["data"]["slice"]["edges"].as_array())
+        .expect("the tour reads a slice");
+    assert_eq!(
+        slice[0]["node"]["descriptor"]["ratingText"],
+        "Strong system design"
+    );
+
+    // The subscription block streams Bob's next action to Alice.
+    let subscription = graphql
+        .iter()
+        .find(|q| q.trim_start().starts_with("subscription"))
+        .expect("a subscription block");
+    let mut ws = WsClient::as_user(&server.ws_url(), "acme", "alice").await;
+    ws.subscribe("tour", subscription).await;
+    server.wait_live_readers(1).await;
+    let record = curl_body(&curls[2]);
+    let data = bob.data(record["query"].as_str().unwrap(), json!({})).await;
+    let event = ws.next_payload().await;
+    assert_eq!(event["data"]["feedEvents"]["kind"], "ADDED");
+    assert_eq!(
+        event["data"]["feedEvents"]["item"]["action"]["id"],
+        data["recordAction"]["id"]
+    );
+    server.stop().await;
+}
