@@ -202,9 +202,8 @@ pub async fn audience(
                 (EdgeKind::Follows, ReasonKind::Follows),
                 (EdgeKind::Friend, ReasonKind::Friend),
             ] {
-                let mut after: Option<String> = None;
-                loop {
-                    let page = store
+                let page = |after: Option<String>| async move {
+                    store
                         .edges(
                             tenant,
                             kind,
@@ -213,14 +212,9 @@ pub async fn audience(
                             after.as_deref(),
                             AUDIENCE_PAGE,
                         )
-                        .await?;
-                    let done = page.len() < AUDIENCE_PAGE;
-                    after = page.last().cloned();
-                    page.into_iter().for_each(|user| add(user, reason));
-                    if done {
-                        break;
-                    }
-                }
+                        .await
+                };
+                for_each_page(page, |user| add(user, reason)).await?;
             }
         }
         Scope::Team | Scope::Department => {
@@ -230,18 +224,12 @@ pub async fn audience(
                 ReasonKind::Department
             };
             for group in &action.scope_groups {
-                let mut after: Option<String> = None;
-                loop {
-                    let page = store
+                let page = |after: Option<String>| async move {
+                    store
                         .group_members(tenant, group, after.as_deref(), AUDIENCE_PAGE)
-                        .await?;
-                    let done = page.len() < AUDIENCE_PAGE;
-                    after = page.last().cloned();
-                    page.into_iter().for_each(|user| add(user, reason));
-                    if done {
-                        break;
-                    }
-                }
+                        .await
+                };
+                for_each_page(page, |user| add(user, reason)).await?;
             }
         }
         Scope::Restricted => {
@@ -255,4 +243,23 @@ pub async fn audience(
     // A stable order keeps each batch's writes local in the store's key space.
     readers.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     Ok(readers)
+}
+
+/// Walks a user list page by page (each page starts after the last id of the
+/// previous one) and hands every id to `each`.
+async fn for_each_page<F, Fut>(mut page: F, mut each: impl FnMut(String)) -> StoreResult<()>
+where
+    F: FnMut(Option<String>) -> Fut,
+    Fut: std::future::Future<Output = StoreResult<Vec<String>>>,
+{
+    let mut after = None;
+    loop {
+        let ids = page(after.take()).await?;
+        let last_page = ids.len() < AUDIENCE_PAGE;
+        after = ids.last().cloned();
+        ids.into_iter().for_each(&mut each);
+        if last_page {
+            return Ok(());
+        }
+    }
 }

@@ -91,23 +91,28 @@ pub async fn home(
 
     let mut actions = load_page(ctx, items.iter().map(|i| i.action_id)).await?;
     let access = Access::load(ctx, viewer, actions.values()).await?;
-    let mut connection = Connection::new(has_previous, has_next);
-    connection.edges = items
+    let (items, visible): (Vec<_>, Vec<_>) = items
         .into_iter()
         .filter_map(|item| {
             let action = actions.remove(&item.action_id)?;
-            if !access.can_read(&action) || action.hidden {
-                return None;
-            }
+            (access.can_read(&action) && !action.hidden).then_some((item, action))
+        })
+        .unzip();
+    let nodes = ActionNode::hydrate(ctx, visible).await?;
+    let mut connection = Connection::new(has_previous, has_next);
+    connection.edges = items
+        .into_iter()
+        .zip(nodes)
+        .map(|(item, node)| {
             let cursor = list.position_cursor(item.position());
-            Some(Edge::new(
+            Edge::new(
                 cursor.clone(),
                 FeedItemNode {
                     item,
                     cursor,
-                    action: ActionSlot::Loaded(Some(Box::new(action))),
+                    action: ActionSlot::Loaded(Box::new(node)),
                 },
-            ))
+            )
         })
         .collect();
     Ok(connection)
@@ -134,15 +139,16 @@ pub async fn slice(
     ids.truncate(limit);
     let mut actions = load_page(ctx, ids.iter().copied()).await?;
     let access = Access::load(ctx, viewer, actions.values()).await?;
-    let mut connection = Connection::new(before.is_some(), has_next);
-    connection.edges = ids
+    let visible: Vec<Action> = ids
         .into_iter()
-        .filter_map(|id| {
-            let action = actions.remove(&id)?;
-            access
-                .can_read(&action)
-                .then(|| Edge::new(list.id_cursor(id), ActionNode(action)))
-        })
+        .filter_map(|id| actions.remove(&id))
+        .filter(|action| access.can_read(action))
+        .collect();
+    let mut connection = Connection::new(before.is_some(), has_next);
+    connection.edges = ActionNode::hydrate(ctx, visible)
+        .await?
+        .into_iter()
+        .map(|node| Edge::new(list.id_cursor(node.action.id), node))
         .collect();
     Ok(connection)
 }

@@ -15,6 +15,7 @@ mod subscription;
 mod types;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_graphql::dataloader::DataLoader;
 use async_graphql::{Context, Schema};
@@ -121,6 +122,8 @@ pub(crate) struct Loaders {
 impl Session {
     pub fn new(identity: Identity, state: &AppState) -> Self {
         let loaders = match &identity {
+            // No batching window: pages hand a loader all their keys at once
+            // (`load_many`), so waiting for more keys would only add latency.
             Identity::Viewer(viewer) => Some(Loaders {
                 actions: DataLoader::new(
                     ActionLoader {
@@ -128,14 +131,16 @@ impl Session {
                         tenant: viewer.tenant.clone(),
                     },
                     tokio::spawn,
-                ),
+                )
+                .delay(Duration::ZERO),
                 users: DataLoader::new(
                     UserLoader {
                         store: state.store.clone(),
                         tenant: viewer.tenant.clone(),
                     },
                     tokio::spawn,
-                ),
+                )
+                .delay(Duration::ZERO),
             }),
             _ => None,
         };

@@ -235,7 +235,7 @@ impl MutationRoot {
         };
         state.store.insert_action(&action).await.api()?;
         state.wake.notify_one();
-        Ok(ActionNode(action))
+        Ok(ActionNode::new(action))
     }
 
     /// The viewer follows `userId`. True if this changed anything.
@@ -306,7 +306,7 @@ impl MutationRoot {
         let removed = state.store.hide_action(&viewer.tenant, id).await.api()?;
         publish_removed(state, &viewer.tenant, removed);
         action.hidden = true;
-        Ok(ActionNode(action))
+        Ok(ActionNode::new(action))
     }
 
     /// Deletes one of the viewer's actions with all its feed items. Returns its id.

@@ -1,5 +1,7 @@
 //! Query root: the viewer, feeds, slices, actions and users.
 
+use std::collections::HashMap;
+
 use async_graphql::{Context, Object, ID};
 
 use super::access::Access;
@@ -75,7 +77,7 @@ impl QueryRoot {
             return Ok(None);
         };
         let access = Access::load(ctx, viewer, [&action]).await?;
-        Ok(access.can_read(&action).then_some(ActionNode(action)))
+        Ok(access.can_read(&action).then(|| ActionNode::new(action)))
     }
 
     /// Several actions, in the order asked, null where there is none you may see.
@@ -99,16 +101,13 @@ impl QueryRoot {
             .await
             .api()?;
         let access = Access::load(ctx, viewer, found.values()).await?;
-        Ok(ids
-            .iter()
-            .map(|id| {
-                found
-                    .get(id)
-                    .filter(|a| access.can_read(a))
-                    .cloned()
-                    .map(ActionNode)
-            })
-            .collect())
+        let readable: Vec<_> = found.into_values().filter(|a| access.can_read(a)).collect();
+        let mut nodes: HashMap<ObjectId, ActionNode> = ActionNode::hydrate(ctx, readable)
+            .await?
+            .into_iter()
+            .map(|node| (node.action.id, node))
+            .collect();
+        Ok(ids.iter().map(|id| nodes.remove(id)).collect())
     }
 
     /// A user of the viewer's tenant, or null if Riverfeed has never heard of them.

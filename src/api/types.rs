@@ -1,5 +1,7 @@
 //! GraphQL output objects over the domain types.
 
+use std::collections::BTreeSet;
+
 use async_graphql::connection::{Connection, Edge};
 use async_graphql::{ComplexObject, Context, Object, SimpleObject, ID};
 use chrono::{DateTime, Utc};
@@ -20,68 +22,100 @@ pub fn datetime(ms: Millis) -> DateTime<Utc> {
     DateTime::from_timestamp_millis(ms).unwrap_or_default()
 }
 
-/// Something that happened.
-pub struct ActionNode(pub Action);
+/// Something that happened, with its actor's profile when it was loaded along.
+#[derive(Clone)]
+pub struct ActionNode {
+    pub action: Action,
+    actor: Option<User>,
+}
+
+impl ActionNode {
+    pub fn new(action: Action) -> Self {
+        Self {
+            action,
+            actor: None,
+        }
+    }
+
+    /// Wraps a page of actions for output, loading all their actors in one batch.
+    pub async fn hydrate(
+        ctx: &Context<'_>,
+        actions: Vec<Action>,
+    ) -> async_graphql::Result<Vec<ActionNode>> {
+        let actor_ids: BTreeSet<String> = actions.iter().map(|a| a.actor_id.clone()).collect();
+        let actors = loaders(ctx)?.users.load_many(actor_ids).await.api()?;
+        Ok(actions
+            .into_iter()
+            .map(|action| ActionNode {
+                actor: actors.get(&action.actor_id).cloned(),
+                action,
+            })
+            .collect())
+    }
+}
 
 #[Object(name = "Action")]
 impl ActionNode {
     async fn id(&self) -> ID {
-        ID(self.0.id.to_hex())
+        ID(self.action.id.to_hex())
     }
 
     /// Who did it.
     async fn actor(&self, ctx: &Context<'_>) -> async_graphql::Result<UserNode> {
-        user_node(ctx, &self.0.actor_id).await
+        match &self.actor {
+            Some(user) => Ok(user.clone().into()),
+            None => user_node(ctx, &self.action.actor_id).await,
+        }
     }
 
     async fn actor_id(&self) -> &str {
-        &self.0.actor_id
+        &self.action.actor_id
     }
 
     /// When it happened.
     async fn conducted(&self) -> DateTime<Utc> {
-        datetime(self.0.conducted)
+        datetime(self.action.conducted)
     }
 
     /// Hidden by its actor: out of every feed, visible to the actor only.
     async fn hidden(&self) -> bool {
-        self.0.hidden
+        self.action.hidden
     }
 
     async fn scope(&self) -> Scope {
-        self.0.scope
+        self.action.scope
     }
 
     /// The readers of a `RESTRICTED` action; shown to its actor only.
     async fn readers(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<&[String]>> {
         let viewer = viewer(ctx)?;
         Ok(
-            (viewer.user == self.0.actor_id && self.0.scope == Scope::Restricted)
-                .then_some(self.0.readers.as_slice()),
+            (viewer.user == self.action.actor_id && self.action.scope == Scope::Restricted)
+                .then_some(self.action.readers.as_slice()),
         )
     }
 
     /// Ids of the objects it refers to (an applicant, a position…).
     async fn ref_ids(&self) -> &[String] {
-        &self.0.ref_ids
+        &self.action.ref_ids
     }
 
     async fn tags(&self) -> &[String] {
-        &self.0.tags
+        &self.action.tags
     }
 
     /// Progress of its delivery into readers' feeds.
     async fn fan_out(&self) -> FanOutNode {
         FanOutNode {
-            state: self.0.fan_out.state,
-            locked_until: self.0.fan_out.locked_until.map(datetime),
-            worker: self.0.fan_out.worker.clone(),
+            state: self.action.fan_out.state,
+            locked_until: self.action.fan_out.locked_until.map(datetime),
+            worker: self.action.fan_out.worker.clone(),
         }
     }
 
     /// What happened, typed.
     async fn descriptor(&self) -> &Descriptor {
-        &self.0.descriptor
+        &self.action.descriptor
     }
 }
 
@@ -107,7 +141,7 @@ pub struct FeedReasonNode {
 
 /// How the item's action is resolved: already loaded with its page, or on demand.
 pub enum ActionSlot {
-    Loaded(Option<Box<Action>>),
+    Loaded(Box<ActionNode>),
     Lazy,
 }
 
@@ -145,7 +179,7 @@ impl FeedItemNode {
     /// it (as in `REMOVED` events).
     async fn action(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<ActionNode>> {
         let action = match &self.action {
-            ActionSlot::Loaded(action) => return Ok(action.as_deref().cloned().map(ActionNode)),
+            ActionSlot::Loaded(node) => return Ok(Some(node.as_ref().clone())),
             ActionSlot::Lazy => loaders(ctx)?
                 .actions
                 .load_one(self.item.action_id)
@@ -157,7 +191,7 @@ impl FeedItemNode {
         };
         let viewer = viewer(ctx)?;
         let access = Access::load(ctx, viewer, [&action]).await?;
-        Ok(access.can_read(&action).then_some(ActionNode(action)))
+        Ok(access.can_read(&action).then(|| ActionNode::new(action)))
     }
 }
 

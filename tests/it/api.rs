@@ -520,9 +520,10 @@ async fn a_feed_page_loads_its_actions_in_one_batch() {
     }
     let pages_before = server.store_calls("feed_page").await;
     let loads_before = server.store_calls("get_actions").await;
+    let users_before = server.store_calls("get_users").await;
     let data = alice
         .data(
-            "{ feed(first: 25) { edges { node { action { id conducted descriptor { ... on StatusPost { text } } } } } } }",
+            "{ feed(first: 25) { edges { node { action { id conducted actor { name } descriptor { ... on StatusPost { text } } } } } } }",
             json!({}),
         )
         .await;
@@ -532,6 +533,11 @@ async fn a_feed_page_loads_its_actions_in_one_batch() {
         server.store_calls("get_actions").await - loads_before,
         1,
         "25 actions, one batch"
+    );
+    assert_eq!(
+        server.store_calls("get_users").await - users_before,
+        1,
+        "their actors, one batch"
     );
     server.stop().await;
 }
