@@ -40,6 +40,11 @@ pub struct ServeArgs {
     /// Directory of the embedded store.
     #[arg(long, env = "RIVERFEED_DATA_DIR", default_value = "./riverfeed-data")]
     pub data_dir: PathBuf,
+    /// Where to keep everything: `embedded:<dir>` (by default the data
+    /// directory) or a `mongodb://…` / `mongodb+srv://…` URI (database from the
+    /// URI's path, `riverfeed` by default).
+    #[arg(long, env = "RIVERFEED_STORE")]
+    pub store: Option<String>,
     /// Seconds a fan-out claim stays with a worker that makes no progress.
     #[arg(long, env = "RIVERFEED_FANOUT_LEASE_SECS", default_value_t = 30)]
     pub fanout_lease_secs: u64,
@@ -57,7 +62,11 @@ pub struct ServeArgs {
 
 impl ServeArgs {
     pub fn options(&self) -> ServeOptions {
-        let mut options = ServeOptions::new(format!("embedded:{}", self.data_dir.display()));
+        let store = self
+            .store
+            .clone()
+            .unwrap_or_else(|| format!("embedded:{}", self.data_dir.display()));
+        let mut options = ServeOptions::new(store);
         options.listen = self.listen;
         options.event_buffer = self.event_buffer.max(1);
         options.worker = (!self.no_worker).then(|| WorkerConfig {

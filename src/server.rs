@@ -18,13 +18,14 @@ use crate::events::Hub;
 use crate::fanout::{Worker, WorkerConfig};
 use crate::http::{self, HttpState};
 use crate::store::metered::Metered;
+use crate::store::mongo::redact;
 use crate::store::{self, Store};
 
 /// Everything `serve` needs.
 #[derive(Clone)]
 pub struct ServeOptions {
     pub listen: SocketAddr,
-    /// Store URL: `embedded:<dir>`.
+    /// Store URL: `embedded:<dir>` or a MongoDB URI.
     pub store: String,
     /// The in-process fan-out worker; `None` runs the API alone.
     pub worker: Option<WorkerConfig>,
@@ -74,7 +75,15 @@ impl Server {
 pub async fn start(options: ServeOptions) -> anyhow::Result<Server> {
     let inner: Arc<dyn Store> = store::open(&options.store)
         .await
-        .with_context(|| format!("cannot open store {}", options.store))?;
+        .with_context(|| format!("cannot open store {}", redact(&options.store)))?;
+    start_with_store(options, inner).await
+}
+
+/// Starts serving on a store that is already open.
+pub async fn start_with_store(
+    options: ServeOptions,
+    inner: Arc<dyn Store>,
+) -> anyhow::Result<Server> {
     let metered = Arc::new(Metered::new(inner));
     let store: Arc<dyn Store> = metered.clone();
     let listener = tokio::net::TcpListener::bind(options.listen)

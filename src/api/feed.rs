@@ -98,7 +98,11 @@ pub async fn home(
             (access.can_read(&action) && !action.hidden).then_some((item, action))
         })
         .unzip();
-    let nodes = ActionNode::hydrate(ctx, visible).await?;
+    let look = ctx.look_ahead();
+    let actors = [look.field("edges").field("node"), look.field("nodes")]
+        .iter()
+        .any(|item| item.field("action").field("actor").exists());
+    let nodes = ActionNode::hydrate(ctx, visible, actors).await?;
     let mut connection = Connection::new(has_previous, has_next);
     connection.edges = items
         .into_iter()
@@ -145,7 +149,11 @@ pub async fn slice(
         .filter(|action| access.can_read(action))
         .collect();
     let mut connection = Connection::new(before.is_some(), has_next);
-    connection.edges = ActionNode::hydrate(ctx, visible)
+    let look = ctx.look_ahead();
+    let actors = [look.field("edges").field("node"), look.field("nodes")]
+        .iter()
+        .any(|action| action.field("actor").exists());
+    connection.edges = ActionNode::hydrate(ctx, visible, actors)
         .await?
         .into_iter()
         .map(|node| Edge::new(list.id_cursor(node.action.id), node))

@@ -37,11 +37,16 @@ impl ActionNode {
         }
     }
 
-    /// Wraps a page of actions for output, loading all their actors in one batch.
+    /// Wraps a page of actions for output. When the query asks for their
+    /// actors (`actors_selected`), loads them all in one batch.
     pub async fn hydrate(
         ctx: &Context<'_>,
         actions: Vec<Action>,
+        actors_selected: bool,
     ) -> async_graphql::Result<Vec<ActionNode>> {
+        if !actors_selected {
+            return Ok(actions.into_iter().map(ActionNode::new).collect());
+        }
         let actor_ids: BTreeSet<String> = actions.iter().map(|a| a.actor_id.clone()).collect();
         let actors = loaders(ctx)?.users.load_many(actor_ids).await.api()?;
         Ok(actions

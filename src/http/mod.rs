@@ -24,6 +24,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::api::{AppState, Identity, RiverfeedSchema, Session, TENANT_HEADER, USER_HEADER};
 use crate::store::metered::Metered;
+use crate::store::Store;
 
 /// Largest request body accepted.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -229,8 +230,17 @@ async fn demo() -> Html<&'static str> {
     Html(include_str!("../../web-demo/index.html"))
 }
 
-async fn healthz(State(state): State<HttpState>) -> Json<serde_json::Value> {
-    Json(json!({ "status": "ok", "store": state.app.store.backend() }))
+/// 200 when the store answers, 503 when it does not.
+async fn healthz(State(state): State<HttpState>) -> Response {
+    let store = state.app.store.backend();
+    match state.app.store.ping().await {
+        Ok(()) => Json(json!({ "status": "ok", "store": store })).into_response(),
+        Err(err) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({ "status": "unavailable", "store": store, "error": err.message })),
+        )
+            .into_response(),
+    }
 }
 
 /// Prometheus text format: store calls per operation and live readers.
@@ -244,6 +254,18 @@ async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
             "riverfeed_store_calls_total{{op=\"{}\"}} {calls}\n",
             op.name()
         ));
+    }
+    let backend = state.metered.backend_metrics();
+    if !backend.is_empty() {
+        out.push_str(
+            "# HELP riverfeed_mongodb_commands_total Commands sent to MongoDB, per command.\n\
+             # TYPE riverfeed_mongodb_commands_total counter\n",
+        );
+        for (command, count) in backend {
+            out.push_str(&format!(
+                "riverfeed_mongodb_commands_total{{command=\"{command}\"}} {count}\n"
+            ));
+        }
     }
     out.push_str(
         "# HELP riverfeed_live_readers Readers with at least one live subscription.\n\

@@ -86,6 +86,14 @@ impl Store for Metered {
         self.inner.backend()
     }
 
+    fn backend_metrics(&self) -> Vec<(String, u64)> {
+        self.inner.backend_metrics()
+    }
+
+    async fn ping(&self) -> StoreResult<()> {
+        self.inner.ping().await
+    }
+
     async fn upsert_user(&self, tenant: &str, user: &User) -> StoreResult<()> {
         self.count(Op::upsert_user);
         self.inner.upsert_user(tenant, user).await

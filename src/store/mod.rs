@@ -8,6 +8,7 @@
 pub mod embedded;
 mod error;
 pub mod metered;
+pub mod mongo;
 
 use std::sync::Arc;
 
@@ -72,6 +73,16 @@ pub enum JoinOutcome {
 pub trait Store: Send + Sync + 'static {
     /// A short name of the backend, for logs.
     fn backend(&self) -> &'static str;
+
+    /// Backend-specific counters for `/metrics` (MongoDB: commands sent by name).
+    fn backend_metrics(&self) -> Vec<(String, u64)> {
+        Vec::new()
+    }
+
+    /// Checks that the backend answers.
+    async fn ping(&self) -> StoreResult<()> {
+        Ok(())
+    }
 
     // --- users -----------------------------------------------------------
     /// Creates or replaces a user's display profile.
@@ -185,19 +196,18 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<Option<FeedItem>>;
 }
 
-/// Opens the store a URL names: `embedded:<dir>`.
+/// Opens the store a URL names: `embedded:<dir>`, or a `mongodb://` /
+/// `mongodb+srv://` URI (database from its path, `riverfeed` by default).
 pub async fn open(url: &str) -> StoreResult<Arc<dyn Store>> {
     if let Some(dir) = url.strip_prefix("embedded:") {
         let store = embedded::EmbeddedStore::open(std::path::Path::new(dir))?;
         return Ok(Arc::new(store));
     }
     if url.starts_with("mongodb://") || url.starts_with("mongodb+srv://") {
-        return Err(StoreError::invalid(
-            "the MongoDB backend is not part of this build; use embedded:<dir>",
-        ));
+        return Ok(Arc::new(mongo::MongoStore::connect(url).await?));
     }
     Err(StoreError::invalid(format!(
-        "unknown store URL scheme in {:?}; expected embedded:<dir>",
+        "unknown store URL scheme {:?}; expected embedded:<dir>, mongodb:// or mongodb+srv://",
         url.split(':').next().unwrap_or_default()
     )))
 }

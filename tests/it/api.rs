@@ -5,18 +5,17 @@ use std::collections::HashSet;
 
 use riverfeed::descriptor::{Descriptor, StatusPost};
 use riverfeed::model::{FanOut, ObjectId, Scope};
-use riverfeed::store::embedded::EmbeddedStore;
-use riverfeed::store::Store;
 use serde_json::{json, Value};
 
-use crate::common::{first_error_code, TestServer, WsClient};
+use crate::common::{first_error_code, Backend, TestServer, WsClient};
 
 const FEED_EVENTS: &str =
     "subscription { feedEvents { kind item { actionId cursor reason { kind actorId } action { id actorId } } } }";
 
-#[tokio::test]
-async fn a_follower_sees_the_followed_users_action() {
-    let server = TestServer::start().await;
+async fn a_follower_sees_the_followed_users_action(backend: Backend) {
+    let Some(server) = TestServer::start(backend).await else {
+        return;
+    };
     let alice = server.client("acme", "alice");
     let bob = server.client("acme", "bob");
     bob.upsert_user("bob", "Bob Builder").await;
@@ -63,9 +62,10 @@ async fn a_follower_sees_the_followed_users_action() {
     server.stop().await;
 }
 
-#[tokio::test]
-async fn pages_have_no_gaps_or_duplicates_while_new_items_arrive() {
-    let server = TestServer::start().await;
+async fn pages_have_no_gaps_or_duplicates_while_new_items_arrive(backend: Backend) {
+    let Some(server) = TestServer::start(backend).await else {
+        return;
+    };
     let alice = server.client("acme", "alice");
     let bob = server.client("acme", "bob");
     bob.upsert_user("bob", "Bob").await;
@@ -127,9 +127,10 @@ async fn pages_have_no_gaps_or_duplicates_while_new_items_arrive() {
     server.stop().await;
 }
 
-#[tokio::test]
-async fn paging_backwards_with_last_and_before() {
-    let server = TestServer::start().await;
+async fn paging_backwards_with_last_and_before(backend: Backend) {
+    let Some(server) = TestServer::start(backend).await else {
+        return;
+    };
     let alice = server.client("acme", "alice");
     let mut ids = Vec::new();
     for i in 0..10 {
@@ -154,9 +155,10 @@ async fn paging_backwards_with_last_and_before() {
     server.stop().await;
 }
 
-#[tokio::test]
-async fn slices_list_actions_by_referenced_object() {
-    let server = TestServer::start().await;
+async fn slices_list_actions_by_referenced_object(backend: Backend) {
+    let Some(server) = TestServer::start(backend).await else {
+        return;
+    };
     let recruiter = server.client("acme", "rita");
     let mut mary = Vec::new();
     for i in 0..4 {
@@ -212,9 +214,10 @@ async fn slices_list_actions_by_referenced_object() {
     server.stop().await;
 }
 
-#[tokio::test]
-async fn team_scope_reaches_team_members_and_not_other_followers() {
-    let server = TestServer::start().await;
+async fn team_scope_reaches_team_members_and_not_other_followers(backend: Backend) {
+    let Some(server) = TestServer::start(backend).await else {
+        return;
+    };
     let bob = server.client("acme", "bob");
     let alice = server.client("acme", "alice");
     let carol = server.client("acme", "carol");
@@ -258,9 +261,10 @@ async fn team_scope_reaches_team_members_and_not_other_followers() {
     server.stop().await;
 }
 
-#[tokio::test]
-async fn restricted_actions_reach_only_their_readers() {
-    let server = TestServer::start().await;
+async fn restricted_actions_reach_only_their_readers(backend: Backend) {
+    let Some(server) = TestServer::start(backend).await else {
+        return;
+    };
     let bob = server.client("acme", "bob");
     let alice = server.client("acme", "alice");
     let carol = server.client("acme", "carol");
@@ -294,9 +298,10 @@ async fn restricted_actions_reach_only_their_readers() {
     server.stop().await;
 }
 
-#[tokio::test]
-async fn feed_events_stream_added_and_removed() {
-    let server = TestServer::start().await;
+async fn feed_events_stream_added_and_removed(backend: Backend) {
+    let Some(server) = TestServer::start(backend).await else {
+        return;
+    };
     let bob = server.client("acme", "bob");
     let alice = server.client("acme", "alice");
     bob.upsert_user("bob", "Bob").await;
@@ -337,9 +342,10 @@ async fn feed_events_stream_added_and_removed() {
     server.stop().await;
 }
 
-#[tokio::test]
-async fn the_legacy_graphql_ws_protocol_works_too() {
-    let server = TestServer::start().await;
+async fn the_legacy_graphql_ws_protocol_works_too(backend: Backend) {
+    let Some(server) = TestServer::start(backend).await else {
+        return;
+    };
     let alice = server.client("acme", "alice");
     let mut ws = WsClient::connect(
         &server.ws_url(),
@@ -362,9 +368,10 @@ async fn the_legacy_graphql_ws_protocol_works_too() {
     server.stop().await;
 }
 
-#[tokio::test]
-async fn hiding_removes_from_feeds_and_only_the_actor_may() {
-    let server = TestServer::start().await;
+async fn hiding_removes_from_feeds_and_only_the_actor_may(backend: Backend) {
+    let Some(server) = TestServer::start(backend).await else {
+        return;
+    };
     let bob = server.client("acme", "bob");
     let alice = server.client("acme", "alice");
     bob.upsert_user("bob", "Bob").await;
@@ -441,23 +448,26 @@ async fn hiding_removes_from_feeds_and_only_the_actor_may() {
     server.stop().await;
 }
 
-#[tokio::test]
-async fn restart_keeps_feeds_and_delivers_what_a_crash_left_pending() {
-    let server = TestServer::start().await;
+async fn restart_keeps_feeds_and_delivers_what_a_crash_left_pending(backend: Backend) {
+    let Some(server) = TestServer::start(backend).await else {
+        return;
+    };
     let alice = server.client("acme", "alice");
     let bob = server.client("acme", "bob");
     bob.upsert_user("bob", "Bob").await;
     alice.follow("bob").await;
     let before = bob.post_status("before the crash", json!({})).await;
     bob.wait_delivered(&before).await;
-    let dir = server.stop().await;
+    let stopped = server.stop_keeping_data().await;
 
     // What a crash leaves: one action never claimed, one claimed by a worker
     // that died (its lease ran out).
     let now = chrono::Utc::now().timestamp_millis();
     let mut left = Vec::new();
     {
-        let store = EmbeddedStore::open(dir.path()).expect("store opens");
+        let store = riverfeed::store::open(&stopped.store)
+            .await
+            .expect("store opens");
         for (text, fan_out) in [
             ("never claimed", FanOut::pending()),
             (
@@ -488,7 +498,7 @@ async fn restart_keeps_feeds_and_delivers_what_a_crash_left_pending() {
         }
     }
 
-    let server = TestServer::start_in(dir).await;
+    let server = TestServer::start_on(stopped).await;
     let alice = server.client("acme", "alice");
     let bob = server.client("acme", "bob");
     for id in &left {
@@ -504,9 +514,10 @@ async fn restart_keeps_feeds_and_delivers_what_a_crash_left_pending() {
     server.stop().await;
 }
 
-#[tokio::test]
-async fn a_feed_page_loads_its_actions_in_one_batch() {
-    let server = TestServer::start().await;
+async fn a_feed_page_loads_its_actions_in_one_batch(backend: Backend) {
+    let Some(server) = TestServer::start(backend).await else {
+        return;
+    };
     let alice = server.client("acme", "alice");
     let bob = server.client("acme", "bob");
     bob.upsert_user("bob", "Bob").await;
@@ -518,12 +529,25 @@ async fn a_feed_page_loads_its_actions_in_one_batch() {
     for id in &ids {
         bob.wait_delivered(id).await;
     }
+    let mongo = matches!(backend, Backend::Mongo(_));
+    let finds = || async {
+        if mongo {
+            server
+                .metric("riverfeed_mongodb_commands_total{command=\"find\"}")
+                .await
+        } else {
+            0
+        }
+    };
+
+    // Without actor names: the item range, then the page's actions.
     let pages_before = server.store_calls("feed_page").await;
     let loads_before = server.store_calls("get_actions").await;
     let users_before = server.store_calls("get_users").await;
+    let finds_before = finds().await;
     let data = alice
         .data(
-            "{ feed(first: 25) { edges { node { action { id conducted actor { name } descriptor { ... on StatusPost { text } } } } } } }",
+            "{ feed(first: 25) { edges { node { relevancy action { id conducted descriptor { ... on StatusPost { text } } } } } } }",
             json!({}),
         )
         .await;
@@ -534,17 +558,43 @@ async fn a_feed_page_loads_its_actions_in_one_batch() {
         1,
         "25 actions, one batch"
     );
+    assert_eq!(server.store_calls("get_users").await - users_before, 0);
+    if mongo {
+        assert_eq!(
+            finds().await - finds_before,
+            2,
+            "two round trips to MongoDB"
+        );
+    }
+
+    // With actor names: one more batch for the page's actors.
+    let users_before = server.store_calls("get_users").await;
+    let finds_before = finds().await;
+    let data = alice
+        .data(
+            "{ feed(first: 25) { edges { node { action { actor { name } } } } } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(
+        data["feed"]["edges"][24]["node"]["action"]["actor"]["name"],
+        "Bob"
+    );
     assert_eq!(
         server.store_calls("get_users").await - users_before,
         1,
         "their actors, one batch"
     );
+    if mongo {
+        assert_eq!(finds().await - finds_before, 3);
+    }
     server.stop().await;
 }
 
-#[tokio::test]
-async fn followers_and_following() {
-    let server = TestServer::start().await;
+async fn followers_and_following(backend: Backend) {
+    let Some(server) = TestServer::start(backend).await else {
+        return;
+    };
     let bob = server.client("acme", "bob");
     bob.upsert_user("bob", "Bob").await;
     for user in ["zoe", "amy", "kim"] {
@@ -589,9 +639,10 @@ async fn followers_and_following() {
     server.stop().await;
 }
 
-#[tokio::test]
-async fn requests_without_identity_are_unauthenticated() {
-    let server = TestServer::start().await;
+async fn requests_without_identity_are_unauthenticated(backend: Backend) {
+    let Some(server) = TestServer::start(backend).await else {
+        return;
+    };
     let anonymous = server.anonymous();
     for query in [
         "{ feed { edges { cursor } } }",
@@ -620,9 +671,10 @@ async fn requests_without_identity_are_unauthenticated() {
     server.stop().await;
 }
 
-#[tokio::test]
-async fn get_serves_queries_but_not_mutations() {
-    let server = TestServer::start().await;
+async fn get_serves_queries_but_not_mutations(backend: Backend) {
+    let Some(server) = TestServer::start(backend).await else {
+        return;
+    };
     let http = reqwest::Client::new();
     let get = |query: &str| {
         http.get(format!("{}/graphql", server.base))
@@ -652,9 +704,10 @@ async fn get_serves_queries_but_not_mutations() {
     server.stop().await;
 }
 
-#[tokio::test]
-async fn shutdown_closes_live_websockets() {
-    let server = TestServer::start().await;
+async fn shutdown_closes_live_websockets(backend: Backend) {
+    let Some(server) = TestServer::start(backend).await else {
+        return;
+    };
     let mut ws = WsClient::as_user(&server.ws_url(), "acme", "alice").await;
     ws.subscribe("1", FEED_EVENTS).await;
     server.wait_live_readers(1).await;
@@ -676,3 +729,21 @@ fn schema_graphql_is_the_exported_sdl() {
         "schema.graphql is out of date: run `cargo run -- schema > schema.graphql`"
     );
 }
+
+crate::on_both_backends!(
+    a_follower_sees_the_followed_users_action,
+    pages_have_no_gaps_or_duplicates_while_new_items_arrive,
+    paging_backwards_with_last_and_before,
+    slices_list_actions_by_referenced_object,
+    team_scope_reaches_team_members_and_not_other_followers,
+    restricted_actions_reach_only_their_readers,
+    feed_events_stream_added_and_removed,
+    the_legacy_graphql_ws_protocol_works_too,
+    hiding_removes_from_feeds_and_only_the_actor_may,
+    restart_keeps_feeds_and_delivers_what_a_crash_left_pending,
+    a_feed_page_loads_its_actions_in_one_batch,
+    followers_and_following,
+    requests_without_identity_are_unauthenticated,
+    get_serves_queries_but_not_mutations,
+    shutdown_closes_live_websockets,
+);

@@ -5,7 +5,9 @@
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
+use riverfeed::model::ObjectId;
 use riverfeed::server::{self, ServeOptions, Server};
+use riverfeed::store::mongo::MongoStore;
 use serde_json::{json, Value};
 use tempfile::TempDir;
 use tokio::net::TcpStream;
@@ -17,28 +19,136 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 /// an event) before it fails. Waits end as soon as the condition holds.
 pub const PATIENCE: Duration = Duration::from_secs(15);
 
+/// Which store a test runs on.
+#[derive(Clone, Copy, Debug)]
+pub enum Backend {
+    Embedded,
+    /// MongoDB, in a database named after the test.
+    Mongo(&'static str),
+}
+
+/// Runs async test functions `name(backend)` once per backend, as
+/// `embedded::name` and `mongodb::name`.
+#[macro_export]
+macro_rules! on_both_backends {
+    ($($name:ident),+ $(,)?) => {
+        mod embedded {
+            $(#[tokio::test]
+            async fn $name() {
+                super::$name($crate::common::Backend::Embedded).await
+            })+
+        }
+        mod mongodb {
+            $(#[tokio::test]
+            async fn $name() {
+                super::$name($crate::common::Backend::Mongo(stringify!($name))).await
+            })+
+        }
+    };
+}
+
+/// The MongoDB server tests use: `MONGODB_URI`. Without it the MongoDB tests
+/// are skipped, loudly, except where MongoDB is required (`CI`, or
+/// `RIVERFEED_REQUIRE_MONGODB`, which the test command sets): there a missing
+/// server fails the test.
+pub fn mongodb_uri() -> Option<String> {
+    match std::env::var("MONGODB_URI") {
+        Ok(uri) if !uri.is_empty() => Some(uri),
+        _ => {
+            let required = std::env::var_os("CI").is_some()
+                || std::env::var_os("RIVERFEED_REQUIRE_MONGODB").is_some();
+            assert!(
+                !required,
+                "MongoDB is required here but MONGODB_URI is not set: run the tests with tests/run"
+            );
+            eprintln!("SKIPPED: MONGODB_URI is not set; run tests/run to test the MongoDB backend");
+            None
+        }
+    }
+}
+
+/// `base` with its database replaced by a fresh one named after `test`.
+pub fn mongodb_database_uri(base: &str, test: &str) -> String {
+    let (head, query) = match base.split_once('?') {
+        Some((head, query)) => (head, Some(query)),
+        None => (base, None),
+    };
+    let scheme_end = head.find("://").map_or(0, |i| i + 3);
+    let hosts_end = head[scheme_end..]
+        .find('/')
+        .map_or(head.len(), |i| scheme_end + i);
+    let suffix = ObjectId::new().to_hex();
+    let name: String = test.chars().take(40).collect();
+    let database = format!("rf_{name}_{}", &suffix[16..]);
+    match query {
+        Some(query) => format!("{}/{database}?{query}", &head[..hosts_end]),
+        None => format!("{}/{database}", &head[..hosts_end]),
+    }
+}
+
+/// A store URL for a test: a fresh temporary directory, or a fresh MongoDB
+/// database. `None` when MongoDB is wanted but not available (and not required).
+pub fn store_url(backend: Backend) -> Option<(String, Option<TempDir>)> {
+    match backend {
+        Backend::Embedded => {
+            let dir = tempfile::tempdir().expect("tempdir");
+            Some((format!("embedded:{}", dir.path().display()), Some(dir)))
+        }
+        Backend::Mongo(test) => mongodb_uri().map(|base| (mongodb_database_uri(&base, test), None)),
+    }
+}
+
 pub struct TestServer {
     pub server: Server,
-    pub dir: TempDir,
+    pub store: String,
+    dir: Option<TempDir>,
     pub base: String,
 }
 
+/// What a stopped server leaves: its store, to start again on.
+pub struct Stopped {
+    pub store: String,
+    dir: Option<TempDir>,
+}
+
 impl TestServer {
-    pub async fn start() -> Self {
-        Self::start_in(tempfile::tempdir().expect("tempdir")).await
+    /// A server on a fresh store of `backend`; `None` if that backend is not
+    /// available here (the test then returns early, having said why).
+    pub async fn start(backend: Backend) -> Option<Self> {
+        let (store, dir) = store_url(backend)?;
+        Some(Self::start_on(Stopped { store, dir }).await)
     }
 
-    pub async fn start_in(dir: TempDir) -> Self {
-        let options = ServeOptions::new(format!("embedded:{}", dir.path().display()));
+    pub async fn start_on(stopped: Stopped) -> Self {
+        let options = ServeOptions::new(stopped.store.clone());
         let server = server::start(options).await.expect("server starts");
         let base = format!("http://{}", server.addr);
-        Self { server, dir, base }
+        Self {
+            server,
+            store: stopped.store,
+            dir: stopped.dir,
+            base,
+        }
     }
 
-    /// Stops the server and hands back its data directory.
-    pub async fn stop(self) -> TempDir {
+    /// Stops the server, keeping its data to start again on.
+    pub async fn stop_keeping_data(self) -> Stopped {
         self.server.stop().await.expect("server stops cleanly");
-        self.dir
+        Stopped {
+            store: self.store,
+            dir: self.dir,
+        }
+    }
+
+    /// Stops the server and drops its data.
+    pub async fn stop(self) {
+        let stopped = self.stop_keeping_data().await;
+        if stopped.store.starts_with("mongodb") {
+            let store = MongoStore::connect(&stopped.store)
+                .await
+                .expect("reconnect to drop the test database");
+            store.database().drop().await.expect("drop test database");
+        }
     }
 
     pub fn client(&self, tenant: &str, user: &str) -> Client {
@@ -315,5 +425,36 @@ impl WsClient {
         let kind = if self.legacy { "data" } else { "next" };
         assert_eq!(message["type"], kind, "{message}");
         message["payload"].clone()
+    }
+}
+
+/// A store opened directly (no server), on a fresh directory or database.
+pub struct TestStore {
+    pub store: std::sync::Arc<dyn riverfeed::store::Store>,
+    mongo: Option<MongoStore>,
+    _dir: Option<TempDir>,
+}
+
+impl TestStore {
+    pub async fn open(backend: Backend) -> Option<Self> {
+        let (url, dir) = store_url(backend)?;
+        let store = riverfeed::store::open(&url).await.expect("store opens");
+        let mongo = if url.starts_with("mongodb") {
+            Some(MongoStore::connect(&url).await.expect("second handle"))
+        } else {
+            None
+        };
+        Some(Self {
+            store,
+            mongo,
+            _dir: dir,
+        })
+    }
+
+    /// Drops the MongoDB database (a directory goes by itself).
+    pub async fn remove(self) {
+        if let Some(mongo) = self.mongo {
+            mongo.database().drop().await.expect("drop test database");
+        }
     }
 }

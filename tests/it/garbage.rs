@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 
-use crate::common::TestServer;
+use crate::common::{Backend, TestServer};
 
 struct Case<'a> {
     name: &'static str,
@@ -53,9 +53,10 @@ fn rating(score: f64, rater: &str) -> Value {
     }}})
 }
 
-#[tokio::test]
-async fn every_bad_argument_gets_a_coded_error() {
-    let server = TestServer::start().await;
+async fn every_bad_argument_gets_a_coded_error(backend: Backend) {
+    let Some(server) = TestServer::start(backend).await else {
+        return;
+    };
     let alice = server.client("acme", "alice");
     let bob = server.client("acme", "bob");
     bob.upsert_user("bob", "Bob").await;
@@ -500,9 +501,10 @@ async fn every_bad_argument_gets_a_coded_error() {
     server.stop().await;
 }
 
-#[tokio::test]
-async fn bad_bodies_and_identities_get_coded_errors() {
-    let server = TestServer::start().await;
+async fn bad_bodies_and_identities_get_coded_errors(backend: Backend) {
+    let Some(server) = TestServer::start(backend).await else {
+        return;
+    };
     let http = reqwest::Client::new();
     let url = format!("{}/graphql", server.base);
     let post = |body: Vec<u8>, content_type: &'static str| {
@@ -557,3 +559,8 @@ async fn bad_bodies_and_identities_get_coded_errors() {
     }
     server.stop().await;
 }
+
+crate::on_both_backends!(
+    every_bad_argument_gets_a_coded_error,
+    bad_bodies_and_identities_get_coded_errors,
+);

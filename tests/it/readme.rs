@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use crate::common::{TestServer, WsClient};
+use crate::common::{Backend, TestServer, WsClient};
 
 /// Code blocks of one language in the tour section, in order.
 fn tour_blocks(language: &str) -> Vec<String> {
@@ -43,7 +43,9 @@ fn curl_body(line: &str) -> Value {
 
 #[tokio::test]
 async fn the_readme_tour_works_verbatim() {
-    let server = TestServer::start().await;
+    let server = TestServer::start(Backend::Embedded)
+        .await
+        .expect("the embedded store is always there");
     let curls: Vec<String> = tour_blocks("sh")
         .into_iter()
         .filter(|b| b.trim_start().starts_with("curl"))

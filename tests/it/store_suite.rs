@@ -9,6 +9,8 @@ use riverfeed::model::{
 use riverfeed::store::embedded::EmbeddedStore;
 use riverfeed::store::{Delivery, Direction, ErrorKind, FeedRange, JoinOutcome, Store};
 
+use crate::common::{Backend, TestStore};
+
 const T: &str = "acme";
 const OTHER: &str = "globex";
 
@@ -491,12 +493,18 @@ async fn hide_and_delete(store: &dyn Store) -> Result<()> {
     Ok(())
 }
 
-#[tokio::test]
-async fn embedded_store_passes_the_suite() -> Result<()> {
-    let dir = tempfile::tempdir()?;
-    let store = EmbeddedStore::open(dir.path())?;
-    store_test_suite(&store).await
+async fn passes_the_suite(backend: Backend) {
+    let Some(test) = TestStore::open(backend).await else {
+        return;
+    };
+    let result = store_test_suite(test.store.as_ref()).await;
+    test.remove().await;
+    if let Err(err) = result {
+        panic!("{backend:?}: {err:#}");
+    }
 }
+
+crate::on_both_backends!(passes_the_suite);
 
 #[tokio::test]
 async fn embedded_store_keeps_everything_across_reopen() -> Result<()> {

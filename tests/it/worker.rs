@@ -10,6 +10,8 @@ use riverfeed::model::{
     EdgeKind, FanOutState, Group, GroupKind, MembershipRole, ReasonKind, Scope,
 };
 use riverfeed::store::embedded::EmbeddedStore;
+
+use crate::common::{Backend, TestStore};
 use riverfeed::store::{Delivery, FeedRange, Store};
 use tokio::sync::Notify;
 
@@ -48,10 +50,97 @@ async fn feed_len(store: &dyn Store, owner: &str) -> Result<usize> {
         .len())
 }
 
-#[tokio::test]
-async fn an_expired_lease_is_taken_over_and_nothing_is_delivered_twice() -> Result<()> {
-    let dir = tempfile::tempdir()?;
-    let store: Arc<dyn Store> = Arc::new(EmbeddedStore::open(dir.path())?);
+async fn an_expired_lease_is_taken_over_and_nothing_is_delivered_twice(backend: Backend) {
+    let Some(test) = TestStore::open(backend).await else {
+        return;
+    };
+    let result = lease_takeover(test.store.clone()).await;
+    test.remove().await;
+    result.unwrap_or_else(|err| panic!("{backend:?}: {err:#}"));
+}
+
+async fn two_workers_on_one_store_never_deliver_twice(backend: Backend) {
+    let Some(test) = TestStore::open(backend).await else {
+        return;
+    };
+    let result = two_workers(test.store.clone()).await;
+    test.remove().await;
+    result.unwrap_or_else(|err| panic!("{backend:?}: {err:#}"));
+}
+
+crate::on_both_backends!(
+    an_expired_lease_is_taken_over_and_nothing_is_delivered_twice,
+    two_workers_on_one_store_never_deliver_twice,
+);
+
+async fn two_workers(store: Arc<dyn Store>) -> Result<()> {
+    let readers = ["alice", "carol", "dave", "erin"];
+    for r in readers {
+        store.set_edge(T, EdgeKind::Follows, r, "bob", true).await?;
+    }
+    let actions = 12;
+    for i in 0..actions {
+        store
+            .insert_action(&action(T, "bob", 1_000 + i, &[]))
+            .await?;
+    }
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    let hubs = [Hub::new(1024), Hub::new(1024)];
+    let mut alice: Vec<_> = hubs.iter().map(|h| h.subscribe(T, "alice")).collect();
+    let workers: Vec<Worker> = hubs
+        .iter()
+        .enumerate()
+        .map(|(i, hub)| {
+            Worker::new(
+                store.clone(),
+                hub.clone(),
+                clock.clone(),
+                WorkerConfig {
+                    id: format!("w{i}"),
+                    lease_ms: 30_000,
+                    batch_size: 2,
+                    claim_limit: 1,
+                    ..WorkerConfig::default()
+                },
+                Arc::new(Notify::new()),
+            )
+        })
+        .collect();
+    // Both drain the queue at once, one action per claim.
+    let drain = |w: Worker| async move {
+        let mut claimed = 0;
+        loop {
+            match w.run_once().await? {
+                0 => return anyhow::Ok(claimed),
+                n => claimed += n,
+            }
+        }
+    };
+    let (a, b) = tokio::join!(drain(workers[0].clone()), drain(workers[1].clone()));
+    let (a, b) = (a?, b?);
+    ensure!(
+        a + b == actions as usize,
+        "every action claimed once: {a} + {b}"
+    );
+    for owner in readers.iter().chain(["bob"].iter()) {
+        let n = feed_len(store.as_ref(), owner).await?;
+        ensure!(n == actions as usize, "{owner} has {n} items");
+    }
+    let mut added = 0;
+    for sub in &mut alice {
+        while let Ok(event) = sub.receiver.try_recv() {
+            ensure!(event.item.owner == "alice");
+            added += 1;
+        }
+    }
+    ensure!(
+        added == actions,
+        "one ADDED per item for alice, got {added}"
+    );
+    Ok(())
+}
+
+async fn lease_takeover(store: Arc<dyn Store>) -> Result<()> {
     let clock = Arc::new(ManualClock::new(1_000_000));
     let followers = ["alice", "carol", "dave", "erin", "frank"];
     for f in followers {

@@ -1,0 +1,1040 @@
+//! The MongoDB backend, for when one machine is not enough: any number of API and
+//! worker processes share one replica set or sharded cluster.
+//!
+//! Collections (created with their indexes at start-up, idempotently):
+//! - `actions`: one document per action, the descriptor embedded with a `type`
+//!   tag; `fanOut.lockedUntil` exists only while the fan-out is open, so a
+//!   partial index on it holds just the claimable work;
+//! - `feed_items`: one reference per reader and action, unique on
+//!   `{tenant, owner, actionId}` so a re-run delivers nothing twice;
+//! - `users`, `edges` (follows and friendships, both directions indexed),
+//!   `groups`, `memberships`.
+//!
+//! No call needs a multi-document transaction, so a standalone `mongod` works as
+//! well as a replica set: a delivery that races a hide or delete checks the
+//! action again after writing and takes its items back.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bson::{doc, Bson, DateTime, Document};
+use futures_util::TryStreamExt;
+use mongodb::event::command::CommandEvent;
+use mongodb::event::EventHandler;
+use mongodb::options::{ClientOptions, IndexOptions, ReturnDocument};
+use mongodb::{Client, Collection, Database, IndexModel};
+use serde::{Deserialize, Serialize};
+
+use super::{
+    Claim, Delivery, Direction, ErrorKind, FeedRange, JoinOutcome, Store, StoreError, StoreResult,
+};
+use crate::descriptor::Descriptor;
+use crate::model::{
+    Action, EdgeKind, FanOut, FanOutState, FeedItem, Group, GroupKind, Membership, MembershipRole,
+    Millis, ObjectId, Position, Reason, Scope, User,
+};
+
+/// Server-selection timeout unless the URI sets `serverSelectionTimeoutMS`:
+/// how long a request waits for a lost database before it answers `UNAVAILABLE`.
+pub const DEFAULT_SERVER_SELECTION: Duration = Duration::from_secs(2);
+
+const DUPLICATE_KEY: i32 = 11000;
+
+/// The MongoDB-backed store.
+pub struct MongoStore {
+    db: Database,
+    actions: Collection<ActionDoc>,
+    feed_items: Collection<FeedItemDoc>,
+    users: Collection<Document>,
+    edges: Collection<Document>,
+    groups: Collection<Document>,
+    memberships: Collection<Document>,
+    /// Commands sent, by name. A std mutex: the driver calls the handler
+    /// synchronously and the critical section is one map update.
+    commands: Arc<Mutex<BTreeMap<String, u64>>>,
+}
+
+/// `actions` as stored.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ActionDoc {
+    #[serde(rename = "_id")]
+    id: ObjectId,
+    tenant: String,
+    actor_id: String,
+    conducted: DateTime,
+    hidden: bool,
+    scope: Scope,
+    readers: Vec<String>,
+    scope_groups: Vec<String>,
+    ref_ids: Vec<String>,
+    tags: Vec<String>,
+    descriptor: Descriptor,
+    fan_out: FanOutDoc,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct FanOutDoc {
+    state: FanOutState,
+    /// Present while the fan-out is open: the epoch while pending, the lease's
+    /// end while in progress.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    locked_until: Option<DateTime>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    worker: Option<String>,
+}
+
+/// `feed_items` as stored.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct FeedItemDoc {
+    tenant: String,
+    owner: String,
+    action_id: ObjectId,
+    relevancy: DateTime,
+    reason: Reason,
+    /// A tombstone: the reader hid the item; it stays so it is not delivered again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    hidden: bool,
+}
+
+impl From<&Action> for ActionDoc {
+    fn from(a: &Action) -> Self {
+        let fan_out = match a.fan_out.state {
+            FanOutState::Pending => FanOutDoc {
+                state: FanOutState::Pending,
+                locked_until: Some(DateTime::from_millis(0)),
+                worker: None,
+            },
+            FanOutState::InProgress => FanOutDoc {
+                state: FanOutState::InProgress,
+                locked_until: Some(DateTime::from_millis(a.fan_out.locked_until.unwrap_or(0))),
+                worker: a.fan_out.worker.clone(),
+            },
+            FanOutState::Done => FanOutDoc {
+                state: FanOutState::Done,
+                locked_until: None,
+                worker: None,
+            },
+        };
+        ActionDoc {
+            id: a.id,
+            tenant: a.tenant.clone(),
+            actor_id: a.actor_id.clone(),
+            conducted: DateTime::from_millis(a.conducted),
+            hidden: a.hidden,
+            scope: a.scope,
+            readers: a.readers.clone(),
+            scope_groups: a.scope_groups.clone(),
+            ref_ids: a.ref_ids.clone(),
+            tags: a.tags.clone(),
+            descriptor: a.descriptor.clone(),
+            fan_out,
+        }
+    }
+}
+
+impl From<ActionDoc> for Action {
+    fn from(d: ActionDoc) -> Self {
+        let fan_out = FanOut {
+            state: d.fan_out.state,
+            locked_until: match d.fan_out.state {
+                FanOutState::InProgress => d.fan_out.locked_until.map(|t| t.timestamp_millis()),
+                _ => None,
+            },
+            worker: match d.fan_out.state {
+                FanOutState::InProgress => d.fan_out.worker,
+                _ => None,
+            },
+        };
+        Action {
+            id: d.id,
+            tenant: d.tenant,
+            actor_id: d.actor_id,
+            conducted: d.conducted.timestamp_millis(),
+            hidden: d.hidden,
+            scope: d.scope,
+            readers: d.readers,
+            scope_groups: d.scope_groups,
+            ref_ids: d.ref_ids,
+            tags: d.tags,
+            descriptor: d.descriptor,
+            fan_out,
+        }
+    }
+}
+
+impl FeedItemDoc {
+    fn into_item(self) -> FeedItem {
+        FeedItem {
+            owner: self.owner,
+            action_id: self.action_id,
+            relevancy: self.relevancy.timestamp_millis(),
+            reason: self.reason,
+        }
+    }
+}
+
+/// Classifies a driver error: a database that cannot be reached is
+/// `Unavailable` (try again), anything else `Internal`.
+fn db_err(err: mongodb::error::Error) -> StoreError {
+    use mongodb::error::ErrorKind as K;
+    let unavailable = matches!(
+        *err.kind,
+        K::ServerSelection { .. } | K::Io(_) | K::ConnectionPoolCleared { .. } | K::Shutdown
+    ) || err.contains_label("RetryableWriteError")
+        || err.contains_label("TransientTransactionError");
+    let kind = if unavailable {
+        ErrorKind::Unavailable
+    } else {
+        ErrorKind::Internal
+    };
+    StoreError::from_source(kind, "MongoDB", err)
+}
+
+/// True when a single write failed on a unique index.
+fn is_duplicate(err: &mongodb::error::Error) -> bool {
+    use mongodb::error::{ErrorKind as K, WriteFailure};
+    matches!(&*err.kind, K::Write(WriteFailure::WriteError(e)) if e.code == DUPLICATE_KEY)
+}
+
+fn kind_name(kind: EdgeKind) -> &'static str {
+    match kind {
+        EdgeKind::Follows => "follows",
+        EdgeKind::Friend => "friend",
+    }
+}
+
+fn group_kind_name(kind: GroupKind) -> &'static str {
+    match kind {
+        GroupKind::Team => "TEAM",
+        GroupKind::Department => "DEPARTMENT",
+    }
+}
+
+fn group_kind_from(name: &str) -> GroupKind {
+    if name == "TEAM" {
+        GroupKind::Team
+    } else {
+        GroupKind::Department
+    }
+}
+
+fn role_name(role: MembershipRole) -> &'static str {
+    match role {
+        MembershipRole::Member => "MEMBER",
+        MembershipRole::Lead => "LEAD",
+    }
+}
+
+fn role_from(name: &str) -> MembershipRole {
+    if name == "LEAD" {
+        MembershipRole::Lead
+    } else {
+        MembershipRole::Member
+    }
+}
+
+/// The hosts of a MongoDB URI, for messages: never its credentials.
+pub fn describe_hosts(options: &ClientOptions) -> String {
+    options
+        .hosts
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// A URL safe to log: the password of `scheme://user:password@host/…` masked.
+pub fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((userinfo, hosts)) => {
+            let user = userinfo.split(':').next().unwrap_or_default();
+            format!("{scheme}://{user}:***@{hosts}{tail}")
+        }
+        None => url.to_owned(),
+    }
+}
+
+fn keyset(position: Position, older: bool) -> Document {
+    let op = if older { "$lt" } else { "$gt" };
+    let relevancy = DateTime::from_millis(position.relevancy);
+    doc! { "$or": [
+        { "relevancy": { op: relevancy } },
+        { "relevancy": relevancy, "actionId": { op: position.action_id } },
+    ] }
+}
+
+impl MongoStore {
+    /// Connects to the URI (database from its path, `riverfeed` by default),
+    /// checks the server answers within the server-selection timeout, and
+    /// creates collections and indexes.
+    pub async fn connect(uri: &str) -> StoreResult<Self> {
+        let mut options = ClientOptions::parse(uri).await.map_err(|e| {
+            StoreError::from_source(
+                ErrorKind::InvalidInput,
+                format!("invalid MongoDB URI {}", redact(uri)),
+                e,
+            )
+        })?;
+        if options.server_selection_timeout.is_none() {
+            options.server_selection_timeout = Some(DEFAULT_SERVER_SELECTION);
+        }
+        if options.app_name.is_none() {
+            options.app_name = Some("riverfeed".into());
+        }
+        let database = options
+            .default_database
+            .clone()
+            .unwrap_or_else(|| "riverfeed".into());
+        Self::connect_with(options, &database).await
+    }
+
+    /// Connects with prepared options to one database.
+    pub async fn connect_with(mut options: ClientOptions, database: &str) -> StoreResult<Self> {
+        let commands: Arc<Mutex<BTreeMap<String, u64>>> = Arc::default();
+        let counter = commands.clone();
+        options.command_event_handler = Some(EventHandler::callback(move |event| {
+            if let CommandEvent::Started(started) = event {
+                let mut counts = counter.lock().unwrap_or_else(|e| e.into_inner());
+                *counts.entry(started.command_name).or_default() += 1;
+            }
+        }));
+        let hosts = describe_hosts(&options);
+        let client = Client::with_options(options).map_err(|e| {
+            StoreError::from_source(
+                ErrorKind::InvalidInput,
+                format!("invalid MongoDB options for {hosts}"),
+                e,
+            )
+        })?;
+        let db = client.database(database);
+        db.run_command(doc! { "ping": 1 }).await.map_err(|e| {
+            StoreError::from_source(
+                ErrorKind::Unavailable,
+                format!("cannot reach MongoDB at {hosts}"),
+                e,
+            )
+        })?;
+        let store = Self {
+            actions: db.collection("actions"),
+            feed_items: db.collection("feed_items"),
+            users: db.collection("users"),
+            edges: db.collection("edges"),
+            groups: db.collection("groups"),
+            memberships: db.collection("memberships"),
+            db,
+            commands,
+        };
+        store.create_indexes().await?;
+        Ok(store)
+    }
+
+    /// The database this store uses.
+    pub fn database(&self) -> &Database {
+        &self.db
+    }
+
+    async fn create_indexes(&self) -> StoreResult<()> {
+        fn index(keys: Document, options: IndexOptions) -> IndexModel {
+            IndexModel::builder().keys(keys).options(options).build()
+        }
+        fn named(name: &str) -> IndexOptions {
+            IndexOptions::builder().name(name.to_owned()).build()
+        }
+        fn unique(name: &str) -> IndexOptions {
+            IndexOptions::builder()
+                .name(name.to_owned())
+                .unique(true)
+                .build()
+        }
+        fn sparse(name: &str) -> IndexOptions {
+            IndexOptions::builder()
+                .name(name.to_owned())
+                .sparse(true)
+                .build()
+        }
+        let claimable = IndexOptions::builder()
+            .name("claimable".to_owned())
+            .partial_filter_expression(doc! { "fanOut.lockedUntil": { "$exists": true } })
+            .build();
+        self.actions
+            .create_indexes([
+                index(doc! { "tenant": 1, "refIds": 1, "_id": -1 }, named("slice")),
+                index(
+                    doc! { "tenant": 1, "actorId": 1, "_id": -1 },
+                    named("outbox"),
+                ),
+                index(doc! { "fanOut.lockedUntil": 1, "_id": 1 }, claimable),
+                index(doc! { "descriptor.raterId": 1 }, sparse("descriptor_rater")),
+                index(
+                    doc! { "descriptor.applicantId": 1 },
+                    sparse("descriptor_applicant"),
+                ),
+                index(
+                    doc! { "descriptor.positionId": 1 },
+                    sparse("descriptor_position"),
+                ),
+            ])
+            .await
+            .map_err(db_err)?;
+        self.feed_items
+            .create_indexes([
+                index(
+                    doc! { "tenant": 1, "owner": 1, "actionId": 1 },
+                    unique("one_item_per_reader"),
+                ),
+                index(
+                    doc! { "tenant": 1, "owner": 1, "relevancy": -1, "actionId": -1 },
+                    named("timeline"),
+                ),
+                index(doc! { "tenant": 1, "actionId": 1 }, named("by_action")),
+            ])
+            .await
+            .map_err(db_err)?;
+        self.users
+            .create_index(index(doc! { "tenant": 1, "userId": 1 }, unique("user")))
+            .await
+            .map_err(db_err)?;
+        self.edges
+            .create_indexes([
+                index(
+                    doc! { "tenant": 1, "kind": 1, "from": 1, "to": 1 },
+                    unique("edge_out"),
+                ),
+                index(
+                    doc! { "tenant": 1, "kind": 1, "to": 1, "from": 1 },
+                    named("edge_in"),
+                ),
+            ])
+            .await
+            .map_err(db_err)?;
+        self.groups
+            .create_index(index(doc! { "tenant": 1, "groupId": 1 }, unique("group")))
+            .await
+            .map_err(db_err)?;
+        self.memberships
+            .create_indexes([
+                index(
+                    doc! { "tenant": 1, "groupId": 1, "userId": 1 },
+                    unique("member"),
+                ),
+                index(
+                    doc! { "tenant": 1, "userId": 1, "groupId": 1 },
+                    named("member_of"),
+                ),
+            ])
+            .await
+            .map_err(db_err)?;
+        Ok(())
+    }
+
+    async fn find_action(&self, tenant: &str, id: ObjectId) -> StoreResult<Option<Action>> {
+        Ok(self
+            .actions
+            .find_one(doc! { "_id": id, "tenant": tenant })
+            .await
+            .map_err(db_err)?
+            .map(Action::from))
+    }
+
+    /// Checks `claim` still holds its lease and extends it to `until`. `Ok(None)`
+    /// when the action is gone, `LeaseLost` when another worker holds it.
+    async fn renew_lease(&self, claim: &Claim, until: Millis) -> StoreResult<Option<Action>> {
+        let id = claim.action.id;
+        let tenant = claim.action.tenant.as_str();
+        let renewed = self
+            .actions
+            .find_one_and_update(
+                doc! {
+                    "_id": id,
+                    "tenant": tenant,
+                    "fanOut.state": "IN_PROGRESS",
+                    "fanOut.worker": &claim.worker,
+                },
+                doc! { "$set": { "fanOut.lockedUntil": DateTime::from_millis(until) } },
+            )
+            .return_document(ReturnDocument::After)
+            .await
+            .map_err(db_err)?;
+        match renewed {
+            Some(doc) => Ok(Some(doc.into())),
+            None => self.lease_lost(tenant, id).await.map(|()| None),
+        }
+    }
+
+    /// Explains a failed lease check: `Ok` if the action was deleted, else `LeaseLost`.
+    async fn lease_lost(&self, tenant: &str, id: ObjectId) -> StoreResult<()> {
+        match self.find_action(tenant, id).await? {
+            None => Ok(()),
+            Some(action) => Err(StoreError::new(
+                ErrorKind::LeaseLost,
+                format!(
+                    "fan-out of {id} is {:?} by {}",
+                    action.fan_out.state,
+                    action.fan_out.worker.as_deref().unwrap_or("nobody")
+                ),
+            )),
+        }
+    }
+
+    async fn remove_items(&self, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>> {
+        let removed: Vec<FeedItemDoc> = self
+            .feed_items
+            .find(doc! { "tenant": tenant, "actionId": id, "hidden": { "$ne": true } })
+            .await
+            .map_err(db_err)?
+            .try_collect()
+            .await
+            .map_err(db_err)?;
+        self.feed_items
+            .delete_many(doc! { "tenant": tenant, "actionId": id })
+            .await
+            .map_err(db_err)?;
+        Ok(removed.into_iter().map(FeedItemDoc::into_item).collect())
+    }
+
+    async fn strings(
+        &self,
+        collection: &Collection<Document>,
+        filter: Document,
+        field: &str,
+        limit: usize,
+    ) -> StoreResult<Vec<String>> {
+        let docs: Vec<Document> = collection
+            .find(filter)
+            .sort(doc! { field: 1 })
+            .limit(i64::try_from(limit).unwrap_or(i64::MAX))
+            .projection(doc! { field: 1, "_id": 0 })
+            .await
+            .map_err(db_err)?
+            .try_collect()
+            .await
+            .map_err(db_err)?;
+        Ok(docs
+            .into_iter()
+            .filter_map(|d| d.get_str(field).ok().map(str::to_owned))
+            .collect())
+    }
+}
+
+#[async_trait]
+impl Store for MongoStore {
+    fn backend(&self) -> &'static str {
+        "mongodb"
+    }
+
+    fn backend_metrics(&self) -> Vec<(String, u64)> {
+        self.commands
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(name, count)| (name.clone(), *count))
+            .collect()
+    }
+
+    async fn ping(&self) -> StoreResult<()> {
+        self.db
+            .run_command(doc! { "ping": 1 })
+            .await
+            .map(|_| ())
+            .map_err(db_err)
+    }
+
+    async fn upsert_user(&self, tenant: &str, user: &User) -> StoreResult<()> {
+        let name = user.name.as_deref().map_or(Bson::Null, Bson::from);
+        self.users
+            .update_one(
+                doc! { "tenant": tenant, "userId": &user.id },
+                doc! { "$set": { "name": name } },
+            )
+            .upsert(true)
+            .await
+            .map_err(db_err)?;
+        Ok(())
+    }
+
+    async fn ensure_user(&self, tenant: &str, id: &str) -> StoreResult<()> {
+        let result = self
+            .users
+            .update_one(
+                doc! { "tenant": tenant, "userId": id },
+                doc! { "$setOnInsert": { "name": Bson::Null } },
+            )
+            .upsert(true)
+            .await;
+        match result {
+            // Two upserts racing: the loser's insert hits the unique index, and
+            // the user exists, which is all this call promises.
+            Err(err) if is_duplicate(&err) => Ok(()),
+            other => other.map(|_| ()).map_err(db_err),
+        }
+    }
+
+    async fn get_users(&self, tenant: &str, ids: &[String]) -> StoreResult<Vec<User>> {
+        let docs: Vec<Document> = self
+            .users
+            .find(doc! { "tenant": tenant, "userId": { "$in": ids } })
+            .await
+            .map_err(db_err)?
+            .try_collect()
+            .await
+            .map_err(db_err)?;
+        Ok(docs
+            .into_iter()
+            .filter_map(|d| {
+                Some(User {
+                    id: d.get_str("userId").ok()?.to_owned(),
+                    name: d.get_str("name").ok().map(str::to_owned),
+                })
+            })
+            .collect())
+    }
+
+    async fn set_edge(
+        &self,
+        tenant: &str,
+        kind: EdgeKind,
+        from: &str,
+        to: &str,
+        on: bool,
+    ) -> StoreResult<bool> {
+        let kind = kind_name(kind);
+        let forward = doc! { "tenant": tenant, "kind": kind, "from": from, "to": to };
+        let backward = doc! { "tenant": tenant, "kind": kind, "from": to, "to": from };
+        let symmetric = kind == "friend";
+        if !on {
+            let removed = self.edges.delete_one(forward).await.map_err(db_err)?;
+            if symmetric {
+                self.edges.delete_one(backward).await.map_err(db_err)?;
+            }
+            return Ok(removed.deleted_count > 0);
+        }
+        self.ensure_user(tenant, from).await?;
+        let mut docs = vec![forward];
+        if symmetric {
+            docs.push(backward);
+        }
+        let mut added = false;
+        for (i, edge) in docs.into_iter().enumerate() {
+            match self.edges.insert_one(edge).await {
+                Ok(_) => added |= i == 0,
+                Err(err) if is_duplicate(&err) => {}
+                Err(err) => return Err(db_err(err)),
+            }
+        }
+        Ok(added)
+    }
+
+    async fn edges(
+        &self,
+        tenant: &str,
+        kind: EdgeKind,
+        direction: Direction,
+        user: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> StoreResult<Vec<String>> {
+        let (anchor, other) = match (kind, direction) {
+            (EdgeKind::Follows, Direction::In) => ("to", "from"),
+            _ => ("from", "to"),
+        };
+        let mut filter = doc! { "tenant": tenant, "kind": kind_name(kind), anchor: user };
+        if let Some(after) = after {
+            filter.insert(other, doc! { "$gt": after });
+        }
+        self.strings(&self.edges, filter, other, limit).await
+    }
+
+    async fn join_group(
+        &self,
+        tenant: &str,
+        group: &Group,
+        user: &str,
+        role: MembershipRole,
+    ) -> StoreResult<JoinOutcome> {
+        let filter = doc! { "tenant": tenant, "groupId": &group.id };
+        let upsert = self
+            .groups
+            .find_one_and_update(
+                filter.clone(),
+                doc! { "$setOnInsert": { "kind": group_kind_name(group.kind) } },
+            )
+            .upsert(true)
+            .return_document(ReturnDocument::After)
+            .await;
+        let existing = match upsert {
+            Ok(doc) => doc,
+            // A concurrent first join created it: read what it created.
+            Err(err) if is_duplicate(&err) => self.groups.find_one(filter).await.map_err(db_err)?,
+            Err(err) => return Err(db_err(err)),
+        };
+        let kind = existing
+            .as_ref()
+            .and_then(|d| d.get_str("kind").ok())
+            .map_or(group.kind, group_kind_from);
+        if kind != group.kind {
+            return Ok(JoinOutcome::KindMismatch(Group {
+                id: group.id.clone(),
+                kind,
+            }));
+        }
+        self.memberships
+            .update_one(
+                doc! { "tenant": tenant, "groupId": &group.id, "userId": user },
+                doc! { "$set": { "kind": group_kind_name(kind), "role": role_name(role) } },
+            )
+            .upsert(true)
+            .await
+            .map_err(db_err)?;
+        self.ensure_user(tenant, user).await?;
+        Ok(JoinOutcome::Joined(Membership {
+            group_id: group.id.clone(),
+            kind,
+            role,
+        }))
+    }
+
+    async fn leave_group(&self, tenant: &str, group_id: &str, user: &str) -> StoreResult<bool> {
+        let removed = self
+            .memberships
+            .delete_one(doc! { "tenant": tenant, "groupId": group_id, "userId": user })
+            .await
+            .map_err(db_err)?;
+        Ok(removed.deleted_count > 0)
+    }
+
+    async fn group_members(
+        &self,
+        tenant: &str,
+        group_id: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> StoreResult<Vec<String>> {
+        let mut filter = doc! { "tenant": tenant, "groupId": group_id };
+        if let Some(after) = after {
+            filter.insert("userId", doc! { "$gt": after });
+        }
+        self.strings(&self.memberships, filter, "userId", limit)
+            .await
+    }
+
+    async fn memberships(&self, tenant: &str, user: &str) -> StoreResult<Vec<Membership>> {
+        let docs: Vec<Document> = self
+            .memberships
+            .find(doc! { "tenant": tenant, "userId": user })
+            .sort(doc! { "groupId": 1 })
+            .await
+            .map_err(db_err)?
+            .try_collect()
+            .await
+            .map_err(db_err)?;
+        Ok(docs
+            .into_iter()
+            .filter_map(|d| {
+                Some(Membership {
+                    group_id: d.get_str("groupId").ok()?.to_owned(),
+                    kind: group_kind_from(d.get_str("kind").ok()?),
+                    role: role_from(d.get_str("role").unwrap_or("MEMBER")),
+                })
+            })
+            .collect())
+    }
+
+    async fn insert_action(&self, action: &Action) -> StoreResult<()> {
+        self.actions
+            .insert_one(ActionDoc::from(action))
+            .await
+            .map_err(db_err)?;
+        self.ensure_user(&action.tenant, &action.actor_id).await
+    }
+
+    async fn get_actions(&self, tenant: &str, ids: &[ObjectId]) -> StoreResult<Vec<Action>> {
+        let docs: Vec<ActionDoc> = self
+            .actions
+            .find(doc! { "tenant": tenant, "_id": { "$in": ids } })
+            .await
+            .map_err(db_err)?
+            .try_collect()
+            .await
+            .map_err(db_err)?;
+        Ok(docs.into_iter().map(Action::from).collect())
+    }
+
+    async fn hide_action(&self, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>> {
+        let updated = self
+            .actions
+            .update_one(
+                doc! { "_id": id, "tenant": tenant },
+                doc! { "$set": { "hidden": true } },
+            )
+            .await
+            .map_err(db_err)?;
+        if updated.matched_count == 0 {
+            return Err(StoreError::not_found(format!("no action {id}")));
+        }
+        self.remove_items(tenant, id).await
+    }
+
+    async fn delete_action(&self, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>> {
+        // The action goes first: a delivery racing this one checks it again
+        // after writing and takes its items back.
+        let deleted = self
+            .actions
+            .delete_one(doc! { "_id": id, "tenant": tenant })
+            .await
+            .map_err(db_err)?;
+        if deleted.deleted_count == 0 {
+            return Err(StoreError::not_found(format!("no action {id}")));
+        }
+        self.remove_items(tenant, id).await
+    }
+
+    async fn slice(
+        &self,
+        tenant: &str,
+        ref_id: &str,
+        before: Option<ObjectId>,
+        limit: usize,
+    ) -> StoreResult<Vec<ObjectId>> {
+        let mut filter = doc! { "tenant": tenant, "refIds": ref_id };
+        if let Some(before) = before {
+            filter.insert("_id", doc! { "$lt": before });
+        }
+        let docs: Vec<Document> = self
+            .actions
+            .clone_with_type::<Document>()
+            .find(filter)
+            .sort(doc! { "_id": -1 })
+            .limit(i64::try_from(limit).unwrap_or(i64::MAX))
+            .projection(doc! { "_id": 1 })
+            .await
+            .map_err(db_err)?
+            .try_collect()
+            .await
+            .map_err(db_err)?;
+        Ok(docs
+            .into_iter()
+            .filter_map(|d| d.get_object_id("_id").ok())
+            .collect())
+    }
+
+    async fn claim_fan_out(
+        &self,
+        worker: &str,
+        now: Millis,
+        lease_ms: Millis,
+        limit: usize,
+    ) -> StoreResult<Vec<Claim>> {
+        let until = DateTime::from_millis(now + lease_ms);
+        let mut claims = Vec::new();
+        // One findAndModify per action: each claim is atomic, so two workers
+        // never hold the same action.
+        while claims.len() < limit {
+            let claimed = self
+                .actions
+                .find_one_and_update(
+                    doc! { "fanOut.lockedUntil": { "$lte": DateTime::from_millis(now) } },
+                    doc! { "$set": {
+                        "fanOut.state": "IN_PROGRESS",
+                        "fanOut.lockedUntil": until,
+                        "fanOut.worker": worker,
+                    } },
+                )
+                .sort(doc! { "fanOut.lockedUntil": 1, "_id": 1 })
+                .return_document(ReturnDocument::After)
+                .await
+                .map_err(db_err)?;
+            let Some(doc) = claimed else { break };
+            claims.push(Claim {
+                action: doc.into(),
+                worker: worker.to_owned(),
+                lease_ms,
+            });
+        }
+        Ok(claims)
+    }
+
+    async fn deliver(
+        &self,
+        claim: &Claim,
+        now: Millis,
+        items: &[Delivery],
+    ) -> StoreResult<Vec<FeedItem>> {
+        let Some(action) = self.renew_lease(claim, now + claim.lease_ms).await? else {
+            return Ok(Vec::new());
+        };
+        if action.hidden || items.is_empty() {
+            return Ok(Vec::new());
+        }
+        let docs: Vec<FeedItemDoc> = items
+            .iter()
+            .map(|d| FeedItemDoc {
+                tenant: action.tenant.clone(),
+                owner: d.owner.clone(),
+                action_id: action.id,
+                relevancy: DateTime::from_millis(d.relevancy),
+                reason: d.reason.clone(),
+                hidden: false,
+            })
+            .collect();
+        // Unordered: one duplicate (a reader who already has the item, from an
+        // earlier run or a hidden tombstone) must not stop the others.
+        let skipped: HashSet<usize> = match self.feed_items.insert_many(docs).ordered(false).await {
+            Ok(_) => HashSet::new(),
+            Err(err) => match &*err.kind {
+                mongodb::error::ErrorKind::InsertMany(failure)
+                    if failure.write_concern_error.is_none()
+                        && failure
+                            .write_errors
+                            .iter()
+                            .flatten()
+                            .all(|e| e.code == DUPLICATE_KEY) =>
+                {
+                    failure
+                        .write_errors
+                        .iter()
+                        .flatten()
+                        .map(|e| e.index)
+                        .collect()
+                }
+                _ => return Err(db_err(err)),
+            },
+        };
+        // Hidden or deleted while we wrote: take the items back.
+        let still_visible = self
+            .find_action(&action.tenant, action.id)
+            .await?
+            .is_some_and(|a| !a.hidden);
+        if !still_visible {
+            self.feed_items
+                .delete_many(doc! { "tenant": &action.tenant, "actionId": action.id })
+                .await
+                .map_err(db_err)?;
+            return Ok(Vec::new());
+        }
+        Ok(items
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !skipped.contains(i))
+            .map(|(_, d)| FeedItem {
+                owner: d.owner.clone(),
+                action_id: action.id,
+                relevancy: d.relevancy,
+                reason: d.reason.clone(),
+            })
+            .collect())
+    }
+
+    async fn finish_fan_out(&self, claim: &Claim) -> StoreResult<()> {
+        let id = claim.action.id;
+        let tenant = claim.action.tenant.as_str();
+        let finished = self
+            .actions
+            .update_one(
+                doc! {
+                    "_id": id,
+                    "tenant": tenant,
+                    "fanOut.state": "IN_PROGRESS",
+                    "fanOut.worker": &claim.worker,
+                },
+                doc! {
+                    "$set": { "fanOut.state": "DONE" },
+                    "$unset": { "fanOut.lockedUntil": "", "fanOut.worker": "" },
+                },
+            )
+            .await
+            .map_err(db_err)?;
+        if finished.matched_count == 0 {
+            return self.lease_lost(tenant, id).await;
+        }
+        Ok(())
+    }
+
+    async fn feed_page(
+        &self,
+        tenant: &str,
+        owner: &str,
+        range: FeedRange,
+    ) -> StoreResult<Vec<FeedItem>> {
+        let mut clauses =
+            vec![doc! { "tenant": tenant, "owner": owner, "hidden": { "$ne": true } }];
+        if let Some(p) = range.older_than {
+            clauses.push(keyset(p, true));
+        }
+        if let Some(p) = range.newer_than {
+            clauses.push(keyset(p, false));
+        }
+        let filter = if clauses.len() == 1 {
+            clauses.remove(0)
+        } else {
+            doc! { "$and": clauses }
+        };
+        let direction = if range.from_oldest { 1 } else { -1 };
+        let docs: Vec<FeedItemDoc> = self
+            .feed_items
+            .find(filter)
+            .sort(doc! { "relevancy": direction, "actionId": direction })
+            .limit(i64::try_from(range.limit).unwrap_or(i64::MAX))
+            .await
+            .map_err(db_err)?
+            .try_collect()
+            .await
+            .map_err(db_err)?;
+        let mut items: Vec<FeedItem> = docs.into_iter().map(FeedItemDoc::into_item).collect();
+        if range.from_oldest {
+            items.reverse();
+        }
+        Ok(items)
+    }
+
+    async fn hide_feed_item(
+        &self,
+        tenant: &str,
+        owner: &str,
+        action_id: ObjectId,
+    ) -> StoreResult<Option<FeedItem>> {
+        let before = self
+            .feed_items
+            .find_one_and_update(
+                doc! {
+                    "tenant": tenant,
+                    "owner": owner,
+                    "actionId": action_id,
+                    "hidden": { "$ne": true },
+                },
+                doc! { "$set": { "hidden": true } },
+            )
+            .return_document(ReturnDocument::Before)
+            .await
+            .map_err(db_err)?;
+        Ok(before.map(FeedItemDoc::into_item))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn passwords_never_reach_logs() {
+        assert_eq!(
+            redact("mongodb://app:s3cret@db1:27017,db2:27017/feeds?replicaSet=rs0"),
+            "mongodb://app:***@db1:27017,db2:27017/feeds?replicaSet=rs0"
+        );
+        assert_eq!(
+            redact("mongodb+srv://app:p%40ss@cluster.example.net/"),
+            "mongodb+srv://app:***@cluster.example.net/"
+        );
+        assert_eq!(redact("mongodb://db1:27017"), "mongodb://db1:27017");
+        assert_eq!(redact("embedded:./data"), "embedded:./data");
+    }
+}
