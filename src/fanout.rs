@@ -92,14 +92,14 @@ impl Worker {
             if shutdown.is_cancelled() {
                 break;
             }
-            let wait = match self.run_once().await {
+            let wait = match self.run_until(&shutdown).await {
                 Ok(0) => self.config.poll_interval,
                 Ok(_) => {
                     backoff = Duration::from_millis(100);
                     continue;
                 }
                 Err(err) => {
-                    error!(cause = %err, "fan-out failed; backing off");
+                    warn!(cause = %err, "backing off after a failed fan-out");
                     backoff = (backoff * 2).min(Duration::from_secs(5));
                     backoff
                 }
@@ -115,6 +115,12 @@ impl Worker {
 
     /// Claims what is due and fans it out. Returns how many actions it claimed.
     pub async fn run_once(&self) -> StoreResult<usize> {
+        self.run_until(&CancellationToken::new()).await
+    }
+
+    /// As `run_once`, but stops between actions once `shutdown` is cancelled;
+    /// actions claimed and not started wait for their lease to run out.
+    async fn run_until(&self, shutdown: &CancellationToken) -> StoreResult<usize> {
         let claims = self
             .store
             .claim_fan_out(
@@ -125,16 +131,28 @@ impl Worker {
             )
             .await?;
         let claimed = claims.len();
+        // One action failing must not hold up the others claimed with it: each
+        // is tried, and the first failure is reported once all were.
+        let mut failure = None;
         for claim in claims {
+            if shutdown.is_cancelled() {
+                break;
+            }
             match self.fan_out(&claim).await {
                 Ok(()) => {}
                 Err(err) if err.kind == ErrorKind::LeaseLost => {
                     warn!(action = %claim.action.id, cause = %err, "lease lost; leaving the action to its new owner");
                 }
-                Err(err) => return Err(err),
+                Err(err) => {
+                    error!(action = %claim.action.id, cause = %err, "fan-out of one action failed; it is retried when its lease runs out");
+                    failure.get_or_insert(err);
+                }
             }
         }
-        Ok(claimed)
+        match failure {
+            Some(err) => Err(err),
+            None => Ok(claimed),
+        }
     }
 
     /// Delivers one claimed action to its whole audience and marks it done.

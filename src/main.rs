@@ -13,8 +13,7 @@ async fn main() -> anyhow::Result<()> {
             print!("{}", riverfeed::api::sdl());
             Ok(())
         }
-        Some(Command::Serve(args)) => serve(args).await,
-        None => serve(cli.serve).await,
+        Some(Command::Serve) | None => serve(cli.serve).await,
     }
 }
 

@@ -1,7 +1,7 @@
 //! Running the service: open the store, start the fan-out worker and the HTTP
 //! server, and stop all of it together.
 
-use std::future::Future;
+use std::future::{Future, IntoFuture};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -21,6 +21,9 @@ use crate::store::metered::Metered;
 use crate::store::mongo::redact;
 use crate::store::{self, Store};
 
+/// How long shutdown waits for requests in flight.
+pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Everything `serve` needs.
 #[derive(Clone)]
 pub struct ServeOptions {
@@ -32,6 +35,8 @@ pub struct ServeOptions {
     /// Events one reader's subscriptions may fall behind before they lag.
     pub event_buffer: usize,
     pub clock: Arc<dyn Clock>,
+    /// Let dev mode listen beyond loopback.
+    pub insecure_dev: bool,
 }
 
 impl ServeOptions {
@@ -43,6 +48,7 @@ impl ServeOptions {
             worker: Some(WorkerConfig::default()),
             event_buffer: 256,
             clock: Arc::new(SystemClock),
+            insecure_dev: false,
         }
     }
 }
@@ -86,6 +92,20 @@ pub async fn start_with_store(
 ) -> anyhow::Result<Server> {
     let metered = Arc::new(Metered::new(inner));
     let store: Arc<dyn Store> = metered.clone();
+    // No tokens yet: every caller says who it is in headers. That is for a
+    // developer's own machine.
+    if !options.listen.ip().is_loopback() && !options.insecure_dev {
+        anyhow::bail!(
+            "dev mode takes identity from request headers, so it listens on loopback only; \
+             {} is not loopback (pass --insecure-dev to listen there anyway)",
+            options.listen
+        );
+    }
+    warn!(
+        "DEV MODE: identity comes from the x-riverfeed-tenant / x-riverfeed-user headers; \
+         anyone who can reach {} can act as any user",
+        options.listen
+    );
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
         .with_context(|| format!("cannot listen on {}", options.listen))?;
@@ -125,9 +145,22 @@ pub async fn start_with_store(
     let task = tokio::spawn({
         let shutdown = shutdown.clone();
         async move {
-            let served = axum::serve(listener, router)
+            let serve = axum::serve(listener, router)
                 .with_graceful_shutdown(shutdown.clone().cancelled_owned())
-                .await;
+                .into_future();
+            // Graceful shutdown waits for requests in flight; a client that
+            // never finishes its request must not keep the process alive.
+            let deadline = async {
+                shutdown.cancelled().await;
+                tokio::time::sleep(SHUTDOWN_GRACE).await;
+            };
+            let served = tokio::select! {
+                served = serve => served,
+                _ = deadline => {
+                    warn!(grace = ?SHUTDOWN_GRACE, "requests still open at shutdown were cut off");
+                    Ok(())
+                }
+            };
             // The HTTP server returns when asked to stop (or failed): end the
             // worker and every websocket task, and wait for them.
             shutdown.cancel();

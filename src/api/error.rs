@@ -29,6 +29,7 @@ pub const BAD_USER_INPUT: &str = "BAD_USER_INPUT";
 pub const UNAVAILABLE: &str = "UNAVAILABLE";
 pub const INTERNAL: &str = "INTERNAL_SERVER_ERROR";
 pub const LAGGED: &str = "LAGGED";
+pub const BAD_REQUEST: &str = "BAD_REQUEST";
 pub const PARSE_FAILED: &str = "GRAPHQL_PARSE_FAILED";
 pub const VALIDATION_FAILED: &str = "GRAPHQL_VALIDATION_FAILED";
 
@@ -108,15 +109,24 @@ fn is_input_error(message: &str) -> bool {
     message.starts_with("Invalid value for argument")
         || message.starts_with("Failed to parse")
         || (message.starts_with("Variable ") && message.ends_with("is not defined."))
+        || message.starts_with("Unknown operation named")
+        || message.starts_with("Operation name required")
         || message.contains("Oneof")
 }
 
-/// Tags errors from the execution phase that carry no code: input coercion
-/// errors (a bad argument value) are the client's; anything else is ours.
+/// The request asks for something its transport cannot do.
+fn is_transport_error(message: &str) -> bool {
+    message.contains("not supported on this transport")
+}
+
+/// Tags errors that carry no code: what async-graphql reports about the
+/// request itself is the client's; anything else is ours.
 fn tag_response(mut response: Response) -> Response {
     for err in &mut response.errors {
         let code = if is_input_error(&err.message) {
             BAD_USER_INPUT
+        } else if is_transport_error(&err.message) {
+            BAD_REQUEST
         } else {
             INTERNAL
         };

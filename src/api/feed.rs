@@ -1,22 +1,27 @@
 //! Reading feeds: a page of a home feed or a slice, with its actions loaded in
-//! one batch and checked for access.
+//! one batch per store round and checked for access on read.
+//!
+//! Items the viewer may no longer read (scope narrowed, membership left, action
+//! hidden) are dropped after the read. To still fill a page, a few more rounds
+//! are read past them; the page's cursors are those of the items scanned, so
+//! the next page starts after them even when none could be shown.
 
 use std::collections::HashMap;
 
-use async_graphql::connection::{Connection, Edge};
 use async_graphql::Context;
 
 use super::access::Access;
 use super::cursor::ListId;
 use super::error::{bad_input, ApiResultExt};
+use super::page::{ActionConnection, ActionEdge, FeedItemConnection, FeedItemEdge, PageInfo};
 use super::types::{ActionNode, ActionSlot, FeedItemNode};
 use super::{loaders, state, Viewer};
 use crate::model::limits::{check_id, page_size};
-use crate::model::{Action, ObjectId};
+use crate::model::{Action, FeedItem, ObjectId, Position};
 use crate::store::FeedRange;
 
-pub type FeedConnection = Connection<String, FeedItemNode>;
-pub type ActionConnection = Connection<String, ActionNode>;
+/// Store rounds one page may take to get past items the viewer cannot read.
+const MAX_ROUNDS: usize = 4;
 
 /// Relay paging arguments.
 pub struct Paging {
@@ -34,12 +39,22 @@ async fn load_page(
     loaders(ctx)?.actions.load_many(ids).await.api()
 }
 
+/// Whether the query asks for the actors of the page's actions.
+fn actors_selected(ctx: &Context<'_>, action_paths: &[&[&str]]) -> bool {
+    action_paths.iter().any(|path| {
+        path.iter()
+            .fold(ctx.look_ahead(), |field, name| field.field(name))
+            .field("actor")
+            .exists()
+    })
+}
+
 /// A page of `viewer`'s home feed, newest relevancy first.
 pub async fn home(
     ctx: &Context<'_>,
     viewer: &Viewer,
     paging: Paging,
-) -> async_graphql::Result<FeedConnection> {
+) -> async_graphql::Result<FeedItemConnection> {
     let list = ListId::home(&viewer.tenant, &viewer.user);
     if paging.first.is_some() && paging.last.is_some() {
         return Err(bad_input("pass `first` or `last`, not both"));
@@ -50,76 +65,106 @@ pub async fn home(
     } else {
         page_size("first", paging.first).api()?
     };
-    let older_than = paging
+    let after = paging
         .after
         .as_deref()
         .map(|c| list.decode_position(c))
         .transpose()?;
-    let newer_than = paging
+    let before = paging
         .before
         .as_deref()
         .map(|c| list.decode_position(c))
         .transpose()?;
-    let mut items = state(ctx)?
-        .store
-        .feed_page(
-            &viewer.tenant,
-            &viewer.user,
-            FeedRange {
-                older_than,
-                newer_than,
-                limit: limit + 1,
-                from_oldest: backwards,
-            },
-        )
-        .await
-        .api()?;
-    let more = items.len() > limit;
-    if more {
-        if backwards {
-            items.remove(0);
-        } else {
-            items.pop();
-        }
-    }
-    // Paging from a cursor implies the cursor's own item lies on the other side.
-    let (has_previous, has_next) = if backwards {
-        (more, newer_than.is_some())
-    } else {
-        (older_than.is_some(), more)
-    };
+    let store = &state(ctx)?.store;
 
-    let mut actions = load_page(ctx, items.iter().map(|i| i.action_id)).await?;
-    let access = Access::load(ctx, viewer, actions.values()).await?;
-    let (items, visible): (Vec<_>, Vec<_>) = items
-        .into_iter()
-        .filter_map(|item| {
+    // Newest first throughout. Forwards, rounds move to older items; backwards,
+    // to newer ones.
+    let mut kept: Vec<(FeedItem, Action)> = Vec::new();
+    let (mut older_than, mut newer_than) = (after, before);
+    let (mut newest, mut oldest): (Option<Position>, Option<Position>) = (None, None);
+    let mut more = false;
+    for _ in 0..MAX_ROUNDS {
+        let want = limit - kept.len();
+        let range = FeedRange {
+            older_than,
+            newer_than,
+            limit: want + 1,
+            from_oldest: backwards,
+        };
+        let mut items = store
+            .feed_page(&viewer.tenant, &viewer.user, range)
+            .await
+            .api()?;
+        more = items.len() > want;
+        if more {
+            if backwards {
+                items.remove(0);
+            } else {
+                items.pop();
+            }
+        }
+        if let (Some(first), Some(last)) = (items.first(), items.last()) {
+            if backwards {
+                newest = Some(first.position());
+                oldest = oldest.or(Some(last.position()));
+                newer_than = newest;
+            } else {
+                newest = newest.or(Some(first.position()));
+                oldest = Some(last.position());
+                older_than = oldest;
+            }
+        }
+        let mut actions = load_page(ctx, items.iter().map(|i| i.action_id)).await?;
+        let access = Access::load(ctx, viewer, actions.values()).await?;
+        let readable = items.into_iter().filter_map(|item| {
             let action = actions.remove(&item.action_id)?;
             (access.can_read(&action) && !action.hidden).then_some((item, action))
-        })
-        .unzip();
-    let look = ctx.look_ahead();
-    let actors = [look.field("edges").field("node"), look.field("nodes")]
-        .iter()
-        .any(|item| item.field("action").field("actor").exists());
+        });
+        if backwards {
+            let mut round: Vec<_> = readable.collect();
+            round.append(&mut kept);
+            kept = round;
+        } else {
+            kept.extend(readable);
+        }
+        if kept.len() >= limit || !more {
+            break;
+        }
+    }
+
+    let (items, visible): (Vec<_>, Vec<_>) = kept.into_iter().unzip();
+    let actors = actors_selected(ctx, &[&["edges", "node", "action"], &["nodes", "action"]]);
     let nodes = ActionNode::hydrate(ctx, visible, actors).await?;
-    let mut connection = Connection::new(has_previous, has_next);
-    connection.edges = items
+    let edges = items
         .into_iter()
         .zip(nodes)
         .map(|(item, node)| {
             let cursor = list.position_cursor(item.position());
-            Edge::new(
-                cursor.clone(),
-                FeedItemNode {
+            FeedItemEdge {
+                cursor: cursor.clone(),
+                node: FeedItemNode {
                     item,
                     cursor,
                     action: ActionSlot::Loaded(Box::new(node)),
                 },
-            )
+            }
         })
         .collect();
-    Ok(connection)
+    // Paging from a cursor implies the cursor's own item lies on the other side.
+    let (has_previous_page, has_next_page) = if backwards {
+        (more, before.is_some())
+    } else {
+        (after.is_some(), more)
+    };
+    Ok(FeedItemConnection {
+        edges,
+        page_info: PageInfo {
+            has_previous_page,
+            has_next_page,
+            start_cursor: newest.map(|p| list.position_cursor(p)),
+            end_cursor: oldest.map(|p| list.position_cursor(p)),
+        },
+    })
 }
 
 /// A page of the actions whose `refIds` contain `ref_id`, newest first.
@@ -133,30 +178,54 @@ pub async fn slice(
     check_id("refId", ref_id).api()?;
     let limit = page_size("first", first).api()?;
     let list = ListId::slice(&viewer.tenant, ref_id);
-    let before = after.as_deref().map(|c| list.decode_id(c)).transpose()?;
-    let mut ids = state(ctx)?
-        .store
-        .slice(&viewer.tenant, ref_id, before, limit + 1)
-        .await
-        .api()?;
-    let has_next = ids.len() > limit;
-    ids.truncate(limit);
-    let mut actions = load_page(ctx, ids.iter().copied()).await?;
-    let access = Access::load(ctx, viewer, actions.values()).await?;
-    let visible: Vec<Action> = ids
-        .into_iter()
-        .filter_map(|id| actions.remove(&id))
-        .filter(|action| access.can_read(action))
-        .collect();
-    let mut connection = Connection::new(before.is_some(), has_next);
-    let look = ctx.look_ahead();
-    let actors = [look.field("edges").field("node"), look.field("nodes")]
-        .iter()
-        .any(|action| action.field("actor").exists());
-    connection.edges = ActionNode::hydrate(ctx, visible, actors)
+    let after = after.as_deref().map(|c| list.decode_id(c)).transpose()?;
+    let store = &state(ctx)?.store;
+
+    let mut kept: Vec<Action> = Vec::new();
+    let mut before = after;
+    let (mut newest, mut oldest) = (None, None);
+    let mut more = false;
+    for _ in 0..MAX_ROUNDS {
+        let want = limit - kept.len();
+        let mut ids = store
+            .slice(&viewer.tenant, ref_id, before, want + 1)
+            .await
+            .api()?;
+        more = ids.len() > want;
+        ids.truncate(want);
+        if let (Some(first), Some(last)) = (ids.first(), ids.last()) {
+            newest = newest.or(Some(*first));
+            oldest = Some(*last);
+            before = oldest;
+        }
+        let mut actions = load_page(ctx, ids.iter().copied()).await?;
+        let access = Access::load(ctx, viewer, actions.values()).await?;
+        kept.extend(
+            ids.iter()
+                .filter_map(|id| actions.remove(id))
+                .filter(|action| access.can_read(action)),
+        );
+        if kept.len() >= limit || !more {
+            break;
+        }
+    }
+
+    let actors = actors_selected(ctx, &[&["edges", "node"], &["nodes"]]);
+    let edges = ActionNode::hydrate(ctx, kept, actors)
         .await?
         .into_iter()
-        .map(|node| Edge::new(list.id_cursor(node.action.id), node))
+        .map(|node| ActionEdge {
+            cursor: list.id_cursor(node.action.id),
+            node,
+        })
         .collect();
-    Ok(connection)
+    Ok(ActionConnection {
+        edges,
+        page_info: PageInfo {
+            has_previous_page: after.is_some(),
+            has_next_page: more,
+            start_cursor: newest.map(|id| list.id_cursor(id)),
+            end_cursor: oldest.map(|id| list.id_cursor(id)),
+        },
+    })
 }

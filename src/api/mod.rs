@@ -10,6 +10,7 @@ pub mod error;
 mod feed;
 mod loader;
 mod mutation;
+mod page;
 mod query;
 mod subscription;
 mod types;
@@ -36,8 +37,24 @@ pub type RiverfeedSchema = Schema<QueryRoot, MutationRoot, SubscriptionRoot>;
 
 /// Deepest query accepted.
 pub const MAX_DEPTH: usize = 16;
-/// Most complex query accepted (one point per field).
-pub const MAX_COMPLEXITY: usize = 10_000;
+/// Most complex query accepted: a point per field, times the page size for
+/// the fields inside a page (so nested pages multiply, as their cost does).
+pub const MAX_COMPLEXITY: usize = 50_000;
+/// Most operations in one batched HTTP request.
+pub const MAX_BATCH: usize = 16;
+
+/// Cost of a paged field: its children once per item of the largest page it
+/// may return (an absent or bad size counts as the default, which the
+/// resolver then refuses if bad).
+pub(crate) fn page_cost(size: Option<i32>, child_complexity: usize) -> usize {
+    let items = size
+        .filter(|n| (0..=crate::model::limits::MAX_PAGE as i32).contains(n))
+        .map_or(crate::model::limits::DEFAULT_PAGE, |n| n as usize);
+    items
+        .max(1)
+        .saturating_mul(child_complexity)
+        .saturating_add(1)
+}
 
 /// What the API shares across requests.
 #[derive(Clone)]

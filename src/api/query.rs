@@ -6,7 +6,9 @@ use async_graphql::{Context, Object, ID};
 
 use super::access::Access;
 use super::error::{bad_input, ApiResultExt};
-use super::feed::{self, ActionConnection, FeedConnection, Paging};
+use super::feed::{self, Paging};
+use super::page::{ActionConnection, FeedItemConnection};
+use super::page_cost;
 use super::types::{user_id_arg, user_node, ActionNode, UserNode};
 use super::{loaders, viewer};
 use crate::model::limits::MAX_LIST_LEN;
@@ -35,6 +37,7 @@ impl QueryRoot {
     /// The viewer's home feed, highest relevancy first. Page forward with
     /// `first` / `after`, backward with `last` / `before`; 25 items by default,
     /// at most 100.
+    #[graphql(complexity = "page_cost(first.or(last), child_complexity)")]
     async fn feed(
         &self,
         ctx: &Context<'_>,
@@ -42,7 +45,7 @@ impl QueryRoot {
         after: Option<String>,
         last: Option<i32>,
         before: Option<String>,
-    ) -> async_graphql::Result<FeedConnection> {
+    ) -> async_graphql::Result<FeedItemConnection> {
         let viewer = viewer(ctx)?;
         feed::home(
             ctx,
@@ -58,6 +61,7 @@ impl QueryRoot {
     }
 
     /// Actions that refer to `refId` (an applicant, a position…), newest first.
+    #[graphql(complexity = "page_cost(first, child_complexity)")]
     async fn slice(
         &self,
         ctx: &Context<'_>,
@@ -82,6 +86,7 @@ impl QueryRoot {
 
     /// Several actions, in the order asked, null where there is none you may see.
     /// At most 100.
+    #[graphql(complexity = "ids.len().max(1) * child_complexity")]
     async fn actions(
         &self,
         ctx: &Context<'_>,

@@ -2,14 +2,14 @@
 
 use std::collections::BTreeSet;
 
-use async_graphql::connection::{Connection, Edge};
 use async_graphql::{ComplexObject, Context, Object, SimpleObject, ID};
 use chrono::{DateTime, Utc};
 
 use super::access::Access;
 use super::cursor::ListId;
 use super::error::{bad_input, ApiResultExt};
-use super::{loaders, state, viewer};
+use super::page::{PageInfo, UserConnection, UserEdge};
+use super::{loaders, page_cost, state, viewer};
 use crate::descriptor::Descriptor;
 use crate::events::{FeedEvent, FeedEventKind};
 use crate::model::limits::{check_id, page_size};
@@ -258,11 +258,10 @@ pub async fn user_node(ctx: &Context<'_>, id: &str) -> async_graphql::Result<Use
     }))
 }
 
-pub type UserConnection = Connection<String, UserNode>;
-
 #[ComplexObject]
 impl UserNode {
     /// Who follows this user, ordered by id.
+    #[graphql(complexity = "page_cost(first, child_complexity)")]
     async fn followers(
         &self,
         ctx: &Context<'_>,
@@ -281,6 +280,7 @@ impl UserNode {
     }
 
     /// Whom this user follows, ordered by id.
+    #[graphql(complexity = "page_cost(first, child_complexity)")]
     async fn following(
         &self,
         ctx: &Context<'_>,
@@ -299,6 +299,7 @@ impl UserNode {
     }
 
     /// This user's friends, ordered by id.
+    #[graphql(complexity = "page_cost(first, child_complexity)")]
     async fn friends(
         &self,
         ctx: &Context<'_>,
@@ -360,8 +361,7 @@ impl UserNode {
             .load_many(ids.iter().cloned())
             .await
             .api()?;
-        let mut connection = Connection::new(after.is_some(), has_next);
-        connection.edges = ids
+        let edges: Vec<UserEdge> = ids
             .into_iter()
             .map(|id| {
                 let node = users
@@ -372,10 +372,21 @@ impl UserNode {
                         id: ID(id.clone()),
                         name: None,
                     });
-                Edge::new(list.string_cursor(&id), node)
+                UserEdge {
+                    cursor: list.string_cursor(&id),
+                    node,
+                }
             })
             .collect();
-        Ok(connection)
+        Ok(UserConnection {
+            page_info: PageInfo {
+                has_previous_page: after.is_some(),
+                has_next_page: has_next,
+                start_cursor: edges.first().map(|e| e.cursor.clone()),
+                end_cursor: edges.last().map(|e| e.cursor.clone()),
+            },
+            edges,
+        })
     }
 }
 

@@ -7,7 +7,7 @@ use async_graphql::{InputObject, SimpleObject};
 use serde::{Deserialize, Serialize};
 
 use super::{id, text, Validate};
-use crate::model::limits::InputError;
+use crate::model::limits::{check_ids, InputError};
 
 /// Someone rated an applicant for a position.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, SimpleObject, InputObject)]
@@ -43,10 +43,7 @@ impl Validate for ApplicationRating {
                 self.rating_score
             )));
         }
-        for tag in &self.tags {
-            id("applicationRating.tags", tag)?;
-        }
-        Ok(())
+        check_ids("applicationRating.tags", &self.tags)
     }
 }
 

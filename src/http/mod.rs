@@ -11,6 +11,7 @@ use async_graphql_axum::rejection::GraphQLRejection;
 use async_graphql_axum::{
     GraphQLBatchRequest, GraphQLProtocol, GraphQLRequest, GraphQLResponse, GraphQLWebSocket,
 };
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{DefaultBodyLimit, FromRequest, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
@@ -22,7 +23,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::api::{AppState, Identity, RiverfeedSchema, Session, TENANT_HEADER, USER_HEADER};
+use crate::api::{self, AppState, Identity, RiverfeedSchema, Session, TENANT_HEADER, USER_HEADER};
 use crate::store::metered::Metered;
 use crate::store::Store;
 
@@ -55,6 +56,8 @@ pub fn router(state: HttpState) -> Router {
             get(|| async { axum::response::Redirect::permanent("/demo/") }),
         )
         .route("/demo/", get(demo))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
 }
@@ -133,6 +136,17 @@ async fn graphql_post(
         BatchRequest::Single(request) => {
             BatchRequest::Single(request.data(Session::new(identity, &state.app)))
         }
+        BatchRequest::Batch(requests) if requests.len() > api::MAX_BATCH => {
+            return http_error(
+                StatusCode::BAD_REQUEST,
+                "BAD_REQUEST",
+                format!(
+                    "a batch holds at most {} operations, this one {}",
+                    api::MAX_BATCH,
+                    requests.len()
+                ),
+            );
+        }
         BatchRequest::Batch(requests) => BatchRequest::Batch(
             requests
                 .into_iter()
@@ -183,11 +197,47 @@ async fn graphql_get(
     GraphQLResponse::from(state.schema.execute(request.data(session)).await).into_response()
 }
 
+async fn not_found() -> Response {
+    http_error(
+        StatusCode::NOT_FOUND,
+        "NOT_FOUND",
+        "no such path; the API is at /graphql, its guide at /",
+    )
+}
+
+async fn method_not_allowed() -> Response {
+    http_error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "METHOD_NOT_ALLOWED",
+        "this path does not take that method",
+    )
+}
+
 async fn graphql_ws(
     State(state): State<HttpState>,
-    protocol: GraphQLProtocol,
-    upgrade: WebSocketUpgrade,
+    protocol: Result<GraphQLProtocol, StatusCode>,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
+    let upgrade = match upgrade {
+        Ok(upgrade) => upgrade,
+        Err(rejection) => {
+            return http_error(
+                rejection.status(),
+                "BAD_REQUEST",
+                format!(
+                    "/graphql/ws takes websocket upgrades: {}",
+                    rejection.body_text()
+                ),
+            )
+        }
+    };
+    let Ok(protocol) = protocol else {
+        return http_error(
+            StatusCode::BAD_REQUEST,
+            "BAD_REQUEST",
+            "unsupported websocket subprotocol: use graphql-transport-ws or graphql-ws",
+        );
+    };
     let tracker = state.tracker.clone();
     upgrade
         .protocols(ALL_WEBSOCKET_PROTOCOLS)

@@ -725,15 +725,18 @@ impl Store for EmbeddedStore {
                 return Ok(Vec::new());
             }
             let (t, id) = (claim.action.tenant.as_str(), claim.action.id.bytes());
-            let Some(action) = get_action(&txn, t, id)? else {
+            let Some(mut action) = get_action(&txn, t, id)? else {
                 return Ok(Vec::new());
             };
+            let until = now + claim.lease_ms;
             {
                 let mut pending = txn.open_table(PENDING).map_err(db_err)?;
                 pending
-                    .insert((id, t), (now + claim.lease_ms, claim.worker.as_str()))
+                    .insert((id, t), (until, claim.worker.as_str()))
                     .map_err(db_err)?;
             }
+            action.fan_out.locked_until = Some(until);
+            put_action(&txn, &action)?;
             let mut written = Vec::new();
             if !action.hidden {
                 let mut feed = txn.open_table(FEED).map_err(db_err)?;

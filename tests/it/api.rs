@@ -712,12 +712,84 @@ async fn shutdown_closes_live_websockets(backend: Backend) {
     ws.subscribe("1", FEED_EVENTS).await;
     server.wait_live_readers(1).await;
     // `stop` returns only once every websocket task has ended.
-    server.stop().await;
-    let message = ws.next().await;
-    if let Some(message) = message {
-        assert_eq!(message["type"], "__closed", "{message}");
-        assert_eq!(message["code"], 1001, "{message}");
+    tokio::time::timeout(crate::common::PATIENCE, server.stop())
+        .await
+        .expect("shutdown finishes");
+    let message = ws
+        .next()
+        .await
+        .expect("a close frame, not a dropped connection");
+    assert_eq!(message["type"], "__closed", "{message}");
+    assert_eq!(message["code"], 1001, "{message}");
+}
+
+async fn pages_move_past_items_the_viewer_can_no_longer_read(backend: Backend) {
+    let Some(server) = TestServer::start(backend).await else {
+        return;
+    };
+    let dan = server.client("acme", "dan");
+    let carol = server.client("acme", "carol");
+    dan.upsert_user("dan", "Dan").await;
+    carol.follow("dan").await;
+    for member in [&dan, &carol] {
+        member.join("t1", "TEAM").await;
     }
+    let public = dan.post_status("for everyone", json!({})).await;
+    let mut team = Vec::new();
+    for i in 0..7 {
+        team.push(
+            dan.post_status(&format!("team {i}"), json!({ "scope": "TEAM" }))
+                .await,
+        );
+    }
+    for id in team.iter().chain([&public]) {
+        dan.wait_delivered(id).await;
+    }
+    assert_eq!(carol.feed_ids("").await.0.len(), 8);
+    let data = carol
+        .data("mutation { leaveGroup(groupId: \"t1\") }", json!({}))
+        .await;
+    assert_eq!(data["leaveGroup"], true);
+
+    // A full page: the unreadable items are skipped to fill it.
+    let (ids, info) = carol.feed_ids("(first: 5)").await;
+    assert_eq!(ids, vec![public.clone()]);
+    assert_eq!(info["hasNextPage"], false);
+
+    // A page that scans only unreadable items still moves the cursor on.
+    let (ids, info) = carol.feed_ids("(first: 1)").await;
+    assert!(ids.is_empty(), "{ids:?}");
+    assert_eq!(info["hasNextPage"], true);
+    let mut cursor = info["endCursor"]
+        .as_str()
+        .expect("an end cursor")
+        .to_owned();
+    let mut seen = Vec::new();
+    for _ in 0..8 {
+        let (ids, info) = carol
+            .feed_ids(&format!("(first: 1, after: \"{cursor}\")"))
+            .await;
+        seen.extend(ids);
+        if info["hasNextPage"] == false {
+            break;
+        }
+        cursor = info["endCursor"]
+            .as_str()
+            .expect("an end cursor")
+            .to_owned();
+    }
+    assert_eq!(seen, vec![public.clone()]);
+
+    // Slices are read the same way.
+    let data = carol
+        .data(
+            "{ slice(refId: \"nothing\") { edges { cursor } pageInfo { hasNextPage endCursor } } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(data["slice"]["pageInfo"]["hasNextPage"], false);
+    assert_eq!(data["slice"]["pageInfo"]["endCursor"], Value::Null);
+    server.stop().await;
 }
 
 #[test]
@@ -726,7 +798,7 @@ fn schema_graphql_is_the_exported_sdl() {
     let on_disk = std::fs::read_to_string(path).unwrap_or_default();
     assert!(
         on_disk == riverfeed::api::sdl(),
-        "schema.graphql is out of date: run `cargo run -- schema > schema.graphql`"
+        "schema.graphql is out of date: run `riverfeed schema > schema.graphql` (cargo run -- schema > schema.graphql)"
     );
 }
 
@@ -746,4 +818,5 @@ crate::on_both_backends!(
     requests_without_identity_are_unauthenticated,
     get_serves_queries_but_not_mutations,
     shutdown_closes_live_websockets,
+    pages_move_past_items_the_viewer_can_no_longer_read,
 );

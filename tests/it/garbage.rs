@@ -77,6 +77,12 @@ async fn every_bad_argument_gets_a_coded_error(backend: Backend) {
         deep = format!("followers {{ edges {{ node {{ {deep} }} }} }}");
     }
     let too_deep = format!("{{ viewer {{ {deep} }} }}");
+    let bob_post = bob.post_status("bob's own", json!({})).await;
+    bob.wait_delivered(&bob_post).await;
+    let (_, bob_info) = bob.feed_ids("(first: 1)").await;
+    let bob_cursor = bob_info["endCursor"].as_str().unwrap().to_owned();
+    // Three nested pages of 100: a million users for one request.
+    let too_costly = "{ feed(first: 100) { edges { node { action { actor { followers(first: 100) { edges { node { followers(first: 100) { edges { node { id } } } } } } } } } } } }";
     let cases = vec![
         case(
             "feed first < 0",
@@ -461,6 +467,42 @@ async fn every_bad_argument_gets_a_coded_error(backend: Backend) {
             json!({}),
             "GRAPHQL_VALIDATION_FAILED",
         ),
+        case(
+            "nested pages too costly",
+            too_costly,
+            json!({}),
+            "GRAPHQL_VALIDATION_FAILED",
+        ),
+        case(
+            "following first > 100",
+            "{ viewer { following(first: 101) { edges { cursor } } } }",
+            json!({}),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "friends bad cursor",
+            "{ viewer { friends(after: \"zz\") { edges { cursor } } } }",
+            json!({}),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "join bad role",
+            "mutation { joinGroup(groupId: \"g\", kind: TEAM, role: KING) { groupId } }",
+            json!({}),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "another reader's cursor",
+            FEED,
+            json!({ "after": bob_cursor }),
+            "BAD_USER_INPUT",
+        ),
+        case(
+            "subscription over HTTP",
+            "subscription { feedEvents { kind } }",
+            json!({}),
+            "BAD_REQUEST",
+        ),
     ];
 
     let mut failures = Vec::new();
@@ -540,6 +582,43 @@ async fn bad_bodies_and_identities_get_coded_errors(backend: Backend) {
         assert_eq!(response.status(), status);
         let body: Value = response.json().await.unwrap();
         assert_eq!(body["errors"][0]["extensions"]["code"], code, "{body}");
+    }
+
+    let batch: Vec<Value> = (0..17)
+        .map(|_| json!({ "query": "{ viewer { id } }" }))
+        .collect();
+    let response = http
+        .post(&url)
+        .header("x-riverfeed-tenant", "acme")
+        .header("x-riverfeed-user", "alice")
+        .json(&batch)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 400);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(
+        body["errors"][0]["extensions"]["code"], "BAD_REQUEST",
+        "{body}"
+    );
+
+    for (method, path, status, code) in [
+        ("GET", "/nowhere", 404, "NOT_FOUND"),
+        ("PUT", "/graphql", 405, "METHOD_NOT_ALLOWED"),
+        ("DELETE", "/healthz", 405, "METHOD_NOT_ALLOWED"),
+        ("GET", "/graphql/ws", 400, "BAD_REQUEST"),
+    ] {
+        let response = http
+            .request(method.parse().unwrap(), format!("{}{path}", server.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), status, "{method} {path}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(
+            body["errors"][0]["extensions"]["code"], code,
+            "{method} {path}: {body}"
+        );
     }
 
     for (tenant, user) in [("acme", ""), ("", "alice"), ("acme", &*"u".repeat(300))] {

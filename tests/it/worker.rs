@@ -152,11 +152,13 @@ async fn lease_takeover(store: Arc<dyn Store>) -> Result<()> {
     // Worker 1 claims, delivers to two readers, and dies without finishing.
     let claims = store.claim_fan_out("w1", clock.now(), 30_000, 10).await?;
     let claim = claims.first().context("w1 claims")?;
+    // Worker 1's items carry another relevancy than worker 2's would, so a
+    // second delivery to the same reader would show as a second item.
     let partial: Vec<Delivery> = ["alice", "carol"]
         .iter()
         .map(|o| Delivery {
             owner: o.to_string(),
-            relevancy: a.conducted,
+            relevancy: a.conducted - 1,
             reason: riverfeed::model::Reason {
                 kind: ReasonKind::Follows,
                 actor_id: "bob".into(),

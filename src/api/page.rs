@@ -1,0 +1,68 @@
+//! Relay connections whose page boundaries come from the items *scanned*, not
+//! only the items shown: a page whose items the viewer may no longer read still
+//! moves the cursor on, so paging never stalls.
+
+use async_graphql::{Object, SimpleObject};
+
+use super::types::{ActionNode, FeedItemNode, UserNode};
+
+/// Where a page starts and ends, and whether there is more on either side.
+#[derive(Clone, Debug, Default, SimpleObject)]
+pub struct PageInfo {
+    /// More items lie before (newer than) this page.
+    pub has_previous_page: bool,
+    /// More items lie after (older than) this page.
+    pub has_next_page: bool,
+    /// Pass as `before` to page backwards.
+    pub start_cursor: Option<String>,
+    /// Pass as `after` to page forwards.
+    pub end_cursor: Option<String>,
+}
+
+macro_rules! connection {
+    ($connection:ident, $edge:ident, $node:ty, $what:literal) => {
+        #[doc = concat!("One ", $what, " of a page, with its cursor.")]
+        pub struct $edge {
+            pub cursor: String,
+            pub node: $node,
+        }
+
+        #[Object]
+        impl $edge {
+            /// Where this item stands; pass it as `after` or `before`.
+            async fn cursor(&self) -> &str {
+                &self.cursor
+            }
+
+            async fn node(&self) -> &$node {
+                &self.node
+            }
+        }
+
+        #[doc = concat!("A page of ", $what, "s.")]
+        pub struct $connection {
+            pub edges: Vec<$edge>,
+            pub page_info: PageInfo,
+        }
+
+        #[Object]
+        impl $connection {
+            async fn edges(&self) -> &[$edge] {
+                &self.edges
+            }
+
+            /// The nodes of `edges`, for clients that need no cursors.
+            async fn nodes(&self) -> Vec<&$node> {
+                self.edges.iter().map(|e| &e.node).collect()
+            }
+
+            async fn page_info(&self) -> &PageInfo {
+                &self.page_info
+            }
+        }
+    };
+}
+
+connection!(FeedItemConnection, FeedItemEdge, FeedItemNode, "feed item");
+connection!(ActionConnection, ActionEdge, ActionNode, "action");
+connection!(UserConnection, UserEdge, UserNode, "user");
