@@ -99,7 +99,7 @@ impl Worker {
                     continue;
                 }
                 Err(err) => {
-                    warn!(cause = %err, "backing off after a failed fan-out");
+                    warn!(cause = %err.chain(), "backing off after a failed fan-out");
                     backoff = (backoff * 2).min(Duration::from_secs(5));
                     backoff
                 }
@@ -141,10 +141,10 @@ impl Worker {
             match self.fan_out(&claim).await {
                 Ok(()) => {}
                 Err(err) if err.kind == ErrorKind::LeaseLost => {
-                    warn!(action = %claim.action.id, cause = %err, "lease lost; leaving the action to its new owner");
+                    warn!(action = %claim.action.id, cause = %err.chain(), "lease lost; leaving the action to its new owner");
                 }
                 Err(err) => {
-                    error!(action = %claim.action.id, cause = %err, "fan-out of one action failed; it is retried when its lease runs out");
+                    error!(action = %claim.action.id, cause = %err.chain(), "fan-out of one action failed; it is retried when its lease runs out");
                     failure.get_or_insert(err);
                 }
             }

@@ -56,11 +56,11 @@ pub fn store_error(err: &StoreError) -> async_graphql::Error {
         ErrorKind::InvalidInput => bad_input(err.message.clone()),
         ErrorKind::NotFound => not_found(err.message.clone()),
         ErrorKind::Unavailable => {
-            error!(cause = %err, "store unavailable");
+            error!(cause = %err.chain(), "store unavailable");
             coded(UNAVAILABLE, "the store is unavailable; try again shortly")
         }
         ErrorKind::LeaseLost | ErrorKind::Internal => {
-            error!(cause = %err, "internal store error");
+            error!(cause = %err.chain(), "internal store error");
             coded(INTERNAL, "internal error")
         }
     }

@@ -68,12 +68,25 @@ impl StoreError {
     }
 }
 
+impl StoreError {
+    /// The message with its causes, for logs.
+    pub fn chain(&self) -> String {
+        let mut out = self.message.clone();
+        let mut cause = std::error::Error::source(self);
+        while let Some(err) = cause {
+            out.push_str(": ");
+            out.push_str(&err.to_string());
+            cause = err.source();
+        }
+        out
+    }
+}
+
+/// The message alone: the cause is the error's `source`, so reports that walk
+/// the chain (anyhow, `chain`) show it once.
 impl fmt::Display for StoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.source {
-            Some(source) => write!(f, "{}: {source}", self.message),
-            None => f.write_str(&self.message),
-        }
+        f.write_str(&self.message)
     }
 }
 

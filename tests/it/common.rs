@@ -108,7 +108,7 @@ pub struct TestServer {
 /// What a stopped server leaves: its store, to start again on.
 pub struct Stopped {
     pub store: String,
-    dir: Option<TempDir>,
+    pub dir: Option<TempDir>,
 }
 
 impl TestServer {
@@ -120,7 +120,15 @@ impl TestServer {
     }
 
     pub async fn start_on(stopped: Stopped) -> Self {
-        let options = ServeOptions::new(stopped.store.clone());
+        Self::start_with(stopped, ServeOptions::new).await
+    }
+
+    /// As `start_on`, with options adjusted by `options` (given the store URL).
+    pub async fn start_with(
+        stopped: Stopped,
+        options: impl FnOnce(String) -> ServeOptions,
+    ) -> Self {
+        let options = options(stopped.store.clone());
         let server = server::start(options).await.expect("server starts");
         let base = format!("http://{}", server.addr);
         Self {

@@ -3,6 +3,7 @@
 mod api;
 mod common;
 mod garbage;
+mod mongo_failures;
 mod readme;
 mod store_suite;
 mod worker;

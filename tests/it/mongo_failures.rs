@@ -1,0 +1,211 @@
+//! MongoDB failing: unreachable at start, lost while serving and back again.
+
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tokio::process::{Child, Command};
+
+use crate::common::{first_error_code, Stopped, TestServer, PATIENCE};
+
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("addr").port()
+}
+
+#[tokio::test]
+async fn unreachable_mongodb_at_start_exits_naming_the_host_never_the_password() {
+    let port = free_port(); // bound and released: nothing listens there
+    let started = Instant::now();
+    let output = Command::new(env!("CARGO_BIN_EXE_riverfeed"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--store",
+            &format!(
+                "mongodb://app:t0p-s3cret@127.0.0.1:{port}/feeds?serverSelectionTimeoutMS=1000"
+            ),
+        ])
+        .env("RUST_BACKTRACE", "0")
+        .stdin(Stdio::null())
+        .output();
+    let output = tokio::time::timeout(PATIENCE, output)
+        .await
+        .expect("exits instead of waiting forever")
+        .expect("runs");
+    let elapsed = started.elapsed();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(!output.status.success(), "must fail: {stderr}");
+    assert!(
+        stderr.contains(&format!("127.0.0.1:{port}")),
+        "names the host: {stderr}"
+    );
+    assert!(
+        !stderr.contains("t0p-s3cret") && !stdout.contains("t0p-s3cret"),
+        "never shows the password: {stderr}"
+    );
+    eprintln!("unreachable MongoDB: exit after {elapsed:?} (server selection timeout 1 s)");
+}
+
+/// A wire server of the test's own, on disk so that a restart keeps its data.
+struct OwnMongo {
+    program: String,
+    port: u16,
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+}
+
+impl OwnMongo {
+    /// `None` where no SecantusDB binary is available (only outside tests/run).
+    fn new() -> Option<Self> {
+        let program = match std::env::var("RIVERFEED_TEST_SECANTUSD") {
+            Ok(program) => program,
+            Err(_) => {
+                assert!(
+                    std::env::var_os("CI").is_none()
+                        && std::env::var_os("RIVERFEED_REQUIRE_MONGODB").is_none()
+                        || std::env::var_os("MONGODB_URI").is_some(),
+                    "RIVERFEED_TEST_SECANTUSD is not set: run the tests with tests/run"
+                );
+                eprintln!("SKIPPED: no SecantusDB binary to stop and restart (run tests/run)");
+                return None;
+            }
+        };
+        Some(Self {
+            program,
+            port: free_port(),
+            dir: tempfile::tempdir().expect("tempdir"),
+            child: None,
+        })
+    }
+
+    async fn start(&mut self) {
+        let child = Command::new(&self.program)
+            .args([
+                "--host",
+                "127.0.0.1",
+                "--port",
+                &self.port.to_string(),
+                "--storage-path",
+            ])
+            .arg(self.dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("SecantusDB starts");
+        self.child = Some(child);
+        let deadline = Instant::now() + PATIENCE;
+        while tokio::net::TcpStream::connect(("127.0.0.1", self.port))
+            .await
+            .is_err()
+        {
+            assert!(Instant::now() < deadline, "SecantusDB never listened");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Stops the server the way an operator or a crash would: the process ends.
+    async fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            if let Some(pid) = child.id() {
+                let _ = Command::new("kill")
+                    .args(["-TERM", &pid.to_string()])
+                    .status()
+                    .await;
+            }
+            let _ = tokio::time::timeout(PATIENCE, child.wait()).await;
+            let _ = child.kill().await;
+        }
+    }
+
+    fn uri(&self) -> String {
+        format!(
+            "mongodb://127.0.0.1:{}/riverfeed_loss?serverSelectionTimeoutMS=1000",
+            self.port
+        )
+    }
+}
+
+#[tokio::test]
+async fn losing_mongodb_while_serving_answers_unavailable_and_recovers_without_a_restart() {
+    let Some(mut mongo) = OwnMongo::new() else {
+        return;
+    };
+    mongo.start().await;
+    let server = TestServer::start_on(Stopped {
+        store: mongo.uri(),
+        dir: None,
+    })
+    .await;
+    let alice = server.client("acme", "alice");
+    let bob = server.client("acme", "bob");
+    bob.upsert_user("bob", "Bob").await;
+    alice.follow("bob").await;
+    let before = bob.post_status("before the outage", json!({})).await;
+    bob.wait_delivered(&before).await;
+
+    mongo.stop().await;
+    let started = Instant::now();
+    let body = bob
+        .post(
+            "mutation { recordAction(input: {descriptor: {statusPost: {text: \"lost?\"}}}) { id } }",
+            json!({}),
+        )
+        .await;
+    let failed_after = started.elapsed();
+    assert_eq!(
+        first_error_code(&body).as_deref(),
+        Some("UNAVAILABLE"),
+        "{body}"
+    );
+    assert!(
+        !body.to_string().contains("127.0.0.1:"),
+        "internal details stay in the log: {body}"
+    );
+    let health = reqwest::get(format!("{}/healthz", server.base))
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 503);
+    eprintln!("request during the outage answered UNAVAILABLE after {failed_after:?}");
+
+    // The worker keeps polling through the outage (and backing off): wait
+    // until it has tried at least twice while the database was down.
+    let polls = server.store_calls("claim_fan_out").await;
+    let deadline = Instant::now() + PATIENCE;
+    while server.store_calls("claim_fan_out").await < polls + 2 {
+        assert!(Instant::now() < deadline, "the worker stopped polling");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    mongo.start().await;
+    // Without a restart of Riverfeed, requests work again…
+    let deadline = Instant::now() + PATIENCE;
+    let after = loop {
+        let body = bob
+            .post(
+                "mutation { recordAction(input: {descriptor: {statusPost: {text: \"after\"}}}) { id } }",
+                json!({}),
+            )
+            .await;
+        if let Some(id) = body["data"]["recordAction"]["id"].as_str() {
+            break id.to_owned();
+        }
+        assert!(Instant::now() < deadline, "never recovered: {body}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let recovered_after = started.elapsed();
+    // …and the worker delivers again.
+    bob.wait_delivered(&after).await;
+    let (ids, _) = alice.feed_ids("").await;
+    assert_eq!(
+        ids,
+        vec![after.clone(), before.clone()],
+        "every stored action delivered exactly once, the refused one never"
+    );
+    eprintln!("recovered {recovered_after:?} after the outage began");
+    server.stop_keeping_data().await;
+    mongo.stop().await;
+}
