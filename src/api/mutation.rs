@@ -47,7 +47,7 @@ pub struct RecordActionInput {
     pub ref_ids: Vec<String>,
     #[graphql(default)]
     pub tags: Vec<String>,
-    /// When it happened; now by default. At most five minutes ahead.
+    /// When it happened; now by default. After 1970, at most five minutes ahead.
     pub conducted: Option<DateTime<Utc>>,
 }
 
@@ -180,6 +180,11 @@ impl MutationRoot {
         let conducted = input.conducted.map_or(now, |t| t.timestamp_millis());
         if conducted > now + MAX_CLOCK_SKEW_MS {
             return Err(bad_input("input.conducted lies in the future"));
+        }
+        if conducted <= 0 {
+            return Err(bad_input(
+                "input.conducted must be after 1970-01-01T00:00:00Z",
+            ));
         }
 
         let scope_groups = match input.scope {

@@ -42,6 +42,15 @@ pub const DEFAULT_SERVER_SELECTION: Duration = Duration::from_secs(2);
 
 const DUPLICATE_KEY: i32 = 11000;
 
+/// Relevancy of a reader's hidden-item tombstone: the epoch, below every real
+/// item (the API only takes times after it), so feed ranges leave tombstones
+/// out with a bound on an indexed field rather than a filter on `hidden`.
+const TOMBSTONE: Millis = 0;
+
+/// Extra items read past a page's limit to cut items that share the boundary
+/// item's millisecond exactly.
+const TIE_SLACK: usize = 16;
+
 /// The MongoDB-backed store.
 pub struct MongoStore {
     db: Database,
@@ -96,7 +105,8 @@ struct FeedItemDoc {
     action_id: ObjectId,
     relevancy: DateTime,
     reason: Reason,
-    /// A tombstone: the reader hid the item; it stays so it is not delivered again.
+    /// A tombstone: the reader hid the item; it stays (at the epoch) so it is
+    /// not delivered again.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     hidden: bool,
 }
@@ -486,10 +496,32 @@ impl MongoStore {
         }
     }
 
-    async fn remove_items(&self, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>> {
-        let removed: Vec<FeedItemDoc> = self
+    /// Feed items matching `filter` in timeline order (newest first, or oldest
+    /// first when `ascending`), at most `limit`.
+    async fn timeline(
+        &self,
+        filter: Document,
+        ascending: bool,
+        limit: usize,
+    ) -> StoreResult<Vec<FeedItem>> {
+        let direction = if ascending { 1 } else { -1 };
+        let docs: Vec<FeedItemDoc> = self
             .feed_items
-            .find(doc! { "tenant": tenant, "actionId": id, "hidden": { "$ne": true } })
+            .find(filter)
+            .sort(doc! { "relevancy": direction, "actionId": direction })
+            .limit(i64::try_from(limit).unwrap_or(i64::MAX))
+            .await
+            .map_err(db_err)?
+            .try_collect()
+            .await
+            .map_err(db_err)?;
+        Ok(docs.into_iter().map(FeedItemDoc::into_item).collect())
+    }
+
+    async fn remove_items(&self, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>> {
+        let items: Vec<FeedItemDoc> = self
+            .feed_items
+            .find(doc! { "tenant": tenant, "actionId": id })
             .await
             .map_err(db_err)?
             .try_collect()
@@ -499,7 +531,11 @@ impl MongoStore {
             .delete_many(doc! { "tenant": tenant, "actionId": id })
             .await
             .map_err(db_err)?;
-        Ok(removed.into_iter().map(FeedItemDoc::into_item).collect())
+        Ok(items
+            .into_iter()
+            .filter(|doc| !doc.hidden)
+            .map(FeedItemDoc::into_item)
+            .collect())
     }
 
     async fn strings(
@@ -965,31 +1001,51 @@ impl Store for MongoStore {
         owner: &str,
         range: FeedRange,
     ) -> StoreResult<Vec<FeedItem>> {
-        let mut clauses =
-            vec![doc! { "tenant": tenant, "owner": owner, "hidden": { "$ne": true } }];
+        // One range on `relevancy` (above the tombstones' epoch), read a little
+        // past the limit so that items sharing the boundary's millisecond can be
+        // cut exactly here. Plain ranges on indexed fields keep every query
+        // planner on the timeline index.
+        // Strict bounds on whole milliseconds (`> r - 1` for `>= r`): the same
+        // range, and the form every MongoDB-compatible server we test against
+        // answers correctly through an index.
+        let lower = range
+            .newer_than
+            .map_or(TOMBSTONE, |p| (p.relevancy - 1).max(TOMBSTONE));
+        let mut relevancy = doc! { "$gt": DateTime::from_millis(lower) };
         if let Some(p) = range.older_than {
-            clauses.push(keyset(p, true));
+            relevancy.insert("$lt", DateTime::from_millis(p.relevancy.saturating_add(1)));
         }
-        if let Some(p) = range.newer_than {
-            clauses.push(keyset(p, false));
-        }
-        let filter = if clauses.len() == 1 {
-            clauses.remove(0)
-        } else {
-            doc! { "$and": clauses }
+        let filter = doc! { "tenant": tenant, "owner": owner, "relevancy": relevancy };
+        let slack =
+            TIE_SLACK * (range.older_than.is_some() as usize + range.newer_than.is_some() as usize);
+        let fetch = range.limit.saturating_add(slack);
+        let in_range = |item: &FeedItem| {
+            let position = item.position();
+            range.older_than.is_none_or(|p| position < p)
+                && range.newer_than.is_none_or(|p| position > p)
         };
-        let direction = if range.from_oldest { 1 } else { -1 };
-        let docs: Vec<FeedItemDoc> = self
-            .feed_items
-            .find(filter)
-            .sort(doc! { "relevancy": direction, "actionId": direction })
-            .limit(i64::try_from(range.limit).unwrap_or(i64::MAX))
-            .await
-            .map_err(db_err)?
-            .try_collect()
-            .await
-            .map_err(db_err)?;
-        let mut items: Vec<FeedItem> = docs.into_iter().map(FeedItemDoc::into_item).collect();
+        let read = self.timeline(filter, range.from_oldest, fetch).await?;
+        let cut_short = read.len() == fetch;
+        let mut items: Vec<FeedItem> = read.into_iter().filter(in_range).collect();
+        if items.len() < range.limit && cut_short {
+            // More items share a boundary millisecond than the slack covered:
+            // ask with the exact keyset instead.
+            let mut clauses = vec![doc! {
+                "tenant": tenant,
+                "owner": owner,
+                "relevancy": { "$gt": DateTime::from_millis(TOMBSTONE) },
+            }];
+            if let Some(p) = range.older_than {
+                clauses.push(keyset(p, true));
+            }
+            if let Some(p) = range.newer_than {
+                clauses.push(keyset(p, false));
+            }
+            items = self
+                .timeline(doc! { "$and": clauses }, range.from_oldest, range.limit)
+                .await?;
+        }
+        items.truncate(range.limit);
         if range.from_oldest {
             items.reverse();
         }
@@ -1002,6 +1058,8 @@ impl Store for MongoStore {
         owner: &str,
         action_id: ObjectId,
     ) -> StoreResult<Option<FeedItem>> {
+        // The item becomes a tombstone: it keeps its place in the unique index
+        // (so it is not delivered again) and drops below every feed range.
         let before = self
             .feed_items
             .find_one_and_update(
@@ -1009,9 +1067,9 @@ impl Store for MongoStore {
                     "tenant": tenant,
                     "owner": owner,
                     "actionId": action_id,
-                    "hidden": { "$ne": true },
+                    "relevancy": { "$gt": DateTime::from_millis(TOMBSTONE) },
                 },
-                doc! { "$set": { "hidden": true } },
+                doc! { "$set": { "hidden": true, "relevancy": DateTime::from_millis(TOMBSTONE) } },
             )
             .return_document(ReturnDocument::Before)
             .await

@@ -70,6 +70,9 @@ pub async fn store_test_suite(store: &dyn Store) -> Result<()> {
         .context("delivery is idempotent")?;
     feed_ranges(store).await.context("feed ranges")?;
     hide_and_delete(store).await.context("hide and delete")?;
+    many_ties(store)
+        .await
+        .context("many items in one millisecond")?;
     Ok(())
 }
 
@@ -505,6 +508,83 @@ async fn passes_the_suite(backend: Backend) {
 }
 
 crate::on_both_backends!(passes_the_suite);
+
+/// Forty items in the same millisecond page exactly, both ways: the action id
+/// orders them.
+async fn many_ties(store: &dyn Store) -> Result<()> {
+    let tenant = "tie-tenant";
+    let mut ids = Vec::new();
+    for _ in 0..40 {
+        let a = action(tenant, "t-bob", 7_000, &[]);
+        store.insert_action(&a).await?;
+        ids.push(a.id);
+    }
+    let claims = store.claim_fan_out("w", 0, 30_000, 100).await?;
+    for claim in claims.iter().filter(|c| c.action.tenant == tenant) {
+        store
+            .deliver(claim, 0, &[delivery("t-alice", 7_000)])
+            .await?;
+        store.finish_fan_out(claim).await?;
+    }
+    ids.sort_by_key(|id| id.bytes());
+    let newest_first: Vec<ObjectId> = ids.iter().rev().copied().collect();
+
+    let mut seen = Vec::new();
+    let mut older_than = None;
+    loop {
+        let page = store
+            .feed_page(
+                tenant,
+                "t-alice",
+                FeedRange {
+                    older_than,
+                    ..range(5)
+                },
+            )
+            .await?;
+        if page.is_empty() {
+            break;
+        }
+        older_than = page.last().map(|i| i.position());
+        seen.extend(page.iter().map(|i| i.action_id));
+        ensure!(seen.len() <= 40, "paging forwards never ends");
+    }
+    ensure!(
+        seen == newest_first,
+        "forwards: {} items, in order",
+        seen.len()
+    );
+
+    let mut seen = Vec::new();
+    let mut newer_than = None;
+    loop {
+        let page = store
+            .feed_page(
+                tenant,
+                "t-alice",
+                FeedRange {
+                    newer_than,
+                    from_oldest: true,
+                    ..range(5)
+                },
+            )
+            .await?;
+        if page.is_empty() {
+            break;
+        }
+        newer_than = page.first().map(|i| i.position());
+        let mut ids: Vec<_> = page.iter().map(|i| i.action_id).collect();
+        ids.extend(seen);
+        seen = ids;
+        ensure!(seen.len() <= 40, "paging backwards never ends");
+    }
+    ensure!(
+        seen == newest_first,
+        "backwards: {} items, in order",
+        seen.len()
+    );
+    Ok(())
+}
 
 #[tokio::test]
 async fn embedded_store_keeps_everything_across_reopen() -> Result<()> {
