@@ -7,7 +7,13 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use std::sync::Arc;
+
+use anyhow::Context as _;
+
+use crate::auth::{mint_hs256, Authenticator, Claims, JwtVerifier};
 use crate::fanout::WorkerConfig;
+use crate::http::WsLimits;
 use crate::server::ServeOptions;
 
 #[derive(Debug, Parser)]
@@ -31,6 +37,49 @@ pub enum Command {
     Serve,
     /// Print the GraphQL schema (SDL).
     Schema,
+    /// Mint an HS256 token, for trying the JWT path by hand.
+    Token(TokenArgs),
+}
+
+#[derive(Clone, Debug, Args)]
+pub struct TokenArgs {
+    /// The token's tenant.
+    #[arg(long)]
+    pub tenant: String,
+    /// The token's user (`sub`).
+    #[arg(long)]
+    pub user: String,
+    /// Roles: user (the default), service, admin. Repeat for several.
+    #[arg(long = "role", value_parser = ["user", "service", "admin"])]
+    pub roles: Vec<String>,
+    /// The shared secret the server checks tokens with.
+    #[arg(long, env = "RIVERFEED_JWT_SECRET", hide_env_values = true)]
+    pub secret: String,
+    /// Seconds until the token expires.
+    #[arg(long, default_value_t = 3600)]
+    pub ttl_secs: u64,
+    /// `iss` claim.
+    #[arg(long, env = "RIVERFEED_JWT_ISSUER")]
+    pub issuer: Option<String>,
+    /// `aud` claim.
+    #[arg(long, env = "RIVERFEED_JWT_AUDIENCE")]
+    pub audience: Option<String>,
+}
+
+impl TokenArgs {
+    pub fn mint(&self) -> anyhow::Result<String> {
+        let now = chrono::Utc::now().timestamp().max(0) as u64;
+        let claims = Claims {
+            sub: self.user.clone(),
+            tenant: self.tenant.clone(),
+            roles: (!self.roles.is_empty()).then(|| self.roles.clone()),
+            exp: now + self.ttl_secs,
+            iat: Some(now),
+            iss: self.issuer.clone(),
+            aud: self.audience.clone(),
+        };
+        mint_hs256(&claims, self.secret.as_bytes()).map_err(anyhow::Error::msg)
+    }
 }
 
 #[derive(Clone, Debug, Args)]
@@ -77,10 +126,59 @@ pub struct ServeArgs {
     /// as any user.
     #[arg(long, env = "RIVERFEED_INSECURE_DEV", global = true)]
     pub insecure_dev: bool,
+    /// Check HS256 tokens with this shared secret (leaves dev mode).
+    #[arg(long, env = "RIVERFEED_JWT_SECRET", global = true, hide_env_values = true,
+          conflicts_with = "jwt_public_key")]
+    pub jwt_secret: Option<String>,
+    /// Check RS256 / ES256 tokens with this PEM public key (leaves dev mode).
+    #[arg(long, env = "RIVERFEED_JWT_PUBLIC_KEY", global = true)]
+    pub jwt_public_key: Option<PathBuf>,
+    /// Accept only tokens with this `iss`.
+    #[arg(long, env = "RIVERFEED_JWT_ISSUER", global = true)]
+    pub jwt_issuer: Option<String>,
+    /// Accept only tokens with this `aud`.
+    #[arg(long, env = "RIVERFEED_JWT_AUDIENCE", global = true)]
+    pub jwt_audience: Option<String>,
+    /// Schema introspection: on in dev mode, off with tokens, unless set.
+    #[arg(long, env = "RIVERFEED_INTROSPECTION", global = true)]
+    pub introspection: Option<bool>,
+    /// Websocket connections open at once.
+    #[arg(long, env = "RIVERFEED_MAX_CONNECTIONS", default_value_t = 10_000, global = true,
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_connections: u32,
+    /// Subscriptions at once on one websocket connection.
+    #[arg(long, env = "RIVERFEED_MAX_SUBSCRIPTIONS", default_value_t = 16, global = true,
+          value_parser = clap::value_parser!(u32).range(1..=1_000))]
+    pub max_subscriptions: u32,
 }
 
 impl ServeArgs {
-    pub fn options(&self) -> ServeOptions {
+    /// How callers prove who they are, from the token flags.
+    pub fn authenticator(&self) -> anyhow::Result<Authenticator> {
+        let (issuer, audience) = (self.jwt_issuer.as_deref(), self.jwt_audience.as_deref());
+        if let Some(secret) = &self.jwt_secret {
+            anyhow::ensure!(
+                secret.len() >= 32,
+                "--jwt-secret must be at least 32 bytes long"
+            );
+            return Ok(Authenticator::Jwt(JwtVerifier::hs256(
+                secret.as_bytes(),
+                issuer,
+                audience,
+            )));
+        }
+        if let Some(path) = &self.jwt_public_key {
+            let pem = std::fs::read(path)
+                .with_context(|| format!("cannot read --jwt-public-key {}", path.display()))?;
+            let verifier = JwtVerifier::from_public_key_pem(&pem, issuer, audience)
+                .map_err(anyhow::Error::msg)
+                .with_context(|| format!("--jwt-public-key {}", path.display()))?;
+            return Ok(Authenticator::Jwt(verifier));
+        }
+        Ok(Authenticator::Dev)
+    }
+
+    pub fn options(&self) -> anyhow::Result<ServeOptions> {
         let store = self
             .store
             .clone()
@@ -95,7 +193,13 @@ impl ServeArgs {
             poll_interval: Duration::from_millis(500),
             ..WorkerConfig::default()
         });
-        options
+        options.auth = Arc::new(self.authenticator()?);
+        options.introspection = self.introspection;
+        options.ws_limits = WsLimits {
+            max_connections: self.max_connections as usize,
+            max_subscriptions: self.max_subscriptions as usize,
+        };
+        Ok(options)
     }
 }
 
@@ -128,7 +232,7 @@ mod tests {
             let cli = Cli::try_parse_from(&args).expect("parses");
             assert!(matches!(cli.command, Some(Command::Serve)));
             assert_eq!(cli.serve.listen.port(), 9, "{args:?}");
-            assert_eq!(cli.serve.options().store, "embedded:d");
+            assert_eq!(cli.serve.options().unwrap().store, "embedded:d");
         }
     }
 

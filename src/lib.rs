@@ -17,10 +17,12 @@
 //!   loaders, access checks and error codes.
 //! - [`http`]: the axum router — `/graphql`, `/graphql/ws`, `/graphiql`,
 //!   `/healthz`, `/metrics`, `/demo/`.
+//! - [`auth`]: identity — JWT bearer tokens and roles, or dev-mode headers.
 //! - [`server`]: starts and stops the whole service; [`config`]: the command line.
 //! - [`clock`]: injected time, so tests move it instead of sleeping.
 
 pub mod api;
+pub mod auth;
 pub mod clock;
 pub mod config;
 pub mod descriptor;

@@ -13,6 +13,10 @@ async fn main() -> anyhow::Result<()> {
             print!("{}", riverfeed::api::sdl());
             Ok(())
         }
+        Some(Command::Token(args)) => {
+            println!("{}", args.mint()?);
+            Ok(())
+        }
         Some(Command::Serve) | None => serve(cli.serve).await,
     }
 }
@@ -23,7 +27,7 @@ async fn serve(args: riverfeed::config::ServeArgs) -> anyhow::Result<()> {
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
         )
         .init();
-    riverfeed::server::run(args.options(), shutdown_signal()).await
+    riverfeed::server::run(args.options()?, shutdown_signal()).await
 }
 
 /// Resolves on Ctrl-C or SIGTERM.

@@ -16,7 +16,8 @@ use crate::api::{self, AppState};
 use crate::clock::{Clock, SystemClock};
 use crate::events::Hub;
 use crate::fanout::{Worker, WorkerConfig};
-use crate::http::{self, HttpState};
+use crate::auth::Authenticator;
+use crate::http::{self, HttpState, WsLimits};
 use crate::store::metered::Metered;
 use crate::store::mongo::redact;
 use crate::store::{self, Store};
@@ -37,6 +38,11 @@ pub struct ServeOptions {
     pub clock: Arc<dyn Clock>,
     /// Let dev mode listen beyond loopback.
     pub insecure_dev: bool,
+    /// How callers prove who they are: dev-mode headers or JWTs.
+    pub auth: Arc<Authenticator>,
+    /// Schema introspection; `None` means on in dev mode, off with tokens.
+    pub introspection: Option<bool>,
+    pub ws_limits: WsLimits,
 }
 
 impl ServeOptions {
@@ -49,6 +55,9 @@ impl ServeOptions {
             event_buffer: 256,
             clock: Arc::new(SystemClock),
             insecure_dev: false,
+            auth: Arc::new(Authenticator::Dev),
+            introspection: None,
+            ws_limits: WsLimits::default(),
         }
     }
 }
@@ -92,20 +101,23 @@ pub async fn start_with_store(
 ) -> anyhow::Result<Server> {
     let metered = Arc::new(Metered::new(inner));
     let store: Arc<dyn Store> = metered.clone();
-    // No tokens yet: every caller says who it is in headers. That is for a
-    // developer's own machine.
-    if !options.listen.ip().is_loopback() && !options.insecure_dev {
-        anyhow::bail!(
-            "dev mode takes identity from request headers, so it listens on loopback only; \
-             {} is not loopback (pass --insecure-dev to listen there anyway)",
+    if options.auth.is_dev() {
+        // Without tokens every caller says who it is in headers: that is for a
+        // developer's own machine.
+        if !options.listen.ip().is_loopback() && !options.insecure_dev {
+            anyhow::bail!(
+                "dev mode takes identity from request headers, so it listens on loopback only; \
+                 {} is not loopback (configure --jwt-secret or --jwt-public-key, or pass \
+                 --insecure-dev to listen there anyway)",
+                options.listen
+            );
+        }
+        warn!(
+            "DEV MODE: no token key configured; identity comes from the x-riverfeed-* headers \
+             and anyone who can reach {} can act as any user",
             options.listen
         );
     }
-    warn!(
-        "DEV MODE: identity comes from the x-riverfeed-tenant / x-riverfeed-user headers; \
-         anyone who can reach {} can act as any user",
-        options.listen
-    );
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
         .with_context(|| format!("cannot listen on {}", options.listen))?;
@@ -133,11 +145,17 @@ pub async fn start_with_store(
         None => warn!("no fan-out worker in this process: actions stay pending until one runs"),
     }
     let state = HttpState {
-        schema: api::schema(app.clone()),
+        schema: api::schema(
+            app.clone(),
+            options.introspection.unwrap_or(options.auth.is_dev()),
+        ),
         app,
         metered: metered.clone(),
         shutdown: shutdown.clone(),
         tracker: tracker.clone(),
+        auth: options.auth.clone(),
+        limits: options.ws_limits,
+        connections: Arc::default(),
     };
     let router = http::router(state);
     info!(%addr, store = store.backend(), "riverfeed listening");

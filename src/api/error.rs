@@ -30,6 +30,7 @@ pub const UNAVAILABLE: &str = "UNAVAILABLE";
 pub const INTERNAL: &str = "INTERNAL_SERVER_ERROR";
 pub const LAGGED: &str = "LAGGED";
 pub const BAD_REQUEST: &str = "BAD_REQUEST";
+pub const TOO_MANY_SUBSCRIPTIONS: &str = "TOO_MANY_SUBSCRIPTIONS";
 pub const PARSE_FAILED: &str = "GRAPHQL_PARSE_FAILED";
 pub const VALIDATION_FAILED: &str = "GRAPHQL_VALIDATION_FAILED";
 

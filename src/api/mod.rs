@@ -15,6 +15,7 @@ mod query;
 mod subscription;
 mod types;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,14 +23,14 @@ use async_graphql::dataloader::DataLoader;
 use async_graphql::{Context, Schema};
 use tokio::sync::Notify;
 
-use self::error::{coded, UNAUTHENTICATED};
+use self::error::{coded, FORBIDDEN, UNAUTHENTICATED};
 use self::loader::{ActionLoader, UserLoader};
 pub use self::mutation::MutationRoot;
 pub use self::query::QueryRoot;
 pub use self::subscription::SubscriptionRoot;
+pub use crate::auth::{Identity, Role, Viewer};
 use crate::clock::Clock;
 use crate::events::Hub;
-use crate::model::limits::check_id;
 use crate::store::Store;
 
 /// The Riverfeed schema.
@@ -67,13 +68,17 @@ pub struct AppState {
 }
 
 /// Builds the schema around the shared state.
-pub fn schema(state: AppState) -> RiverfeedSchema {
-    Schema::build(QueryRoot, MutationRoot, SubscriptionRoot)
+pub fn schema(state: AppState, introspection: bool) -> RiverfeedSchema {
+    let builder = Schema::build(QueryRoot, MutationRoot, SubscriptionRoot)
         .data(state)
         .extension(error::ErrorCodes)
         .limit_depth(MAX_DEPTH)
-        .limit_complexity(MAX_COMPLEXITY)
-        .finish()
+        .limit_complexity(MAX_COMPLEXITY);
+    if introspection {
+        builder.finish()
+    } else {
+        builder.disable_introspection().finish()
+    }
 }
 
 /// The SDL of the schema, as `riverfeed schema` prints it.
@@ -83,52 +88,24 @@ pub fn sdl() -> String {
         .sdl()
 }
 
-/// The user on whose behalf a request runs.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Viewer {
-    pub tenant: String,
-    pub user: String,
-}
-
-/// Who a request says it comes from.
-#[derive(Clone, Debug)]
-pub enum Identity {
-    Anonymous,
-    Invalid(String),
-    Viewer(Viewer),
-}
-
-/// Header (and `connection_init` key) naming the tenant in dev mode.
-pub const TENANT_HEADER: &str = "x-riverfeed-tenant";
-/// Header (and `connection_init` key) naming the user in dev mode.
-pub const USER_HEADER: &str = "x-riverfeed-user";
-
-impl Identity {
-    /// Dev-mode identity: a tenant and a user id, as given by headers.
-    pub fn dev(tenant: Option<&str>, user: Option<&str>) -> Self {
-        match (tenant, user) {
-            (None, None) => Identity::Anonymous,
-            (Some(tenant), Some(user)) => {
-                match check_id(TENANT_HEADER, tenant).and_then(|_| check_id(USER_HEADER, user)) {
-                    Ok(()) => Identity::Viewer(Viewer {
-                        tenant: tenant.to_owned(),
-                        user: user.to_owned(),
-                    }),
-                    Err(err) => Identity::Invalid(err.0),
-                }
-            }
-            _ => Identity::Invalid(format!(
-                "send both {TENANT_HEADER} and {USER_HEADER}, not just one"
-            )),
-        }
-    }
-}
-
 /// What one request (or one websocket connection) carries: its identity and,
 /// once it has one, its tenant-scoped loaders.
 pub struct Session {
     identity: Identity,
     loaders: Option<Loaders>,
+    /// Live subscriptions of this connection, and how many it may hold.
+    subscriptions: Option<(Arc<AtomicUsize>, usize)>,
+}
+
+/// A place among a connection's live subscriptions, freed when dropped.
+pub(crate) struct SubscriptionPermit(Option<Arc<AtomicUsize>>);
+
+impl Drop for SubscriptionPermit {
+    fn drop(&mut self) {
+        if let Some(active) = &self.0 {
+            active.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
 }
 
 pub(crate) struct Loaders {
@@ -161,19 +138,83 @@ impl Session {
             }),
             _ => None,
         };
-        Self { identity, loaders }
+        Self {
+            identity,
+            loaders,
+            subscriptions: None,
+        }
+    }
+
+    /// Caps the subscriptions this session (a websocket connection) may hold.
+    pub fn with_subscription_limit(mut self, max: usize) -> Self {
+        self.subscriptions = Some((Arc::new(AtomicUsize::new(0)), max));
+        self
+    }
+
+    /// Takes a place for one more subscription, or `TOO_MANY_SUBSCRIPTIONS`.
+    pub(crate) fn subscription_permit(&self) -> async_graphql::Result<SubscriptionPermit> {
+        let Some((active, max)) = &self.subscriptions else {
+            return Ok(SubscriptionPermit(None));
+        };
+        active
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < *max).then_some(n + 1))
+            .map(|_| SubscriptionPermit(Some(active.clone())))
+            .map_err(|_| {
+                coded(
+                    error::TOO_MANY_SUBSCRIPTIONS,
+                    format!("a connection holds at most {max} subscriptions"),
+                )
+            })
     }
 }
 
-/// The viewer of this request, or `UNAUTHENTICATED`.
+pub(crate) fn session<'a>(ctx: &Context<'a>) -> async_graphql::Result<&'a Session> {
+    ctx.data::<Session>()
+}
+
+/// The viewer of this request: `UNAUTHENTICATED` without a valid identity,
+/// `FORBIDDEN` with one that holds no role Riverfeed knows.
 pub(crate) fn viewer<'a>(ctx: &Context<'a>) -> async_graphql::Result<&'a Viewer> {
     match &ctx.data::<Session>()?.identity {
-        Identity::Viewer(viewer) => Ok(viewer),
+        Identity::Viewer(viewer) if viewer.has_any_role() => Ok(viewer),
+        Identity::Viewer(_) => Err(coded(
+            FORBIDDEN,
+            "the token holds no role Riverfeed knows (user, service, admin)",
+        )),
         Identity::Invalid(reason) => Err(coded(UNAUTHENTICATED, reason.clone())),
         Identity::Anonymous => Err(coded(
             UNAUTHENTICATED,
-            format!("no identity: send the {TENANT_HEADER} and {USER_HEADER} headers"),
+            "no identity: send `Authorization: Bearer <token>` (in dev mode, the \
+             x-riverfeed-tenant and x-riverfeed-user headers)",
         )),
+    }
+}
+
+/// The user an operation acts for: the viewer, or `as_user` when the viewer
+/// may act for others (`service`, `admin`); `FORBIDDEN` otherwise.
+pub(crate) fn acting_user(viewer: &Viewer, as_user: Option<&str>) -> async_graphql::Result<String> {
+    match as_user {
+        None => Ok(viewer.user.clone()),
+        Some(user) if user == viewer.user => Ok(viewer.user.clone()),
+        Some(user) => {
+            crate::model::limits::check_id("user id", user).map_err(|e| error::bad_input(e.0))?;
+            if viewer.acts_for_others() {
+                Ok(user.to_owned())
+            } else {
+                Err(error::forbidden(
+                    "acting for another user needs the service or admin role",
+                ))
+            }
+        }
+    }
+}
+
+/// `FORBIDDEN` unless the viewer may act for others.
+pub(crate) fn require_service(viewer: &Viewer, what: &str) -> async_graphql::Result<()> {
+    if viewer.acts_for_others() {
+        Ok(())
+    } else {
+        Err(error::forbidden(format!("{what} needs the service or admin role")))
     }
 }
 

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use super::error::{bad_input, forbidden, not_found, ApiResultExt};
 use super::query::action_id;
 use super::types::{user_id_arg, ActionNode, UserNode};
-use super::{state, viewer, AppState, Viewer};
+use super::{acting_user, require_service, state, viewer, AppState, Viewer};
 use crate::descriptor::{Descriptor, DescriptorInput};
 use crate::events::{FeedEvent, FeedEventKind};
 use crate::model::limits::{check_id, check_ids, check_text};
@@ -31,7 +31,7 @@ pub struct UpsertUserInput {
     pub name: String,
 }
 
-/// An action to record, with the viewer as its actor.
+/// An action to record, with the viewer (or `actorId`) as its actor.
 #[derive(InputObject)]
 pub struct RecordActionInput {
     /// What happened: exactly one descriptor.
@@ -49,6 +49,8 @@ pub struct RecordActionInput {
     pub tags: Vec<String>,
     /// When it happened; now by default. After 1970, at most five minutes ahead.
     pub conducted: Option<DateTime<Utc>>,
+    /// Record it for this user instead of the viewer (`service` and `admin` only).
+    pub actor_id: Option<ID>,
 }
 
 fn dedup(values: Vec<String>) -> Vec<String> {
@@ -91,7 +93,8 @@ fn publish_removed(state: &AppState, tenant: &str, items: Vec<FeedItem>) {
     }
 }
 
-/// Loads an action the viewer acted, or answers `NOT_FOUND` / `FORBIDDEN`.
+/// Loads an action the viewer may change (its own, or any with `service` /
+/// `admin`), or answers `NOT_FOUND` / `FORBIDDEN`.
 async fn own_action(
     state: &AppState,
     viewer: &Viewer,
@@ -104,8 +107,10 @@ async fn own_action(
         .api()?
         .pop()
         .ok_or_else(|| not_found(format!("no action {id}")))?;
-    if action.actor_id != viewer.user {
-        return Err(forbidden("only the actor may change an action"));
+    if action.actor_id != viewer.user && !viewer.acts_for_others() {
+        return Err(forbidden(
+            "only the actor (or the service or admin role) may change an action",
+        ));
     }
     Ok(action)
 }
@@ -116,12 +121,14 @@ impl MutationRoot {
         ctx: &Context<'_>,
         kind: EdgeKind,
         user_id: ID,
+        as_user_id: Option<ID>,
         on: bool,
     ) -> async_graphql::Result<bool> {
         let viewer = viewer(ctx)?;
         let state = state(ctx)?;
+        let me = acting_user(viewer, as_user_id.as_ref().map(|id| id.as_str()))?;
         let other = user_id_arg("userId", &user_id)?;
-        if other == viewer.user {
+        if other == me {
             return Err(bad_input("a user cannot follow or befriend themselves"));
         }
         if on {
@@ -129,7 +136,7 @@ impl MutationRoot {
         }
         state
             .store
-            .set_edge(&viewer.tenant, kind, &viewer.user, &other, on)
+            .set_edge(&viewer.tenant, kind, &me, &other, on)
             .await
             .api()
     }
@@ -145,6 +152,7 @@ impl MutationRoot {
     ) -> async_graphql::Result<UserNode> {
         let viewer = viewer(ctx)?;
         let id = user_id_arg("input.id", &input.id)?;
+        let id = acting_user(viewer, Some(&id))?;
         check_text("input.name", &input.name).api()?;
         let user = User {
             id,
@@ -167,6 +175,7 @@ impl MutationRoot {
     ) -> async_graphql::Result<ActionNode> {
         let viewer = viewer(ctx)?;
         let state = state(ctx)?;
+        let actor = acting_user(viewer, input.actor_id.as_ref().map(|id| id.as_str()))?;
         let descriptor = Descriptor::from(input.descriptor);
         descriptor.validate().api()?;
         let readers = dedup(input.readers.into_iter().map(|id| id.0).collect());
@@ -206,7 +215,7 @@ impl MutationRoot {
                 };
                 let groups: Vec<String> = state
                     .store
-                    .memberships(&viewer.tenant, &viewer.user)
+                    .memberships(&viewer.tenant, &actor)
                     .await
                     .api()?
                     .into_iter()
@@ -227,7 +236,7 @@ impl MutationRoot {
         let action = Action {
             id: ObjectId::new(),
             tenant: viewer.tenant.clone(),
-            actor_id: viewer.user.clone(),
+            actor_id: actor,
             conducted,
             hidden: false,
             scope: input.scope,
@@ -243,35 +252,68 @@ impl MutationRoot {
         Ok(ActionNode::new(action))
     }
 
-    /// The viewer follows `userId`. True if this changed anything.
-    async fn follow(&self, ctx: &Context<'_>, user_id: ID) -> async_graphql::Result<bool> {
-        self.edge(ctx, EdgeKind::Follows, user_id, true).await
+    /// The viewer (or `asUserId`, for `service` and `admin`) follows `userId`.
+    /// True if this changed anything.
+    async fn follow(
+        &self,
+        ctx: &Context<'_>,
+        user_id: ID,
+        as_user_id: Option<ID>,
+    ) -> async_graphql::Result<bool> {
+        self.edge(ctx, EdgeKind::Follows, user_id, as_user_id, true)
+            .await
     }
 
-    /// The viewer stops following `userId`. True if this changed anything.
-    async fn unfollow(&self, ctx: &Context<'_>, user_id: ID) -> async_graphql::Result<bool> {
-        self.edge(ctx, EdgeKind::Follows, user_id, false).await
+    /// The viewer (or `asUserId`) stops following `userId`. True if this
+    /// changed anything.
+    async fn unfollow(
+        &self,
+        ctx: &Context<'_>,
+        user_id: ID,
+        as_user_id: Option<ID>,
+    ) -> async_graphql::Result<bool> {
+        self.edge(ctx, EdgeKind::Follows, user_id, as_user_id, false)
+            .await
     }
 
-    /// The viewer and `userId` become friends. True if this changed anything.
-    async fn befriend(&self, ctx: &Context<'_>, user_id: ID) -> async_graphql::Result<bool> {
-        self.edge(ctx, EdgeKind::Friend, user_id, true).await
+    /// The viewer (or `asUserId`) and `userId` become friends. True if this
+    /// changed anything.
+    async fn befriend(
+        &self,
+        ctx: &Context<'_>,
+        user_id: ID,
+        as_user_id: Option<ID>,
+    ) -> async_graphql::Result<bool> {
+        self.edge(ctx, EdgeKind::Friend, user_id, as_user_id, true)
+            .await
     }
 
-    /// The viewer and `userId` stop being friends. True if this changed anything.
-    async fn unfriend(&self, ctx: &Context<'_>, user_id: ID) -> async_graphql::Result<bool> {
-        self.edge(ctx, EdgeKind::Friend, user_id, false).await
+    /// The viewer (or `asUserId`) and `userId` stop being friends. True if this
+    /// changed anything.
+    async fn unfriend(
+        &self,
+        ctx: &Context<'_>,
+        user_id: ID,
+        as_user_id: Option<ID>,
+    ) -> async_graphql::Result<bool> {
+        self.edge(ctx, EdgeKind::Friend, user_id, as_user_id, false)
+            .await
     }
 
-    /// The viewer joins a team or department, created on first join.
+    /// Puts `userId` (the viewer by default) in a team or department, created
+    /// on first join. Memberships decide who sees TEAM and DEPARTMENT actions,
+    /// so the application manages them: `service` and `admin` only.
     async fn join_group(
         &self,
         ctx: &Context<'_>,
         group_id: ID,
         kind: GroupKind,
         #[graphql(default_with = "MembershipRole::Member")] role: MembershipRole,
+        user_id: Option<ID>,
     ) -> async_graphql::Result<Membership> {
         let viewer = viewer(ctx)?;
+        require_service(viewer, "joinGroup")?;
+        let member = acting_user(viewer, user_id.as_ref().map(|id| id.as_str()))?;
         check_id("groupId", &group_id).api()?;
         let group = Group {
             id: group_id.0,
@@ -279,7 +321,7 @@ impl MutationRoot {
         };
         match state(ctx)?
             .store
-            .join_group(&viewer.tenant, &group, &viewer.user, role)
+            .join_group(&viewer.tenant, &group, &member, role)
             .await
             .api()?
         {
@@ -291,18 +333,26 @@ impl MutationRoot {
         }
     }
 
-    /// The viewer leaves a group. True if they were a member.
-    async fn leave_group(&self, ctx: &Context<'_>, group_id: ID) -> async_graphql::Result<bool> {
+    /// The viewer (or `userId`, for `service` and `admin`) leaves a group.
+    /// True if they were a member.
+    async fn leave_group(
+        &self,
+        ctx: &Context<'_>,
+        group_id: ID,
+        user_id: Option<ID>,
+    ) -> async_graphql::Result<bool> {
         let viewer = viewer(ctx)?;
+        let member = acting_user(viewer, user_id.as_ref().map(|id| id.as_str()))?;
         check_id("groupId", &group_id).api()?;
         state(ctx)?
             .store
-            .leave_group(&viewer.tenant, &group_id, &viewer.user)
+            .leave_group(&viewer.tenant, &group_id, &member)
             .await
             .api()
     }
 
-    /// Hides one of the viewer's actions: it leaves every feed and slice at once.
+    /// Hides an action (the actor's, or any for `service` and `admin`): it
+    /// leaves every feed and slice at once.
     async fn hide_action(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<ActionNode> {
         let viewer = viewer(ctx)?;
         let state = state(ctx)?;
@@ -314,7 +364,8 @@ impl MutationRoot {
         Ok(ActionNode::new(action))
     }
 
-    /// Deletes one of the viewer's actions with all its feed items. Returns its id.
+    /// Deletes an action (the actor's, or any for `service` and `admin`) with all
+    /// its feed items. Returns its id.
     async fn delete_action(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<ID> {
         let viewer = viewer(ctx)?;
         let state = state(ctx)?;

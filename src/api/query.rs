@@ -5,12 +5,12 @@ use std::collections::HashMap;
 use async_graphql::{Context, Object, ID};
 
 use super::access::Access;
-use super::error::{bad_input, ApiResultExt};
+use super::error::{bad_input, forbidden, ApiResultExt};
 use super::feed::{self, Paging};
 use super::page::{ActionConnection, FeedItemConnection};
 use super::page_cost;
 use super::types::{user_id_arg, user_node, ActionNode, UserNode};
-use super::{loaders, viewer};
+use super::{loaders, viewer, Role, Viewer};
 use crate::model::limits::MAX_LIST_LEN;
 use crate::model::ObjectId;
 
@@ -36,7 +36,8 @@ impl QueryRoot {
 
     /// The viewer's home feed, highest relevancy first. Page forward with
     /// `first` / `after`, backward with `last` / `before`; 25 items by default,
-    /// at most 100.
+    /// at most 100. `ownerId` reads another user's feed, as they see it
+    /// (`admin` only).
     #[graphql(complexity = "page_cost(first.or(last), child_complexity)")]
     async fn feed(
         &self,
@@ -45,11 +46,26 @@ impl QueryRoot {
         after: Option<String>,
         last: Option<i32>,
         before: Option<String>,
+        owner_id: Option<ID>,
     ) -> async_graphql::Result<FeedItemConnection> {
         let viewer = viewer(ctx)?;
+        let owner = match owner_id {
+            Some(owner) if owner.as_str() != viewer.user => {
+                if !viewer.has(Role::Admin) {
+                    return Err(forbidden("reading another user's feed needs the admin role"));
+                }
+                let owner = user_id_arg("ownerId", &owner)?;
+                Viewer {
+                    tenant: viewer.tenant.clone(),
+                    user: owner,
+                    roles: [Role::User].into(),
+                }
+            }
+            _ => viewer.clone(),
+        };
         feed::home(
             ctx,
-            viewer,
+            &owner,
             Paging {
                 first,
                 after,

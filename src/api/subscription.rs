@@ -6,7 +6,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use super::error::{coded, LAGGED};
 use super::types::FeedEventNode;
-use super::{state, viewer};
+use super::{session, state, viewer};
 
 pub struct SubscriptionRoot;
 
@@ -21,11 +21,16 @@ impl SubscriptionRoot {
         ctx: &Context<'_>,
     ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<FeedEventNode>>> {
         let viewer = viewer(ctx)?;
+        let permit = session(ctx)?.subscription_permit()?;
         let subscription = state(ctx)?.hub.subscribe(&viewer.tenant, &viewer.user);
-        Ok(stream::unfold(Some(subscription), |state| async move {
-            let mut subscription = state?;
+        // The permit lives as long as the stream: ending the subscription frees it.
+        Ok(stream::unfold(Some((subscription, permit)), |state| async move {
+            let (mut subscription, permit) = state?;
             match subscription.receiver.recv().await {
-                Ok(event) => Some((Ok(FeedEventNode::new(&event)), Some(subscription))),
+                Ok(event) => Some((
+                    Ok(FeedEventNode::new(&event)),
+                    Some((subscription, permit)),
+                )),
                 Err(RecvError::Lagged(missed)) => Some((
                     Err(coded(
                         LAGGED,

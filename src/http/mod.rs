@@ -2,6 +2,7 @@
 //! `/metrics`, `/demo/`), dev-mode identity from headers, and websocket
 //! connections that end with the server.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use async_graphql::http::ALL_WEBSOCKET_PROTOCOLS;
@@ -23,7 +24,8 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::api::{self, AppState, Identity, RiverfeedSchema, Session, TENANT_HEADER, USER_HEADER};
+use crate::api::{self, AppState, RiverfeedSchema, Session};
+use crate::auth::Authenticator;
 use crate::store::metered::Metered;
 use crate::store::Store;
 
@@ -40,6 +42,46 @@ pub struct HttpState {
     pub shutdown: CancellationToken,
     /// Tracks websocket tasks so shutdown can wait for them.
     pub tracker: TaskTracker,
+    pub auth: Arc<Authenticator>,
+    pub limits: WsLimits,
+    /// Open websocket connections, against `limits.max_connections`.
+    pub connections: Arc<AtomicUsize>,
+}
+
+/// Bounds on live connections.
+#[derive(Clone, Copy, Debug)]
+pub struct WsLimits {
+    /// Websocket connections open at once, in total.
+    pub max_connections: usize,
+    /// Subscriptions at once on one connection.
+    pub max_subscriptions: usize,
+}
+
+impl Default for WsLimits {
+    fn default() -> Self {
+        Self {
+            max_connections: 10_000,
+            max_subscriptions: 16,
+        }
+    }
+}
+
+/// Holds a place among the open connections; frees it when dropped.
+struct ConnectionSlot(Arc<AtomicUsize>);
+
+impl ConnectionSlot {
+    fn take(count: &Arc<AtomicUsize>, max: usize) -> Option<Self> {
+        count
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < max).then_some(n + 1))
+            .ok()
+            .map(|_| Self(count.clone()))
+    }
+}
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// The whole HTTP surface.
@@ -60,33 +102,6 @@ pub fn router(state: HttpState) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
-}
-
-fn identity_from_headers(headers: &HeaderMap) -> Identity {
-    let value = |name: &str| headers.get(name).map(|v| v.to_str());
-    match (value(TENANT_HEADER), value(USER_HEADER)) {
-        (Some(Err(_)), _) | (_, Some(Err(_))) => {
-            Identity::Invalid("identity headers must be visible ASCII".into())
-        }
-        (tenant, user) => Identity::dev(tenant.and_then(Result::ok), user.and_then(Result::ok)),
-    }
-}
-
-fn identity_from_payload(payload: &serde_json::Value) -> Identity {
-    let value = |name: &str| payload.get(name);
-    match (value(TENANT_HEADER), value(USER_HEADER)) {
-        (None, None) => Identity::Anonymous,
-        (tenant, user) => match (
-            tenant.map(serde_json::Value::as_str),
-            user.map(serde_json::Value::as_str),
-        ) {
-            (Some(Some(tenant)), Some(Some(user))) => Identity::dev(Some(tenant), Some(user)),
-            (Some(None), _) | (_, Some(None)) => {
-                Identity::Invalid("identity keys of connection_init must be strings".into())
-            }
-            (tenant, user) => Identity::dev(tenant.flatten(), user.flatten()),
-        },
-    }
 }
 
 /// A GraphQL-shaped error outside of GraphQL execution (bad body, bad method).
@@ -130,7 +145,7 @@ async fn graphql_post(
             );
         }
     };
-    let identity = identity_from_headers(&headers);
+    let identity = state.auth.from_headers(&headers);
     // Each request of a batch gets its own session (and loaders).
     let batch = match batch {
         BatchRequest::Single(request) => {
@@ -193,7 +208,7 @@ async fn graphql_get(
             );
         }
     }
-    let session = Session::new(identity_from_headers(&headers), &state.app);
+    let session = Session::new(state.auth.from_headers(&headers), &state.app);
     GraphQLResponse::from(state.schema.execute(request.data(session)).await).into_response()
 }
 
@@ -238,10 +253,25 @@ async fn graphql_ws(
             "unsupported websocket subprotocol: use graphql-transport-ws or graphql-ws",
         );
     };
+    let Some(slot) = ConnectionSlot::take(&state.connections, state.limits.max_connections) else {
+        return http_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "TOO_MANY_CONNECTIONS",
+            format!(
+                "this server holds at most {} websocket connections; try again later",
+                state.limits.max_connections
+            ),
+        );
+    };
     let tracker = state.tracker.clone();
     upgrade
         .protocols(ALL_WEBSOCKET_PROTOCOLS)
-        .on_upgrade(move |socket| tracker.track_future(serve_ws(socket, protocol, state)))
+        .on_upgrade(move |socket| {
+            tracker.track_future(async move {
+                serve_ws(socket, protocol, state).await;
+                drop(slot);
+            })
+        })
 }
 
 /// One websocket connection: graphql-transport-ws or graphql-ws, ended with a
@@ -250,11 +280,14 @@ async fn serve_ws(socket: WebSocket, protocol: GraphQLProtocol, state: HttpState
     let (mut sink, stream) = socket.split();
     // Ending the input ends the connection's subscriptions and its task.
     let stream = stream.take_until(state.shutdown.clone().cancelled_owned());
-    let app = state.app.clone();
+    let (app, auth) = (state.app.clone(), state.auth.clone());
+    let max_subscriptions = state.limits.max_subscriptions;
     GraphQLWebSocket::new_with_pair(&mut sink, stream, state.schema.clone(), protocol)
         .on_connection_init(move |payload| async move {
             let mut data = Data::default();
-            data.insert(Session::new(identity_from_payload(&payload), &app));
+            let session = Session::new(auth.from_payload(&payload), &app)
+                .with_subscription_limit(max_subscriptions);
+            data.insert(session);
             Ok(data)
         })
         .serve()

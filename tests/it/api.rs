@@ -223,8 +223,9 @@ async fn team_scope_reaches_team_members_and_not_other_followers(backend: Backen
     let carol = server.client("acme", "carol");
     let dave = server.client("acme", "dave");
     bob.upsert_user("bob", "Bob").await;
-    for member in [&bob, &alice, &carol] {
-        member.join("recruiting", "TEAM").await;
+    let service = server.service("acme");
+    for member in ["bob", "alice", "carol"] {
+        service.add_member("recruiting", "TEAM", member).await;
     }
     dave.follow("bob").await;
     alice.follow("bob").await;
@@ -268,7 +269,7 @@ async fn restricted_actions_reach_only_their_readers(backend: Backend) {
     let bob = server.client("acme", "bob");
     let alice = server.client("acme", "alice");
     let carol = server.client("acme", "carol");
-    bob.upsert_user("alice", "Alice").await;
+    server.service("acme").upsert_user("alice", "Alice").await;
     bob.upsert_user("bob", "Bob").await;
     alice.follow("bob").await;
     carol.follow("bob").await;
@@ -731,8 +732,8 @@ async fn pages_move_past_items_the_viewer_can_no_longer_read(backend: Backend) {
     let carol = server.client("acme", "carol");
     dan.upsert_user("dan", "Dan").await;
     carol.follow("dan").await;
-    for member in [&dan, &carol] {
-        member.join("t1", "TEAM").await;
+    for member in ["dan", "carol"] {
+        server.service("acme").add_member("t1", "TEAM", member).await;
     }
     let public = dan.post_status("for everyone", json!({})).await;
     let mut team = Vec::new();

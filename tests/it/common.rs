@@ -160,18 +160,32 @@ impl TestServer {
     }
 
     pub fn client(&self, tenant: &str, user: &str) -> Client {
-        Client {
-            http: reqwest::Client::new(),
-            url: format!("{}/graphql", self.base),
-            identity: Some((tenant.to_owned(), user.to_owned())),
-        }
+        self.client_with(Some((tenant, user, None)))
+    }
+
+    /// The application's backend (dev mode: the `service` role by header).
+    pub fn service(&self, tenant: &str) -> Client {
+        self.client_with(Some((tenant, "app-backend", Some("service"))))
     }
 
     pub fn anonymous(&self) -> Client {
+        self.client_with(None)
+    }
+
+    /// A client with dev-mode identity: tenant, user and optional roles.
+    pub fn client_with(&self, identity: Option<(&str, &str, Option<&str>)>) -> Client {
+        let mut headers = reqwest::header::HeaderMap::new();
+        if let Some((tenant, user, roles)) = identity {
+            headers.insert("x-riverfeed-tenant", tenant.parse().expect("header"));
+            headers.insert("x-riverfeed-user", user.parse().expect("header"));
+            if let Some(roles) = roles {
+                headers.insert("x-riverfeed-roles", roles.parse().expect("header"));
+            }
+        }
         Client {
             http: reqwest::Client::new(),
             url: format!("{}/graphql", self.base),
-            identity: None,
+            headers,
         }
     }
 
@@ -216,22 +230,21 @@ impl TestServer {
 pub struct Client {
     http: reqwest::Client,
     url: String,
-    identity: Option<(String, String)>,
+    /// Identity headers sent with every request.
+    pub headers: reqwest::header::HeaderMap,
 }
 
 impl Client {
     /// Posts a GraphQL request and returns the whole response body.
     pub async fn post(&self, query: &str, variables: Value) -> Value {
-        let mut request = self
+        let response = self
             .http
             .post(&self.url)
-            .json(&json!({ "query": query, "variables": variables }));
-        if let Some((tenant, user)) = &self.identity {
-            request = request
-                .header("x-riverfeed-tenant", tenant)
-                .header("x-riverfeed-user", user);
-        }
-        let response = request.send().await.expect("request sent");
+            .headers(self.headers.clone())
+            .json(&json!({ "query": query, "variables": variables }))
+            .send()
+            .await
+            .expect("request sent");
         response.json().await.expect("JSON response")
     }
 
@@ -269,10 +282,11 @@ impl Client {
         assert_eq!(data["follow"], true);
     }
 
-    pub async fn join(&self, group: &str, kind: &str) {
+    /// Puts `user` in a group (a `service` client's call).
+    pub async fn add_member(&self, group: &str, kind: &str, user: &str) {
         self.data(
-            "mutation($g: ID!, $k: GroupKind!) { joinGroup(groupId: $g, kind: $k) { groupId } }",
-            json!({ "g": group, "k": kind }),
+            "mutation($g: ID!, $k: GroupKind!, $u: ID) { joinGroup(groupId: $g, kind: $k, userId: $u) { groupId } }",
+            json!({ "g": group, "k": kind, "u": user }),
         )
         .await;
     }

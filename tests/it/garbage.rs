@@ -57,10 +57,11 @@ async fn every_bad_argument_gets_a_coded_error(backend: Backend) {
     let Some(server) = TestServer::start(backend).await else {
         return;
     };
-    let alice = server.client("acme", "alice");
+    // Also a service: these cases are about arguments, not roles.
+    let alice = server.client_with(Some(("acme", "alice", Some("user,service"))));
     let bob = server.client("acme", "bob");
     bob.upsert_user("bob", "Bob").await;
-    alice.join("t1", "TEAM").await;
+    server.service("acme").add_member("t1", "TEAM", "alice").await;
     let mine = alice.post_status("mine", json!({})).await;
     alice.wait_delivered(&mine).await;
     let (_, info) = alice.feed_ids("(first: 1)").await;
