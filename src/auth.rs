@@ -196,8 +196,8 @@ impl JwtVerifier {
 
     /// The viewer a token names, or why it is refused.
     pub fn verify(&self, token: &str) -> Result<Viewer, String> {
-        let data = jsonwebtoken::decode::<Claims>(token, &self.key, &self.validation).map_err(
-            |err| {
+        let data =
+            jsonwebtoken::decode::<Claims>(token, &self.key, &self.validation).map_err(|err| {
                 match err.kind() {
                     JwtErrorKind::ExpiredSignature => "the token has expired",
                     JwtErrorKind::InvalidSignature => "the token's signature does not verify",
@@ -211,8 +211,7 @@ impl JwtVerifier {
                     _ => "the token is malformed",
                 }
                 .to_owned()
-            },
-        )?;
+            })?;
         let claims = data.claims;
         viewer(&claims.tenant, &claims.sub, claims.roles.as_deref())
             .map_err(|e| format!("the token's claims are invalid: {e}"))
@@ -250,9 +249,15 @@ impl Authenticator {
                 },
             },
             Authenticator::Dev => {
-                let (tenant, user, roles) =
-                    (value(TENANT_HEADER), value(USER_HEADER), value(ROLES_HEADER));
-                if [&tenant, &user, &roles].iter().any(|v| matches!(v, Some(Err(())))) {
+                let (tenant, user, roles) = (
+                    value(TENANT_HEADER),
+                    value(USER_HEADER),
+                    value(ROLES_HEADER),
+                );
+                if [&tenant, &user, &roles]
+                    .iter()
+                    .any(|v| matches!(v, Some(Err(()))))
+                {
                     return Identity::Invalid("identity headers must be visible ASCII".into());
                 }
                 dev(
@@ -292,10 +297,12 @@ impl Authenticator {
                 };
                 verified(verifier, token)
             }
-            Authenticator::Dev => match (text(TENANT_HEADER), text(USER_HEADER), text(ROLES_HEADER)) {
-                (Ok(tenant), Ok(user), Ok(roles)) => dev(tenant, user, roles),
-                (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => Identity::Invalid(e),
-            },
+            Authenticator::Dev => {
+                match (text(TENANT_HEADER), text(USER_HEADER), text(ROLES_HEADER)) {
+                    (Ok(tenant), Ok(user), Ok(roles)) => dev(tenant, user, roles),
+                    (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => Identity::Invalid(e),
+                }
+            }
         }
     }
 }
@@ -362,7 +369,11 @@ mod tests {
         let viewer = verifier.verify(&token).unwrap();
         assert_eq!(viewer.user, "alice");
         assert_eq!(viewer.roles, BTreeSet::from([Role::User]));
-        let token = mint_hs256(&claims(Some(vec!["service", "bogus"]), now() + 60), b"secret").unwrap();
+        let token = mint_hs256(
+            &claims(Some(vec!["service", "bogus"]), now() + 60),
+            b"secret",
+        )
+        .unwrap();
         assert_eq!(
             verifier.verify(&token).unwrap().roles,
             BTreeSet::from([Role::Service])
@@ -375,7 +386,10 @@ mod tests {
         let within = mint_hs256(&claims(None, now() - LEEWAY_SECS / 2), b"secret").unwrap();
         assert!(verifier.verify(&within).is_ok());
         let expired = mint_hs256(&claims(None, now() - LEEWAY_SECS * 4), b"secret").unwrap();
-        assert_eq!(verifier.verify(&expired).unwrap_err(), "the token has expired");
+        assert_eq!(
+            verifier.verify(&expired).unwrap_err(),
+            "the token has expired"
+        );
     }
 
     #[test]

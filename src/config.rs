@@ -127,8 +127,13 @@ pub struct ServeArgs {
     #[arg(long, env = "RIVERFEED_INSECURE_DEV", global = true)]
     pub insecure_dev: bool,
     /// Check HS256 tokens with this shared secret (leaves dev mode).
-    #[arg(long, env = "RIVERFEED_JWT_SECRET", global = true, hide_env_values = true,
-          conflicts_with = "jwt_public_key")]
+    #[arg(
+        long,
+        env = "RIVERFEED_JWT_SECRET",
+        global = true,
+        hide_env_values = true,
+        conflicts_with = "jwt_public_key"
+    )]
     pub jwt_secret: Option<String>,
     /// Check RS256 / ES256 tokens with this PEM public key (leaves dev mode).
     #[arg(long, env = "RIVERFEED_JWT_PUBLIC_KEY", global = true)]

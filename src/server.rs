@@ -13,10 +13,10 @@ use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
 use crate::api::{self, AppState};
+use crate::auth::Authenticator;
 use crate::clock::{Clock, SystemClock};
 use crate::events::Hub;
 use crate::fanout::{Worker, WorkerConfig};
-use crate::auth::Authenticator;
 use crate::http::{self, HttpState, WsLimits};
 use crate::store::metered::Metered;
 use crate::store::mongo::redact;

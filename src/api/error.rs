@@ -31,6 +31,7 @@ pub const INTERNAL: &str = "INTERNAL_SERVER_ERROR";
 pub const LAGGED: &str = "LAGGED";
 pub const BAD_REQUEST: &str = "BAD_REQUEST";
 pub const TOO_MANY_SUBSCRIPTIONS: &str = "TOO_MANY_SUBSCRIPTIONS";
+pub const INTROSPECTION_DISABLED: &str = "INTROSPECTION_DISABLED";
 pub const PARSE_FAILED: &str = "GRAPHQL_PARSE_FAILED";
 pub const VALIDATION_FAILED: &str = "GRAPHQL_VALIDATION_FAILED";
 
@@ -191,5 +192,57 @@ impl Extension for ErrorCodesExtension {
             }
             errs
         })
+    }
+}
+
+/// Refuses introspection with a clear error where it is switched off (the
+/// library's own switch answers `__schema` with a silent null).
+pub struct NoIntrospection;
+
+impl ExtensionFactory for NoIntrospection {
+    fn create(&self) -> Arc<dyn Extension> {
+        Arc::new(NoIntrospectionExtension)
+    }
+}
+
+struct NoIntrospectionExtension;
+
+/// Whether a selection set asks for `__schema` or `__type`, directly or
+/// through inline fragments (named fragments are checked where defined).
+fn asks_introspection(set: &async_graphql::parser::types::SelectionSet) -> bool {
+    use async_graphql::parser::types::Selection;
+    set.items.iter().any(|item| match &item.node {
+        Selection::Field(field) => matches!(field.node.name.node.as_str(), "__schema" | "__type"),
+        Selection::InlineFragment(fragment) => {
+            asks_introspection(&fragment.node.selection_set.node)
+        }
+        Selection::FragmentSpread(_) => false,
+    })
+}
+
+#[async_trait::async_trait]
+impl Extension for NoIntrospectionExtension {
+    async fn parse_query(
+        &self,
+        ctx: &ExtensionContext<'_>,
+        query: &str,
+        variables: &Variables,
+        next: NextParseQuery<'_>,
+    ) -> ServerResult<ExecutableDocument> {
+        let document = next.run(ctx, query, variables).await?;
+        let operations = document
+            .operations
+            .iter()
+            .map(|(_, op)| &op.node.selection_set.node);
+        let fragments = document
+            .fragments
+            .values()
+            .map(|f| &f.node.selection_set.node);
+        if operations.chain(fragments).any(asks_introspection) {
+            let mut err = ServerError::new("introspection is disabled on this server", None);
+            tag(&mut err, INTROSPECTION_DISABLED);
+            return Err(err);
+        }
+        Ok(document)
     }
 }

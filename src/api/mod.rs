@@ -77,7 +77,10 @@ pub fn schema(state: AppState, introspection: bool) -> RiverfeedSchema {
     if introspection {
         builder.finish()
     } else {
-        builder.disable_introspection().finish()
+        builder
+            .disable_introspection()
+            .extension(error::NoIntrospection)
+            .finish()
     }
 }
 
@@ -157,7 +160,9 @@ impl Session {
             return Ok(SubscriptionPermit(None));
         };
         active
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < *max).then_some(n + 1))
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < *max).then_some(n + 1)
+            })
             .map(|_| SubscriptionPermit(Some(active.clone())))
             .map_err(|_| {
                 coded(
@@ -214,7 +219,9 @@ pub(crate) fn require_service(viewer: &Viewer, what: &str) -> async_graphql::Res
     if viewer.acts_for_others() {
         Ok(())
     } else {
-        Err(error::forbidden(format!("{what} needs the service or admin role")))
+        Err(error::forbidden(format!(
+            "{what} needs the service or admin role"
+        )))
     }
 }
 

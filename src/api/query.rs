@@ -52,7 +52,9 @@ impl QueryRoot {
         let owner = match owner_id {
             Some(owner) if owner.as_str() != viewer.user => {
                 if !viewer.has(Role::Admin) {
-                    return Err(forbidden("reading another user's feed needs the admin role"));
+                    return Err(forbidden(
+                        "reading another user's feed needs the admin role",
+                    ));
                 }
                 let owner = user_id_arg("ownerId", &owner)?;
                 Viewer {

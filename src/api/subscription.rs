@@ -24,9 +24,11 @@ impl SubscriptionRoot {
         let permit = session(ctx)?.subscription_permit()?;
         let subscription = state(ctx)?.hub.subscribe(&viewer.tenant, &viewer.user);
         // The permit lives as long as the stream: ending the subscription frees it.
-        Ok(stream::unfold(Some((subscription, permit)), |state| async move {
-            let (mut subscription, permit) = state?;
-            match subscription.receiver.recv().await {
+        Ok(stream::unfold(
+            Some((subscription, permit)),
+            |state| async move {
+                let (mut subscription, permit) = state?;
+                match subscription.receiver.recv().await {
                 Ok(event) => Some((
                     Ok(FeedEventNode::new(&event)),
                     Some((subscription, permit)),
@@ -42,6 +44,7 @@ impl SubscriptionRoot {
                 )),
                 Err(RecvError::Closed) => None,
             }
-        }))
+            },
+        ))
     }
 }

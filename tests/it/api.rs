@@ -733,7 +733,10 @@ async fn pages_move_past_items_the_viewer_can_no_longer_read(backend: Backend) {
     dan.upsert_user("dan", "Dan").await;
     carol.follow("dan").await;
     for member in ["dan", "carol"] {
-        server.service("acme").add_member("t1", "TEAM", member).await;
+        server
+            .service("acme")
+            .add_member("t1", "TEAM", member)
+            .await;
     }
     let public = dan.post_status("for everyone", json!({})).await;
     let mut team = Vec::new();

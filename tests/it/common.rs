@@ -441,6 +441,13 @@ impl WsClient {
         }
     }
 
+    /// The subscription id of the next `next` message.
+    pub async fn next_payload_id(&mut self) -> String {
+        let message = self.next().await.expect("a message");
+        assert_eq!(message["type"], "next", "{message}");
+        message["id"].as_str().expect("id").to_owned()
+    }
+
     /// The payload of the next `next` / `data` message.
     pub async fn next_payload(&mut self) -> Value {
         let message = self.next().await.expect("a message");

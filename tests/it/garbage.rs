@@ -61,7 +61,10 @@ async fn every_bad_argument_gets_a_coded_error(backend: Backend) {
     let alice = server.client_with(Some(("acme", "alice", Some("user,service"))));
     let bob = server.client("acme", "bob");
     bob.upsert_user("bob", "Bob").await;
-    server.service("acme").add_member("t1", "TEAM", "alice").await;
+    server
+        .service("acme")
+        .add_member("t1", "TEAM", "alice")
+        .await;
     let mine = alice.post_status("mine", json!({})).await;
     alice.wait_delivered(&mine).await;
     let (_, info) = alice.feed_ids("(first: 1)").await;

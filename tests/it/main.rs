@@ -5,5 +5,6 @@ mod common;
 mod garbage;
 mod mongo_failures;
 mod readme;
+mod security;
 mod store_suite;
 mod worker;
