@@ -223,7 +223,7 @@ impl JwtVerifier {
 pub enum Authenticator {
     /// Identity from headers; loopback only.
     Dev,
-    Jwt(JwtVerifier),
+    Jwt(Box<JwtVerifier>),
 }
 
 fn bearer(value: &str) -> Option<&str> {

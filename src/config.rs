@@ -166,11 +166,11 @@ impl ServeArgs {
                 secret.len() >= 32,
                 "--jwt-secret must be at least 32 bytes long"
             );
-            return Ok(Authenticator::Jwt(JwtVerifier::hs256(
+            return Ok(Authenticator::Jwt(Box::new(JwtVerifier::hs256(
                 secret.as_bytes(),
                 issuer,
                 audience,
-            )));
+            ))));
         }
         if let Some(path) = &self.jwt_public_key {
             let pem = std::fs::read(path)
@@ -178,7 +178,7 @@ impl ServeArgs {
             let verifier = JwtVerifier::from_public_key_pem(&pem, issuer, audience)
                 .map_err(anyhow::Error::msg)
                 .with_context(|| format!("--jwt-public-key {}", path.display()))?;
-            return Ok(Authenticator::Jwt(verifier));
+            return Ok(Authenticator::Jwt(Box::new(verifier)));
         }
         Ok(Authenticator::Dev)
     }

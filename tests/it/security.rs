@@ -59,7 +59,7 @@ async fn start(
 }
 
 fn hs256() -> Authenticator {
-    Authenticator::Jwt(JwtVerifier::hs256(SECRET, None, Some(AUDIENCE)))
+    Authenticator::Jwt(Box::new(JwtVerifier::hs256(SECRET, None, Some(AUDIENCE))))
 }
 
 /// A client that sends `Authorization: Bearer <token>`.
@@ -208,7 +208,7 @@ async fn public_key_tokens(backend: Backend) {
     ] {
         let verifier = JwtVerifier::from_public_key_pem(public, None, Some(AUDIENCE)).unwrap();
         assert_eq!(verifier.algorithm(), algorithm);
-        let Some(server) = start(backend, Authenticator::Jwt(verifier), |o| {
+        let Some(server) = start(backend, Authenticator::Jwt(Box::new(verifier)), |o| {
             o.introspection = Some(true)
         })
         .await
