@@ -115,6 +115,56 @@ async fn own_action(
     Ok(action)
 }
 
+/// Checks a scope and its readers, and finds the groups a TEAM / DEPARTMENT
+/// action reaches: the actor's groups of that kind. Returns the readers and the
+/// scope groups.
+async fn resolve_scope(
+    state: &AppState,
+    viewer: &Viewer,
+    actor: &str,
+    scope: Scope,
+    readers: Vec<String>,
+) -> async_graphql::Result<(Vec<String>, Vec<String>)> {
+    let readers = dedup(readers);
+    check_ids("readers", &readers).api()?;
+    let groups = match scope {
+        Scope::Restricted => {
+            if readers.is_empty() {
+                return Err(bad_input("a RESTRICTED action needs at least one reader"));
+            }
+            require_users(state, viewer, &readers).await?;
+            Vec::new()
+        }
+        _ if !readers.is_empty() => {
+            return Err(bad_input("readers are only for RESTRICTED actions"));
+        }
+        Scope::Team | Scope::Department => {
+            let kind = if scope == Scope::Team {
+                GroupKind::Team
+            } else {
+                GroupKind::Department
+            };
+            let groups: Vec<String> = state
+                .store
+                .memberships(&viewer.tenant, actor)
+                .await
+                .api()?
+                .into_iter()
+                .filter(|m| m.kind == kind)
+                .map(|m| m.group_id)
+                .collect();
+            if groups.is_empty() {
+                return Err(bad_input(format!(
+                    "scope {scope:?} needs the actor to belong to a {kind:?} group; join one first"
+                )));
+            }
+            groups
+        }
+        Scope::Public => Vec::new(),
+    };
+    Ok((readers, groups))
+}
+
 impl MutationRoot {
     async fn edge(
         &self,
@@ -178,10 +228,9 @@ impl MutationRoot {
         let actor = acting_user(viewer, input.actor_id.as_ref().map(|id| id.as_str()))?;
         let descriptor = Descriptor::from(input.descriptor);
         descriptor.validate().api()?;
-        let readers = dedup(input.readers.into_iter().map(|id| id.0).collect());
+        let readers: Vec<String> = input.readers.into_iter().map(|id| id.0).collect();
         let ref_ids = dedup(input.ref_ids);
         let tags = dedup(input.tags);
-        check_ids("input.readers", &readers).api()?;
         check_ids("input.refIds", &ref_ids).api()?;
         check_ids("input.tags", &tags).api()?;
 
@@ -196,42 +245,8 @@ impl MutationRoot {
             ));
         }
 
-        let scope_groups = match input.scope {
-            Scope::Restricted => {
-                if readers.is_empty() {
-                    return Err(bad_input("a RESTRICTED action needs at least one reader"));
-                }
-                require_users(state, viewer, &readers).await?;
-                Vec::new()
-            }
-            _ if !readers.is_empty() => {
-                return Err(bad_input("readers are only for RESTRICTED actions"));
-            }
-            Scope::Team | Scope::Department => {
-                let kind = if input.scope == Scope::Team {
-                    GroupKind::Team
-                } else {
-                    GroupKind::Department
-                };
-                let groups: Vec<String> = state
-                    .store
-                    .memberships(&viewer.tenant, &actor)
-                    .await
-                    .api()?
-                    .into_iter()
-                    .filter(|m| m.kind == kind)
-                    .map(|m| m.group_id)
-                    .collect();
-                if groups.is_empty() {
-                    return Err(bad_input(format!(
-                        "scope {:?} needs the actor to belong to a {kind:?} group; join one first",
-                        input.scope
-                    )));
-                }
-                groups
-            }
-            Scope::Public => Vec::new(),
-        };
+        let (readers, scope_groups) =
+            resolve_scope(state, viewer, &actor, input.scope, readers).await?;
 
         let action = Action {
             id: ObjectId::new(),
@@ -362,6 +377,32 @@ impl MutationRoot {
         publish_removed(state, &viewer.tenant, removed);
         action.hidden = true;
         Ok(ActionNode::new(action))
+    }
+
+    /// Changes who may see an action (the actor's, or any for `service` and
+    /// `admin`). Readers it no longer reaches lose it at once, on every read;
+    /// readers it now reaches get it delivered.
+    async fn set_action_scope(
+        &self,
+        ctx: &Context<'_>,
+        id: ID,
+        scope: Scope,
+        #[graphql(default)] readers: Vec<ID>,
+    ) -> async_graphql::Result<ActionNode> {
+        let viewer = viewer(ctx)?;
+        let state = state(ctx)?;
+        let id = action_id(&id)?;
+        let action = own_action(state, viewer, id).await?;
+        let readers = readers.into_iter().map(|r| r.0).collect();
+        let (readers, groups) =
+            resolve_scope(state, viewer, &action.actor_id, scope, readers).await?;
+        let updated = state
+            .store
+            .set_action_scope(&viewer.tenant, id, scope, &readers, &groups)
+            .await
+            .api()?;
+        state.wake.notify_one();
+        Ok(ActionNode::new(updated))
     }
 
     /// Deletes an action (the actor's, or any for `service` and `admin`) with all

@@ -27,7 +27,7 @@ use super::{
 };
 use crate::model::{
     Action, EdgeKind, FanOut, FanOutState, FeedItem, Group, GroupKind, Membership, MembershipRole,
-    Millis, ObjectId, Reason, User,
+    Millis, ObjectId, Reason, Scope, User,
 };
 
 type Oid = [u8; 12];
@@ -608,6 +608,38 @@ impl Store for EmbeddedStore {
             }
             txn.commit().map_err(db_err)?;
             Ok(removed)
+        })
+        .await
+    }
+
+    async fn set_action_scope(
+        &self,
+        tenant: &str,
+        id: ObjectId,
+        scope: Scope,
+        readers: &[String],
+        scope_groups: &[String],
+    ) -> StoreResult<Action> {
+        let tenant = tenant.to_owned();
+        let (readers, scope_groups) = (readers.to_vec(), scope_groups.to_vec());
+        self.blocking(move |db| {
+            let txn = db.begin_write().map_err(db_err)?;
+            let Some(mut action) = get_action(&txn, &tenant, id.bytes())? else {
+                return Err(StoreError::not_found(format!("no action {id}")));
+            };
+            action.scope = scope;
+            action.readers = readers;
+            action.scope_groups = scope_groups;
+            action.fan_out = FanOut::pending();
+            put_action(&txn, &action)?;
+            {
+                let mut pending = txn.open_table(PENDING).map_err(db_err)?;
+                pending
+                    .insert((id.bytes(), tenant.as_str()), (0, ""))
+                    .map_err(db_err)?;
+            }
+            txn.commit().map_err(db_err)?;
+            Ok(action)
         })
         .await
     }

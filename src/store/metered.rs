@@ -8,7 +8,7 @@ use async_trait::async_trait;
 
 use super::{Claim, Delivery, Direction, FeedRange, JoinOutcome, Store, StoreResult};
 use crate::model::{
-    Action, EdgeKind, FeedItem, Group, Membership, MembershipRole, Millis, ObjectId, User,
+    Action, EdgeKind, FeedItem, Group, Membership, MembershipRole, Millis, ObjectId, Scope, User,
 };
 
 macro_rules! ops {
@@ -42,6 +42,7 @@ ops!(
     get_actions,
     hide_action,
     delete_action,
+    set_action_scope,
     slice,
     claim_fan_out,
     deliver,
@@ -188,6 +189,20 @@ impl Store for Metered {
     async fn delete_action(&self, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>> {
         self.count(Op::delete_action);
         self.inner.delete_action(tenant, id).await
+    }
+
+    async fn set_action_scope(
+        &self,
+        tenant: &str,
+        id: ObjectId,
+        scope: Scope,
+        readers: &[String],
+        scope_groups: &[String],
+    ) -> StoreResult<Action> {
+        self.count(Op::set_action_scope);
+        self.inner
+            .set_action_scope(tenant, id, scope, readers, scope_groups)
+            .await
     }
 
     async fn slice(

@@ -17,7 +17,7 @@ pub use error::{ErrorKind, StoreError, StoreResult};
 
 use crate::model::{
     Action, EdgeKind, FeedItem, Group, Membership, MembershipRole, Millis, ObjectId, Position,
-    Reason, User,
+    Reason, Scope, User,
 };
 
 /// Which way to follow an edge.
@@ -145,6 +145,17 @@ pub trait Store: Send + Sync + 'static {
     /// Deletes an action and, in the same step, its feed items and slice entries.
     /// Returns the items removed. `NotFound` if there is no such action.
     async fn delete_action(&self, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>>;
+    /// Changes who may see an action and queues its fan-out again, so readers it
+    /// now reaches get it (those who have it keep one item). Returns the
+    /// updated action; `NotFound` if there is none.
+    async fn set_action_scope(
+        &self,
+        tenant: &str,
+        id: ObjectId,
+        scope: Scope,
+        readers: &[String],
+        scope_groups: &[String],
+    ) -> StoreResult<Action>;
     /// Ids of actions whose `refIds` contain `ref_id`, newest first, older than `before`.
     async fn slice(
         &self,

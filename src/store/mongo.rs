@@ -834,6 +834,39 @@ impl Store for MongoStore {
         self.remove_items(tenant, id).await
     }
 
+    async fn set_action_scope(
+        &self,
+        tenant: &str,
+        id: ObjectId,
+        scope: Scope,
+        readers: &[String],
+        scope_groups: &[String],
+    ) -> StoreResult<Action> {
+        let scope = bson::to_bson(&scope)
+            .map_err(|e| StoreError::internal("MongoDB: cannot encode a scope", e))?;
+        let updated = self
+            .actions
+            .find_one_and_update(
+                doc! { "_id": id, "tenant": tenant },
+                doc! {
+                    "$set": {
+                        "scope": scope,
+                        "readers": readers,
+                        "scopeGroups": scope_groups,
+                        "fanOut.state": "PENDING",
+                        "fanOut.lockedUntil": DateTime::from_millis(0),
+                    },
+                    "$unset": { "fanOut.worker": "" },
+                },
+            )
+            .return_document(ReturnDocument::After)
+            .await
+            .map_err(db_err)?;
+        updated
+            .map(Action::from)
+            .ok_or_else(|| StoreError::not_found(format!("no action {id}")))
+    }
+
     async fn slice(
         &self,
         tenant: &str,

@@ -460,6 +460,56 @@ async fn hidden_actions_leave_feeds_slices_and_subscriptions_at_once(backend: Ba
     server.stop().await;
 }
 
+async fn narrowing_an_action_takes_it_from_readers_at_once(backend: Backend) {
+    let Some(server) = start(backend, hs256(), |_| {}).await else {
+        return;
+    };
+    let bob = as_user(&server, "acme", "bob");
+    let alice = as_user(&server, "acme", "alice");
+    let carol = as_user(&server, "acme", "carol");
+    bob.upsert_user("bob", "Bob").await;
+    carol.upsert_user("carol", "Carol").await;
+    alice.follow("bob").await;
+    let id = bob
+        .post_status("first draft", json!({ "refIds": ["position-3"] }))
+        .await;
+    bob.wait_delivered(&id).await;
+    assert_eq!(alice.feed_ids("").await.0, vec![id.clone()]);
+
+    let change = "mutation($id: ID!, $readers: [ID!]) { setActionScope(id: $id, scope: RESTRICTED, readers: $readers) { scope } }";
+    let body = alice
+        .post(change, json!({ "id": id, "readers": ["alice"] }))
+        .await;
+    assert_eq!(
+        first_error_code(&body).as_deref(),
+        Some("FORBIDDEN"),
+        "{body}"
+    );
+    let data = bob
+        .data(change, json!({ "id": id, "readers": ["carol"] }))
+        .await;
+    assert_eq!(data["setActionScope"]["scope"], "RESTRICTED");
+
+    // Alice lost it at once, before any clean-up: feed, action, slice.
+    assert!(alice.feed_ids("").await.0.is_empty());
+    let data = alice
+        .data(
+            "query($id: ID!) { action(id: $id) { id } slice(refId: \"position-3\") { edges { cursor } } }",
+            json!({ "id": id }),
+        )
+        .await;
+    assert_eq!(data, json!({ "action": null, "slice": { "edges": [] } }));
+    // Carol, a new reader, gets it delivered.
+    bob.wait_delivered(&id).await;
+    assert_eq!(carol.feed_ids("").await.0, vec![id.clone()]);
+    assert_eq!(
+        bob.feed_ids("").await.0,
+        vec![id],
+        "the actor keeps one item"
+    );
+    server.stop().await;
+}
+
 async fn connections_and_subscriptions_are_capped(backend: Backend) {
     let limits = WsLimits {
         max_connections: 2,
@@ -527,6 +577,7 @@ crate::on_both_backends!(
     roles_decide_who_acts_for_whom,
     tenants_never_see_each_other,
     hidden_actions_leave_feeds_slices_and_subscriptions_at_once,
+    narrowing_an_action_takes_it_from_readers_at_once,
     connections_and_subscriptions_are_capped,
 );
 
