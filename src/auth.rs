@@ -149,14 +149,21 @@ fn validation(algorithm: Algorithm, issuer: Option<&str>, audience: Option<&str>
     // with the public key as its secret) is refused.
     let mut validation = Validation::new(algorithm);
     validation.leeway = LEEWAY_SECS;
-    validation.set_required_spec_claims(&["exp", "sub"]);
+    // A configured issuer or audience must be present, not merely right when
+    // present: the library checks them only if the token carries them.
+    let mut required = vec!["exp", "sub"];
     if let Some(issuer) = issuer {
         validation.set_issuer(&[issuer]);
+        required.push("iss");
     }
     match audience {
-        Some(audience) => validation.set_audience(&[audience]),
+        Some(audience) => {
+            validation.set_audience(&[audience]);
+            required.push("aud");
+        }
         None => validation.validate_aud = false,
     }
+    validation.set_required_spec_claims(&required);
     validation
 }
 
@@ -390,6 +397,35 @@ mod tests {
             verifier.verify(&expired).unwrap_err(),
             "the token has expired"
         );
+    }
+
+    #[test]
+    fn issuer_and_audience_are_checked_when_configured() {
+        let verifier = JwtVerifier::hs256(b"secret", Some("https://auth.example"), Some("feeds"));
+        let mut good = claims(None, now() + 60);
+        good.iss = Some("https://auth.example".into());
+        good.aud = Some("feeds".into());
+        assert!(verifier
+            .verify(&mint_hs256(&good, b"secret").unwrap())
+            .is_ok());
+        let mut other_issuer = good.clone();
+        other_issuer.iss = Some("https://evil.example".into());
+        assert_eq!(
+            verifier
+                .verify(&mint_hs256(&other_issuer, b"secret").unwrap())
+                .unwrap_err(),
+            "the token is from another issuer"
+        );
+        let mut no_audience = good.clone();
+        no_audience.aud = None;
+        assert!(verifier
+            .verify(&mint_hs256(&no_audience, b"secret").unwrap())
+            .is_err());
+        let mut no_issuer = good.clone();
+        no_issuer.iss = None;
+        assert!(verifier
+            .verify(&mint_hs256(&no_issuer, b"secret").unwrap())
+            .is_err());
     }
 
     #[test]

@@ -100,6 +100,8 @@ async fn tokens_are_checked(backend: Backend) {
     expired.exp = now() - 3600;
     let mut other_audience = claims("acme", "alice", &[]);
     other_audience.aud = Some("someone-else".into());
+    let mut no_audience = claims("acme", "alice", &[]);
+    no_audience.aud = None;
     let header = URL_SAFE_NO_PAD.encode(br#"{"alg":"none","typ":"JWT"}"#);
     let body =
         URL_SAFE_NO_PAD.encode(serde_json::to_vec(&claims("acme", "alice", &["admin"])).unwrap());
