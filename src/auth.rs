@@ -66,6 +66,9 @@ pub struct Viewer {
     pub tenant: String,
     pub user: String,
     pub roles: BTreeSet<Role>,
+    /// When the token expires (seconds since the epoch); a websocket that
+    /// outlives it stops being served.
+    pub expires_at: Option<u64>,
 }
 
 impl Viewer {
@@ -81,6 +84,13 @@ impl Viewer {
     /// Holds any role at all (a token whose roles are all unknown holds none).
     pub fn has_any_role(&self) -> bool {
         !self.roles.is_empty()
+    }
+
+    /// The token expired (beyond the leeway) since it was checked.
+    pub fn expired(&self) -> bool {
+        let now = chrono::Utc::now().timestamp().max(0) as u64;
+        self.expires_at
+            .is_some_and(|exp| exp.saturating_add(LEEWAY_SECS) < now)
     }
 }
 
@@ -109,8 +119,31 @@ pub struct Claims {
     pub iat: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iss: Option<String>,
+    /// One audience or several, as issuers write it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub aud: Option<String>,
+    pub aud: Option<Audience>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nbf: Option<u64>,
+}
+
+/// The `aud` claim: a string or a list of strings.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Audience {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl From<&str> for Audience {
+    fn from(audience: &str) -> Self {
+        Audience::One(audience.to_owned())
+    }
+}
+
+impl From<String> for Audience {
+    fn from(audience: String) -> Self {
+        Audience::One(audience)
+    }
 }
 
 /// Turns a tenant, a user and role names into a viewer, checking the ids.
@@ -126,6 +159,7 @@ fn viewer(tenant: &str, user: &str, roles: Option<&[String]>) -> Result<Viewer, 
         tenant: tenant.to_owned(),
         user: user.to_owned(),
         roles,
+        expires_at: None,
     })
 }
 
@@ -149,6 +183,7 @@ fn validation(algorithm: Algorithm, issuer: Option<&str>, audience: Option<&str>
     // with the public key as its secret) is refused.
     let mut validation = Validation::new(algorithm);
     validation.leeway = LEEWAY_SECS;
+    validation.validate_nbf = true;
     // A configured issuer or audience must be present, not merely right when
     // present: the library checks them only if the token carries them.
     let mut required = vec!["exp", "sub"];
@@ -220,8 +255,10 @@ impl JwtVerifier {
                 .to_owned()
             })?;
         let claims = data.claims;
-        viewer(&claims.tenant, &claims.sub, claims.roles.as_deref())
-            .map_err(|e| format!("the token's claims are invalid: {e}"))
+        let mut viewer = viewer(&claims.tenant, &claims.sub, claims.roles.as_deref())
+            .map_err(|e| format!("the token's claims are invalid: {e}"))?;
+        viewer.expires_at = Some(claims.exp);
+        Ok(viewer)
     }
 }
 
@@ -362,6 +399,7 @@ mod tests {
             iat: None,
             iss: None,
             aud: None,
+            nbf: None,
         }
     }
 
@@ -426,6 +464,25 @@ mod tests {
         assert!(verifier
             .verify(&mint_hs256(&no_issuer, b"secret").unwrap())
             .is_err());
+    }
+
+    #[test]
+    fn not_before_and_audience_lists() {
+        let verifier = JwtVerifier::hs256(b"secret", None, Some("feeds"));
+        let mut later = claims(None, now() + 600);
+        later.aud = Some("feeds".into());
+        later.nbf = Some(now() + 300);
+        assert_eq!(
+            verifier
+                .verify(&mint_hs256(&later, b"secret").unwrap())
+                .unwrap_err(),
+            "the token is not valid yet"
+        );
+        let mut listed = claims(None, now() + 600);
+        listed.aud = Some(Audience::Many(vec!["other".into(), "feeds".into()]));
+        assert!(verifier
+            .verify(&mint_hs256(&listed, b"secret").unwrap())
+            .is_ok());
     }
 
     #[test]

@@ -76,7 +76,8 @@ impl TokenArgs {
             exp: now + self.ttl_secs,
             iat: Some(now),
             iss: self.issuer.clone(),
-            aud: self.audience.clone(),
+            aud: self.audience.clone().map(Into::into),
+            nbf: None,
         };
         mint_hs256(&claims, self.secret.as_bytes()).map_err(anyhow::Error::msg)
     }

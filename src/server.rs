@@ -156,6 +156,7 @@ pub async fn start_with_store(
         auth: options.auth.clone(),
         limits: options.ws_limits,
         connections: Arc::default(),
+        loopback_only: options.auth.is_dev() && !options.insecure_dev,
     };
     let router = http::router(state);
     info!(%addr, store = store.backend(), "riverfeed listening");

@@ -35,6 +35,13 @@ pub const INTROSPECTION_DISABLED: &str = "INTROSPECTION_DISABLED";
 pub const PARSE_FAILED: &str = "GRAPHQL_PARSE_FAILED";
 pub const VALIDATION_FAILED: &str = "GRAPHQL_VALIDATION_FAILED";
 
+/// A server error with a code, for extensions that refuse a request early.
+pub fn coded_server_error(code: &'static str, message: impl Into<String>) -> ServerError {
+    let mut err = ServerError::new(message, None);
+    tag(&mut err, code);
+    err
+}
+
 /// An error with a code.
 pub fn coded(code: &'static str, message: impl Into<String>) -> async_graphql::Error {
     async_graphql::Error::new(message).extend_with(|_, e| e.set("code", code))
@@ -239,9 +246,10 @@ impl Extension for NoIntrospectionExtension {
             .values()
             .map(|f| &f.node.selection_set.node);
         if operations.chain(fragments).any(asks_introspection) {
-            let mut err = ServerError::new("introspection is disabled on this server", None);
-            tag(&mut err, INTROSPECTION_DISABLED);
-            return Err(err);
+            return Err(coded_server_error(
+                INTROSPECTION_DISABLED,
+                "introspection is disabled on this server",
+            ));
         }
         Ok(document)
     }

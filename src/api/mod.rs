@@ -12,6 +12,7 @@ mod loader;
 mod mutation;
 mod page;
 mod query;
+mod shape;
 mod subscription;
 mod types;
 
@@ -72,6 +73,7 @@ pub fn schema(state: AppState, introspection: bool) -> RiverfeedSchema {
     let builder = Schema::build(QueryRoot, MutationRoot, SubscriptionRoot)
         .data(state)
         .extension(error::ErrorCodes)
+        .extension(shape::QueryShape)
         .limit_depth(MAX_DEPTH)
         .limit_complexity(MAX_COMPLEXITY);
     if introspection {
@@ -94,7 +96,7 @@ pub fn sdl() -> String {
 /// What one request (or one websocket connection) carries: its identity and,
 /// once it has one, its tenant-scoped loaders.
 pub struct Session {
-    identity: Identity,
+    pub identity: Identity,
     loaders: Option<Loaders>,
     /// Live subscriptions of this connection, and how many it may hold.
     subscriptions: Option<(Arc<AtomicUsize>, usize)>,
@@ -181,6 +183,10 @@ pub(crate) fn session<'a>(ctx: &Context<'a>) -> async_graphql::Result<&'a Sessio
 /// `FORBIDDEN` with one that holds no role Riverfeed knows.
 pub(crate) fn viewer<'a>(ctx: &Context<'a>) -> async_graphql::Result<&'a Viewer> {
     match &ctx.data::<Session>()?.identity {
+        Identity::Viewer(viewer) if viewer.expired() => Err(coded(
+            UNAUTHENTICATED,
+            "the token has expired; connect again with a fresh one",
+        )),
         Identity::Viewer(viewer) if viewer.has_any_role() => Ok(viewer),
         Identity::Viewer(_) => Err(coded(
             FORBIDDEN,

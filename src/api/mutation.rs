@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use async_graphql::{Context, InputObject, Object, ID};
 use chrono::{DateTime, Utc};
 
+use super::access::Access;
 use super::error::{bad_input, forbidden, not_found, ApiResultExt};
 use super::query::action_id;
 use super::types::{user_id_arg, ActionNode, UserNode};
@@ -94,25 +95,34 @@ fn publish_removed(state: &AppState, tenant: &str, items: Vec<FeedItem>) {
 }
 
 /// Loads an action the viewer may change (its own, or any with `service` /
-/// `admin`), or answers `NOT_FOUND` / `FORBIDDEN`.
+/// `admin`). One the viewer may not even read answers `NOT_FOUND`, exactly as a
+/// missing one, so ids cannot be probed; one it reads but may not change
+/// answers `FORBIDDEN`.
 async fn own_action(
-    state: &AppState,
+    ctx: &Context<'_>,
     viewer: &Viewer,
     id: ObjectId,
 ) -> async_graphql::Result<Action> {
-    let action = state
+    let missing = || not_found(format!("no action {id}"));
+    let action = state(ctx)?
         .store
         .get_actions(&viewer.tenant, &[id])
         .await
         .api()?
         .pop()
-        .ok_or_else(|| not_found(format!("no action {id}")))?;
-    if action.actor_id != viewer.user && !viewer.acts_for_others() {
-        return Err(forbidden(
-            "only the actor (or the service or admin role) may change an action",
-        ));
+        .ok_or_else(missing)?;
+    if action.actor_id == viewer.user || viewer.acts_for_others() {
+        return Ok(action);
     }
-    Ok(action)
+    if !Access::load(ctx, viewer, [&action])
+        .await?
+        .can_read(&action)
+    {
+        return Err(missing());
+    }
+    Err(forbidden(
+        "only the actor (or the service or admin role) may change an action",
+    ))
 }
 
 /// Checks a scope and its readers, and finds the groups a TEAM / DEPARTMENT
@@ -372,7 +382,7 @@ impl MutationRoot {
         let viewer = viewer(ctx)?;
         let state = state(ctx)?;
         let id = action_id(&id)?;
-        let mut action = own_action(state, viewer, id).await?;
+        let mut action = own_action(ctx, viewer, id).await?;
         let removed = state.store.hide_action(&viewer.tenant, id).await.api()?;
         publish_removed(state, &viewer.tenant, removed);
         action.hidden = true;
@@ -392,7 +402,7 @@ impl MutationRoot {
         let viewer = viewer(ctx)?;
         let state = state(ctx)?;
         let id = action_id(&id)?;
-        let action = own_action(state, viewer, id).await?;
+        let action = own_action(ctx, viewer, id).await?;
         let readers = readers.into_iter().map(|r| r.0).collect();
         let (readers, groups) =
             resolve_scope(state, viewer, &action.actor_id, scope, readers).await?;
@@ -411,7 +421,7 @@ impl MutationRoot {
         let viewer = viewer(ctx)?;
         let state = state(ctx)?;
         let oid = action_id(&id)?;
-        own_action(state, viewer, oid).await?;
+        own_action(ctx, viewer, oid).await?;
         let removed = state.store.delete_action(&viewer.tenant, oid).await.api()?;
         publish_removed(state, &viewer.tenant, removed);
         Ok(ID(oid.to_hex()))

@@ -61,6 +61,7 @@ impl QueryRoot {
                     tenant: viewer.tenant.clone(),
                     user: owner,
                     roles: [Role::User].into(),
+                    expires_at: viewer.expires_at,
                 }
             }
             _ => viewer.clone(),
@@ -104,7 +105,7 @@ impl QueryRoot {
 
     /// Several actions, in the order asked, null where there is none you may see.
     /// At most 100.
-    #[graphql(complexity = "ids.len().max(1) * child_complexity")]
+    #[graphql(complexity = "ids.len().max(1) * child_complexity.max(1)")]
     async fn actions(
         &self,
         ctx: &Context<'_>,

@@ -4,11 +4,18 @@ use async_graphql::{Context, Subscription};
 use futures_util::stream::{self, Stream};
 use tokio::sync::broadcast::error::RecvError;
 
-use super::error::{coded, LAGGED};
+use super::error::{coded, LAGGED, UNAUTHENTICATED};
 use super::types::FeedEventNode;
-use super::{session, state, viewer};
+use super::{session, state, viewer, SubscriptionPermit, Viewer};
 
 pub struct SubscriptionRoot;
+
+/// What a live `feedEvents` stream holds.
+struct Live {
+    subscription: crate::events::Subscription,
+    _permit: SubscriptionPermit,
+    viewer: Viewer,
+}
 
 #[Subscription(name = "Subscription")]
 impl SubscriptionRoot {
@@ -23,28 +30,36 @@ impl SubscriptionRoot {
         let viewer = viewer(ctx)?;
         let permit = session(ctx)?.subscription_permit()?;
         let subscription = state(ctx)?.hub.subscribe(&viewer.tenant, &viewer.user);
-        // The permit lives as long as the stream: ending the subscription frees it.
-        Ok(stream::unfold(
-            Some((subscription, permit)),
-            |state| async move {
-                let (mut subscription, permit) = state?;
-                match subscription.receiver.recv().await {
-                Ok(event) => Some((
-                    Ok(FeedEventNode::new(&event)),
-                    Some((subscription, permit)),
-                )),
-                Err(RecvError::Lagged(missed)) => Some((
-                    Err(coded(
+        // The state carries the permit, so ending the subscription frees it, and
+        // the viewer, whose token may expire while the socket stays open.
+        let live = Live {
+            subscription,
+            _permit: permit,
+            viewer: viewer.clone(),
+        };
+        Ok(stream::unfold(Some(live), |state| async move {
+            let mut live = state?;
+            let received = live.subscription.receiver.recv().await;
+            if live.viewer.expired() {
+                let expired = coded(
+                    UNAUTHENTICATED,
+                    "the token has expired; subscribe again with a fresh one",
+                );
+                return Some((Err(expired), None));
+            }
+            match received {
+                Ok(event) => Some((Ok(FeedEventNode::new(&event)), Some(live))),
+                Err(RecvError::Lagged(missed)) => {
+                    let lagged = coded(
                         LAGGED,
                         format!(
                             "this subscription fell {missed} events behind; refetch the feed and subscribe again"
                         ),
-                    )),
-                    None,
-                )),
+                    );
+                    Some((Err(lagged), None))
+                }
                 Err(RecvError::Closed) => None,
             }
-            },
-        ))
+        }))
     }
 }

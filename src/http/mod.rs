@@ -16,6 +16,7 @@ use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{DefaultBodyLimit, FromRequest, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
@@ -24,7 +25,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::api::{self, AppState, RiverfeedSchema, Session};
+use crate::api::{self, AppState, Identity, RiverfeedSchema, Session};
 use crate::auth::Authenticator;
 use crate::store::metered::Metered;
 use crate::store::Store;
@@ -46,6 +47,8 @@ pub struct HttpState {
     pub limits: WsLimits,
     /// Open websocket connections, against `limits.max_connections`.
     pub connections: Arc<AtomicUsize>,
+    /// Dev mode on loopback: answer only loopback hosts and origins.
+    pub loopback_only: bool,
 }
 
 /// Bounds on live connections.
@@ -103,7 +106,55 @@ pub fn router(state: HttpState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            loopback_guard,
+        ))
         .with_state(state)
+}
+
+/// Whether `authority` (`host[:port]`) names this machine's loopback.
+fn is_loopback(authority: &str) -> bool {
+    let host = match authority.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or_default(),
+        None => authority.rsplit_once(':').map_or(authority, |(h, _)| h),
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// In dev mode anyone who reaches the server can claim any identity, so it
+/// must only be reachable from this machine: a request naming another host
+/// (DNS rebinding) or sent by a page of another origin (a cross-site
+/// websocket) is refused. With tokens, the token is the credential and any
+/// origin may call.
+async fn loopback_guard(State(state): State<HttpState>, request: Request, next: Next) -> Response {
+    if state.loopback_only {
+        let header = |name: header::HeaderName| {
+            request
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        let host_ok = header(header::HOST).is_none_or(|host| is_loopback(&host));
+        let origin_ok = header(header::ORIGIN).is_none_or(|origin| {
+            origin == "null"
+                || origin
+                    .split_once("://")
+                    .is_some_and(|(_, authority)| is_loopback(authority))
+        });
+        if !host_ok || !origin_ok {
+            return http_error(
+                StatusCode::FORBIDDEN,
+                "FORBIDDEN",
+                "dev mode answers requests from this machine only (loopback host and origin)",
+            );
+        }
+    }
+    next.run(request).await
 }
 
 /// A GraphQL-shaped error outside of GraphQL execution (bad body, bad method).
@@ -268,6 +319,9 @@ async fn graphql_ws(
     let tracker = state.tracker.clone();
     upgrade
         .protocols(ALL_WEBSOCKET_PROTOCOLS)
+        // A websocket message is a request: the same bound as an HTTP body.
+        .max_message_size(MAX_BODY_BYTES)
+        .max_frame_size(MAX_BODY_BYTES)
         .on_upgrade(move |socket| {
             tracker.track_future(async move {
                 serve_ws(socket, protocol, state).await;
@@ -276,30 +330,62 @@ async fn graphql_ws(
         })
 }
 
+/// How long a new websocket may take to send `connection_init`.
+pub const INIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// One websocket connection: graphql-transport-ws or graphql-ws, ended with a
 /// 1001 close when the server shuts down.
+///
+/// A connection holds one of the server's connection slots, so it must earn
+/// it: `connection_init` within `INIT_TIMEOUT`, with a valid identity.
 async fn serve_ws(socket: WebSocket, protocol: GraphQLProtocol, state: HttpState) {
-    let (mut sink, stream) = socket.split();
+    let (mut sink, mut stream) = socket.split();
+    let close = |code: u16, reason: &str| {
+        Message::Close(Some(CloseFrame {
+            code,
+            reason: reason.to_owned().into(),
+        }))
+    };
+    let first = tokio::select! {
+        first = stream.next() => first,
+        _ = tokio::time::sleep(INIT_TIMEOUT) => {
+            let _ = sink.send(close(4408, "connection initialisation timeout")).await;
+            return;
+        }
+        _ = state.shutdown.cancelled() => return,
+    };
+    let Some(first) = first else { return };
     // Ending the input ends the connection's subscriptions and its task.
-    let stream = stream.take_until(state.shutdown.clone().cancelled_owned());
+    let stream = futures_util::stream::once(async move { first })
+        .chain(stream)
+        .take_until(state.shutdown.clone().cancelled_owned());
     let (app, auth) = (state.app.clone(), state.auth.clone());
     let max_subscriptions = state.limits.max_subscriptions;
     GraphQLWebSocket::new_with_pair(&mut sink, stream, state.schema.clone(), protocol)
         .on_connection_init(move |payload| async move {
-            let mut data = Data::default();
             let session = Session::new(auth.from_payload(&payload), &app)
                 .with_subscription_limit(max_subscriptions);
+            match &session.identity {
+                Identity::Viewer(_) => {}
+                Identity::Invalid(reason) => {
+                    return Err(async_graphql::Error::new(format!(
+                        "UNAUTHENTICATED: {reason}"
+                    )))
+                }
+                Identity::Anonymous => {
+                    return Err(async_graphql::Error::new(
+                        "UNAUTHENTICATED: connection_init carries no identity",
+                    ))
+                }
+            }
+            let mut data = Data::default();
             data.insert(session);
             Ok(data)
         })
         .serve()
         .await;
     if state.shutdown.is_cancelled() {
-        let close = CloseFrame {
-            code: 1001,
-            reason: "server shutting down".into(),
-        };
-        let _ = sink.send(Message::Close(Some(close))).await;
+        let _ = sink.send(close(1001, "server shutting down")).await;
     }
 }
 

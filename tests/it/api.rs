@@ -661,14 +661,12 @@ async fn requests_without_identity_are_unauthenticated(backend: Backend) {
         .await;
     assert_eq!(data["__schema"]["queryType"]["name"], "Query");
 
-    let mut ws = WsClient::connect(&server.ws_url(), false, json!({})).await;
-    ws.subscribe("1", FEED_EVENTS).await;
-    let message = ws.next().await.expect("an answer");
-    let code = match message["type"].as_str() {
-        Some("error") => message["payload"][0]["extensions"]["code"].clone(),
-        _ => message["payload"]["errors"][0]["extensions"]["code"].clone(),
-    };
-    assert_eq!(code, "UNAUTHENTICATED", "{message}");
+    // A websocket must say who it is in connection_init, or it is closed.
+    for payload in [json!({}), json!({ "x-riverfeed-tenant": "acme" })] {
+        let close = WsClient::refused(&server.ws_url(), payload).await;
+        let reason = close["reason"].as_str().unwrap_or_default();
+        assert!(reason.starts_with("UNAUTHENTICATED"), "{close}");
+    }
     server.stop().await;
 }
 

@@ -392,6 +392,29 @@ impl WsClient {
         client
     }
 
+    /// Connects and sends `connection_init` with `payload`, expecting the
+    /// server to refuse it: returns the close it answered with.
+    pub async fn refused(url: &str, payload: Value) -> Value {
+        let mut request = url.into_client_request().expect("ws request");
+        request.headers_mut().insert(
+            "sec-websocket-protocol",
+            "graphql-transport-ws".parse().expect("header"),
+        );
+        let (socket, _) = tokio_tungstenite::connect_async(request)
+            .await
+            .expect("websocket connects");
+        let mut client = Self {
+            socket,
+            legacy: false,
+        };
+        client
+            .send(json!({ "type": "connection_init", "payload": payload }))
+            .await;
+        let answer = client.next().await.expect("an answer");
+        assert_eq!(answer["type"], "__closed", "refused with a close: {answer}");
+        answer
+    }
+
     pub async fn as_user(url: &str, tenant: &str, user: &str) -> Self {
         Self::connect(
             url,

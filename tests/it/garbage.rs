@@ -81,6 +81,29 @@ async fn every_bad_argument_gets_a_coded_error(backend: Backend) {
         deep = format!("followers {{ edges {{ node {{ {deep} }} }} }}");
     }
     let too_deep = format!("{{ viewer {{ {deep} }} }}");
+    // Fragments that each spread the next twice: 2^26 fields in 1 KB (under the
+    // parser's recursion limit, which deeper bombs hit first).
+    let mut bomb = String::from("{ ...F0 }\n");
+    for i in 0..26 {
+        bomb.push_str(&format!(
+            "fragment F{i} on Query {{ ...F{} ...F{} }}\n",
+            i + 1,
+            i + 1
+        ));
+    }
+    bomb.push_str("fragment F26 on Query { __typename }\n");
+    let alias_flood: String = format!(
+        "{{ {} }}",
+        (0..4000)
+            .map(|i| format!("a{i}: __typename "))
+            .collect::<String>()
+    );
+    let write_flood: String = format!(
+        "mutation {{ {} }}",
+        (0..17)
+            .map(|i| format!("w{i}: unfollow(userId: \"bob\") "))
+            .collect::<String>()
+    );
     let bob_post = bob.post_status("bob's own", json!({})).await;
     bob.wait_delivered(&bob_post).await;
     let (_, bob_info) = bob.feed_ids("(first: 1)").await;
@@ -476,6 +499,24 @@ async fn every_bad_argument_gets_a_coded_error(backend: Backend) {
             too_costly,
             json!({}),
             "GRAPHQL_VALIDATION_FAILED",
+        ),
+        case(
+            "fragment bomb",
+            &bomb,
+            json!({}),
+            "GRAPHQL_VALIDATION_FAILED",
+        ),
+        case(
+            "alias flood",
+            &alias_flood,
+            json!({}),
+            "GRAPHQL_VALIDATION_FAILED",
+        ),
+        case(
+            "seventeen writes in one mutation",
+            &write_flood,
+            json!({}),
+            "BAD_USER_INPUT",
         ),
         case(
             "following first > 100",

@@ -33,6 +33,7 @@ fn claims(tenant: &str, user: &str, roles: &[&str]) -> Claims {
         iat: Some(now()),
         iss: None,
         aud: Some(AUDIENCE.into()),
+        nbf: None,
     }
 }
 
@@ -166,16 +167,15 @@ async fn tokens_are_checked(backend: Backend) {
         drop(ws);
     }
     for (name, token) in &attacks {
-        let mut ws = WsClient::connect(&server.ws_url(), false, json!({ "token": token })).await;
-        ws.subscribe("1", "subscription { feedEvents { kind } }")
-            .await;
-        let message = ws.next().await.expect("an answer");
-        let code = match message["type"].as_str() {
-            Some("error") => message["payload"][0]["extensions"]["code"].clone(),
-            _ => message["payload"]["errors"][0]["extensions"]["code"].clone(),
-        };
-        assert_eq!(code, "UNAUTHENTICATED", "ws {name}: {message}");
+        let close = WsClient::refused(&server.ws_url(), json!({ "token": token })).await;
+        let reason = close["reason"].as_str().unwrap_or_default();
+        assert!(reason.starts_with("UNAUTHENTICATED"), "ws {name}: {close}");
     }
+    let close = WsClient::refused(&server.ws_url(), json!({})).await;
+    assert!(close["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .starts_with("UNAUTHENTICATED"));
 
     // Introspection is off with tokens unless switched on, and says so.
     for query in [
@@ -479,6 +479,7 @@ async fn narrowing_an_action_takes_it_from_readers_at_once(backend: Backend) {
     assert_eq!(alice.feed_ids("").await.0, vec![id.clone()]);
 
     let change = "mutation($id: ID!, $readers: [ID!]) { setActionScope(id: $id, scope: RESTRICTED, readers: $readers) { scope } }";
+    // Alice may read it but not change it.
     let body = alice
         .post(change, json!({ "id": id, "readers": ["alice"] }))
         .await;
@@ -491,6 +492,27 @@ async fn narrowing_an_action_takes_it_from_readers_at_once(backend: Backend) {
         .data(change, json!({ "id": id, "readers": ["carol"] }))
         .await;
     assert_eq!(data["setActionScope"]["scope"], "RESTRICTED");
+
+    // Now Alice may not even read it: changing it answers as for no action.
+    let body = alice
+        .post(change, json!({ "id": id, "readers": ["alice"] }))
+        .await;
+    assert_eq!(
+        first_error_code(&body).as_deref(),
+        Some("NOT_FOUND"),
+        "{body}"
+    );
+    let body = alice
+        .post(
+            "mutation($id: ID!) { deleteAction(id: $id) }",
+            json!({ "id": id }),
+        )
+        .await;
+    assert_eq!(
+        first_error_code(&body).as_deref(),
+        Some("NOT_FOUND"),
+        "{body}"
+    );
 
     // Alice lost it at once, before any clean-up: feed, action, slice.
     assert!(alice.feed_ids("").await.0.is_empty());
@@ -603,6 +625,87 @@ async fn dev_mode_stays_on_loopback_unless_told_otherwise() {
         .await
         .expect("starts with tokens");
     server.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn dev_mode_answers_only_this_machine() {
+    let server = TestServer::start(Backend::Embedded)
+        .await
+        .expect("embedded");
+    let http = reqwest::Client::new();
+    let url = format!("{}/graphql", server.base);
+    let ask = |host: Option<&'static str>, origin: Option<&'static str>| {
+        let mut request = http
+            .post(&url)
+            .header("x-riverfeed-tenant", "acme")
+            .header("x-riverfeed-user", "alice")
+            .json(&json!({ "query": "{ viewer { id } }" }));
+        if let Some(host) = host {
+            request = request.header("host", host);
+        }
+        if let Some(origin) = origin {
+            request = request.header("origin", origin);
+        }
+        request.send()
+    };
+    for (host, origin, status) in [
+        (None, None, 200),
+        (Some("localhost:8080"), Some("http://localhost:3000"), 200),
+        (Some("127.0.0.1"), Some("http://[::1]:5173"), 200),
+        // DNS rebinding: a page of attacker.example whose name now points here.
+        (
+            Some("attacker.example:8080"),
+            Some("http://attacker.example:8080"),
+            403,
+        ),
+        // A page of another site calling the local server.
+        (None, Some("https://evil.example"), 403),
+    ] {
+        let response = ask(host, origin).await.unwrap();
+        assert_eq!(
+            response.status(),
+            status,
+            "host {host:?}, origin {origin:?}"
+        );
+        if status == 403 {
+            let body: Value = response.json().await.unwrap();
+            assert_eq!(first_error_code(&body).as_deref(), Some("FORBIDDEN"));
+        }
+    }
+    // The same for a cross-site websocket.
+    let upgrade = http
+        .get(format!("{}/graphql/ws", server.base))
+        .header("origin", "https://evil.example")
+        .header("connection", "upgrade")
+        .header("upgrade", "websocket")
+        .header("sec-websocket-version", "13")
+        .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==")
+        .header("sec-websocket-protocol", "graphql-transport-ws")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(upgrade.status(), 403);
+    server.stop().await;
+}
+
+#[test]
+fn a_session_stops_when_its_token_expires() {
+    let verifier = JwtVerifier::hs256(SECRET, None, Some(AUDIENCE));
+    let mut fresh = claims("acme", "alice", &[]);
+    fresh.exp = now() + 600;
+    assert!(!verifier
+        .verify(&mint_hs256(&fresh, SECRET).unwrap())
+        .unwrap()
+        .expired());
+    // Checked at connect time within the leeway, then past it while connected:
+    let mut viewer = verifier
+        .verify(&mint_hs256(&fresh, SECRET).unwrap())
+        .unwrap();
+    viewer.expires_at = Some(now() - riverfeed::auth::LEEWAY_SECS - 1);
+    assert!(
+        viewer.expired(),
+        "viewer() and live subscriptions refuse it now"
+    );
 }
 
 #[tokio::test]
