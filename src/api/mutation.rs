@@ -238,6 +238,19 @@ impl MutationRoot {
         let actor = acting_user(viewer, input.actor_id.as_ref().map(|id| id.as_str()))?;
         let descriptor = Descriptor::from(input.descriptor);
         descriptor.validate().api()?;
+        // A user speaks for itself only: a rating it records is its own. The
+        // application's backend (service) records for anyone.
+        if !viewer.acts_for_others() {
+            if let Some((field, _)) = descriptor
+                .done_by()
+                .into_iter()
+                .find(|(_, id)| *id != actor)
+            {
+                return Err(forbidden(format!(
+                    "{field} must be the actor ({actor}); recording for others needs the service role"
+                )));
+            }
+        }
         let readers: Vec<String> = input.readers.into_iter().map(|id| id.0).collect();
         let ref_ids = dedup(input.ref_ids);
         let tags = dedup(input.tags);

@@ -19,6 +19,12 @@ use crate::model::limits::{check_id, check_text, InputError};
 /// Validation every descriptor runs before its action is stored.
 pub trait Validate {
     fn validate(&self) -> Result<(), InputError>;
+
+    /// Fields that say who did the thing (`raterId`, `hiredById`…), as
+    /// `(field, user id)`: a user recording for itself must be the one named.
+    fn done_by(&self) -> Vec<(&'static str, &str)> {
+        Vec::new()
+    }
 }
 
 macro_rules! descriptors {
@@ -55,6 +61,13 @@ macro_rules! descriptors {
             pub fn validate(&self) -> Result<(), InputError> {
                 match self {
                     $(Descriptor::$variant(d) => d.validate(),)+
+                }
+            }
+
+            /// Fields naming who did the thing, as `(field, user id)`.
+            pub fn done_by(&self) -> Vec<(&'static str, &str)> {
+                match self {
+                    $(Descriptor::$variant(d) => d.done_by(),)+
                 }
             }
         }

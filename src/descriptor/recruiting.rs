@@ -45,6 +45,10 @@ impl Validate for ApplicationRating {
         }
         check_ids("applicationRating.tags", &self.tags)
     }
+
+    fn done_by(&self) -> Vec<(&'static str, &str)> {
+        vec![("applicationRating.raterId", &self.rater_id)]
+    }
 }
 
 /// An applicant applied for a position.
@@ -88,6 +92,10 @@ impl Validate for ApplicantHired {
         text("applicantHired.applicantName", &self.applicant_name)?;
         text("applicantHired.positionName", &self.position_name)?;
         text("applicantHired.hiredByName", &self.hired_by_name)
+    }
+
+    fn done_by(&self) -> Vec<(&'static str, &str)> {
+        vec![("applicantHired.hiredById", &self.hired_by_id)]
     }
 }
 
