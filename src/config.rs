@@ -148,6 +148,17 @@ pub struct ServeArgs {
     /// Schema introspection: on in dev mode, off with tokens, unless set.
     #[arg(long, env = "RIVERFEED_INTROSPECTION", global = true)]
     pub introspection: Option<bool>,
+    /// Secret cursors are sealed with (32 bytes or more). Every process serving
+    /// the same clients needs the same one for cursors to carry over, and
+    /// across restarts; by default it is derived from --jwt-secret, or random
+    /// per process.
+    #[arg(
+        long,
+        env = "RIVERFEED_CURSOR_KEY",
+        global = true,
+        hide_env_values = true
+    )]
+    pub cursor_key: Option<String>,
     /// Websocket connections open at once.
     #[arg(long, env = "RIVERFEED_MAX_CONNECTIONS", default_value_t = 10_000, global = true,
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
@@ -201,6 +212,17 @@ impl ServeArgs {
         });
         options.auth = Arc::new(self.authenticator()?);
         options.introspection = self.introspection;
+        if let Some(key) = &self.cursor_key {
+            anyhow::ensure!(
+                key.len() >= 32,
+                "--cursor-key must be at least 32 bytes long"
+            );
+        }
+        options.cursor_secret = self
+            .cursor_key
+            .as_ref()
+            .or(self.jwt_secret.as_ref())
+            .map(|secret| secret.as_bytes().to_vec());
         options.ws_limits = WsLimits {
             max_connections: self.max_connections as usize,
             max_subscriptions: self.max_subscriptions as usize,

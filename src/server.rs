@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
+use crate::api::cursor::CursorKey;
 use crate::api::{self, AppState};
 use crate::auth::Authenticator;
 use crate::clock::{Clock, SystemClock};
@@ -43,6 +44,9 @@ pub struct ServeOptions {
     /// Schema introspection; `None` means on in dev mode, off with tokens.
     pub introspection: Option<bool>,
     pub ws_limits: WsLimits,
+    /// Secret the cursor key is derived from; `None` means a random key, so
+    /// cursors do not outlive the process.
+    pub cursor_secret: Option<Vec<u8>>,
 }
 
 impl ServeOptions {
@@ -58,6 +62,7 @@ impl ServeOptions {
             auth: Arc::new(Authenticator::Dev),
             introspection: None,
             ws_limits: WsLimits::default(),
+            cursor_secret: None,
         }
     }
 }
@@ -130,6 +135,10 @@ pub async fn start_with_store(
         hub: Hub::new(options.event_buffer),
         clock: options.clock.clone(),
         wake: Arc::new(Notify::new()),
+        cursors: Arc::new(match &options.cursor_secret {
+            Some(secret) => CursorKey::from_secret(secret),
+            None => CursorKey::random(),
+        }),
     };
     match options.worker {
         Some(config) => {

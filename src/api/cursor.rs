@@ -1,19 +1,88 @@
 //! Opaque cursors.
 //!
-//! A cursor is URL-safe base64 of: a version byte, the kind of list, a hash of
-//! the list's identity (tenant and owner, or tenant and ref id…), the position,
-//! and a checksum over all of it. A cursor from another list, or one that was
-//! edited, is refused with `BAD_USER_INPUT` instead of silently paging the wrong
-//! thing. The position is a key (`relevancy`, `actionId`), so pages stay correct
-//! while new items arrive between them.
+//! A cursor says which list it belongs to (the kind of list and a hash of its
+//! identity: tenant and owner, or tenant and ref id…) and a position in it. It is
+//! sealed with ChaCha20-Poly1305 under the server's cursor key, so a client can
+//! neither read it (a page that skipped items the viewer may not read still
+//! ends on their position) nor forge one; a cursor of another list, or one that
+//! was edited, is refused with `BAD_USER_INPUT`. The position is a key
+//! (`relevancy`, `actionId`), so pages stay correct while items arrive.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
+use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305, NONCE_LEN};
+use ring::rand::{SecureRandom, SystemRandom};
 
 use super::error::bad_input;
 use crate::model::{ObjectId, Position};
 
-const VERSION: u8 = 1;
+const VERSION: u8 = 2;
+
+/// The key cursors are sealed with. Processes that serve the same clients
+/// (and a process across restarts) need the same key for cursors to carry over.
+pub struct CursorKey {
+    key: LessSafeKey,
+    random: SystemRandom,
+}
+
+impl CursorKey {
+    /// A key derived from secret material (a configured cursor key, or the
+    /// token secret).
+    pub fn from_secret(secret: &[u8]) -> Self {
+        let mut material = b"riverfeed cursor key\0".to_vec();
+        material.extend_from_slice(secret);
+        let digest = ring::digest::digest(&ring::digest::SHA256, &material);
+        Self::from_bytes(digest.as_ref())
+    }
+
+    /// A fresh random key: cursors last as long as this process.
+    pub fn random() -> Self {
+        let mut bytes = [0u8; 32];
+        SystemRandom::new()
+            .fill(&mut bytes)
+            .expect("the system random source works");
+        Self::from_bytes(&bytes)
+    }
+
+    fn from_bytes(bytes: &[u8]) -> Self {
+        let key = UnboundKey::new(&CHACHA20_POLY1305, bytes).expect("a 32-byte key");
+        Self {
+            key: LessSafeKey::new(key),
+            random: SystemRandom::new(),
+        }
+    }
+
+    fn seal(&self, mut plain: Vec<u8>) -> String {
+        let mut nonce = [0u8; NONCE_LEN];
+        self.random
+            .fill(&mut nonce)
+            .expect("the system random source works");
+        self.key
+            .seal_in_place_append_tag(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::empty(),
+                &mut plain,
+            )
+            .expect("sealing a short buffer works");
+        let mut out = nonce.to_vec();
+        out.extend_from_slice(&plain);
+        URL_SAFE_NO_PAD.encode(out)
+    }
+
+    fn open(&self, cursor: &str) -> Option<Vec<u8>> {
+        let mut bytes = URL_SAFE_NO_PAD.decode(cursor).ok()?;
+        if bytes.len() < NONCE_LEN {
+            return None;
+        }
+        let mut sealed = bytes.split_off(NONCE_LEN);
+        let nonce = Nonce::try_assume_unique_for_key(&bytes).ok()?;
+        let plain = self
+            .key
+            .open_in_place(nonce, Aad::empty(), &mut sealed)
+            .ok()?;
+        Some(plain.to_vec())
+    }
+}
 
 /// The lists that have cursors.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,11 +93,12 @@ pub enum ListKind {
     Users = 3,
 }
 
-/// Which list a cursor belongs to.
-#[derive(Clone, Debug)]
-pub struct ListId {
+/// Which list a cursor belongs to, and the key its cursors are sealed with.
+#[derive(Clone)]
+pub struct ListId<'k> {
     kind: ListKind,
     hash: u64,
+    key: &'k CursorKey,
 }
 
 fn fnv1a(parts: &[&[u8]]) -> u64 {
@@ -42,55 +112,50 @@ fn fnv1a(parts: &[&[u8]]) -> u64 {
     hash
 }
 
-impl ListId {
-    pub fn home(tenant: &str, owner: &str) -> Self {
-        Self::new(ListKind::Home, &[tenant, owner])
+impl<'k> ListId<'k> {
+    pub fn home(key: &'k CursorKey, tenant: &str, owner: &str) -> Self {
+        Self::new(key, ListKind::Home, &[tenant, owner])
     }
 
-    pub fn slice(tenant: &str, ref_id: &str) -> Self {
-        Self::new(ListKind::Slice, &[tenant, ref_id])
+    pub fn slice(key: &'k CursorKey, tenant: &str, ref_id: &str) -> Self {
+        Self::new(key, ListKind::Slice, &[tenant, ref_id])
     }
 
     /// A list of users: `relation` is e.g. "followers", `user` whose list it is.
-    pub fn users(tenant: &str, relation: &str, user: &str) -> Self {
-        Self::new(ListKind::Users, &[tenant, relation, user])
+    pub fn users(key: &'k CursorKey, tenant: &str, relation: &str, user: &str) -> Self {
+        Self::new(key, ListKind::Users, &[tenant, relation, user])
     }
 
-    fn new(kind: ListKind, parts: &[&str]) -> Self {
+    fn new(key: &'k CursorKey, kind: ListKind, parts: &[&str]) -> Self {
         let bytes: Vec<&[u8]> = parts.iter().map(|p| p.as_bytes()).collect();
         Self {
             kind,
             hash: fnv1a(&bytes),
+            key,
         }
     }
 
     fn encode(&self, position: &[u8]) -> String {
-        let mut buf = Vec::with_capacity(14 + position.len());
+        let mut buf = Vec::with_capacity(10 + position.len());
         buf.push(VERSION);
         buf.push(self.kind as u8);
         buf.extend_from_slice(&self.hash.to_be_bytes());
         buf.extend_from_slice(position);
-        let check = fnv1a(&[&buf]) as u32;
-        buf.extend_from_slice(&check.to_be_bytes());
-        URL_SAFE_NO_PAD.encode(buf)
+        self.key.seal(buf)
     }
 
     fn decode<'a>(&self, cursor: &str, buf: &'a mut Vec<u8>) -> async_graphql::Result<&'a [u8]> {
         let invalid = || bad_input(format!("cursor {cursor:?} is not valid"));
-        *buf = URL_SAFE_NO_PAD.decode(cursor).map_err(|_| invalid())?;
-        if buf.len() < 14 {
+        *buf = self.key.open(cursor).ok_or_else(invalid)?;
+        if buf.len() < 10 || buf[0] != VERSION {
             return Err(invalid());
         }
-        let (body, check) = buf.split_at(buf.len() - 4);
-        if check != (fnv1a(&[body]) as u32).to_be_bytes() || body[0] != VERSION {
-            return Err(invalid());
-        }
-        if body[1] != self.kind as u8 || body[2..10] != self.hash.to_be_bytes() {
+        if buf[1] != self.kind as u8 || buf[2..10] != self.hash.to_be_bytes() {
             return Err(bad_input(format!(
                 "cursor {cursor:?} belongs to another list; cursors only page the list that issued them"
             )));
         }
-        Ok(&buf[10..buf.len() - 4])
+        Ok(&buf[10..])
     }
 
     pub fn position_cursor(&self, position: Position) -> String {
@@ -146,7 +211,8 @@ mod tests {
 
     #[test]
     fn round_trips_and_refuses_other_lists_and_edits() {
-        let home = ListId::home("acme", "alice");
+        let key = CursorKey::random();
+        let home = ListId::home(&key, "acme", "alice");
         let position = Position {
             relevancy: 1_700_000_000_000,
             action_id: ObjectId::new(),
@@ -154,10 +220,10 @@ mod tests {
         let cursor = home.position_cursor(position);
         assert_eq!(home.decode_position(&cursor).unwrap(), position);
 
-        let other = ListId::home("acme", "bob");
+        let other = ListId::home(&key, "acme", "bob");
         let err = other.decode_position(&cursor).unwrap_err();
         assert!(err.message.contains("another list"), "{}", err.message);
-        let other_tenant = ListId::home("globex", "alice");
+        let other_tenant = ListId::home(&key, "globex", "alice");
         assert!(other_tenant.decode_position(&cursor).is_err());
 
         let mut bytes = URL_SAFE_NO_PAD.decode(&cursor).unwrap();
@@ -171,8 +237,30 @@ mod tests {
         assert!(home.decode_position("garbage!").is_err());
         assert!(home.decode_position("").is_err());
 
-        let users = ListId::users("acme", "followers", "bob");
+        let users = ListId::users(&key, "acme", "followers", "bob");
         let c = users.string_cursor("zoë");
         assert_eq!(users.decode_string(&c).unwrap(), "zoë");
+
+        // Sealed: the position cannot be read off the cursor, and another
+        // server key does not open it.
+        let raw = URL_SAFE_NO_PAD.decode(&cursor).unwrap();
+        let id = position.action_id.bytes();
+        assert!(
+            !raw.windows(12).any(|w| w == id),
+            "the action id is not in clear"
+        );
+        let other_key = CursorKey::random();
+        assert!(ListId::home(&other_key, "acme", "alice")
+            .decode_position(&cursor)
+            .is_err());
+        let same = CursorKey::from_secret(b"configured");
+        let again = CursorKey::from_secret(b"configured");
+        let sealed = ListId::home(&same, "acme", "alice").position_cursor(position);
+        assert_eq!(
+            ListId::home(&again, "acme", "alice")
+                .decode_position(&sealed)
+                .unwrap(),
+            position
+        );
     }
 }

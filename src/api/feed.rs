@@ -55,7 +55,7 @@ pub async fn home(
     viewer: &Viewer,
     paging: Paging,
 ) -> async_graphql::Result<FeedItemConnection> {
-    let list = ListId::home(&viewer.tenant, &viewer.user);
+    let list = ListId::home(&state(ctx)?.cursors, &viewer.tenant, &viewer.user);
     if paging.first.is_some() && paging.last.is_some() {
         return Err(bad_input("pass `first` or `last`, not both"));
     }
@@ -177,7 +177,7 @@ pub async fn slice(
 ) -> async_graphql::Result<ActionConnection> {
     check_id("refId", ref_id).api()?;
     let limit = page_size("first", first).api()?;
-    let list = ListId::slice(&viewer.tenant, ref_id);
+    let list = ListId::slice(&state(ctx)?.cursors, &viewer.tenant, ref_id);
     let after = after.as_deref().map(|c| list.decode_id(c)).transpose()?;
     let store = &state(ctx)?.store;
 

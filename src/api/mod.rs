@@ -5,7 +5,7 @@
 //! on every backend.
 
 mod access;
-mod cursor;
+pub mod cursor;
 pub mod error;
 mod feed;
 mod loader;
@@ -24,6 +24,7 @@ use async_graphql::dataloader::DataLoader;
 use async_graphql::{Context, Schema};
 use tokio::sync::Notify;
 
+use self::cursor::CursorKey;
 use self::error::{coded, FORBIDDEN, UNAUTHENTICATED};
 use self::loader::{ActionLoader, UserLoader};
 pub use self::mutation::MutationRoot;
@@ -66,6 +67,8 @@ pub struct AppState {
     pub clock: Arc<dyn Clock>,
     /// Wakes the fan-out worker when an action is recorded.
     pub wake: Arc<Notify>,
+    /// Seals cursors.
+    pub cursors: Arc<CursorKey>,
 }
 
 /// Builds the schema around the shared state.

@@ -15,6 +15,7 @@ struct Live {
     subscription: crate::events::Subscription,
     _permit: SubscriptionPermit,
     viewer: Viewer,
+    cursors: std::sync::Arc<super::cursor::CursorKey>,
 }
 
 #[Subscription(name = "Subscription")]
@@ -36,6 +37,7 @@ impl SubscriptionRoot {
             subscription,
             _permit: permit,
             viewer: viewer.clone(),
+            cursors: state(ctx)?.cursors.clone(),
         };
         Ok(stream::unfold(Some(live), |state| async move {
             let mut live = state?;
@@ -48,7 +50,10 @@ impl SubscriptionRoot {
                 return Some((Err(expired), None));
             }
             match received {
-                Ok(event) => Some((Ok(FeedEventNode::new(&event)), Some(live))),
+                Ok(event) => {
+                    let node = FeedEventNode::new(&event, &live.cursors);
+                    Some((Ok(node), Some(live)))
+                }
                 Err(RecvError::Lagged(missed)) => {
                     let lagged = coded(
                         LAGGED,

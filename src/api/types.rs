@@ -6,7 +6,7 @@ use async_graphql::{ComplexObject, Context, Object, SimpleObject, ID};
 use chrono::{DateTime, Utc};
 
 use super::access::Access;
-use super::cursor::ListId;
+use super::cursor::{CursorKey, ListId};
 use super::error::{bad_input, ApiResultExt};
 use super::page::{PageInfo, UserConnection, UserEdge};
 use super::{loaders, page_cost, state, viewer};
@@ -207,8 +207,8 @@ pub struct FeedEventNode {
 }
 
 impl FeedEventNode {
-    pub fn new(event: &FeedEvent) -> Self {
-        let list = ListId::home(&event.tenant, &event.item.owner);
+    pub fn new(event: &FeedEvent, cursors: &CursorKey) -> Self {
+        let list = ListId::home(cursors, &event.tenant, &event.item.owner);
         Self {
             kind: event.kind,
             item: FeedItemNode {
@@ -340,7 +340,7 @@ impl UserNode {
     ) -> async_graphql::Result<UserConnection> {
         let viewer = viewer(ctx)?;
         let limit = page_size("first", first).api()?;
-        let list = ListId::users(&viewer.tenant, relation, &self.id);
+        let list = ListId::users(&state(ctx)?.cursors, &viewer.tenant, relation, &self.id);
         let after = after.map(|c| list.decode_string(&c)).transpose()?;
         let mut ids = state(ctx)?
             .store
