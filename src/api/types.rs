@@ -317,14 +317,26 @@ impl UserNode {
         .await
     }
 
-    /// The teams and departments this user belongs to.
+    /// The teams and departments this user belongs to. Others see only the
+    /// groups they share with the user; the user, `service` and `admin` see all.
     async fn groups(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<Membership>> {
         let viewer = viewer(ctx)?;
-        state(ctx)?
-            .store
-            .memberships(&viewer.tenant, &self.id)
+        let store = &state(ctx)?.store;
+        let groups = store.memberships(&viewer.tenant, &self.id).await.api()?;
+        if self.id.as_str() == viewer.user || viewer.acts_for_others() {
+            return Ok(groups);
+        }
+        let mine: Vec<String> = store
+            .memberships(&viewer.tenant, &viewer.user)
             .await
-            .api()
+            .api()?
+            .into_iter()
+            .map(|m| m.group_id)
+            .collect();
+        Ok(groups
+            .into_iter()
+            .filter(|m| mine.contains(&m.group_id))
+            .collect())
     }
 }
 

@@ -324,6 +324,23 @@ async fn roles_decide_who_acts_for_whom(backend: Backend) {
     let bob = as_user(&server, "acme", "bob");
     bob.wait_delivered(&id).await;
 
+    // Groups of others: only those shared with the viewer.
+    service
+        .data("mutation { joinGroup(groupId: \"all-hands\", kind: DEPARTMENT, userId: \"bob\") { groupId } }", json!({}))
+        .await;
+    service
+        .data("mutation { joinGroup(groupId: \"all-hands\", kind: DEPARTMENT, userId: \"alice\") { groupId } }", json!({}))
+        .await;
+    let groups = "{ user(id: \"bob\") { groups { groupId } } }";
+    let seen = alice.data(groups, json!({})).await;
+    assert_eq!(
+        seen["user"]["groups"],
+        json!([{ "groupId": "all-hands" }]),
+        "not execs"
+    );
+    let seen = service.data(groups, json!({})).await;
+    assert_eq!(seen["user"]["groups"].as_array().unwrap().len(), 2);
+
     // The service may not read feeds; the admin reads any, as its owner sees it.
     let query = "{ feed(ownerId: \"carol\") { edges { node { actionId } } } }";
     assert_eq!(code(&service, query, json!({})).await, "FORBIDDEN");
