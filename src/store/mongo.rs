@@ -1036,11 +1036,10 @@ impl Store for MongoStore {
     ) -> StoreResult<Vec<FeedItem>> {
         // One range on `relevancy` (above the tombstones' epoch), read a little
         // past the limit so that items sharing the boundary's millisecond can be
-        // cut exactly here. Plain ranges on indexed fields keep every query
-        // planner on the timeline index.
-        // Strict bounds on whole milliseconds (`> r - 1` for `>= r`): the same
-        // range, and the form every MongoDB-compatible server we test against
-        // answers correctly through an index.
+        // cut exactly here: plain ranges on indexed fields keep every query
+        // planner on the timeline index. The bounds are strict, on whole
+        // milliseconds (`> r - 1` for `>= r`): the same range, in the form every
+        // MongoDB-compatible server we test against answers right through an index.
         let lower = range
             .newer_than
             .map_or(TOMBSTONE, |p| (p.relevancy - 1).max(TOMBSTONE));
