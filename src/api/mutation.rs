@@ -14,8 +14,8 @@ use crate::descriptor::{Descriptor, DescriptorInput};
 use crate::events::{FeedEvent, FeedEventKind};
 use crate::model::limits::{check_id, check_ids, check_text};
 use crate::model::{
-    Action, EdgeKind, FanOut, FeedItem, Group, GroupKind, Membership, MembershipRole, ObjectId,
-    Scope, User,
+    Action, Counts, EdgeKind, FanOut, FeedItem, Group, GroupKind, Membership, MembershipRole,
+    ObjectId, Scope, User,
 };
 use crate::store::JoinOutcome;
 
@@ -284,6 +284,7 @@ impl MutationRoot {
             tags,
             descriptor,
             fan_out: FanOut::pending(),
+            counts: Counts::default(),
         };
         state.store.insert_action(&action).await.api()?;
         state.wake.notify_one();

@@ -3,7 +3,7 @@
 use async_graphql::Enum;
 use serde::{Deserialize, Serialize};
 
-use super::{Millis, ObjectId};
+use super::{Counts, Millis, ObjectId};
 use crate::descriptor::Descriptor;
 
 /// Who may see an action.
@@ -84,4 +84,7 @@ pub struct Action {
     pub tags: Vec<String>,
     pub descriptor: Descriptor,
     pub fan_out: FanOut,
+    /// Comments and likes so far.
+    #[serde(default)]
+    pub counts: Counts,
 }

@@ -7,11 +7,13 @@ mod action;
 mod feed;
 mod graph;
 pub mod limits;
+mod reaction;
 
 pub use action::{Action, FanOut, FanOutState, Scope};
 pub use bson::oid::ObjectId;
 pub use feed::{FeedItem, Position, Reason, ReasonKind};
 pub use graph::{EdgeKind, Group, GroupKind, Membership, MembershipRole, User};
+pub use reaction::{Comment, Counts};
 
 /// Milliseconds since the Unix epoch.
 pub type Millis = i64;

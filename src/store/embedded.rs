@@ -13,7 +13,9 @@
 //! - `pending`    `(actionId, tenant)` → `(lockedUntil, worker)`: the fan-out queue,
 //!   oldest first across tenants;
 //! - `edges`      `(tenant, kind, from, to)`, both directions of every edge;
-//! - `users`, `groups`, `members` `(tenant, group, user)`, `member_of` `(tenant, user, group)`.
+//! - `users`, `groups`, `members` `(tenant, group, user)`, `member_of` `(tenant, user, group)`;
+//! - `comments` `(tenant, actionId, commentId)` → JSON and `likes`
+//!   `(tenant, actionId, user)`; their counts live in the action's record.
 
 use std::ops::Bound;
 use std::path::Path;
@@ -26,8 +28,8 @@ use super::{
     Claim, Delivery, Direction, ErrorKind, FeedRange, JoinOutcome, Store, StoreError, StoreResult,
 };
 use crate::model::{
-    Action, EdgeKind, FanOut, FanOutState, FeedItem, Group, GroupKind, Membership, MembershipRole,
-    Millis, ObjectId, Reason, Scope, User,
+    Action, Comment, Counts, EdgeKind, FanOut, FanOutState, FeedItem, Group, GroupKind, Membership,
+    MembershipRole, Millis, ObjectId, Reason, Scope, User,
 };
 
 type Oid = [u8; 12];
@@ -44,6 +46,8 @@ const FEED: TableDefinition<(&str, &str, i64, Oid), &[u8]> = TableDefinition::ne
 const FEED_INDEX: TableDefinition<(&str, &str, Oid), (i64, u8)> =
     TableDefinition::new("feed_index");
 const READERS: TableDefinition<(&str, Oid, &str), ()> = TableDefinition::new("readers");
+const COMMENTS: TableDefinition<(&str, Oid, Oid), &[u8]> = TableDefinition::new("comments");
+const LIKES: TableDefinition<(&str, Oid, &str), ()> = TableDefinition::new("likes");
 
 const EDGE_FOLLOWS_OUT: u8 = 0;
 const EDGE_FOLLOWS_IN: u8 = 1;
@@ -145,6 +149,8 @@ impl EmbeddedStore {
             txn.open_table(FEED).map_err(db_err)?;
             txn.open_table(FEED_INDEX).map_err(db_err)?;
             txn.open_table(READERS).map_err(db_err)?;
+            txn.open_table(COMMENTS).map_err(db_err)?;
+            txn.open_table(LIKES).map_err(db_err)?;
         }
         txn.commit().map_err(db_err)?;
         Ok(Self { db: Arc::new(db) })
@@ -605,6 +611,21 @@ impl Store for EmbeddedStore {
                 }
                 let mut pending = txn.open_table(PENDING).map_err(db_err)?;
                 pending.remove((id.bytes(), t)).map_err(db_err)?;
+                let oid = id.bytes();
+                let mut comments = txn.open_table(COMMENTS).map_err(db_err)?;
+                comments
+                    .retain_in((t, oid, [0u8; 12])..=(t, oid, [0xffu8; 12]), |_, _| false)
+                    .map_err(db_err)?;
+                let mut likes = txn.open_table(LIKES).map_err(db_err)?;
+                let likers: Vec<String> = scan_prefix(
+                    &likes,
+                    Bound::Included((t, oid, "")),
+                    usize::MAX,
+                    |(kt, ka, user)| (kt == t && ka == oid).then(|| user.to_owned()),
+                )?;
+                for user in likers {
+                    likes.remove((t, oid, user.as_str())).map_err(db_err)?;
+                }
             }
             txn.commit().map_err(db_err)?;
             Ok(removed)
@@ -668,6 +689,126 @@ impl Store for EmbeddedStore {
                 }
                 let (key, _) = entry.map_err(db_err)?;
                 out.push(ObjectId::from_bytes(key.value().2));
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn add_comment(&self, tenant: &str, comment: &Comment) -> StoreResult<Counts> {
+        let (tenant, comment) = (tenant.to_owned(), comment.clone());
+        self.blocking(move |db| {
+            let txn = db.begin_write().map_err(db_err)?;
+            let (t, a) = (tenant.as_str(), comment.action_id.bytes());
+            let Some(mut action) = get_action(&txn, t, a)? else {
+                return Err(StoreError::not_found(format!(
+                    "no action {}",
+                    comment.action_id
+                )));
+            };
+            {
+                let bytes = serde_json::to_vec(&comment).map_err(json_err)?;
+                let mut comments = txn.open_table(COMMENTS).map_err(db_err)?;
+                comments
+                    .insert((t, a, comment.id.bytes()), bytes.as_slice())
+                    .map_err(db_err)?;
+            }
+            action.counts.comments += 1;
+            put_action(&txn, &action)?;
+            txn.commit().map_err(db_err)?;
+            Ok(action.counts)
+        })
+        .await
+    }
+
+    async fn comments(
+        &self,
+        tenant: &str,
+        action_id: ObjectId,
+        after: Option<ObjectId>,
+        limit: usize,
+    ) -> StoreResult<Vec<Comment>> {
+        let tenant = tenant.to_owned();
+        self.blocking(move |db| {
+            let txn = db.begin_read().map_err(db_err)?;
+            let comments = txn.open_table(COMMENTS).map_err(db_err)?;
+            let (t, a) = (tenant.as_str(), action_id.bytes());
+            let lower = match after {
+                Some(id) => Bound::Excluded((t, a, id.bytes())),
+                None => Bound::Included((t, a, [0u8; 12])),
+            };
+            let upper = Bound::Included((t, a, [0xffu8; 12]));
+            let mut out = Vec::new();
+            for entry in comments.range((lower, upper)).map_err(db_err)?.take(limit) {
+                let (_, value) = entry.map_err(db_err)?;
+                out.push(serde_json::from_slice(value.value()).map_err(json_err)?);
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn set_like(
+        &self,
+        tenant: &str,
+        action_id: ObjectId,
+        user: &str,
+        on: bool,
+    ) -> StoreResult<(bool, Counts)> {
+        let (tenant, user) = (tenant.to_owned(), user.to_owned());
+        self.blocking(move |db| {
+            let txn = db.begin_write().map_err(db_err)?;
+            let (t, a) = (tenant.as_str(), action_id.bytes());
+            let Some(mut action) = get_action(&txn, t, a)? else {
+                return Err(StoreError::not_found(format!("no action {action_id}")));
+            };
+            let changed = {
+                let mut likes = txn.open_table(LIKES).map_err(db_err)?;
+                if on {
+                    likes
+                        .insert((t, a, user.as_str()), ())
+                        .map_err(db_err)?
+                        .is_none()
+                } else {
+                    likes
+                        .remove((t, a, user.as_str()))
+                        .map_err(db_err)?
+                        .is_some()
+                }
+            };
+            if changed {
+                action.counts.likes = if on {
+                    action.counts.likes + 1
+                } else {
+                    action.counts.likes.saturating_sub(1)
+                };
+                put_action(&txn, &action)?;
+            }
+            txn.commit().map_err(db_err)?;
+            Ok((changed, action.counts))
+        })
+        .await
+    }
+
+    async fn liked(
+        &self,
+        tenant: &str,
+        user: &str,
+        action_ids: &[ObjectId],
+    ) -> StoreResult<Vec<ObjectId>> {
+        let (tenant, user, ids) = (tenant.to_owned(), user.to_owned(), action_ids.to_vec());
+        self.blocking(move |db| {
+            let txn = db.begin_read().map_err(db_err)?;
+            let likes = txn.open_table(LIKES).map_err(db_err)?;
+            let mut out = Vec::new();
+            for id in ids {
+                if likes
+                    .get((tenant.as_str(), id.bytes(), user.as_str()))
+                    .map_err(db_err)?
+                    .is_some()
+                {
+                    out.push(id);
+                }
             }
             Ok(out)
         })

@@ -8,7 +8,8 @@ use async_trait::async_trait;
 
 use super::{Claim, Delivery, Direction, FeedRange, JoinOutcome, Store, StoreResult};
 use crate::model::{
-    Action, EdgeKind, FeedItem, Group, Membership, MembershipRole, Millis, ObjectId, Scope, User,
+    Action, Comment, Counts, EdgeKind, FeedItem, Group, Membership, MembershipRole, Millis,
+    ObjectId, Scope, User,
 };
 
 macro_rules! ops {
@@ -44,6 +45,10 @@ ops!(
     delete_action,
     set_action_scope,
     slice,
+    add_comment,
+    comments,
+    set_like,
+    liked,
     claim_fan_out,
     deliver,
     finish_fan_out,
@@ -214,6 +219,43 @@ impl Store for Metered {
     ) -> StoreResult<Vec<ObjectId>> {
         self.count(Op::slice);
         self.inner.slice(tenant, ref_id, before, limit).await
+    }
+
+    async fn add_comment(&self, tenant: &str, comment: &Comment) -> StoreResult<Counts> {
+        self.count(Op::add_comment);
+        self.inner.add_comment(tenant, comment).await
+    }
+
+    async fn comments(
+        &self,
+        tenant: &str,
+        action_id: ObjectId,
+        after: Option<ObjectId>,
+        limit: usize,
+    ) -> StoreResult<Vec<Comment>> {
+        self.count(Op::comments);
+        self.inner.comments(tenant, action_id, after, limit).await
+    }
+
+    async fn set_like(
+        &self,
+        tenant: &str,
+        action_id: ObjectId,
+        user: &str,
+        on: bool,
+    ) -> StoreResult<(bool, Counts)> {
+        self.count(Op::set_like);
+        self.inner.set_like(tenant, action_id, user, on).await
+    }
+
+    async fn liked(
+        &self,
+        tenant: &str,
+        user: &str,
+        action_ids: &[ObjectId],
+    ) -> StoreResult<Vec<ObjectId>> {
+        self.count(Op::liked);
+        self.inner.liked(tenant, user, action_ids).await
     }
 
     async fn claim_fan_out(

@@ -16,8 +16,8 @@ use async_trait::async_trait;
 pub use error::{ErrorKind, StoreError, StoreResult};
 
 use crate::model::{
-    Action, EdgeKind, FeedItem, Group, Membership, MembershipRole, Millis, ObjectId, Position,
-    Reason, Scope, User,
+    Action, Comment, Counts, EdgeKind, FeedItem, Group, Membership, MembershipRole, Millis,
+    ObjectId, Position, Reason, Scope, User,
 };
 
 /// Which way to follow an edge.
@@ -142,7 +142,8 @@ pub trait Store: Send + Sync + 'static {
     /// Marks an action hidden and removes it from every feed. Returns the items
     /// removed. `NotFound` if there is no such action.
     async fn hide_action(&self, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>>;
-    /// Deletes an action and, in the same step, its feed items and slice entries.
+    /// Deletes an action and, in the same step, its feed items, slice entries and
+    /// reactions.
     /// Returns the items removed. `NotFound` if there is no such action.
     async fn delete_action(&self, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>>;
     /// Changes who may see an action and queues its fan-out again, so readers it
@@ -163,6 +164,36 @@ pub trait Store: Send + Sync + 'static {
         ref_id: &str,
         before: Option<ObjectId>,
         limit: usize,
+    ) -> StoreResult<Vec<ObjectId>>;
+
+    // --- reactions -------------------------------------------------------
+    /// Adds a comment and counts it on its action. `NotFound` if there is no
+    /// such action. Returns the action's counts after.
+    async fn add_comment(&self, tenant: &str, comment: &Comment) -> StoreResult<Counts>;
+    /// Comments on an action, oldest first, after `after`.
+    async fn comments(
+        &self,
+        tenant: &str,
+        action_id: ObjectId,
+        after: Option<ObjectId>,
+        limit: usize,
+    ) -> StoreResult<Vec<Comment>>;
+    /// Likes (`on`) or unlikes an action for `user`; a user likes an action at
+    /// most once. Returns whether anything changed and the counts after.
+    /// `NotFound` if there is no such action.
+    async fn set_like(
+        &self,
+        tenant: &str,
+        action_id: ObjectId,
+        user: &str,
+        on: bool,
+    ) -> StoreResult<(bool, Counts)>;
+    /// Which of `action_ids` `user` likes.
+    async fn liked(
+        &self,
+        tenant: &str,
+        user: &str,
+        action_ids: &[ObjectId],
     ) -> StoreResult<Vec<ObjectId>>;
 
     // --- fan-out ---------------------------------------------------------

@@ -8,7 +8,9 @@
 //! - `feed_items`: one reference per reader and action, unique on
 //!   `{tenant, owner, actionId}` so a re-run delivers nothing twice;
 //! - `users`, `edges` (follows and friendships, both directions indexed),
-//!   `groups`, `memberships`.
+//!   `groups`, `memberships`;
+//! - `comments` and `likes` (one per user and action); their counts are kept
+//!   on the action with `$inc`.
 //!
 //! No call needs a multi-document transaction, so a standalone `mongod` works as
 //! well as a replica set: a delivery that races a hide or delete checks the
@@ -32,8 +34,8 @@ use super::{
 };
 use crate::descriptor::Descriptor;
 use crate::model::{
-    Action, EdgeKind, FanOut, FanOutState, FeedItem, Group, GroupKind, Membership, MembershipRole,
-    Millis, ObjectId, Position, Reason, Scope, User,
+    Action, Comment, Counts, EdgeKind, FanOut, FanOutState, FeedItem, Group, GroupKind, Membership,
+    MembershipRole, Millis, ObjectId, Position, Reason, Scope, User,
 };
 
 /// Server-selection timeout unless the URI sets `serverSelectionTimeoutMS`:
@@ -60,6 +62,8 @@ pub struct MongoStore {
     edges: Collection<Document>,
     groups: Collection<Document>,
     memberships: Collection<Document>,
+    comments: Collection<CommentDoc>,
+    likes: Collection<Document>,
     /// Commands sent, by name. A std mutex: the driver calls the handler
     /// synchronously and the critical section is one map update.
     commands: Arc<Mutex<BTreeMap<String, u64>>>,
@@ -82,6 +86,8 @@ struct ActionDoc {
     tags: Vec<String>,
     descriptor: Descriptor,
     fan_out: FanOutDoc,
+    #[serde(default)]
+    counts: Counts,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -94,6 +100,31 @@ struct FanOutDoc {
     locked_until: Option<DateTime>,
     #[serde(skip_serializing_if = "Option::is_none")]
     worker: Option<String>,
+}
+
+/// `comments` as stored.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CommentDoc {
+    #[serde(rename = "_id")]
+    id: ObjectId,
+    tenant: String,
+    action_id: ObjectId,
+    author_id: String,
+    text: String,
+    created: DateTime,
+}
+
+impl CommentDoc {
+    fn into_comment(self) -> Comment {
+        Comment {
+            id: self.id,
+            action_id: self.action_id,
+            author_id: self.author_id,
+            text: self.text,
+            created: self.created.timestamp_millis(),
+        }
+    }
 }
 
 /// `feed_items` as stored.
@@ -143,6 +174,7 @@ impl From<&Action> for ActionDoc {
             tags: a.tags.clone(),
             descriptor: a.descriptor.clone(),
             fan_out,
+            counts: a.counts,
         }
     }
 }
@@ -173,6 +205,7 @@ impl From<ActionDoc> for Action {
             tags: d.tags,
             descriptor: d.descriptor,
             fan_out,
+            counts: d.counts,
         }
     }
 }
@@ -341,6 +374,8 @@ impl MongoStore {
             edges: db.collection("edges"),
             groups: db.collection("groups"),
             memberships: db.collection("memberships"),
+            comments: db.collection("comments"),
+            likes: db.collection("likes"),
             db,
             commands,
         };
@@ -444,7 +479,48 @@ impl MongoStore {
             ])
             .await
             .map_err(db_err)?;
+        self.comments
+            .create_index(index(
+                doc! { "tenant": 1, "actionId": 1, "_id": 1 },
+                named("thread"),
+            ))
+            .await
+            .map_err(db_err)?;
+        self.likes
+            .create_indexes([
+                index(
+                    doc! { "tenant": 1, "actionId": 1, "userId": 1 },
+                    unique("one_like"),
+                ),
+                index(
+                    doc! { "tenant": 1, "userId": 1, "actionId": 1 },
+                    named("liked"),
+                ),
+            ])
+            .await
+            .map_err(db_err)?;
         Ok(())
+    }
+
+    /// Adds `by` to one of an action's counters; the counts after, or `None`
+    /// if there is no such action.
+    async fn count(
+        &self,
+        tenant: &str,
+        id: ObjectId,
+        counter: &str,
+        by: i64,
+    ) -> StoreResult<Option<Counts>> {
+        let updated = self
+            .actions
+            .find_one_and_update(
+                doc! { "_id": id, "tenant": tenant },
+                doc! { "$inc": { format!("counts.{counter}"): by } },
+            )
+            .return_document(ReturnDocument::After)
+            .await
+            .map_err(db_err)?;
+        Ok(updated.map(|doc| doc.counts))
     }
 
     async fn find_action(&self, tenant: &str, id: ObjectId) -> StoreResult<Option<Action>> {
@@ -831,6 +907,12 @@ impl Store for MongoStore {
         if deleted.deleted_count == 0 {
             return Err(StoreError::not_found(format!("no action {id}")));
         }
+        let reactions = doc! { "tenant": tenant, "actionId": id };
+        self.comments
+            .delete_many(reactions.clone())
+            .await
+            .map_err(db_err)?;
+        self.likes.delete_many(reactions).await.map_err(db_err)?;
         self.remove_items(tenant, id).await
     }
 
@@ -893,6 +975,113 @@ impl Store for MongoStore {
         Ok(docs
             .into_iter()
             .filter_map(|d| d.get_object_id("_id").ok())
+            .collect())
+    }
+
+    async fn add_comment(&self, tenant: &str, comment: &Comment) -> StoreResult<Counts> {
+        // Count first: a comment on a missing action is never stored.
+        let Some(counts) = self.count(tenant, comment.action_id, "comments", 1).await? else {
+            return Err(StoreError::not_found(format!(
+                "no action {}",
+                comment.action_id
+            )));
+        };
+        let stored = self
+            .comments
+            .insert_one(CommentDoc {
+                id: comment.id,
+                tenant: tenant.to_owned(),
+                action_id: comment.action_id,
+                author_id: comment.author_id.clone(),
+                text: comment.text.clone(),
+                created: DateTime::from_millis(comment.created),
+            })
+            .await;
+        if let Err(err) = stored {
+            // Keep the count true to the comments stored.
+            let _ = self.count(tenant, comment.action_id, "comments", -1).await;
+            return Err(db_err(err));
+        }
+        Ok(counts)
+    }
+
+    async fn comments(
+        &self,
+        tenant: &str,
+        action_id: ObjectId,
+        after: Option<ObjectId>,
+        limit: usize,
+    ) -> StoreResult<Vec<Comment>> {
+        let mut filter = doc! { "tenant": tenant, "actionId": action_id };
+        if let Some(after) = after {
+            filter.insert("_id", doc! { "$gt": after });
+        }
+        let docs: Vec<CommentDoc> = self
+            .comments
+            .find(filter)
+            .sort(doc! { "_id": 1 })
+            .limit(i64::try_from(limit).unwrap_or(i64::MAX))
+            .await
+            .map_err(db_err)?
+            .try_collect()
+            .await
+            .map_err(db_err)?;
+        Ok(docs.into_iter().map(CommentDoc::into_comment).collect())
+    }
+
+    async fn set_like(
+        &self,
+        tenant: &str,
+        action_id: ObjectId,
+        user: &str,
+        on: bool,
+    ) -> StoreResult<(bool, Counts)> {
+        let Some(action) = self.find_action(tenant, action_id).await? else {
+            return Err(StoreError::not_found(format!("no action {action_id}")));
+        };
+        let like = doc! { "tenant": tenant, "actionId": action_id, "userId": user };
+        let changed = if on {
+            match self.likes.insert_one(like).await {
+                Ok(_) => true,
+                Err(err) if is_duplicate(&err) => false,
+                Err(err) => return Err(db_err(err)),
+            }
+        } else {
+            self.likes
+                .delete_one(like)
+                .await
+                .map_err(db_err)?
+                .deleted_count
+                > 0
+        };
+        if !changed {
+            return Ok((false, action.counts));
+        }
+        let counts = self
+            .count(tenant, action_id, "likes", if on { 1 } else { -1 })
+            .await?
+            .unwrap_or(action.counts);
+        Ok((true, counts))
+    }
+
+    async fn liked(
+        &self,
+        tenant: &str,
+        user: &str,
+        action_ids: &[ObjectId],
+    ) -> StoreResult<Vec<ObjectId>> {
+        let docs: Vec<Document> = self
+            .likes
+            .find(doc! { "tenant": tenant, "userId": user, "actionId": { "$in": action_ids } })
+            .projection(doc! { "actionId": 1, "_id": 0 })
+            .await
+            .map_err(db_err)?
+            .try_collect()
+            .await
+            .map_err(db_err)?;
+        Ok(docs
+            .into_iter()
+            .filter_map(|d| d.get_object_id("actionId").ok())
             .collect())
     }
 

@@ -3,8 +3,8 @@
 use anyhow::{ensure, Context, Result};
 use riverfeed::descriptor::{Descriptor, StatusPost};
 use riverfeed::model::{
-    Action, EdgeKind, FanOut, FanOutState, Group, GroupKind, MembershipRole, ObjectId, Position,
-    Reason, ReasonKind, Scope, User,
+    Action, Comment, Counts, EdgeKind, FanOut, FanOutState, Group, GroupKind, MembershipRole,
+    ObjectId, Position, Reason, ReasonKind, Scope, User,
 };
 use riverfeed::store::embedded::EmbeddedStore;
 use riverfeed::store::{Delivery, Direction, ErrorKind, FeedRange, JoinOutcome, Store};
@@ -30,6 +30,7 @@ pub fn action(tenant: &str, actor: &str, conducted: i64, ref_ids: &[&str]) -> Ac
             text: format!("{actor} at {conducted}"),
         }),
         fan_out: FanOut::pending(),
+        counts: Counts::default(),
     }
 }
 
@@ -508,6 +509,106 @@ async fn passes_the_suite(backend: Backend) {
 }
 
 crate::on_both_backends!(passes_the_suite);
+
+async fn reactions(store: &dyn Store) -> Result<()> {
+    let tenant = "react-tenant";
+    let a = action(tenant, "x-bob", 1_000, &[]);
+    store.insert_action(&a).await?;
+    let mut ids = Vec::new();
+    for (i, author) in ["x-alice", "x-carol", "x-alice"].iter().enumerate() {
+        let comment = Comment {
+            id: ObjectId::new(),
+            action_id: a.id,
+            author_id: author.to_string(),
+            text: format!("comment {i}"),
+            created: 2_000 + i as i64,
+        };
+        let counts = store.add_comment(tenant, &comment).await?;
+        ensure!(counts.comments == i as u64 + 1, "{counts:?}");
+        ids.push(comment.id);
+    }
+    let all = store.comments(tenant, a.id, None, 10).await?;
+    ensure!(
+        all.iter().map(|c| c.id).eq(ids.iter().copied()),
+        "oldest first"
+    );
+    let rest = store.comments(tenant, a.id, Some(ids[0]), 10).await?;
+    ensure!(
+        rest.len() == 2 && rest[0].id == ids[1],
+        "paged after the first"
+    );
+    ensure!(store.comments(OTHER, a.id, None, 10).await?.is_empty());
+
+    ensure!(
+        store.set_like(tenant, a.id, "x-alice", true).await?
+            == (
+                true,
+                Counts {
+                    comments: 3,
+                    likes: 1
+                }
+            )
+    );
+    ensure!(
+        !store.set_like(tenant, a.id, "x-alice", true).await?.0,
+        "one like per user"
+    );
+    ensure!(store.set_like(tenant, a.id, "x-carol", true).await?.1.likes == 2);
+    ensure!(
+        store.set_like(tenant, a.id, "x-carol", false).await?
+            == (
+                true,
+                Counts {
+                    comments: 3,
+                    likes: 1
+                }
+            )
+    );
+    ensure!(!store.set_like(tenant, a.id, "x-carol", false).await?.0);
+    ensure!(
+        store
+            .liked(tenant, "x-alice", &[a.id, ObjectId::new()])
+            .await?
+            == [a.id]
+    );
+    ensure!(store.liked(tenant, "x-carol", &[a.id]).await?.is_empty());
+    ensure!(
+        store.get_actions(tenant, &[a.id]).await?[0].counts
+            == Counts {
+                comments: 3,
+                likes: 1
+            }
+    );
+
+    let missing = ObjectId::new();
+    let err = store
+        .set_like(tenant, missing, "x-alice", true)
+        .await
+        .err()
+        .context("missing")?;
+    ensure!(err.kind == ErrorKind::NotFound, "{err}");
+    let orphan = Comment {
+        id: ObjectId::new(),
+        action_id: missing,
+        author_id: "x".into(),
+        text: "x".into(),
+        created: 1,
+    };
+    ensure!(
+        store
+            .add_comment(tenant, &orphan)
+            .await
+            .err()
+            .map(|e| e.kind)
+            == Some(ErrorKind::NotFound)
+    );
+
+    // Deleting the action takes its reactions with it.
+    store.delete_action(tenant, a.id).await?;
+    ensure!(store.comments(tenant, a.id, None, 10).await?.is_empty());
+    ensure!(store.liked(tenant, "x-alice", &[a.id]).await?.is_empty());
+    Ok(())
+}
 
 /// Forty items in the same millisecond page exactly, both ways: the action id
 /// orders them.
