@@ -74,6 +74,7 @@ pub async fn store_test_suite(store: &dyn Store) -> Result<()> {
     many_ties(store)
         .await
         .context("many items in one millisecond")?;
+    reactions(store).await.context("reactions")?;
     Ok(())
 }
 
