@@ -91,6 +91,7 @@ pub enum ListKind {
     Home = 1,
     Slice = 2,
     Users = 3,
+    Comments = 4,
 }
 
 /// Which list a cursor belongs to, and the key its cursors are sealed with.
@@ -119,6 +120,11 @@ impl<'k> ListId<'k> {
 
     pub fn slice(key: &'k CursorKey, tenant: &str, ref_id: &str) -> Self {
         Self::new(key, ListKind::Slice, &[tenant, ref_id])
+    }
+
+    /// The comments of one action.
+    pub fn comments(key: &'k CursorKey, tenant: &str, action_id: &str) -> Self {
+        Self::new(key, ListKind::Comments, &[tenant, action_id])
     }
 
     /// A list of users: `relation` is e.g. "followers", `user` whose list it is.

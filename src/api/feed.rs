@@ -39,16 +39,6 @@ async fn load_page(
     loaders(ctx)?.actions.load_many(ids).await.api()
 }
 
-/// Whether the query asks for the actors of the page's actions.
-fn actors_selected(ctx: &Context<'_>, action_paths: &[&[&str]]) -> bool {
-    action_paths.iter().any(|path| {
-        path.iter()
-            .fold(ctx.look_ahead(), |field, name| field.field(name))
-            .field("actor")
-            .exists()
-    })
-}
-
 /// A page of `viewer`'s home feed, newest relevancy first.
 pub async fn home(
     ctx: &Context<'_>,
@@ -133,8 +123,12 @@ pub async fn home(
     }
 
     let (items, visible): (Vec<_>, Vec<_>) = kept.into_iter().unzip();
-    let actors = actors_selected(ctx, &[&["edges", "node", "action"], &["nodes", "action"]]);
-    let nodes = ActionNode::hydrate(ctx, visible, actors).await?;
+    let nodes = ActionNode::hydrate(
+        ctx,
+        visible,
+        &[&["edges", "node", "action"], &["nodes", "action"]],
+    )
+    .await?;
     let edges = items
         .into_iter()
         .zip(nodes)
@@ -210,8 +204,7 @@ pub async fn slice(
         }
     }
 
-    let actors = actors_selected(ctx, &[&["edges", "node"], &["nodes"]]);
-    let edges = ActionNode::hydrate(ctx, kept, actors)
+    let edges = ActionNode::hydrate(ctx, kept, &[&["edges", "node"], &["nodes"]])
         .await?
         .into_iter()
         .map(|node| ActionEdge {

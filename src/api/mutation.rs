@@ -8,14 +8,16 @@ use chrono::{DateTime, Utc};
 use super::access::Access;
 use super::error::{bad_input, forbidden, not_found, ApiResultExt};
 use super::query::action_id;
+use super::query::action_id as action_id_arg;
+use super::types::CommentNode;
 use super::types::{user_id_arg, ActionNode, UserNode};
 use super::{acting_user, require_service, state, viewer, AppState, Viewer};
 use crate::descriptor::{Descriptor, DescriptorInput};
 use crate::events::{FeedEvent, FeedEventKind};
 use crate::model::limits::{check_id, check_ids, check_text};
 use crate::model::{
-    Action, Counts, EdgeKind, FanOut, FeedItem, Group, GroupKind, Membership, MembershipRole,
-    ObjectId, Scope, User,
+    Action, Comment, Counts, EdgeKind, FanOut, FeedItem, Group, GroupKind, Membership,
+    MembershipRole, ObjectId, Scope, User,
 };
 use crate::store::JoinOutcome;
 
@@ -125,6 +127,31 @@ async fn own_action(
     ))
 }
 
+/// Loads an action the viewer may read, or `NOT_FOUND` exactly as for a
+/// missing one.
+async fn readable_action(
+    ctx: &Context<'_>,
+    viewer: &Viewer,
+    id: ObjectId,
+) -> async_graphql::Result<Action> {
+    let missing = || not_found(format!("no action {id}"));
+    let action = state(ctx)?
+        .store
+        .get_actions(&viewer.tenant, &[id])
+        .await
+        .api()?
+        .pop()
+        .ok_or_else(missing)?;
+    if Access::load(ctx, viewer, [&action])
+        .await?
+        .can_read(&action)
+    {
+        Ok(action)
+    } else {
+        Err(missing())
+    }
+}
+
 /// Checks a scope and its readers, and finds the groups a TEAM / DEPARTMENT
 /// action reaches: the actor's groups of that kind. Returns the readers and the
 /// scope groups.
@@ -176,6 +203,24 @@ async fn resolve_scope(
 }
 
 impl MutationRoot {
+    async fn set_like(
+        &self,
+        ctx: &Context<'_>,
+        action_id: ID,
+        on: bool,
+    ) -> async_graphql::Result<ActionNode> {
+        let viewer = viewer(ctx)?;
+        let id = action_id_arg(&action_id)?;
+        let mut action = readable_action(ctx, viewer, id).await?;
+        let (_, counts) = state(ctx)?
+            .store
+            .set_like(&viewer.tenant, id, &viewer.user, on)
+            .await
+            .api()?;
+        action.counts = counts;
+        Ok(ActionNode::new(action))
+    }
+
     async fn edge(
         &self,
         ctx: &Context<'_>,
@@ -439,6 +484,46 @@ impl MutationRoot {
         let removed = state.store.delete_action(&viewer.tenant, oid).await.api()?;
         publish_removed(state, &viewer.tenant, removed);
         Ok(ID(oid.to_hex()))
+    }
+
+    /// Comments on an action the viewer may see.
+    async fn comment(
+        &self,
+        ctx: &Context<'_>,
+        action_id: ID,
+        text: String,
+    ) -> async_graphql::Result<CommentNode> {
+        let viewer = viewer(ctx)?;
+        let state = state(ctx)?;
+        let id = action_id_arg(&action_id)?;
+        if text.trim().is_empty() {
+            return Err(bad_input("text must not be empty"));
+        }
+        check_text("text", &text).api()?;
+        readable_action(ctx, viewer, id).await?;
+        let comment = Comment {
+            id: ObjectId::new(),
+            action_id: id,
+            author_id: viewer.user.clone(),
+            text,
+            created: state.clock.now(),
+        };
+        state
+            .store
+            .add_comment(&viewer.tenant, &comment)
+            .await
+            .api()?;
+        Ok(CommentNode(comment))
+    }
+
+    /// The viewer likes an action it may see (once; liking again changes nothing).
+    async fn like(&self, ctx: &Context<'_>, action_id: ID) -> async_graphql::Result<ActionNode> {
+        self.set_like(ctx, action_id, true).await
+    }
+
+    /// The viewer takes back its like.
+    async fn unlike(&self, ctx: &Context<'_>, action_id: ID) -> async_graphql::Result<ActionNode> {
+        self.set_like(ctx, action_id, false).await
     }
 
     /// Removes an action from the viewer's own feed only, for good. True if it

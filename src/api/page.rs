@@ -4,7 +4,7 @@
 
 use async_graphql::{Object, SimpleObject};
 
-use super::types::{ActionNode, FeedItemNode, UserNode};
+use super::types::{ActionNode, CommentNode, FeedItemNode, UserNode};
 
 /// Where a page starts and ends, and whether there is more on either side.
 #[derive(Clone, Debug, Default, SimpleObject)]
@@ -66,3 +66,4 @@ macro_rules! connection {
 connection!(FeedItemConnection, FeedItemEdge, FeedItemNode, "feed item");
 connection!(ActionConnection, ActionEdge, ActionNode, "action");
 connection!(UserConnection, UserEdge, UserNode, "user");
+connection!(CommentConnection, CommentEdge, CommentNode, "comment");

@@ -126,12 +126,11 @@ impl QueryRoot {
             .api()?;
         let access = Access::load(ctx, viewer, found.values()).await?;
         let readable: Vec<_> = found.into_values().filter(|a| access.can_read(a)).collect();
-        let mut nodes: HashMap<ObjectId, ActionNode> =
-            ActionNode::hydrate(ctx, readable, ctx.look_ahead().field("actor").exists())
-                .await?
-                .into_iter()
-                .map(|node| (node.action.id, node))
-                .collect();
+        let mut nodes: HashMap<ObjectId, ActionNode> = ActionNode::hydrate(ctx, readable, &[&[]])
+            .await?
+            .into_iter()
+            .map(|node| (node.action.id, node))
+            .collect();
         Ok(ids.iter().map(|id| nodes.remove(id)).collect())
     }
 

@@ -8,13 +8,14 @@ use chrono::{DateTime, Utc};
 use super::access::Access;
 use super::cursor::{CursorKey, ListId};
 use super::error::{bad_input, ApiResultExt};
-use super::page::{PageInfo, UserConnection, UserEdge};
+use super::page::{CommentConnection, CommentEdge, PageInfo, UserConnection, UserEdge};
 use super::{loaders, page_cost, state, viewer};
 use crate::descriptor::Descriptor;
 use crate::events::{FeedEvent, FeedEventKind};
 use crate::model::limits::{check_id, page_size};
 use crate::model::{
-    Action, EdgeKind, FanOutState, FeedItem, Membership, Millis, ReasonKind, Scope, User,
+    Action, Comment, EdgeKind, FanOutState, FeedItem, Membership, Millis, ObjectId, ReasonKind,
+    Scope, User,
 };
 use crate::store::Direction;
 
@@ -27,6 +28,8 @@ pub fn datetime(ms: Millis) -> DateTime<Utc> {
 pub struct ActionNode {
     pub action: Action,
     actor: Option<User>,
+    /// Whether the viewer likes it, when loaded along with its page.
+    liked: Option<bool>,
 }
 
 impl ActionNode {
@@ -34,28 +37,54 @@ impl ActionNode {
         Self {
             action,
             actor: None,
+            liked: None,
         }
     }
 
-    /// Wraps a page of actions for output. When the query asks for their
-    /// actors (`actors_selected`), loads them all in one batch.
+    /// Whether the query asks for `field` of the actions at `paths` (each a
+    /// path of fields from the current one to an action).
+    pub fn selected(ctx: &Context<'_>, paths: &[&[&str]], field: &str) -> bool {
+        paths.iter().any(|path| {
+            path.iter()
+                .fold(ctx.look_ahead(), |f, name| f.field(name))
+                .field(field)
+                .exists()
+        })
+    }
+
+    /// Wraps a page of actions for output. What the query asks of them at
+    /// `paths` that needs the store (their actors, whether the viewer likes
+    /// them) is loaded for the whole page in one batch each.
     pub async fn hydrate(
         ctx: &Context<'_>,
         actions: Vec<Action>,
-        actors_selected: bool,
+        paths: &[&[&str]],
     ) -> async_graphql::Result<Vec<ActionNode>> {
-        if !actors_selected {
-            return Ok(actions.into_iter().map(ActionNode::new).collect());
+        let mut nodes: Vec<ActionNode> = actions.into_iter().map(ActionNode::new).collect();
+        if nodes.is_empty() {
+            return Ok(nodes);
         }
-        let actor_ids: BTreeSet<String> = actions.iter().map(|a| a.actor_id.clone()).collect();
-        let actors = loaders(ctx)?.users.load_many(actor_ids).await.api()?;
-        Ok(actions
-            .into_iter()
-            .map(|action| ActionNode {
-                actor: actors.get(&action.actor_id).cloned(),
-                action,
-            })
-            .collect())
+        if Self::selected(ctx, paths, "actor") {
+            let actor_ids: BTreeSet<String> =
+                nodes.iter().map(|n| n.action.actor_id.clone()).collect();
+            let actors = loaders(ctx)?.users.load_many(actor_ids).await.api()?;
+            for node in &mut nodes {
+                node.actor = actors.get(&node.action.actor_id).cloned();
+            }
+        }
+        if Self::selected(ctx, paths, "viewerHasLiked") {
+            let viewer = viewer(ctx)?;
+            let ids: Vec<ObjectId> = nodes.iter().map(|n| n.action.id).collect();
+            let liked = state(ctx)?
+                .store
+                .liked(&viewer.tenant, &viewer.user, &ids)
+                .await
+                .api()?;
+            for node in &mut nodes {
+                node.liked = Some(liked.contains(&node.action.id));
+            }
+        }
+        Ok(nodes)
     }
 }
 
@@ -121,6 +150,92 @@ impl ActionNode {
     /// What happened, typed.
     async fn descriptor(&self) -> &Descriptor {
         &self.action.descriptor
+    }
+
+    async fn comment_count(&self) -> u64 {
+        self.action.counts.comments
+    }
+
+    async fn like_count(&self) -> u64 {
+        self.action.counts.likes
+    }
+
+    /// Whether the viewer likes this action.
+    async fn viewer_has_liked(&self, ctx: &Context<'_>) -> async_graphql::Result<bool> {
+        if let Some(liked) = self.liked {
+            return Ok(liked);
+        }
+        let viewer = viewer(ctx)?;
+        let liked = state(ctx)?
+            .store
+            .liked(&viewer.tenant, &viewer.user, &[self.action.id])
+            .await
+            .api()?;
+        Ok(!liked.is_empty())
+    }
+
+    /// Comments, oldest first.
+    #[graphql(complexity = "page_cost(first, child_complexity)")]
+    async fn comments(
+        &self,
+        ctx: &Context<'_>,
+        first: Option<i32>,
+        after: Option<String>,
+    ) -> async_graphql::Result<CommentConnection> {
+        let viewer = viewer(ctx)?;
+        let limit = page_size("first", first).api()?;
+        let id = self.action.id.to_hex();
+        let list = ListId::comments(&state(ctx)?.cursors, &viewer.tenant, &id);
+        let after = after.map(|c| list.decode_id(&c)).transpose()?;
+        let mut comments = state(ctx)?
+            .store
+            .comments(&viewer.tenant, self.action.id, after, limit + 1)
+            .await
+            .api()?;
+        let has_next = comments.len() > limit;
+        comments.truncate(limit);
+        let edges: Vec<CommentEdge> = comments
+            .into_iter()
+            .map(|comment| CommentEdge {
+                cursor: list.id_cursor(comment.id),
+                node: CommentNode(comment),
+            })
+            .collect();
+        Ok(CommentConnection {
+            page_info: PageInfo {
+                has_previous_page: after.is_some(),
+                has_next_page: has_next,
+                start_cursor: edges.first().map(|e| e.cursor.clone()),
+                end_cursor: edges.last().map(|e| e.cursor.clone()),
+            },
+            edges,
+        })
+    }
+}
+
+/// A comment on an action.
+pub struct CommentNode(pub Comment);
+
+#[Object(name = "Comment")]
+impl CommentNode {
+    async fn id(&self) -> ID {
+        ID(self.0.id.to_hex())
+    }
+
+    async fn author(&self, ctx: &Context<'_>) -> async_graphql::Result<UserNode> {
+        user_node(ctx, &self.0.author_id).await
+    }
+
+    async fn author_id(&self) -> &str {
+        &self.0.author_id
+    }
+
+    async fn text(&self) -> &str {
+        &self.0.text
+    }
+
+    async fn created(&self) -> DateTime<Utc> {
+        datetime(self.0.created)
     }
 }
 

@@ -805,7 +805,108 @@ fn schema_graphql_is_the_exported_sdl() {
     );
 }
 
+async fn readers_comment_and_like(backend: Backend) {
+    let Some(server) = TestServer::start(backend).await else {
+        return;
+    };
+    let bob = server.client("acme", "bob");
+    let alice = server.client("acme", "alice");
+    let carol = server.client("acme", "carol");
+    bob.upsert_user("bob", "Bob").await;
+    alice.upsert_user("alice", "Alice").await;
+    alice.follow("bob").await;
+    let id = bob.post_status("shipped it", json!({})).await;
+    bob.wait_delivered(&id).await;
+
+    for text in ["congrats!", "well done", "🎉"] {
+        let data = alice
+            .data(
+                "mutation($id: ID!, $t: String!) { comment(actionId: $id, text: $t) { id author { name } text } }",
+                json!({ "id": id, "t": text }),
+            )
+            .await;
+        assert_eq!(data["comment"]["author"]["name"], "Alice");
+        assert_eq!(data["comment"]["text"], text);
+    }
+    let like = "mutation($id: ID!) { like(actionId: $id) { likeCount viewerHasLiked } }";
+    let data = alice.data(like, json!({ "id": id })).await;
+    assert_eq!(
+        data["like"],
+        json!({ "likeCount": 1, "viewerHasLiked": true })
+    );
+    let data = alice.data(like, json!({ "id": id })).await;
+    assert_eq!(data["like"]["likeCount"], 1, "liking twice counts once");
+
+    let page = "{ feed { edges { node { action { commentCount likeCount viewerHasLiked } } } } }";
+    let seen = alice.data(page, json!({})).await;
+    assert_eq!(
+        seen["feed"]["edges"][0]["node"]["action"],
+        json!({ "commentCount": 3, "likeCount": 1, "viewerHasLiked": true })
+    );
+    let seen = bob.data(page, json!({})).await;
+    assert_eq!(
+        seen["feed"]["edges"][0]["node"]["action"]["viewerHasLiked"],
+        false
+    );
+
+    let thread = "query($id: ID!, $after: String) { action(id: $id) { comments(first: 2, after: $after) { edges { node { text } } pageInfo { hasNextPage endCursor } } } }";
+    let first = bob.data(thread, json!({ "id": id, "after": null })).await;
+    let texts = |d: &Value| -> Vec<String> {
+        d["action"]["comments"]["edges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["node"]["text"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(texts(&first), ["congrats!", "well done"], "oldest first");
+    let after = first["action"]["comments"]["pageInfo"]["endCursor"].clone();
+    let rest = bob.data(thread, json!({ "id": id, "after": after })).await;
+    assert_eq!(texts(&rest), ["🎉"]);
+    assert_eq!(rest["action"]["comments"]["pageInfo"]["hasNextPage"], false);
+
+    let data = alice
+        .data(
+            "mutation($id: ID!) { unlike(actionId: $id) { likeCount viewerHasLiked } }",
+            json!({ "id": id }),
+        )
+        .await;
+    assert_eq!(
+        data["unlike"],
+        json!({ "likeCount": 0, "viewerHasLiked": false })
+    );
+
+    // A reader who may not see an action cannot react to it: it answers as
+    // for an action that does not exist.
+    let secret = bob
+        .post_status(
+            "for alice",
+            json!({ "scope": "RESTRICTED", "readers": ["alice"] }),
+        )
+        .await;
+    for mutation in [
+        "mutation($id: ID!) { comment(actionId: $id, text: \"hi\") { id } }",
+        "mutation($id: ID!) { like(actionId: $id) { id } }",
+    ] {
+        let body = carol.post(mutation, json!({ "id": secret })).await;
+        assert_eq!(
+            first_error_code(&body).as_deref(),
+            Some("NOT_FOUND"),
+            "{body}"
+        );
+    }
+    let body = alice
+        .post(
+            "mutation($id: ID!) { comment(actionId: $id, text: \"  \") { id } }",
+            json!({ "id": secret }),
+        )
+        .await;
+    assert_eq!(first_error_code(&body).as_deref(), Some("BAD_USER_INPUT"));
+    server.stop().await;
+}
+
 crate::on_both_backends!(
+    readers_comment_and_like,
     a_follower_sees_the_followed_users_action,
     pages_have_no_gaps_or_duplicates_while_new_items_arrive,
     paging_backwards_with_last_and_before,
