@@ -486,6 +486,29 @@ impl MutationRoot {
         Ok(ID(oid.to_hex()))
     }
 
+    /// Sets the display name copied next to `refId` (an applicant's name beside
+    /// its `applicantId`, a position's…) in every action that refers to it.
+    /// Returns how many copied names changed. `service` and `admin` only.
+    async fn rename_ref(
+        &self,
+        ctx: &Context<'_>,
+        ref_id: String,
+        name: String,
+    ) -> async_graphql::Result<u64> {
+        let viewer = viewer(ctx)?;
+        require_service(viewer, "renameRef")?;
+        check_id("refId", &ref_id).api()?;
+        if name.trim().is_empty() {
+            return Err(bad_input("name must not be empty"));
+        }
+        check_text("name", &name).api()?;
+        state(ctx)?
+            .store
+            .rename_ref(&viewer.tenant, &ref_id, &name)
+            .await
+            .api()
+    }
+
     /// Comments on an action the viewer may see.
     async fn comment(
         &self,

@@ -25,7 +25,31 @@ pub trait Validate {
     fn done_by(&self) -> Vec<(&'static str, &str)> {
         Vec::new()
     }
+
+    /// The pairs of an id and the name copied next to it (`applicantId` and
+    /// `applicantName`…), by their stored field names.
+    fn named_refs(&mut self) -> Vec<NamedRef<'_>> {
+        Vec::new()
+    }
 }
+
+/// An id in a descriptor and the display name copied beside it.
+pub struct NamedRef<'a> {
+    pub id_field: &'static str,
+    pub name_field: &'static str,
+    pub id: &'a str,
+    pub name: &'a mut String,
+}
+
+/// Every `(id field, name field)` pair any descriptor type has, for backends
+/// that rename in place (MongoDB's `updateMany` per pair).
+pub const NAMED_REF_FIELDS: &[(&str, &str)] = &[
+    ("applicantId", "applicantName"),
+    ("positionId", "positionName"),
+    ("raterId", "raterName"),
+    ("hiredById", "hiredByName"),
+    ("requestedById", "requestedByName"),
+];
 
 macro_rules! descriptors {
     ($($variant:ident),+ $(,)?) => {
@@ -62,6 +86,22 @@ macro_rules! descriptors {
                 match self {
                     $(Descriptor::$variant(d) => d.validate(),)+
                 }
+            }
+
+            /// Sets the copied name of `ref_id` to `name` wherever this
+            /// descriptor refers to it. Returns how many names changed.
+            pub fn rename(&mut self, ref_id: &str, name: &str) -> usize {
+                let refs = match self {
+                    $(Descriptor::$variant(d) => d.named_refs(),)+
+                };
+                let mut changed = 0;
+                for r in refs {
+                    if r.id == ref_id && r.name != name {
+                        *r.name = name.to_owned();
+                        changed += 1;
+                    }
+                }
+                changed
             }
 
             /// Fields naming who did the thing, as `(field, user id)`.

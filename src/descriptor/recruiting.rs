@@ -6,7 +6,7 @@
 use async_graphql::{InputObject, SimpleObject};
 use serde::{Deserialize, Serialize};
 
-use super::{id, text, Validate};
+use super::{id, text, NamedRef, Validate};
 use crate::model::limits::{check_ids, InputError};
 
 /// Someone rated an applicant for a position.
@@ -49,6 +49,24 @@ impl Validate for ApplicationRating {
     fn done_by(&self) -> Vec<(&'static str, &str)> {
         vec![("applicationRating.raterId", &self.rater_id)]
     }
+
+    fn named_refs(&mut self) -> Vec<NamedRef<'_>> {
+        vec![
+            named("raterId", "raterName", &self.rater_id, &mut self.rater_name),
+            named(
+                "positionId",
+                "positionName",
+                &self.position_id,
+                &mut self.position_name,
+            ),
+            named(
+                "applicantId",
+                "applicantName",
+                &self.applicant_id,
+                &mut self.applicant_name,
+            ),
+        ]
+    }
 }
 
 /// An applicant applied for a position.
@@ -68,6 +86,23 @@ impl Validate for NewApplicant {
         id("newApplicant.positionId", &self.position_id)?;
         text("newApplicant.applicantName", &self.applicant_name)?;
         text("newApplicant.positionName", &self.position_name)
+    }
+
+    fn named_refs(&mut self) -> Vec<NamedRef<'_>> {
+        vec![
+            named(
+                "applicantId",
+                "applicantName",
+                &self.applicant_id,
+                &mut self.applicant_name,
+            ),
+            named(
+                "positionId",
+                "positionName",
+                &self.position_id,
+                &mut self.position_name,
+            ),
+        ]
     }
 }
 
@@ -96,6 +131,29 @@ impl Validate for ApplicantHired {
 
     fn done_by(&self) -> Vec<(&'static str, &str)> {
         vec![("applicantHired.hiredById", &self.hired_by_id)]
+    }
+
+    fn named_refs(&mut self) -> Vec<NamedRef<'_>> {
+        vec![
+            named(
+                "applicantId",
+                "applicantName",
+                &self.applicant_id,
+                &mut self.applicant_name,
+            ),
+            named(
+                "positionId",
+                "positionName",
+                &self.position_id,
+                &mut self.position_name,
+            ),
+            named(
+                "hiredById",
+                "hiredByName",
+                &self.hired_by_id,
+                &mut self.hired_by_name,
+            ),
+        ]
     }
 }
 
@@ -133,5 +191,58 @@ impl Validate for ApplicantRatingRequested {
             "applicantRatingRequested.requestedByName",
             &self.requested_by_name,
         )
+    }
+}
+
+fn named<'a>(
+    id_field: &'static str,
+    name_field: &'static str,
+    id: &'a str,
+    name: &'a mut String,
+) -> NamedRef<'a> {
+    NamedRef {
+        id_field,
+        name_field,
+        id,
+        name,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::descriptor::{Descriptor, NAMED_REF_FIELDS};
+
+    #[test]
+    fn rename_touches_only_the_matching_name() {
+        let mut d = Descriptor::ApplicationRating(ApplicationRating {
+            rater_id: "u1".into(),
+            rater_name: "Una".into(),
+            position_id: "p1".into(),
+            position_name: "Engineer".into(),
+            applicant_id: "a1".into(),
+            applicant_name: "Mary Fanning".into(),
+            rating_score: 4.0,
+            rating_text: String::new(),
+            tags: vec![],
+        });
+        assert_eq!(d.rename("a1", "Mary Fanning-Smith"), 1);
+        assert_eq!(
+            d.rename("a1", "Mary Fanning-Smith"),
+            0,
+            "no change the second time"
+        );
+        assert_eq!(d.rename("zz", "Nobody"), 0);
+        let Descriptor::ApplicationRating(r) = &d else {
+            unreachable!()
+        };
+        assert_eq!(r.applicant_name, "Mary Fanning-Smith");
+        assert_eq!(
+            (r.rater_name.as_str(), r.position_name.as_str()),
+            ("Una", "Engineer")
+        );
+        for (id_field, name_field) in [("raterId", "raterName"), ("applicantId", "applicantName")] {
+            assert!(NAMED_REF_FIELDS.contains(&(id_field, name_field)));
+        }
     }
 }

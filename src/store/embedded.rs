@@ -695,6 +695,57 @@ impl Store for EmbeddedStore {
         .await
     }
 
+    async fn rename_ref(&self, tenant: &str, ref_id: &str, name: &str) -> StoreResult<u64> {
+        let (tenant, ref_id, name) = (tenant.to_owned(), ref_id.to_owned(), name.to_owned());
+        self.blocking(move |db| {
+            // Batches keep each write transaction short: other writers (the
+            // fan-out worker) get their turn between them.
+            const BATCH: usize = 500;
+            let t = tenant.as_str();
+            let mut after: Option<Oid> = None;
+            let mut changed = 0u64;
+            loop {
+                let batch: Vec<Action> = {
+                    let txn = db.begin_read().map_err(db_err)?;
+                    let actions = txn.open_table(ACTIONS).map_err(db_err)?;
+                    let lower = match after {
+                        Some(id) => Bound::Excluded((t, id)),
+                        None => Bound::Included((t, [0u8; 12])),
+                    };
+                    let upper = Bound::Included((t, [0xffu8; 12]));
+                    let mut batch = Vec::new();
+                    for entry in actions.range((lower, upper)).map_err(db_err)?.take(BATCH) {
+                        let (_, value) = entry.map_err(db_err)?;
+                        batch.push(decode_action(value.value())?);
+                    }
+                    batch
+                };
+                let Some(last) = batch.last() else { break };
+                after = Some(last.id.bytes());
+                let done = batch.len() < BATCH;
+                let txn = db.begin_write().map_err(db_err)?;
+                for action in batch {
+                    // Re-read inside the write: the action may have changed
+                    // (or gone) since the batch was read.
+                    let Some(mut current) = get_action(&txn, t, action.id.bytes())? else {
+                        continue;
+                    };
+                    let renamed = current.descriptor.rename(&ref_id, &name);
+                    if renamed > 0 {
+                        put_action(&txn, &current)?;
+                        changed += renamed as u64;
+                    }
+                }
+                txn.commit().map_err(db_err)?;
+                if done {
+                    break;
+                }
+            }
+            Ok(changed)
+        })
+        .await
+    }
+
     async fn add_comment(&self, tenant: &str, comment: &Comment) -> StoreResult<Counts> {
         let (tenant, comment) = (tenant.to_owned(), comment.clone());
         self.blocking(move |db| {

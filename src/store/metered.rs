@@ -45,6 +45,7 @@ ops!(
     delete_action,
     set_action_scope,
     slice,
+    rename_ref,
     add_comment,
     comments,
     set_like,
@@ -219,6 +220,11 @@ impl Store for Metered {
     ) -> StoreResult<Vec<ObjectId>> {
         self.count(Op::slice);
         self.inner.slice(tenant, ref_id, before, limit).await
+    }
+
+    async fn rename_ref(&self, tenant: &str, ref_id: &str, name: &str) -> StoreResult<u64> {
+        self.count(Op::rename_ref);
+        self.inner.rename_ref(tenant, ref_id, name).await
     }
 
     async fn add_comment(&self, tenant: &str, comment: &Comment) -> StoreResult<Counts> {

@@ -166,6 +166,11 @@ pub trait Store: Send + Sync + 'static {
         limit: usize,
     ) -> StoreResult<Vec<ObjectId>>;
 
+    /// Sets the display name copied next to `ref_id` (`applicantName` beside
+    /// `applicantId`…) in every action of the tenant that refers to it, in
+    /// batches. Returns how many copied names changed.
+    async fn rename_ref(&self, tenant: &str, ref_id: &str, name: &str) -> StoreResult<u64>;
+
     // --- reactions -------------------------------------------------------
     /// Adds a comment and counts it on its action. `NotFound` if there is no
     /// such action. Returns the action's counts after.

@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use super::{
     Claim, Delivery, Direction, ErrorKind, FeedRange, JoinOutcome, Store, StoreError, StoreResult,
 };
-use crate::descriptor::Descriptor;
+use crate::descriptor::{Descriptor, NAMED_REF_FIELDS};
 use crate::model::{
     Action, Comment, Counts, EdgeKind, FanOut, FanOutState, FeedItem, Group, GroupKind, Membership,
     MembershipRole, Millis, ObjectId, Position, Reason, Scope, User,
@@ -976,6 +976,29 @@ impl Store for MongoStore {
             .into_iter()
             .filter_map(|d| d.get_object_id("_id").ok())
             .collect())
+    }
+
+    async fn rename_ref(&self, tenant: &str, ref_id: &str, name: &str) -> StoreResult<u64> {
+        // One updateMany per id / name pair: the server rewrites its matches
+        // in place, without shipping actions back and forth.
+        let mut changed = 0;
+        for (id_field, name_field) in NAMED_REF_FIELDS {
+            let name_path = format!("descriptor.{name_field}");
+            let result = self
+                .actions
+                .update_many(
+                    doc! {
+                        "tenant": tenant,
+                        format!("descriptor.{id_field}"): ref_id,
+                        name_path.clone(): { "$ne": name },
+                    },
+                    doc! { "$set": { name_path: name } },
+                )
+                .await
+                .map_err(db_err)?;
+            changed += result.modified_count;
+        }
+        Ok(changed)
     }
 
     async fn add_comment(&self, tenant: &str, comment: &Comment) -> StoreResult<Counts> {

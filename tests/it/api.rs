@@ -206,6 +206,23 @@ async fn slices_list_actions_by_referenced_object(backend: Backend) {
     assert_eq!(data["slice"]["edges"][0]["node"]["id"], mary[0].as_str());
     assert_eq!(data["slice"]["pageInfo"]["hasNextPage"], false);
 
+    // The applicant changes her name: every copy of it follows.
+    let renamed = server
+        .service("acme")
+        .data(
+            "mutation { renameRef(refId: \"app-mary\", name: \"Mary Fanning-Smith\") }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(renamed["renameRef"], 4);
+    let data = recruiter
+        .data(query, json!({ "ref": "app-mary", "after": null }))
+        .await;
+    assert_eq!(
+        data["slice"]["edges"][0]["node"]["descriptor"]["applicantName"],
+        "Mary Fanning-Smith"
+    );
+
     // A slice cursor pages only its own slice.
     let code = recruiter
         .error_code(query, json!({ "ref": "pos-sse", "after": after }))

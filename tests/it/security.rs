@@ -273,6 +273,7 @@ async fn roles_decide_who_acts_for_whom(backend: Backend) {
         ("put someone in a group", "mutation { joinGroup(groupId: \"execs\", kind: TEAM, userId: \"bob\") { groupId } }"),
         ("take someone out of a group", "mutation { leaveGroup(groupId: \"execs\", userId: \"bob\") }"),
         ("read another feed", "{ feed(ownerId: \"bob\") { edges { cursor } } }"),
+        ("rename a ref", "mutation { renameRef(refId: \"app-1\", name: \"Someone Else\") }"),
     ];
     for (name, query) in forbidden_for_users {
         assert_eq!(
@@ -320,6 +321,13 @@ async fn roles_decide_who_acts_for_whom(backend: Backend) {
         )
         .await;
     assert_eq!(data["recordAction"]["actorId"], "bob");
+    let renamed = service
+        .data(
+            "mutation { renameRef(refId: \"app-1\", name: \"Nobody\") }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(renamed["renameRef"], 0, "no action names app-1");
     let id = data["recordAction"]["id"].as_str().unwrap().to_owned();
     let bob = as_user(&server, "acme", "bob");
     bob.wait_delivered(&id).await;

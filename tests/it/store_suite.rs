@@ -75,6 +75,7 @@ pub async fn store_test_suite(store: &dyn Store) -> Result<()> {
         .await
         .context("many items in one millisecond")?;
     reactions(store).await.context("reactions")?;
+    rename_ref(store).await.context("renaming a ref")?;
     Ok(())
 }
 
@@ -510,6 +511,64 @@ async fn passes_the_suite(backend: Backend) {
 }
 
 crate::on_both_backends!(passes_the_suite);
+
+/// Renames cross batch boundaries: 1,100 actions name the applicant.
+async fn rename_ref(store: &dyn Store) -> Result<()> {
+    use riverfeed::descriptor::NewApplicant;
+    let tenant = "rename-tenant";
+    let applied = |applicant: &str, name: &str| {
+        let mut a = action(tenant, "n-rita", 1_000, &[applicant]);
+        a.descriptor = Descriptor::NewApplicant(NewApplicant {
+            applicant_id: applicant.into(),
+            applicant_name: name.into(),
+            position_id: "pos-1".into(),
+            position_name: "Engineer".into(),
+        });
+        a
+    };
+    for _ in 0..1_100 {
+        store
+            .insert_action(&applied("app-mary", "Mary Fanning"))
+            .await?;
+    }
+    let other = applied("app-john", "John Doe");
+    store.insert_action(&other).await?;
+    let elsewhere = {
+        let mut a = applied("app-mary", "Mary Fanning");
+        a.tenant = OTHER.into();
+        a
+    };
+    store.insert_action(&elsewhere).await?;
+
+    let changed = store
+        .rename_ref(tenant, "app-mary", "Mary Fanning-Smith")
+        .await?;
+    ensure!(changed == 1_100, "{changed} names changed");
+    ensure!(
+        store
+            .rename_ref(tenant, "app-mary", "Mary Fanning-Smith")
+            .await?
+            == 0
+    );
+    let page = store.slice(tenant, "app-mary", None, 5).await?;
+    for a in store.get_actions(tenant, &page).await? {
+        ensure!(
+            matches!(&a.descriptor, Descriptor::NewApplicant(d) if d.applicant_name == "Mary Fanning-Smith"),
+            "{:?}",
+            a.descriptor
+        );
+    }
+    let john = store.get_actions(tenant, &[other.id]).await?;
+    ensure!(
+        matches!(&john[0].descriptor, Descriptor::NewApplicant(d) if d.applicant_name == "John Doe")
+    );
+    let theirs = store.get_actions(OTHER, &[elsewhere.id]).await?;
+    ensure!(
+        matches!(&theirs[0].descriptor, Descriptor::NewApplicant(d) if d.applicant_name == "Mary Fanning"),
+        "other tenants are untouched"
+    );
+    Ok(())
+}
 
 async fn reactions(store: &dyn Store) -> Result<()> {
     let tenant = "react-tenant";
