@@ -7,8 +7,7 @@ use chrono::{DateTime, Utc};
 
 use super::access::Access;
 use super::error::{bad_input, forbidden, not_found, ApiResultExt};
-use super::query::action_id;
-use super::query::action_id as action_id_arg;
+use super::query::parse_action_id;
 use super::types::CommentNode;
 use super::types::{user_id_arg, ActionNode, UserNode};
 use super::{acting_user, require_service, state, viewer, AppState, Viewer};
@@ -210,7 +209,7 @@ impl MutationRoot {
         on: bool,
     ) -> async_graphql::Result<ActionNode> {
         let viewer = viewer(ctx)?;
-        let id = action_id_arg(&action_id)?;
+        let id = parse_action_id(&action_id)?;
         let mut action = readable_action(ctx, viewer, id).await?;
         let (_, counts) = state(ctx)?
             .store
@@ -440,7 +439,7 @@ impl MutationRoot {
     async fn hide_action(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<ActionNode> {
         let viewer = viewer(ctx)?;
         let state = state(ctx)?;
-        let id = action_id(&id)?;
+        let id = parse_action_id(&id)?;
         let mut action = own_action(ctx, viewer, id).await?;
         let removed = state.store.hide_action(&viewer.tenant, id).await.api()?;
         publish_removed(state, &viewer.tenant, removed);
@@ -460,7 +459,7 @@ impl MutationRoot {
     ) -> async_graphql::Result<ActionNode> {
         let viewer = viewer(ctx)?;
         let state = state(ctx)?;
-        let id = action_id(&id)?;
+        let id = parse_action_id(&id)?;
         let action = own_action(ctx, viewer, id).await?;
         let readers = readers.into_iter().map(|r| r.0).collect();
         let (readers, groups) =
@@ -479,7 +478,7 @@ impl MutationRoot {
     async fn delete_action(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<ID> {
         let viewer = viewer(ctx)?;
         let state = state(ctx)?;
-        let oid = action_id(&id)?;
+        let oid = parse_action_id(&id)?;
         own_action(ctx, viewer, oid).await?;
         let removed = state.store.delete_action(&viewer.tenant, oid).await.api()?;
         publish_removed(state, &viewer.tenant, removed);
@@ -518,7 +517,7 @@ impl MutationRoot {
     ) -> async_graphql::Result<CommentNode> {
         let viewer = viewer(ctx)?;
         let state = state(ctx)?;
-        let id = action_id_arg(&action_id)?;
+        let id = parse_action_id(&action_id)?;
         if text.trim().is_empty() {
             return Err(bad_input("text must not be empty"));
         }
@@ -558,7 +557,7 @@ impl MutationRoot {
     ) -> async_graphql::Result<bool> {
         let viewer = viewer(ctx)?;
         let state = state(ctx)?;
-        let id = super::query::action_id(&action_id)?;
+        let id = parse_action_id(&action_id)?;
         let item = state
             .store
             .hide_feed_item(&viewer.tenant, &viewer.user, id)

@@ -17,7 +17,7 @@ use crate::model::ObjectId;
 pub struct QueryRoot;
 
 /// Parses an action id argument.
-pub(crate) fn action_id(id: &ID) -> async_graphql::Result<ObjectId> {
+pub(crate) fn parse_action_id(id: &ID) -> async_graphql::Result<ObjectId> {
     ObjectId::parse_str(id.as_str()).map_err(|_| {
         bad_input(format!(
             "{:?} is not an action id (24 hex digits)",
@@ -95,7 +95,7 @@ impl QueryRoot {
     /// One action, or null if there is none you may see.
     async fn action(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<Option<ActionNode>> {
         let viewer = viewer(ctx)?;
-        let id = action_id(&id)?;
+        let id = parse_action_id(&id)?;
         let Some(action) = loaders(ctx)?.actions.load_one(id).await.api()? else {
             return Ok(None);
         };
@@ -118,7 +118,7 @@ impl QueryRoot {
                 ids.len()
             )));
         }
-        let ids = ids.iter().map(action_id).collect::<Result<Vec<_>, _>>()?;
+        let ids = ids.iter().map(parse_action_id).collect::<Result<Vec<_>, _>>()?;
         let found = loaders(ctx)?
             .actions
             .load_many(ids.iter().copied())
