@@ -118,7 +118,10 @@ impl QueryRoot {
                 ids.len()
             )));
         }
-        let ids = ids.iter().map(parse_action_id).collect::<Result<Vec<_>, _>>()?;
+        let ids = ids
+            .iter()
+            .map(parse_action_id)
+            .collect::<Result<Vec<_>, _>>()?;
         let found = loaders(ctx)?
             .actions
             .load_many(ids.iter().copied())
