@@ -9,7 +9,7 @@ use super::access::Access;
 use super::error::{bad_input, forbidden, not_found, ApiResultExt};
 use super::query::parse_action_id;
 use super::types::CommentNode;
-use super::types::{user_id_arg, ActionNode, UserNode};
+use super::types::{user_id_arg, user_node, ActionNode, UserNode};
 use super::{acting_user, require_service, state, viewer, AppState, Viewer};
 use crate::descriptor::{Descriptor, DescriptorInput};
 use crate::events::{FeedEvent, FeedEventKind};
@@ -202,6 +202,28 @@ async fn resolve_scope(
 }
 
 impl MutationRoot {
+    async fn assignment(
+        &self,
+        ctx: &Context<'_>,
+        user_id: ID,
+        ref_id: String,
+        on: bool,
+    ) -> async_graphql::Result<bool> {
+        let viewer = viewer(ctx)?;
+        require_service(viewer, if on { "assign" } else { "unassign" })?;
+        let state = state(ctx)?;
+        let user = user_id_arg("userId", &user_id)?;
+        check_id("refId", &ref_id).api()?;
+        if on {
+            require_users(state, viewer, std::slice::from_ref(&user)).await?;
+        }
+        state
+            .store
+            .set_assignment(&viewer.tenant, &user, &ref_id, on)
+            .await
+            .api()
+    }
+
     async fn set_like(
         &self,
         ctx: &Context<'_>,
@@ -506,6 +528,57 @@ impl MutationRoot {
             .rename_ref(&viewer.tenant, &ref_id, &name)
             .await
             .api()
+    }
+
+    /// Assigns `userId` to `refId` (a recruiter to an applicant…). True if this
+    /// changed anything. `service` and `admin` only.
+    async fn assign(
+        &self,
+        ctx: &Context<'_>,
+        user_id: ID,
+        ref_id: String,
+    ) -> async_graphql::Result<bool> {
+        self.assignment(ctx, user_id, ref_id, true).await
+    }
+
+    /// Takes `userId` off `refId`. True if this changed anything.
+    /// `service` and `admin` only.
+    async fn unassign(
+        &self,
+        ctx: &Context<'_>,
+        user_id: ID,
+        ref_id: String,
+    ) -> async_graphql::Result<bool> {
+        self.assignment(ctx, user_id, ref_id, false).await
+    }
+
+    /// Sets `userId`'s supervisor, or clears it when `supervisorId` is null.
+    /// `service` and `admin` only.
+    async fn set_supervisor(
+        &self,
+        ctx: &Context<'_>,
+        user_id: ID,
+        supervisor_id: Option<ID>,
+    ) -> async_graphql::Result<UserNode> {
+        let viewer = viewer(ctx)?;
+        require_service(viewer, "setSupervisor")?;
+        let state = state(ctx)?;
+        let user = user_id_arg("userId", &user_id)?;
+        let supervisor = supervisor_id
+            .map(|id| user_id_arg("supervisorId", &id))
+            .transpose()?;
+        if supervisor.as_deref() == Some(user.as_str()) {
+            return Err(bad_input("a user cannot supervise themselves"));
+        }
+        let mut known = vec![user.clone()];
+        known.extend(supervisor.clone());
+        require_users(state, viewer, &known).await?;
+        state
+            .store
+            .set_supervisor(&viewer.tenant, &user, supervisor.as_deref())
+            .await
+            .api()?;
+        user_node(ctx, &user).await
     }
 
     /// Comments on an action the viewer may see.

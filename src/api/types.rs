@@ -432,6 +432,34 @@ impl UserNode {
         .await
     }
 
+    /// Who supervises this user, if anyone.
+    async fn supervisor(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<UserNode>> {
+        let viewer = viewer(ctx)?;
+        let supervisor = state(ctx)?
+            .store
+            .supervisor(&viewer.tenant, &self.id)
+            .await
+            .api()?;
+        match supervisor {
+            Some(id) => Ok(Some(user_node(ctx, &id).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The refs (applicants, positions…) this user is assigned to; shown to the
+    /// user, `service` and `admin`, empty for others.
+    async fn assignments(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<String>> {
+        let viewer = viewer(ctx)?;
+        if self.id.as_str() != viewer.user && !viewer.acts_for_others() {
+            return Ok(Vec::new());
+        }
+        state(ctx)?
+            .store
+            .assignments(&viewer.tenant, &self.id)
+            .await
+            .api()
+    }
+
     /// The teams and departments this user belongs to. Others see only the
     /// groups they share with the user; the user, `service` and `admin` see all.
     async fn groups(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<Membership>> {

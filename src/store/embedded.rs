@@ -15,7 +15,9 @@
 //! - `edges`      `(tenant, kind, from, to)`, both directions of every edge;
 //! - `users`, `groups`, `members` `(tenant, group, user)`, `member_of` `(tenant, user, group)`;
 //! - `comments` `(tenant, actionId, commentId)` → JSON and `likes`
-//!   `(tenant, actionId, user)`; their counts live in the action's record.
+//!   `(tenant, actionId, user)`; their counts live in the action's record;
+//! - `assigned_to` `(tenant, refId, user)` and `assignments` `(tenant, user,
+//!   refId)`; `supervisors` `(tenant, user)` → supervisor.
 
 use std::ops::Bound;
 use std::path::Path;
@@ -48,6 +50,9 @@ const FEED_INDEX: TableDefinition<(&str, &str, Oid), (i64, u8)> =
 const READERS: TableDefinition<(&str, Oid, &str), ()> = TableDefinition::new("readers");
 const COMMENTS: TableDefinition<(&str, Oid, Oid), &[u8]> = TableDefinition::new("comments");
 const LIKES: TableDefinition<(&str, Oid, &str), ()> = TableDefinition::new("likes");
+const ASSIGNED_TO: TableDefinition<(&str, &str, &str), ()> = TableDefinition::new("assigned_to");
+const ASSIGNMENTS: TableDefinition<(&str, &str, &str), ()> = TableDefinition::new("assignments");
+const SUPERVISORS: TableDefinition<(&str, &str), &str> = TableDefinition::new("supervisors");
 
 const EDGE_FOLLOWS_OUT: u8 = 0;
 const EDGE_FOLLOWS_IN: u8 = 1;
@@ -151,6 +156,9 @@ impl EmbeddedStore {
             txn.open_table(READERS).map_err(db_err)?;
             txn.open_table(COMMENTS).map_err(db_err)?;
             txn.open_table(LIKES).map_err(db_err)?;
+            txn.open_table(ASSIGNED_TO).map_err(db_err)?;
+            txn.open_table(ASSIGNMENTS).map_err(db_err)?;
+            txn.open_table(SUPERVISORS).map_err(db_err)?;
         }
         txn.commit().map_err(db_err)?;
         Ok(Self { db: Arc::new(db) })
@@ -529,6 +537,111 @@ impl Store for EmbeddedStore {
                 });
             }
             Ok(out)
+        })
+        .await
+    }
+
+    async fn set_assignment(
+        &self,
+        tenant: &str,
+        user: &str,
+        ref_id: &str,
+        on: bool,
+    ) -> StoreResult<bool> {
+        let (tenant, user, ref_id) = (tenant.to_owned(), user.to_owned(), ref_id.to_owned());
+        self.blocking(move |db| {
+            let txn = db.begin_write().map_err(db_err)?;
+            let (t, u, r) = (tenant.as_str(), user.as_str(), ref_id.as_str());
+            let changed = {
+                let mut to = txn.open_table(ASSIGNED_TO).map_err(db_err)?;
+                let mut of = txn.open_table(ASSIGNMENTS).map_err(db_err)?;
+                if on {
+                    of.insert((t, u, r), ()).map_err(db_err)?;
+                    to.insert((t, r, u), ()).map_err(db_err)?.is_none()
+                } else {
+                    of.remove((t, u, r)).map_err(db_err)?;
+                    to.remove((t, r, u)).map_err(db_err)?.is_some()
+                }
+            };
+            txn.commit().map_err(db_err)?;
+            Ok(changed)
+        })
+        .await
+    }
+
+    async fn assignees(
+        &self,
+        tenant: &str,
+        ref_ids: &[String],
+    ) -> StoreResult<Vec<(String, String)>> {
+        let (tenant, ref_ids) = (tenant.to_owned(), ref_ids.to_vec());
+        self.blocking(move |db| {
+            let txn = db.begin_read().map_err(db_err)?;
+            let to = txn.open_table(ASSIGNED_TO).map_err(db_err)?;
+            let t = tenant.as_str();
+            let mut out = Vec::new();
+            for r in &ref_ids {
+                let users = scan_prefix(
+                    &to,
+                    Bound::Included((t, r.as_str(), "")),
+                    usize::MAX,
+                    |(kt, kr, user)| (kt == t && kr == r).then(|| user.to_owned()),
+                )?;
+                out.extend(users.into_iter().map(|u| (r.clone(), u)));
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn assignments(&self, tenant: &str, user: &str) -> StoreResult<Vec<String>> {
+        let (tenant, user) = (tenant.to_owned(), user.to_owned());
+        self.blocking(move |db| {
+            let txn = db.begin_read().map_err(db_err)?;
+            let of = txn.open_table(ASSIGNMENTS).map_err(db_err)?;
+            let (t, u) = (tenant.as_str(), user.as_str());
+            scan_prefix(
+                &of,
+                Bound::Included((t, u, "")),
+                usize::MAX,
+                |(kt, ku, r)| (kt == t && ku == u).then(|| r.to_owned()),
+            )
+        })
+        .await
+    }
+
+    async fn set_supervisor(
+        &self,
+        tenant: &str,
+        user: &str,
+        supervisor: Option<&str>,
+    ) -> StoreResult<()> {
+        let (tenant, user) = (tenant.to_owned(), user.to_owned());
+        let supervisor = supervisor.map(str::to_owned);
+        self.blocking(move |db| {
+            let txn = db.begin_write().map_err(db_err)?;
+            {
+                let mut table = txn.open_table(SUPERVISORS).map_err(db_err)?;
+                let key = (tenant.as_str(), user.as_str());
+                match &supervisor {
+                    Some(s) => table.insert(key, s.as_str()).map_err(db_err)?,
+                    None => table.remove(key).map_err(db_err)?,
+                };
+            }
+            txn.commit().map_err(db_err)
+        })
+        .await
+    }
+
+    async fn supervisor(&self, tenant: &str, user: &str) -> StoreResult<Option<String>> {
+        let (tenant, user) = (tenant.to_owned(), user.to_owned());
+        self.blocking(move |db| {
+            let txn = db.begin_read().map_err(db_err)?;
+            let table = txn.open_table(SUPERVISORS).map_err(db_err)?;
+            Ok(table
+                .get((tenant.as_str(), user.as_str()))
+                .map_err(db_err)?
+                .map(|g| g.value().to_owned()))
         })
         .await
     }

@@ -39,6 +39,11 @@ ops!(
     leave_group,
     group_members,
     memberships,
+    set_assignment,
+    assignees,
+    assignments,
+    set_supervisor,
+    supervisor,
     insert_action,
     get_actions,
     hide_action,
@@ -175,6 +180,46 @@ impl Store for Metered {
     async fn memberships(&self, tenant: &str, user: &str) -> StoreResult<Vec<Membership>> {
         self.count(Op::memberships);
         self.inner.memberships(tenant, user).await
+    }
+
+    async fn set_assignment(
+        &self,
+        tenant: &str,
+        user: &str,
+        ref_id: &str,
+        on: bool,
+    ) -> StoreResult<bool> {
+        self.count(Op::set_assignment);
+        self.inner.set_assignment(tenant, user, ref_id, on).await
+    }
+
+    async fn assignees(
+        &self,
+        tenant: &str,
+        ref_ids: &[String],
+    ) -> StoreResult<Vec<(String, String)>> {
+        self.count(Op::assignees);
+        self.inner.assignees(tenant, ref_ids).await
+    }
+
+    async fn assignments(&self, tenant: &str, user: &str) -> StoreResult<Vec<String>> {
+        self.count(Op::assignments);
+        self.inner.assignments(tenant, user).await
+    }
+
+    async fn set_supervisor(
+        &self,
+        tenant: &str,
+        user: &str,
+        supervisor: Option<&str>,
+    ) -> StoreResult<()> {
+        self.count(Op::set_supervisor);
+        self.inner.set_supervisor(tenant, user, supervisor).await
+    }
+
+    async fn supervisor(&self, tenant: &str, user: &str) -> StoreResult<Option<String>> {
+        self.count(Op::supervisor);
+        self.inner.supervisor(tenant, user).await
     }
 
     async fn insert_action(&self, action: &Action) -> StoreResult<()> {

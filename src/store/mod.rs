@@ -134,6 +134,33 @@ pub trait Store: Send + Sync + 'static {
     /// The groups a user belongs to.
     async fn memberships(&self, tenant: &str, user: &str) -> StoreResult<Vec<Membership>>;
 
+    /// Assigns (`on`) or unassigns `user` to `ref_id` (a recruiter to an
+    /// applicant…). Returns whether anything changed.
+    async fn set_assignment(
+        &self,
+        tenant: &str,
+        user: &str,
+        ref_id: &str,
+        on: bool,
+    ) -> StoreResult<bool>;
+    /// The users assigned to any of `ref_ids`, as `(ref_id, user)`.
+    async fn assignees(
+        &self,
+        tenant: &str,
+        ref_ids: &[String],
+    ) -> StoreResult<Vec<(String, String)>>;
+    /// The refs `user` is assigned to, ordered by id.
+    async fn assignments(&self, tenant: &str, user: &str) -> StoreResult<Vec<String>>;
+    /// Sets (or, with `None`, clears) `user`'s supervisor.
+    async fn set_supervisor(
+        &self,
+        tenant: &str,
+        user: &str,
+        supervisor: Option<&str>,
+    ) -> StoreResult<()>;
+    /// `user`'s supervisor, if any.
+    async fn supervisor(&self, tenant: &str, user: &str) -> StoreResult<Option<String>>;
+
     // --- actions ---------------------------------------------------------
     /// Stores a new action (its fan-out `Pending`) and notes its actor as a user.
     async fn insert_action(&self, action: &Action) -> StoreResult<()>;

@@ -10,7 +10,8 @@
 //! - `users`, `edges` (follows and friendships, both directions indexed),
 //!   `groups`, `memberships`;
 //! - `comments` and `likes` (one per user and action); their counts are kept
-//!   on the action with `$inc`.
+//!   on the action with `$inc`;
+//! - `assignments` (a user on a ref); a user's supervisor is a field of `users`.
 //!
 //! No call needs a multi-document transaction, so a standalone `mongod` works as
 //! well as a replica set: a delivery that races a hide or delete checks the
@@ -64,6 +65,7 @@ pub struct MongoStore {
     memberships: Collection<Document>,
     comments: Collection<CommentDoc>,
     likes: Collection<Document>,
+    assignments: Collection<Document>,
     /// Commands sent, by name. A std mutex: the driver calls the handler
     /// synchronously and the critical section is one map update.
     commands: Arc<Mutex<BTreeMap<String, u64>>>,
@@ -376,6 +378,7 @@ impl MongoStore {
             memberships: db.collection("memberships"),
             comments: db.collection("comments"),
             likes: db.collection("likes"),
+            assignments: db.collection("assignments"),
             db,
             commands,
         };
@@ -499,7 +502,39 @@ impl MongoStore {
             ])
             .await
             .map_err(db_err)?;
+        self.assignments
+            .create_indexes([
+                index(
+                    doc! { "tenant": 1, "refId": 1, "userId": 1 },
+                    unique("assigned_to"),
+                ),
+                index(
+                    doc! { "tenant": 1, "userId": 1, "refId": 1 },
+                    named("assignments"),
+                ),
+            ])
+            .await
+            .map_err(db_err)?;
         Ok(())
+    }
+
+    /// A second try of `set_supervisor` after an upsert lost a race to create
+    /// the user: the user exists now, so a plain update does.
+    async fn set_supervisor_retry(
+        &self,
+        tenant: &str,
+        user: &str,
+        supervisor: Option<&str>,
+    ) -> StoreResult<()> {
+        let update = match supervisor {
+            Some(s) => doc! { "$set": { "supervisorId": s } },
+            None => doc! { "$unset": { "supervisorId": "" } },
+        };
+        self.users
+            .update_one(doc! { "tenant": tenant, "userId": user }, update)
+            .await
+            .map(|_| ())
+            .map_err(db_err)
     }
 
     /// Adds `by` to one of an action's counters; the counts after, or `None`
@@ -859,6 +894,96 @@ impl Store for MongoStore {
                 })
             })
             .collect())
+    }
+
+    async fn set_assignment(
+        &self,
+        tenant: &str,
+        user: &str,
+        ref_id: &str,
+        on: bool,
+    ) -> StoreResult<bool> {
+        let assignment = doc! { "tenant": tenant, "refId": ref_id, "userId": user };
+        if on {
+            match self.assignments.insert_one(assignment).await {
+                Ok(_) => Ok(true),
+                Err(err) if is_duplicate(&err) => Ok(false),
+                Err(err) => Err(db_err(err)),
+            }
+        } else {
+            let removed = self
+                .assignments
+                .delete_one(assignment)
+                .await
+                .map_err(db_err)?;
+            Ok(removed.deleted_count > 0)
+        }
+    }
+
+    async fn assignees(
+        &self,
+        tenant: &str,
+        ref_ids: &[String],
+    ) -> StoreResult<Vec<(String, String)>> {
+        let docs: Vec<Document> = self
+            .assignments
+            .find(doc! { "tenant": tenant, "refId": { "$in": ref_ids } })
+            .await
+            .map_err(db_err)?
+            .try_collect()
+            .await
+            .map_err(db_err)?;
+        Ok(docs
+            .into_iter()
+            .filter_map(|d| {
+                Some((
+                    d.get_str("refId").ok()?.to_owned(),
+                    d.get_str("userId").ok()?.to_owned(),
+                ))
+            })
+            .collect())
+    }
+
+    async fn assignments(&self, tenant: &str, user: &str) -> StoreResult<Vec<String>> {
+        self.strings(
+            &self.assignments,
+            doc! { "tenant": tenant, "userId": user },
+            "refId",
+            usize::MAX,
+        )
+        .await
+    }
+
+    async fn set_supervisor(
+        &self,
+        tenant: &str,
+        user: &str,
+        supervisor: Option<&str>,
+    ) -> StoreResult<()> {
+        let update = match supervisor {
+            Some(s) => doc! { "$set": { "supervisorId": s } },
+            None => doc! { "$unset": { "supervisorId": "" } },
+        };
+        let result = self
+            .users
+            .update_one(doc! { "tenant": tenant, "userId": user }, update)
+            .upsert(true)
+            .await;
+        match result {
+            Err(err) if is_duplicate(&err) => {
+                self.set_supervisor_retry(tenant, user, supervisor).await
+            }
+            other => other.map(|_| ()).map_err(db_err),
+        }
+    }
+
+    async fn supervisor(&self, tenant: &str, user: &str) -> StoreResult<Option<String>> {
+        let doc = self
+            .users
+            .find_one(doc! { "tenant": tenant, "userId": user })
+            .await
+            .map_err(db_err)?;
+        Ok(doc.and_then(|d| d.get_str("supervisorId").ok().map(str::to_owned)))
     }
 
     async fn insert_action(&self, action: &Action) -> StoreResult<()> {

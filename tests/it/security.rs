@@ -274,6 +274,9 @@ async fn roles_decide_who_acts_for_whom(backend: Backend) {
         ("take someone out of a group", "mutation { leaveGroup(groupId: \"execs\", userId: \"bob\") }"),
         ("read another feed", "{ feed(ownerId: \"bob\") { edges { cursor } } }"),
         ("rename a ref", "mutation { renameRef(refId: \"app-1\", name: \"Someone Else\") }"),
+        ("assign", "mutation { assign(userId: \"alice\", refId: \"app-1\") }"),
+        ("unassign", "mutation { unassign(userId: \"bob\", refId: \"app-1\") }"),
+        ("set a supervisor", "mutation { setSupervisor(userId: \"alice\", supervisorId: \"bob\") { id } }"),
     ];
     for (name, query) in forbidden_for_users {
         assert_eq!(
@@ -332,6 +335,32 @@ async fn roles_decide_who_acts_for_whom(backend: Backend) {
     let bob = as_user(&server, "acme", "bob");
     bob.wait_delivered(&id).await;
 
+    // Assignments and supervision are the application's to set.
+    let data = service
+        .data("mutation { assign(userId: \"bob\", refId: \"app-1\") setSupervisor(userId: \"bob\", supervisorId: \"carol\") { supervisor { name } } }", json!({}))
+        .await;
+    assert_eq!(
+        data,
+        json!({ "assign": true, "setSupervisor": { "supervisor": { "name": "Carol" } } })
+    );
+    let body = service
+        .post(
+            "mutation { assign(userId: \"ghost\", refId: \"app-1\") }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(first_error_code(&body).as_deref(), Some("BAD_USER_INPUT"));
+    let of_bob = "{ user(id: \"bob\") { assignments supervisor { id } } }";
+    assert_eq!(
+        bob_view(&server).data(of_bob, json!({})).await["user"],
+        json!({ "assignments": ["app-1"], "supervisor": { "id": "carol" } })
+    );
+    assert_eq!(
+        alice.data(of_bob, json!({})).await["user"]["assignments"],
+        json!([]),
+        "others do not see a user's assignments"
+    );
+
     // Groups of others: only those shared with the viewer.
     service
         .data("mutation { joinGroup(groupId: \"all-hands\", kind: DEPARTMENT, userId: \"bob\") { groupId } }", json!({}))
@@ -357,6 +386,10 @@ async fn roles_decide_who_acts_for_whom(backend: Backend) {
     // Nobody reads another user's feed by accident: without ownerId it is one's own.
     assert!(admin.feed_ids("").await.0.is_empty());
     server.stop().await;
+}
+
+fn bob_view(server: &TestServer) -> Client {
+    as_user(server, "acme", "bob")
 }
 
 async fn tenants_never_see_each_other(backend: Backend) {

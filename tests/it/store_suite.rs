@@ -75,6 +75,9 @@ pub async fn store_test_suite(store: &dyn Store) -> Result<()> {
         .await
         .context("many items in one millisecond")?;
     reactions(store).await.context("reactions")?;
+    assignments_and_supervisors(store)
+        .await
+        .context("assignments and supervisors")?;
     rename_ref(store).await.context("renaming a ref")?;
     Ok(())
 }
@@ -567,6 +570,41 @@ async fn rename_ref(store: &dyn Store) -> Result<()> {
         matches!(&theirs[0].descriptor, Descriptor::NewApplicant(d) if d.applicant_name == "Mary Fanning"),
         "other tenants are untouched"
     );
+    Ok(())
+}
+
+async fn assignments_and_supervisors(store: &dyn Store) -> Result<()> {
+    let t = "assign-tenant";
+    ensure!(store.set_assignment(t, "rita", "app-1", true).await?);
+    ensure!(
+        !store.set_assignment(t, "rita", "app-1", true).await?,
+        "once"
+    );
+    ensure!(store.set_assignment(t, "rita", "app-2", true).await?);
+    ensure!(store.set_assignment(t, "sam", "app-2", true).await?);
+    ensure!(store.assignments(t, "rita").await? == ["app-1", "app-2"]);
+    let mut on = store
+        .assignees(t, &["app-2".into(), "app-9".into()])
+        .await?;
+    on.sort();
+    ensure!(
+        on == [
+            ("app-2".to_string(), "rita".to_string()),
+            ("app-2".to_string(), "sam".to_string())
+        ],
+        "{on:?}"
+    );
+    ensure!(store.set_assignment(t, "rita", "app-2", false).await?);
+    ensure!(!store.set_assignment(t, "rita", "app-2", false).await?);
+    ensure!(store.assignments(t, "rita").await? == ["app-1"]);
+    ensure!(store.assignees(OTHER, &["app-1".into()]).await?.is_empty());
+
+    ensure!(store.supervisor(t, "rita").await?.is_none());
+    store.set_supervisor(t, "rita", Some("boss")).await?;
+    ensure!(store.supervisor(t, "rita").await?.as_deref() == Some("boss"));
+    ensure!(store.supervisor(OTHER, "rita").await?.is_none());
+    store.set_supervisor(t, "rita", None).await?;
+    ensure!(store.supervisor(t, "rita").await?.is_none());
     Ok(())
 }
 
