@@ -822,6 +822,80 @@ fn schema_graphql_is_the_exported_sdl() {
     );
 }
 
+async fn friends_and_departments_see_what_they_should(backend: Backend) {
+    let Some(server) = TestServer::start(backend).await else {
+        return;
+    };
+    let service = server.service("acme");
+    let dora = server.client("acme", "dora");
+    for (id, name) in [
+        ("dora", "Dora"),
+        ("finn", "Finn"),
+        ("hana", "Hana"),
+        ("ivan", "Ivan"),
+    ] {
+        service.upsert_user(id, name).await;
+    }
+    for member in ["dora", "hana"] {
+        service.add_member("sales", "DEPARTMENT", member).await;
+    }
+    // Friendship is mutual: either side's befriend makes both friends.
+    let data = dora
+        .data("mutation { befriend(userId: \"finn\") }", json!({}))
+        .await;
+    assert_eq!(data["befriend"], true);
+    let finn = server.client("acme", "finn");
+    let data = finn
+        .data(
+            "{ viewer { friends { edges { node { id } } } } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(data["viewer"]["friends"]["edges"][0]["node"]["id"], "dora");
+
+    let public = dora.post_status("hello friends", json!({})).await;
+    let department = dora
+        .post_status("sales only", json!({ "scope": "DEPARTMENT" }))
+        .await;
+    dora.wait_delivered(&public).await;
+    dora.wait_delivered(&department).await;
+
+    let reasons = |client: &crate::common::Client| {
+        let client = client.clone_headers();
+        async move {
+            let data = client
+                .data(
+                    "{ feed { edges { node { actionId reason { kind } } } } }",
+                    json!({}),
+                )
+                .await;
+            data["feed"]["edges"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| {
+                    (
+                        e["node"]["actionId"].as_str().unwrap().to_owned(),
+                        e["node"]["reason"]["kind"].as_str().unwrap().to_owned(),
+                    )
+                })
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(
+        reasons(&finn).await,
+        vec![(public.clone(), "FRIEND".to_owned())]
+    );
+    let hana = server.client("acme", "hana");
+    assert_eq!(
+        reasons(&hana).await,
+        vec![(department.clone(), "DEPARTMENT".to_owned())]
+    );
+    assert!(reasons(&server.client("acme", "ivan")).await.is_empty());
+    assert_eq!(reasons(&dora).await.len(), 2, "the actor gets both");
+    server.stop().await;
+}
+
 async fn readers_comment_and_like(backend: Backend) {
     let Some(server) = TestServer::start(backend).await else {
         return;
@@ -923,6 +997,7 @@ async fn readers_comment_and_like(backend: Backend) {
 }
 
 crate::on_both_backends!(
+    friends_and_departments_see_what_they_should,
     readers_comment_and_like,
     a_follower_sees_the_followed_users_action,
     pages_have_no_gaps_or_duplicates_while_new_items_arrive,

@@ -235,6 +235,15 @@ pub struct Client {
 }
 
 impl Client {
+    /// Another client with the same identity.
+    pub fn clone_headers(&self) -> Client {
+        Client {
+            http: self.http.clone(),
+            url: self.url.clone(),
+            headers: self.headers.clone(),
+        }
+    }
+
     /// Posts a GraphQL request and returns the whole response body.
     pub async fn post(&self, query: &str, variables: Value) -> Value {
         let response = self
