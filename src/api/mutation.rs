@@ -95,6 +95,30 @@ fn publish_removed(state: &AppState, tenant: &str, items: Vec<FeedItem>) {
     }
 }
 
+/// The action with this id in the viewer's tenant, or `NOT_FOUND`.
+async fn fetch_action(
+    ctx: &Context<'_>,
+    viewer: &Viewer,
+    id: ObjectId,
+) -> async_graphql::Result<Action> {
+    state(ctx)?
+        .store
+        .get_actions(&viewer.tenant, &[id])
+        .await
+        .api()?
+        .pop()
+        .ok_or_else(|| not_found(format!("no action {id}")))
+}
+
+/// Whether the viewer may read `action` (scope, readers, groups, hidden).
+async fn may_read(
+    ctx: &Context<'_>,
+    viewer: &Viewer,
+    action: &Action,
+) -> async_graphql::Result<bool> {
+    Ok(Access::load(ctx, viewer, [action]).await?.can_read(action))
+}
+
 /// Loads an action the viewer may change (its own, or any with `service` /
 /// `admin`). One the viewer may not even read answers `NOT_FOUND`, exactly as a
 /// missing one, so ids cannot be probed; one it reads but may not change
@@ -104,26 +128,16 @@ async fn own_action(
     viewer: &Viewer,
     id: ObjectId,
 ) -> async_graphql::Result<Action> {
-    let missing = || not_found(format!("no action {id}"));
-    let action = state(ctx)?
-        .store
-        .get_actions(&viewer.tenant, &[id])
-        .await
-        .api()?
-        .pop()
-        .ok_or_else(missing)?;
+    let action = fetch_action(ctx, viewer, id).await?;
     if action.actor_id == viewer.user || viewer.acts_for_others() {
-        return Ok(action);
+        Ok(action)
+    } else if may_read(ctx, viewer, &action).await? {
+        Err(forbidden(
+            "only the actor (or the service or admin role) may change an action",
+        ))
+    } else {
+        Err(not_found(format!("no action {id}")))
     }
-    if !Access::load(ctx, viewer, [&action])
-        .await?
-        .can_read(&action)
-    {
-        return Err(missing());
-    }
-    Err(forbidden(
-        "only the actor (or the service or admin role) may change an action",
-    ))
 }
 
 /// Loads an action the viewer may read, or `NOT_FOUND` exactly as for a
@@ -133,21 +147,11 @@ async fn readable_action(
     viewer: &Viewer,
     id: ObjectId,
 ) -> async_graphql::Result<Action> {
-    let missing = || not_found(format!("no action {id}"));
-    let action = state(ctx)?
-        .store
-        .get_actions(&viewer.tenant, &[id])
-        .await
-        .api()?
-        .pop()
-        .ok_or_else(missing)?;
-    if Access::load(ctx, viewer, [&action])
-        .await?
-        .can_read(&action)
-    {
+    let action = fetch_action(ctx, viewer, id).await?;
+    if may_read(ctx, viewer, &action).await? {
         Ok(action)
     } else {
-        Err(missing())
+        Err(not_found(format!("no action {id}")))
     }
 }
 

@@ -518,25 +518,6 @@ impl MongoStore {
         Ok(())
     }
 
-    /// A second try of `set_supervisor` after an upsert lost a race to create
-    /// the user: the user exists now, so a plain update does.
-    async fn set_supervisor_retry(
-        &self,
-        tenant: &str,
-        user: &str,
-        supervisor: Option<&str>,
-    ) -> StoreResult<()> {
-        let update = match supervisor {
-            Some(s) => doc! { "$set": { "supervisorId": s } },
-            None => doc! { "$unset": { "supervisorId": "" } },
-        };
-        self.users
-            .update_one(doc! { "tenant": tenant, "userId": user }, update)
-            .await
-            .map(|_| ())
-            .map_err(db_err)
-    }
-
     /// Adds `by` to one of an action's counters; the counts after, or `None`
     /// if there is no such action.
     async fn count(
@@ -960,19 +941,25 @@ impl Store for MongoStore {
         user: &str,
         supervisor: Option<&str>,
     ) -> StoreResult<()> {
+        let filter = doc! { "tenant": tenant, "userId": user };
         let update = match supervisor {
             Some(s) => doc! { "$set": { "supervisorId": s } },
             None => doc! { "$unset": { "supervisorId": "" } },
         };
         let result = self
             .users
-            .update_one(doc! { "tenant": tenant, "userId": user }, update)
+            .update_one(filter.clone(), update.clone())
             .upsert(true)
             .await;
         match result {
-            Err(err) if is_duplicate(&err) => {
-                self.set_supervisor_retry(tenant, user, supervisor).await
-            }
+            // An upsert that lost a race to create the user: the user exists
+            // now, so a plain update does.
+            Err(err) if is_duplicate(&err) => self
+                .users
+                .update_one(filter, update)
+                .await
+                .map(|_| ())
+                .map_err(db_err),
             other => other.map(|_| ()).map_err(db_err),
         }
     }
