@@ -192,6 +192,37 @@ impl Validate for ApplicantRatingRequested {
             &self.requested_by_name,
         )
     }
+
+    fn done_by(&self) -> Vec<(&'static str, &str)> {
+        vec![(
+            "applicantRatingRequested.requestedById",
+            &self.requested_by_id,
+        )]
+    }
+
+    fn named_refs(&mut self) -> Vec<NamedRef<'_>> {
+        vec![
+            named(
+                "applicantId",
+                "applicantName",
+                &self.applicant_id,
+                &mut self.applicant_name,
+            ),
+            named(
+                "positionId",
+                "positionName",
+                &self.position_id,
+                &mut self.position_name,
+            ),
+            named("raterId", "raterName", &self.rater_id, &mut self.rater_name),
+            named(
+                "requestedById",
+                "requestedByName",
+                &self.requested_by_id,
+                &mut self.requested_by_name,
+            ),
+        ]
+    }
 }
 
 fn named<'a>(
@@ -210,8 +241,63 @@ fn named<'a>(
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use super::*;
     use crate::descriptor::{Descriptor, NAMED_REF_FIELDS};
+
+    /// MongoDB renames by the field list; every type's pairs must be in it,
+    /// and it must hold nothing no type has.
+    #[test]
+    fn the_rename_field_list_matches_the_descriptor_types() {
+        let s = || String::from("x");
+        let mut rating = ApplicationRating {
+            rater_id: s(),
+            rater_name: s(),
+            position_id: s(),
+            position_name: s(),
+            applicant_id: s(),
+            applicant_name: s(),
+            rating_score: 1.0,
+            rating_text: s(),
+            tags: vec![],
+        };
+        let mut applied = NewApplicant {
+            applicant_id: s(),
+            applicant_name: s(),
+            position_id: s(),
+            position_name: s(),
+        };
+        let mut hired = ApplicantHired {
+            applicant_id: s(),
+            applicant_name: s(),
+            position_id: s(),
+            position_name: s(),
+            hired_by_id: s(),
+            hired_by_name: s(),
+        };
+        let mut requested = ApplicantRatingRequested {
+            applicant_id: s(),
+            applicant_name: s(),
+            position_id: s(),
+            position_name: s(),
+            rater_id: s(),
+            rater_name: s(),
+            requested_by_id: s(),
+            requested_by_name: s(),
+        };
+        let mut pairs = BTreeSet::new();
+        for refs in [
+            rating.named_refs(),
+            applied.named_refs(),
+            hired.named_refs(),
+            requested.named_refs(),
+        ] {
+            pairs.extend(refs.into_iter().map(|r| (r.id_field, r.name_field)));
+        }
+        let listed: BTreeSet<_> = NAMED_REF_FIELDS.iter().copied().collect();
+        assert_eq!(pairs, listed);
+    }
 
     #[test]
     fn rename_touches_only_the_matching_name() {
@@ -241,8 +327,5 @@ mod tests {
             (r.rater_name.as_str(), r.position_name.as_str()),
             ("Una", "Engineer")
         );
-        for (id_field, name_field) in [("raterId", "raterName"), ("applicantId", "applicantName")] {
-            assert!(NAMED_REF_FIELDS.contains(&(id_field, name_field)));
-        }
     }
 }

@@ -288,6 +288,8 @@ async fn roles_decide_who_acts_for_whom(backend: Backend) {
     // Nor may a user put words in another's mouth inside a descriptor.
     let forged = "mutation { recordAction(input: {descriptor: {applicationRating: {raterId: \"bob\", raterName: \"Bob\", positionId: \"p\", positionName: \"P\", applicantId: \"a\", applicantName: \"A\", ratingScore: 1}}}) { id } }";
     assert_eq!(code(&alice, forged, json!({})).await, "FORBIDDEN");
+    let forged_request = "mutation { recordAction(input: {descriptor: {applicantRatingRequested: {applicantId: \"a\", applicantName: \"A\", positionId: \"p\", positionName: \"P\", raterId: \"carol\", raterName: \"Carol\", requestedById: \"bob\", requestedByName: \"Bob\"}}}) { id } }";
+    assert_eq!(code(&alice, forged_request, json!({})).await, "FORBIDDEN");
     let own = forged.replace("raterId: \"bob\"", "raterId: \"alice\"");
     alice.data(&own, json!({})).await;
     // A user still acts as itself.
