@@ -14,7 +14,7 @@ use anyhow::Context as _;
 use crate::auth::{mint_hs256, Authenticator, Claims, JwtVerifier};
 use crate::fanout::WorkerConfig;
 use crate::http::WsLimits;
-use crate::server::ServeOptions;
+use crate::server::{ServeOptions, DEMO_NEEDS_DEV_MODE};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -167,6 +167,10 @@ pub struct ServeArgs {
     #[arg(long, env = "RIVERFEED_MAX_SUBSCRIPTIONS", default_value_t = 16, global = true,
           value_parser = clap::value_parser!(u32).range(1..=1_000))]
     pub max_subscriptions: u32,
+    /// Seed the `demo` tenant with a recruiting organisation (once, when it
+    /// is empty) for the web demo at /demo/. Dev mode only.
+    #[arg(long, env = "RIVERFEED_DEMO", global = true)]
+    pub demo: bool,
 }
 
 impl ServeArgs {
@@ -211,6 +215,8 @@ impl ServeArgs {
             ..WorkerConfig::default()
         });
         options.auth = Arc::new(self.authenticator()?);
+        options.demo = self.demo;
+        anyhow::ensure!(!self.demo || options.auth.is_dev(), DEMO_NEEDS_DEV_MODE);
         options.introspection = self.introspection;
         if let Some(key) = &self.cursor_key {
             anyhow::ensure!(
@@ -262,6 +268,21 @@ mod tests {
             assert_eq!(cli.serve.listen.port(), 9, "{args:?}");
             assert_eq!(cli.serve.options().unwrap().store, "embedded:d");
         }
+    }
+
+    #[test]
+    fn demo_mode_is_for_dev_mode_only() {
+        let cli = Cli::try_parse_from(["riverfeed", "serve", "--demo"]).expect("parses");
+        assert!(cli.serve.options().expect("dev mode").demo);
+        let cli = Cli::try_parse_from([
+            "riverfeed",
+            "--demo",
+            "--jwt-secret",
+            "0123456789abcdef0123456789abcdef",
+        ])
+        .expect("parses");
+        let err = cli.serve.options().err().expect("refused with tokens");
+        assert!(err.to_string().contains("--demo"), "{err}");
     }
 
     #[test]

@@ -20,11 +20,14 @@
 //! - [`auth`]: identity — JWT bearer tokens and roles, or dev-mode headers.
 //! - [`server`]: starts and stops the whole service; [`config`]: the command line.
 //! - [`clock`]: injected time, so tests move it instead of sleeping.
+//! - [`demo`]: `serve --demo` — a recruiting organisation seeded into the
+//!   `demo` tenant for the web demo (`web-demo/`, served at `/demo/`).
 
 pub mod api;
 pub mod auth;
 pub mod clock;
 pub mod config;
+pub mod demo;
 pub mod descriptor;
 pub mod events;
 pub mod fanout;

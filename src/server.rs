@@ -16,12 +16,18 @@ use crate::api::cursor::CursorKey;
 use crate::api::{self, AppState};
 use crate::auth::Authenticator;
 use crate::clock::{Clock, SystemClock};
+use crate::demo;
 use crate::events::Hub;
 use crate::fanout::{Worker, WorkerConfig};
 use crate::http::{self, HttpState, WsLimits};
 use crate::store::metered::Metered;
 use crate::store::mongo::redact;
 use crate::store::{self, Store};
+
+/// Why `--demo` is refused with tokens configured.
+pub const DEMO_NEEDS_DEV_MODE: &str =
+    "--demo needs dev mode: the demo page says who it is with the x-riverfeed-* headers, \
+     which tokens switch off; drop --jwt-secret / --jwt-public-key to run the demo";
 
 /// How long shutdown waits for requests in flight.
 pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
@@ -47,6 +53,8 @@ pub struct ServeOptions {
     /// Secret the cursor key is derived from; `None` means a random key, so
     /// cursors do not outlive the process.
     pub cursor_secret: Option<Vec<u8>>,
+    /// Seed the `demo` tenant before serving (dev mode only).
+    pub demo: bool,
 }
 
 impl ServeOptions {
@@ -63,6 +71,7 @@ impl ServeOptions {
             introspection: None,
             ws_limits: WsLimits::default(),
             cursor_secret: None,
+            demo: false,
         }
     }
 }
@@ -123,6 +132,13 @@ pub async fn start_with_store(
             options.listen
         );
     }
+    anyhow::ensure!(!options.demo || options.auth.is_dev(), DEMO_NEEDS_DEV_MODE);
+    if options.demo {
+        // Before listening, so the first page load finds full feeds.
+        demo::seed(&store, &options.clock)
+            .await
+            .context("cannot seed the demo tenant")?;
+    }
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
         .with_context(|| format!("cannot listen on {}", options.listen))?;
@@ -166,6 +182,7 @@ pub async fn start_with_store(
         limits: options.ws_limits,
         connections: Arc::default(),
         loopback_only: options.auth.is_dev() && !options.insecure_dev,
+        demo: options.demo,
     };
     let router = http::router(state);
     info!(%addr, store = store.backend(), "riverfeed listening");

@@ -49,6 +49,8 @@ pub struct HttpState {
     pub connections: Arc<AtomicUsize>,
     /// Dev mode on loopback: answer only loopback hosts and origins.
     pub loopback_only: bool,
+    /// The server seeded the demo tenant (`--demo`).
+    pub demo: bool,
 }
 
 /// Bounds on live connections.
@@ -102,7 +104,9 @@ pub fn router(state: HttpState) -> Router {
             "/demo",
             get(|| async { axum::response::Redirect::permanent("/demo/") }),
         )
-        .route("/demo/", get(demo))
+        .route("/demo/", get(demo_page))
+        .route("/demo/roster.json", get(demo_roster))
+        .route("/demo/{file}", get(demo_asset))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -397,8 +401,64 @@ async fn graphiql() -> Html<&'static str> {
     Html(include_str!("graphiql.html"))
 }
 
-async fn demo() -> Html<&'static str> {
-    Html(include_str!("../../web-demo/index.html"))
+/// The web demo's page. Its policy lets it load its own files and talk to
+/// this server only (the websocket included), and nothing else.
+async fn demo_page() -> Response {
+    (
+        [
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
+                 connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+            ),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        Html(include_str!("../../web-demo/index.html")),
+    )
+        .into_response()
+}
+
+/// The web demo's files, built into the binary: no build step, nothing to
+/// deploy beside it.
+const DEMO_ASSETS: &[(&str, &str, &str)] = &[
+    (
+        "app.js",
+        "text/javascript; charset=utf-8",
+        include_str!("../../web-demo/app.js"),
+    ),
+    (
+        "style.css",
+        "text/css; charset=utf-8",
+        include_str!("../../web-demo/style.css"),
+    ),
+    (
+        "favicon.svg",
+        "image/svg+xml",
+        include_str!("../../web-demo/favicon.svg"),
+    ),
+];
+
+async fn demo_asset(axum::extract::Path(file): axum::extract::Path<String>) -> Response {
+    match DEMO_ASSETS.iter().find(|(name, _, _)| *name == file) {
+        Some((_, content_type, body)) => (
+            [
+                (header::CONTENT_TYPE, *content_type),
+                (header::CACHE_CONTROL, "no-cache"),
+                (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            ],
+            *body,
+        )
+            .into_response(),
+        None => not_found().await,
+    }
+}
+
+/// The demo organisation for the page: the same data the seeder writes, and
+/// whether this server seeded it.
+async fn demo_roster(State(state): State<HttpState>) -> Response {
+    let mut roster = serde_json::to_value(crate::demo::roster()).unwrap_or_default();
+    roster["seeded"] = json!(state.demo);
+    Json(roster).into_response()
 }
 
 /// 200 when the store answers, 503 when it does not.

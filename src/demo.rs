@@ -1,0 +1,211 @@
+//! `riverfeed serve --demo`: a recruiting organisation in the `demo` tenant,
+//! for the web demo at `/demo/`.
+//!
+//! [`roster`] holds the people, teams, positions and applicants (also served
+//! to the page as `/demo/roster.json`); [`history`] generates a month of their
+//! actions, comments and likes. [`seed`] writes both through the `Store` trait
+//! when the tenant is empty, then runs the fan-out until every action is
+//! delivered, so the first page load shows full feeds.
+
+pub mod history;
+pub mod roster;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tracing::info;
+
+pub use self::history::History;
+pub use self::roster::Roster;
+use crate::clock::Clock;
+use crate::events::Hub;
+use crate::fanout::{Worker, WorkerConfig};
+use crate::model::{
+    Action, Comment, Counts, EdgeKind, FanOut, Group, GroupKind, MembershipRole, ObjectId, Scope,
+    User,
+};
+use crate::store::{JoinOutcome, Store, StoreError, StoreResult};
+
+/// The tenant the demo lives in.
+pub const TENANT: &str = "demo";
+
+/// The demo organisation.
+pub fn roster() -> Roster {
+    Roster::new(TENANT)
+}
+
+/// What [`seed`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Seeded {
+    /// The tenant already had users: nothing was written.
+    AlreadyThere,
+    /// The tenant was empty and now holds the demo.
+    Fresh {
+        actions: usize,
+        comments: usize,
+        likes: usize,
+    },
+}
+
+/// Seeds the demo tenant unless it already has any of the roster's users,
+/// then delivers every pending action (with a worker of its own, so the
+/// feeds are full before the server answers its first request).
+pub async fn seed(store: &Arc<dyn Store>, clock: &Arc<dyn Clock>) -> StoreResult<Seeded> {
+    let roster = roster();
+    let ids: Vec<String> = roster.users.iter().map(|u| u.id.to_owned()).collect();
+    if !store.get_users(TENANT, &ids).await?.is_empty() {
+        info!(tenant = TENANT, "demo tenant already seeded");
+        drain(store, clock).await?;
+        return Ok(Seeded::AlreadyThere);
+    }
+    let started = Instant::now();
+    let history = History::generate(&roster, clock.now());
+    people(store.as_ref(), &roster, &history).await?;
+    let ids = actions(store.as_ref(), &roster, &history).await?;
+    // Reactions after delivery: a comment bumps the action in the feeds it
+    // is already in.
+    drain(store, clock).await?;
+    reactions(store.as_ref(), &history, &ids).await?;
+    drain(store, clock).await?;
+    info!(
+        tenant = TENANT,
+        users = roster.users.len(),
+        actions = history.actions.len(),
+        comments = history.comments.len(),
+        likes = history.likes.len(),
+        took_ms = started.elapsed().as_millis() as u64,
+        "demo tenant seeded"
+    );
+    Ok(Seeded::Fresh {
+        actions: history.actions.len(),
+        comments: history.comments.len(),
+        likes: history.likes.len(),
+    })
+}
+
+/// Users, groups, supervisors, assignments, follows and friendships.
+async fn people(store: &dyn Store, roster: &Roster, history: &History) -> StoreResult<()> {
+    for person in &roster.users {
+        let user = User {
+            id: person.id.into(),
+            name: Some(person.name.into()),
+        };
+        store.upsert_user(TENANT, &user).await?;
+    }
+    for person in &roster.users {
+        for (unit, kind) in [
+            (person.department, GroupKind::Department),
+            (person.team, GroupKind::Team),
+        ] {
+            let role = if roster.leads(person.id, unit) {
+                MembershipRole::Lead
+            } else {
+                MembershipRole::Member
+            };
+            let group = Group {
+                id: unit.into(),
+                kind,
+            };
+            if let JoinOutcome::KindMismatch(existing) =
+                store.join_group(TENANT, &group, person.id, role).await?
+            {
+                return Err(StoreError::invalid(format!(
+                    "demo group {} exists as a {:?}",
+                    existing.id, existing.kind
+                )));
+            }
+        }
+        if let Some(boss) = person.supervisor {
+            store.set_supervisor(TENANT, person.id, Some(boss)).await?;
+        }
+        for assignment in &person.assignments {
+            store
+                .set_assignment(TENANT, person.id, assignment, true)
+                .await?;
+        }
+    }
+    for (from, to) in &history.follows {
+        store
+            .set_edge(TENANT, EdgeKind::Follows, from, to, true)
+            .await?;
+    }
+    for (a, b) in &history.friends {
+        store.set_edge(TENANT, EdgeKind::Friend, a, b, true).await?;
+    }
+    Ok(())
+}
+
+/// Stores every action, oldest first (so ids, which grow, follow `conducted`
+/// and slices read newest first). Returns the ids in history order.
+async fn actions(
+    store: &dyn Store,
+    roster: &Roster,
+    history: &History,
+) -> StoreResult<Vec<ObjectId>> {
+    let mut ids = Vec::with_capacity(history.actions.len());
+    for planned in &history.actions {
+        // As `recordAction` does: a group-scoped action is shared with the
+        // actor's groups of that kind.
+        let scope_groups = roster
+            .user(planned.actor)
+            .map(|person| match planned.scope {
+                Scope::Team => vec![person.team.to_owned()],
+                Scope::Department => vec![person.department.to_owned()],
+                Scope::Public | Scope::Restricted => Vec::new(),
+            })
+            .unwrap_or_default();
+        let action = Action {
+            id: ObjectId::new(),
+            tenant: TENANT.into(),
+            actor_id: planned.actor.into(),
+            conducted: planned.conducted,
+            hidden: false,
+            scope: planned.scope,
+            readers: planned.readers.iter().map(|&r| r.into()).collect(),
+            scope_groups,
+            ref_ids: planned.ref_ids.iter().map(|&r| r.into()).collect(),
+            tags: planned.tags.iter().map(|&t| t.into()).collect(),
+            descriptor: planned.descriptor.clone(),
+            fan_out: FanOut::pending(),
+            counts: Counts::default(),
+        };
+        store.insert_action(&action).await?;
+        ids.push(action.id);
+    }
+    Ok(ids)
+}
+
+async fn reactions(store: &dyn Store, history: &History, ids: &[ObjectId]) -> StoreResult<()> {
+    for planned in &history.comments {
+        let comment = Comment {
+            id: ObjectId::new(),
+            action_id: ids[planned.action],
+            author_id: planned.author.into(),
+            text: planned.text.into(),
+            created: planned.created,
+        };
+        store.add_comment(TENANT, &comment).await?;
+    }
+    for &(action, user) in &history.likes {
+        store.set_like(TENANT, ids[action], user, true).await?;
+    }
+    Ok(())
+}
+
+/// Runs a fan-out worker of its own until nothing is pending. Its events go
+/// to a hub nobody listens to: no one is connected yet.
+async fn drain(store: &Arc<dyn Store>, clock: &Arc<dyn Clock>) -> StoreResult<()> {
+    let worker = Worker::new(
+        store.clone(),
+        Hub::new(16),
+        clock.clone(),
+        WorkerConfig {
+            id: format!("demo-seeder-{}", ObjectId::new()),
+            claim_limit: 256,
+            ..WorkerConfig::default()
+        },
+        Default::default(),
+    );
+    while worker.run_once().await? > 0 {}
+    Ok(())
+}
