@@ -14,6 +14,8 @@ use anyhow::Context as _;
 use crate::auth::{mint_hs256, Authenticator, Claims, JwtVerifier};
 use crate::fanout::WorkerConfig;
 use crate::http::WsLimits;
+use crate::model::BumpRule;
+use crate::relevancy::BumpRules;
 use crate::server::{ServeOptions, DEMO_NEEDS_DEV_MODE};
 
 #[derive(Debug, Parser)]
@@ -117,6 +119,24 @@ pub struct ServeArgs {
     /// Run the API without the in-process fan-out worker.
     #[arg(long, env = "RIVERFEED_NO_WORKER", global = true)]
     pub no_worker: bool,
+    /// Relevancy rules: a TOML file with a `[boost]` table (`assigned`,
+    /// `supervisor`, `participated`, `department`), each a boost like "4h" or
+    /// "off". Rules it leaves out keep their defaults.
+    #[arg(long, env = "RIVERFEED_BUMP_RULES", global = true)]
+    pub bump_rules: Option<PathBuf>,
+    /// Boost for readers assigned to one of a commented action's refIds
+    /// (default 4h; "off" disables). Overrides the rules file.
+    #[arg(long, env = "RIVERFEED_BUMP_ASSIGNED", global = true)]
+    pub bump_assigned: Option<String>,
+    /// Boost for readers whose supervisor commented (default 2h).
+    #[arg(long, env = "RIVERFEED_BUMP_SUPERVISOR", global = true)]
+    pub bump_supervisor: Option<String>,
+    /// Boost for readers who did the action or commented on it (default 1h).
+    #[arg(long, env = "RIVERFEED_BUMP_PARTICIPATED", global = true)]
+    pub bump_participated: Option<String>,
+    /// Boost for readers in the commenter's departments (default 0s: up to now).
+    #[arg(long, env = "RIVERFEED_BUMP_DEPARTMENT", global = true)]
+    pub bump_department: Option<String>,
     /// Feed events a reader's live subscription may fall behind before it is
     /// told it lagged.
     #[arg(long, env = "RIVERFEED_EVENT_BUFFER", default_value_t = 256, global = true,
@@ -199,6 +219,27 @@ impl ServeArgs {
         Ok(Authenticator::Dev)
     }
 
+    /// The relevancy rules: defaults, then the rules file, then the flags.
+    pub fn bump_rules(&self) -> anyhow::Result<BumpRules> {
+        let mut rules = BumpRules::default();
+        if let Some(path) = &self.bump_rules {
+            rules.load(path).map_err(anyhow::Error::msg)?;
+        }
+        for (rule, flag) in [
+            (BumpRule::Assigned, &self.bump_assigned),
+            (BumpRule::Supervisor, &self.bump_supervisor),
+            (BumpRule::Participated, &self.bump_participated),
+            (BumpRule::Department, &self.bump_department),
+        ] {
+            if let Some(written) = flag {
+                rules
+                    .set(rule, written)
+                    .map_err(|e| anyhow::anyhow!("--bump-{e}"))?;
+            }
+        }
+        Ok(rules)
+    }
+
     pub fn options(&self) -> anyhow::Result<ServeOptions> {
         let store = self
             .store
@@ -208,10 +249,12 @@ impl ServeArgs {
         options.listen = self.listen;
         options.event_buffer = self.event_buffer as usize;
         options.insecure_dev = self.insecure_dev;
+        let bump_rules = self.bump_rules()?;
         options.worker = (!self.no_worker).then(|| WorkerConfig {
             lease_ms: self.fanout_lease_secs as i64 * 1000,
             batch_size: self.fanout_batch as usize,
             poll_interval: Duration::from_millis(500),
+            bump_rules,
             ..WorkerConfig::default()
         });
         options.auth = Arc::new(self.authenticator()?);

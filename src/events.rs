@@ -1,9 +1,12 @@
-//! The event hub: routes feed events to the live subscriptions of their reader.
+//! The event hub: routes live events to the subscriptions of their topic.
 //!
-//! A map from `(tenant, reader)` to a broadcast channel, so publishing an event
-//! costs work for its recipient's sockets only, never for every open socket.
-//! Channels are created on the first subscription of a reader and removed with
-//! the last one.
+//! A topic is one reader's feed, one slice (a `refId`) or one action. The hub
+//! maps each topic that has a live subscription to a broadcast channel, so
+//! publishing costs work for that topic's sockets only, never for every open
+//! socket. Channels are created on a topic's first subscription and removed
+//! with its last. An event is built once and shared (`Arc`) by every
+//! subscriber of its topic, with the action it concerns when the publisher has
+//! it, so subscribers do not each load it again.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -11,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use async_graphql::Enum;
 use tokio::sync::broadcast;
 
-use crate::model::FeedItem;
+use crate::model::{Action, Comment, FeedItem, ObjectId};
 
 /// What happened to an item of a feed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Enum)]
@@ -20,82 +23,129 @@ pub enum FeedEventKind {
     Added,
     /// The item left the feed (action hidden or deleted, item hidden by its reader).
     Removed,
+    /// A comment raised the item: it carries its new relevancy and reason.
+    Bumped,
 }
 
 /// A change to one reader's feed.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct FeedEvent {
     pub kind: FeedEventKind,
     pub tenant: String,
     pub item: FeedItem,
+    /// The item's action, when the publisher has it at hand.
+    pub action: Option<Arc<Action>>,
 }
 
-type Key = (String, String);
+/// What happened to an action.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Enum)]
+pub enum ActionEventKind {
+    Commented,
+    Liked,
+    Unliked,
+}
 
-/// Routes feed events to live subscribers. Injected into the API and the worker.
+/// A reaction to one action.
+#[derive(Clone, Debug)]
+pub struct ActionEvent {
+    pub kind: ActionEventKind,
+    /// The action as of the reaction, its counts included.
+    pub action: Arc<Action>,
+    /// The new comment, for `Commented`.
+    pub comment: Option<Comment>,
+    /// Who liked or unliked, for `Liked` / `Unliked`.
+    pub user: Option<String>,
+}
+
+/// What a topic's subscribers receive.
+#[derive(Clone, Debug)]
+pub enum Event {
+    Feed(FeedEvent),
+    /// An action joined a slice.
+    Slice(Arc<Action>),
+    Action(Arc<ActionEvent>),
+}
+
+/// Where an event goes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Topic {
+    Feed { tenant: String, reader: String },
+    Slice { tenant: String, ref_id: String },
+    Action { tenant: String, action_id: ObjectId },
+}
+
+/// Routes events to live subscribers. Injected into the API and the worker.
 pub struct Hub {
     /// A std mutex: every critical section is a map lookup or insert, never held
     /// across an await, so an async mutex would only add cost.
-    readers: Mutex<HashMap<Key, broadcast::Sender<Arc<FeedEvent>>>>,
+    topics: Mutex<HashMap<Topic, broadcast::Sender<Arc<Event>>>>,
     capacity: usize,
 }
 
-/// A live subscription to one reader's feed events. Dropping it unsubscribes.
+/// A live subscription to one topic. Dropping it unsubscribes.
 pub struct Subscription {
-    pub receiver: broadcast::Receiver<Arc<FeedEvent>>,
+    pub receiver: broadcast::Receiver<Arc<Event>>,
     hub: Arc<Hub>,
-    key: Key,
+    topic: Topic,
 }
 
 impl Hub {
-    /// `capacity` is how many events one reader's subscriptions may fall behind
+    /// `capacity` is how many events one topic's subscriptions may fall behind
     /// before they are told they lagged: enough for a burst of fan-outs landing
     /// at once, small enough that a stuck socket holds little memory.
     pub fn new(capacity: usize) -> Arc<Self> {
         Arc::new(Self {
-            readers: Mutex::new(HashMap::new()),
+            topics: Mutex::new(HashMap::new()),
             capacity,
         })
     }
 
-    pub fn subscribe(self: &Arc<Self>, tenant: &str, reader: &str) -> Subscription {
-        let key = (tenant.to_owned(), reader.to_owned());
-        let mut readers = self.readers.lock().unwrap_or_else(|e| e.into_inner());
-        let receiver = readers
-            .entry(key.clone())
+    pub fn subscribe(self: &Arc<Self>, topic: Topic) -> Subscription {
+        let mut topics = self.topics.lock().unwrap_or_else(|e| e.into_inner());
+        let receiver = topics
+            .entry(topic.clone())
             .or_insert_with(|| broadcast::channel(self.capacity).0)
             .subscribe();
         Subscription {
             receiver,
             hub: self.clone(),
-            key,
+            topic,
         }
     }
 
-    /// Sends an event to its reader's live subscriptions, if any.
-    pub fn publish(&self, event: FeedEvent) {
-        let readers = self.readers.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(sender) = readers.get(&(event.tenant.clone(), event.item.owner.clone())) {
+    /// Sends an event to its topic's live subscriptions, if any.
+    pub fn publish(&self, topic: &Topic, event: Event) {
+        let topics = self.topics.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(sender) = topics.get(topic) {
             // An error only means every receiver went away meanwhile.
             let _ = sender.send(Arc::new(event));
         }
     }
 
-    /// How many readers have a live subscription.
-    pub fn live_readers(&self) -> usize {
-        self.readers.lock().unwrap_or_else(|e| e.into_inner()).len()
+    /// Sends a feed event to its reader's live subscriptions.
+    pub fn publish_feed(&self, event: FeedEvent) {
+        let topic = Topic::Feed {
+            tenant: event.tenant.clone(),
+            reader: event.item.owner.clone(),
+        };
+        self.publish(&topic, Event::Feed(event));
+    }
+
+    /// How many topics have a live subscription.
+    pub fn live_topics(&self) -> usize {
+        self.topics.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 }
 
 impl Drop for Subscription {
     fn drop(&mut self) {
-        let mut readers = self.hub.readers.lock().unwrap_or_else(|e| e.into_inner());
+        let mut topics = self.hub.topics.lock().unwrap_or_else(|e| e.into_inner());
         // Our receiver is still alive here, so 1 means it was the last one.
-        if readers
-            .get(&self.key)
+        if topics
+            .get(&self.topic)
             .is_some_and(|sender| sender.receiver_count() <= 1)
         {
-            readers.remove(&self.key);
+            topics.remove(&self.topic);
         }
     }
 }
@@ -105,6 +155,22 @@ mod tests {
     use super::*;
     use crate::model::{ObjectId, Reason, ReasonKind};
 
+    impl Event {
+        fn owner(&self) -> &str {
+            match self {
+                Event::Feed(e) => &e.item.owner,
+                _ => "",
+            }
+        }
+    }
+
+    fn feed(tenant: &str, reader: &str) -> Topic {
+        Topic::Feed {
+            tenant: tenant.into(),
+            reader: reader.into(),
+        }
+    }
+
     fn event(owner: &str) -> FeedEvent {
         FeedEvent {
             kind: FeedEventKind::Added,
@@ -113,30 +179,29 @@ mod tests {
                 owner: owner.into(),
                 action_id: ObjectId::new(),
                 relevancy: 1,
-                reason: Reason {
-                    kind: ReasonKind::Follows,
-                    actor_id: "bob".into(),
-                },
+                reason: Reason::new(ReasonKind::Follows, "bob"),
+                changed: 1,
             },
+            action: None,
         }
     }
 
     #[tokio::test]
     async fn events_reach_only_their_reader_and_channels_go_with_the_last_subscriber() {
         let hub = Hub::new(8);
-        let mut alice = hub.subscribe("acme", "alice");
-        let mut alice2 = hub.subscribe("acme", "alice");
-        let mut carol = hub.subscribe("acme", "carol");
-        hub.publish(event("alice"));
-        assert_eq!(alice.receiver.recv().await.unwrap().item.owner, "alice");
-        assert_eq!(alice2.receiver.recv().await.unwrap().item.owner, "alice");
+        let mut alice = hub.subscribe(feed("acme", "alice"));
+        let mut alice2 = hub.subscribe(feed("acme", "alice"));
+        let mut carol = hub.subscribe(feed("acme", "carol"));
+        hub.publish_feed(event("alice"));
+        assert_eq!(alice.receiver.recv().await.unwrap().owner(), "alice");
+        assert_eq!(alice2.receiver.recv().await.unwrap().owner(), "alice");
         assert!(carol.receiver.try_recv().is_err());
-        assert_eq!(hub.live_readers(), 2);
+        assert_eq!(hub.live_topics(), 2);
         drop(alice);
-        assert_eq!(hub.live_readers(), 2);
+        assert_eq!(hub.live_topics(), 2);
         drop(alice2);
-        assert_eq!(hub.live_readers(), 1);
+        assert_eq!(hub.live_topics(), 1);
         drop(carol);
-        assert_eq!(hub.live_readers(), 0);
+        assert_eq!(hub.live_topics(), 0);
     }
 }

@@ -6,6 +6,12 @@
 //! `ADDED` events, and marks the action `DONE`. A worker that dies leaves its
 //! lease to run out; the next claim takes the action over, and because delivery
 //! skips readers that already have the item, the re-run duplicates nothing.
+//!
+//! Bumps work the same way: every comment queues a bump job, which a worker
+//! claims under a lease, raises the action for the readers the relevancy rules
+//! pick (see [`crate::relevancy`]), publishes `BUMPED` events and marks done.
+//! A bump raises to a fixed target (the comment's time plus the boost), so a
+//! re-run, or two workers at once, change nothing further.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,8 +23,9 @@ use tracing::{debug, error, info, instrument, warn};
 
 use crate::clock::Clock;
 use crate::events::{FeedEvent, FeedEventKind, Hub};
-use crate::model::{Action, EdgeKind, Millis, Reason, ReasonKind, Scope};
-use crate::store::{Claim, Delivery, Direction, ErrorKind, Store, StoreResult};
+use crate::model::{Action, Bump, EdgeKind, Millis, Reason, ReasonKind, Scope};
+use crate::relevancy::{self, BumpRules};
+use crate::store::{BumpClaim, Claim, Delivery, Direction, ErrorKind, Store, StoreResult};
 
 /// How a worker runs.
 #[derive(Clone, Debug)]
@@ -29,8 +36,10 @@ pub struct WorkerConfig {
     pub lease_ms: Millis,
     /// Feed items written per store call (one transaction each).
     pub batch_size: usize,
-    /// Actions claimed at once.
+    /// Actions (and, separately, bumps) claimed at once.
     pub claim_limit: usize,
+    /// Who a comment bumps, and how far.
+    pub bump_rules: BumpRules,
     /// How often an idle worker looks for work it was not woken for (other
     /// processes' actions, leases that ran out).
     pub poll_interval: Duration,
@@ -47,6 +56,7 @@ impl Default for WorkerConfig {
             lease_ms: 30_000,
             batch_size: 10_000,
             claim_limit: 16,
+            bump_rules: BumpRules::default(),
             poll_interval: Duration::from_millis(500),
         }
     }
@@ -86,7 +96,7 @@ impl Worker {
     /// to be woken (a new action) or for the poll interval.
     #[instrument(skip_all, fields(worker = %self.config.id))]
     pub async fn run(self, shutdown: CancellationToken) {
-        info!("fan-out worker started");
+        info!(bump_rules = %self.config.bump_rules.describe(), "fan-out worker started");
         let mut backoff = Duration::from_millis(100);
         loop {
             if shutdown.is_cancelled() {
@@ -113,7 +123,8 @@ impl Worker {
         info!("fan-out worker stopped");
     }
 
-    /// Claims what is due and fans it out. Returns how many actions it claimed.
+    /// Claims what is due (fan-outs, then bumps) and does it. Returns how many
+    /// jobs it claimed.
     pub async fn run_once(&self) -> StoreResult<usize> {
         self.run_until(&CancellationToken::new()).await
     }
@@ -130,24 +141,35 @@ impl Worker {
                 self.config.claim_limit,
             )
             .await?;
-        let claimed = claims.len();
-        // One action failing must not hold up the others claimed with it: each
-        // is tried, and the first failure is reported once all were.
+        let mut claimed = claims.len();
+        // One job failing must not hold up the others claimed with it: each is
+        // tried, and the first failure is reported once all were.
         let mut failure = None;
         for claim in claims {
             if shutdown.is_cancelled() {
+                return Ok(claimed);
+            }
+            let done = self.fan_out(&claim).await;
+            note_outcome(done, "fan-out", &claim.action.id, &mut failure);
+        }
+        // Bumps after deliveries: a comment on a fresh action then finds the
+        // items it raises already written.
+        let bumps = self
+            .store
+            .claim_bumps(
+                &self.config.id,
+                self.clock.now(),
+                self.config.lease_ms,
+                self.config.claim_limit,
+            )
+            .await?;
+        claimed += bumps.len();
+        for claim in bumps {
+            if shutdown.is_cancelled() {
                 break;
             }
-            match self.fan_out(&claim).await {
-                Ok(()) => {}
-                Err(err) if err.kind == ErrorKind::LeaseLost => {
-                    warn!(action = %claim.action.id, cause = %err.chain(), "lease lost; leaving the action to its new owner");
-                }
-                Err(err) => {
-                    error!(action = %claim.action.id, cause = %err.chain(), "fan-out of one action failed; it is retried when its lease runs out");
-                    failure.get_or_insert(err);
-                }
-            }
+            let done = self.bump(&claim).await;
+            note_outcome(done, "bump", &claim.comment.id, &mut failure);
         }
         match failure {
             Some(err) => Err(err),
@@ -164,16 +186,14 @@ impl Worker {
             audience(self.store.as_ref(), action).await?
         };
         let mut delivered = 0usize;
+        let mut shared = None;
         for chunk in audience.chunks(self.config.batch_size.max(1)) {
             let deliveries: Vec<Delivery> = chunk
                 .iter()
                 .map(|(owner, kind)| Delivery {
                     owner: owner.clone(),
                     relevancy: action.conducted,
-                    reason: Reason {
-                        kind: *kind,
-                        actor_id: action.actor_id.clone(),
-                    },
+                    reason: Reason::new(*kind, &action.actor_id),
                 })
                 .collect();
             let written = self
@@ -181,17 +201,97 @@ impl Worker {
                 .deliver(claim, self.clock.now(), &deliveries)
                 .await?;
             delivered += written.len();
-            for item in written {
-                self.hub.publish(FeedEvent {
-                    kind: FeedEventKind::Added,
-                    tenant: action.tenant.clone(),
-                    item,
-                });
-            }
+            self.publish(FeedEventKind::Added, action, written, &mut shared);
         }
         self.store.finish_fan_out(claim).await?;
         debug!(action = %action.id, audience = audience.len(), delivered, "fan-out done");
         Ok(())
+    }
+
+    /// Raises a commented action for the readers the rules pick and marks the
+    /// bump done.
+    pub async fn bump(&self, claim: &BumpClaim) -> StoreResult<()> {
+        let comment = &claim.comment;
+        let action = self
+            .store
+            .get_actions(&claim.tenant, &[comment.action_id])
+            .await?
+            .pop();
+        let Some(action) = action.filter(|a| !a.hidden) else {
+            return self.store.finish_bump(claim).await;
+        };
+        let rules = &self.config.bump_rules;
+        let targets = relevancy::targets(self.store.as_ref(), rules, &action, comment).await?;
+        let deliveries: Vec<Delivery> = targets
+            .iter()
+            .filter_map(|(owner, rule)| {
+                let boost = rules.boost(*rule)?;
+                Some(Delivery {
+                    owner: owner.clone(),
+                    relevancy: comment.created.saturating_add(boost),
+                    reason: Reason {
+                        kind: ReasonKind::Bumped,
+                        actor_id: action.actor_id.clone(),
+                        bump: Some(Bump {
+                            rule: *rule,
+                            by: comment.author_id.clone(),
+                            at: comment.created,
+                        }),
+                    },
+                })
+            })
+            .collect();
+        let mut raised = 0usize;
+        let mut shared = None;
+        for chunk in deliveries.chunks(self.config.batch_size.max(1)) {
+            let items = self.store.bump(claim, self.clock.now(), chunk).await?;
+            raised += items.len();
+            self.publish(FeedEventKind::Bumped, &action, items, &mut shared);
+        }
+        self.store.finish_bump(claim).await?;
+        debug!(action = %action.id, comment = %comment.id, targets = targets.len(), raised, "bump done");
+        Ok(())
+    }
+
+    /// Publishes one event per item, all sharing one copy of the action.
+    fn publish(
+        &self,
+        kind: FeedEventKind,
+        action: &Action,
+        items: Vec<crate::model::FeedItem>,
+        shared: &mut Option<Arc<Action>>,
+    ) {
+        if items.is_empty() {
+            return;
+        }
+        let action = shared.get_or_insert_with(|| Arc::new(action.clone()));
+        for item in items {
+            self.hub.publish_feed(FeedEvent {
+                kind,
+                tenant: action.tenant.clone(),
+                item,
+                action: Some(action.clone()),
+            });
+        }
+    }
+}
+
+/// Logs one job's failure and keeps the first for the caller.
+fn note_outcome(
+    done: StoreResult<()>,
+    job: &str,
+    id: &crate::model::ObjectId,
+    failure: &mut Option<crate::store::StoreError>,
+) {
+    match done {
+        Ok(()) => {}
+        Err(err) if err.kind == ErrorKind::LeaseLost => {
+            warn!(%id, job, cause = %err.chain(), "lease lost; leaving the job to its new owner");
+        }
+        Err(err) => {
+            error!(%id, job, cause = %err.chain(), "one job failed; it is retried when its lease runs out");
+            failure.get_or_insert(err);
+        }
     }
 }
 

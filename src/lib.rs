@@ -33,5 +33,6 @@ pub mod events;
 pub mod fanout;
 pub mod http;
 pub mod model;
+pub mod relevancy;
 pub mod server;
 pub mod store;

@@ -8,6 +8,7 @@ use async_graphql::Context;
 use super::error::ApiResultExt;
 use super::{state, Viewer};
 use crate::model::{Action, Scope};
+use crate::store::Store;
 
 /// What is needed to decide access for one viewer over a set of actions.
 pub struct Access<'v> {
@@ -23,12 +24,20 @@ impl<'v> Access<'v> {
         viewer: &'v Viewer,
         actions: impl IntoIterator<Item = &'a Action>,
     ) -> async_graphql::Result<Access<'v>> {
+        Self::load_from(state(ctx)?.store.as_ref(), viewer, actions).await
+    }
+
+    /// As [`Access::load`], outside a request (in a live stream).
+    pub async fn load_from<'a>(
+        store: &dyn Store,
+        viewer: &'v Viewer,
+        actions: impl IntoIterator<Item = &'a Action>,
+    ) -> async_graphql::Result<Access<'v>> {
         let needs_groups = actions.into_iter().any(|a| {
             matches!(a.scope, Scope::Team | Scope::Department) && a.actor_id != viewer.user
         });
         let groups = if needs_groups {
-            state(ctx)?
-                .store
+            store
                 .memberships(&viewer.tenant, &viewer.user)
                 .await
                 .api()?

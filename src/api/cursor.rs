@@ -14,7 +14,7 @@ use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305, NONCE_L
 use ring::rand::{SecureRandom, SystemRandom};
 
 use super::error::bad_input;
-use crate::model::{ObjectId, Position};
+use crate::model::{ObjectId, Position, Stamp};
 
 const VERSION: u8 = 2;
 
@@ -92,6 +92,8 @@ pub enum ListKind {
     Slice = 2,
     Users = 3,
     Comments = 4,
+    /// The changes of a home feed, for resumable subscriptions.
+    FeedChanges = 5,
 }
 
 /// Which list a cursor belongs to, and the key its cursors are sealed with.
@@ -120,6 +122,11 @@ impl<'k> ListId<'k> {
 
     pub fn slice(key: &'k CursorKey, tenant: &str, ref_id: &str) -> Self {
         Self::new(key, ListKind::Slice, &[tenant, ref_id])
+    }
+
+    /// The changes of one reader's home feed.
+    pub fn feed_changes(key: &'k CursorKey, tenant: &str, owner: &str) -> Self {
+        Self::new(key, ListKind::FeedChanges, &[tenant, owner])
     }
 
     /// The comments of one action.
@@ -165,25 +172,43 @@ impl<'k> ListId<'k> {
     }
 
     pub fn position_cursor(&self, position: Position) -> String {
-        let mut bytes = [0u8; 20];
-        bytes[..8].copy_from_slice(&position.relevancy.to_be_bytes());
-        bytes[8..].copy_from_slice(&position.action_id.bytes());
-        self.encode(&bytes)
+        self.time_id_cursor(position.relevancy, position.action_id)
     }
 
     pub fn decode_position(&self, cursor: &str) -> async_graphql::Result<Position> {
+        let (relevancy, action_id) = self.decode_time_id(cursor)?;
+        Ok(Position {
+            relevancy,
+            action_id,
+        })
+    }
+
+    pub fn stamp_cursor(&self, stamp: Stamp) -> String {
+        self.time_id_cursor(stamp.changed, stamp.action_id)
+    }
+
+    pub fn decode_stamp(&self, cursor: &str) -> async_graphql::Result<Stamp> {
+        let (changed, action_id) = self.decode_time_id(cursor)?;
+        Ok(Stamp { changed, action_id })
+    }
+
+    fn time_id_cursor(&self, time: i64, id: ObjectId) -> String {
+        let mut bytes = [0u8; 20];
+        bytes[..8].copy_from_slice(&time.to_be_bytes());
+        bytes[8..].copy_from_slice(&id.bytes());
+        self.encode(&bytes)
+    }
+
+    fn decode_time_id(&self, cursor: &str) -> async_graphql::Result<(i64, ObjectId)> {
         let mut buf = Vec::new();
         let bytes = self.decode(cursor, &mut buf)?;
-        let (relevancy, id) = bytes
+        let (time, id) = bytes
             .split_first_chunk::<8>()
             .ok_or_else(|| bad_input(format!("cursor {cursor:?} is not valid")))?;
         let id: [u8; 12] = id
             .try_into()
             .map_err(|_| bad_input(format!("cursor {cursor:?} is not valid")))?;
-        Ok(Position {
-            relevancy: i64::from_be_bytes(*relevancy),
-            action_id: ObjectId::from_bytes(id),
-        })
+        Ok((i64::from_be_bytes(*time), ObjectId::from_bytes(id)))
     }
 
     pub fn id_cursor(&self, id: ObjectId) -> String {

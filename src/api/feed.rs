@@ -17,11 +17,16 @@ use super::page::{ActionConnection, ActionEdge, FeedItemConnection, FeedItemEdge
 use super::types::{ActionNode, ActionSlot, FeedItemNode};
 use super::{loaders, state, Viewer};
 use crate::model::limits::{check_id, page_size};
-use crate::model::{Action, FeedItem, ObjectId, Position};
+use crate::model::{Action, FeedItem, Millis, ObjectId, Position, Stamp};
 use crate::store::FeedRange;
 
 /// Store rounds one page may take to get past items the viewer cannot read.
 const MAX_ROUNDS: usize = 4;
+
+/// How far before a page's read its `eventsCursor` reaches: a delivery stamps
+/// its items when it starts and lands when it commits, so changes stamped just
+/// before the read may not be in the page.
+const EVENTS_GRACE_MS: Millis = 10_000;
 
 /// Relay paging arguments.
 pub struct Paging {
@@ -66,6 +71,7 @@ pub async fn home(
         .map(|c| list.decode_position(c))
         .transpose()?;
     let store = &state(ctx)?.store;
+    let read_at = state(ctx)?.clock.now();
 
     // Newest first throughout. Forwards, rounds move to older items; backwards,
     // to newer ones.
@@ -150,7 +156,13 @@ pub async fn home(
     } else {
         (after.is_some(), more)
     };
+    let events = ListId::feed_changes(&state(ctx)?.cursors, &viewer.tenant, &viewer.user);
+    let events_cursor = events.stamp_cursor(Stamp {
+        changed: read_at - EVENTS_GRACE_MS,
+        action_id: ObjectId::from_bytes([0; 12]),
+    });
     Ok(FeedItemConnection {
+        events_cursor,
         edges,
         page_info: PageInfo {
             has_previous_page,

@@ -1,6 +1,7 @@
 //! Mutation root: recording and removing actions, the social graph, profiles.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use async_graphql::{Context, InputObject, Object, ID};
 use chrono::{DateTime, Utc};
@@ -12,7 +13,7 @@ use super::types::CommentNode;
 use super::types::{user_id_arg, user_node, ActionNode, UserNode};
 use super::{acting_user, require_service, state, viewer, AppState, Viewer};
 use crate::descriptor::{Descriptor, DescriptorInput};
-use crate::events::{FeedEvent, FeedEventKind};
+use crate::events::{ActionEvent, ActionEventKind, Event, FeedEvent, FeedEventKind, Topic};
 use crate::model::limits::{check_id, check_ids, check_text};
 use crate::model::{
     Action, Comment, Counts, EdgeKind, FanOut, FeedItem, Group, GroupKind, Membership,
@@ -87,12 +88,46 @@ async fn require_users(
 
 fn publish_removed(state: &AppState, tenant: &str, items: Vec<FeedItem>) {
     for item in items {
-        state.hub.publish(FeedEvent {
+        state.hub.publish_feed(FeedEvent {
             kind: FeedEventKind::Removed,
             tenant: tenant.to_owned(),
             item,
+            action: None,
         });
     }
+}
+
+/// Tells the live `sliceEvents` of each of the action's refs.
+fn publish_to_slices(state: &AppState, action: &Action) {
+    let shared = Arc::new(action.clone());
+    for ref_id in &action.ref_ids {
+        let topic = Topic::Slice {
+            tenant: action.tenant.clone(),
+            ref_id: ref_id.clone(),
+        };
+        state.hub.publish(&topic, Event::Slice(shared.clone()));
+    }
+}
+
+/// Tells the live `actionEvents` of an action about a reaction.
+fn publish_reaction(
+    state: &AppState,
+    action: &Action,
+    kind: ActionEventKind,
+    comment: Option<&Comment>,
+    user: Option<&str>,
+) {
+    let topic = Topic::Action {
+        tenant: action.tenant.clone(),
+        action_id: action.id,
+    };
+    let event = ActionEvent {
+        kind,
+        action: Arc::new(action.clone()),
+        comment: comment.cloned(),
+        user: user.map(str::to_owned),
+    };
+    state.hub.publish(&topic, Event::Action(Arc::new(event)));
 }
 
 /// The action with this id in the viewer's tenant, or `NOT_FOUND`.
@@ -237,12 +272,21 @@ impl MutationRoot {
         let viewer = viewer(ctx)?;
         let id = parse_action_id(&action_id)?;
         let mut action = readable_action(ctx, viewer, id).await?;
-        let (_, counts) = state(ctx)?
+        let state = state(ctx)?;
+        let (changed, counts) = state
             .store
             .set_like(&viewer.tenant, id, &viewer.user, on)
             .await
             .api()?;
         action.counts = counts;
+        if changed {
+            let kind = if on {
+                ActionEventKind::Liked
+            } else {
+                ActionEventKind::Unliked
+            };
+            publish_reaction(state, &action, kind, None, Some(&viewer.user));
+        }
         Ok(ActionNode::new(action))
     }
 
@@ -358,6 +402,7 @@ impl MutationRoot {
         };
         state.store.insert_action(&action).await.api()?;
         state.wake.notify_one();
+        publish_to_slices(state, &action);
         Ok(ActionNode::new(action))
     }
 
@@ -599,7 +644,7 @@ impl MutationRoot {
             return Err(bad_input("text must not be empty"));
         }
         check_text("text", &text).api()?;
-        readable_action(ctx, viewer, id).await?;
+        let mut action = readable_action(ctx, viewer, id).await?;
         let comment = Comment {
             id: ObjectId::new(),
             action_id: id,
@@ -607,11 +652,21 @@ impl MutationRoot {
             text,
             created: state.clock.now(),
         };
-        state
+        let counts = state
             .store
             .add_comment(&viewer.tenant, &comment)
             .await
             .api()?;
+        // The worker bumps the action for the readers the rules pick.
+        state.wake.notify_one();
+        action.counts = counts;
+        publish_reaction(
+            state,
+            &action,
+            ActionEventKind::Commented,
+            Some(&comment),
+            None,
+        );
         Ok(CommentNode(comment))
     }
 

@@ -20,7 +20,8 @@ pub struct PageInfo {
 }
 
 macro_rules! connection {
-    ($connection:ident, $edge:ident, $node:ty, $what:literal) => {
+    ($connection:ident, $edge:ident, $node:ty, $what:literal
+     $(, $(#[doc = $doc:literal])* $field:ident: $ty:ty)* $(,)?) => {
         #[doc = concat!("One ", $what, " of a page, with its cursor.")]
         pub struct $edge {
             pub cursor: String,
@@ -43,6 +44,7 @@ macro_rules! connection {
         pub struct $connection {
             pub edges: Vec<$edge>,
             pub page_info: PageInfo,
+            $(pub $field: $ty,)*
         }
 
         #[Object]
@@ -59,11 +61,27 @@ macro_rules! connection {
             async fn page_info(&self) -> &PageInfo {
                 &self.page_info
             }
+
+            $(
+                $(#[doc = $doc])*
+                async fn $field(&self) -> &$ty {
+                    &self.$field
+                }
+            )*
         }
     };
 }
 
-connection!(FeedItemConnection, FeedItemEdge, FeedItemNode, "feed item");
+connection!(
+    FeedItemConnection,
+    FeedItemEdge,
+    FeedItemNode,
+    "feed item",
+    /// Pass to `feedEvents(after:)` to receive every change since this page was
+    /// read. It reaches a few seconds back, so an item changed just before the
+    /// read may come again: key items by `actionId`.
+    events_cursor: String,
+);
 connection!(ActionConnection, ActionEdge, ActionNode, "action");
 connection!(UserConnection, UserEdge, UserNode, "user");
 connection!(CommentConnection, CommentEdge, CommentNode, "comment");

@@ -1,69 +1,289 @@
-//! Subscription root: live changes to the viewer's feed.
+//! Subscription root: live changes to the viewer's feed, to a slice and to an
+//! action.
+//!
+//! Every stream subscribes to its hub topic before it reads anything, so no
+//! event falls between a read and going live. A stream ends with a coded error
+//! when its subscriber lags behind the event buffer (`LAGGED`) or its token
+//! expires (`UNAUTHENTICATED`); nothing is dropped silently.
 
-use async_graphql::{Context, Subscription};
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use async_graphql::{Context, Subscription, ID};
 use futures_util::stream::{self, Stream};
 use tokio::sync::broadcast::error::RecvError;
 
-use super::error::{coded, LAGGED, UNAUTHENTICATED};
-use super::types::FeedEventNode;
-use super::{session, state, viewer, SubscriptionPermit, Viewer};
+use super::access::Access;
+use super::cursor::ListId;
+use super::error::{coded, not_found, ApiResultExt, LAGGED, UNAUTHENTICATED};
+use super::query::parse_action_id;
+use super::types::{ActionEventNode, ActionNode, FeedEventNode, SliceEventNode};
+use super::{session, state, viewer, AppState, SubscriptionPermit, Viewer};
+use crate::events::{Event, FeedEvent, FeedEventKind, Topic};
+use crate::model::limits::check_id;
+use crate::model::{Millis, ObjectId, ReasonKind, Stamp};
+
+/// At most this many changes are replayed on resuming; a reader further
+/// behind refetches the feed.
+pub const MAX_REPLAY: usize = 1_000;
 
 pub struct SubscriptionRoot;
 
-/// What a live `feedEvents` stream holds.
+/// What every live stream holds: its place on the hub, its permit among the
+/// connection's subscriptions, and its viewer (whose token may expire while
+/// the socket stays open).
 struct Live {
     subscription: crate::events::Subscription,
     _permit: SubscriptionPermit,
     viewer: Viewer,
-    cursors: std::sync::Arc<super::cursor::CursorKey>,
+    state: AppState,
+}
+
+impl Live {
+    fn open(ctx: &Context<'_>, topic: Topic) -> async_graphql::Result<Self> {
+        let viewer = viewer(ctx)?;
+        let permit = session(ctx)?.subscription_permit()?;
+        let state = state(ctx)?.clone();
+        Ok(Self {
+            subscription: state.hub.subscribe(topic),
+            _permit: permit,
+            viewer: viewer.clone(),
+            state,
+        })
+    }
+
+    /// The next event, or the error that ends the stream (`None` at the end).
+    async fn next(&mut self) -> Option<Result<Arc<Event>, async_graphql::Error>> {
+        let received = self.subscription.receiver.recv().await;
+        if self.viewer.expired() {
+            return Some(Err(coded(
+                UNAUTHENTICATED,
+                "the token has expired; subscribe again with a fresh one",
+            )));
+        }
+        match received {
+            Ok(event) => Some(Ok(event)),
+            Err(RecvError::Lagged(missed)) => Some(Err(coded(
+                LAGGED,
+                format!(
+                    "this subscription fell {missed} events behind; refetch and subscribe again"
+                ),
+            ))),
+            Err(RecvError::Closed) => None,
+        }
+    }
+}
+
+/// A `feedEvents` stream: first the replay, then live events.
+struct FeedStream {
+    live: Live,
+    replay: VecDeque<FeedEvent>,
+    /// What the replay passed on, by action: live events no newer are skipped.
+    replayed: HashMap<ObjectId, Millis>,
+    /// Live `ADDED` / `BUMPED` events at or before this were replayed or missed
+    /// on purpose (the client's cursor is past them).
+    after: Option<Stamp>,
+    /// The newest change passed on, for resume cursors.
+    resume: Stamp,
+}
+
+impl FeedStream {
+    async fn next(&mut self) -> Option<async_graphql::Result<FeedEventNode>> {
+        loop {
+            let event = match self.replay.pop_front() {
+                Some(event) => event,
+                None => match self.live.next().await? {
+                    Ok(event) => match event.as_ref() {
+                        Event::Feed(event) if !self.seen(event) => event.clone(),
+                        _ => continue,
+                    },
+                    Err(err) => return Some(Err(err)),
+                },
+            };
+            if event.kind != FeedEventKind::Removed && event.item.stamp() > self.resume {
+                self.resume = event.item.stamp();
+            }
+            let cursors = &self.live.state.cursors;
+            return Some(Ok(FeedEventNode::new(&event, self.resume, cursors)));
+        }
+    }
+
+    /// Whether a live event repeats what the replay (or the cursor) covered.
+    fn seen(&self, event: &FeedEvent) -> bool {
+        if event.kind == FeedEventKind::Removed {
+            return false;
+        }
+        let stamp = event.item.stamp();
+        self.after.is_some_and(|after| stamp <= after)
+            || self
+                .replayed
+                .get(&event.item.action_id)
+                .is_some_and(|&changed| event.item.changed <= changed)
+    }
 }
 
 #[Subscription(name = "Subscription")]
 impl SubscriptionRoot {
-    /// Items added to and removed from the viewer's home feed, as they happen.
+    /// Changes to the viewer's home feed as they happen: items `ADDED`,
+    /// `REMOVED`, and `BUMPED` (raised by a comment, with their new relevancy,
+    /// reason and cursor).
     ///
-    /// A subscriber that falls too far behind gets one `LAGGED` error and the
-    /// stream ends: refetch the feed and subscribe again.
+    /// With `after` (a `resumeCursor` of an event, or a feed page's
+    /// `eventsCursor`), it first replays the items added or bumped since, oldest
+    /// change first, then goes on live with no gap and no repeat at the seam.
+    /// Removals while away are not replayed: their items' `action` reads null.
+    /// More than 1,000 changes to replay, or a subscriber that falls behind the
+    /// event buffer, end the stream with `LAGGED`: refetch the feed.
     async fn feed_events(
         &self,
         ctx: &Context<'_>,
+        after: Option<String>,
     ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<FeedEventNode>>> {
         let viewer = viewer(ctx)?;
-        let permit = session(ctx)?.subscription_permit()?;
-        let subscription = state(ctx)?.hub.subscribe(&viewer.tenant, &viewer.user);
-        // The state carries the permit, so ending the subscription frees it, and
-        // the viewer, whose token may expire while the socket stays open.
-        let live = Live {
-            subscription,
-            _permit: permit,
-            viewer: viewer.clone(),
-            cursors: state(ctx)?.cursors.clone(),
-        };
-        Ok(stream::unfold(Some(live), |state| async move {
-            let mut live = state?;
-            let received = live.subscription.receiver.recv().await;
-            if live.viewer.expired() {
-                let expired = coded(
-                    UNAUTHENTICATED,
-                    "the token has expired; subscribe again with a fresh one",
-                );
-                return Some((Err(expired), None));
+        let (tenant, reader) = (viewer.tenant.clone(), viewer.user.clone());
+        let list = ListId::feed_changes(&state(ctx)?.cursors, &tenant, &reader);
+        let after = after.as_deref().map(|c| list.decode_stamp(c)).transpose()?;
+        let live = Live::open(ctx, Topic::Feed { tenant, reader })?;
+        let mut replay = VecDeque::new();
+        let mut replayed = HashMap::new();
+        if let Some(after) = after {
+            let items = live
+                .state
+                .store
+                .feed_changes(&viewer.tenant, &viewer.user, after, MAX_REPLAY + 1)
+                .await
+                .api()?;
+            if items.len() > MAX_REPLAY {
+                return Err(coded(
+                    LAGGED,
+                    format!(
+                        "more than {MAX_REPLAY} changes since that cursor; refetch the feed and subscribe with its eventsCursor"
+                    ),
+                ));
             }
-            match received {
-                Ok(event) => {
-                    let node = FeedEventNode::new(&event, &live.cursors);
-                    Some((Ok(node), Some(live)))
+            for item in items {
+                replayed.insert(item.action_id, item.changed);
+                let kind = if item.reason.kind == ReasonKind::Bumped {
+                    FeedEventKind::Bumped
+                } else {
+                    FeedEventKind::Added
+                };
+                replay.push_back(FeedEvent {
+                    kind,
+                    tenant: viewer.tenant.clone(),
+                    item,
+                    action: None,
+                });
+            }
+        }
+        let feed = FeedStream {
+            live,
+            replay,
+            replayed,
+            after,
+            resume: after.unwrap_or(Stamp {
+                changed: 0,
+                action_id: ObjectId::from_bytes([0; 12]),
+            }),
+        };
+        Ok(stream::unfold(Some(feed), |feed| async move {
+            let mut feed = feed?;
+            match feed.next().await? {
+                Ok(node) => Some((Ok(node), Some(feed))),
+                Err(err) => Some((Err(err), None)),
+            }
+        }))
+    }
+
+    /// Actions that join the slice of `refId` (recorded with it among their
+    /// `refIds`), as they are recorded; only those the viewer may read.
+    async fn slice_events(
+        &self,
+        ctx: &Context<'_>,
+        ref_id: ID,
+    ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<SliceEventNode>>> {
+        check_id("refId", &ref_id).api()?;
+        let tenant = viewer(ctx)?.tenant.clone();
+        let live = Live::open(
+            ctx,
+            Topic::Slice {
+                tenant,
+                ref_id: ref_id.0,
+            },
+        )?;
+        Ok(stream::unfold(Some(live), |live| async move {
+            let mut live = live?;
+            loop {
+                let event = match live.next().await? {
+                    Ok(event) => event,
+                    Err(err) => return Some((Err(err), None)),
+                };
+                let Event::Slice(action) = event.as_ref() else {
+                    continue;
+                };
+                let store = live.state.store.as_ref();
+                let readable = match Access::load_from(store, &live.viewer, [action.as_ref()]).await
+                {
+                    Ok(access) => access.can_read(action),
+                    Err(err) => return Some((Err(err), None)),
+                };
+                if readable {
+                    let node = SliceEventNode(ActionNode::new(action.as_ref().clone()));
+                    return Some((Ok(node), Some(live)));
                 }
-                Err(RecvError::Lagged(missed)) => {
-                    let lagged = coded(
-                        LAGGED,
-                        format!(
-                            "this subscription fell {missed} events behind; refetch the feed and subscribe again"
-                        ),
-                    );
-                    Some((Err(lagged), None))
+            }
+        }))
+    }
+
+    /// New comments, likes and unlikes of one action the viewer may read, with
+    /// its counts after each. Events stop reaching a viewer who may no longer
+    /// read the action.
+    async fn action_events(
+        &self,
+        ctx: &Context<'_>,
+        action_id: ID,
+    ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<ActionEventNode>>> {
+        let viewer = viewer(ctx)?;
+        let id = parse_action_id(&action_id)?;
+        let store = state(ctx)?.store.clone();
+        let action = store
+            .get_actions(&viewer.tenant, &[id])
+            .await
+            .api()?
+            .pop()
+            .filter(|a| !a.hidden);
+        let readable = match &action {
+            Some(action) => Access::load(ctx, viewer, [action]).await?.can_read(action),
+            None => false,
+        };
+        if !readable {
+            return Err(not_found(format!("no action {id}")));
+        }
+        let topic = Topic::Action {
+            tenant: viewer.tenant.clone(),
+            action_id: id,
+        };
+        let live = Live::open(ctx, topic)?;
+        Ok(stream::unfold(Some(live), |live| async move {
+            let mut live = live?;
+            loop {
+                let event = match live.next().await? {
+                    Ok(event) => event,
+                    Err(err) => return Some((Err(err), None)),
+                };
+                let Event::Action(reaction) = event.as_ref() else {
+                    continue;
+                };
+                let action = reaction.action.as_ref();
+                let store = live.state.store.as_ref();
+                let readable = match Access::load_from(store, &live.viewer, [action]).await {
+                    Ok(access) => access.can_read(action),
+                    Err(err) => return Some((Err(err), None)),
+                };
+                if readable {
+                    let node = ActionEventNode(reaction.clone());
+                    return Some((Ok(node), Some(live)));
                 }
-                Err(RecvError::Closed) => None,
             }
         }))
     }

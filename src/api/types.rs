@@ -1,6 +1,7 @@
 //! GraphQL output objects over the domain types.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use async_graphql::{ComplexObject, Context, Object, SimpleObject, ID};
 use chrono::{DateTime, Utc};
@@ -11,11 +12,11 @@ use super::error::{bad_input, ApiResultExt};
 use super::page::{CommentConnection, CommentEdge, PageInfo, UserConnection, UserEdge};
 use super::{loaders, page_cost, state, viewer};
 use crate::descriptor::Descriptor;
-use crate::events::{FeedEvent, FeedEventKind};
+use crate::events::{ActionEvent, ActionEventKind, FeedEvent, FeedEventKind};
 use crate::model::limits::{check_id, page_size};
 use crate::model::{
-    Action, Comment, EdgeKind, FanOutState, FeedItem, Membership, Millis, ObjectId, ReasonKind,
-    Scope, User,
+    Action, BumpRule, Comment, EdgeKind, FanOutState, FeedItem, Membership, Millis, ObjectId,
+    ReasonKind, Scope, Stamp, User,
 };
 use crate::store::Direction;
 
@@ -250,18 +251,27 @@ pub struct FanOutNode {
     pub worker: Option<String>,
 }
 
-/// Why an item is in a feed.
+/// Why an item stands where it is in a feed: how it came (`FOLLOWS`, `TEAM`…),
+/// or, once a comment raised it, `BUMPED` with the rule that matched the reader.
 #[derive(SimpleObject)]
 #[graphql(name = "FeedReason")]
 pub struct FeedReasonNode {
     pub kind: ReasonKind,
     /// The actor whose action brought the item.
     pub actor_id: String,
+    /// For `BUMPED`: the rule that raised the item for this reader.
+    pub rule: Option<BumpRule>,
+    /// For `BUMPED`: the commenter.
+    pub by: Option<String>,
+    /// For `BUMPED`: when the comment was made.
+    pub at: Option<DateTime<Utc>>,
 }
 
-/// How the item's action is resolved: already loaded with its page, or on demand.
+/// How the item's action is resolved: already loaded with its page, shared by
+/// the event that carries it, or on demand.
 pub enum ActionSlot {
     Loaded(Box<ActionNode>),
+    Shared(Arc<Action>),
     Lazy,
 }
 
@@ -289,9 +299,14 @@ impl FeedItemNode {
     }
 
     async fn reason(&self) -> FeedReasonNode {
+        let reason = &self.item.reason;
+        let bump = reason.bump.as_ref();
         FeedReasonNode {
-            kind: self.item.reason.kind,
-            actor_id: self.item.reason.actor_id.clone(),
+            kind: reason.kind,
+            actor_id: reason.actor_id.clone(),
+            rule: bump.map(|b| b.rule),
+            by: bump.map(|b| b.by.clone()),
+            at: bump.map(|b| datetime(b.at)),
         }
     }
 
@@ -300,6 +315,7 @@ impl FeedItemNode {
     async fn action(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<ActionNode>> {
         let action = match &self.action {
             ActionSlot::Loaded(node) => return Ok(Some(node.as_ref().clone())),
+            ActionSlot::Shared(action) => Some(action.as_ref().clone()),
             ActionSlot::Lazy => loaders(ctx)?
                 .actions
                 .load_one(self.item.action_id)
@@ -319,18 +335,25 @@ impl FeedItemNode {
 pub struct FeedEventNode {
     pub kind: FeedEventKind,
     pub item: FeedItemNode,
+    pub resume_cursor: String,
 }
 
 impl FeedEventNode {
-    pub fn new(event: &FeedEvent, cursors: &CursorKey) -> Self {
-        let list = ListId::home(cursors, &event.tenant, &event.item.owner);
+    /// `resume` is the newest change the stream has passed on.
+    pub fn new(event: &FeedEvent, resume: Stamp, cursors: &CursorKey) -> Self {
+        let (tenant, owner) = (event.tenant.as_str(), event.item.owner.as_str());
+        let list = ListId::home(cursors, tenant, owner);
         Self {
             kind: event.kind,
             item: FeedItemNode {
                 cursor: list.position_cursor(event.item.position()),
                 item: event.item.clone(),
-                action: ActionSlot::Lazy,
+                action: match &event.action {
+                    Some(action) => ActionSlot::Shared(action.clone()),
+                    None => ActionSlot::Lazy,
+                },
             },
+            resume_cursor: ListId::feed_changes(cursors, tenant, owner).stamp_cursor(resume),
         }
     }
 }
@@ -341,8 +364,61 @@ impl FeedEventNode {
         self.kind
     }
 
+    /// The item as it stands now; `REMOVED` items as they stood.
     async fn item(&self) -> &FeedItemNode {
         &self.item
+    }
+
+    /// Pass to `feedEvents(after:)` to resume after this event.
+    async fn resume_cursor(&self) -> &str {
+        &self.resume_cursor
+    }
+}
+
+/// An action that joined a slice.
+pub struct SliceEventNode(pub ActionNode);
+
+#[Object(name = "SliceEvent")]
+impl SliceEventNode {
+    async fn action(&self) -> &ActionNode {
+        &self.0
+    }
+}
+
+/// A reaction to an action.
+pub struct ActionEventNode(pub Arc<ActionEvent>);
+
+#[Object(name = "ActionEvent")]
+impl ActionEventNode {
+    async fn kind(&self) -> ActionEventKind {
+        self.0.kind
+    }
+
+    async fn action_id(&self) -> ID {
+        ID(self.0.action.id.to_hex())
+    }
+
+    /// The new comment, for `COMMENTED`.
+    async fn comment(&self) -> Option<CommentNode> {
+        self.0.comment.clone().map(CommentNode)
+    }
+
+    /// Who liked or unliked, for `LIKED` / `UNLIKED`.
+    async fn user(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<UserNode>> {
+        match &self.0.user {
+            Some(id) => user_node(ctx, id).await.map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The action's comments after this event.
+    async fn comment_count(&self) -> u64 {
+        self.0.action.counts.comments
+    }
+
+    /// The action's likes after this event.
+    async fn like_count(&self) -> u64 {
+        self.0.action.counts.likes
     }
 }
 

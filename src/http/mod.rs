@@ -499,12 +499,12 @@ async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
         }
     }
     out.push_str(
-        "# HELP riverfeed_live_readers Readers with at least one live subscription.\n\
-         # TYPE riverfeed_live_readers gauge\n",
+        "# HELP riverfeed_live_topics Feeds, slices and actions with at least one live subscription.\n\
+         # TYPE riverfeed_live_topics gauge\n",
     );
     out.push_str(&format!(
-        "riverfeed_live_readers {}\n",
-        state.app.hub.live_readers()
+        "riverfeed_live_topics {}\n",
+        state.app.hub.live_topics()
     ));
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
 }

@@ -23,6 +23,8 @@ pub enum ReasonKind {
     Friend,
     /// The reader follows the actor.
     Follows,
+    /// A comment brought the item back up for this reader; `rule` says why.
+    Bumped,
 }
 
 impl ReasonKind {
@@ -35,8 +37,43 @@ impl ReasonKind {
             ReasonKind::Department => 3,
             ReasonKind::Friend => 2,
             ReasonKind::Follows => 1,
+            ReasonKind::Bumped => 0,
         }
     }
+}
+
+/// The relevancy rules: which readers a comment bumps, and how far.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Enum)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum BumpRule {
+    /// The reader is assigned to one of the action's `refIds`.
+    Assigned,
+    /// The commenter is the reader's supervisor.
+    Supervisor,
+    /// The reader is in one of the commenter's departments.
+    Department,
+    /// The reader took part: did the action, or commented on it.
+    Participated,
+}
+
+impl BumpRule {
+    pub const ALL: [BumpRule; 4] = [
+        BumpRule::Assigned,
+        BumpRule::Supervisor,
+        BumpRule::Department,
+        BumpRule::Participated,
+    ];
+}
+
+/// What bumped an item: the rule that matched its reader, and the comment.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Bump {
+    pub rule: BumpRule,
+    /// The commenter.
+    pub by: String,
+    /// When the comment was made.
+    pub at: Millis,
 }
 
 /// Why an item stands where it does in a feed.
@@ -46,6 +83,20 @@ pub struct Reason {
     pub kind: ReasonKind,
     /// The actor whose action brought the item.
     pub actor_id: String,
+    /// Set when `kind` is `Bumped`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bump: Option<Bump>,
+}
+
+impl Reason {
+    /// A delivery reason.
+    pub fn new(kind: ReasonKind, actor_id: impl Into<String>) -> Self {
+        Self {
+            kind,
+            actor_id: actor_id.into(),
+            bump: None,
+        }
+    }
 }
 
 /// One reader's reference to an action.
@@ -55,9 +106,20 @@ pub struct FeedItem {
     pub action_id: ObjectId,
     pub relevancy: Millis,
     pub reason: Reason,
+    /// When the item last changed (delivered or bumped): resumable
+    /// subscriptions replay items by this stamp.
+    pub changed: Millis,
 }
 
 impl FeedItem {
+    /// Where the item stands among its feed's changes.
+    pub fn stamp(&self) -> Stamp {
+        Stamp {
+            changed: self.changed,
+            action_id: self.action_id,
+        }
+    }
+
     pub fn position(&self) -> Position {
         Position {
             relevancy: self.relevancy,
@@ -82,6 +144,27 @@ impl Ord for Position {
 }
 
 impl PartialOrd for Position {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// A place in the order a feed changed in: by change time, then action id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Stamp {
+    pub changed: Millis,
+    pub action_id: ObjectId,
+}
+
+impl Ord for Stamp {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.changed
+            .cmp(&other.changed)
+            .then_with(|| self.action_id.bytes().cmp(&other.action_id.bytes()))
+    }
+}
+
+impl PartialOrd for Stamp {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))
     }

@@ -5,7 +5,10 @@
 //! (group commit). redb is blocking; every call runs on tokio's blocking pool.
 //!
 //! Key layout (all keys start with the tenant, so nothing crosses tenants):
-//! - `feed`       `(tenant, owner, relevancy, actionId)` → reason: feed range scans;
+//! - `feed`       `(tenant, owner, relevancy, actionId)` → reason and change
+//!   stamp: feed range scans;
+//! - `feed_changes` `(tenant, owner, changed, actionId)`: the feed in the order it
+//!   changed, for resumable subscriptions;
 //! - `feed_index` `(tenant, owner, actionId)` → `(relevancy, hidden)`: idempotent
 //!   delivery, hidden-item tombstones, cheap moves of one item;
 //! - `readers`    `(tenant, actionId, owner)`: who got an action, for cascades;
@@ -17,7 +20,10 @@
 //! - `comments` `(tenant, actionId, commentId)` → JSON and `likes`
 //!   `(tenant, actionId, user)`; their counts live in the action's record;
 //! - `assigned_to` `(tenant, refId, user)` and `assignments` `(tenant, user,
-//!   refId)`; `supervisors` `(tenant, user)` → supervisor.
+//!   refId)`; `supervisors` `(tenant, user)` → supervisor and `supervisees`
+//!   `(tenant, supervisor, user)`;
+//! - `bumps` `(commentId, tenant)` → `(lockedUntil, worker, actionId)`: the queue
+//!   of comments whose bump is still to do.
 
 use std::ops::Bound;
 use std::path::Path;
@@ -27,11 +33,12 @@ use async_trait::async_trait;
 use redb::{Database, ReadableTable, TableDefinition};
 
 use super::{
-    Claim, Delivery, Direction, ErrorKind, FeedRange, JoinOutcome, Store, StoreError, StoreResult,
+    BumpClaim, Claim, Delivery, Direction, ErrorKind, FeedRange, JoinOutcome, Store, StoreError,
+    StoreResult,
 };
 use crate::model::{
     Action, Comment, Counts, EdgeKind, FanOut, FanOutState, FeedItem, Group, GroupKind, Membership,
-    MembershipRole, Millis, ObjectId, Reason, Scope, User,
+    MembershipRole, Millis, ObjectId, Reason, Scope, Stamp, User,
 };
 
 type Oid = [u8; 12];
@@ -53,6 +60,31 @@ const LIKES: TableDefinition<(&str, Oid, &str), ()> = TableDefinition::new("like
 const ASSIGNED_TO: TableDefinition<(&str, &str, &str), ()> = TableDefinition::new("assigned_to");
 const ASSIGNMENTS: TableDefinition<(&str, &str, &str), ()> = TableDefinition::new("assignments");
 const SUPERVISORS: TableDefinition<(&str, &str), &str> = TableDefinition::new("supervisors");
+const SUPERVISEES: TableDefinition<(&str, &str, &str), ()> = TableDefinition::new("supervisees");
+const FEED_CHANGES: TableDefinition<(&str, &str, i64, Oid), ()> =
+    TableDefinition::new("feed_changes");
+const BUMPS: TableDefinition<(Oid, &str), (i64, &str, Oid)> = TableDefinition::new("bumps");
+
+/// A feed item's value in `feed`.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ItemValue {
+    #[serde(flatten)]
+    reason: Reason,
+    #[serde(default)]
+    changed: Millis,
+}
+
+fn encode_item(reason: &Reason, changed: Millis) -> StoreResult<Vec<u8>> {
+    serde_json::to_vec(&ItemValue {
+        reason: reason.clone(),
+        changed,
+    })
+    .map_err(json_err)
+}
+
+fn decode_item(bytes: &[u8]) -> StoreResult<ItemValue> {
+    serde_json::from_slice(bytes).map_err(json_err)
+}
 
 const EDGE_FOLLOWS_OUT: u8 = 0;
 const EDGE_FOLLOWS_IN: u8 = 1;
@@ -159,6 +191,9 @@ impl EmbeddedStore {
             txn.open_table(ASSIGNED_TO).map_err(db_err)?;
             txn.open_table(ASSIGNMENTS).map_err(db_err)?;
             txn.open_table(SUPERVISORS).map_err(db_err)?;
+            txn.open_table(SUPERVISEES).map_err(db_err)?;
+            txn.open_table(FEED_CHANGES).map_err(db_err)?;
+            txn.open_table(BUMPS).map_err(db_err)?;
         }
         txn.commit().map_err(db_err)?;
         Ok(Self { db: Arc::new(db) })
@@ -212,6 +247,7 @@ fn remove_items(txn: &redb::WriteTransaction, tenant: &str, id: Oid) -> StoreRes
     let mut readers = txn.open_table(READERS).map_err(db_err)?;
     let mut index = txn.open_table(FEED_INDEX).map_err(db_err)?;
     let mut feed = txn.open_table(FEED).map_err(db_err)?;
+    let mut changes = txn.open_table(FEED_CHANGES).map_err(db_err)?;
     let owners: Vec<String> = scan_prefix(
         &readers,
         Bound::Included((tenant, id, "")),
@@ -230,18 +266,21 @@ fn remove_items(txn: &redb::WriteTransaction, tenant: &str, id: Oid) -> StoreRes
         let Some((relevancy, 0)) = entry else {
             continue;
         };
-        let reason = feed
+        let value = feed
             .remove((tenant, owner.as_str(), relevancy, id))
             .map_err(db_err)?
-            .map(|g| serde_json::from_slice::<Reason>(g.value()))
-            .transpose()
-            .map_err(json_err)?;
-        if let Some(reason) = reason {
+            .map(|g| decode_item(g.value()))
+            .transpose()?;
+        if let Some(value) = value {
+            changes
+                .remove((tenant, owner.as_str(), value.changed, id))
+                .map_err(db_err)?;
             removed.push(FeedItem {
                 owner,
                 action_id: ObjectId::from_bytes(id),
                 relevancy,
-                reason,
+                reason: value.reason,
+                changed: value.changed,
             });
         }
     }
@@ -272,6 +311,30 @@ fn ensure_user_in(txn: &redb::WriteTransaction, tenant: &str, id: &str) -> Store
         users.insert((tenant, id), None).map_err(db_err)?;
     }
     Ok(())
+}
+
+/// Checks that a bump claim still holds its job. `Ok(false)` when the job is
+/// gone with its comment, `Err(LeaseLost)` when another worker owns it.
+fn bump_lease_held(
+    jobs: &impl ReadableTable<(Oid, &'static str), (i64, &'static str, Oid)>,
+    key: (Oid, &str),
+    claim: &BumpClaim,
+) -> StoreResult<bool> {
+    let holder = jobs
+        .get(key)
+        .map_err(db_err)?
+        .map(|g| g.value().1.to_owned());
+    match holder {
+        Some(worker) if worker == claim.worker => Ok(true),
+        Some(worker) => Err(StoreError::new(
+            ErrorKind::LeaseLost,
+            format!(
+                "bump for comment {} was taken over by {worker}",
+                claim.comment.id
+            ),
+        )),
+        None => Ok(false),
+    }
 }
 
 /// Checks that `claim` still holds its lease. `Ok(false)` when the action is
@@ -622,11 +685,19 @@ impl Store for EmbeddedStore {
             let txn = db.begin_write().map_err(db_err)?;
             {
                 let mut table = txn.open_table(SUPERVISORS).map_err(db_err)?;
-                let key = (tenant.as_str(), user.as_str());
-                match &supervisor {
-                    Some(s) => table.insert(key, s.as_str()).map_err(db_err)?,
-                    None => table.remove(key).map_err(db_err)?,
-                };
+                let mut reverse = txn.open_table(SUPERVISEES).map_err(db_err)?;
+                let (t, u) = (tenant.as_str(), user.as_str());
+                let previous = match &supervisor {
+                    Some(s) => table.insert((t, u), s.as_str()).map_err(db_err)?,
+                    None => table.remove((t, u)).map_err(db_err)?,
+                }
+                .map(|g| g.value().to_owned());
+                if let Some(previous) = previous {
+                    reverse.remove((t, previous.as_str(), u)).map_err(db_err)?;
+                }
+                if let Some(s) = &supervisor {
+                    reverse.insert((t, s.as_str(), u), ()).map_err(db_err)?;
+                }
             }
             txn.commit().map_err(db_err)
         })
@@ -642,6 +713,22 @@ impl Store for EmbeddedStore {
                 .get((tenant.as_str(), user.as_str()))
                 .map_err(db_err)?
                 .map(|g| g.value().to_owned()))
+        })
+        .await
+    }
+
+    async fn supervisees(&self, tenant: &str, supervisor: &str) -> StoreResult<Vec<String>> {
+        let (tenant, supervisor) = (tenant.to_owned(), supervisor.to_owned());
+        self.blocking(move |db| {
+            let txn = db.begin_read().map_err(db_err)?;
+            let table = txn.open_table(SUPERVISEES).map_err(db_err)?;
+            let (t, s) = (tenant.as_str(), supervisor.as_str());
+            scan_prefix(
+                &table,
+                Bound::Included((t, s, "")),
+                usize::MAX,
+                |(kt, ks, user)| (kt == t && ks == s).then(|| user.to_owned()),
+            )
         })
         .await
     }
@@ -726,8 +813,13 @@ impl Store for EmbeddedStore {
                 pending.remove((id.bytes(), t)).map_err(db_err)?;
                 let oid = id.bytes();
                 let mut comments = txn.open_table(COMMENTS).map_err(db_err)?;
+                let mut bumps = txn.open_table(BUMPS).map_err(db_err)?;
                 comments
-                    .retain_in((t, oid, [0u8; 12])..=(t, oid, [0xffu8; 12]), |_, _| false)
+                    .retain_in((t, oid, [0u8; 12])..=(t, oid, [0xffu8; 12]), |key, _| {
+                        // A queued bump goes with its comment.
+                        let _ = bumps.remove((key.2, t));
+                        false
+                    })
                     .map_err(db_err)?;
                 let mut likes = txn.open_table(LIKES).map_err(db_err)?;
                 let likers: Vec<String> = scan_prefix(
@@ -875,6 +967,10 @@ impl Store for EmbeddedStore {
                 let mut comments = txn.open_table(COMMENTS).map_err(db_err)?;
                 comments
                     .insert((t, a, comment.id.bytes()), bytes.as_slice())
+                    .map_err(db_err)?;
+                let mut bumps = txn.open_table(BUMPS).map_err(db_err)?;
+                bumps
+                    .insert((comment.id.bytes(), t), (0, "", a))
                     .map_err(db_err)?;
             }
             action.counts.comments += 1;
@@ -1079,6 +1175,7 @@ impl Store for EmbeddedStore {
                 let mut feed = txn.open_table(FEED).map_err(db_err)?;
                 let mut index = txn.open_table(FEED_INDEX).map_err(db_err)?;
                 let mut readers = txn.open_table(READERS).map_err(db_err)?;
+                let mut changes = txn.open_table(FEED_CHANGES).map_err(db_err)?;
                 let mut reason_bytes: Option<(Reason, Vec<u8>)> = None;
                 for item in items {
                     let owner = item.owner.as_str();
@@ -1087,7 +1184,7 @@ impl Store for EmbeddedStore {
                     }
                     // Most deliveries of one batch share a reason: encode it once.
                     if reason_bytes.as_ref().is_none_or(|(r, _)| *r != item.reason) {
-                        let bytes = serde_json::to_vec(&item.reason).map_err(json_err)?;
+                        let bytes = encode_item(&item.reason, now)?;
                         reason_bytes = Some((item.reason.clone(), bytes));
                     }
                     let bytes = reason_bytes
@@ -1100,11 +1197,13 @@ impl Store for EmbeddedStore {
                         .insert((t, owner, id), (item.relevancy, 0))
                         .map_err(db_err)?;
                     readers.insert((t, id, owner), ()).map_err(db_err)?;
+                    changes.insert((t, owner, now, id), ()).map_err(db_err)?;
                     written.push(FeedItem {
                         owner: item.owner.clone(),
                         action_id: claim.action.id,
                         relevancy: item.relevancy,
                         reason: item.reason.clone(),
+                        changed: now,
                     });
                 }
             }
@@ -1139,6 +1238,201 @@ impl Store for EmbeddedStore {
         .await
     }
 
+    async fn claim_bumps(
+        &self,
+        worker: &str,
+        now: Millis,
+        lease_ms: Millis,
+        limit: usize,
+    ) -> StoreResult<Vec<BumpClaim>> {
+        let worker = worker.to_owned();
+        self.blocking(move |db| {
+            // As with fan-outs: look in a read transaction, claim in a write one.
+            let due: Vec<(Oid, String)> = {
+                let txn = db.begin_read().map_err(db_err)?;
+                let bumps = txn.open_table(BUMPS).map_err(db_err)?;
+                let mut due = Vec::new();
+                for entry in bumps.iter().map_err(db_err)? {
+                    if due.len() >= limit {
+                        break;
+                    }
+                    let (key, value) = entry.map_err(db_err)?;
+                    if value.value().0 <= now {
+                        let (id, tenant) = key.value();
+                        due.push((id, tenant.to_owned()));
+                    }
+                }
+                due
+            };
+            if due.is_empty() {
+                return Ok(Vec::new());
+            }
+            let txn = db.begin_write().map_err(db_err)?;
+            let until = now + lease_ms;
+            let mut claims = Vec::with_capacity(due.len());
+            {
+                let mut bumps = txn.open_table(BUMPS).map_err(db_err)?;
+                let comments = txn.open_table(COMMENTS).map_err(db_err)?;
+                for (id, tenant) in due {
+                    let t = tenant.as_str();
+                    let job = bumps.get((id, t)).map_err(db_err)?.map(|g| g.value().2);
+                    let still_due = bumps
+                        .get((id, t))
+                        .map_err(db_err)?
+                        .is_some_and(|g| g.value().0 <= now);
+                    let Some(action) = job.filter(|_| still_due) else {
+                        continue;
+                    };
+                    let comment = comments.get((t, action, id)).map_err(db_err)?;
+                    let Some(comment) = comment else {
+                        // Its comment is gone: nothing to bump.
+                        bumps.remove((id, t)).map_err(db_err)?;
+                        continue;
+                    };
+                    let comment: Comment =
+                        serde_json::from_slice(comment.value()).map_err(json_err)?;
+                    bumps
+                        .insert((id, t), (until, worker.as_str(), action))
+                        .map_err(db_err)?;
+                    claims.push(BumpClaim {
+                        tenant,
+                        comment,
+                        worker: worker.clone(),
+                        lease_ms,
+                    });
+                }
+            }
+            txn.commit().map_err(db_err)?;
+            Ok(claims)
+        })
+        .await
+    }
+
+    async fn bump(
+        &self,
+        claim: &BumpClaim,
+        now: Millis,
+        bumps: &[Delivery],
+    ) -> StoreResult<Vec<FeedItem>> {
+        let (claim, bumps) = (claim.clone(), bumps.to_vec());
+        self.blocking(move |db| {
+            let txn = db.begin_write().map_err(db_err)?;
+            let t = claim.tenant.as_str();
+            let id = claim.comment.action_id.bytes();
+            {
+                let mut jobs = txn.open_table(BUMPS).map_err(db_err)?;
+                let key = (claim.comment.id.bytes(), t);
+                if !bump_lease_held(&jobs, key, &claim)? {
+                    return Ok(Vec::new());
+                }
+                jobs.insert(key, (now + claim.lease_ms, claim.worker.as_str(), id))
+                    .map_err(db_err)?;
+            }
+            let mut raised = Vec::new();
+            {
+                let mut feed = txn.open_table(FEED).map_err(db_err)?;
+                let mut index = txn.open_table(FEED_INDEX).map_err(db_err)?;
+                let mut changes = txn.open_table(FEED_CHANGES).map_err(db_err)?;
+                for bump in &bumps {
+                    let o = bump.owner.as_str();
+                    let entry = index.get((t, o, id)).map_err(db_err)?.map(|g| g.value());
+                    // Only live items, and only upwards.
+                    let Some((relevancy, 0)) = entry else {
+                        continue;
+                    };
+                    if relevancy >= bump.relevancy {
+                        continue;
+                    }
+                    let old = feed
+                        .remove((t, o, relevancy, id))
+                        .map_err(db_err)?
+                        .map(|g| decode_item(g.value()))
+                        .transpose()?;
+                    if let Some(old) = old {
+                        changes.remove((t, o, old.changed, id)).map_err(db_err)?;
+                    }
+                    let bytes = encode_item(&bump.reason, now)?;
+                    feed.insert((t, o, bump.relevancy, id), bytes.as_slice())
+                        .map_err(db_err)?;
+                    index
+                        .insert((t, o, id), (bump.relevancy, 0))
+                        .map_err(db_err)?;
+                    changes.insert((t, o, now, id), ()).map_err(db_err)?;
+                    raised.push(FeedItem {
+                        owner: bump.owner.clone(),
+                        action_id: claim.comment.action_id,
+                        relevancy: bump.relevancy,
+                        reason: bump.reason.clone(),
+                        changed: now,
+                    });
+                }
+            }
+            txn.commit().map_err(db_err)?;
+            Ok(raised)
+        })
+        .await
+    }
+
+    async fn finish_bump(&self, claim: &BumpClaim) -> StoreResult<()> {
+        let claim = claim.clone();
+        self.blocking(move |db| {
+            let txn = db.begin_write().map_err(db_err)?;
+            {
+                let mut jobs = txn.open_table(BUMPS).map_err(db_err)?;
+                let key = (claim.comment.id.bytes(), claim.tenant.as_str());
+                if bump_lease_held(&jobs, key, &claim)? {
+                    jobs.remove(key).map_err(db_err)?;
+                }
+            }
+            txn.commit().map_err(db_err)
+        })
+        .await
+    }
+
+    async fn feed_changes(
+        &self,
+        tenant: &str,
+        owner: &str,
+        after: Stamp,
+        limit: usize,
+    ) -> StoreResult<Vec<FeedItem>> {
+        let (tenant, owner) = (tenant.to_owned(), owner.to_owned());
+        self.blocking(move |db| {
+            let txn = db.begin_read().map_err(db_err)?;
+            let changes = txn.open_table(FEED_CHANGES).map_err(db_err)?;
+            let index = txn.open_table(FEED_INDEX).map_err(db_err)?;
+            let feed = txn.open_table(FEED).map_err(db_err)?;
+            let (t, o) = (tenant.as_str(), owner.as_str());
+            let lower = Bound::Excluded((t, o, after.changed, after.action_id.bytes()));
+            let upper = Bound::Included((t, o, i64::MAX, [0xffu8; 12]));
+            let mut out = Vec::new();
+            for entry in changes.range((lower, upper)).map_err(db_err)? {
+                if out.len() >= limit {
+                    break;
+                }
+                let (key, _) = entry.map_err(db_err)?;
+                let (_, _, changed, id) = key.value();
+                let Some((relevancy, 0)) =
+                    index.get((t, o, id)).map_err(db_err)?.map(|g| g.value())
+                else {
+                    continue;
+                };
+                let Some(value) = feed.get((t, o, relevancy, id)).map_err(db_err)? else {
+                    continue;
+                };
+                out.push(FeedItem {
+                    owner: owner.clone(),
+                    action_id: ObjectId::from_bytes(id),
+                    relevancy,
+                    reason: decode_item(value.value())?.reason,
+                    changed,
+                });
+            }
+            Ok(out)
+        })
+        .await
+    }
+
     async fn feed_page(
         &self,
         tenant: &str,
@@ -1169,11 +1463,13 @@ impl Store for EmbeddedStore {
              -> StoreResult<FeedItem> {
                 let (key, value) = entry.map_err(db_err)?;
                 let (_, _, relevancy, id) = key.value();
+                let value = decode_item(value.value())?;
                 Ok(FeedItem {
                     owner: owner.clone(),
                     action_id: ObjectId::from_bytes(id),
                     relevancy,
-                    reason: serde_json::from_slice(value.value()).map_err(json_err)?,
+                    reason: value.reason,
+                    changed: value.changed,
                 })
             };
             if range.from_oldest {
@@ -1209,17 +1505,21 @@ impl Store for EmbeddedStore {
                 // Keep a tombstone so a re-run of the fan-out does not bring it back.
                 index.insert((t, o, id), (relevancy, 1)).map_err(db_err)?;
                 let mut feed = txn.open_table(FEED).map_err(db_err)?;
-                let reason = feed
+                let value = feed
                     .remove((t, o, relevancy, id))
                     .map_err(db_err)?
-                    .map(|g| serde_json::from_slice::<Reason>(g.value()))
-                    .transpose()
-                    .map_err(json_err)?;
-                reason.map(|reason| FeedItem {
+                    .map(|g| decode_item(g.value()))
+                    .transpose()?;
+                if let Some(value) = &value {
+                    let mut changes = txn.open_table(FEED_CHANGES).map_err(db_err)?;
+                    changes.remove((t, o, value.changed, id)).map_err(db_err)?;
+                }
+                value.map(|value| FeedItem {
                     owner: owner.clone(),
                     action_id,
                     relevancy,
-                    reason,
+                    reason: value.reason,
+                    changed: value.changed,
                 })
             };
             txn.commit().map_err(db_err)?;

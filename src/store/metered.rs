@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-use super::{Claim, Delivery, Direction, FeedRange, JoinOutcome, Store, StoreResult};
+use super::{BumpClaim, Claim, Delivery, Direction, FeedRange, JoinOutcome, Store, StoreResult};
 use crate::model::{
     Action, Comment, Counts, EdgeKind, FeedItem, Group, Membership, MembershipRole, Millis,
-    ObjectId, Scope, User,
+    ObjectId, Scope, Stamp, User,
 };
 
 macro_rules! ops {
@@ -44,6 +44,7 @@ ops!(
     assignments,
     set_supervisor,
     supervisor,
+    supervisees,
     insert_action,
     get_actions,
     hide_action,
@@ -58,6 +59,10 @@ ops!(
     claim_fan_out,
     deliver,
     finish_fan_out,
+    claim_bumps,
+    bump,
+    finish_bump,
+    feed_changes,
     feed_page,
     hide_feed_item,
 );
@@ -222,6 +227,11 @@ impl Store for Metered {
         self.inner.supervisor(tenant, user).await
     }
 
+    async fn supervisees(&self, tenant: &str, supervisor: &str) -> StoreResult<Vec<String>> {
+        self.count(Op::supervisees);
+        self.inner.supervisees(tenant, supervisor).await
+    }
+
     async fn insert_action(&self, action: &Action) -> StoreResult<()> {
         self.count(Op::insert_action);
         self.inner.insert_action(action).await
@@ -333,6 +343,43 @@ impl Store for Metered {
     async fn finish_fan_out(&self, claim: &Claim) -> StoreResult<()> {
         self.count(Op::finish_fan_out);
         self.inner.finish_fan_out(claim).await
+    }
+
+    async fn claim_bumps(
+        &self,
+        worker: &str,
+        now: Millis,
+        lease_ms: Millis,
+        limit: usize,
+    ) -> StoreResult<Vec<BumpClaim>> {
+        self.count(Op::claim_bumps);
+        self.inner.claim_bumps(worker, now, lease_ms, limit).await
+    }
+
+    async fn bump(
+        &self,
+        claim: &BumpClaim,
+        now: Millis,
+        bumps: &[Delivery],
+    ) -> StoreResult<Vec<FeedItem>> {
+        self.count(Op::bump);
+        self.inner.bump(claim, now, bumps).await
+    }
+
+    async fn finish_bump(&self, claim: &BumpClaim) -> StoreResult<()> {
+        self.count(Op::finish_bump);
+        self.inner.finish_bump(claim).await
+    }
+
+    async fn feed_changes(
+        &self,
+        tenant: &str,
+        owner: &str,
+        after: Stamp,
+        limit: usize,
+    ) -> StoreResult<Vec<FeedItem>> {
+        self.count(Op::feed_changes);
+        self.inner.feed_changes(tenant, owner, after, limit).await
     }
 
     async fn feed_page(

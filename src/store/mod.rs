@@ -17,7 +17,7 @@ pub use error::{ErrorKind, StoreError, StoreResult};
 
 use crate::model::{
     Action, Comment, Counts, EdgeKind, FeedItem, Group, Membership, MembershipRole, Millis,
-    ObjectId, Position, Reason, Scope, User,
+    ObjectId, Position, Reason, Scope, Stamp, User,
 };
 
 /// Which way to follow an edge.
@@ -51,7 +51,16 @@ pub struct Claim {
     pub lease_ms: Millis,
 }
 
-/// One feed item to write.
+/// A worker's claim on the bump one comment causes.
+#[derive(Clone, Debug)]
+pub struct BumpClaim {
+    pub tenant: String,
+    pub comment: Comment,
+    pub worker: String,
+    pub lease_ms: Millis,
+}
+
+/// One feed item to write (a delivery), or to raise (a bump).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Delivery {
     pub owner: String,
@@ -160,6 +169,8 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<()>;
     /// `user`'s supervisor, if any.
     async fn supervisor(&self, tenant: &str, user: &str) -> StoreResult<Option<String>>;
+    /// The users `supervisor` supervises, ordered by id.
+    async fn supervisees(&self, tenant: &str, supervisor: &str) -> StoreResult<Vec<String>>;
 
     // --- actions ---------------------------------------------------------
     /// Stores a new action (its fan-out `Pending`) and notes its actor as a user.
@@ -199,8 +210,9 @@ pub trait Store: Send + Sync + 'static {
     async fn rename_ref(&self, tenant: &str, ref_id: &str, name: &str) -> StoreResult<u64>;
 
     // --- reactions -------------------------------------------------------
-    /// Adds a comment and counts it on its action. `NotFound` if there is no
-    /// such action. Returns the action's counts after.
+    /// Adds a comment and counts it on its action, and queues the bump it
+    /// causes (see [`Store::claim_bumps`]) in the same step. `NotFound` if there
+    /// is no such action. Returns the action's counts after.
     async fn add_comment(&self, tenant: &str, comment: &Comment) -> StoreResult<Counts>;
     /// Comments on an action, oldest first, after `after`.
     async fn comments(
@@ -252,7 +264,39 @@ pub trait Store: Send + Sync + 'static {
     /// Marks a claimed fan-out `Done`. `LeaseLost` if another worker holds it now.
     async fn finish_fan_out(&self, claim: &Claim) -> StoreResult<()>;
 
+    /// Claims up to `limit` comments whose bump is queued or whose lease ran
+    /// out before `now`, leasing them to `worker` until `now + lease_ms`.
+    async fn claim_bumps(
+        &self,
+        worker: &str,
+        now: Millis,
+        lease_ms: Millis,
+        limit: usize,
+    ) -> StoreResult<Vec<BumpClaim>>;
+    /// Raises the claimed comment's action in each `bumps` owner's feed to the
+    /// given relevancy, with the given reason, where that is higher than where
+    /// the item stands; owners without the item (or who hid it) are skipped.
+    /// Stamps what it changed `now` and extends the lease to `now + lease`.
+    /// Returns the items it raised. `LeaseLost` if another worker holds the job.
+    async fn bump(
+        &self,
+        claim: &BumpClaim,
+        now: Millis,
+        bumps: &[Delivery],
+    ) -> StoreResult<Vec<FeedItem>>;
+    /// Marks a claimed bump done. `LeaseLost` if another worker holds it now.
+    async fn finish_bump(&self, claim: &BumpClaim) -> StoreResult<()>;
+
     // --- feeds -----------------------------------------------------------
+    /// Items of `owner`'s feed that changed (were delivered or bumped) after
+    /// `after`, in the order they changed, at most `limit`.
+    async fn feed_changes(
+        &self,
+        tenant: &str,
+        owner: &str,
+        after: Stamp,
+        limit: usize,
+    ) -> StoreResult<Vec<FeedItem>>;
     /// A range of `owner`'s home feed, newest first. One round trip.
     async fn feed_page(
         &self,

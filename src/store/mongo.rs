@@ -31,12 +31,13 @@ use mongodb::{Client, Collection, Database, IndexModel};
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Claim, Delivery, Direction, ErrorKind, FeedRange, JoinOutcome, Store, StoreError, StoreResult,
+    BumpClaim, Claim, Delivery, Direction, ErrorKind, FeedRange, JoinOutcome, Store, StoreError,
+    StoreResult,
 };
 use crate::descriptor::{Descriptor, NAMED_REF_FIELDS};
 use crate::model::{
     Action, Comment, Counts, EdgeKind, FanOut, FanOutState, FeedItem, Group, GroupKind, Membership,
-    MembershipRole, Millis, ObjectId, Position, Reason, Scope, User,
+    MembershipRole, Millis, ObjectId, Position, Reason, Scope, Stamp, User,
 };
 
 /// Server-selection timeout unless the URI sets `serverSelectionTimeoutMS`:
@@ -115,6 +116,12 @@ struct CommentDoc {
     author_id: String,
     text: String,
     created: DateTime,
+    /// Present while the comment's bump is to do: the epoch while queued, the
+    /// lease's end while a worker holds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    bump_due: Option<DateTime>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    bump_worker: Option<String>,
 }
 
 impl CommentDoc {
@@ -138,6 +145,9 @@ struct FeedItemDoc {
     action_id: ObjectId,
     relevancy: DateTime,
     reason: Reason,
+    /// When the item was delivered or last bumped.
+    #[serde(default = "epoch")]
+    changed: DateTime,
     /// A tombstone: the reader hid the item; it stays (at the epoch) so it is
     /// not delivered again.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -212,6 +222,10 @@ impl From<ActionDoc> for Action {
     }
 }
 
+fn epoch() -> DateTime {
+    DateTime::from_millis(0)
+}
+
 impl FeedItemDoc {
     fn into_item(self) -> FeedItem {
         FeedItem {
@@ -219,6 +233,7 @@ impl FeedItemDoc {
             action_id: self.action_id,
             relevancy: self.relevancy.timestamp_millis(),
             reason: self.reason,
+            changed: self.changed.timestamp_millis(),
         }
     }
 }
@@ -445,6 +460,10 @@ impl MongoStore {
                     named("timeline"),
                 ),
                 index(doc! { "tenant": 1, "actionId": 1 }, named("by_action")),
+                index(
+                    doc! { "tenant": 1, "owner": 1, "changed": 1, "actionId": 1 },
+                    named("changes"),
+                ),
             ])
             .await
             .map_err(db_err)?;
@@ -482,10 +501,24 @@ impl MongoStore {
             ])
             .await
             .map_err(db_err)?;
+        let bumpable = IndexOptions::builder()
+            .name("bumpable".to_owned())
+            .partial_filter_expression(doc! { "bumpDue": { "$exists": true } })
+            .build();
         self.comments
+            .create_indexes([
+                index(
+                    doc! { "tenant": 1, "actionId": 1, "_id": 1 },
+                    named("thread"),
+                ),
+                index(doc! { "bumpDue": 1, "_id": 1 }, bumpable),
+            ])
+            .await
+            .map_err(db_err)?;
+        self.users
             .create_index(index(
-                doc! { "tenant": 1, "actionId": 1, "_id": 1 },
-                named("thread"),
+                doc! { "tenant": 1, "supervisorId": 1, "userId": 1 },
+                sparse("supervisees"),
             ))
             .await
             .map_err(db_err)?;
@@ -570,6 +603,45 @@ impl MongoStore {
         match renewed {
             Some(doc) => Ok(Some(doc.into())),
             None => self.lease_lost(tenant, id).await.map(|()| None),
+        }
+    }
+
+    /// Checks that `claim` still holds its bump job and extends its lease to
+    /// `until`, or with `None` marks the job done. `Ok(false)` when the comment
+    /// is gone, `LeaseLost` when another worker holds the job.
+    async fn renew_bump(&self, claim: &BumpClaim, until: Option<DateTime>) -> StoreResult<bool> {
+        let filter = doc! {
+            "_id": claim.comment.id,
+            "tenant": &claim.tenant,
+            "bumpWorker": &claim.worker,
+        };
+        let update = match until {
+            Some(until) => doc! { "$set": { "bumpDue": until } },
+            None => doc! { "$unset": { "bumpDue": "", "bumpWorker": "" } },
+        };
+        let result = self
+            .comments
+            .update_one(filter, update)
+            .await
+            .map_err(db_err)?;
+        if result.matched_count == 1 {
+            return Ok(true);
+        }
+        let current = self
+            .comments
+            .find_one(doc! { "_id": claim.comment.id, "tenant": &claim.tenant })
+            .await
+            .map_err(db_err)?;
+        match current {
+            None => Ok(false),
+            Some(doc) => Err(StoreError::new(
+                ErrorKind::LeaseLost,
+                format!(
+                    "bump for comment {} is held by {}",
+                    claim.comment.id,
+                    doc.bump_worker.as_deref().unwrap_or("nobody (done)")
+                ),
+            )),
         }
     }
 
@@ -973,6 +1045,23 @@ impl Store for MongoStore {
         Ok(doc.and_then(|d| d.get_str("supervisorId").ok().map(str::to_owned)))
     }
 
+    async fn supervisees(&self, tenant: &str, supervisor: &str) -> StoreResult<Vec<String>> {
+        let docs: Vec<Document> = self
+            .users
+            .find(doc! { "tenant": tenant, "supervisorId": supervisor })
+            .sort(doc! { "userId": 1 })
+            .projection(doc! { "userId": 1, "_id": 0 })
+            .await
+            .map_err(db_err)?
+            .try_collect()
+            .await
+            .map_err(db_err)?;
+        Ok(docs
+            .iter()
+            .filter_map(|d| d.get_str("userId").ok().map(str::to_owned))
+            .collect())
+    }
+
     async fn insert_action(&self, action: &Action) -> StoreResult<()> {
         self.actions
             .insert_one(ActionDoc::from(action))
@@ -1130,6 +1219,9 @@ impl Store for MongoStore {
                 author_id: comment.author_id.clone(),
                 text: comment.text.clone(),
                 created: DateTime::from_millis(comment.created),
+                // The comment is its own bump job: one write queues both.
+                bump_due: Some(epoch()),
+                bump_worker: None,
             })
             .await;
         if let Err(err) = stored {
@@ -1276,6 +1368,7 @@ impl Store for MongoStore {
                 action_id: action.id,
                 relevancy: DateTime::from_millis(d.relevancy),
                 reason: d.reason.clone(),
+                changed: DateTime::from_millis(now),
                 hidden: false,
             })
             .collect();
@@ -1323,6 +1416,7 @@ impl Store for MongoStore {
                 action_id: action.id,
                 relevancy: d.relevancy,
                 reason: d.reason.clone(),
+                changed: now,
             })
             .collect())
     }
@@ -1350,6 +1444,114 @@ impl Store for MongoStore {
             return self.lease_lost(tenant, id).await;
         }
         Ok(())
+    }
+
+    async fn claim_bumps(
+        &self,
+        worker: &str,
+        now: Millis,
+        lease_ms: Millis,
+        limit: usize,
+    ) -> StoreResult<Vec<BumpClaim>> {
+        let until = DateTime::from_millis(now + lease_ms);
+        let mut claims = Vec::new();
+        while claims.len() < limit {
+            let claimed = self
+                .comments
+                .find_one_and_update(
+                    doc! { "bumpDue": { "$lte": DateTime::from_millis(now) } },
+                    doc! { "$set": { "bumpDue": until, "bumpWorker": worker } },
+                )
+                .sort(doc! { "bumpDue": 1, "_id": 1 })
+                .return_document(ReturnDocument::After)
+                .await
+                .map_err(db_err)?;
+            let Some(doc) = claimed else { break };
+            claims.push(BumpClaim {
+                tenant: doc.tenant.clone(),
+                comment: doc.into_comment(),
+                worker: worker.to_owned(),
+                lease_ms,
+            });
+        }
+        Ok(claims)
+    }
+
+    async fn bump(
+        &self,
+        claim: &BumpClaim,
+        now: Millis,
+        bumps: &[Delivery],
+    ) -> StoreResult<Vec<FeedItem>> {
+        if !self
+            .renew_bump(claim, Some(DateTime::from_millis(now + claim.lease_ms)))
+            .await?
+        {
+            return Ok(Vec::new());
+        }
+        let tenant = claim.tenant.as_str();
+        let action_id = claim.comment.action_id;
+        let changed = DateTime::from_millis(now);
+        let mut raised = Vec::new();
+        // One conditional update per reader: each raise is atomic, and only
+        // upwards, however many workers bump the item at once. Tombstones sit
+        // at the epoch and are never raised.
+        for bump in bumps {
+            let relevancy = DateTime::from_millis(bump.relevancy);
+            let reason = bson::to_bson(&bump.reason)
+                .map_err(|e| StoreError::internal("MongoDB: encoding a reason", e))?;
+            let updated = self
+                .feed_items
+                .find_one_and_update(
+                    doc! {
+                        "tenant": tenant,
+                        "owner": &bump.owner,
+                        "actionId": action_id,
+                        "relevancy": { "$gt": epoch(), "$lt": relevancy },
+                    },
+                    doc! { "$set": { "relevancy": relevancy, "reason": reason, "changed": changed } },
+                )
+                .return_document(ReturnDocument::After)
+                .await
+                .map_err(db_err)?;
+            if let Some(doc) = updated {
+                raised.push(doc.into_item());
+            }
+        }
+        Ok(raised)
+    }
+
+    async fn finish_bump(&self, claim: &BumpClaim) -> StoreResult<()> {
+        self.renew_bump(claim, None).await.map(|_| ())
+    }
+
+    async fn feed_changes(
+        &self,
+        tenant: &str,
+        owner: &str,
+        after: Stamp,
+        limit: usize,
+    ) -> StoreResult<Vec<FeedItem>> {
+        let changed = DateTime::from_millis(after.changed);
+        let docs: Vec<FeedItemDoc> = self
+            .feed_items
+            .find(doc! {
+                "tenant": tenant,
+                "owner": owner,
+                "relevancy": { "$gt": epoch() },
+                "$or": [
+                    { "changed": { "$gt": changed } },
+                    { "changed": changed, "actionId": { "$gt": after.action_id } },
+                ],
+            })
+            .sort(doc! { "changed": 1, "actionId": 1 })
+            .limit(i64::try_from(limit).unwrap_or(i64::MAX))
+            .await
+            .map_err(db_err)?
+            .try_collect()
+            .await
+            .map_err(db_err)?;
+        Ok(docs.into_iter().map(FeedItemDoc::into_item).collect())
     }
 
     async fn feed_page(

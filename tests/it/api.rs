@@ -327,7 +327,7 @@ async fn feed_events_stream_added_and_removed(backend: Backend) {
 
     let mut ws = WsClient::as_user(&server.ws_url(), "acme", "alice").await;
     ws.subscribe("1", FEED_EVENTS).await;
-    server.wait_live_readers(1).await;
+    server.wait_live_topics(1).await;
 
     let id = bob.post_status("live!", json!({})).await;
     let added = ws.next_payload().await;
@@ -372,7 +372,7 @@ async fn the_legacy_graphql_ws_protocol_works_too(backend: Backend) {
     )
     .await;
     ws.subscribe("a", FEED_EVENTS).await;
-    server.wait_live_readers(1).await;
+    server.wait_live_topics(1).await;
     let id = alice.post_status("to myself", json!({})).await;
     let payload = ws.next_payload().await;
     assert_eq!(
@@ -401,7 +401,7 @@ async fn hiding_removes_from_feeds_and_only_the_actor_may(backend: Backend) {
 
     let mut ws = WsClient::as_user(&server.ws_url(), "acme", "alice").await;
     ws.subscribe("1", FEED_EVENTS).await;
-    server.wait_live_readers(1).await;
+    server.wait_live_topics(1).await;
 
     let code = alice
         .error_code(
@@ -727,7 +727,7 @@ async fn shutdown_closes_live_websockets(backend: Backend) {
     };
     let mut ws = WsClient::as_user(&server.ws_url(), "acme", "alice").await;
     ws.subscribe("1", FEED_EVENTS).await;
-    server.wait_live_readers(1).await;
+    server.wait_live_topics(1).await;
     // `stop` returns only once every websocket task has ended.
     tokio::time::timeout(crate::common::PATIENCE, server.stop())
         .await

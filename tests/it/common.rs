@@ -214,13 +214,13 @@ impl TestServer {
             .await
     }
 
-    /// Waits until `n` readers hold a live subscription.
-    pub async fn wait_live_readers(&self, n: u64) {
+    /// Waits until `n` topics (feeds, slices, actions) have a live subscription.
+    pub async fn wait_live_topics(&self, n: u64) {
         let deadline = tokio::time::Instant::now() + PATIENCE;
-        while self.metric("riverfeed_live_readers").await < n {
+        while self.metric("riverfeed_live_topics").await < n {
             assert!(
                 tokio::time::Instant::now() < deadline,
-                "{n} live readers never showed up"
+                "{n} live topics never showed up"
             );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }

@@ -120,7 +120,7 @@ async fn the_readme_tour_works_verbatim() {
         .expect("a subscription block");
     let mut ws = WsClient::as_user(&server.ws_url(), "acme", "alice").await;
     ws.subscribe("tour", subscription).await;
-    server.wait_live_readers(1).await;
+    server.wait_live_topics(1).await;
     let record = curl_body(&curls[2]);
     let data = bob.data(record["query"].as_str().unwrap(), json!({})).await;
     let event = ws.next_payload().await;

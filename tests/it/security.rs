@@ -163,7 +163,7 @@ async fn tokens_are_checked(backend: Backend) {
         let mut ws = WsClient::connect(&server.ws_url(), false, payload).await;
         ws.subscribe("1", "subscription { feedEvents { kind } }")
             .await;
-        server.wait_live_readers(1).await;
+        server.wait_live_topics(1).await;
         drop(ws);
     }
     for (name, token) in &attacks {
@@ -498,7 +498,7 @@ async fn hidden_actions_leave_feeds_slices_and_subscriptions_at_once(backend: Ba
         "subscription { feedEvents { kind item { actionId action { id } } } }",
     )
     .await;
-    server.wait_live_readers(1).await;
+    server.wait_live_topics(1).await;
 
     bob.data(
         "mutation($id: ID!) { hideAction(id: $id) { id } }",
@@ -645,7 +645,7 @@ async fn connections_and_subscriptions_are_capped(backend: Backend) {
         (Some("complete"), Some(&*refused))
     );
     // The two others live: an event reaches both.
-    server.wait_live_readers(1).await;
+    server.wait_live_topics(1).await;
     let alice = as_user(&server, "acme", "alice");
     alice.post_status("ping", json!({})).await;
     let mut ids = vec![first.next_payload_id().await, first.next_payload_id().await];

@@ -38,10 +38,7 @@ fn delivery(owner: &str, relevancy: i64) -> Delivery {
     Delivery {
         owner: owner.into(),
         relevancy,
-        reason: Reason {
-            kind: ReasonKind::Follows,
-            actor_id: "bob".into(),
-        },
+        reason: Reason::new(ReasonKind::Follows, "bob"),
     }
 }
 

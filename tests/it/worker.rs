@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
-use anyhow::{ensure, Context, Result};
+use anyhow::{bail, ensure, Context, Result};
 use riverfeed::clock::{Clock, ManualClock};
-use riverfeed::events::Hub;
+use riverfeed::events::{Event, Hub, Topic};
 use riverfeed::fanout::{Worker, WorkerConfig};
 use riverfeed::model::{
     EdgeKind, FanOutState, Group, GroupKind, MembershipRole, ReasonKind, Scope,
@@ -18,6 +18,13 @@ use tokio::sync::Notify;
 use crate::store_suite::action;
 
 const T: &str = "acme";
+
+fn feed_topic(reader: &str) -> Topic {
+    Topic::Feed {
+        tenant: T.into(),
+        reader: reader.into(),
+    }
+}
 
 fn worker(store: Arc<dyn Store>, clock: Arc<ManualClock>, id: &str, batch: usize) -> Worker {
     Worker::new(
@@ -86,7 +93,10 @@ async fn two_workers(store: Arc<dyn Store>) -> Result<()> {
     }
     let clock = Arc::new(ManualClock::new(1_000_000));
     let hubs = [Hub::new(1024), Hub::new(1024)];
-    let mut alice: Vec<_> = hubs.iter().map(|h| h.subscribe(T, "alice")).collect();
+    let mut alice: Vec<_> = hubs
+        .iter()
+        .map(|h| h.subscribe(feed_topic("alice")))
+        .collect();
     let workers: Vec<Worker> = hubs
         .iter()
         .enumerate()
@@ -129,6 +139,9 @@ async fn two_workers(store: Arc<dyn Store>) -> Result<()> {
     let mut added = 0;
     for sub in &mut alice {
         while let Ok(event) = sub.receiver.try_recv() {
+            let Event::Feed(event) = event.as_ref() else {
+                bail!("a feed topic carries feed events only")
+            };
             ensure!(event.item.owner == "alice");
             added += 1;
         }
@@ -159,10 +172,7 @@ async fn lease_takeover(store: Arc<dyn Store>) -> Result<()> {
         .map(|o| Delivery {
             owner: o.to_string(),
             relevancy: a.conducted - 1,
-            reason: riverfeed::model::Reason {
-                kind: ReasonKind::Follows,
-                actor_id: "bob".into(),
-            },
+            reason: riverfeed::model::Reason::new(ReasonKind::Follows, "bob"),
         })
         .collect();
     store.deliver(claim, clock.now(), &partial).await?;
