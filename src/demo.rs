@@ -21,9 +21,10 @@ use crate::clock::Clock;
 use crate::events::Hub;
 use crate::fanout::{Worker, WorkerConfig};
 use crate::model::{
-    Action, Comment, Counts, EdgeKind, FanOut, Group, GroupKind, MembershipRole, ObjectId, Scope,
-    User,
+    Action, Comment, Counts, EdgeKind, FanOut, Group, GroupKind, MembershipRole, Millis, ObjectId,
+    Scope, User,
 };
+use crate::relevancy::BumpRules;
 use crate::store::{JoinOutcome, Store, StoreError, StoreResult};
 
 /// The tenant the demo lives in.
@@ -50,23 +51,32 @@ pub enum Seeded {
 /// Seeds the demo tenant unless it already has any of the roster's users,
 /// then delivers every pending action (with a worker of its own, so the
 /// feeds are full before the server answers its first request).
-pub async fn seed(store: &Arc<dyn Store>, clock: &Arc<dyn Clock>) -> StoreResult<Seeded> {
+///
+/// The seeded comments bump their actions by `rules`, as live ones would.
+pub async fn seed(
+    store: &Arc<dyn Store>,
+    clock: &Arc<dyn Clock>,
+    rules: BumpRules,
+) -> StoreResult<Seeded> {
     let roster = roster();
     let ids: Vec<String> = roster.users.iter().map(|u| u.id.to_owned()).collect();
     if !store.get_users(TENANT, &ids).await?.is_empty() {
         info!(tenant = TENANT, "demo tenant already seeded");
-        drain(store, clock).await?;
+        drain(store, clock, rules).await?;
         return Ok(Seeded::AlreadyThere);
     }
     let started = Instant::now();
-    let history = History::generate(&roster, clock.now());
+    // The history ends one largest boost before now: the seeded comments'
+    // bumps then stay in the past too, and whatever happens live (a post, a
+    // comment's bump) lands on top.
+    let history = History::generate(&roster, clock.now() - largest_boost(&rules));
     people(store.as_ref(), &roster, &history).await?;
     let ids = actions(store.as_ref(), &roster, &history).await?;
     // Reactions after delivery: a comment bumps the action in the feeds it
-    // is already in.
-    drain(store, clock).await?;
+    // is already in (to the comment's time plus the rule's boost).
+    drain(store, clock, rules).await?;
     reactions(store.as_ref(), &history, &ids).await?;
-    drain(store, clock).await?;
+    drain(store, clock, rules).await?;
     info!(
         tenant = TENANT,
         users = roster.users.len(),
@@ -81,6 +91,20 @@ pub async fn seed(store: &Arc<dyn Store>, clock: &Arc<dyn Clock>) -> StoreResult
         comments: history.comments.len(),
         likes: history.likes.len(),
     })
+}
+
+fn largest_boost(rules: &BumpRules) -> Millis {
+    [
+        rules.assigned,
+        rules.supervisor,
+        rules.participated,
+        rules.department,
+    ]
+    .into_iter()
+    .flatten()
+    .max()
+    .unwrap_or(0)
+    .max(0)
 }
 
 /// Users, groups, supervisors, assignments, follows and friendships.
@@ -194,7 +218,11 @@ async fn reactions(store: &dyn Store, history: &History, ids: &[ObjectId]) -> St
 
 /// Runs a fan-out worker of its own until nothing is pending. Its events go
 /// to a hub nobody listens to: no one is connected yet.
-async fn drain(store: &Arc<dyn Store>, clock: &Arc<dyn Clock>) -> StoreResult<()> {
+async fn drain(
+    store: &Arc<dyn Store>,
+    clock: &Arc<dyn Clock>,
+    rules: BumpRules,
+) -> StoreResult<()> {
     let worker = Worker::new(
         store.clone(),
         Hub::new(16),
@@ -202,6 +230,7 @@ async fn drain(store: &Arc<dyn Store>, clock: &Arc<dyn Clock>) -> StoreResult<()
         WorkerConfig {
             id: format!("demo-seeder-{}", ObjectId::new()),
             claim_limit: 256,
+            bump_rules: rules,
             ..WorkerConfig::default()
         },
         Default::default(),

@@ -135,7 +135,12 @@ pub async fn start_with_store(
     anyhow::ensure!(!options.demo || options.auth.is_dev(), DEMO_NEEDS_DEV_MODE);
     if options.demo {
         // Before listening, so the first page load finds full feeds.
-        demo::seed(&store, &options.clock)
+        let rules = options
+            .worker
+            .as_ref()
+            .map(|worker| worker.bump_rules)
+            .unwrap_or_default();
+        demo::seed(&store, &options.clock, rules)
             .await
             .context("cannot seed the demo tenant")?;
     }

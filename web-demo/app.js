@@ -371,6 +371,25 @@
       '★'.repeat(full) + '☆'.repeat(5 - full));
   }
 
+  const ICONS = {
+    heart: 'M12 21s-7.5-4.6-9.5-9.3C1.2 8.4 3.4 5 6.8 5c2 0 3.4 1.1 4.2 2.4h2C13.8 6.1 15.2 5 17.2 5c3.4 0 5.6 3.4 4.3 6.7C19.5 16.4 12 21 12 21z',
+    bubble: 'M4 4h16a2 2 0 0 1 2 2v10a2 2 0 0 1-2 2H9l-5 4v-4H4a2 2 0 0 1-2-2V6a2 2 0 0 1 2-2z',
+    star: 'M12 2l3 6.9 7.5.7-5.7 5 1.7 7.4L12 18.3 5.5 22l1.7-7.4-5.7-5 7.5-.7z',
+  };
+
+  /** A small decorative icon (no icon fonts or emoji: they may be missing). */
+  function icon(name) {
+    const ns = 'http://www.w3.org/2000/svg';
+    const svg = document.createElementNS(ns, 'svg');
+    svg.setAttribute('viewBox', '0 0 24 24');
+    svg.setAttribute('class', `icon icon-${name}`);
+    svg.setAttribute('aria-hidden', 'true');
+    const path = document.createElementNS(ns, 'path');
+    path.setAttribute('d', ICONS[name]);
+    svg.append(path);
+    return svg;
+  }
+
   const strong = (text) => h('strong', { class: 'who' }, text);
 
   /** One sentence saying what happened, and the body beneath it. */
@@ -402,7 +421,7 @@
         return {
           line: [strong(d.hiredByName), ' hired ', refLink(d.applicantId, d.applicantName),
             ' as ', refLink(d.positionId, d.positionName)],
-          body: h('p', { class: 'celebrate', text: '🎉 Welcome aboard!' }),
+          body: h('p', { class: 'celebrate' }, icon('star'), 'Welcome aboard!'),
         };
       case 'ApplicantRatingRequested':
         return {
@@ -478,13 +497,13 @@
         h('button', {
           type: 'button', class: 'like', 'data-testid': 'like-button', 'aria-pressed': 'false',
           onclick: guarded(() => toggleLike(el)),
-        }, h('span', { 'aria-hidden': 'true', text: '♥ ' }), 'Like',
+        }, icon('heart'), 'Like',
         h('span', { class: 'count like-count', 'data-testid': 'like-count', text: '0' })),
         h('button', {
           type: 'button', class: 'comments-toggle', 'data-testid': 'comments-toggle',
           'aria-expanded': 'false', 'aria-controls': `card-${n}-comments`,
           onclick: guarded(() => toggleThread(el)),
-        }, h('span', { 'aria-hidden': 'true', text: '💬 ' }), 'Comments',
+        }, icon('bubble'), 'Comments',
         h('span', { class: 'count comment-count', 'data-testid': 'comment-count', text: '0' }))),
       h('section', { class: 'thread', id: `card-${n}-comments`, 'data-testid': 'comments', hidden: true, 'aria-label': 'Comments' }),
     );
@@ -504,10 +523,12 @@
     el.querySelector('.line').replaceChildren(...line);
     const named = new Set(Array.from(el.querySelectorAll('.line .ref'), (a) => a.dataset.refId));
     const others = action.refIds.filter((id) => !named.has(id));
-    el.querySelector('.meta').replaceChildren(
+    const meta = [
       timeEl(action.conducted), ' · ',
       h('span', { class: `scope scope-${action.scope.toLowerCase()}`, text: SCOPES[action.scope] || action.scope }),
-      others.length ? [' · ', ...others.flatMap((id, i) => (i ? [', ', refLink(id)] : [refLink(id)]))] : null);
+    ];
+    if (others.length) meta.push(' · ', ...others.flatMap((id, i) => (i ? [', ', refLink(id)] : [refLink(id)])));
+    el.querySelector('.meta').replaceChildren(...meta);
     el.querySelector('.card-body').replaceChildren(...(body ? [body] : []));
     if (item) {
       el.dataset.reasonKind = item.reason.kind;

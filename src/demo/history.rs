@@ -188,7 +188,7 @@ const COMMENTS_STATUS: &[&str] = &[
     "Count me in.",
     "Nice work, everyone.",
     "Ha, finally!",
-    "Great news 🎉",
+    "Great news!",
     "Can you share the slides?",
 ];
 
