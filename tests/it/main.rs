@@ -2,6 +2,7 @@
 
 mod api;
 mod common;
+mod demo;
 mod garbage;
 mod mongo_failures;
 mod readme;
