@@ -10,9 +10,11 @@
 pub mod history;
 pub mod roster;
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
+use futures_util::stream::{self, StreamExt, TryStreamExt};
 use tracing::info;
 
 pub use self::history::History;
@@ -70,19 +72,26 @@ pub async fn seed(
     // bumps then stay in the past too, and whatever happens live (a post, a
     // comment's bump) lands on top.
     let history = History::generate(&roster, clock.now() - largest_boost(&rules));
+    let mut lap = Laps::new();
     people(store.as_ref(), &roster, &history).await?;
+    let people_ms = lap.next();
     let ids = actions(store.as_ref(), &roster, &history).await?;
     // Reactions after delivery: a comment bumps the action in the feeds it
     // is already in (to the comment's time plus the rule's boost).
     drain(store, clock, rules).await?;
+    let actions_ms = lap.next();
     reactions(store.as_ref(), &history, &ids).await?;
     drain(store, clock, rules).await?;
+    let reactions_ms = lap.next();
     info!(
         tenant = TENANT,
         users = roster.users.len(),
         actions = history.actions.len(),
         comments = history.comments.len(),
         likes = history.likes.len(),
+        people_ms,
+        actions_ms,
+        reactions_ms,
         took_ms = started.elapsed().as_millis() as u64,
         "demo tenant seeded"
     );
@@ -91,6 +100,22 @@ pub async fn seed(
         comments: history.comments.len(),
         likes: history.likes.len(),
     })
+}
+
+/// Milliseconds per step, for the log.
+struct Laps(Instant);
+
+impl Laps {
+    fn new() -> Self {
+        Self(Instant::now())
+    }
+
+    fn next(&mut self) -> u64 {
+        let now = Instant::now();
+        let ms = now.duration_since(self.0).as_millis() as u64;
+        self.0 = now;
+        ms
+    }
 }
 
 fn largest_boost(rules: &BumpRules) -> Millis {
@@ -109,13 +134,15 @@ fn largest_boost(rules: &BumpRules) -> Millis {
 
 /// Users, groups, supervisors, assignments, follows and friendships.
 async fn people(store: &dyn Store, roster: &Roster, history: &History) -> StoreResult<()> {
-    for person in &roster.users {
+    concurrently(&roster.users, |person| async move {
         let user = User {
             id: person.id.into(),
             name: Some(person.name.into()),
         };
-        store.upsert_user(TENANT, &user).await?;
-    }
+        store.upsert_user(TENANT, &user).await
+    })
+    .await?;
+    // One at a time: the first join creates the group.
     for person in &roster.users {
         for (unit, kind) in [
             (person.department, GroupKind::Department),
@@ -139,6 +166,8 @@ async fn people(store: &dyn Store, roster: &Roster, history: &History) -> StoreR
                 )));
             }
         }
+    }
+    concurrently(&roster.users, |person| async move {
         if let Some(boss) = person.supervisor {
             store.set_supervisor(TENANT, person.id, Some(boss)).await?;
         }
@@ -147,94 +176,139 @@ async fn people(store: &dyn Store, roster: &Roster, history: &History) -> StoreR
                 .set_assignment(TENANT, person.id, assignment, true)
                 .await?;
         }
-    }
-    for (from, to) in &history.follows {
+        Ok(())
+    })
+    .await?;
+    let edges = history
+        .follows
+        .iter()
+        .map(|edge| (EdgeKind::Follows, edge))
+        .chain(history.friends.iter().map(|edge| (EdgeKind::Friend, edge)));
+    concurrently(edges, |(kind, (from, to))| async move {
         store
-            .set_edge(TENANT, EdgeKind::Follows, from, to, true)
-            .await?;
-    }
-    for (a, b) in &history.friends {
-        store.set_edge(TENANT, EdgeKind::Friend, a, b, true).await?;
-    }
-    Ok(())
+            .set_edge(TENANT, kind, from, to, true)
+            .await
+            .map(|_| ())
+    })
+    .await
 }
 
-/// Stores every action, oldest first (so ids, which grow, follow `conducted`
-/// and slices read newest first). Returns the ids in history order.
+/// Stores every action. Ids are taken oldest first, so they follow
+/// `conducted` (slices read newest id first). Returns them in history order.
 async fn actions(
     store: &dyn Store,
     roster: &Roster,
     history: &History,
 ) -> StoreResult<Vec<ObjectId>> {
-    let mut ids = Vec::with_capacity(history.actions.len());
-    for planned in &history.actions {
-        // As `recordAction` does: a group-scoped action is shared with the
-        // actor's groups of that kind.
-        let scope_groups = roster
-            .user(planned.actor)
-            .map(|person| match planned.scope {
-                Scope::Team => vec![person.team.to_owned()],
-                Scope::Department => vec![person.department.to_owned()],
-                Scope::Public | Scope::Restricted => Vec::new(),
-            })
-            .unwrap_or_default();
-        let action = Action {
-            id: ObjectId::new(),
-            tenant: TENANT.into(),
-            actor_id: planned.actor.into(),
-            conducted: planned.conducted,
-            hidden: false,
-            scope: planned.scope,
-            readers: planned.readers.iter().map(|&r| r.into()).collect(),
-            scope_groups,
-            ref_ids: planned.ref_ids.iter().map(|&r| r.into()).collect(),
-            tags: planned.tags.iter().map(|&t| t.into()).collect(),
-            descriptor: planned.descriptor.clone(),
-            fan_out: FanOut::pending(),
-            counts: Counts::default(),
-        };
-        store.insert_action(&action).await?;
-        ids.push(action.id);
-    }
-    Ok(ids)
+    let actions: Vec<Action> = history
+        .actions
+        .iter()
+        .map(|planned| {
+            // As `recordAction` does: a group-scoped action is shared with
+            // the actor's groups of that kind.
+            let scope_groups = roster
+                .user(planned.actor)
+                .map(|person| match planned.scope {
+                    Scope::Team => vec![person.team.to_owned()],
+                    Scope::Department => vec![person.department.to_owned()],
+                    Scope::Public | Scope::Restricted => Vec::new(),
+                })
+                .unwrap_or_default();
+            Action {
+                id: ObjectId::new(),
+                tenant: TENANT.into(),
+                actor_id: planned.actor.into(),
+                conducted: planned.conducted,
+                hidden: false,
+                scope: planned.scope,
+                readers: planned.readers.iter().map(|&r| r.into()).collect(),
+                scope_groups,
+                ref_ids: planned.ref_ids.iter().map(|&r| r.into()).collect(),
+                tags: planned.tags.iter().map(|&t| t.into()).collect(),
+                descriptor: planned.descriptor.clone(),
+                fan_out: FanOut::pending(),
+                counts: Counts::default(),
+            }
+        })
+        .collect();
+    concurrently(&actions, |action| store.insert_action(action)).await?;
+    Ok(actions.iter().map(|a| a.id).collect())
 }
 
 async fn reactions(store: &dyn Store, history: &History, ids: &[ObjectId]) -> StoreResult<()> {
-    for planned in &history.comments {
-        let comment = Comment {
+    // Comment ids are taken in the order the comments were made: threads
+    // read oldest id first.
+    let comments: Vec<Comment> = history
+        .comments
+        .iter()
+        .map(|planned| Comment {
             id: ObjectId::new(),
             action_id: ids[planned.action],
             author_id: planned.author.into(),
             text: planned.text.into(),
             created: planned.created,
-        };
-        store.add_comment(TENANT, &comment).await?;
-    }
-    for &(action, user) in &history.likes {
-        store.set_like(TENANT, ids[action], user, true).await?;
-    }
-    Ok(())
+        })
+        .collect();
+    concurrently(&comments, |comment| async move {
+        store.add_comment(TENANT, comment).await.map(|_| ())
+    })
+    .await?;
+    concurrently(&history.likes, |&(action, user)| async move {
+        store
+            .set_like(TENANT, ids[action], user, true)
+            .await
+            .map(|_| ())
+    })
+    .await
 }
 
-/// Runs a fan-out worker of its own until nothing is pending. Its events go
-/// to a hub nobody listens to: no one is connected yet.
+/// Store calls in flight at once while seeding. The embedded store takes its
+/// writes one at a time anyway; a database server overlaps round trips.
+const IN_FLIGHT: usize = 8;
+
+/// Runs `each` over `items`, `IN_FLIGHT` at a time; the first error stops it.
+async fn concurrently<I, F, Fut>(items: I, each: F) -> StoreResult<()>
+where
+    I: IntoIterator,
+    F: FnMut(I::Item) -> Fut,
+    Fut: Future<Output = StoreResult<()>>,
+{
+    stream::iter(items)
+        .map(each)
+        .buffer_unordered(IN_FLIGHT)
+        .try_collect()
+        .await
+}
+
+/// Workers the seeder runs side by side to deliver and bump.
+const DRAIN_WORKERS: usize = 4;
+
+/// Runs fan-out workers of its own until nothing is pending. Their leases
+/// keep them off each other's jobs. Events go to a hub nobody listens to: no
+/// one is connected yet.
 async fn drain(
     store: &Arc<dyn Store>,
     clock: &Arc<dyn Clock>,
     rules: BumpRules,
 ) -> StoreResult<()> {
-    let worker = Worker::new(
-        store.clone(),
-        Hub::new(16),
-        clock.clone(),
-        WorkerConfig {
-            id: format!("demo-seeder-{}", ObjectId::new()),
-            claim_limit: 256,
-            bump_rules: rules,
-            ..WorkerConfig::default()
-        },
-        Default::default(),
-    );
-    while worker.run_once().await? > 0 {}
-    Ok(())
+    let hub = Hub::new(16);
+    let run = (0..DRAIN_WORKERS).map(|n| {
+        let worker = Worker::new(
+            store.clone(),
+            hub.clone(),
+            clock.clone(),
+            WorkerConfig {
+                id: format!("demo-seeder-{n}-{}", ObjectId::new()),
+                claim_limit: 8,
+                bump_rules: rules,
+                ..WorkerConfig::default()
+            },
+            Default::default(),
+        );
+        async move {
+            while worker.run_once().await? > 0 {}
+            Ok::<_, StoreError>(())
+        }
+    });
+    futures_util::future::try_join_all(run).await.map(|_| ())
 }

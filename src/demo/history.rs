@@ -448,7 +448,7 @@ fn reactions(
         .filter(|&i| actions[i].scope == Scope::Public)
         .collect();
     let mut comments = Vec::new();
-    for _ in 0..40 {
+    for _ in 0..28 {
         let index = *rng.pick(&public);
         let action = &actions[index];
         let pool = match action.descriptor {
@@ -520,7 +520,7 @@ mod tests {
             .map(|a| format!("{:?}", a.scope))
             .collect();
         assert_eq!(scopes.len(), 4, "every scope: {scopes:?}");
-        assert!(history.comments.len() >= 40);
+        assert!(history.comments.len() >= 28);
         assert!(history.likes.len() >= 100);
         assert!(!history.friends.is_empty());
     }
