@@ -140,36 +140,50 @@ const STATUS_SALES: &[&str] = &[
     "Heading to the SaaS summit in Berlin, ping me for intros.",
 ];
 
-const RATING_HIGH: &[&str] = &[
-    "Strong system design, clear communicator. Hire.",
-    "Excellent debugging session; asked great questions.",
-    "Best portfolio review this quarter. Very thoughtful process.",
-    "Crisp discovery call role-play, handled objections calmly.",
-    "Deep experience with our stack; would raise the bar.",
+/// What interviewers write, by how they rated: high, middling, low.
+const RATING_TEXT_ENGINEERING: [&[&str]; 3] = [
+    &[
+        "Strong system design, clear communicator. Hire.",
+        "Excellent debugging session; asked great questions.",
+        "Deep experience with our stack; would raise the bar.",
+        "Best portfolio review this quarter. Very thoughtful process.",
+    ],
+    &[
+        "Solid fundamentals, a bit quiet on trade-offs.",
+        "Good coding, needed hints on the concurrency part.",
+        "Promising, but limited experience at our scale.",
+    ],
+    &[
+        "Struggled with the core exercise; not a fit for this level.",
+        "Could not explain the design choices in their own project.",
+    ],
 ];
 
-const RATING_MID: &[&str] = &[
-    "Solid fundamentals, a bit quiet on trade-offs.",
-    "Good coding, needed hints on the concurrency part.",
-    "Promising, but limited experience at our scale.",
-    "Nice culture add; technical depth unclear from my session.",
+const RATING_TEXT_SALES: [&[&str]; 3] = [
+    &[
+        "Crisp discovery call role-play, handled objections calmly.",
+        "Knows our market cold; brought two sharp account plans.",
+        "Great demo of the product after one hour with it. Hire.",
+    ],
+    &[
+        "Good energy, pipeline numbers were hard to verify.",
+        "Nice culture add; negotiation skills unclear from my session.",
+    ],
+    &[
+        "Great energy, but the case study missed the customer's problem.",
+        "Communication was hard to follow; would not move forward.",
+    ],
 ];
 
-const RATING_LOW: &[&str] = &[
-    "Struggled with the core exercise; not a fit for this level.",
-    "Great energy, but the case study missed the customer's problem.",
-    "Communication was hard to follow; would not move forward.",
-];
-
-const RATING_TAGS: &[&str] = &[
+const RATING_TAGS_ENGINEERING: &[&str] = &[
     "system-design",
     "coding",
     "communication",
     "culture-add",
-    "leadership",
     "portfolio",
-    "discovery",
 ];
+
+const RATING_TAGS_SALES: &[&str] = &["discovery", "negotiation", "communication", "culture-add"];
 
 const COMMENTS_RECRUITING: &[&str] = &[
     "Agree — let's move fast on this one.",
@@ -336,14 +350,20 @@ fn recruiting(
         } else {
             2.0 + 0.5 * rng.below(7) as f64
         };
-        let text = rng.pick(if score >= 4.0 {
-            RATING_HIGH
-        } else if score >= 3.0 {
-            RATING_MID
+        let (texts, tags) = if position.department == "dept-sales" {
+            (RATING_TEXT_SALES, RATING_TAGS_SALES)
         } else {
-            RATING_LOW
-        });
-        let tag = *rng.pick(RATING_TAGS);
+            (RATING_TEXT_ENGINEERING, RATING_TAGS_ENGINEERING)
+        };
+        let band = if score >= 4.0 {
+            0
+        } else if score >= 3.0 {
+            1
+        } else {
+            2
+        };
+        let text = rng.pick(texts[band]);
+        let tag = *rng.pick(tags);
         let (scope, readers) = match rng.below(100) {
             0..=9 => (
                 Scope::Restricted,
@@ -461,10 +481,11 @@ fn reactions(
         for _ in 0..thread {
             let author = rng.pick(&roster.users).id;
             at = rng.between(at + MINUTE, at + 6 * HOUR).min(now - MINUTE);
+            let text = *rng.pick(pool);
             comments.push(PlannedComment {
                 action: index,
                 author,
-                text: *rng.pick(pool),
+                text,
                 created: at,
             });
         }
