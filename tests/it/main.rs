@@ -3,8 +3,10 @@
 mod api;
 mod common;
 mod garbage;
+mod live;
 mod mongo_failures;
 mod readme;
+mod relevancy;
 mod security;
 mod store_suite;
 mod worker;
