@@ -357,6 +357,37 @@ async fn concurrent_comments_and_workers_bump_to_the_highest_target(backend: Bac
     on(backend, |s| Box::pin(concurrent(s))).await
 }
 
+/// Bad rules stop `serve` before it listens, naming the rule and the fix.
+#[tokio::test]
+async fn bad_bump_rules_are_refused_at_start() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let rules = dir.path().join("rules.toml");
+    std::fs::write(&rules, "[boost]\nasigned = \"1h\"\n").expect("write rules");
+    let cases: [(&[&str], &str); 3] = [
+        (&["--bump-assigned", "soon"], "--bump-assigned"),
+        (&["--bump-department", "9000d"], "more than 365 days"),
+        (
+            &["--bump-rules", rules.to_str().expect("utf-8 path")],
+            "asigned",
+        ),
+    ];
+    for (args, expect) in cases {
+        let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_riverfeed"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(dir.path().join("data"))
+            .args(args)
+            .stdin(std::process::Stdio::null())
+            .output();
+        let output = tokio::time::timeout(std::time::Duration::from_secs(30), output)
+            .await
+            .expect("exits")
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{args:?} must fail");
+        assert!(stderr.contains(expect), "{args:?}: {stderr}");
+    }
+}
+
 crate::on_both_backends!(
     a_comment_bumps_each_reader_by_the_rule_that_matches,
     relevancy_never_goes_down,
