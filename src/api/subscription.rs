@@ -16,6 +16,7 @@ use tokio::sync::broadcast::error::RecvError;
 use super::access::Access;
 use super::cursor::ListId;
 use super::error::{coded, not_found, ApiResultExt, LAGGED, UNAUTHENTICATED};
+use super::feed::EVENTS_GRACE_MS;
 use super::query::parse_action_id;
 use super::types::{ActionEventNode, ActionNode, FeedEventNode, SliceEventNode};
 use super::{session, state, viewer, AppState, SubscriptionPermit, Viewer};
@@ -181,8 +182,9 @@ impl SubscriptionRoot {
             replay,
             replayed,
             after,
+            // Before the first change, resuming starts where a page read now would.
             resume: after.unwrap_or(Stamp {
-                changed: 0,
+                changed: state(ctx)?.clock.now() - EVENTS_GRACE_MS,
                 action_id: ObjectId::from_bytes([0; 12]),
             }),
         };
