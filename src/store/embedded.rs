@@ -813,14 +813,18 @@ impl Store for EmbeddedStore {
                 pending.remove((id.bytes(), t)).map_err(db_err)?;
                 let oid = id.bytes();
                 let mut comments = txn.open_table(COMMENTS).map_err(db_err)?;
+                let thread = (t, oid, [0u8; 12])..=(t, oid, [0xffu8; 12]);
+                let ids: Vec<Oid> = comments
+                    .range(thread.clone())
+                    .map_err(db_err)?
+                    .map(|entry| entry.map(|(key, _)| key.value().2).map_err(db_err))
+                    .collect::<StoreResult<_>>()?;
+                comments.retain_in(thread, |_, _| false).map_err(db_err)?;
+                // A queued bump goes with its comment.
                 let mut bumps = txn.open_table(BUMPS).map_err(db_err)?;
-                comments
-                    .retain_in((t, oid, [0u8; 12])..=(t, oid, [0xffu8; 12]), |key, _| {
-                        // A queued bump goes with its comment.
-                        let _ = bumps.remove((key.2, t));
-                        false
-                    })
-                    .map_err(db_err)?;
+                for id in ids {
+                    bumps.remove((id, t)).map_err(db_err)?;
+                }
                 let mut likes = txn.open_table(LIKES).map_err(db_err)?;
                 let likers: Vec<String> = scan_prefix(
                     &likes,
@@ -1275,12 +1279,13 @@ impl Store for EmbeddedStore {
                 let comments = txn.open_table(COMMENTS).map_err(db_err)?;
                 for (id, tenant) in due {
                     let t = tenant.as_str();
-                    let job = bumps.get((id, t)).map_err(db_err)?.map(|g| g.value().2);
-                    let still_due = bumps
-                        .get((id, t))
-                        .map_err(db_err)?
-                        .is_some_and(|g| g.value().0 <= now);
-                    let Some(action) = job.filter(|_| still_due) else {
+                    // Re-check inside the write transaction: another worker may
+                    // have claimed it since the read.
+                    let job = bumps.get((id, t)).map_err(db_err)?.map(|g| {
+                        let (until, _, action) = g.value();
+                        (until, action)
+                    });
+                    let Some(action) = job.filter(|j| j.0 <= now).map(|j| j.1) else {
                         continue;
                     };
                     let comment = comments.get((t, action, id)).map_err(db_err)?;

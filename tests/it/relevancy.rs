@@ -270,6 +270,18 @@ async fn never_down(store: Arc<dyn Store>) -> Result<()> {
         .claim_bumps("manual", clock.now() + 60_000, 30_000, 10)
         .await?
         .is_empty());
+
+    // Deleting an action drops the bumps still queued with its comments.
+    let gone = action(T, "bob", START, &[]);
+    store.insert_action(&gone).await?;
+    store
+        .add_comment(T, &comment(gone.id, "erin", clock.now()))
+        .await?;
+    store.delete_action(T, gone.id).await?;
+    let left = store
+        .claim_bumps("manual", clock.now() + 120_000, 30_000, 10)
+        .await?;
+    ensure!(left.is_empty(), "no bump outlives its action: {left:?}");
     Ok(())
 }
 
