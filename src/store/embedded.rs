@@ -313,6 +313,33 @@ fn ensure_user_in(txn: &redb::WriteTransaction, tenant: &str, id: &str) -> Store
     Ok(())
 }
 
+/// The jobs of a queue (`(id, tenant)` → a value holding the lease's end) that
+/// are due by `now`, oldest first, at most `limit`. Read in a read transaction:
+/// an idle worker polls, and polling must not queue behind the writers. The
+/// claim re-checks each one in its write transaction.
+fn due_jobs<V: redb::Value + 'static>(
+    db: &Database,
+    queue: TableDefinition<(Oid, &str), V>,
+    now: Millis,
+    limit: usize,
+    until: impl Fn(V::SelfType<'_>) -> Millis,
+) -> StoreResult<Vec<(Oid, String)>> {
+    let txn = db.begin_read().map_err(db_err)?;
+    let table = txn.open_table(queue).map_err(db_err)?;
+    let mut due = Vec::new();
+    for entry in table.iter().map_err(db_err)? {
+        if due.len() >= limit {
+            break;
+        }
+        let (key, value) = entry.map_err(db_err)?;
+        if until(value.value()) <= now {
+            let (id, tenant) = key.value();
+            due.push((id, tenant.to_owned()));
+        }
+    }
+    Ok(due)
+}
+
 /// Checks that a bump claim still holds its job. `Ok(false)` when the job is
 /// gone with its comment, `Err(LeaseLost)` when another worker owns it.
 fn bump_lease_held(
@@ -1088,24 +1115,7 @@ impl Store for EmbeddedStore {
     ) -> StoreResult<Vec<Claim>> {
         let worker = worker.to_owned();
         self.blocking(move |db| {
-            // Look for work in a read transaction first: an idle worker polls, and
-            // polling must not queue behind the writers.
-            let due: Vec<(Oid, String)> = {
-                let txn = db.begin_read().map_err(db_err)?;
-                let pending = txn.open_table(PENDING).map_err(db_err)?;
-                let mut due = Vec::new();
-                for entry in pending.iter().map_err(db_err)? {
-                    if due.len() >= limit {
-                        break;
-                    }
-                    let (key, value) = entry.map_err(db_err)?;
-                    if value.value().0 <= now {
-                        let (id, tenant) = key.value();
-                        due.push((id, tenant.to_owned()));
-                    }
-                }
-                due
-            };
+            let due = due_jobs(db, PENDING, now, limit, |(until, _)| until)?;
             if due.is_empty() {
                 return Ok(Vec::new());
             }
@@ -1251,23 +1261,7 @@ impl Store for EmbeddedStore {
     ) -> StoreResult<Vec<BumpClaim>> {
         let worker = worker.to_owned();
         self.blocking(move |db| {
-            // As with fan-outs: look in a read transaction, claim in a write one.
-            let due: Vec<(Oid, String)> = {
-                let txn = db.begin_read().map_err(db_err)?;
-                let bumps = txn.open_table(BUMPS).map_err(db_err)?;
-                let mut due = Vec::new();
-                for entry in bumps.iter().map_err(db_err)? {
-                    if due.len() >= limit {
-                        break;
-                    }
-                    let (key, value) = entry.map_err(db_err)?;
-                    if value.value().0 <= now {
-                        let (id, tenant) = key.value();
-                        due.push((id, tenant.to_owned()));
-                    }
-                }
-                due
-            };
+            let due = due_jobs(db, BUMPS, now, limit, |(until, _, _)| until)?;
             if due.is_empty() {
                 return Ok(Vec::new());
             }
