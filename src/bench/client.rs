@@ -100,9 +100,13 @@ impl Gql {
             .context("recordAction answered no id")
     }
 
-    /// Waits until every action of `ids` has been fanned out (`DONE`), asking
-    /// in batches of 100 (the API's list limit); `each` hears of every action
-    /// as it finishes. Returns when the last one is seen done.
+    /// Waits until every action of `ids` has been fanned out (`DONE`); `each`
+    /// hears of every action as it finishes. Returns when the last one is
+    /// seen done.
+    ///
+    /// The worker claims the oldest actions first, so this asks about the
+    /// oldest 100 still pending (the API's list limit) until they are done,
+    /// then moves on: the polling stays a light load next to what it measures.
     pub async fn wait_done(
         &self,
         ids: &[String],
@@ -110,39 +114,46 @@ impl Gql {
         mut each: impl FnMut(&str),
     ) -> anyhow::Result<Instant> {
         let deadline = Instant::now() + timeout;
-        let mut pending: Vec<String> = ids.to_vec();
-        loop {
+        // One action: poll often, this is the resolution of its fan-out time.
+        let pause = if ids.len() <= 1 {
+            Duration::from_millis(1)
+        } else {
+            Duration::from_millis(5)
+        };
+        let mut pending: std::collections::VecDeque<String> = ids.iter().cloned().collect();
+        while !pending.is_empty() {
+            let take = pending.len().min(100);
+            let chunk: Vec<String> = pending.drain(..take).collect();
+            let data = self
+                .data(
+                    SERVICE_USER,
+                    true,
+                    "query($ids: [ID!]!) { actions(ids: $ids) { id fanOut { state } } }",
+                    &json!({ "ids": chunk }),
+                )
+                .await?;
             let mut still = Vec::new();
-            for chunk in pending.chunks(100) {
-                let data = self
-                    .data(
-                        SERVICE_USER,
-                        true,
-                        "query($ids: [ID!]!) { actions(ids: $ids) { id fanOut { state } } }",
-                        &json!({ "ids": chunk }),
-                    )
-                    .await?;
-                let states = data["actions"].as_array().cloned().unwrap_or_default();
-                for (id, action) in chunk.iter().zip(states) {
-                    if action["fanOut"]["state"] == "DONE" {
-                        each(id);
-                    } else {
-                        still.push(id.clone());
-                    }
+            for (i, id) in chunk.into_iter().enumerate() {
+                if data["actions"][i]["fanOut"]["state"] == "DONE" {
+                    each(&id);
+                } else {
+                    still.push(id);
                 }
             }
             if still.is_empty() {
-                return Ok(Instant::now());
+                continue;
+            }
+            for id in still.into_iter().rev() {
+                pending.push_front(id);
             }
             anyhow::ensure!(
                 Instant::now() < deadline,
                 "{} actions were not fanned out within {timeout:?}",
-                still.len()
+                pending.len()
             );
-            pending = still;
-            // Short: this sets the resolution of the fan-out times measured.
-            tokio::time::sleep(Duration::from_millis(1)).await;
+            tokio::time::sleep(pause).await;
         }
+        Ok(Instant::now())
     }
 
     /// The number of live topics the hub holds (from `/metrics`).
