@@ -237,7 +237,13 @@ pub async fn run(args: &BenchArgs, serve: &ServeArgs) -> anyhow::Result<Results>
     };
     // Each live subscriber holds two sockets in this process: its own and the
     // server's end.
-    let fds = stats::raise_fd_limit(2 * most_live as u64 + 1024);
+    let wanted_fds = 2 * most_live as u64 + 1024;
+    let fds = stats::raise_fd_limit(wanted_fds);
+    anyhow::ensure!(
+        fds >= wanted_fds,
+        "--live {most_live} needs {wanted_fds} open files here (both ends of every \
+         connection live in this process) but the limit is {fds}; ask for fewer subscribers"
+    );
 
     let (url, backing) = match serve.store.as_deref() {
         Some(url) if url.starts_with("mongodb") => {
@@ -289,6 +295,10 @@ pub async fn run(args: &BenchArgs, serve: &ServeArgs) -> anyhow::Result<Results>
         ..Results::default()
     };
     let outcome = run_workloads(&bench, args, &mut results).await;
+    if outcome.is_err() {
+        // Keep what was measured before the failure.
+        let _ = report::write(&args.out, &results);
+    }
     let stopped = bench.server.stop().await;
     if let Backing::Mongo(url) = &backing {
         let dropped = async {
