@@ -20,9 +20,12 @@
 //! - [`auth`]: identity — JWT bearer tokens and roles, or dev-mode headers.
 //! - [`server`]: starts and stops the whole service; [`config`]: the command line.
 //! - [`clock`]: injected time, so tests move it instead of sleeping.
+//! - [`bench`]: `riverfeed bench`, which measures the server in-process as
+//!   clients use it and writes a report.
 
 pub mod api;
 pub mod auth;
+pub mod bench;
 pub mod clock;
 pub mod config;
 pub mod descriptor;

@@ -1527,3 +1527,35 @@ impl Store for EmbeddedStore {
         .await
     }
 }
+
+impl EmbeddedStore {
+    /// Adds many follow edges `(follower, followed)` in one write transaction:
+    /// bulk loading (the benchmark's follow graphs), where one transaction per
+    /// edge would spend its time in commits. Same records as
+    /// [`Store::set_edge`]: both directions, and the follower noted as a user.
+    pub async fn follow_many(&self, tenant: &str, edges: Vec<(String, String)>) -> StoreResult<()> {
+        let tenant = tenant.to_owned();
+        self.blocking(move |db| {
+            let txn = db.begin_write().map_err(db_err)?;
+            {
+                let mut table = txn.open_table(EDGES).map_err(db_err)?;
+                let mut users = txn.open_table(USERS).map_err(db_err)?;
+                let t = tenant.as_str();
+                for (from, to) in &edges {
+                    let (f, o) = (from.as_str(), to.as_str());
+                    table
+                        .insert((t, EDGE_FOLLOWS_OUT, f, o), ())
+                        .map_err(db_err)?;
+                    table
+                        .insert((t, EDGE_FOLLOWS_IN, o, f), ())
+                        .map_err(db_err)?;
+                    if users.get((t, f)).map_err(db_err)?.is_none() {
+                        users.insert((t, f), None).map_err(db_err)?;
+                    }
+                }
+            }
+            txn.commit().map_err(db_err)
+        })
+        .await
+    }
+}

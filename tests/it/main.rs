@@ -1,6 +1,7 @@
 //! Integration tests: one binary, so the crate links once.
 
 mod api;
+mod bench;
 mod common;
 mod garbage;
 mod live;
