@@ -41,6 +41,10 @@ pub enum Command {
     Schema,
     /// Mint an HS256 token, for trying the JWT path by hand.
     Token(TokenArgs),
+    /// Measure the server in-process: fan-out, feed reads, live delivery.
+    /// `--store` picks the backend (a fresh temporary embedded store by
+    /// default; a MongoDB URI gets a fresh database, dropped afterwards).
+    Bench(crate::bench::BenchArgs),
 }
 
 #[derive(Clone, Debug, Args)]

@@ -22,9 +22,12 @@
 //! - [`clock`]: injected time, so tests move it instead of sleeping.
 //! - [`demo`]: `serve --demo` — a recruiting organisation seeded into the
 //!   `demo` tenant for the web demo (`web-demo/`, served at `/demo/`).
+//! - [`bench`]: `riverfeed bench`, which measures the server in-process as
+//!   clients use it and writes a report.
 
 pub mod api;
 pub mod auth;
+pub mod bench;
 pub mod clock;
 pub mod config;
 pub mod demo;

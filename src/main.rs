@@ -17,6 +17,15 @@ async fn main() -> anyhow::Result<()> {
             println!("{}", args.mint()?);
             Ok(())
         }
+        Some(Command::Bench(args)) => {
+            // Quiet logs: the server shares the terminal with progress bars.
+            tracing_subscriber::fmt()
+                .with_env_filter(
+                    EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
+                )
+                .init();
+            riverfeed::bench::run(&args, &cli.serve).await.map(drop)
+        }
         Some(Command::Serve) | None => serve(cli.serve).await,
     }
 }

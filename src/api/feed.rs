@@ -26,7 +26,7 @@ const MAX_ROUNDS: usize = 4;
 /// How far before a page's read its `eventsCursor` reaches: a delivery stamps
 /// its items when it starts and lands when it commits, so changes stamped just
 /// before the read may not be in the page.
-const EVENTS_GRACE_MS: Millis = 10_000;
+pub(crate) const EVENTS_GRACE_MS: Millis = 10_000;
 
 /// Relay paging arguments.
 pub struct Paging {

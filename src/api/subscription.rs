@@ -16,12 +16,13 @@ use tokio::sync::broadcast::error::RecvError;
 use super::access::Access;
 use super::cursor::ListId;
 use super::error::{coded, not_found, ApiResultExt, LAGGED, UNAUTHENTICATED};
+use super::feed::EVENTS_GRACE_MS;
 use super::query::parse_action_id;
 use super::types::{ActionEventNode, ActionNode, FeedEventNode, SliceEventNode};
 use super::{session, state, viewer, AppState, SubscriptionPermit, Viewer};
 use crate::events::{Event, FeedEvent, FeedEventKind, Topic};
 use crate::model::limits::check_id;
-use crate::model::{Millis, ObjectId, ReasonKind, Stamp};
+use crate::model::{Action, Millis, ObjectId, ReasonKind, Stamp};
 
 /// At most this many changes are replayed on resuming; a reader further
 /// behind refetches the feed.
@@ -72,6 +73,43 @@ impl Live {
             Err(RecvError::Closed) => None,
         }
     }
+
+    /// The next event whose action (as `pick` finds it) the viewer may read;
+    /// events without one, or with one the viewer may not read, are passed over.
+    async fn next_readable<T>(
+        &mut self,
+        pick: for<'e> fn(&'e Event) -> Option<(&'e Action, T)>,
+    ) -> Option<async_graphql::Result<T>> {
+        loop {
+            let event = match self.next().await? {
+                Ok(event) => event,
+                Err(err) => return Some(Err(err)),
+            };
+            let Some((action, node)) = pick(&event) else {
+                continue;
+            };
+            let store = self.state.store.as_ref();
+            match Access::load_from(store, &self.viewer, [action]).await {
+                Ok(access) if access.can_read(action) => return Some(Ok(node)),
+                Ok(_) => continue,
+                Err(err) => return Some(Err(err)),
+            }
+        }
+    }
+}
+
+/// Runs a live stream until its first error, which it passes on and ends with.
+fn until_error<S, T, F, Fut>(state: S, next: F) -> impl Stream<Item = async_graphql::Result<T>>
+where
+    F: Fn(S) -> Fut + Copy,
+    Fut: std::future::Future<Output = Option<(async_graphql::Result<T>, S)>>,
+{
+    stream::unfold(Some(state), move |state| async move {
+        match next(state?).await? {
+            (Ok(item), state) => Some((Ok(item), Some(state))),
+            (Err(err), _) => Some((Err(err), None)),
+        }
+    })
 }
 
 /// A `feedEvents` stream: first the replay, then live events.
@@ -181,17 +219,15 @@ impl SubscriptionRoot {
             replay,
             replayed,
             after,
+            // Before the first change, resuming starts where a page read now would.
             resume: after.unwrap_or(Stamp {
-                changed: 0,
+                changed: state(ctx)?.clock.now() - EVENTS_GRACE_MS,
                 action_id: ObjectId::from_bytes([0; 12]),
             }),
         };
-        Ok(stream::unfold(Some(feed), |feed| async move {
-            let mut feed = feed?;
-            match feed.next().await? {
-                Ok(node) => Some((Ok(node), Some(feed))),
-                Err(err) => Some((Err(err), None)),
-            }
+        Ok(until_error(feed, |mut feed| async move {
+            let next = feed.next().await?;
+            Some((next, feed))
         }))
     }
 
@@ -211,27 +247,9 @@ impl SubscriptionRoot {
                 ref_id: ref_id.0,
             },
         )?;
-        Ok(stream::unfold(Some(live), |live| async move {
-            let mut live = live?;
-            loop {
-                let event = match live.next().await? {
-                    Ok(event) => event,
-                    Err(err) => return Some((Err(err), None)),
-                };
-                let Event::Slice(action) = event.as_ref() else {
-                    continue;
-                };
-                let store = live.state.store.as_ref();
-                let readable = match Access::load_from(store, &live.viewer, [action.as_ref()]).await
-                {
-                    Ok(access) => access.can_read(action),
-                    Err(err) => return Some((Err(err), None)),
-                };
-                if readable {
-                    let node = SliceEventNode(ActionNode::new(action.as_ref().clone()));
-                    return Some((Ok(node), Some(live)));
-                }
-            }
+        Ok(until_error(live, |mut live| async move {
+            let next = live.next_readable(slice_event).await?;
+            Some((next, live))
         }))
     }
 
@@ -264,27 +282,25 @@ impl SubscriptionRoot {
             action_id: id,
         };
         let live = Live::open(ctx, topic)?;
-        Ok(stream::unfold(Some(live), |live| async move {
-            let mut live = live?;
-            loop {
-                let event = match live.next().await? {
-                    Ok(event) => event,
-                    Err(err) => return Some((Err(err), None)),
-                };
-                let Event::Action(reaction) = event.as_ref() else {
-                    continue;
-                };
-                let action = reaction.action.as_ref();
-                let store = live.state.store.as_ref();
-                let readable = match Access::load_from(store, &live.viewer, [action]).await {
-                    Ok(access) => access.can_read(action),
-                    Err(err) => return Some((Err(err), None)),
-                };
-                if readable {
-                    let node = ActionEventNode(reaction.clone());
-                    return Some((Ok(node), Some(live)));
-                }
-            }
+        Ok(until_error(live, |mut live| async move {
+            let next = live.next_readable(action_event).await?;
+            Some((next, live))
         }))
+    }
+}
+
+/// A slice event's action, and its node.
+fn slice_event(event: &Event) -> Option<(&Action, SliceEventNode)> {
+    match event {
+        Event::Slice(action) => Some((action, SliceEventNode(ActionNode::new((**action).clone())))),
+        _ => None,
+    }
+}
+
+/// A reaction's action, and its node (sharing the event).
+fn action_event(event: &Event) -> Option<(&Action, ActionEventNode)> {
+    match event {
+        Event::Action(reaction) => Some((&reaction.action, ActionEventNode(reaction.clone()))),
+        _ => None,
     }
 }

@@ -313,6 +313,33 @@ fn ensure_user_in(txn: &redb::WriteTransaction, tenant: &str, id: &str) -> Store
     Ok(())
 }
 
+/// The jobs of a queue (`(id, tenant)` → a value holding the lease's end) that
+/// are due by `now`, oldest first, at most `limit`. Read in a read transaction:
+/// an idle worker polls, and polling must not queue behind the writers. The
+/// claim re-checks each one in its write transaction.
+fn due_jobs<V: redb::Value + 'static>(
+    db: &Database,
+    queue: TableDefinition<(Oid, &str), V>,
+    now: Millis,
+    limit: usize,
+    until: impl Fn(V::SelfType<'_>) -> Millis,
+) -> StoreResult<Vec<(Oid, String)>> {
+    let txn = db.begin_read().map_err(db_err)?;
+    let table = txn.open_table(queue).map_err(db_err)?;
+    let mut due = Vec::new();
+    for entry in table.iter().map_err(db_err)? {
+        if due.len() >= limit {
+            break;
+        }
+        let (key, value) = entry.map_err(db_err)?;
+        if until(value.value()) <= now {
+            let (id, tenant) = key.value();
+            due.push((id, tenant.to_owned()));
+        }
+    }
+    Ok(due)
+}
+
 /// Checks that a bump claim still holds its job. `Ok(false)` when the job is
 /// gone with its comment, `Err(LeaseLost)` when another worker owns it.
 fn bump_lease_held(
@@ -813,14 +840,18 @@ impl Store for EmbeddedStore {
                 pending.remove((id.bytes(), t)).map_err(db_err)?;
                 let oid = id.bytes();
                 let mut comments = txn.open_table(COMMENTS).map_err(db_err)?;
+                let thread = (t, oid, [0u8; 12])..=(t, oid, [0xffu8; 12]);
+                let ids: Vec<Oid> = comments
+                    .range(thread.clone())
+                    .map_err(db_err)?
+                    .map(|entry| entry.map(|(key, _)| key.value().2).map_err(db_err))
+                    .collect::<StoreResult<_>>()?;
+                comments.retain_in(thread, |_, _| false).map_err(db_err)?;
+                // A queued bump goes with its comment.
                 let mut bumps = txn.open_table(BUMPS).map_err(db_err)?;
-                comments
-                    .retain_in((t, oid, [0u8; 12])..=(t, oid, [0xffu8; 12]), |key, _| {
-                        // A queued bump goes with its comment.
-                        let _ = bumps.remove((key.2, t));
-                        false
-                    })
-                    .map_err(db_err)?;
+                for id in ids {
+                    bumps.remove((id, t)).map_err(db_err)?;
+                }
                 let mut likes = txn.open_table(LIKES).map_err(db_err)?;
                 let likers: Vec<String> = scan_prefix(
                     &likes,
@@ -1084,24 +1115,7 @@ impl Store for EmbeddedStore {
     ) -> StoreResult<Vec<Claim>> {
         let worker = worker.to_owned();
         self.blocking(move |db| {
-            // Look for work in a read transaction first: an idle worker polls, and
-            // polling must not queue behind the writers.
-            let due: Vec<(Oid, String)> = {
-                let txn = db.begin_read().map_err(db_err)?;
-                let pending = txn.open_table(PENDING).map_err(db_err)?;
-                let mut due = Vec::new();
-                for entry in pending.iter().map_err(db_err)? {
-                    if due.len() >= limit {
-                        break;
-                    }
-                    let (key, value) = entry.map_err(db_err)?;
-                    if value.value().0 <= now {
-                        let (id, tenant) = key.value();
-                        due.push((id, tenant.to_owned()));
-                    }
-                }
-                due
-            };
+            let due = due_jobs(db, PENDING, now, limit, |(until, _)| until)?;
             if due.is_empty() {
                 return Ok(Vec::new());
             }
@@ -1247,23 +1261,7 @@ impl Store for EmbeddedStore {
     ) -> StoreResult<Vec<BumpClaim>> {
         let worker = worker.to_owned();
         self.blocking(move |db| {
-            // As with fan-outs: look in a read transaction, claim in a write one.
-            let due: Vec<(Oid, String)> = {
-                let txn = db.begin_read().map_err(db_err)?;
-                let bumps = txn.open_table(BUMPS).map_err(db_err)?;
-                let mut due = Vec::new();
-                for entry in bumps.iter().map_err(db_err)? {
-                    if due.len() >= limit {
-                        break;
-                    }
-                    let (key, value) = entry.map_err(db_err)?;
-                    if value.value().0 <= now {
-                        let (id, tenant) = key.value();
-                        due.push((id, tenant.to_owned()));
-                    }
-                }
-                due
-            };
+            let due = due_jobs(db, BUMPS, now, limit, |(until, _, _)| until)?;
             if due.is_empty() {
                 return Ok(Vec::new());
             }
@@ -1275,12 +1273,13 @@ impl Store for EmbeddedStore {
                 let comments = txn.open_table(COMMENTS).map_err(db_err)?;
                 for (id, tenant) in due {
                     let t = tenant.as_str();
-                    let job = bumps.get((id, t)).map_err(db_err)?.map(|g| g.value().2);
-                    let still_due = bumps
-                        .get((id, t))
-                        .map_err(db_err)?
-                        .is_some_and(|g| g.value().0 <= now);
-                    let Some(action) = job.filter(|_| still_due) else {
+                    // Re-check inside the write transaction: another worker may
+                    // have claimed it since the read.
+                    let job = bumps.get((id, t)).map_err(db_err)?.map(|g| {
+                        let (until, _, action) = g.value();
+                        (until, action)
+                    });
+                    let Some(action) = job.filter(|j| j.0 <= now).map(|j| j.1) else {
                         continue;
                     };
                     let comment = comments.get((t, action, id)).map_err(db_err)?;
@@ -1524,6 +1523,38 @@ impl Store for EmbeddedStore {
             };
             txn.commit().map_err(db_err)?;
             Ok(item)
+        })
+        .await
+    }
+}
+
+impl EmbeddedStore {
+    /// Adds many follow edges `(follower, followed)` in one write transaction:
+    /// bulk loading (the benchmark's follow graphs), where one transaction per
+    /// edge would spend its time in commits. Same records as
+    /// [`Store::set_edge`]: both directions, and the follower noted as a user.
+    pub async fn follow_many(&self, tenant: &str, edges: Vec<(String, String)>) -> StoreResult<()> {
+        let tenant = tenant.to_owned();
+        self.blocking(move |db| {
+            let txn = db.begin_write().map_err(db_err)?;
+            {
+                let mut table = txn.open_table(EDGES).map_err(db_err)?;
+                let mut users = txn.open_table(USERS).map_err(db_err)?;
+                let t = tenant.as_str();
+                for (from, to) in &edges {
+                    let (f, o) = (from.as_str(), to.as_str());
+                    table
+                        .insert((t, EDGE_FOLLOWS_OUT, f, o), ())
+                        .map_err(db_err)?;
+                    table
+                        .insert((t, EDGE_FOLLOWS_IN, o, f), ())
+                        .map_err(db_err)?;
+                    if users.get((t, f)).map_err(db_err)?.is_none() {
+                        users.insert((t, f), None).map_err(db_err)?;
+                    }
+                }
+            }
+            txn.commit().map_err(db_err)
         })
         .await
     }

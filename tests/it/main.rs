@@ -1,11 +1,14 @@
 //! Integration tests: one binary, so the crate links once.
 
 mod api;
+mod bench;
 mod common;
 mod demo;
 mod garbage;
+mod live;
 mod mongo_failures;
 mod readme;
+mod relevancy;
 mod security;
 mod store_suite;
 mod worker;

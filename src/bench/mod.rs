@@ -1,0 +1,384 @@
+//! `riverfeed bench`: starts the real server in-process on a loopback port and
+//! measures it the way clients use it — recording actions and reading feeds over
+//! HTTP GraphQL, receiving live events over graphql-transport-ws — then writes
+//! `results.json`, `report.md` and SVG plots.
+//!
+//! Bulk setup (follow graphs) goes straight to the store, for speed; everything
+//! measured goes through the server.
+//!
+//! One file per workload ([`load`], [`ramp`], [`sustained`], [`reads`],
+//! [`live`]); [`graph`] builds the data they share, [`client`] speaks to the
+//! server, [`report`] and [`plot`] write the results.
+
+pub mod client;
+pub mod graph;
+pub mod live;
+pub mod load;
+pub mod plot;
+pub mod ramp;
+pub mod reads;
+pub mod report;
+pub mod stats;
+pub mod sustained;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Args, ValueEnum};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde::{Deserialize, Serialize};
+
+use crate::auth::Authenticator;
+use crate::config::ServeArgs;
+use crate::http::WsLimits;
+use crate::server::{self, Server};
+use crate::store::embedded::EmbeddedStore;
+use crate::store::mongo::{redact, MongoStore};
+use crate::store::Store;
+
+/// The tenant every workload runs in.
+pub const TENANT: &str = "bench";
+
+/// What `riverfeed bench` measures. The store comes from the global `--store`
+/// (a fresh temporary embedded directory when it is not given).
+#[derive(Clone, Debug, Args)]
+pub struct BenchArgs {
+    /// Directory for results.json, report.md and the plots.
+    #[arg(long, default_value = "bench-results")]
+    pub out: PathBuf,
+    /// Users in the load graph.
+    #[arg(long, default_value_t = 50_000)]
+    pub users: usize,
+    /// Most users one user follows (follow counts and popularity are Zipf).
+    #[arg(long, default_value_t = 100)]
+    pub max_follows: usize,
+    /// Actions recorded by the load workload.
+    #[arg(long, default_value_t = 20_000)]
+    pub actions: usize,
+    /// Follower counts of the fan-out ramp, one action each.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1000,10000,100000,1000000"
+    )]
+    pub ramp: Vec<usize>,
+    /// How long each timed phase runs (feed reads at each concurrency,
+    /// sustained posting): "10s", "500ms".
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Feed-read concurrencies.
+    #[arg(long, value_delimiter = ',', default_value = "1,16,64")]
+    pub concurrency: Vec<usize>,
+    /// Live subscriber counts (one websocket each).
+    #[arg(long, value_delimiter = ',', default_value = "1000,10000")]
+    pub live: Vec<usize>,
+    /// Actions timed per live subscriber count.
+    #[arg(long, default_value_t = 10)]
+    pub live_repeats: usize,
+    /// Most deliveries the sustained workload queues before it stops posting.
+    #[arg(long, default_value_t = 4_000_000)]
+    pub sustained_deliveries: u64,
+    /// Which workloads run.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "load,ramp,sustained,reads,live"
+    )]
+    pub workloads: Vec<Workload>,
+    /// Seed of the generated graph and mix.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// No progress bars or summary table.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// One workload of the bench.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Workload {
+    Load,
+    Ramp,
+    Sustained,
+    Reads,
+    Live,
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, unit) = text
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .map_or((text, "s"), |i| text.split_at(i));
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration such as 10s or 500ms"))?;
+    let secs = match unit {
+        "ms" => value / 1000.0,
+        "s" => value,
+        "m" | "min" => value * 60.0,
+        _ => return Err(format!("unknown unit {unit:?}; use ms, s or m")),
+    };
+    if !(secs > 0.0 && secs.is_finite()) {
+        return Err("the duration must be positive".into());
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Everything a run measured; `results.json` is this, serialised.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Results {
+    pub meta: report::Meta,
+    pub load: Option<load::LoadResult>,
+    pub ramp: Option<Vec<ramp::RampPoint>>,
+    pub sustained: Option<sustained::SustainedResult>,
+    pub reads: Option<Vec<reads::ReadsResult>>,
+    pub live: Option<Vec<live::LiveResult>>,
+    pub targets: Vec<report::TargetCheck>,
+}
+
+/// The server under test and the handles the workloads share.
+pub struct Bench {
+    pub server: Server,
+    pub store: Arc<dyn Store>,
+    /// The same store, when embedded: bulk setup writes through it directly.
+    pub embedded: Option<Arc<EmbeddedStore>>,
+    pub client: client::Gql,
+    pub ui: Ui,
+}
+
+/// Progress bars, or nothing when quiet.
+#[derive(Clone, Copy)]
+pub struct Ui {
+    pub quiet: bool,
+}
+
+impl Ui {
+    /// A bar over `len` steps.
+    pub fn bar(&self, len: u64, message: &str) -> ProgressBar {
+        let bar = ProgressBar::new(len);
+        self.dress(
+            &bar,
+            "{msg:28} [{bar:40}] {human_pos}/{human_len} {per_sec} eta {eta}",
+        );
+        bar.set_message(message.to_owned());
+        bar
+    }
+
+    /// A spinner for a phase of unknown length (a timed one, or a drain).
+    pub fn spinner(&self, message: &str) -> ProgressBar {
+        let bar = ProgressBar::new_spinner();
+        self.dress(&bar, "{spinner} {msg:28} {elapsed_precise} {human_pos}");
+        bar.set_message(message.to_owned());
+        bar.enable_steady_tick(Duration::from_millis(100));
+        bar
+    }
+
+    fn dress(&self, bar: &ProgressBar, template: &str) {
+        if self.quiet {
+            bar.set_draw_target(ProgressDrawTarget::hidden());
+        }
+        if let Ok(style) = ProgressStyle::with_template(template) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+    }
+
+    pub fn say(&self, line: &str) {
+        if !self.quiet {
+            eprintln!("{line}");
+        }
+    }
+}
+
+/// Where the run stores its data, and how to clean it up.
+enum Backing {
+    /// A temporary directory, removed when this is dropped.
+    Embedded { _dir: tempfile::TempDir },
+    /// A user-given embedded directory, kept.
+    EmbeddedAt,
+    /// A fresh MongoDB database, dropped afterwards.
+    Mongo(String),
+}
+
+/// `uri` with its database replaced by a fresh one for this run.
+pub fn fresh_database(uri: &str) -> String {
+    let (head, query) = match uri.split_once('?') {
+        Some((head, query)) => (head, Some(query)),
+        None => (uri, None),
+    };
+    let scheme_end = head.find("://").map_or(0, |i| i + 3);
+    let hosts_end = head[scheme_end..]
+        .find('/')
+        .map_or(head.len(), |i| scheme_end + i);
+    let database = format!("riverfeed_bench_{}", bson::oid::ObjectId::new().to_hex());
+    match query {
+        Some(query) => format!("{}/{database}?{query}", &head[..hosts_end]),
+        None => format!("{}/{database}", &head[..hosts_end]),
+    }
+}
+
+/// Runs the selected workloads and writes the results under `args.out`.
+pub async fn run(args: &BenchArgs, serve: &ServeArgs) -> anyhow::Result<Results> {
+    anyhow::ensure!(
+        !serve.no_worker,
+        "bench measures fan-out: it needs the in-process worker (drop --no-worker)"
+    );
+    anyhow::ensure!(args.users >= 2, "--users must be at least 2");
+    let ui = Ui { quiet: args.quiet };
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("cannot create {}", args.out.display()))?;
+    let wants = |w: Workload| args.workloads.contains(&w);
+
+    let most_live = if wants(Workload::Live) {
+        args.live.iter().copied().max().unwrap_or(0)
+    } else {
+        0
+    };
+    // Each live subscriber holds two sockets in this process: its own and the
+    // server's end.
+    let wanted_fds = 2 * most_live as u64 + 1024;
+    let fds = stats::raise_fd_limit(wanted_fds);
+    anyhow::ensure!(
+        fds >= wanted_fds,
+        "--live {most_live} needs {wanted_fds} open files here (both ends of every \
+         connection live in this process) but the limit is {fds}; ask for fewer subscribers"
+    );
+
+    let (url, backing) = match serve.store.as_deref() {
+        Some(url) if url.starts_with("mongodb") => {
+            let url = fresh_database(url);
+            (url.clone(), Backing::Mongo(url))
+        }
+        Some(url) => (url.to_owned(), Backing::EmbeddedAt),
+        None => {
+            let dir = tempfile::tempdir().context("cannot create a temporary directory")?;
+            let url = format!("embedded:{}", dir.path().display());
+            (url, Backing::Embedded { _dir: dir })
+        }
+    };
+    let (store, embedded): (Arc<dyn Store>, Option<Arc<EmbeddedStore>>) =
+        match url.strip_prefix("embedded:") {
+            Some(dir) => {
+                let store = Arc::new(EmbeddedStore::open(std::path::Path::new(dir))?);
+                (store.clone(), Some(store))
+            }
+            None => (
+                crate::store::open(&url)
+                    .await
+                    .with_context(|| format!("cannot open store {}", redact(&url)))?,
+                None,
+            ),
+        };
+
+    let mut options = serve.options()?;
+    options.store = url.clone();
+    options.listen = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+    options.auth = Arc::new(Authenticator::Dev);
+    options.insecure_dev = false;
+    options.ws_limits = WsLimits {
+        max_connections: options.ws_limits.max_connections.max(most_live + 64),
+        max_subscriptions: options.ws_limits.max_subscriptions,
+    };
+    let server = server::start_with_store(options, store.clone()).await?;
+    let client = client::Gql::new(server.addr, TENANT)?;
+    let bench = Bench {
+        server,
+        store,
+        embedded,
+        client,
+        ui,
+    };
+
+    let mut results = Results {
+        meta: report::Meta::collect(&url, args, fds),
+        ..Results::default()
+    };
+    let outcome = run_workloads(&bench, args, &mut results).await;
+    if outcome.is_err() {
+        // Keep what was measured before the failure.
+        let _ = report::write(&args.out, &results);
+    }
+    let stopped = bench.server.stop().await;
+    if let Backing::Mongo(url) = &backing {
+        let dropped = async {
+            MongoStore::connect(url).await?.database().drop().await?;
+            anyhow::Ok(())
+        };
+        if let Err(err) = dropped.await {
+            ui.say(&format!("could not drop the bench database: {err:#}"));
+        }
+    }
+    drop(backing);
+    outcome?;
+    stopped?;
+
+    results.targets = report::check_targets(&results);
+    report::write(&args.out, &results)?;
+    plot::write_all(&args.out, &results)?;
+    if !args.quiet {
+        println!("{}", report::table(&results));
+        println!("results in {}", args.out.display());
+    }
+    Ok(results)
+}
+
+async fn run_workloads(
+    bench: &Bench,
+    args: &BenchArgs,
+    results: &mut Results,
+) -> anyhow::Result<()> {
+    let wants = |w: Workload| args.workloads.contains(&w);
+    let needs_graph = wants(Workload::Load) || wants(Workload::Sustained) || wants(Workload::Reads);
+    let graph = if needs_graph {
+        let graph = graph::Graph::generate(args.users, args.max_follows, args.seed);
+        graph::load_follows(bench, &graph).await?;
+        Some(graph)
+    } else {
+        None
+    };
+    if let (true, Some(graph)) = (wants(Workload::Load), &graph) {
+        results.load = Some(load::run(bench, graph, args).await?);
+    }
+    if wants(Workload::Ramp) {
+        results.ramp = Some(ramp::run(bench, &args.ramp).await?);
+    }
+    if let (true, Some(graph)) = (wants(Workload::Sustained), &graph) {
+        results.sustained = Some(sustained::run(bench, graph, args).await?);
+    }
+    if let (true, Some(graph)) = (wants(Workload::Reads), &graph) {
+        results.reads = Some(reads::run(bench, graph, args).await?);
+    }
+    if wants(Workload::Live) {
+        results.live = Some(live::run(bench, args).await?);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_as_people_write_them() {
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
+        assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)));
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("ten").is_err());
+        assert!(parse_duration("3h").is_err());
+    }
+
+    #[test]
+    fn a_fresh_database_keeps_hosts_and_options() {
+        let uri = fresh_database("mongodb://a:1,b:2/app?replicaSet=rs");
+        assert!(
+            uri.starts_with("mongodb://a:1,b:2/riverfeed_bench_"),
+            "{uri}"
+        );
+        assert!(uri.ends_with("?replicaSet=rs"), "{uri}");
+        let bare = fresh_database("mongodb://127.0.0.1:27999");
+        assert!(bare.starts_with("mongodb://127.0.0.1:27999/riverfeed_bench_"));
+    }
+}

@@ -1,0 +1,128 @@
+//! Feed reads over HTTP: `feed(first: 25)` with actions, actors and
+//! descriptors, by random load users, at each concurrency for `--duration`.
+//! A response with GraphQL `errors` is a failure, not a page.
+
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::client::Gql;
+use super::graph::{self, Graph};
+use super::stats::{Latencies, Rng, Summary};
+use super::{Bench, BenchArgs};
+
+/// A home-feed page as a frontend asks for it.
+pub const FEED_QUERY: &str = "query { feed(first: 25) { edges { cursor node { actionId relevancy \
+    reason { kind actorId } action { id actorId conducted commentCount likeCount \
+    actor { id name } refIds descriptor { __typename \
+    ... on StatusPost { text } \
+    ... on ApplicationRating { raterName applicantName positionName ratingScore ratingText } \
+    ... on NewApplicant { applicantName positionName } \
+    ... on ApplicantHired { applicantName positionName hiredByName } \
+    ... on ApplicantRatingRequested { applicantName positionName raterName requestedByName } \
+    } } } } pageInfo { hasNextPage endCursor } } }";
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct ReadsResult {
+    pub concurrency: usize,
+    pub secs: f64,
+    pub pages: u64,
+    pub failures: u64,
+    /// Feed items in the pages read, on average.
+    pub items_per_page: f64,
+    pub pages_per_sec: f64,
+    pub latency: Summary,
+}
+
+/// Reads one feed page as `user`; the round trip, or why it failed.
+pub async fn read_page(client: &Gql, user: &str) -> Result<Duration, String> {
+    read_page_items(client, user).await.map(|(d, _)| d)
+}
+
+async fn read_page_items(client: &Gql, user: &str) -> Result<(Duration, usize), String> {
+    let sent = Instant::now();
+    let body = client
+        .send(user, false, FEED_QUERY, &json!({}))
+        .await
+        .map_err(|e| format!("{e:#}"))?;
+    let latency = sent.elapsed();
+    if let Some(errors) = body.get("errors") {
+        return Err(errors.to_string());
+    }
+    let edges = body["data"]["feed"]["edges"]
+        .as_array()
+        .ok_or_else(|| format!("no feed in {body}"))?;
+    Ok((latency, edges.len()))
+}
+
+pub async fn run(
+    bench: &Bench,
+    graph: &Graph,
+    args: &BenchArgs,
+) -> anyhow::Result<Vec<ReadsResult>> {
+    let mut results = Vec::new();
+    for &concurrency in &args.concurrency {
+        let concurrency = concurrency.max(1);
+        let spinner = bench
+            .ui
+            .spinner(&format!("reads: concurrency {concurrency}"));
+        let started = Instant::now();
+        let until = started + args.duration;
+        let tasks = (0..concurrency).map(|task| {
+            let spinner = &spinner;
+            async move {
+                let mut rng = Rng::new(args.seed ^ ((concurrency as u64) << 20) ^ task as u64);
+                let (mut latencies, mut failures, mut items) = (Latencies::default(), 0u64, 0u64);
+                let mut first_failure = None;
+                while Instant::now() < until {
+                    let user = graph::user_id(rng.below(graph.users));
+                    match read_page_items(&bench.client, &user).await {
+                        Ok((latency, n)) => {
+                            latencies.record(latency);
+                            items += n as u64;
+                            spinner.inc(1);
+                        }
+                        Err(why) => {
+                            failures += 1;
+                            first_failure.get_or_insert(why);
+                        }
+                    }
+                }
+                (latencies, failures, items, first_failure)
+            }
+        });
+        let outcomes = futures_util::future::join_all(tasks).await;
+        let secs = started.elapsed().as_secs_f64();
+        let mut latencies = Latencies::default();
+        let (mut failures, mut items) = (0, 0);
+        for (l, f, i, why) in outcomes {
+            latencies.extend(l);
+            failures += f;
+            items += i;
+            if let Some(why) = why {
+                bench.ui.say(&format!("reads: a page failed: {why}"));
+            }
+        }
+        let pages = latencies.len() as u64;
+        let latency = latencies.summary();
+        spinner.finish_with_message(format!(
+            "reads: concurrency {concurrency}: {:.0} pages/s",
+            pages as f64 / secs
+        ));
+        results.push(ReadsResult {
+            concurrency,
+            secs,
+            pages,
+            failures,
+            items_per_page: if pages == 0 {
+                0.0
+            } else {
+                items as f64 / pages as f64
+            },
+            pages_per_sec: pages as f64 / secs,
+            latency,
+        });
+    }
+    Ok(results)
+}

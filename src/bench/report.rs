@@ -1,0 +1,397 @@
+//! What a run says: the machine and backend it ran on, each figure next to its
+//! target, as a terminal table, `report.md` and `results.json`.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::Context as _;
+use serde::{Deserialize, Serialize};
+
+use super::{BenchArgs, Results, Workload};
+use crate::store::mongo::redact;
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Meta {
+    /// `embedded` or `mongodb`.
+    pub backend: String,
+    /// The store URL, credentials hidden.
+    pub store: String,
+    /// `release` or `debug`.
+    pub profile: String,
+    pub cpu: String,
+    pub cores: usize,
+    pub memory_gib: f64,
+    pub os: String,
+    pub started: String,
+    pub open_files_limit: u64,
+    pub workloads: Vec<Workload>,
+    pub users: usize,
+    pub max_follows: usize,
+    pub actions: usize,
+    pub duration_secs: f64,
+    pub seed: u64,
+}
+
+impl Meta {
+    pub fn collect(store: &str, args: &BenchArgs, open_files_limit: u64) -> Self {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpu = cpuinfo
+            .lines()
+            .find_map(|l| l.strip_prefix("model name"))
+            .map(|l| l.trim_start_matches([' ', '\t', ':']).to_owned())
+            .unwrap_or_else(|| "unknown".into());
+        let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+        let memory_kib: f64 = meminfo
+            .lines()
+            .find_map(|l| l.strip_prefix("MemTotal:"))
+            .and_then(|l| l.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0.0);
+        let os = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map(|r| format!("Linux {}", r.trim()))
+            .unwrap_or_else(|_| std::env::consts::OS.into());
+        Self {
+            backend: if store.starts_with("mongodb") {
+                "mongodb".into()
+            } else {
+                "embedded".into()
+            },
+            store: redact(store),
+            profile: if cfg!(debug_assertions) {
+                "debug".into()
+            } else {
+                "release".into()
+            },
+            cpu,
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            memory_gib: memory_kib / 1024.0 / 1024.0,
+            os,
+            started: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            open_files_limit,
+            workloads: args.workloads.clone(),
+            users: args.users,
+            max_follows: args.max_follows,
+            actions: args.actions,
+            duration_secs: args.duration.as_secs_f64(),
+            seed: args.seed,
+        }
+    }
+}
+
+/// One target and how the run did against it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TargetCheck {
+    pub name: String,
+    pub target: String,
+    /// The figure, formatted; "not run" when its workload did not run.
+    pub value: String,
+    /// `None` when not run.
+    pub pass: Option<bool>,
+}
+
+fn check(name: &str, target: &str, figure: Option<(String, bool)>) -> TargetCheck {
+    let (value, pass) = match figure {
+        Some((value, pass)) => (value, Some(pass)),
+        None => ("not run".into(), None),
+    };
+    TargetCheck {
+        name: name.into(),
+        target: target.into(),
+        value,
+        pass,
+    }
+}
+
+/// The figures the targets name, each judged. The targets are for the embedded
+/// store in a release build on a 2-core machine, load generator included.
+pub fn check_targets(r: &Results) -> Vec<TargetCheck> {
+    let reads_at = |c: usize| {
+        r.reads
+            .as_ref()
+            .and_then(|reads| reads.iter().find(|x| x.concurrency == c))
+    };
+    let most_live = r
+        .live
+        .as_ref()
+        .and_then(|live| live.iter().max_by_key(|x| x.subscribers));
+    vec![
+        check(
+            "sustained fan-out",
+            ">= 350,000 deliveries/s",
+            r.sustained.as_ref().map(|s| {
+                (
+                    format!("{:.0} deliveries/s", s.deliveries_per_sec),
+                    s.deliveries_per_sec >= 350_000.0,
+                )
+            }),
+        ),
+        check(
+            "1M-follower action fully delivered",
+            "<= 3 s",
+            r.ramp
+                .as_ref()
+                .and_then(|ramp| ramp.iter().find(|p| p.followers == 1_000_000))
+                .map(|p| (format!("{:.2} s", p.secs), p.secs <= 3.0)),
+        ),
+        check(
+            "feed page, concurrency 1, p50",
+            "<= 1 ms",
+            reads_at(1).map(|x| {
+                (
+                    format!("{:.3} ms", x.latency.p50_ms),
+                    x.latency.p50_ms <= 1.0 && x.pages > 0,
+                )
+            }),
+        ),
+        check(
+            "feed pages, concurrency 64",
+            ">= 10,000 pages/s",
+            reads_at(64).map(|x| {
+                (
+                    format!("{:.0} pages/s", x.pages_per_sec),
+                    x.pages_per_sec >= 10_000.0,
+                )
+            }),
+        ),
+        check(
+            "feed page, concurrency 64, p99",
+            "<= 10 ms",
+            reads_at(64).map(|x| {
+                (
+                    format!("{:.2} ms", x.latency.p99_ms),
+                    x.latency.p99_ms <= 10.0 && x.pages > 0,
+                )
+            }),
+        ),
+        check(
+            "live delivery to 10,000, p99 to the last",
+            "<= 250 ms",
+            most_live.map(|x| {
+                (
+                    format!(
+                        "{:.1} ms ({} subscribers)",
+                        x.last_latency.p99_ms, x.subscribers
+                    ),
+                    x.last_latency.p99_ms <= 250.0 && x.missed == 0 && x.subscribers >= 10_000,
+                )
+            }),
+        ),
+        check(
+            "idle subscriber resident memory",
+            "<= 20 KiB each",
+            most_live.map(|x| {
+                (
+                    format!(
+                        "{:.1} KiB (both ends, {} subscribers)",
+                        x.bytes_per_subscriber / 1024.0,
+                        x.subscribers
+                    ),
+                    x.bytes_per_subscriber <= 20.0 * 1024.0,
+                )
+            }),
+        ),
+    ]
+}
+
+fn verdict(pass: Option<bool>) -> &'static str {
+    match pass {
+        Some(true) => "PASS",
+        Some(false) => "FAIL",
+        None => "-",
+    }
+}
+
+/// Rows of `(workload, figure, value)` for every measured figure.
+fn figures(r: &Results) -> Vec<(String, String, String)> {
+    let mut rows = Vec::new();
+    let mut row = |w: &str, f: String, v: String| rows.push((w.to_owned(), f, v));
+    if let Some(l) = &r.load {
+        row(
+            "load",
+            "graph".into(),
+            format!(
+                "{} users, {} follows, most followed has {}",
+                l.users, l.edges, l.max_followers
+            ),
+        );
+        row(
+            "load",
+            format!("recordAction x{} (concurrency 16)", l.actions),
+            format!(
+                "{:.0} actions/s, p50 {:.2} ms, p99 {:.2} ms",
+                l.actions_per_sec, l.record_latency.p50_ms, l.record_latency.p99_ms
+            ),
+        );
+        row(
+            "load",
+            format!("fan-out of {} deliveries", l.deliveries),
+            format!(
+                "{:.2} s, {:.0} deliveries/s",
+                l.delivered_secs, l.deliveries_per_sec
+            ),
+        );
+    }
+    for p in r.ramp.iter().flatten() {
+        row(
+            "ramp",
+            format!("1 action, {} followers", p.followers),
+            format!("{:.3} s, {:.0} deliveries/s", p.secs, p.deliveries_per_sec),
+        );
+    }
+    if let Some(s) = &r.sustained {
+        row(
+            "sustained",
+            format!(
+                "{} actions, {} deliveries, {} posters + {} readers",
+                s.actions, s.deliveries, s.posters, s.readers
+            ),
+            format!(
+                "{:.0} deliveries/s ({:.2} s); reads meanwhile p50 {:.2} ms, p99 {:.2} ms",
+                s.deliveries_per_sec,
+                s.delivered_secs,
+                s.reader_latency.p50_ms,
+                s.reader_latency.p99_ms
+            ),
+        );
+    }
+    for x in r.reads.iter().flatten() {
+        row(
+            "reads",
+            format!("feed(first: 25), concurrency {}", x.concurrency),
+            format!(
+                "{:.0} pages/s, p50 {:.3} ms, p99 {:.3} ms, p99.9 {:.3} ms, {} failures, {:.1} items/page",
+                x.pages_per_sec,
+                x.latency.p50_ms,
+                x.latency.p99_ms,
+                x.latency.p999_ms,
+                x.failures,
+                x.items_per_page
+            ),
+        );
+    }
+    for x in r.live.iter().flatten() {
+        row(
+            "live",
+            format!("{} subscribers, to the last", x.subscribers),
+            format!(
+                "p50 {:.1} ms, p99 {:.1} ms over {} actions; {} missed",
+                x.last_latency.p50_ms, x.last_latency.p99_ms, x.repeats, x.missed
+            ),
+        );
+        row(
+            "live",
+            format!("{} subscribers, idle memory", x.subscribers),
+            format!(
+                "{:.1} KiB each (both ends; connected in {:.2} s)",
+                x.bytes_per_subscriber / 1024.0,
+                x.connect_secs
+            ),
+        );
+    }
+    rows
+}
+
+/// The summary printed on the terminal.
+pub fn table(r: &Results) -> String {
+    let mut out = String::new();
+    let m = &r.meta;
+    let _ = writeln!(
+        out,
+        "\nriverfeed bench: {} store ({}), {} build, {} x {}, {:.0} GiB",
+        m.backend, m.store, m.profile, m.cores, m.cpu, m.memory_gib
+    );
+    let rows = figures(r);
+    let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(0).max(9);
+    let w1 = rows.iter().map(|r| r.1.len()).max().unwrap_or(0).max(6);
+    let _ = writeln!(out, "{:w0$}  {:w1$}  result", "workload", "figure");
+    for (w, f, v) in &rows {
+        let _ = writeln!(out, "{w:w0$}  {f:w1$}  {v}");
+    }
+    let _ = writeln!(out, "\ntargets:");
+    for t in &r.targets {
+        let _ = writeln!(
+            out,
+            "  [{:4}] {:42} {:26} {}",
+            verdict(t.pass),
+            t.name,
+            t.target,
+            t.value
+        );
+    }
+    out
+}
+
+/// `report.md`: the same, for people.
+pub fn markdown(r: &Results) -> String {
+    let m = &r.meta;
+    let mut out = String::from("# Riverfeed benchmark\n\n");
+    let server = if m.backend == "mongodb" {
+        format!(
+            "MongoDB at `{}` (a fresh database, dropped afterwards)",
+            m.store
+        )
+    } else {
+        "the embedded store (redb) in a fresh temporary directory".to_owned()
+    };
+    let _ = writeln!(
+        out,
+        "Figures from {server}; {} build; {} cores of {}, {:.0} GiB, {}; started {}. \
+         The server ran in-process on a loopback port, with the load generator in \
+         the same process.\n",
+        m.profile, m.cores, m.cpu, m.memory_gib, m.os, m.started
+    );
+    out.push_str("## Targets\n\n| figure | target | result | |\n|---|---|---|---|\n");
+    for t in &r.targets {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} |",
+            t.name,
+            t.target,
+            t.value,
+            verdict(t.pass)
+        );
+    }
+    if m.backend != "embedded" || m.profile != "release" {
+        out.push_str(
+            "\nThe targets are set for the embedded store in a release build; \
+             this run is judged against them all the same.\n",
+        );
+    }
+    out.push_str("\n## Figures\n\n| workload | figure | result |\n|---|---|---|\n");
+    for (w, f, v) in figures(r) {
+        let _ = writeln!(out, "| {w} | {f} | {v} |");
+    }
+    out.push_str(
+        "\n## How it was measured\n\n\
+         - **load**: `recordAction` over HTTP at concurrency 16 from actors drawn uniformly; \
+         fan-out time runs from the first request until every action reads `fanOut.state = DONE`.\n\
+         - **ramp**: one action per follower count; time from sending `recordAction` until the \
+         action reads `DONE` (polled every millisecond), which the worker sets after the last \
+         feed item is committed.\n\
+         - **sustained**: 8 posting tasks record actions from actors drawn by popularity \
+         (Zipf) for the set duration or until the delivery budget is queued, while 4 tasks read \
+         feeds; deliveries are the actors' followers plus themselves, over the time from the \
+         first post to the last action done.\n\
+         - **reads**: `feed(first: 25)` with actions, actors and descriptors, by random users; \
+         latency is the whole HTTP round trip; a response with `errors` is a failure.\n\
+         - **live**: one websocket per subscriber (graphql-transport-ws, `feedEvents`); time from \
+         sending `recordAction` to the `ADDED` event read by the last subscriber. Memory per \
+         subscriber is this process's resident-set growth while they connect, divided by their \
+         number: it counts both ends of each connection (server and client), so it is an upper \
+         bound on the server's share.\n",
+    );
+    if let Some(plots) = super::plot::names(r) {
+        out.push_str("\n## Plots\n\n");
+        for name in plots {
+            let _ = writeln!(out, "![{name}]({name})");
+        }
+    }
+    out
+}
+
+/// Writes `results.json` and `report.md` into `dir`.
+pub fn write(dir: &Path, r: &Results) -> anyhow::Result<()> {
+    let json = serde_json::to_string_pretty(r)?;
+    std::fs::write(dir.join("results.json"), json).context("cannot write results.json")?;
+    std::fs::write(dir.join("report.md"), markdown(r)).context("cannot write report.md")?;
+    Ok(())
+}

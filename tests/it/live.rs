@@ -1,0 +1,366 @@
+//! The live feed over the API: bumps reaching open subscriptions, resuming
+//! from a cursor, slice and action events, and lagging subscribers.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use futures_util::StreamExt;
+use riverfeed::api::cursor::CursorKey;
+use riverfeed::api::{schema, AppState, Identity, Role, Session, Viewer};
+use riverfeed::clock::SystemClock;
+use riverfeed::events::{FeedEvent, FeedEventKind, Hub};
+use riverfeed::model::{FeedItem, ObjectId, Reason, ReasonKind};
+use riverfeed::store::embedded::EmbeddedStore;
+use serde_json::{json, Value};
+use tokio::sync::Notify;
+
+use crate::common::{first_error_code, Backend, Client, TestServer, WsClient};
+
+const EVENT_FIELDS: &str = "kind resumeCursor item { actionId cursor relevancy reason { kind actorId rule by at } action { id } }";
+
+fn feed_events(after: Option<&str>) -> String {
+    match after {
+        Some(cursor) => {
+            format!("subscription {{ feedEvents(after: \"{cursor}\") {{ {EVENT_FIELDS} }} }}")
+        }
+        None => format!("subscription {{ feedEvents {{ {EVENT_FIELDS} }} }}"),
+    }
+}
+
+async fn comment(client: &Client, action: &str, text: &str) {
+    let data = client
+        .data(
+            "mutation($a: ID!, $t: String!) { comment(actionId: $a, text: $t) { id } }",
+            json!({ "a": action, "t": text }),
+        )
+        .await;
+    assert!(data["comment"]["id"].is_string(), "{data}");
+}
+
+/// The next `feedEvents` payload of `ws`.
+async fn next_event(ws: &mut WsClient) -> Value {
+    let payload = ws.next_payload().await;
+    assert!(payload.get("errors").is_none(), "{payload}");
+    payload["data"]["feedEvents"].clone()
+}
+
+async fn a_comment_moves_the_item_up_on_live_pages_of_the_readers_it_matters_to(backend: Backend) {
+    let Some(server) = TestServer::start(backend).await else {
+        return;
+    };
+    let service = server.service("acme");
+    for (id, name) in [
+        ("alice", "Alice"),
+        ("bob", "Bob"),
+        ("carol", "Carol"),
+        ("dave", "Dave"),
+    ] {
+        service.upsert_user(id, name).await;
+    }
+    let data = service
+        .data(
+            "mutation { assign(userId: \"alice\", refId: \"applicant-7\") }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(data["assign"], true, "{data}");
+    let bob = server.client("acme", "bob");
+    let alice = server.client("acme", "alice");
+    let dave = server.client("acme", "dave");
+    alice.follow("bob").await;
+    dave.follow("bob").await;
+    let day_ago = chrono::Utc::now() - chrono::Duration::days(1);
+    let old = bob
+        .post_status(
+            "an old post about applicant 7",
+            json!({ "refIds": ["applicant-7"], "conducted": day_ago.to_rfc3339() }),
+        )
+        .await;
+    let newer = bob.post_status("something newer", json!({})).await;
+    bob.wait_delivered(&old).await;
+    bob.wait_delivered(&newer).await;
+    assert_eq!(alice.feed_ids("").await.0, vec![newer.clone(), old.clone()]);
+
+    let mut ws = WsClient::as_user(&server.ws_url(), "acme", "alice").await;
+    ws.subscribe("1", &feed_events(None)).await;
+    server.wait_live_topics(1).await;
+
+    let carol = server.client("acme", "carol");
+    comment(&carol, &old, "Strong candidate, let's move fast").await;
+    let event = next_event(&mut ws).await;
+    assert_eq!(event["kind"], "BUMPED", "{event}");
+    assert_eq!(event["item"]["actionId"], old.as_str());
+    assert_eq!(
+        event["item"]["reason"],
+        json!({
+            "kind": "BUMPED",
+            "actorId": "bob",
+            "rule": "ASSIGNED",
+            "by": "carol",
+            "at": event["item"]["reason"]["at"].clone(),
+        })
+    );
+    assert!(event["item"]["reason"]["at"].is_string());
+    assert_eq!(event["item"]["action"]["id"], old.as_str());
+
+    // The page agrees: alice has it on top, with the event's cursor; dave,
+    // whom no rule matches, keeps his order.
+    let data = alice
+        .data(
+            "{ feed(first: 2) { edges { cursor node { actionId relevancy reason { kind rule by } } } } }",
+            json!({}),
+        )
+        .await;
+    let top = &data["feed"]["edges"][0];
+    assert_eq!(top["node"]["actionId"], old.as_str(), "{data}");
+    // The event's cursor stands where the page's does: right after it, `newer`.
+    let after_event = format!("(first: 1, after: {})", event["item"]["cursor"]);
+    assert_eq!(alice.feed_ids(&after_event).await.0, vec![newer.clone()]);
+    assert_eq!(top["node"]["relevancy"], event["item"]["relevancy"]);
+    assert_eq!(
+        top["node"]["reason"],
+        json!({ "kind": "BUMPED", "rule": "ASSIGNED", "by": "carol" })
+    );
+    assert_eq!(dave.feed_ids("").await.0, vec![newer, old]);
+    server.stop().await;
+}
+
+async fn feed_events_resume_from_a_cursor_with_no_gap_or_repeat(backend: Backend) {
+    let Some(server) = TestServer::start(backend).await else {
+        return;
+    };
+    let bob = server.client("acme", "bob");
+    let alice = server.client("acme", "alice");
+    bob.upsert_user("bob", "Bob").await;
+    alice.follow("bob").await;
+
+    // A first session sees one item, keeps its resume cursor, and goes away.
+    let mut ws = WsClient::as_user(&server.ws_url(), "acme", "alice").await;
+    ws.subscribe("1", &feed_events(None)).await;
+    server.wait_live_topics(1).await;
+    let first = bob.post_status("seen live", json!({})).await;
+    let event = next_event(&mut ws).await;
+    assert_eq!(event["item"]["actionId"], first.as_str());
+    let cursor = event["resumeCursor"]
+        .as_str()
+        .expect("resume cursor")
+        .to_owned();
+    drop(ws);
+    server.wait_live_topics(0).await;
+
+    // Missed while away.
+    let mut expected = Vec::new();
+    for i in 0..3 {
+        let id = bob.post_status(&format!("missed {i}"), json!({})).await;
+        bob.wait_delivered(&id).await;
+        expected.push(id);
+    }
+    // Resume, while more arrive during the replay.
+    let mut ws = WsClient::as_user(&server.ws_url(), "acme", "alice").await;
+    ws.subscribe("2", &feed_events(Some(&cursor))).await;
+    let during = {
+        let bob = bob.clone_headers();
+        tokio::spawn(async move {
+            let mut ids = Vec::new();
+            for i in 0..4 {
+                ids.push(bob.post_status(&format!("during {i}"), json!({})).await);
+            }
+            ids
+        })
+    };
+    let during = during.await.expect("poster");
+    expected.extend(during.iter().cloned());
+    for id in &during {
+        bob.wait_delivered(id).await;
+    }
+    // A last one marks the end: every event before it is counted.
+    let last = bob.post_status("the end", json!({})).await;
+    expected.push(last.clone());
+
+    let mut got = Vec::new();
+    loop {
+        let event = next_event(&mut ws).await;
+        assert_eq!(event["kind"], "ADDED", "{event}");
+        let id = event["item"]["actionId"].as_str().expect("id").to_owned();
+        got.push(id.clone());
+        if id == last {
+            break;
+        }
+    }
+    let unique: HashSet<_> = got.iter().collect();
+    assert_eq!(unique.len(), got.len(), "no repeats: {got:?}");
+    assert!(!got.contains(&first), "nothing from before the cursor");
+    let missing: Vec<_> = expected.iter().filter(|id| !got.contains(id)).collect();
+    assert!(missing.is_empty(), "no gap: missing {missing:?} of {got:?}");
+    // The three missed while away come first, oldest change first.
+    assert_eq!(got[..3], expected[..3]);
+
+    // A feed page's eventsCursor resumes too: everything after the read comes.
+    let data = alice
+        .data("{ feed(first: 1) { eventsCursor } }", json!({}))
+        .await;
+    let page_cursor = data["feed"]["eventsCursor"]
+        .as_str()
+        .expect("cursor")
+        .to_owned();
+    let after_page = bob.post_status("after the page", json!({})).await;
+    bob.wait_delivered(&after_page).await;
+    let mut ws2 = WsClient::as_user(&server.ws_url(), "acme", "alice").await;
+    ws2.subscribe("3", &feed_events(Some(&page_cursor))).await;
+    loop {
+        let event = next_event(&mut ws2).await;
+        if event["item"]["actionId"] == after_page.as_str() {
+            break;
+        }
+    }
+
+    // A cursor from another reader's feed is refused.
+    let carol = WsClient::as_user(&server.ws_url(), "acme", "carol").await;
+    let mut carol = carol;
+    carol.subscribe("4", &feed_events(Some(&cursor))).await;
+    let refused = carol.next_payload().await;
+    assert_eq!(
+        first_error_code(&refused).as_deref(),
+        Some("BAD_USER_INPUT"),
+        "{refused}"
+    );
+    server.stop().await;
+}
+
+async fn slice_and_action_events_reach_those_watching(backend: Backend) {
+    let Some(server) = TestServer::start(backend).await else {
+        return;
+    };
+    let bob = server.client("acme", "bob");
+    let alice = server.client("acme", "alice");
+    bob.upsert_user("bob", "Bob").await;
+    alice.upsert_user("alice", "Alice").await;
+    server.service("acme").upsert_user("dave", "Dave").await;
+
+    let mut ws = WsClient::as_user(&server.ws_url(), "acme", "alice").await;
+    ws.subscribe(
+        "slice",
+        "subscription { sliceEvents(refId: \"position-3\") { action { id refIds } } }",
+    )
+    .await;
+    server.wait_live_topics(1).await;
+    bob.post_status("elsewhere", json!({ "refIds": ["position-9"] }))
+        .await;
+    bob.post_status(
+        "only for dave",
+        json!({ "refIds": ["position-3"], "scope": "RESTRICTED", "readers": ["dave"] }),
+    )
+    .await;
+    let id = bob
+        .post_status("on position 3", json!({ "refIds": ["position-3"] }))
+        .await;
+    let payload = ws.next_payload().await;
+    assert_eq!(
+        payload["data"]["sliceEvents"]["action"]["id"],
+        id.as_str(),
+        "only the readable action of that slice: {payload}"
+    );
+
+    ws.subscribe(
+        "action",
+        &format!(
+            "subscription {{ actionEvents(actionId: \"{id}\") {{ kind actionId commentCount likeCount comment {{ text author {{ id }} }} user {{ id }} }} }}"
+        ),
+    )
+    .await;
+    server.wait_live_topics(2).await;
+    comment(&alice, &id, "Looks good").await;
+    let payload = ws.next_payload().await;
+    let event = &payload["data"]["actionEvents"];
+    assert_eq!(event["kind"], "COMMENTED", "{payload}");
+    assert_eq!(event["actionId"], id.as_str());
+    assert_eq!(event["commentCount"], 1);
+    assert_eq!(event["comment"]["text"], "Looks good");
+    assert_eq!(event["comment"]["author"]["id"], "alice");
+    bob.data(
+        "mutation($a: ID!) { like(actionId: $a) { id } }",
+        json!({ "a": id }),
+    )
+    .await;
+    let payload = ws.next_payload().await;
+    let event = &payload["data"]["actionEvents"];
+    assert_eq!(event["kind"], "LIKED", "{payload}");
+    assert_eq!(event["likeCount"], 1);
+    assert_eq!(event["user"]["id"], "bob");
+
+    // Watching an action one may not read is refused as if it did not exist.
+    let hidden = bob
+        .post_status(
+            "private",
+            json!({ "scope": "RESTRICTED", "readers": ["dave"] }),
+        )
+        .await;
+    let mut carol = WsClient::as_user(&server.ws_url(), "acme", "carol").await;
+    carol
+        .subscribe(
+            "x",
+            &format!("subscription {{ actionEvents(actionId: \"{hidden}\") {{ kind }} }}"),
+        )
+        .await;
+    let refused = carol.next_payload().await;
+    assert_eq!(
+        first_error_code(&refused).as_deref(),
+        Some("NOT_FOUND"),
+        "{refused}"
+    );
+    server.stop().await;
+}
+
+/// A subscriber that falls behind the hub's buffer is told `LAGGED` and its
+/// stream ends; driven in-process so the lag is exact, not a race with a socket.
+#[tokio::test]
+async fn a_lagging_subscriber_is_told_and_its_stream_ends() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = Arc::new(EmbeddedStore::open(dir.path()).expect("store"));
+    let hub = Hub::new(2);
+    let state = AppState {
+        store,
+        hub: hub.clone(),
+        clock: Arc::new(SystemClock),
+        wake: Arc::new(Notify::new()),
+        cursors: Arc::new(CursorKey::random()),
+    };
+    let schema = schema(state.clone(), false);
+    let viewer = Viewer {
+        tenant: "acme".into(),
+        user: "alice".into(),
+        roles: [Role::User].into(),
+        expires_at: None,
+    };
+    let request = async_graphql::Request::new(feed_events(None))
+        .data(Session::new(Identity::Viewer(viewer), &state));
+    let mut stream = schema.execute_stream(request);
+    // One poll runs the resolver, which subscribes, then waits for events.
+    assert!(futures_util::poll!(stream.next()).is_pending());
+    assert_eq!(hub.live_topics(), 1);
+    for _ in 0..5 {
+        hub.publish_feed(FeedEvent {
+            kind: FeedEventKind::Added,
+            tenant: "acme".into(),
+            item: FeedItem {
+                owner: "alice".into(),
+                action_id: ObjectId::new(),
+                relevancy: 1,
+                reason: Reason::new(ReasonKind::Follows, "bob"),
+                changed: 1,
+            },
+            action: None,
+        });
+    }
+    let response = stream.next().await.expect("a response");
+    let body = serde_json::to_value(&response).expect("json");
+    assert_eq!(first_error_code(&body).as_deref(), Some("LAGGED"), "{body}");
+    assert!(stream.next().await.is_none(), "the stream ends");
+    assert_eq!(hub.live_topics(), 0, "and leaves the hub");
+}
+
+crate::on_both_backends!(
+    a_comment_moves_the_item_up_on_live_pages_of_the_readers_it_matters_to,
+    feed_events_resume_from_a_cursor_with_no_gap_or_repeat,
+    slice_and_action_events_reach_those_watching,
+);
