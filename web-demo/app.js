@@ -553,11 +553,13 @@
     for (const el of cardsOf(actionId)) setCounts(el, counts);
   }
 
-  function flash(el) {
+  function flashCard(el) {
     el.classList.remove('flash');
     // Restart the animation on a card that flashed before.
     void el.offsetWidth;
     el.classList.add('flash');
+    clearTimeout(el.flashTimer);
+    el.flashTimer = setTimeout(() => el.classList.remove('flash'), 2000);
   }
 
   // ------------------------------------------------------ likes, comments
@@ -666,17 +668,27 @@
       this.sync(id);
     },
     sync(id) {
-      const wanted = this.wanted.has(id);
       const stop = this.live.get(id);
-      if (!wanted && stop) {
+      if (!this.wanted.has(id) && stop) {
         stop();
         this.live.delete(id);
-      } else if (wanted && !stop && this.live.size < MAX_WATCHED && live) {
-        this.live.set(id, live.subscribe(Q.actionEvents, { actionId: id }, {
-          next: (payload) => onActionEvent(payload),
-          error: () => this.live.delete(id),
-        }));
+        // A slot came free: give it to an action still waiting for one.
+        for (const waiting of this.wanted.keys()) {
+          if (!this.live.has(waiting)) {
+            this.start(waiting);
+            break;
+          }
+        }
+      } else if (this.wanted.has(id) && !stop) {
+        this.start(id);
       }
+    },
+    start(id) {
+      if (this.live.size >= MAX_WATCHED || !live) return;
+      this.live.set(id, live.subscribe(Q.actionEvents, { actionId: id }, {
+        next: (payload) => onActionEvent(payload),
+        error: () => this.live.delete(id),
+      }));
     },
   };
 
@@ -727,8 +739,9 @@
   }
 
   /** Puts an item where its relevancy says, reusing the card of an item
-   * already shown (an event for it moves and updates it). */
-  function placeItem(item, fresh) {
+   * already shown (an event for it moves and updates it). `live` items come
+   * from events; `flash` draws the eye to them. */
+  function placeItem(item, live, flash) {
     const container = $('feed');
     const existing = feed.byId.get(item.actionId);
     if (existing) {
@@ -741,7 +754,7 @@
     }
     let index = feed.entries.findIndex((entry) => outranks(item, entry.item));
     if (index === -1) {
-      if (feed.hasNext && fresh) {
+      if (feed.hasNext && live) {
         // It ranks below everything loaded: a later page brings it.
         if (existing) forget(existing.el);
         return;
@@ -761,7 +774,7 @@
     const entry = { item, el };
     feed.entries.splice(index, 0, entry);
     feed.byId.set(item.actionId, entry);
-    if (fresh) flash(el);
+    if (flash) flashCard(el);
   }
 
   async function loadFeed() {
@@ -777,7 +790,7 @@
       feed.hasNext = page.pageInfo.hasNextPage;
       for (const edge of page.edges) {
         const shown = feed.byId.get(edge.node.actionId);
-        if (!shown || outranks(edge.node, shown.item)) placeItem(edge.node, false);
+        if (!shown || outranks(edge.node, shown.item)) placeItem(edge.node, false, false);
       }
       if (first) {
         feed.resume = page.eventsCursor;
@@ -831,8 +844,13 @@
       }
       return;
     }
-    placeItem(item, true);
-    if (item.action) {
+    // A stream resumed from a cursor replays recent changes, some of them
+    // already on the page: those change nothing and stay quiet.
+    const shown = feed.byId.get(item.actionId);
+    const same = shown && shown.item.relevancy === item.relevancy
+      && shown.item.reason.kind === item.reason.kind && shown.item.reason.at === item.reason.at;
+    placeItem(item, true, !same);
+    if (item.action && !same) {
       const what = describe(item.action).line.map((part) => (part instanceof Node ? part.textContent : part)).join('');
       announce(event.kind === 'BUMPED' ? `Moved up: ${what}` : `New: ${what}`);
     }
@@ -919,7 +937,7 @@
           const el = card(event.action, null, 'slice-card');
           $('slice').prepend(el);
           onScreen.observe(el);
-          flash(el);
+          flashCard(el);
         }
       },
       error: (err) => toast(`Live updates of this page stopped: ${err.message}`),
@@ -1080,6 +1098,14 @@
     live = new LiveClient(`${scheme}://${location.host}/graphql/ws`,
       { 'x-riverfeed-tenant': TENANT, 'x-riverfeed-user': me.id }, liveState);
     $('composer').addEventListener('submit', guarded(postStatus));
+    // Ctrl+Enter (⌘+Enter) sends from any text box of the page.
+    document.addEventListener('keydown', (event) => {
+      const box = event.target;
+      if (event.key === 'Enter' && (event.ctrlKey || event.metaKey) && box.form && box.tagName === 'TEXTAREA') {
+        event.preventDefault();
+        box.form.requestSubmit();
+      }
+    });
     $('feed-more').addEventListener('click', guarded(loadFeed));
     $('slice-more').addEventListener('click', guarded(loadSlice));
     nearEnd.observe($('feed-sentinel'));

@@ -186,15 +186,17 @@ test('a comment on one page bumps the card to the top of another, live', async (
   await pageA.page.screenshot({ path: join(ARTIFACTS, 'demo-bumped.png') });
   await pageB.page.screenshot({ path: join(ARTIFACTS, 'demo-slice.png') });
 
-  // A likes the card; B posts a status that arrives on both feeds.
+  // A likes the card (or takes back a like from the seeded month); B posts
+  // a status that arrives on both feeds.
   const like = firstA.locator('[data-testid=like-button]');
   const likes = Number(await like.locator('[data-testid=like-count]').textContent());
+  const liked = (await like.getAttribute('aria-pressed')) === 'true';
   await like.click();
-  await pageA.page.waitForFunction(({ id, want }) => {
+  await pageA.page.waitForFunction(({ id, pressed, count }) => {
     const el = document.querySelector(`[data-testid=feed-card][data-action-id="${id}"] [data-testid=like-button]`);
-    return el && el.getAttribute('aria-pressed') === 'true'
-      && el.querySelector('[data-testid=like-count]').textContent === String(want);
-  }, { id: actionId, want: likes + 1 }, { timeout: PATIENCE });
+    return el && el.getAttribute('aria-pressed') === pressed
+      && el.querySelector('[data-testid=like-count]').textContent === count;
+  }, { id: actionId, pressed: String(!liked), count: String(liked ? likes - 1 : likes + 1) }, { timeout: PATIENCE });
 
   await pageB.page.locator('[data-testid=back-to-feed]').click();
   await pageB.page.locator('[data-testid=feed-view]').waitFor({ timeout: PATIENCE });
