@@ -688,6 +688,7 @@
       this.live.set(id, live.subscribe(Q.actionEvents, { actionId: id }, {
         next: (payload) => onActionEvent(payload),
         error: () => this.live.delete(id),
+        complete: () => this.live.delete(id),
       }));
     },
   };
@@ -813,22 +814,30 @@
 
   function subscribeFeed() {
     if (feed.stop) feed.stop();
+    // A stream can fail as an `error` message, or as a `next` carrying
+    // errors followed by `complete`: either way it has ended.
+    let ended = false;
+    const fail = (err) => {
+      if (ended) return;
+      ended = true;
+      feed.stop = null;
+      // Fell behind, or the server no longer takes our resume cursor (a
+      // restarted server seals cursors under a new key): start over.
+      if (err.code === 'LAGGED' || err.code === 'BAD_USER_INPUT') {
+        announce('Catching up…');
+        reloadFeed();
+      } else {
+        toast(`Live updates stopped: ${err.message}`);
+      }
+    };
     feed.stop = live.subscribe(Q.feedEvents, () => ({ after: feed.resume }), {
       next: (payload) => {
-        if (payload.errors) return toast(toError(payload.errors).message);
         const event = payload.data && payload.data.feedEvents;
         if (event) onFeedEvent(event);
-        return undefined;
+        else if (payload.errors) fail(toError(payload.errors));
       },
-      error: (err) => {
-        feed.stop = null;
-        if (err.code === 'LAGGED') {
-          announce('Catching up…');
-          reloadFeed();
-        } else {
-          toast(`Live updates stopped: ${err.message}`);
-        }
-      },
+      error: fail,
+      complete: () => fail(new GraphQLError('the server ended the stream', 'COMPLETE')),
     });
   }
 

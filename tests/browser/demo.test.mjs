@@ -162,8 +162,12 @@ test('a comment on one page bumps the card to the top of another, live', async (
   await input.waitFor({ timeout: PATIENCE });
   const text = `Let's fast-track this one (${Date.now()})`;
   await input.fill(text);
+  const answered = pageB.page.waitForResponse((response) => response.url().endsWith('/graphql')
+    && (response.request().postData() || '').includes('mutation Comment'));
   const clicked = Date.now();
   await cardB.locator('[data-testid=comment-submit]').click();
+  await answered;
+  const answeredAfter = Date.now() - clicked;
 
   await pageA.page.waitForFunction(({ id }) => {
     const top = document.querySelector('[data-testid=feed-card]');
@@ -172,7 +176,8 @@ test('a comment on one page bumps the card to the top of another, live', async (
       && reason.dataset.reasonKind === 'BUMPED' && reason.dataset.bumpRule === 'ASSIGNED';
   }, { id: actionId }, { timeout: PATIENCE, polling: 'raf' });
   const latency = Date.now() - clicked;
-  console.log(`bump latency: ${latency} ms from B's comment click to the card on top of A's page`);
+  console.log(`bump latency: ${latency} ms from B's comment click to the card on top of A's page`
+    + ` (the comment request itself: ${answeredAfter} ms)`);
 
   assert.equal(await pageA.page.evaluate(() => window.stillTheSamePage), true, 'A did not reload');
   const reason = firstA.locator('[data-testid=feed-reason]');
