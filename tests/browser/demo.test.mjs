@@ -26,12 +26,10 @@ let base;
 let browser;
 const scratch = [];
 
-/** Starts the server on a free port and resolves with its base URL once it
- * listens (it seeds the demo tenant before that). */
-function startServer() {
-  const dataDir = mkdtempSync(join(tmpdir(), 'riverfeed-demo-data-'));
-  scratch.push(dataDir);
-  const child = spawn(BIN, ['serve', '--demo', '--data-dir', dataDir, '--listen', '127.0.0.1:0'], {
+/** Starts the server (on a free port unless `listen` says) and resolves with
+ * its base URL once it listens (it seeds the demo tenant before that). */
+function startServer(dataDir, listen = '127.0.0.1:0') {
+  const child = spawn(BIN, ['serve', '--demo', '--data-dir', dataDir, '--listen', listen], {
     env: { ...process.env, RUST_LOG: 'info', NO_COLOR: '1' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -44,7 +42,7 @@ function startServer() {
       const match = log.match(/riverfeed listening.*?addr=(127\.0\.0\.1:\d+)/);
       if (match) {
         clearTimeout(timer);
-        resolvePromise({ child, base: `http://${match[1]}`, log: () => log });
+        resolvePromise({ child, dataDir, base: `http://${match[1]}`, log: () => log });
       }
     };
     child.stdout.on('data', read);
@@ -85,8 +83,16 @@ async function openPage(name, path) {
   return { page, problems };
 }
 
+async function stopServer() {
+  const exited = new Promise((done) => server.child.once('exit', done));
+  server.child.kill('SIGTERM');
+  await exited;
+}
+
 before(async () => {
-  const started = await startServer();
+  const dataDir = mkdtempSync(join(tmpdir(), 'riverfeed-demo-data-'));
+  scratch.push(dataDir);
+  const started = await startServer(dataDir);
   server = started;
   base = started.base;
   const profile = mkdtempSync(join(tmpdir(), 'riverfeed-demo-chromium-'));
@@ -104,11 +110,7 @@ before(async () => {
 
 after(async () => {
   if (browser) await browser.close();
-  if (server) {
-    const exited = new Promise((done) => server.child.once('exit', done));
-    server.child.kill('SIGTERM');
-    await exited;
-  }
+  if (server && server.child.exitCode === null) await stopServer();
   for (const dir of scratch) rmSync(dir, { recursive: true, force: true });
 });
 
@@ -227,4 +229,23 @@ test('a comment on one page bumps the card to the top of another, live', async (
   assert.equal(new Set(ids).size, ids.length, 'no action shown twice');
 
   assert.deepEqual([...pageA.problems, ...pageB.problems], []);
+});
+
+test('a page reconnects after a server restart and goes on live', async () => {
+  const { page, problems } = await openPage('C', '/demo/?user=rita');
+  await page.locator('[data-testid=feed-card]').first().waitFor({ timeout: PATIENCE });
+  const listen = base.replace('http://', '');
+  await stopServer();
+  await page.locator('[data-testid=live-status][data-state=offline]').waitFor({ timeout: PATIENCE });
+  server = await startServer(server.dataDir, listen);
+  await page.locator('[data-testid=live-status][data-state=live]').waitFor({ timeout: PATIENCE });
+  // The restarted server seeds nothing and refuses the old resume cursor;
+  // the page starts its stream over and a new post still arrives live.
+  const text = `Back after the restart (${Date.now()})`;
+  await gql('carol', 'mutation($text: String!) { recordAction(input: {descriptor: {statusPost: {text: $text}}}) { id } }',
+    { text });
+  await page.locator('[data-testid=feed-card]', { hasText: text }).waitFor({ timeout: PATIENCE });
+  // Chromium itself reports the refused connections while the server was down.
+  const unexpected = problems.filter((p) => !/WebSocket connection to .* failed/.test(p));
+  assert.deepEqual(unexpected, []);
 });
