@@ -1492,31 +1492,56 @@ impl Store for MongoStore {
         let tenant = claim.tenant.as_str();
         let action_id = claim.comment.action_id;
         let changed = DateTime::from_millis(now);
-        let mut raised = Vec::new();
-        // One conditional update per reader: each raise is atomic, and only
-        // upwards, however many workers bump the item at once. Tombstones sit
-        // at the epoch and are never raised.
+        // Readers a rule matches share their target and reason: one
+        // conditional update for each such group raises them all, only
+        // upwards, however many workers bump at once (tombstones sit at the
+        // epoch and are never raised); a read of what it raised follows.
+        let mut groups: Vec<(&Delivery, Vec<&str>)> = Vec::new();
         for bump in bumps {
+            match groups
+                .iter_mut()
+                .find(|(first, _)| first.relevancy == bump.relevancy && first.reason == bump.reason)
+            {
+                Some((_, owners)) => owners.push(&bump.owner),
+                None => groups.push((bump, vec![&bump.owner])),
+            }
+        }
+        let mut raised = Vec::new();
+        for (bump, owners) in groups {
             let relevancy = DateTime::from_millis(bump.relevancy);
             let reason = bson::to_bson(&bump.reason)
                 .map_err(|e| StoreError::internal("MongoDB: encoding a reason", e))?;
             let updated = self
                 .feed_items
-                .find_one_and_update(
+                .update_many(
                     doc! {
                         "tenant": tenant,
-                        "owner": &bump.owner,
                         "actionId": action_id,
+                        "owner": { "$in": &owners },
                         "relevancy": { "$gt": epoch(), "$lt": relevancy },
                     },
                     doc! { "$set": { "relevancy": relevancy, "reason": reason, "changed": changed } },
                 )
-                .return_document(ReturnDocument::After)
                 .await
                 .map_err(db_err)?;
-            if let Some(doc) = updated {
-                raised.push(doc.into_item());
+            if updated.modified_count == 0 {
+                continue;
             }
+            let docs: Vec<FeedItemDoc> = self
+                .feed_items
+                .find(doc! {
+                    "tenant": tenant,
+                    "actionId": action_id,
+                    "owner": { "$in": &owners },
+                    "relevancy": relevancy,
+                    "changed": changed,
+                })
+                .await
+                .map_err(db_err)?
+                .try_collect()
+                .await
+                .map_err(db_err)?;
+            raised.extend(docs.into_iter().map(FeedItemDoc::into_item));
         }
         Ok(raised)
     }
