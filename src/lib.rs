@@ -8,11 +8,13 @@
 //!
 //! - [`model`]: the domain — actions, feed items, users, groups, input limits.
 //! - [`descriptor`]: the typed payloads of actions, one file per family.
-//! - [`store`]: the storage port (`Store` trait) and its backends (`embedded`:
-//!   redb), plus a call-counting wrapper.
-//! - [`fanout`]: the worker that claims pending actions with a lease and writes
-//!   one feed item per reader.
-//! - [`events`]: the hub that routes feed events to live subscriptions.
+//! - [`store`]: the storage port (`Store` trait) and its backends (`embedded`,
+//!   redb; `mongo`, MongoDB), plus a call-counting wrapper.
+//! - [`fanout`]: the worker that claims jobs with a lease: pending actions (one
+//!   feed item per reader) and comments (bumps).
+//! - [`relevancy`]: the rules that pick which readers a comment bumps, and how far.
+//! - [`events`]: the hub that routes feed, slice and action events to live
+//!   subscriptions.
 //! - [`api`]: the GraphQL schema — queries, mutations, subscriptions, cursors,
 //!   loaders, access checks and error codes.
 //! - [`http`]: the axum router — `/graphql`, `/graphql/ws`, `/graphiql`,
@@ -23,7 +25,8 @@
 //! - [`demo`]: `serve --demo` — a recruiting organisation seeded into the
 //!   `demo` tenant for the web demo (`web-demo/`, served at `/demo/`).
 //! - [`bench`]: `riverfeed bench`, which measures the server in-process as
-//!   clients use it and writes a report.
+//!   clients use it and writes a report; [`rng`]: the seeded generator the demo
+//!   and the bench draw from.
 
 pub mod api;
 pub mod auth;
@@ -37,5 +40,6 @@ pub mod fanout;
 pub mod http;
 pub mod model;
 pub mod relevancy;
+pub mod rng;
 pub mod server;
 pub mod store;

@@ -1,6 +1,7 @@
 //! Small measuring tools: exact latency percentiles, a seeded random source,
 //! resident memory, and the open-files limit.
 
+pub use crate::rng::Rng;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -64,34 +65,6 @@ impl Latencies {
     /// The sorted values in milliseconds (call after [`Latencies::summary`]).
     pub fn sorted_ms(&self) -> Vec<f64> {
         self.micros.iter().map(|&m| m as f64 / 1000.0).collect()
-    }
-}
-
-/// SplitMix64: small, fast and seedable; plenty for picking users.
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Self(seed)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `[0, 1)`.
-    pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Uniform in `0..n` (`n > 0`).
-    pub fn below(&mut self, n: usize) -> usize {
-        ((self.next_u64() as u128 * n as u128) >> 64) as usize
     }
 }
 

@@ -10,6 +10,7 @@ use crate::descriptor::{
     StatusPost,
 };
 use crate::model::{Millis, Scope};
+use crate::rng::Rng;
 
 const MINUTE: Millis = 60_000;
 const HOUR: Millis = 60 * MINUTE;
@@ -21,44 +22,6 @@ pub const SPAN: Millis = 30 * DAY;
 /// Nothing in the history happens later than this before `now`, so even the
 /// newest seeded action sits below anything done live.
 const QUIET: Millis = 5 * MINUTE;
-
-/// SplitMix64: tiny, fast, and good enough to shuffle a demo.
-#[derive(Clone, Debug)]
-pub struct Prng(u64);
-
-impl Prng {
-    pub fn new(seed: u64) -> Self {
-        Self(seed)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `0..n` (`n > 0`); the modulo bias is far below anything
-    /// a demo could show.
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
-    }
-
-    /// A number in `lo..hi` (`lo < hi`).
-    pub fn between(&mut self, lo: Millis, hi: Millis) -> Millis {
-        lo + (self.next_u64() % (hi - lo) as u64) as Millis
-    }
-
-    /// True with probability `percent` / 100.
-    pub fn chance(&mut self, percent: usize) -> bool {
-        self.below(100) < percent
-    }
-
-    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-}
 
 /// One action to record.
 #[derive(Clone, Debug, PartialEq)]
@@ -209,7 +172,7 @@ const COMMENTS_STATUS: &[&str] = &[
 impl History {
     /// The history of `roster`, ending shortly before `now`.
     pub fn generate(roster: &Roster, now: Millis) -> Self {
-        let mut rng = Prng::new(SEED);
+        let mut rng = Rng::new(SEED);
         let (follows, friends) = graph(roster, &mut rng);
         let mut actions = Vec::new();
         for applicant in &roster.applicants {
@@ -235,7 +198,7 @@ impl History {
 #[allow(clippy::type_complexity)]
 fn graph(
     roster: &Roster,
-    rng: &mut Prng,
+    rng: &mut Rng,
 ) -> (
     Vec<(&'static str, &'static str)>,
     Vec<(&'static str, &'static str)>,
@@ -276,7 +239,7 @@ fn recruiting(
     roster: &Roster,
     applicant: &Applicant,
     now: Millis,
-    rng: &mut Prng,
+    rng: &mut Rng,
     out: &mut Vec<PlannedAction>,
 ) {
     let Some(position) = roster.position(applicant.position) else {
@@ -425,7 +388,7 @@ fn recruiting(
 
 /// Status posts, spread over the month; mostly public, some for the team or
 /// the department only.
-fn statuses(roster: &Roster, now: Millis, rng: &mut Prng, out: &mut Vec<PlannedAction>) {
+fn statuses(roster: &Roster, now: Millis, rng: &mut Rng, out: &mut Vec<PlannedAction>) {
     for _ in 0..150 {
         let author = rng.pick(&roster.users);
         let pool = if rng.chance(30) {
@@ -462,7 +425,7 @@ fn reactions(
     roster: &Roster,
     actions: &[PlannedAction],
     now: Millis,
-    rng: &mut Prng,
+    rng: &mut Rng,
 ) -> (Vec<PlannedComment>, Vec<(usize, &'static str)>) {
     let public: Vec<usize> = (0..actions.len())
         .filter(|&i| actions[i].scope == Scope::Public)
