@@ -187,7 +187,8 @@ impl Worker {
         };
         let mut delivered = 0usize;
         let mut shared = None;
-        for chunk in audience.chunks(self.config.batch_size.max(1)) {
+        let batches = audience.len().div_ceil(self.config.batch_size.max(1));
+        for (n, chunk) in audience.chunks(self.config.batch_size.max(1)).enumerate() {
             let deliveries: Vec<Delivery> = chunk
                 .iter()
                 .map(|(owner, kind)| Delivery {
@@ -196,14 +197,22 @@ impl Worker {
                     reason: Reason::new(*kind, &action.actor_id),
                 })
                 .collect();
-            let written = self
-                .store
-                .deliver(claim, self.clock.now(), &deliveries)
-                .await?;
+            let now = self.clock.now();
+            // The last batch and the end of the fan-out go in one store call:
+            // one commit instead of two for every small audience.
+            let written = if n + 1 == batches {
+                self.store
+                    .deliver_and_finish(claim, now, &deliveries)
+                    .await?
+            } else {
+                self.store.deliver(claim, now, &deliveries).await?
+            };
             delivered += written.len();
             self.publish(FeedEventKind::Added, action, written, &mut shared);
         }
-        self.store.finish_fan_out(claim).await?;
+        if batches == 0 {
+            self.store.finish_fan_out(claim).await?;
+        }
         debug!(action = %action.id, audience = audience.len(), delivered, "fan-out done");
         Ok(())
     }

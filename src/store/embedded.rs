@@ -364,6 +364,90 @@ fn bump_lease_held(
     }
 }
 
+/// Writes one batch of a claimed fan-out inside `txn` (see [`Store::deliver`]).
+fn deliver_in(
+    txn: &redb::WriteTransaction,
+    claim: &Claim,
+    now: Millis,
+    items: &[Delivery],
+) -> StoreResult<Vec<FeedItem>> {
+    if !lease_held(txn, claim)? {
+        return Ok(Vec::new());
+    }
+    let (t, id) = (claim.action.tenant.as_str(), claim.action.id.bytes());
+    let Some(mut action) = get_action(txn, t, id)? else {
+        return Ok(Vec::new());
+    };
+    let until = now + claim.lease_ms;
+    {
+        let mut pending = txn.open_table(PENDING).map_err(db_err)?;
+        pending
+            .insert((id, t), (until, claim.worker.as_str()))
+            .map_err(db_err)?;
+    }
+    action.fan_out.locked_until = Some(until);
+    put_action(txn, &action)?;
+    let mut written = Vec::new();
+    if !action.hidden {
+        let mut feed = txn.open_table(FEED).map_err(db_err)?;
+        let mut index = txn.open_table(FEED_INDEX).map_err(db_err)?;
+        let mut readers = txn.open_table(READERS).map_err(db_err)?;
+        let mut changes = txn.open_table(FEED_CHANGES).map_err(db_err)?;
+        let mut reason_bytes: Option<(Reason, Vec<u8>)> = None;
+        for item in items {
+            let owner = item.owner.as_str();
+            if index.get((t, owner, id)).map_err(db_err)?.is_some() {
+                continue;
+            }
+            // Most deliveries of one batch share a reason: encode it once.
+            if reason_bytes.as_ref().is_none_or(|(r, _)| *r != item.reason) {
+                let bytes = encode_item(&item.reason, now)?;
+                reason_bytes = Some((item.reason.clone(), bytes));
+            }
+            let bytes = reason_bytes
+                .as_ref()
+                .map(|(_, b)| b.as_slice())
+                .unwrap_or(&[]);
+            feed.insert((t, owner, item.relevancy, id), bytes)
+                .map_err(db_err)?;
+            index
+                .insert((t, owner, id), (item.relevancy, 0))
+                .map_err(db_err)?;
+            readers.insert((t, id, owner), ()).map_err(db_err)?;
+            changes.insert((t, owner, now, id), ()).map_err(db_err)?;
+            written.push(FeedItem {
+                owner: item.owner.clone(),
+                action_id: claim.action.id,
+                relevancy: item.relevancy,
+                reason: item.reason.clone(),
+                changed: now,
+            });
+        }
+    }
+    Ok(written)
+}
+
+/// Marks a claimed fan-out done inside `txn` (see [`Store::finish_fan_out`]).
+fn finish_in(txn: &redb::WriteTransaction, claim: &Claim) -> StoreResult<()> {
+    if !lease_held(txn, claim)? {
+        return Ok(());
+    }
+    let (t, id) = (claim.action.tenant.as_str(), claim.action.id.bytes());
+    {
+        let mut pending = txn.open_table(PENDING).map_err(db_err)?;
+        pending.remove((id, t)).map_err(db_err)?;
+    }
+    if let Some(mut action) = get_action(txn, t, id)? {
+        action.fan_out = FanOut {
+            state: FanOutState::Done,
+            locked_until: None,
+            worker: None,
+        };
+        put_action(txn, &action)?;
+    }
+    Ok(())
+}
+
 /// Checks that `claim` still holds its lease. `Ok(false)` when the action is
 /// gone (deleted), `Err(LeaseLost)` when another worker owns it or it is done.
 fn lease_held(txn: &redb::WriteTransaction, claim: &Claim) -> StoreResult<bool> {
@@ -1168,59 +1252,7 @@ impl Store for EmbeddedStore {
         let (claim, items) = (claim.clone(), items.to_vec());
         self.blocking(move |db| {
             let txn = db.begin_write().map_err(db_err)?;
-            if !lease_held(&txn, &claim)? {
-                return Ok(Vec::new());
-            }
-            let (t, id) = (claim.action.tenant.as_str(), claim.action.id.bytes());
-            let Some(mut action) = get_action(&txn, t, id)? else {
-                return Ok(Vec::new());
-            };
-            let until = now + claim.lease_ms;
-            {
-                let mut pending = txn.open_table(PENDING).map_err(db_err)?;
-                pending
-                    .insert((id, t), (until, claim.worker.as_str()))
-                    .map_err(db_err)?;
-            }
-            action.fan_out.locked_until = Some(until);
-            put_action(&txn, &action)?;
-            let mut written = Vec::new();
-            if !action.hidden {
-                let mut feed = txn.open_table(FEED).map_err(db_err)?;
-                let mut index = txn.open_table(FEED_INDEX).map_err(db_err)?;
-                let mut readers = txn.open_table(READERS).map_err(db_err)?;
-                let mut changes = txn.open_table(FEED_CHANGES).map_err(db_err)?;
-                let mut reason_bytes: Option<(Reason, Vec<u8>)> = None;
-                for item in items {
-                    let owner = item.owner.as_str();
-                    if index.get((t, owner, id)).map_err(db_err)?.is_some() {
-                        continue;
-                    }
-                    // Most deliveries of one batch share a reason: encode it once.
-                    if reason_bytes.as_ref().is_none_or(|(r, _)| *r != item.reason) {
-                        let bytes = encode_item(&item.reason, now)?;
-                        reason_bytes = Some((item.reason.clone(), bytes));
-                    }
-                    let bytes = reason_bytes
-                        .as_ref()
-                        .map(|(_, b)| b.as_slice())
-                        .unwrap_or(&[]);
-                    feed.insert((t, owner, item.relevancy, id), bytes)
-                        .map_err(db_err)?;
-                    index
-                        .insert((t, owner, id), (item.relevancy, 0))
-                        .map_err(db_err)?;
-                    readers.insert((t, id, owner), ()).map_err(db_err)?;
-                    changes.insert((t, owner, now, id), ()).map_err(db_err)?;
-                    written.push(FeedItem {
-                        owner: item.owner.clone(),
-                        action_id: claim.action.id,
-                        relevancy: item.relevancy,
-                        reason: item.reason.clone(),
-                        changed: now,
-                    });
-                }
-            }
+            let written = deliver_in(&txn, &claim, now, &items)?;
             txn.commit().map_err(db_err)?;
             Ok(written)
         })
@@ -1231,23 +1263,25 @@ impl Store for EmbeddedStore {
         let claim = claim.clone();
         self.blocking(move |db| {
             let txn = db.begin_write().map_err(db_err)?;
-            if !lease_held(&txn, &claim)? {
-                return Ok(());
-            }
-            let (t, id) = (claim.action.tenant.as_str(), claim.action.id.bytes());
-            {
-                let mut pending = txn.open_table(PENDING).map_err(db_err)?;
-                pending.remove((id, t)).map_err(db_err)?;
-            }
-            if let Some(mut action) = get_action(&txn, t, id)? {
-                action.fan_out = FanOut {
-                    state: FanOutState::Done,
-                    locked_until: None,
-                    worker: None,
-                };
-                put_action(&txn, &action)?;
-            }
+            finish_in(&txn, &claim)?;
             txn.commit().map_err(db_err)
+        })
+        .await
+    }
+
+    async fn deliver_and_finish(
+        &self,
+        claim: &Claim,
+        now: Millis,
+        items: &[Delivery],
+    ) -> StoreResult<Vec<FeedItem>> {
+        let (claim, items) = (claim.clone(), items.to_vec());
+        self.blocking(move |db| {
+            let txn = db.begin_write().map_err(db_err)?;
+            let written = deliver_in(&txn, &claim, now, &items)?;
+            finish_in(&txn, &claim)?;
+            txn.commit().map_err(db_err)?;
+            Ok(written)
         })
         .await
     }

@@ -59,6 +59,7 @@ ops!(
     claim_fan_out,
     deliver,
     finish_fan_out,
+    deliver_and_finish,
     claim_bumps,
     bump,
     finish_bump,
@@ -343,6 +344,16 @@ impl Store for Metered {
     async fn finish_fan_out(&self, claim: &Claim) -> StoreResult<()> {
         self.count(Op::finish_fan_out);
         self.inner.finish_fan_out(claim).await
+    }
+
+    async fn deliver_and_finish(
+        &self,
+        claim: &Claim,
+        now: Millis,
+        items: &[Delivery],
+    ) -> StoreResult<Vec<FeedItem>> {
+        self.count(Op::deliver_and_finish);
+        self.inner.deliver_and_finish(claim, now, items).await
     }
 
     async fn claim_bumps(

@@ -263,6 +263,18 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<Vec<FeedItem>>;
     /// Marks a claimed fan-out `Done`. `LeaseLost` if another worker holds it now.
     async fn finish_fan_out(&self, claim: &Claim) -> StoreResult<()>;
+    /// `deliver`, then `finish_fan_out`: the last batch of a fan-out. Backends
+    /// that can do both in one step (one commit) do.
+    async fn deliver_and_finish(
+        &self,
+        claim: &Claim,
+        now: Millis,
+        items: &[Delivery],
+    ) -> StoreResult<Vec<FeedItem>> {
+        let written = self.deliver(claim, now, items).await?;
+        self.finish_fan_out(claim).await?;
+        Ok(written)
+    }
 
     /// Claims up to `limit` comments whose bump is queued or whose lease ran
     /// out before `now`, leasing them to `worker` until `now + lease_ms`.

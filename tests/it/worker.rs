@@ -285,10 +285,15 @@ async fn large_audiences_are_delivered_in_batches() -> Result<()> {
     let clock = Arc::new(ManualClock::new(10));
     let w = worker(store.clone(), clock, "w", 100);
     ensure!(w.run_once().await? == 1);
-    let deliver_calls = metered.calls(riverfeed::store::metered::Op::deliver);
+    use riverfeed::store::metered::Op;
+    let calls = (
+        metered.calls(Op::deliver),
+        metered.calls(Op::deliver_and_finish),
+        metered.calls(Op::finish_fan_out),
+    );
     ensure!(
-        deliver_calls == 3,
-        "251 readers in batches of 100: {deliver_calls} calls"
+        calls == (2, 1, 0),
+        "251 readers in batches of 100: two batches, then the last with the finish in one call; got {calls:?}"
     );
     ensure!(feed_len(store.as_ref(), "f249").await? == 1);
     ensure!(feed_len(store.as_ref(), "bob").await? == 1);
