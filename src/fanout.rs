@@ -252,12 +252,21 @@ impl Worker {
             .collect();
         let mut raised = 0usize;
         let mut shared = None;
-        for chunk in deliveries.chunks(self.config.batch_size.max(1)) {
-            let items = self.store.bump(claim, self.clock.now(), chunk).await?;
+        let batches = deliveries.len().div_ceil(self.config.batch_size.max(1));
+        for (n, chunk) in deliveries.chunks(self.config.batch_size.max(1)).enumerate() {
+            let now = self.clock.now();
+            // As with deliveries: the last batch and the finish in one commit.
+            let items = if n + 1 == batches {
+                self.store.bump_and_finish(claim, now, chunk).await?
+            } else {
+                self.store.bump(claim, now, chunk).await?
+            };
             raised += items.len();
             self.publish(FeedEventKind::Bumped, &action, items, &mut shared);
         }
-        self.store.finish_bump(claim).await?;
+        if batches == 0 {
+            self.store.finish_bump(claim).await?;
+        }
         debug!(action = %action.id, comment = %comment.id, targets = targets.len(), raised, "bump done");
         Ok(())
     }

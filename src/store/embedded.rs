@@ -340,6 +340,78 @@ fn due_jobs<V: redb::Value + 'static>(
     Ok(due)
 }
 
+/// Raises items for a claimed bump inside `txn` (see [`Store::bump`]).
+fn bump_in(
+    txn: &redb::WriteTransaction,
+    claim: &BumpClaim,
+    now: Millis,
+    bumps: &[Delivery],
+) -> StoreResult<Vec<FeedItem>> {
+    let t = claim.tenant.as_str();
+    let id = claim.comment.action_id.bytes();
+    {
+        let mut jobs = txn.open_table(BUMPS).map_err(db_err)?;
+        let key = (claim.comment.id.bytes(), t);
+        if !bump_lease_held(&jobs, key, claim)? {
+            return Ok(Vec::new());
+        }
+        jobs.insert(key, (now + claim.lease_ms, claim.worker.as_str(), id))
+            .map_err(db_err)?;
+    }
+    let mut raised = Vec::new();
+    {
+        let mut feed = txn.open_table(FEED).map_err(db_err)?;
+        let mut index = txn.open_table(FEED_INDEX).map_err(db_err)?;
+        let mut changes = txn.open_table(FEED_CHANGES).map_err(db_err)?;
+        for bump in bumps {
+            let o = bump.owner.as_str();
+            let entry = index.get((t, o, id)).map_err(db_err)?.map(|g| g.value());
+            // Only live items, and only upwards.
+            let Some((relevancy, 0)) = entry else {
+                continue;
+            };
+            if relevancy >= bump.relevancy {
+                continue;
+            }
+            let old = feed
+                .remove((t, o, relevancy, id))
+                .map_err(db_err)?
+                .map(|g| decode_item(g.value()))
+                .transpose()?;
+            if let Some(old) = old {
+                changes.remove((t, o, old.changed, id)).map_err(db_err)?;
+            }
+            let bytes = encode_item(&bump.reason, now)?;
+            feed.insert((t, o, bump.relevancy, id), bytes.as_slice())
+                .map_err(db_err)?;
+            index
+                .insert((t, o, id), (bump.relevancy, 0))
+                .map_err(db_err)?;
+            changes.insert((t, o, now, id), ()).map_err(db_err)?;
+            raised.push(FeedItem {
+                owner: bump.owner.clone(),
+                action_id: claim.comment.action_id,
+                relevancy: bump.relevancy,
+                reason: bump.reason.clone(),
+                changed: now,
+            });
+        }
+    }
+    Ok(raised)
+}
+
+/// Marks a claimed bump done inside `txn` (see [`Store::finish_bump`]).
+fn finish_bump_in(txn: &redb::WriteTransaction, claim: &BumpClaim) -> StoreResult<()> {
+    {
+        let mut jobs = txn.open_table(BUMPS).map_err(db_err)?;
+        let key = (claim.comment.id.bytes(), claim.tenant.as_str());
+        if bump_lease_held(&jobs, key, claim)? {
+            jobs.remove(key).map_err(db_err)?;
+        }
+    }
+    Ok(())
+}
+
 /// Checks that a bump claim still holds its job. `Ok(false)` when the job is
 /// gone with its comment, `Err(LeaseLost)` when another worker owns it.
 fn bump_lease_held(
@@ -1350,56 +1422,7 @@ impl Store for EmbeddedStore {
         let (claim, bumps) = (claim.clone(), bumps.to_vec());
         self.blocking(move |db| {
             let txn = db.begin_write().map_err(db_err)?;
-            let t = claim.tenant.as_str();
-            let id = claim.comment.action_id.bytes();
-            {
-                let mut jobs = txn.open_table(BUMPS).map_err(db_err)?;
-                let key = (claim.comment.id.bytes(), t);
-                if !bump_lease_held(&jobs, key, &claim)? {
-                    return Ok(Vec::new());
-                }
-                jobs.insert(key, (now + claim.lease_ms, claim.worker.as_str(), id))
-                    .map_err(db_err)?;
-            }
-            let mut raised = Vec::new();
-            {
-                let mut feed = txn.open_table(FEED).map_err(db_err)?;
-                let mut index = txn.open_table(FEED_INDEX).map_err(db_err)?;
-                let mut changes = txn.open_table(FEED_CHANGES).map_err(db_err)?;
-                for bump in &bumps {
-                    let o = bump.owner.as_str();
-                    let entry = index.get((t, o, id)).map_err(db_err)?.map(|g| g.value());
-                    // Only live items, and only upwards.
-                    let Some((relevancy, 0)) = entry else {
-                        continue;
-                    };
-                    if relevancy >= bump.relevancy {
-                        continue;
-                    }
-                    let old = feed
-                        .remove((t, o, relevancy, id))
-                        .map_err(db_err)?
-                        .map(|g| decode_item(g.value()))
-                        .transpose()?;
-                    if let Some(old) = old {
-                        changes.remove((t, o, old.changed, id)).map_err(db_err)?;
-                    }
-                    let bytes = encode_item(&bump.reason, now)?;
-                    feed.insert((t, o, bump.relevancy, id), bytes.as_slice())
-                        .map_err(db_err)?;
-                    index
-                        .insert((t, o, id), (bump.relevancy, 0))
-                        .map_err(db_err)?;
-                    changes.insert((t, o, now, id), ()).map_err(db_err)?;
-                    raised.push(FeedItem {
-                        owner: bump.owner.clone(),
-                        action_id: claim.comment.action_id,
-                        relevancy: bump.relevancy,
-                        reason: bump.reason.clone(),
-                        changed: now,
-                    });
-                }
-            }
+            let raised = bump_in(&txn, &claim, now, &bumps)?;
             txn.commit().map_err(db_err)?;
             Ok(raised)
         })
@@ -1410,14 +1433,25 @@ impl Store for EmbeddedStore {
         let claim = claim.clone();
         self.blocking(move |db| {
             let txn = db.begin_write().map_err(db_err)?;
-            {
-                let mut jobs = txn.open_table(BUMPS).map_err(db_err)?;
-                let key = (claim.comment.id.bytes(), claim.tenant.as_str());
-                if bump_lease_held(&jobs, key, &claim)? {
-                    jobs.remove(key).map_err(db_err)?;
-                }
-            }
+            finish_bump_in(&txn, &claim)?;
             txn.commit().map_err(db_err)
+        })
+        .await
+    }
+
+    async fn bump_and_finish(
+        &self,
+        claim: &BumpClaim,
+        now: Millis,
+        bumps: &[Delivery],
+    ) -> StoreResult<Vec<FeedItem>> {
+        let (claim, bumps) = (claim.clone(), bumps.to_vec());
+        self.blocking(move |db| {
+            let txn = db.begin_write().map_err(db_err)?;
+            let raised = bump_in(&txn, &claim, now, &bumps)?;
+            finish_bump_in(&txn, &claim)?;
+            txn.commit().map_err(db_err)?;
+            Ok(raised)
         })
         .await
     }

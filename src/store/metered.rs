@@ -63,6 +63,7 @@ ops!(
     claim_bumps,
     bump,
     finish_bump,
+    bump_and_finish,
     feed_changes,
     feed_page,
     hide_feed_item,
@@ -380,6 +381,16 @@ impl Store for Metered {
     async fn finish_bump(&self, claim: &BumpClaim) -> StoreResult<()> {
         self.count(Op::finish_bump);
         self.inner.finish_bump(claim).await
+    }
+
+    async fn bump_and_finish(
+        &self,
+        claim: &BumpClaim,
+        now: Millis,
+        bumps: &[Delivery],
+    ) -> StoreResult<Vec<FeedItem>> {
+        self.count(Op::bump_and_finish);
+        self.inner.bump_and_finish(claim, now, bumps).await
     }
 
     async fn feed_changes(

@@ -298,6 +298,18 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<Vec<FeedItem>>;
     /// Marks a claimed bump done. `LeaseLost` if another worker holds it now.
     async fn finish_bump(&self, claim: &BumpClaim) -> StoreResult<()>;
+    /// `bump`, then `finish_bump`: the last batch of a bump, in one step (one
+    /// commit) where the backend can.
+    async fn bump_and_finish(
+        &self,
+        claim: &BumpClaim,
+        now: Millis,
+        bumps: &[Delivery],
+    ) -> StoreResult<Vec<FeedItem>> {
+        let raised = self.bump(claim, now, bumps).await?;
+        self.finish_bump(claim).await?;
+        Ok(raised)
+    }
 
     // --- feeds -----------------------------------------------------------
     /// Items of `owner`'s feed that changed (were delivered or bumped) after
