@@ -199,6 +199,22 @@ impl EmbeddedStore {
         Ok(Self { db: Arc::new(db) })
     }
 
+    /// Runs `work` in one write transaction, committed when it succeeds (and
+    /// dropped, so rolled back, when it fails).
+    async fn write<T, F>(&self, work: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&redb::WriteTransaction) -> StoreResult<T> + Send + 'static,
+    {
+        self.blocking(move |db| {
+            let txn = db.begin_write().map_err(db_err)?;
+            let out = work(&txn)?;
+            txn.commit().map_err(db_err)?;
+            Ok(out)
+        })
+        .await
+    }
+
     /// Runs blocking redb work off the async threads.
     async fn blocking<T, F>(&self, work: F) -> StoreResult<T>
     where
@@ -1322,23 +1338,13 @@ impl Store for EmbeddedStore {
         items: &[Delivery],
     ) -> StoreResult<Vec<FeedItem>> {
         let (claim, items) = (claim.clone(), items.to_vec());
-        self.blocking(move |db| {
-            let txn = db.begin_write().map_err(db_err)?;
-            let written = deliver_in(&txn, &claim, now, &items)?;
-            txn.commit().map_err(db_err)?;
-            Ok(written)
-        })
-        .await
+        self.write(move |txn| deliver_in(txn, &claim, now, &items))
+            .await
     }
 
     async fn finish_fan_out(&self, claim: &Claim) -> StoreResult<()> {
         let claim = claim.clone();
-        self.blocking(move |db| {
-            let txn = db.begin_write().map_err(db_err)?;
-            finish_in(&txn, &claim)?;
-            txn.commit().map_err(db_err)
-        })
-        .await
+        self.write(move |txn| finish_in(txn, &claim)).await
     }
 
     async fn deliver_and_finish(
@@ -1348,11 +1354,9 @@ impl Store for EmbeddedStore {
         items: &[Delivery],
     ) -> StoreResult<Vec<FeedItem>> {
         let (claim, items) = (claim.clone(), items.to_vec());
-        self.blocking(move |db| {
-            let txn = db.begin_write().map_err(db_err)?;
-            let written = deliver_in(&txn, &claim, now, &items)?;
-            finish_in(&txn, &claim)?;
-            txn.commit().map_err(db_err)?;
+        self.write(move |txn| {
+            let written = deliver_in(txn, &claim, now, &items)?;
+            finish_in(txn, &claim)?;
             Ok(written)
         })
         .await
@@ -1420,23 +1424,13 @@ impl Store for EmbeddedStore {
         bumps: &[Delivery],
     ) -> StoreResult<Vec<FeedItem>> {
         let (claim, bumps) = (claim.clone(), bumps.to_vec());
-        self.blocking(move |db| {
-            let txn = db.begin_write().map_err(db_err)?;
-            let raised = bump_in(&txn, &claim, now, &bumps)?;
-            txn.commit().map_err(db_err)?;
-            Ok(raised)
-        })
-        .await
+        self.write(move |txn| bump_in(txn, &claim, now, &bumps))
+            .await
     }
 
     async fn finish_bump(&self, claim: &BumpClaim) -> StoreResult<()> {
         let claim = claim.clone();
-        self.blocking(move |db| {
-            let txn = db.begin_write().map_err(db_err)?;
-            finish_bump_in(&txn, &claim)?;
-            txn.commit().map_err(db_err)
-        })
-        .await
+        self.write(move |txn| finish_bump_in(txn, &claim)).await
     }
 
     async fn bump_and_finish(
@@ -1446,11 +1440,9 @@ impl Store for EmbeddedStore {
         bumps: &[Delivery],
     ) -> StoreResult<Vec<FeedItem>> {
         let (claim, bumps) = (claim.clone(), bumps.to_vec());
-        self.blocking(move |db| {
-            let txn = db.begin_write().map_err(db_err)?;
-            let raised = bump_in(&txn, &claim, now, &bumps)?;
-            finish_bump_in(&txn, &claim)?;
-            txn.commit().map_err(db_err)?;
+        self.write(move |txn| {
+            let raised = bump_in(txn, &claim, now, &bumps)?;
+            finish_bump_in(txn, &claim)?;
             Ok(raised)
         })
         .await
