@@ -127,23 +127,30 @@ struct FeedStream {
 
 impl FeedStream {
     async fn next(&mut self) -> Option<async_graphql::Result<FeedEventNode>> {
-        loop {
-            let event = match self.replay.pop_front() {
-                Some(event) => event,
-                None => match self.live.next().await? {
-                    Ok(event) => match event.as_ref() {
-                        Event::Feed(event) if !self.seen(event) => event.clone(),
-                        _ => continue,
-                    },
-                    Err(err) => return Some(Err(err)),
-                },
-            };
-            if event.kind != FeedEventKind::Removed && event.item.stamp() > self.resume {
-                self.resume = event.item.stamp();
-            }
-            let cursors = &self.live.state.cursors;
-            return Some(Ok(FeedEventNode::new(&event, self.resume, cursors)));
+        if let Some(event) = self.replay.pop_front() {
+            return Some(Ok(self.node(&event)));
         }
+        loop {
+            // Live events are shared by every subscriber of the feed: read
+            // in place, not copied.
+            let shared = match self.live.next().await? {
+                Ok(shared) => shared,
+                Err(err) => return Some(Err(err)),
+            };
+            if let Event::Feed(event) = shared.as_ref() {
+                if !self.seen(event) {
+                    return Some(Ok(self.node(event)));
+                }
+            }
+        }
+    }
+
+    /// The event's node, its resume cursor moved past it.
+    fn node(&mut self, event: &FeedEvent) -> FeedEventNode {
+        if event.kind != FeedEventKind::Removed && event.item.stamp() > self.resume {
+            self.resume = event.item.stamp();
+        }
+        FeedEventNode::new(event, self.resume, &self.live.state.cursors)
     }
 
     /// Whether a live event repeats what the replay (or the cursor) covered.

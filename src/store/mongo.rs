@@ -468,7 +468,13 @@ impl MongoStore {
             .await
             .map_err(db_err)?;
         self.users
-            .create_index(index(doc! { "tenant": 1, "userId": 1 }, unique("user")))
+            .create_indexes([
+                index(doc! { "tenant": 1, "userId": 1 }, unique("user")),
+                index(
+                    doc! { "tenant": 1, "supervisorId": 1, "userId": 1 },
+                    named("supervisees"),
+                ),
+            ])
             .await
             .map_err(db_err)?;
         self.edges
@@ -513,13 +519,6 @@ impl MongoStore {
                 ),
                 index(doc! { "bumpDue": 1, "_id": 1 }, bumpable),
             ])
-            .await
-            .map_err(db_err)?;
-        self.users
-            .create_index(index(
-                doc! { "tenant": 1, "supervisorId": 1, "userId": 1 },
-                sparse("supervisees"),
-            ))
             .await
             .map_err(db_err)?;
         self.likes
