@@ -55,7 +55,7 @@ impl Default for WorkerConfig {
             ),
             lease_ms: 30_000,
             batch_size: 10_000,
-            claim_limit: 16,
+            claim_limit: 64,
             bump_rules: BumpRules::default(),
             poll_interval: Duration::from_millis(500),
         }
@@ -145,12 +145,40 @@ impl Worker {
         // One job failing must not hold up the others claimed with it: each is
         // tried, and the first failure is reported once all were.
         let mut failure = None;
+        // Audiences that fit in one batch are gathered and written together,
+        // one commit for many actions; larger ones go batch by batch.
+        let batch = self.config.batch_size.max(1);
+        let mut group: Vec<(Claim, Vec<Delivery>)> = Vec::new();
+        let mut grouped = 0usize;
         for claim in claims {
             if shutdown.is_cancelled() {
-                return Ok(claimed);
+                break;
             }
-            let done = self.fan_out(&claim).await;
-            note_outcome(done, "fan-out", &claim.action.id, &mut failure);
+            let audience = match self.audience_of(&claim.action).await {
+                Ok(audience) => audience,
+                Err(err) => {
+                    note_outcome(Err(err), "fan-out", &claim.action.id, &mut failure);
+                    continue;
+                }
+            };
+            if audience.len() > batch {
+                let done = self.deliver_audience(&claim, audience).await;
+                note_outcome(done, "fan-out", &claim.action.id, &mut failure);
+                continue;
+            }
+            if grouped + audience.len() > batch {
+                self.deliver_group(std::mem::take(&mut group), &mut failure)
+                    .await;
+                grouped = 0;
+            }
+            grouped += audience.len();
+            let deliveries = deliveries(&claim.action, audience);
+            group.push((claim, deliveries));
+        }
+        // Claimed before any cancellation: finishing them is one commit.
+        self.deliver_group(group, &mut failure).await;
+        if shutdown.is_cancelled() {
+            return Ok(claimed);
         }
         // Bumps after deliveries: a comment on a fresh action then finds the
         // items it raises already written.
@@ -179,24 +207,60 @@ impl Worker {
 
     /// Delivers one claimed action to its whole audience and marks it done.
     pub async fn fan_out(&self, claim: &Claim) -> StoreResult<()> {
-        let action = &claim.action;
-        let audience = if action.hidden {
-            Vec::new()
-        } else {
-            audience(self.store.as_ref(), action).await?
+        let audience = self.audience_of(&claim.action).await?;
+        self.deliver_audience(claim, audience).await
+    }
+
+    /// The readers of an action: none once it is hidden.
+    async fn audience_of(&self, action: &Action) -> StoreResult<Vec<(String, ReasonKind)>> {
+        if action.hidden {
+            return Ok(Vec::new());
+        }
+        audience(self.store.as_ref(), action).await
+    }
+
+    /// Delivers several whole fan-outs in one store call and publishes what
+    /// each wrote.
+    async fn deliver_group(
+        &self,
+        group: Vec<(Claim, Vec<Delivery>)>,
+        failure: &mut Option<crate::store::StoreError>,
+    ) {
+        if group.is_empty() {
+            return;
+        }
+        let results = match self
+            .store
+            .deliver_all_and_finish(self.clock.now(), &group)
+            .await
+        {
+            Ok(results) => results,
+            Err(err) => group.iter().map(|_| Err(err.clone())).collect(),
         };
+        for ((claim, deliveries), done) in group.iter().zip(results) {
+            let done = done.map(|written| {
+                debug!(action = %claim.action.id, audience = deliveries.len(), delivered = written.len(), "fan-out done");
+                self.publish(FeedEventKind::Added, &claim.action, written, &mut None);
+            });
+            note_outcome(done, "fan-out", &claim.action.id, failure);
+        }
+    }
+
+    /// Delivers a claimed action to `audience` batch by batch and marks it done.
+    async fn deliver_audience(
+        &self,
+        claim: &Claim,
+        audience: Vec<(String, ReasonKind)>,
+    ) -> StoreResult<()> {
+        let action = &claim.action;
         let mut delivered = 0usize;
         let mut shared = None;
-        let batches = audience.len().div_ceil(self.config.batch_size.max(1));
-        for (n, chunk) in audience.chunks(self.config.batch_size.max(1)).enumerate() {
-            let deliveries: Vec<Delivery> = chunk
-                .iter()
-                .map(|(owner, kind)| Delivery {
-                    owner: owner.clone(),
-                    relevancy: action.conducted,
-                    reason: Reason::new(*kind, &action.actor_id),
-                })
-                .collect();
+        let batch = self.config.batch_size.max(1);
+        let audience_len = audience.len();
+        let batches = audience_len.div_ceil(batch);
+        let mut readers = audience.into_iter();
+        for n in 0..batches {
+            let deliveries = deliveries(action, readers.by_ref().take(batch).collect());
             let now = self.clock.now();
             // The last batch and the end of the fan-out go in one store call:
             // one commit instead of two for every small audience.
@@ -213,7 +277,7 @@ impl Worker {
         if batches == 0 {
             self.store.finish_fan_out(claim).await?;
         }
-        debug!(action = %action.id, audience = audience.len(), delivered, "fan-out done");
+        debug!(action = %action.id, audience = audience_len, delivered, "fan-out done");
         Ok(())
     }
 
@@ -292,6 +356,18 @@ impl Worker {
             });
         }
     }
+}
+
+/// One feed item per reader, at the action's own time.
+fn deliveries(action: &Action, audience: Vec<(String, ReasonKind)>) -> Vec<Delivery> {
+    audience
+        .into_iter()
+        .map(|(owner, kind)| Delivery {
+            owner,
+            relevancy: action.conducted,
+            reason: Reason::new(kind, &action.actor_id),
+        })
+        .collect()
 }
 
 /// Logs one job's failure and keeps the first for the caller.

@@ -30,7 +30,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use redb::{Database, ReadableTable, TableDefinition};
+use redb::{Database, ReadableTable, TableDefinition, TableHandle};
 
 use super::{
     BumpClaim, Claim, Delivery, Direction, ErrorKind, FeedRange, JoinOutcome, Store, StoreError,
@@ -42,6 +42,8 @@ use crate::model::{
 };
 
 type Oid = [u8; 12];
+/// A tenant or user id as raw bytes in a key (see the feed tables).
+type Bytes = &'static [u8];
 
 const USERS: TableDefinition<(&str, &str), Option<&str>> = TableDefinition::new("users");
 const EDGES: TableDefinition<(&str, u8, &str, &str), ()> = TableDefinition::new("edges");
@@ -51,18 +53,32 @@ const MEMBER_OF: TableDefinition<(&str, &str, &str), (u8, u8)> = TableDefinition
 const ACTIONS: TableDefinition<(&str, Oid), &[u8]> = TableDefinition::new("actions");
 const SLICES: TableDefinition<(&str, &str, Oid), ()> = TableDefinition::new("slices");
 const PENDING: TableDefinition<(Oid, &str), (i64, &str)> = TableDefinition::new("pending");
-const FEED: TableDefinition<(&str, &str, i64, Oid), &[u8]> = TableDefinition::new("feed");
-const FEED_INDEX: TableDefinition<(&str, &str, Oid), (i64, u8)> =
-    TableDefinition::new("feed_index");
-const READERS: TableDefinition<(&str, Oid, &str), ()> = TableDefinition::new("readers");
+// The feed tables are the hot path of every fan-out, so their keys hold the
+// tenant and owner as raw bytes: a byte key compares with one `memcmp`, where a
+// `&str` key is checked as UTF-8 again on every comparison inside the B-tree.
+/// `(tenant, owner, relevancy, action)` → the item (reason, change stamp): a
+/// reader's feed in relevancy order.
+const FEED: TableDefinition<(Bytes, Bytes, i64, Oid), &[u8]> = TableDefinition::new("feed_items");
+/// `(tenant, owner, action)` → `(relevancy, hidden)`: finds a reader's item of
+/// an action; `hidden` 1 is a tombstone the reader asked for.
+const FEED_INDEX: TableDefinition<(Bytes, Bytes, Oid), (i64, u8)> =
+    TableDefinition::new("feed_by_action");
+/// `(tenant, action, first owner)` → the owners one delivery batch wrote, packed
+/// (see [`pack_owners`]): one entry per batch rather than per reader, read back
+/// only when the action is hidden or deleted.
+const READERS: TableDefinition<(Bytes, Oid, Bytes), &[u8]> = TableDefinition::new("action_readers");
+/// Table names of the first store format, whose feed keys were strings.
+const FORMAT_1_TABLES: [&str; 3] = ["feed", "feed_index", "readers"];
 const COMMENTS: TableDefinition<(&str, Oid, Oid), &[u8]> = TableDefinition::new("comments");
 const LIKES: TableDefinition<(&str, Oid, &str), ()> = TableDefinition::new("likes");
 const ASSIGNED_TO: TableDefinition<(&str, &str, &str), ()> = TableDefinition::new("assigned_to");
 const ASSIGNMENTS: TableDefinition<(&str, &str, &str), ()> = TableDefinition::new("assignments");
 const SUPERVISORS: TableDefinition<(&str, &str), &str> = TableDefinition::new("supervisors");
 const SUPERVISEES: TableDefinition<(&str, &str, &str), ()> = TableDefinition::new("supervisees");
-const FEED_CHANGES: TableDefinition<(&str, &str, i64, Oid), ()> =
-    TableDefinition::new("feed_changes");
+/// `(tenant, owner, changed, action)`: a reader's items in the order they last
+/// changed (delivered or bumped), for resuming live subscriptions.
+const FEED_CHANGES: TableDefinition<(Bytes, Bytes, i64, Oid), ()> =
+    TableDefinition::new("feed_changed");
 const BUMPS: TableDefinition<(Oid, &str), (i64, &str, Oid)> = TableDefinition::new("bumps");
 
 /// A feed item's value in `feed`.
@@ -174,6 +190,21 @@ impl EmbeddedStore {
             )
         })?;
         let txn = db.begin_write().map_err(db_err)?;
+        let tables: Vec<String> = txn
+            .list_tables()
+            .map_err(db_err)?
+            .map(|t| t.name().to_owned())
+            .collect();
+        if tables.iter().any(|t| FORMAT_1_TABLES.contains(&t.as_str())) {
+            return Err(StoreError::new(
+                ErrorKind::Unavailable,
+                format!(
+                    "{} holds an earlier store format, with string-keyed feeds, that this \
+                     version does not read; start on an empty data directory",
+                    path.display()
+                ),
+            ));
+        }
         {
             txn.open_table(USERS).map_err(db_err)?;
             txn.open_table(EDGES).map_err(db_err)?;
@@ -264,33 +295,33 @@ fn remove_items(txn: &redb::WriteTransaction, tenant: &str, id: Oid) -> StoreRes
     let mut index = txn.open_table(FEED_INDEX).map_err(db_err)?;
     let mut feed = txn.open_table(FEED).map_err(db_err)?;
     let mut changes = txn.open_table(FEED_CHANGES).map_err(db_err)?;
-    let owners: Vec<String> = scan_prefix(
+    let t = tenant.as_bytes();
+    let mut owners = Vec::new();
+    let batches: Vec<Vec<u8>> = scan_prefix(
         &readers,
-        Bound::Included((tenant, id, "")),
+        Bound::Included((t, id, &[][..])),
         usize::MAX,
-        |(t, a, owner)| (t == tenant && a == id).then(|| owner.to_owned()),
+        |(bt, a, first)| (bt == t && a == id).then(|| first.to_vec()),
     )?;
+    for first in batches {
+        if let Some(packed) = readers.remove((t, id, first.as_slice())).map_err(db_err)? {
+            unpack_owners(packed.value(), &mut owners)?;
+        }
+    }
     let mut removed = Vec::new();
     for owner in owners {
-        readers
-            .remove((tenant, id, owner.as_str()))
-            .map_err(db_err)?;
-        let entry = index
-            .remove((tenant, owner.as_str(), id))
-            .map_err(db_err)?
-            .map(|g| g.value());
+        let o = owner.as_bytes();
+        let entry = index.remove((t, o, id)).map_err(db_err)?.map(|g| g.value());
         let Some((relevancy, 0)) = entry else {
             continue;
         };
         let value = feed
-            .remove((tenant, owner.as_str(), relevancy, id))
+            .remove((t, o, relevancy, id))
             .map_err(db_err)?
             .map(|g| decode_item(g.value()))
             .transpose()?;
         if let Some(value) = value {
-            changes
-                .remove((tenant, owner.as_str(), value.changed, id))
-                .map_err(db_err)?;
+            changes.remove((t, o, value.changed, id)).map_err(db_err)?;
             removed.push(FeedItem {
                 owner,
                 action_id: ObjectId::from_bytes(id),
@@ -363,11 +394,10 @@ fn bump_in(
     now: Millis,
     bumps: &[Delivery],
 ) -> StoreResult<Vec<FeedItem>> {
-    let t = claim.tenant.as_str();
     let id = claim.comment.action_id.bytes();
     {
         let mut jobs = txn.open_table(BUMPS).map_err(db_err)?;
-        let key = (claim.comment.id.bytes(), t);
+        let key = (claim.comment.id.bytes(), claim.tenant.as_str());
         if !bump_lease_held(&jobs, key, claim)? {
             return Ok(Vec::new());
         }
@@ -379,8 +409,9 @@ fn bump_in(
         let mut feed = txn.open_table(FEED).map_err(db_err)?;
         let mut index = txn.open_table(FEED_INDEX).map_err(db_err)?;
         let mut changes = txn.open_table(FEED_CHANGES).map_err(db_err)?;
+        let t = claim.tenant.as_bytes();
         for bump in bumps {
-            let o = bump.owner.as_str();
+            let o = bump.owner.as_bytes();
             let entry = index.get((t, o, id)).map_err(db_err)?.map(|g| g.value());
             // Only live items, and only upwards.
             let Some((relevancy, 0)) = entry else {
@@ -482,9 +513,19 @@ fn deliver_in(
         let mut readers = txn.open_table(READERS).map_err(db_err)?;
         let mut changes = txn.open_table(FEED_CHANGES).map_err(db_err)?;
         let mut reason_bytes: Option<(Reason, Vec<u8>)> = None;
+        let mut packed = Vec::new();
+        let t = t.as_bytes();
         for item in items {
-            let owner = item.owner.as_str();
-            if index.get((t, owner, id)).map_err(db_err)?.is_some() {
+            let owner = item.owner.as_bytes();
+            // Writing the index entry first and looking at what it replaced
+            // finds a reader who already has the item (a re-run after a lost
+            // lease) in the same B-tree walk as the write.
+            let previous = index
+                .insert((t, owner, id), (item.relevancy, 0))
+                .map_err(db_err)?
+                .map(|g| g.value());
+            if let Some(previous) = previous {
+                index.insert((t, owner, id), previous).map_err(db_err)?;
                 continue;
             }
             // Most deliveries of one batch share a reason: encode it once.
@@ -498,11 +539,8 @@ fn deliver_in(
                 .unwrap_or(&[]);
             feed.insert((t, owner, item.relevancy, id), bytes)
                 .map_err(db_err)?;
-            index
-                .insert((t, owner, id), (item.relevancy, 0))
-                .map_err(db_err)?;
-            readers.insert((t, id, owner), ()).map_err(db_err)?;
             changes.insert((t, owner, now, id), ()).map_err(db_err)?;
+            pack_owner(&mut packed, &item.owner);
             written.push(FeedItem {
                 owner: item.owner.clone(),
                 action_id: claim.action.id,
@@ -511,8 +549,49 @@ fn deliver_in(
                 changed: now,
             });
         }
+        if let Some(first) = written.first() {
+            let key = (t, id, first.owner.as_bytes());
+            // A batch's first new reader is new to this action, so no earlier
+            // batch can have used it as its key; merge rather than trust that.
+            let earlier = readers
+                .insert(key, packed.as_slice())
+                .map_err(db_err)?
+                .map(|g| g.value().to_vec());
+            if let Some(earlier) = earlier {
+                packed.extend_from_slice(&earlier);
+                readers.insert(key, packed.as_slice()).map_err(db_err)?;
+            }
+        }
     }
     Ok(written)
+}
+
+/// Appends one owner to a packed list: its length as a little-endian `u32`,
+/// then its bytes.
+fn pack_owner(packed: &mut Vec<u8>, owner: &str) {
+    packed.extend_from_slice(&(owner.len() as u32).to_le_bytes());
+    packed.extend_from_slice(owner.as_bytes());
+}
+
+/// Reads a list written by [`pack_owner`] into `out`.
+fn unpack_owners(mut packed: &[u8], out: &mut Vec<String>) -> StoreResult<()> {
+    let corrupt = || {
+        StoreError::new(
+            ErrorKind::Internal,
+            "corrupt reader list in the embedded store",
+        )
+    };
+    while !packed.is_empty() {
+        let (len, rest) = packed.split_first_chunk::<4>().ok_or_else(corrupt)?;
+        let len = u32::from_le_bytes(*len) as usize;
+        if rest.len() < len {
+            return Err(corrupt());
+        }
+        let (owner, rest) = rest.split_at(len);
+        out.push(String::from_utf8(owner.to_vec()).map_err(|_| corrupt())?);
+        packed = rest;
+    }
+    Ok(())
 }
 
 /// Marks a claimed fan-out done inside `txn` (see [`Store::finish_fan_out`]).
@@ -1362,6 +1441,29 @@ impl Store for EmbeddedStore {
         .await
     }
 
+    async fn deliver_all_and_finish(
+        &self,
+        now: Millis,
+        jobs: &[(Claim, Vec<Delivery>)],
+    ) -> StoreResult<Vec<StoreResult<Vec<FeedItem>>>> {
+        let jobs = jobs.to_vec();
+        self.write(move |txn| {
+            let mut results = Vec::with_capacity(jobs.len());
+            for (claim, items) in &jobs {
+                // Both check the lease before they write, so a lost lease
+                // leaves nothing of its job behind in the shared transaction.
+                let done = deliver_in(txn, claim, now, items)
+                    .and_then(|written| finish_in(txn, claim).map(|()| written));
+                match done {
+                    Err(err) if err.kind != ErrorKind::LeaseLost => return Err(err),
+                    done => results.push(done),
+                }
+            }
+            Ok(results)
+        })
+        .await
+    }
+
     async fn claim_bumps(
         &self,
         worker: &str,
@@ -1461,7 +1563,7 @@ impl Store for EmbeddedStore {
             let changes = txn.open_table(FEED_CHANGES).map_err(db_err)?;
             let index = txn.open_table(FEED_INDEX).map_err(db_err)?;
             let feed = txn.open_table(FEED).map_err(db_err)?;
-            let (t, o) = (tenant.as_str(), owner.as_str());
+            let (t, o) = (tenant.as_bytes(), owner.as_bytes());
             let lower = Bound::Excluded((t, o, after.changed, after.action_id.bytes()));
             let upper = Bound::Included((t, o, i64::MAX, [0xffu8; 12]));
             let mut out = Vec::new();
@@ -1502,7 +1604,7 @@ impl Store for EmbeddedStore {
         self.blocking(move |db| {
             let txn = db.begin_read().map_err(db_err)?;
             let feed = txn.open_table(FEED).map_err(db_err)?;
-            let (t, o) = (tenant.as_str(), owner.as_str());
+            let (t, o) = (tenant.as_bytes(), owner.as_bytes());
             let lower = match range.newer_than {
                 Some(p) => Bound::Excluded((t, o, p.relevancy, p.action_id.bytes())),
                 None => Bound::Included((t, o, i64::MIN, [0u8; 12])),
@@ -1514,7 +1616,7 @@ impl Store for EmbeddedStore {
             let entries = feed.range((lower, upper)).map_err(db_err)?;
             let decode = |entry: Result<
                 (
-                    redb::AccessGuard<'_, (&str, &str, i64, Oid)>,
+                    redb::AccessGuard<'_, (&[u8], &[u8], i64, Oid)>,
                     redb::AccessGuard<'_, &[u8]>,
                 ),
                 redb::StorageError,
@@ -1554,7 +1656,7 @@ impl Store for EmbeddedStore {
         let (tenant, owner) = (tenant.to_owned(), owner.to_owned());
         self.blocking(move |db| {
             let txn = db.begin_write().map_err(db_err)?;
-            let (t, o, id) = (tenant.as_str(), owner.as_str(), action_id.bytes());
+            let (t, o, id) = (tenant.as_bytes(), owner.as_bytes(), action_id.bytes());
             let item = {
                 let mut index = txn.open_table(FEED_INDEX).map_err(db_err)?;
                 let entry = index.get((t, o, id)).map_err(db_err)?.map(|g| g.value());

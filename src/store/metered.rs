@@ -60,6 +60,7 @@ ops!(
     deliver,
     finish_fan_out,
     deliver_and_finish,
+    deliver_all_and_finish,
     claim_bumps,
     bump,
     finish_bump,
@@ -355,6 +356,15 @@ impl Store for Metered {
     ) -> StoreResult<Vec<FeedItem>> {
         self.count(Op::deliver_and_finish);
         self.inner.deliver_and_finish(claim, now, items).await
+    }
+
+    async fn deliver_all_and_finish(
+        &self,
+        now: Millis,
+        jobs: &[(Claim, Vec<Delivery>)],
+    ) -> StoreResult<Vec<StoreResult<Vec<FeedItem>>>> {
+        self.count(Op::deliver_all_and_finish);
+        self.inner.deliver_all_and_finish(now, jobs).await
     }
 
     async fn claim_bumps(

@@ -275,6 +275,22 @@ pub trait Store: Send + Sync + 'static {
         self.finish_fan_out(claim).await?;
         Ok(written)
     }
+    /// `deliver_and_finish` for several whole fan-outs: the small audiences of
+    /// a busy service, where a commit per action would cost more than its
+    /// writes. Answers one result per job, in order: a job whose lease was lost
+    /// fails alone. Backends that can write them all in one step (one commit)
+    /// do; an error of the step itself fails every job.
+    async fn deliver_all_and_finish(
+        &self,
+        now: Millis,
+        jobs: &[(Claim, Vec<Delivery>)],
+    ) -> StoreResult<Vec<StoreResult<Vec<FeedItem>>>> {
+        let mut results = Vec::with_capacity(jobs.len());
+        for (claim, items) in jobs {
+            results.push(self.deliver_and_finish(claim, now, items).await);
+        }
+        Ok(results)
+    }
 
     /// Claims up to `limit` comments whose bump is queued or whose lease ran
     /// out before `now`, leasing them to `worker` until `now + lease_ms`.

@@ -67,6 +67,9 @@ pub async fn store_test_suite(store: &dyn Store) -> Result<()> {
         .await
         .context("delivery is idempotent")?;
     feed_ranges(store).await.context("feed ranges")?;
+    batches_and_groups(store)
+        .await
+        .context("batches and groups of fan-outs")?;
     hide_and_delete(store).await.context("hide and delete")?;
     many_ties(store)
         .await
@@ -327,6 +330,110 @@ async fn delivery_is_idempotent(store: &dyn Store) -> Result<()> {
     let feed = store.feed_page(tenant, "i-alice", range(10)).await?;
     ensure!(feed.len() == 1 && feed[0].action_id == a.id, "{feed:?}");
     store.finish_fan_out(&claim).await?;
+    Ok(())
+}
+
+/// A fan-out written in several batches (one of them a re-run) is removed
+/// whole; several fan-outs finished in one call stand or fall one by one.
+async fn batches_and_groups(store: &dyn Store) -> Result<()> {
+    let tenant = "batch-tenant";
+    let big = action(tenant, "b-bob", 1_000, &[]);
+    store.insert_action(&big).await?;
+    let mine = |claims: Vec<riverfeed::store::Claim>| {
+        claims
+            .into_iter()
+            .filter(|c| c.action.tenant == tenant)
+            .collect::<Vec<_>>()
+    };
+    let claim = mine(store.claim_fan_out("w1", 0, 30_000, 100).await?)
+        .pop()
+        .context("claimed")?;
+    let readers: Vec<String> = (0..7).map(|n| format!("b-reader-{n}")).collect();
+    let items: Vec<Delivery> = readers.iter().map(|r| delivery(r, 1_000)).collect();
+    ensure!(store.deliver(&claim, 1, &items[0..3]).await?.len() == 3);
+    // A re-run overlapping what is there writes only the new readers.
+    let rerun = store.deliver(&claim, 2, &items[2..5]).await?;
+    ensure!(rerun.len() == 2, "{rerun:?}");
+    ensure!(
+        store
+            .deliver_and_finish(&claim, 3, &items[5..])
+            .await?
+            .len()
+            == 2
+    );
+    let removed = store.delete_action(tenant, big.id).await?;
+    let mut owners: Vec<_> = removed.into_iter().map(|i| i.owner).collect();
+    owners.sort();
+    ensure!(
+        owners == readers,
+        "every batch's readers lose it: {owners:?}"
+    );
+    for reader in &readers {
+        ensure!(store.feed_page(tenant, reader, range(5)).await?.is_empty());
+    }
+
+    // Three small fan-outs finished together; the middle one is not ours.
+    let small: Vec<_> = (0..3)
+        .map(|n| action(tenant, "b-carol", 2_000 + n, &[]))
+        .collect();
+    for a in &small {
+        store.insert_action(a).await?;
+    }
+    let mut claims = mine(store.claim_fan_out("w1", 100, 30_000, 100).await?);
+    claims.sort_by_key(|c| c.action.conducted);
+    ensure!(claims.len() == 3, "{claims:?}");
+    let lost = claims[1].action.id;
+    claims[1].worker = "w2".into();
+    let jobs: Vec<_> = claims
+        .iter()
+        .map(|c| {
+            let d = Delivery {
+                relevancy: c.action.conducted,
+                ..delivery("b-dave", 0)
+            };
+            (c.clone(), vec![d])
+        })
+        .collect();
+    let results = store.deliver_all_and_finish(200, &jobs).await?;
+    ensure!(results.len() == 3);
+    ensure!(
+        results[0].as_ref().is_ok_and(|w| w.len() == 1),
+        "{:?}",
+        results[0]
+    );
+    ensure!(
+        results[1].as_ref().err().map(|e| e.kind) == Some(ErrorKind::LeaseLost),
+        "{:?}",
+        results[1]
+    );
+    ensure!(
+        results[2].as_ref().is_ok_and(|w| w.len() == 1),
+        "{:?}",
+        results[2]
+    );
+    let dave: Vec<_> = store
+        .feed_page(tenant, "b-dave", range(10))
+        .await?
+        .into_iter()
+        .map(|i| i.action_id)
+        .collect();
+    ensure!(dave == [small[2].id, small[0].id], "{dave:?}");
+    let states: Vec<_> = store
+        .get_actions(tenant, &small.iter().map(|a| a.id).collect::<Vec<_>>())
+        .await?
+        .into_iter()
+        .map(|a| (a.id, a.fan_out.state))
+        .collect();
+    for (id, state) in states {
+        let want = if id == lost {
+            FanOutState::InProgress
+        } else {
+            FanOutState::Done
+        };
+        ensure!(state == want, "{id}: {state:?}");
+    }
+    claims[1].worker = "w1".into();
+    store.finish_fan_out(&claims[1]).await?;
     Ok(())
 }
 
@@ -804,5 +911,24 @@ async fn embedded_store_keeps_everything_across_reopen() -> Result<()> {
     );
     let claims = store.claim_fan_out("w", 0, 1_000, 10).await?;
     ensure!(claims.len() == 1, "the pending action survived the reopen");
+    Ok(())
+}
+
+#[tokio::test]
+async fn embedded_store_refuses_the_earlier_format_by_name() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    {
+        // The first format kept feeds under string keys in a table named `feed`.
+        let db = redb::Database::create(dir.path().join("riverfeed.redb"))?;
+        let txn = db.begin_write()?;
+        let old: redb::TableDefinition<(&str, &str), ()> = redb::TableDefinition::new("feed");
+        txn.open_table(old)?.insert(("acme", "alice"), ())?;
+        txn.commit()?;
+    }
+    let err = EmbeddedStore::open(dir.path())
+        .err()
+        .context("an earlier format must not open")?;
+    ensure!(err.kind == ErrorKind::Unavailable, "{err}");
+    ensure!(err.message.contains("earlier store format"), "{err}");
     Ok(())
 }
