@@ -131,6 +131,41 @@ impl Hub {
         self.publish(&topic, Event::Feed(event));
     }
 
+    /// Sends one event per item of a fan-out or bump to the items' readers,
+    /// all sharing `action`. Holds the lock once for the lot, and builds an
+    /// event only for a reader who is listening: a fan-out to a million
+    /// readers of whom a few are online costs a million lookups, no more.
+    pub fn publish_feed_items(
+        &self,
+        kind: FeedEventKind,
+        action: &Arc<Action>,
+        items: impl IntoIterator<Item = FeedItem>,
+    ) {
+        let topics = self.topics.lock().unwrap_or_else(|e| e.into_inner());
+        if topics.is_empty() {
+            return;
+        }
+        // One key, its reader rewritten in place for each item.
+        let mut topic = Topic::Feed {
+            tenant: action.tenant.clone(),
+            reader: String::new(),
+        };
+        for item in items {
+            if let Topic::Feed { reader, .. } = &mut topic {
+                reader.clear();
+                reader.push_str(&item.owner);
+            }
+            if let Some(sender) = topics.get(&topic) {
+                let _ = sender.send(Arc::new(Event::Feed(FeedEvent {
+                    kind,
+                    tenant: action.tenant.clone(),
+                    item,
+                    action: Some(action.clone()),
+                })));
+            }
+        }
+    }
+
     /// How many topics have a live subscription.
     pub fn live_topics(&self) -> usize {
         self.topics.lock().unwrap_or_else(|e| e.into_inner()).len()
@@ -203,5 +238,54 @@ mod tests {
         assert_eq!(hub.live_topics(), 1);
         drop(carol);
         assert_eq!(hub.live_topics(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_fan_out_reaches_the_readers_listening_and_shares_its_action() {
+        use crate::descriptor::{Descriptor, StatusPost};
+        use crate::model::{Counts, FanOut, Scope};
+        let action = Arc::new(Action {
+            id: ObjectId::new(),
+            tenant: "acme".into(),
+            actor_id: "bob".into(),
+            conducted: 1,
+            hidden: false,
+            scope: Scope::Public,
+            readers: vec![],
+            scope_groups: vec![],
+            ref_ids: vec![],
+            tags: vec![],
+            descriptor: Descriptor::StatusPost(StatusPost { text: "hi".into() }),
+            fan_out: FanOut::pending(),
+            counts: Counts::default(),
+        });
+        let items =
+            |owners: &[&str]| -> Vec<FeedItem> { owners.iter().map(|o| event(o).item).collect() };
+        let hub = Hub::new(8);
+        // Nobody listening: nothing to do, and nothing fails.
+        hub.publish_feed_items(FeedEventKind::Added, &action, items(&["alice"]));
+        let mut alice = hub.subscribe(feed("acme", "alice"));
+        let mut dave = hub.subscribe(feed("acme", "dave"));
+        let mut elsewhere = hub.subscribe(feed("globex", "carol"));
+        hub.publish_feed_items(
+            FeedEventKind::Added,
+            &action,
+            items(&["alice", "carol", "dave"]),
+        );
+        let mut got = Vec::new();
+        for sub in [&mut alice, &mut dave] {
+            let event = sub.receiver.try_recv().expect("an event");
+            let Event::Feed(feed) = event.as_ref() else {
+                panic!("a feed event");
+            };
+            assert!(Arc::ptr_eq(feed.action.as_ref().unwrap(), &action));
+            got.push(feed.item.owner.clone());
+            assert!(sub.receiver.try_recv().is_err(), "one event each");
+        }
+        assert_eq!(got, ["alice", "dave"]);
+        assert!(
+            elsewhere.receiver.try_recv().is_err(),
+            "other tenants hear nothing"
+        );
     }
 }

@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, instrument, warn};
 
 use crate::clock::Clock;
-use crate::events::{FeedEvent, FeedEventKind, Hub};
+use crate::events::{FeedEventKind, Hub};
 use crate::model::{Action, Bump, EdgeKind, Millis, Reason, ReasonKind, Scope};
 use crate::relevancy::{self, BumpRules};
 use crate::store::{BumpClaim, Claim, Delivery, Direction, ErrorKind, Store, StoreResult};
@@ -347,14 +347,7 @@ impl Worker {
             return;
         }
         let action = shared.get_or_insert_with(|| Arc::new(action.clone()));
-        for item in items {
-            self.hub.publish_feed(FeedEvent {
-                kind,
-                tenant: action.tenant.clone(),
-                item,
-                action: Some(action.clone()),
-            });
-        }
+        self.hub.publish_feed_items(kind, action, items);
     }
 }
 

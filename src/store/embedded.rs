@@ -246,6 +246,26 @@ impl EmbeddedStore {
         .await
     }
 
+    /// As [`Self::write`], but the commit is not flushed to disk: it becomes
+    /// durable with the next durable commit of any kind. For work a crash may
+    /// lose because it is redone: a fan-out's intermediate batches, which its
+    /// final, durable commit covers. A crash before that leaves the action's
+    /// lease as last flushed, so it is claimed again and delivered whole.
+    async fn write_unflushed<T, F>(&self, work: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&redb::WriteTransaction) -> StoreResult<T> + Send + 'static,
+    {
+        self.blocking(move |db| {
+            let mut txn = db.begin_write().map_err(db_err)?;
+            txn.set_durability(redb::Durability::None);
+            let out = work(&txn)?;
+            txn.commit().map_err(db_err)?;
+            Ok(out)
+        })
+        .await
+    }
+
     /// Runs blocking redb work off the async threads.
     async fn blocking<T, F>(&self, work: F) -> StoreResult<T>
     where
@@ -1417,7 +1437,7 @@ impl Store for EmbeddedStore {
         items: &[Delivery],
     ) -> StoreResult<Vec<FeedItem>> {
         let (claim, items) = (claim.clone(), items.to_vec());
-        self.write(move |txn| deliver_in(txn, &claim, now, &items))
+        self.write_unflushed(move |txn| deliver_in(txn, &claim, now, &items))
             .await
     }
 
