@@ -45,6 +45,9 @@ pub enum Command {
     /// `--store` picks the backend (a fresh temporary embedded store by
     /// default; a MongoDB URI gets a fresh database, dropped afterwards).
     Bench(crate::bench::BenchArgs),
+    /// Holds live subscribers for `bench` in a process of their own.
+    #[command(hide = true)]
+    LiveSubscribers(crate::bench::live::SubscribersArgs),
 }
 
 #[derive(Clone, Debug, Args)]

@@ -26,6 +26,7 @@ async fn main() -> anyhow::Result<()> {
                 .init();
             riverfeed::bench::run(&args, &cli.serve).await.map(drop)
         }
+        Some(Command::LiveSubscribers(args)) => riverfeed::bench::live::subscribers(&args).await,
         Some(Command::Serve) | None => serve(cli.serve).await,
     }
 }

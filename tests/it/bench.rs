@@ -32,6 +32,10 @@ async fn a_tiny_bench_runs_every_workload_and_writes_its_report() {
         "--sustained-deliveries",
         "2000",
         "--quiet",
+        // The subscribers' process is this package's binary: the test
+        // harness is not `riverfeed`.
+        "--subscribers-program",
+        env!("CARGO_BIN_EXE_riverfeed"),
         "--out",
         &out_path,
     ])
