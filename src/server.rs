@@ -64,7 +64,7 @@ impl ServeOptions {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             store: store.into(),
             worker: Some(WorkerConfig::default()),
-            event_buffer: 256,
+            event_buffer: 128,
             clock: Arc::new(SystemClock),
             insecure_dev: false,
             auth: Arc::new(Authenticator::Dev),

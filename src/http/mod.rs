@@ -326,10 +326,10 @@ async fn graphql_ws(
         // A websocket message is a request: the same bound as an HTTP body.
         .max_message_size(MAX_BODY_BYTES)
         .max_frame_size(MAX_BODY_BYTES)
-        // A subscriber mostly idles and its messages are small: a 4 KiB read
+        // A subscriber mostly idles and its messages are small: a 1 KiB read
         // buffer (it grows for a larger message) instead of the default
         // 128 KiB, which each idle connection would otherwise hold resident.
-        .read_buffer_size(4 * 1024)
+        .read_buffer_size(1024)
         .on_upgrade(move |socket| {
             tracker.track_future(async move {
                 serve_ws(socket, protocol, state).await;

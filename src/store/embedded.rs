@@ -266,6 +266,18 @@ impl EmbeddedStore {
         .await
     }
 
+    /// Runs a short read right here, on the caller's thread. Reads that are
+    /// bounded by a page or a handful of keys take microseconds from redb's
+    /// page cache, less than handing them to the blocking pool and back, which
+    /// cost a feed page two thread switches per store call. Unbounded reads
+    /// (audiences, member lists) still go through [`Self::blocking`].
+    fn inline<T, F>(&self, work: F) -> StoreResult<T>
+    where
+        F: FnOnce(&Database) -> StoreResult<T>,
+    {
+        work(&self.db)
+    }
+
     /// Runs blocking redb work off the async threads.
     async fn blocking<T, F>(&self, work: F) -> StoreResult<T>
     where
@@ -707,7 +719,7 @@ impl Store for EmbeddedStore {
 
     async fn get_users(&self, tenant: &str, ids: &[String]) -> StoreResult<Vec<User>> {
         let (tenant, ids) = (tenant.to_owned(), ids.to_vec());
-        self.blocking(move |db| {
+        self.inline(move |db| {
             let txn = db.begin_read().map_err(db_err)?;
             let users = txn.open_table(USERS).map_err(db_err)?;
             let mut out = Vec::with_capacity(ids.len());
@@ -719,7 +731,6 @@ impl Store for EmbeddedStore {
             }
             Ok(out)
         })
-        .await
     }
 
     async fn set_edge(
@@ -879,7 +890,7 @@ impl Store for EmbeddedStore {
 
     async fn memberships(&self, tenant: &str, user: &str) -> StoreResult<Vec<Membership>> {
         let (tenant, user) = (tenant.to_owned(), user.to_owned());
-        self.blocking(move |db| {
+        self.inline(move |db| {
             let txn = db.begin_read().map_err(db_err)?;
             let member_of = txn.open_table(MEMBER_OF).map_err(db_err)?;
             let (t, u) = (tenant.as_str(), user.as_str());
@@ -899,7 +910,6 @@ impl Store for EmbeddedStore {
             }
             Ok(out)
         })
-        .await
     }
 
     async fn set_assignment(
@@ -957,7 +967,7 @@ impl Store for EmbeddedStore {
 
     async fn assignments(&self, tenant: &str, user: &str) -> StoreResult<Vec<String>> {
         let (tenant, user) = (tenant.to_owned(), user.to_owned());
-        self.blocking(move |db| {
+        self.inline(move |db| {
             let txn = db.begin_read().map_err(db_err)?;
             let of = txn.open_table(ASSIGNMENTS).map_err(db_err)?;
             let (t, u) = (tenant.as_str(), user.as_str());
@@ -968,7 +978,6 @@ impl Store for EmbeddedStore {
                 |(kt, ku, r)| (kt == t && ku == u).then(|| r.to_owned()),
             )
         })
-        .await
     }
 
     async fn set_supervisor(
@@ -1004,7 +1013,7 @@ impl Store for EmbeddedStore {
 
     async fn supervisor(&self, tenant: &str, user: &str) -> StoreResult<Option<String>> {
         let (tenant, user) = (tenant.to_owned(), user.to_owned());
-        self.blocking(move |db| {
+        self.inline(move |db| {
             let txn = db.begin_read().map_err(db_err)?;
             let table = txn.open_table(SUPERVISORS).map_err(db_err)?;
             Ok(table
@@ -1012,7 +1021,6 @@ impl Store for EmbeddedStore {
                 .map_err(db_err)?
                 .map(|g| g.value().to_owned()))
         })
-        .await
     }
 
     async fn supervisees(&self, tenant: &str, supervisor: &str) -> StoreResult<Vec<String>> {
@@ -1059,7 +1067,7 @@ impl Store for EmbeddedStore {
 
     async fn get_actions(&self, tenant: &str, ids: &[ObjectId]) -> StoreResult<Vec<Action>> {
         let (tenant, ids) = (tenant.to_owned(), ids.to_vec());
-        self.blocking(move |db| {
+        self.inline(move |db| {
             let txn = db.begin_read().map_err(db_err)?;
             let actions = txn.open_table(ACTIONS).map_err(db_err)?;
             let mut out = Vec::with_capacity(ids.len());
@@ -1070,7 +1078,6 @@ impl Store for EmbeddedStore {
             }
             Ok(out)
         })
-        .await
     }
 
     async fn hide_action(&self, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>> {
@@ -1180,7 +1187,7 @@ impl Store for EmbeddedStore {
         limit: usize,
     ) -> StoreResult<Vec<ObjectId>> {
         let (tenant, ref_id) = (tenant.to_owned(), ref_id.to_owned());
-        self.blocking(move |db| {
+        self.inline(move |db| {
             let txn = db.begin_read().map_err(db_err)?;
             let slices = txn.open_table(SLICES).map_err(db_err)?;
             let (t, r) = (tenant.as_str(), ref_id.as_str());
@@ -1199,7 +1206,6 @@ impl Store for EmbeddedStore {
             }
             Ok(out)
         })
-        .await
     }
 
     async fn rename_ref(&self, tenant: &str, ref_id: &str, name: &str) -> StoreResult<u64> {
@@ -1291,7 +1297,7 @@ impl Store for EmbeddedStore {
         limit: usize,
     ) -> StoreResult<Vec<Comment>> {
         let tenant = tenant.to_owned();
-        self.blocking(move |db| {
+        self.inline(move |db| {
             let txn = db.begin_read().map_err(db_err)?;
             let comments = txn.open_table(COMMENTS).map_err(db_err)?;
             let (t, a) = (tenant.as_str(), action_id.bytes());
@@ -1307,7 +1313,6 @@ impl Store for EmbeddedStore {
             }
             Ok(out)
         })
-        .await
     }
 
     async fn set_like(
@@ -1359,7 +1364,7 @@ impl Store for EmbeddedStore {
         action_ids: &[ObjectId],
     ) -> StoreResult<Vec<ObjectId>> {
         let (tenant, user, ids) = (tenant.to_owned(), user.to_owned(), action_ids.to_vec());
-        self.blocking(move |db| {
+        self.inline(move |db| {
             let txn = db.begin_read().map_err(db_err)?;
             let likes = txn.open_table(LIKES).map_err(db_err)?;
             let mut out = Vec::new();
@@ -1374,7 +1379,6 @@ impl Store for EmbeddedStore {
             }
             Ok(out)
         })
-        .await
     }
 
     async fn claim_fan_out(
@@ -1578,7 +1582,7 @@ impl Store for EmbeddedStore {
         limit: usize,
     ) -> StoreResult<Vec<FeedItem>> {
         let (tenant, owner) = (tenant.to_owned(), owner.to_owned());
-        self.blocking(move |db| {
+        self.inline(move |db| {
             let txn = db.begin_read().map_err(db_err)?;
             let changes = txn.open_table(FEED_CHANGES).map_err(db_err)?;
             let index = txn.open_table(FEED_INDEX).map_err(db_err)?;
@@ -1611,7 +1615,6 @@ impl Store for EmbeddedStore {
             }
             Ok(out)
         })
-        .await
     }
 
     async fn feed_page(
@@ -1621,7 +1624,7 @@ impl Store for EmbeddedStore {
         range: FeedRange,
     ) -> StoreResult<Vec<FeedItem>> {
         let (tenant, owner) = (tenant.to_owned(), owner.to_owned());
-        self.blocking(move |db| {
+        self.inline(move |db| {
             let txn = db.begin_read().map_err(db_err)?;
             let feed = txn.open_table(FEED).map_err(db_err)?;
             let (t, o) = (tenant.as_bytes(), owner.as_bytes());
@@ -1664,7 +1667,6 @@ impl Store for EmbeddedStore {
                 entries.rev().take(range.limit).map(decode).collect()
             }
         })
-        .await
     }
 
     async fn hide_feed_item(
