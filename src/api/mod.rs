@@ -76,7 +76,7 @@ pub fn schema(state: AppState, introspection: bool) -> RiverfeedSchema {
     let builder = Schema::build(QueryRoot, MutationRoot, SubscriptionRoot)
         .data(state)
         .extension(error::ErrorCodes)
-        .extension(shape::QueryShape)
+        .extension(shape::QueryShape::default())
         .limit_depth(MAX_DEPTH)
         .limit_complexity(MAX_COMPLEXITY);
     if introspection {

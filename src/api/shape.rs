@@ -6,9 +6,13 @@
 //! fragment is sized once (memoised), the operation's expanded size is bounded,
 //! and a mutation's root fields are capped, so one request can neither stall the
 //! server nor smuggle thousands of aliased writes past the batch limit.
+//!
+//! Clients send the same few query texts over and over, so documents that pass
+//! are kept, by their text, and the next request with that text skips the
+//! parse: cloning a parsed document costs a fraction of parsing it again.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use async_graphql::extensions::{
     Extension, ExtensionContext, ExtensionFactory, NextPrepareRequest,
@@ -24,16 +28,64 @@ pub const MAX_FIELDS: usize = 3_000;
 /// Most root fields (aliases included) one mutation may carry.
 pub const MAX_MUTATION_FIELDS: usize = 16;
 
-/// The extension that sizes queries.
-pub struct QueryShape;
+/// Query texts whose parsed documents are kept.
+pub const PARSE_CACHE_ENTRIES: usize = 256;
+/// Longest query text kept; longer ones are parsed every time.
+pub const PARSE_CACHE_MAX_QUERY: usize = 16 * 1024;
+
+/// The extension that sizes queries (and keeps the documents that pass).
+#[derive(Default)]
+pub struct QueryShape {
+    parsed: Arc<ParseCache>,
+}
 
 impl ExtensionFactory for QueryShape {
     fn create(&self) -> Arc<dyn Extension> {
-        Arc::new(QueryShapeExtension)
+        Arc::new(QueryShapeExtension {
+            parsed: self.parsed.clone(),
+        })
     }
 }
 
-struct QueryShapeExtension;
+struct QueryShapeExtension {
+    parsed: Arc<ParseCache>,
+}
+
+/// Parsed documents by query text, at most [`PARSE_CACHE_ENTRIES`]. When it is
+/// full an arbitrary entry makes room: a flood of distinct texts only churns
+/// it, and memory stays bounded.
+#[derive(Default)]
+struct ParseCache {
+    documents: Mutex<HashMap<String, ExecutableDocument>>,
+}
+
+impl ParseCache {
+    fn get(&self, query: &str) -> Option<ExecutableDocument> {
+        let documents = self.documents.lock().unwrap_or_else(|e| e.into_inner());
+        documents.get(query).cloned()
+    }
+
+    fn keep(&self, query: &str, document: &ExecutableDocument) {
+        if query.len() > PARSE_CACHE_MAX_QUERY {
+            return;
+        }
+        let mut documents = self.documents.lock().unwrap_or_else(|e| e.into_inner());
+        if documents.len() >= PARSE_CACHE_ENTRIES && !documents.contains_key(query) {
+            if let Some(evicted) = documents.keys().next().cloned() {
+                documents.remove(&evicted);
+            }
+        }
+        documents.insert(query.to_owned(), document.clone());
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.documents
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
+    }
+}
 
 /// Sizes selection sets, each named fragment once.
 struct Sizer<'a> {
@@ -154,10 +206,17 @@ impl Extension for QueryShapeExtension {
         mut request: Request,
         next: NextPrepareRequest<'_>,
     ) -> ServerResult<Request> {
+        if let Some(document) = self.parsed.get(&request.query) {
+            // It passed the check when it was kept.
+            request.set_parsed_query(document);
+            return next.run(ctx, request).await;
+        }
         // A syntax error is left to the regular parse, which reports it with
         // its position and code.
+        let query = request.query.clone();
         if let Ok(document) = request.parsed_query() {
             check(document)?;
+            self.parsed.keep(&query, document);
         }
         next.run(ctx, request).await
     }
@@ -169,6 +228,25 @@ mod tests {
 
     fn parse(query: &str) -> ExecutableDocument {
         async_graphql::parser::parse_query(query).expect("parses")
+    }
+
+    #[test]
+    fn the_parse_cache_is_bounded_and_returns_what_it_kept() {
+        let cache = ParseCache::default();
+        let query = "{ feed { edges { node { actionId } } } }";
+        cache.keep(query, &parse(query));
+        let kept = cache.get(query).expect("kept");
+        assert_eq!(kept.operations.iter().count(), 1);
+        assert!(cache.get("{ viewer { id } }").is_none());
+        for i in 0..PARSE_CACHE_ENTRIES * 2 {
+            let q = format!("{{ a{i}: __typename }}");
+            cache.keep(&q, &parse(&q));
+        }
+        assert_eq!(cache.len(), PARSE_CACHE_ENTRIES);
+        let long = format!("{{ {} }}", "__typename ".repeat(PARSE_CACHE_MAX_QUERY / 10));
+        let before = cache.len();
+        cache.keep(&long, &parse(&long));
+        assert!(cache.get(&long).is_none() && cache.len() == before);
     }
 
     #[test]
