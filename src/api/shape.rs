@@ -9,15 +9,19 @@
 //!
 //! Clients send the same few query texts over and over, so documents that pass
 //! are kept, by their text, and the next request with that text skips the
-//! parse: cloning a parsed document costs a fraction of parsing it again.
+//! parse: cloning a parsed document costs a fraction of parsing it again. So
+//! does validation, for requests without variables: the schema's rules give
+//! the same answer for the same text and operation every time. (With variables
+//! the rules also look at their values, so those requests are validated anew.)
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use async_graphql::extensions::{
-    Extension, ExtensionContext, ExtensionFactory, NextPrepareRequest,
+    Extension, ExtensionContext, ExtensionFactory, NextPrepareRequest, NextValidation,
 };
 use async_graphql::parser::types::{ExecutableDocument, OperationType, Selection, SelectionSet};
+use async_graphql::ValidationResult;
 use async_graphql::{Name, Request, ServerError, ServerResult};
 
 use super::error::{coded_server_error, BAD_USER_INPUT, VALIDATION_FAILED};
@@ -43,12 +47,17 @@ impl ExtensionFactory for QueryShape {
     fn create(&self) -> Arc<dyn Extension> {
         Arc::new(QueryShapeExtension {
             parsed: self.parsed.clone(),
+            validation_key: Mutex::new(None),
         })
     }
 }
 
+/// One per request.
 struct QueryShapeExtension {
     parsed: Arc<ParseCache>,
+    /// The request's operation name and text, when its validation may be
+    /// kept (it has no variables).
+    validation_key: Mutex<Option<String>>,
 }
 
 /// Parsed documents by query text, at most [`PARSE_CACHE_ENTRIES`]. When it is
@@ -57,6 +66,21 @@ struct QueryShapeExtension {
 #[derive(Default)]
 struct ParseCache {
     documents: Mutex<HashMap<String, ExecutableDocument>>,
+    validated: Mutex<HashMap<String, ValidationResult>>,
+}
+
+/// Inserts into a map bounded at [`PARSE_CACHE_ENTRIES`], making room first.
+fn keep_bounded<V>(map: &Mutex<HashMap<String, V>>, key: &str, value: V) {
+    if key.len() > PARSE_CACHE_MAX_QUERY {
+        return;
+    }
+    let mut map = map.lock().unwrap_or_else(|e| e.into_inner());
+    if map.len() >= PARSE_CACHE_ENTRIES && !map.contains_key(key) {
+        if let Some(evicted) = map.keys().next().cloned() {
+            map.remove(&evicted);
+        }
+    }
+    map.insert(key.to_owned(), value);
 }
 
 impl ParseCache {
@@ -66,16 +90,12 @@ impl ParseCache {
     }
 
     fn keep(&self, query: &str, document: &ExecutableDocument) {
-        if query.len() > PARSE_CACHE_MAX_QUERY {
-            return;
-        }
-        let mut documents = self.documents.lock().unwrap_or_else(|e| e.into_inner());
-        if documents.len() >= PARSE_CACHE_ENTRIES && !documents.contains_key(query) {
-            if let Some(evicted) = documents.keys().next().cloned() {
-                documents.remove(&evicted);
-            }
-        }
-        documents.insert(query.to_owned(), document.clone());
+        keep_bounded(&self.documents, query, document.clone());
+    }
+
+    fn validated(&self, key: &str) -> Option<ValidationResult> {
+        let validated = self.validated.lock().unwrap_or_else(|e| e.into_inner());
+        validated.get(key).copied()
     }
 
     #[cfg(test)]
@@ -206,6 +226,13 @@ impl Extension for QueryShapeExtension {
         mut request: Request,
         next: NextPrepareRequest<'_>,
     ) -> ServerResult<Request> {
+        if request.variables.is_empty() {
+            let name = request.operation_name.as_deref().unwrap_or("");
+            *self
+                .validation_key
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = Some(format!("{name}\n{}", request.query));
+        }
         if let Some(document) = self.parsed.get(&request.query) {
             // It passed the check when it was kept.
             request.set_parsed_query(document);
@@ -219,6 +246,29 @@ impl Extension for QueryShapeExtension {
             self.parsed.keep(&query, document);
         }
         next.run(ctx, request).await
+    }
+
+    /// Answers from an earlier validation of the same text and operation when
+    /// the request has no variables; keeps only successes.
+    async fn validation(
+        &self,
+        ctx: &ExtensionContext<'_>,
+        next: NextValidation<'_>,
+    ) -> Result<ValidationResult, Vec<ServerError>> {
+        let key = self
+            .validation_key
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let Some(key) = key else {
+            return next.run(ctx).await;
+        };
+        if let Some(result) = self.parsed.validated(&key) {
+            return Ok(result);
+        }
+        let result = next.run(ctx).await?;
+        keep_bounded(&self.parsed.validated, &key, result);
+        Ok(result)
     }
 }
 

@@ -684,7 +684,41 @@ async fn bad_bodies_and_identities_get_coded_errors(backend: Backend) {
     server.stop().await;
 }
 
+/// Parsed and validated documents are kept by their text: asking again must
+/// answer as the first time did, for good and bad requests alike, and a text
+/// that passed without variables must still have its variables checked.
+async fn repeated_texts_answer_as_the_first_time(backend: Backend) {
+    let Some(server) = TestServer::start(backend).await else {
+        return;
+    };
+    let alice = server.client("acme", "alice");
+    let good = "{ viewer { id } }";
+    for _ in 0..3 {
+        assert_eq!(alice.data(good, json!({})).await["viewer"]["id"], "alice");
+    }
+    let bad = "{ viewer { id nosuchfield } }";
+    for _ in 0..3 {
+        assert_eq!(
+            alice.error_code(bad, json!({})).await,
+            "GRAPHQL_VALIDATION_FAILED"
+        );
+    }
+    let with_variables = "query($first: Int) { feed(first: $first) { edges { cursor } } }";
+    assert!(alice.data(with_variables, json!({})).await["feed"]["edges"].is_array());
+    assert!(alice.data(with_variables, json!({ "first": 5 })).await["feed"]["edges"].is_array());
+    for _ in 0..2 {
+        assert_eq!(
+            alice
+                .error_code(with_variables, json!({ "first": "five" }))
+                .await,
+            "BAD_USER_INPUT"
+        );
+    }
+    server.stop().await;
+}
+
 crate::on_both_backends!(
     every_bad_argument_gets_a_coded_error,
     bad_bodies_and_identities_get_coded_errors,
+    repeated_texts_answer_as_the_first_time,
 );
