@@ -718,15 +718,17 @@ impl Store for EmbeddedStore {
     }
 
     async fn get_users(&self, tenant: &str, ids: &[String]) -> StoreResult<Vec<User>> {
-        let (tenant, ids) = (tenant.to_owned(), ids.to_vec());
-        self.inline(move |db| {
+        self.inline(|db| {
             let txn = db.begin_read().map_err(db_err)?;
             let users = txn.open_table(USERS).map_err(db_err)?;
             let mut out = Vec::with_capacity(ids.len());
             for id in ids {
-                if let Some(name) = users.get((tenant.as_str(), id.as_str())).map_err(db_err)? {
+                if let Some(name) = users.get((tenant, id.as_str())).map_err(db_err)? {
                     let name = name.value().map(str::to_owned);
-                    out.push(User { id, name });
+                    out.push(User {
+                        id: id.clone(),
+                        name,
+                    });
                 }
             }
             Ok(out)
@@ -889,11 +891,10 @@ impl Store for EmbeddedStore {
     }
 
     async fn memberships(&self, tenant: &str, user: &str) -> StoreResult<Vec<Membership>> {
-        let (tenant, user) = (tenant.to_owned(), user.to_owned());
-        self.inline(move |db| {
+        self.inline(|db| {
             let txn = db.begin_read().map_err(db_err)?;
             let member_of = txn.open_table(MEMBER_OF).map_err(db_err)?;
-            let (t, u) = (tenant.as_str(), user.as_str());
+            let (t, u) = (tenant, user);
             let mut out = Vec::new();
             for entry in member_of.range((t, u, "")..).map_err(db_err)? {
                 let (key, value) = entry.map_err(db_err)?;
@@ -966,11 +967,10 @@ impl Store for EmbeddedStore {
     }
 
     async fn assignments(&self, tenant: &str, user: &str) -> StoreResult<Vec<String>> {
-        let (tenant, user) = (tenant.to_owned(), user.to_owned());
-        self.inline(move |db| {
+        self.inline(|db| {
             let txn = db.begin_read().map_err(db_err)?;
             let of = txn.open_table(ASSIGNMENTS).map_err(db_err)?;
-            let (t, u) = (tenant.as_str(), user.as_str());
+            let (t, u) = (tenant, user);
             scan_prefix(
                 &of,
                 Bound::Included((t, u, "")),
@@ -1012,12 +1012,11 @@ impl Store for EmbeddedStore {
     }
 
     async fn supervisor(&self, tenant: &str, user: &str) -> StoreResult<Option<String>> {
-        let (tenant, user) = (tenant.to_owned(), user.to_owned());
-        self.inline(move |db| {
+        self.inline(|db| {
             let txn = db.begin_read().map_err(db_err)?;
             let table = txn.open_table(SUPERVISORS).map_err(db_err)?;
             Ok(table
-                .get((tenant.as_str(), user.as_str()))
+                .get((tenant, user))
                 .map_err(db_err)?
                 .map(|g| g.value().to_owned()))
         })
@@ -1066,13 +1065,12 @@ impl Store for EmbeddedStore {
     }
 
     async fn get_actions(&self, tenant: &str, ids: &[ObjectId]) -> StoreResult<Vec<Action>> {
-        let (tenant, ids) = (tenant.to_owned(), ids.to_vec());
-        self.inline(move |db| {
+        self.inline(|db| {
             let txn = db.begin_read().map_err(db_err)?;
             let actions = txn.open_table(ACTIONS).map_err(db_err)?;
             let mut out = Vec::with_capacity(ids.len());
             for id in ids {
-                if let Some(bytes) = actions.get((tenant.as_str(), id.bytes())).map_err(db_err)? {
+                if let Some(bytes) = actions.get((tenant, id.bytes())).map_err(db_err)? {
                     out.push(decode_action(bytes.value())?);
                 }
             }
@@ -1186,11 +1184,10 @@ impl Store for EmbeddedStore {
         before: Option<ObjectId>,
         limit: usize,
     ) -> StoreResult<Vec<ObjectId>> {
-        let (tenant, ref_id) = (tenant.to_owned(), ref_id.to_owned());
-        self.inline(move |db| {
+        self.inline(|db| {
             let txn = db.begin_read().map_err(db_err)?;
             let slices = txn.open_table(SLICES).map_err(db_err)?;
-            let (t, r) = (tenant.as_str(), ref_id.as_str());
+            let (t, r) = (tenant, ref_id);
             let upper = match before {
                 Some(id) => Bound::Excluded((t, r, id.bytes())),
                 None => Bound::Included((t, r, [0xff; 12])),
@@ -1296,11 +1293,10 @@ impl Store for EmbeddedStore {
         after: Option<ObjectId>,
         limit: usize,
     ) -> StoreResult<Vec<Comment>> {
-        let tenant = tenant.to_owned();
-        self.inline(move |db| {
+        self.inline(|db| {
             let txn = db.begin_read().map_err(db_err)?;
             let comments = txn.open_table(COMMENTS).map_err(db_err)?;
-            let (t, a) = (tenant.as_str(), action_id.bytes());
+            let (t, a) = (tenant, action_id.bytes());
             let lower = match after {
                 Some(id) => Bound::Excluded((t, a, id.bytes())),
                 None => Bound::Included((t, a, [0u8; 12])),
@@ -1363,14 +1359,13 @@ impl Store for EmbeddedStore {
         user: &str,
         action_ids: &[ObjectId],
     ) -> StoreResult<Vec<ObjectId>> {
-        let (tenant, user, ids) = (tenant.to_owned(), user.to_owned(), action_ids.to_vec());
-        self.inline(move |db| {
+        self.inline(|db| {
             let txn = db.begin_read().map_err(db_err)?;
             let likes = txn.open_table(LIKES).map_err(db_err)?;
             let mut out = Vec::new();
-            for id in ids {
+            for &id in action_ids {
                 if likes
-                    .get((tenant.as_str(), id.bytes(), user.as_str()))
+                    .get((tenant, id.bytes(), user))
                     .map_err(db_err)?
                     .is_some()
                 {
@@ -1581,8 +1576,7 @@ impl Store for EmbeddedStore {
         after: Stamp,
         limit: usize,
     ) -> StoreResult<Vec<FeedItem>> {
-        let (tenant, owner) = (tenant.to_owned(), owner.to_owned());
-        self.inline(move |db| {
+        self.inline(|db| {
             let txn = db.begin_read().map_err(db_err)?;
             let changes = txn.open_table(FEED_CHANGES).map_err(db_err)?;
             let index = txn.open_table(FEED_INDEX).map_err(db_err)?;
@@ -1606,7 +1600,7 @@ impl Store for EmbeddedStore {
                     continue;
                 };
                 out.push(FeedItem {
-                    owner: owner.clone(),
+                    owner: owner.to_owned(),
                     action_id: ObjectId::from_bytes(id),
                     relevancy,
                     reason: decode_item(value.value())?.reason,
@@ -1623,8 +1617,7 @@ impl Store for EmbeddedStore {
         owner: &str,
         range: FeedRange,
     ) -> StoreResult<Vec<FeedItem>> {
-        let (tenant, owner) = (tenant.to_owned(), owner.to_owned());
-        self.inline(move |db| {
+        self.inline(|db| {
             let txn = db.begin_read().map_err(db_err)?;
             let feed = txn.open_table(FEED).map_err(db_err)?;
             let (t, o) = (tenant.as_bytes(), owner.as_bytes());
@@ -1649,7 +1642,7 @@ impl Store for EmbeddedStore {
                 let (_, _, relevancy, id) = key.value();
                 let value = decode_item(value.value())?;
                 Ok(FeedItem {
-                    owner: owner.clone(),
+                    owner: owner.to_owned(),
                     action_id: ObjectId::from_bytes(id),
                     relevancy,
                     reason: value.reason,
