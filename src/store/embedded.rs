@@ -1445,21 +1445,6 @@ impl Store for EmbeddedStore {
         self.write(move |txn| finish_in(txn, &claim)).await
     }
 
-    async fn deliver_and_finish(
-        &self,
-        claim: &Claim,
-        now: Millis,
-        items: &[Delivery],
-    ) -> StoreResult<Vec<FeedItem>> {
-        let (claim, items) = (claim.clone(), items.to_vec());
-        self.write(move |txn| {
-            let written = deliver_in(txn, &claim, now, &items)?;
-            finish_in(txn, &claim)?;
-            Ok(written)
-        })
-        .await
-    }
-
     async fn deliver_all_and_finish(
         &self,
         now: Millis,

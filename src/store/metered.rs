@@ -59,7 +59,6 @@ ops!(
     claim_fan_out,
     deliver,
     finish_fan_out,
-    deliver_and_finish,
     deliver_all_and_finish,
     claim_bumps,
     bump,
@@ -346,16 +345,6 @@ impl Store for Metered {
     async fn finish_fan_out(&self, claim: &Claim) -> StoreResult<()> {
         self.count(Op::finish_fan_out);
         self.inner.finish_fan_out(claim).await
-    }
-
-    async fn deliver_and_finish(
-        &self,
-        claim: &Claim,
-        now: Millis,
-        items: &[Delivery],
-    ) -> StoreResult<Vec<FeedItem>> {
-        self.count(Op::deliver_and_finish);
-        self.inner.deliver_and_finish(claim, now, items).await
     }
 
     async fn deliver_all_and_finish(

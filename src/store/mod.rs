@@ -263,23 +263,12 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<Vec<FeedItem>>;
     /// Marks a claimed fan-out `Done`. `LeaseLost` if another worker holds it now.
     async fn finish_fan_out(&self, claim: &Claim) -> StoreResult<()>;
-    /// `deliver`, then `finish_fan_out`: the last batch of a fan-out. Backends
-    /// that can do both in one step (one commit) do.
-    async fn deliver_and_finish(
-        &self,
-        claim: &Claim,
-        now: Millis,
-        items: &[Delivery],
-    ) -> StoreResult<Vec<FeedItem>> {
-        let written = self.deliver(claim, now, items).await?;
-        self.finish_fan_out(claim).await?;
-        Ok(written)
-    }
-    /// `deliver_and_finish` for several whole fan-outs: the small audiences of
-    /// a busy service, where a commit per action would cost more than its
-    /// writes. Answers one result per job, in order: a job whose lease was lost
-    /// fails alone. Backends that can write them all in one step (one commit)
-    /// do; an error of the step itself fails every job.
+    /// `deliver`, then `finish_fan_out`, for each job: the last batch of a
+    /// fan-out, or several whole small fan-outs, where a commit per action
+    /// would cost more than its writes. Answers one result per job, in order: a
+    /// job whose lease was lost fails alone. Backends that can write them all
+    /// in one step (one commit) do; an error of the step itself fails every
+    /// job.
     async fn deliver_all_and_finish(
         &self,
         now: Millis,
@@ -287,7 +276,11 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<Vec<StoreResult<Vec<FeedItem>>>> {
         let mut results = Vec::with_capacity(jobs.len());
         for (claim, items) in jobs {
-            results.push(self.deliver_and_finish(claim, now, items).await);
+            let done = match self.deliver(claim, now, items).await {
+                Ok(written) => self.finish_fan_out(claim).await.map(|()| written),
+                Err(err) => Err(err),
+            };
+            results.push(done);
         }
         Ok(results)
     }

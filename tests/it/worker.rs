@@ -288,7 +288,7 @@ async fn large_audiences_are_delivered_in_batches() -> Result<()> {
     use riverfeed::store::metered::Op;
     let calls = (
         metered.calls(Op::deliver),
-        metered.calls(Op::deliver_and_finish),
+        metered.calls(Op::deliver_all_and_finish),
         metered.calls(Op::finish_fan_out),
     );
     ensure!(
