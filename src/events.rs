@@ -122,23 +122,16 @@ impl Hub {
         }
     }
 
-    /// Sends a feed event to its reader's live subscriptions.
-    pub fn publish_feed(&self, event: FeedEvent) {
-        let topic = Topic::Feed {
-            tenant: event.tenant.clone(),
-            reader: event.item.owner.clone(),
-        };
-        self.publish(&topic, Event::Feed(event));
-    }
-
-    /// Sends one event per item of a fan-out or bump to the items' readers,
-    /// all sharing `action`. Holds the lock once for the lot, and builds an
-    /// event only for a reader who is listening: a fan-out to a million
-    /// readers of whom a few are online costs a million lookups, no more.
+    /// Sends one event per item (of a fan-out, a bump, a removal) to the
+    /// items' readers, all sharing `action` when the publisher has it. Holds
+    /// the lock once for the lot, and builds an event only for a reader who is
+    /// listening: a fan-out to a million readers of whom a few are online
+    /// costs a million lookups, no more.
     pub fn publish_feed_items(
         &self,
         kind: FeedEventKind,
-        action: &Arc<Action>,
+        tenant: &str,
+        action: Option<&Arc<Action>>,
         items: impl IntoIterator<Item = FeedItem>,
     ) {
         let topics = self.topics.lock().unwrap_or_else(|e| e.into_inner());
@@ -147,7 +140,7 @@ impl Hub {
         }
         // One key, its reader rewritten in place for each item.
         let mut topic = Topic::Feed {
-            tenant: action.tenant.clone(),
+            tenant: tenant.to_owned(),
             reader: String::new(),
         };
         for item in items {
@@ -158,9 +151,9 @@ impl Hub {
             if let Some(sender) = topics.get(&topic) {
                 let _ = sender.send(Arc::new(Event::Feed(FeedEvent {
                     kind,
-                    tenant: action.tenant.clone(),
+                    tenant: tenant.to_owned(),
                     item,
-                    action: Some(action.clone()),
+                    action: action.cloned(),
                 })));
             }
         }
@@ -227,7 +220,7 @@ mod tests {
         let mut alice = hub.subscribe(feed("acme", "alice"));
         let mut alice2 = hub.subscribe(feed("acme", "alice"));
         let mut carol = hub.subscribe(feed("acme", "carol"));
-        hub.publish_feed(event("alice"));
+        hub.publish_feed_items(FeedEventKind::Added, "acme", None, [event("alice").item]);
         assert_eq!(alice.receiver.recv().await.unwrap().owner(), "alice");
         assert_eq!(alice2.receiver.recv().await.unwrap().owner(), "alice");
         assert!(carol.receiver.try_recv().is_err());
@@ -263,13 +256,19 @@ mod tests {
             |owners: &[&str]| -> Vec<FeedItem> { owners.iter().map(|o| event(o).item).collect() };
         let hub = Hub::new(8);
         // Nobody listening: nothing to do, and nothing fails.
-        hub.publish_feed_items(FeedEventKind::Added, &action, items(&["alice"]));
+        hub.publish_feed_items(
+            FeedEventKind::Added,
+            "acme",
+            Some(&action),
+            items(&["alice"]),
+        );
         let mut alice = hub.subscribe(feed("acme", "alice"));
         let mut dave = hub.subscribe(feed("acme", "dave"));
         let mut elsewhere = hub.subscribe(feed("globex", "carol"));
         hub.publish_feed_items(
             FeedEventKind::Added,
-            &action,
+            "acme",
+            Some(&action),
             items(&["alice", "carol", "dave"]),
         );
         let mut got = Vec::new();

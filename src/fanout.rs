@@ -347,7 +347,8 @@ impl Worker {
             return;
         }
         let action = shared.get_or_insert_with(|| Arc::new(action.clone()));
-        self.hub.publish_feed_items(kind, action, items);
+        self.hub
+            .publish_feed_items(kind, &action.tenant, Some(action), items);
     }
 }
 

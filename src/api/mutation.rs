@@ -13,7 +13,7 @@ use super::types::CommentNode;
 use super::types::{user_id_arg, user_node, ActionNode, UserNode};
 use super::{acting_user, require_service, state, viewer, AppState, Viewer};
 use crate::descriptor::{Descriptor, DescriptorInput};
-use crate::events::{ActionEvent, ActionEventKind, Event, FeedEvent, FeedEventKind, Topic};
+use crate::events::{ActionEvent, ActionEventKind, Event, FeedEventKind, Topic};
 use crate::model::limits::{check_id, check_ids, check_text};
 use crate::model::{
     Action, Comment, Counts, EdgeKind, FanOut, FeedItem, Group, GroupKind, Membership,
@@ -87,14 +87,9 @@ async fn require_users(
 }
 
 fn publish_removed(state: &AppState, tenant: &str, items: Vec<FeedItem>) {
-    for item in items {
-        state.hub.publish_feed(FeedEvent {
-            kind: FeedEventKind::Removed,
-            tenant: tenant.to_owned(),
-            item,
-            action: None,
-        });
-    }
+    state
+        .hub
+        .publish_feed_items(FeedEventKind::Removed, tenant, None, items);
 }
 
 /// Tells the live `sliceEvents` of each of the action's refs.

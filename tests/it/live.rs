@@ -8,7 +8,7 @@ use futures_util::StreamExt;
 use riverfeed::api::cursor::CursorKey;
 use riverfeed::api::{schema, AppState, Identity, Role, Session, Viewer};
 use riverfeed::clock::SystemClock;
-use riverfeed::events::{FeedEvent, FeedEventKind, Hub};
+use riverfeed::events::{FeedEventKind, Hub};
 use riverfeed::model::{FeedItem, ObjectId, Reason, ReasonKind};
 use riverfeed::store::embedded::EmbeddedStore;
 use serde_json::{json, Value};
@@ -339,18 +339,14 @@ async fn a_lagging_subscriber_is_told_and_its_stream_ends() {
     assert!(futures_util::poll!(stream.next()).is_pending());
     assert_eq!(hub.live_topics(), 1);
     for _ in 0..5 {
-        hub.publish_feed(FeedEvent {
-            kind: FeedEventKind::Added,
-            tenant: "acme".into(),
-            item: FeedItem {
-                owner: "alice".into(),
-                action_id: ObjectId::new(),
-                relevancy: 1,
-                reason: Reason::new(ReasonKind::Follows, "bob"),
-                changed: 1,
-            },
-            action: None,
-        });
+        let item = FeedItem {
+            owner: "alice".into(),
+            action_id: ObjectId::new(),
+            relevancy: 1,
+            reason: Reason::new(ReasonKind::Follows, "bob"),
+            changed: 1,
+        };
+        hub.publish_feed_items(FeedEventKind::Added, "acme", None, [item]);
     }
     let response = stream.next().await.expect("a response");
     let body = serde_json::to_value(&response).expect("json");
