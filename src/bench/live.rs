@@ -10,7 +10,7 @@
 //! for one end of every connection, not both. The child reports each event's
 //! arrival as wall-clock time, which both processes read from the same clock.
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -191,7 +191,7 @@ async fn one_size(
 
 /// Starts `program live-subscribers` for `count` users.
 fn spawn_subscribers(
-    program: &PathBuf,
+    program: &Path,
     url: &str,
     prefix: &str,
     count: usize,

@@ -237,13 +237,7 @@ impl EmbeddedStore {
         T: Send + 'static,
         F: FnOnce(&redb::WriteTransaction) -> StoreResult<T> + Send + 'static,
     {
-        self.blocking(move |db| {
-            let txn = db.begin_write().map_err(db_err)?;
-            let out = work(&txn)?;
-            txn.commit().map_err(db_err)?;
-            Ok(out)
-        })
-        .await
+        self.write_with(redb::Durability::Immediate, work).await
     }
 
     /// As [`Self::write`], but the commit is not flushed to disk: it becomes
@@ -256,9 +250,17 @@ impl EmbeddedStore {
         T: Send + 'static,
         F: FnOnce(&redb::WriteTransaction) -> StoreResult<T> + Send + 'static,
     {
+        self.write_with(redb::Durability::None, work).await
+    }
+
+    async fn write_with<T, F>(&self, durability: redb::Durability, work: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&redb::WriteTransaction) -> StoreResult<T> + Send + 'static,
+    {
         self.blocking(move |db| {
             let mut txn = db.begin_write().map_err(db_err)?;
-            txn.set_durability(redb::Durability::None);
+            txn.set_durability(durability);
             let out = work(&txn)?;
             txn.commit().map_err(db_err)?;
             Ok(out)
