@@ -115,6 +115,11 @@ pub struct ServeArgs {
     /// URI's path, `riverfeed` by default).
     #[arg(long, env = "RIVERFEED_STORE", global = true)]
     pub store: Option<String>,
+    /// Block cache of the embedded store, shared by all its data: bytes, or
+    /// with a unit (`512MiB`, `1GiB`).
+    #[arg(long, env = "RIVERFEED_CACHE_SIZE", default_value = "1GiB", global = true,
+          value_parser = parse_size)]
+    pub cache_size: usize,
     /// Seconds a fan-out claim stays with a worker that makes no progress.
     #[arg(long, env = "RIVERFEED_FANOUT_LEASE_SECS", default_value_t = 30, global = true,
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
@@ -267,6 +272,7 @@ impl ServeArgs {
         });
         options.auth = Arc::new(self.authenticator()?);
         options.demo = self.demo;
+        options.embedded.cache_bytes = self.cache_size;
         anyhow::ensure!(!self.demo || options.auth.is_dev(), DEMO_NEEDS_DEV_MODE);
         options.introspection = self.introspection;
         if let Some(key) = &self.cursor_key {
@@ -286,6 +292,29 @@ impl ServeArgs {
         };
         Ok(options)
     }
+}
+
+/// A byte count, bare or with a binary unit (`KiB`, `MiB`, `GiB`).
+fn parse_size(text: &str) -> Result<usize, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: usize = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a size such as 1GiB or 268435456"))?;
+    let scale: usize = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        other => return Err(format!("unknown unit {other:?}; use KiB, MiB or GiB")),
+    };
+    number
+        .checked_mul(scale)
+        .filter(|&n| n >= 8 << 20)
+        .ok_or_else(|| format!("{text} is out of range: at least 8MiB"))
 }
 
 #[cfg(test)]
@@ -337,12 +366,23 @@ mod tests {
     }
 
     #[test]
+    fn cache_sizes_read_with_or_without_a_unit() {
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_size("512MiB"), Ok(512 << 20));
+        assert_eq!(parse_size("268435456"), Ok(268_435_456));
+        let cli = Cli::try_parse_from(["riverfeed"]).unwrap();
+        assert_eq!(cli.serve.options().unwrap().embedded.cache_bytes, 1 << 30);
+    }
+
+    #[test]
     fn out_of_range_values_are_refused() {
         for bad in [
             vec!["riverfeed", "--fanout-lease-secs", "0"],
             vec!["riverfeed", "--fanout-lease-secs", "99999999999999"],
             vec!["riverfeed", "--fanout-batch", "0"],
             vec!["riverfeed", "--event-buffer", "100000000"],
+            vec!["riverfeed", "--cache-size", "1MiB"],
+            vec!["riverfeed", "--cache-size", "12 parsecs"],
         ] {
             assert!(Cli::try_parse_from(&bad).is_err(), "{bad:?}");
         }

@@ -13,7 +13,6 @@
 //! A bump raises to a fixed target (the comment's time plus the boost), so a
 //! re-run, or two workers at once, change nothing further.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -391,17 +390,11 @@ pub async fn audience(
     action: &Action,
 ) -> StoreResult<Vec<(String, ReasonKind)>> {
     let tenant = action.tenant.as_str();
-    let mut readers: HashMap<String, ReasonKind> = HashMap::new();
-    let mut add = |user: String, kind: ReasonKind| {
-        readers
-            .entry(user)
-            .and_modify(|k| {
-                if kind.priority() > k.priority() {
-                    *k = kind;
-                }
-            })
-            .or_insert(kind);
-    };
+    // Every source lists its users in id order, so the runs concatenated
+    // here sort in close to linear time, and duplicates end up side by side:
+    // no hashing of a million ids for a large audience.
+    let mut readers: Vec<(String, ReasonKind)> = Vec::new();
+    let mut add = |user: String, kind: ReasonKind| readers.push((user, kind));
     match action.scope {
         Scope::Public => {
             for (kind, reason) in [
@@ -445,9 +438,13 @@ pub async fn audience(
         }
     }
     add(action.actor_id.clone(), ReasonKind::Own);
-    let mut readers: Vec<_> = readers.into_iter().collect();
-    // A stable order keeps each batch's writes local in the store's key space.
-    readers.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    // Within one reader, the most specific reason first; then keep that one.
+    // A stable order also keeps each batch's writes local in the key space.
+    readers.sort_by(|a, b| {
+        a.0.cmp(&b.0)
+            .then_with(|| b.1.priority().cmp(&a.1.priority()))
+    });
+    readers.dedup_by(|later, first| later.0 == first.0);
     Ok(readers)
 }
 

@@ -8,8 +8,9 @@
 //!
 //! - [`model`]: the domain — actions, feed items, users, groups, input limits.
 //! - [`descriptor`]: the typed payloads of actions, one file per family.
-//! - [`store`]: the storage port (`Store` trait) and its backends (`embedded`,
-//!   redb; `mongo`, MongoDB), plus a call-counting wrapper.
+//! - [`store`]: the storage port (`Store` trait, with `Archive` for export and
+//!   import) and its backends (`embedded`, RocksDB; `mongo`, MongoDB), plus a
+//!   call-counting wrapper.
 //! - [`fanout`]: the worker that claims jobs with a lease: pending actions (one
 //!   feed item per reader) and comments (bumps).
 //! - [`relevancy`]: the rules that pick which readers a comment bumps, and how far.

@@ -22,6 +22,7 @@ use crate::fanout::{Worker, WorkerConfig};
 use crate::http::{self, HttpState, WsLimits};
 use crate::store::metered::Metered;
 use crate::store::mongo::redact;
+use crate::store::embedded::EmbeddedOptions;
 use crate::store::{self, Store};
 
 /// Why `--demo` is refused with tokens configured.
@@ -55,6 +56,8 @@ pub struct ServeOptions {
     pub cursor_secret: Option<Vec<u8>>,
     /// Seed the `demo` tenant before serving (dev mode only).
     pub demo: bool,
+    /// Settings of the embedded store (ignored on MongoDB).
+    pub embedded: EmbeddedOptions,
 }
 
 impl ServeOptions {
@@ -72,6 +75,7 @@ impl ServeOptions {
             ws_limits: WsLimits::default(),
             cursor_secret: None,
             demo: false,
+            embedded: EmbeddedOptions::default(),
         }
     }
 }
@@ -102,7 +106,7 @@ impl Server {
 
 /// Opens the store, binds the listener and starts serving in the background.
 pub async fn start(options: ServeOptions) -> anyhow::Result<Server> {
-    let inner: Arc<dyn Store> = store::open(&options.store)
+    let inner: Arc<dyn Store> = store::open_with(&options.store, &options.embedded)
         .await
         .with_context(|| format!("cannot open store {}", redact(&options.store)))?;
     start_with_store(options, inner).await

@@ -263,10 +263,14 @@ pub async fn run(args: &BenchArgs, serve: &ServeArgs) -> anyhow::Result<Results>
             (url, Backing::Embedded { _dir: dir })
         }
     };
+    let mut options = serve.options()?;
     let (store, embedded): (Arc<dyn Store>, Option<Arc<EmbeddedStore>>) =
         match url.strip_prefix("embedded:") {
             Some(dir) => {
-                let store = Arc::new(EmbeddedStore::open(std::path::Path::new(dir))?);
+                let store = Arc::new(EmbeddedStore::open_with(
+                    std::path::Path::new(dir),
+                    &options.embedded,
+                )?);
                 (store.clone(), Some(store))
             }
             None => (
@@ -277,7 +281,6 @@ pub async fn run(args: &BenchArgs, serve: &ServeArgs) -> anyhow::Result<Results>
             ),
         };
 
-    let mut options = serve.options()?;
     options.store = url.clone();
     options.listen = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
     options.auth = Arc::new(Authenticator::Dev);

@@ -338,7 +338,7 @@ pub fn markdown(r: &Results) -> String {
             m.store
         )
     } else {
-        "the embedded store (redb) in a fresh temporary directory".to_owned()
+        "the embedded store (RocksDB) in a fresh temporary directory".to_owned()
     };
     let _ = writeln!(
         out,

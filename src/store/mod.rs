@@ -1,17 +1,21 @@
 //! The storage port: one object-safe trait, used as `Arc<dyn Store>`, that every
 //! backend implements and the API and the fan-out worker are written against.
 //!
-//! Backends: [`embedded`] (redb, the default). [`open`] picks one from a URL;
+//! Backends: [`embedded`] (RocksDB, the default) and [`mongo`]. [`open`] picks
+//! one from a URL;
 //! [`metered`] wraps any of them to count calls. The conformance suite in
 //! `tests/it/store_suite.rs` holds every backend to the same contract.
 
+pub mod archive;
 pub mod embedded;
 mod error;
 pub mod metered;
 pub mod mongo;
+mod mongo_archive_stub;
 
 use std::sync::Arc;
 
+pub use archive::{Archive, EdgeRecordKind, ItemRecord, Record};
 use async_trait::async_trait;
 pub use error::{ErrorKind, StoreError, StoreResult};
 
@@ -77,9 +81,10 @@ pub enum JoinOutcome {
 }
 
 /// Everything Riverfeed stores. Every call is confined to one tenant, except the
-/// fan-out claim, which serves all tenants.
+/// fan-out claim, which serves all tenants. Export and import of whole stores
+/// are their own concern, in [`Archive`].
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Store: Archive + Send + Sync + 'static {
     /// A short name of the backend, for logs.
     fn backend(&self) -> &'static str;
 
@@ -350,8 +355,16 @@ pub trait Store: Send + Sync + 'static {
 /// Opens the store a URL names: `embedded:<dir>`, or a `mongodb://` /
 /// `mongodb+srv://` URI (database from its path, `riverfeed` by default).
 pub async fn open(url: &str) -> StoreResult<Arc<dyn Store>> {
+    open_with(url, &embedded::EmbeddedOptions::default()).await
+}
+
+/// As [`open`], with the embedded store's settings.
+pub async fn open_with(
+    url: &str,
+    settings: &embedded::EmbeddedOptions,
+) -> StoreResult<Arc<dyn Store>> {
     if let Some(dir) = url.strip_prefix("embedded:") {
-        let store = embedded::EmbeddedStore::open(std::path::Path::new(dir))?;
+        let store = embedded::EmbeddedStore::open_with(std::path::Path::new(dir), settings)?;
         return Ok(Arc::new(store));
     }
     if url.starts_with("mongodb://") || url.starts_with("mongodb+srv://") {

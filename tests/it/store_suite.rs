@@ -917,10 +917,10 @@ async fn embedded_store_keeps_everything_across_reopen() -> Result<()> {
 async fn embedded_store_refuses_the_earlier_format_by_name() -> Result<()> {
     let dir = tempfile::tempdir()?;
     {
-        // The first format kept feeds under string keys in a table named `feed`.
+        // Earlier versions kept everything in one redb file.
         let db = redb::Database::create(dir.path().join("riverfeed.redb"))?;
         let txn = db.begin_write()?;
-        let old: redb::TableDefinition<(&str, &str), ()> = redb::TableDefinition::new("feed");
+        let old: redb::TableDefinition<(&str, &str), ()> = redb::TableDefinition::new("users");
         txn.open_table(old)?.insert(("acme", "alice"), ())?;
         txn.commit()?;
     }
@@ -928,6 +928,10 @@ async fn embedded_store_refuses_the_earlier_format_by_name() -> Result<()> {
         .err()
         .context("an earlier format must not open")?;
     ensure!(err.kind == ErrorKind::Unavailable, "{err}");
-    ensure!(err.message.contains("earlier store format"), "{err}");
+    ensure!(err.message.contains("riverfeed migrate"), "{err}");
+    ensure!(
+        !dir.path().join("rocksdb").exists(),
+        "nothing new is written beside the old format"
+    );
     Ok(())
 }

@@ -1,0 +1,326 @@
+//! Actions, their slices by ref, and reactions (comments and likes).
+
+use std::sync::Arc;
+
+use rocksdb::WriteBatch;
+
+use super::graph::ensure_user_in;
+use super::keys::{self, queue, reaction, Key, Lease, Oid, Reader};
+use super::families::{ACTIONS, QUEUE, REACTIONS, REFS};
+use super::Inner;
+use crate::model::{Action, Comment, Counts, FanOut, FanOutState, FeedItem, ObjectId, Scope};
+use crate::store::{StoreError, StoreResult};
+
+pub(super) fn action_key(tenant: &str, id: Oid) -> Vec<u8> {
+    Key::new().str(tenant).oid(id).into_vec()
+}
+
+pub(super) fn slice_key(tenant: &str, ref_id: &str, id: Oid) -> Vec<u8> {
+    Key::new().str(tenant).str(ref_id).oid(id).into_vec()
+}
+
+pub(super) fn pending_key(tenant: &str, id: Oid) -> Vec<u8> {
+    Key::tag(queue::FAN_OUT).oid(id).last(tenant).into_vec()
+}
+
+pub(super) fn bump_key(tenant: &str, comment: Oid) -> Vec<u8> {
+    Key::tag(queue::BUMP).oid(comment).last(tenant).into_vec()
+}
+
+pub(super) fn comment_key(tenant: &str, action: Oid, comment: Oid) -> Vec<u8> {
+    Key::tag(reaction::COMMENT).str(tenant).oid(action).oid(comment).into_vec()
+}
+
+pub(super) fn like_key(tenant: &str, action: Oid, user: &str) -> Vec<u8> {
+    Key::tag(reaction::LIKE).str(tenant).oid(action).last(user).into_vec()
+}
+
+/// The lock that guards everything decided about one action: its record,
+/// lease, items, reactions and queued bumps.
+pub(super) fn action_lock(tenant: &str, id: Oid) -> Vec<u8> {
+    action_key(tenant, id)
+}
+
+impl Inner {
+    /// An action, from the cache or the database.
+    pub(super) fn action(&self, tenant: &str, id: ObjectId) -> StoreResult<Option<Arc<Action>>> {
+        let miss = match self.actions.get(tenant, &id) {
+            Ok(action) => return Ok(Some(action)),
+            Err(miss) => miss,
+        };
+        let Some(bytes) = self
+            .db
+            .get_pinned_cf(self.cf(ACTIONS), action_key(tenant, id.bytes()))
+            .map_err(super::db_err)?
+        else {
+            return Ok(None);
+        };
+        let action = Arc::new(keys::decode_record::<Action>(&bytes)?);
+        self.actions.fill(miss, action.clone());
+        Ok(Some(action))
+    }
+
+    /// Adds an action's record to a batch; the cache learns it once the batch
+    /// is committed (see [`Inner::settle`]).
+    pub(super) fn put_action(&self, batch: &mut WriteBatch, action: &Action) -> StoreResult<()> {
+        let bytes = keys::encode_record(action)?;
+        batch.put_cf(self.cf(ACTIONS), action_key(&action.tenant, action.id.bytes()), bytes);
+        Ok(())
+    }
+
+    /// Tells the cache what a committed batch did to actions.
+    pub(super) fn settle(&self, written: Vec<Action>, deleted: &[ObjectId]) {
+        for action in written {
+            self.actions.put(Arc::new(action));
+        }
+        for id in deleted {
+            self.actions.forget(id);
+        }
+    }
+
+    pub(super) fn insert_action(&self, action: &Action) -> StoreResult<()> {
+        let (t, id) = (action.tenant.as_str(), action.id.bytes());
+        let mut batch = WriteBatch::default();
+        self.put_action(&mut batch, action)?;
+        for ref_id in &action.ref_ids {
+            batch.put_cf(self.cf(REFS), slice_key(t, ref_id, id), []);
+        }
+        if action.fan_out.state != FanOutState::Done {
+            let lease = Lease {
+                until: action.fan_out.locked_until.unwrap_or(0),
+                worker: action.fan_out.worker.clone().unwrap_or_default(),
+                action: None,
+            };
+            batch.put_cf(self.cf(QUEUE), pending_key(t, id), lease.encode());
+        }
+        ensure_user_in(&mut batch, self, t, &action.actor_id);
+        let _lock = self.lock(&[action_lock(t, id)]);
+        self.commit(batch)?;
+        self.settle(vec![action.clone()], &[]);
+        Ok(())
+    }
+
+    pub(super) fn get_actions(&self, tenant: &str, ids: &[ObjectId]) -> StoreResult<Vec<Action>> {
+        let mut out = Vec::with_capacity(ids.len());
+        for &id in ids {
+            if let Some(action) = self.action(tenant, id)? {
+                out.push(Action::clone(&action));
+            }
+        }
+        Ok(out)
+    }
+
+    fn existing(&self, tenant: &str, id: ObjectId) -> StoreResult<Action> {
+        match self.action(tenant, id)? {
+            Some(action) => Ok(Action::clone(&action)),
+            None => Err(StoreError::not_found(format!("no action {id}"))),
+        }
+    }
+
+    pub(super) fn hide_action(&self, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>> {
+        let _lock = self.lock(&[action_lock(tenant, id.bytes())]);
+        let mut action = self.existing(tenant, id)?;
+        action.hidden = true;
+        let mut batch = WriteBatch::default();
+        self.put_action(&mut batch, &action)?;
+        let removed = self.remove_items(&mut batch, tenant, id)?;
+        self.commit(batch)?;
+        self.settle(vec![action], &[]);
+        Ok(removed)
+    }
+
+    pub(super) fn delete_action(&self, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>> {
+        let oid = id.bytes();
+        let _lock = self.lock(&[action_lock(tenant, oid)]);
+        let action = self.existing(tenant, id)?;
+        let mut batch = WriteBatch::default();
+        let removed = self.remove_items(&mut batch, tenant, id)?;
+        batch.delete_cf(self.cf(ACTIONS), action_key(tenant, oid));
+        for ref_id in &action.ref_ids {
+            batch.delete_cf(self.cf(REFS), slice_key(tenant, ref_id, oid));
+        }
+        batch.delete_cf(self.cf(QUEUE), pending_key(tenant, oid));
+        // Comments go, and with each its queued bump; then likes.
+        let thread = Key::tag(reaction::COMMENT).str(tenant).oid(oid).into_vec();
+        let reactions = self.cf(REACTIONS);
+        self.scan_prefix(REACTIONS, &thread, &thread, usize::MAX, |k, _| {
+            let comment = Reader(&k[thread.len()..]).oid()?;
+            batch.delete_cf(self.cf(QUEUE), bump_key(tenant, comment));
+            batch.delete_cf(reactions, k);
+            Ok(())
+        })?;
+        let likes = Key::tag(reaction::LIKE).str(tenant).oid(oid).into_vec();
+        self.scan_prefix(REACTIONS, &likes, &likes, usize::MAX, |k, _| {
+            batch.delete_cf(reactions, k);
+            Ok(())
+        })?;
+        self.commit(batch)?;
+        self.settle(Vec::new(), &[id]);
+        Ok(removed)
+    }
+
+    pub(super) fn set_action_scope(
+        &self,
+        tenant: &str,
+        id: ObjectId,
+        scope: Scope,
+        readers: &[String],
+        scope_groups: &[String],
+    ) -> StoreResult<Action> {
+        let _lock = self.lock(&[action_lock(tenant, id.bytes())]);
+        let mut action = self.existing(tenant, id)?;
+        action.scope = scope;
+        action.readers = readers.to_vec();
+        action.scope_groups = scope_groups.to_vec();
+        action.fan_out = FanOut::pending();
+        let mut batch = WriteBatch::default();
+        self.put_action(&mut batch, &action)?;
+        let lease = Lease {
+            until: 0,
+            worker: String::new(),
+            action: None,
+        };
+        batch.put_cf(self.cf(QUEUE), pending_key(tenant, id.bytes()), lease.encode());
+        self.commit(batch)?;
+        self.settle(vec![action.clone()], &[]);
+        Ok(action)
+    }
+
+    pub(super) fn slice(&self, tenant: &str, ref_id: &str, before: Option<ObjectId>, limit: usize) -> StoreResult<Vec<ObjectId>> {
+        let prefix = Key::new().str(tenant).str(ref_id).into_vec();
+        let upper = match before {
+            Some(id) => slice_key(tenant, ref_id, id.bytes()),
+            None => keys::successor(&prefix).unwrap_or_default(),
+        };
+        let mut opts = rocksdb::ReadOptions::default();
+        opts.set_iterate_lower_bound(prefix.clone());
+        let mut it = self.db.raw_iterator_cf_opt(self.cf(REFS), opts);
+        it.seek_for_prev(&upper);
+        let mut out = Vec::new();
+        while it.valid() && out.len() < limit {
+            if let Some(k) = it.key() {
+                if k != upper.as_slice() {
+                    out.push(ObjectId::from_bytes(Reader(&k[prefix.len()..]).oid()?));
+                }
+            }
+            it.prev();
+        }
+        it.status().map_err(super::db_err)?;
+        Ok(out)
+    }
+
+    pub(super) fn rename_ref(&self, tenant: &str, ref_id: &str, name: &str) -> StoreResult<u64> {
+        // Batches keep each lock and commit short: the fan-out worker and the
+        // API get their turn between them.
+        const BATCH: usize = 500;
+        let prefix = Key::new().str(tenant).into_vec();
+        let mut lower = prefix.clone();
+        let mut changed = 0u64;
+        loop {
+            let mut ids = Vec::with_capacity(BATCH);
+            self.scan_prefix(ACTIONS, &prefix, &lower, BATCH, |k, _| {
+                ids.push(ObjectId::from_bytes(Reader(&k[prefix.len()..]).oid()?));
+                Ok(())
+            })?;
+            let Some(last) = ids.last() else { break };
+            lower = keys::after(&action_key(tenant, last.bytes()));
+            let locks: Vec<Vec<u8>> = ids.iter().map(|id| action_lock(tenant, id.bytes())).collect();
+            let _lock = self.lock(&locks);
+            let mut batch = WriteBatch::default();
+            let mut written = Vec::new();
+            for &id in &ids {
+                let Some(current) = self.action(tenant, id)? else {
+                    continue;
+                };
+                let mut current = Action::clone(&current);
+                let renamed = current.descriptor.rename(ref_id, name);
+                if renamed > 0 {
+                    self.put_action(&mut batch, &current)?;
+                    written.push(current);
+                    changed += renamed as u64;
+                }
+            }
+            if !written.is_empty() {
+                self.commit(batch)?;
+                self.settle(written, &[]);
+            }
+            if ids.len() < BATCH {
+                break;
+            }
+        }
+        Ok(changed)
+    }
+
+    pub(super) fn add_comment(&self, tenant: &str, comment: &Comment) -> StoreResult<Counts> {
+        let a = comment.action_id.bytes();
+        let _lock = self.lock(&[action_lock(tenant, a)]);
+        let mut action = self.existing(tenant, comment.action_id)?;
+        action.counts.comments += 1;
+        let mut batch = WriteBatch::default();
+        batch.put_cf(
+            self.cf(REACTIONS),
+            comment_key(tenant, a, comment.id.bytes()),
+            keys::encode_record(comment)?,
+        );
+        let lease = Lease {
+            until: 0,
+            worker: String::new(),
+            action: Some(a),
+        };
+        batch.put_cf(self.cf(QUEUE), bump_key(tenant, comment.id.bytes()), lease.encode());
+        self.put_action(&mut batch, &action)?;
+        self.commit(batch)?;
+        let counts = action.counts;
+        self.settle(vec![action], &[]);
+        Ok(counts)
+    }
+
+    pub(super) fn comments(&self, tenant: &str, action_id: ObjectId, after: Option<ObjectId>, limit: usize) -> StoreResult<Vec<Comment>> {
+        let prefix = Key::tag(reaction::COMMENT).str(tenant).oid(action_id.bytes()).into_vec();
+        let lower = match after {
+            Some(id) => keys::after(&comment_key(tenant, action_id.bytes(), id.bytes())),
+            None => prefix.clone(),
+        };
+        let mut out = Vec::new();
+        self.scan_prefix(REACTIONS, &prefix, &lower, limit, |_, v| {
+            out.push(keys::decode_record(v)?);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    pub(super) fn set_like(&self, tenant: &str, action_id: ObjectId, user: &str, on: bool) -> StoreResult<(bool, Counts)> {
+        let a = action_id.bytes();
+        let _lock = self.lock(&[action_lock(tenant, a)]);
+        let mut action = self.existing(tenant, action_id)?;
+        let key = like_key(tenant, a, user);
+        if self.exists(REACTIONS, &key)? == on {
+            return Ok((false, action.counts));
+        }
+        let mut batch = WriteBatch::default();
+        if on {
+            batch.put_cf(self.cf(REACTIONS), &key, []);
+            action.counts.likes += 1;
+        } else {
+            batch.delete_cf(self.cf(REACTIONS), &key);
+            action.counts.likes = action.counts.likes.saturating_sub(1);
+        }
+        self.put_action(&mut batch, &action)?;
+        self.commit(batch)?;
+        let counts = action.counts;
+        self.settle(vec![action], &[]);
+        Ok((true, counts))
+    }
+
+    pub(super) fn liked(&self, tenant: &str, user: &str, action_ids: &[ObjectId]) -> StoreResult<Vec<ObjectId>> {
+        let keys: Vec<Vec<u8>> = action_ids.iter().map(|id| like_key(tenant, id.bytes(), user)).collect();
+        let found = self.db.batched_multi_get_cf(self.cf(REACTIONS), &keys, false);
+        let mut out = Vec::new();
+        for (&id, value) in action_ids.iter().zip(found) {
+            if value.map_err(super::db_err)?.is_some() {
+                out.push(id);
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,265 @@
+//! Export and import of the embedded store's records (see
+//! [`crate::store::archive`]).
+//!
+//! Export reads on a blocking thread and hands records over a bounded channel,
+//! so a large store streams in constant memory and a slow consumer slows the
+//! reader rather than filling memory. Import writes each call's records in one
+//! synced batch.
+
+use async_trait::async_trait;
+use futures_util::stream::BoxStream;
+use futures_util::StreamExt;
+use rocksdb::WriteBatch;
+use tokio::sync::mpsc;
+
+use super::actions::{bump_key, comment_key, like_key, pending_key, slice_key};
+use super::families::{ACTIONS, CHANGES, GRAPH, ITEMS, QUEUE, REACTIONS, REFS, TIMELINE};
+use super::graph::{edge_key, ensure_user_in, group_kind, role, user_key};
+use super::keys::{self, graph as tag, reaction, ItemState, Key, Lease, Reader};
+use super::{EmbeddedStore, Inner};
+use crate::model::{Action, FanOut, FanOutState, ObjectId, Reason, ReasonKind};
+use crate::store::{
+    Archive, EdgeRecordKind, ErrorKind, ItemRecord, Record, StoreError, StoreResult,
+};
+
+/// Records in flight between the reading thread and the consumer.
+const CHANNEL: usize = 1024;
+
+/// The prefix of a family's keys for one tenant (after `tag`, if any), or of
+/// all its keys.
+fn tenant_prefix(tag: Option<u8>, tenant: Option<&str>) -> Vec<u8> {
+    let mut key = match tag {
+        Some(t) => Key::tag(t),
+        None => Key::new(),
+    };
+    if let Some(tenant) = tenant {
+        key = key.str(tenant);
+    }
+    key.into_vec()
+}
+
+/// Sends one record; `false` once the consumer is gone.
+type Send<'a> = &'a mut dyn FnMut(Record) -> bool;
+
+impl Inner {
+    fn export_all(&self, tenant: Option<&str>, send: Send<'_>) -> StoreResult<()> {
+        let mut emit = |record: Record| {
+            if send(record) {
+                Ok(())
+            } else {
+                Err(StoreError::new(ErrorKind::Internal, "export stopped: nobody reads"))
+            }
+        };
+        let each = |inner: &Inner, family: &str, tag: Option<u8>, f: &mut dyn FnMut(&mut Reader, &[u8]) -> StoreResult<()>| {
+            let prefix = tenant_prefix(tag, tenant);
+            inner.scan_prefix(family, &prefix, &prefix, usize::MAX, |k, v| {
+                let mut r = Reader(&k[usize::from(tag.is_some())..]);
+                f(&mut r, v)
+            })
+        };
+        each(self, GRAPH, Some(tag::USER), &mut |r, v| {
+            let (tenant, id) = (r.str()?.to_owned(), r.last()?.to_owned());
+            let name = match v.split_first() {
+                Some((1, name)) => Some(String::from_utf8(name.to_vec()).map_err(|_| keys::corrupt("user"))?),
+                _ => None,
+            };
+            emit(Record::User { tenant, id, name })
+        })?;
+        each(self, GRAPH, Some(tag::EDGE), &mut |r, _| {
+            let tenant = r.str()?.to_owned();
+            let code = r.byte()?;
+            let (user, other) = (r.str()?.to_owned(), r.last()?.to_owned());
+            match code {
+                0 => emit(Record::Edge { tenant, kind: EdgeRecordKind::Follows, from: user, to: other }),
+                2 if user < other => emit(Record::Edge { tenant, kind: EdgeRecordKind::Friend, from: user, to: other }),
+                _ => Ok(()),
+            }
+        })?;
+        each(self, GRAPH, Some(tag::MEMBER_OF), &mut |r, v| {
+            let (tenant, user, group) = (r.str()?.to_owned(), r.str()?.to_owned(), r.last()?.to_owned());
+            let [kind, code] = v else {
+                return Err(keys::corrupt("membership"));
+            };
+            emit(Record::Membership { tenant, group, group_kind: group_kind(*kind), user, role: role(*code) })
+        })?;
+        each(self, GRAPH, Some(tag::ASSIGNMENT), &mut |r, _| {
+            let (tenant, user, ref_id) = (r.str()?.to_owned(), r.str()?.to_owned(), r.last()?.to_owned());
+            emit(Record::Assignment { tenant, user, ref_id })
+        })?;
+        each(self, GRAPH, Some(tag::SUPERVISOR), &mut |r, v| {
+            let (tenant, user) = (r.str()?.to_owned(), r.last()?.to_owned());
+            let supervisor = String::from_utf8(v.to_vec()).map_err(|_| keys::corrupt("supervisor"))?;
+            emit(Record::Supervisor { tenant, user, supervisor })
+        })?;
+        each(self, ACTIONS, None, &mut |_, v| {
+            emit(Record::Action { action: keys::decode_record(v)? })
+        })?;
+        each(self, REACTIONS, Some(reaction::COMMENT), &mut |r, v| {
+            let tenant = r.str()?.to_owned();
+            let comment: crate::model::Comment = keys::decode_record(v)?;
+            let bump_queued = self.exists(QUEUE, &bump_key(&tenant, comment.id.bytes()))?;
+            emit(Record::Comment { tenant, comment, bump_queued })
+        })?;
+        each(self, REACTIONS, Some(reaction::LIKE), &mut |r, _| {
+            let tenant = r.str()?.to_owned();
+            let action_id = ObjectId::from_bytes(r.oid()?);
+            emit(Record::Like { tenant, action_id, user: r.last()?.to_owned() })
+        })?;
+        let mut key = Vec::with_capacity(64);
+        each(self, ITEMS, None, &mut |r, v| {
+            let tenant = r.str()?.to_owned();
+            let id = r.oid()?;
+            let owner = r.last()?.to_owned();
+            let state = ItemState::decode(v)?;
+            keys::timeline(&mut key, &tenant, &owner, state.relevancy, id);
+            let (changed, reason) = match self.get(TIMELINE, &key)? {
+                Some(entry) if !state.hidden => keys::decode_entry(&entry)?,
+                // A hidden item keeps no reason; the action's actor stands in.
+                _ => {
+                    let actor = self
+                        .action(&tenant, ObjectId::from_bytes(id))?
+                        .map(|a| a.actor_id.clone())
+                        .unwrap_or_default();
+                    (state.changed, Reason::new(ReasonKind::Follows, actor))
+                }
+            };
+            let item = ItemRecord {
+                owner,
+                action_id: ObjectId::from_bytes(id),
+                relevancy: state.relevancy,
+                reason,
+                changed,
+                hidden: state.hidden,
+            };
+            emit(Record::FeedItem { tenant, item })
+        })?;
+        Ok(())
+    }
+
+    fn import(&self, records: &[Record]) -> StoreResult<()> {
+        let mut batch = WriteBatch::default();
+        let mut actions = Vec::new();
+        let graph = self.cf(GRAPH);
+        let mut key = Vec::with_capacity(64);
+        for record in records {
+            match record {
+                Record::User { tenant, id, name } => {
+                    let mut value = vec![u8::from(name.is_some())];
+                    value.extend_from_slice(name.as_deref().unwrap_or_default().as_bytes());
+                    batch.put_cf(graph, user_key(tenant, id), value);
+                }
+                Record::Edge { tenant, kind, from, to } => {
+                    let (fwd, back) = match kind {
+                        EdgeRecordKind::Follows => (0, 1),
+                        EdgeRecordKind::Friend => (2, 2),
+                    };
+                    batch.put_cf(graph, edge_key(tenant, fwd, from, to), []);
+                    batch.put_cf(graph, edge_key(tenant, back, to, from), []);
+                    ensure_user_in(&mut batch, self, tenant, from);
+                }
+                Record::Membership { tenant, group, group_kind, user, role } => {
+                    let kind = u8::from(*group_kind == crate::model::GroupKind::Department);
+                    let role = u8::from(*role == crate::model::MembershipRole::Lead);
+                    batch.put_cf(graph, Key::tag(tag::GROUP).str(tenant).last(group).into_vec(), [kind]);
+                    batch.put_cf(graph, Key::tag(tag::MEMBER).str(tenant).str(group).last(user).into_vec(), [role]);
+                    batch.put_cf(graph, Key::tag(tag::MEMBER_OF).str(tenant).str(user).last(group).into_vec(), [kind, role]);
+                    ensure_user_in(&mut batch, self, tenant, user);
+                }
+                Record::Assignment { tenant, user, ref_id } => {
+                    batch.put_cf(graph, Key::tag(tag::ASSIGNED_TO).str(tenant).str(ref_id).last(user).into_vec(), []);
+                    batch.put_cf(graph, Key::tag(tag::ASSIGNMENT).str(tenant).str(user).last(ref_id).into_vec(), []);
+                }
+                Record::Supervisor { tenant, user, supervisor } => {
+                    let key = Key::tag(tag::SUPERVISOR).str(tenant).last(user).into_vec();
+                    if let Some(previous) = self.get(GRAPH, &key)? {
+                        let previous = String::from_utf8(previous).map_err(|_| keys::corrupt("supervisor"))?;
+                        batch.delete_cf(graph, Key::tag(tag::SUPERVISEE).str(tenant).str(&previous).last(user).into_vec());
+                    }
+                    batch.put_cf(graph, key, supervisor.as_bytes());
+                    batch.put_cf(graph, Key::tag(tag::SUPERVISEE).str(tenant).str(supervisor).last(user).into_vec(), []);
+                }
+                Record::Action { action } => {
+                    let mut action: Action = action.clone();
+                    let (t, id) = (action.tenant.clone(), action.id.bytes());
+                    // A fan-out that was under way is queued again, as after a crash.
+                    if action.fan_out.state == FanOutState::InProgress {
+                        action.fan_out = FanOut::pending();
+                    }
+                    if action.fan_out.state == FanOutState::Pending {
+                        let lease = Lease { until: 0, worker: String::new(), action: None };
+                        batch.put_cf(self.cf(QUEUE), pending_key(&t, id), lease.encode());
+                    } else {
+                        batch.delete_cf(self.cf(QUEUE), pending_key(&t, id));
+                    }
+                    for ref_id in &action.ref_ids {
+                        batch.put_cf(self.cf(REFS), slice_key(&t, ref_id, id), []);
+                    }
+                    ensure_user_in(&mut batch, self, &t, &action.actor_id);
+                    self.put_action(&mut batch, &action)?;
+                    actions.push(action);
+                }
+                Record::Comment { tenant, comment, bump_queued } => {
+                    let (a, c) = (comment.action_id.bytes(), comment.id.bytes());
+                    batch.put_cf(self.cf(REACTIONS), comment_key(tenant, a, c), keys::encode_record(comment)?);
+                    if *bump_queued {
+                        let lease = Lease { until: 0, worker: String::new(), action: Some(a) };
+                        batch.put_cf(self.cf(QUEUE), bump_key(tenant, c), lease.encode());
+                    } else {
+                        batch.delete_cf(self.cf(QUEUE), bump_key(tenant, c));
+                    }
+                }
+                Record::Like { tenant, action_id, user } => {
+                    batch.put_cf(self.cf(REACTIONS), like_key(tenant, action_id.bytes(), user), []);
+                }
+                Record::FeedItem { tenant, item } => {
+                    let (o, id) = (item.owner.as_str(), item.action_id.bytes());
+                    keys::item(&mut key, tenant, id, o);
+                    // Replacing an item takes its old entries out first.
+                    if let Some(old) = self.get(ITEMS, &key)? {
+                        let old = ItemState::decode(&old)?;
+                        let mut k = Vec::new();
+                        keys::timeline(&mut k, tenant, o, old.relevancy, id);
+                        batch.delete_cf(self.cf(TIMELINE), &k);
+                        keys::change(&mut k, tenant, o, old.changed, id);
+                        batch.delete_cf(self.cf(CHANGES), &k);
+                    }
+                    let state = ItemState { relevancy: item.relevancy, changed: item.changed, hidden: item.hidden };
+                    batch.put_cf(self.cf(ITEMS), &key, state.encode());
+                    if !item.hidden {
+                        let mut value = Vec::new();
+                        keys::encode_entry(&mut value, &item.reason, item.changed);
+                        keys::timeline(&mut key, tenant, o, item.relevancy, id);
+                        batch.put_cf(self.cf(TIMELINE), &key, &value);
+                        keys::change(&mut key, tenant, o, item.changed, id);
+                        batch.put_cf(self.cf(CHANGES), &key, []);
+                    }
+                }
+            }
+        }
+        self.commit(batch)?;
+        self.settle(actions, &[]);
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Archive for EmbeddedStore {
+    fn export<'a>(&'a self, tenant: Option<&'a str>) -> BoxStream<'a, StoreResult<Record>> {
+        let (tx, rx) = mpsc::channel(CHANNEL);
+        let inner = self.inner.clone();
+        let tenant = tenant.map(str::to_owned);
+        tokio::task::spawn_blocking(move || {
+            let mut send = |record: Record| tx.blocking_send(Ok(record)).is_ok();
+            if let Err(err) = inner.export_all(tenant.as_deref(), &mut send) {
+                // The consumer may be gone already; then nobody needs the error.
+                let _ = tx.blocking_send(Err(err));
+            }
+        });
+        futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) }).boxed()
+    }
+
+    async fn import(&self, records: &[Record]) -> StoreResult<()> {
+        let records = records.to_vec();
+        self.blocking(move |db| db.import(&records)).await
+    }
+}

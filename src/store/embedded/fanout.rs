@@ -1,0 +1,421 @@
+//! The fan-out and bump queues and their leases, and writing feed items for a
+//! claimed action.
+//!
+//! A delivery writes three keys: the reader's timeline entry, the action's
+//! item entry (who has it, where it stands) and the reader's change entry.
+//! Whether a reader already has the item is asked only when the action has
+//! items at all: a first fan-out, the usual case, writes blind.
+
+use rocksdb::WriteBatch;
+
+use super::actions::{action_lock, bump_key, comment_key, pending_key};
+use super::families::{ITEMS, QUEUE, REACTIONS};
+use super::keys::{self, queue, ItemState, Key, Lease, Oid, Reader};
+use super::Inner;
+use crate::model::{Action, Comment, FanOut, FanOutState, FeedItem, Millis, ObjectId};
+use crate::store::{BumpClaim, Claim, Delivery, ErrorKind, StoreError, StoreResult};
+
+/// What one job of a batch did, for the cache and the caller.
+pub(super) struct Done {
+    pub written: Vec<FeedItem>,
+    pub action: Option<Action>,
+}
+
+impl Inner {
+    /// Due entries of one queue, oldest first: `(tenant, id, lease)`.
+    fn due(&self, tag: u8, now: Millis, limit: usize) -> StoreResult<Vec<(String, Oid, Lease)>> {
+        let prefix = [tag];
+        let mut due = Vec::new();
+        // Read without a lock: an idle worker polls, and polling must not
+        // queue behind writers. The claim checks each one again under its lock.
+        self.scan_prefix(QUEUE, &prefix, &prefix, usize::MAX, |k, v| {
+            if due.len() >= limit {
+                return Ok(());
+            }
+            let lease = Lease::decode(v)?;
+            if lease.until <= now {
+                let mut r = Reader(&k[1..]);
+                let id = r.oid()?;
+                due.push((r.last()?.to_owned(), id, lease));
+            }
+            Ok(())
+        })?;
+        Ok(due)
+    }
+
+    pub(super) fn claim_fan_out(&self, worker: &str, now: Millis, lease_ms: Millis, limit: usize) -> StoreResult<Vec<Claim>> {
+        let due = self.due(queue::FAN_OUT, now, limit)?;
+        if due.is_empty() {
+            return Ok(Vec::new());
+        }
+        let locks: Vec<Vec<u8>> = due.iter().map(|(t, id, _)| action_lock(t, *id)).collect();
+        let _lock = self.lock(&locks);
+        let until = now + lease_ms;
+        let mut batch = WriteBatch::default();
+        let mut claims = Vec::with_capacity(due.len());
+        for (tenant, id, _) in due {
+            let key = pending_key(&tenant, id);
+            let still_due = match self.get(QUEUE, &key)? {
+                Some(v) => Lease::decode(&v)?.until <= now,
+                None => false,
+            };
+            if !still_due {
+                continue;
+            }
+            let Some(action) = self.action(&tenant, ObjectId::from_bytes(id))? else {
+                continue;
+            };
+            let lease = Lease {
+                until,
+                worker: worker.to_owned(),
+                action: None,
+            };
+            batch.put_cf(self.cf(QUEUE), &key, lease.encode());
+            let mut action = Action::clone(&action);
+            action.fan_out = FanOut {
+                state: FanOutState::InProgress,
+                locked_until: Some(until),
+                worker: Some(worker.to_owned()),
+            };
+            self.put_action(&mut batch, &action)?;
+            claims.push(Claim {
+                action,
+                worker: worker.to_owned(),
+                lease_ms,
+            });
+        }
+        // Not synced: a claim lost in a crash is claimed again.
+        self.commit_unsynced(batch)?;
+        self.settle(claims.iter().map(|c| c.action.clone()).collect(), &[]);
+        Ok(claims)
+    }
+
+    /// Checks that `claim` still holds its lease. `Ok(false)` when the action
+    /// is gone (deleted), `Err(LeaseLost)` when another worker owns it or it
+    /// is done.
+    fn lease_held(&self, claim: &Claim) -> StoreResult<bool> {
+        let (t, id) = (claim.action.tenant.as_str(), claim.action.id);
+        match self.get(QUEUE, &pending_key(t, id.bytes()))? {
+            Some(v) => {
+                let lease = Lease::decode(&v)?;
+                if lease.worker == claim.worker {
+                    Ok(true)
+                } else {
+                    Err(StoreError::new(
+                        ErrorKind::LeaseLost,
+                        format!("fan-out of {id} was taken over by {}", lease.worker),
+                    ))
+                }
+            }
+            None if self.action(t, id)?.is_none() => Ok(false),
+            None => Err(StoreError::new(
+                ErrorKind::LeaseLost,
+                format!("fan-out of {id} was finished by another worker"),
+            )),
+        }
+    }
+
+    /// One job of a fan-out: writes `items` into `batch` for a claimed action
+    /// and extends the lease, or (`finish`) ends it. The caller holds the
+    /// action's lock and commits.
+    pub(super) fn deliver_job(
+        &self,
+        batch: &mut WriteBatch,
+        claim: &Claim,
+        now: Millis,
+        items: &[Delivery],
+        finish: bool,
+    ) -> StoreResult<Done> {
+        let nothing = Done {
+            written: Vec::new(),
+            action: None,
+        };
+        if !self.lease_held(claim)? {
+            return Ok(nothing);
+        }
+        let (t, id) = (claim.action.tenant.as_str(), claim.action.id);
+        let Some(action) = self.action(t, id)? else {
+            return Ok(nothing);
+        };
+        let mut action = Action::clone(&action);
+        let written = if action.hidden || items.is_empty() {
+            Vec::new()
+        } else {
+            self.write_items(batch, t, id, now, items)?
+        };
+        let pending = pending_key(t, id.bytes());
+        if finish {
+            batch.delete_cf(self.cf(QUEUE), pending);
+            action.fan_out = FanOut {
+                state: FanOutState::Done,
+                locked_until: None,
+                worker: None,
+            };
+        } else {
+            let until = now + claim.lease_ms;
+            let lease = Lease {
+                until,
+                worker: claim.worker.clone(),
+                action: None,
+            };
+            batch.put_cf(self.cf(QUEUE), pending, lease.encode());
+            action.fan_out.locked_until = Some(until);
+        }
+        self.put_action(batch, &action)?;
+        Ok(Done {
+            written,
+            action: Some(action),
+        })
+    }
+
+    /// Whether any reader has (or hid) an item of the action.
+    fn has_items(&self, tenant: &str, id: Oid) -> StoreResult<bool> {
+        let prefix = Key::new().str(tenant).oid(id).into_vec();
+        let mut any = false;
+        self.scan_prefix(ITEMS, &prefix, &prefix, 1, |_, _| {
+            any = true;
+            Ok(())
+        })?;
+        Ok(any)
+    }
+
+    fn write_items(
+        &self,
+        batch: &mut WriteBatch,
+        tenant: &str,
+        id: ObjectId,
+        now: Millis,
+        items: &[Delivery],
+    ) -> StoreResult<Vec<FeedItem>> {
+        let oid = id.bytes();
+        let mut key = Vec::with_capacity(64);
+        // A re-run (a lease lost, a new scope) finds readers who already have
+        // the item, or hid it; they keep what they have.
+        let known: Vec<bool> = if self.has_items(tenant, oid)? {
+            let keys: Vec<Vec<u8>> = items
+                .iter()
+                .map(|d| {
+                    keys::item(&mut key, tenant, oid, &d.owner);
+                    key.clone()
+                })
+                .collect();
+            let found = self.db.batched_multi_get_cf(self.cf(ITEMS), &keys, false);
+            found
+                .into_iter()
+                .map(|v| v.map(|v| v.is_some()).map_err(super::db_err))
+                .collect::<StoreResult<_>>()?
+        } else {
+            Vec::new()
+        };
+        let (timeline, by_action, changes) = (
+            self.cf(super::families::TIMELINE),
+            self.cf(ITEMS),
+            self.cf(super::families::CHANGES),
+        );
+        let mut value = Vec::with_capacity(32);
+        let mut written = Vec::with_capacity(items.len());
+        for (n, item) in items.iter().enumerate() {
+            if known.get(n).copied().unwrap_or(false) {
+                continue;
+            }
+            let owner = item.owner.as_str();
+            keys::encode_entry(&mut value, &item.reason, now);
+            keys::timeline(&mut key, tenant, owner, item.relevancy, oid);
+            batch.put_cf(timeline, &key, &value);
+            keys::item(&mut key, tenant, oid, owner);
+            let state = ItemState {
+                relevancy: item.relevancy,
+                changed: now,
+                hidden: false,
+            };
+            batch.put_cf(by_action, &key, state.encode());
+            keys::change(&mut key, tenant, owner, now, oid);
+            batch.put_cf(changes, &key, []);
+            written.push(FeedItem {
+                owner: item.owner.clone(),
+                action_id: id,
+                relevancy: item.relevancy,
+                reason: item.reason.clone(),
+                changed: now,
+            });
+        }
+        Ok(written)
+    }
+
+    /// Writes jobs in one batch under their actions' locks. A job whose lease
+    /// was lost fails alone and writes nothing.
+    pub(super) fn deliver_jobs(
+        &self,
+        now: Millis,
+        jobs: &[(&Claim, &[Delivery])],
+        finish: bool,
+    ) -> StoreResult<Vec<StoreResult<Vec<FeedItem>>>> {
+        let locks: Vec<Vec<u8>> = jobs
+            .iter()
+            .map(|(c, _)| action_lock(&c.action.tenant, c.action.id.bytes()))
+            .collect();
+        let _lock = self.lock(&locks);
+        let mut batch = WriteBatch::default();
+        let mut results = Vec::with_capacity(jobs.len());
+        let mut settled = Vec::new();
+        for (claim, items) in jobs {
+            match self.deliver_job(&mut batch, claim, now, items, finish) {
+                Ok(done) => {
+                    settled.extend(done.action);
+                    results.push(Ok(done.written));
+                }
+                Err(err) if err.kind == ErrorKind::LeaseLost => results.push(Err(err)),
+                Err(err) => return Err(err),
+            }
+        }
+        if finish {
+            self.commit(batch)?;
+        } else {
+            self.commit_unsynced(batch)?;
+        }
+        self.settle(settled, &[]);
+        Ok(results)
+    }
+
+    pub(super) fn claim_bumps(&self, worker: &str, now: Millis, lease_ms: Millis, limit: usize) -> StoreResult<Vec<BumpClaim>> {
+        let due = self.due(queue::BUMP, now, limit)?;
+        if due.is_empty() {
+            return Ok(Vec::new());
+        }
+        let locks: Vec<Vec<u8>> = due
+            .iter()
+            .filter_map(|(t, _, lease)| lease.action.map(|a| action_lock(t, a)))
+            .collect();
+        let _lock = self.lock(&locks);
+        let until = now + lease_ms;
+        let mut batch = WriteBatch::default();
+        let mut claims = Vec::with_capacity(due.len());
+        for (tenant, id, _) in due {
+            let key = bump_key(&tenant, id);
+            let job = match self.get(QUEUE, &key)? {
+                Some(v) => Lease::decode(&v)?,
+                None => continue,
+            };
+            let Some(action) = job.action.filter(|_| job.until <= now) else {
+                continue;
+            };
+            let Some(comment) = self.get(REACTIONS, &comment_key(&tenant, action, id))? else {
+                // Its comment is gone: nothing to bump.
+                batch.delete_cf(self.cf(QUEUE), &key);
+                continue;
+            };
+            let comment: Comment = keys::decode_record(&comment)?;
+            let lease = Lease {
+                until,
+                worker: worker.to_owned(),
+                action: Some(action),
+            };
+            batch.put_cf(self.cf(QUEUE), &key, lease.encode());
+            claims.push(BumpClaim {
+                tenant,
+                comment,
+                worker: worker.to_owned(),
+                lease_ms,
+            });
+        }
+        self.commit_unsynced(batch)?;
+        Ok(claims)
+    }
+
+    /// Checks that a bump claim still holds its job. `Ok(false)` when the job
+    /// is gone with its comment, `Err(LeaseLost)` when another worker owns it.
+    fn bump_held(&self, claim: &BumpClaim) -> StoreResult<bool> {
+        match self.get(QUEUE, &bump_key(&claim.tenant, claim.comment.id.bytes()))? {
+            Some(v) => {
+                let lease = Lease::decode(&v)?;
+                if lease.worker == claim.worker {
+                    Ok(true)
+                } else {
+                    Err(StoreError::new(
+                        ErrorKind::LeaseLost,
+                        format!(
+                            "bump for comment {} was taken over by {}",
+                            claim.comment.id, lease.worker
+                        ),
+                    ))
+                }
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// Raises items for a claimed bump, and extends its lease or (`finish`)
+    /// ends the job, in one synced batch.
+    pub(super) fn bump(&self, claim: &BumpClaim, now: Millis, bumps: &[Delivery], finish: bool) -> StoreResult<Vec<FeedItem>> {
+        let t = claim.tenant.as_str();
+        let id = claim.comment.action_id;
+        let oid = id.bytes();
+        let _lock = self.lock(&[action_lock(t, oid)]);
+        if !self.bump_held(claim)? {
+            return Ok(Vec::new());
+        }
+        let mut batch = WriteBatch::default();
+        let job = bump_key(t, claim.comment.id.bytes());
+        if finish {
+            batch.delete_cf(self.cf(QUEUE), &job);
+        } else {
+            let lease = Lease {
+                until: now + claim.lease_ms,
+                worker: claim.worker.clone(),
+                action: Some(oid),
+            };
+            batch.put_cf(self.cf(QUEUE), &job, lease.encode());
+        }
+        let mut key = Vec::with_capacity(64);
+        let item_keys: Vec<Vec<u8>> = bumps
+            .iter()
+            .map(|b| {
+                keys::item(&mut key, t, oid, &b.owner);
+                key.clone()
+            })
+            .collect();
+        let states = self.db.batched_multi_get_cf(self.cf(ITEMS), &item_keys, false);
+        let (timeline, by_action, changes) = (
+            self.cf(super::families::TIMELINE),
+            self.cf(ITEMS),
+            self.cf(super::families::CHANGES),
+        );
+        let mut value = Vec::with_capacity(48);
+        let mut raised = Vec::new();
+        for ((bump, item_key), state) in bumps.iter().zip(&item_keys).zip(states) {
+            let Some(state) = state.map_err(super::db_err)? else {
+                continue;
+            };
+            let state = ItemState::decode(&state)?;
+            // Only live items, and only upwards.
+            if state.hidden || state.relevancy >= bump.relevancy {
+                continue;
+            }
+            let o = bump.owner.as_str();
+            keys::timeline(&mut key, t, o, state.relevancy, oid);
+            batch.delete_cf(timeline, &key);
+            keys::change(&mut key, t, o, state.changed, oid);
+            batch.delete_cf(changes, &key);
+            keys::timeline(&mut key, t, o, bump.relevancy, oid);
+            keys::encode_entry(&mut value, &bump.reason, now);
+            batch.put_cf(timeline, &key, &value);
+            let new_state = ItemState {
+                relevancy: bump.relevancy,
+                changed: now,
+                hidden: false,
+            };
+            batch.put_cf(by_action, item_key, new_state.encode());
+            keys::change(&mut key, t, o, now, oid);
+            batch.put_cf(changes, &key, []);
+            raised.push(FeedItem {
+                owner: bump.owner.clone(),
+                action_id: id,
+                relevancy: bump.relevancy,
+                reason: bump.reason.clone(),
+                changed: now,
+            });
+        }
+        self.commit(batch)?;
+        Ok(raised)
+    }
+}

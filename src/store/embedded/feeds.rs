@@ -1,0 +1,194 @@
+//! Reading feeds (ranges by relevancy, changes since a stamp) and taking
+//! items out of them (one reader's, or every reader's of an action).
+
+use rocksdb::{ReadOptions, WriteBatch};
+
+use super::actions::action_lock;
+use super::families::{CHANGES, ITEMS, TIMELINE};
+use super::keys::{self, ItemState, Key, Reader};
+use super::Inner;
+use crate::model::{FeedItem, ObjectId, Stamp};
+use crate::store::{FeedRange, StoreResult};
+
+/// Bytes after the `(tenant, owner)` prefix of a timeline key.
+const ENTRY_SUFFIX: usize = 8 + 12;
+
+impl Inner {
+    /// Removes every reader's item of an action (into `batch`) and returns the
+    /// items that were visible. The caller holds the action's lock.
+    pub(super) fn remove_items(&self, batch: &mut WriteBatch, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>> {
+        let oid = id.bytes();
+        let prefix = Key::new().str(tenant).oid(oid).into_vec();
+        let mut found = Vec::new();
+        self.scan_prefix(ITEMS, &prefix, &prefix, usize::MAX, |k, v| {
+            batch.delete_cf(self.cf(ITEMS), k);
+            let state = ItemState::decode(v)?;
+            if !state.hidden {
+                found.push((Reader(&k[prefix.len()..]).last()?.to_owned(), state));
+            }
+            Ok(())
+        })?;
+        let mut key = Vec::with_capacity(64);
+        let mut removed = Vec::with_capacity(found.len());
+        for (owner, state) in found {
+            keys::timeline(&mut key, tenant, &owner, state.relevancy, oid);
+            let entry = self.get(TIMELINE, &key)?;
+            batch.delete_cf(self.cf(TIMELINE), &key);
+            keys::change(&mut key, tenant, &owner, state.changed, oid);
+            batch.delete_cf(self.cf(CHANGES), &key);
+            if let Some(entry) = entry {
+                let (changed, reason) = keys::decode_entry(&entry)?;
+                removed.push(FeedItem {
+                    owner,
+                    action_id: id,
+                    relevancy: state.relevancy,
+                    reason,
+                    changed,
+                });
+            }
+        }
+        Ok(removed)
+    }
+
+    pub(super) fn feed_page(&self, tenant: &str, owner: &str, range: FeedRange) -> StoreResult<Vec<FeedItem>> {
+        let prefix = Key::new().str(tenant).str(owner).into_vec();
+        let mut key = Vec::with_capacity(64);
+        // Keys run newest first: "older than p" is after p's key.
+        let lower = match range.older_than {
+            Some(p) => {
+                keys::timeline(&mut key, tenant, owner, p.relevancy, p.action_id.bytes());
+                keys::after(&key)
+            }
+            None => prefix.clone(),
+        };
+        let upper = match range.newer_than {
+            Some(p) => {
+                keys::timeline(&mut key, tenant, owner, p.relevancy, p.action_id.bytes());
+                key.clone()
+            }
+            None => keys::successor(&prefix).unwrap_or_else(|| vec![0xff; prefix.len() + 1]),
+        };
+        let mut opts = ReadOptions::default();
+        opts.set_iterate_lower_bound(lower.clone());
+        opts.set_iterate_upper_bound(upper.clone());
+        let mut it = self.db.raw_iterator_cf_opt(self.cf(TIMELINE), opts);
+        if range.from_oldest {
+            // The last key before the (excluded) upper end; with no upper
+            // end, the largest key the prefix can hold.
+            let mut last = upper.clone();
+            if range.newer_than.is_none() {
+                last = prefix.clone();
+                last.extend_from_slice(&[0xff; ENTRY_SUFFIX]);
+            }
+            it.seek_for_prev(&last);
+            if it.key() == Some(upper.as_slice()) {
+                it.prev();
+            }
+        } else {
+            it.seek(&lower);
+        }
+        let mut items = Vec::with_capacity(range.limit.min(128));
+        while it.valid() && items.len() < range.limit {
+            if let (Some(k), Some(v)) = (it.key(), it.value()) {
+                let mut r = Reader(k.get(prefix.len()..).unwrap_or_default());
+                let relevancy = r.num_desc()?;
+                let id = r.oid_desc()?;
+                let (changed, reason) = keys::decode_entry(v)?;
+                items.push(FeedItem {
+                    owner: owner.to_owned(),
+                    action_id: ObjectId::from_bytes(id),
+                    relevancy,
+                    reason,
+                    changed,
+                });
+            }
+            if range.from_oldest {
+                it.prev();
+            } else {
+                it.next();
+            }
+        }
+        it.status().map_err(super::db_err)?;
+        if range.from_oldest {
+            items.reverse();
+        }
+        Ok(items)
+    }
+
+    pub(super) fn feed_changes(&self, tenant: &str, owner: &str, after: Stamp, limit: usize) -> StoreResult<Vec<FeedItem>> {
+        let prefix = Key::new().str(tenant).str(owner).into_vec();
+        let mut key = Vec::with_capacity(64);
+        keys::change(&mut key, tenant, owner, after.changed, after.action_id.bytes());
+        let lower = keys::after(&key);
+        let mut stamps = Vec::new();
+        self.scan_prefix(CHANGES, &prefix, &lower, limit, |k, _| {
+            let mut r = Reader(&k[prefix.len()..]);
+            let changed = r.num()?;
+            stamps.push((changed, r.oid()?));
+            Ok(())
+        })?;
+        let mut out = Vec::with_capacity(stamps.len());
+        for (changed, id) in stamps {
+            keys::item(&mut key, tenant, id, owner);
+            let Some(state) = self.get(ITEMS, &key)? else {
+                continue;
+            };
+            let state = ItemState::decode(&state)?;
+            if state.hidden {
+                continue;
+            }
+            keys::timeline(&mut key, tenant, owner, state.relevancy, id);
+            let Some(entry) = self.get(TIMELINE, &key)? else {
+                continue;
+            };
+            out.push(FeedItem {
+                owner: owner.to_owned(),
+                action_id: ObjectId::from_bytes(id),
+                relevancy: state.relevancy,
+                reason: keys::decode_entry(&entry)?.1,
+                changed,
+            });
+        }
+        Ok(out)
+    }
+
+    pub(super) fn hide_feed_item(&self, tenant: &str, owner: &str, action_id: ObjectId) -> StoreResult<Option<FeedItem>> {
+        let oid = action_id.bytes();
+        let _lock = self.lock(&[action_lock(tenant, oid)]);
+        let mut key = Vec::with_capacity(64);
+        keys::item(&mut key, tenant, oid, owner);
+        let item_key = key.clone();
+        let Some(state) = self.get(ITEMS, &item_key)? else {
+            return Ok(None);
+        };
+        let state = ItemState::decode(&state)?;
+        if state.hidden {
+            return Ok(None);
+        }
+        let mut batch = WriteBatch::default();
+        // Keep a tombstone so a re-run of the fan-out does not bring it back.
+        let tombstone = ItemState {
+            hidden: true,
+            ..state
+        };
+        batch.put_cf(self.cf(ITEMS), &item_key, tombstone.encode());
+        keys::timeline(&mut key, tenant, owner, state.relevancy, oid);
+        let entry = self.get(TIMELINE, &key)?;
+        batch.delete_cf(self.cf(TIMELINE), &key);
+        keys::change(&mut key, tenant, owner, state.changed, oid);
+        batch.delete_cf(self.cf(CHANGES), &key);
+        self.commit(batch)?;
+        entry
+            .map(|entry| {
+                let (changed, reason) = keys::decode_entry(&entry)?;
+                Ok(FeedItem {
+                    owner: owner.to_owned(),
+                    action_id,
+                    relevancy: state.relevancy,
+                    reason,
+                    changed,
+                })
+            })
+            .transpose()
+    }
+}

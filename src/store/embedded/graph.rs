@@ -1,0 +1,336 @@
+//! Users and the graph between them: edges, groups and memberships,
+//! assignments to refs, supervisors. All in the `graph` family, each kind of
+//! record under its own tag.
+
+use rocksdb::{MergeOperands, WriteBatch};
+
+use super::keys::{self, graph as tag, Key, Reader};
+use super::{families::GRAPH, Inner};
+use crate::model::{
+    EdgeKind, Group, GroupKind, Membership, MembershipRole, User,
+};
+use crate::store::{Direction, JoinOutcome, StoreResult};
+
+const EDGE_FOLLOWS_OUT: u8 = 0;
+const EDGE_FOLLOWS_IN: u8 = 1;
+const EDGE_FRIEND: u8 = 2;
+
+/// A user value with no display name: "this user exists".
+const NO_NAME: &[u8] = &[0];
+
+/// Merges "this user exists" into a user record: a record that is there
+/// (with or without a name) wins. So noting a user is a blind write that
+/// never reads, and never erases a profile.
+pub(super) fn merge_user(_key: &[u8], existing: Option<&[u8]>, _ops: &MergeOperands) -> Option<Vec<u8>> {
+    Some(existing.unwrap_or(NO_NAME).to_vec())
+}
+
+fn user_value(name: Option<&str>) -> Vec<u8> {
+    match name {
+        Some(name) => {
+            let mut v = Vec::with_capacity(1 + name.len());
+            v.push(1);
+            v.extend_from_slice(name.as_bytes());
+            v
+        }
+        None => NO_NAME.to_vec(),
+    }
+}
+
+fn user_name(value: &[u8]) -> StoreResult<Option<String>> {
+    match value.split_first() {
+        Some((1, name)) => std::str::from_utf8(name)
+            .map(|s| Some(s.to_owned()))
+            .map_err(|_| keys::corrupt("user")),
+        _ => Ok(None),
+    }
+}
+
+pub(super) fn user_key(tenant: &str, id: &str) -> Vec<u8> {
+    Key::tag(tag::USER).str(tenant).last(id).into_vec()
+}
+
+/// Notes that a user exists inside a batch.
+pub(super) fn ensure_user_in(batch: &mut WriteBatch, inner: &Inner, tenant: &str, id: &str) {
+    batch.merge_cf(inner.cf(GRAPH), user_key(tenant, id), NO_NAME);
+}
+
+fn edge_codes(kind: EdgeKind) -> (u8, u8) {
+    match kind {
+        EdgeKind::Follows => (EDGE_FOLLOWS_OUT, EDGE_FOLLOWS_IN),
+        EdgeKind::Friend => (EDGE_FRIEND, EDGE_FRIEND),
+    }
+}
+
+pub(super) fn edge_key(tenant: &str, code: u8, user: &str, other: &str) -> Vec<u8> {
+    Key::tag(tag::EDGE).str(tenant).byte(code).str(user).last(other).into_vec()
+}
+
+fn group_kind_code(kind: GroupKind) -> u8 {
+    match kind {
+        GroupKind::Team => 0,
+        GroupKind::Department => 1,
+    }
+}
+
+pub(super) fn group_kind(code: u8) -> GroupKind {
+    if code == 0 {
+        GroupKind::Team
+    } else {
+        GroupKind::Department
+    }
+}
+
+fn role_code(role: MembershipRole) -> u8 {
+    match role {
+        MembershipRole::Member => 0,
+        MembershipRole::Lead => 1,
+    }
+}
+
+pub(super) fn role(code: u8) -> MembershipRole {
+    if code == 0 {
+        MembershipRole::Member
+    } else {
+        MembershipRole::Lead
+    }
+}
+
+impl Inner {
+    /// Lists the bare last parts of keys under `prefix`, after `after`.
+    fn list_last(&self, prefix: Vec<u8>, after: Option<&str>, limit: usize) -> StoreResult<Vec<String>> {
+        let lower = match after {
+            Some(a) => keys::after(&Key(prefix.clone()).last(a).0),
+            None => prefix.clone(),
+        };
+        let mut out = Vec::new();
+        self.scan_prefix(GRAPH, &prefix, &lower, limit, |k, _| {
+            let rest = &k[prefix.len()..];
+            out.push(Reader(rest).last()?.to_owned());
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    pub(super) fn upsert_user(&self, tenant: &str, user: &User) -> StoreResult<()> {
+        let mut batch = WriteBatch::default();
+        batch.put_cf(self.cf(GRAPH), user_key(tenant, &user.id), user_value(user.name.as_deref()));
+        self.commit(batch)
+    }
+
+    pub(super) fn ensure_user(&self, tenant: &str, id: &str) -> StoreResult<()> {
+        // A read first: most calls find the user and need no synced write.
+        if self.exists(GRAPH, &user_key(tenant, id))? {
+            return Ok(());
+        }
+        let mut batch = WriteBatch::default();
+        ensure_user_in(&mut batch, self, tenant, id);
+        self.commit(batch)
+    }
+
+    pub(super) fn get_users(&self, tenant: &str, ids: &[String]) -> StoreResult<Vec<User>> {
+        let cf = self.cf(GRAPH);
+        let keys: Vec<Vec<u8>> = ids.iter().map(|id| user_key(tenant, id)).collect();
+        let values = self.db.batched_multi_get_cf(cf, &keys, false);
+        let mut out = Vec::with_capacity(ids.len());
+        for (id, value) in ids.iter().zip(values) {
+            if let Some(value) = value.map_err(super::db_err)? {
+                out.push(User {
+                    id: id.clone(),
+                    name: user_name(&value)?,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    pub(super) fn set_edge(&self, tenant: &str, kind: EdgeKind, from: &str, to: &str, on: bool) -> StoreResult<bool> {
+        let (forward, backward) = edge_codes(kind);
+        let fwd = edge_key(tenant, forward, from, to);
+        let back = edge_key(tenant, backward, to, from);
+        let _lock = self.lock(&[&fwd, &back]);
+        let had = self.exists(GRAPH, &fwd)?;
+        if had == on {
+            return Ok(false);
+        }
+        let mut batch = WriteBatch::default();
+        let cf = self.cf(GRAPH);
+        if on {
+            batch.put_cf(cf, &fwd, []);
+            batch.put_cf(cf, &back, []);
+            ensure_user_in(&mut batch, self, tenant, from);
+        } else {
+            batch.delete_cf(cf, &fwd);
+            batch.delete_cf(cf, &back);
+        }
+        self.commit(batch)?;
+        Ok(true)
+    }
+
+    pub(super) fn edges(
+        &self,
+        tenant: &str,
+        kind: EdgeKind,
+        direction: Direction,
+        user: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> StoreResult<Vec<String>> {
+        let code = match (kind, direction) {
+            (EdgeKind::Follows, Direction::Out) => EDGE_FOLLOWS_OUT,
+            (EdgeKind::Follows, Direction::In) => EDGE_FOLLOWS_IN,
+            (EdgeKind::Friend, _) => EDGE_FRIEND,
+        };
+        let prefix = Key::tag(tag::EDGE).str(tenant).byte(code).str(user).into_vec();
+        self.list_last(prefix, after, limit)
+    }
+
+    /// Bulk follow edges in one synced batch (see `follow_many`).
+    pub(super) fn follow_many(&self, tenant: &str, edges: &[(String, String)]) -> StoreResult<()> {
+        let mut batch = WriteBatch::default();
+        let cf = self.cf(GRAPH);
+        for (from, to) in edges {
+            batch.put_cf(cf, edge_key(tenant, EDGE_FOLLOWS_OUT, from, to), []);
+            batch.put_cf(cf, edge_key(tenant, EDGE_FOLLOWS_IN, to, from), []);
+            ensure_user_in(&mut batch, self, tenant, from);
+        }
+        self.commit(batch)
+    }
+
+    pub(super) fn join_group(&self, tenant: &str, group: &Group, user: &str, role: MembershipRole) -> StoreResult<JoinOutcome> {
+        let group_key = Key::tag(tag::GROUP).str(tenant).last(&group.id).into_vec();
+        let _lock = self.lock(&[&group_key]);
+        let cf = self.cf(GRAPH);
+        let mut batch = WriteBatch::default();
+        match self.get(GRAPH, &group_key)?.as_deref() {
+            Some([code]) if *code != group_kind_code(group.kind) => {
+                return Ok(JoinOutcome::KindMismatch(Group {
+                    id: group.id.clone(),
+                    kind: group_kind(*code),
+                }));
+            }
+            Some(_) => {}
+            None => batch.put_cf(cf, &group_key, [group_kind_code(group.kind)]),
+        }
+        batch.put_cf(
+            cf,
+            Key::tag(tag::MEMBER).str(tenant).str(&group.id).last(user).into_vec(),
+            [role_code(role)],
+        );
+        batch.put_cf(
+            cf,
+            Key::tag(tag::MEMBER_OF).str(tenant).str(user).last(&group.id).into_vec(),
+            [group_kind_code(group.kind), role_code(role)],
+        );
+        ensure_user_in(&mut batch, self, tenant, user);
+        self.commit(batch)?;
+        Ok(JoinOutcome::Joined(Membership {
+            group_id: group.id.clone(),
+            kind: group.kind,
+            role,
+        }))
+    }
+
+    pub(super) fn leave_group(&self, tenant: &str, group_id: &str, user: &str) -> StoreResult<bool> {
+        let group_key = Key::tag(tag::GROUP).str(tenant).last(group_id).into_vec();
+        let _lock = self.lock(&[&group_key]);
+        let member = Key::tag(tag::MEMBER).str(tenant).str(group_id).last(user).into_vec();
+        let was = self.exists(GRAPH, &member)?;
+        let mut batch = WriteBatch::default();
+        let cf = self.cf(GRAPH);
+        batch.delete_cf(cf, member);
+        batch.delete_cf(cf, Key::tag(tag::MEMBER_OF).str(tenant).str(user).last(group_id).into_vec());
+        self.commit(batch)?;
+        Ok(was)
+    }
+
+    pub(super) fn group_members(&self, tenant: &str, group_id: &str, after: Option<&str>, limit: usize) -> StoreResult<Vec<String>> {
+        let prefix = Key::tag(tag::MEMBER).str(tenant).str(group_id).into_vec();
+        self.list_last(prefix, after, limit)
+    }
+
+    pub(super) fn memberships(&self, tenant: &str, user: &str) -> StoreResult<Vec<Membership>> {
+        let prefix = Key::tag(tag::MEMBER_OF).str(tenant).str(user).into_vec();
+        let mut out = Vec::new();
+        self.scan_prefix(GRAPH, &prefix, &prefix, usize::MAX, |k, v| {
+            let group_id = Reader(&k[prefix.len()..]).last()?.to_owned();
+            let [kind, r] = v else {
+                return Err(keys::corrupt("membership"));
+            };
+            out.push(Membership {
+                group_id,
+                kind: group_kind(*kind),
+                role: role(*r),
+            });
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    pub(super) fn set_assignment(&self, tenant: &str, user: &str, ref_id: &str, on: bool) -> StoreResult<bool> {
+        let to = Key::tag(tag::ASSIGNED_TO).str(tenant).str(ref_id).last(user).into_vec();
+        let of = Key::tag(tag::ASSIGNMENT).str(tenant).str(user).last(ref_id).into_vec();
+        let _lock = self.lock(&[&to]);
+        if self.exists(GRAPH, &to)? == on {
+            return Ok(false);
+        }
+        let mut batch = WriteBatch::default();
+        let cf = self.cf(GRAPH);
+        if on {
+            batch.put_cf(cf, &to, []);
+            batch.put_cf(cf, &of, []);
+        } else {
+            batch.delete_cf(cf, &to);
+            batch.delete_cf(cf, &of);
+        }
+        self.commit(batch)?;
+        Ok(true)
+    }
+
+    pub(super) fn assignees(&self, tenant: &str, ref_ids: &[String]) -> StoreResult<Vec<(String, String)>> {
+        let mut out = Vec::new();
+        for r in ref_ids {
+            let prefix = Key::tag(tag::ASSIGNED_TO).str(tenant).str(r).into_vec();
+            for user in self.list_last(prefix, None, usize::MAX)? {
+                out.push((r.clone(), user));
+            }
+        }
+        Ok(out)
+    }
+
+    pub(super) fn assignments(&self, tenant: &str, user: &str) -> StoreResult<Vec<String>> {
+        let prefix = Key::tag(tag::ASSIGNMENT).str(tenant).str(user).into_vec();
+        self.list_last(prefix, None, usize::MAX)
+    }
+
+    pub(super) fn set_supervisor(&self, tenant: &str, user: &str, supervisor: Option<&str>) -> StoreResult<()> {
+        let key = Key::tag(tag::SUPERVISOR).str(tenant).last(user).into_vec();
+        let _lock = self.lock(&[&key]);
+        let cf = self.cf(GRAPH);
+        let mut batch = WriteBatch::default();
+        if let Some(previous) = self.get(GRAPH, &key)? {
+            let previous = std::str::from_utf8(&previous).map_err(|_| keys::corrupt("supervisor"))?;
+            batch.delete_cf(cf, Key::tag(tag::SUPERVISEE).str(tenant).str(previous).last(user).into_vec());
+        }
+        match supervisor {
+            Some(s) => {
+                batch.put_cf(cf, &key, s.as_bytes());
+                batch.put_cf(cf, Key::tag(tag::SUPERVISEE).str(tenant).str(s).last(user).into_vec(), []);
+            }
+            None => batch.delete_cf(cf, &key),
+        }
+        self.commit(batch)
+    }
+
+    pub(super) fn supervisor(&self, tenant: &str, user: &str) -> StoreResult<Option<String>> {
+        let key = Key::tag(tag::SUPERVISOR).str(tenant).last(user).into_vec();
+        self.get(GRAPH, &key)?
+            .map(|v| String::from_utf8(v).map_err(|_| keys::corrupt("supervisor")))
+            .transpose()
+    }
+
+    pub(super) fn supervisees(&self, tenant: &str, supervisor: &str) -> StoreResult<Vec<String>> {
+        let prefix = Key::tag(tag::SUPERVISEE).str(tenant).str(supervisor).into_vec();
+        self.list_last(prefix, None, usize::MAX)
+    }
+}

@@ -1,0 +1,365 @@
+//! The embedded backend: RocksDB under the data directory.
+//!
+//! Fan-out on write is random inserts across many readers' feeds, the case
+//! log-structured trees are built for: a delivery is three small appends to
+//! the write-ahead log and the memtable, where a B-tree rewrites a page per
+//! reader. Column families (see [`families`]) keep each concern's keys
+//! together and give the feed families a prefix bloom filter on
+//! `(tenant, owner)`; all of them share one block cache.
+//!
+//! Atomicity: RocksDB applies a `WriteBatch` atomically but has no
+//! read-modify-write of its own. Every step that reads, decides and writes
+//! (leases, counts, idempotent delivery, bumps, tombstones) holds a lock for
+//! the key range it decides on: one of [`STRIPES`] mutexes picked by the
+//! action (or, for the graph, by the edge, group or user). Everything a
+//! fan-out batch writes belongs to one action, so a batch of ten thousand
+//! deliveries takes one lock, where a transaction database would lock and
+//! check ten thousand keys. Reads take no lock and see whole batches only.
+//!
+//! Durability: a call that answers a mutation syncs the write-ahead log
+//! before it answers. A fan-out's intermediate batches are written without a
+//! sync: the last batch's synced write covers them (the log is one file), and
+//! a crash before it leaves the lease as it was, so the action is claimed and
+//! delivered again, skipping readers already written.
+//!
+//! RocksDB calls block; writes (which may wait for a sync) run on tokio's
+//! blocking pool, and reads bounded by a page run in place.
+
+mod actions;
+mod archive;
+mod cache;
+mod fanout;
+mod feeds;
+mod graph;
+mod keys;
+mod store;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use rocksdb::{
+    BlockBasedOptions, Cache, ColumnFamily, ColumnFamilyDescriptor, DBCompressionType, Options,
+    ReadOptions, SliceTransform, WriteBatch, WriteOptions, DB,
+};
+
+use self::cache::ActionCache;
+use super::{ErrorKind, StoreError, StoreResult};
+
+/// The column families, each one concern.
+pub mod families {
+    /// Format marker.
+    pub const META: &str = "meta";
+    /// Users, edges, groups, memberships, assignments, supervisors (tagged).
+    pub const GRAPH: &str = "graph";
+    /// `(tenant, actionId)` → the action.
+    pub const ACTIONS: &str = "actions";
+    /// `(tenant, refId, actionId)`: slices.
+    pub const REFS: &str = "refs";
+    /// Fan-outs and bumps still to do, with their leases (tagged).
+    pub const QUEUE: &str = "queue";
+    /// `(tenant, owner, relevancy desc, actionId desc)` → change stamp and
+    /// reason: a reader's feed in the order it is read.
+    pub const TIMELINE: &str = "timeline";
+    /// `(tenant, actionId, owner)` → relevancy, change stamp, hidden: who has
+    /// an action, for idempotent delivery, bumps, tombstones and cascades.
+    pub const ITEMS: &str = "items";
+    /// `(tenant, owner, changed, actionId)`: a reader's feed in the order it
+    /// changed, for resuming live subscriptions.
+    pub const CHANGES: &str = "changes";
+    /// Comments and likes (tagged).
+    pub const REACTIONS: &str = "reactions";
+
+    pub const ALL: [&str; 9] = [
+        META, GRAPH, ACTIONS, REFS, QUEUE, TIMELINE, ITEMS, CHANGES, REACTIONS,
+    ];
+}
+
+/// How many locks guard read-modify-write steps. Two steps on unrelated keys
+/// share a lock with probability 1/STRIPES; that costs waiting, never
+/// correctness.
+pub const STRIPES: usize = 1024;
+
+/// The format this version writes, kept under `meta`.
+const FORMAT: &[u8] = b"riverfeed-rocksdb-1";
+/// The file an earlier version's store (redb) lives in.
+pub const LEGACY_FILE: &str = "riverfeed.redb";
+/// Where the RocksDB files live, under the data directory.
+const ENGINE_DIR: &str = "rocksdb";
+
+/// Settings of the embedded store.
+#[derive(Clone, Debug)]
+pub struct EmbeddedOptions {
+    /// Bytes of block cache shared by every column family.
+    pub cache_bytes: usize,
+}
+
+impl Default for EmbeddedOptions {
+    fn default() -> Self {
+        Self {
+            cache_bytes: 1 << 30,
+        }
+    }
+}
+
+/// The RocksDB-backed store. Cheap to clone: one database behind an `Arc`.
+#[derive(Clone)]
+pub struct EmbeddedStore {
+    inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    db: DB,
+    locks: Box<[Mutex<()>]>,
+    actions: ActionCache,
+    synced: WriteOptions,
+    unsynced: WriteOptions,
+}
+
+pub(crate) fn db_err(err: rocksdb::Error) -> StoreError {
+    StoreError::internal("embedded store", err)
+}
+
+impl EmbeddedStore {
+    /// Opens (or creates) the store in `dir` with default settings.
+    pub fn open(dir: &Path) -> StoreResult<Self> {
+        Self::open_with(dir, &EmbeddedOptions::default())
+    }
+
+    /// Opens (or creates) the store in `dir`, creating the directory. A
+    /// directory an earlier version wrote is refused with the command that
+    /// converts it.
+    pub fn open_with(dir: &Path, options: &EmbeddedOptions) -> StoreResult<Self> {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            StoreError::from_source(
+                ErrorKind::Unavailable,
+                format!("cannot create data directory {}", dir.display()),
+                e,
+            )
+        })?;
+        if dir.join(LEGACY_FILE).exists() {
+            return Err(StoreError::new(
+                ErrorKind::Unavailable,
+                format!(
+                    "{} holds the earlier embedded store format (redb); convert it with \
+                     `riverfeed migrate --data-dir {}`",
+                    dir.display(),
+                    dir.display()
+                ),
+            ));
+        }
+        let path = dir.join(ENGINE_DIR);
+        let db = open_db(&path, options)?;
+        let meta = db.cf_handle(families::META).ok_or_else(missing_family)?;
+        match db.get_cf(meta, b"format").map_err(db_err)? {
+            Some(format) if format == FORMAT => {}
+            Some(other) => {
+                return Err(StoreError::new(
+                    ErrorKind::Unavailable,
+                    format!(
+                        "{} holds store format {:?}, which this version does not read",
+                        path.display(),
+                        String::from_utf8_lossy(&other)
+                    ),
+                ))
+            }
+            None => {
+                let mut sync = WriteOptions::default();
+                sync.set_sync(true);
+                db.put_cf_opt(meta, b"format", FORMAT, &sync)
+                    .map_err(db_err)?;
+            }
+        }
+        let mut synced = WriteOptions::default();
+        synced.set_sync(true);
+        let unsynced = WriteOptions::default();
+        Ok(Self {
+            inner: Arc::new(Inner {
+                db,
+                locks: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+                actions: ActionCache::new(),
+                synced,
+                unsynced,
+            }),
+        })
+    }
+
+    /// Runs blocking work off the async threads.
+    async fn blocking<T, F>(&self, work: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Inner) -> StoreResult<T> + Send + 'static,
+    {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || work(&inner))
+            .await
+            .map_err(|e| StoreError::internal("embedded store task failed", e))?
+    }
+}
+
+fn missing_family() -> StoreError {
+    StoreError::new(ErrorKind::Internal, "embedded store: a column family is missing")
+}
+
+fn open_db(path: &PathBuf, options: &EmbeddedOptions) -> StoreResult<DB> {
+    let cache = Cache::new_lru_cache(options.cache_bytes.max(8 << 20));
+    let mut db_opts = Options::default();
+    db_opts.create_if_missing(true);
+    db_opts.create_missing_column_families(true);
+    db_opts.increase_parallelism(2);
+    db_opts.set_max_background_jobs(2);
+    // One budget for all memtables, so many families do not multiply it.
+    db_opts.set_db_write_buffer_size(256 << 20);
+    db_opts.set_max_total_wal_size(512 << 20);
+    db_opts.set_bytes_per_sync(1 << 20);
+    let descriptors = families::ALL.iter().map(|&name| {
+        let mut table = BlockBasedOptions::default();
+        table.set_block_cache(&cache);
+        table.set_bloom_filter(10.0, false);
+        table.set_cache_index_and_filter_blocks(true);
+        table.set_pin_l0_filter_and_index_blocks_in_cache(true);
+        let mut cf = Options::default();
+        cf.set_compression_type(DBCompressionType::Lz4);
+        cf.set_bottommost_compression_type(DBCompressionType::Lz4);
+        match name {
+            families::TIMELINE | families::CHANGES => {
+                // Feed ranges are read by owner: bloom filters on the
+                // `(tenant, owner)` prefix let a seek skip files that hold
+                // none of the owner's keys.
+                cf.set_prefix_extractor(SliceTransform::create(
+                    "riverfeed.owner",
+                    owner_prefix,
+                    Some(has_owner_prefix),
+                ));
+                cf.set_memtable_prefix_bloom_ratio(0.1);
+                table.set_whole_key_filtering(false);
+                cf.set_write_buffer_size(64 << 20);
+            }
+            families::GRAPH => {
+                cf.set_merge_operator_associative("riverfeed.user", graph::merge_user);
+                cf.set_write_buffer_size(16 << 20);
+            }
+            _ => cf.set_write_buffer_size(32 << 20),
+        }
+        cf.set_block_based_table_factory(&table);
+        ColumnFamilyDescriptor::new(name, cf)
+    });
+    DB::open_cf_descriptors(&db_opts, path, descriptors.collect::<Vec<_>>()).map_err(|e| {
+        let text = e.to_string();
+        let hint = if text.contains("LOCK") {
+            " (another riverfeed process is using this data directory)"
+        } else {
+            ""
+        };
+        StoreError::from_source(
+            ErrorKind::Unavailable,
+            format!("cannot open {}{hint}", path.display()),
+            e,
+        )
+    })
+}
+
+fn owner_prefix(key: &[u8]) -> &[u8] {
+    match keys::owner_prefix_len(key) {
+        Some(len) => &key[..len],
+        None => key,
+    }
+}
+
+fn has_owner_prefix(key: &[u8]) -> bool {
+    keys::owner_prefix_len(key).is_some()
+}
+
+/// A lock on one or more stripes, released on drop.
+pub(crate) struct Locked<'a> {
+    _guards: Vec<MutexGuard<'a, ()>>,
+}
+
+impl Inner {
+    pub(crate) fn cf(&self, name: &str) -> &ColumnFamily {
+        // Every family is created at open, so the handle is always there.
+        self.db
+            .cf_handle(name)
+            .unwrap_or_else(|| panic!("column family {name} was created at open"))
+    }
+
+    fn stripe(key: &[u8]) -> usize {
+        use std::hash::{BuildHasher, Hasher};
+        let mut hasher = rustc_hash::FxBuildHasher.build_hasher();
+        hasher.write(key);
+        (hasher.finish() as usize) % STRIPES
+    }
+
+    /// Locks the stripes of `keys`, in stripe order so that two callers never
+    /// wait on each other crosswise.
+    pub(crate) fn lock<K: AsRef<[u8]>>(&self, keys: &[K]) -> Locked<'_> {
+        let mut stripes: Vec<usize> = keys.iter().map(|k| Self::stripe(k.as_ref())).collect();
+        stripes.sort_unstable();
+        stripes.dedup();
+        let guards = stripes
+            .into_iter()
+            .map(|s| self.locks[s].lock().unwrap_or_else(|poisoned| poisoned.into_inner()))
+            .collect();
+        Locked { _guards: guards }
+    }
+
+    /// Writes a batch, synced to disk before it returns.
+    pub(crate) fn commit(&self, batch: WriteBatch) -> StoreResult<()> {
+        self.db.write_opt(batch, &self.synced).map_err(db_err)
+    }
+
+    /// Writes a batch whose loss in a crash is repaired by redoing its work.
+    pub(crate) fn commit_unsynced(&self, batch: WriteBatch) -> StoreResult<()> {
+        self.db.write_opt(batch, &self.unsynced).map_err(db_err)
+    }
+
+    /// Values of every key in `[lower, upper)` of a family, in key order, at
+    /// most `limit`, as `(key, value)`.
+    pub(crate) fn scan(
+        &self,
+        family: &str,
+        lower: &[u8],
+        upper: Option<Vec<u8>>,
+        limit: usize,
+        mut each: impl FnMut(&[u8], &[u8]) -> StoreResult<()>,
+    ) -> StoreResult<()> {
+        let mut opts = ReadOptions::default();
+        if let Some(upper) = upper {
+            opts.set_iterate_upper_bound(upper);
+        }
+        let mut it = self.db.raw_iterator_cf_opt(self.cf(family), opts);
+        it.seek(lower);
+        let mut n = 0;
+        while it.valid() && n < limit {
+            if let (Some(k), Some(v)) = (it.key(), it.value()) {
+                each(k, v)?;
+            }
+            n += 1;
+            it.next();
+        }
+        it.status().map_err(db_err)
+    }
+
+    /// Every key under `prefix`, from `lower` (at or after the prefix).
+    pub(crate) fn scan_prefix(
+        &self,
+        family: &str,
+        prefix: &[u8],
+        lower: &[u8],
+        limit: usize,
+        each: impl FnMut(&[u8], &[u8]) -> StoreResult<()>,
+    ) -> StoreResult<()> {
+        self.scan(family, lower, keys::successor(prefix), limit, each)
+    }
+
+    pub(crate) fn get(&self, family: &str, key: &[u8]) -> StoreResult<Option<Vec<u8>>> {
+        self.db.get_cf(self.cf(family), key).map_err(db_err)
+    }
+
+    pub(crate) fn exists(&self, family: &str, key: &[u8]) -> StoreResult<bool> {
+        Ok(self
+            .db
+            .get_pinned_cf(self.cf(family), key)
+            .map_err(db_err)?
+            .is_some())
+    }
+}

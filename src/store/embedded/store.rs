@@ -1,0 +1,250 @@
+//! The [`Store`] port over [`Inner`]'s blocking calls: writes (which may wait
+//! for a sync) on tokio's blocking pool, reads bounded by a page in place.
+
+use async_trait::async_trait;
+
+use super::EmbeddedStore;
+use crate::model::{
+    Action, Comment, Counts, EdgeKind, FeedItem, Group, Membership, MembershipRole, Millis,
+    ObjectId, Scope, Stamp, User,
+};
+use crate::store::{
+    BumpClaim, Claim, Delivery, Direction, FeedRange, JoinOutcome, Store, StoreResult,
+};
+
+/// Owned copies of borrowed arguments, for work moved to the blocking pool.
+macro_rules! owned {
+    ($($name:ident),+) => { $(let $name = $name.to_owned();)+ };
+}
+
+#[async_trait]
+impl Store for EmbeddedStore {
+    fn backend(&self) -> &'static str {
+        "embedded"
+    }
+
+    async fn upsert_user(&self, tenant: &str, user: &User) -> StoreResult<()> {
+        owned!(tenant, user);
+        self.blocking(move |db| db.upsert_user(&tenant, &user)).await
+    }
+
+    async fn ensure_user(&self, tenant: &str, id: &str) -> StoreResult<()> {
+        owned!(tenant, id);
+        self.blocking(move |db| db.ensure_user(&tenant, &id)).await
+    }
+
+    async fn get_users(&self, tenant: &str, ids: &[String]) -> StoreResult<Vec<User>> {
+        self.inner.get_users(tenant, ids)
+    }
+
+    async fn set_edge(&self, tenant: &str, kind: EdgeKind, from: &str, to: &str, on: bool) -> StoreResult<bool> {
+        owned!(tenant, from, to);
+        self.blocking(move |db| db.set_edge(&tenant, kind, &from, &to, on)).await
+    }
+
+    async fn edges(
+        &self,
+        tenant: &str,
+        kind: EdgeKind,
+        direction: Direction,
+        user: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> StoreResult<Vec<String>> {
+        owned!(tenant, user);
+        let after = after.map(str::to_owned);
+        self.blocking(move |db| db.edges(&tenant, kind, direction, &user, after.as_deref(), limit))
+            .await
+    }
+
+    async fn join_group(&self, tenant: &str, group: &Group, user: &str, role: MembershipRole) -> StoreResult<JoinOutcome> {
+        owned!(tenant, group, user);
+        self.blocking(move |db| db.join_group(&tenant, &group, &user, role)).await
+    }
+
+    async fn leave_group(&self, tenant: &str, group_id: &str, user: &str) -> StoreResult<bool> {
+        owned!(tenant, group_id, user);
+        self.blocking(move |db| db.leave_group(&tenant, &group_id, &user)).await
+    }
+
+    async fn group_members(&self, tenant: &str, group_id: &str, after: Option<&str>, limit: usize) -> StoreResult<Vec<String>> {
+        owned!(tenant, group_id);
+        let after = after.map(str::to_owned);
+        self.blocking(move |db| db.group_members(&tenant, &group_id, after.as_deref(), limit))
+            .await
+    }
+
+    async fn memberships(&self, tenant: &str, user: &str) -> StoreResult<Vec<Membership>> {
+        self.inner.memberships(tenant, user)
+    }
+
+    async fn set_assignment(&self, tenant: &str, user: &str, ref_id: &str, on: bool) -> StoreResult<bool> {
+        owned!(tenant, user, ref_id);
+        self.blocking(move |db| db.set_assignment(&tenant, &user, &ref_id, on)).await
+    }
+
+    async fn assignees(&self, tenant: &str, ref_ids: &[String]) -> StoreResult<Vec<(String, String)>> {
+        owned!(tenant, ref_ids);
+        self.blocking(move |db| db.assignees(&tenant, &ref_ids)).await
+    }
+
+    async fn assignments(&self, tenant: &str, user: &str) -> StoreResult<Vec<String>> {
+        self.inner.assignments(tenant, user)
+    }
+
+    async fn set_supervisor(&self, tenant: &str, user: &str, supervisor: Option<&str>) -> StoreResult<()> {
+        owned!(tenant, user);
+        let supervisor = supervisor.map(str::to_owned);
+        self.blocking(move |db| db.set_supervisor(&tenant, &user, supervisor.as_deref()))
+            .await
+    }
+
+    async fn supervisor(&self, tenant: &str, user: &str) -> StoreResult<Option<String>> {
+        self.inner.supervisor(tenant, user)
+    }
+
+    async fn supervisees(&self, tenant: &str, supervisor: &str) -> StoreResult<Vec<String>> {
+        owned!(tenant, supervisor);
+        self.blocking(move |db| db.supervisees(&tenant, &supervisor)).await
+    }
+
+    async fn insert_action(&self, action: &Action) -> StoreResult<()> {
+        owned!(action);
+        self.blocking(move |db| db.insert_action(&action)).await
+    }
+
+    async fn get_actions(&self, tenant: &str, ids: &[ObjectId]) -> StoreResult<Vec<Action>> {
+        self.inner.get_actions(tenant, ids)
+    }
+
+    async fn hide_action(&self, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>> {
+        owned!(tenant);
+        self.blocking(move |db| db.hide_action(&tenant, id)).await
+    }
+
+    async fn delete_action(&self, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>> {
+        owned!(tenant);
+        self.blocking(move |db| db.delete_action(&tenant, id)).await
+    }
+
+    async fn set_action_scope(
+        &self,
+        tenant: &str,
+        id: ObjectId,
+        scope: Scope,
+        readers: &[String],
+        scope_groups: &[String],
+    ) -> StoreResult<Action> {
+        owned!(tenant, readers, scope_groups);
+        self.blocking(move |db| db.set_action_scope(&tenant, id, scope, &readers, &scope_groups))
+            .await
+    }
+
+    async fn slice(&self, tenant: &str, ref_id: &str, before: Option<ObjectId>, limit: usize) -> StoreResult<Vec<ObjectId>> {
+        self.inner.slice(tenant, ref_id, before, limit)
+    }
+
+    async fn rename_ref(&self, tenant: &str, ref_id: &str, name: &str) -> StoreResult<u64> {
+        owned!(tenant, ref_id, name);
+        self.blocking(move |db| db.rename_ref(&tenant, &ref_id, &name)).await
+    }
+
+    async fn add_comment(&self, tenant: &str, comment: &Comment) -> StoreResult<Counts> {
+        owned!(tenant, comment);
+        self.blocking(move |db| db.add_comment(&tenant, &comment)).await
+    }
+
+    async fn comments(&self, tenant: &str, action_id: ObjectId, after: Option<ObjectId>, limit: usize) -> StoreResult<Vec<Comment>> {
+        self.inner.comments(tenant, action_id, after, limit)
+    }
+
+    async fn set_like(&self, tenant: &str, action_id: ObjectId, user: &str, on: bool) -> StoreResult<(bool, Counts)> {
+        owned!(tenant, user);
+        self.blocking(move |db| db.set_like(&tenant, action_id, &user, on)).await
+    }
+
+    async fn liked(&self, tenant: &str, user: &str, action_ids: &[ObjectId]) -> StoreResult<Vec<ObjectId>> {
+        self.inner.liked(tenant, user, action_ids)
+    }
+
+    async fn claim_fan_out(&self, worker: &str, now: Millis, lease_ms: Millis, limit: usize) -> StoreResult<Vec<Claim>> {
+        owned!(worker);
+        self.blocking(move |db| db.claim_fan_out(&worker, now, lease_ms, limit)).await
+    }
+
+    async fn deliver(&self, claim: &Claim, now: Millis, items: &[Delivery]) -> StoreResult<Vec<FeedItem>> {
+        owned!(claim, items);
+        self.blocking(move |db| {
+            let mut results = db.deliver_jobs(now, &[(&claim, &items[..])], false)?;
+            results.pop().unwrap_or_else(|| Ok(Vec::new()))
+        })
+        .await
+    }
+
+    async fn finish_fan_out(&self, claim: &Claim) -> StoreResult<()> {
+        owned!(claim);
+        self.blocking(move |db| {
+            let mut results = db.deliver_jobs(0, &[(&claim, &[][..])], true)?;
+            results.pop().unwrap_or_else(|| Ok(Vec::new())).map(drop)
+        })
+        .await
+    }
+
+    async fn deliver_all_and_finish(
+        &self,
+        now: Millis,
+        jobs: &[(Claim, Vec<Delivery>)],
+    ) -> StoreResult<Vec<StoreResult<Vec<FeedItem>>>> {
+        owned!(jobs);
+        self.blocking(move |db| {
+            let jobs: Vec<(&Claim, &[Delivery])> =
+                jobs.iter().map(|(c, d)| (c, d.as_slice())).collect();
+            db.deliver_jobs(now, &jobs, true)
+        })
+        .await
+    }
+
+    async fn claim_bumps(&self, worker: &str, now: Millis, lease_ms: Millis, limit: usize) -> StoreResult<Vec<BumpClaim>> {
+        owned!(worker);
+        self.blocking(move |db| db.claim_bumps(&worker, now, lease_ms, limit)).await
+    }
+
+    async fn bump(&self, claim: &BumpClaim, now: Millis, bumps: &[Delivery]) -> StoreResult<Vec<FeedItem>> {
+        owned!(claim, bumps);
+        self.blocking(move |db| db.bump(&claim, now, &bumps, false)).await
+    }
+
+    async fn finish_bump(&self, claim: &BumpClaim) -> StoreResult<()> {
+        owned!(claim);
+        self.blocking(move |db| db.bump(&claim, 0, &[], true).map(drop)).await
+    }
+
+    async fn bump_and_finish(&self, claim: &BumpClaim, now: Millis, bumps: &[Delivery]) -> StoreResult<Vec<FeedItem>> {
+        owned!(claim, bumps);
+        self.blocking(move |db| db.bump(&claim, now, &bumps, true)).await
+    }
+
+    async fn feed_changes(&self, tenant: &str, owner: &str, after: Stamp, limit: usize) -> StoreResult<Vec<FeedItem>> {
+        self.inner.feed_changes(tenant, owner, after, limit)
+    }
+
+    async fn feed_page(&self, tenant: &str, owner: &str, range: FeedRange) -> StoreResult<Vec<FeedItem>> {
+        self.inner.feed_page(tenant, owner, range)
+    }
+
+    async fn hide_feed_item(&self, tenant: &str, owner: &str, action_id: ObjectId) -> StoreResult<Option<FeedItem>> {
+        owned!(tenant, owner);
+        self.blocking(move |db| db.hide_feed_item(&tenant, &owner, action_id)).await
+    }
+}
+
+impl EmbeddedStore {
+    /// Adds many follow edges `(follower, followed)` in one synced batch: bulk
+    /// loading (the benchmark's follow graphs), where a commit per edge would
+    /// spend its time in syncs. Same records as [`Store::set_edge`]: both
+    /// directions, and the follower noted as a user.
+    pub async fn follow_many(&self, tenant: &str, edges: Vec<(String, String)>) -> StoreResult<()> {
+        owned!(tenant);
+        self.blocking(move |db| db.follow_many(&tenant, &edges)).await
+    }
+}
