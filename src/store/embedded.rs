@@ -30,11 +30,12 @@ use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use futures_util::stream::{self, BoxStream, StreamExt};
 use redb::{Database, ReadableTable, TableDefinition, TableHandle};
 
 use super::{
-    BumpClaim, Claim, Delivery, Direction, ErrorKind, FeedRange, JoinOutcome, Store, StoreError,
-    StoreResult,
+    Archive, BumpClaim, Claim, Delivery, Direction, ErrorKind, FeedRange, JoinOutcome, Record,
+    Store, StoreError, StoreResult,
 };
 use crate::model::{
     Action, Comment, Counts, EdgeKind, FanOut, FanOutState, FeedItem, Group, GroupKind, Membership,
@@ -673,6 +674,26 @@ fn lease_held(txn: &redb::WriteTransaction, claim: &Claim) -> StoreResult<bool> 
                 claim.action.id
             ),
         )),
+    }
+}
+
+/// This redb store is the earlier format now: it exports through the legacy
+/// reader and imports nothing (`riverfeed migrate` moves its data into the new
+/// embedded store). Goes with the redb store.
+#[async_trait]
+impl Archive for EmbeddedStore {
+    fn export<'a>(&'a self, tenant: Option<&'a str>) -> BoxStream<'a, StoreResult<Record>> {
+        match super::legacy::export_db(self.db.clone(), tenant.map(str::to_owned)) {
+            Ok(records) => records,
+            Err(err) => stream::once(async move { Err(err) }).boxed(),
+        }
+    }
+
+    async fn import(&self, _records: &[Record]) -> StoreResult<()> {
+        Err(StoreError::invalid(
+            "the redb embedded store does not import records: it is the earlier format, \
+             which `riverfeed migrate` converts; import into the current embedded store or MongoDB",
+        ))
     }
 }
 

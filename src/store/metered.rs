@@ -5,8 +5,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use futures_util::stream::BoxStream;
 
-use super::{BumpClaim, Claim, Delivery, Direction, FeedRange, JoinOutcome, Store, StoreResult};
+use super::{
+    Archive, BumpClaim, Claim, Delivery, Direction, FeedRange, JoinOutcome, Record, Store,
+    StoreResult,
+};
 use crate::model::{
     Action, Comment, Counts, EdgeKind, FeedItem, Group, Membership, MembershipRole, Millis,
     ObjectId, Scope, Stamp, User,
@@ -96,6 +100,17 @@ impl Metered {
     /// Calls so far of every operation, in declaration order.
     pub fn snapshot(&self) -> Vec<(Op, u64)> {
         Op::ALL.iter().map(|&op| (op, self.calls(op))).collect()
+    }
+}
+
+#[async_trait]
+impl Archive for Metered {
+    fn export<'a>(&'a self, tenant: Option<&'a str>) -> BoxStream<'a, StoreResult<Record>> {
+        self.inner.export(tenant)
+    }
+
+    async fn import(&self, records: &[Record]) -> StoreResult<()> {
+        self.inner.import(records).await
     }
 }
 

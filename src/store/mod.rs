@@ -5,13 +5,16 @@
 //! [`metered`] wraps any of them to count calls. The conformance suite in
 //! `tests/it/store_suite.rs` holds every backend to the same contract.
 
+pub mod archive;
 pub mod embedded;
 mod error;
+pub mod legacy;
 pub mod metered;
 pub mod mongo;
 
 use std::sync::Arc;
 
+pub use archive::{Archive, EdgeRecordKind, ItemRecord, Record};
 use async_trait::async_trait;
 pub use error::{ErrorKind, StoreError, StoreResult};
 
@@ -77,9 +80,10 @@ pub enum JoinOutcome {
 }
 
 /// Everything Riverfeed stores. Every call is confined to one tenant, except the
-/// fan-out claim, which serves all tenants.
+/// fan-out claim, which serves all tenants. Export and import of whole stores
+/// are their own concern, in [`Archive`].
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Store: Archive + Send + Sync + 'static {
     /// A short name of the backend, for logs.
     fn backend(&self) -> &'static str;
 
