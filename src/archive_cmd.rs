@@ -146,11 +146,15 @@ pub async fn write_records<W: AsyncWrite + Unpin>(
 /// Reads one line of an import: a record, checked as the API checks input.
 pub fn parse_line(line: &str, number: u64) -> StoreResult<Record> {
     let record: Record = serde_json::from_str(line).map_err(|e| {
-        StoreError::from_source(
-            ErrorKind::InvalidInput,
-            format!("line {number}: not a record: {e}"),
-            e,
-        )
+        // serde_json ends its message with the position in the text it was
+        // given, which is this one line: say the file's line and the column.
+        let text = e.to_string();
+        let suffix = format!(" at line {} column {}", e.line(), e.column());
+        let cause = text.strip_suffix(&suffix).unwrap_or(&text);
+        StoreError::invalid(format!(
+            "line {number}, column {}: not a record: {cause}",
+            e.column()
+        ))
     })?;
     record
         .check()
@@ -267,6 +271,9 @@ pub async fn migrate_into(
     progress: &ProgressBar,
 ) -> StoreResult<Tally> {
     check_migratable(dir)?;
+    // An empty import first: a store that takes no imports says so before
+    // anything is read.
+    target.import(&[]).await?;
     let records = legacy::export(dir, None)?;
     let tally = import_stream(target, records, batch, progress).await?;
     let (from, to) = (legacy::legacy_path(dir), dir.join(MIGRATED_FILE));
