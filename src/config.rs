@@ -1,4 +1,5 @@
-//! Command line and environment: `riverfeed [serve] [flags]`, `riverfeed schema`.
+//! Command line and environment: `riverfeed [serve] [flags]`, `riverfeed schema`,
+//! `riverfeed export | import | migrate`.
 //! Every flag has an environment twin; the defaults run on one machine with no setup.
 
 use std::net::SocketAddr;
@@ -45,6 +46,17 @@ pub enum Command {
     /// `--store` picks the backend (a fresh temporary embedded store by
     /// default; a MongoDB URI gets a fresh database, dropped afterwards).
     Bench(crate::bench::BenchArgs),
+    /// Write every record of a store (or of one tenant) as JSON Lines, to a
+    /// file or stdout. `--store` picks the store as for `serve`; a data
+    /// directory of the earlier (redb) format is read as it is.
+    Export(crate::archive_cmd::ExportArgs),
+    /// Read records (JSON Lines, as `export` writes them) into a store, in
+    /// batches. Importing the same records twice leaves one copy.
+    Import(crate::archive_cmd::ImportArgs),
+    /// Convert the data directory (`--data-dir`) of the earlier (redb) format
+    /// in place: its records go into the current embedded store, and
+    /// `riverfeed.redb` is kept as `riverfeed.redb.migrated`.
+    Migrate,
     /// Holds live subscribers for `bench` in a process of their own.
     #[command(hide = true)]
     LiveSubscribers(crate::bench::live::SubscribersArgs),
@@ -253,12 +265,15 @@ impl ServeArgs {
         Ok(rules)
     }
 
-    pub fn options(&self) -> anyhow::Result<ServeOptions> {
-        let store = self
-            .store
+    /// The store URL: `--store`, or the embedded store in the data directory.
+    pub fn store_url(&self) -> String {
+        self.store
             .clone()
-            .unwrap_or_else(|| format!("embedded:{}", self.data_dir.display()));
-        let mut options = ServeOptions::new(store);
+            .unwrap_or_else(|| format!("embedded:{}", self.data_dir.display()))
+    }
+
+    pub fn options(&self) -> anyhow::Result<ServeOptions> {
+        let mut options = ServeOptions::new(self.store_url());
         options.listen = self.listen;
         options.event_buffer = self.event_buffer as usize;
         options.insecure_dev = self.insecure_dev;
@@ -348,6 +363,40 @@ mod tests {
             assert_eq!(cli.serve.listen.port(), 9, "{args:?}");
             assert_eq!(cli.serve.options().unwrap().store, "embedded:d");
         }
+    }
+
+    #[test]
+    fn archive_commands_take_the_store_as_serve_does() {
+        let cli =
+            Cli::try_parse_from(["riverfeed", "export", "--data-dir", "d", "--tenant", "acme"])
+                .expect("parses");
+        let Some(Command::Export(args)) = &cli.command else {
+            panic!("export: {:?}", cli.command);
+        };
+        assert_eq!(args.tenant.as_deref(), Some("acme"));
+        assert_eq!(args.out, PathBuf::from("-"));
+        assert_eq!(cli.serve.store_url(), "embedded:d");
+        let cli = Cli::try_parse_from([
+            "riverfeed",
+            "import",
+            "--store",
+            "mongodb://db/feeds",
+            "--in",
+            "all.jsonl",
+            "--batch",
+            "50",
+        ])
+        .expect("parses");
+        let Some(Command::Import(args)) = &cli.command else {
+            panic!("import: {:?}", cli.command);
+        };
+        assert_eq!((args.input.to_str(), args.batch), (Some("all.jsonl"), 50));
+        assert_eq!(cli.serve.store_url(), "mongodb://db/feeds");
+        assert!(Cli::try_parse_from(["riverfeed", "import", "--batch", "0"]).is_err());
+        let cli =
+            Cli::try_parse_from(["riverfeed", "migrate", "--data-dir", "old"]).expect("parses");
+        assert!(matches!(cli.command, Some(Command::Migrate)));
+        assert_eq!(cli.serve.data_dir, PathBuf::from("old"));
     }
 
     #[test]

@@ -8,9 +8,10 @@
 //!
 //! - [`model`]: the domain — actions, feed items, users, groups, input limits.
 //! - [`descriptor`]: the typed payloads of actions, one file per family.
-//! - [`store`]: the storage port (`Store` trait, with `Archive` for export and
-//!   import) and its backends (`embedded`, RocksDB; `mongo`, MongoDB), plus a
-//!   call-counting wrapper.
+//! - [`store`]: the storage port (`Store` trait, with `Archive`: export and
+//!   import of whole stores) and its backends (`embedded`, RocksDB; `mongo`,
+//!   MongoDB), a call-counting wrapper, and the reader of the earlier
+//!   embedded format (`legacy`).
 //! - [`fanout`]: the worker that claims jobs with a lease: pending actions (one
 //!   feed item per reader) and comments (bumps).
 //! - [`relevancy`]: the rules that pick which readers a comment bumps, and how far.
@@ -22,6 +23,9 @@
 //!   `/healthz`, `/metrics`, `/demo/`.
 //! - [`auth`]: identity — JWT bearer tokens and roles, or dev-mode headers.
 //! - [`server`]: starts and stops the whole service; [`config`]: the command line.
+//! - [`archive_cmd`]: `riverfeed export`, `import` and `migrate` — whole stores
+//!   as JSON Lines of [`store::Record`]s, and the earlier embedded format
+//!   ([`store::legacy`]) converted in place.
 //! - [`clock`]: injected time, so tests move it instead of sleeping.
 //! - [`demo`]: `serve --demo` — a recruiting organisation seeded into the
 //!   `demo` tenant for the web demo (`web-demo/`, served at `/demo/`).
@@ -30,6 +34,7 @@
 //!   and the bench draw from.
 
 pub mod api;
+pub mod archive_cmd;
 pub mod auth;
 pub mod bench;
 pub mod clock;

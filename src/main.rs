@@ -18,17 +18,40 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Some(Command::Bench(args)) => {
-            // Quiet logs: the server shares the terminal with progress bars.
-            tracing_subscriber::fmt()
-                .with_env_filter(
-                    EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
-                )
-                .init();
+            quiet_logs();
             riverfeed::bench::run(&args, &cli.serve).await.map(drop)
+        }
+        Some(Command::Export(args)) => {
+            quiet_logs();
+            riverfeed::archive_cmd::run_export(&args, &cli.serve.store_url())
+                .await
+                .map(drop)
+        }
+        Some(Command::Import(args)) => {
+            quiet_logs();
+            riverfeed::archive_cmd::run_import(&args, &cli.serve.store_url())
+                .await
+                .map(drop)
+        }
+        Some(Command::Migrate) => {
+            quiet_logs();
+            riverfeed::archive_cmd::run_migrate(&cli.serve.data_dir)
+                .await
+                .map(drop)
         }
         Some(Command::LiveSubscribers(args)) => riverfeed::bench::live::subscribers(&args).await,
         Some(Command::Serve) | None => serve(cli.serve).await,
     }
+}
+
+/// Warnings and errors only: these commands share stderr with progress bars.
+fn quiet_logs() {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
+        )
+        .init();
 }
 
 async fn serve(args: riverfeed::config::ServeArgs) -> anyhow::Result<()> {

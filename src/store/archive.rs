@@ -14,6 +14,7 @@ use futures_util::stream::BoxStream;
 use serde::{Deserialize, Serialize};
 
 use super::StoreResult;
+use crate::model::limits::{check_id, InputError};
 use crate::model::{
     Action, Comment, FeedItem, GroupKind, MembershipRole, Millis, ObjectId, Reason,
 };
@@ -59,8 +60,16 @@ impl ItemRecord {
 
 /// One record of one tenant. The JSON form is an object with a `record` field
 /// naming the variant.
+// Unboxed on purpose: records live one at a time in a stream, or a batch (a
+// thousand) at a time in a Vec, where a few hundred bytes each is nothing and
+// a box per action would be an allocation per action.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "record", rename_all = "camelCase", rename_all_fields = "camelCase")]
+#[serde(
+    tag = "record",
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase"
+)]
 pub enum Record {
     /// A user, with a display name if one was set.
     User {
@@ -92,7 +101,9 @@ pub enum Record {
         supervisor: String,
     },
     /// An action, with its counts and fan-out state (tenant inside).
-    Action { action: Action },
+    Action {
+        action: Action,
+    },
     /// A comment; `bumpQueued` when the bump it causes is still to do.
     Comment {
         tenant: String,
@@ -104,7 +115,10 @@ pub enum Record {
         action_id: ObjectId,
         user: String,
     },
-    FeedItem { tenant: String, item: ItemRecord },
+    FeedItem {
+        tenant: String,
+        item: ItemRecord,
+    },
 }
 
 impl Record {
@@ -120,6 +134,41 @@ impl Record {
             | Record::Like { tenant, .. }
             | Record::FeedItem { tenant, .. } => tenant,
             Record::Action { action } => &action.tenant,
+        }
+    }
+
+    /// Checks the ids a record holds the way the API checks them, so that an
+    /// import never writes what the API would have refused.
+    pub fn check(&self) -> Result<(), InputError> {
+        check_id("tenant", self.tenant())?;
+        match self {
+            Record::User { id, .. } => check_id("id", id),
+            Record::Edge { from, to, .. } => {
+                check_id("from", from)?;
+                check_id("to", to)?;
+                if from == to {
+                    return Err(InputError::new(format!("an edge from {from:?} to itself")));
+                }
+                Ok(())
+            }
+            Record::Membership { group, user, .. } => {
+                check_id("group", group)?;
+                check_id("user", user)
+            }
+            Record::Assignment { user, ref_id, .. } => {
+                check_id("user", user)?;
+                check_id("refId", ref_id)
+            }
+            Record::Supervisor {
+                user, supervisor, ..
+            } => {
+                check_id("user", user)?;
+                check_id("supervisor", supervisor)
+            }
+            Record::Action { action } => check_id("actorId", &action.actor_id),
+            Record::Comment { comment, .. } => check_id("authorId", &comment.author_id),
+            Record::Like { user, .. } => check_id("user", user),
+            Record::FeedItem { item, .. } => check_id("owner", &item.owner),
         }
     }
 

@@ -9,9 +9,9 @@
 pub mod archive;
 pub mod embedded;
 mod error;
+pub mod legacy;
 pub mod metered;
 pub mod mongo;
-mod mongo_archive_stub;
 
 use std::sync::Arc;
 

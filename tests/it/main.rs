@@ -1,6 +1,7 @@
 //! Integration tests: one binary, so the crate links once.
 
 mod api;
+mod archive;
 mod bench;
 mod common;
 mod demo;

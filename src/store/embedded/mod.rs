@@ -81,8 +81,6 @@ pub const STRIPES: usize = 1024;
 
 /// The format this version writes, kept under `meta`.
 const FORMAT: &[u8] = b"riverfeed-rocksdb-1";
-/// The file an earlier version's store (redb) lives in.
-pub const LEGACY_FILE: &str = "riverfeed.redb";
 /// Where the RocksDB files live, under the data directory.
 const ENGINE_DIR: &str = "rocksdb";
 
@@ -136,7 +134,7 @@ impl EmbeddedStore {
                 e,
             )
         })?;
-        if dir.join(LEGACY_FILE).exists() {
+        if super::legacy::is_legacy_dir(dir) {
             return Err(StoreError::new(
                 ErrorKind::Unavailable,
                 format!(
@@ -147,6 +145,16 @@ impl EmbeddedStore {
                 ),
             ));
         }
+        Self::open_engine(dir, options)
+    }
+
+    /// Opens (or creates) the store in `dir` even beside a file of the
+    /// earlier format: for `riverfeed migrate`, which fills it from that file.
+    pub fn open_for_migration(dir: &Path, options: &EmbeddedOptions) -> StoreResult<Self> {
+        Self::open_engine(dir, options)
+    }
+
+    fn open_engine(dir: &Path, options: &EmbeddedOptions) -> StoreResult<Self> {
         let path = dir.join(ENGINE_DIR);
         let db = open_db(&path, options)?;
         let meta = db.cf_handle(families::META).ok_or_else(missing_family)?;

@@ -16,6 +16,10 @@
 //! No call needs a multi-document transaction, so a standalone `mongod` works as
 //! well as a replica set: a delivery that races a hide or delete checks the
 //! action again after writing and takes its items back.
+//!
+//! Export and import of whole stores are in `archive.rs`.
+
+mod archive;
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};

@@ -1,0 +1,507 @@
+//! Export and import of a MongoDB store: each collection streamed through a
+//! cursor (never loaded whole), and records written back with one bulk
+//! `update` command of upserts per collection and batch, so that an import is
+//! a handful of round trips per thousand records and a second import of the
+//! same records replaces rather than duplicates.
+//!
+//! Imported documents are written in the shapes the API writes them (see the
+//! collections in `mod.rs`): a queued fan-out has `fanOut.lockedUntil` at the
+//! epoch, a queued bump has `bumpDue` at the epoch, a hidden item sits at the
+//! tombstone relevancy.
+
+use std::future::{ready, Future};
+
+use async_trait::async_trait;
+use bson::{doc, Bson, DateTime, Document};
+use futures_util::stream::{self, BoxStream, Stream, StreamExt};
+
+use super::{
+    db_err, epoch, group_kind_from, group_kind_name, kind_name, role_from, role_name, ActionDoc,
+    CommentDoc, FeedItemDoc, MongoStore, TOMBSTONE,
+};
+use crate::model::{EdgeKind, FanOut, FanOutState};
+use crate::store::{
+    Archive, EdgeRecordKind, ErrorKind, ItemRecord, Record, StoreError, StoreResult,
+};
+
+/// Statements per `update` command: the server's write batch limit is far
+/// above this, but a command must stay under 16 MiB ([`MAX_COMMAND_BYTES`]).
+const MAX_STATEMENTS: usize = 1000;
+/// Bytes of statements per `update` command, well under the 16 MiB limit on a
+/// command document.
+const MAX_COMMAND_BYTES: usize = 8 * 1024 * 1024;
+
+/// A stream that runs `open` (a query) only when it is first polled, then
+/// yields what the query's cursor yields: sections run one after the other,
+/// each cursor opened when the one before is done.
+fn section<'a, S>(
+    open: impl Future<Output = StoreResult<S>> + Send + 'a,
+) -> BoxStream<'a, StoreResult<Record>>
+where
+    S: Stream<Item = StoreResult<Record>> + Send + 'a,
+{
+    stream::once(open)
+        .map(|opened| match opened {
+            Ok(records) => records.boxed(),
+            Err(err) => stream::once(ready(Err(err))).boxed(),
+        })
+        .flatten()
+        .boxed()
+}
+
+fn corrupt(what: &str, doc: &Document) -> StoreError {
+    StoreError::new(
+        ErrorKind::Internal,
+        format!(
+            "MongoDB: corrupt {what} document {}",
+            doc.get("_id").map(ToString::to_string).unwrap_or_default()
+        ),
+    )
+}
+
+fn field(doc: &Document, name: &str, what: &str) -> StoreResult<String> {
+    doc.get_str(name)
+        .map(str::to_owned)
+        .map_err(|_| corrupt(what, doc))
+}
+
+fn tenant_filter(tenant: Option<&str>) -> Document {
+    tenant.map_or_else(Document::new, |t| doc! { "tenant": t })
+}
+
+fn encode<T: serde::Serialize>(value: &T, what: &str) -> StoreResult<Document> {
+    bson::to_document(value)
+        .map_err(|e| StoreError::internal(format!("MongoDB: cannot encode {what}"), e))
+}
+
+/// One upsert statement of an `update` command.
+fn upsert(q: Document, u: Document) -> Document {
+    doc! { "q": q, "u": u, "upsert": true }
+}
+
+/// The statements of one import, by collection, in the order they are sent:
+/// what others refer to first.
+#[derive(Default)]
+struct Statements {
+    users: Vec<Document>,
+    edges: Vec<Document>,
+    groups: Vec<Document>,
+    memberships: Vec<Document>,
+    assignments: Vec<Document>,
+    actions: Vec<Document>,
+    comments: Vec<Document>,
+    likes: Vec<Document>,
+    feed_items: Vec<Document>,
+}
+
+impl Statements {
+    fn add(&mut self, record: &Record) -> StoreResult<()> {
+        match record {
+            Record::User { tenant, id, name } => {
+                let name = name.as_deref().map_or(Bson::Null, Bson::from);
+                self.users.push(upsert(
+                    doc! { "tenant": tenant, "userId": id },
+                    doc! { "$set": { "name": name } },
+                ));
+            }
+            Record::Edge {
+                tenant,
+                kind,
+                from,
+                to,
+            } => {
+                let (kind, both) = match kind {
+                    EdgeRecordKind::Follows => (kind_name(EdgeKind::Follows), false),
+                    EdgeRecordKind::Friend => (kind_name(EdgeKind::Friend), true),
+                };
+                let mut pairs = vec![(from, to)];
+                if both {
+                    pairs.push((to, from));
+                }
+                for (from, to) in pairs {
+                    let edge = doc! { "tenant": tenant, "kind": kind, "from": from, "to": to };
+                    self.edges.push(upsert(edge.clone(), edge));
+                }
+            }
+            Record::Membership {
+                tenant,
+                group,
+                group_kind,
+                user,
+                role,
+            } => {
+                let kind = group_kind_name(*group_kind);
+                self.groups.push(upsert(
+                    doc! { "tenant": tenant, "groupId": group },
+                    doc! { "$set": { "kind": kind } },
+                ));
+                self.memberships.push(upsert(
+                    doc! { "tenant": tenant, "groupId": group, "userId": user },
+                    doc! { "$set": { "kind": kind, "role": role_name(*role) } },
+                ));
+            }
+            Record::Assignment {
+                tenant,
+                user,
+                ref_id,
+            } => {
+                let assignment = doc! { "tenant": tenant, "refId": ref_id, "userId": user };
+                self.assignments
+                    .push(upsert(assignment.clone(), assignment));
+            }
+            Record::Supervisor {
+                tenant,
+                user,
+                supervisor,
+            } => {
+                self.users.push(upsert(
+                    doc! { "tenant": tenant, "userId": user },
+                    doc! { "$set": { "supervisorId": supervisor } },
+                ));
+            }
+            Record::Action { action } => {
+                let mut action = action.clone();
+                // A fan-out a worker held when the records were taken is
+                // queued again, as after a crash: a worker of this store runs
+                // it, and delivery skips readers who have the item.
+                if action.fan_out.state == FanOutState::InProgress {
+                    action.fan_out = FanOut::pending();
+                }
+                let document = encode(&ActionDoc::from(&action), "an action")?;
+                self.actions
+                    .push(upsert(doc! { "_id": action.id }, document));
+            }
+            Record::Comment {
+                tenant,
+                comment,
+                bump_queued,
+            } => {
+                let document = encode(
+                    &CommentDoc {
+                        id: comment.id,
+                        tenant: tenant.clone(),
+                        action_id: comment.action_id,
+                        author_id: comment.author_id.clone(),
+                        text: comment.text.clone(),
+                        created: DateTime::from_millis(comment.created),
+                        // Queued as `add_comment` queues it; the action's
+                        // counts come with the action's record.
+                        bump_due: bump_queued.then(epoch),
+                        bump_worker: None,
+                    },
+                    "a comment",
+                )?;
+                self.comments
+                    .push(upsert(doc! { "_id": comment.id }, document));
+            }
+            Record::Like {
+                tenant,
+                action_id,
+                user,
+            } => {
+                let like = doc! { "tenant": tenant, "actionId": action_id, "userId": user };
+                self.likes.push(upsert(like.clone(), like));
+            }
+            Record::FeedItem { tenant, item } => {
+                let relevancy = if item.hidden {
+                    TOMBSTONE
+                } else {
+                    item.relevancy
+                };
+                let document = encode(
+                    &FeedItemDoc {
+                        tenant: tenant.clone(),
+                        owner: item.owner.clone(),
+                        action_id: item.action_id,
+                        relevancy: DateTime::from_millis(relevancy),
+                        reason: item.reason.clone(),
+                        changed: DateTime::from_millis(item.changed),
+                        hidden: item.hidden,
+                    },
+                    "a feed item",
+                )?;
+                self.feed_items.push(upsert(
+                    doc! { "tenant": tenant, "owner": &item.owner, "actionId": item.action_id },
+                    document,
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl MongoStore {
+    /// Sends upserts to `collection`, as few `update` commands as the size
+    /// limits allow, in order; fails on the first statement the server refuses.
+    async fn upsert_all(&self, collection: &str, statements: Vec<Document>) -> StoreResult<()> {
+        let mut chunk = Vec::new();
+        let mut bytes = 0;
+        for statement in statements {
+            let size = bson::to_vec(&statement)
+                .map_err(|e| StoreError::internal("MongoDB: cannot encode an upsert", e))?
+                .len();
+            if !chunk.is_empty()
+                && (chunk.len() >= MAX_STATEMENTS || bytes + size > MAX_COMMAND_BYTES)
+            {
+                self.send_upserts(collection, std::mem::take(&mut chunk))
+                    .await?;
+                bytes = 0;
+            }
+            bytes += size;
+            chunk.push(statement);
+        }
+        if !chunk.is_empty() {
+            self.send_upserts(collection, chunk).await?;
+        }
+        Ok(())
+    }
+
+    async fn send_upserts(&self, collection: &str, statements: Vec<Document>) -> StoreResult<()> {
+        let count = statements.len();
+        let reply = self
+            .db
+            .run_command(doc! { "update": collection, "updates": statements, "ordered": true })
+            .await
+            .map_err(db_err)?;
+        // A refused statement does not fail the command: the reply says.
+        if let Ok(errors) = reply.get_array("writeErrors") {
+            if let Some(Bson::Document(first)) = errors.first() {
+                return Err(StoreError::new(
+                    ErrorKind::Internal,
+                    format!(
+                        "MongoDB: import into {collection}: statement {} of {count}: {} (code {})",
+                        first.get_i32("index").unwrap_or(-1),
+                        first.get_str("errmsg").unwrap_or("refused"),
+                        first.get_i32("code").unwrap_or(0),
+                    ),
+                ));
+            }
+        }
+        if let Ok(error) = reply.get_document("writeConcernError") {
+            return Err(StoreError::new(
+                ErrorKind::Unavailable,
+                format!(
+                    "MongoDB: import into {collection}: write concern: {}",
+                    error.get_str("errmsg").unwrap_or("not satisfied")
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Archive for MongoStore {
+    fn export<'a>(&'a self, tenant: Option<&'a str>) -> BoxStream<'a, StoreResult<Record>> {
+        let users = section(async move {
+            let cursor = self
+                .users
+                .find(tenant_filter(tenant))
+                .sort(doc! { "tenant": 1, "userId": 1 })
+                .await
+                .map_err(db_err)?;
+            Ok(cursor.map(|found| {
+                let doc = found.map_err(db_err)?;
+                Ok(Record::User {
+                    tenant: field(&doc, "tenant", "user")?,
+                    id: field(&doc, "userId", "user")?,
+                    name: doc.get_str("name").ok().map(str::to_owned),
+                })
+            }))
+        });
+        let edges = section(async move {
+            let cursor = self
+                .edges
+                .find(tenant_filter(tenant))
+                .sort(doc! { "tenant": 1, "kind": 1, "from": 1, "to": 1 })
+                .await
+                .map_err(db_err)?;
+            Ok(cursor.filter_map(|found| {
+                ready(
+                    (|| {
+                        let doc = found.map_err(db_err)?;
+                        let (from, to) = (field(&doc, "from", "edge")?, field(&doc, "to", "edge")?);
+                        let kind = match doc.get_str("kind") {
+                            Ok("follows") => EdgeRecordKind::Follows,
+                            // Stored both ways: the pair once, from the smaller id.
+                            Ok("friend") if from < to => EdgeRecordKind::Friend,
+                            Ok("friend") => return Ok(None),
+                            _ => return Err(corrupt("edge", &doc)),
+                        };
+                        Ok(Some(Record::Edge {
+                            tenant: field(&doc, "tenant", "edge")?,
+                            kind,
+                            from,
+                            to,
+                        }))
+                    })()
+                    .transpose(),
+                )
+            }))
+        });
+        let memberships = section(async move {
+            let cursor = self
+                .memberships
+                .find(tenant_filter(tenant))
+                .sort(doc! { "tenant": 1, "groupId": 1, "userId": 1 })
+                .await
+                .map_err(db_err)?;
+            Ok(cursor.map(|found| {
+                let doc = found.map_err(db_err)?;
+                Ok(Record::Membership {
+                    tenant: field(&doc, "tenant", "membership")?,
+                    group: field(&doc, "groupId", "membership")?,
+                    group_kind: group_kind_from(&field(&doc, "kind", "membership")?),
+                    user: field(&doc, "userId", "membership")?,
+                    role: role_from(doc.get_str("role").unwrap_or("MEMBER")),
+                })
+            }))
+        });
+        let assignments = section(async move {
+            let cursor = self
+                .assignments
+                .find(tenant_filter(tenant))
+                .sort(doc! { "tenant": 1, "userId": 1, "refId": 1 })
+                .await
+                .map_err(db_err)?;
+            Ok(cursor.map(|found| {
+                let doc = found.map_err(db_err)?;
+                Ok(Record::Assignment {
+                    tenant: field(&doc, "tenant", "assignment")?,
+                    user: field(&doc, "userId", "assignment")?,
+                    ref_id: field(&doc, "refId", "assignment")?,
+                })
+            }))
+        });
+        let supervisors = section(async move {
+            let mut filter = tenant_filter(tenant);
+            filter.insert("supervisorId", doc! { "$exists": true });
+            let cursor = self
+                .users
+                .find(filter)
+                .sort(doc! { "tenant": 1, "userId": 1 })
+                .await
+                .map_err(db_err)?;
+            Ok(cursor.map(|found| {
+                let doc = found.map_err(db_err)?;
+                Ok(Record::Supervisor {
+                    tenant: field(&doc, "tenant", "user")?,
+                    user: field(&doc, "userId", "user")?,
+                    supervisor: field(&doc, "supervisorId", "user")?,
+                })
+            }))
+        });
+        let actions = section(async move {
+            let cursor = self
+                .actions
+                .find(tenant_filter(tenant))
+                .sort(doc! { "_id": 1 })
+                .await
+                .map_err(db_err)?;
+            Ok(cursor.map(|found| {
+                Ok(Record::Action {
+                    action: found.map_err(db_err)?.into(),
+                })
+            }))
+        });
+        let comments = section(async move {
+            let cursor = self
+                .comments
+                .find(tenant_filter(tenant))
+                .sort(doc! { "tenant": 1, "actionId": 1, "_id": 1 })
+                .await
+                .map_err(db_err)?;
+            Ok(cursor.map(|found| {
+                let doc = found.map_err(db_err)?;
+                // Queued or held by a worker: either way still to do.
+                let bump_queued = doc.bump_due.is_some();
+                Ok(Record::Comment {
+                    tenant: doc.tenant.clone(),
+                    comment: doc.into_comment(),
+                    bump_queued,
+                })
+            }))
+        });
+        let likes = section(async move {
+            let cursor = self
+                .likes
+                .find(tenant_filter(tenant))
+                .sort(doc! { "tenant": 1, "actionId": 1, "userId": 1 })
+                .await
+                .map_err(db_err)?;
+            Ok(cursor.map(|found| {
+                let doc = found.map_err(db_err)?;
+                Ok(Record::Like {
+                    tenant: field(&doc, "tenant", "like")?,
+                    action_id: doc
+                        .get_object_id("actionId")
+                        .map_err(|_| corrupt("like", &doc))?,
+                    user: field(&doc, "userId", "like")?,
+                })
+            }))
+        });
+        let feed_items = section(async move {
+            let cursor = self
+                .feed_items
+                .find(tenant_filter(tenant))
+                .sort(doc! { "tenant": 1, "owner": 1, "relevancy": -1, "actionId": -1 })
+                .await
+                .map_err(db_err)?;
+            Ok(cursor.map(|found| {
+                let doc = found.map_err(db_err)?;
+                let hidden = doc.hidden;
+                let tenant = doc.tenant.clone();
+                let item = ItemRecord {
+                    hidden,
+                    ..ItemRecord::visible(doc.into_item())
+                };
+                Ok(Record::FeedItem { tenant, item })
+            }))
+        });
+        stream::iter([
+            users,
+            edges,
+            memberships,
+            assignments,
+            supervisors,
+            actions,
+            comments,
+            likes,
+            feed_items,
+        ])
+        .flatten()
+        .boxed()
+    }
+
+    async fn import(&self, records: &[Record]) -> StoreResult<()> {
+        let mut statements = Statements::default();
+        for record in records {
+            statements.add(record)?;
+        }
+        let Statements {
+            users,
+            edges,
+            groups,
+            memberships,
+            assignments,
+            actions,
+            comments,
+            likes,
+            feed_items,
+        } = statements;
+        for (collection, statements) in [
+            ("users", users),
+            ("edges", edges),
+            ("groups", groups),
+            ("memberships", memberships),
+            ("assignments", assignments),
+            ("actions", actions),
+            ("comments", comments),
+            ("likes", likes),
+            ("feed_items", feed_items),
+        ] {
+            self.upsert_all(collection, statements).await?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,754 @@
+//! Export and import of whole stores (`Archive`), the JSON Lines commands built
+//! on them, and the reader of the earlier embedded format (redb).
+
+use std::collections::HashSet;
+
+use futures_util::TryStreamExt;
+use indicatif::ProgressBar;
+use riverfeed::archive_cmd::{self, MIGRATED_FILE};
+use riverfeed::descriptor::{Descriptor, StatusPost};
+use riverfeed::model::{
+    Action, Bump, BumpRule, Comment, Counts, EdgeKind, FanOut, FanOutState, Group, GroupKind,
+    MembershipRole, ObjectId, Reason, ReasonKind, Scope, User,
+};
+use riverfeed::store::embedded::EmbeddedStore;
+use riverfeed::store::legacy::{self, LEGACY_FILE};
+use riverfeed::store::{
+    Delivery, EdgeRecordKind, ErrorKind, FeedRange, ItemRecord, Record, Store, StoreResult,
+};
+
+use crate::common::{Backend, TestStore};
+
+const T: &str = "arch";
+const OTHER: &str = "arch-other";
+const WORKER: &str = "archive-test";
+const LEASE: i64 = 60_000;
+const NOW: i64 = 1_700_000_100_000;
+
+fn status(tenant: &str, actor: &str, conducted: i64, ref_ids: &[&str]) -> Action {
+    Action {
+        id: ObjectId::new(),
+        tenant: tenant.into(),
+        actor_id: actor.into(),
+        conducted,
+        hidden: false,
+        scope: Scope::Public,
+        readers: vec![],
+        scope_groups: vec![],
+        ref_ids: ref_ids.iter().map(|s| s.to_string()).collect(),
+        tags: vec!["t".into()],
+        descriptor: Descriptor::StatusPost(StatusPost {
+            text: format!("{actor} at {conducted}"),
+        }),
+        fan_out: FanOut::pending(),
+        counts: Counts::default(),
+    }
+}
+
+fn deliver_to(owner: &str, relevancy: i64, kind: ReasonKind, actor: &str) -> Delivery {
+    Delivery {
+        owner: owner.into(),
+        relevancy,
+        reason: Reason::new(kind, actor),
+    }
+}
+
+fn page(limit: usize) -> FeedRange {
+    FeedRange {
+        older_than: None,
+        newer_than: None,
+        limit,
+        from_oldest: false,
+    }
+}
+
+/// What [`populate`] wrote, to check stores and exports against.
+struct Populated {
+    /// Delivered, done, commented, liked, with a bump done and one queued.
+    delivered: Action,
+    /// Never claimed: its fan-out is still pending.
+    pending: Action,
+    /// Delivered; `bob` hid it.
+    hidden_for_bob: Action,
+    /// The comment whose bump is still queued.
+    queued: Comment,
+}
+
+/// Writes one of everything through the `Store` trait, as the API and the
+/// worker would.
+async fn populate(store: &dyn Store) -> StoreResult<Populated> {
+    store
+        .upsert_user(
+            T,
+            &User {
+                id: "ann".into(),
+                name: Some("Ann Archer".into()),
+            },
+        )
+        .await?;
+    store
+        .upsert_user(
+            T,
+            &User {
+                id: "cid".into(),
+                name: Some("Cid".into()),
+            },
+        )
+        .await?;
+    store.ensure_user(T, "bob").await?;
+    store.ensure_user(T, "dan").await?;
+    store.ensure_user(OTHER, "olga").await?;
+
+    store
+        .set_edge(T, EdgeKind::Follows, "bob", "ann", true)
+        .await?;
+    store
+        .set_edge(T, EdgeKind::Follows, "ann", "bob", true)
+        .await?;
+    store
+        .set_edge(T, EdgeKind::Follows, "dan", "cid", true)
+        .await?;
+    store
+        .set_edge(T, EdgeKind::Friend, "cid", "ann", true)
+        .await?;
+    let eng = Group {
+        id: "eng".into(),
+        kind: GroupKind::Team,
+    };
+    let sales = Group {
+        id: "sales".into(),
+        kind: GroupKind::Department,
+    };
+    store
+        .join_group(T, &eng, "ann", MembershipRole::Lead)
+        .await?;
+    store
+        .join_group(T, &eng, "bob", MembershipRole::Member)
+        .await?;
+    store
+        .join_group(T, &sales, "dan", MembershipRole::Member)
+        .await?;
+    store.set_assignment(T, "bob", "applicant-1", true).await?;
+    store.set_assignment(T, "cid", "applicant-1", true).await?;
+    store.set_supervisor(T, "bob", Some("ann")).await?;
+
+    let delivered = status(T, "ann", NOW - 5_000, &["applicant-1"]);
+    let hidden_for_bob = status(T, "cid", NOW - 4_000, &[]);
+    let elsewhere = status(OTHER, "olga", NOW - 3_000, &[]);
+    for action in [&delivered, &hidden_for_bob, &elsewhere] {
+        store.insert_action(action).await?;
+    }
+    let claims = store.claim_fan_out(WORKER, NOW, LEASE, 10).await?;
+    assert_eq!(claims.len(), 3, "all three claimed");
+    for claim in &claims {
+        let a = &claim.action;
+        let items = if a.id == delivered.id {
+            vec![
+                deliver_to("ann", a.conducted, ReasonKind::Own, "ann"),
+                deliver_to("bob", a.conducted, ReasonKind::Follows, "ann"),
+                deliver_to("cid", a.conducted, ReasonKind::Friend, "ann"),
+            ]
+        } else if a.id == hidden_for_bob.id {
+            vec![
+                deliver_to("cid", a.conducted, ReasonKind::Own, "cid"),
+                deliver_to("bob", a.conducted, ReasonKind::Follows, "cid"),
+            ]
+        } else {
+            vec![deliver_to("olga", a.conducted, ReasonKind::Own, "olga")]
+        };
+        store.deliver(claim, NOW, &items).await?;
+        store.finish_fan_out(claim).await?;
+    }
+    let hidden = store.hide_feed_item(T, "bob", hidden_for_bob.id).await?;
+    assert!(hidden.is_some(), "bob hid the item");
+
+    let pending = status(T, "bob", NOW - 2_000, &["applicant-2"]);
+    store.insert_action(&pending).await?;
+
+    // A comment whose bump is done: it raised bob's item.
+    let bumped = Comment {
+        id: ObjectId::new(),
+        action_id: delivered.id,
+        author_id: "cid".into(),
+        text: "Strong candidate".into(),
+        created: NOW + 1_000,
+    };
+    store.add_comment(T, &bumped).await?;
+    let bump_claims = store.claim_bumps(WORKER, NOW + 1_000, LEASE, 10).await?;
+    assert_eq!(bump_claims.len(), 1);
+    let reason = Reason {
+        kind: ReasonKind::Bumped,
+        actor_id: "ann".into(),
+        bump: Some(Bump {
+            rule: BumpRule::Assigned,
+            by: "cid".into(),
+            at: NOW + 1_000,
+        }),
+    };
+    let raised = store
+        .bump_and_finish(
+            &bump_claims[0],
+            NOW + 1_000,
+            &[Delivery {
+                owner: "bob".into(),
+                relevancy: NOW + 1_000,
+                reason,
+            }],
+        )
+        .await?;
+    assert_eq!(raised.len(), 1, "bob's item raised");
+    // A comment whose bump is still queued.
+    let queued = Comment {
+        id: ObjectId::new(),
+        action_id: delivered.id,
+        author_id: "dan".into(),
+        text: "Agreed".into(),
+        created: NOW + 2_000,
+    };
+    store.add_comment(T, &queued).await?;
+    store.set_like(T, delivered.id, "bob", true).await?;
+    store.set_like(T, delivered.id, "dan", true).await?;
+    Ok(Populated {
+        delivered,
+        pending,
+        hidden_for_bob,
+        queued,
+    })
+}
+
+async fn export(store: &dyn Store, tenant: Option<&str>) -> Vec<Record> {
+    store
+        .export(tenant)
+        .try_collect()
+        .await
+        .expect("export succeeds")
+}
+
+/// Records as a sorted multiset, comparable across backends: a tombstone's
+/// relevancy is left out, because MongoDB parks tombstones at the epoch
+/// (they are never shown) where the embedded store keeps where they stood.
+fn multiset(records: &[Record]) -> Vec<String> {
+    let mut out: Vec<String> = records
+        .iter()
+        .map(|r| {
+            let mut r = r.clone();
+            if let Record::FeedItem { item, .. } = &mut r {
+                if item.hidden {
+                    item.relevancy = 0;
+                }
+            }
+            serde_json::to_string(&r).expect("record encodes")
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// The order the trait states: users and the graph, actions, then what
+/// refers to actions.
+#[track_caller]
+fn assert_export_order(records: &[Record]) {
+    const ORDER: [&str; 9] = [
+        "user",
+        "edge",
+        "membership",
+        "assignment",
+        "supervisor",
+        "action",
+        "comment",
+        "like",
+        "feedItem",
+    ];
+    let ranks: Vec<usize> = records
+        .iter()
+        .map(|r| {
+            ORDER
+                .iter()
+                .position(|k| *k == r.kind())
+                .expect("known kind")
+        })
+        .collect();
+    assert!(
+        ranks.windows(2).all(|w| w[0] <= w[1]),
+        "records out of order: {:?}",
+        records.iter().map(Record::kind).collect::<Vec<_>>()
+    );
+}
+
+/// What every export of a populated store holds, whatever the backend.
+#[track_caller]
+fn assert_populated(records: &[Record], p: &Populated) {
+    assert_export_order(records);
+    let count = |kind: &str| records.iter().filter(|r| r.kind() == kind).count();
+    assert_eq!(count("user"), 5, "ann, bob, cid, dan, olga");
+    assert_eq!(count("edge"), 4, "three follows, one friendship once");
+    assert_eq!(count("membership"), 3);
+    assert_eq!(count("assignment"), 2);
+    assert_eq!(count("supervisor"), 1);
+    assert_eq!(count("action"), 4);
+    assert_eq!(count("comment"), 2);
+    assert_eq!(count("like"), 2);
+    assert_eq!(count("feedItem"), 6, "five visible, one tombstone");
+    assert!(records.contains(&Record::User {
+        tenant: T.into(),
+        id: "ann".into(),
+        name: Some("Ann Archer".into()),
+    }));
+    assert!(records.contains(&Record::User {
+        tenant: T.into(),
+        id: "bob".into(),
+        name: None,
+    }));
+    assert!(records.contains(&Record::Edge {
+        tenant: T.into(),
+        kind: EdgeRecordKind::Friend,
+        from: "ann".into(),
+        to: "cid".into(),
+    }));
+    assert!(records.contains(&Record::Supervisor {
+        tenant: T.into(),
+        user: "bob".into(),
+        supervisor: "ann".into(),
+    }));
+    assert!(records.contains(&Record::Membership {
+        tenant: T.into(),
+        group: "eng".into(),
+        group_kind: GroupKind::Team,
+        user: "ann".into(),
+        role: MembershipRole::Lead,
+    }));
+    for r in records {
+        match r {
+            Record::Action { action } if action.id == p.pending.id => {
+                assert_eq!(action.fan_out.state, FanOutState::Pending);
+            }
+            Record::Action { action } if action.id == p.delivered.id => {
+                assert_eq!(action.fan_out.state, FanOutState::Done);
+                assert_eq!(
+                    action.counts,
+                    Counts {
+                        comments: 2,
+                        likes: 2
+                    }
+                );
+            }
+            Record::Comment {
+                comment,
+                bump_queued,
+                ..
+            } => assert_eq!(*bump_queued, comment.id == p.queued.id, "{comment:?}"),
+            Record::FeedItem { item, .. } if item.hidden => {
+                assert_eq!(
+                    (item.owner.as_str(), item.action_id),
+                    ("bob", p.hidden_for_bob.id)
+                );
+            }
+            Record::FeedItem { item, .. } if item.owner == "bob" => {
+                assert_eq!(item.action_id, p.delivered.id);
+                assert_eq!(item.relevancy, NOW + 1_000, "bumped");
+                assert_eq!(item.reason.kind, ReasonKind::Bumped);
+                assert_eq!(item.changed, NOW + 1_000);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Records through JSON Lines, as `riverfeed export | riverfeed import` moves them.
+async fn via_json_lines(records: Vec<Record>, target: &dyn Store, batch: usize) {
+    let mut lines = Vec::new();
+    let written = archive_cmd::write_records(
+        Box::pin(futures_util::stream::iter(records.into_iter().map(Ok))),
+        &mut lines,
+        &ProgressBar::hidden(),
+    )
+    .await
+    .expect("JSON Lines written");
+    let read = archive_cmd::import_lines(target, &lines[..], batch, &ProgressBar::hidden())
+        .await
+        .expect("JSON Lines imported");
+    assert_eq!(written, read, "every record written is read");
+}
+
+async fn round_trip(backend: Backend) {
+    let Some(source) = TestStore::open(backend).await else {
+        return;
+    };
+    let p = populate(&*source.store).await.expect("populated");
+    let all = export(&*source.store, None).await;
+    assert_populated(&all, &p);
+
+    let only = export(&*source.store, Some(T)).await;
+    assert!(only.iter().all(|r| r.tenant() == T));
+    assert_eq!(
+        only.len(),
+        all.iter().filter(|r| r.tenant() == T).count(),
+        "a tenant's export is all of that tenant"
+    );
+
+    for target_backend in [
+        Backend::Embedded,
+        Backend::Mongo("archive_round_trip_target"),
+    ] {
+        let Some(target) = TestStore::open(target_backend).await else {
+            continue;
+        };
+        // Small batches, so that records of one kind span several.
+        via_json_lines(all.clone(), &*target.store, 3).await;
+        let again = export(&*target.store, None).await;
+        assert_export_order(&again);
+        assert_eq!(multiset(&again), multiset(&all), "{target_backend:?}");
+        // A second import replaces: one copy of each.
+        target.store.import(&all).await.expect("second import");
+        let twice = export(&*target.store, None).await;
+        assert_eq!(
+            multiset(&twice),
+            multiset(&all),
+            "{target_backend:?}: twice"
+        );
+        assert_imported_store_works(&*source.store, &*target.store, &p).await;
+        target.remove().await;
+    }
+    source.remove().await;
+}
+
+/// The imported store behaves as the source: same feeds and counts, the
+/// pending fan-out and the queued bump claimable, the hidden item gone.
+async fn assert_imported_store_works(source: &dyn Store, target: &dyn Store, p: &Populated) {
+    for owner in ["ann", "bob", "cid"] {
+        assert_eq!(
+            target.feed_page(T, owner, page(10)).await.expect("page"),
+            source.feed_page(T, owner, page(10)).await.expect("page"),
+            "{owner}'s feed"
+        );
+    }
+    let bob = target.feed_page(T, "bob", page(10)).await.expect("page");
+    assert!(bob.iter().all(|i| i.action_id != p.hidden_for_bob.id));
+    let ids = [p.delivered.id, p.pending.id];
+    let mut got = target.get_actions(T, &ids).await.expect("actions");
+    let mut want = source.get_actions(T, &ids).await.expect("actions");
+    got.sort_by_key(|a| a.id);
+    want.sort_by_key(|a| a.id);
+    assert_eq!(got, want);
+    assert_eq!(
+        target.liked(T, "dan", &ids).await.expect("liked"),
+        [p.delivered.id]
+    );
+    assert_eq!(
+        target.supervisor(T, "bob").await.expect("supervisor"),
+        Some("ann".into())
+    );
+    assert_eq!(
+        target
+            .memberships(T, "bob")
+            .await
+            .expect("memberships")
+            .len(),
+        1
+    );
+    let claims = target
+        .claim_fan_out("importer", NOW, LEASE, 10)
+        .await
+        .expect("claim");
+    let claimed: HashSet<ObjectId> = claims.iter().map(|c| c.action.id).collect();
+    assert_eq!(
+        claimed,
+        HashSet::from([p.pending.id]),
+        "the pending fan-out"
+    );
+    let bumps = target
+        .claim_bumps("importer", NOW + 10_000, LEASE, 10)
+        .await
+        .expect("claim bumps");
+    assert_eq!(
+        bumps.iter().map(|b| b.comment.id).collect::<Vec<_>>(),
+        [p.queued.id],
+        "the queued bump"
+    );
+}
+
+/// A bad line stops the import with its line number, before anything of its
+/// batch is written.
+async fn a_bad_line_names_itself(backend: Backend) {
+    let Some(target) = TestStore::open(backend).await else {
+        return;
+    };
+    if importable(&*target.store).await {
+        let user = |id: &str| {
+            serde_json::to_string(&Record::User {
+                tenant: T.into(),
+                id: id.into(),
+                name: None,
+            })
+            .expect("encodes")
+        };
+        let input = format!(
+            "{}\n{}\n\n{}\n{{\"record\": \"user\", \"tenant\": \"{T}\"}}\n{}\n",
+            user("u1"),
+            user("u2"),
+            user("u3"),
+            user("u4")
+        );
+        let err =
+            archive_cmd::import_lines(&*target.store, input.as_bytes(), 2, &ProgressBar::hidden())
+                .await
+                .expect_err("line 5 is not a record");
+        assert_eq!(err.kind, ErrorKind::InvalidInput);
+        assert!(err.message.contains("line 5"), "{err}");
+        let ids: Vec<String> = ["u1", "u2", "u3", "u4"].map(String::from).to_vec();
+        let mut users: Vec<String> = target
+            .store
+            .get_users(T, &ids)
+            .await
+            .expect("users")
+            .into_iter()
+            .map(|u| u.id)
+            .collect();
+        users.sort();
+        assert_eq!(users, ["u1", "u2"], "the first batch only");
+
+        // An id the API would refuse is refused here too, by line.
+        let bad_id = "{\"record\":\"user\",\"tenant\":\"arch\",\"id\":\" padded\",\"name\":null}";
+        let err = archive_cmd::import_lines(
+            &*target.store,
+            format!("{}\n{bad_id}\n", user("u9")).as_bytes(),
+            10,
+            &ProgressBar::hidden(),
+        )
+        .await
+        .expect_err("surrounding whitespace");
+        assert!(err.message.contains("line 2"), "{err}");
+        assert!(
+            target
+                .store
+                .get_users(T, &["u9".into()])
+                .await
+                .expect("users")
+                .is_empty(),
+            "nothing of the failed batch"
+        );
+    }
+    target.remove().await;
+}
+
+/// A hand-made store of the earlier format: one record of each kind, and a
+/// tombstone carrying what the reader fills in (see `store::legacy`).
+fn legacy_records() -> Vec<Record> {
+    let mut done = status(T, "ann", NOW, &["applicant-1"]);
+    done.fan_out = FanOut {
+        state: FanOutState::Done,
+        locked_until: None,
+        worker: None,
+    };
+    done.counts = Counts {
+        comments: 1,
+        likes: 1,
+    };
+    let pending = status(T, "bob", NOW + 1, &[]);
+    let other = status(OTHER, "olga", NOW + 2, &[]);
+    let comment = Comment {
+        id: ObjectId::new(),
+        action_id: done.id,
+        author_id: "bob".into(),
+        text: "Nice".into(),
+        created: NOW + 3,
+    };
+    let mut records = vec![
+        Record::User {
+            tenant: T.into(),
+            id: "ann".into(),
+            name: Some("Ann".into()),
+        },
+        Record::User {
+            tenant: T.into(),
+            id: "bob".into(),
+            name: None,
+        },
+        Record::User {
+            tenant: OTHER.into(),
+            id: "olga".into(),
+            name: None,
+        },
+        Record::Edge {
+            tenant: T.into(),
+            kind: EdgeRecordKind::Follows,
+            from: "bob".into(),
+            to: "ann".into(),
+        },
+        Record::Edge {
+            tenant: T.into(),
+            kind: EdgeRecordKind::Friend,
+            from: "ann".into(),
+            to: "bob".into(),
+        },
+        Record::Membership {
+            tenant: T.into(),
+            group: "eng".into(),
+            group_kind: GroupKind::Department,
+            user: "bob".into(),
+            role: MembershipRole::Lead,
+        },
+        Record::Assignment {
+            tenant: T.into(),
+            user: "bob".into(),
+            ref_id: "applicant-1".into(),
+        },
+        Record::Supervisor {
+            tenant: T.into(),
+            user: "bob".into(),
+            supervisor: "ann".into(),
+        },
+        Record::Comment {
+            tenant: T.into(),
+            comment,
+            bump_queued: true,
+        },
+        Record::Like {
+            tenant: T.into(),
+            action_id: done.id,
+            user: "bob".into(),
+        },
+        Record::FeedItem {
+            tenant: T.into(),
+            item: ItemRecord {
+                owner: "bob".into(),
+                action_id: done.id,
+                relevancy: NOW + 50,
+                reason: Reason::new(ReasonKind::Follows, "ann"),
+                changed: NOW + 60,
+                hidden: false,
+            },
+        },
+        Record::FeedItem {
+            tenant: T.into(),
+            item: ItemRecord {
+                owner: "ann".into(),
+                action_id: pending.id,
+                relevancy: NOW + 1,
+                reason: Reason::new(ReasonKind::Follows, "bob"),
+                changed: 0,
+                hidden: true,
+            },
+        },
+        Record::FeedItem {
+            tenant: OTHER.into(),
+            item: ItemRecord {
+                owner: "olga".into(),
+                action_id: other.id,
+                relevancy: NOW + 2,
+                reason: Reason::new(ReasonKind::Own, "olga"),
+                changed: NOW + 2,
+                hidden: false,
+            },
+        },
+    ];
+    records.extend([done, pending, other].map(|action| Record::Action { action }));
+    records
+}
+
+#[tokio::test]
+async fn legacy_reader_reads_the_earlier_format() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    assert!(!legacy::is_legacy_dir(dir.path()));
+    let records = legacy_records();
+    legacy::write_fixture(dir.path(), &records).expect("fixture written");
+    assert!(legacy::is_legacy_dir(dir.path()));
+
+    let read: Vec<Record> = legacy::export(dir.path(), None)
+        .expect("opens")
+        .try_collect()
+        .await
+        .expect("reads");
+    assert_export_order(&read);
+    assert_eq!(multiset(&read), multiset(&records));
+
+    let mine: Vec<Record> = legacy::export(dir.path(), Some(T.into()))
+        .expect("opens")
+        .try_collect()
+        .await
+        .expect("reads");
+    assert!(mine.iter().all(|r| r.tenant() == T));
+    assert_eq!(
+        mine.len(),
+        records.iter().filter(|r| r.tenant() == T).count()
+    );
+
+    // A consumer that stops early lets the reader go: the file opens again.
+    let mut partial = legacy::export(dir.path(), None).expect("opens");
+    assert!(partial.try_next().await.expect("reads").is_some());
+    drop(partial);
+    let again: Vec<Record> = async {
+        loop {
+            match legacy::export(dir.path(), None) {
+                Ok(records) => return records.try_collect::<Vec<_>>().await,
+                // The reader thread notices the dropped stream at its next send.
+                Err(err) if err.kind == ErrorKind::Unavailable => tokio::task::yield_now().await,
+                Err(err) => panic!("{err}"),
+            }
+        }
+    }
+    .await
+    .expect("reads");
+    assert_eq!(again.len(), records.len());
+
+    let empty = tempfile::tempdir().expect("tempdir");
+    let err = legacy::export(empty.path(), None)
+        .err()
+        .expect("no riverfeed.redb");
+    assert_eq!(err.kind, ErrorKind::NotFound);
+    assert!(err.message.contains(LEGACY_FILE), "{err}");
+}
+
+/// `migrate` moves every record of the earlier format into a store and keeps
+/// the old file under another name; a directory without one is refused.
+async fn migrate_moves_everything(backend: Backend) {
+    let Some(target) = TestStore::open(backend).await else {
+        return;
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let records = legacy_records();
+    legacy::write_fixture(dir.path(), &records).expect("fixture written");
+    let tally =
+        archive_cmd::migrate_into(dir.path(), &*target.store, 4, &ProgressBar::hidden())
+            .await
+            .expect("migrates");
+    assert_eq!(tally.total(), records.len() as u64);
+    assert_eq!(tally.of("action"), 3);
+    assert!(!legacy::is_legacy_dir(dir.path()));
+    assert!(dir.path().join(MIGRATED_FILE).is_file());
+    let moved = export(&*target.store, None).await;
+    assert_eq!(multiset(&moved), multiset(&records));
+
+    let err = archive_cmd::migrate_into(dir.path(), &*target.store, 4, &ProgressBar::hidden())
+        .await
+        .expect_err("nothing left to migrate");
+    assert_eq!(err.kind, ErrorKind::InvalidInput);
+    assert!(err.message.contains(LEGACY_FILE), "{err}");
+    target.remove().await;
+}
+
+crate::on_both_backends!(
+    round_trip,
+    a_bad_line_names_itself,
+    migrate_moves_everything
+);
+
+/// `riverfeed migrate` converts a directory of the earlier format in place:
+/// afterwards the embedded store opens there and holds every record.
+#[tokio::test]
+async fn migrate_converts_a_data_directory_in_place() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let records = legacy_records();
+    legacy::write_fixture(dir.path(), &records).expect("fixture written");
+    let refused = EmbeddedStore::open(dir.path())
+        .err()
+        .expect("the earlier format is refused");
+    assert!(refused.message.contains("riverfeed migrate"), "{refused}");
+
+    let tally = archive_cmd::run_migrate(dir.path()).await.expect("migrates");
+    assert_eq!(tally.total(), records.len() as u64);
+    assert!(dir.path().join(MIGRATED_FILE).is_file());
+    let store = EmbeddedStore::open(dir.path()).expect("opens after the migration");
+    let moved = export(&store, None).await;
+    assert_eq!(multiset(&moved), multiset(&records));
+}
