@@ -20,9 +20,9 @@ use crate::demo;
 use crate::events::Hub;
 use crate::fanout::{Worker, WorkerConfig};
 use crate::http::{self, HttpState, WsLimits};
+use crate::store::embedded::EmbeddedOptions;
 use crate::store::metered::Metered;
 use crate::store::mongo::redact;
-use crate::store::embedded::EmbeddedOptions;
 use crate::store::{self, Store};
 
 /// Why `--demo` is refused with tokens configured.

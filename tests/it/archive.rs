@@ -473,61 +473,59 @@ async fn a_bad_line_names_itself(backend: Backend) {
     let Some(target) = TestStore::open(backend).await else {
         return;
     };
-    if importable(&*target.store).await {
-        let user = |id: &str| {
-            serde_json::to_string(&Record::User {
-                tenant: T.into(),
-                id: id.into(),
-                name: None,
-            })
-            .expect("encodes")
-        };
-        let input = format!(
-            "{}\n{}\n\n{}\n{{\"record\": \"user\", \"tenant\": \"{T}\"}}\n{}\n",
-            user("u1"),
-            user("u2"),
-            user("u3"),
-            user("u4")
-        );
-        let err =
-            archive_cmd::import_lines(&*target.store, input.as_bytes(), 2, &ProgressBar::hidden())
-                .await
-                .expect_err("line 5 is not a record");
-        assert_eq!(err.kind, ErrorKind::InvalidInput);
-        assert!(err.message.contains("line 5"), "{err}");
-        let ids: Vec<String> = ["u1", "u2", "u3", "u4"].map(String::from).to_vec();
-        let mut users: Vec<String> = target
+    let user = |id: &str| {
+        serde_json::to_string(&Record::User {
+            tenant: T.into(),
+            id: id.into(),
+            name: None,
+        })
+        .expect("encodes")
+    };
+    let input = format!(
+        "{}\n{}\n\n{}\n{{\"record\": \"user\", \"tenant\": \"{T}\"}}\n{}\n",
+        user("u1"),
+        user("u2"),
+        user("u3"),
+        user("u4")
+    );
+    let err =
+        archive_cmd::import_lines(&*target.store, input.as_bytes(), 2, &ProgressBar::hidden())
+            .await
+            .expect_err("line 5 is not a record");
+    assert_eq!(err.kind, ErrorKind::InvalidInput);
+    assert!(err.message.contains("line 5"), "{err}");
+    let ids: Vec<String> = ["u1", "u2", "u3", "u4"].map(String::from).to_vec();
+    let mut users: Vec<String> = target
+        .store
+        .get_users(T, &ids)
+        .await
+        .expect("users")
+        .into_iter()
+        .map(|u| u.id)
+        .collect();
+    users.sort();
+    assert_eq!(users, ["u1", "u2"], "the first batch only");
+
+    // An id the API would refuse is refused here too, by line.
+    let bad_id = "{\"record\":\"user\",\"tenant\":\"arch\",\"id\":\" padded\",\"name\":null}";
+    let err = archive_cmd::import_lines(
+        &*target.store,
+        format!("{}\n{bad_id}\n", user("u9")).as_bytes(),
+        10,
+        &ProgressBar::hidden(),
+    )
+    .await
+    .expect_err("surrounding whitespace");
+    assert!(err.message.contains("line 2"), "{err}");
+    assert!(
+        target
             .store
-            .get_users(T, &ids)
+            .get_users(T, &["u9".into()])
             .await
             .expect("users")
-            .into_iter()
-            .map(|u| u.id)
-            .collect();
-        users.sort();
-        assert_eq!(users, ["u1", "u2"], "the first batch only");
-
-        // An id the API would refuse is refused here too, by line.
-        let bad_id = "{\"record\":\"user\",\"tenant\":\"arch\",\"id\":\" padded\",\"name\":null}";
-        let err = archive_cmd::import_lines(
-            &*target.store,
-            format!("{}\n{bad_id}\n", user("u9")).as_bytes(),
-            10,
-            &ProgressBar::hidden(),
-        )
-        .await
-        .expect_err("surrounding whitespace");
-        assert!(err.message.contains("line 2"), "{err}");
-        assert!(
-            target
-                .store
-                .get_users(T, &["u9".into()])
-                .await
-                .expect("users")
-                .is_empty(),
-            "nothing of the failed batch"
-        );
-    }
+            .is_empty(),
+        "nothing of the failed batch"
+    );
     target.remove().await;
 }
 
@@ -708,10 +706,9 @@ async fn migrate_moves_everything(backend: Backend) {
     let dir = tempfile::tempdir().expect("tempdir");
     let records = legacy_records();
     legacy::write_fixture(dir.path(), &records).expect("fixture written");
-    let tally =
-        archive_cmd::migrate_into(dir.path(), &*target.store, 4, &ProgressBar::hidden())
-            .await
-            .expect("migrates");
+    let tally = archive_cmd::migrate_into(dir.path(), &*target.store, 4, &ProgressBar::hidden())
+        .await
+        .expect("migrates");
     assert_eq!(tally.total(), records.len() as u64);
     assert_eq!(tally.of("action"), 3);
     assert!(!legacy::is_legacy_dir(dir.path()));
@@ -745,7 +742,9 @@ async fn migrate_converts_a_data_directory_in_place() {
         .expect("the earlier format is refused");
     assert!(refused.message.contains("riverfeed migrate"), "{refused}");
 
-    let tally = archive_cmd::run_migrate(dir.path()).await.expect("migrates");
+    let tally = archive_cmd::run_migrate(dir.path())
+        .await
+        .expect("migrates");
     assert_eq!(tally.total(), records.len() as u64);
     assert!(dir.path().join(MIGRATED_FILE).is_file());
     let store = EmbeddedStore::open(dir.path()).expect("opens after the migration");

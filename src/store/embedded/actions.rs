@@ -4,9 +4,9 @@ use std::sync::Arc;
 
 use rocksdb::WriteBatch;
 
+use super::families::{ACTIONS, QUEUE, REACTIONS, REFS};
 use super::graph::ensure_user_in;
 use super::keys::{self, queue, reaction, Key, Lease, Oid, Reader};
-use super::families::{ACTIONS, QUEUE, REACTIONS, REFS};
 use super::Inner;
 use crate::model::{Action, Comment, Counts, FanOut, FanOutState, FeedItem, ObjectId, Scope};
 use crate::store::{StoreError, StoreResult};
@@ -28,11 +28,19 @@ pub(super) fn bump_key(tenant: &str, comment: Oid) -> Vec<u8> {
 }
 
 pub(super) fn comment_key(tenant: &str, action: Oid, comment: Oid) -> Vec<u8> {
-    Key::tag(reaction::COMMENT).str(tenant).oid(action).oid(comment).into_vec()
+    Key::tag(reaction::COMMENT)
+        .str(tenant)
+        .oid(action)
+        .oid(comment)
+        .into_vec()
 }
 
 pub(super) fn like_key(tenant: &str, action: Oid, user: &str) -> Vec<u8> {
-    Key::tag(reaction::LIKE).str(tenant).oid(action).last(user).into_vec()
+    Key::tag(reaction::LIKE)
+        .str(tenant)
+        .oid(action)
+        .last(user)
+        .into_vec()
 }
 
 /// The lock that guards everything decided about one action: its record,
@@ -64,7 +72,11 @@ impl Inner {
     /// is committed (see [`Inner::settle`]).
     pub(super) fn put_action(&self, batch: &mut WriteBatch, action: &Action) -> StoreResult<()> {
         let bytes = keys::encode_record(action)?;
-        batch.put_cf(self.cf(ACTIONS), action_key(&action.tenant, action.id.bytes()), bytes);
+        batch.put_cf(
+            self.cf(ACTIONS),
+            action_key(&action.tenant, action.id.bytes()),
+            bytes,
+        );
         Ok(())
     }
 
@@ -180,13 +192,23 @@ impl Inner {
             worker: String::new(),
             action: None,
         };
-        batch.put_cf(self.cf(QUEUE), pending_key(tenant, id.bytes()), lease.encode());
+        batch.put_cf(
+            self.cf(QUEUE),
+            pending_key(tenant, id.bytes()),
+            lease.encode(),
+        );
         self.commit(batch)?;
         self.settle(vec![action.clone()], &[]);
         Ok(action)
     }
 
-    pub(super) fn slice(&self, tenant: &str, ref_id: &str, before: Option<ObjectId>, limit: usize) -> StoreResult<Vec<ObjectId>> {
+    pub(super) fn slice(
+        &self,
+        tenant: &str,
+        ref_id: &str,
+        before: Option<ObjectId>,
+        limit: usize,
+    ) -> StoreResult<Vec<ObjectId>> {
         let prefix = Key::new().str(tenant).str(ref_id).into_vec();
         let upper = match before {
             Some(id) => slice_key(tenant, ref_id, id.bytes()),
@@ -224,7 +246,10 @@ impl Inner {
             })?;
             let Some(last) = ids.last() else { break };
             lower = keys::after(&action_key(tenant, last.bytes()));
-            let locks: Vec<Vec<u8>> = ids.iter().map(|id| action_lock(tenant, id.bytes())).collect();
+            let locks: Vec<Vec<u8>> = ids
+                .iter()
+                .map(|id| action_lock(tenant, id.bytes()))
+                .collect();
             let _lock = self.lock(&locks);
             let mut batch = WriteBatch::default();
             let mut written = Vec::new();
@@ -267,7 +292,11 @@ impl Inner {
             worker: String::new(),
             action: Some(a),
         };
-        batch.put_cf(self.cf(QUEUE), bump_key(tenant, comment.id.bytes()), lease.encode());
+        batch.put_cf(
+            self.cf(QUEUE),
+            bump_key(tenant, comment.id.bytes()),
+            lease.encode(),
+        );
         self.put_action(&mut batch, &action)?;
         self.commit(batch)?;
         let counts = action.counts;
@@ -275,8 +304,17 @@ impl Inner {
         Ok(counts)
     }
 
-    pub(super) fn comments(&self, tenant: &str, action_id: ObjectId, after: Option<ObjectId>, limit: usize) -> StoreResult<Vec<Comment>> {
-        let prefix = Key::tag(reaction::COMMENT).str(tenant).oid(action_id.bytes()).into_vec();
+    pub(super) fn comments(
+        &self,
+        tenant: &str,
+        action_id: ObjectId,
+        after: Option<ObjectId>,
+        limit: usize,
+    ) -> StoreResult<Vec<Comment>> {
+        let prefix = Key::tag(reaction::COMMENT)
+            .str(tenant)
+            .oid(action_id.bytes())
+            .into_vec();
         let lower = match after {
             Some(id) => keys::after(&comment_key(tenant, action_id.bytes(), id.bytes())),
             None => prefix.clone(),
@@ -289,7 +327,13 @@ impl Inner {
         Ok(out)
     }
 
-    pub(super) fn set_like(&self, tenant: &str, action_id: ObjectId, user: &str, on: bool) -> StoreResult<(bool, Counts)> {
+    pub(super) fn set_like(
+        &self,
+        tenant: &str,
+        action_id: ObjectId,
+        user: &str,
+        on: bool,
+    ) -> StoreResult<(bool, Counts)> {
         let a = action_id.bytes();
         let _lock = self.lock(&[action_lock(tenant, a)]);
         let mut action = self.existing(tenant, action_id)?;
@@ -312,9 +356,19 @@ impl Inner {
         Ok((true, counts))
     }
 
-    pub(super) fn liked(&self, tenant: &str, user: &str, action_ids: &[ObjectId]) -> StoreResult<Vec<ObjectId>> {
-        let keys: Vec<Vec<u8>> = action_ids.iter().map(|id| like_key(tenant, id.bytes(), user)).collect();
-        let found = self.db.batched_multi_get_cf(self.cf(REACTIONS), &keys, false);
+    pub(super) fn liked(
+        &self,
+        tenant: &str,
+        user: &str,
+        action_ids: &[ObjectId],
+    ) -> StoreResult<Vec<ObjectId>> {
+        let keys: Vec<Vec<u8>> = action_ids
+            .iter()
+            .map(|id| like_key(tenant, id.bytes(), user))
+            .collect();
+        let found = self
+            .db
+            .batched_multi_get_cf(self.cf(REACTIONS), &keys, false);
         let mut out = Vec::new();
         for (&id, value) in action_ids.iter().zip(found) {
             if value.map_err(super::db_err)?.is_some() {

@@ -47,10 +47,16 @@ impl Inner {
             if send(record) {
                 Ok(())
             } else {
-                Err(StoreError::new(ErrorKind::Internal, "export stopped: nobody reads"))
+                Err(StoreError::new(
+                    ErrorKind::Internal,
+                    "export stopped: nobody reads",
+                ))
             }
         };
-        let each = |inner: &Inner, family: &str, tag: Option<u8>, f: &mut dyn FnMut(&mut Reader, &[u8]) -> StoreResult<()>| {
+        let each = |inner: &Inner,
+                    family: &str,
+                    tag: Option<u8>,
+                    f: &mut dyn FnMut(&mut Reader, &[u8]) -> StoreResult<()>| {
             let prefix = tenant_prefix(tag, tenant);
             inner.scan_prefix(family, &prefix, &prefix, usize::MAX, |k, v| {
                 let mut r = Reader(&k[usize::from(tag.is_some())..]);
@@ -60,7 +66,9 @@ impl Inner {
         each(self, GRAPH, Some(tag::USER), &mut |r, v| {
             let (tenant, id) = (r.str()?.to_owned(), r.last()?.to_owned());
             let name = match v.split_first() {
-                Some((1, name)) => Some(String::from_utf8(name.to_vec()).map_err(|_| keys::corrupt("user"))?),
+                Some((1, name)) => {
+                    Some(String::from_utf8(name.to_vec()).map_err(|_| keys::corrupt("user"))?)
+                }
                 _ => None,
             };
             emit(Record::User { tenant, id, name })
@@ -70,40 +78,83 @@ impl Inner {
             let code = r.byte()?;
             let (user, other) = (r.str()?.to_owned(), r.last()?.to_owned());
             match code {
-                0 => emit(Record::Edge { tenant, kind: EdgeRecordKind::Follows, from: user, to: other }),
-                2 if user < other => emit(Record::Edge { tenant, kind: EdgeRecordKind::Friend, from: user, to: other }),
+                0 => emit(Record::Edge {
+                    tenant,
+                    kind: EdgeRecordKind::Follows,
+                    from: user,
+                    to: other,
+                }),
+                2 if user < other => emit(Record::Edge {
+                    tenant,
+                    kind: EdgeRecordKind::Friend,
+                    from: user,
+                    to: other,
+                }),
                 _ => Ok(()),
             }
         })?;
         each(self, GRAPH, Some(tag::MEMBER_OF), &mut |r, v| {
-            let (tenant, user, group) = (r.str()?.to_owned(), r.str()?.to_owned(), r.last()?.to_owned());
+            let (tenant, user, group) = (
+                r.str()?.to_owned(),
+                r.str()?.to_owned(),
+                r.last()?.to_owned(),
+            );
             let [kind, code] = v else {
                 return Err(keys::corrupt("membership"));
             };
-            emit(Record::Membership { tenant, group, group_kind: group_kind(*kind), user, role: role(*code) })
+            emit(Record::Membership {
+                tenant,
+                group,
+                group_kind: group_kind(*kind),
+                user,
+                role: role(*code),
+            })
         })?;
         each(self, GRAPH, Some(tag::ASSIGNMENT), &mut |r, _| {
-            let (tenant, user, ref_id) = (r.str()?.to_owned(), r.str()?.to_owned(), r.last()?.to_owned());
-            emit(Record::Assignment { tenant, user, ref_id })
+            let (tenant, user, ref_id) = (
+                r.str()?.to_owned(),
+                r.str()?.to_owned(),
+                r.last()?.to_owned(),
+            );
+            emit(Record::Assignment {
+                tenant,
+                user,
+                ref_id,
+            })
         })?;
         each(self, GRAPH, Some(tag::SUPERVISOR), &mut |r, v| {
             let (tenant, user) = (r.str()?.to_owned(), r.last()?.to_owned());
-            let supervisor = String::from_utf8(v.to_vec()).map_err(|_| keys::corrupt("supervisor"))?;
-            emit(Record::Supervisor { tenant, user, supervisor })
+            let supervisor =
+                String::from_utf8(v.to_vec()).map_err(|_| keys::corrupt("supervisor"))?;
+            emit(Record::Supervisor {
+                tenant,
+                user,
+                supervisor,
+            })
         })?;
         each(self, ACTIONS, None, &mut |_, v| {
-            emit(Record::Action { action: keys::decode_record(v)? })
+            emit(Record::Action {
+                action: keys::decode_record(v)?,
+            })
         })?;
         each(self, REACTIONS, Some(reaction::COMMENT), &mut |r, v| {
             let tenant = r.str()?.to_owned();
             let comment: crate::model::Comment = keys::decode_record(v)?;
             let bump_queued = self.exists(QUEUE, &bump_key(&tenant, comment.id.bytes()))?;
-            emit(Record::Comment { tenant, comment, bump_queued })
+            emit(Record::Comment {
+                tenant,
+                comment,
+                bump_queued,
+            })
         })?;
         each(self, REACTIONS, Some(reaction::LIKE), &mut |r, _| {
             let tenant = r.str()?.to_owned();
             let action_id = ObjectId::from_bytes(r.oid()?);
-            emit(Record::Like { tenant, action_id, user: r.last()?.to_owned() })
+            emit(Record::Like {
+                tenant,
+                action_id,
+                user: r.last()?.to_owned(),
+            })
         })?;
         let mut key = Vec::with_capacity(64);
         each(self, ITEMS, None, &mut |r, v| {
@@ -148,7 +199,12 @@ impl Inner {
                     value.extend_from_slice(name.as_deref().unwrap_or_default().as_bytes());
                     batch.put_cf(graph, user_key(tenant, id), value);
                 }
-                Record::Edge { tenant, kind, from, to } => {
+                Record::Edge {
+                    tenant,
+                    kind,
+                    from,
+                    to,
+                } => {
                     let (fwd, back) = match kind {
                         EdgeRecordKind::Follows => (0, 1),
                         EdgeRecordKind::Friend => (2, 2),
@@ -157,26 +213,92 @@ impl Inner {
                     batch.put_cf(graph, edge_key(tenant, back, to, from), []);
                     ensure_user_in(&mut batch, self, tenant, from);
                 }
-                Record::Membership { tenant, group, group_kind, user, role } => {
+                Record::Membership {
+                    tenant,
+                    group,
+                    group_kind,
+                    user,
+                    role,
+                } => {
                     let kind = u8::from(*group_kind == crate::model::GroupKind::Department);
                     let role = u8::from(*role == crate::model::MembershipRole::Lead);
-                    batch.put_cf(graph, Key::tag(tag::GROUP).str(tenant).last(group).into_vec(), [kind]);
-                    batch.put_cf(graph, Key::tag(tag::MEMBER).str(tenant).str(group).last(user).into_vec(), [role]);
-                    batch.put_cf(graph, Key::tag(tag::MEMBER_OF).str(tenant).str(user).last(group).into_vec(), [kind, role]);
+                    batch.put_cf(
+                        graph,
+                        Key::tag(tag::GROUP).str(tenant).last(group).into_vec(),
+                        [kind],
+                    );
+                    batch.put_cf(
+                        graph,
+                        Key::tag(tag::MEMBER)
+                            .str(tenant)
+                            .str(group)
+                            .last(user)
+                            .into_vec(),
+                        [role],
+                    );
+                    batch.put_cf(
+                        graph,
+                        Key::tag(tag::MEMBER_OF)
+                            .str(tenant)
+                            .str(user)
+                            .last(group)
+                            .into_vec(),
+                        [kind, role],
+                    );
                     ensure_user_in(&mut batch, self, tenant, user);
                 }
-                Record::Assignment { tenant, user, ref_id } => {
-                    batch.put_cf(graph, Key::tag(tag::ASSIGNED_TO).str(tenant).str(ref_id).last(user).into_vec(), []);
-                    batch.put_cf(graph, Key::tag(tag::ASSIGNMENT).str(tenant).str(user).last(ref_id).into_vec(), []);
+                Record::Assignment {
+                    tenant,
+                    user,
+                    ref_id,
+                } => {
+                    batch.put_cf(
+                        graph,
+                        Key::tag(tag::ASSIGNED_TO)
+                            .str(tenant)
+                            .str(ref_id)
+                            .last(user)
+                            .into_vec(),
+                        [],
+                    );
+                    batch.put_cf(
+                        graph,
+                        Key::tag(tag::ASSIGNMENT)
+                            .str(tenant)
+                            .str(user)
+                            .last(ref_id)
+                            .into_vec(),
+                        [],
+                    );
                 }
-                Record::Supervisor { tenant, user, supervisor } => {
+                Record::Supervisor {
+                    tenant,
+                    user,
+                    supervisor,
+                } => {
                     let key = Key::tag(tag::SUPERVISOR).str(tenant).last(user).into_vec();
                     if let Some(previous) = self.get(GRAPH, &key)? {
-                        let previous = String::from_utf8(previous).map_err(|_| keys::corrupt("supervisor"))?;
-                        batch.delete_cf(graph, Key::tag(tag::SUPERVISEE).str(tenant).str(&previous).last(user).into_vec());
+                        let previous =
+                            String::from_utf8(previous).map_err(|_| keys::corrupt("supervisor"))?;
+                        batch.delete_cf(
+                            graph,
+                            Key::tag(tag::SUPERVISEE)
+                                .str(tenant)
+                                .str(&previous)
+                                .last(user)
+                                .into_vec(),
+                        );
                     }
                     batch.put_cf(graph, key, supervisor.as_bytes());
-                    batch.put_cf(graph, Key::tag(tag::SUPERVISEE).str(tenant).str(supervisor).last(user).into_vec(), []);
+                    batch.put_cf(
+                        graph,
+                        Key::tag(tag::SUPERVISEE)
+                            .str(tenant)
+                            .str(supervisor)
+                            .last(user)
+                            .into_vec(),
+                        [],
+                    );
                 }
                 Record::Action { action } => {
                     let mut action: Action = action.clone();
@@ -186,7 +308,11 @@ impl Inner {
                         action.fan_out = FanOut::pending();
                     }
                     if action.fan_out.state == FanOutState::Pending {
-                        let lease = Lease { until: 0, worker: String::new(), action: None };
+                        let lease = Lease {
+                            until: 0,
+                            worker: String::new(),
+                            action: None,
+                        };
                         batch.put_cf(self.cf(QUEUE), pending_key(&t, id), lease.encode());
                     } else {
                         batch.delete_cf(self.cf(QUEUE), pending_key(&t, id));
@@ -198,18 +324,38 @@ impl Inner {
                     self.put_action(&mut batch, &action)?;
                     actions.push(action);
                 }
-                Record::Comment { tenant, comment, bump_queued } => {
+                Record::Comment {
+                    tenant,
+                    comment,
+                    bump_queued,
+                } => {
                     let (a, c) = (comment.action_id.bytes(), comment.id.bytes());
-                    batch.put_cf(self.cf(REACTIONS), comment_key(tenant, a, c), keys::encode_record(comment)?);
+                    batch.put_cf(
+                        self.cf(REACTIONS),
+                        comment_key(tenant, a, c),
+                        keys::encode_record(comment)?,
+                    );
                     if *bump_queued {
-                        let lease = Lease { until: 0, worker: String::new(), action: Some(a) };
+                        let lease = Lease {
+                            until: 0,
+                            worker: String::new(),
+                            action: Some(a),
+                        };
                         batch.put_cf(self.cf(QUEUE), bump_key(tenant, c), lease.encode());
                     } else {
                         batch.delete_cf(self.cf(QUEUE), bump_key(tenant, c));
                     }
                 }
-                Record::Like { tenant, action_id, user } => {
-                    batch.put_cf(self.cf(REACTIONS), like_key(tenant, action_id.bytes(), user), []);
+                Record::Like {
+                    tenant,
+                    action_id,
+                    user,
+                } => {
+                    batch.put_cf(
+                        self.cf(REACTIONS),
+                        like_key(tenant, action_id.bytes(), user),
+                        [],
+                    );
                 }
                 Record::FeedItem { tenant, item } => {
                     let (o, id) = (item.owner.as_str(), item.action_id.bytes());
@@ -223,7 +369,11 @@ impl Inner {
                         keys::change(&mut k, tenant, o, old.changed, id);
                         batch.delete_cf(self.cf(CHANGES), &k);
                     }
-                    let state = ItemState { relevancy: item.relevancy, changed: item.changed, hidden: item.hidden };
+                    let state = ItemState {
+                        relevancy: item.relevancy,
+                        changed: item.changed,
+                        hidden: item.hidden,
+                    };
                     batch.put_cf(self.cf(ITEMS), &key, state.encode());
                     if !item.hidden {
                         let mut value = Vec::new();
@@ -255,7 +405,8 @@ impl Archive for EmbeddedStore {
                 let _ = tx.blocking_send(Err(err));
             }
         });
-        futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) }).boxed()
+        futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) })
+            .boxed()
     }
 
     async fn import(&self, records: &[Record]) -> StoreResult<()> {

@@ -43,7 +43,13 @@ impl Inner {
         Ok(due)
     }
 
-    pub(super) fn claim_fan_out(&self, worker: &str, now: Millis, lease_ms: Millis, limit: usize) -> StoreResult<Vec<Claim>> {
+    pub(super) fn claim_fan_out(
+        &self,
+        worker: &str,
+        now: Millis,
+        lease_ms: Millis,
+        limit: usize,
+    ) -> StoreResult<Vec<Claim>> {
         let due = self.due(queue::FAN_OUT, now, limit)?;
         if due.is_empty() {
             return Ok(Vec::new());
@@ -277,7 +283,13 @@ impl Inner {
         Ok(results)
     }
 
-    pub(super) fn claim_bumps(&self, worker: &str, now: Millis, lease_ms: Millis, limit: usize) -> StoreResult<Vec<BumpClaim>> {
+    pub(super) fn claim_bumps(
+        &self,
+        worker: &str,
+        now: Millis,
+        lease_ms: Millis,
+        limit: usize,
+    ) -> StoreResult<Vec<BumpClaim>> {
         let due = self.due(queue::BUMP, now, limit)?;
         if due.is_empty() {
             return Ok(Vec::new());
@@ -346,7 +358,13 @@ impl Inner {
 
     /// Raises items for a claimed bump, and extends its lease or (`finish`)
     /// ends the job, in one synced batch.
-    pub(super) fn bump(&self, claim: &BumpClaim, now: Millis, bumps: &[Delivery], finish: bool) -> StoreResult<Vec<FeedItem>> {
+    pub(super) fn bump(
+        &self,
+        claim: &BumpClaim,
+        now: Millis,
+        bumps: &[Delivery],
+        finish: bool,
+    ) -> StoreResult<Vec<FeedItem>> {
         let t = claim.tenant.as_str();
         let id = claim.comment.action_id;
         let oid = id.bytes();
@@ -374,7 +392,9 @@ impl Inner {
                 key.clone()
             })
             .collect();
-        let states = self.db.batched_multi_get_cf(self.cf(ITEMS), &item_keys, false);
+        let states = self
+            .db
+            .batched_multi_get_cf(self.cf(ITEMS), &item_keys, false);
         let (timeline, by_action, changes) = (
             self.cf(super::families::TIMELINE),
             self.cf(ITEMS),

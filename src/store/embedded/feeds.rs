@@ -16,7 +16,12 @@ const ENTRY_SUFFIX: usize = 8 + 12;
 impl Inner {
     /// Removes every reader's item of an action (into `batch`) and returns the
     /// items that were visible. The caller holds the action's lock.
-    pub(super) fn remove_items(&self, batch: &mut WriteBatch, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>> {
+    pub(super) fn remove_items(
+        &self,
+        batch: &mut WriteBatch,
+        tenant: &str,
+        id: ObjectId,
+    ) -> StoreResult<Vec<FeedItem>> {
         let oid = id.bytes();
         let prefix = Key::new().str(tenant).oid(oid).into_vec();
         let mut found = Vec::new();
@@ -50,7 +55,12 @@ impl Inner {
         Ok(removed)
     }
 
-    pub(super) fn feed_page(&self, tenant: &str, owner: &str, range: FeedRange) -> StoreResult<Vec<FeedItem>> {
+    pub(super) fn feed_page(
+        &self,
+        tenant: &str,
+        owner: &str,
+        range: FeedRange,
+    ) -> StoreResult<Vec<FeedItem>> {
         let prefix = Key::new().str(tenant).str(owner).into_vec();
         let mut key = Vec::with_capacity(64);
         // Keys run newest first: "older than p" is after p's key.
@@ -115,10 +125,22 @@ impl Inner {
         Ok(items)
     }
 
-    pub(super) fn feed_changes(&self, tenant: &str, owner: &str, after: Stamp, limit: usize) -> StoreResult<Vec<FeedItem>> {
+    pub(super) fn feed_changes(
+        &self,
+        tenant: &str,
+        owner: &str,
+        after: Stamp,
+        limit: usize,
+    ) -> StoreResult<Vec<FeedItem>> {
         let prefix = Key::new().str(tenant).str(owner).into_vec();
         let mut key = Vec::with_capacity(64);
-        keys::change(&mut key, tenant, owner, after.changed, after.action_id.bytes());
+        keys::change(
+            &mut key,
+            tenant,
+            owner,
+            after.changed,
+            after.action_id.bytes(),
+        );
         let lower = keys::after(&key);
         let mut stamps = Vec::new();
         self.scan_prefix(CHANGES, &prefix, &lower, limit, |k, _| {
@@ -152,7 +174,12 @@ impl Inner {
         Ok(out)
     }
 
-    pub(super) fn hide_feed_item(&self, tenant: &str, owner: &str, action_id: ObjectId) -> StoreResult<Option<FeedItem>> {
+    pub(super) fn hide_feed_item(
+        &self,
+        tenant: &str,
+        owner: &str,
+        action_id: ObjectId,
+    ) -> StoreResult<Option<FeedItem>> {
         let oid = action_id.bytes();
         let _lock = self.lock(&[action_lock(tenant, oid)]);
         let mut key = Vec::with_capacity(64);

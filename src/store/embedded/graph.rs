@@ -6,9 +6,7 @@ use rocksdb::{MergeOperands, WriteBatch};
 
 use super::keys::{self, graph as tag, Key, Reader};
 use super::{families::GRAPH, Inner};
-use crate::model::{
-    EdgeKind, Group, GroupKind, Membership, MembershipRole, User,
-};
+use crate::model::{EdgeKind, Group, GroupKind, Membership, MembershipRole, User};
 use crate::store::{Direction, JoinOutcome, StoreResult};
 
 const EDGE_FOLLOWS_OUT: u8 = 0;
@@ -21,7 +19,11 @@ const NO_NAME: &[u8] = &[0];
 /// Merges "this user exists" into a user record: a record that is there
 /// (with or without a name) wins. So noting a user is a blind write that
 /// never reads, and never erases a profile.
-pub(super) fn merge_user(_key: &[u8], existing: Option<&[u8]>, _ops: &MergeOperands) -> Option<Vec<u8>> {
+pub(super) fn merge_user(
+    _key: &[u8],
+    existing: Option<&[u8]>,
+    _ops: &MergeOperands,
+) -> Option<Vec<u8>> {
     Some(existing.unwrap_or(NO_NAME).to_vec())
 }
 
@@ -63,7 +65,12 @@ fn edge_codes(kind: EdgeKind) -> (u8, u8) {
 }
 
 pub(super) fn edge_key(tenant: &str, code: u8, user: &str, other: &str) -> Vec<u8> {
-    Key::tag(tag::EDGE).str(tenant).byte(code).str(user).last(other).into_vec()
+    Key::tag(tag::EDGE)
+        .str(tenant)
+        .byte(code)
+        .str(user)
+        .last(other)
+        .into_vec()
 }
 
 fn group_kind_code(kind: GroupKind) -> u8 {
@@ -98,7 +105,12 @@ pub(super) fn role(code: u8) -> MembershipRole {
 
 impl Inner {
     /// Lists the bare last parts of keys under `prefix`, after `after`.
-    fn list_last(&self, prefix: Vec<u8>, after: Option<&str>, limit: usize) -> StoreResult<Vec<String>> {
+    fn list_last(
+        &self,
+        prefix: Vec<u8>,
+        after: Option<&str>,
+        limit: usize,
+    ) -> StoreResult<Vec<String>> {
         let lower = match after {
             Some(a) => keys::after(&Key(prefix.clone()).last(a).0),
             None => prefix.clone(),
@@ -114,7 +126,11 @@ impl Inner {
 
     pub(super) fn upsert_user(&self, tenant: &str, user: &User) -> StoreResult<()> {
         let mut batch = WriteBatch::default();
-        batch.put_cf(self.cf(GRAPH), user_key(tenant, &user.id), user_value(user.name.as_deref()));
+        batch.put_cf(
+            self.cf(GRAPH),
+            user_key(tenant, &user.id),
+            user_value(user.name.as_deref()),
+        );
         self.commit(batch)
     }
 
@@ -144,7 +160,14 @@ impl Inner {
         Ok(out)
     }
 
-    pub(super) fn set_edge(&self, tenant: &str, kind: EdgeKind, from: &str, to: &str, on: bool) -> StoreResult<bool> {
+    pub(super) fn set_edge(
+        &self,
+        tenant: &str,
+        kind: EdgeKind,
+        from: &str,
+        to: &str,
+        on: bool,
+    ) -> StoreResult<bool> {
         let (forward, backward) = edge_codes(kind);
         let fwd = edge_key(tenant, forward, from, to);
         let back = edge_key(tenant, backward, to, from);
@@ -181,7 +204,11 @@ impl Inner {
             (EdgeKind::Follows, Direction::In) => EDGE_FOLLOWS_IN,
             (EdgeKind::Friend, _) => EDGE_FRIEND,
         };
-        let prefix = Key::tag(tag::EDGE).str(tenant).byte(code).str(user).into_vec();
+        let prefix = Key::tag(tag::EDGE)
+            .str(tenant)
+            .byte(code)
+            .str(user)
+            .into_vec();
         self.list_last(prefix, after, limit)
     }
 
@@ -197,7 +224,13 @@ impl Inner {
         self.commit(batch)
     }
 
-    pub(super) fn join_group(&self, tenant: &str, group: &Group, user: &str, role: MembershipRole) -> StoreResult<JoinOutcome> {
+    pub(super) fn join_group(
+        &self,
+        tenant: &str,
+        group: &Group,
+        user: &str,
+        role: MembershipRole,
+    ) -> StoreResult<JoinOutcome> {
         let group_key = Key::tag(tag::GROUP).str(tenant).last(&group.id).into_vec();
         let _lock = self.lock(&[&group_key]);
         let cf = self.cf(GRAPH);
@@ -214,12 +247,20 @@ impl Inner {
         }
         batch.put_cf(
             cf,
-            Key::tag(tag::MEMBER).str(tenant).str(&group.id).last(user).into_vec(),
+            Key::tag(tag::MEMBER)
+                .str(tenant)
+                .str(&group.id)
+                .last(user)
+                .into_vec(),
             [role_code(role)],
         );
         batch.put_cf(
             cf,
-            Key::tag(tag::MEMBER_OF).str(tenant).str(user).last(&group.id).into_vec(),
+            Key::tag(tag::MEMBER_OF)
+                .str(tenant)
+                .str(user)
+                .last(&group.id)
+                .into_vec(),
             [group_kind_code(group.kind), role_code(role)],
         );
         ensure_user_in(&mut batch, self, tenant, user);
@@ -231,20 +272,42 @@ impl Inner {
         }))
     }
 
-    pub(super) fn leave_group(&self, tenant: &str, group_id: &str, user: &str) -> StoreResult<bool> {
+    pub(super) fn leave_group(
+        &self,
+        tenant: &str,
+        group_id: &str,
+        user: &str,
+    ) -> StoreResult<bool> {
         let group_key = Key::tag(tag::GROUP).str(tenant).last(group_id).into_vec();
         let _lock = self.lock(&[&group_key]);
-        let member = Key::tag(tag::MEMBER).str(tenant).str(group_id).last(user).into_vec();
+        let member = Key::tag(tag::MEMBER)
+            .str(tenant)
+            .str(group_id)
+            .last(user)
+            .into_vec();
         let was = self.exists(GRAPH, &member)?;
         let mut batch = WriteBatch::default();
         let cf = self.cf(GRAPH);
         batch.delete_cf(cf, member);
-        batch.delete_cf(cf, Key::tag(tag::MEMBER_OF).str(tenant).str(user).last(group_id).into_vec());
+        batch.delete_cf(
+            cf,
+            Key::tag(tag::MEMBER_OF)
+                .str(tenant)
+                .str(user)
+                .last(group_id)
+                .into_vec(),
+        );
         self.commit(batch)?;
         Ok(was)
     }
 
-    pub(super) fn group_members(&self, tenant: &str, group_id: &str, after: Option<&str>, limit: usize) -> StoreResult<Vec<String>> {
+    pub(super) fn group_members(
+        &self,
+        tenant: &str,
+        group_id: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> StoreResult<Vec<String>> {
         let prefix = Key::tag(tag::MEMBER).str(tenant).str(group_id).into_vec();
         self.list_last(prefix, after, limit)
     }
@@ -267,9 +330,23 @@ impl Inner {
         Ok(out)
     }
 
-    pub(super) fn set_assignment(&self, tenant: &str, user: &str, ref_id: &str, on: bool) -> StoreResult<bool> {
-        let to = Key::tag(tag::ASSIGNED_TO).str(tenant).str(ref_id).last(user).into_vec();
-        let of = Key::tag(tag::ASSIGNMENT).str(tenant).str(user).last(ref_id).into_vec();
+    pub(super) fn set_assignment(
+        &self,
+        tenant: &str,
+        user: &str,
+        ref_id: &str,
+        on: bool,
+    ) -> StoreResult<bool> {
+        let to = Key::tag(tag::ASSIGNED_TO)
+            .str(tenant)
+            .str(ref_id)
+            .last(user)
+            .into_vec();
+        let of = Key::tag(tag::ASSIGNMENT)
+            .str(tenant)
+            .str(user)
+            .last(ref_id)
+            .into_vec();
         let _lock = self.lock(&[&to]);
         if self.exists(GRAPH, &to)? == on {
             return Ok(false);
@@ -287,7 +364,11 @@ impl Inner {
         Ok(true)
     }
 
-    pub(super) fn assignees(&self, tenant: &str, ref_ids: &[String]) -> StoreResult<Vec<(String, String)>> {
+    pub(super) fn assignees(
+        &self,
+        tenant: &str,
+        ref_ids: &[String],
+    ) -> StoreResult<Vec<(String, String)>> {
         let mut out = Vec::new();
         for r in ref_ids {
             let prefix = Key::tag(tag::ASSIGNED_TO).str(tenant).str(r).into_vec();
@@ -303,19 +384,40 @@ impl Inner {
         self.list_last(prefix, None, usize::MAX)
     }
 
-    pub(super) fn set_supervisor(&self, tenant: &str, user: &str, supervisor: Option<&str>) -> StoreResult<()> {
+    pub(super) fn set_supervisor(
+        &self,
+        tenant: &str,
+        user: &str,
+        supervisor: Option<&str>,
+    ) -> StoreResult<()> {
         let key = Key::tag(tag::SUPERVISOR).str(tenant).last(user).into_vec();
         let _lock = self.lock(&[&key]);
         let cf = self.cf(GRAPH);
         let mut batch = WriteBatch::default();
         if let Some(previous) = self.get(GRAPH, &key)? {
-            let previous = std::str::from_utf8(&previous).map_err(|_| keys::corrupt("supervisor"))?;
-            batch.delete_cf(cf, Key::tag(tag::SUPERVISEE).str(tenant).str(previous).last(user).into_vec());
+            let previous =
+                std::str::from_utf8(&previous).map_err(|_| keys::corrupt("supervisor"))?;
+            batch.delete_cf(
+                cf,
+                Key::tag(tag::SUPERVISEE)
+                    .str(tenant)
+                    .str(previous)
+                    .last(user)
+                    .into_vec(),
+            );
         }
         match supervisor {
             Some(s) => {
                 batch.put_cf(cf, &key, s.as_bytes());
-                batch.put_cf(cf, Key::tag(tag::SUPERVISEE).str(tenant).str(s).last(user).into_vec(), []);
+                batch.put_cf(
+                    cf,
+                    Key::tag(tag::SUPERVISEE)
+                        .str(tenant)
+                        .str(s)
+                        .last(user)
+                        .into_vec(),
+                    [],
+                );
             }
             None => batch.delete_cf(cf, &key),
         }
@@ -330,7 +432,10 @@ impl Inner {
     }
 
     pub(super) fn supervisees(&self, tenant: &str, supervisor: &str) -> StoreResult<Vec<String>> {
-        let prefix = Key::tag(tag::SUPERVISEE).str(tenant).str(supervisor).into_vec();
+        let prefix = Key::tag(tag::SUPERVISEE)
+            .str(tenant)
+            .str(supervisor)
+            .into_vec();
         self.list_last(prefix, None, usize::MAX)
     }
 }

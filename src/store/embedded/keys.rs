@@ -8,7 +8,7 @@
 //! Numbers are big endian with the sign bit flipped, so they sort as numbers;
 //! "descending" fields are additionally inverted.
 
-use crate::model::{Bump, BumpRule, Millis, ObjectId, Reason, ReasonKind};
+use crate::model::{Bump, BumpRule, Millis, Reason, ReasonKind};
 use crate::store::{ErrorKind, StoreError, StoreResult};
 
 pub type Oid = [u8; 12];
@@ -76,16 +76,13 @@ impl Key {
         self
     }
 
-    pub fn oid_desc(mut self, id: Oid) -> Self {
-        self.0.extend(id.iter().map(|b| !b));
-        self
-    }
-
+    #[cfg(test)]
     pub fn num(mut self, n: i64) -> Self {
         self.0.extend_from_slice(&ordered(n).to_be_bytes());
         self
     }
 
+    #[cfg(test)]
     pub fn num_desc(mut self, n: i64) -> Self {
         self.0.extend_from_slice(&(!ordered(n)).to_be_bytes());
         self
@@ -155,7 +152,10 @@ impl<'a> Reader<'a> {
     }
 
     pub fn str(&mut self) -> StoreResult<&'a str> {
-        let (len, rest) = self.0.split_first_chunk::<2>().ok_or_else(|| corrupt("key"))?;
+        let (len, rest) = self
+            .0
+            .split_first_chunk::<2>()
+            .ok_or_else(|| corrupt("key"))?;
         let len = u16::from_be_bytes(*len) as usize;
         if rest.len() < len {
             return Err(corrupt("key"));
@@ -172,7 +172,10 @@ impl<'a> Reader<'a> {
     }
 
     pub fn oid(&mut self) -> StoreResult<Oid> {
-        let (id, rest) = self.0.split_first_chunk::<12>().ok_or_else(|| corrupt("key"))?;
+        let (id, rest) = self
+            .0
+            .split_first_chunk::<12>()
+            .ok_or_else(|| corrupt("key"))?;
         self.0 = rest;
         Ok(*id)
     }
@@ -184,13 +187,19 @@ impl<'a> Reader<'a> {
     }
 
     pub fn num(&mut self) -> StoreResult<i64> {
-        let (n, rest) = self.0.split_first_chunk::<8>().ok_or_else(|| corrupt("key"))?;
+        let (n, rest) = self
+            .0
+            .split_first_chunk::<8>()
+            .ok_or_else(|| corrupt("key"))?;
         self.0 = rest;
         Ok(unordered(u64::from_be_bytes(*n)))
     }
 
     pub fn num_desc(&mut self) -> StoreResult<i64> {
-        let (n, rest) = self.0.split_first_chunk::<8>().ok_or_else(|| corrupt("key"))?;
+        let (n, rest) = self
+            .0
+            .split_first_chunk::<8>()
+            .ok_or_else(|| corrupt("key"))?;
         self.0 = rest;
         Ok(unordered(!u64::from_be_bytes(*n)))
     }
@@ -252,8 +261,12 @@ impl ItemState {
 
     pub fn decode(bytes: &[u8]) -> StoreResult<Self> {
         let bytes: &[u8; 17] = bytes.try_into().map_err(|_| corrupt("feed item"))?;
-        let (relevancy, rest) = bytes.split_first_chunk::<8>().ok_or_else(|| corrupt("feed item"))?;
-        let (changed, hidden) = rest.split_first_chunk::<8>().ok_or_else(|| corrupt("feed item"))?;
+        let (relevancy, rest) = bytes
+            .split_first_chunk::<8>()
+            .ok_or_else(|| corrupt("feed item"))?;
+        let (changed, hidden) = rest
+            .split_first_chunk::<8>()
+            .ok_or_else(|| corrupt("feed item"))?;
         Ok(Self {
             relevancy: i64::from_be_bytes(*relevancy),
             changed: i64::from_be_bytes(*changed),
@@ -322,10 +335,7 @@ pub fn encode_entry(buf: &mut Vec<u8>, reason: &Reason, changed: Millis) {
 /// Reads a value written by [`encode_entry`]: `(changed, reason)`.
 pub fn decode_entry(bytes: &[u8]) -> StoreResult<(Millis, Reason)> {
     let mut r = Reader(bytes);
-    let changed = i64::from_be_bytes(
-        *r.0.first_chunk::<8>()
-            .ok_or_else(|| corrupt("feed item"))?,
-    );
+    let changed = i64::from_be_bytes(*r.0.first_chunk::<8>().ok_or_else(|| corrupt("feed item"))?);
     r.skip(8)?;
     let kind = kind_of(r.byte()?)?;
     let actor_id = r.str()?.to_owned();

@@ -205,7 +205,10 @@ impl EmbeddedStore {
 }
 
 fn missing_family() -> StoreError {
-    StoreError::new(ErrorKind::Internal, "embedded store: a column family is missing")
+    StoreError::new(
+        ErrorKind::Internal,
+        "embedded store: a column family is missing",
+    )
 }
 
 fn open_db(path: &PathBuf, options: &EmbeddedOptions) -> StoreResult<DB> {
@@ -305,7 +308,11 @@ impl Inner {
         stripes.dedup();
         let guards = stripes
             .into_iter()
-            .map(|s| self.locks[s].lock().unwrap_or_else(|poisoned| poisoned.into_inner()))
+            .map(|s| {
+                self.locks[s]
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+            })
             .collect();
         Locked { _guards: guards }
     }

@@ -25,7 +25,8 @@ impl Store for EmbeddedStore {
 
     async fn upsert_user(&self, tenant: &str, user: &User) -> StoreResult<()> {
         owned!(tenant, user);
-        self.blocking(move |db| db.upsert_user(&tenant, &user)).await
+        self.blocking(move |db| db.upsert_user(&tenant, &user))
+            .await
     }
 
     async fn ensure_user(&self, tenant: &str, id: &str) -> StoreResult<()> {
@@ -37,9 +38,17 @@ impl Store for EmbeddedStore {
         self.inner.get_users(tenant, ids)
     }
 
-    async fn set_edge(&self, tenant: &str, kind: EdgeKind, from: &str, to: &str, on: bool) -> StoreResult<bool> {
+    async fn set_edge(
+        &self,
+        tenant: &str,
+        kind: EdgeKind,
+        from: &str,
+        to: &str,
+        on: bool,
+    ) -> StoreResult<bool> {
         owned!(tenant, from, to);
-        self.blocking(move |db| db.set_edge(&tenant, kind, &from, &to, on)).await
+        self.blocking(move |db| db.set_edge(&tenant, kind, &from, &to, on))
+            .await
     }
 
     async fn edges(
@@ -57,17 +66,31 @@ impl Store for EmbeddedStore {
             .await
     }
 
-    async fn join_group(&self, tenant: &str, group: &Group, user: &str, role: MembershipRole) -> StoreResult<JoinOutcome> {
+    async fn join_group(
+        &self,
+        tenant: &str,
+        group: &Group,
+        user: &str,
+        role: MembershipRole,
+    ) -> StoreResult<JoinOutcome> {
         owned!(tenant, group, user);
-        self.blocking(move |db| db.join_group(&tenant, &group, &user, role)).await
+        self.blocking(move |db| db.join_group(&tenant, &group, &user, role))
+            .await
     }
 
     async fn leave_group(&self, tenant: &str, group_id: &str, user: &str) -> StoreResult<bool> {
         owned!(tenant, group_id, user);
-        self.blocking(move |db| db.leave_group(&tenant, &group_id, &user)).await
+        self.blocking(move |db| db.leave_group(&tenant, &group_id, &user))
+            .await
     }
 
-    async fn group_members(&self, tenant: &str, group_id: &str, after: Option<&str>, limit: usize) -> StoreResult<Vec<String>> {
+    async fn group_members(
+        &self,
+        tenant: &str,
+        group_id: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> StoreResult<Vec<String>> {
         owned!(tenant, group_id);
         let after = after.map(str::to_owned);
         self.blocking(move |db| db.group_members(&tenant, &group_id, after.as_deref(), limit))
@@ -78,21 +101,38 @@ impl Store for EmbeddedStore {
         self.inner.memberships(tenant, user)
     }
 
-    async fn set_assignment(&self, tenant: &str, user: &str, ref_id: &str, on: bool) -> StoreResult<bool> {
+    async fn set_assignment(
+        &self,
+        tenant: &str,
+        user: &str,
+        ref_id: &str,
+        on: bool,
+    ) -> StoreResult<bool> {
         owned!(tenant, user, ref_id);
-        self.blocking(move |db| db.set_assignment(&tenant, &user, &ref_id, on)).await
+        self.blocking(move |db| db.set_assignment(&tenant, &user, &ref_id, on))
+            .await
     }
 
-    async fn assignees(&self, tenant: &str, ref_ids: &[String]) -> StoreResult<Vec<(String, String)>> {
+    async fn assignees(
+        &self,
+        tenant: &str,
+        ref_ids: &[String],
+    ) -> StoreResult<Vec<(String, String)>> {
         owned!(tenant, ref_ids);
-        self.blocking(move |db| db.assignees(&tenant, &ref_ids)).await
+        self.blocking(move |db| db.assignees(&tenant, &ref_ids))
+            .await
     }
 
     async fn assignments(&self, tenant: &str, user: &str) -> StoreResult<Vec<String>> {
         self.inner.assignments(tenant, user)
     }
 
-    async fn set_supervisor(&self, tenant: &str, user: &str, supervisor: Option<&str>) -> StoreResult<()> {
+    async fn set_supervisor(
+        &self,
+        tenant: &str,
+        user: &str,
+        supervisor: Option<&str>,
+    ) -> StoreResult<()> {
         owned!(tenant, user);
         let supervisor = supervisor.map(str::to_owned);
         self.blocking(move |db| db.set_supervisor(&tenant, &user, supervisor.as_deref()))
@@ -105,7 +145,8 @@ impl Store for EmbeddedStore {
 
     async fn supervisees(&self, tenant: &str, supervisor: &str) -> StoreResult<Vec<String>> {
         owned!(tenant, supervisor);
-        self.blocking(move |db| db.supervisees(&tenant, &supervisor)).await
+        self.blocking(move |db| db.supervisees(&tenant, &supervisor))
+            .await
     }
 
     async fn insert_action(&self, action: &Action) -> StoreResult<()> {
@@ -140,39 +181,77 @@ impl Store for EmbeddedStore {
             .await
     }
 
-    async fn slice(&self, tenant: &str, ref_id: &str, before: Option<ObjectId>, limit: usize) -> StoreResult<Vec<ObjectId>> {
+    async fn slice(
+        &self,
+        tenant: &str,
+        ref_id: &str,
+        before: Option<ObjectId>,
+        limit: usize,
+    ) -> StoreResult<Vec<ObjectId>> {
         self.inner.slice(tenant, ref_id, before, limit)
     }
 
     async fn rename_ref(&self, tenant: &str, ref_id: &str, name: &str) -> StoreResult<u64> {
         owned!(tenant, ref_id, name);
-        self.blocking(move |db| db.rename_ref(&tenant, &ref_id, &name)).await
+        self.blocking(move |db| db.rename_ref(&tenant, &ref_id, &name))
+            .await
     }
 
     async fn add_comment(&self, tenant: &str, comment: &Comment) -> StoreResult<Counts> {
         owned!(tenant, comment);
-        self.blocking(move |db| db.add_comment(&tenant, &comment)).await
+        self.blocking(move |db| db.add_comment(&tenant, &comment))
+            .await
     }
 
-    async fn comments(&self, tenant: &str, action_id: ObjectId, after: Option<ObjectId>, limit: usize) -> StoreResult<Vec<Comment>> {
+    async fn comments(
+        &self,
+        tenant: &str,
+        action_id: ObjectId,
+        after: Option<ObjectId>,
+        limit: usize,
+    ) -> StoreResult<Vec<Comment>> {
         self.inner.comments(tenant, action_id, after, limit)
     }
 
-    async fn set_like(&self, tenant: &str, action_id: ObjectId, user: &str, on: bool) -> StoreResult<(bool, Counts)> {
+    async fn set_like(
+        &self,
+        tenant: &str,
+        action_id: ObjectId,
+        user: &str,
+        on: bool,
+    ) -> StoreResult<(bool, Counts)> {
         owned!(tenant, user);
-        self.blocking(move |db| db.set_like(&tenant, action_id, &user, on)).await
+        self.blocking(move |db| db.set_like(&tenant, action_id, &user, on))
+            .await
     }
 
-    async fn liked(&self, tenant: &str, user: &str, action_ids: &[ObjectId]) -> StoreResult<Vec<ObjectId>> {
+    async fn liked(
+        &self,
+        tenant: &str,
+        user: &str,
+        action_ids: &[ObjectId],
+    ) -> StoreResult<Vec<ObjectId>> {
         self.inner.liked(tenant, user, action_ids)
     }
 
-    async fn claim_fan_out(&self, worker: &str, now: Millis, lease_ms: Millis, limit: usize) -> StoreResult<Vec<Claim>> {
+    async fn claim_fan_out(
+        &self,
+        worker: &str,
+        now: Millis,
+        lease_ms: Millis,
+        limit: usize,
+    ) -> StoreResult<Vec<Claim>> {
         owned!(worker);
-        self.blocking(move |db| db.claim_fan_out(&worker, now, lease_ms, limit)).await
+        self.blocking(move |db| db.claim_fan_out(&worker, now, lease_ms, limit))
+            .await
     }
 
-    async fn deliver(&self, claim: &Claim, now: Millis, items: &[Delivery]) -> StoreResult<Vec<FeedItem>> {
+    async fn deliver(
+        &self,
+        claim: &Claim,
+        now: Millis,
+        items: &[Delivery],
+    ) -> StoreResult<Vec<FeedItem>> {
         owned!(claim, items);
         self.blocking(move |db| {
             let mut results = db.deliver_jobs(now, &[(&claim, &items[..])], false)?;
@@ -204,37 +283,74 @@ impl Store for EmbeddedStore {
         .await
     }
 
-    async fn claim_bumps(&self, worker: &str, now: Millis, lease_ms: Millis, limit: usize) -> StoreResult<Vec<BumpClaim>> {
+    async fn claim_bumps(
+        &self,
+        worker: &str,
+        now: Millis,
+        lease_ms: Millis,
+        limit: usize,
+    ) -> StoreResult<Vec<BumpClaim>> {
         owned!(worker);
-        self.blocking(move |db| db.claim_bumps(&worker, now, lease_ms, limit)).await
+        self.blocking(move |db| db.claim_bumps(&worker, now, lease_ms, limit))
+            .await
     }
 
-    async fn bump(&self, claim: &BumpClaim, now: Millis, bumps: &[Delivery]) -> StoreResult<Vec<FeedItem>> {
+    async fn bump(
+        &self,
+        claim: &BumpClaim,
+        now: Millis,
+        bumps: &[Delivery],
+    ) -> StoreResult<Vec<FeedItem>> {
         owned!(claim, bumps);
-        self.blocking(move |db| db.bump(&claim, now, &bumps, false)).await
+        self.blocking(move |db| db.bump(&claim, now, &bumps, false))
+            .await
     }
 
     async fn finish_bump(&self, claim: &BumpClaim) -> StoreResult<()> {
         owned!(claim);
-        self.blocking(move |db| db.bump(&claim, 0, &[], true).map(drop)).await
+        self.blocking(move |db| db.bump(&claim, 0, &[], true).map(drop))
+            .await
     }
 
-    async fn bump_and_finish(&self, claim: &BumpClaim, now: Millis, bumps: &[Delivery]) -> StoreResult<Vec<FeedItem>> {
+    async fn bump_and_finish(
+        &self,
+        claim: &BumpClaim,
+        now: Millis,
+        bumps: &[Delivery],
+    ) -> StoreResult<Vec<FeedItem>> {
         owned!(claim, bumps);
-        self.blocking(move |db| db.bump(&claim, now, &bumps, true)).await
+        self.blocking(move |db| db.bump(&claim, now, &bumps, true))
+            .await
     }
 
-    async fn feed_changes(&self, tenant: &str, owner: &str, after: Stamp, limit: usize) -> StoreResult<Vec<FeedItem>> {
+    async fn feed_changes(
+        &self,
+        tenant: &str,
+        owner: &str,
+        after: Stamp,
+        limit: usize,
+    ) -> StoreResult<Vec<FeedItem>> {
         self.inner.feed_changes(tenant, owner, after, limit)
     }
 
-    async fn feed_page(&self, tenant: &str, owner: &str, range: FeedRange) -> StoreResult<Vec<FeedItem>> {
+    async fn feed_page(
+        &self,
+        tenant: &str,
+        owner: &str,
+        range: FeedRange,
+    ) -> StoreResult<Vec<FeedItem>> {
         self.inner.feed_page(tenant, owner, range)
     }
 
-    async fn hide_feed_item(&self, tenant: &str, owner: &str, action_id: ObjectId) -> StoreResult<Option<FeedItem>> {
+    async fn hide_feed_item(
+        &self,
+        tenant: &str,
+        owner: &str,
+        action_id: ObjectId,
+    ) -> StoreResult<Option<FeedItem>> {
         owned!(tenant, owner);
-        self.blocking(move |db| db.hide_feed_item(&tenant, &owner, action_id)).await
+        self.blocking(move |db| db.hide_feed_item(&tenant, &owner, action_id))
+            .await
     }
 }
 
@@ -245,6 +361,7 @@ impl EmbeddedStore {
     /// directions, and the follower noted as a user.
     pub async fn follow_many(&self, tenant: &str, edges: Vec<(String, String)>) -> StoreResult<()> {
         owned!(tenant);
-        self.blocking(move |db| db.follow_many(&tenant, &edges)).await
+        self.blocking(move |db| db.follow_many(&tenant, &edges))
+            .await
     }
 }
