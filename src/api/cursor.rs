@@ -7,10 +7,17 @@
 //! ends on their position) nor forge one; a cursor of another list, or one that
 //! was edited, is refused with `BAD_USER_INPUT`. The position is a key
 //! (`relevancy`, `actionId`), so pages stay correct while items arrive.
+//!
+//! Edges and events carry a [`LazyCursor`]: what to seal, sealed only when a
+//! client selects the cursor. Nonces are a random prefix drawn per process
+//! and a counter, so sealing makes no system call.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305, NONCE_LEN};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
 use ring::rand::{SecureRandom, SystemRandom};
 
 use super::error::bad_input;
@@ -23,6 +30,11 @@ const VERSION: u8 = 2;
 pub struct CursorKey {
     key: LessSafeKey,
     random: SystemRandom,
+    /// Nonces: a random 64-bit prefix, drawn again whenever the 32-bit
+    /// counter after it wraps, so no nonce repeats within a process, and two
+    /// processes sharing the key collide only if they draw the same prefix.
+    prefix: Mutex<[u8; 8]>,
+    counter: AtomicU64,
 }
 
 impl CursorKey {
@@ -46,17 +58,35 @@ impl CursorKey {
 
     fn from_bytes(bytes: &[u8]) -> Self {
         let key = UnboundKey::new(&CHACHA20_POLY1305, bytes).expect("a 32-byte key");
+        let random = SystemRandom::new();
+        let mut prefix = [0u8; 8];
+        random
+            .fill(&mut prefix)
+            .expect("the system random source works");
         Self {
             key: LessSafeKey::new(key),
-            random: SystemRandom::new(),
+            random,
+            prefix: Mutex::new(prefix),
+            counter: AtomicU64::new(0),
         }
     }
 
-    fn seal(&self, mut plain: Vec<u8>) -> String {
+    fn nonce(&self) -> [u8; NONCE_LEN] {
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        let mut prefix = self.prefix.lock().unwrap_or_else(|e| e.into_inner());
+        if n > 0 && n % (1 << 32) == 0 {
+            self.random
+                .fill(&mut prefix[..])
+                .expect("the system random source works");
+        }
         let mut nonce = [0u8; NONCE_LEN];
-        self.random
-            .fill(&mut nonce)
-            .expect("the system random source works");
+        nonce[..8].copy_from_slice(&prefix[..]);
+        nonce[8..].copy_from_slice(&(n as u32).to_be_bytes());
+        nonce
+    }
+
+    fn seal(&self, mut plain: Vec<u8>) -> String {
+        let nonce = self.nonce();
         self.key
             .seal_in_place_append_tag(
                 Nonce::assume_unique_for_key(nonce),
@@ -149,12 +179,33 @@ impl<'k> ListId<'k> {
     }
 
     fn encode(&self, position: &[u8]) -> String {
-        let mut buf = Vec::with_capacity(10 + position.len());
-        buf.push(VERSION);
-        buf.push(self.kind as u8);
-        buf.extend_from_slice(&self.hash.to_be_bytes());
-        buf.extend_from_slice(position);
-        self.key.seal(buf)
+        seal(self.key, self.kind, self.hash, position)
+    }
+
+    fn lazy(&self, body: Body) -> LazyCursor {
+        LazyCursor {
+            kind: self.kind,
+            hash: self.hash,
+            body,
+        }
+    }
+
+    /// A position cursor, sealed when it is asked for.
+    pub fn lazy_position(&self, position: Position) -> LazyCursor {
+        self.lazy(Body::TimeId(position.relevancy, position.action_id))
+    }
+
+    /// A change-stamp cursor, sealed when it is asked for.
+    pub fn lazy_stamp(&self, stamp: Stamp) -> LazyCursor {
+        self.lazy(Body::TimeId(stamp.changed, stamp.action_id))
+    }
+
+    pub fn lazy_id(&self, id: ObjectId) -> LazyCursor {
+        self.lazy(Body::Id(id))
+    }
+
+    pub fn lazy_string(&self, value: &str) -> LazyCursor {
+        self.lazy(Body::Str(value.to_owned()))
     }
 
     fn decode<'a>(&self, cursor: &str, buf: &'a mut Vec<u8>) -> async_graphql::Result<&'a [u8]> {
@@ -193,10 +244,7 @@ impl<'k> ListId<'k> {
     }
 
     fn time_id_cursor(&self, time: i64, id: ObjectId) -> String {
-        let mut bytes = [0u8; 20];
-        bytes[..8].copy_from_slice(&time.to_be_bytes());
-        bytes[8..].copy_from_slice(&id.bytes());
-        self.encode(&bytes)
+        self.encode(&time_id(time, id))
     }
 
     fn decode_time_id(&self, cursor: &str) -> async_graphql::Result<(i64, ObjectId)> {
@@ -233,6 +281,48 @@ impl<'k> ListId<'k> {
         let bytes = self.decode(cursor, &mut buf)?;
         String::from_utf8(bytes.to_vec())
             .map_err(|_| bad_input(format!("cursor {cursor:?} is not valid")))
+    }
+}
+
+fn time_id(time: i64, id: ObjectId) -> [u8; 20] {
+    let mut bytes = [0u8; 20];
+    bytes[..8].copy_from_slice(&time.to_be_bytes());
+    bytes[8..].copy_from_slice(&id.bytes());
+    bytes
+}
+
+fn seal(key: &CursorKey, kind: ListKind, hash: u64, position: &[u8]) -> String {
+    let mut buf = Vec::with_capacity(10 + position.len() + 16);
+    buf.push(VERSION);
+    buf.push(kind as u8);
+    buf.extend_from_slice(&hash.to_be_bytes());
+    buf.extend_from_slice(position);
+    key.seal(buf)
+}
+
+#[derive(Clone, Debug)]
+enum Body {
+    TimeId(i64, ObjectId),
+    Id(ObjectId),
+    Str(String),
+}
+
+/// What a cursor will hold, sealed only by [`LazyCursor::seal`]: a page or
+/// an event whose query selects no cursor pays nothing for it.
+#[derive(Clone, Debug)]
+pub struct LazyCursor {
+    kind: ListKind,
+    hash: u64,
+    body: Body,
+}
+
+impl LazyCursor {
+    pub fn seal(&self, key: &CursorKey) -> String {
+        match &self.body {
+            Body::TimeId(time, id) => seal(key, self.kind, self.hash, &time_id(*time, *id)),
+            Body::Id(id) => seal(key, self.kind, self.hash, &id.bytes()),
+            Body::Str(value) => seal(key, self.kind, self.hash, value.as_bytes()),
+        }
     }
 }
 
@@ -284,6 +374,16 @@ mod tests {
         assert!(ListId::home(&other_key, "acme", "alice")
             .decode_position(&cursor)
             .is_err());
+        // A lazy cursor seals to one that opens as the eager one does, and
+        // no two seals share a nonce.
+        let lazy = home.lazy_position(position).seal(&key);
+        assert_eq!(home.decode_position(&lazy).unwrap(), position);
+        let again = home.lazy_position(position).seal(&key);
+        assert_ne!(lazy, again, "a fresh nonce each time");
+        assert_ne!(
+            URL_SAFE_NO_PAD.decode(&lazy).unwrap()[..NONCE_LEN],
+            URL_SAFE_NO_PAD.decode(&again).unwrap()[..NONCE_LEN]
+        );
         let same = CursorKey::from_secret(b"configured");
         let again = CursorKey::from_secret(b"configured");
         let sealed = ListId::home(&same, "acme", "alice").position_cursor(position);

@@ -139,7 +139,7 @@ pub async fn home(
         .into_iter()
         .zip(nodes)
         .map(|(item, node)| {
-            let cursor = list.position_cursor(item.position());
+            let cursor = list.lazy_position(item.position());
             FeedItemEdge {
                 cursor: cursor.clone(),
                 node: FeedItemNode {
@@ -220,7 +220,7 @@ pub async fn slice(
         .await?
         .into_iter()
         .map(|node| ActionEdge {
-            cursor: list.id_cursor(node.action.id),
+            cursor: list.lazy_id(node.action.id),
             node,
         })
         .collect();

@@ -2,8 +2,10 @@
 //! only the items shown: a page whose items the viewer may no longer read still
 //! moves the cursor on, so paging never stalls.
 
-use async_graphql::{Object, SimpleObject};
+use async_graphql::{Context, Object, SimpleObject};
 
+use super::cursor::LazyCursor;
+use super::state;
 use super::types::{ActionNode, CommentNode, FeedItemNode, UserNode};
 
 /// Where a page starts and ends, and whether there is more on either side.
@@ -24,15 +26,15 @@ macro_rules! connection {
      $(, $(#[doc = $doc:literal])* $field:ident: $ty:ty)* $(,)?) => {
         #[doc = concat!("One ", $what, " of a page, with its cursor.")]
         pub struct $edge {
-            pub cursor: String,
+            pub cursor: LazyCursor,
             pub node: $node,
         }
 
         #[Object]
         impl $edge {
             /// Where this item stands; pass it as `after` or `before`.
-            async fn cursor(&self) -> &str {
-                &self.cursor
+            async fn cursor(&self, ctx: &Context<'_>) -> async_graphql::Result<String> {
+                Ok(self.cursor.seal(&state(ctx)?.cursors))
             }
 
             async fn node(&self) -> &$node {

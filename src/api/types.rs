@@ -7,7 +7,7 @@ use async_graphql::{ComplexObject, Context, Object, SimpleObject, ID};
 use chrono::{DateTime, Utc};
 
 use super::access::Access;
-use super::cursor::{CursorKey, ListId};
+use super::cursor::{CursorKey, LazyCursor, ListId};
 use super::error::{bad_input, ApiResultExt};
 use super::page::{CommentConnection, CommentEdge, PageInfo, UserConnection, UserEdge};
 use super::{loaders, page_cost, state, viewer};
@@ -186,7 +186,8 @@ impl ActionNode {
         let viewer = viewer(ctx)?;
         let limit = page_size("first", first).api()?;
         let id = self.action.id.to_hex();
-        let list = ListId::comments(&state(ctx)?.cursors, &viewer.tenant, &id);
+        let cursors = &state(ctx)?.cursors;
+        let list = ListId::comments(cursors, &viewer.tenant, &id);
         let after = after.map(|c| list.decode_id(&c)).transpose()?;
         let mut comments = state(ctx)?
             .store
@@ -198,7 +199,7 @@ impl ActionNode {
         let edges: Vec<CommentEdge> = comments
             .into_iter()
             .map(|comment| CommentEdge {
-                cursor: list.id_cursor(comment.id),
+                cursor: list.lazy_id(comment.id),
                 node: CommentNode(comment),
             })
             .collect();
@@ -206,8 +207,8 @@ impl ActionNode {
             page_info: PageInfo {
                 has_previous_page: after.is_some(),
                 has_next_page: has_next,
-                start_cursor: edges.first().map(|e| e.cursor.clone()),
-                end_cursor: edges.last().map(|e| e.cursor.clone()),
+                start_cursor: edges.first().map(|e| e.cursor.seal(cursors)),
+                end_cursor: edges.last().map(|e| e.cursor.seal(cursors)),
             },
             edges,
         })
@@ -278,15 +279,15 @@ pub enum ActionSlot {
 /// One item of a reader's feed.
 pub struct FeedItemNode {
     pub item: FeedItem,
-    pub cursor: String,
+    pub cursor: LazyCursor,
     pub action: ActionSlot,
 }
 
 #[Object(name = "FeedItem")]
 impl FeedItemNode {
     /// Where the item stands in its feed; pass it as `after` / `before`.
-    async fn cursor(&self) -> &str {
-        &self.cursor
+    async fn cursor(&self, ctx: &Context<'_>) -> async_graphql::Result<String> {
+        Ok(self.cursor.seal(&state(ctx)?.cursors))
     }
 
     async fn action_id(&self) -> ID {
@@ -335,7 +336,7 @@ impl FeedItemNode {
 pub struct FeedEventNode {
     pub kind: FeedEventKind,
     pub item: FeedItemNode,
-    pub resume_cursor: String,
+    pub resume_cursor: LazyCursor,
 }
 
 impl FeedEventNode {
@@ -346,14 +347,14 @@ impl FeedEventNode {
         Self {
             kind: event.kind,
             item: FeedItemNode {
-                cursor: list.position_cursor(event.item.position()),
+                cursor: list.lazy_position(event.item.position()),
                 item: event.item.clone(),
                 action: match &event.action {
                     Some(action) => ActionSlot::Shared(action.clone()),
                     None => ActionSlot::Lazy,
                 },
             },
-            resume_cursor: ListId::feed_changes(cursors, tenant, owner).stamp_cursor(resume),
+            resume_cursor: ListId::feed_changes(cursors, tenant, owner).lazy_stamp(resume),
         }
     }
 }
@@ -370,8 +371,8 @@ impl FeedEventNode {
     }
 
     /// Pass to `feedEvents(after:)` to resume after this event.
-    async fn resume_cursor(&self) -> &str {
-        &self.resume_cursor
+    async fn resume_cursor(&self, ctx: &Context<'_>) -> async_graphql::Result<String> {
+        Ok(self.resume_cursor.seal(&state(ctx)?.cursors))
     }
 }
 
@@ -571,7 +572,8 @@ impl UserNode {
     ) -> async_graphql::Result<UserConnection> {
         let viewer = viewer(ctx)?;
         let limit = page_size("first", first).api()?;
-        let list = ListId::users(&state(ctx)?.cursors, &viewer.tenant, relation, &self.id);
+        let cursors = &state(ctx)?.cursors;
+        let list = ListId::users(cursors, &viewer.tenant, relation, &self.id);
         let after = after.map(|c| list.decode_string(&c)).transpose()?;
         let mut ids = state(ctx)?
             .store
@@ -604,7 +606,7 @@ impl UserNode {
                         name: None,
                     });
                 UserEdge {
-                    cursor: list.string_cursor(&id),
+                    cursor: list.lazy_string(&id),
                     node,
                 }
             })
@@ -613,8 +615,8 @@ impl UserNode {
             page_info: PageInfo {
                 has_previous_page: after.is_some(),
                 has_next_page: has_next,
-                start_cursor: edges.first().map(|e| e.cursor.clone()),
-                end_cursor: edges.last().map(|e| e.cursor.clone()),
+                start_cursor: edges.first().map(|e| e.cursor.seal(cursors)),
+                end_cursor: edges.last().map(|e| e.cursor.seal(cursors)),
             },
             edges,
         })
