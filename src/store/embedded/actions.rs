@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use rocksdb::WriteBatch;
 
+use super::cache;
 use super::families::{ACTIONS, QUEUE, REACTIONS, REFS};
 use super::graph::ensure_user_in;
 use super::keys::{self, queue, reaction, Key, Lease, Oid, Reader};
@@ -52,7 +53,8 @@ pub(super) fn action_lock(tenant: &str, id: Oid) -> Vec<u8> {
 impl Inner {
     /// An action, from the cache or the database.
     pub(super) fn action(&self, tenant: &str, id: ObjectId) -> StoreResult<Option<Arc<Action>>> {
-        let miss = match self.actions.get(tenant, &id) {
+        let key = cache::action_key(&id);
+        let miss = match self.actions.get(key, |a| a.id == id && a.tenant == tenant) {
             Ok(action) => return Ok(Some(action)),
             Err(miss) => miss,
         };
@@ -83,10 +85,11 @@ impl Inner {
     /// Tells the cache what a committed batch did to actions.
     pub(super) fn settle(&self, written: Vec<Action>, deleted: &[ObjectId]) {
         for action in written {
-            self.actions.put(Arc::new(action));
+            self.actions
+                .put(cache::action_key(&action.id), Arc::new(action));
         }
         for id in deleted {
-            self.actions.forget(id);
+            self.actions.forget(cache::action_key(id));
         }
     }
 

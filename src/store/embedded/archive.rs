@@ -388,6 +388,11 @@ impl Inner {
         }
         self.commit(batch)?;
         self.settle(actions, &[]);
+        for record in records {
+            if let Record::User { tenant, id, .. } = record {
+                self.profiles.forget(super::cache::profile_key(tenant, id));
+            }
+        }
         Ok(())
     }
 }

@@ -1,37 +1,53 @@
-//! Decoded actions kept in memory, so a feed page of hot actions decodes
-//! nothing.
+//! Decoded records kept in memory (actions, and users' display names), so a
+//! feed page of hot actions by known actors decodes nothing.
 //!
-//! No writer can leave it stale. Every write of an action happens in this
-//! process (RocksDB locks the directory), under the action's stripe lock, and
-//! after its commit the writer replaces (or drops) the cached copy and moves
-//! the shard's generation on. A reader that missed remembers the generation
-//! before it reads the database, and keeps what it read only if no writer
-//! touched the shard since: a value read before a commit can never be cached
-//! after it.
+//! No writer can leave them stale. Every write happens in this process
+//! (RocksDB locks the directory), and after its commit the writer replaces
+//! (or drops) the cached copy and moves its shard's generation on. A reader
+//! that missed remembers the generation before it reads the database, and
+//! keeps what it read only if no writer touched the shard since: a value read
+//! before a commit can never be cached after it.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::hash::BuildHasher;
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::model::{Action, ObjectId};
+use crate::model::ObjectId;
 
 const SHARDS: usize = 64;
-/// Actions kept per shard; past it, a shard drops an arbitrary half.
-const PER_SHARD: usize = 2048;
 
-struct Shard {
+struct Shard<V> {
     generation: u64,
-    map: HashMap<ObjectId, Arc<Action>>,
+    map: HashMap<u64, Arc<V>>,
 }
 
-pub struct ActionCache {
-    shards: Box<[Mutex<Shard>]>,
+/// A sharded map of records by key hash, with the generation protocol above.
+pub struct Versioned<V> {
+    shards: Box<[Mutex<Shard<V>>]>,
+    /// Records kept per shard; past it, a shard drops an arbitrary half.
+    per_shard: usize,
 }
 
 /// What a miss remembers: the shard's generation when it looked.
-pub struct Miss(u64);
+pub struct Miss {
+    hash: u64,
+    generation: u64,
+}
 
-impl ActionCache {
-    pub fn new() -> Self {
+/// The key of an action in the cache.
+pub fn action_key(id: &ObjectId) -> u64 {
+    rustc_hash::FxBuildHasher.hash_one(id.bytes())
+}
+
+/// The key of a user's profile in the cache.
+pub fn profile_key(tenant: &str, id: &str) -> u64 {
+    rustc_hash::FxBuildHasher.hash_one((tenant, id))
+}
+
+/// Records are found by a 64-bit key; two records may share one, so a hit is
+/// checked with `matches` against what was asked for.
+impl<V> Versioned<V> {
+    pub fn new(capacity: usize) -> Self {
         Self {
             shards: (0..SHARDS)
                 .map(|_| {
@@ -41,59 +57,73 @@ impl ActionCache {
                     })
                 })
                 .collect(),
+            per_shard: (capacity / SHARDS).max(1),
         }
     }
 
-    fn shard(&self, id: &ObjectId) -> std::sync::MutexGuard<'_, Shard> {
-        let bytes = id.bytes();
-        // The counter bytes of an ObjectId vary fastest.
-        let n = u16::from_le_bytes([bytes[11], bytes[10]]) as usize % SHARDS;
-        self.shards[n]
+    fn shard(&self, hash: u64) -> MutexGuard<'_, Shard<V>> {
+        self.shards[(hash >> 58) as usize % SHARDS]
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// The cached action, or the generation to hand to [`Self::fill`].
-    pub fn get(&self, tenant: &str, id: &ObjectId) -> Result<Arc<Action>, Miss> {
-        let shard = self.shard(id);
-        match shard.map.get(id) {
-            Some(action) if action.tenant == tenant => Ok(action.clone()),
-            _ => Err(Miss(shard.generation)),
+    /// The cached record, or what to hand to [`Self::fill`].
+    pub fn get(&self, hash: u64, matches: impl Fn(&V) -> bool) -> Result<Arc<V>, Miss> {
+        let shard = self.shard(hash);
+        match shard.map.get(&hash) {
+            Some(value) if matches(value) => Ok(value.clone()),
+            _ => Err(Miss {
+                hash,
+                generation: shard.generation,
+            }),
         }
     }
 
-    /// Keeps an action read from the database after a miss, unless a writer
+    /// Keeps a record read from the database after a miss, unless a writer
     /// changed the shard since.
-    pub fn fill(&self, miss: Miss, action: Arc<Action>) {
-        let mut shard = self.shard(&action.id);
-        if shard.generation != miss.0 {
+    pub fn fill(&self, miss: Miss, value: Arc<V>) {
+        let mut shard = self.shard(miss.hash);
+        if shard.generation != miss.generation {
             return;
         }
-        if shard.map.len() >= PER_SHARD {
-            let drop: Vec<ObjectId> = shard.map.keys().step_by(2).copied().collect();
-            for id in drop {
-                shard.map.remove(&id);
+        if shard.map.len() >= self.per_shard {
+            let drop: Vec<u64> = shard.map.keys().step_by(2).copied().collect();
+            for hash in drop {
+                shard.map.remove(&hash);
             }
         }
-        shard.map.insert(action.id, action);
+        shard.map.insert(miss.hash, value);
     }
 
-    /// After a committed write: the action as it is now.
-    pub fn put(&self, action: Arc<Action>) {
-        let mut shard = self.shard(&action.id);
+    /// After a committed write: the record as it is now.
+    pub fn put(&self, hash: u64, value: Arc<V>) {
+        let mut shard = self.shard(hash);
         shard.generation += 1;
-        if shard.map.len() < PER_SHARD || shard.map.contains_key(&action.id) {
-            shard.map.insert(action.id, action);
+        if shard.map.len() < self.per_shard || shard.map.contains_key(&hash) {
+            shard.map.insert(hash, value);
         } else {
-            shard.map.remove(&action.id);
+            shard.map.remove(&hash);
         }
     }
 
-    /// After a committed delete.
-    pub fn forget(&self, id: &ObjectId) {
-        let mut shard = self.shard(id);
+    /// After a committed delete (or a write whose result is not at hand).
+    pub fn forget(&self, hash: u64) {
+        let mut shard = self.shard(hash);
         shard.generation += 1;
-        shard.map.remove(id);
+        shard.map.remove(&hash);
+    }
+}
+
+/// A user's display name, as cached: `(tenant, id)` and the name.
+pub struct Profile {
+    pub tenant: String,
+    pub id: String,
+    pub name: Option<String>,
+}
+
+impl Profile {
+    pub fn is(&self, tenant: &str, id: &str) -> bool {
+        self.tenant == tenant && self.id == id
     }
 }
 
@@ -101,7 +131,7 @@ impl ActionCache {
 mod tests {
     use super::*;
     use crate::descriptor::{Descriptor, StatusPost};
-    use crate::model::{Counts, FanOut, Scope};
+    use crate::model::{Action, Counts, FanOut, Scope};
 
     fn action(text: &str) -> Action {
         Action {
@@ -123,28 +153,67 @@ mod tests {
 
     #[test]
     fn a_read_from_before_a_write_is_not_kept() {
-        let cache = ActionCache::new();
+        let cache: Versioned<Action> = Versioned::new(1024);
         let old = action("old");
-        let Err(miss) = cache.get("acme", &old.id) else {
+        let key = action_key(&old.id);
+        let is_old = |a: &Action| a.id == old.id;
+        let Err(miss) = cache.get(key, is_old) else {
             panic!("empty cache answered");
         };
         // A writer commits and drops the copy between the miss and the fill.
-        cache.forget(&old.id);
+        cache.forget(key);
         cache.fill(miss, Arc::new(old.clone()));
-        assert!(cache.get("acme", &old.id).is_err());
+        assert!(cache.get(key, is_old).is_err());
         // A fill with nothing in between is kept.
-        let Err(miss) = cache.get("acme", &old.id) else {
+        let Err(miss) = cache.get(key, is_old) else {
             panic!("stale copy kept");
         };
         cache.fill(miss, Arc::new(old.clone()));
-        assert_eq!(*cache.get("acme", &old.id).ok().unwrap(), old);
-        // Another tenant never sees it.
-        assert!(cache.get("globex", &old.id).is_err());
+        assert_eq!(*cache.get(key, is_old).ok().unwrap(), old);
         // A write replaces it.
-        cache.put(Arc::new(action("new")));
+        let new = action("new");
+        cache.put(key, Arc::new(new.clone()));
         assert_eq!(
-            cache.get("acme", &old.id).ok().unwrap().descriptor,
-            action("new").descriptor
+            cache.get(key, is_old).ok().unwrap().descriptor,
+            new.descriptor
         );
+    }
+
+    #[test]
+    fn a_shard_stays_within_its_share() {
+        let cache: Versioned<Action> = Versioned::new(SHARDS * 4);
+        for n in 0..10_000u32 {
+            let mut a = action("x");
+            let mut bytes = [0u8; 12];
+            bytes[8..].copy_from_slice(&n.to_be_bytes());
+            a.id = ObjectId::from_bytes(bytes);
+            if let Err(miss) = cache.get(action_key(&a.id), |_| false) {
+                cache.fill(miss, Arc::new(a));
+            }
+        }
+        for shard in cache.shards.iter() {
+            assert!(shard.lock().unwrap().map.len() <= 4);
+        }
+    }
+
+    #[test]
+    fn profiles_match_tenant_and_id() {
+        let cache: Versioned<Profile> = Versioned::new(1024);
+        let key = profile_key("acme", "bob");
+        let Err(miss) = cache.get(key, |p| p.is("acme", "bob")) else {
+            panic!("empty cache answered");
+        };
+        cache.fill(
+            miss,
+            Arc::new(Profile {
+                tenant: "acme".into(),
+                id: "bob".into(),
+                name: Some("Bob".into()),
+            }),
+        );
+        let found = cache.get(key, |p| p.is("acme", "bob")).ok().unwrap();
+        assert_eq!(found.name.as_deref(), Some("Bob"));
+        // Another tenant's user under the same key is a miss.
+        assert!(cache.get(key, |p| p.is("globex", "bob")).is_err());
     }
 }

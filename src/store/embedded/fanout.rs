@@ -24,22 +24,25 @@ pub(super) struct Done {
 impl Inner {
     /// Due entries of one queue, oldest first: `(tenant, id, lease)`.
     fn due(&self, tag: u8, now: Millis, limit: usize) -> StoreResult<Vec<(String, Oid, Lease)>> {
-        let prefix = [tag];
-        let mut due = Vec::new();
+        let mut opts = rocksdb::ReadOptions::default();
+        opts.set_iterate_upper_bound([tag + 1]);
         // Read without a lock: an idle worker polls, and polling must not
         // queue behind writers. The claim checks each one again under its lock.
-        self.scan_prefix(QUEUE, &prefix, &prefix, usize::MAX, |k, v| {
-            if due.len() >= limit {
-                return Ok(());
+        let mut it = self.db.raw_iterator_cf_opt(self.cf(QUEUE), opts);
+        it.seek([tag]);
+        let mut due = Vec::new();
+        while due.len() < limit && it.valid() {
+            if let (Some(k), Some(v)) = (it.key(), it.value()) {
+                let lease = Lease::decode(v)?;
+                if lease.until <= now {
+                    let mut r = Reader(&k[1..]);
+                    let id = r.oid()?;
+                    due.push((r.last()?.to_owned(), id, lease));
+                }
             }
-            let lease = Lease::decode(v)?;
-            if lease.until <= now {
-                let mut r = Reader(&k[1..]);
-                let id = r.oid()?;
-                due.push((r.last()?.to_owned(), id, lease));
-            }
-            Ok(())
-        })?;
+            it.next();
+        }
+        it.status().map_err(super::db_err)?;
         Ok(due)
     }
 

@@ -2,8 +2,11 @@
 //! assignments to refs, supervisors. All in the `graph` family, each kind of
 //! record under its own tag.
 
+use std::sync::Arc;
+
 use rocksdb::{MergeOperands, WriteBatch};
 
+use super::cache::{self, Profile};
 use super::keys::{self, graph as tag, Key, Reader};
 use super::{families::GRAPH, Inner};
 use crate::model::{EdgeKind, Group, GroupKind, Membership, MembershipRole, User};
@@ -125,13 +128,20 @@ impl Inner {
     }
 
     pub(super) fn upsert_user(&self, tenant: &str, user: &User) -> StoreResult<()> {
+        let key = user_key(tenant, &user.id);
+        // Under the user's lock, so the cache ends as the last commit left it.
+        let _lock = self.lock(&[&key]);
         let mut batch = WriteBatch::default();
-        batch.put_cf(
-            self.cf(GRAPH),
-            user_key(tenant, &user.id),
-            user_value(user.name.as_deref()),
-        );
-        self.commit(batch)
+        batch.put_cf(self.cf(GRAPH), &key, user_value(user.name.as_deref()));
+        self.commit(batch)?;
+        let profile = Profile {
+            tenant: tenant.to_owned(),
+            id: user.id.clone(),
+            name: user.name.clone(),
+        };
+        self.profiles
+            .put(cache::profile_key(tenant, &user.id), Arc::new(profile));
+        Ok(())
     }
 
     pub(super) fn ensure_user(&self, tenant: &str, id: &str) -> StoreResult<()> {
@@ -144,16 +154,39 @@ impl Inner {
         self.commit(batch)
     }
 
+    /// Users with their display names, from the cache where it has them.
+    /// Noting that a user exists never changes a cached name (see
+    /// [`merge_user`]), so only [`Inner::upsert_user`] and imports update it.
     pub(super) fn get_users(&self, tenant: &str, ids: &[String]) -> StoreResult<Vec<User>> {
-        let cf = self.cf(GRAPH);
-        let keys: Vec<Vec<u8>> = ids.iter().map(|id| user_key(tenant, id)).collect();
-        let values = self.db.batched_multi_get_cf(cf, &keys, false);
         let mut out = Vec::with_capacity(ids.len());
-        for (id, value) in ids.iter().zip(values) {
+        let mut missed = Vec::new();
+        for id in ids {
+            let key = cache::profile_key(tenant, id);
+            match self.profiles.get(key, |p| p.is(tenant, id)) {
+                Ok(profile) => out.push(User {
+                    id: id.clone(),
+                    name: profile.name.clone(),
+                }),
+                Err(miss) => missed.push((id, miss)),
+            }
+        }
+        if missed.is_empty() {
+            return Ok(out);
+        }
+        let keys: Vec<Vec<u8>> = missed.iter().map(|(id, _)| user_key(tenant, id)).collect();
+        let values = self.db.batched_multi_get_cf(self.cf(GRAPH), &keys, false);
+        for ((id, miss), value) in missed.into_iter().zip(values) {
             if let Some(value) = value.map_err(super::db_err)? {
+                let name = user_name(&value)?;
+                let profile = Profile {
+                    tenant: tenant.to_owned(),
+                    id: id.clone(),
+                    name: name.clone(),
+                };
+                self.profiles.fill(miss, Arc::new(profile));
                 out.push(User {
                     id: id.clone(),
-                    name: user_name(&value)?,
+                    name,
                 });
             }
         }

@@ -42,7 +42,7 @@ use rocksdb::{
     ReadOptions, SliceTransform, WriteBatch, WriteOptions, DB,
 };
 
-use self::cache::ActionCache;
+use self::cache::{Profile, Versioned};
 use super::{ErrorKind, StoreError, StoreResult};
 
 /// The column families, each one concern.
@@ -79,6 +79,10 @@ pub mod families {
 /// correctness.
 pub const STRIPES: usize = 1024;
 
+/// Decoded actions and profiles kept in memory.
+const ACTIONS_CACHED: usize = 128 * 1024;
+const PROFILES_CACHED: usize = 64 * 1024;
+
 /// The format this version writes, kept under `meta`.
 const FORMAT: &[u8] = b"riverfeed-rocksdb-1";
 /// Where the RocksDB files live, under the data directory.
@@ -108,7 +112,8 @@ pub struct EmbeddedStore {
 pub(crate) struct Inner {
     db: DB,
     locks: Box<[Mutex<()>]>,
-    actions: ActionCache,
+    actions: Versioned<crate::model::Action>,
+    profiles: Versioned<Profile>,
     synced: WriteOptions,
     unsynced: WriteOptions,
 }
@@ -184,7 +189,8 @@ impl EmbeddedStore {
             inner: Arc::new(Inner {
                 db,
                 locks: (0..STRIPES).map(|_| Mutex::new(())).collect(),
-                actions: ActionCache::new(),
+                actions: Versioned::new(ACTIONS_CACHED),
+                profiles: Versioned::new(PROFILES_CACHED),
                 synced,
                 unsynced,
             }),
@@ -216,6 +222,9 @@ fn open_db(path: &PathBuf, options: &EmbeddedOptions) -> StoreResult<DB> {
     let mut db_opts = Options::default();
     db_opts.create_if_missing(true);
     db_opts.create_missing_column_families(true);
+    // A group's log write overlaps the previous group's memtable inserts:
+    // an API write does not wait for a large fan-out batch to be applied.
+    db_opts.set_enable_pipelined_write(true);
     db_opts.increase_parallelism(2);
     db_opts.set_max_background_jobs(2);
     // One budget for all memtables, so many families do not multiply it.
