@@ -51,6 +51,18 @@ impl Gql {
         query: &str,
         variables: &Value,
     ) -> anyhow::Result<Value> {
+        self.send_as(user, service, query, variables).await
+    }
+
+    /// As [`Gql::send`], the response read as `T`: a load generator reads
+    /// what it checks into a lean type instead of a tree of every field.
+    pub async fn send_as<T: serde::de::DeserializeOwned>(
+        &self,
+        user: &str,
+        service: bool,
+        query: &str,
+        variables: &Value,
+    ) -> anyhow::Result<T> {
         let mut request = self
             .http
             .post(&self.url)
@@ -62,7 +74,7 @@ impl Gql {
         }
         let response = request.send().await.context("GraphQL request failed")?;
         let status = response.status();
-        let body: Value = response
+        let body: T = response
             .json()
             .await
             .with_context(|| format!("GraphQL response (HTTP {status}) is not JSON"))?;

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::client::Gql;
 use super::graph::{self, Graph};
@@ -40,19 +40,40 @@ pub async fn read_page(client: &Gql, user: &str) -> Result<Duration, String> {
     read_page_items(client, user).await.map(|(d, _)| d)
 }
 
+/// A feed page's response as the load generator checks it: every byte is
+/// read and parsed as JSON, but only the edges are counted and any errors
+/// kept, as a client that renders the page would not build a tree of it first.
+#[derive(Deserialize)]
+struct PageResponse {
+    data: Option<PageData>,
+    errors: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct PageData {
+    feed: Option<FeedPage>,
+}
+
+#[derive(Deserialize)]
+struct FeedPage {
+    edges: Vec<serde::de::IgnoredAny>,
+}
+
 async fn read_page_items(client: &Gql, user: &str) -> Result<(Duration, usize), String> {
     let sent = Instant::now();
-    let body = client
-        .send(user, false, FEED_QUERY, &json!({}))
+    let body: PageResponse = client
+        .send_as(user, false, FEED_QUERY, &json!({}))
         .await
         .map_err(|e| format!("{e:#}"))?;
     let latency = sent.elapsed();
-    if let Some(errors) = body.get("errors") {
+    if let Some(errors) = body.errors {
         return Err(errors.to_string());
     }
-    let edges = body["data"]["feed"]["edges"]
-        .as_array()
-        .ok_or_else(|| format!("no feed in {body}"))?;
+    let edges = body
+        .data
+        .and_then(|d| d.feed)
+        .ok_or_else(|| "no feed in the response".to_owned())?
+        .edges;
     Ok((latency, edges.len()))
 }
 
