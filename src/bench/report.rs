@@ -393,20 +393,26 @@ pub fn markdown(r: &Results) -> String {
     out.push_str(
         "\n## What bounds them\n\n\
          From profiles (`perf record --call-graph dwarf`) of this version:\n\n\
-         - **fan-out** (ramp, sustained, load): the embedded store has one writer. Each delivery \
-         is three B-tree inserts (the feed by relevancy, the item by action, the change stamp), \
-         about 2.5 µs each, on one core; the readers of a batch cost one more entry per batch. \
-         Small audiences are written many actions to a commit; on MongoDB, the server's insert \
-         rate.\n\
-         - **reads**: work per item more than per page: resolving each item's action, actor and \
-         descriptor, decoding the stored action (JSON), and the load generator parsing the \
-         response, on two cores shared by both. A query text is parsed and validated once.\n\
+         - **fan-out** (ramp, sustained, load): RocksDB's memtable inserts. A delivery is three \
+         keys (the reader's timeline entry, the action's item entry, the reader's change entry); \
+         a write group is applied on one thread, and the skip-list search and key comparisons \
+         of the two keys that land at random readers are the largest single cost (about a fifth \
+         of all samples in the sustained run, most of the ramp). The engine is built without \
+         SSE4.2, so checksums run in software (about 2%).\n\
+         - **sustained**: the same writer, sharing two cores with the posters' HTTP requests and \
+         the 4 readers' GraphQL, which take about a third of the samples meanwhile.\n\
+         - **reads**: work per item in GraphQL, not the store: the feed range and the page's \
+         actions (from the in-memory cache) are about 6% of a page; resolving each item's \
+         action, actor and descriptor fields, serialising, HTTP and the hand-offs between \
+         threads (context switches about 9%) are the rest, on two cores shared with the load \
+         generator.\n\
          - **live**: one websocket write per subscriber in the server and one read in the \
-         subscriber process, through the kernel's loopback TCP, both on the same two cores; \
-         resolving each event per subscriber is a small share.\n\
+         subscriber process, through the kernel's loopback TCP, both on the same two cores, and \
+         the subscription's selection resolved for each subscriber.\n\
          - **idle memory**: per subscriber, the event buffer of its feed topic (`--event-buffer` \
          slots of 32 bytes), the websocket read buffer (1 KiB), and the connection's task and \
-         subscription stream state (about 12 KiB).\n",
+         subscription stream state (about 12 KiB); the figure also takes in whatever the \
+         engine allocates in the background while the subscribers connect.\n",
     );
     if let Some(plots) = super::plot::names(r) {
         out.push_str("\n## Plots\n\n");
