@@ -67,6 +67,7 @@ pub async fn store_test_suite(store: &dyn Store) -> Result<()> {
         .await
         .context("delivery is idempotent")?;
     feed_ranges(store).await.context("feed ranges")?;
+    large_batches(store).await.context("large batches")?;
     batches_and_groups(store)
         .await
         .context("batches and groups of fan-outs")?;
@@ -330,6 +331,50 @@ async fn delivery_is_idempotent(store: &dyn Store) -> Result<()> {
     let feed = store.feed_page(tenant, "i-alice", range(10)).await?;
     ensure!(feed.len() == 1 && feed[0].action_id == a.id, "{feed:?}");
     store.finish_fan_out(&claim).await?;
+    Ok(())
+}
+
+/// Large batches (the size a backend may split to write in parallel) are
+/// delivered whole, and a re-run of a large batch that overlaps the first
+/// writes exactly the readers that were missing.
+async fn large_batches(store: &dyn Store) -> Result<()> {
+    let tenant = "large-tenant";
+    let a = action(tenant, "lg-bob", 9_000, &[]);
+    store.insert_action(&a).await?;
+    let claim = store
+        .claim_fan_out("w1", 10, 30_000, 100)
+        .await?
+        .into_iter()
+        .find(|c| c.action.id == a.id)
+        .context("claimed")?;
+    let owner = |n: usize| format!("lg-{n:05}");
+    let items: Vec<Delivery> = (0..9_500).map(|n| delivery(&owner(n), 9_000)).collect();
+    let first = store.deliver(&claim, 20, &items[..5_000]).await?;
+    ensure!(first.len() == 5_000, "first batch: {}", first.len());
+    // Overlaps the first by 500 readers.
+    let finished = store
+        .deliver_all_and_finish(30, &[(claim.clone(), items[4_500..].to_vec())])
+        .await?;
+    let second = finished.into_iter().next().context("one result")??;
+    ensure!(second.len() == 4_500, "second batch: {}", second.len());
+    let mut owners: Vec<&str> = first
+        .iter()
+        .chain(&second)
+        .map(|i| i.owner.as_str())
+        .collect();
+    owners.sort_unstable();
+    owners.dedup();
+    ensure!(owners.len() == 9_500, "every reader once: {}", owners.len());
+    for n in [0, 4_499, 4_500, 4_999, 5_000, 9_499] {
+        let feed = store.feed_page(tenant, &owner(n), range(5)).await?;
+        ensure!(
+            feed.len() == 1 && feed[0].action_id == a.id,
+            "{}: {feed:?}",
+            owner(n)
+        );
+    }
+    let removed = store.delete_action(tenant, a.id).await?;
+    ensure!(removed.len() == 9_500, "removed {}", removed.len());
     Ok(())
 }
 
