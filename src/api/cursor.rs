@@ -74,7 +74,7 @@ impl CursorKey {
     fn nonce(&self) -> [u8; NONCE_LEN] {
         let n = self.counter.fetch_add(1, Ordering::Relaxed);
         let mut prefix = self.prefix.lock().unwrap_or_else(|e| e.into_inner());
-        if n > 0 && n % (1 << 32) == 0 {
+        if n > 0 && n.is_multiple_of(1 << 32) {
             self.random
                 .fill(&mut prefix[..])
                 .expect("the system random source works");
