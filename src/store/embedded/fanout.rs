@@ -15,10 +15,6 @@ use super::Inner;
 use crate::model::{Action, Comment, FanOut, FanOutState, FeedItem, Millis, ObjectId};
 use crate::store::{BumpClaim, Claim, Delivery, ErrorKind, StoreError, StoreResult};
 
-/// Deliveries of one batch from which its entries are built and applied by
-/// two threads at once.
-const PARALLEL_ITEMS: usize = 4096;
-
 /// What one job of a batch did, for the cache and the caller.
 pub(super) struct Done {
     pub written: Vec<FeedItem>,
@@ -220,54 +216,6 @@ impl Inner {
         } else {
             Vec::new()
         };
-        let fresh: Vec<&Delivery> = items
-            .iter()
-            .enumerate()
-            .filter(|(n, _)| !known.get(*n).copied().unwrap_or(false))
-            .map(|(_, item)| item)
-            .collect();
-        if fresh.len() < PARALLEL_ITEMS {
-            return Ok(self.put_items(batch, tenant, id, now, &fresh));
-        }
-        // A large batch is built and applied as two halves at once: RocksDB
-        // inserts concurrent writes into the memtable in parallel, and the
-        // skip-list inserts are most of a delivery's cost. The halves are
-        // applied ahead of the caller's batch (the lease or the finish), so
-        // a crash between them leaves the action to be delivered again,
-        // which skips the readers written.
-        let (first, second) = fresh.split_at(fresh.len() / 2);
-        let write_half = |half: &[&Delivery]| {
-            let mut own = WriteBatch::default();
-            let written = self.put_items(&mut own, tenant, id, now, half);
-            self.commit_unsynced(own).map(|()| written)
-        };
-        let (written, rest) = std::thread::scope(|scope| {
-            let other = scope.spawn(|| write_half(second));
-            let mine = write_half(first);
-            let theirs = other.join().unwrap_or_else(|_| {
-                Err(StoreError::new(
-                    ErrorKind::Internal,
-                    "embedded store: a delivery thread panicked",
-                ))
-            });
-            (mine, theirs)
-        });
-        let mut all = written?;
-        all.extend(rest?);
-        Ok(all)
-    }
-
-    /// Adds the three entries of each delivery to `batch`.
-    fn put_items(
-        &self,
-        batch: &mut WriteBatch,
-        tenant: &str,
-        id: ObjectId,
-        now: Millis,
-        items: &[&Delivery],
-    ) -> Vec<FeedItem> {
-        let oid = id.bytes();
-        let mut key = Vec::with_capacity(64);
         let (timeline, by_action, changes) = (
             self.cf(super::families::TIMELINE),
             self.cf(ITEMS),
@@ -275,7 +223,10 @@ impl Inner {
         );
         let mut value = Vec::with_capacity(32);
         let mut written = Vec::with_capacity(items.len());
-        for item in items {
+        for (n, item) in items.iter().enumerate() {
+            if known.get(n).copied().unwrap_or(false) {
+                continue;
+            }
             let owner = item.owner.as_str();
             keys::encode_entry(&mut value, &item.reason, now);
             keys::timeline(&mut key, tenant, owner, item.relevancy, oid);
@@ -297,7 +248,7 @@ impl Inner {
                 changed: now,
             });
         }
-        written
+        Ok(written)
     }
 
     /// Writes jobs in one batch under their actions' locks. A job whose lease
