@@ -13,11 +13,14 @@ use rocksdb::WriteBatch;
 use tokio::sync::mpsc;
 
 use super::actions::{bump_key, comment_key, like_key, pending_key, slice_key};
-use super::families::{ACTIONS, CHANGES, GRAPH, ITEMS, QUEUE, REACTIONS, REFS, TIMELINE};
-use super::graph::{edge_key, ensure_user_in, group_kind, role, user_key};
+use super::families::{ACTIONS, GRAPH, ITEMS, QUEUE, REACTIONS, REFS};
+use super::graph::{
+    edge_codes, edge_key, ensure_user_in, group_kind, group_kind_code, role, role_code, user_key,
+    user_name, user_value, EDGE_FOLLOWS_OUT, EDGE_FRIEND,
+};
 use super::keys::{self, graph as tag, reaction, ItemState, Key, Lease, Reader};
 use super::{EmbeddedStore, Inner};
-use crate::model::{Action, FanOut, FanOutState, ObjectId, Reason, ReasonKind};
+use crate::model::{Action, EdgeKind, FanOut, FanOutState, ObjectId, Reason, ReasonKind};
 use crate::store::{
     Archive, EdgeRecordKind, ErrorKind, ItemRecord, Record, StoreError, StoreResult,
 };
@@ -65,12 +68,7 @@ impl Inner {
         };
         each(self, GRAPH, Some(tag::USER), &mut |r, v| {
             let (tenant, id) = (r.str()?.to_owned(), r.last()?.to_owned());
-            let name = match v.split_first() {
-                Some((1, name)) => {
-                    Some(String::from_utf8(name.to_vec()).map_err(|_| keys::corrupt("user"))?)
-                }
-                _ => None,
-            };
+            let name = user_name(v)?;
             emit(Record::User { tenant, id, name })
         })?;
         each(self, GRAPH, Some(tag::EDGE), &mut |r, _| {
@@ -78,13 +76,13 @@ impl Inner {
             let code = r.byte()?;
             let (user, other) = (r.str()?.to_owned(), r.last()?.to_owned());
             match code {
-                0 => emit(Record::Edge {
+                EDGE_FOLLOWS_OUT => emit(Record::Edge {
                     tenant,
                     kind: EdgeRecordKind::Follows,
                     from: user,
                     to: other,
                 }),
-                2 if user < other => emit(Record::Edge {
+                EDGE_FRIEND if user < other => emit(Record::Edge {
                     tenant,
                     kind: EdgeRecordKind::Friend,
                     from: user,
@@ -162,9 +160,12 @@ impl Inner {
             let id = r.oid()?;
             let owner = r.last()?.to_owned();
             let state = ItemState::decode(v)?;
-            keys::timeline(&mut key, &tenant, &owner, state.relevancy, id);
-            let (changed, reason) = match self.get(TIMELINE, &key)? {
-                Some(entry) if !state.hidden => keys::decode_entry(&entry)?,
+            let entry = match state.hidden {
+                false => self.entry(&mut key, &tenant, &owner, id, state.relevancy)?,
+                true => None,
+            };
+            let (changed, reason) = match entry {
+                Some(entry) => entry,
                 // A hidden item keeps no reason; the action's actor stands in.
                 _ => {
                     let actor = self
@@ -191,13 +192,13 @@ impl Inner {
         let mut batch = WriteBatch::default();
         let mut actions = Vec::new();
         let graph = self.cf(GRAPH);
+        let families = self.item_families();
         let mut key = Vec::with_capacity(64);
+        let mut value = Vec::with_capacity(64);
         for record in records {
             match record {
                 Record::User { tenant, id, name } => {
-                    let mut value = vec![u8::from(name.is_some())];
-                    value.extend_from_slice(name.as_deref().unwrap_or_default().as_bytes());
-                    batch.put_cf(graph, user_key(tenant, id), value);
+                    batch.put_cf(graph, user_key(tenant, id), user_value(name.as_deref()));
                 }
                 Record::Edge {
                     tenant,
@@ -205,10 +206,10 @@ impl Inner {
                     from,
                     to,
                 } => {
-                    let (fwd, back) = match kind {
-                        EdgeRecordKind::Follows => (0, 1),
-                        EdgeRecordKind::Friend => (2, 2),
-                    };
+                    let (fwd, back) = edge_codes(match kind {
+                        EdgeRecordKind::Follows => EdgeKind::Follows,
+                        EdgeRecordKind::Friend => EdgeKind::Friend,
+                    });
                     batch.put_cf(graph, edge_key(tenant, fwd, from, to), []);
                     batch.put_cf(graph, edge_key(tenant, back, to, from), []);
                     ensure_user_in(&mut batch, self, tenant, from);
@@ -220,8 +221,8 @@ impl Inner {
                     user,
                     role,
                 } => {
-                    let kind = u8::from(*group_kind == crate::model::GroupKind::Department);
-                    let role = u8::from(*role == crate::model::MembershipRole::Lead);
+                    let kind = group_kind_code(*group_kind);
+                    let role = role_code(*role);
                     batch.put_cf(
                         graph,
                         Key::tag(tag::GROUP).str(tenant).last(group).into_vec(),
@@ -363,26 +364,24 @@ impl Inner {
                     // Replacing an item takes its old entries out first.
                     if let Some(old) = self.get(ITEMS, &key)? {
                         let old = ItemState::decode(&old)?;
-                        let mut k = Vec::new();
-                        keys::timeline(&mut k, tenant, o, old.relevancy, id);
-                        batch.delete_cf(self.cf(TIMELINE), &k);
-                        keys::change(&mut k, tenant, o, old.changed, id);
-                        batch.delete_cf(self.cf(CHANGES), &k);
+                        Inner::drop_entries(&families, &mut batch, &mut key, tenant, o, id, &old);
                     }
                     let state = ItemState {
                         relevancy: item.relevancy,
                         changed: item.changed,
                         hidden: item.hidden,
                     };
-                    batch.put_cf(self.cf(ITEMS), &key, state.encode());
-                    if !item.hidden {
-                        let mut value = Vec::new();
-                        keys::encode_entry(&mut value, &item.reason, item.changed);
-                        keys::timeline(&mut key, tenant, o, item.relevancy, id);
-                        batch.put_cf(self.cf(TIMELINE), &key, &value);
-                        keys::change(&mut key, tenant, o, item.changed, id);
-                        batch.put_cf(self.cf(CHANGES), &key, []);
-                    }
+                    let buffers = (&mut key, &mut value);
+                    Inner::put_item(
+                        &families,
+                        &mut batch,
+                        buffers,
+                        tenant,
+                        o,
+                        id,
+                        state,
+                        &item.reason,
+                    );
                 }
             }
         }

@@ -104,24 +104,37 @@ impl Inner {
     /// is done.
     fn lease_held(&self, claim: &Claim) -> StoreResult<bool> {
         let (t, id) = (claim.action.tenant.as_str(), claim.action.id);
-        match self.get(QUEUE, &pending_key(t, id.bytes()))? {
-            Some(v) => {
-                let lease = Lease::decode(&v)?;
-                if lease.worker == claim.worker {
-                    Ok(true)
-                } else {
-                    Err(StoreError::new(
-                        ErrorKind::LeaseLost,
-                        format!("fan-out of {id} was taken over by {}", lease.worker),
-                    ))
-                }
-            }
+        let key = pending_key(t, id.bytes());
+        match self.holder(&key, &claim.worker, || format!("fan-out of {id}"))? {
+            Some(()) => Ok(true),
             None if self.action(t, id)?.is_none() => Ok(false),
             None => Err(StoreError::new(
                 ErrorKind::LeaseLost,
                 format!("fan-out of {id} was finished by another worker"),
             )),
         }
+    }
+
+    /// Whether `worker` holds the queue entry at `key`: `Some` when it does,
+    /// `None` when there is no entry, `LeaseLost` (naming the job with
+    /// `what`) when another worker does.
+    fn holder(
+        &self,
+        key: &[u8],
+        worker: &str,
+        what: impl FnOnce() -> String,
+    ) -> StoreResult<Option<()>> {
+        let Some(value) = self.get(QUEUE, key)? else {
+            return Ok(None);
+        };
+        let lease = Lease::decode(&value)?;
+        if lease.worker == worker {
+            return Ok(Some(()));
+        }
+        Err(StoreError::new(
+            ErrorKind::LeaseLost,
+            format!("{} was taken over by {}", what(), lease.worker),
+        ))
     }
 
     /// One job of a fan-out: writes `items` into `batch` for a claimed action
@@ -216,30 +229,29 @@ impl Inner {
         } else {
             Vec::new()
         };
-        let (timeline, by_action, changes) = (
-            self.cf(super::families::TIMELINE),
-            self.cf(ITEMS),
-            self.cf(super::families::CHANGES),
-        );
+        let families = self.item_families();
         let mut value = Vec::with_capacity(32);
         let mut written = Vec::with_capacity(items.len());
         for (n, item) in items.iter().enumerate() {
             if known.get(n).copied().unwrap_or(false) {
                 continue;
             }
-            let owner = item.owner.as_str();
-            keys::encode_entry(&mut value, &item.reason, now);
-            keys::timeline(&mut key, tenant, owner, item.relevancy, oid);
-            batch.put_cf(timeline, &key, &value);
-            keys::item(&mut key, tenant, oid, owner);
             let state = ItemState {
                 relevancy: item.relevancy,
                 changed: now,
                 hidden: false,
             };
-            batch.put_cf(by_action, &key, state.encode());
-            keys::change(&mut key, tenant, owner, now, oid);
-            batch.put_cf(changes, &key, []);
+            let buffers = (&mut key, &mut value);
+            Inner::put_item(
+                &families,
+                batch,
+                buffers,
+                tenant,
+                &item.owner,
+                oid,
+                state,
+                &item.reason,
+            );
             written.push(FeedItem {
                 owner: item.owner.clone(),
                 action_id: id,
@@ -340,23 +352,11 @@ impl Inner {
     /// Checks that a bump claim still holds its job. `Ok(false)` when the job
     /// is gone with its comment, `Err(LeaseLost)` when another worker owns it.
     fn bump_held(&self, claim: &BumpClaim) -> StoreResult<bool> {
-        match self.get(QUEUE, &bump_key(&claim.tenant, claim.comment.id.bytes()))? {
-            Some(v) => {
-                let lease = Lease::decode(&v)?;
-                if lease.worker == claim.worker {
-                    Ok(true)
-                } else {
-                    Err(StoreError::new(
-                        ErrorKind::LeaseLost,
-                        format!(
-                            "bump for comment {} was taken over by {}",
-                            claim.comment.id, lease.worker
-                        ),
-                    ))
-                }
-            }
-            None => Ok(false),
-        }
+        let key = bump_key(&claim.tenant, claim.comment.id.bytes());
+        let held = self.holder(&key, &claim.worker, || {
+            format!("bump for comment {}", claim.comment.id)
+        })?;
+        Ok(held.is_some())
     }
 
     /// Raises items for a claimed bump, and extends its lease or (`finish`)
@@ -398,14 +398,10 @@ impl Inner {
         let states = self
             .db
             .batched_multi_get_cf(self.cf(ITEMS), &item_keys, false);
-        let (timeline, by_action, changes) = (
-            self.cf(super::families::TIMELINE),
-            self.cf(ITEMS),
-            self.cf(super::families::CHANGES),
-        );
+        let families = self.item_families();
         let mut value = Vec::with_capacity(48);
         let mut raised = Vec::new();
-        for ((bump, item_key), state) in bumps.iter().zip(&item_keys).zip(states) {
+        for (bump, state) in bumps.iter().zip(states) {
             let Some(state) = state.map_err(super::db_err)? else {
                 continue;
             };
@@ -415,21 +411,23 @@ impl Inner {
                 continue;
             }
             let o = bump.owner.as_str();
-            keys::timeline(&mut key, t, o, state.relevancy, oid);
-            batch.delete_cf(timeline, &key);
-            keys::change(&mut key, t, o, state.changed, oid);
-            batch.delete_cf(changes, &key);
-            keys::timeline(&mut key, t, o, bump.relevancy, oid);
-            keys::encode_entry(&mut value, &bump.reason, now);
-            batch.put_cf(timeline, &key, &value);
-            let new_state = ItemState {
+            Inner::drop_entries(&families, &mut batch, &mut key, t, o, oid, &state);
+            let raised_to = ItemState {
                 relevancy: bump.relevancy,
                 changed: now,
                 hidden: false,
             };
-            batch.put_cf(by_action, item_key, new_state.encode());
-            keys::change(&mut key, t, o, now, oid);
-            batch.put_cf(changes, &key, []);
+            let buffers = (&mut key, &mut value);
+            Inner::put_item(
+                &families,
+                &mut batch,
+                buffers,
+                t,
+                o,
+                oid,
+                raised_to,
+                &bump.reason,
+            );
             raised.push(FeedItem {
                 owner: bump.owner.clone(),
                 action_id: id,

@@ -1,19 +1,93 @@
 //! Reading feeds (ranges by relevancy, changes since a stamp) and taking
 //! items out of them (one reader's, or every reader's of an action).
 
-use rocksdb::{ReadOptions, WriteBatch};
+use rocksdb::{ColumnFamily, ReadOptions, WriteBatch};
 
 use super::actions::action_lock;
 use super::families::{CHANGES, ITEMS, TIMELINE};
-use super::keys::{self, ItemState, Key, Reader};
+use super::keys::{self, ItemState, Key, Oid, Reader};
 use super::Inner;
-use crate::model::{FeedItem, ObjectId, Stamp};
+use crate::model::{FeedItem, Millis, ObjectId, Reason, Stamp};
 use crate::store::{FeedRange, StoreResult};
 
 /// Bytes after the `(tenant, owner)` prefix of a timeline key.
 const ENTRY_SUFFIX: usize = 8 + 12;
 
+/// The three families an item lives in, looked up once per batch rather
+/// than once per delivery.
+pub(super) struct ItemFamilies<'a> {
+    timeline: &'a ColumnFamily,
+    items: &'a ColumnFamily,
+    changes: &'a ColumnFamily,
+}
+
 impl Inner {
+    pub(super) fn item_families(&self) -> ItemFamilies<'_> {
+        ItemFamilies {
+            timeline: self.cf(TIMELINE),
+            items: self.cf(ITEMS),
+            changes: self.cf(CHANGES),
+        }
+    }
+
+    /// Adds an item's entries to `batch`: its state under the action and,
+    /// unless it is a hidden tombstone, its timeline entry (change stamp and
+    /// reason) and its change entry. `key` and `value` are scratch buffers.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn put_item(
+        families: &ItemFamilies<'_>,
+        batch: &mut WriteBatch,
+        (key, value): (&mut Vec<u8>, &mut Vec<u8>),
+        tenant: &str,
+        owner: &str,
+        id: Oid,
+        state: ItemState,
+        reason: &Reason,
+    ) {
+        keys::item(key, tenant, id, owner);
+        batch.put_cf(families.items, &key, state.encode());
+        if state.hidden {
+            return;
+        }
+        keys::encode_entry(value, reason, state.changed);
+        keys::timeline(key, tenant, owner, state.relevancy, id);
+        batch.put_cf(families.timeline, &key, &value);
+        keys::change(key, tenant, owner, state.changed, id);
+        batch.put_cf(families.changes, &key, []);
+    }
+
+    /// Takes an item's timeline and change entries out of the feed (into
+    /// `batch`); its state under the action is the caller's to replace.
+    pub(super) fn drop_entries(
+        families: &ItemFamilies<'_>,
+        batch: &mut WriteBatch,
+        key: &mut Vec<u8>,
+        tenant: &str,
+        owner: &str,
+        id: Oid,
+        state: &ItemState,
+    ) {
+        keys::timeline(key, tenant, owner, state.relevancy, id);
+        batch.delete_cf(families.timeline, &key);
+        keys::change(key, tenant, owner, state.changed, id);
+        batch.delete_cf(families.changes, &key);
+    }
+
+    /// An item's timeline entry: its change stamp and reason.
+    pub(super) fn entry(
+        &self,
+        key: &mut Vec<u8>,
+        tenant: &str,
+        owner: &str,
+        id: Oid,
+        relevancy: Millis,
+    ) -> StoreResult<Option<(Millis, Reason)>> {
+        keys::timeline(key, tenant, owner, relevancy, id);
+        self.get(TIMELINE, key)?
+            .map(|entry| keys::decode_entry(&entry))
+            .transpose()
+    }
+
     /// Removes every reader's item of an action (into `batch`) and returns the
     /// items that were visible. The caller holds the action's lock.
     pub(super) fn remove_items(
@@ -34,15 +108,12 @@ impl Inner {
             Ok(())
         })?;
         let mut key = Vec::with_capacity(64);
+        let families = self.item_families();
         let mut removed = Vec::with_capacity(found.len());
         for (owner, state) in found {
-            keys::timeline(&mut key, tenant, &owner, state.relevancy, oid);
-            let entry = self.get(TIMELINE, &key)?;
-            batch.delete_cf(self.cf(TIMELINE), &key);
-            keys::change(&mut key, tenant, &owner, state.changed, oid);
-            batch.delete_cf(self.cf(CHANGES), &key);
-            if let Some(entry) = entry {
-                let (changed, reason) = keys::decode_entry(&entry)?;
+            let entry = self.entry(&mut key, tenant, &owner, oid, state.relevancy)?;
+            Inner::drop_entries(&families, batch, &mut key, tenant, &owner, oid, &state);
+            if let Some((changed, reason)) = entry {
                 removed.push(FeedItem {
                     owner,
                     action_id: id,
@@ -159,15 +230,15 @@ impl Inner {
             if state.hidden {
                 continue;
             }
-            keys::timeline(&mut key, tenant, owner, state.relevancy, id);
-            let Some(entry) = self.get(TIMELINE, &key)? else {
+            let Some((_, reason)) = self.entry(&mut key, tenant, owner, id, state.relevancy)?
+            else {
                 continue;
             };
             out.push(FeedItem {
                 owner: owner.to_owned(),
                 action_id: ObjectId::from_bytes(id),
                 relevancy: state.relevancy,
-                reason: keys::decode_entry(&entry)?.1,
+                reason,
                 changed,
             });
         }
@@ -199,23 +270,16 @@ impl Inner {
             ..state
         };
         batch.put_cf(self.cf(ITEMS), &item_key, tombstone.encode());
-        keys::timeline(&mut key, tenant, owner, state.relevancy, oid);
-        let entry = self.get(TIMELINE, &key)?;
-        batch.delete_cf(self.cf(TIMELINE), &key);
-        keys::change(&mut key, tenant, owner, state.changed, oid);
-        batch.delete_cf(self.cf(CHANGES), &key);
+        let entry = self.entry(&mut key, tenant, owner, oid, state.relevancy)?;
+        let families = self.item_families();
+        Inner::drop_entries(&families, &mut batch, &mut key, tenant, owner, oid, &state);
         self.commit(batch)?;
-        entry
-            .map(|entry| {
-                let (changed, reason) = keys::decode_entry(&entry)?;
-                Ok(FeedItem {
-                    owner: owner.to_owned(),
-                    action_id,
-                    relevancy: state.relevancy,
-                    reason,
-                    changed,
-                })
-            })
-            .transpose()
+        Ok(entry.map(|(changed, reason)| FeedItem {
+            owner: owner.to_owned(),
+            action_id,
+            relevancy: state.relevancy,
+            reason,
+            changed,
+        }))
     }
 }

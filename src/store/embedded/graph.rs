@@ -12,9 +12,9 @@ use super::{families::GRAPH, Inner};
 use crate::model::{EdgeKind, Group, GroupKind, Membership, MembershipRole, User};
 use crate::store::{Direction, JoinOutcome, StoreResult};
 
-const EDGE_FOLLOWS_OUT: u8 = 0;
-const EDGE_FOLLOWS_IN: u8 = 1;
-const EDGE_FRIEND: u8 = 2;
+pub(super) const EDGE_FOLLOWS_OUT: u8 = 0;
+pub(super) const EDGE_FOLLOWS_IN: u8 = 1;
+pub(super) const EDGE_FRIEND: u8 = 2;
 
 /// A user value with no display name: "this user exists".
 const NO_NAME: &[u8] = &[0];
@@ -30,7 +30,7 @@ pub(super) fn merge_user(
     Some(existing.unwrap_or(NO_NAME).to_vec())
 }
 
-fn user_value(name: Option<&str>) -> Vec<u8> {
+pub(super) fn user_value(name: Option<&str>) -> Vec<u8> {
     match name {
         Some(name) => {
             let mut v = Vec::with_capacity(1 + name.len());
@@ -42,7 +42,7 @@ fn user_value(name: Option<&str>) -> Vec<u8> {
     }
 }
 
-fn user_name(value: &[u8]) -> StoreResult<Option<String>> {
+pub(super) fn user_name(value: &[u8]) -> StoreResult<Option<String>> {
     match value.split_first() {
         Some((1, name)) => std::str::from_utf8(name)
             .map(|s| Some(s.to_owned()))
@@ -60,7 +60,7 @@ pub(super) fn ensure_user_in(batch: &mut WriteBatch, inner: &Inner, tenant: &str
     batch.merge_cf(inner.cf(GRAPH), user_key(tenant, id), NO_NAME);
 }
 
-fn edge_codes(kind: EdgeKind) -> (u8, u8) {
+pub(super) fn edge_codes(kind: EdgeKind) -> (u8, u8) {
     match kind {
         EdgeKind::Follows => (EDGE_FOLLOWS_OUT, EDGE_FOLLOWS_IN),
         EdgeKind::Friend => (EDGE_FRIEND, EDGE_FRIEND),
@@ -76,7 +76,7 @@ pub(super) fn edge_key(tenant: &str, code: u8, user: &str, other: &str) -> Vec<u
         .into_vec()
 }
 
-fn group_kind_code(kind: GroupKind) -> u8 {
+pub(super) fn group_kind_code(kind: GroupKind) -> u8 {
     match kind {
         GroupKind::Team => 0,
         GroupKind::Department => 1,
@@ -91,7 +91,7 @@ pub(super) fn group_kind(code: u8) -> GroupKind {
     }
 }
 
-fn role_code(role: MembershipRole) -> u8 {
+pub(super) fn role_code(role: MembershipRole) -> u8 {
     match role {
         MembershipRole::Member => 0,
         MembershipRole::Lead => 1,
