@@ -66,11 +66,25 @@ impl ActionNode {
             return Ok(nodes);
         }
         if Self::selected(ctx, paths, "actor") {
-            let actor_ids: BTreeSet<String> =
-                nodes.iter().map(|n| n.action.actor_id.clone()).collect();
-            let actors = loaders(ctx)?.users.load_many(actor_ids).await.api()?;
+            // One store call for the page, not through the DataLoader (which
+            // would only add a hand-off to a task of its own).
+            let actor_ids: Vec<String> = nodes
+                .iter()
+                .map(|n| n.action.actor_id.clone())
+                .collect::<BTreeSet<String>>()
+                .into_iter()
+                .collect();
+            let viewer = viewer(ctx)?;
+            let actors = state(ctx)?
+                .store
+                .get_users(&viewer.tenant, &actor_ids)
+                .await
+                .api()?;
             for node in &mut nodes {
-                node.actor = actors.get(&node.action.actor_id).cloned();
+                node.actor = actors
+                    .iter()
+                    .find(|u| u.id == node.action.actor_id)
+                    .cloned();
             }
         }
         if Self::selected(ctx, paths, "viewerHasLiked") {
