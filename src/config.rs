@@ -162,8 +162,8 @@ pub struct ServeArgs {
     #[arg(long, env = "RIVERFEED_BUMP_DEPARTMENT", global = true)]
     pub bump_department: Option<String>,
     /// Feed events a reader's live subscription may fall behind before it is
-    /// told it lagged (and resumes from its cursor). Each reader online holds
-    /// this many slots of 32 bytes.
+    /// told it lagged (and resumes from its cursor). Memory goes with the
+    /// backlog, 8 bytes an event: a subscriber that keeps up holds none.
     #[arg(long, env = "RIVERFEED_EVENT_BUFFER", default_value_t = 128, global = true,
           value_parser = clap::value_parser!(u32).range(1..=65_536))]
     pub event_buffer: u32,

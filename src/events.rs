@@ -1,18 +1,23 @@
 //! The event hub: routes live events to the subscriptions of their topic.
 //!
 //! A topic is one reader's feed, one slice (a `refId`) or one action. The hub
-//! maps each topic that has a live subscription to a broadcast channel, so
-//! publishing costs work for that topic's sockets only, never for every open
-//! socket. Channels are created on a topic's first subscription and removed
-//! with its last. An event is built once and shared (`Arc`) by every
+//! maps each topic that has a live subscription to the inboxes of its
+//! subscriptions, so publishing costs work for that topic's sockets only, never
+//! for every open socket. Topics are created with their first subscription and
+//! removed with their last. An event is built once and shared (`Arc`) by every
 //! subscriber of its topic, with the action it concerns when the publisher has
 //! it, so subscribers do not each load it again.
+//!
+//! An inbox holds what its subscriber has not read yet, up to the hub's
+//! capacity; an event that finds it full is counted as missed, and the
+//! subscriber is told it lagged. The inbox allocates only for a backlog: an
+//! idle subscriber costs a few words, not a buffer of `capacity` slots.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use async_graphql::Enum;
-use tokio::sync::broadcast;
+use tokio::sync::Notify;
 
 use crate::model::{Action, Comment, FeedItem, ObjectId};
 
@@ -78,36 +83,95 @@ pub enum Topic {
 pub struct Hub {
     /// A std mutex: every critical section is a map lookup or insert, never held
     /// across an await, so an async mutex would only add cost.
-    topics: Mutex<HashMap<Topic, broadcast::Sender<Arc<Event>>>>,
+    topics: Mutex<HashMap<Topic, Vec<Arc<Inbox>>>>,
     capacity: usize,
 }
 
+/// What one subscription has not read yet.
+struct Inbox {
+    state: Mutex<Backlog>,
+    /// Wakes the subscription's reader; a wake-up sent while it is not
+    /// waiting is kept for its next wait.
+    ready: Notify,
+}
+
+#[derive(Default)]
+struct Backlog {
+    events: VecDeque<Arc<Event>>,
+    /// Events that found the backlog full.
+    missed: u64,
+}
+
+impl Inbox {
+    fn deliver(&self, event: &Arc<Event>, capacity: usize) {
+        {
+            let mut backlog = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            if backlog.events.len() >= capacity {
+                backlog.missed += 1;
+            } else {
+                backlog.events.push_back(event.clone());
+            }
+        }
+        self.ready.notify_one();
+    }
+}
+
+/// The subscription fell this many events behind and missed them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Lagged(pub u64);
+
 /// A live subscription to one topic. Dropping it unsubscribes.
 pub struct Subscription {
-    pub receiver: broadcast::Receiver<Arc<Event>>,
+    inbox: Arc<Inbox>,
     hub: Arc<Hub>,
     topic: Topic,
 }
 
+impl Subscription {
+    /// The next event, waiting for one; `Lagged` once events were missed.
+    pub async fn recv(&mut self) -> Result<Arc<Event>, Lagged> {
+        loop {
+            if let Some(next) = self.try_next() {
+                return next;
+            }
+            self.inbox.ready.notified().await;
+        }
+    }
+
+    /// The next event if one is waiting.
+    pub fn try_recv(&mut self) -> Option<Result<Arc<Event>, Lagged>> {
+        self.try_next()
+    }
+
+    fn try_next(&self) -> Option<Result<Arc<Event>, Lagged>> {
+        let mut backlog = self.inbox.state.lock().unwrap_or_else(|e| e.into_inner());
+        if backlog.missed > 0 {
+            return Some(Err(Lagged(backlog.missed)));
+        }
+        backlog.events.pop_front().map(Ok)
+    }
+}
+
 impl Hub {
-    /// `capacity` is how many events one topic's subscriptions may fall behind
-    /// before they are told they lagged: enough for a burst of fan-outs landing
-    /// at once, small enough that a stuck socket holds little memory.
+    /// `capacity` is how many events one subscription may fall behind before
+    /// it is told it lagged: enough for a burst of fan-outs landing at once,
+    /// small enough that a stuck socket holds little memory.
     pub fn new(capacity: usize) -> Arc<Self> {
         Arc::new(Self {
             topics: Mutex::new(HashMap::new()),
-            capacity,
+            capacity: capacity.max(1),
         })
     }
 
     pub fn subscribe(self: &Arc<Self>, topic: Topic) -> Subscription {
+        let inbox = Arc::new(Inbox {
+            state: Mutex::new(Backlog::default()),
+            ready: Notify::new(),
+        });
         let mut topics = self.topics.lock().unwrap_or_else(|e| e.into_inner());
-        let receiver = topics
-            .entry(topic.clone())
-            .or_insert_with(|| broadcast::channel(self.capacity).0)
-            .subscribe();
+        topics.entry(topic.clone()).or_default().push(inbox.clone());
         Subscription {
-            receiver,
+            inbox,
             hub: self.clone(),
             topic,
         }
@@ -116,9 +180,11 @@ impl Hub {
     /// Sends an event to its topic's live subscriptions, if any.
     pub fn publish(&self, topic: &Topic, event: Event) {
         let topics = self.topics.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(sender) = topics.get(topic) {
-            // An error only means every receiver went away meanwhile.
-            let _ = sender.send(Arc::new(event));
+        if let Some(inboxes) = topics.get(topic) {
+            let event = Arc::new(event);
+            for inbox in inboxes {
+                inbox.deliver(&event, self.capacity);
+            }
         }
     }
 
@@ -148,13 +214,16 @@ impl Hub {
                 reader.clear();
                 reader.push_str(&item.owner);
             }
-            if let Some(sender) = topics.get(&topic) {
-                let _ = sender.send(Arc::new(Event::Feed(FeedEvent {
+            if let Some(inboxes) = topics.get(&topic) {
+                let event = Arc::new(Event::Feed(FeedEvent {
                     kind,
                     tenant: tenant.to_owned(),
                     item,
                     action: action.cloned(),
-                })));
+                }));
+                for inbox in inboxes {
+                    inbox.deliver(&event, self.capacity);
+                }
             }
         }
     }
@@ -168,12 +237,11 @@ impl Hub {
 impl Drop for Subscription {
     fn drop(&mut self) {
         let mut topics = self.hub.topics.lock().unwrap_or_else(|e| e.into_inner());
-        // Our receiver is still alive here, so 1 means it was the last one.
-        if topics
-            .get(&self.topic)
-            .is_some_and(|sender| sender.receiver_count() <= 1)
-        {
-            topics.remove(&self.topic);
+        if let Some(inboxes) = topics.get_mut(&self.topic) {
+            inboxes.retain(|inbox| !Arc::ptr_eq(inbox, &self.inbox));
+            if inboxes.is_empty() {
+                topics.remove(&self.topic);
+            }
         }
     }
 }
@@ -221,9 +289,9 @@ mod tests {
         let mut alice2 = hub.subscribe(feed("acme", "alice"));
         let mut carol = hub.subscribe(feed("acme", "carol"));
         hub.publish_feed_items(FeedEventKind::Added, "acme", None, [event("alice").item]);
-        assert_eq!(alice.receiver.recv().await.unwrap().owner(), "alice");
-        assert_eq!(alice2.receiver.recv().await.unwrap().owner(), "alice");
-        assert!(carol.receiver.try_recv().is_err());
+        assert_eq!(alice.recv().await.unwrap().owner(), "alice");
+        assert_eq!(alice2.recv().await.unwrap().owner(), "alice");
+        assert!(carol.try_recv().is_none());
         assert_eq!(hub.live_topics(), 2);
         drop(alice);
         assert_eq!(hub.live_topics(), 2);
@@ -231,6 +299,41 @@ mod tests {
         assert_eq!(hub.live_topics(), 1);
         drop(carol);
         assert_eq!(hub.live_topics(), 0);
+    }
+
+    #[tokio::test]
+    async fn an_inbox_keeps_order_up_to_its_capacity_then_reports_what_was_missed() {
+        let hub = Hub::new(2);
+        let mut alice = hub.subscribe(feed("acme", "alice"));
+        let items: Vec<FeedItem> = (0..2).map(|_| event("alice").item).collect();
+        let ids: Vec<ObjectId> = items.iter().map(|i| i.action_id).collect();
+        hub.publish_feed_items(FeedEventKind::Added, "acme", None, items);
+        // Published before anyone waits: the wake-up is kept for the wait.
+        for id in ids {
+            let got = alice.recv().await.expect("no lag yet");
+            let Event::Feed(feed) = got.as_ref() else {
+                panic!("a feed event")
+            };
+            assert_eq!(feed.item.action_id, id, "in the order published");
+        }
+        assert!(alice.try_recv().is_none());
+        let burst: Vec<FeedItem> = (0..5).map(|_| event("alice").item).collect();
+        hub.publish_feed_items(FeedEventKind::Added, "acme", None, burst);
+        assert_eq!(
+            alice.recv().await.err(),
+            Some(Lagged(3)),
+            "two kept, three missed"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_waiting_subscriber_wakes_for_an_event_published_later() {
+        let hub = Hub::new(4);
+        let mut alice = hub.subscribe(feed("acme", "alice"));
+        let waiting = tokio::spawn(async move { alice.recv().await.map(|e| e.owner().to_owned()) });
+        tokio::task::yield_now().await;
+        hub.publish_feed_items(FeedEventKind::Added, "acme", None, [event("alice").item]);
+        assert_eq!(waiting.await.unwrap(), Ok("alice".to_owned()));
     }
 
     #[tokio::test]
@@ -273,18 +376,15 @@ mod tests {
         );
         let mut got = Vec::new();
         for sub in [&mut alice, &mut dave] {
-            let event = sub.receiver.try_recv().expect("an event");
+            let event = sub.try_recv().expect("an event").expect("no lag");
             let Event::Feed(feed) = event.as_ref() else {
                 panic!("a feed event");
             };
             assert!(Arc::ptr_eq(feed.action.as_ref().unwrap(), &action));
             got.push(feed.item.owner.clone());
-            assert!(sub.receiver.try_recv().is_err(), "one event each");
+            assert!(sub.try_recv().is_none(), "one event each");
         }
         assert_eq!(got, ["alice", "dave"]);
-        assert!(
-            elsewhere.receiver.try_recv().is_err(),
-            "other tenants hear nothing"
-        );
+        assert!(elsewhere.try_recv().is_none(), "other tenants hear nothing");
     }
 }

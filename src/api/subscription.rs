@@ -11,7 +11,6 @@ use std::sync::Arc;
 
 use async_graphql::{Context, Subscription, ID};
 use futures_util::stream::{self, Stream};
-use tokio::sync::broadcast::error::RecvError;
 
 use super::access::Access;
 use super::cursor::ListId;
@@ -20,7 +19,7 @@ use super::feed::EVENTS_GRACE_MS;
 use super::query::parse_action_id;
 use super::types::{ActionEventNode, ActionNode, FeedEventNode, SliceEventNode};
 use super::{session, state, viewer, AppState, SubscriptionPermit, Viewer};
-use crate::events::{Event, FeedEvent, FeedEventKind, Topic};
+use crate::events::{Event, FeedEvent, FeedEventKind, Lagged, Topic};
 use crate::model::limits::check_id;
 use crate::model::{Action, Millis, ObjectId, ReasonKind, Stamp};
 
@@ -55,7 +54,7 @@ impl Live {
 
     /// The next event, or the error that ends the stream (`None` at the end).
     async fn next(&mut self) -> Option<Result<Arc<Event>, async_graphql::Error>> {
-        let received = self.subscription.receiver.recv().await;
+        let received = self.subscription.recv().await;
         if self.viewer.expired() {
             return Some(Err(coded(
                 UNAUTHENTICATED,
@@ -64,13 +63,12 @@ impl Live {
         }
         match received {
             Ok(event) => Some(Ok(event)),
-            Err(RecvError::Lagged(missed)) => Some(Err(coded(
+            Err(Lagged(missed)) => Some(Err(coded(
                 LAGGED,
                 format!(
                     "this subscription fell {missed} events behind; refetch and subscribe again"
                 ),
             ))),
-            Err(RecvError::Closed) => None,
         }
     }
 

@@ -409,10 +409,10 @@ pub fn markdown(r: &Results) -> String {
          - **live**: one websocket write per subscriber in the server and one read in the \
          subscriber process, through the kernel's loopback TCP, both on the same two cores, and \
          the subscription's selection resolved for each subscriber.\n\
-         - **idle memory**: per subscriber, the event buffer of its feed topic (`--event-buffer` \
-         slots of 32 bytes), the websocket read buffer (1 KiB), and the connection's task and \
-         subscription stream state (about 12 KiB); the figure also takes in whatever the \
-         engine allocates in the background while the subscribers connect.\n",
+         - **idle memory**: per subscriber, the websocket read buffer (1 KiB), the \
+         connection's task and subscription stream state, and an inbox that allocates only \
+         for a backlog; the figure also takes in whatever the engine allocates in the \
+         background while the subscribers connect.\n",
     );
     if let Some(plots) = super::plot::names(r) {
         out.push_str("\n## Plots\n\n");

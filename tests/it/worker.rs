@@ -138,7 +138,7 @@ async fn two_workers(store: Arc<dyn Store>) -> Result<()> {
     }
     let mut added = 0;
     for sub in &mut alice {
-        while let Ok(event) = sub.receiver.try_recv() {
+        while let Some(Ok(event)) = sub.try_recv() {
             let Event::Feed(event) = event.as_ref() else {
                 bail!("a feed topic carries feed events only")
             };
