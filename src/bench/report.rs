@@ -401,14 +401,17 @@ pub fn markdown(r: &Results) -> String {
          SSE4.2, so checksums run in software (about 2%).\n\
          - **sustained**: the same writer, sharing two cores with the posters' HTTP requests and \
          the 4 readers' GraphQL, which take about a third of the samples meanwhile.\n\
-         - **reads**: work per item in GraphQL, not the store: the feed range and the page's \
-         actions (from the in-memory cache) are about 6% of a page; resolving each item's \
-         action, actor and descriptor fields, serialising, HTTP and the hand-offs between \
-         threads (context switches about 9%) are the rest, on two cores shared with the load \
-         generator.\n\
+         - **reads**: GraphQL work per field and the HTTP round trip, not the store: the feed \
+         range and the page's actions (from the in-memory cache) are about 6% of a page. Each \
+         field of each item passes through the schema's extension chain (which keeps parsed and \
+         validated documents, worth more than the chain costs), and the kernel's loopback TCP \
+         and thread wake-ups take about a quarter of the samples, on two cores shared with the \
+         load generator.\n\
          - **live**: one websocket write per subscriber in the server and one read in the \
-         subscriber process, through the kernel's loopback TCP, both on the same two cores, and \
-         the subscription's selection resolved for each subscriber.\n\
+         subscriber process, through the kernel's loopback TCP (about half of the server's \
+         samples), both on the same two cores, and the subscription's selection resolved and \
+         serialised for each subscriber, whose events all differ (each carries its reader's \
+         cursor).\n\
          - **idle memory**: per subscriber, the websocket read buffer (1 KiB), the \
          connection's task and subscription stream state, and an inbox that allocates only \
          for a backlog; the figure also takes in whatever the engine allocates in the \
