@@ -9,7 +9,7 @@ use futures_util::stream::BoxStream;
 
 use super::{
     Archive, BumpClaim, Claim, Delivery, Direction, FeedRange, JoinOutcome, Record, Store,
-    StoreResult,
+    StoreResult, ActionStore, GraphStore, QueueStore, ReactionStore, TimelineStore,
 };
 use crate::model::{
     Action, Comment, Counts, EdgeKind, FeedItem, Group, Membership, MembershipRole, Millis,
@@ -127,7 +127,10 @@ impl Store for Metered {
     async fn ping(&self) -> StoreResult<()> {
         self.inner.ping().await
     }
+}
 
+#[async_trait]
+impl GraphStore for Metered {
     async fn upsert_user(&self, tenant: &str, user: &User) -> StoreResult<()> {
         self.count(Op::upsert_user);
         self.inner.upsert_user(tenant, user).await
@@ -248,7 +251,10 @@ impl Store for Metered {
         self.count(Op::supervisees);
         self.inner.supervisees(tenant, supervisor).await
     }
+}
 
+#[async_trait]
+impl ActionStore for Metered {
     async fn insert_action(&self, action: &Action) -> StoreResult<()> {
         self.count(Op::insert_action);
         self.inner.insert_action(action).await
@@ -298,7 +304,10 @@ impl Store for Metered {
         self.count(Op::rename_ref);
         self.inner.rename_ref(tenant, ref_id, name).await
     }
+}
 
+#[async_trait]
+impl ReactionStore for Metered {
     async fn add_comment(&self, tenant: &str, comment: &Comment) -> StoreResult<Counts> {
         self.count(Op::add_comment);
         self.inner.add_comment(tenant, comment).await
@@ -335,7 +344,10 @@ impl Store for Metered {
         self.count(Op::liked);
         self.inner.liked(tenant, user, action_ids).await
     }
+}
 
+#[async_trait]
+impl QueueStore for Metered {
     async fn claim_fan_out(
         &self,
         worker: &str,
@@ -406,7 +418,10 @@ impl Store for Metered {
         self.count(Op::bump_and_finish);
         self.inner.bump_and_finish(claim, now, bumps).await
     }
+}
 
+#[async_trait]
+impl TimelineStore for Metered {
     async fn feed_changes(
         &self,
         tenant: &str,

@@ -1,5 +1,8 @@
 //! The storage port: one object-safe trait, used as `Arc<dyn Store>`, that every
 //! backend implements and the API and the fan-out worker are written against.
+//! It is the sum of one trait per concern ([`GraphStore`], [`ActionStore`],
+//! [`ReactionStore`], [`QueueStore`], [`TimelineStore`]); bring
+//! [`prelude`] into scope to call them.
 //!
 //! Backends: [`embedded`] (RocksDB, the default) and [`mongo`]. [`open`] picks
 //! one from a URL;
@@ -18,6 +21,11 @@ use std::sync::Arc;
 pub use archive::{Archive, EdgeRecordKind, ItemRecord, Record};
 use async_trait::async_trait;
 pub use error::{ErrorKind, StoreError, StoreResult};
+
+/// The concern traits, for calling a store's methods.
+pub mod prelude {
+    pub use super::{ActionStore, GraphStore, QueueStore, ReactionStore, Store, TimelineStore};
+}
 
 use crate::model::{
     Action, Comment, Counts, EdgeKind, FeedItem, Group, Membership, MembershipRole, Millis,
@@ -80,11 +88,13 @@ pub enum JoinOutcome {
     KindMismatch(Group),
 }
 
-/// Everything Riverfeed stores. Every call is confined to one tenant, except the
-/// fan-out claim, which serves all tenants. Export and import of whole stores
-/// are their own concern, in [`Archive`].
+/// Everything Riverfeed stores, one trait per concern. Every call is confined
+/// to one tenant, except the fan-out claim, which serves all tenants. Export
+/// and import of whole stores are their own concern, in [`Archive`].
 #[async_trait]
-pub trait Store: Archive + Send + Sync + 'static {
+pub trait Store:
+    GraphStore + ActionStore + ReactionStore + QueueStore + TimelineStore + Archive + Send + Sync + 'static
+{
     /// A short name of the backend, for logs.
     fn backend(&self) -> &'static str;
 
@@ -97,8 +107,12 @@ pub trait Store: Archive + Send + Sync + 'static {
     async fn ping(&self) -> StoreResult<()> {
         Ok(())
     }
+}
 
-    // --- users -----------------------------------------------------------
+/// Users and how they relate: follows and friendships, groups, assignments
+/// to refs, supervisors.
+#[async_trait]
+pub trait GraphStore: Send + Sync {
     /// Creates or replaces a user's display profile.
     async fn upsert_user(&self, tenant: &str, user: &User) -> StoreResult<()>;
     /// Records that a user exists, keeping any profile it already has.
@@ -106,7 +120,6 @@ pub trait Store: Archive + Send + Sync + 'static {
     /// The users that exist among `ids`, in no particular order.
     async fn get_users(&self, tenant: &str, ids: &[String]) -> StoreResult<Vec<User>>;
 
-    // --- graph -----------------------------------------------------------
     /// Adds (`on`) or removes an edge; a friendship is stored both ways.
     /// Returns whether anything changed.
     async fn set_edge(
@@ -176,8 +189,11 @@ pub trait Store: Archive + Send + Sync + 'static {
     async fn supervisor(&self, tenant: &str, user: &str) -> StoreResult<Option<String>>;
     /// The users `supervisor` supervises, ordered by id.
     async fn supervisees(&self, tenant: &str, supervisor: &str) -> StoreResult<Vec<String>>;
+}
 
-    // --- actions ---------------------------------------------------------
+/// Actions, stored once: their records, scopes and the slices by ref.
+#[async_trait]
+pub trait ActionStore: Send + Sync {
     /// Stores a new action (its fan-out `Pending`) and notes its actor as a user.
     async fn insert_action(&self, action: &Action) -> StoreResult<()>;
     /// The actions that exist among `ids`, in no particular order. One round trip.
@@ -213,10 +229,13 @@ pub trait Store: Archive + Send + Sync + 'static {
     /// `applicantId`…) in every action of the tenant that refers to it, in
     /// batches. Returns how many copied names changed.
     async fn rename_ref(&self, tenant: &str, ref_id: &str, name: &str) -> StoreResult<u64>;
+}
 
-    // --- reactions -------------------------------------------------------
+/// Comments and likes on actions, counted on the action.
+#[async_trait]
+pub trait ReactionStore: Send + Sync {
     /// Adds a comment and counts it on its action, and queues the bump it
-    /// causes (see [`Store::claim_bumps`]) in the same step. `NotFound` if there
+    /// causes (see [`QueueStore::claim_bumps`]) in the same step. `NotFound` if there
     /// is no such action. Returns the action's counts after.
     async fn add_comment(&self, tenant: &str, comment: &Comment) -> StoreResult<Counts>;
     /// Comments on an action, oldest first, after `after`.
@@ -244,8 +263,12 @@ pub trait Store: Archive + Send + Sync + 'static {
         user: &str,
         action_ids: &[ObjectId],
     ) -> StoreResult<Vec<ObjectId>>;
+}
 
-    // --- fan-out ---------------------------------------------------------
+/// The fan-out and bump queues: claims under a lease, batches of deliveries
+/// or bumps, and finishing.
+#[async_trait]
+pub trait QueueStore: Send + Sync {
     /// Claims up to `limit` actions whose fan-out is pending or whose lease ran out
     /// before `now`, leasing them to `worker` until `now + lease_ms`.
     async fn claim_fan_out(
@@ -324,8 +347,11 @@ pub trait Store: Archive + Send + Sync + 'static {
         self.finish_bump(claim).await?;
         Ok(raised)
     }
+}
 
-    // --- feeds -----------------------------------------------------------
+/// Readers' feeds as materialised: ranges, changes since a stamp, hidden items.
+#[async_trait]
+pub trait TimelineStore: Send + Sync {
     /// Items of `owner`'s feed that changed (were delivered or bumped) after
     /// `after`, in the order they changed, at most `limit`.
     async fn feed_changes(

@@ -7,7 +7,8 @@ use riverfeed::model::{
     ObjectId, Position, Reason, ReasonKind, Scope, User,
 };
 use riverfeed::store::embedded::EmbeddedStore;
-use riverfeed::store::{Delivery, Direction, ErrorKind, FeedRange, JoinOutcome, Store};
+use riverfeed::store::prelude::*;
+use riverfeed::store::{Delivery, Direction, ErrorKind, FeedRange, JoinOutcome};
 
 use crate::common::{Backend, TestStore};
 

@@ -9,7 +9,7 @@ use crate::model::{
     ObjectId, Scope, Stamp, User,
 };
 use crate::store::{
-    BumpClaim, Claim, Delivery, Direction, FeedRange, JoinOutcome, Store, StoreResult,
+    BumpClaim, Claim, Delivery, Direction, FeedRange, JoinOutcome, QueueStore, ReactionStore, Store, StoreResult, TimelineStore, ActionStore, GraphStore,
 };
 
 /// Owned copies of borrowed arguments, for work moved to the blocking pool.
@@ -22,7 +22,10 @@ impl Store for EmbeddedStore {
     fn backend(&self) -> &'static str {
         "embedded"
     }
+}
 
+#[async_trait]
+impl GraphStore for EmbeddedStore {
     async fn upsert_user(&self, tenant: &str, user: &User) -> StoreResult<()> {
         owned!(tenant, user);
         self.blocking(move |db| db.upsert_user(&tenant, &user))
@@ -148,7 +151,10 @@ impl Store for EmbeddedStore {
         self.blocking(move |db| db.supervisees(&tenant, &supervisor))
             .await
     }
+}
 
+#[async_trait]
+impl ActionStore for EmbeddedStore {
     async fn insert_action(&self, action: &Action) -> StoreResult<()> {
         owned!(action);
         self.blocking(move |db| db.insert_action(&action)).await
@@ -196,7 +202,10 @@ impl Store for EmbeddedStore {
         self.blocking(move |db| db.rename_ref(&tenant, &ref_id, &name))
             .await
     }
+}
 
+#[async_trait]
+impl ReactionStore for EmbeddedStore {
     async fn add_comment(&self, tenant: &str, comment: &Comment) -> StoreResult<Counts> {
         owned!(tenant, comment);
         self.blocking(move |db| db.add_comment(&tenant, &comment))
@@ -233,7 +242,10 @@ impl Store for EmbeddedStore {
     ) -> StoreResult<Vec<ObjectId>> {
         self.inner.liked(tenant, user, action_ids)
     }
+}
 
+#[async_trait]
+impl QueueStore for EmbeddedStore {
     async fn claim_fan_out(
         &self,
         worker: &str,
@@ -322,7 +334,10 @@ impl Store for EmbeddedStore {
         self.blocking(move |db| db.bump(&claim, now, &bumps, true))
             .await
     }
+}
 
+#[async_trait]
+impl TimelineStore for EmbeddedStore {
     async fn feed_changes(
         &self,
         tenant: &str,

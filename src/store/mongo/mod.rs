@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     BumpClaim, Claim, Delivery, Direction, ErrorKind, FeedRange, JoinOutcome, Store, StoreError,
-    StoreResult,
+    StoreResult, ActionStore, GraphStore, QueueStore, ReactionStore, TimelineStore,
 };
 use crate::descriptor::{Descriptor, NAMED_REF_FIELDS};
 use crate::model::{
@@ -751,7 +751,10 @@ impl Store for MongoStore {
             .map(|_| ())
             .map_err(db_err)
     }
+}
 
+#[async_trait]
+impl GraphStore for MongoStore {
     async fn upsert_user(&self, tenant: &str, user: &User) -> StoreResult<()> {
         let name = user.name.as_deref().map_or(Bson::Null, Bson::from);
         self.users
@@ -1064,7 +1067,10 @@ impl Store for MongoStore {
             .filter_map(|d| d.get_str("userId").ok().map(str::to_owned))
             .collect())
     }
+}
 
+#[async_trait]
+impl ActionStore for MongoStore {
     async fn insert_action(&self, action: &Action) -> StoreResult<()> {
         self.actions
             .insert_one(ActionDoc::from(action))
@@ -1204,7 +1210,10 @@ impl Store for MongoStore {
         }
         Ok(changed)
     }
+}
 
+#[async_trait]
+impl ReactionStore for MongoStore {
     async fn add_comment(&self, tenant: &str, comment: &Comment) -> StoreResult<Counts> {
         // Count first: a comment on a missing action is never stored.
         let Some(counts) = self.count(tenant, comment.action_id, "comments", 1).await? else {
@@ -1314,7 +1323,10 @@ impl Store for MongoStore {
             .filter_map(|d| d.get_object_id("actionId").ok())
             .collect())
     }
+}
 
+#[async_trait]
+impl QueueStore for MongoStore {
     async fn claim_fan_out(
         &self,
         worker: &str,
@@ -1552,7 +1564,10 @@ impl Store for MongoStore {
     async fn finish_bump(&self, claim: &BumpClaim) -> StoreResult<()> {
         self.renew_bump(claim, None).await.map(|_| ())
     }
+}
 
+#[async_trait]
+impl TimelineStore for MongoStore {
     async fn feed_changes(
         &self,
         tenant: &str,
