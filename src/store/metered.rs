@@ -8,8 +8,8 @@ use async_trait::async_trait;
 use futures_util::stream::BoxStream;
 
 use super::{
-    Archive, BumpClaim, Claim, Delivery, Direction, FeedRange, JoinOutcome, Record, Store,
-    StoreResult, ActionStore, GraphStore, QueueStore, ReactionStore, TimelineStore,
+    ActionStore, Archive, BumpClaim, Claim, Delivery, Direction, FeedRange, GraphStore,
+    JoinOutcome, QueueStore, ReactionStore, Record, Store, StoreResult, TimelineStore,
 };
 use crate::model::{
     Action, Comment, Counts, EdgeKind, FeedItem, Group, Membership, MembershipRole, Millis,

@@ -93,7 +93,15 @@ pub enum JoinOutcome {
 /// and import of whole stores are their own concern, in [`Archive`].
 #[async_trait]
 pub trait Store:
-    GraphStore + ActionStore + ReactionStore + QueueStore + TimelineStore + Archive + Send + Sync + 'static
+    GraphStore
+    + ActionStore
+    + ReactionStore
+    + QueueStore
+    + TimelineStore
+    + Archive
+    + Send
+    + Sync
+    + 'static
 {
     /// A short name of the backend, for logs.
     fn backend(&self) -> &'static str;

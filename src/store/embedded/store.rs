@@ -9,7 +9,8 @@ use crate::model::{
     ObjectId, Scope, Stamp, User,
 };
 use crate::store::{
-    BumpClaim, Claim, Delivery, Direction, FeedRange, JoinOutcome, QueueStore, ReactionStore, Store, StoreResult, TimelineStore, ActionStore, GraphStore,
+    ActionStore, BumpClaim, Claim, Delivery, Direction, FeedRange, GraphStore, JoinOutcome,
+    QueueStore, ReactionStore, Store, StoreResult, TimelineStore,
 };
 
 /// Owned copies of borrowed arguments, for work moved to the blocking pool.

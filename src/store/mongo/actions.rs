@@ -1,0 +1,170 @@
+//! MongoDB: actions, their scopes, slices by ref and renamed refs.
+
+use async_trait::async_trait;
+use bson::{doc, DateTime, Document};
+use futures_util::TryStreamExt;
+use mongodb::options::ReturnDocument;
+
+use crate::descriptor::NAMED_REF_FIELDS;
+use crate::model::{Action, FeedItem, ObjectId, Scope};
+use crate::store::{ActionStore, GraphStore, StoreError, StoreResult};
+
+use super::{db_err, ActionDoc, MongoStore};
+
+impl MongoStore {
+    pub(super) async fn find_action(
+        &self,
+        tenant: &str,
+        id: ObjectId,
+    ) -> StoreResult<Option<Action>> {
+        Ok(self
+            .actions
+            .find_one(doc! { "_id": id, "tenant": tenant })
+            .await
+            .map_err(db_err)?
+            .map(Action::from))
+    }
+}
+
+#[async_trait]
+impl ActionStore for MongoStore {
+    async fn insert_action(&self, action: &Action) -> StoreResult<()> {
+        self.actions
+            .insert_one(ActionDoc::from(action))
+            .await
+            .map_err(db_err)?;
+        self.ensure_user(&action.tenant, &action.actor_id).await
+    }
+
+    async fn get_actions(&self, tenant: &str, ids: &[ObjectId]) -> StoreResult<Vec<Action>> {
+        let docs: Vec<ActionDoc> = self
+            .actions
+            .find(doc! { "tenant": tenant, "_id": { "$in": ids } })
+            .await
+            .map_err(db_err)?
+            .try_collect()
+            .await
+            .map_err(db_err)?;
+        Ok(docs.into_iter().map(Action::from).collect())
+    }
+
+    async fn hide_action(&self, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>> {
+        let updated = self
+            .actions
+            .update_one(
+                doc! { "_id": id, "tenant": tenant },
+                doc! { "$set": { "hidden": true } },
+            )
+            .await
+            .map_err(db_err)?;
+        if updated.matched_count == 0 {
+            return Err(StoreError::not_found(format!("no action {id}")));
+        }
+        self.remove_items(tenant, id).await
+    }
+
+    async fn delete_action(&self, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>> {
+        // The action goes first: a delivery racing this one checks it again
+        // after writing and takes its items back.
+        let deleted = self
+            .actions
+            .delete_one(doc! { "_id": id, "tenant": tenant })
+            .await
+            .map_err(db_err)?;
+        if deleted.deleted_count == 0 {
+            return Err(StoreError::not_found(format!("no action {id}")));
+        }
+        let reactions = doc! { "tenant": tenant, "actionId": id };
+        self.comments
+            .delete_many(reactions.clone())
+            .await
+            .map_err(db_err)?;
+        self.likes.delete_many(reactions).await.map_err(db_err)?;
+        self.remove_items(tenant, id).await
+    }
+
+    async fn set_action_scope(
+        &self,
+        tenant: &str,
+        id: ObjectId,
+        scope: Scope,
+        readers: &[String],
+        scope_groups: &[String],
+    ) -> StoreResult<Action> {
+        let scope = bson::to_bson(&scope)
+            .map_err(|e| StoreError::internal("MongoDB: cannot encode a scope", e))?;
+        let updated = self
+            .actions
+            .find_one_and_update(
+                doc! { "_id": id, "tenant": tenant },
+                doc! {
+                    "$set": {
+                        "scope": scope,
+                        "readers": readers,
+                        "scopeGroups": scope_groups,
+                        "fanOut.state": "PENDING",
+                        "fanOut.lockedUntil": DateTime::from_millis(0),
+                    },
+                    "$unset": { "fanOut.worker": "" },
+                },
+            )
+            .return_document(ReturnDocument::After)
+            .await
+            .map_err(db_err)?;
+        updated
+            .map(Action::from)
+            .ok_or_else(|| StoreError::not_found(format!("no action {id}")))
+    }
+
+    async fn slice(
+        &self,
+        tenant: &str,
+        ref_id: &str,
+        before: Option<ObjectId>,
+        limit: usize,
+    ) -> StoreResult<Vec<ObjectId>> {
+        let mut filter = doc! { "tenant": tenant, "refIds": ref_id };
+        if let Some(before) = before {
+            filter.insert("_id", doc! { "$lt": before });
+        }
+        let docs: Vec<Document> = self
+            .actions
+            .clone_with_type::<Document>()
+            .find(filter)
+            .sort(doc! { "_id": -1 })
+            .limit(i64::try_from(limit).unwrap_or(i64::MAX))
+            .projection(doc! { "_id": 1 })
+            .await
+            .map_err(db_err)?
+            .try_collect()
+            .await
+            .map_err(db_err)?;
+        Ok(docs
+            .into_iter()
+            .filter_map(|d| d.get_object_id("_id").ok())
+            .collect())
+    }
+
+    async fn rename_ref(&self, tenant: &str, ref_id: &str, name: &str) -> StoreResult<u64> {
+        // One updateMany per id / name pair: the server rewrites its matches
+        // in place, without shipping actions back and forth.
+        let mut changed = 0;
+        for (id_field, name_field) in NAMED_REF_FIELDS {
+            let name_path = format!("descriptor.{name_field}");
+            let result = self
+                .actions
+                .update_many(
+                    doc! {
+                        "tenant": tenant,
+                        format!("descriptor.{id_field}"): ref_id,
+                        name_path.clone(): { "$ne": name },
+                    },
+                    doc! { "$set": { name_path: name } },
+                )
+                .await
+                .map_err(db_err)?;
+            changed += result.modified_count;
+        }
+        Ok(changed)
+    }
+}

@@ -1,0 +1,331 @@
+//! MongoDB: users, follows and friendships, groups, assignments and
+//! supervisors.
+
+use async_trait::async_trait;
+use bson::{doc, Bson, Document};
+use futures_util::TryStreamExt;
+use mongodb::options::ReturnDocument;
+
+use crate::model::{EdgeKind, Group, Membership, MembershipRole, User};
+use crate::store::{Direction, GraphStore, JoinOutcome, StoreResult};
+
+use super::{
+    db_err, group_kind_from, group_kind_name, is_duplicate, kind_name, role_from, role_name,
+    MongoStore,
+};
+
+#[async_trait]
+impl GraphStore for MongoStore {
+    async fn upsert_user(&self, tenant: &str, user: &User) -> StoreResult<()> {
+        let name = user.name.as_deref().map_or(Bson::Null, Bson::from);
+        self.users
+            .update_one(
+                doc! { "tenant": tenant, "userId": &user.id },
+                doc! { "$set": { "name": name } },
+            )
+            .upsert(true)
+            .await
+            .map_err(db_err)?;
+        Ok(())
+    }
+
+    async fn ensure_user(&self, tenant: &str, id: &str) -> StoreResult<()> {
+        let result = self
+            .users
+            .update_one(
+                doc! { "tenant": tenant, "userId": id },
+                doc! { "$setOnInsert": { "name": Bson::Null } },
+            )
+            .upsert(true)
+            .await;
+        match result {
+            // Two upserts racing: the loser's insert hits the unique index, and
+            // the user exists, which is all this call promises.
+            Err(err) if is_duplicate(&err) => Ok(()),
+            other => other.map(|_| ()).map_err(db_err),
+        }
+    }
+
+    async fn get_users(&self, tenant: &str, ids: &[String]) -> StoreResult<Vec<User>> {
+        let docs: Vec<Document> = self
+            .users
+            .find(doc! { "tenant": tenant, "userId": { "$in": ids } })
+            .await
+            .map_err(db_err)?
+            .try_collect()
+            .await
+            .map_err(db_err)?;
+        Ok(docs
+            .into_iter()
+            .filter_map(|d| {
+                Some(User {
+                    id: d.get_str("userId").ok()?.to_owned(),
+                    name: d.get_str("name").ok().map(str::to_owned),
+                })
+            })
+            .collect())
+    }
+
+    async fn set_edge(
+        &self,
+        tenant: &str,
+        kind: EdgeKind,
+        from: &str,
+        to: &str,
+        on: bool,
+    ) -> StoreResult<bool> {
+        let kind = kind_name(kind);
+        let forward = doc! { "tenant": tenant, "kind": kind, "from": from, "to": to };
+        let backward = doc! { "tenant": tenant, "kind": kind, "from": to, "to": from };
+        let symmetric = kind == "friend";
+        if !on {
+            let removed = self.edges.delete_one(forward).await.map_err(db_err)?;
+            if symmetric {
+                self.edges.delete_one(backward).await.map_err(db_err)?;
+            }
+            return Ok(removed.deleted_count > 0);
+        }
+        self.ensure_user(tenant, from).await?;
+        let mut docs = vec![forward];
+        if symmetric {
+            docs.push(backward);
+        }
+        let mut added = false;
+        for (i, edge) in docs.into_iter().enumerate() {
+            match self.edges.insert_one(edge).await {
+                Ok(_) => added |= i == 0,
+                Err(err) if is_duplicate(&err) => {}
+                Err(err) => return Err(db_err(err)),
+            }
+        }
+        Ok(added)
+    }
+
+    async fn edges(
+        &self,
+        tenant: &str,
+        kind: EdgeKind,
+        direction: Direction,
+        user: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> StoreResult<Vec<String>> {
+        let (anchor, other) = match (kind, direction) {
+            (EdgeKind::Follows, Direction::In) => ("to", "from"),
+            _ => ("from", "to"),
+        };
+        let mut filter = doc! { "tenant": tenant, "kind": kind_name(kind), anchor: user };
+        if let Some(after) = after {
+            filter.insert(other, doc! { "$gt": after });
+        }
+        self.strings(&self.edges, filter, other, limit).await
+    }
+
+    async fn join_group(
+        &self,
+        tenant: &str,
+        group: &Group,
+        user: &str,
+        role: MembershipRole,
+    ) -> StoreResult<JoinOutcome> {
+        let filter = doc! { "tenant": tenant, "groupId": &group.id };
+        let upsert = self
+            .groups
+            .find_one_and_update(
+                filter.clone(),
+                doc! { "$setOnInsert": { "kind": group_kind_name(group.kind) } },
+            )
+            .upsert(true)
+            .return_document(ReturnDocument::After)
+            .await;
+        let existing = match upsert {
+            Ok(doc) => doc,
+            // A concurrent first join created it: read what it created.
+            Err(err) if is_duplicate(&err) => self.groups.find_one(filter).await.map_err(db_err)?,
+            Err(err) => return Err(db_err(err)),
+        };
+        let kind = existing
+            .as_ref()
+            .and_then(|d| d.get_str("kind").ok())
+            .map_or(group.kind, group_kind_from);
+        if kind != group.kind {
+            return Ok(JoinOutcome::KindMismatch(Group {
+                id: group.id.clone(),
+                kind,
+            }));
+        }
+        self.memberships
+            .update_one(
+                doc! { "tenant": tenant, "groupId": &group.id, "userId": user },
+                doc! { "$set": { "kind": group_kind_name(kind), "role": role_name(role) } },
+            )
+            .upsert(true)
+            .await
+            .map_err(db_err)?;
+        self.ensure_user(tenant, user).await?;
+        Ok(JoinOutcome::Joined(Membership {
+            group_id: group.id.clone(),
+            kind,
+            role,
+        }))
+    }
+
+    async fn leave_group(&self, tenant: &str, group_id: &str, user: &str) -> StoreResult<bool> {
+        let removed = self
+            .memberships
+            .delete_one(doc! { "tenant": tenant, "groupId": group_id, "userId": user })
+            .await
+            .map_err(db_err)?;
+        Ok(removed.deleted_count > 0)
+    }
+
+    async fn group_members(
+        &self,
+        tenant: &str,
+        group_id: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> StoreResult<Vec<String>> {
+        let mut filter = doc! { "tenant": tenant, "groupId": group_id };
+        if let Some(after) = after {
+            filter.insert("userId", doc! { "$gt": after });
+        }
+        self.strings(&self.memberships, filter, "userId", limit)
+            .await
+    }
+
+    async fn memberships(&self, tenant: &str, user: &str) -> StoreResult<Vec<Membership>> {
+        let docs: Vec<Document> = self
+            .memberships
+            .find(doc! { "tenant": tenant, "userId": user })
+            .sort(doc! { "groupId": 1 })
+            .await
+            .map_err(db_err)?
+            .try_collect()
+            .await
+            .map_err(db_err)?;
+        Ok(docs
+            .into_iter()
+            .filter_map(|d| {
+                Some(Membership {
+                    group_id: d.get_str("groupId").ok()?.to_owned(),
+                    kind: group_kind_from(d.get_str("kind").ok()?),
+                    role: role_from(d.get_str("role").unwrap_or("MEMBER")),
+                })
+            })
+            .collect())
+    }
+
+    async fn set_assignment(
+        &self,
+        tenant: &str,
+        user: &str,
+        ref_id: &str,
+        on: bool,
+    ) -> StoreResult<bool> {
+        let assignment = doc! { "tenant": tenant, "refId": ref_id, "userId": user };
+        if on {
+            match self.assignments.insert_one(assignment).await {
+                Ok(_) => Ok(true),
+                Err(err) if is_duplicate(&err) => Ok(false),
+                Err(err) => Err(db_err(err)),
+            }
+        } else {
+            let removed = self
+                .assignments
+                .delete_one(assignment)
+                .await
+                .map_err(db_err)?;
+            Ok(removed.deleted_count > 0)
+        }
+    }
+
+    async fn assignees(
+        &self,
+        tenant: &str,
+        ref_ids: &[String],
+    ) -> StoreResult<Vec<(String, String)>> {
+        let docs: Vec<Document> = self
+            .assignments
+            .find(doc! { "tenant": tenant, "refId": { "$in": ref_ids } })
+            .await
+            .map_err(db_err)?
+            .try_collect()
+            .await
+            .map_err(db_err)?;
+        Ok(docs
+            .into_iter()
+            .filter_map(|d| {
+                Some((
+                    d.get_str("refId").ok()?.to_owned(),
+                    d.get_str("userId").ok()?.to_owned(),
+                ))
+            })
+            .collect())
+    }
+
+    async fn assignments(&self, tenant: &str, user: &str) -> StoreResult<Vec<String>> {
+        self.strings(
+            &self.assignments,
+            doc! { "tenant": tenant, "userId": user },
+            "refId",
+            usize::MAX,
+        )
+        .await
+    }
+
+    async fn set_supervisor(
+        &self,
+        tenant: &str,
+        user: &str,
+        supervisor: Option<&str>,
+    ) -> StoreResult<()> {
+        let filter = doc! { "tenant": tenant, "userId": user };
+        let update = match supervisor {
+            Some(s) => doc! { "$set": { "supervisorId": s } },
+            None => doc! { "$unset": { "supervisorId": "" } },
+        };
+        let result = self
+            .users
+            .update_one(filter.clone(), update.clone())
+            .upsert(true)
+            .await;
+        match result {
+            // An upsert that lost a race to create the user: the user exists
+            // now, so a plain update does.
+            Err(err) if is_duplicate(&err) => self
+                .users
+                .update_one(filter, update)
+                .await
+                .map(|_| ())
+                .map_err(db_err),
+            other => other.map(|_| ()).map_err(db_err),
+        }
+    }
+
+    async fn supervisor(&self, tenant: &str, user: &str) -> StoreResult<Option<String>> {
+        let doc = self
+            .users
+            .find_one(doc! { "tenant": tenant, "userId": user })
+            .await
+            .map_err(db_err)?;
+        Ok(doc.and_then(|d| d.get_str("supervisorId").ok().map(str::to_owned)))
+    }
+
+    async fn supervisees(&self, tenant: &str, supervisor: &str) -> StoreResult<Vec<String>> {
+        let docs: Vec<Document> = self
+            .users
+            .find(doc! { "tenant": tenant, "supervisorId": supervisor })
+            .sort(doc! { "userId": 1 })
+            .projection(doc! { "userId": 1, "_id": 0 })
+            .await
+            .map_err(db_err)?
+            .try_collect()
+            .await
+            .map_err(db_err)?;
+        Ok(docs
+            .iter()
+            .filter_map(|d| d.get_str("userId").ok().map(str::to_owned))
+            .collect())
+    }
+}

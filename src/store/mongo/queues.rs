@@ -1,0 +1,343 @@
+//! MongoDB: the fan-out and bump queues, leased by `findOneAndUpdate`.
+
+use std::collections::HashSet;
+
+use async_trait::async_trait;
+use bson::{doc, DateTime};
+use futures_util::TryStreamExt;
+use mongodb::options::ReturnDocument;
+
+use crate::model::{Action, FeedItem, Millis, ObjectId};
+use crate::store::{BumpClaim, Claim, Delivery, ErrorKind, QueueStore, StoreError, StoreResult};
+
+use super::{db_err, epoch, FeedItemDoc, MongoStore, DUPLICATE_KEY};
+
+impl MongoStore {
+    /// Checks `claim` still holds its lease and extends it to `until`. `Ok(None)`
+    /// when the action is gone, `LeaseLost` when another worker holds it.
+    pub(super) async fn renew_lease(
+        &self,
+        claim: &Claim,
+        until: Millis,
+    ) -> StoreResult<Option<Action>> {
+        let id = claim.action.id;
+        let tenant = claim.action.tenant.as_str();
+        let renewed = self
+            .actions
+            .find_one_and_update(
+                doc! {
+                    "_id": id,
+                    "tenant": tenant,
+                    "fanOut.state": "IN_PROGRESS",
+                    "fanOut.worker": &claim.worker,
+                },
+                doc! { "$set": { "fanOut.lockedUntil": DateTime::from_millis(until) } },
+            )
+            .return_document(ReturnDocument::After)
+            .await
+            .map_err(db_err)?;
+        match renewed {
+            Some(doc) => Ok(Some(doc.into())),
+            None => self.lease_lost(tenant, id).await.map(|()| None),
+        }
+    }
+
+    /// Checks that `claim` still holds its bump job and extends its lease to
+    /// `until`, or with `None` marks the job done. `Ok(false)` when the comment
+    /// is gone, `LeaseLost` when another worker holds the job.
+    pub(super) async fn renew_bump(
+        &self,
+        claim: &BumpClaim,
+        until: Option<DateTime>,
+    ) -> StoreResult<bool> {
+        let filter = doc! {
+            "_id": claim.comment.id,
+            "tenant": &claim.tenant,
+            "bumpWorker": &claim.worker,
+        };
+        let update = match until {
+            Some(until) => doc! { "$set": { "bumpDue": until } },
+            None => doc! { "$unset": { "bumpDue": "", "bumpWorker": "" } },
+        };
+        let result = self
+            .comments
+            .update_one(filter, update)
+            .await
+            .map_err(db_err)?;
+        if result.matched_count == 1 {
+            return Ok(true);
+        }
+        let current = self
+            .comments
+            .find_one(doc! { "_id": claim.comment.id, "tenant": &claim.tenant })
+            .await
+            .map_err(db_err)?;
+        match current {
+            None => Ok(false),
+            Some(doc) => Err(StoreError::new(
+                ErrorKind::LeaseLost,
+                format!(
+                    "bump for comment {} is held by {}",
+                    claim.comment.id,
+                    doc.bump_worker.as_deref().unwrap_or("nobody (done)")
+                ),
+            )),
+        }
+    }
+
+    /// Explains a failed lease check: `Ok` if the action was deleted, else `LeaseLost`.
+    pub(super) async fn lease_lost(&self, tenant: &str, id: ObjectId) -> StoreResult<()> {
+        match self.find_action(tenant, id).await? {
+            None => Ok(()),
+            Some(action) => Err(StoreError::new(
+                ErrorKind::LeaseLost,
+                format!(
+                    "fan-out of {id} is {:?} by {}",
+                    action.fan_out.state,
+                    action.fan_out.worker.as_deref().unwrap_or("nobody")
+                ),
+            )),
+        }
+    }
+}
+
+#[async_trait]
+impl QueueStore for MongoStore {
+    async fn claim_fan_out(
+        &self,
+        worker: &str,
+        now: Millis,
+        lease_ms: Millis,
+        limit: usize,
+    ) -> StoreResult<Vec<Claim>> {
+        let until = DateTime::from_millis(now + lease_ms);
+        let mut claims = Vec::new();
+        // One findAndModify per action: each claim is atomic, so two workers
+        // never hold the same action.
+        while claims.len() < limit {
+            let claimed = self
+                .actions
+                .find_one_and_update(
+                    doc! { "fanOut.lockedUntil": { "$lte": DateTime::from_millis(now) } },
+                    doc! { "$set": {
+                        "fanOut.state": "IN_PROGRESS",
+                        "fanOut.lockedUntil": until,
+                        "fanOut.worker": worker,
+                    } },
+                )
+                .sort(doc! { "fanOut.lockedUntil": 1, "_id": 1 })
+                .return_document(ReturnDocument::After)
+                .await
+                .map_err(db_err)?;
+            let Some(doc) = claimed else { break };
+            claims.push(Claim {
+                action: doc.into(),
+                worker: worker.to_owned(),
+                lease_ms,
+            });
+        }
+        Ok(claims)
+    }
+
+    async fn deliver(
+        &self,
+        claim: &Claim,
+        now: Millis,
+        items: &[Delivery],
+    ) -> StoreResult<Vec<FeedItem>> {
+        let Some(action) = self.renew_lease(claim, now + claim.lease_ms).await? else {
+            return Ok(Vec::new());
+        };
+        if action.hidden || items.is_empty() {
+            return Ok(Vec::new());
+        }
+        let docs: Vec<FeedItemDoc> = items
+            .iter()
+            .map(|d| FeedItemDoc {
+                tenant: action.tenant.clone(),
+                owner: d.owner.clone(),
+                action_id: action.id,
+                relevancy: DateTime::from_millis(d.relevancy),
+                reason: d.reason.clone(),
+                changed: DateTime::from_millis(now),
+                hidden: false,
+            })
+            .collect();
+        // Unordered: one duplicate (a reader who already has the item, from an
+        // earlier run or a hidden tombstone) must not stop the others.
+        let skipped: HashSet<usize> = match self.feed_items.insert_many(docs).ordered(false).await {
+            Ok(_) => HashSet::new(),
+            Err(err) => match &*err.kind {
+                mongodb::error::ErrorKind::InsertMany(failure)
+                    if failure.write_concern_error.is_none()
+                        && failure
+                            .write_errors
+                            .iter()
+                            .flatten()
+                            .all(|e| e.code == DUPLICATE_KEY) =>
+                {
+                    failure
+                        .write_errors
+                        .iter()
+                        .flatten()
+                        .map(|e| e.index)
+                        .collect()
+                }
+                _ => return Err(db_err(err)),
+            },
+        };
+        // Hidden or deleted while we wrote: take the items back.
+        let still_visible = self
+            .find_action(&action.tenant, action.id)
+            .await?
+            .is_some_and(|a| !a.hidden);
+        if !still_visible {
+            self.feed_items
+                .delete_many(doc! { "tenant": &action.tenant, "actionId": action.id })
+                .await
+                .map_err(db_err)?;
+            return Ok(Vec::new());
+        }
+        Ok(items
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !skipped.contains(i))
+            .map(|(_, d)| FeedItem {
+                owner: d.owner.clone(),
+                action_id: action.id,
+                relevancy: d.relevancy,
+                reason: d.reason.clone(),
+                changed: now,
+            })
+            .collect())
+    }
+
+    async fn finish_fan_out(&self, claim: &Claim) -> StoreResult<()> {
+        let id = claim.action.id;
+        let tenant = claim.action.tenant.as_str();
+        let finished = self
+            .actions
+            .update_one(
+                doc! {
+                    "_id": id,
+                    "tenant": tenant,
+                    "fanOut.state": "IN_PROGRESS",
+                    "fanOut.worker": &claim.worker,
+                },
+                doc! {
+                    "$set": { "fanOut.state": "DONE" },
+                    "$unset": { "fanOut.lockedUntil": "", "fanOut.worker": "" },
+                },
+            )
+            .await
+            .map_err(db_err)?;
+        if finished.matched_count == 0 {
+            return self.lease_lost(tenant, id).await;
+        }
+        Ok(())
+    }
+
+    async fn claim_bumps(
+        &self,
+        worker: &str,
+        now: Millis,
+        lease_ms: Millis,
+        limit: usize,
+    ) -> StoreResult<Vec<BumpClaim>> {
+        let until = DateTime::from_millis(now + lease_ms);
+        let mut claims = Vec::new();
+        while claims.len() < limit {
+            let claimed = self
+                .comments
+                .find_one_and_update(
+                    doc! { "bumpDue": { "$lte": DateTime::from_millis(now) } },
+                    doc! { "$set": { "bumpDue": until, "bumpWorker": worker } },
+                )
+                .sort(doc! { "bumpDue": 1, "_id": 1 })
+                .return_document(ReturnDocument::After)
+                .await
+                .map_err(db_err)?;
+            let Some(doc) = claimed else { break };
+            claims.push(BumpClaim {
+                tenant: doc.tenant.clone(),
+                comment: doc.into_comment(),
+                worker: worker.to_owned(),
+                lease_ms,
+            });
+        }
+        Ok(claims)
+    }
+
+    async fn bump(
+        &self,
+        claim: &BumpClaim,
+        now: Millis,
+        bumps: &[Delivery],
+    ) -> StoreResult<Vec<FeedItem>> {
+        if !self
+            .renew_bump(claim, Some(DateTime::from_millis(now + claim.lease_ms)))
+            .await?
+        {
+            return Ok(Vec::new());
+        }
+        let tenant = claim.tenant.as_str();
+        let action_id = claim.comment.action_id;
+        let changed = DateTime::from_millis(now);
+        // Readers a rule matches share their target and reason: one
+        // conditional update for each such group raises them all, only
+        // upwards, however many workers bump at once (tombstones sit at the
+        // epoch and are never raised); a read of what it raised follows.
+        let mut groups: Vec<(&Delivery, Vec<&str>)> = Vec::new();
+        for bump in bumps {
+            match groups
+                .iter_mut()
+                .find(|(first, _)| first.relevancy == bump.relevancy && first.reason == bump.reason)
+            {
+                Some((_, owners)) => owners.push(&bump.owner),
+                None => groups.push((bump, vec![&bump.owner])),
+            }
+        }
+        let mut raised = Vec::new();
+        for (bump, owners) in groups {
+            let relevancy = DateTime::from_millis(bump.relevancy);
+            let reason = bson::to_bson(&bump.reason)
+                .map_err(|e| StoreError::internal("MongoDB: encoding a reason", e))?;
+            let updated = self
+                .feed_items
+                .update_many(
+                    doc! {
+                        "tenant": tenant,
+                        "actionId": action_id,
+                        "owner": { "$in": &owners },
+                        "relevancy": { "$gt": epoch(), "$lt": relevancy },
+                    },
+                    doc! { "$set": { "relevancy": relevancy, "reason": reason, "changed": changed } },
+                )
+                .await
+                .map_err(db_err)?;
+            if updated.modified_count == 0 {
+                continue;
+            }
+            let docs: Vec<FeedItemDoc> = self
+                .feed_items
+                .find(doc! {
+                    "tenant": tenant,
+                    "actionId": action_id,
+                    "owner": { "$in": &owners },
+                    "relevancy": relevancy,
+                    "changed": changed,
+                })
+                .await
+                .map_err(db_err)?
+                .try_collect()
+                .await
+                .map_err(db_err)?;
+            raised.extend(docs.into_iter().map(FeedItemDoc::into_item));
+        }
+        Ok(raised)
+    }
+
+    async fn finish_bump(&self, claim: &BumpClaim) -> StoreResult<()> {
+        self.renew_bump(claim, None).await.map(|_| ())
+    }
+}

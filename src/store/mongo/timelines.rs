@@ -1,0 +1,181 @@
+//! MongoDB: readers' feeds (`feed_items`): ranges, changes, hidden items.
+
+use async_trait::async_trait;
+use bson::{doc, DateTime, Document};
+use futures_util::TryStreamExt;
+use mongodb::options::ReturnDocument;
+
+use crate::model::{FeedItem, ObjectId, Position, Stamp};
+use crate::store::{FeedRange, StoreResult, TimelineStore};
+
+use super::{db_err, epoch, FeedItemDoc, MongoStore, TIE_SLACK, TOMBSTONE};
+
+fn keyset(position: Position, older: bool) -> Document {
+    let op = if older { "$lt" } else { "$gt" };
+    let relevancy = DateTime::from_millis(position.relevancy);
+    doc! { "$or": [
+        { "relevancy": { op: relevancy } },
+        { "relevancy": relevancy, "actionId": { op: position.action_id } },
+    ] }
+}
+
+impl MongoStore {
+    /// Feed items matching `filter` in timeline order (newest first, or oldest
+    /// first when `ascending`), at most `limit`.
+    pub(super) async fn timeline(
+        &self,
+        filter: Document,
+        ascending: bool,
+        limit: usize,
+    ) -> StoreResult<Vec<FeedItem>> {
+        let direction = if ascending { 1 } else { -1 };
+        let docs: Vec<FeedItemDoc> = self
+            .feed_items
+            .find(filter)
+            .sort(doc! { "relevancy": direction, "actionId": direction })
+            .limit(i64::try_from(limit).unwrap_or(i64::MAX))
+            .await
+            .map_err(db_err)?
+            .try_collect()
+            .await
+            .map_err(db_err)?;
+        Ok(docs.into_iter().map(FeedItemDoc::into_item).collect())
+    }
+
+    pub(super) async fn remove_items(
+        &self,
+        tenant: &str,
+        id: ObjectId,
+    ) -> StoreResult<Vec<FeedItem>> {
+        let items: Vec<FeedItemDoc> = self
+            .feed_items
+            .find(doc! { "tenant": tenant, "actionId": id })
+            .await
+            .map_err(db_err)?
+            .try_collect()
+            .await
+            .map_err(db_err)?;
+        self.feed_items
+            .delete_many(doc! { "tenant": tenant, "actionId": id })
+            .await
+            .map_err(db_err)?;
+        Ok(items
+            .into_iter()
+            .filter(|doc| !doc.hidden)
+            .map(FeedItemDoc::into_item)
+            .collect())
+    }
+}
+
+#[async_trait]
+impl TimelineStore for MongoStore {
+    async fn feed_changes(
+        &self,
+        tenant: &str,
+        owner: &str,
+        after: Stamp,
+        limit: usize,
+    ) -> StoreResult<Vec<FeedItem>> {
+        let changed = DateTime::from_millis(after.changed);
+        let docs: Vec<FeedItemDoc> = self
+            .feed_items
+            .find(doc! {
+                "tenant": tenant,
+                "owner": owner,
+                "relevancy": { "$gt": epoch() },
+                "$or": [
+                    { "changed": { "$gt": changed } },
+                    { "changed": changed, "actionId": { "$gt": after.action_id } },
+                ],
+            })
+            .sort(doc! { "changed": 1, "actionId": 1 })
+            .limit(i64::try_from(limit).unwrap_or(i64::MAX))
+            .await
+            .map_err(db_err)?
+            .try_collect()
+            .await
+            .map_err(db_err)?;
+        Ok(docs.into_iter().map(FeedItemDoc::into_item).collect())
+    }
+
+    async fn feed_page(
+        &self,
+        tenant: &str,
+        owner: &str,
+        range: FeedRange,
+    ) -> StoreResult<Vec<FeedItem>> {
+        // One range on `relevancy` (above the tombstones' epoch), read a little
+        // past the limit so that items sharing the boundary's millisecond can be
+        // cut exactly here: plain ranges on indexed fields keep every query
+        // planner on the timeline index. The bounds are strict, on whole
+        // milliseconds (`> r - 1` for `>= r`): the same range, in the form every
+        // MongoDB-compatible server we test against answers right through an index.
+        let lower = range
+            .newer_than
+            .map_or(TOMBSTONE, |p| (p.relevancy - 1).max(TOMBSTONE));
+        let mut relevancy = doc! { "$gt": DateTime::from_millis(lower) };
+        if let Some(p) = range.older_than {
+            relevancy.insert("$lt", DateTime::from_millis(p.relevancy.saturating_add(1)));
+        }
+        let filter = doc! { "tenant": tenant, "owner": owner, "relevancy": relevancy };
+        let slack =
+            TIE_SLACK * (range.older_than.is_some() as usize + range.newer_than.is_some() as usize);
+        let fetch = range.limit.saturating_add(slack);
+        let in_range = |item: &FeedItem| {
+            let position = item.position();
+            range.older_than.is_none_or(|p| position < p)
+                && range.newer_than.is_none_or(|p| position > p)
+        };
+        let read = self.timeline(filter, range.from_oldest, fetch).await?;
+        let cut_short = read.len() == fetch;
+        let mut items: Vec<FeedItem> = read.into_iter().filter(in_range).collect();
+        if items.len() < range.limit && cut_short {
+            // More items share a boundary millisecond than the slack covered:
+            // ask with the exact keyset instead.
+            let mut clauses = vec![doc! {
+                "tenant": tenant,
+                "owner": owner,
+                "relevancy": { "$gt": DateTime::from_millis(TOMBSTONE) },
+            }];
+            if let Some(p) = range.older_than {
+                clauses.push(keyset(p, true));
+            }
+            if let Some(p) = range.newer_than {
+                clauses.push(keyset(p, false));
+            }
+            items = self
+                .timeline(doc! { "$and": clauses }, range.from_oldest, range.limit)
+                .await?;
+        }
+        items.truncate(range.limit);
+        if range.from_oldest {
+            items.reverse();
+        }
+        Ok(items)
+    }
+
+    async fn hide_feed_item(
+        &self,
+        tenant: &str,
+        owner: &str,
+        action_id: ObjectId,
+    ) -> StoreResult<Option<FeedItem>> {
+        // The item becomes a tombstone: it keeps its place in the unique index
+        // (so it is not delivered again) and drops below every feed range.
+        let before = self
+            .feed_items
+            .find_one_and_update(
+                doc! {
+                    "tenant": tenant,
+                    "owner": owner,
+                    "actionId": action_id,
+                    "relevancy": { "$gt": DateTime::from_millis(TOMBSTONE) },
+                },
+                doc! { "$set": { "hidden": true, "relevancy": DateTime::from_millis(TOMBSTONE) } },
+            )
+            .return_document(ReturnDocument::Before)
+            .await
+            .map_err(db_err)?;
+        Ok(before.map(FeedItemDoc::into_item))
+    }
+}
