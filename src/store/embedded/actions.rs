@@ -1,4 +1,4 @@
-//! Actions, their slices by ref, and reactions (comments and likes).
+//! Actions and their slices by ref.
 
 use std::sync::Arc;
 
@@ -9,7 +9,7 @@ use super::families::{ACTIONS, QUEUE, REACTIONS, REFS};
 use super::graph::ensure_user_in;
 use super::keys::{self, queue, reaction, Key, Lease, Oid, Reader};
 use super::Inner;
-use crate::model::{Action, Comment, Counts, FanOut, FanOutState, FeedItem, ObjectId, Scope};
+use crate::model::{Action, FanOut, FanOutState, FeedItem, ObjectId, Scope};
 use crate::store::{StoreError, StoreResult};
 
 pub(super) fn action_key(tenant: &str, id: Oid) -> Vec<u8> {
@@ -125,7 +125,7 @@ impl Inner {
         Ok(out)
     }
 
-    fn existing(&self, tenant: &str, id: ObjectId) -> StoreResult<Action> {
+    pub(super) fn existing(&self, tenant: &str, id: ObjectId) -> StoreResult<Action> {
         match self.action(tenant, id)? {
             Some(action) => Ok(Action::clone(&action)),
             None => Err(StoreError::not_found(format!("no action {id}"))),
@@ -277,107 +277,5 @@ impl Inner {
             }
         }
         Ok(changed)
-    }
-
-    pub(super) fn add_comment(&self, tenant: &str, comment: &Comment) -> StoreResult<Counts> {
-        let a = comment.action_id.bytes();
-        let _lock = self.lock(&[action_lock(tenant, a)]);
-        let mut action = self.existing(tenant, comment.action_id)?;
-        action.counts.comments += 1;
-        let mut batch = WriteBatch::default();
-        batch.put_cf(
-            self.cf(REACTIONS),
-            comment_key(tenant, a, comment.id.bytes()),
-            keys::encode_record(comment)?,
-        );
-        let lease = Lease {
-            until: 0,
-            worker: String::new(),
-            action: Some(a),
-        };
-        batch.put_cf(
-            self.cf(QUEUE),
-            bump_key(tenant, comment.id.bytes()),
-            lease.encode(),
-        );
-        self.put_action(&mut batch, &action)?;
-        self.commit(batch)?;
-        let counts = action.counts;
-        self.settle(vec![action], &[]);
-        Ok(counts)
-    }
-
-    pub(super) fn comments(
-        &self,
-        tenant: &str,
-        action_id: ObjectId,
-        after: Option<ObjectId>,
-        limit: usize,
-    ) -> StoreResult<Vec<Comment>> {
-        let prefix = Key::tag(reaction::COMMENT)
-            .str(tenant)
-            .oid(action_id.bytes())
-            .into_vec();
-        let lower = match after {
-            Some(id) => keys::after(&comment_key(tenant, action_id.bytes(), id.bytes())),
-            None => prefix.clone(),
-        };
-        let mut out = Vec::new();
-        self.scan_prefix(REACTIONS, &prefix, &lower, limit, |_, v| {
-            out.push(keys::decode_record(v)?);
-            Ok(())
-        })?;
-        Ok(out)
-    }
-
-    pub(super) fn set_like(
-        &self,
-        tenant: &str,
-        action_id: ObjectId,
-        user: &str,
-        on: bool,
-    ) -> StoreResult<(bool, Counts)> {
-        let a = action_id.bytes();
-        let _lock = self.lock(&[action_lock(tenant, a)]);
-        let mut action = self.existing(tenant, action_id)?;
-        let key = like_key(tenant, a, user);
-        if self.exists(REACTIONS, &key)? == on {
-            return Ok((false, action.counts));
-        }
-        let mut batch = WriteBatch::default();
-        if on {
-            batch.put_cf(self.cf(REACTIONS), &key, []);
-            action.counts.likes += 1;
-        } else {
-            batch.delete_cf(self.cf(REACTIONS), &key);
-            action.counts.likes = action.counts.likes.saturating_sub(1);
-        }
-        self.put_action(&mut batch, &action)?;
-        self.commit(batch)?;
-        let counts = action.counts;
-        self.settle(vec![action], &[]);
-        Ok((true, counts))
-    }
-
-    pub(super) fn liked(
-        &self,
-        tenant: &str,
-        user: &str,
-        action_ids: &[ObjectId],
-    ) -> StoreResult<Vec<ObjectId>> {
-        let keys: Vec<Vec<u8>> = action_ids
-            .iter()
-            .map(|id| like_key(tenant, id.bytes(), user))
-            .collect();
-        let found = self
-            .db
-            .batched_multi_get_cf(self.cf(REACTIONS), &keys, false);
-        let mut out = Vec::new();
-        for (&id, value) in action_ids.iter().zip(found) {
-            if value.map_err(super::db_err)?.is_some() {
-                out.push(id);
-            }
-        }
-        Ok(out)
     }
 }

@@ -28,11 +28,12 @@
 mod actions;
 mod archive;
 mod cache;
-mod fanout;
-mod feeds;
 mod graph;
 mod keys;
+mod queues;
+mod reactions;
 mod store;
+mod timelines;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -1,0 +1,114 @@
+//! Reactions: comments and likes, counted on their action.
+
+use rocksdb::WriteBatch;
+
+use super::actions::{action_lock, bump_key, comment_key, like_key};
+use super::families::{QUEUE, REACTIONS};
+use super::keys::{self, reaction, Key, Lease};
+use super::Inner;
+use crate::model::{Comment, Counts, ObjectId};
+use crate::store::StoreResult;
+
+impl Inner {
+    pub(super) fn add_comment(&self, tenant: &str, comment: &Comment) -> StoreResult<Counts> {
+        let a = comment.action_id.bytes();
+        let _lock = self.lock(&[action_lock(tenant, a)]);
+        let mut action = self.existing(tenant, comment.action_id)?;
+        action.counts.comments += 1;
+        let mut batch = WriteBatch::default();
+        batch.put_cf(
+            self.cf(REACTIONS),
+            comment_key(tenant, a, comment.id.bytes()),
+            keys::encode_record(comment)?,
+        );
+        let lease = Lease {
+            until: 0,
+            worker: String::new(),
+            action: Some(a),
+        };
+        batch.put_cf(
+            self.cf(QUEUE),
+            bump_key(tenant, comment.id.bytes()),
+            lease.encode(),
+        );
+        self.put_action(&mut batch, &action)?;
+        self.commit(batch)?;
+        let counts = action.counts;
+        self.settle(vec![action], &[]);
+        Ok(counts)
+    }
+
+    pub(super) fn comments(
+        &self,
+        tenant: &str,
+        action_id: ObjectId,
+        after: Option<ObjectId>,
+        limit: usize,
+    ) -> StoreResult<Vec<Comment>> {
+        let prefix = Key::tag(reaction::COMMENT)
+            .str(tenant)
+            .oid(action_id.bytes())
+            .into_vec();
+        let lower = match after {
+            Some(id) => keys::after(&comment_key(tenant, action_id.bytes(), id.bytes())),
+            None => prefix.clone(),
+        };
+        let mut out = Vec::new();
+        self.scan_prefix(REACTIONS, &prefix, &lower, limit, |_, v| {
+            out.push(keys::decode_record(v)?);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    pub(super) fn set_like(
+        &self,
+        tenant: &str,
+        action_id: ObjectId,
+        user: &str,
+        on: bool,
+    ) -> StoreResult<(bool, Counts)> {
+        let a = action_id.bytes();
+        let _lock = self.lock(&[action_lock(tenant, a)]);
+        let mut action = self.existing(tenant, action_id)?;
+        let key = like_key(tenant, a, user);
+        if self.exists(REACTIONS, &key)? == on {
+            return Ok((false, action.counts));
+        }
+        let mut batch = WriteBatch::default();
+        if on {
+            batch.put_cf(self.cf(REACTIONS), &key, []);
+            action.counts.likes += 1;
+        } else {
+            batch.delete_cf(self.cf(REACTIONS), &key);
+            action.counts.likes = action.counts.likes.saturating_sub(1);
+        }
+        self.put_action(&mut batch, &action)?;
+        self.commit(batch)?;
+        let counts = action.counts;
+        self.settle(vec![action], &[]);
+        Ok((true, counts))
+    }
+
+    pub(super) fn liked(
+        &self,
+        tenant: &str,
+        user: &str,
+        action_ids: &[ObjectId],
+    ) -> StoreResult<Vec<ObjectId>> {
+        let keys: Vec<Vec<u8>> = action_ids
+            .iter()
+            .map(|id| like_key(tenant, id.bytes(), user))
+            .collect();
+        let found = self
+            .db
+            .batched_multi_get_cf(self.cf(REACTIONS), &keys, false);
+        let mut out = Vec::new();
+        for (&id, value) in action_ids.iter().zip(found) {
+            if value.map_err(super::db_err)?.is_some() {
+                out.push(id);
+            }
+        }
+        Ok(out)
+    }
+}
