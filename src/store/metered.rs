@@ -13,7 +13,7 @@ use super::{
 };
 use crate::model::{
     Action, Comment, Counts, EdgeKind, FeedItem, Group, Membership, MembershipRole, Millis,
-    ObjectId, Scope, Stamp, User,
+    ObjectId, Position, Scope, Stamp, User,
 };
 
 macro_rules! ops {
@@ -55,6 +55,7 @@ ops!(
     delete_action,
     set_action_scope,
     slice,
+    outbox,
     rename_ref,
     add_comment,
     comments,
@@ -298,6 +299,16 @@ impl ActionStore for Metered {
     ) -> StoreResult<Vec<ObjectId>> {
         self.count(Op::slice);
         self.inner.slice(tenant, ref_id, before, limit).await
+    }
+
+    async fn outbox(
+        &self,
+        tenant: &str,
+        actor: &str,
+        range: FeedRange,
+    ) -> StoreResult<Vec<Position>> {
+        self.count(Op::outbox);
+        self.inner.outbox(tenant, actor, range).await
     }
 
     async fn rename_ref(&self, tenant: &str, ref_id: &str, name: &str) -> StoreResult<u64> {

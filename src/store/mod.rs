@@ -233,6 +233,17 @@ pub trait ActionStore: Send + Sync {
         limit: usize,
     ) -> StoreResult<Vec<ObjectId>>;
 
+    /// A range of `actor`'s actions (their outbox), newest first by when they
+    /// happened: each as its position, `conducted` then id. Hidden actions are
+    /// in it (their actor still sees them); who else may see an action is the
+    /// caller's to check. One round trip.
+    async fn outbox(
+        &self,
+        tenant: &str,
+        actor: &str,
+        range: FeedRange,
+    ) -> StoreResult<Vec<Position>>;
+
     /// Sets the display name copied next to `ref_id` (`applicantName` beside
     /// `applicantId`…) in every action of the tenant that refers to it, in
     /// batches. Returns how many copied names changed.

@@ -68,6 +68,7 @@ pub async fn store_test_suite(store: &dyn Store) -> Result<()> {
         .await
         .context("delivery is idempotent")?;
     feed_ranges(store).await.context("feed ranges")?;
+    outboxes(store).await.context("outboxes")?;
     large_batches(store).await.context("large batches")?;
     batches_and_groups(store)
         .await
@@ -648,6 +649,87 @@ async fn hide_and_delete(store: &dyn Store) -> Result<()> {
         .err()
         .context("other tenant")?;
     ensure!(err.kind == ErrorKind::NotFound, "{err}");
+    Ok(())
+}
+
+/// An actor's outbox: their actions newest first by when they happened (not
+/// by when they were recorded), paged both ways like a feed, kept per tenant,
+/// hidden actions included, deleted ones gone.
+async fn outboxes(store: &dyn Store) -> Result<()> {
+    let pos = |a: &Action| Position {
+        relevancy: a.conducted,
+        action_id: a.id,
+    };
+    // Recorded out of order: the third happened first.
+    let a1 = action(T, "o-olga", 2_000, &[]);
+    let a2 = action(T, "o-olga", 3_000, &[]);
+    let a3 = action(T, "o-olga", 1_000, &[]);
+    let tie = action(T, "o-olga", 3_000, &[]);
+    let other_actor = action(T, "o-oscar", 2_500, &[]);
+    let elsewhere = action(OTHER, "o-olga", 2_200, &[]);
+    for a in [&a1, &a2, &a3, &tie, &other_actor, &elsewhere] {
+        store.insert_action(a).await?;
+    }
+    let mut newest_first = vec![pos(&a1), pos(&a2), pos(&a3), pos(&tie)];
+    newest_first.sort_by(|a, b| b.cmp(a));
+
+    let all = store.outbox(T, "o-olga", range(10)).await?;
+    ensure!(all == newest_first, "newest first: {all:?}");
+    ensure!(
+        store.outbox(OTHER, "o-olga", range(10)).await? == vec![pos(&elsewhere)],
+        "per tenant"
+    );
+    ensure!(store.outbox(T, "o-nobody", range(10)).await?.is_empty());
+
+    // Forwards from a position, backwards from the oldest end.
+    let older = store
+        .outbox(
+            T,
+            "o-olga",
+            FeedRange {
+                older_than: Some(newest_first[1]),
+                ..range(10)
+            },
+        )
+        .await?;
+    ensure!(older == newest_first[2..], "older than: {older:?}");
+    let oldest_two = store
+        .outbox(
+            T,
+            "o-olga",
+            FeedRange {
+                from_oldest: true,
+                ..range(2)
+            },
+        )
+        .await?;
+    ensure!(
+        oldest_two == newest_first[2..],
+        "from the oldest: {oldest_two:?}"
+    );
+    let between = store
+        .outbox(
+            T,
+            "o-olga",
+            FeedRange {
+                older_than: Some(newest_first[0]),
+                newer_than: Some(newest_first[3]),
+                ..range(10)
+            },
+        )
+        .await?;
+    ensure!(between == newest_first[1..3], "between: {between:?}");
+
+    // Hidden stays (its actor still sees it); deleted goes.
+    store.hide_action(T, a2.id).await?;
+    store.delete_action(T, a1.id).await?;
+    let after = store.outbox(T, "o-olga", range(10)).await?;
+    let expected: Vec<Position> = newest_first
+        .iter()
+        .copied()
+        .filter(|p| p.action_id != a1.id)
+        .collect();
+    ensure!(after == expected, "after hide and delete: {after:?}");
     Ok(())
 }
 

@@ -5,12 +5,15 @@ use std::sync::Arc;
 use rocksdb::WriteBatch;
 
 use super::cache;
-use super::families::{ACTIONS, QUEUE, REACTIONS, REFS};
+use super::families::{ACTIONS, META, OUTBOX, QUEUE, REACTIONS, REFS};
 use super::graph::ensure_user_in;
 use super::keys::{self, queue, reaction, Key, Lease, Oid, Reader};
 use super::Inner;
-use crate::model::{Action, FanOut, FanOutState, FeedItem, ObjectId, Scope};
-use crate::store::{StoreError, StoreResult};
+use crate::model::{Action, FanOut, FanOutState, FeedItem, ObjectId, Position, Scope};
+use crate::store::{FeedRange, StoreError, StoreResult};
+
+/// Under `meta` once every stored action has its outbox entry.
+const OUTBOX_MARKER: &[u8] = b"outbox-indexed";
 
 pub(super) fn action_key(tenant: &str, id: Oid) -> Vec<u8> {
     Key::new().str(tenant).oid(id).into_vec()
@@ -82,6 +85,63 @@ impl Inner {
         Ok(())
     }
 
+    /// Adds the entries that find an action (its slices, its actor's outbox)
+    /// to a batch.
+    pub(super) fn index_action(&self, batch: &mut WriteBatch, action: &Action) {
+        let (t, id) = (action.tenant.as_str(), action.id.bytes());
+        for ref_id in &action.ref_ids {
+            batch.put_cf(self.cf(REFS), slice_key(t, ref_id, id), []);
+        }
+        let mut key = Vec::with_capacity(64);
+        keys::outbox(&mut key, t, &action.actor_id, action.conducted, id);
+        batch.put_cf(self.cf(OUTBOX), key, []);
+    }
+
+    /// Takes an action's [`Inner::index_action`] entries out, in a batch.
+    fn unindex_action(&self, batch: &mut WriteBatch, action: &Action) {
+        let (t, id) = (action.tenant.as_str(), action.id.bytes());
+        for ref_id in &action.ref_ids {
+            batch.delete_cf(self.cf(REFS), slice_key(t, ref_id, id));
+        }
+        let mut key = Vec::with_capacity(64);
+        keys::outbox(&mut key, t, &action.actor_id, action.conducted, id);
+        batch.delete_cf(self.cf(OUTBOX), key);
+    }
+
+    /// Writes the outbox entries of actions stored before outboxes existed,
+    /// once: a store opened for the first time by a version with outboxes
+    /// gets them for everything it holds, then a marker says it is done.
+    pub(super) fn index_outboxes(&self) -> StoreResult<()> {
+        if self.get(META, OUTBOX_MARKER)?.is_some() {
+            return Ok(());
+        }
+        let mut batch = WriteBatch::default();
+        let mut key = Vec::with_capacity(64);
+        self.scan(ACTIONS, &[], None, usize::MAX, |_, v| {
+            let action: Action = keys::decode_record(v)?;
+            keys::outbox(
+                &mut key,
+                &action.tenant,
+                &action.actor_id,
+                action.conducted,
+                action.id.bytes(),
+            );
+            batch.put_cf(self.cf(OUTBOX), &key, []);
+            Ok(())
+        })?;
+        batch.put_cf(self.cf(META), OUTBOX_MARKER, []);
+        self.commit(batch)
+    }
+
+    pub(super) fn outbox(
+        &self,
+        tenant: &str,
+        actor: &str,
+        range: FeedRange,
+    ) -> StoreResult<Vec<Position>> {
+        self.ranked_range(OUTBOX, tenant, actor, range, |position, _| Ok(position))
+    }
+
     /// Tells the cache what a committed batch did to actions.
     pub(super) fn settle(&self, written: Vec<Action>, deleted: &[ObjectId]) {
         for action in written {
@@ -97,9 +157,7 @@ impl Inner {
         let (t, id) = (action.tenant.as_str(), action.id.bytes());
         let mut batch = WriteBatch::default();
         self.put_action(&mut batch, action)?;
-        for ref_id in &action.ref_ids {
-            batch.put_cf(self.cf(REFS), slice_key(t, ref_id, id), []);
-        }
+        self.index_action(&mut batch, action);
         if action.fan_out.state != FanOutState::Done {
             let lease = Lease {
                 until: action.fan_out.locked_until.unwrap_or(0),
@@ -151,9 +209,7 @@ impl Inner {
         let mut batch = WriteBatch::default();
         let removed = self.remove_items(&mut batch, tenant, id)?;
         batch.delete_cf(self.cf(ACTIONS), action_key(tenant, oid));
-        for ref_id in &action.ref_ids {
-            batch.delete_cf(self.cf(REFS), slice_key(tenant, ref_id, oid));
-        }
+        self.unindex_action(&mut batch, &action);
         batch.delete_cf(self.cf(QUEUE), pending_key(tenant, oid));
         // Comments go, and with each its queued bump; then likes.
         let thread = Key::tag(reaction::COMMENT).str(tenant).oid(oid).into_vec();
@@ -277,5 +333,73 @@ impl Inner {
             }
         }
         Ok(changed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::descriptor::{Descriptor, StatusPost};
+    use crate::model::Counts;
+    use crate::store::embedded::EmbeddedStore;
+
+    fn action(actor: &str, conducted: i64) -> Action {
+        Action {
+            id: ObjectId::new(),
+            tenant: "acme".into(),
+            actor_id: actor.into(),
+            conducted,
+            hidden: false,
+            scope: Scope::Public,
+            readers: vec![],
+            scope_groups: vec![],
+            ref_ids: vec![],
+            tags: vec![],
+            descriptor: Descriptor::StatusPost(StatusPost { text: "hi".into() }),
+            fan_out: FanOut::pending(),
+            counts: Counts::default(),
+        }
+    }
+
+    fn everything() -> FeedRange {
+        FeedRange {
+            older_than: None,
+            newer_than: None,
+            limit: 100,
+            from_oldest: false,
+        }
+    }
+
+    /// A store written before outboxes existed has actions and no outbox
+    /// entries (nor the marker): the first open writes them.
+    #[test]
+    fn actions_stored_before_outboxes_get_them_at_the_next_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let (older, newer) = (action("olga", 1_000), action("olga", 2_000));
+        {
+            let store = EmbeddedStore::open(dir.path()).unwrap();
+            let db = &store.inner;
+            db.insert_action(&older).unwrap();
+            db.insert_action(&newer).unwrap();
+            // Back to how an earlier version left it.
+            let mut batch = WriteBatch::default();
+            for a in [&older, &newer] {
+                let mut key = Vec::new();
+                keys::outbox(&mut key, "acme", "olga", a.conducted, a.id.bytes());
+                batch.delete_cf(db.cf(OUTBOX), key);
+            }
+            batch.delete_cf(db.cf(META), OUTBOX_MARKER);
+            db.commit(batch).unwrap();
+            assert!(db.outbox("acme", "olga", everything()).unwrap().is_empty());
+        }
+        let store = EmbeddedStore::open(dir.path()).unwrap();
+        let ids: Vec<ObjectId> = store
+            .inner
+            .outbox("acme", "olga", everything())
+            .unwrap()
+            .into_iter()
+            .map(|p| p.action_id)
+            .collect();
+        assert_eq!(ids, [newer.id, older.id]);
     }
 }

@@ -12,8 +12,8 @@ use futures_util::StreamExt;
 use rocksdb::WriteBatch;
 use tokio::sync::mpsc;
 
-use super::actions::{bump_key, comment_key, like_key, pending_key, slice_key};
-use super::families::{ACTIONS, GRAPH, ITEMS, QUEUE, REACTIONS, REFS};
+use super::actions::{bump_key, comment_key, like_key, pending_key};
+use super::families::{ACTIONS, GRAPH, ITEMS, QUEUE, REACTIONS};
 use super::graph::{
     edge_codes, edge_key, ensure_user_in, group_kind, group_kind_code, role, role_code, user_key,
     user_name, user_value, EDGE_FOLLOWS_OUT, EDGE_FRIEND,
@@ -318,11 +318,9 @@ impl Inner {
                     } else {
                         batch.delete_cf(self.cf(QUEUE), pending_key(&t, id));
                     }
-                    for ref_id in &action.ref_ids {
-                        batch.put_cf(self.cf(REFS), slice_key(&t, ref_id, id), []);
-                    }
                     ensure_user_in(&mut batch, self, &t, &action.actor_id);
                     self.put_action(&mut batch, &action)?;
+                    self.index_action(&mut batch, &action);
                     actions.push(action);
                 }
                 Record::Comment {

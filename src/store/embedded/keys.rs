@@ -224,6 +224,12 @@ pub fn timeline(buf: &mut Vec<u8>, tenant: &str, owner: &str, relevancy: Millis,
     buf.extend(id.iter().map(|b| !b));
 }
 
+/// Outbox key: `(tenant, actor, conducted desc, action desc)`, laid out as a
+/// timeline key, so the same ranges read both.
+pub fn outbox(buf: &mut Vec<u8>, tenant: &str, actor: &str, conducted: Millis, id: Oid) {
+    timeline(buf, tenant, actor, conducted, id);
+}
+
 /// Change key: `(tenant, owner, changed, action)`.
 pub fn change(buf: &mut Vec<u8>, tenant: &str, owner: &str, changed: Millis, id: Oid) {
     buf.clear();

@@ -69,9 +69,12 @@ pub mod families {
     pub const CHANGES: &str = "changes";
     /// Comments and likes (tagged).
     pub const REACTIONS: &str = "reactions";
+    /// `(tenant, actor, conducted desc, actionId desc)`: an actor's actions
+    /// in the order they happened, newest first.
+    pub const OUTBOX: &str = "outbox";
 
-    pub const ALL: [&str; 9] = [
-        META, GRAPH, ACTIONS, REFS, QUEUE, TIMELINE, ITEMS, CHANGES, REACTIONS,
+    pub const ALL: [&str; 10] = [
+        META, GRAPH, ACTIONS, REFS, QUEUE, TIMELINE, ITEMS, CHANGES, REACTIONS, OUTBOX,
     ];
 }
 
@@ -186,15 +189,17 @@ impl EmbeddedStore {
         let mut synced = WriteOptions::default();
         synced.set_sync(true);
         let unsynced = WriteOptions::default();
+        let inner = Inner {
+            db,
+            locks: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            actions: Versioned::new(ACTIONS_CACHED),
+            profiles: Versioned::new(PROFILES_CACHED),
+            synced,
+            unsynced,
+        };
+        inner.index_outboxes()?;
         Ok(Self {
-            inner: Arc::new(Inner {
-                db,
-                locks: (0..STRIPES).map(|_| Mutex::new(())).collect(),
-                actions: Versioned::new(ACTIONS_CACHED),
-                profiles: Versioned::new(PROFILES_CACHED),
-                synced,
-                unsynced,
-            }),
+            inner: Arc::new(inner),
         })
     }
 
@@ -242,9 +247,9 @@ fn open_db(path: &PathBuf, options: &EmbeddedOptions) -> StoreResult<DB> {
         cf.set_compression_type(DBCompressionType::Lz4);
         cf.set_bottommost_compression_type(DBCompressionType::Lz4);
         match name {
-            families::TIMELINE | families::CHANGES => {
-                // Feed ranges are read by owner: bloom filters on the
-                // `(tenant, owner)` prefix let a seek skip files that hold
+            families::TIMELINE | families::CHANGES | families::OUTBOX => {
+                // Feed and outbox ranges are read by owner: bloom filters on
+                // the `(tenant, owner)` prefix let a seek skip files that hold
                 // none of the owner's keys.
                 cf.set_prefix_extractor(SliceTransform::create(
                     "riverfeed.owner",

@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use super::EmbeddedStore;
 use crate::model::{
     Action, Comment, Counts, EdgeKind, FeedItem, Group, Membership, MembershipRole, Millis,
-    ObjectId, Scope, Stamp, User,
+    ObjectId, Position, Scope, Stamp, User,
 };
 use crate::store::{
     ActionStore, BumpClaim, Claim, Delivery, Direction, FeedRange, GraphStore, JoinOutcome,
@@ -196,6 +196,15 @@ impl ActionStore for EmbeddedStore {
         limit: usize,
     ) -> StoreResult<Vec<ObjectId>> {
         self.inner.slice(tenant, ref_id, before, limit)
+    }
+
+    async fn outbox(
+        &self,
+        tenant: &str,
+        actor: &str,
+        range: FeedRange,
+    ) -> StoreResult<Vec<Position>> {
+        self.inner.outbox(tenant, actor, range)
     }
 
     async fn rename_ref(&self, tenant: &str, ref_id: &str, name: &str) -> StoreResult<u64> {

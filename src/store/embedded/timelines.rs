@@ -7,7 +7,7 @@ use super::actions::action_lock;
 use super::families::{CHANGES, ITEMS, TIMELINE};
 use super::keys::{self, ItemState, Key, Oid, Reader};
 use super::Inner;
-use crate::model::{FeedItem, Millis, ObjectId, Reason, Stamp};
+use crate::model::{FeedItem, Millis, ObjectId, Position, Reason, Stamp};
 use crate::store::{FeedRange, StoreResult};
 
 /// Bytes after the `(tenant, owner)` prefix of a timeline key.
@@ -132,6 +132,29 @@ impl Inner {
         owner: &str,
         range: FeedRange,
     ) -> StoreResult<Vec<FeedItem>> {
+        self.ranked_range(TIMELINE, tenant, owner, range, |position, value| {
+            let (changed, reason) = keys::decode_entry(value)?;
+            Ok(FeedItem {
+                owner: owner.to_owned(),
+                action_id: position.action_id,
+                relevancy: position.relevancy,
+                reason,
+                changed,
+            })
+        })
+    }
+
+    /// A range of a family keyed like a timeline, `(tenant, owner, rank desc,
+    /// action desc)`, newest first; `decode` makes each entry from its
+    /// position and value.
+    pub(super) fn ranked_range<T>(
+        &self,
+        family: &str,
+        tenant: &str,
+        owner: &str,
+        range: FeedRange,
+        mut decode: impl FnMut(Position, &[u8]) -> StoreResult<T>,
+    ) -> StoreResult<Vec<T>> {
         let prefix = Key::new().str(tenant).str(owner).into_vec();
         let mut key = Vec::with_capacity(64);
         // Keys run newest first: "older than p" is after p's key.
@@ -152,7 +175,7 @@ impl Inner {
         let mut opts = ReadOptions::default();
         opts.set_iterate_lower_bound(lower.clone());
         opts.set_iterate_upper_bound(upper.clone());
-        let mut it = self.db.raw_iterator_cf_opt(self.cf(TIMELINE), opts);
+        let mut it = self.db.raw_iterator_cf_opt(self.cf(family), opts);
         if range.from_oldest {
             // The last key before the (excluded) upper end; with no upper
             // end, the largest key the prefix can hold.
@@ -168,20 +191,19 @@ impl Inner {
         } else {
             it.seek(&lower);
         }
-        let mut items = Vec::with_capacity(range.limit.min(128));
-        while it.valid() && items.len() < range.limit {
+        let mut out = Vec::with_capacity(range.limit.min(128));
+        while it.valid() && out.len() < range.limit {
             if let (Some(k), Some(v)) = (it.key(), it.value()) {
                 let mut r = Reader(k.get(prefix.len()..).unwrap_or_default());
                 let relevancy = r.num_desc()?;
-                let id = r.oid_desc()?;
-                let (changed, reason) = keys::decode_entry(v)?;
-                items.push(FeedItem {
-                    owner: owner.to_owned(),
-                    action_id: ObjectId::from_bytes(id),
-                    relevancy,
-                    reason,
-                    changed,
-                });
+                let action_id = ObjectId::from_bytes(r.oid_desc()?);
+                out.push(decode(
+                    Position {
+                        relevancy,
+                        action_id,
+                    },
+                    v,
+                )?);
             }
             if range.from_oldest {
                 it.prev();
@@ -191,9 +213,9 @@ impl Inner {
         }
         it.status().map_err(super::db_err)?;
         if range.from_oldest {
-            items.reverse();
+            out.reverse();
         }
-        Ok(items)
+        Ok(out)
     }
 
     pub(super) fn feed_changes(

@@ -6,12 +6,44 @@ use futures_util::TryStreamExt;
 use mongodb::options::ReturnDocument;
 
 use crate::descriptor::NAMED_REF_FIELDS;
-use crate::model::{Action, FeedItem, ObjectId, Scope};
-use crate::store::{ActionStore, GraphStore, StoreError, StoreResult};
+use crate::model::{Action, FeedItem, ObjectId, Position, Scope};
+use crate::store::{ActionStore, FeedRange, GraphStore, StoreError, StoreResult};
 
-use super::{db_err, ActionDoc, MongoStore};
+use super::{db_err, ActionDoc, MongoStore, TIE_SLACK};
 
 impl MongoStore {
+    /// Positions (`conducted`, id) of the actions matching `filter`, newest
+    /// first (oldest first when `ascending`), at most `limit`.
+    async fn outbox_positions(
+        &self,
+        filter: Document,
+        ascending: bool,
+        limit: usize,
+    ) -> StoreResult<Vec<Position>> {
+        let direction = if ascending { 1 } else { -1 };
+        let docs: Vec<Document> = self
+            .actions
+            .clone_with_type::<Document>()
+            .find(filter)
+            .sort(doc! { "conducted": direction, "_id": direction })
+            .limit(i64::try_from(limit).unwrap_or(i64::MAX))
+            .projection(doc! { "_id": 1, "conducted": 1 })
+            .await
+            .map_err(db_err)?
+            .try_collect()
+            .await
+            .map_err(db_err)?;
+        Ok(docs
+            .into_iter()
+            .filter_map(|d| {
+                Some(Position {
+                    relevancy: d.get_datetime("conducted").ok()?.timestamp_millis(),
+                    action_id: d.get_object_id("_id").ok()?,
+                })
+            })
+            .collect())
+    }
+
     pub(super) async fn find_action(
         &self,
         tenant: &str,
@@ -143,6 +175,60 @@ impl ActionStore for MongoStore {
             .into_iter()
             .filter_map(|d| d.get_object_id("_id").ok())
             .collect())
+    }
+
+    async fn outbox(
+        &self,
+        tenant: &str,
+        actor: &str,
+        range: FeedRange,
+    ) -> StoreResult<Vec<Position>> {
+        // As a feed page: one range on `conducted`, read a little past the
+        // limit, cut exactly here; the exact keyset only when more actions
+        // share a boundary millisecond than the slack covers.
+        let mut conducted = Document::new();
+        if let Some(p) = range.newer_than {
+            conducted.insert("$gt", DateTime::from_millis(p.relevancy.saturating_sub(1)));
+        }
+        if let Some(p) = range.older_than {
+            conducted.insert("$lt", DateTime::from_millis(p.relevancy.saturating_add(1)));
+        }
+        let mut filter = doc! { "tenant": tenant, "actorId": actor };
+        if !conducted.is_empty() {
+            filter.insert("conducted", conducted);
+        }
+        let slack =
+            TIE_SLACK * (range.older_than.is_some() as usize + range.newer_than.is_some() as usize);
+        let fetch = range.limit.saturating_add(slack);
+        let in_range = |p: &Position| {
+            range.older_than.is_none_or(|o| *p < o) && range.newer_than.is_none_or(|n| *p > n)
+        };
+        let read = self
+            .outbox_positions(filter, range.from_oldest, fetch)
+            .await?;
+        let cut_short = read.len() == fetch;
+        let mut positions: Vec<Position> = read.into_iter().filter(in_range).collect();
+        if positions.len() < range.limit && cut_short {
+            let mut clauses = vec![doc! { "tenant": tenant, "actorId": actor }];
+            for (bound, older) in [(range.older_than, true), (range.newer_than, false)] {
+                if let Some(p) = bound {
+                    let op = if older { "$lt" } else { "$gt" };
+                    let at = DateTime::from_millis(p.relevancy);
+                    clauses.push(doc! { "$or": [
+                        { "conducted": { op: at } },
+                        { "conducted": at, "_id": { op: p.action_id } },
+                    ] });
+                }
+            }
+            positions = self
+                .outbox_positions(doc! { "$and": clauses }, range.from_oldest, range.limit)
+                .await?;
+        }
+        positions.truncate(range.limit);
+        if range.from_oldest {
+            positions.reverse();
+        }
+        Ok(positions)
     }
 
     async fn rename_ref(&self, tenant: &str, ref_id: &str, name: &str) -> StoreResult<u64> {

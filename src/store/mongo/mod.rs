@@ -54,6 +54,7 @@ use crate::model::{
 pub const DEFAULT_SERVER_SELECTION: Duration = Duration::from_secs(2);
 
 const DUPLICATE_KEY: i32 = 11000;
+const INDEX_NOT_FOUND: i32 = 27;
 
 /// Relevancy of a reader's hidden-item tombstone: the epoch, below every real
 /// item (the API only takes times after it), so feed ranges leave tombstones
@@ -433,8 +434,8 @@ impl MongoStore {
             .create_indexes([
                 index(doc! { "tenant": 1, "refIds": 1, "_id": -1 }, named("slice")),
                 index(
-                    doc! { "tenant": 1, "actorId": 1, "_id": -1 },
-                    named("outbox"),
+                    doc! { "tenant": 1, "actorId": 1, "conducted": -1, "_id": -1 },
+                    named("actor_outbox"),
                 ),
                 index(doc! { "fanOut.lockedUntil": 1, "_id": 1 }, claimable),
                 index(doc! { "descriptor.raterId": 1 }, sparse("descriptor_rater")),
@@ -547,6 +548,17 @@ impl MongoStore {
             ])
             .await
             .map_err(db_err)?;
+        // Earlier versions kept an unused `outbox` index by id; `actor_outbox`
+        // (by when the action happened) replaces it.
+        if let Err(err) = self.actions.drop_index("outbox").await {
+            let absent = matches!(
+                err.kind.as_ref(),
+                mongodb::error::ErrorKind::Command(c) if c.code == INDEX_NOT_FOUND
+            ) || err.to_string().contains("not found");
+            if !absent {
+                return Err(db_err(err));
+            }
+        }
         Ok(())
     }
 
