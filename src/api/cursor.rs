@@ -124,6 +124,8 @@ pub enum ListKind {
     Comments = 4,
     /// The changes of a home feed, for resumable subscriptions.
     FeedChanges = 5,
+    /// One actor's actions (their outbox).
+    Actor = 6,
 }
 
 /// Which list a cursor belongs to, and the key its cursors are sealed with.
@@ -152,6 +154,11 @@ impl<'k> ListId<'k> {
 
     pub fn slice(key: &'k CursorKey, tenant: &str, ref_id: &str) -> Self {
         Self::new(key, ListKind::Slice, &[tenant, ref_id])
+    }
+
+    /// One actor's actions, as one viewer sees them.
+    pub fn actor(key: &'k CursorKey, tenant: &str, actor: &str) -> Self {
+        Self::new(key, ListKind::Actor, &[tenant, actor])
     }
 
     /// The changes of one reader's home feed.

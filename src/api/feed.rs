@@ -245,3 +245,73 @@ pub async fn slice(
         },
     })
 }
+
+/// A page of `actor`'s actions that `viewer` may see, newest first by when
+/// they happened: the outbox, as a profile page shows it.
+pub async fn actor(
+    ctx: &Context<'_>,
+    viewer: &Viewer,
+    actor: &str,
+    first: Option<i32>,
+    after: Option<String>,
+) -> async_graphql::Result<ActionConnection> {
+    check_id("userId", actor).api()?;
+    let limit = page_size("first", first).api()?;
+    let list = ListId::actor(&state(ctx)?.cursors, &viewer.tenant, actor);
+    let after = after
+        .as_deref()
+        .map(|c| list.decode_position(c))
+        .transpose()?;
+    let store = &state(ctx)?.store;
+
+    let mut kept: Vec<(Position, Action)> = Vec::new();
+    let mut older_than = after;
+    let (mut newest, mut oldest) = (None, None);
+    let mut more = false;
+    for _ in 0..MAX_ROUNDS {
+        let want = limit - kept.len();
+        let range = FeedRange {
+            older_than,
+            newer_than: None,
+            limit: want + 1,
+            from_oldest: false,
+        };
+        let mut positions = store.outbox(&viewer.tenant, actor, range).await.api()?;
+        more = positions.len() > want;
+        positions.truncate(want);
+        if let (Some(first), Some(last)) = (positions.first(), positions.last()) {
+            newest = newest.or(Some(*first));
+            oldest = Some(*last);
+            older_than = oldest;
+        }
+        let mut actions = load_page(ctx, viewer, positions.iter().map(|p| p.action_id)).await?;
+        let access = Access::load(ctx, viewer, actions.values()).await?;
+        kept.extend(positions.iter().filter_map(|p| {
+            let action = actions.remove(&p.action_id)?;
+            access.can_read(&action).then_some((*p, action))
+        }));
+        if kept.len() >= limit || !more {
+            break;
+        }
+    }
+
+    let (positions, actions): (Vec<Position>, Vec<Action>) = kept.into_iter().unzip();
+    let edges = ActionNode::hydrate(ctx, actions, &[&["edges", "node"], &["nodes"]])
+        .await?
+        .into_iter()
+        .zip(positions)
+        .map(|(node, position)| ActionEdge {
+            cursor: list.lazy_position(position),
+            node,
+        })
+        .collect();
+    Ok(ActionConnection {
+        edges,
+        page_info: PageInfo {
+            has_previous_page: after.is_some(),
+            has_next_page: more,
+            start_cursor: newest.map(|p| list.position_cursor(p)),
+            end_cursor: oldest.map(|p| list.position_cursor(p)),
+        },
+    })
+}

@@ -92,6 +92,20 @@ impl QueryRoot {
         feed::slice(ctx, viewer, &ref_id, first, after).await
     }
 
+    /// `userId`'s actions that you may see, newest first by when they
+    /// happened: their profile page. Hidden actions show to their actor only.
+    #[graphql(complexity = "page_cost(first, child_complexity)")]
+    async fn actor_feed(
+        &self,
+        ctx: &Context<'_>,
+        user_id: ID,
+        first: Option<i32>,
+        after: Option<String>,
+    ) -> async_graphql::Result<ActionConnection> {
+        let viewer = viewer(ctx)?;
+        feed::actor(ctx, viewer, &user_id, first, after).await
+    }
+
     /// One action, or null if there is none you may see.
     async fn action(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<Option<ActionNode>> {
         let viewer = viewer(ctx)?;

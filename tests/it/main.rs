@@ -1,5 +1,6 @@
 //! Integration tests: one binary, so the crate links once.
 
+mod actor_feed;
 mod api;
 mod archive;
 mod bench;
