@@ -60,7 +60,7 @@ async fn an_actor_feed_shows_what_the_viewer_may_see_newest_first(backend: Backe
     let data = alice
         .data(QUERY, json!({ "user": "bob", "first": 2, "after": after }))
         .await;
-    assert_eq!(ids(&data), [first.clone()]);
+    assert_eq!(ids(&data), [first.as_str()]);
     assert_eq!(data["actorFeed"]["pageInfo"]["hasNextPage"], false);
 
     // Carol is named by the restricted one; bob sees his hidden one too.
