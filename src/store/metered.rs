@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use futures_util::stream::BoxStream;
 
 use super::{
-    ActionStore, Archive, BumpClaim, Claim, Delivery, Direction, FeedRange, GraphStore,
+    ActionStore, Archive, Backfill, BumpClaim, Claim, Delivery, Direction, FeedRange, GraphStore,
     JoinOutcome, QueueStore, ReactionStore, Record, Store, StoreResult, TimelineStore,
 };
 use crate::model::{
@@ -71,6 +71,7 @@ ops!(
     bump_and_finish,
     feed_changes,
     feed_page,
+    backfill,
     hide_feed_item,
 );
 
@@ -452,6 +453,17 @@ impl TimelineStore for Metered {
     ) -> StoreResult<Vec<FeedItem>> {
         self.count(Op::feed_page);
         self.inner.feed_page(tenant, owner, range).await
+    }
+
+    async fn backfill(
+        &self,
+        tenant: &str,
+        owner: &str,
+        now: Millis,
+        items: &[Backfill],
+    ) -> StoreResult<Vec<FeedItem>> {
+        self.count(Op::backfill);
+        self.inner.backfill(tenant, owner, now, items).await
     }
 
     async fn hide_feed_item(

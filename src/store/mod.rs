@@ -80,6 +80,15 @@ pub struct Delivery {
     pub reason: Reason,
 }
 
+/// One action to put into one reader's feed outside a fan-out: a new
+/// follow's backfill.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Backfill {
+    pub action_id: ObjectId,
+    pub relevancy: Millis,
+    pub reason: Reason,
+}
+
 /// Outcome of a group-membership change.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum JoinOutcome {
@@ -386,6 +395,17 @@ pub trait TimelineStore: Send + Sync {
         tenant: &str,
         owner: &str,
         range: FeedRange,
+    ) -> StoreResult<Vec<FeedItem>>;
+    /// Puts items into `owner`'s feed, stamped `now` (a new follow's
+    /// backfill). Actions the reader already has an item of, or hid, and
+    /// actions hidden or deleted meanwhile are skipped. Returns the items
+    /// written, in the order asked.
+    async fn backfill(
+        &self,
+        tenant: &str,
+        owner: &str,
+        now: Millis,
+        items: &[Backfill],
     ) -> StoreResult<Vec<FeedItem>>;
     /// Removes one item from `owner`'s feed for good (a later re-delivery does not
     /// bring it back). Returns the item if it was there.

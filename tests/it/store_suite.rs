@@ -4,11 +4,11 @@ use anyhow::{ensure, Context, Result};
 use riverfeed::descriptor::{Descriptor, StatusPost};
 use riverfeed::model::{
     Action, Comment, Counts, EdgeKind, FanOut, FanOutState, Group, GroupKind, MembershipRole,
-    ObjectId, Position, Reason, ReasonKind, Scope, User,
+    ObjectId, Position, Reason, ReasonKind, Scope, Stamp, User,
 };
 use riverfeed::store::embedded::EmbeddedStore;
 use riverfeed::store::prelude::*;
-use riverfeed::store::{Delivery, Direction, ErrorKind, FeedRange, JoinOutcome};
+use riverfeed::store::{Backfill, Delivery, Direction, ErrorKind, FeedRange, JoinOutcome};
 
 use crate::common::{Backend, TestStore};
 
@@ -69,6 +69,7 @@ pub async fn store_test_suite(store: &dyn Store) -> Result<()> {
         .context("delivery is idempotent")?;
     feed_ranges(store).await.context("feed ranges")?;
     outboxes(store).await.context("outboxes")?;
+    backfills(store).await.context("backfills")?;
     large_batches(store).await.context("large batches")?;
     batches_and_groups(store)
         .await
@@ -730,6 +731,74 @@ async fn outboxes(store: &dyn Store) -> Result<()> {
         .filter(|p| p.action_id != a1.id)
         .collect();
     ensure!(after == expected, "after hide and delete: {after:?}");
+    Ok(())
+}
+
+/// A backfill puts actions into one reader's feed: in place by relevancy,
+/// once, never over an item the reader has or hid, never for an action
+/// hidden or deleted.
+async fn backfills(store: &dyn Store) -> Result<()> {
+    let reader = "k-kim";
+    let fill = |a: &Action| Backfill {
+        action_id: a.id,
+        relevancy: a.conducted,
+        reason: Reason::new(ReasonKind::Follows, &a.actor_id),
+    };
+    let [old, mid, new, hidden, deleted, had, hid] =
+        [1_000, 2_000, 3_000, 2_500, 2_600, 2_700, 2_800].map(|t| action(T, "k-karl", t, &[]));
+    for a in [&old, &mid, &new, &hidden, &deleted, &had, &hid] {
+        store.insert_action(a).await?;
+    }
+    // The reader already has one (from an earlier backfill) and hid another.
+    let earlier = store
+        .backfill(T, reader, 10, &[fill(&had), fill(&hid)])
+        .await?;
+    ensure!(earlier.len() == 2, "earlier: {earlier:?}");
+    store.hide_feed_item(T, reader, hid.id).await?;
+    store.hide_action(T, hidden.id).await?;
+    store.delete_action(T, deleted.id).await?;
+
+    let asked = [&new, &hidden, &deleted, &had, &hid, &mid, &old].map(fill);
+    let written = store.backfill(T, reader, 50, &asked).await?;
+    let ids: Vec<ObjectId> = written.iter().map(|i| i.action_id).collect();
+    ensure!(ids == [new.id, mid.id, old.id], "written: {ids:?}");
+    ensure!(
+        written.iter().all(|i| i.owner == reader && i.changed == 50),
+        "owner and stamp: {written:?}"
+    );
+    let feed: Vec<ObjectId> = store
+        .feed_page(T, reader, range(10))
+        .await?
+        .iter()
+        .map(|i| i.action_id)
+        .collect();
+    ensure!(
+        feed == [new.id, had.id, mid.id, old.id],
+        "in place by relevancy: {feed:?}"
+    );
+    let changes = store
+        .feed_changes(
+            T,
+            reader,
+            Stamp {
+                changed: 49,
+                action_id: ObjectId::from_bytes([0; 12]),
+            },
+            10,
+        )
+        .await?;
+    ensure!(
+        changes.len() == 3,
+        "the backfill shows as changes: {changes:?}"
+    );
+    ensure!(
+        store.backfill(T, reader, 60, &asked).await?.is_empty(),
+        "a second backfill writes nothing"
+    );
+    ensure!(
+        store.feed_page(T, "k-other", range(10)).await?.is_empty(),
+        "only the reader's feed"
+    );
     Ok(())
 }
 

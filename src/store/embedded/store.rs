@@ -9,8 +9,8 @@ use crate::model::{
     ObjectId, Position, Scope, Stamp, User,
 };
 use crate::store::{
-    ActionStore, BumpClaim, Claim, Delivery, Direction, FeedRange, GraphStore, JoinOutcome,
-    QueueStore, ReactionStore, Store, StoreResult, TimelineStore,
+    ActionStore, Backfill, BumpClaim, Claim, Delivery, Direction, FeedRange, GraphStore,
+    JoinOutcome, QueueStore, ReactionStore, Store, StoreResult, TimelineStore,
 };
 
 /// Owned copies of borrowed arguments, for work moved to the blocking pool.
@@ -365,6 +365,18 @@ impl TimelineStore for EmbeddedStore {
         range: FeedRange,
     ) -> StoreResult<Vec<FeedItem>> {
         self.inner.feed_page(tenant, owner, range)
+    }
+
+    async fn backfill(
+        &self,
+        tenant: &str,
+        owner: &str,
+        now: Millis,
+        items: &[Backfill],
+    ) -> StoreResult<Vec<FeedItem>> {
+        owned!(tenant, owner, items);
+        self.blocking(move |db| db.backfill(&tenant, &owner, now, &items))
+            .await
     }
 
     async fn hide_feed_item(

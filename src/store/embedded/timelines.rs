@@ -8,7 +8,7 @@ use super::families::{CHANGES, ITEMS, TIMELINE};
 use super::keys::{self, ItemState, Key, Oid, Reader};
 use super::Inner;
 use crate::model::{FeedItem, Millis, ObjectId, Position, Reason, Stamp};
-use crate::store::{FeedRange, StoreResult};
+use crate::store::{Backfill, FeedRange, StoreResult};
 
 /// Bytes after the `(tenant, owner)` prefix of a timeline key.
 const ENTRY_SUFFIX: usize = 8 + 12;
@@ -303,5 +303,55 @@ impl Inner {
             reason,
             changed,
         }))
+    }
+    pub(super) fn backfill(
+        &self,
+        tenant: &str,
+        owner: &str,
+        now: Millis,
+        items: &[Backfill],
+    ) -> StoreResult<Vec<FeedItem>> {
+        let locks: Vec<Vec<u8>> = items
+            .iter()
+            .map(|b| action_lock(tenant, b.action_id.bytes()))
+            .collect();
+        // Under the actions' locks, a hide or delete cannot slip between the
+        // check and the write.
+        let _lock = self.lock(&locks);
+        let families = self.item_families();
+        let mut batch = WriteBatch::default();
+        let (mut key, mut value) = (Vec::with_capacity(64), Vec::with_capacity(32));
+        let mut written = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for b in items {
+            let oid = b.action_id.bytes();
+            if !seen.insert(oid) || !self.action(tenant, b.action_id)?.is_some_and(|a| !a.hidden) {
+                continue;
+            }
+            keys::item(&mut key, tenant, oid, owner);
+            if self.exists(ITEMS, &key)? {
+                continue;
+            }
+            let state = ItemState {
+                relevancy: b.relevancy,
+                changed: now,
+                hidden: false,
+            };
+            let buffers = (&mut key, &mut value);
+            Inner::put_item(
+                &families, &mut batch, buffers, tenant, owner, oid, state, &b.reason,
+            );
+            written.push(FeedItem {
+                owner: owner.to_owned(),
+                action_id: b.action_id,
+                relevancy: b.relevancy,
+                reason: b.reason.clone(),
+                changed: now,
+            });
+        }
+        if !written.is_empty() {
+            self.commit(batch)?;
+        }
+        Ok(written)
     }
 }

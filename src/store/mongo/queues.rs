@@ -13,6 +13,33 @@ use crate::store::{BumpClaim, Claim, Delivery, ErrorKind, QueueStore, StoreError
 use super::{db_err, epoch, FeedItemDoc, MongoStore, DUPLICATE_KEY};
 
 impl MongoStore {
+    /// Inserts feed items unordered, so that one duplicate (a reader who has
+    /// the item already, or hid it) does not stop the others. Returns the
+    /// positions in `docs` that were duplicates.
+    pub(super) async fn insert_items(&self, docs: Vec<FeedItemDoc>) -> StoreResult<HashSet<usize>> {
+        match self.feed_items.insert_many(docs).ordered(false).await {
+            Ok(_) => Ok(HashSet::new()),
+            Err(err) => match &*err.kind {
+                mongodb::error::ErrorKind::InsertMany(failure)
+                    if failure.write_concern_error.is_none()
+                        && failure
+                            .write_errors
+                            .iter()
+                            .flatten()
+                            .all(|e| e.code == DUPLICATE_KEY) =>
+                {
+                    Ok(failure
+                        .write_errors
+                        .iter()
+                        .flatten()
+                        .map(|e| e.index)
+                        .collect())
+                }
+                _ => Err(db_err(err)),
+            },
+        }
+    }
+
     /// Checks `claim` still holds its lease and extends it to `until`. `Ok(None)`
     /// when the action is gone, `LeaseLost` when another worker holds it.
     pub(super) async fn renew_lease(
@@ -165,27 +192,7 @@ impl QueueStore for MongoStore {
             .collect();
         // Unordered: one duplicate (a reader who already has the item, from an
         // earlier run or a hidden tombstone) must not stop the others.
-        let skipped: HashSet<usize> = match self.feed_items.insert_many(docs).ordered(false).await {
-            Ok(_) => HashSet::new(),
-            Err(err) => match &*err.kind {
-                mongodb::error::ErrorKind::InsertMany(failure)
-                    if failure.write_concern_error.is_none()
-                        && failure
-                            .write_errors
-                            .iter()
-                            .flatten()
-                            .all(|e| e.code == DUPLICATE_KEY) =>
-                {
-                    failure
-                        .write_errors
-                        .iter()
-                        .flatten()
-                        .map(|e| e.index)
-                        .collect()
-                }
-                _ => return Err(db_err(err)),
-            },
-        };
+        let skipped = self.insert_items(docs).await?;
         // Hidden or deleted while we wrote: take the items back.
         let still_visible = self
             .find_action(&action.tenant, action.id)

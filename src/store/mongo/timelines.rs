@@ -1,12 +1,14 @@
 //! MongoDB: readers' feeds (`feed_items`): ranges, changes, hidden items.
 
+use std::collections::HashSet;
+
 use async_trait::async_trait;
 use bson::{doc, DateTime, Document};
 use futures_util::TryStreamExt;
 use mongodb::options::ReturnDocument;
 
-use crate::model::{FeedItem, ObjectId, Position, Stamp};
-use crate::store::{FeedRange, StoreResult, TimelineStore};
+use crate::model::{FeedItem, Millis, ObjectId, Position, Stamp};
+use crate::store::{Backfill, FeedRange, StoreResult, TimelineStore};
 
 use super::{db_err, epoch, FeedItemDoc, MongoStore, TIE_SLACK, TOMBSTONE};
 
@@ -20,6 +22,31 @@ fn keyset(position: Position, older: bool) -> Document {
 }
 
 impl MongoStore {
+    /// Which of `ids` are actions of `tenant` that are not hidden.
+    async fn visible_actions(
+        &self,
+        tenant: &str,
+        ids: &[ObjectId],
+    ) -> StoreResult<HashSet<ObjectId>> {
+        if ids.is_empty() {
+            return Ok(HashSet::new());
+        }
+        let docs: Vec<Document> = self
+            .actions
+            .clone_with_type::<Document>()
+            .find(doc! { "tenant": tenant, "_id": { "$in": ids }, "hidden": { "$ne": true } })
+            .projection(doc! { "_id": 1 })
+            .await
+            .map_err(db_err)?
+            .try_collect()
+            .await
+            .map_err(db_err)?;
+        Ok(docs
+            .into_iter()
+            .filter_map(|d| d.get_object_id("_id").ok())
+            .collect())
+    }
+
     /// Feed items matching `filter` in timeline order (newest first, or oldest
     /// first when `ascending`), at most `limit`.
     pub(super) async fn timeline(
@@ -152,6 +179,75 @@ impl TimelineStore for MongoStore {
             items.reverse();
         }
         Ok(items)
+    }
+
+    async fn backfill(
+        &self,
+        tenant: &str,
+        owner: &str,
+        now: Millis,
+        items: &[Backfill],
+    ) -> StoreResult<Vec<FeedItem>> {
+        let mut seen = HashSet::new();
+        let items: Vec<&Backfill> = items.iter().filter(|b| seen.insert(b.action_id)).collect();
+        let ids: Vec<ObjectId> = items.iter().map(|b| b.action_id).collect();
+        let visible = self.visible_actions(tenant, &ids).await?;
+        let items: Vec<&Backfill> = items
+            .into_iter()
+            .filter(|b| visible.contains(&b.action_id))
+            .collect();
+        if items.is_empty() {
+            return Ok(Vec::new());
+        }
+        let docs: Vec<FeedItemDoc> = items
+            .iter()
+            .map(|b| FeedItemDoc {
+                tenant: tenant.to_owned(),
+                owner: owner.to_owned(),
+                action_id: b.action_id,
+                relevancy: DateTime::from_millis(b.relevancy),
+                reason: b.reason.clone(),
+                changed: DateTime::from_millis(now),
+                hidden: false,
+            })
+            .collect();
+        // Unordered, as a fan-out: an item the reader has (or hid) is a
+        // duplicate that must not stop the others.
+        let skipped = self.insert_items(docs).await?;
+        let written: Vec<&Backfill> = items
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| !skipped.contains(i))
+            .map(|(_, b)| b)
+            .collect();
+        // Hidden or deleted while we wrote: take those items back.
+        let written_ids: Vec<ObjectId> = written.iter().map(|b| b.action_id).collect();
+        let still = self.visible_actions(tenant, &written_ids).await?;
+        let gone: Vec<ObjectId> = written_ids
+            .iter()
+            .copied()
+            .filter(|id| !still.contains(id))
+            .collect();
+        if !gone.is_empty() {
+            self.feed_items
+                .delete_many(doc! {
+                    "tenant": tenant, "owner": owner,
+                    "actionId": { "$in": &gone }, "hidden": { "$ne": true },
+                })
+                .await
+                .map_err(db_err)?;
+        }
+        Ok(written
+            .into_iter()
+            .filter(|b| !gone.contains(&b.action_id))
+            .map(|b| FeedItem {
+                owner: owner.to_owned(),
+                action_id: b.action_id,
+                relevancy: b.relevancy,
+                reason: b.reason.clone(),
+                changed: now,
+            })
+            .collect())
     }
 
     async fn hide_feed_item(
