@@ -167,6 +167,12 @@ pub struct ServeArgs {
     #[arg(long, env = "RIVERFEED_EVENT_BUFFER", default_value_t = 128, global = true,
           value_parser = clap::value_parser!(u32).range(1..=65_536))]
     pub event_buffer: u32,
+    /// Actions a new follow or friendship shows at once (the other user's most
+    /// recent ones the reader may see); 0 shows only what comes after. A
+    /// request's `backfill` argument overrides it.
+    #[arg(long, env = "RIVERFEED_FOLLOW_BACKFILL", default_value_t = 100, global = true,
+          value_parser = clap::value_parser!(u32).range(0..=1_000))]
+    pub follow_backfill: u32,
     /// Dev mode (identity from headers, no tokens) listens on loopback only;
     /// this lets it listen anywhere. Anyone who reaches the port can then act
     /// as any user.
@@ -276,6 +282,7 @@ impl ServeArgs {
         let mut options = ServeOptions::new(self.store_url());
         options.listen = self.listen;
         options.event_buffer = self.event_buffer as usize;
+        options.follow_backfill = self.follow_backfill as usize;
         options.insecure_dev = self.insecure_dev;
         let bump_rules = self.bump_rules()?;
         options.worker = (!self.no_worker).then(|| WorkerConfig {

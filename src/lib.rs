@@ -12,6 +12,8 @@
 //!   import of whole stores) and its backends (`embedded`, RocksDB; `mongo`,
 //!   MongoDB), a call-counting wrapper, and the reader of the earlier
 //!   embedded format (`legacy`).
+//! - [`timeline`]: what a reader may see, and how a feed is filled outside a
+//!   fan-out (a follow's backfill).
 //! - [`fanout`]: the worker that claims jobs with a lease: pending actions (one
 //!   feed item per reader) and comments (bumps).
 //! - [`relevancy`]: the rules that pick which readers a comment bumps, and how far.
@@ -49,3 +51,4 @@ pub mod relevancy;
 pub mod rng;
 pub mod server;
 pub mod store;
+pub mod timeline;

@@ -43,6 +43,9 @@ pub struct ServeOptions {
     pub worker: Option<WorkerConfig>,
     /// Events one reader's subscriptions may fall behind before they lag.
     pub event_buffer: usize,
+    /// Actions a new follow or friendship shows at once, unless the request
+    /// says otherwise.
+    pub follow_backfill: usize,
     pub clock: Arc<dyn Clock>,
     /// Let dev mode listen beyond loopback.
     pub insecure_dev: bool,
@@ -68,6 +71,7 @@ impl ServeOptions {
             store: store.into(),
             worker: Some(WorkerConfig::default()),
             event_buffer: 128,
+            follow_backfill: crate::timeline::follow::DEFAULT_BACKFILL,
             clock: Arc::new(SystemClock),
             insecure_dev: false,
             auth: Arc::new(Authenticator::Dev),
@@ -160,6 +164,7 @@ pub async fn start_with_store(
         hub: Hub::new(options.event_buffer),
         clock: options.clock.clone(),
         wake: Arc::new(Notify::new()),
+        follow_backfill: options.follow_backfill,
         cursors: Arc::new(match &options.cursor_secret {
             Some(secret) => CursorKey::from_secret(secret),
             None => CursorKey::random(),

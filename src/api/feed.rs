@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use async_graphql::Context;
 
-use super::access::Access;
+use super::access::access;
 use super::cursor::ListId;
 use super::error::{bad_input, ApiResultExt};
 use super::page::{ActionConnection, ActionEdge, FeedItemConnection, FeedItemEdge, PageInfo};
@@ -122,7 +122,7 @@ pub async fn home(
             }
         }
         let mut actions = load_page(ctx, viewer, items.iter().map(|i| i.action_id)).await?;
-        let access = Access::load(ctx, viewer, actions.values()).await?;
+        let access = access(ctx, viewer, actions.values()).await?;
         let readable = items.into_iter().filter_map(|item| {
             let action = actions.remove(&item.action_id)?;
             (access.can_read(&action) && !action.hidden).then_some((item, action))
@@ -216,7 +216,7 @@ pub async fn slice(
             before = oldest;
         }
         let mut actions = load_page(ctx, viewer, ids.iter().copied()).await?;
-        let access = Access::load(ctx, viewer, actions.values()).await?;
+        let access = access(ctx, viewer, actions.values()).await?;
         kept.extend(
             ids.iter()
                 .filter_map(|id| actions.remove(id))
@@ -285,7 +285,7 @@ pub async fn actor(
             older_than = oldest;
         }
         let mut actions = load_page(ctx, viewer, positions.iter().map(|p| p.action_id)).await?;
-        let access = Access::load(ctx, viewer, actions.values()).await?;
+        let access = access(ctx, viewer, actions.values()).await?;
         kept.extend(positions.iter().filter_map(|p| {
             let action = actions.remove(&p.action_id)?;
             access.can_read(&action).then_some((*p, action))

@@ -67,6 +67,8 @@ pub struct AppState {
     pub clock: Arc<dyn Clock>,
     /// Wakes the fan-out worker when an action is recorded.
     pub wake: Arc<Notify>,
+    /// Actions a new follow or friendship shows at once by default.
+    pub follow_backfill: usize,
     /// Seals cursors.
     pub cursors: Arc<CursorKey>,
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use async_graphql::{Context, InputObject, Object, ID};
 use chrono::{DateTime, Utc};
 
-use super::access::Access;
+use super::access::access;
 use super::error::{bad_input, forbidden, not_found, ApiResultExt};
 use super::query::parse_action_id;
 use super::types::CommentNode;
@@ -17,9 +17,10 @@ use crate::events::{ActionEvent, ActionEventKind, Event, FeedEventKind, Topic};
 use crate::model::limits::{check_id, check_ids, check_text};
 use crate::model::{
     Action, Comment, Counts, EdgeKind, FanOut, FeedItem, Group, GroupKind, Membership,
-    MembershipRole, ObjectId, Scope, User,
+    MembershipRole, ObjectId, ReasonKind, Scope, User,
 };
 use crate::store::JoinOutcome;
+use crate::timeline::follow;
 
 /// How far in the future `conducted` may lie (clock skew between services).
 const MAX_CLOCK_SKEW_MS: i64 = 5 * 60 * 1000;
@@ -146,7 +147,7 @@ async fn may_read(
     viewer: &Viewer,
     action: &Action,
 ) -> async_graphql::Result<bool> {
-    Ok(Access::load(ctx, viewer, [action]).await?.can_read(action))
+    Ok(access(ctx, viewer, [action]).await?.can_read(action))
 }
 
 /// Loads an action the viewer may change (its own, or any with `service` /
@@ -292,6 +293,7 @@ impl MutationRoot {
         user_id: ID,
         as_user_id: Option<ID>,
         on: bool,
+        backfill: Option<i32>,
     ) -> async_graphql::Result<bool> {
         let viewer = viewer(ctx)?;
         let state = state(ctx)?;
@@ -300,14 +302,44 @@ impl MutationRoot {
         if other == me {
             return Err(bad_input("a user cannot follow or befriend themselves"));
         }
+        let backfill = match backfill {
+            None => state.follow_backfill,
+            Some(n) if (0..=follow::MAX_BACKFILL as i32).contains(&n) => n as usize,
+            Some(n) => {
+                return Err(bad_input(format!(
+                    "`backfill` must be between 0 and {}, not {n}",
+                    follow::MAX_BACKFILL
+                )))
+            }
+        };
         if on {
             require_users(state, viewer, std::slice::from_ref(&other)).await?;
         }
-        state
+        let changed = state
             .store
             .set_edge(&viewer.tenant, kind, &me, &other, on)
             .await
-            .api()
+            .api()?;
+        if on && changed && backfill > 0 {
+            // A friendship goes both ways; a follow one way.
+            let (via, pairs): (ReasonKind, &[(&str, &str)]) = match kind {
+                EdgeKind::Follows => (ReasonKind::Follows, &[(&me, &other)]),
+                EdgeKind::Friend => (ReasonKind::Friend, &[(&me, &other), (&other, &me)]),
+            };
+            for &(reader, actor) in pairs {
+                let edge = follow::NewEdge {
+                    tenant: &viewer.tenant,
+                    reader,
+                    actor,
+                    via,
+                };
+                let now = state.clock.now();
+                follow::backfill(state.store.as_ref(), &state.hub, edge, backfill, now)
+                    .await
+                    .api()?;
+            }
+        }
+        Ok(changed)
     }
 }
 
@@ -402,14 +434,17 @@ impl MutationRoot {
     }
 
     /// The viewer (or `asUserId`, for `service` and `admin`) follows `userId`.
-    /// True if this changed anything.
+    /// True if this changed anything. The new follow shows `userId`'s
+    /// `backfill` most recent actions the follower may see at once (0 to
+    /// 1000; by default the server's `--follow-backfill`, 100).
     async fn follow(
         &self,
         ctx: &Context<'_>,
         user_id: ID,
         as_user_id: Option<ID>,
+        backfill: Option<i32>,
     ) -> async_graphql::Result<bool> {
-        self.edge(ctx, EdgeKind::Follows, user_id, as_user_id, true)
+        self.edge(ctx, EdgeKind::Follows, user_id, as_user_id, true, backfill)
             .await
     }
 
@@ -421,19 +456,21 @@ impl MutationRoot {
         user_id: ID,
         as_user_id: Option<ID>,
     ) -> async_graphql::Result<bool> {
-        self.edge(ctx, EdgeKind::Follows, user_id, as_user_id, false)
+        self.edge(ctx, EdgeKind::Follows, user_id, as_user_id, false, Some(0))
             .await
     }
 
     /// The viewer (or `asUserId`) and `userId` become friends. True if this
-    /// changed anything.
+    /// changed anything. Each then sees the other's `backfill` most recent
+    /// actions they may see at once, as with `follow`.
     async fn befriend(
         &self,
         ctx: &Context<'_>,
         user_id: ID,
         as_user_id: Option<ID>,
+        backfill: Option<i32>,
     ) -> async_graphql::Result<bool> {
-        self.edge(ctx, EdgeKind::Friend, user_id, as_user_id, true)
+        self.edge(ctx, EdgeKind::Friend, user_id, as_user_id, true, backfill)
             .await
     }
 
@@ -445,7 +482,7 @@ impl MutationRoot {
         user_id: ID,
         as_user_id: Option<ID>,
     ) -> async_graphql::Result<bool> {
-        self.edge(ctx, EdgeKind::Friend, user_id, as_user_id, false)
+        self.edge(ctx, EdgeKind::Friend, user_id, as_user_id, false, Some(0))
             .await
     }
 

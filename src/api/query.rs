@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use async_graphql::{Context, Object, ID};
 
-use super::access::Access;
+use super::access::access;
 use super::error::{bad_input, forbidden, ApiResultExt};
 use super::feed::{self, Paging};
 use super::page::{ActionConnection, FeedItemConnection};
@@ -113,7 +113,7 @@ impl QueryRoot {
         let Some(action) = loaders(ctx)?.actions.load_one(id).await.api()? else {
             return Ok(None);
         };
-        let access = Access::load(ctx, viewer, [&action]).await?;
+        let access = access(ctx, viewer, [&action]).await?;
         Ok(access.can_read(&action).then(|| ActionNode::new(action)))
     }
 
@@ -141,7 +141,7 @@ impl QueryRoot {
             .load_many(ids.iter().copied())
             .await
             .api()?;
-        let access = Access::load(ctx, viewer, found.values()).await?;
+        let access = access(ctx, viewer, found.values()).await?;
         let readable: Vec<_> = found.into_values().filter(|a| access.can_read(a)).collect();
         let mut nodes: HashMap<ObjectId, ActionNode> = ActionNode::hydrate(ctx, readable, &[&[]])
             .await?

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use async_graphql::{Context, Subscription, ID};
 use futures_util::stream::{self, Stream};
 
-use super::access::Access;
+use super::access::{access, Access};
 use super::cursor::ListId;
 use super::error::{coded, not_found, ApiResultExt, LAGGED, UNAUTHENTICATED};
 use super::feed::EVENTS_GRACE_MS;
@@ -87,7 +87,10 @@ impl Live {
                 continue;
             };
             let store = self.state.store.as_ref();
-            match Access::load_from(store, &self.viewer, [action]).await {
+            match Access::load(store, &self.viewer.tenant, &self.viewer.user, [action])
+                .await
+                .api()
+            {
                 Ok(access) if access.can_read(action) => return Some(Ok(node)),
                 Ok(_) => continue,
                 Err(err) => return Some(Err(err)),
@@ -276,7 +279,7 @@ impl SubscriptionRoot {
             .pop()
             .filter(|a| !a.hidden);
         let readable = match &action {
-            Some(action) => Access::load(ctx, viewer, [action]).await?.can_read(action),
+            Some(action) => access(ctx, viewer, [action]).await?.can_read(action),
             None => false,
         };
         if !readable {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use async_graphql::{ComplexObject, Context, Object, SimpleObject, ID};
 use chrono::{DateTime, Utc};
 
-use super::access::Access;
+use super::access::access;
 use super::cursor::{CursorKey, LazyCursor, ListId};
 use super::error::{bad_input, ApiResultExt};
 use super::page::{CommentConnection, CommentEdge, PageInfo, UserConnection, UserEdge};
@@ -341,7 +341,7 @@ impl FeedItemNode {
             return Ok(None);
         };
         let viewer = viewer(ctx)?;
-        let access = Access::load(ctx, viewer, [&action]).await?;
+        let access = access(ctx, viewer, [&action]).await?;
         Ok(access.can_read(&action).then(|| ActionNode::new(action)))
     }
 }

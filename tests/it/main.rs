@@ -6,6 +6,7 @@ mod archive;
 mod bench;
 mod common;
 mod demo;
+mod follow;
 mod garbage;
 mod live;
 mod mongo_failures;

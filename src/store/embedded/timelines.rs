@@ -325,7 +325,7 @@ impl Inner {
         let mut seen = std::collections::HashSet::new();
         for b in items {
             let oid = b.action_id.bytes();
-            if !seen.insert(oid) || !self.action(tenant, b.action_id)?.is_some_and(|a| !a.hidden) {
+            if !seen.insert(oid) || self.action(tenant, b.action_id)?.is_none_or(|a| a.hidden) {
                 continue;
             }
             keys::item(&mut key, tenant, oid, owner);

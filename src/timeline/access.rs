@@ -1,0 +1,66 @@
+//! Read access: who may see an action. Checked when items are read, not only
+//! when they are delivered, so a change of scope or membership shows at once;
+//! and when something is put into a feed outside a fan-out (a follow's
+//! backfill), so nobody is given what they may not read.
+
+use std::collections::HashSet;
+
+use crate::model::{Action, Scope};
+use crate::store::{Store, StoreResult};
+
+/// What is needed to decide access for one reader over a set of actions.
+pub struct Access<'r> {
+    tenant: &'r str,
+    user: &'r str,
+    groups: HashSet<String>,
+}
+
+impl<'r> Access<'r> {
+    /// Prepares the check for `user` of `tenant` over `actions`, loading the
+    /// user's groups only if a group-scoped action of someone else is among
+    /// them.
+    pub async fn load<'a>(
+        store: &dyn Store,
+        tenant: &'r str,
+        user: &'r str,
+        actions: impl IntoIterator<Item = &'a Action>,
+    ) -> StoreResult<Access<'r>> {
+        let needs_groups = actions
+            .into_iter()
+            .any(|a| matches!(a.scope, Scope::Team | Scope::Department) && a.actor_id != user);
+        let groups = if needs_groups {
+            store
+                .memberships(tenant, user)
+                .await?
+                .into_iter()
+                .map(|m| m.group_id)
+                .collect()
+        } else {
+            HashSet::new()
+        };
+        Ok(Self {
+            tenant,
+            user,
+            groups,
+        })
+    }
+
+    pub fn can_read(&self, action: &Action) -> bool {
+        if action.tenant != self.tenant {
+            return false;
+        }
+        if action.actor_id == self.user {
+            return true;
+        }
+        if action.hidden {
+            return false;
+        }
+        match action.scope {
+            Scope::Public => true,
+            Scope::Restricted => action.readers.iter().any(|r| r == self.user),
+            Scope::Team | Scope::Department => {
+                action.scope_groups.iter().any(|g| self.groups.contains(g))
+            }
+        }
+    }
+}

@@ -1,0 +1,128 @@
+//! A new follow or friendship shows the other user's recent actions at once
+//! (as many as `backfill` says), only those the reader may see, each once.
+
+use serde_json::{json, Value};
+
+use crate::common::{Backend, Client, TestServer};
+
+const FEED: &str = "{ feed(first: 50) { edges { node { actionId reason { kind actorId } } } } }";
+
+async fn feed(client: &Client) -> Vec<(String, String)> {
+    let data: Value = client.data(FEED, json!({})).await;
+    data["feed"]["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["node"]["actionId"].as_str().unwrap().to_owned(),
+                e["node"]["reason"]["kind"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+async fn follow_with(client: &Client, user: &str, backfill: Option<i64>) -> Value {
+    client
+        .post(
+            "mutation($u: ID!, $b: Int) { follow(userId: $u, backfill: $b) }",
+            json!({ "u": user, "b": backfill }),
+        )
+        .await
+}
+
+async fn a_new_follow_shows_recent_actions_the_reader_may_see(backend: Backend) {
+    let Some(server) = TestServer::start(backend).await else {
+        return;
+    };
+    let service = server.service("acme");
+    for (id, name) in [("bob", "Bob"), ("carol", "Carol"), ("frank", "Frank")] {
+        service.upsert_user(id, name).await;
+    }
+    let bob = server.client("acme", "bob");
+    let old = bob
+        .post_status("old", json!({ "conducted": "2026-01-01T00:00:00Z" }))
+        .await;
+    let for_carol = bob
+        .post_status(
+            "for carol",
+            json!({ "conducted": "2026-01-02T00:00:00Z", "scope": "RESTRICTED", "readers": ["carol"] }),
+        )
+        .await;
+    let new = bob
+        .post_status("new", json!({ "conducted": "2026-01-03T00:00:00Z" }))
+        .await;
+    let hidden = bob
+        .post_status("hidden", json!({ "conducted": "2026-01-04T00:00:00Z" }))
+        .await;
+    bob.data(
+        "mutation($id: ID!) { hideAction(id: $id) { id } }",
+        json!({ "id": hidden }),
+    )
+    .await;
+    for id in [&old, &for_carol, &new] {
+        bob.wait_delivered(id).await;
+    }
+
+    // By default: what alice may see, newest first, because she follows.
+    let alice = server.client("acme", "alice");
+    alice.follow("bob").await;
+    let follows = |id: &str| (id.to_owned(), "FOLLOWS".to_owned());
+    assert_eq!(feed(&alice).await, [follows(&new), follows(&old)]);
+    // Following again changes nothing and copies nothing twice.
+    let again = follow_with(&alice, "bob", None).await;
+    assert_eq!(again["data"]["follow"], false, "{again}");
+    assert_eq!(feed(&alice).await.len(), 2);
+
+    // Carol is named by the restricted one: she gets it, with that reason.
+    let carol = server.client("acme", "carol");
+    carol.follow("bob").await;
+    assert_eq!(
+        feed(&carol).await,
+        [
+            follows(&new),
+            (for_carol.clone(), "RESTRICTED".to_owned()),
+            follows(&old)
+        ]
+    );
+
+    // A smaller backfill; none at all; out of range.
+    let dave = server.client("acme", "dave");
+    let data = follow_with(&dave, "bob", Some(1)).await;
+    assert_eq!(data["data"]["follow"], true, "{data}");
+    assert_eq!(feed(&dave).await, [follows(&new)]);
+    let erin = server.client("acme", "erin");
+    follow_with(&erin, "bob", Some(0)).await;
+    assert!(feed(&erin).await.is_empty());
+    for bad in [-1, 1_001] {
+        let body = follow_with(&server.client("acme", "gina"), "bob", Some(bad)).await;
+        assert_eq!(
+            body["errors"][0]["extensions"]["code"], "BAD_USER_INPUT",
+            "{body}"
+        );
+    }
+
+    // A friendship goes both ways.
+    let frank = server.client("acme", "frank");
+    let franks = frank.post_status("frank's", json!({})).await;
+    frank.wait_delivered(&franks).await;
+    let data = bob
+        .data(
+            "mutation { befriend(userId: \"frank\", backfill: 5) }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(data["befriend"], true);
+    let friend = |id: &str| (id.to_owned(), "FRIEND".to_owned());
+    assert!(feed(&bob).await.contains(&friend(&franks)));
+    let franks_feed = feed(&frank).await;
+    for id in [&new, &old] {
+        assert!(franks_feed.contains(&friend(id)), "{franks_feed:?}");
+    }
+    assert!(!franks_feed
+        .iter()
+        .any(|(id, _)| id == &for_carol || id == &hidden));
+    server.stop().await;
+}
+
+crate::on_both_backends!(a_new_follow_shows_recent_actions_the_reader_may_see);
