@@ -60,6 +60,7 @@ ops!(
     add_comment,
     comments,
     set_like,
+    discussions,
     liked,
     claim_fan_out,
     deliver,
@@ -345,6 +346,16 @@ impl ReactionStore for Metered {
     ) -> StoreResult<(bool, Counts)> {
         self.count(Op::set_like);
         self.inner.set_like(tenant, action_id, user, on).await
+    }
+
+    async fn discussions(
+        &self,
+        tenant: &str,
+        user: &str,
+        range: FeedRange,
+    ) -> StoreResult<Vec<Position>> {
+        self.count(Op::discussions);
+        self.inner.discussions(tenant, user, range).await
     }
 
     async fn liked(

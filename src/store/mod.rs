@@ -284,6 +284,15 @@ pub trait ReactionStore: Send + Sync {
         user: &str,
         on: bool,
     ) -> StoreResult<(bool, Counts)>;
+    /// A range of `user`'s discussions: the actions they commented on, each
+    /// at the time of its latest comment by anyone, newest first. One round
+    /// trip.
+    async fn discussions(
+        &self,
+        tenant: &str,
+        user: &str,
+        range: FeedRange,
+    ) -> StoreResult<Vec<Position>>;
     /// Which of `action_ids` `user` likes.
     async fn liked(
         &self,

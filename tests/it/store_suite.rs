@@ -79,6 +79,7 @@ pub async fn store_test_suite(store: &dyn Store) -> Result<()> {
         .await
         .context("many items in one millisecond")?;
     reactions(store).await.context("reactions")?;
+    discussions(store).await.context("discussions")?;
     assignments_and_supervisors(store)
         .await
         .context("assignments and supervisors")?;
@@ -799,6 +800,77 @@ async fn backfills(store: &dyn Store) -> Result<()> {
         store.feed_page(T, "k-other", range(10)).await?.is_empty(),
         "only the reader's feed"
     );
+    Ok(())
+}
+
+/// A user's discussions: the actions they commented on, the one with the
+/// latest comment (by anyone) first; paged like a feed; gone with the action.
+async fn discussions(store: &dyn Store) -> Result<()> {
+    let tenant = "talk-tenant";
+    let [a, b, c] = [1_000, 1_100, 1_200].map(|t| action(tenant, "d-bob", t, &[]));
+    for x in [&a, &b, &c] {
+        store.insert_action(x).await?;
+    }
+    let comment = |on: &Action, author: &str, created: i64| Comment {
+        id: ObjectId::new(),
+        action_id: on.id,
+        author_id: author.into(),
+        text: "…".into(),
+        created,
+    };
+    let at = |on: &Action, time: i64| Position {
+        relevancy: time,
+        action_id: on.id,
+    };
+    store
+        .add_comment(tenant, &comment(&a, "d-dana", 2_000))
+        .await?;
+    store
+        .add_comment(tenant, &comment(&b, "d-dana", 2_100))
+        .await?;
+    store
+        .add_comment(tenant, &comment(&c, "d-eve", 2_200))
+        .await?;
+    store
+        .add_comment(tenant, &comment(&a, "d-dana", 2_300))
+        .await?;
+    ensure!(
+        store.discussions(tenant, "d-dana", range(10)).await? == [at(&a, 2_300), at(&b, 2_100)],
+        "her own latest comment moves a up"
+    );
+    // Someone else's comment moves the discussion up for every participant.
+    store
+        .add_comment(tenant, &comment(&b, "d-eve", 2_400))
+        .await?;
+    let dana = store.discussions(tenant, "d-dana", range(10)).await?;
+    ensure!(dana == [at(&b, 2_400), at(&a, 2_300)], "dana: {dana:?}");
+    let eve = store.discussions(tenant, "d-eve", range(10)).await?;
+    ensure!(eve == [at(&b, 2_400), at(&c, 2_200)], "eve: {eve:?}");
+    let older = store
+        .discussions(
+            tenant,
+            "d-dana",
+            FeedRange {
+                older_than: Some(dana[0]),
+                ..range(10)
+            },
+        )
+        .await?;
+    ensure!(older == dana[1..], "paged: {older:?}");
+    ensure!(store
+        .discussions(tenant, "d-bob", range(10))
+        .await?
+        .is_empty());
+    ensure!(store
+        .discussions(OTHER, "d-dana", range(10))
+        .await?
+        .is_empty());
+    store.delete_action(tenant, b.id).await?;
+    ensure!(
+        store.discussions(tenant, "d-dana", range(10)).await? == [at(&a, 2_300)],
+        "gone with the action"
+    );
+    ensure!(store.discussions(tenant, "d-eve", range(10)).await? == [at(&c, 2_200)]);
     Ok(())
 }
 

@@ -220,6 +220,7 @@ impl Inner {
             batch.delete_cf(reactions, k);
             Ok(())
         })?;
+        self.drop_discussion(&mut batch, tenant, oid)?;
         let likes = Key::tag(reaction::LIKE).str(tenant).oid(oid).into_vec();
         self.scan_prefix(REACTIONS, &likes, &likes, usize::MAX, |k, _| {
             batch.delete_cf(reactions, k);

@@ -12,7 +12,7 @@ use futures_util::StreamExt;
 use rocksdb::WriteBatch;
 use tokio::sync::mpsc;
 
-use super::actions::{bump_key, comment_key, like_key, pending_key};
+use super::actions::{action_lock, bump_key, comment_key, like_key, pending_key};
 use super::families::{ACTIONS, GRAPH, ITEMS, QUEUE, REACTIONS};
 use super::graph::{
     edge_codes, edge_key, ensure_user_in, group_kind, group_kind_code, role, role_code, user_key,
@@ -385,6 +385,28 @@ impl Inner {
         }
         self.commit(batch)?;
         self.settle(actions, &[]);
+        // Discussions are derived from comments: each imported comment moves
+        // its action up for its thread's participants, as a new one would.
+        // The last one is synced, and with it those before.
+        let comments: Vec<_> = records
+            .iter()
+            .filter_map(|r| match r {
+                Record::Comment {
+                    tenant, comment, ..
+                } => Some((tenant, comment)),
+                _ => None,
+            })
+            .collect();
+        for (n, (tenant, comment)) in comments.iter().enumerate() {
+            let _lock = self.lock(&[action_lock(tenant, comment.action_id.bytes())]);
+            let mut batch = WriteBatch::default();
+            self.note_discussion(&mut batch, tenant, comment)?;
+            if n + 1 == comments.len() {
+                self.commit(batch)?;
+            } else {
+                self.commit_unsynced(batch)?;
+            }
+        }
         for record in records {
             if let Record::User { tenant, id, .. } = record {
                 self.profiles.forget(super::cache::profile_key(tenant, id));

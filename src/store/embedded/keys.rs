@@ -36,6 +36,9 @@ pub mod queue {
 pub mod reaction {
     pub const COMMENT: u8 = 0;
     pub const LIKE: u8 = 1;
+    /// `(tenant, action, user)` → the time the user's discussions entry for
+    /// the action stands at.
+    pub const PARTICIPANT: u8 = 2;
 }
 
 /// A key under construction.

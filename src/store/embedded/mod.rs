@@ -72,9 +72,22 @@ pub mod families {
     /// `(tenant, actor, conducted desc, actionId desc)`: an actor's actions
     /// in the order they happened, newest first.
     pub const OUTBOX: &str = "outbox";
+    /// `(tenant, user, latest comment desc, actionId desc)`: the actions a
+    /// user commented on, the latest discussed first.
+    pub const DISCUSSIONS: &str = "discussions";
 
-    pub const ALL: [&str; 10] = [
-        META, GRAPH, ACTIONS, REFS, QUEUE, TIMELINE, ITEMS, CHANGES, REACTIONS, OUTBOX,
+    pub const ALL: [&str; 11] = [
+        META,
+        GRAPH,
+        ACTIONS,
+        REFS,
+        QUEUE,
+        TIMELINE,
+        ITEMS,
+        CHANGES,
+        REACTIONS,
+        OUTBOX,
+        DISCUSSIONS,
     ];
 }
 
@@ -247,7 +260,7 @@ fn open_db(path: &PathBuf, options: &EmbeddedOptions) -> StoreResult<DB> {
         cf.set_compression_type(DBCompressionType::Lz4);
         cf.set_bottommost_compression_type(DBCompressionType::Lz4);
         match name {
-            families::TIMELINE | families::CHANGES | families::OUTBOX => {
+            families::TIMELINE | families::CHANGES | families::OUTBOX | families::DISCUSSIONS => {
                 // Feed and outbox ranges are read by owner: bloom filters on
                 // the `(tenant, owner)` prefix let a seek skip files that hold
                 // none of the owner's keys.

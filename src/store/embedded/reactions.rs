@@ -3,11 +3,11 @@
 use rocksdb::WriteBatch;
 
 use super::actions::{action_lock, bump_key, comment_key, like_key};
-use super::families::{QUEUE, REACTIONS};
-use super::keys::{self, reaction, Key, Lease};
+use super::families::{DISCUSSIONS, QUEUE, REACTIONS};
+use super::keys::{self, reaction, Key, Lease, Oid, Reader};
 use super::Inner;
-use crate::model::{Comment, Counts, ObjectId};
-use crate::store::StoreResult;
+use crate::model::{Comment, Counts, ObjectId, Position};
+use crate::store::{FeedRange, StoreResult};
 
 impl Inner {
     pub(super) fn add_comment(&self, tenant: &str, comment: &Comment) -> StoreResult<Counts> {
@@ -32,6 +32,7 @@ impl Inner {
             lease.encode(),
         );
         self.put_action(&mut batch, &action)?;
+        self.note_discussion(&mut batch, tenant, comment)?;
         self.commit(batch)?;
         let counts = action.counts;
         self.settle(vec![action], &[]);
@@ -111,4 +112,85 @@ impl Inner {
         }
         Ok(out)
     }
+
+    /// Brings `comment`'s action up to the comment's time in the discussions
+    /// of everyone who commented on it, its author included (added if new),
+    /// in `batch`. The caller holds the action's lock.
+    pub(super) fn note_discussion(
+        &self,
+        batch: &mut WriteBatch,
+        tenant: &str,
+        comment: &Comment,
+    ) -> StoreResult<()> {
+        let a = comment.action_id.bytes();
+        let prefix = participants_prefix(tenant, a);
+        let mut latest = comment.created;
+        let mut participants: Vec<(String, i64)> = Vec::new();
+        self.scan_prefix(REACTIONS, &prefix, &prefix, usize::MAX, |k, v| {
+            let user = Reader(&k[prefix.len()..]).last()?.to_owned();
+            let at = decode_time(v)?;
+            latest = latest.max(at);
+            participants.push((user, at));
+            Ok(())
+        })?;
+        if !participants.iter().any(|(u, _)| *u == comment.author_id) {
+            participants.push((comment.author_id.clone(), i64::MIN));
+        }
+        let mut key = Vec::with_capacity(64);
+        for (user, at) in participants {
+            if at == latest {
+                continue;
+            }
+            if at != i64::MIN {
+                keys::timeline(&mut key, tenant, &user, at, a);
+                batch.delete_cf(self.cf(DISCUSSIONS), &key);
+            }
+            keys::timeline(&mut key, tenant, &user, latest, a);
+            batch.put_cf(self.cf(DISCUSSIONS), &key, []);
+            let mut participant = prefix.clone();
+            participant.extend_from_slice(user.as_bytes());
+            batch.put_cf(self.cf(REACTIONS), participant, latest.to_be_bytes());
+        }
+        Ok(())
+    }
+
+    /// Takes an action out of everyone's discussions, in `batch`.
+    pub(super) fn drop_discussion(
+        &self,
+        batch: &mut WriteBatch,
+        tenant: &str,
+        action: Oid,
+    ) -> StoreResult<()> {
+        let prefix = participants_prefix(tenant, action);
+        let mut key = Vec::with_capacity(64);
+        self.scan_prefix(REACTIONS, &prefix, &prefix, usize::MAX, |k, v| {
+            let user = Reader(&k[prefix.len()..]).last()?;
+            keys::timeline(&mut key, tenant, user, decode_time(v)?, action);
+            batch.delete_cf(self.cf(DISCUSSIONS), &key);
+            batch.delete_cf(self.cf(REACTIONS), k);
+            Ok(())
+        })
+    }
+
+    pub(super) fn discussions(
+        &self,
+        tenant: &str,
+        user: &str,
+        range: FeedRange,
+    ) -> StoreResult<Vec<Position>> {
+        self.ranked_range(DISCUSSIONS, tenant, user, range, |position, _| Ok(position))
+    }
+}
+
+fn participants_prefix(tenant: &str, action: Oid) -> Vec<u8> {
+    Key::tag(reaction::PARTICIPANT)
+        .str(tenant)
+        .oid(action)
+        .into_vec()
+}
+
+fn decode_time(v: &[u8]) -> StoreResult<i64> {
+    v.try_into()
+        .map(i64::from_be_bytes)
+        .map_err(|_| keys::corrupt("discussion time"))
 }

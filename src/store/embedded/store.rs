@@ -244,6 +244,15 @@ impl ReactionStore for EmbeddedStore {
             .await
     }
 
+    async fn discussions(
+        &self,
+        tenant: &str,
+        user: &str,
+        range: FeedRange,
+    ) -> StoreResult<Vec<Position>> {
+        self.inner.discussions(tenant, user, range)
+    }
+
     async fn liked(
         &self,
         tenant: &str,

@@ -111,7 +111,14 @@ impl ActionStore for MongoStore {
             .delete_many(reactions.clone())
             .await
             .map_err(db_err)?;
-        self.likes.delete_many(reactions).await.map_err(db_err)?;
+        self.likes
+            .delete_many(reactions.clone())
+            .await
+            .map_err(db_err)?;
+        self.discussions
+            .delete_many(reactions)
+            .await
+            .map_err(db_err)?;
         self.remove_items(tenant, id).await
     }
 

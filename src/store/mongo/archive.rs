@@ -502,6 +502,15 @@ impl Archive for MongoStore {
         ] {
             self.upsert_all(collection, statements).await?;
         }
+        // Discussions are derived from comments, as `add_comment` keeps them.
+        for record in records {
+            if let Record::Comment {
+                tenant, comment, ..
+            } = record
+            {
+                self.note_discussion(tenant, comment).await?;
+            }
+        }
         Ok(())
     }
 }

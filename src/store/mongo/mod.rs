@@ -76,6 +76,9 @@ pub struct MongoStore {
     memberships: Collection<Document>,
     comments: Collection<CommentDoc>,
     likes: Collection<Document>,
+    /// One per user and action they commented on, at the action's latest
+    /// comment.
+    discussions: Collection<Document>,
     assignments: Collection<Document>,
     /// Commands sent, by name. A std mutex: the driver calls the handler
     /// synchronously and the critical section is one map update.
@@ -394,6 +397,7 @@ impl MongoStore {
             memberships: db.collection("memberships"),
             comments: db.collection("comments"),
             likes: db.collection("likes"),
+            discussions: db.collection("discussions"),
             assignments: db.collection("assignments"),
             db,
             commands,
@@ -519,6 +523,20 @@ impl MongoStore {
                     named("thread"),
                 ),
                 index(doc! { "bumpDue": 1, "_id": 1 }, bumpable),
+            ])
+            .await
+            .map_err(db_err)?;
+        self.discussions
+            .create_indexes([
+                index(
+                    doc! { "tenant": 1, "userId": 1, "actionId": 1 },
+                    unique("participant"),
+                ),
+                index(
+                    doc! { "tenant": 1, "userId": 1, "latest": -1, "actionId": -1 },
+                    named("discussions"),
+                ),
+                index(doc! { "tenant": 1, "actionId": 1 }, named("thread")),
             ])
             .await
             .map_err(db_err)?;

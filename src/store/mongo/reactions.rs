@@ -4,10 +4,35 @@ use async_trait::async_trait;
 use bson::{doc, DateTime, Document};
 use futures_util::TryStreamExt;
 
-use crate::model::{Comment, Counts, ObjectId};
-use crate::store::{ReactionStore, StoreError, StoreResult};
+use crate::model::{Comment, Counts, ObjectId, Position};
+use crate::store::{FeedRange, ReactionStore, StoreError, StoreResult};
 
 use super::{db_err, epoch, is_duplicate, CommentDoc, MongoStore};
+
+impl MongoStore {
+    /// Brings `comment`'s action up to the comment's time in the discussions
+    /// of everyone who commented on it, its author included (added if new).
+    /// `$max` makes it idempotent and order-free.
+    pub(super) async fn note_discussion(&self, tenant: &str, comment: &Comment) -> StoreResult<()> {
+        let at = DateTime::from_millis(comment.created);
+        self.discussions
+            .update_one(
+                doc! { "tenant": tenant, "userId": &comment.author_id, "actionId": comment.action_id },
+                doc! { "$max": { "latest": at } },
+            )
+            .upsert(true)
+            .await
+            .map_err(db_err)?;
+        self.discussions
+            .update_many(
+                doc! { "tenant": tenant, "actionId": comment.action_id },
+                doc! { "$max": { "latest": at } },
+            )
+            .await
+            .map_err(db_err)?;
+        Ok(())
+    }
+}
 
 #[async_trait]
 impl ReactionStore for MongoStore {
@@ -38,6 +63,7 @@ impl ReactionStore for MongoStore {
             let _ = self.count(tenant, comment.action_id, "comments", -1).await;
             return Err(db_err(err));
         }
+        self.note_discussion(tenant, comment).await?;
         Ok(counts)
     }
 
@@ -98,6 +124,49 @@ impl ReactionStore for MongoStore {
             .await?
             .unwrap_or(action.counts);
         Ok((true, counts))
+    }
+
+    async fn discussions(
+        &self,
+        tenant: &str,
+        user: &str,
+        range: FeedRange,
+    ) -> StoreResult<Vec<Position>> {
+        let mut clauses = vec![doc! { "tenant": tenant, "userId": user }];
+        for (bound, older) in [(range.older_than, true), (range.newer_than, false)] {
+            if let Some(p) = bound {
+                let op = if older { "$lt" } else { "$gt" };
+                let at = DateTime::from_millis(p.relevancy);
+                clauses.push(doc! { "$or": [
+                    { "latest": { op: at } },
+                    { "latest": at, "actionId": { op: p.action_id } },
+                ] });
+            }
+        }
+        let direction = if range.from_oldest { 1 } else { -1 };
+        let docs: Vec<Document> = self
+            .discussions
+            .find(doc! { "$and": clauses })
+            .sort(doc! { "latest": direction, "actionId": direction })
+            .limit(i64::try_from(range.limit).unwrap_or(i64::MAX))
+            .await
+            .map_err(db_err)?
+            .try_collect()
+            .await
+            .map_err(db_err)?;
+        let mut positions: Vec<Position> = docs
+            .into_iter()
+            .filter_map(|d| {
+                Some(Position {
+                    relevancy: d.get_datetime("latest").ok()?.timestamp_millis(),
+                    action_id: d.get_object_id("actionId").ok()?,
+                })
+            })
+            .collect();
+        if range.from_oldest {
+            positions.reverse();
+        }
+        Ok(positions)
     }
 
     async fn liked(
