@@ -126,6 +126,8 @@ pub enum ListKind {
     FeedChanges = 5,
     /// One actor's actions (their outbox).
     Actor = 6,
+    /// One user's discussions.
+    Discussions = 7,
 }
 
 /// Which list a cursor belongs to, and the key its cursors are sealed with.
@@ -159,6 +161,11 @@ impl<'k> ListId<'k> {
     /// One actor's actions, as one viewer sees them.
     pub fn actor(key: &'k CursorKey, tenant: &str, actor: &str) -> Self {
         Self::new(key, ListKind::Actor, &[tenant, actor])
+    }
+
+    /// The actions one user commented on.
+    pub fn discussions(key: &'k CursorKey, tenant: &str, user: &str) -> Self {
+        Self::new(key, ListKind::Discussions, &[tenant, user])
     }
 
     /// The changes of one reader's home feed.

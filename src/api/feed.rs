@@ -246,18 +246,33 @@ pub async fn slice(
     })
 }
 
-/// A page of `actor`'s actions that `viewer` may see, newest first by when
-/// they happened: the outbox, as a profile page shows it.
-pub async fn actor(
+/// Lists of actions ranked by a time of their own, read from the store as
+/// positions.
+#[derive(Clone, Copy)]
+pub enum Ranked<'a> {
+    /// One actor's actions, newest first by when they happened.
+    Actor(&'a str),
+    /// The viewer's discussions, the latest commented first.
+    Discussions,
+}
+
+/// A page of a [`Ranked`] list, holding only actions `viewer` may see.
+pub async fn ranked(
     ctx: &Context<'_>,
     viewer: &Viewer,
-    actor: &str,
+    source: Ranked<'_>,
     first: Option<i32>,
     after: Option<String>,
 ) -> async_graphql::Result<ActionConnection> {
-    check_id("userId", actor).api()?;
+    let cursors = &state(ctx)?.cursors;
+    let list = match source {
+        Ranked::Actor(actor) => {
+            check_id("userId", actor).api()?;
+            ListId::actor(cursors, &viewer.tenant, actor)
+        }
+        Ranked::Discussions => ListId::discussions(cursors, &viewer.tenant, &viewer.user),
+    };
     let limit = page_size("first", first).api()?;
-    let list = ListId::actor(&state(ctx)?.cursors, &viewer.tenant, actor);
     let after = after
         .as_deref()
         .map(|c| list.decode_position(c))
@@ -276,7 +291,11 @@ pub async fn actor(
             limit: want + 1,
             from_oldest: false,
         };
-        let mut positions = store.outbox(&viewer.tenant, actor, range).await.api()?;
+        let mut positions = match source {
+            Ranked::Actor(actor) => store.outbox(&viewer.tenant, actor, range).await,
+            Ranked::Discussions => store.discussions(&viewer.tenant, &viewer.user, range).await,
+        }
+        .api()?;
         more = positions.len() > want;
         positions.truncate(want);
         if let (Some(first), Some(last)) = (positions.first(), positions.last()) {

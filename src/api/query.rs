@@ -103,7 +103,21 @@ impl QueryRoot {
         after: Option<String>,
     ) -> async_graphql::Result<ActionConnection> {
         let viewer = viewer(ctx)?;
-        feed::actor(ctx, viewer, &user_id, first, after).await
+        feed::ranked(ctx, viewer, feed::Ranked::Actor(&user_id), first, after).await
+    }
+
+    /// The actions you commented on that you may still see, the one with the
+    /// latest comment (by anyone) first: where the conversations you are in
+    /// moved last.
+    #[graphql(complexity = "page_cost(first, child_complexity)")]
+    async fn discussions(
+        &self,
+        ctx: &Context<'_>,
+        first: Option<i32>,
+        after: Option<String>,
+    ) -> async_graphql::Result<ActionConnection> {
+        let viewer = viewer(ctx)?;
+        feed::ranked(ctx, viewer, feed::Ranked::Discussions, first, after).await
     }
 
     /// One action, or null if there is none you may see.

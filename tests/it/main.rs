@@ -1,6 +1,5 @@
 //! Integration tests: one binary, so the crate links once.
 
-mod actor_feed;
 mod api;
 mod archive;
 mod bench;
@@ -10,6 +9,7 @@ mod follow;
 mod garbage;
 mod live;
 mod mongo_failures;
+mod ranked_lists;
 mod readme;
 mod relevancy;
 mod security;

@@ -1,5 +1,6 @@
-//! `actorFeed`: one user's actions, newest first by when they happened, as
-//! the viewer may see them.
+//! Lists of actions ranked by a time of their own, as the viewer may see
+//! them: `actorFeed` (one user's actions, by when they happened) and
+//! `discussions` (what the viewer commented on, by the latest comment).
 
 use serde_json::{json, Value};
 
@@ -111,4 +112,93 @@ async fn an_actor_feed_shows_what_the_viewer_may_see_newest_first(backend: Backe
     server.stop().await;
 }
 
-crate::on_both_backends!(an_actor_feed_shows_what_the_viewer_may_see_newest_first);
+const DISCUSSIONS: &str = "query($first: Int, $after: String) { discussions(first: $first, after: $after) { edges { node { id commentCount } } pageInfo { hasNextPage endCursor } } }";
+
+fn discussion_ids(data: &Value) -> Vec<String> {
+    data["discussions"]["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["node"]["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+async fn discussions_list_what_the_viewer_commented_on_latest_first(backend: Backend) {
+    let Some(server) = TestServer::start(backend).await else {
+        return;
+    };
+    let bob = server.client("acme", "bob");
+    let alice = server.client("acme", "alice");
+    let carol = server.client("acme", "carol");
+    let [first, second, third] = [
+        bob.post_status("first", json!({})).await,
+        bob.post_status("second", json!({})).await,
+        bob.post_status("third", json!({})).await,
+    ];
+    // Each comment in a later millisecond than the one before, so the order
+    // is the order they were made (the server and this test share a clock).
+    let mut last = 0;
+    for (who, on) in [
+        (&alice, &first),
+        (&alice, &second),
+        (&alice, &third),
+        // Carol's comment moves `first` up in alice's discussions too.
+        (&carol, &first),
+    ] {
+        while chrono::Utc::now().timestamp_millis() <= last {
+            tokio::task::yield_now().await;
+        }
+        let data = who
+            .data(
+                "mutation($id: ID!) { comment(actionId: $id, text: \"…\") { created } }",
+                json!({ "id": on }),
+            )
+            .await;
+        let created = data["comment"]["created"].as_str().unwrap();
+        last = chrono::DateTime::parse_from_rfc3339(created)
+            .unwrap()
+            .timestamp_millis();
+    }
+
+    let data = alice
+        .data(DISCUSSIONS, json!({ "first": 2, "after": null }))
+        .await;
+    assert_eq!(discussion_ids(&data), [first.as_str(), third.as_str()]);
+    assert_eq!(data["discussions"]["edges"][0]["node"]["commentCount"], 2);
+    let after = data["discussions"]["pageInfo"]["endCursor"].clone();
+    let data = alice
+        .data(DISCUSSIONS, json!({ "first": 2, "after": after }))
+        .await;
+    assert_eq!(discussion_ids(&data), [second.as_str()]);
+    assert_eq!(data["discussions"]["pageInfo"]["hasNextPage"], false);
+    let data = carol
+        .data(DISCUSSIONS, json!({ "first": 10, "after": null }))
+        .await;
+    assert_eq!(discussion_ids(&data), [first.as_str()]);
+    let data = bob
+        .data(DISCUSSIONS, json!({ "first": 10, "after": null }))
+        .await;
+    assert!(discussion_ids(&data).is_empty());
+
+    // One alice may no longer see leaves her list; carol's cursor is not hers.
+    server.service("acme").upsert_user("carol", "Carol").await;
+    bob.data(
+        "mutation($id: ID!) { setActionScope(id: $id, scope: RESTRICTED, readers: [\"carol\"]) { id } }",
+        json!({ "id": third }),
+    )
+    .await;
+    let data = alice
+        .data(DISCUSSIONS, json!({ "first": 10, "after": null }))
+        .await;
+    assert_eq!(discussion_ids(&data), [first.as_str(), second.as_str()]);
+    let code = carol
+        .error_code(DISCUSSIONS, json!({ "first": 2, "after": after }))
+        .await;
+    assert_eq!(code, "BAD_USER_INPUT");
+    server.stop().await;
+}
+
+crate::on_both_backends!(
+    an_actor_feed_shows_what_the_viewer_may_see_newest_first,
+    discussions_list_what_the_viewer_commented_on_latest_first,
+);
