@@ -2,14 +2,13 @@
 
 use async_trait::async_trait;
 use bson::{doc, DateTime, Document};
-use futures_util::TryStreamExt;
 use mongodb::options::ReturnDocument;
 
 use crate::descriptor::NAMED_REF_FIELDS;
 use crate::model::{Action, FeedItem, ObjectId, Position, Scope};
 use crate::store::{ActionStore, FeedRange, GraphStore, StoreError, StoreResult};
 
-use super::{db_err, ActionDoc, MongoStore, TIE_SLACK};
+use super::{db_err, read_all, ActionDoc, MongoStore, TIE_SLACK};
 
 impl MongoStore {
     /// Positions (`conducted`, id) of the actions matching `filter`, newest
@@ -21,18 +20,15 @@ impl MongoStore {
         limit: usize,
     ) -> StoreResult<Vec<Position>> {
         let direction = if ascending { 1 } else { -1 };
-        let docs: Vec<Document> = self
-            .actions
-            .clone_with_type::<Document>()
-            .find(filter)
-            .sort(doc! { "conducted": direction, "_id": direction })
-            .limit(i64::try_from(limit).unwrap_or(i64::MAX))
-            .projection(doc! { "_id": 1, "conducted": 1 })
-            .await
-            .map_err(db_err)?
-            .try_collect()
-            .await
-            .map_err(db_err)?;
+        let docs: Vec<Document> = read_all(
+            self.actions
+                .clone_with_type::<Document>()
+                .find(filter)
+                .sort(doc! { "conducted": direction, "_id": direction })
+                .limit(i64::try_from(limit).unwrap_or(i64::MAX))
+                .projection(doc! { "_id": 1, "conducted": 1 }),
+        )
+        .await?;
         Ok(docs
             .into_iter()
             .filter_map(|d| {
@@ -69,14 +65,11 @@ impl ActionStore for MongoStore {
     }
 
     async fn get_actions(&self, tenant: &str, ids: &[ObjectId]) -> StoreResult<Vec<Action>> {
-        let docs: Vec<ActionDoc> = self
-            .actions
-            .find(doc! { "tenant": tenant, "_id": { "$in": ids } })
-            .await
-            .map_err(db_err)?
-            .try_collect()
-            .await
-            .map_err(db_err)?;
+        let docs: Vec<ActionDoc> = read_all(
+            self.actions
+                .find(doc! { "tenant": tenant, "_id": { "$in": ids } }),
+        )
+        .await?;
         Ok(docs.into_iter().map(Action::from).collect())
     }
 
@@ -166,18 +159,15 @@ impl ActionStore for MongoStore {
         if let Some(before) = before {
             filter.insert("_id", doc! { "$lt": before });
         }
-        let docs: Vec<Document> = self
-            .actions
-            .clone_with_type::<Document>()
-            .find(filter)
-            .sort(doc! { "_id": -1 })
-            .limit(i64::try_from(limit).unwrap_or(i64::MAX))
-            .projection(doc! { "_id": 1 })
-            .await
-            .map_err(db_err)?
-            .try_collect()
-            .await
-            .map_err(db_err)?;
+        let docs: Vec<Document> = read_all(
+            self.actions
+                .clone_with_type::<Document>()
+                .find(filter)
+                .sort(doc! { "_id": -1 })
+                .limit(i64::try_from(limit).unwrap_or(i64::MAX))
+                .projection(doc! { "_id": 1 }),
+        )
+        .await?;
         Ok(docs
             .into_iter()
             .filter_map(|d| d.get_object_id("_id").ok())

@@ -3,15 +3,14 @@
 
 use async_trait::async_trait;
 use bson::{doc, Bson, Document};
-use futures_util::TryStreamExt;
 use mongodb::options::ReturnDocument;
 
 use crate::model::{EdgeKind, Group, Membership, MembershipRole, User};
 use crate::store::{Direction, GraphStore, JoinOutcome, StoreResult};
 
 use super::{
-    db_err, group_kind_from, group_kind_name, is_duplicate, kind_name, role_from, role_name,
-    MongoStore,
+    db_err, group_kind_from, group_kind_name, is_duplicate, kind_name, read_all, role_from,
+    role_name, MongoStore,
 };
 
 #[async_trait]
@@ -47,14 +46,11 @@ impl GraphStore for MongoStore {
     }
 
     async fn get_users(&self, tenant: &str, ids: &[String]) -> StoreResult<Vec<User>> {
-        let docs: Vec<Document> = self
-            .users
-            .find(doc! { "tenant": tenant, "userId": { "$in": ids } })
-            .await
-            .map_err(db_err)?
-            .try_collect()
-            .await
-            .map_err(db_err)?;
+        let docs: Vec<Document> = read_all(
+            self.users
+                .find(doc! { "tenant": tenant, "userId": { "$in": ids } }),
+        )
+        .await?;
         Ok(docs
             .into_iter()
             .filter_map(|d| {
@@ -195,15 +191,12 @@ impl GraphStore for MongoStore {
     }
 
     async fn memberships(&self, tenant: &str, user: &str) -> StoreResult<Vec<Membership>> {
-        let docs: Vec<Document> = self
-            .memberships
-            .find(doc! { "tenant": tenant, "userId": user })
-            .sort(doc! { "groupId": 1 })
-            .await
-            .map_err(db_err)?
-            .try_collect()
-            .await
-            .map_err(db_err)?;
+        let docs: Vec<Document> = read_all(
+            self.memberships
+                .find(doc! { "tenant": tenant, "userId": user })
+                .sort(doc! { "groupId": 1 }),
+        )
+        .await?;
         Ok(docs
             .into_iter()
             .filter_map(|d| {
@@ -245,14 +238,11 @@ impl GraphStore for MongoStore {
         tenant: &str,
         ref_ids: &[String],
     ) -> StoreResult<Vec<(String, String)>> {
-        let docs: Vec<Document> = self
-            .assignments
-            .find(doc! { "tenant": tenant, "refId": { "$in": ref_ids } })
-            .await
-            .map_err(db_err)?
-            .try_collect()
-            .await
-            .map_err(db_err)?;
+        let docs: Vec<Document> = read_all(
+            self.assignments
+                .find(doc! { "tenant": tenant, "refId": { "$in": ref_ids } }),
+        )
+        .await?;
         Ok(docs
             .into_iter()
             .filter_map(|d| {
@@ -313,16 +303,13 @@ impl GraphStore for MongoStore {
     }
 
     async fn supervisees(&self, tenant: &str, supervisor: &str) -> StoreResult<Vec<String>> {
-        let docs: Vec<Document> = self
-            .users
-            .find(doc! { "tenant": tenant, "supervisorId": supervisor })
-            .sort(doc! { "userId": 1 })
-            .projection(doc! { "userId": 1, "_id": 0 })
-            .await
-            .map_err(db_err)?
-            .try_collect()
-            .await
-            .map_err(db_err)?;
+        let docs: Vec<Document> = read_all(
+            self.users
+                .find(doc! { "tenant": tenant, "supervisorId": supervisor })
+                .sort(doc! { "userId": 1 })
+                .projection(doc! { "userId": 1, "_id": 0 }),
+        )
+        .await?;
         Ok(docs
             .iter()
             .filter_map(|d| d.get_str("userId").ok().map(str::to_owned))

@@ -268,6 +268,20 @@ fn db_err(err: mongodb::error::Error) -> StoreError {
     StoreError::from_source(kind, "MongoDB", err)
 }
 
+/// Runs a query and reads its cursor whole.
+async fn read_all<T, Q>(query: Q) -> StoreResult<Vec<T>>
+where
+    Q: std::future::IntoFuture<Output = mongodb::error::Result<mongodb::Cursor<T>>>,
+    T: serde::de::DeserializeOwned + Send + Sync + Unpin,
+{
+    query
+        .await
+        .map_err(db_err)?
+        .try_collect()
+        .await
+        .map_err(db_err)
+}
+
 /// True when a single write failed on a unique index.
 fn is_duplicate(err: &mongodb::error::Error) -> bool {
     use mongodb::error::{ErrorKind as K, WriteFailure};
@@ -608,16 +622,14 @@ impl MongoStore {
         field: &str,
         limit: usize,
     ) -> StoreResult<Vec<String>> {
-        let docs: Vec<Document> = collection
-            .find(filter)
-            .sort(doc! { field: 1 })
-            .limit(i64::try_from(limit).unwrap_or(i64::MAX))
-            .projection(doc! { field: 1, "_id": 0 })
-            .await
-            .map_err(db_err)?
-            .try_collect()
-            .await
-            .map_err(db_err)?;
+        let docs: Vec<Document> = read_all(
+            collection
+                .find(filter)
+                .sort(doc! { field: 1 })
+                .limit(i64::try_from(limit).unwrap_or(i64::MAX))
+                .projection(doc! { field: 1, "_id": 0 }),
+        )
+        .await?;
         Ok(docs
             .into_iter()
             .filter_map(|d| d.get_str(field).ok().map(str::to_owned))

@@ -4,13 +4,12 @@ use std::collections::HashSet;
 
 use async_trait::async_trait;
 use bson::{doc, DateTime};
-use futures_util::TryStreamExt;
 use mongodb::options::ReturnDocument;
 
 use crate::model::{Action, FeedItem, Millis, ObjectId};
 use crate::store::{BumpClaim, Claim, Delivery, ErrorKind, QueueStore, StoreError, StoreResult};
 
-use super::{db_err, epoch, FeedItemDoc, MongoStore, DUPLICATE_KEY};
+use super::{db_err, epoch, read_all, FeedItemDoc, MongoStore, DUPLICATE_KEY};
 
 impl MongoStore {
     /// Inserts feed items unordered, so that one duplicate (a reader who has
@@ -325,20 +324,14 @@ impl QueueStore for MongoStore {
             if updated.modified_count == 0 {
                 continue;
             }
-            let docs: Vec<FeedItemDoc> = self
-                .feed_items
-                .find(doc! {
-                    "tenant": tenant,
-                    "actionId": action_id,
-                    "owner": { "$in": &owners },
-                    "relevancy": relevancy,
-                    "changed": changed,
-                })
-                .await
-                .map_err(db_err)?
-                .try_collect()
-                .await
-                .map_err(db_err)?;
+            let docs: Vec<FeedItemDoc> = read_all(self.feed_items.find(doc! {
+                "tenant": tenant,
+                "actionId": action_id,
+                "owner": { "$in": &owners },
+                "relevancy": relevancy,
+                "changed": changed,
+            }))
+            .await?;
             raised.extend(docs.into_iter().map(FeedItemDoc::into_item));
         }
         Ok(raised)

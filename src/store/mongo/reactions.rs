@@ -2,12 +2,11 @@
 
 use async_trait::async_trait;
 use bson::{doc, DateTime, Document};
-use futures_util::TryStreamExt;
 
 use crate::model::{Comment, Counts, ObjectId, Position};
 use crate::store::{FeedRange, ReactionStore, StoreError, StoreResult};
 
-use super::{db_err, epoch, is_duplicate, CommentDoc, MongoStore};
+use super::{db_err, epoch, is_duplicate, read_all, CommentDoc, MongoStore};
 
 impl MongoStore {
     /// Brings `comment`'s action up to the comment's time in the discussions
@@ -78,16 +77,13 @@ impl ReactionStore for MongoStore {
         if let Some(after) = after {
             filter.insert("_id", doc! { "$gt": after });
         }
-        let docs: Vec<CommentDoc> = self
-            .comments
-            .find(filter)
-            .sort(doc! { "_id": 1 })
-            .limit(i64::try_from(limit).unwrap_or(i64::MAX))
-            .await
-            .map_err(db_err)?
-            .try_collect()
-            .await
-            .map_err(db_err)?;
+        let docs: Vec<CommentDoc> = read_all(
+            self.comments
+                .find(filter)
+                .sort(doc! { "_id": 1 })
+                .limit(i64::try_from(limit).unwrap_or(i64::MAX)),
+        )
+        .await?;
         Ok(docs.into_iter().map(CommentDoc::into_comment).collect())
     }
 
@@ -144,16 +140,13 @@ impl ReactionStore for MongoStore {
             }
         }
         let direction = if range.from_oldest { 1 } else { -1 };
-        let docs: Vec<Document> = self
-            .discussions
-            .find(doc! { "$and": clauses })
-            .sort(doc! { "latest": direction, "actionId": direction })
-            .limit(i64::try_from(range.limit).unwrap_or(i64::MAX))
-            .await
-            .map_err(db_err)?
-            .try_collect()
-            .await
-            .map_err(db_err)?;
+        let docs: Vec<Document> = read_all(
+            self.discussions
+                .find(doc! { "$and": clauses })
+                .sort(doc! { "latest": direction, "actionId": direction })
+                .limit(i64::try_from(range.limit).unwrap_or(i64::MAX)),
+        )
+        .await?;
         let mut positions: Vec<Position> = docs
             .into_iter()
             .filter_map(|d| {
@@ -175,15 +168,12 @@ impl ReactionStore for MongoStore {
         user: &str,
         action_ids: &[ObjectId],
     ) -> StoreResult<Vec<ObjectId>> {
-        let docs: Vec<Document> = self
-            .likes
-            .find(doc! { "tenant": tenant, "userId": user, "actionId": { "$in": action_ids } })
-            .projection(doc! { "actionId": 1, "_id": 0 })
-            .await
-            .map_err(db_err)?
-            .try_collect()
-            .await
-            .map_err(db_err)?;
+        let docs: Vec<Document> = read_all(
+            self.likes
+                .find(doc! { "tenant": tenant, "userId": user, "actionId": { "$in": action_ids } })
+                .projection(doc! { "actionId": 1, "_id": 0 }),
+        )
+        .await?;
         Ok(docs
             .into_iter()
             .filter_map(|d| d.get_object_id("actionId").ok())

@@ -4,13 +4,12 @@ use std::collections::HashSet;
 
 use async_trait::async_trait;
 use bson::{doc, DateTime, Document};
-use futures_util::TryStreamExt;
 use mongodb::options::ReturnDocument;
 
 use crate::model::{FeedItem, Millis, ObjectId, Position, Stamp};
 use crate::store::{Backfill, FeedRange, StoreResult, TimelineStore};
 
-use super::{db_err, epoch, FeedItemDoc, MongoStore, TIE_SLACK, TOMBSTONE};
+use super::{db_err, epoch, read_all, FeedItemDoc, MongoStore, TIE_SLACK, TOMBSTONE};
 
 fn keyset(position: Position, older: bool) -> Document {
     let op = if older { "$lt" } else { "$gt" };
@@ -31,16 +30,13 @@ impl MongoStore {
         if ids.is_empty() {
             return Ok(HashSet::new());
         }
-        let docs: Vec<Document> = self
-            .actions
-            .clone_with_type::<Document>()
-            .find(doc! { "tenant": tenant, "_id": { "$in": ids }, "hidden": { "$ne": true } })
-            .projection(doc! { "_id": 1 })
-            .await
-            .map_err(db_err)?
-            .try_collect()
-            .await
-            .map_err(db_err)?;
+        let docs: Vec<Document> = read_all(
+            self.actions
+                .clone_with_type::<Document>()
+                .find(doc! { "tenant": tenant, "_id": { "$in": ids }, "hidden": { "$ne": true } })
+                .projection(doc! { "_id": 1 }),
+        )
+        .await?;
         Ok(docs
             .into_iter()
             .filter_map(|d| d.get_object_id("_id").ok())
@@ -56,16 +52,13 @@ impl MongoStore {
         limit: usize,
     ) -> StoreResult<Vec<FeedItem>> {
         let direction = if ascending { 1 } else { -1 };
-        let docs: Vec<FeedItemDoc> = self
-            .feed_items
-            .find(filter)
-            .sort(doc! { "relevancy": direction, "actionId": direction })
-            .limit(i64::try_from(limit).unwrap_or(i64::MAX))
-            .await
-            .map_err(db_err)?
-            .try_collect()
-            .await
-            .map_err(db_err)?;
+        let docs: Vec<FeedItemDoc> = read_all(
+            self.feed_items
+                .find(filter)
+                .sort(doc! { "relevancy": direction, "actionId": direction })
+                .limit(i64::try_from(limit).unwrap_or(i64::MAX)),
+        )
+        .await?;
         Ok(docs.into_iter().map(FeedItemDoc::into_item).collect())
     }
 
@@ -74,14 +67,11 @@ impl MongoStore {
         tenant: &str,
         id: ObjectId,
     ) -> StoreResult<Vec<FeedItem>> {
-        let items: Vec<FeedItemDoc> = self
-            .feed_items
-            .find(doc! { "tenant": tenant, "actionId": id })
-            .await
-            .map_err(db_err)?
-            .try_collect()
-            .await
-            .map_err(db_err)?;
+        let items: Vec<FeedItemDoc> = read_all(
+            self.feed_items
+                .find(doc! { "tenant": tenant, "actionId": id }),
+        )
+        .await?;
         self.feed_items
             .delete_many(doc! { "tenant": tenant, "actionId": id })
             .await
@@ -104,24 +94,21 @@ impl TimelineStore for MongoStore {
         limit: usize,
     ) -> StoreResult<Vec<FeedItem>> {
         let changed = DateTime::from_millis(after.changed);
-        let docs: Vec<FeedItemDoc> = self
-            .feed_items
-            .find(doc! {
-                "tenant": tenant,
-                "owner": owner,
-                "relevancy": { "$gt": epoch() },
-                "$or": [
-                    { "changed": { "$gt": changed } },
-                    { "changed": changed, "actionId": { "$gt": after.action_id } },
-                ],
-            })
-            .sort(doc! { "changed": 1, "actionId": 1 })
-            .limit(i64::try_from(limit).unwrap_or(i64::MAX))
-            .await
-            .map_err(db_err)?
-            .try_collect()
-            .await
-            .map_err(db_err)?;
+        let docs: Vec<FeedItemDoc> = read_all(
+            self.feed_items
+                .find(doc! {
+                    "tenant": tenant,
+                    "owner": owner,
+                    "relevancy": { "$gt": epoch() },
+                    "$or": [
+                        { "changed": { "$gt": changed } },
+                        { "changed": changed, "actionId": { "$gt": after.action_id } },
+                    ],
+                })
+                .sort(doc! { "changed": 1, "actionId": 1 })
+                .limit(i64::try_from(limit).unwrap_or(i64::MAX)),
+        )
+        .await?;
         Ok(docs.into_iter().map(FeedItemDoc::into_item).collect())
     }
 
