@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 
-use crate::common::{Backend, Client, TestServer};
+use crate::common::{Backend, Client, TestServer, WsClient};
 
 const FEED: &str = "{ feed(first: 50) { edges { node { actionId reason { kind actorId } } } } }";
 
@@ -125,4 +125,47 @@ async fn a_new_follow_shows_recent_actions_the_reader_may_see(backend: Backend) 
     server.stop().await;
 }
 
-crate::on_both_backends!(a_new_follow_shows_recent_actions_the_reader_may_see);
+/// A reader who is online sees the backfill arrive as `ADDED` events.
+async fn a_live_reader_sees_the_backfill_arrive(backend: Backend) {
+    let Some(server) = TestServer::start(backend).await else {
+        return;
+    };
+    let bob = server.client("acme", "bob");
+    let old = bob
+        .post_status("old", json!({ "conducted": "2026-01-01T00:00:00Z" }))
+        .await;
+    let new = bob
+        .post_status("new", json!({ "conducted": "2026-01-02T00:00:00Z" }))
+        .await;
+    for id in [&old, &new] {
+        bob.wait_delivered(id).await;
+    }
+    let mut ws = WsClient::as_user(&server.ws_url(), "acme", "gina").await;
+    ws.subscribe(
+        "1",
+        "subscription { feedEvents { kind item { actionId reason { kind actorId } } } }",
+    )
+    .await;
+    server.wait_live_topics(1).await;
+    let gina = server.client("acme", "gina");
+    gina.follow("bob").await;
+    let mut got = Vec::new();
+    for _ in 0..2 {
+        let payload = ws.next_payload().await;
+        assert!(payload.get("errors").is_none(), "{payload}");
+        let event = &payload["data"]["feedEvents"];
+        assert_eq!(event["kind"], "ADDED", "{event}");
+        assert_eq!(
+            event["item"]["reason"],
+            json!({ "kind": "FOLLOWS", "actorId": "bob" })
+        );
+        got.push(event["item"]["actionId"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(got, [new, old], "newest first");
+    server.stop().await;
+}
+
+crate::on_both_backends!(
+    a_new_follow_shows_recent_actions_the_reader_may_see,
+    a_live_reader_sees_the_backfill_arrive,
+);
