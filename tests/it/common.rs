@@ -15,6 +15,10 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
+/// A feed-events subscription with the fields most tests check.
+pub const FEED_EVENTS: &str =
+    "subscription { feedEvents { kind item { actionId cursor reason { kind actorId } action { id actorId } } } }";
+
 /// How long a test waits for something that should happen promptly (a fan-out,
 /// an event) before it fails. Waits end as soon as the condition holds.
 pub const PATIENCE: Duration = Duration::from_secs(15);

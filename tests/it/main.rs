@@ -12,6 +12,7 @@ mod mongo_failures;
 mod ranked_lists;
 mod readme;
 mod relevancy;
+mod scopes;
 mod security;
 mod store_suite;
 mod worker;
