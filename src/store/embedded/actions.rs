@@ -14,6 +14,8 @@ use crate::store::{FeedRange, StoreError, StoreResult};
 
 /// Under `meta` once every stored action has its outbox entry.
 const OUTBOX_MARKER: &[u8] = b"outbox-indexed";
+/// Outbox entries written per batch while indexing a store at open.
+const INDEX_BATCH: usize = 10_000;
 
 pub(super) fn action_key(tenant: &str, id: Oid) -> Vec<u8> {
     Key::new().str(tenant).oid(id).into_vec()
@@ -127,6 +129,11 @@ impl Inner {
                 action.id.bytes(),
             );
             batch.put_cf(self.cf(OUTBOX), &key, []);
+            // Bounded batches: a large store is indexed in steps, and the
+            // marker, written last, says it finished.
+            if batch.len() >= INDEX_BATCH {
+                self.commit_unsynced(std::mem::take(&mut batch))?;
+            }
             Ok(())
         })?;
         batch.put_cf(self.cf(META), OUTBOX_MARKER, []);
