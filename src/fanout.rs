@@ -198,10 +198,52 @@ impl Worker {
             let done = self.bump(&claim).await;
             note_outcome(done, "bump", &claim.comment.id, &mut failure);
         }
+        claimed += self.clean_unfollows(shutdown, &mut failure).await?;
         match failure {
             Some(err) => Err(err),
             None => Ok(claimed),
         }
+    }
+
+    /// Claims unfollow cleanups and runs them: each takes the items that came
+    /// by an ended edge out of the reader's feed, and a reader online gets
+    /// `REMOVED` for each. Returns how many were claimed.
+    async fn clean_unfollows(
+        &self,
+        shutdown: &CancellationToken,
+        failure: &mut Option<crate::store::StoreError>,
+    ) -> StoreResult<usize> {
+        let claims = self
+            .store
+            .claim_unfollows(
+                &self.config.id,
+                self.clock.now(),
+                self.config.lease_ms,
+                self.config.claim_limit,
+            )
+            .await?;
+        let claimed = claims.len();
+        for claim in claims {
+            if shutdown.is_cancelled() {
+                break;
+            }
+            let u = &claim.unfollow;
+            match self.store.clean_unfollow(&claim).await {
+                Ok(removed) => {
+                    debug!(reader = %u.reader, actor = %u.actor, removed = removed.len(), "unfollow cleaned up");
+                    self.hub
+                        .publish_feed_items(FeedEventKind::Removed, &u.tenant, None, removed);
+                }
+                Err(err) if err.kind == ErrorKind::LeaseLost => {
+                    warn!(reader = %u.reader, actor = %u.actor, cause = %err.chain(), "lease lost; leaving the cleanup to its new owner");
+                }
+                Err(err) => {
+                    error!(reader = %u.reader, actor = %u.actor, cause = %err.chain(), "an unfollow cleanup failed; it is retried when its lease runs out");
+                    failure.get_or_insert(err);
+                }
+            }
+        }
+        Ok(claimed)
     }
 
     /// Delivers one claimed action to its whole audience and marks it done.

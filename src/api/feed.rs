@@ -83,6 +83,7 @@ pub async fn home(
         .transpose()?;
     let store = &state(ctx)?.store;
     let read_at = state(ctx)?.clock.now();
+    let unfollows = store.unfollows(&viewer.tenant, &viewer.user).await.api()?;
 
     // Newest first throughout. Forwards, rounds move to older items; backwards,
     // to newer ones.
@@ -121,6 +122,9 @@ pub async fn home(
                 older_than = oldest;
             }
         }
+        // What came by an edge the reader ended is left out until the worker
+        // has taken it out of storage.
+        items.retain(|item| !unfollows.iter().any(|u| u.covers(item)));
         let mut actions = load_page(ctx, viewer, items.iter().map(|i| i.action_id)).await?;
         let access = access(ctx, viewer, actions.values()).await?;
         let readable = items.into_iter().filter_map(|item| {

@@ -19,7 +19,7 @@ use crate::model::{
     Action, Comment, Counts, EdgeKind, FanOut, FeedItem, Group, GroupKind, Membership,
     MembershipRole, ObjectId, ReasonKind, Scope, User,
 };
-use crate::store::JoinOutcome;
+use crate::store::{JoinOutcome, Unfollow};
 use crate::timeline::follow;
 
 /// How far in the future `conducted` may lie (clock skew between services).
@@ -292,8 +292,7 @@ impl MutationRoot {
         kind: EdgeKind,
         user_id: ID,
         as_user_id: Option<ID>,
-        on: bool,
-        backfill: Option<i32>,
+        change: EdgeChange,
     ) -> async_graphql::Result<bool> {
         let viewer = viewer(ctx)?;
         let state = state(ctx)?;
@@ -302,15 +301,21 @@ impl MutationRoot {
         if other == me {
             return Err(bad_input("a user cannot follow or befriend themselves"));
         }
-        let backfill = match backfill {
-            None => state.follow_backfill,
-            Some(n) if (0..=follow::MAX_BACKFILL as i32).contains(&n) => n as usize,
-            Some(n) => {
+        let on = matches!(change, EdgeChange::On { .. });
+        let backfill = match change {
+            EdgeChange::On { backfill: None } => state.follow_backfill,
+            EdgeChange::On { backfill: Some(n) }
+                if (0..=follow::MAX_BACKFILL as i32).contains(&n) =>
+            {
+                n as usize
+            }
+            EdgeChange::On { backfill: Some(n) } => {
                 return Err(bad_input(format!(
                     "`backfill` must be between 0 and {}, not {n}",
                     follow::MAX_BACKFILL
                 )))
             }
+            EdgeChange::Off { .. } => 0,
         };
         if on {
             require_users(state, viewer, std::slice::from_ref(&other)).await?;
@@ -320,27 +325,69 @@ impl MutationRoot {
             .set_edge(&viewer.tenant, kind, &me, &other, on)
             .await
             .api()?;
-        if on && changed && backfill > 0 {
-            // A friendship goes both ways; a follow one way.
-            let (via, pairs): (ReasonKind, &[(&str, &str)]) = match kind {
-                EdgeKind::Follows => (ReasonKind::Follows, &[(&me, &other)]),
-                EdgeKind::Friend => (ReasonKind::Friend, &[(&me, &other), (&other, &me)]),
+        if !changed {
+            return Ok(false);
+        }
+        // A friendship goes both ways; a follow one way.
+        let pairs: Vec<(&str, &str)> = match kind {
+            EdgeKind::Follows => vec![(&me, &other)],
+            EdgeKind::Friend => vec![(&me, &other), (&other, &me)],
+        };
+        let store = state.store.as_ref();
+        for (reader, actor) in pairs {
+            let unfollow = Unfollow {
+                tenant: viewer.tenant.clone(),
+                reader: reader.to_owned(),
+                actor: actor.to_owned(),
+                kind,
             };
-            for &(reader, actor) in pairs {
-                let edge = follow::NewEdge {
-                    tenant: &viewer.tenant,
-                    reader,
-                    actor,
-                    via,
-                };
-                let now = state.clock.now();
-                follow::backfill(state.store.as_ref(), &state.hub, edge, backfill, now)
-                    .await
-                    .api()?;
+            match change {
+                EdgeChange::Off { keep_history: true } => {}
+                EdgeChange::Off {
+                    keep_history: false,
+                } => {
+                    // Reads leave the items out from now on; the worker takes
+                    // them out of storage.
+                    store.start_unfollow(&unfollow).await.api()?;
+                    state.wake.notify_one();
+                }
+                EdgeChange::On { .. } => {
+                    let pending = store.unfollows(&viewer.tenant, reader).await.api()?;
+                    if pending.contains(&unfollow) {
+                        store.end_unfollow(&unfollow).await.api()?;
+                    }
+                    if backfill > 0 {
+                        let via = match kind {
+                            EdgeKind::Follows => ReasonKind::Follows,
+                            EdgeKind::Friend => ReasonKind::Friend,
+                        };
+                        let edge = follow::NewEdge {
+                            tenant: &viewer.tenant,
+                            reader,
+                            actor,
+                            via,
+                        };
+                        let now = state.clock.now();
+                        follow::backfill(store, &state.hub, edge, backfill, now)
+                            .await
+                            .api()?;
+                    }
+                }
             }
         }
-        Ok(changed)
+        Ok(true)
     }
+}
+
+/// What a follow-like mutation does to its edge.
+#[derive(Clone, Copy)]
+enum EdgeChange {
+    /// Add it, showing `backfill` recent actions (the server's default when
+    /// not given).
+    On { backfill: Option<i32> },
+    /// Remove it; the items that came by it leave the feed unless
+    /// `keep_history`.
+    Off { keep_history: bool },
 }
 
 #[Object(name = "Mutation")]
@@ -444,20 +491,34 @@ impl MutationRoot {
         as_user_id: Option<ID>,
         backfill: Option<i32>,
     ) -> async_graphql::Result<bool> {
-        self.edge(ctx, EdgeKind::Follows, user_id, as_user_id, true, backfill)
-            .await
+        self.edge(
+            ctx,
+            EdgeKind::Follows,
+            user_id,
+            as_user_id,
+            EdgeChange::On { backfill },
+        )
+        .await
     }
 
     /// The viewer (or `asUserId`) stops following `userId`. True if this
-    /// changed anything.
+    /// changed anything. What came into the feed by the follow leaves it at
+    /// once (removed from storage in the background), unless `keepHistory`.
     async fn unfollow(
         &self,
         ctx: &Context<'_>,
         user_id: ID,
         as_user_id: Option<ID>,
+        #[graphql(default)] keep_history: bool,
     ) -> async_graphql::Result<bool> {
-        self.edge(ctx, EdgeKind::Follows, user_id, as_user_id, false, Some(0))
-            .await
+        self.edge(
+            ctx,
+            EdgeKind::Follows,
+            user_id,
+            as_user_id,
+            EdgeChange::Off { keep_history },
+        )
+        .await
     }
 
     /// The viewer (or `asUserId`) and `userId` become friends. True if this
@@ -470,20 +531,34 @@ impl MutationRoot {
         as_user_id: Option<ID>,
         backfill: Option<i32>,
     ) -> async_graphql::Result<bool> {
-        self.edge(ctx, EdgeKind::Friend, user_id, as_user_id, true, backfill)
-            .await
+        self.edge(
+            ctx,
+            EdgeKind::Friend,
+            user_id,
+            as_user_id,
+            EdgeChange::On { backfill },
+        )
+        .await
     }
 
     /// The viewer (or `asUserId`) and `userId` stop being friends. True if this
-    /// changed anything.
+    /// changed anything. What each had in their feed by the friendship leaves
+    /// it at once, unless `keepHistory`.
     async fn unfriend(
         &self,
         ctx: &Context<'_>,
         user_id: ID,
         as_user_id: Option<ID>,
+        #[graphql(default)] keep_history: bool,
     ) -> async_graphql::Result<bool> {
-        self.edge(ctx, EdgeKind::Friend, user_id, as_user_id, false, Some(0))
-            .await
+        self.edge(
+            ctx,
+            EdgeKind::Friend,
+            user_id,
+            as_user_id,
+            EdgeChange::Off { keep_history },
+        )
+        .await
     }
 
     /// Puts `userId` (the viewer by default) in a team or department, created

@@ -207,7 +207,16 @@ impl SubscriptionRoot {
                     ),
                 ));
             }
+            let unfollows = live
+                .state
+                .store
+                .unfollows(&viewer.tenant, &viewer.user)
+                .await
+                .api()?;
             for item in items {
+                if unfollows.iter().any(|u| u.covers(&item)) {
+                    continue;
+                }
                 replayed.insert(item.action_id, item.changed);
                 let kind = if item.reason.kind == ReasonKind::Bumped {
                     FeedEventKind::Bumped

@@ -9,7 +9,8 @@ use futures_util::stream::BoxStream;
 
 use super::{
     ActionStore, Archive, Backfill, BumpClaim, Claim, Delivery, Direction, FeedRange, GraphStore,
-    JoinOutcome, QueueStore, ReactionStore, Record, Store, StoreResult, TimelineStore,
+    JoinOutcome, QueueStore, ReactionStore, Record, Store, StoreResult, TimelineStore, Unfollow,
+    UnfollowClaim,
 };
 use crate::model::{
     Action, Comment, Counts, EdgeKind, FeedItem, Group, Membership, MembershipRole, Millis,
@@ -73,6 +74,11 @@ ops!(
     feed_changes,
     feed_page,
     backfill,
+    start_unfollow,
+    end_unfollow,
+    unfollows,
+    claim_unfollows,
+    clean_unfollow,
     hide_feed_item,
 );
 
@@ -427,6 +433,24 @@ impl QueueStore for Metered {
         self.inner.bump(claim, now, bumps).await
     }
 
+    async fn claim_unfollows(
+        &self,
+        worker: &str,
+        now: Millis,
+        lease_ms: Millis,
+        limit: usize,
+    ) -> StoreResult<Vec<UnfollowClaim>> {
+        self.count(Op::claim_unfollows);
+        self.inner
+            .claim_unfollows(worker, now, lease_ms, limit)
+            .await
+    }
+
+    async fn clean_unfollow(&self, claim: &UnfollowClaim) -> StoreResult<Vec<FeedItem>> {
+        self.count(Op::clean_unfollow);
+        self.inner.clean_unfollow(claim).await
+    }
+
     async fn finish_bump(&self, claim: &BumpClaim) -> StoreResult<()> {
         self.count(Op::finish_bump);
         self.inner.finish_bump(claim).await
@@ -464,6 +488,21 @@ impl TimelineStore for Metered {
     ) -> StoreResult<Vec<FeedItem>> {
         self.count(Op::feed_page);
         self.inner.feed_page(tenant, owner, range).await
+    }
+
+    async fn start_unfollow(&self, unfollow: &Unfollow) -> StoreResult<()> {
+        self.count(Op::start_unfollow);
+        self.inner.start_unfollow(unfollow).await
+    }
+
+    async fn end_unfollow(&self, unfollow: &Unfollow) -> StoreResult<()> {
+        self.count(Op::end_unfollow);
+        self.inner.end_unfollow(unfollow).await
+    }
+
+    async fn unfollows(&self, tenant: &str, reader: &str) -> StoreResult<Vec<Unfollow>> {
+        self.count(Op::unfollows);
+        self.inner.unfollows(tenant, reader).await
     }
 
     async fn backfill(

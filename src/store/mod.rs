@@ -89,6 +89,37 @@ pub struct Backfill {
     pub reason: Reason,
 }
 
+/// A reader stopped following (or befriending) an actor: their items that
+/// came by that edge leave the reader's feed. Reads leave them out at once;
+/// a cleanup job takes them out of storage.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Unfollow {
+    pub tenant: String,
+    pub reader: String,
+    pub actor: String,
+    /// The edge that ended: items whose reason is this kind and actor go.
+    pub kind: EdgeKind,
+}
+
+impl Unfollow {
+    /// Whether `item` came by the ended edge.
+    pub fn covers(&self, item: &FeedItem) -> bool {
+        let via = match self.kind {
+            EdgeKind::Follows => crate::model::ReasonKind::Follows,
+            EdgeKind::Friend => crate::model::ReasonKind::Friend,
+        };
+        item.owner == self.reader && item.reason.kind == via && item.reason.actor_id == self.actor
+    }
+}
+
+/// A worker's claim on one unfollow's cleanup.
+#[derive(Clone, Debug)]
+pub struct UnfollowClaim {
+    pub unfollow: Unfollow,
+    pub worker: String,
+    pub lease_ms: Millis,
+}
+
 /// Outcome of a group-membership change.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum JoinOutcome {
@@ -370,6 +401,19 @@ pub trait QueueStore: Send + Sync {
         now: Millis,
         bumps: &[Delivery],
     ) -> StoreResult<Vec<FeedItem>>;
+    /// Claims up to `limit` unfollow cleanups that are queued or whose lease
+    /// ran out before `now`, leasing them to `worker` until `now + lease_ms`.
+    async fn claim_unfollows(
+        &self,
+        worker: &str,
+        now: Millis,
+        lease_ms: Millis,
+        limit: usize,
+    ) -> StoreResult<Vec<UnfollowClaim>>;
+    /// Takes the items the claimed unfollow covers out of the reader's feed
+    /// and ends the unfollow. Returns the items removed. `LeaseLost` if
+    /// another worker holds it; nothing if it ended meanwhile (a re-follow).
+    async fn clean_unfollow(&self, claim: &UnfollowClaim) -> StoreResult<Vec<FeedItem>>;
     /// Marks a claimed bump done. `LeaseLost` if another worker holds it now.
     async fn finish_bump(&self, claim: &BumpClaim) -> StoreResult<()>;
     /// `bump`, then `finish_bump`: the last batch of a bump, in one step (one
@@ -405,6 +449,14 @@ pub trait TimelineStore: Send + Sync {
         owner: &str,
         range: FeedRange,
     ) -> StoreResult<Vec<FeedItem>>;
+    /// Records an unfollow (an O(1) write) and queues its cleanup; until that
+    /// has run, [`TimelineStore::unfollows`] lists it for reads to apply.
+    async fn start_unfollow(&self, unfollow: &Unfollow) -> StoreResult<()>;
+    /// Ends an unfollow before its cleanup ran (the reader follows again):
+    /// what it covered stays.
+    async fn end_unfollow(&self, unfollow: &Unfollow) -> StoreResult<()>;
+    /// The unfollows of `reader` whose cleanup has not run yet.
+    async fn unfollows(&self, tenant: &str, reader: &str) -> StoreResult<Vec<Unfollow>>;
     /// Puts items into `owner`'s feed, stamped `now` (a new follow's
     /// backfill). Actions the reader already has an item of, or hid, and
     /// actions hidden or deleted meanwhile are skipped. Returns the items

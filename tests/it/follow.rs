@@ -165,7 +165,101 @@ async fn a_live_reader_sees_the_backfill_arrive(backend: Backend) {
     server.stop().await;
 }
 
+/// An unfollow takes what came by the follow out of the feed at once; the
+/// worker then removes it from storage and tells a live reader. With
+/// `keepHistory` the items stay; a friendship ends the same way.
+async fn an_unfollow_takes_what_came_by_the_follow_out(backend: Backend) {
+    let Some(server) = TestServer::start(backend).await else {
+        return;
+    };
+    let service = server.service("acme");
+    for (id, name) in [("alice", "Alice"), ("bob", "Bob")] {
+        service.upsert_user(id, name).await;
+    }
+    let bob = server.client("acme", "bob");
+    let p1 = bob
+        .post_status("one", json!({ "conducted": "2026-01-01T00:00:00Z" }))
+        .await;
+    let p2 = bob
+        .post_status("two", json!({ "conducted": "2026-01-02T00:00:00Z" }))
+        .await;
+    let p3 = bob
+        .post_status(
+            "for alice",
+            json!({ "conducted": "2026-01-03T00:00:00Z", "scope": "RESTRICTED", "readers": ["alice"] }),
+        )
+        .await;
+    for id in [&p1, &p2, &p3] {
+        bob.wait_delivered(id).await;
+    }
+    let alice = server.client("acme", "alice");
+    alice.follow("bob").await;
+    let ids = |feed: Vec<(String, String)>| -> Vec<String> {
+        feed.into_iter().map(|(id, _)| id).collect()
+    };
+    assert_eq!(
+        ids(feed(&alice).await),
+        [p3.clone(), p2.clone(), p1.clone()]
+    );
+
+    let mut ws = WsClient::as_user(&server.ws_url(), "acme", "alice").await;
+    ws.subscribe(
+        "1",
+        "subscription { feedEvents { kind item { actionId } } }",
+    )
+    .await;
+    server.wait_live_topics(1).await;
+    let data = alice
+        .data("mutation { unfollow(userId: \"bob\") }", json!({}))
+        .await;
+    assert_eq!(data["unfollow"], true);
+    // At once: the restricted one stays, it did not come by the follow.
+    assert_eq!(ids(feed(&alice).await), [p3.clone()]);
+    // Then the worker removes them, and says so.
+    let mut removed = Vec::new();
+    for _ in 0..2 {
+        let payload = ws.next_payload().await;
+        let event = &payload["data"]["feedEvents"];
+        assert_eq!(event["kind"], "REMOVED", "{payload}");
+        removed.push(event["item"]["actionId"].as_str().unwrap().to_owned());
+    }
+    removed.sort();
+    let mut expected = vec![p1.clone(), p2.clone()];
+    expected.sort();
+    assert_eq!(removed, expected);
+    assert_eq!(ids(feed(&alice).await), [p3.clone()]);
+    // Following again shows them again.
+    alice.follow("bob").await;
+    assert_eq!(
+        ids(feed(&alice).await),
+        [p3.clone(), p2.clone(), p1.clone()]
+    );
+
+    // keepHistory keeps them.
+    let carol = server.client("acme", "carol");
+    carol.follow("bob").await;
+    let data = carol
+        .data(
+            "mutation { unfollow(userId: \"bob\", keepHistory: true) }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(data["unfollow"], true);
+    assert_eq!(ids(feed(&carol).await), [p2.clone(), p1.clone()]);
+
+    // A friendship ends the same way, for both.
+    let dave = server.client("acme", "dave");
+    dave.data("mutation { befriend(userId: \"bob\") }", json!({}))
+        .await;
+    assert_eq!(ids(feed(&dave).await), [p2.clone(), p1.clone()]);
+    dave.data("mutation { unfriend(userId: \"bob\") }", json!({}))
+        .await;
+    assert!(feed(&dave).await.is_empty());
+    server.stop().await;
+}
+
 crate::on_both_backends!(
     a_new_follow_shows_recent_actions_the_reader_may_see,
     a_live_reader_sees_the_backfill_arrive,
+    an_unfollow_takes_what_came_by_the_follow_out,
 );

@@ -8,7 +8,9 @@ use riverfeed::model::{
 };
 use riverfeed::store::embedded::EmbeddedStore;
 use riverfeed::store::prelude::*;
-use riverfeed::store::{Backfill, Delivery, Direction, ErrorKind, FeedRange, JoinOutcome};
+use riverfeed::store::{
+    Backfill, Delivery, Direction, ErrorKind, FeedRange, JoinOutcome, Unfollow,
+};
 
 use crate::common::{Backend, TestStore};
 
@@ -70,6 +72,7 @@ pub async fn store_test_suite(store: &dyn Store) -> Result<()> {
     feed_ranges(store).await.context("feed ranges")?;
     outboxes(store).await.context("outboxes")?;
     backfills(store).await.context("backfills")?;
+    unfollows(store).await.context("unfollows")?;
     large_batches(store).await.context("large batches")?;
     batches_and_groups(store)
         .await
@@ -871,6 +874,112 @@ async fn discussions(store: &dyn Store) -> Result<()> {
         "gone with the action"
     );
     ensure!(store.discussions(tenant, "d-eve", range(10)).await? == [at(&c, 2_200)]);
+    Ok(())
+}
+
+/// An unfollow is recorded at once and listed for reads; its cleanup, under
+/// a lease, takes out exactly the items that came by the ended edge.
+async fn unfollows(store: &dyn Store) -> Result<()> {
+    let tenant = "unfollow-tenant";
+    let reader = "u-una";
+    let [a, b, c, d] = [1_000, 2_000, 3_000, 4_000].map(|t| action(tenant, "u-ned", t, &[]));
+    let other = action(tenant, "u-olga", 5_000, &[]);
+    for x in [&a, &b, &c, &d, &other] {
+        store.insert_action(x).await?;
+    }
+    let fill = |x: &Action, kind: ReasonKind| Backfill {
+        action_id: x.id,
+        relevancy: x.conducted,
+        reason: Reason::new(kind, &x.actor_id),
+    };
+    store
+        .backfill(
+            tenant,
+            reader,
+            10,
+            &[
+                fill(&a, ReasonKind::Follows),
+                fill(&b, ReasonKind::Follows),
+                fill(&c, ReasonKind::Friend),
+                fill(&d, ReasonKind::Restricted),
+                fill(&other, ReasonKind::Follows),
+            ],
+        )
+        .await?;
+    let follows = Unfollow {
+        tenant: tenant.into(),
+        reader: reader.into(),
+        actor: "u-ned".into(),
+        kind: EdgeKind::Follows,
+    };
+    store.start_unfollow(&follows).await?;
+    ensure!(store.unfollows(tenant, reader).await? == [follows.clone()]);
+    ensure!(store.unfollows(tenant, "u-other").await?.is_empty());
+    ensure!(store.unfollows(OTHER, reader).await?.is_empty());
+
+    let claims = store.claim_unfollows("w1", 100, 1_000, 10).await?;
+    let claim = claims
+        .iter()
+        .find(|c| c.unfollow == follows)
+        .context("claimed")?
+        .clone();
+    ensure!(
+        store
+            .claim_unfollows("w2", 200, 1_000, 10)
+            .await?
+            .iter()
+            .all(|c| c.unfollow != follows),
+        "leased"
+    );
+    // The lease runs out: w2 takes it over, w1 lost it.
+    let taken = store.claim_unfollows("w2", 1_200, 1_000, 10).await?;
+    let claim2 = taken
+        .iter()
+        .find(|c| c.unfollow == follows)
+        .context("taken over")?
+        .clone();
+    let err = store
+        .clean_unfollow(&claim)
+        .await
+        .err()
+        .context("lease lost")?;
+    ensure!(err.kind == ErrorKind::LeaseLost, "{err}");
+    let removed: Vec<ObjectId> = store
+        .clean_unfollow(&claim2)
+        .await?
+        .iter()
+        .map(|i| i.action_id)
+        .collect();
+    ensure!(
+        removed.len() == 2 && removed.contains(&a.id) && removed.contains(&b.id),
+        "removed: {removed:?}"
+    );
+    let left: Vec<ObjectId> = store
+        .feed_page(tenant, reader, range(10))
+        .await?
+        .iter()
+        .map(|i| i.action_id)
+        .collect();
+    ensure!(left == [other.id, d.id, c.id], "left: {left:?}");
+    ensure!(store.unfollows(tenant, reader).await?.is_empty(), "ended");
+
+    // Ended before its cleanup: nothing is claimed, nothing removed.
+    let friends = Unfollow {
+        kind: EdgeKind::Friend,
+        ..follows
+    };
+    store.start_unfollow(&friends).await?;
+    store.end_unfollow(&friends).await?;
+    ensure!(store.unfollows(tenant, reader).await?.is_empty());
+    ensure!(
+        store
+            .claim_unfollows("w1", 5_000, 1_000, 10)
+            .await?
+            .iter()
+            .all(|c| c.unfollow != friends),
+        "nothing to claim"
+    );
+    ensure!(store.feed_page(tenant, reader, range(10)).await?.len() == 3);
     Ok(())
 }
 

@@ -30,6 +30,9 @@ pub mod graph {
 pub mod queue {
     pub const FAN_OUT: u8 = 0;
     pub const BUMP: u8 = 1;
+    /// `(tenant, reader, edge kind, actor)`: an unfollow whose cleanup has
+    /// not run, with its lease.
+    pub const UNFOLLOW: u8 = 2;
 }
 
 /// Tags that share the `reactions` family.

@@ -34,6 +34,7 @@ mod queues;
 mod reactions;
 mod store;
 mod timelines;
+mod unfollows;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};

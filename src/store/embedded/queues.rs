@@ -118,7 +118,7 @@ impl Inner {
     /// Whether `worker` holds the queue entry at `key`: `Some` when it does,
     /// `None` when there is no entry, `LeaseLost` (naming the job with
     /// `what`) when another worker does.
-    fn holder(
+    pub(super) fn holder(
         &self,
         key: &[u8],
         worker: &str,

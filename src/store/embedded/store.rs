@@ -10,7 +10,8 @@ use crate::model::{
 };
 use crate::store::{
     ActionStore, Backfill, BumpClaim, Claim, Delivery, Direction, FeedRange, GraphStore,
-    JoinOutcome, QueueStore, ReactionStore, Store, StoreResult, TimelineStore,
+    JoinOutcome, QueueStore, ReactionStore, Store, StoreResult, TimelineStore, Unfollow,
+    UnfollowClaim,
 };
 
 /// Owned copies of borrowed arguments, for work moved to the blocking pool.
@@ -337,6 +338,23 @@ impl QueueStore for EmbeddedStore {
             .await
     }
 
+    async fn claim_unfollows(
+        &self,
+        worker: &str,
+        now: Millis,
+        lease_ms: Millis,
+        limit: usize,
+    ) -> StoreResult<Vec<UnfollowClaim>> {
+        owned!(worker);
+        self.blocking(move |db| db.claim_unfollows(&worker, now, lease_ms, limit))
+            .await
+    }
+
+    async fn clean_unfollow(&self, claim: &UnfollowClaim) -> StoreResult<Vec<FeedItem>> {
+        owned!(claim);
+        self.blocking(move |db| db.clean_unfollow(&claim)).await
+    }
+
     async fn finish_bump(&self, claim: &BumpClaim) -> StoreResult<()> {
         owned!(claim);
         self.blocking(move |db| db.bump(&claim, 0, &[], true).map(drop))
@@ -374,6 +392,20 @@ impl TimelineStore for EmbeddedStore {
         range: FeedRange,
     ) -> StoreResult<Vec<FeedItem>> {
         self.inner.feed_page(tenant, owner, range)
+    }
+
+    async fn start_unfollow(&self, unfollow: &Unfollow) -> StoreResult<()> {
+        owned!(unfollow);
+        self.blocking(move |db| db.start_unfollow(&unfollow)).await
+    }
+
+    async fn end_unfollow(&self, unfollow: &Unfollow) -> StoreResult<()> {
+        owned!(unfollow);
+        self.blocking(move |db| db.end_unfollow(&unfollow)).await
+    }
+
+    async fn unfollows(&self, tenant: &str, reader: &str) -> StoreResult<Vec<Unfollow>> {
+        self.inner.unfollows(tenant, reader)
     }
 
     async fn backfill(

@@ -28,6 +28,7 @@ mod graph;
 mod queues;
 mod reactions;
 mod timelines;
+mod unfollows;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -79,6 +80,8 @@ pub struct MongoStore {
     /// One per user and action they commented on, at the action's latest
     /// comment.
     discussions: Collection<Document>,
+    /// Ended edges whose cleanup has not run, with its lease.
+    unfollows: Collection<Document>,
     assignments: Collection<Document>,
     /// Commands sent, by name. A std mutex: the driver calls the handler
     /// synchronously and the critical section is one map update.
@@ -412,6 +415,7 @@ impl MongoStore {
             comments: db.collection("comments"),
             likes: db.collection("likes"),
             discussions: db.collection("discussions"),
+            unfollows: db.collection("unfollows"),
             assignments: db.collection("assignments"),
             db,
             commands,
@@ -537,6 +541,16 @@ impl MongoStore {
                     named("thread"),
                 ),
                 index(doc! { "bumpDue": 1, "_id": 1 }, bumpable),
+            ])
+            .await
+            .map_err(db_err)?;
+        self.unfollows
+            .create_indexes([
+                index(
+                    doc! { "tenant": 1, "reader": 1, "kind": 1, "actor": 1 },
+                    unique("unfollow"),
+                ),
+                index(doc! { "lockedUntil": 1 }, named("unfollow_due")),
             ])
             .await
             .map_err(db_err)?;

@@ -7,7 +7,9 @@ use bson::{doc, DateTime};
 use mongodb::options::ReturnDocument;
 
 use crate::model::{Action, FeedItem, Millis, ObjectId};
-use crate::store::{BumpClaim, Claim, Delivery, ErrorKind, QueueStore, StoreError, StoreResult};
+use crate::store::{
+    BumpClaim, Claim, Delivery, ErrorKind, QueueStore, StoreError, StoreResult, UnfollowClaim,
+};
 
 use super::{db_err, epoch, read_all, FeedItemDoc, MongoStore, DUPLICATE_KEY};
 
@@ -335,6 +337,20 @@ impl QueueStore for MongoStore {
             raised.extend(docs.into_iter().map(FeedItemDoc::into_item));
         }
         Ok(raised)
+    }
+
+    async fn claim_unfollows(
+        &self,
+        worker: &str,
+        now: Millis,
+        lease_ms: Millis,
+        limit: usize,
+    ) -> StoreResult<Vec<UnfollowClaim>> {
+        self.claim_unfollow_docs(worker, now, lease_ms, limit).await
+    }
+
+    async fn clean_unfollow(&self, claim: &UnfollowClaim) -> StoreResult<Vec<FeedItem>> {
+        self.clean_unfollow_docs(claim).await
     }
 
     async fn finish_bump(&self, claim: &BumpClaim) -> StoreResult<()> {

@@ -7,7 +7,7 @@ use bson::{doc, DateTime, Document};
 use mongodb::options::ReturnDocument;
 
 use crate::model::{FeedItem, Millis, ObjectId, Position, Stamp};
-use crate::store::{Backfill, FeedRange, StoreResult, TimelineStore};
+use crate::store::{Backfill, FeedRange, StoreResult, TimelineStore, Unfollow};
 
 use super::{db_err, epoch, read_all, FeedItemDoc, MongoStore, TIE_SLACK, TOMBSTONE};
 
@@ -166,6 +166,18 @@ impl TimelineStore for MongoStore {
             items.reverse();
         }
         Ok(items)
+    }
+
+    async fn start_unfollow(&self, unfollow: &Unfollow) -> StoreResult<()> {
+        self.start_unfollow_doc(unfollow).await
+    }
+
+    async fn end_unfollow(&self, unfollow: &Unfollow) -> StoreResult<()> {
+        self.end_unfollow_doc(unfollow).await
+    }
+
+    async fn unfollows(&self, tenant: &str, reader: &str) -> StoreResult<Vec<Unfollow>> {
+        self.unfollows_of(tenant, reader).await
     }
 
     async fn backfill(

@@ -1,0 +1,197 @@
+//! Unfollows: recorded at once for reads to apply, cleaned up by a worker
+//! under a lease. An entry in the queue family is both the record and the
+//! job: `(tenant, reader, edge kind, actor)` → its lease.
+
+use rocksdb::WriteBatch;
+
+use super::actions::action_lock;
+use super::families::{ITEMS, QUEUE, TIMELINE};
+use super::keys::{self, queue, ItemState, Key, Lease, Reader};
+use super::Inner;
+use crate::model::{EdgeKind, FeedItem, Millis, ObjectId};
+use crate::store::{StoreResult, Unfollow, UnfollowClaim};
+
+fn kind_code(kind: EdgeKind) -> u8 {
+    match kind {
+        EdgeKind::Follows => 0,
+        EdgeKind::Friend => 1,
+    }
+}
+
+fn kind_from(code: u8) -> StoreResult<EdgeKind> {
+    match code {
+        0 => Ok(EdgeKind::Follows),
+        1 => Ok(EdgeKind::Friend),
+        _ => Err(keys::corrupt("unfollow kind")),
+    }
+}
+
+fn unfollow_key(u: &Unfollow) -> Vec<u8> {
+    Key::tag(queue::UNFOLLOW)
+        .str(&u.tenant)
+        .str(&u.reader)
+        .byte(kind_code(u.kind))
+        .last(&u.actor)
+        .into_vec()
+}
+
+/// The unfollow a key (after its tag) names.
+fn decode_key(rest: &[u8]) -> StoreResult<Unfollow> {
+    let mut r = Reader(rest);
+    let tenant = r.str()?.to_owned();
+    let reader = r.str()?.to_owned();
+    let kind = kind_from(r.byte()?)?;
+    let actor = r.last()?.to_owned();
+    Ok(Unfollow {
+        tenant,
+        reader,
+        actor,
+        kind,
+    })
+}
+
+impl Inner {
+    pub(super) fn start_unfollow(&self, u: &Unfollow) -> StoreResult<()> {
+        let key = unfollow_key(u);
+        let _lock = self.lock(&[&key]);
+        let queued = Lease {
+            until: 0,
+            worker: String::new(),
+            action: None,
+        };
+        let mut batch = WriteBatch::default();
+        batch.put_cf(self.cf(QUEUE), key, queued.encode());
+        self.commit(batch)
+    }
+
+    pub(super) fn end_unfollow(&self, u: &Unfollow) -> StoreResult<()> {
+        let key = unfollow_key(u);
+        let _lock = self.lock(&[&key]);
+        let mut batch = WriteBatch::default();
+        batch.delete_cf(self.cf(QUEUE), key);
+        self.commit(batch)
+    }
+
+    pub(super) fn unfollows(&self, tenant: &str, reader: &str) -> StoreResult<Vec<Unfollow>> {
+        let prefix = Key::tag(queue::UNFOLLOW).str(tenant).str(reader).into_vec();
+        let mut out = Vec::new();
+        self.scan_prefix(QUEUE, &prefix, &prefix, usize::MAX, |k, _| {
+            out.push(decode_key(&k[1..])?);
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    pub(super) fn claim_unfollows(
+        &self,
+        worker: &str,
+        now: Millis,
+        lease_ms: Millis,
+        limit: usize,
+    ) -> StoreResult<Vec<UnfollowClaim>> {
+        let prefix = [queue::UNFOLLOW];
+        let mut due = Vec::new();
+        self.scan_prefix(QUEUE, &prefix, &prefix, usize::MAX, |k, v| {
+            if due.len() < limit && Lease::decode(v)?.until <= now {
+                due.push(k.to_vec());
+            }
+            Ok(())
+        })?;
+        if due.is_empty() {
+            return Ok(Vec::new());
+        }
+        let _lock = self.lock(&due);
+        let lease = Lease {
+            until: now + lease_ms,
+            worker: worker.to_owned(),
+            action: None,
+        };
+        let mut batch = WriteBatch::default();
+        let mut claims = Vec::with_capacity(due.len());
+        for key in due {
+            let still_due = match self.get(QUEUE, &key)? {
+                Some(v) => Lease::decode(&v)?.until <= now,
+                None => false,
+            };
+            if !still_due {
+                continue;
+            }
+            batch.put_cf(self.cf(QUEUE), &key, lease.encode());
+            claims.push(UnfollowClaim {
+                unfollow: decode_key(&key[1..])?,
+                worker: worker.to_owned(),
+                lease_ms,
+            });
+        }
+        self.commit_unsynced(batch)?;
+        Ok(claims)
+    }
+
+    pub(super) fn clean_unfollow(&self, claim: &UnfollowClaim) -> StoreResult<Vec<FeedItem>> {
+        let u = &claim.unfollow;
+        let key = unfollow_key(u);
+        let what = || format!("the cleanup of {} unfollowing {}", u.reader, u.actor);
+        // The reader's items that came by the ended edge, read without locks...
+        let prefix = Key::new().str(&u.tenant).str(&u.reader).into_vec();
+        let mut covered = Vec::new();
+        self.scan_prefix(TIMELINE, &prefix, &prefix, usize::MAX, |k, v| {
+            let mut r = Reader(&k[prefix.len()..]);
+            let relevancy = r.num_desc()?;
+            let action_id = ObjectId::from_bytes(r.oid_desc()?);
+            let (changed, reason) = keys::decode_entry(v)?;
+            let item = FeedItem {
+                owner: u.reader.clone(),
+                action_id,
+                relevancy,
+                reason,
+                changed,
+            };
+            if u.covers(&item) {
+                covered.push(item);
+            }
+            Ok(())
+        })?;
+        // ...then taken out under the job's and their actions' locks, each
+        // only if it still stands where it was read (a bump moves it on).
+        let mut locks = vec![key.clone()];
+        locks.extend(
+            covered
+                .iter()
+                .map(|i| action_lock(&u.tenant, i.action_id.bytes())),
+        );
+        let _lock = self.lock(&locks);
+        if self.holder(&key, &claim.worker, what)?.is_none() {
+            return Ok(Vec::new());
+        }
+        let families = self.item_families();
+        let mut batch = WriteBatch::default();
+        let mut scratch = Vec::with_capacity(64);
+        let mut removed = Vec::with_capacity(covered.len());
+        for item in covered {
+            let id = item.action_id.bytes();
+            keys::item(&mut scratch, &u.tenant, id, &u.reader);
+            let item_key = scratch.clone();
+            let Some(state) = self.get(ITEMS, &item_key)? else {
+                continue;
+            };
+            let state = ItemState::decode(&state)?;
+            if state.hidden || state.relevancy != item.relevancy || state.changed != item.changed {
+                continue;
+            }
+            Inner::drop_entries(
+                &families,
+                &mut batch,
+                &mut scratch,
+                &u.tenant,
+                &u.reader,
+                id,
+                &state,
+            );
+            batch.delete_cf(self.cf(ITEMS), &item_key);
+            removed.push(item);
+        }
+        batch.delete_cf(self.cf(QUEUE), &key);
+        self.commit(batch)?;
+        Ok(removed)
+    }
+}

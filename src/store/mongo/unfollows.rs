@@ -1,0 +1,135 @@
+//! MongoDB: unfollows (`unfollows`), one document per ended edge whose
+//! cleanup has not run: the record reads apply and the job, with its lease.
+
+use bson::{doc, DateTime, Document};
+use mongodb::options::ReturnDocument;
+
+use crate::model::{EdgeKind, FeedItem, Millis};
+use crate::store::{ErrorKind, StoreError, StoreResult, Unfollow, UnfollowClaim};
+
+use super::{db_err, epoch, kind_name, read_all, FeedItemDoc, MongoStore};
+
+fn key(u: &Unfollow) -> Document {
+    doc! { "tenant": &u.tenant, "reader": &u.reader, "kind": kind_name(u.kind), "actor": &u.actor }
+}
+
+fn decode(d: &Document) -> Option<Unfollow> {
+    Some(Unfollow {
+        tenant: d.get_str("tenant").ok()?.to_owned(),
+        reader: d.get_str("reader").ok()?.to_owned(),
+        actor: d.get_str("actor").ok()?.to_owned(),
+        kind: match d.get_str("kind").ok()? {
+            "friend" => EdgeKind::Friend,
+            _ => EdgeKind::Follows,
+        },
+    })
+}
+
+impl MongoStore {
+    pub(super) async fn start_unfollow_doc(&self, u: &Unfollow) -> StoreResult<()> {
+        self.unfollows
+            .update_one(
+                key(u),
+                doc! { "$set": { "lockedUntil": epoch(), "worker": "" } },
+            )
+            .upsert(true)
+            .await
+            .map_err(db_err)?;
+        Ok(())
+    }
+
+    pub(super) async fn end_unfollow_doc(&self, u: &Unfollow) -> StoreResult<()> {
+        self.unfollows.delete_one(key(u)).await.map_err(db_err)?;
+        Ok(())
+    }
+
+    pub(super) async fn unfollows_of(
+        &self,
+        tenant: &str,
+        reader: &str,
+    ) -> StoreResult<Vec<Unfollow>> {
+        let docs: Vec<Document> = read_all(
+            self.unfollows
+                .find(doc! { "tenant": tenant, "reader": reader }),
+        )
+        .await?;
+        Ok(docs.iter().filter_map(decode).collect())
+    }
+
+    pub(super) async fn claim_unfollow_docs(
+        &self,
+        worker: &str,
+        now: Millis,
+        lease_ms: Millis,
+        limit: usize,
+    ) -> StoreResult<Vec<UnfollowClaim>> {
+        let mut claims = Vec::new();
+        while claims.len() < limit {
+            let claimed = self
+                .unfollows
+                .find_one_and_update(
+                    doc! { "lockedUntil": { "$lte": DateTime::from_millis(now) } },
+                    doc! { "$set": {
+                        "lockedUntil": DateTime::from_millis(now + lease_ms),
+                        "worker": worker,
+                    } },
+                )
+                .return_document(ReturnDocument::After)
+                .await
+                .map_err(db_err)?;
+            let Some(unfollow) = claimed.as_ref().and_then(decode) else {
+                break;
+            };
+            claims.push(UnfollowClaim {
+                unfollow,
+                worker: worker.to_owned(),
+                lease_ms,
+            });
+        }
+        Ok(claims)
+    }
+
+    pub(super) async fn clean_unfollow_docs(
+        &self,
+        claim: &UnfollowClaim,
+    ) -> StoreResult<Vec<FeedItem>> {
+        let u = &claim.unfollow;
+        let mut held = key(u);
+        held.insert("worker", &claim.worker);
+        if self
+            .unfollows
+            .find_one(held.clone())
+            .await
+            .map_err(db_err)?
+            .is_none()
+        {
+            return match self.unfollows.find_one(key(u)).await.map_err(db_err)? {
+                None => Ok(Vec::new()),
+                Some(_) => Err(StoreError::new(
+                    ErrorKind::LeaseLost,
+                    format!(
+                        "the cleanup of {} unfollowing {} was taken over",
+                        u.reader, u.actor
+                    ),
+                )),
+            };
+        }
+        let via = match u.kind {
+            EdgeKind::Follows => crate::model::ReasonKind::Follows,
+            EdgeKind::Friend => crate::model::ReasonKind::Friend,
+        };
+        let via = bson::to_bson(&via)
+            .map_err(|e| StoreError::internal("MongoDB: cannot encode a reason", e))?;
+        let covered = doc! {
+            "tenant": &u.tenant,
+            "owner": &u.reader,
+            "reason.kind": via,
+            "reason.actorId": &u.actor,
+            "hidden": { "$ne": true },
+        };
+        let items: Vec<FeedItemDoc> = read_all(self.feed_items.find(covered.clone())).await?;
+        self.feed_items.delete_many(covered).await.map_err(db_err)?;
+        self.unfollows.delete_one(held).await.map_err(db_err)?;
+        Ok(items.into_iter().map(FeedItemDoc::into_item).collect())
+    }
+}
