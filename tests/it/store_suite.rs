@@ -913,7 +913,7 @@ async fn unfollows(store: &dyn Store) -> Result<()> {
         kind: EdgeKind::Follows,
     };
     store.start_unfollow(&follows).await?;
-    ensure!(store.unfollows(tenant, reader).await? == [follows.clone()]);
+    ensure!(store.unfollows(tenant, reader).await? == std::slice::from_ref(&follows));
     ensure!(store.unfollows(tenant, "u-other").await?.is_empty());
     ensure!(store.unfollows(OTHER, reader).await?.is_empty());
 
