@@ -18,7 +18,7 @@ use super::types::{ActionNode, ActionSlot, FeedItemNode};
 use super::{state, Viewer};
 use crate::model::limits::{check_id, page_size};
 use crate::model::{Action, FeedItem, Millis, ObjectId, Position, Stamp};
-use crate::store::FeedRange;
+use crate::store::{FeedRange, Unfollow};
 
 /// Store rounds one page may take to get past items the viewer cannot read.
 const MAX_ROUNDS: usize = 4;
@@ -83,7 +83,9 @@ pub async fn home(
         .transpose()?;
     let store = &state(ctx)?.store;
     let read_at = state(ctx)?.clock.now();
-    let unfollows = store.unfollows(&viewer.tenant, &viewer.user).await.api()?;
+    // The reader's pending unfollows, read alongside the first range: one
+    // more query, no more waiting.
+    let mut unfollows: Option<Vec<Unfollow>> = None;
 
     // Newest first throughout. Forwards, rounds move to older items; backwards,
     // to newer ones.
@@ -99,10 +101,17 @@ pub async fn home(
             limit: want + 1,
             from_oldest: backwards,
         };
-        let mut items = store
-            .feed_page(&viewer.tenant, &viewer.user, range)
-            .await
-            .api()?;
+        let page = store.feed_page(&viewer.tenant, &viewer.user, range);
+        let mut items = match &unfollows {
+            Some(_) => page.await.api()?,
+            None => {
+                let (page, pending) =
+                    tokio::join!(page, store.unfollows(&viewer.tenant, &viewer.user));
+                unfollows = Some(pending.api()?);
+                page.api()?
+            }
+        };
+        let unfollows = unfollows.as_deref().unwrap_or_default();
         more = items.len() > want;
         if more {
             if backwards {
