@@ -134,6 +134,9 @@ pub(crate) struct Inner {
     profiles: Versioned<Profile>,
     synced: WriteOptions,
     unsynced: WriteOptions,
+    /// Unfollows whose cleanup has not run, in the whole store: while there
+    /// are none (nearly always), a feed page need not look for the reader's.
+    pending_unfollows: std::sync::atomic::AtomicUsize,
 }
 
 pub(crate) fn db_err(err: rocksdb::Error) -> StoreError {
@@ -210,8 +213,10 @@ impl EmbeddedStore {
             profiles: Versioned::new(PROFILES_CACHED),
             synced,
             unsynced,
+            pending_unfollows: Default::default(),
         };
         inner.index_outboxes()?;
+        inner.count_unfollows()?;
         Ok(Self {
             inner: Arc::new(inner),
         })
