@@ -439,10 +439,8 @@ pub async fn audience(
     let mut add = |user: String, kind: ReasonKind| readers.push((user, kind));
     match action.scope {
         Scope::Public => {
-            for (kind, reason) in [
-                (EdgeKind::Follows, ReasonKind::Follows),
-                (EdgeKind::Friend, ReasonKind::Friend),
-            ] {
+            for kind in [EdgeKind::Follows, EdgeKind::Friend] {
+                let reason = kind.reason();
                 let page = |after: Option<String>| async move {
                     store
                         .edges(

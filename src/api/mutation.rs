@@ -17,7 +17,7 @@ use crate::events::{ActionEvent, ActionEventKind, Event, FeedEventKind, Topic};
 use crate::model::limits::{check_id, check_ids, check_text};
 use crate::model::{
     Action, Comment, Counts, EdgeKind, FanOut, FeedItem, Group, GroupKind, Membership,
-    MembershipRole, ObjectId, ReasonKind, Scope, User,
+    MembershipRole, ObjectId, Scope, User,
 };
 use crate::store::{JoinOutcome, Unfollow};
 use crate::timeline::follow;
@@ -352,20 +352,14 @@ impl MutationRoot {
                     state.wake.notify_one();
                 }
                 EdgeChange::On { .. } => {
-                    let pending = store.unfollows(&viewer.tenant, reader).await.api()?;
-                    if pending.contains(&unfollow) {
-                        store.end_unfollow(&unfollow).await.api()?;
-                    }
+                    // Following again ends a pending unfollow (a no-op if none).
+                    store.end_unfollow(&unfollow).await.api()?;
                     if backfill > 0 {
-                        let via = match kind {
-                            EdgeKind::Follows => ReasonKind::Follows,
-                            EdgeKind::Friend => ReasonKind::Friend,
-                        };
                         let edge = follow::NewEdge {
                             tenant: &viewer.tenant,
                             reader,
                             actor,
-                            via,
+                            via: kind.reason(),
                         };
                         let now = state.clock.now();
                         follow::backfill(store, &state.hub, edge, backfill, now)

@@ -19,6 +19,16 @@ pub enum EdgeKind {
     Friend,
 }
 
+impl EdgeKind {
+    /// Why a reader has an item that came to them by this edge.
+    pub fn reason(self) -> super::ReasonKind {
+        match self {
+            EdgeKind::Follows => super::ReasonKind::Follows,
+            EdgeKind::Friend => super::ReasonKind::Friend,
+        }
+    }
+}
+
 /// Kinds of group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Enum)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]

@@ -104,11 +104,9 @@ pub struct Unfollow {
 impl Unfollow {
     /// Whether `item` came by the ended edge.
     pub fn covers(&self, item: &FeedItem) -> bool {
-        let via = match self.kind {
-            EdgeKind::Follows => crate::model::ReasonKind::Follows,
-            EdgeKind::Friend => crate::model::ReasonKind::Friend,
-        };
-        item.owner == self.reader && item.reason.kind == via && item.reason.actor_id == self.actor
+        item.owner == self.reader
+            && item.reason.kind == self.kind.reason()
+            && item.reason.actor_id == self.actor
     }
 }
 

@@ -7,11 +7,11 @@ use std::sync::atomic::Ordering;
 use rocksdb::WriteBatch;
 
 use super::actions::action_lock;
-use super::families::{ITEMS, QUEUE, TIMELINE};
+use super::families::{ITEMS, QUEUE};
 use super::keys::{self, queue, ItemState, Key, Lease, Reader};
 use super::Inner;
-use crate::model::{EdgeKind, FeedItem, Millis, ObjectId};
-use crate::store::{StoreResult, Unfollow, UnfollowClaim};
+use crate::model::{EdgeKind, FeedItem, Millis};
+use crate::store::{FeedRange, StoreResult, Unfollow, UnfollowClaim};
 
 fn kind_code(kind: EdgeKind) -> u8 {
     match kind {
@@ -159,25 +159,14 @@ impl Inner {
         let key = unfollow_key(u);
         let what = || format!("the cleanup of {} unfollowing {}", u.reader, u.actor);
         // The reader's items that came by the ended edge, read without locks...
-        let prefix = Key::new().str(&u.tenant).str(&u.reader).into_vec();
-        let mut covered = Vec::new();
-        self.scan_prefix(TIMELINE, &prefix, &prefix, usize::MAX, |k, v| {
-            let mut r = Reader(&k[prefix.len()..]);
-            let relevancy = r.num_desc()?;
-            let action_id = ObjectId::from_bytes(r.oid_desc()?);
-            let (changed, reason) = keys::decode_entry(v)?;
-            let item = FeedItem {
-                owner: u.reader.clone(),
-                action_id,
-                relevancy,
-                reason,
-                changed,
-            };
-            if u.covers(&item) {
-                covered.push(item);
-            }
-            Ok(())
-        })?;
+        let whole = FeedRange {
+            older_than: None,
+            newer_than: None,
+            limit: usize::MAX,
+            from_oldest: false,
+        };
+        let mut covered = self.feed_page(&u.tenant, &u.reader, whole)?;
+        covered.retain(|item| u.covers(item));
         // ...then taken out under the job's and their actions' locks, each
         // only if it still stands where it was read (a bump moves it on).
         let mut locks = vec![key.clone()];

@@ -8,7 +8,7 @@ use crate::descriptor::NAMED_REF_FIELDS;
 use crate::model::{Action, FeedItem, ObjectId, Position, Scope};
 use crate::store::{ActionStore, FeedRange, GraphStore, StoreError, StoreResult};
 
-use super::{db_err, read_all, ActionDoc, MongoStore, TIE_SLACK};
+use super::{db_err, read_all, within, ActionDoc, MongoStore, TIE_SLACK};
 
 impl MongoStore {
     /// Positions (`conducted`, id) of the actions matching `filter`, newest
@@ -206,19 +206,10 @@ impl ActionStore for MongoStore {
         let cut_short = read.len() == fetch;
         let mut positions: Vec<Position> = read.into_iter().filter(in_range).collect();
         if positions.len() < range.limit && cut_short {
-            let mut clauses = vec![doc! { "tenant": tenant, "actorId": actor }];
-            for (bound, older) in [(range.older_than, true), (range.newer_than, false)] {
-                if let Some(p) = bound {
-                    let op = if older { "$lt" } else { "$gt" };
-                    let at = DateTime::from_millis(p.relevancy);
-                    clauses.push(doc! { "$or": [
-                        { "conducted": { op: at } },
-                        { "conducted": at, "_id": { op: p.action_id } },
-                    ] });
-                }
-            }
+            let all = doc! { "tenant": tenant, "actorId": actor };
+            let exact = within(all, ("conducted", "_id"), &range);
             positions = self
-                .outbox_positions(doc! { "$and": clauses }, range.from_oldest, range.limit)
+                .outbox_positions(exact, range.from_oldest, range.limit)
                 .await?;
         }
         positions.truncate(range.limit);

@@ -271,6 +271,23 @@ fn db_err(err: mongodb::error::Error) -> StoreError {
     StoreError::from_source(kind, "MongoDB", err)
 }
 
+/// `all` narrowed to the positions strictly inside `range`'s bounds, exactly:
+/// `fields` name the rank (a date) and the id that breaks its ties, the
+/// order positions compare in.
+fn within(all: Document, (rank, id): (&str, &str), range: &super::FeedRange) -> Document {
+    let mut clauses = vec![all];
+    for (bound, op) in [(range.older_than, "$lt"), (range.newer_than, "$gt")] {
+        if let Some(p) = bound {
+            let at = DateTime::from_millis(p.relevancy);
+            clauses.push(doc! { "$or": [
+                { rank: { op: at } },
+                { rank: at, id: { op: p.action_id } },
+            ] });
+        }
+    }
+    doc! { "$and": clauses }
+}
+
 /// Runs a query and reads its cursor whole.
 async fn read_all<T, Q>(query: Q) -> StoreResult<Vec<T>>
 where

@@ -6,7 +6,7 @@ use bson::{doc, DateTime, Document};
 use crate::model::{Comment, Counts, ObjectId, Position};
 use crate::store::{FeedRange, ReactionStore, StoreError, StoreResult};
 
-use super::{db_err, epoch, is_duplicate, read_all, CommentDoc, MongoStore};
+use super::{db_err, epoch, is_duplicate, read_all, within, CommentDoc, MongoStore};
 
 impl MongoStore {
     /// Brings `comment`'s action up to the comment's time in the discussions
@@ -128,21 +128,12 @@ impl ReactionStore for MongoStore {
         user: &str,
         range: FeedRange,
     ) -> StoreResult<Vec<Position>> {
-        let mut clauses = vec![doc! { "tenant": tenant, "userId": user }];
-        for (bound, older) in [(range.older_than, true), (range.newer_than, false)] {
-            if let Some(p) = bound {
-                let op = if older { "$lt" } else { "$gt" };
-                let at = DateTime::from_millis(p.relevancy);
-                clauses.push(doc! { "$or": [
-                    { "latest": { op: at } },
-                    { "latest": at, "actionId": { op: p.action_id } },
-                ] });
-            }
-        }
+        let all = doc! { "tenant": tenant, "userId": user };
+        let exact = within(all, ("latest", "actionId"), &range);
         let direction = if range.from_oldest { 1 } else { -1 };
         let docs: Vec<Document> = read_all(
             self.discussions
-                .find(doc! { "$and": clauses })
+                .find(exact)
                 .sort(doc! { "latest": direction, "actionId": direction })
                 .limit(i64::try_from(range.limit).unwrap_or(i64::MAX)),
         )

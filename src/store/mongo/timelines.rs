@@ -6,19 +6,10 @@ use async_trait::async_trait;
 use bson::{doc, DateTime, Document};
 use mongodb::options::ReturnDocument;
 
-use crate::model::{FeedItem, Millis, ObjectId, Position, Stamp};
+use crate::model::{FeedItem, Millis, ObjectId, Stamp};
 use crate::store::{Backfill, FeedRange, StoreResult, TimelineStore, Unfollow};
 
-use super::{db_err, epoch, read_all, FeedItemDoc, MongoStore, TIE_SLACK, TOMBSTONE};
-
-fn keyset(position: Position, older: bool) -> Document {
-    let op = if older { "$lt" } else { "$gt" };
-    let relevancy = DateTime::from_millis(position.relevancy);
-    doc! { "$or": [
-        { "relevancy": { op: relevancy } },
-        { "relevancy": relevancy, "actionId": { op: position.action_id } },
-    ] }
-}
+use super::{db_err, epoch, read_all, within, FeedItemDoc, MongoStore, TIE_SLACK, TOMBSTONE};
 
 impl MongoStore {
     /// Which of `ids` are actions of `tenant` that are not hidden.
@@ -146,20 +137,13 @@ impl TimelineStore for MongoStore {
         if items.len() < range.limit && cut_short {
             // More items share a boundary millisecond than the slack covered:
             // ask with the exact keyset instead.
-            let mut clauses = vec![doc! {
+            let all = doc! {
                 "tenant": tenant,
                 "owner": owner,
                 "relevancy": { "$gt": DateTime::from_millis(TOMBSTONE) },
-            }];
-            if let Some(p) = range.older_than {
-                clauses.push(keyset(p, true));
-            }
-            if let Some(p) = range.newer_than {
-                clauses.push(keyset(p, false));
-            }
-            items = self
-                .timeline(doc! { "$and": clauses }, range.from_oldest, range.limit)
-                .await?;
+            };
+            let exact = within(all, ("relevancy", "actionId"), &range);
+            items = self.timeline(exact, range.from_oldest, range.limit).await?;
         }
         items.truncate(range.limit);
         if range.from_oldest {

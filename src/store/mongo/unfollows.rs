@@ -114,11 +114,7 @@ impl MongoStore {
                 )),
             };
         }
-        let via = match u.kind {
-            EdgeKind::Follows => crate::model::ReasonKind::Follows,
-            EdgeKind::Friend => crate::model::ReasonKind::Friend,
-        };
-        let via = bson::to_bson(&via)
+        let via = bson::to_bson(&u.kind.reason())
             .map_err(|e| StoreError::internal("MongoDB: cannot encode a reason", e))?;
         let covered = doc! {
             "tenant": &u.tenant,
