@@ -143,6 +143,19 @@ impl Ord for Position {
     }
 }
 
+impl Position {
+    /// Below every position.
+    pub const MIN: Position = Position {
+        relevancy: Millis::MIN,
+        action_id: ObjectId::from_bytes([0; 12]),
+    };
+    /// Above every position.
+    pub const MAX: Position = Position {
+        relevancy: Millis::MAX,
+        action_id: ObjectId::from_bytes([0xff; 12]),
+    };
+}
+
 impl PartialOrd for Position {
     fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
         Some(self.cmp(other))

@@ -8,9 +8,9 @@ use async_trait::async_trait;
 use futures_util::stream::BoxStream;
 
 use super::{
-    ActionStore, Archive, Backfill, BumpClaim, Claim, Delivery, Direction, FeedRange, GraphStore,
-    JoinOutcome, QueueStore, ReactionStore, Record, Store, StoreResult, TimelineStore, Unfollow,
-    UnfollowClaim,
+    ActionStore, Archive, Backfill, BumpClaim, Claim, Cut, Delivery, Direction, FeedRange,
+    GraphStore, JoinOutcome, QueueStore, ReactionStore, Record, River, RiverStore, SourceStore,
+    Store, StoreResult, TimelineStore, Unfollow, UnfollowClaim,
 };
 use crate::model::{
     Action, Comment, Counts, EdgeKind, FeedItem, Group, Membership, MembershipRole, Millis,
@@ -57,6 +57,19 @@ ops!(
     set_action_scope,
     slice,
     outbox,
+    outboxes,
+    edges_among,
+    set_cut,
+    cuts,
+    mark_celebrity,
+    celebrities,
+    river,
+    put_river,
+    rivers_among,
+    idle_rivers,
+    drop_river,
+    trim_river,
+    materialised,
     rename_ref,
     add_comment,
     comments,
@@ -516,6 +529,16 @@ impl TimelineStore for Metered {
         self.inner.backfill(tenant, owner, now, items).await
     }
 
+    async fn materialised(
+        &self,
+        tenant: &str,
+        owner: &str,
+        action_ids: &[ObjectId],
+    ) -> StoreResult<Vec<ObjectId>> {
+        self.count(Op::materialised);
+        self.inner.materialised(tenant, owner, action_ids).await
+    }
+
     async fn hide_feed_item(
         &self,
         tenant: &str,
@@ -524,5 +547,92 @@ impl TimelineStore for Metered {
     ) -> StoreResult<Option<FeedItem>> {
         self.count(Op::hide_feed_item);
         self.inner.hide_feed_item(tenant, owner, action_id).await
+    }
+}
+
+#[async_trait]
+impl SourceStore for Metered {
+    async fn edges_among(
+        &self,
+        tenant: &str,
+        kind: EdgeKind,
+        readers: &[String],
+        actor: &str,
+    ) -> StoreResult<Vec<String>> {
+        self.count(Op::edges_among);
+        self.inner.edges_among(tenant, kind, readers, actor).await
+    }
+
+    async fn set_cut(
+        &self,
+        tenant: &str,
+        reader: &str,
+        kind: EdgeKind,
+        actor: &str,
+        since: Option<Position>,
+    ) -> StoreResult<()> {
+        self.count(Op::set_cut);
+        self.inner.set_cut(tenant, reader, kind, actor, since).await
+    }
+
+    async fn cuts(&self, tenant: &str, reader: &str) -> StoreResult<Vec<Cut>> {
+        self.count(Op::cuts);
+        self.inner.cuts(tenant, reader).await
+    }
+
+    async fn mark_celebrity(&self, tenant: &str, user: &str) -> StoreResult<()> {
+        self.count(Op::mark_celebrity);
+        self.inner.mark_celebrity(tenant, user).await
+    }
+
+    async fn celebrities(&self, tenant: &str, users: &[String]) -> StoreResult<Vec<String>> {
+        self.count(Op::celebrities);
+        self.inner.celebrities(tenant, users).await
+    }
+
+    async fn outboxes(
+        &self,
+        tenant: &str,
+        reads: &[(String, FeedRange)],
+    ) -> StoreResult<Vec<Vec<Position>>> {
+        self.count(Op::outboxes);
+        self.inner.outboxes(tenant, reads).await
+    }
+}
+
+#[async_trait]
+impl RiverStore for Metered {
+    async fn river(&self, tenant: &str, reader: &str) -> StoreResult<Option<River>> {
+        self.count(Op::river);
+        self.inner.river(tenant, reader).await
+    }
+
+    async fn put_river(&self, tenant: &str, reader: &str, river: &River) -> StoreResult<()> {
+        self.count(Op::put_river);
+        self.inner.put_river(tenant, reader, river).await
+    }
+
+    async fn rivers_among(&self, tenant: &str, readers: &[String]) -> StoreResult<Vec<String>> {
+        self.count(Op::rivers_among);
+        self.inner.rivers_among(tenant, readers).await
+    }
+
+    async fn idle_rivers(
+        &self,
+        before: Millis,
+        limit: usize,
+    ) -> StoreResult<Vec<(String, String)>> {
+        self.count(Op::idle_rivers);
+        self.inner.idle_rivers(before, limit).await
+    }
+
+    async fn drop_river(&self, tenant: &str, reader: &str) -> StoreResult<u64> {
+        self.count(Op::drop_river);
+        self.inner.drop_river(tenant, reader).await
+    }
+
+    async fn trim_river(&self, tenant: &str, reader: &str, keep: usize) -> StoreResult<u64> {
+        self.count(Op::trim_river);
+        self.inner.trim_river(tenant, reader, keep).await
     }
 }

@@ -15,16 +15,21 @@ mod error;
 pub mod legacy;
 pub mod metered;
 pub mod mongo;
+mod sources;
 
 use std::sync::Arc;
 
 pub use archive::{Archive, EdgeRecordKind, ItemRecord, Record};
 use async_trait::async_trait;
 pub use error::{ErrorKind, StoreError, StoreResult};
+pub use sources::{Cut, River, RiverStore, SourceStore};
 
 /// The concern traits, for calling a store's methods.
 pub mod prelude {
-    pub use super::{ActionStore, GraphStore, QueueStore, ReactionStore, Store, TimelineStore};
+    pub use super::{
+        ActionStore, GraphStore, QueueStore, ReactionStore, RiverStore, SourceStore, Store,
+        TimelineStore,
+    };
 }
 
 use crate::model::{
@@ -136,6 +141,8 @@ pub trait Store:
     + ReactionStore
     + QueueStore
     + TimelineStore
+    + SourceStore
+    + RiverStore
     + Archive
     + Send
     + Sync
@@ -466,8 +473,18 @@ pub trait TimelineStore: Send + Sync {
         now: Millis,
         items: &[Backfill],
     ) -> StoreResult<Vec<FeedItem>>;
-    /// Removes one item from `owner`'s feed for good (a later re-delivery does not
-    /// bring it back). Returns the item if it was there.
+    /// Which of `action_ids` `owner`'s timeline holds, as an item or as a
+    /// hidden tombstone: a pulled entry of one of them is already placed
+    /// (or hidden) and is left out. One round trip.
+    async fn materialised(
+        &self,
+        tenant: &str,
+        owner: &str,
+        action_ids: &[ObjectId],
+    ) -> StoreResult<Vec<ObjectId>>;
+    /// Removes one action from `owner`'s feed for good, materialised or not:
+    /// a tombstone stays, so no later delivery, backfill or pull brings it
+    /// back. Returns the item if one was materialised.
     async fn hide_feed_item(
         &self,
         tenant: &str,

@@ -14,5 +14,6 @@ mod readme;
 mod relevancy;
 mod scopes;
 mod security;
+mod store_models;
 mod store_suite;
 mod worker;

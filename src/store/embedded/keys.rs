@@ -24,6 +24,13 @@ pub mod graph {
     pub const ASSIGNMENT: u8 = 6;
     pub const SUPERVISOR: u8 = 7;
     pub const SUPERVISEE: u8 = 8;
+    /// `(tenant, reader, edge code, actor)` → the position the actor's
+    /// actions begin after for the reader.
+    pub const CUT: u8 = 9;
+    /// `(tenant, user)`: an actor no longer fanned out to followers.
+    pub const CELEBRITY: u8 = 10;
+    /// `(tenant, reader)` → the reader's river record.
+    pub const RIVER: u8 = 11;
 }
 
 /// Tags that share the `queue` family.
@@ -251,6 +258,28 @@ pub fn item(buf: &mut Vec<u8>, tenant: &str, id: Oid, owner: &str) {
     push_str(buf, tenant);
     buf.extend_from_slice(&id);
     buf.extend_from_slice(owner.as_bytes());
+}
+
+/// A position as 20 bytes: relevancy, then action id.
+pub fn encode_position(p: crate::model::Position) -> [u8; 20] {
+    let mut out = [0u8; 20];
+    out[..8].copy_from_slice(&p.relevancy.to_be_bytes());
+    out[8..].copy_from_slice(&p.action_id.bytes());
+    out
+}
+
+pub fn decode_position(bytes: &[u8]) -> StoreResult<crate::model::Position> {
+    let bytes: &[u8; 20] = bytes
+        .get(..20)
+        .and_then(|b| b.try_into().ok())
+        .ok_or_else(|| corrupt("position"))?;
+    let (relevancy, id) = bytes.split_at(8);
+    Ok(crate::model::Position {
+        relevancy: i64::from_be_bytes(relevancy.try_into().map_err(|_| corrupt("position"))?),
+        action_id: crate::model::ObjectId::from_bytes(
+            id.try_into().map_err(|_| corrupt("position"))?,
+        ),
+    })
 }
 
 /// Where one reader's item of an action stands (the `items` family's value).

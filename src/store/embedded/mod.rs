@@ -32,6 +32,8 @@ mod graph;
 mod keys;
 mod queues;
 mod reactions;
+mod rivers;
+mod sources;
 mod store;
 mod timelines;
 mod unfollows;

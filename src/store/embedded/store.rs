@@ -420,6 +420,18 @@ impl TimelineStore for EmbeddedStore {
             .await
     }
 
+    async fn materialised(
+        &self,
+        tenant: &str,
+        owner: &str,
+        action_ids: &[ObjectId],
+    ) -> StoreResult<Vec<ObjectId>> {
+        if action_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.inner.materialised(tenant, owner, action_ids)
+    }
+
     async fn hide_feed_item(
         &self,
         tenant: &str,

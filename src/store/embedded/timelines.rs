@@ -279,6 +279,16 @@ impl Inner {
         keys::item(&mut key, tenant, oid, owner);
         let item_key = key.clone();
         let Some(state) = self.get(ITEMS, &item_key)? else {
+            // Not materialised (a pulled item): the tombstone alone keeps
+            // it out from now on.
+            let mut batch = WriteBatch::default();
+            let tombstone = ItemState {
+                relevancy: 0,
+                changed: 0,
+                hidden: true,
+            };
+            batch.put_cf(self.cf(ITEMS), &item_key, tombstone.encode());
+            self.commit(batch)?;
             return Ok(None);
         };
         let state = ItemState::decode(&state)?;
@@ -304,6 +314,28 @@ impl Inner {
             changed,
         }))
     }
+    pub(super) fn materialised(
+        &self,
+        tenant: &str,
+        owner: &str,
+        ids: &[ObjectId],
+    ) -> StoreResult<Vec<ObjectId>> {
+        let mut key = Vec::with_capacity(64);
+        let keys: Vec<Vec<u8>> = ids
+            .iter()
+            .map(|id| {
+                keys::item(&mut key, tenant, id.bytes(), owner);
+                key.clone()
+            })
+            .collect();
+        let found = self.exist_many(ITEMS, &keys)?;
+        Ok(ids
+            .iter()
+            .zip(found)
+            .filter_map(|(id, f)| f.then_some(*id))
+            .collect())
+    }
+
     pub(super) fn backfill(
         &self,
         tenant: &str,

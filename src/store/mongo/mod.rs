@@ -27,6 +27,8 @@ mod archive;
 mod graph;
 mod queues;
 mod reactions;
+mod rivers;
+mod sources;
 mod timelines;
 mod unfollows;
 
@@ -83,6 +85,12 @@ pub struct MongoStore {
     /// Ended edges whose cleanup has not run, with its lease.
     unfollows: Collection<Document>,
     assignments: Collection<Document>,
+    /// Where each of a reader's sources begins for them.
+    cuts: Collection<Document>,
+    /// Actors no longer fanned out to followers (hybrid).
+    celebrities: Collection<Document>,
+    /// Readers' river records.
+    rivers: Collection<Document>,
     /// Commands sent, by name. A std mutex: the driver calls the handler
     /// synchronously and the critical section is one map update.
     commands: Arc<Mutex<BTreeMap<String, u64>>>,
@@ -434,6 +442,9 @@ impl MongoStore {
             discussions: db.collection("discussions"),
             unfollows: db.collection("unfollows"),
             assignments: db.collection("assignments"),
+            cuts: db.collection("cuts"),
+            celebrities: db.collection("celebrities"),
+            rivers: db.collection("rivers"),
             db,
             commands,
         };
@@ -527,6 +538,27 @@ impl MongoStore {
                     doc! { "tenant": 1, "kind": 1, "to": 1, "from": 1 },
                     named("edge_in"),
                 ),
+            ])
+            .await
+            .map_err(db_err)?;
+        self.cuts
+            .create_index(index(
+                doc! { "tenant": 1, "reader": 1, "kind": 1, "actor": 1 },
+                unique("cut"),
+            ))
+            .await
+            .map_err(db_err)?;
+        self.celebrities
+            .create_index(index(
+                doc! { "tenant": 1, "userId": 1 },
+                unique("celebrity"),
+            ))
+            .await
+            .map_err(db_err)?;
+        self.rivers
+            .create_indexes([
+                index(doc! { "tenant": 1, "reader": 1 }, unique("river")),
+                index(doc! { "touched": 1 }, named("idle")),
             ])
             .await
             .map_err(db_err)?;

@@ -233,6 +233,28 @@ impl TimelineStore for MongoStore {
             .collect())
     }
 
+    async fn materialised(
+        &self,
+        tenant: &str,
+        owner: &str,
+        action_ids: &[ObjectId],
+    ) -> StoreResult<Vec<ObjectId>> {
+        if action_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let docs: Vec<Document> = read_all(
+            self.feed_items
+                .clone_with_type::<Document>()
+                .find(doc! { "tenant": tenant, "owner": owner, "actionId": { "$in": action_ids } })
+                .projection(doc! { "_id": 0, "actionId": 1 }),
+        )
+        .await?;
+        Ok(docs
+            .iter()
+            .filter_map(|d| d.get_object_id("actionId").ok())
+            .collect())
+    }
+
     async fn hide_feed_item(
         &self,
         tenant: &str,
@@ -255,6 +277,29 @@ impl TimelineStore for MongoStore {
             .return_document(ReturnDocument::Before)
             .await
             .map_err(db_err)?;
+        if before.is_none() {
+            // Not materialised (a pulled item): a tombstone alone keeps it
+            // out from now on.
+            let tombstone = FeedItemDoc {
+                tenant: tenant.to_owned(),
+                owner: owner.to_owned(),
+                action_id,
+                relevancy: DateTime::from_millis(TOMBSTONE),
+                reason: crate::model::Reason::new(crate::model::ReasonKind::Bumped, ""),
+                changed: epoch(),
+                hidden: true,
+            };
+            let set = bson::to_document(&tombstone)
+                .map_err(|e| crate::store::StoreError::internal("cannot encode a tombstone", e))?;
+            self.feed_items
+                .update_one(
+                    doc! { "tenant": tenant, "owner": owner, "actionId": action_id },
+                    doc! { "$setOnInsert": set },
+                )
+                .upsert(true)
+                .await
+                .map_err(db_err)?;
+        }
         Ok(before.map(FeedItemDoc::into_item))
     }
 }

@@ -1,0 +1,191 @@
+//! Rivers: one record per reader who has one (in the `graph` family), and
+//! their items, which are the timeline's items that came by a follow or a
+//! friendship and were not bumped.
+
+use async_trait::async_trait;
+use rocksdb::WriteBatch;
+
+use super::actions::action_lock;
+use super::families::{GRAPH, ITEMS};
+use super::keys::{self, graph as tag, ItemState, Key, Reader};
+use super::{EmbeddedStore, Inner};
+use crate::model::{FeedItem, Millis, ReasonKind};
+use crate::store::{FeedRange, River, RiverStore, StoreResult};
+
+/// Timeline entries read per step while dropping or trimming a river.
+const STEP: usize = 2_000;
+
+fn river_key(tenant: &str, reader: &str) -> Vec<u8> {
+    Key::tag(tag::RIVER).str(tenant).last(reader).into_vec()
+}
+
+fn encode_river(river: &River) -> Vec<u8> {
+    let mut out = keys::encode_position(river.complete_from).to_vec();
+    out.extend_from_slice(&river.touched.to_be_bytes());
+    out
+}
+
+fn decode_river(bytes: &[u8]) -> StoreResult<River> {
+    let touched = bytes
+        .get(20..28)
+        .and_then(|b| b.try_into().ok())
+        .map(i64::from_be_bytes)
+        .ok_or_else(|| keys::corrupt("river"))?;
+    Ok(River {
+        complete_from: keys::decode_position(bytes)?,
+        touched,
+    })
+}
+
+/// Whether a timeline item belongs to the reader's river.
+fn in_river(item: &FeedItem) -> bool {
+    matches!(item.reason.kind, ReasonKind::Follows | ReasonKind::Friend)
+}
+
+impl Inner {
+    fn river(&self, tenant: &str, reader: &str) -> StoreResult<Option<River>> {
+        self.get(GRAPH, &river_key(tenant, reader))?
+            .map(|v| decode_river(&v))
+            .transpose()
+    }
+
+    /// Removes river items of `reader` older than the newest `keep`, then
+    /// sets (or, with `drop`, deletes) the record. Returns how many went.
+    fn cut_river(&self, tenant: &str, reader: &str, keep: usize, drop: bool) -> StoreResult<u64> {
+        let mut kept = 0usize;
+        let mut oldest_kept = None;
+        let mut removed = 0u64;
+        let mut older_than = None;
+        let families = self.item_families();
+        let mut key = Vec::with_capacity(64);
+        loop {
+            let range = FeedRange {
+                older_than,
+                newer_than: None,
+                limit: STEP,
+                from_oldest: false,
+            };
+            let page = self.feed_page(tenant, reader, range)?;
+            let Some(last) = page.last() else { break };
+            older_than = Some(last.position());
+            let mut doomed = Vec::new();
+            for item in page.iter().filter(|i| in_river(i)) {
+                if kept < keep {
+                    kept += 1;
+                    oldest_kept = Some(item.position());
+                } else {
+                    doomed.push(item);
+                }
+            }
+            if !doomed.is_empty() {
+                let locks: Vec<Vec<u8>> = doomed
+                    .iter()
+                    .map(|i| action_lock(tenant, i.action_id.bytes()))
+                    .collect();
+                let _lock = self.lock(&locks);
+                let mut batch = WriteBatch::default();
+                for item in doomed {
+                    let oid = item.action_id.bytes();
+                    keys::item(&mut key, tenant, oid, reader);
+                    let Some(state) = self.get(ITEMS, &key)? else {
+                        continue;
+                    };
+                    let state = ItemState::decode(&state)?;
+                    // Raised by a bump since it was read: no longer the river's.
+                    if state.hidden || state.relevancy != item.relevancy {
+                        continue;
+                    }
+                    batch.delete_cf(self.cf(ITEMS), &key);
+                    Inner::drop_entries(
+                        &families, &mut batch, &mut key, tenant, reader, oid, &state,
+                    );
+                    removed += 1;
+                }
+                self.commit(batch)?;
+            }
+            if page.len() < STEP {
+                break;
+            }
+        }
+        let mut batch = WriteBatch::default();
+        let record = river_key(tenant, reader);
+        if drop {
+            batch.delete_cf(self.cf(GRAPH), &record);
+        } else if removed > 0 {
+            if let (Some(mut river), Some(oldest)) = (self.river(tenant, reader)?, oldest_kept) {
+                river.complete_from = river.complete_from.max(oldest);
+                batch.put_cf(self.cf(GRAPH), &record, encode_river(&river));
+            }
+        }
+        self.commit(batch)?;
+        Ok(removed)
+    }
+}
+
+#[async_trait]
+impl RiverStore for EmbeddedStore {
+    async fn river(&self, tenant: &str, reader: &str) -> StoreResult<Option<River>> {
+        self.inner.river(tenant, reader)
+    }
+
+    async fn put_river(&self, tenant: &str, reader: &str, river: &River) -> StoreResult<()> {
+        let (key, value) = (river_key(tenant, reader), encode_river(river));
+        self.blocking(move |db| {
+            let mut batch = WriteBatch::default();
+            batch.put_cf(db.cf(GRAPH), &key, &value);
+            db.commit(batch)
+        })
+        .await
+    }
+
+    async fn rivers_among(&self, tenant: &str, readers: &[String]) -> StoreResult<Vec<String>> {
+        if readers.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys: Vec<Vec<u8>> = readers.iter().map(|r| river_key(tenant, r)).collect();
+        let (inner, readers) = (self.inner.clone(), readers.to_vec());
+        tokio::task::spawn_blocking(move || {
+            let found = inner.exist_many(GRAPH, &keys)?;
+            Ok(readers
+                .into_iter()
+                .zip(found)
+                .filter_map(|(r, f)| f.then_some(r))
+                .collect())
+        })
+        .await
+        .map_err(|e| crate::store::StoreError::internal("embedded store task failed", e))?
+    }
+
+    async fn idle_rivers(
+        &self,
+        before: Millis,
+        limit: usize,
+    ) -> StoreResult<Vec<(String, String)>> {
+        self.blocking(move |db| {
+            let prefix = Key::tag(tag::RIVER).into_vec();
+            let mut out = Vec::new();
+            db.scan_prefix(GRAPH, &prefix, &prefix, usize::MAX, |k, v| {
+                if out.len() < limit && decode_river(v)?.touched < before {
+                    let mut r = Reader(&k[prefix.len()..]);
+                    let tenant = r.str()?.to_owned();
+                    out.push((tenant, r.last()?.to_owned()));
+                }
+                Ok(())
+            })?;
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn drop_river(&self, tenant: &str, reader: &str) -> StoreResult<u64> {
+        let (tenant, reader) = (tenant.to_owned(), reader.to_owned());
+        self.blocking(move |db| db.cut_river(&tenant, &reader, 0, true))
+            .await
+    }
+
+    async fn trim_river(&self, tenant: &str, reader: &str, keep: usize) -> StoreResult<u64> {
+        let (tenant, reader) = (tenant.to_owned(), reader.to_owned());
+        self.blocking(move |db| db.cut_river(&tenant, &reader, keep, false))
+            .await
+    }
+}

@@ -1,0 +1,166 @@
+//! What the feed models read beside the timelines: edges looked up for
+//! many readers at once, cuts, celebrities (all in the `graph` family), and
+//! many outbox ranges in one blocking step.
+
+use async_trait::async_trait;
+use rocksdb::WriteBatch;
+
+use super::families::{GRAPH, OUTBOX};
+use super::graph::{edge_codes, edge_key, EDGE_FOLLOWS_OUT, EDGE_FRIEND};
+use super::keys::{self, graph as tag, Key, Reader};
+use super::{db_err, EmbeddedStore, Inner};
+use crate::model::{EdgeKind, Position};
+use crate::store::{Cut, FeedRange, SourceStore, StoreResult};
+
+fn cut_key(tenant: &str, reader: &str, code: u8, actor: &str) -> Vec<u8> {
+    Key::tag(tag::CUT)
+        .str(tenant)
+        .str(reader)
+        .byte(code)
+        .last(actor)
+        .into_vec()
+}
+
+fn celebrity_key(tenant: &str, user: &str) -> Vec<u8> {
+    Key::tag(tag::CELEBRITY).str(tenant).last(user).into_vec()
+}
+
+impl Inner {
+    /// Which of `keys` exist in `family`, as flags in order. One multi-get.
+    pub(super) fn exist_many(&self, family: &str, keys: &[Vec<u8>]) -> StoreResult<Vec<bool>> {
+        let cf = self.cf(family);
+        self.db
+            .batched_multi_get_cf(cf, keys, false)
+            .into_iter()
+            .map(|found| found.map(|v| v.is_some()).map_err(db_err))
+            .collect()
+    }
+
+    fn edges_among(
+        &self,
+        tenant: &str,
+        kind: EdgeKind,
+        readers: &[String],
+        actor: &str,
+    ) -> StoreResult<Vec<String>> {
+        let (out, _) = edge_codes(kind);
+        let keys: Vec<Vec<u8>> = readers
+            .iter()
+            .map(|r| edge_key(tenant, out, r, actor))
+            .collect();
+        let found = self.exist_many(GRAPH, &keys)?;
+        Ok(readers
+            .iter()
+            .zip(found)
+            .filter_map(|(r, f)| f.then(|| r.clone()))
+            .collect())
+    }
+
+    fn cuts(&self, tenant: &str, reader: &str) -> StoreResult<Vec<Cut>> {
+        let prefix = Key::tag(tag::CUT).str(tenant).str(reader).into_vec();
+        let mut out = Vec::new();
+        self.scan_prefix(GRAPH, &prefix, &prefix, usize::MAX, |k, v| {
+            let mut r = Reader(&k[prefix.len()..]);
+            let kind = match r.byte()? {
+                EDGE_FRIEND => EdgeKind::Friend,
+                EDGE_FOLLOWS_OUT => EdgeKind::Follows,
+                _ => return Err(keys::corrupt("cut")),
+            };
+            out.push(Cut {
+                kind,
+                actor: r.last()?.to_owned(),
+                since: keys::decode_position(v)?,
+            });
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    fn outboxes(
+        &self,
+        tenant: &str,
+        reads: &[(String, FeedRange)],
+    ) -> StoreResult<Vec<Vec<Position>>> {
+        reads
+            .iter()
+            .map(|(actor, range)| self.ranked_range(OUTBOX, tenant, actor, *range, |p, _| Ok(p)))
+            .collect()
+    }
+}
+
+#[async_trait]
+impl SourceStore for EmbeddedStore {
+    async fn edges_among(
+        &self,
+        tenant: &str,
+        kind: EdgeKind,
+        readers: &[String],
+        actor: &str,
+    ) -> StoreResult<Vec<String>> {
+        if readers.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (tenant, readers, actor) = (tenant.to_owned(), readers.to_vec(), actor.to_owned());
+        self.blocking(move |db| db.edges_among(&tenant, kind, &readers, &actor))
+            .await
+    }
+
+    async fn set_cut(
+        &self,
+        tenant: &str,
+        reader: &str,
+        kind: EdgeKind,
+        actor: &str,
+        since: Option<Position>,
+    ) -> StoreResult<()> {
+        let key = cut_key(tenant, reader, edge_codes(kind).0, actor);
+        self.blocking(move |db| {
+            let mut batch = WriteBatch::default();
+            match since {
+                Some(p) => batch.put_cf(db.cf(GRAPH), &key, keys::encode_position(p)),
+                None => batch.delete_cf(db.cf(GRAPH), &key),
+            }
+            db.commit(batch)
+        })
+        .await
+    }
+
+    async fn cuts(&self, tenant: &str, reader: &str) -> StoreResult<Vec<Cut>> {
+        self.inner.cuts(tenant, reader)
+    }
+
+    async fn mark_celebrity(&self, tenant: &str, user: &str) -> StoreResult<()> {
+        let key = celebrity_key(tenant, user);
+        self.blocking(move |db| {
+            let mut batch = WriteBatch::default();
+            batch.put_cf(db.cf(GRAPH), &key, []);
+            db.commit(batch)
+        })
+        .await
+    }
+
+    async fn celebrities(&self, tenant: &str, users: &[String]) -> StoreResult<Vec<String>> {
+        if users.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys: Vec<Vec<u8>> = users.iter().map(|u| celebrity_key(tenant, u)).collect();
+        let found = self.inner.exist_many(GRAPH, &keys)?;
+        Ok(users
+            .iter()
+            .zip(found)
+            .filter_map(|(u, f)| f.then(|| u.clone()))
+            .collect())
+    }
+
+    async fn outboxes(
+        &self,
+        tenant: &str,
+        reads: &[(String, FeedRange)],
+    ) -> StoreResult<Vec<Vec<Position>>> {
+        if reads.len() <= 4 {
+            return self.inner.outboxes(tenant, reads);
+        }
+        let (tenant, reads) = (tenant.to_owned(), reads.to_vec());
+        self.blocking(move |db| db.outboxes(&tenant, &reads)).await
+    }
+}
