@@ -8,6 +8,7 @@ use rocksdb::WriteBatch;
 use super::actions::action_lock;
 use super::families::{GRAPH, ITEMS};
 use super::keys::{self, graph as tag, ItemState, Key, Reader};
+use super::sources::picked;
 use super::{EmbeddedStore, Inner};
 use crate::model::{FeedItem, Millis, ReasonKind};
 use crate::store::{FeedRange, River, RiverStore, StoreResult};
@@ -143,17 +144,9 @@ impl RiverStore for EmbeddedStore {
             return Ok(Vec::new());
         }
         let keys: Vec<Vec<u8>> = readers.iter().map(|r| river_key(tenant, r)).collect();
-        let (inner, readers) = (self.inner.clone(), readers.to_vec());
-        tokio::task::spawn_blocking(move || {
-            let found = inner.exist_many(GRAPH, &keys)?;
-            Ok(readers
-                .into_iter()
-                .zip(found)
-                .filter_map(|(r, f)| f.then_some(r))
-                .collect())
-        })
-        .await
-        .map_err(|e| crate::store::StoreError::internal("embedded store task failed", e))?
+        let readers = readers.to_vec();
+        self.blocking(move |db| Ok(picked(&readers, db.exist_many(GRAPH, &keys)?)))
+            .await
     }
 
     async fn idle_rivers(

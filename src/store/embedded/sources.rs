@@ -25,6 +25,15 @@ fn celebrity_key(tenant: &str, user: &str) -> Vec<u8> {
     Key::tag(tag::CELEBRITY).str(tenant).last(user).into_vec()
 }
 
+/// The ids whose flag is set.
+pub(super) fn picked(ids: &[String], found: Vec<bool>) -> Vec<String> {
+    ids.iter()
+        .zip(found)
+        .filter(|(_, f)| *f)
+        .map(|(id, _)| id.clone())
+        .collect()
+}
+
 impl Inner {
     /// Which of `keys` exist in `family`, as flags in order. One multi-get.
     pub(super) fn exist_many(&self, family: &str, keys: &[Vec<u8>]) -> StoreResult<Vec<bool>> {
@@ -48,12 +57,7 @@ impl Inner {
             .iter()
             .map(|r| edge_key(tenant, out, r, actor))
             .collect();
-        let found = self.exist_many(GRAPH, &keys)?;
-        Ok(readers
-            .iter()
-            .zip(found)
-            .filter_map(|(r, f)| f.then(|| r.clone()))
-            .collect())
+        Ok(picked(readers, self.exist_many(GRAPH, &keys)?))
     }
 
     fn cuts(&self, tenant: &str, reader: &str) -> StoreResult<Vec<Cut>> {
@@ -144,12 +148,7 @@ impl SourceStore for EmbeddedStore {
             return Ok(Vec::new());
         }
         let keys: Vec<Vec<u8>> = users.iter().map(|u| celebrity_key(tenant, u)).collect();
-        let found = self.inner.exist_many(GRAPH, &keys)?;
-        Ok(users
-            .iter()
-            .zip(found)
-            .filter_map(|(u, f)| f.then(|| u.clone()))
-            .collect())
+        Ok(picked(users, self.inner.exist_many(GRAPH, &keys)?))
     }
 
     async fn outboxes(
