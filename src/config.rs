@@ -18,6 +18,7 @@ use crate::http::WsLimits;
 use crate::model::BumpRule;
 use crate::relevancy::BumpRules;
 use crate::server::{ServeOptions, DEMO_NEEDS_DEV_MODE};
+use crate::timeline::{FeedModel, ModelKind};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -140,6 +141,25 @@ pub struct ServeArgs {
     #[arg(long, env = "RIVERFEED_FANOUT_BATCH", default_value_t = 10_000, global = true,
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub fanout_batch: u32,
+    /// How feeds are materialised: `push` (an item per reader at fan-out),
+    /// `pull` (merged from followees' outboxes at read), `rivers` (kept only
+    /// for readers active lately, pulled below) or `hybrid` (push, except
+    /// actors above the celebrity threshold, merged at read).
+    #[arg(long, env = "RIVERFEED_FEED_MODEL", value_enum, default_value_t = ModelKind::Push,
+          global = true)]
+    pub feed_model: ModelKind,
+    /// Items a reader's river keeps (rivers).
+    #[arg(long, env = "RIVERFEED_RIVER_SIZE", default_value_t = 800, global = true,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub river_size: u32,
+    /// A river not read for this long is dropped (rivers): `24h`, `7d`…
+    #[arg(long, env = "RIVERFEED_RIVER_IDLE", default_value = "24h", global = true,
+          value_parser = parse_duration)]
+    pub river_idle: Duration,
+    /// Actors with more followers than this are not fanned out (hybrid).
+    #[arg(long, env = "RIVERFEED_CELEBRITY_THRESHOLD", default_value_t = 10_000, global = true,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub celebrity_threshold: u32,
     /// Run the API without the in-process fan-out worker.
     #[arg(long, env = "RIVERFEED_NO_WORKER", global = true)]
     pub no_worker: bool,
@@ -278,11 +298,22 @@ impl ServeArgs {
             .unwrap_or_else(|| format!("embedded:{}", self.data_dir.display()))
     }
 
+    /// The feed model with its settings.
+    pub fn feed_model(&self) -> FeedModel {
+        FeedModel {
+            kind: self.feed_model,
+            river_size: self.river_size as usize,
+            river_idle: self.river_idle,
+            celebrity_threshold: self.celebrity_threshold as usize,
+        }
+    }
+
     pub fn options(&self) -> anyhow::Result<ServeOptions> {
         let mut options = ServeOptions::new(self.store_url());
         options.listen = self.listen;
         options.event_buffer = self.event_buffer as usize;
         options.follow_backfill = self.follow_backfill as usize;
+        options.model = self.feed_model();
         options.insecure_dev = self.insecure_dev;
         let bump_rules = self.bump_rules()?;
         options.worker = (!self.no_worker).then(|| WorkerConfig {
@@ -337,6 +368,30 @@ fn parse_size(text: &str) -> Result<usize, String> {
         .checked_mul(scale)
         .filter(|&n| n >= 8 << 20)
         .ok_or_else(|| format!("{text} is out of range: at least 8MiB"))
+}
+
+/// A duration as people write one: `500ms`, `10s`, `5m`, `24h`, `7d` (a bare
+/// number is seconds).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let (number, unit) = text
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .map_or((text, "s"), |i| text.split_at(i));
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("{text:?} is not a duration such as 10s or 500ms"))?;
+    let secs = match unit {
+        "ms" => value / 1000.0,
+        "s" => value,
+        "m" | "min" => value * 60.0,
+        "h" => value * 3600.0,
+        "d" => value * 86_400.0,
+        _ => return Err(format!("unknown unit {unit:?}; use ms, s, m, h or d")),
+    };
+    if !(secs > 0.0 && secs.is_finite()) {
+        return Err("the duration must be positive".into());
+    }
+    Ok(Duration::from_secs_f64(secs))
 }
 
 #[cfg(test)]

@@ -228,6 +228,20 @@ impl Hub {
         }
     }
 
+    /// The readers of `tenant` with a live feed subscription, in no
+    /// particular order: whom an action merged in at read (not fanned out)
+    /// is told about, at a cost that grows with the readers online.
+    pub fn online_readers(&self, tenant: &str) -> Vec<String> {
+        let topics = self.topics.lock().unwrap_or_else(|e| e.into_inner());
+        topics
+            .keys()
+            .filter_map(|topic| match topic {
+                Topic::Feed { tenant: t, reader } if t == tenant => Some(reader.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// How many topics have a live subscription.
     pub fn live_topics(&self) -> usize {
         self.topics.lock().unwrap_or_else(|e| e.into_inner()).len()

@@ -13,6 +13,7 @@
 //! A bump raises to a fixed target (the comment's time plus the boost), so a
 //! re-run, or two workers at once, change nothing further.
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,9 +23,10 @@ use tracing::{debug, error, info, instrument, warn};
 
 use crate::clock::Clock;
 use crate::events::{FeedEventKind, Hub};
-use crate::model::{Action, Bump, EdgeKind, Millis, Reason, ReasonKind, Scope};
+use crate::model::{Action, Bump, EdgeKind, Millis, Reason, ReasonKind};
 use crate::relevancy::{self, BumpRules};
-use crate::store::{BumpClaim, Claim, Delivery, Direction, ErrorKind, Store, StoreResult};
+use crate::store::{Backfill, BumpClaim, Claim, Delivery, ErrorKind, Store, StoreResult};
+use crate::timeline::{audience, rivers, FeedModel, ModelKind};
 
 /// How a worker runs.
 #[derive(Clone, Debug)]
@@ -42,6 +44,8 @@ pub struct WorkerConfig {
     /// How often an idle worker looks for work it was not woken for (other
     /// processes' actions, leases that ran out).
     pub poll_interval: Duration,
+    /// What the fan-out materialises.
+    pub model: FeedModel,
 }
 
 impl Default for WorkerConfig {
@@ -57,6 +61,7 @@ impl Default for WorkerConfig {
             claim_limit: 64,
             bump_rules: BumpRules::default(),
             poll_interval: Duration::from_millis(500),
+            model: FeedModel::default(),
         }
     }
 }
@@ -69,10 +74,12 @@ pub struct Worker {
     clock: Arc<dyn Clock>,
     config: WorkerConfig,
     wake: Arc<Notify>,
+    /// When idle rivers were last swept for.
+    last_sweep: Arc<AtomicI64>,
 }
 
-/// Page size when reading followers and group members for an audience.
-const AUDIENCE_PAGE: usize = 10_000;
+/// How often idle rivers are looked for.
+const SWEEP_EVERY_MS: Millis = 60_000;
 
 impl Worker {
     pub fn new(
@@ -88,6 +95,7 @@ impl Worker {
             clock,
             config,
             wake,
+            last_sweep: Arc::new(AtomicI64::new(Millis::MIN)),
         }
     }
 
@@ -199,6 +207,7 @@ impl Worker {
             note_outcome(done, "bump", &claim.comment.id, &mut failure);
         }
         claimed += self.clean_unfollows(shutdown, &mut failure).await?;
+        self.sweep_rivers().await?;
         match failure {
             Some(err) => Err(err),
             None => Ok(claimed),
@@ -231,8 +240,17 @@ impl Worker {
             match self.store.clean_unfollow(&claim).await {
                 Ok(removed) => {
                     debug!(reader = %u.reader, actor = %u.actor, removed = removed.len(), "unfollow cleaned up");
+                    let kept = match self.keep_by_other_edge(u, &removed).await {
+                        Ok(kept) => kept,
+                        Err(err) => {
+                            failure.get_or_insert(err);
+                            Vec::new()
+                        }
+                    };
                     self.hub
                         .publish_feed_items(FeedEventKind::Removed, &u.tenant, None, removed);
+                    self.hub
+                        .publish_feed_items(FeedEventKind::Added, &u.tenant, None, kept);
                 }
                 Err(err) if err.kind == ErrorKind::LeaseLost => {
                     warn!(reader = %u.reader, actor = %u.actor, cause = %err.chain(), "lease lost; leaving the cleanup to its new owner");
@@ -246,18 +264,66 @@ impl Worker {
         Ok(claimed)
     }
 
+    /// Puts back, by the edge that remains, what an ended edge's cleanup
+    /// took out that the reader's other edge to the same actor (a follow
+    /// beside a friendship) also covers: it stays in their feed, now for
+    /// that reason. Returns the items put back.
+    async fn keep_by_other_edge(
+        &self,
+        u: &crate::store::Unfollow,
+        removed: &[crate::model::FeedItem],
+    ) -> StoreResult<Vec<crate::model::FeedItem>> {
+        if removed.is_empty() {
+            return Ok(Vec::new());
+        }
+        let other = match u.kind {
+            EdgeKind::Follows => EdgeKind::Friend,
+            EdgeKind::Friend => EdgeKind::Follows,
+        };
+        let store = self.store.as_ref();
+        let reader = [u.reader.clone()];
+        if store
+            .edges_among(&u.tenant, other, &reader, &u.actor)
+            .await?
+            .is_empty()
+        {
+            return Ok(Vec::new());
+        }
+        let cuts = store.cuts(&u.tenant, &u.reader).await?;
+        let since = cuts
+            .iter()
+            .find(|c| c.kind == other && c.actor == u.actor)
+            .map_or(crate::model::Position::MIN, |c| c.since);
+        let back: Vec<Backfill> = removed
+            .iter()
+            .filter(|i| i.position() > since)
+            .map(|i| Backfill {
+                action_id: i.action_id,
+                relevancy: i.relevancy,
+                reason: Reason::new(other.reason(), &u.actor),
+            })
+            .collect();
+        store
+            .backfill(&u.tenant, &u.reader, self.clock.now(), &back)
+            .await
+    }
+
     /// Delivers one claimed action to its whole audience and marks it done.
     pub async fn fan_out(&self, claim: &Claim) -> StoreResult<()> {
         let audience = self.audience_of(&claim.action).await?;
         self.deliver_audience(claim, audience).await
     }
 
-    /// The readers of an action: none once it is hidden.
+    /// The readers an action's fan-out writes for, under the model: none
+    /// once it is hidden. Live readers who pull it instead are told now.
     async fn audience_of(&self, action: &Action) -> StoreResult<Vec<(String, ReasonKind)>> {
-        if action.hidden {
-            return Ok(Vec::new());
+        let store = self.store.as_ref();
+        let planned = audience::of(store, &self.config.model, action).await?;
+        if planned.pulled {
+            let shared = Arc::new(action.clone());
+            audience::tell_online(store, &self.hub, &shared, &planned.readers).await?;
         }
-        audience(self.store.as_ref(), action).await
+        Ok(planned.readers)
     }
 
     /// Delivers several whole fan-outs in one store call and publishes what
@@ -336,6 +402,9 @@ impl Worker {
         };
         let rules = &self.config.bump_rules;
         let targets = relevancy::targets(self.store.as_ref(), rules, &action, comment).await?;
+        if !self.config.model.pushes_all() {
+            self.place_pulled(&claim.tenant, &action, &targets).await?;
+        }
         let deliveries: Vec<Delivery> = targets
             .iter()
             .filter_map(|(owner, rule)| {
@@ -373,6 +442,46 @@ impl Worker {
             self.store.finish_bump(claim).await?;
         }
         debug!(action = %action.id, comment = %comment.id, targets = targets.len(), raised, "bump done");
+        Ok(())
+    }
+
+    /// Puts the action into the timelines of the targets who pull it (not
+    /// materialised there), so the bump raises it for them as for everyone.
+    async fn place_pulled(
+        &self,
+        tenant: &str,
+        action: &Action,
+        targets: &[(String, crate::model::BumpRule)],
+    ) -> StoreResult<()> {
+        let owners: Vec<String> = targets.iter().map(|(o, _)| o.clone()).collect();
+        let store = self.store.as_ref();
+        let now = self.clock.now();
+        for (owner, kind) in audience::pulled_readers(store, action, &owners, true).await? {
+            let item = Backfill {
+                action_id: action.id,
+                relevancy: action.conducted,
+                reason: Reason::new(kind, &action.actor_id),
+            };
+            store.backfill(tenant, &owner, now, &[item]).await?;
+        }
+        Ok(())
+    }
+
+    /// Drops idle rivers, at most once a minute.
+    async fn sweep_rivers(&self) -> StoreResult<()> {
+        if self.config.model.kind != ModelKind::Rivers {
+            return Ok(());
+        }
+        let now = self.clock.now();
+        let last = self.last_sweep.load(Ordering::Relaxed);
+        if now.saturating_sub(last) < SWEEP_EVERY_MS {
+            return Ok(());
+        }
+        self.last_sweep.store(now, Ordering::Relaxed);
+        let dropped = rivers::sweep(self.store.as_ref(), &self.config.model, now).await?;
+        if dropped > 0 {
+            info!(dropped, "idle rivers dropped");
+        }
         Ok(())
     }
 
@@ -420,89 +529,6 @@ fn note_outcome(
         Err(err) => {
             error!(%id, job, cause = %err.chain(), "one job failed; it is retried when its lease runs out");
             failure.get_or_insert(err);
-        }
-    }
-}
-
-/// Who should see an action, each with the most specific reason that applies:
-/// the actor always; followers and friends for `PUBLIC`; members of the action's
-/// groups for `TEAM` / `DEPARTMENT`; the named readers for `RESTRICTED`.
-pub async fn audience(
-    store: &dyn Store,
-    action: &Action,
-) -> StoreResult<Vec<(String, ReasonKind)>> {
-    let tenant = action.tenant.as_str();
-    // Every source lists its users in id order, so the runs concatenated
-    // here sort in close to linear time, and duplicates end up side by side:
-    // no hashing of a million ids for a large audience.
-    let mut readers: Vec<(String, ReasonKind)> = Vec::new();
-    let mut add = |user: String, kind: ReasonKind| readers.push((user, kind));
-    match action.scope {
-        Scope::Public => {
-            for kind in [EdgeKind::Follows, EdgeKind::Friend] {
-                let reason = kind.reason();
-                let page = |after: Option<String>| async move {
-                    store
-                        .edges(
-                            tenant,
-                            kind,
-                            Direction::In,
-                            &action.actor_id,
-                            after.as_deref(),
-                            AUDIENCE_PAGE,
-                        )
-                        .await
-                };
-                for_each_page(page, |user| add(user, reason)).await?;
-            }
-        }
-        Scope::Team | Scope::Department => {
-            let reason = if action.scope == Scope::Team {
-                ReasonKind::Team
-            } else {
-                ReasonKind::Department
-            };
-            for group in &action.scope_groups {
-                let page = |after: Option<String>| async move {
-                    store
-                        .group_members(tenant, group, after.as_deref(), AUDIENCE_PAGE)
-                        .await
-                };
-                for_each_page(page, |user| add(user, reason)).await?;
-            }
-        }
-        Scope::Restricted => {
-            for reader in &action.readers {
-                add(reader.clone(), ReasonKind::Restricted);
-            }
-        }
-    }
-    add(action.actor_id.clone(), ReasonKind::Own);
-    // Within one reader, the most specific reason first; then keep that one.
-    // A stable order also keeps each batch's writes local in the key space.
-    readers.sort_by(|a, b| {
-        a.0.cmp(&b.0)
-            .then_with(|| b.1.priority().cmp(&a.1.priority()))
-    });
-    readers.dedup_by(|later, first| later.0 == first.0);
-    Ok(readers)
-}
-
-/// Walks a user list page by page (each page starts after the last id of the
-/// previous one) and hands every id to `each`.
-async fn for_each_page<F, Fut>(mut page: F, mut each: impl FnMut(String)) -> StoreResult<()>
-where
-    F: FnMut(Option<String>) -> Fut,
-    Fut: std::future::Future<Output = StoreResult<Vec<String>>>,
-{
-    let mut after = None;
-    loop {
-        let ids = page(after.take()).await?;
-        let last_page = ids.len() < AUDIENCE_PAGE;
-        after = ids.last().cloned();
-        ids.into_iter().for_each(&mut each);
-        if last_page {
-            return Ok(());
         }
     }
 }

@@ -46,6 +46,9 @@ pub struct ServeOptions {
     /// Actions a new follow or friendship shows at once, unless the request
     /// says otherwise.
     pub follow_backfill: usize,
+    /// What is materialised ahead of time and what is merged at read; the
+    /// in-process worker runs the same.
+    pub model: crate::timeline::FeedModel,
     pub clock: Arc<dyn Clock>,
     /// Let dev mode listen beyond loopback.
     pub insecure_dev: bool,
@@ -72,6 +75,7 @@ impl ServeOptions {
             worker: Some(WorkerConfig::default()),
             event_buffer: 128,
             follow_backfill: crate::timeline::follow::DEFAULT_BACKFILL,
+            model: crate::timeline::FeedModel::default(),
             clock: Arc::new(SystemClock),
             insecure_dev: false,
             auth: Arc::new(Authenticator::Dev),
@@ -165,13 +169,15 @@ pub async fn start_with_store(
         clock: options.clock.clone(),
         wake: Arc::new(Notify::new()),
         follow_backfill: options.follow_backfill,
+        model: options.model,
         cursors: Arc::new(match &options.cursor_secret {
             Some(secret) => CursorKey::from_secret(secret),
             None => CursorKey::random(),
         }),
     };
     match options.worker {
-        Some(config) => {
+        Some(mut config) => {
+            config.model = options.model;
             let worker = Worker::new(
                 store.clone(),
                 app.hub.clone(),

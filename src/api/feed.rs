@@ -17,8 +17,9 @@ use super::page::{ActionConnection, ActionEdge, FeedItemConnection, FeedItemEdge
 use super::types::{ActionNode, ActionSlot, FeedItemNode};
 use super::{state, Viewer};
 use crate::model::limits::{check_id, page_size};
-use crate::model::{Action, FeedItem, Millis, ObjectId, Position, Stamp};
+use crate::model::{Action, FeedItem, Millis, ObjectId, Position, Scope, Stamp};
 use crate::store::{FeedRange, Unfollow};
+use crate::timeline::read::{self, Plan};
 
 /// Store rounds one page may take to get past items the viewer cannot read.
 const MAX_ROUNDS: usize = 4;
@@ -81,8 +82,12 @@ pub async fn home(
         .as_deref()
         .map(|c| list.decode_position(c))
         .transpose()?;
-    let store = &state(ctx)?.store;
+    let store = state(ctx)?.store.as_ref();
     let read_at = state(ctx)?.clock.now();
+    let (tenant, reader) = (viewer.tenant.as_str(), viewer.user.as_str());
+    let plan = Plan::load(store, &state(ctx)?.model, tenant, reader, read_at)
+        .await
+        .api()?;
     // The reader's pending unfollows, read alongside the first range: one
     // more query, no more waiting.
     let mut unfollows: Option<Vec<Unfollow>> = None;
@@ -101,44 +106,49 @@ pub async fn home(
             limit: want + 1,
             from_oldest: backwards,
         };
-        let page = store.feed_page(&viewer.tenant, &viewer.user, range);
-        let mut items = match &unfollows {
+        let page = plan.page(store, tenant, reader, range);
+        let mut entries = match &unfollows {
             Some(_) => page.await.api()?,
             None => {
-                let (page, pending) =
-                    tokio::join!(page, store.unfollows(&viewer.tenant, &viewer.user));
+                let (page, pending) = tokio::join!(page, store.unfollows(tenant, reader));
                 unfollows = Some(pending.api()?);
                 page.api()?
             }
         };
         let unfollows = unfollows.as_deref().unwrap_or_default();
-        more = items.len() > want;
+        more = entries.len() > want;
         if more {
             if backwards {
-                items.remove(0);
+                entries.remove(0);
             } else {
-                items.pop();
+                entries.pop();
             }
         }
-        if let (Some(first), Some(last)) = (items.first(), items.last()) {
+        if let (Some(first), Some(last)) = (entries.first(), entries.last()) {
             if backwards {
-                newest = Some(first.position());
-                oldest = oldest.or(Some(last.position()));
+                newest = Some(first.item.position());
+                oldest = oldest.or(Some(last.item.position()));
                 newer_than = newest;
             } else {
-                newest = newest.or(Some(first.position()));
-                oldest = Some(last.position());
+                newest = newest.or(Some(first.item.position()));
+                oldest = Some(last.item.position());
                 older_than = oldest;
             }
         }
         // What came by an edge the reader ended is left out until the worker
         // has taken it out of storage.
-        items.retain(|item| !unfollows.iter().any(|u| u.covers(item)));
-        let mut actions = load_page(ctx, viewer, items.iter().map(|i| i.action_id)).await?;
+        entries.retain(|e| !unfollows.iter().any(|u| u.covers(&e.item)));
+        read::settle(store, tenant, reader, &mut entries)
+            .await
+            .api()?;
+        let mut actions = load_page(ctx, viewer, entries.iter().map(|e| e.item.action_id)).await?;
         let access = access(ctx, viewer, actions.values()).await?;
-        let readable = items.into_iter().filter_map(|item| {
-            let action = actions.remove(&item.action_id)?;
-            (access.can_read(&action) && !action.hidden).then_some((item, action))
+        let readable = entries.into_iter().filter_map(|entry| {
+            let action = actions.remove(&entry.item.action_id)?;
+            let shown = access.can_read(&action)
+                && !action.hidden
+                && (!entry.pulled || action.scope == Scope::Public);
+            shown.then_some((entry.item, action))
         });
         if backwards {
             let mut round: Vec<_> = readable.collect();

@@ -69,6 +69,8 @@ pub struct AppState {
     pub wake: Arc<Notify>,
     /// Actions a new follow or friendship shows at once by default.
     pub follow_backfill: usize,
+    /// What is materialised ahead of time and what is merged at read.
+    pub model: crate::timeline::FeedModel,
     /// Seals cursors.
     pub cursors: Arc<CursorKey>,
 }

@@ -17,10 +17,10 @@ use crate::events::{ActionEvent, ActionEventKind, Event, FeedEventKind, Topic};
 use crate::model::limits::{check_id, check_ids, check_text};
 use crate::model::{
     Action, Comment, Counts, EdgeKind, FanOut, FeedItem, Group, GroupKind, Membership,
-    MembershipRole, ObjectId, Scope, User,
+    MembershipRole, ObjectId, Position, Reason, Scope, User,
 };
 use crate::store::{JoinOutcome, Unfollow};
-use crate::timeline::follow;
+use crate::timeline::{audience, follow, ModelKind};
 
 /// How far in the future `conducted` may lie (clock skew between services).
 const MAX_CLOCK_SKEW_MS: i64 = 5 * 60 * 1000;
@@ -349,28 +349,81 @@ impl MutationRoot {
                     // Reads leave the items out from now on; the worker takes
                     // them out of storage.
                     store.start_unfollow(&unfollow).await.api()?;
+                    store
+                        .clear_cut(&viewer.tenant, reader, kind, actor)
+                        .await
+                        .api()?;
                     state.wake.notify_one();
                 }
                 EdgeChange::On { .. } => {
                     // Following again ends a pending unfollow (a no-op if none).
                     store.end_unfollow(&unfollow).await.api()?;
-                    if backfill > 0 {
-                        let edge = follow::NewEdge {
-                            tenant: &viewer.tenant,
-                            reader,
-                            actor,
-                            via: kind.reason(),
-                        };
-                        let now = state.clock.now();
-                        follow::backfill(store, &state.hub, edge, backfill, now)
-                            .await
-                            .api()?;
-                    }
+                    let edge = follow::NewEdge {
+                        tenant: &viewer.tenant,
+                        reader,
+                        actor,
+                        via: kind.reason(),
+                    };
+                    let now = state.clock.now();
+                    let write = materialised_from(state, &viewer.tenant, reader, actor).await?;
+                    follow::backfill(store, &state.hub, edge, backfill, now, write)
+                        .await
+                        .api()?;
                 }
             }
         }
         Ok(true)
     }
+}
+
+/// The item `viewer` pulls for action `id` (not materialised), if they do.
+async fn pulled_item(
+    state: &AppState,
+    viewer: &Viewer,
+    id: ObjectId,
+) -> async_graphql::Result<Option<FeedItem>> {
+    let store = state.store.as_ref();
+    let Some(action) = store.get_actions(&viewer.tenant, &[id]).await.api()?.pop() else {
+        return Ok(None);
+    };
+    let reader = [viewer.user.clone()];
+    let pulled = audience::pulled_readers(store, &action, &reader, true)
+        .await
+        .api()?;
+    Ok(pulled.into_iter().next().map(|(owner, kind)| FeedItem {
+        owner,
+        action_id: id,
+        relevancy: action.conducted,
+        reason: Reason::new(kind, &action.actor_id),
+        changed: action.conducted,
+    }))
+}
+
+/// From where a new follow's backfill is written into `reader`'s timeline:
+/// everywhere in `push`; in `rivers`, within the reader's river; in
+/// `hybrid`, everywhere unless `actor` is a celebrity. `None`: nowhere, it
+/// is pulled at read.
+async fn materialised_from(
+    state: &AppState,
+    tenant: &str,
+    reader: &str,
+    actor: &str,
+) -> async_graphql::Result<Option<Position>> {
+    let store = state.store.as_ref();
+    Ok(match state.model.kind {
+        ModelKind::Push => Some(Position::MIN),
+        ModelKind::Pull => None,
+        ModelKind::Rivers => store
+            .river(tenant, reader)
+            .await
+            .api()?
+            .map(|r| r.complete_from),
+        ModelKind::Hybrid => {
+            let actor = [actor.to_owned()];
+            let celebrity = !store.celebrities(tenant, &actor).await.api()?.is_empty();
+            (!celebrity).then_some(Position::MIN)
+        }
+    })
 }
 
 /// What a follow-like mutation does to its edge.
@@ -791,11 +844,14 @@ impl MutationRoot {
         let viewer = viewer(ctx)?;
         let state = state(ctx)?;
         let id = parse_action_id(&action_id)?;
-        let item = state
+        let mut item = state
             .store
             .hide_feed_item(&viewer.tenant, &viewer.user, id)
             .await
             .api()?;
+        if item.is_none() && !state.model.pushes_all() {
+            item = pulled_item(state, viewer, id).await?;
+        }
         let removed = item.is_some();
         publish_removed(state, &viewer.tenant, item.into_iter().collect());
         Ok(removed)

@@ -22,6 +22,7 @@ use super::{session, state, viewer, AppState, SubscriptionPermit, Viewer};
 use crate::events::{Event, FeedEvent, FeedEventKind, Lagged, Topic};
 use crate::model::limits::check_id;
 use crate::model::{Action, Millis, ObjectId, ReasonKind, Stamp};
+use crate::timeline::read::Plan;
 
 /// At most this many changes are replayed on resuming; a reader further
 /// behind refetches the feed.
@@ -193,12 +194,25 @@ impl SubscriptionRoot {
         let mut replay = VecDeque::new();
         let mut replayed = HashMap::new();
         if let Some(after) = after {
-            let items = live
-                .state
-                .store
+            let store = live.state.store.as_ref();
+            let mut items = store
                 .feed_changes(&viewer.tenant, &viewer.user, after, MAX_REPLAY + 1)
                 .await
                 .api()?;
+            if !live.state.model.pushes_all() {
+                // What the reader pulls is not in their timeline's changes.
+                let (tenant, reader) = (viewer.tenant.as_str(), viewer.user.as_str());
+                let now = live.state.clock.now();
+                let plan = Plan::load(store, &live.state.model, tenant, reader, now)
+                    .await
+                    .api()?;
+                let pulled = plan
+                    .changes(store, tenant, reader, after, MAX_REPLAY + 1)
+                    .await
+                    .api()?;
+                items.extend(pulled);
+                items.sort_by_key(|i| i.stamp());
+            }
             if items.len() > MAX_REPLAY {
                 return Err(coded(
                     LAGGED,

@@ -27,6 +27,8 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
+
+use crate::config::parse_duration;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::{Deserialize, Serialize};
 
@@ -110,26 +112,6 @@ pub enum Workload {
     Sustained,
     Reads,
     Live,
-}
-
-fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let (number, unit) = text
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .map_or((text, "s"), |i| text.split_at(i));
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration such as 10s or 500ms"))?;
-    let secs = match unit {
-        "ms" => value / 1000.0,
-        "s" => value,
-        "m" | "min" => value * 60.0,
-        _ => return Err(format!("unknown unit {unit:?}; use ms, s or m")),
-    };
-    if !(secs > 0.0 && secs.is_finite()) {
-        return Err("the duration must be positive".into());
-    }
-    Ok(Duration::from_secs_f64(secs))
 }
 
 /// Everything a run measured; `results.json` is this, serialised.
@@ -376,7 +358,9 @@ mod tests {
         assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)));
         assert!(parse_duration("0s").is_err());
         assert!(parse_duration("ten").is_err());
-        assert!(parse_duration("3h").is_err());
+        assert_eq!(parse_duration("3h"), Ok(Duration::from_secs(3 * 3600)));
+        assert_eq!(parse_duration("1d"), Ok(Duration::from_secs(86_400)));
+        assert!(parse_duration("3w").is_err());
     }
 
     #[test]

@@ -154,6 +154,30 @@ impl Position {
         relevancy: Millis::MAX,
         action_id: ObjectId::from_bytes([0xff; 12]),
     };
+
+    /// The position right below this one: "from `p` on" as a bound that
+    /// excludes what it names.
+    pub fn just_below(self) -> Position {
+        let mut id = u128::from_be_bytes({
+            let mut wide = [0u8; 16];
+            wide[4..].copy_from_slice(&self.action_id.bytes());
+            wide
+        });
+        let relevancy = if id == 0 {
+            id = (1u128 << 96) - 1;
+            self.relevancy.saturating_sub(1)
+        } else {
+            id -= 1;
+            self.relevancy
+        };
+        let bytes = id.to_be_bytes();
+        let mut oid = [0u8; 12];
+        oid.copy_from_slice(&bytes[4..]);
+        Position {
+            relevancy,
+            action_id: ObjectId::from_bytes(oid),
+        }
+    }
 }
 
 impl PartialOrd for Position {

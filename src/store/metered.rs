@@ -60,6 +60,7 @@ ops!(
     outboxes,
     edges_among,
     set_cut,
+    clear_cut,
     cuts,
     mark_celebrity,
     celebrities,
@@ -563,16 +564,20 @@ impl SourceStore for Metered {
         self.inner.edges_among(tenant, kind, readers, actor).await
     }
 
-    async fn set_cut(
+    async fn set_cut(&self, tenant: &str, reader: &str, cut: &Cut) -> StoreResult<()> {
+        self.count(Op::set_cut);
+        self.inner.set_cut(tenant, reader, cut).await
+    }
+
+    async fn clear_cut(
         &self,
         tenant: &str,
         reader: &str,
         kind: EdgeKind,
         actor: &str,
-        since: Option<Position>,
     ) -> StoreResult<()> {
-        self.count(Op::set_cut);
-        self.inner.set_cut(tenant, reader, kind, actor, since).await
+        self.count(Op::clear_cut);
+        self.inner.clear_cut(tenant, reader, kind, actor).await
     }
 
     async fn cuts(&self, tenant: &str, reader: &str) -> StoreResult<Vec<Cut>> {

@@ -17,6 +17,9 @@ pub struct Cut {
     pub kind: EdgeKind,
     pub actor: String,
     pub since: Position,
+    /// When the edge began (as a position at that time): actions after it
+    /// were fanned out while it stood; older ones came by its backfill.
+    pub began: Position,
 }
 
 /// A reader's river: their timeline materialised while they read. Every
@@ -41,15 +44,15 @@ pub trait SourceStore: Send + Sync {
         readers: &[String],
         actor: &str,
     ) -> StoreResult<Vec<String>>;
-    /// Sets (or, with `None`, clears) where `actor`'s actions begin for
-    /// `reader` along `kind`.
-    async fn set_cut(
+    /// Sets a cut of `reader` (replacing theirs for that edge).
+    async fn set_cut(&self, tenant: &str, reader: &str, cut: &Cut) -> StoreResult<()>;
+    /// Clears `reader`'s cut for the `kind` edge to `actor`.
+    async fn clear_cut(
         &self,
         tenant: &str,
         reader: &str,
         kind: EdgeKind,
         actor: &str,
-        since: Option<Position>,
     ) -> StoreResult<()>;
     /// Every cut of `reader`.
     async fn cuts(&self, tenant: &str, reader: &str) -> StoreResult<Vec<Cut>>;

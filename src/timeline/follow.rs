@@ -1,13 +1,15 @@
 //! A new follow (or friendship) shows the other user's recent actions at once,
-//! as Stream's copy limit does: the actions the reader may see, newest first,
-//! at most the backfill size, put into the reader's feed where their own time
-//! places them. A backfill of 0 means going forward only.
+//! as Stream's copy limit does: their public actions, newest first, at most
+//! the backfill size, in the reader's feed where their own time places them.
+//! A backfill of 0 means going forward only.
+//!
+//! Every model records where the new edge begins (its cut: just below the
+//! oldest action shown), which is all a model that pulls the followee at
+//! read needs; a model that materialises the follow also writes the items.
 
 use crate::events::{FeedEventKind, Hub};
-use crate::model::{Action, FeedItem, Millis, Reason, ReasonKind, Scope};
-use crate::store::{Backfill, FeedRange, Store, StoreResult};
-
-use super::Access;
+use crate::model::{EdgeKind, FeedItem, Millis, ObjectId, Position, Reason, ReasonKind, Scope};
+use crate::store::{Backfill, Cut, FeedRange, Store, StoreResult};
 
 /// Actions a follow shows at once unless the request or `--follow-backfill`
 /// says otherwise.
@@ -30,15 +32,17 @@ pub struct NewEdge<'a> {
     pub via: ReasonKind,
 }
 
-/// Puts up to `limit` of the actor's most recent actions that the reader may
-/// see into the reader's feed, and tells a live reader. Returns the items
-/// written.
+/// Shows up to `limit` of the actor's most recent public actions: records
+/// the edge's cut, writes those at or above `write_from` into the reader's
+/// timeline (the rest are pulled at read), and tells a live reader of all.
+/// Returns the items shown.
 pub async fn backfill(
     store: &dyn Store,
     hub: &Hub,
     edge: NewEdge<'_>,
     limit: usize,
     now: Millis,
+    write_from: Option<Position>,
 ) -> StoreResult<Vec<FeedItem>> {
     let NewEdge {
         tenant,
@@ -48,7 +52,14 @@ pub async fn backfill(
     } = edge;
     let mut picked: Vec<Backfill> = Vec::new();
     let mut older_than = None;
-    for _ in 0..MAX_ROUNDS {
+    // Going forward only: from just before now (an action of this very
+    // millisecond is after the follow).
+    let began = Position {
+        relevancy: now - 1,
+        action_id: ObjectId::from_bytes([0xff; 12]),
+    };
+    let mut since = began;
+    for round in 0..MAX_ROUNDS {
         if picked.len() >= limit {
             break;
         }
@@ -60,6 +71,8 @@ pub async fn backfill(
         };
         let positions = store.outbox(tenant, actor, range).await?;
         let Some(last) = positions.last() else {
+            // The whole outbox was looked at.
+            since = Position::MIN;
             break;
         };
         older_than = Some(*last);
@@ -67,37 +80,65 @@ pub async fn backfill(
         let mut actions = store.get_actions(tenant, &ids).await?;
         // The outbox's order, newest first.
         actions.sort_by_key(|a| std::cmp::Reverse((a.conducted, a.id.bytes())));
-        let access = Access::load(store, tenant, reader, actions.iter()).await?;
-        picked.extend(
-            actions
-                .iter()
-                .filter(|a| !a.hidden && access.can_read(a))
-                .take(limit - picked.len())
-                .map(|a| Backfill {
-                    action_id: a.id,
-                    relevancy: a.conducted,
-                    reason: Reason::new(reason(a, reader, via), &a.actor_id),
-                }),
-        );
-        if positions.len() < ROUND {
-            break;
+        // Group and named actions reach the reader by their own routes.
+        let shown = actions
+            .iter()
+            .filter(|a| a.scope == Scope::Public && !a.hidden)
+            .take(limit - picked.len());
+        picked.extend(shown.map(|a| Backfill {
+            action_id: a.id,
+            relevancy: a.conducted,
+            reason: Reason::new(via, &a.actor_id),
+        }));
+        if picked.len() >= limit {
+            let oldest = picked.last().map(|b| Position {
+                relevancy: b.relevancy,
+                action_id: b.action_id,
+            });
+            since = oldest.map_or(since, |p| p.just_below());
+        } else if positions.len() < ROUND {
+            since = Position::MIN;
+        } else if round + 1 == MAX_ROUNDS {
+            since = *last;
         }
     }
+    let kind = match via {
+        ReasonKind::Friend => EdgeKind::Friend,
+        _ => EdgeKind::Follows,
+    };
+    let cut = Cut {
+        kind,
+        actor: actor.to_owned(),
+        since,
+        began,
+    };
+    store.set_cut(tenant, reader, &cut).await?;
     if picked.is_empty() {
         return Ok(Vec::new());
     }
-    let written = store.backfill(tenant, reader, now, &picked).await?;
-    hub.publish_feed_items(FeedEventKind::Added, tenant, None, written.iter().cloned());
-    Ok(written)
-}
-
-/// Why the reader has the item: what a fan-out would have said, the most
-/// specific reason first.
-fn reason(action: &Action, reader: &str, via: ReasonKind) -> ReasonKind {
-    match action.scope {
-        Scope::Restricted if action.readers.iter().any(|r| r == reader) => ReasonKind::Restricted,
-        Scope::Team => ReasonKind::Team,
-        Scope::Department => ReasonKind::Department,
-        _ => via,
-    }
+    let (written, pulled): (Vec<Backfill>, Vec<Backfill>) = picked.into_iter().partition(|b| {
+        write_from.is_some_and(|from| {
+            Position {
+                relevancy: b.relevancy,
+                action_id: b.action_id,
+            } >= from
+        })
+    });
+    let mut shown = store.backfill(tenant, reader, now, &written).await?;
+    let ids: Vec<ObjectId> = pulled.iter().map(|b| b.action_id).collect();
+    let held = store.materialised(tenant, reader, &ids).await?;
+    shown.extend(
+        pulled
+            .into_iter()
+            .filter(|b| !held.contains(&b.action_id))
+            .map(|b| FeedItem {
+                owner: reader.to_owned(),
+                action_id: b.action_id,
+                relevancy: b.relevancy,
+                reason: b.reason,
+                changed: b.relevancy,
+            }),
+    );
+    hub.publish_feed_items(FeedEventKind::Added, tenant, None, shown.iter().cloned());
+    Ok(shown)
 }

@@ -324,6 +324,7 @@ async fn a_lagging_subscriber_is_told_and_its_stream_ends() {
         clock: Arc::new(SystemClock),
         wake: Arc::new(Notify::new()),
         follow_backfill: 0,
+        model: riverfeed::timeline::FeedModel::default(),
         cursors: Arc::new(CursorKey::random()),
     };
     let schema = schema(state.clone(), false);

@@ -8,6 +8,7 @@ mod demo;
 mod follow;
 mod garbage;
 mod live;
+mod models;
 mod mongo_failures;
 mod ranked_lists;
 mod readme;

@@ -74,42 +74,39 @@ async fn sources(store: &dyn Store) -> Result<()> {
         relevancy: 5_000,
         action_id: ObjectId::new(),
     };
-    store
-        .set_cut(T, "m-ann", EdgeKind::Follows, "m-star", Some(since))
-        .await?;
-    store
-        .set_cut(T, "m-ann", EdgeKind::Friend, "m-zed", Some(Position::MIN))
-        .await?;
-    store
-        .set_cut(OTHER, "m-ann", EdgeKind::Follows, "m-star", Some(since))
-        .await?;
+    let began = Position {
+        relevancy: 6_000,
+        action_id: ObjectId::new(),
+    };
+    let star = Cut {
+        kind: EdgeKind::Follows,
+        actor: "m-star".into(),
+        since,
+        began,
+    };
+    let zed = Cut {
+        kind: EdgeKind::Friend,
+        actor: "m-zed".into(),
+        since: Position::MIN,
+        began: Position::MAX,
+    };
+    store.set_cut(T, "m-ann", &star).await?;
+    store.set_cut(T, "m-ann", &zed).await?;
+    store.set_cut(OTHER, "m-ann", &star).await?;
     let mut cuts = store.cuts(T, "m-ann").await?;
     cuts.sort_by(|a, b| a.actor.cmp(&b.actor));
-    let expected = vec![
-        Cut {
-            kind: EdgeKind::Follows,
-            actor: "m-star".into(),
-            since,
-        },
-        Cut {
-            kind: EdgeKind::Friend,
-            actor: "m-zed".into(),
-            since: Position::MIN,
-        },
-    ];
-    ensure!(cuts == expected, "cuts: {cuts:?}");
+    ensure!(cuts == vec![star.clone(), zed], "cuts: {cuts:?}");
     // Replaced, then cleared.
+    let later = Cut {
+        since: Position::MAX,
+        ..star
+    };
+    store.set_cut(T, "m-ann", &later).await?;
     store
-        .set_cut(T, "m-ann", EdgeKind::Follows, "m-star", Some(Position::MAX))
-        .await?;
-    store
-        .set_cut(T, "m-ann", EdgeKind::Friend, "m-zed", None)
+        .clear_cut(T, "m-ann", EdgeKind::Friend, "m-zed")
         .await?;
     let cuts = store.cuts(T, "m-ann").await?;
-    ensure!(
-        cuts.len() == 1 && cuts[0].since == Position::MAX,
-        "replaced: {cuts:?}"
-    );
+    ensure!(cuts == vec![later], "replaced: {cuts:?}");
     ensure!(store.cuts(T, "m-nobody").await?.is_empty());
 
     store.mark_celebrity(T, "m-star").await?;

@@ -230,7 +230,7 @@ async fn audience_follows_scope() -> Result<()> {
     }
 
     let public = action(T, "bob", 1, &[]);
-    let audience = riverfeed::fanout::audience(store.as_ref(), &public).await?;
+    let audience = riverfeed::timeline::audience::audience(store.as_ref(), &public, true).await?;
     ensure!(
         audience
             == vec![
@@ -244,7 +244,8 @@ async fn audience_follows_scope() -> Result<()> {
     let mut team_action = action(T, "bob", 1, &[]);
     team_action.scope = Scope::Team;
     team_action.scope_groups = vec!["t1".into()];
-    let audience = riverfeed::fanout::audience(store.as_ref(), &team_action).await?;
+    let audience =
+        riverfeed::timeline::audience::audience(store.as_ref(), &team_action, true).await?;
     ensure!(
         audience
             == vec![
@@ -258,7 +259,8 @@ async fn audience_follows_scope() -> Result<()> {
     let mut restricted = action(T, "bob", 1, &[]);
     restricted.scope = Scope::Restricted;
     restricted.readers = vec!["zed".into()];
-    let audience = riverfeed::fanout::audience(store.as_ref(), &restricted).await?;
+    let audience =
+        riverfeed::timeline::audience::audience(store.as_ref(), &restricted, true).await?;
     ensure!(
         audience
             == vec![

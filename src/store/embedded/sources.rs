@@ -74,6 +74,7 @@ impl Inner {
                 kind,
                 actor: r.last()?.to_owned(),
                 since: keys::decode_position(v)?,
+                began: keys::decode_position(v.get(20..).unwrap_or_default())?,
             });
             Ok(())
         })?;
@@ -109,21 +110,29 @@ impl SourceStore for EmbeddedStore {
             .await
     }
 
-    async fn set_cut(
+    async fn set_cut(&self, tenant: &str, reader: &str, cut: &Cut) -> StoreResult<()> {
+        let key = cut_key(tenant, reader, edge_codes(cut.kind).0, &cut.actor);
+        let mut value = keys::encode_position(cut.since).to_vec();
+        value.extend_from_slice(&keys::encode_position(cut.began));
+        self.blocking(move |db| {
+            let mut batch = WriteBatch::default();
+            batch.put_cf(db.cf(GRAPH), &key, &value);
+            db.commit(batch)
+        })
+        .await
+    }
+
+    async fn clear_cut(
         &self,
         tenant: &str,
         reader: &str,
         kind: EdgeKind,
         actor: &str,
-        since: Option<Position>,
     ) -> StoreResult<()> {
         let key = cut_key(tenant, reader, edge_codes(kind).0, actor);
         self.blocking(move |db| {
             let mut batch = WriteBatch::default();
-            match since {
-                Some(p) => batch.put_cf(db.cf(GRAPH), &key, keys::encode_position(p)),
-                None => batch.delete_cf(db.cf(GRAPH), &key),
-            }
+            batch.delete_cf(db.cf(GRAPH), &key);
             db.commit(batch)
         })
         .await

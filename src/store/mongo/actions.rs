@@ -8,7 +8,7 @@ use crate::descriptor::NAMED_REF_FIELDS;
 use crate::model::{Action, FeedItem, ObjectId, Position, Scope};
 use crate::store::{ActionStore, FeedRange, GraphStore, StoreError, StoreResult};
 
-use super::{db_err, read_all, within, ActionDoc, MongoStore, TIE_SLACK};
+use super::{dated, db_err, read_all, within, ActionDoc, MongoStore, TIE_SLACK};
 
 impl MongoStore {
     /// Positions (`conducted`, id) of the actions matching `filter`, newest
@@ -183,6 +183,7 @@ impl ActionStore for MongoStore {
         // As a feed page: one range on `conducted`, read a little past the
         // limit, cut exactly here; the exact keyset only when more actions
         // share a boundary millisecond than the slack covers.
+        let range = dated(range);
         let mut conducted = Document::new();
         if let Some(p) = range.newer_than {
             conducted.insert("$gt", DateTime::from_millis(p.relevancy.saturating_sub(1)));

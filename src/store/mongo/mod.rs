@@ -279,6 +279,24 @@ fn db_err(err: mongodb::error::Error) -> StoreError {
     StoreError::from_source(kind, "MongoDB", err)
 }
 
+/// The times a stored date can hold (years 1 to 9999).
+const DATES: std::ops::RangeInclusive<Millis> = -62_135_596_800_000..=253_402_300_799_999;
+
+/// `range` with bounds beyond what dates hold dropped (they bound nothing):
+/// `Position::MIN` and `MAX` as bounds.
+fn dated(mut range: super::FeedRange) -> super::FeedRange {
+    if range.older_than.is_some_and(|p| p.relevancy > *DATES.end()) {
+        range.older_than = None;
+    }
+    if range
+        .newer_than
+        .is_some_and(|p| p.relevancy < *DATES.start())
+    {
+        range.newer_than = None;
+    }
+    range
+}
+
 /// `all` narrowed to the positions strictly inside `range`'s bounds, exactly:
 /// `fields` name the rank (a date) and the id that breaks its ties, the
 /// order positions compare in.

@@ -43,28 +43,30 @@ impl SourceStore for MongoStore {
         self.strings(&self.edges, filter, "from", usize::MAX).await
     }
 
-    async fn set_cut(
+    async fn set_cut(&self, tenant: &str, reader: &str, cut: &Cut) -> StoreResult<()> {
+        let filter = doc! {
+            "tenant": tenant, "reader": reader, "kind": kind_name(cut.kind), "actor": &cut.actor,
+        };
+        let set =
+            doc! { "$set": { "since": position_doc(cut.since), "began": position_doc(cut.began) } };
+        self.cuts
+            .update_one(filter, set)
+            .with_options(UpdateOptions::builder().upsert(true).build())
+            .await
+            .map_err(db_err)?;
+        Ok(())
+    }
+
+    async fn clear_cut(
         &self,
         tenant: &str,
         reader: &str,
         kind: EdgeKind,
         actor: &str,
-        since: Option<Position>,
     ) -> StoreResult<()> {
         let filter =
             doc! { "tenant": tenant, "reader": reader, "kind": kind_name(kind), "actor": actor };
-        match since {
-            Some(p) => {
-                self.cuts
-                    .update_one(filter, doc! { "$set": { "since": position_doc(p) } })
-                    .with_options(UpdateOptions::builder().upsert(true).build())
-                    .await
-                    .map_err(db_err)?;
-            }
-            None => {
-                self.cuts.delete_one(filter).await.map_err(db_err)?;
-            }
-        }
+        self.cuts.delete_one(filter).await.map_err(db_err)?;
         Ok(())
     }
 
@@ -81,6 +83,7 @@ impl SourceStore for MongoStore {
                     kind,
                     actor: d.get_str("actor").ok()?.to_owned(),
                     since: position_of(d.get_document("since").ok()?)?,
+                    began: position_of(d.get_document("began").ok()?)?,
                 })
             })
             .collect())

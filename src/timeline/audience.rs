@@ -1,0 +1,281 @@
+//! Who an action reaches under a model: the readers the fan-out writes
+//! items for, and whether the rest (followers and friends) pull it at read;
+//! the live readers told about what they pull; and who among some readers
+//! pulls an action (a bump raises it for them too).
+
+use std::collections::HashMap;
+
+use crate::events::{FeedEventKind, Hub};
+use crate::model::{Action, EdgeKind, FeedItem, Position, Reason, ReasonKind, Scope};
+use crate::store::{Direction, Store, StoreResult};
+
+use super::model::{FeedModel, ModelKind};
+use super::sources::{Edge, Source};
+
+/// Page size when reading followers and group members for an audience.
+const AUDIENCE_PAGE: usize = 10_000;
+
+/// The readers an action's fan-out writes items for.
+#[derive(Debug, Default)]
+pub struct Audience {
+    /// Sorted by reader, one reason each (the most specific).
+    pub readers: Vec<(String, ReasonKind)>,
+    /// Some followers or friends were left to pull it at read.
+    pub pulled: bool,
+}
+
+/// Who `action`'s fan-out writes for under `model`: everyone in `push`;
+/// in `pull`, not followers and friends; in `rivers`, only those of them
+/// with a river; in `hybrid`, not followers and friends of an actor above
+/// the celebrity threshold (marked as one, for good).
+pub async fn of(store: &dyn Store, model: &FeedModel, action: &Action) -> StoreResult<Audience> {
+    if action.hidden {
+        return Ok(Audience::default());
+    }
+    let public = action.scope == Scope::Public;
+    match model.kind {
+        ModelKind::Push => Ok(Audience {
+            readers: audience(store, action, true).await?,
+            pulled: false,
+        }),
+        ModelKind::Pull => Ok(Audience {
+            readers: audience(store, action, false).await?,
+            pulled: public,
+        }),
+        ModelKind::Rivers => {
+            let mut readers = audience(store, action, true).await?;
+            if public {
+                let followers: Vec<String> = readers
+                    .iter()
+                    .filter(|(_, kind)| matches!(kind, ReasonKind::Follows | ReasonKind::Friend))
+                    .map(|(r, _)| r.clone())
+                    .collect();
+                let mut active = Vec::new();
+                for chunk in followers.chunks(AUDIENCE_PAGE) {
+                    active.extend(store.rivers_among(&action.tenant, chunk).await?);
+                }
+                active.sort_unstable();
+                readers.retain(|(r, kind)| {
+                    !matches!(kind, ReasonKind::Follows | ReasonKind::Friend)
+                        || active.binary_search(r).is_ok()
+                });
+            }
+            Ok(Audience {
+                readers,
+                pulled: public,
+            })
+        }
+        ModelKind::Hybrid => {
+            let celebrity = public && is_celebrity(store, model, action).await?;
+            Ok(Audience {
+                readers: audience(store, action, !celebrity).await?,
+                pulled: celebrity,
+            })
+        }
+    }
+}
+
+/// Whether `action`'s actor is (or now becomes) a celebrity: marked before,
+/// or followed by more than the threshold, counted no further than that.
+async fn is_celebrity(store: &dyn Store, model: &FeedModel, action: &Action) -> StoreResult<bool> {
+    let (tenant, actor) = (action.tenant.as_str(), action.actor_id.as_str());
+    if !store
+        .celebrities(tenant, &[actor.to_owned()])
+        .await?
+        .is_empty()
+    {
+        return Ok(true);
+    }
+    let limit = model.celebrity_threshold.saturating_add(1);
+    let followers = store
+        .edges(tenant, EdgeKind::Follows, Direction::In, actor, None, limit)
+        .await?;
+    if followers.len() <= model.celebrity_threshold {
+        return Ok(false);
+    }
+    store.mark_celebrity(tenant, actor).await?;
+    Ok(true)
+}
+
+/// Tells the live readers who pull `action` (online, not in `written`,
+/// following or befriending its actor) that it is in their feed: work that
+/// grows with the readers online, not with the followers. Returns how many
+/// were told.
+pub async fn tell_online(
+    store: &dyn Store,
+    hub: &Hub,
+    action: &std::sync::Arc<Action>,
+    written: &[(String, ReasonKind)],
+) -> StoreResult<usize> {
+    let mut online = hub.online_readers(&action.tenant);
+    online
+        .retain(|r| *r != action.actor_id && written.binary_search_by(|(w, _)| w.cmp(r)).is_err());
+    if online.is_empty() {
+        return Ok(0);
+    }
+    let pulling = pulled_readers(store, action, &online, false).await?;
+    let told = pulling.len();
+    let items = pulling.into_iter().map(|(owner, kind)| FeedItem {
+        owner,
+        action_id: action.id,
+        relevancy: action.conducted,
+        reason: Reason::new(kind, &action.actor_id),
+        // As a pulled item's stamp: where a resume finds it again.
+        changed: action.conducted,
+    });
+    hub.publish_feed_items(FeedEventKind::Added, &action.tenant, Some(action), items);
+    Ok(told)
+}
+
+/// Which of `candidates` have a `PUBLIC` action in their feed by a follow or
+/// friendship (the friendship first), with `check_cuts` only those whose
+/// edge began before it.
+pub async fn pulled_readers(
+    store: &dyn Store,
+    action: &Action,
+    candidates: &[String],
+    check_cuts: bool,
+) -> StoreResult<Vec<(String, ReasonKind)>> {
+    if action.scope != Scope::Public || candidates.is_empty() {
+        return Ok(Vec::new());
+    }
+    let (tenant, actor) = (action.tenant.as_str(), action.actor_id.as_str());
+    let (follows, friends) = tokio::join!(
+        store.edges_among(tenant, EdgeKind::Follows, candidates, actor),
+        store.edges_among(tenant, EdgeKind::Friend, candidates, actor),
+    );
+    let mut by_reader: HashMap<String, Vec<EdgeKind>> = HashMap::new();
+    for (kind, readers) in [(EdgeKind::Friend, friends?), (EdgeKind::Follows, follows?)] {
+        for reader in readers {
+            by_reader.entry(reader).or_default().push(kind);
+        }
+    }
+    let at = Position {
+        relevancy: action.conducted,
+        action_id: action.id,
+    };
+    let mut out = Vec::with_capacity(by_reader.len());
+    for (reader, kinds) in by_reader {
+        let cuts = if check_cuts {
+            store.cuts(tenant, &reader).await?
+        } else {
+            Vec::new()
+        };
+        let edge = |kind: EdgeKind| {
+            let cut = cuts.iter().find(|c| c.kind == kind && c.actor == actor);
+            Some(cut.map_or(
+                Edge {
+                    since: Position::MIN,
+                    began: Position::MIN,
+                },
+                |c| Edge {
+                    since: c.since,
+                    began: c.began,
+                },
+            ))
+        };
+        let source = Source {
+            actor: actor.to_owned(),
+            follows: kinds
+                .contains(&EdgeKind::Follows)
+                .then(|| edge(EdgeKind::Follows))
+                .flatten(),
+            friend: kinds
+                .contains(&EdgeKind::Friend)
+                .then(|| edge(EdgeKind::Friend))
+                .flatten(),
+        };
+        if let Some(kind) = source.reason(at) {
+            out.push((reader, kind));
+        }
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(out)
+}
+
+/// Who should see an action, each with the most specific reason that applies:
+/// the actor always; followers and friends for `PUBLIC`; members of the action's
+/// groups for `TEAM` / `DEPARTMENT`; the named readers for `RESTRICTED`.
+/// With `followers` false, a `PUBLIC` action's followers and friends are
+/// left out (they pull it at read).
+pub async fn audience(
+    store: &dyn Store,
+    action: &Action,
+    followers: bool,
+) -> StoreResult<Vec<(String, ReasonKind)>> {
+    let tenant = action.tenant.as_str();
+    // Every source lists its users in id order, so the runs concatenated
+    // here sort in close to linear time, and duplicates end up side by side:
+    // no hashing of a million ids for a large audience.
+    let mut readers: Vec<(String, ReasonKind)> = Vec::new();
+    let mut add = |user: String, kind: ReasonKind| readers.push((user, kind));
+    match action.scope {
+        Scope::Public if !followers => {}
+        Scope::Public => {
+            for kind in [EdgeKind::Follows, EdgeKind::Friend] {
+                let reason = kind.reason();
+                let page = |after: Option<String>| async move {
+                    store
+                        .edges(
+                            tenant,
+                            kind,
+                            Direction::In,
+                            &action.actor_id,
+                            after.as_deref(),
+                            AUDIENCE_PAGE,
+                        )
+                        .await
+                };
+                for_each_page(page, |user| add(user, reason)).await?;
+            }
+        }
+        Scope::Team | Scope::Department => {
+            let reason = if action.scope == Scope::Team {
+                ReasonKind::Team
+            } else {
+                ReasonKind::Department
+            };
+            for group in &action.scope_groups {
+                let page = |after: Option<String>| async move {
+                    store
+                        .group_members(tenant, group, after.as_deref(), AUDIENCE_PAGE)
+                        .await
+                };
+                for_each_page(page, |user| add(user, reason)).await?;
+            }
+        }
+        Scope::Restricted => {
+            for reader in &action.readers {
+                add(reader.clone(), ReasonKind::Restricted);
+            }
+        }
+    }
+    add(action.actor_id.clone(), ReasonKind::Own);
+    // Within one reader, the most specific reason first; then keep that one.
+    // A stable order also keeps each batch's writes local in the key space.
+    readers.sort_by(|a, b| {
+        a.0.cmp(&b.0)
+            .then_with(|| b.1.priority().cmp(&a.1.priority()))
+    });
+    readers.dedup_by(|later, first| later.0 == first.0);
+    Ok(readers)
+}
+
+/// Walks a user list page by page (each page starts after the last id of the
+/// previous one) and hands every id to `each`.
+async fn for_each_page<F, Fut>(mut page: F, mut each: impl FnMut(String)) -> StoreResult<()>
+where
+    F: FnMut(Option<String>) -> Fut,
+    Fut: std::future::Future<Output = StoreResult<Vec<String>>>,
+{
+    let mut after = None;
+    loop {
+        let ids = page(after.take()).await?;
+        let last_page = ids.len() < AUDIENCE_PAGE;
+        after = ids.last().cloned();
+        ids.into_iter().for_each(&mut each);
+        if last_page {
+            return Ok(());
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! Reading a feed under a model: a [`Plan`] says which sources a reader
+//! pulls and below which position; a page merges the reader's timeline with
+//! those sources' outboxes, in one order, with the same positions (so the
+//! same cursors) whatever the model.
+
+use super::model::{FeedModel, ModelKind};
+use super::rivers;
+use super::sources::{self, newest_first_within, Source};
+use crate::model::{FeedItem, Millis, ObjectId, Position, Scope, Stamp};
+use crate::store::{FeedRange, Store, StoreResult};
+
+/// One entry of a merged page.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    pub item: FeedItem,
+    /// Merged in from a source, not read from the timeline: shown only if
+    /// the timeline does not hold the action (elsewhere, or as hidden), and
+    /// only while the action is public.
+    pub pulled: bool,
+}
+
+/// How one reader's feed is read.
+#[derive(Clone, Debug, Default)]
+pub struct Plan {
+    /// The sources merged in at read.
+    sources: Vec<Source>,
+    /// They are merged in strictly below this (above it, the timeline holds
+    /// all they give).
+    below: Option<Position>,
+}
+
+impl Plan {
+    /// Works out `reader`'s plan under `model` at `now`. Under `rivers`,
+    /// a reader without a river gets one built here (their first read).
+    pub async fn load(
+        store: &dyn Store,
+        model: &FeedModel,
+        tenant: &str,
+        reader: &str,
+        now: Millis,
+    ) -> StoreResult<Plan> {
+        match model.kind {
+            ModelKind::Push => Ok(Plan::default()),
+            ModelKind::Pull => Ok(Plan {
+                sources: sources::load(store, tenant, reader).await?,
+                below: None,
+            }),
+            ModelKind::Hybrid => {
+                let mut all = sources::load(store, tenant, reader).await?;
+                let actors: Vec<String> = all.iter().map(|s| s.actor.clone()).collect();
+                let mut celebrities = store.celebrities(tenant, &actors).await?;
+                celebrities.sort_unstable();
+                all.retain(|s| celebrities.binary_search(&s.actor).is_ok());
+                Ok(Plan {
+                    sources: all,
+                    below: None,
+                })
+            }
+            ModelKind::Rivers => {
+                let all = sources::load(store, tenant, reader).await?;
+                let river = rivers::open(store, model, tenant, reader, &all, now).await?;
+                Ok(Plan {
+                    sources: all,
+                    below: Some(river.complete_from),
+                })
+            }
+        }
+    }
+
+    /// A range of the merged feed, newest first, at most `range.limit`
+    /// entries (as a timeline range would give them).
+    pub async fn page(
+        &self,
+        store: &dyn Store,
+        tenant: &str,
+        reader: &str,
+        range: FeedRange,
+    ) -> StoreResult<Vec<Entry>> {
+        let pulled_range = self.pulled_range(range);
+        let timeline = store.feed_page(tenant, reader, range);
+        let (timeline, pulled) = match pulled_range {
+            Some(pulled_range) => {
+                let pulled = sources::pull(store, tenant, reader, &self.sources, pulled_range);
+                let (timeline, pulled) = tokio::join!(timeline, pulled);
+                (timeline?, pulled?)
+            }
+            None => (timeline.await?, Vec::new()),
+        };
+        if pulled.is_empty() {
+            return Ok(timeline
+                .into_iter()
+                .map(|item| Entry {
+                    item,
+                    pulled: false,
+                })
+                .collect());
+        }
+        let held: std::collections::HashSet<ObjectId> =
+            timeline.iter().map(|i| i.action_id).collect();
+        let pulled_ids: std::collections::HashSet<ObjectId> =
+            pulled.iter().map(|i| i.action_id).collect();
+        let merged = timeline
+            .into_iter()
+            .chain(pulled.into_iter().filter(|i| !held.contains(&i.action_id)))
+            .collect();
+        Ok(newest_first_within(merged, range)
+            .into_iter()
+            .map(|item| Entry {
+                pulled: pulled_ids.contains(&item.action_id) && !held.contains(&item.action_id),
+                item,
+            })
+            .collect())
+    }
+
+    /// What the pulled sources added after `after` (a change stamp; a
+    /// pulled item's stamp is its own time), oldest first, at most `limit`:
+    /// the pulled part of a resumed subscription's replay. Only public
+    /// actions not hidden, and not held by the timeline.
+    pub async fn changes(
+        &self,
+        store: &dyn Store,
+        tenant: &str,
+        reader: &str,
+        after: Stamp,
+        limit: usize,
+    ) -> StoreResult<Vec<FeedItem>> {
+        let range = FeedRange {
+            older_than: None,
+            newer_than: Some(Position {
+                relevancy: after.changed,
+                action_id: after.action_id,
+            }),
+            limit,
+            from_oldest: true,
+        };
+        let Some(range) = self.pulled_range(range) else {
+            return Ok(Vec::new());
+        };
+        let items = sources::pull(store, tenant, reader, &self.sources, range).await?;
+        let mut entries: Vec<Entry> = items
+            .into_iter()
+            .map(|item| Entry { item, pulled: true })
+            .collect();
+        settle(store, tenant, reader, &mut entries).await?;
+        let ids: Vec<ObjectId> = entries.iter().map(|e| e.item.action_id).collect();
+        let public: std::collections::HashSet<ObjectId> = store
+            .get_actions(tenant, &ids)
+            .await?
+            .into_iter()
+            .filter(|a| a.scope == Scope::Public && !a.hidden)
+            .map(|a| a.id)
+            .collect();
+        let mut items: Vec<FeedItem> = entries
+            .into_iter()
+            .map(|e| e.item)
+            .filter(|i| public.contains(&i.action_id))
+            .collect();
+        items.reverse();
+        Ok(items)
+    }
+
+    /// The part of `range` the sources are read for, if any.
+    fn pulled_range(&self, range: FeedRange) -> Option<FeedRange> {
+        if self.sources.is_empty() {
+            return None;
+        }
+        let older_than = match (range.older_than, self.below) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if older_than == Some(Position::MIN) {
+            return None;
+        }
+        if let (Some(o), Some(n)) = (older_than, range.newer_than) {
+            if o <= n {
+                return None;
+            }
+        }
+        Some(FeedRange {
+            older_than,
+            ..range
+        })
+    }
+}
+
+/// Drops the pulled entries whose action the reader's timeline holds
+/// elsewhere (raised by a bump) or as hidden. One store call, if any entry
+/// was pulled.
+pub async fn settle(
+    store: &dyn Store,
+    tenant: &str,
+    reader: &str,
+    entries: &mut Vec<Entry>,
+) -> StoreResult<()> {
+    let pulled: Vec<ObjectId> = entries
+        .iter()
+        .filter(|e| e.pulled)
+        .map(|e| e.item.action_id)
+        .collect();
+    if pulled.is_empty() {
+        return Ok(());
+    }
+    let held = store.materialised(tenant, reader, &pulled).await?;
+    entries.retain(|e| !(e.pulled && held.contains(&e.item.action_id)));
+    Ok(())
+}

@@ -1,0 +1,114 @@
+//! Rivers: a reader's timeline materialised only while they read. Built
+//! from the reader's sources on their first read (the newest `river_size`
+//! public actions), kept up by fan-out while it exists, trimmed back to
+//! `river_size` as they read, and dropped by the sweeper once they have not
+//! read for `river_idle`. Below a river, reads continue from the sources.
+
+use tracing::debug;
+
+use super::model::FeedModel;
+use super::sources::{self, Source};
+use crate::model::{Millis, Position, Reason, Scope};
+use crate::store::{Backfill, FeedRange, River, Store, StoreResult};
+
+/// Rivers dropped per sweep step.
+const SWEEP_STEP: usize = 1_000;
+
+/// `reader`'s river, built now if they have none; touched and trimmed if
+/// it was last touched long enough ago.
+pub async fn open(
+    store: &dyn Store,
+    model: &FeedModel,
+    tenant: &str,
+    reader: &str,
+    all: &[Source],
+    now: Millis,
+) -> StoreResult<River> {
+    match store.river(tenant, reader).await? {
+        Some(river) if now - river.touched < model.touch_every_ms() => Ok(river),
+        Some(river) => {
+            let touched = River {
+                touched: now,
+                ..river
+            };
+            store.put_river(tenant, reader, &touched).await?;
+            store.trim_river(tenant, reader, model.river_size).await?;
+            // Trimming may have raised where the river is complete from.
+            Ok(store.river(tenant, reader).await?.unwrap_or(touched))
+        }
+        None => build(store, model, tenant, reader, all, now).await,
+    }
+}
+
+/// Builds `reader`'s river: first a record saying nothing is complete yet
+/// (so the fan-out starts delivering to it, and reads pull everything),
+/// then the newest public actions of the sources, then the record saying
+/// from where the river is complete.
+async fn build(
+    store: &dyn Store,
+    model: &FeedModel,
+    tenant: &str,
+    reader: &str,
+    all: &[Source],
+    now: Millis,
+) -> StoreResult<River> {
+    let building = River {
+        complete_from: Position::MAX,
+        touched: now,
+    };
+    store.put_river(tenant, reader, &building).await?;
+    let range = FeedRange {
+        older_than: None,
+        newer_than: None,
+        limit: model.river_size + 1,
+        from_oldest: false,
+    };
+    let mut scanned = sources::pull(store, tenant, reader, all, range).await?;
+    let complete_from = if scanned.len() > model.river_size {
+        scanned.truncate(model.river_size);
+        scanned.last().map_or(Position::MIN, |i| i.position())
+    } else {
+        Position::MIN
+    };
+    let ids: Vec<_> = scanned.iter().map(|i| i.action_id).collect();
+    let actions = store.get_actions(tenant, &ids).await?;
+    let public: std::collections::HashSet<_> = actions
+        .iter()
+        .filter(|a| a.scope == Scope::Public && !a.hidden)
+        .map(|a| a.id)
+        .collect();
+    let items: Vec<Backfill> = scanned
+        .into_iter()
+        .filter(|i| public.contains(&i.action_id))
+        .map(|i| Backfill {
+            action_id: i.action_id,
+            relevancy: i.relevancy,
+            reason: Reason::new(i.reason.kind, i.reason.actor_id),
+        })
+        .collect();
+    let written = store.backfill(tenant, reader, now, &items).await?;
+    let river = River {
+        complete_from,
+        touched: now,
+    };
+    store.put_river(tenant, reader, &river).await?;
+    debug!(tenant, reader, items = written.len(), "river built");
+    Ok(river)
+}
+
+/// Drops the rivers not read for `river_idle`. Returns how many.
+pub async fn sweep(store: &dyn Store, model: &FeedModel, now: Millis) -> StoreResult<usize> {
+    let before = now.saturating_sub(model.river_idle_ms());
+    let mut dropped = 0;
+    loop {
+        let idle = store.idle_rivers(before, SWEEP_STEP).await?;
+        for (tenant, reader) in &idle {
+            let items = store.drop_river(tenant, reader).await?;
+            debug!(tenant, reader, items, "idle river dropped");
+        }
+        dropped += idle.len();
+        if idle.len() < SWEEP_STEP {
+            return Ok(dropped);
+        }
+    }
+}
