@@ -14,6 +14,8 @@ pub mod client;
 pub mod graph;
 pub mod live;
 pub mod load;
+pub mod models;
+pub mod models_report;
 pub mod plot;
 pub mod ramp;
 pub mod reads;
@@ -95,6 +97,16 @@ pub struct BenchArgs {
         default_value = "load,ramp,sustained,reads,live"
     )]
     pub workloads: Vec<Workload>,
+    /// Compare feed models instead of the workloads: the same graph and
+    /// load on each, on a fresh store each (`push,pull,rivers,hybrid`).
+    #[arg(long, value_delimiter = ',', value_enum)]
+    pub models: Vec<crate::timeline::ModelKind>,
+    /// With `--models`: the percentage of readers who never read.
+    #[arg(long, default_value_t = 80, value_parser = clap::value_parser!(u32).range(0..=99))]
+    pub dormant: u32,
+    /// With `--models`: followers of the star whose actions are timed.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub star_followers: usize,
     /// Seed of the generated graph and mix.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
@@ -123,6 +135,8 @@ pub struct Results {
     pub sustained: Option<sustained::SustainedResult>,
     pub reads: Option<Vec<reads::ReadsResult>>,
     pub live: Option<Vec<live::LiveResult>>,
+    #[serde(default)]
+    pub models: Option<Vec<models::ModelResult>>,
     pub targets: Vec<report::TargetCheck>,
 }
 
@@ -233,6 +247,63 @@ pub async fn run(args: &BenchArgs, serve: &ServeArgs) -> anyhow::Result<Results>
          but the limit is {fds}; ask for fewer subscribers"
     );
 
+    if args.models.is_empty() {
+        let (bench, backing, url) = start(serve, ui, most_live, None).await?;
+        let mut results = Results {
+            meta: report::Meta::collect(&url, args, fds),
+            ..Results::default()
+        };
+        let outcome = run_workloads(&bench, args, &mut results).await;
+        if outcome.is_err() {
+            // Keep what was measured before the failure.
+            let _ = report::write(&args.out, &results);
+        }
+        let stopped = stop(bench, backing).await;
+        outcome?;
+        stopped?;
+        return finish(args, results);
+    }
+    let mut results = Results::default();
+    let mut compared = Vec::new();
+    for model in models::models(args, serve.feed_model()) {
+        // A store of its own for each model (a directory each, if given one).
+        let mut serve = serve.clone();
+        if let Some(dir) = serve.store.as_deref().and_then(|u| u.strip_prefix("embedded:")) {
+            serve.store = Some(format!("embedded:{dir}/{}", model.kind));
+        }
+        let (bench, backing, url) = start(&serve, ui, 1, Some(model)).await?;
+        results.meta = report::Meta::collect(&url, args, fds);
+        let outcome = models::run(&bench, args, &model).await;
+        let stopped = stop(bench, backing).await;
+        compared.push(outcome?);
+        stopped?;
+        results.models = Some(compared.clone());
+        report::write(&args.out, &results)?;
+    }
+    finish(args, results)
+}
+
+/// Judges, writes and prints the results.
+fn finish(args: &BenchArgs, mut results: Results) -> anyhow::Result<Results> {
+    results.targets = report::check_targets(&results);
+    report::write(&args.out, &results)?;
+    plot::write_all(&args.out, &results)?;
+    if !args.quiet {
+        println!("{}", report::table(&results));
+        println!("results in {}", args.out.display());
+    }
+    Ok(results)
+}
+
+/// Opens the run's store (a fresh one: a temporary directory, or a fresh
+/// database on a MongoDB URL) and starts the server on it, under `model`
+/// if given (else the model the flags say).
+async fn start(
+    serve: &ServeArgs,
+    ui: Ui,
+    most_live: usize,
+    model: Option<crate::timeline::FeedModel>,
+) -> anyhow::Result<(Bench, Backing, String)> {
     let (url, backing) = match serve.store.as_deref() {
         Some(url) if url.starts_with("mongodb") => {
             let url = fresh_database(url);
@@ -271,6 +342,9 @@ pub async fn run(args: &BenchArgs, serve: &ServeArgs) -> anyhow::Result<Results>
         max_connections: options.ws_limits.max_connections.max(most_live + 64),
         max_subscriptions: options.ws_limits.max_subscriptions,
     };
+    if let Some(model) = model {
+        options.model = model;
+    }
     let server = server::start_with_store(options, store.clone()).await?;
     let client = client::Gql::new(server.addr, TENANT)?;
     let bench = Bench {
@@ -281,15 +355,12 @@ pub async fn run(args: &BenchArgs, serve: &ServeArgs) -> anyhow::Result<Results>
         ui,
     };
 
-    let mut results = Results {
-        meta: report::Meta::collect(&url, args, fds),
-        ..Results::default()
-    };
-    let outcome = run_workloads(&bench, args, &mut results).await;
-    if outcome.is_err() {
-        // Keep what was measured before the failure.
-        let _ = report::write(&args.out, &results);
-    }
+    Ok((bench, backing, url))
+}
+
+/// Stops the server and drops what the run stored.
+async fn stop(bench: Bench, backing: Backing) -> anyhow::Result<()> {
+    let ui = bench.ui;
     let stopped = bench.server.stop().await;
     if let Backing::Mongo(url) = &backing {
         let dropped = async {
@@ -301,17 +372,7 @@ pub async fn run(args: &BenchArgs, serve: &ServeArgs) -> anyhow::Result<Results>
         }
     }
     drop(backing);
-    outcome?;
-    stopped?;
-
-    results.targets = report::check_targets(&results);
-    report::write(&args.out, &results)?;
-    plot::write_all(&args.out, &results)?;
-    if !args.quiet {
-        println!("{}", report::table(&results));
-        println!("results in {}", args.out.display());
-    }
-    Ok(results)
+    stopped
 }
 
 async fn run_workloads(

@@ -19,6 +19,9 @@ pub fn names(r: &Results) -> Option<Vec<&'static str>> {
     if r.live.as_ref().is_some_and(|p| !p.is_empty()) {
         names.push("live.svg");
     }
+    if r.models.as_ref().is_some_and(|p| !p.is_empty()) {
+        names.push("models.svg");
+    }
     (!names.is_empty()).then_some(names)
 }
 
@@ -61,10 +64,13 @@ pub fn write_all(dir: &Path, r: &Results) -> anyhow::Result<()> {
     if let Some(live) = r.live.as_ref().filter(|p| !p.is_empty()) {
         cdf(&dir.join("live.svg"), &r.meta.backend, live)?;
     }
+    if let Some(models) = r.models.as_ref().filter(|p| !p.is_empty()) {
+        super::models_report::plot(&dir.join("models.svg"), &r.meta.backend, models)?;
+    }
     Ok(())
 }
 
-const COLOURS: [RGBColor; 4] = [
+pub(super) const COLOURS: [RGBColor; 4] = [
     RGBColor(31, 119, 180),
     RGBColor(214, 39, 40),
     RGBColor(44, 160, 44),
@@ -178,6 +184,6 @@ fn cdf(path: &Path, backend: &str, live: &[super::live::LiveResult]) -> anyhow::
     Ok(())
 }
 
-fn plot_err<E: std::fmt::Debug>(err: E) -> anyhow::Error {
+pub(super) fn plot_err<E: std::fmt::Debug>(err: E) -> anyhow::Error {
     anyhow::anyhow!("cannot draw a plot: {err:?}")
 }

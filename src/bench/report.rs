@@ -88,7 +88,7 @@ pub struct TargetCheck {
     pub pass: Option<bool>,
 }
 
-fn check(name: &str, target: &str, figure: Option<(String, bool)>) -> TargetCheck {
+pub(super) fn check(name: &str, target: &str, figure: Option<(String, bool)>) -> TargetCheck {
     let (value, pass) = match figure {
         Some((value, pass)) => (value, Some(pass)),
         None => ("not run".into(), None),
@@ -104,6 +104,9 @@ fn check(name: &str, target: &str, figure: Option<(String, bool)>) -> TargetChec
 /// The figures the targets name, each judged. The targets are for the embedded
 /// store in a release build on a 2-core machine, load generator included.
 pub fn check_targets(r: &Results) -> Vec<TargetCheck> {
+    if let Some(models) = &r.models {
+        return super::models_report::targets(models);
+    }
     let reads_at = |c: usize| {
         r.reads
             .as_ref()
@@ -212,6 +215,35 @@ fn verdict(pass: Option<bool>) -> &'static str {
 fn figures(r: &Results) -> Vec<(String, String, String)> {
     let mut rows = Vec::new();
     let mut row = |w: &str, f: String, v: String| rows.push((w.to_owned(), f, v));
+    for m in r.models.iter().flatten() {
+        row(
+            "models",
+            format!("{}: fan-out", m.model),
+            format!(
+                "{:.1} deliveries/action, {:.0}/s; {} items stored, {:.0} bytes/user",
+                m.deliveries_per_action, m.deliveries_per_sec, m.feed_items, m.bytes_per_user
+            ),
+        );
+        row(
+            "models",
+            format!("{}: pages", m.model),
+            format!(
+                "dormant first p50 {:.2} ms; active c=1 p50 {:.2} ms, c=16 p50 {:.2} / p99 {:.2} ms",
+                m.dormant_first_page.p50_ms,
+                m.active_c1.p50_ms,
+                m.active_c16.p50_ms,
+                m.active_c16.p99_ms
+            ),
+        );
+        row(
+            "models",
+            format!("{}: star ({} followers)", m.model, m.star_followers),
+            format!(
+                "done p50 {:.1} ms, seen live p50 {:.1} ms / p99 {:.1} ms",
+                m.star_done.p50_ms, m.star_seen.p50_ms, m.star_seen.p99_ms
+            ),
+        );
+    }
     if let Some(l) = &r.load {
         row(
             "load",
@@ -365,6 +397,10 @@ pub fn markdown(r: &Results) -> String {
              this run is judged against them all the same.\n",
         );
     }
+    if let Some(models) = &r.models {
+        out.push_str("\n## Feed models\n\n");
+        out.push_str(&super::models_report::markdown(models));
+    }
     out.push_str("\n## Figures\n\n| workload | figure | result |\n|---|---|---|\n");
     for (w, f, v) in figures(r) {
         let _ = writeln!(out, "| {w} | {f} | {v} |");
@@ -388,7 +424,13 @@ pub fn markdown(r: &Results) -> String {
          sending `recordAction` to the `ADDED` event read by the last subscriber, which the \
          subscribers' process stamps with the wall clock both processes share. Memory per \
          subscriber is the server process's resident-set growth while they connect and \
-         subscribe, divided by their number.\n",
+         subscribe, divided by their number.\n\
+         - **models**: per model a fresh store and server; the follow graph and the star's \
+         followers written straight to the store; every active reader reads one page; the load's \
+         actions recorded at concurrency 32 until all are `DONE`; deliveries are the feed items \
+         the load added; a sample of dormant readers then reads one page each; active readers \
+         read for the set duration at concurrency 1 and 16; the star records actions while one \
+         follower listens on a websocket.\n",
     );
     out.push_str(
         "\n## What bounds them\n\n\

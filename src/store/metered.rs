@@ -150,6 +150,10 @@ impl Store for Metered {
     async fn ping(&self) -> StoreResult<()> {
         self.inner.ping().await
     }
+
+    async fn footprint(&self) -> StoreResult<super::Footprint> {
+        self.inner.footprint().await
+    }
 }
 
 #[async_trait]

@@ -160,6 +160,20 @@ pub trait Store:
     async fn ping(&self) -> StoreResult<()> {
         Ok(())
     }
+
+    /// What the materialised timelines hold and the store's size on disk
+    /// (the feed models' costs, for the bench). Counts every item; not for
+    /// a hot path.
+    async fn footprint(&self) -> StoreResult<Footprint>;
+}
+
+/// What a store holds, as [`Store::footprint`] measures it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Footprint {
+    /// Materialised feed items (timeline entries), hidden tombstones aside.
+    pub feed_items: u64,
+    /// Bytes the whole store takes (data files and buffers).
+    pub bytes: u64,
 }
 
 /// Users and how they relate: follows and friendships, groups, assignments

@@ -402,6 +402,27 @@ impl Inner {
         self.scan(family, lower, keys::successor(prefix), limit, each)
     }
 
+    /// Timeline entries, counted, and the bytes of every family's files
+    /// and memtables.
+    fn footprint(&self) -> StoreResult<crate::store::Footprint> {
+        let mut feed_items = 0u64;
+        self.scan(families::TIMELINE, &[], None, usize::MAX, |_, _| {
+            feed_items += 1;
+            Ok(())
+        })?;
+        let mut bytes = 0u64;
+        for family in families::ALL {
+            for property in ["rocksdb.total-sst-files-size", "rocksdb.size-all-mem-tables"] {
+                bytes += self
+                    .db
+                    .property_int_value_cf(self.cf(family), property)
+                    .map_err(db_err)?
+                    .unwrap_or(0);
+            }
+        }
+        Ok(crate::store::Footprint { feed_items, bytes })
+    }
+
     pub(crate) fn get(&self, family: &str, key: &[u8]) -> StoreResult<Option<Vec<u8>>> {
         self.db.get_cf(self.cf(family), key).map_err(db_err)
     }

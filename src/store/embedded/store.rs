@@ -24,6 +24,10 @@ impl Store for EmbeddedStore {
     fn backend(&self) -> &'static str {
         "embedded"
     }
+
+    async fn footprint(&self) -> StoreResult<crate::store::Footprint> {
+        self.blocking(|db| db.footprint()).await
+    }
 }
 
 #[async_trait]

@@ -733,6 +733,28 @@ impl Store for MongoStore {
             .collect()
     }
 
+    async fn footprint(&self) -> StoreResult<super::Footprint> {
+        let feed_items = self
+            .feed_items
+            .count_documents(doc! { "hidden": { "$ne": true } })
+            .await
+            .map_err(db_err)?;
+        let stats = self
+            .db
+            .run_command(doc! { "dbStats": 1 })
+            .await
+            .map_err(db_err)?;
+        let number = |field: &str| {
+            stats
+                .get(field)
+                .and_then(|v| v.as_f64().or_else(|| v.as_i64().map(|n| n as f64)))
+                .or_else(|| stats.get_i32(field).ok().map(f64::from))
+                .unwrap_or(0.0)
+        };
+        let bytes = (number("dataSize") + number("indexSize")) as u64;
+        Ok(super::Footprint { feed_items, bytes })
+    }
+
     async fn ping(&self) -> StoreResult<()> {
         self.db
             .run_command(doc! { "ping": 1 })
