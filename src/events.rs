@@ -242,6 +242,16 @@ impl Hub {
             .collect()
     }
 
+    /// Whether `reader` has a live feed subscription.
+    pub fn is_online(&self, tenant: &str, reader: &str) -> bool {
+        let topic = Topic::Feed {
+            tenant: tenant.to_owned(),
+            reader: reader.to_owned(),
+        };
+        let topics = self.topics.lock().unwrap_or_else(|e| e.into_inner());
+        topics.contains_key(&topic)
+    }
+
     /// How many topics have a live subscription.
     pub fn live_topics(&self) -> usize {
         self.topics.lock().unwrap_or_else(|e| e.into_inner()).len()

@@ -321,7 +321,9 @@ impl Worker {
         let planned = audience::of(store, &self.config.model, action).await?;
         if planned.pulled {
             let shared = Arc::new(action.clone());
-            audience::tell_online(store, &self.hub, &shared, &planned.readers).await?;
+            let written: Vec<String> = planned.readers.iter().map(|(r, _)| r.clone()).collect();
+            audience::tell_online(store, &self.hub, FeedEventKind::Added, &shared, &written)
+                .await?;
         }
         Ok(planned.readers)
     }

@@ -93,6 +93,26 @@ fn publish_removed(state: &AppState, tenant: &str, items: Vec<FeedItem>) {
         .publish_feed_items(FeedEventKind::Removed, tenant, None, items);
 }
 
+/// Tells the live readers an action left (hidden or deleted): those whose
+/// items were `removed`, and those online who pulled it.
+async fn publish_action_removed(
+    state: &AppState,
+    action: &Action,
+    removed: Vec<FeedItem>,
+) -> async_graphql::Result<()> {
+    let mut skip: Vec<String> = removed.iter().map(|i| i.owner.clone()).collect();
+    publish_removed(state, &action.tenant, removed);
+    if !state.model.pushes_all() {
+        skip.sort_unstable();
+        let shared = Arc::new(action.clone());
+        let store = state.store.as_ref();
+        audience::tell_online(store, &state.hub, FeedEventKind::Removed, &shared, &skip)
+            .await
+            .api()?;
+    }
+    Ok(())
+}
+
 /// Tells the live `sliceEvents` of each of the action's refs.
 fn publish_to_slices(state: &AppState, action: &Action) {
     let shared = Arc::new(action.clone());
@@ -342,13 +362,30 @@ impl MutationRoot {
                 kind,
             };
             match change {
-                EdgeChange::Off { keep_history: true } => {}
+                EdgeChange::Off { keep_history: true } => {
+                    let now = state.clock.now();
+                    follow::keep_history(store, &viewer.tenant, reader, actor, kind, now)
+                        .await
+                        .api()?;
+                }
                 EdgeChange::Off {
                     keep_history: false,
                 } => {
                     // Reads leave the items out from now on; the worker takes
                     // them out of storage.
                     store.start_unfollow(&unfollow).await.api()?;
+                    if !state.model.pushes_all() {
+                        follow::announce_unfollow(
+                            store,
+                            &state.hub,
+                            &viewer.tenant,
+                            reader,
+                            actor,
+                            kind,
+                        )
+                        .await
+                        .api()?;
+                    }
                     store
                         .clear_cut(&viewer.tenant, reader, kind, actor)
                         .await
@@ -667,7 +704,7 @@ impl MutationRoot {
         let id = parse_action_id(&id)?;
         let mut action = own_action(ctx, viewer, id).await?;
         let removed = state.store.hide_action(&viewer.tenant, id).await.api()?;
-        publish_removed(state, &viewer.tenant, removed);
+        publish_action_removed(state, &action, removed).await?;
         action.hidden = true;
         Ok(ActionNode::new(action))
     }
@@ -704,9 +741,9 @@ impl MutationRoot {
         let viewer = viewer(ctx)?;
         let state = state(ctx)?;
         let oid = parse_action_id(&id)?;
-        own_action(ctx, viewer, oid).await?;
+        let action = own_action(ctx, viewer, oid).await?;
         let removed = state.store.delete_action(&viewer.tenant, oid).await.api()?;
-        publish_removed(state, &viewer.tenant, removed);
+        publish_action_removed(state, &action, removed).await?;
         Ok(ID(oid.to_hex()))
     }
 
@@ -844,12 +881,17 @@ impl MutationRoot {
         let viewer = viewer(ctx)?;
         let state = state(ctx)?;
         let id = parse_action_id(&action_id)?;
-        let mut item = state
-            .store
-            .hide_feed_item(&viewer.tenant, &viewer.user, id)
-            .await
-            .api()?;
-        if item.is_none() && !state.model.pushes_all() {
+        let store = state.store.as_ref();
+        let (tenant, reader) = (viewer.tenant.as_str(), viewer.user.as_str());
+        // Held before (an item or a tombstone): hiding says what the item said.
+        let held = state.model.pushes_all()
+            || !store
+                .materialised(tenant, reader, &[id])
+                .await
+                .api()?
+                .is_empty();
+        let mut item = store.hide_feed_item(tenant, reader, id).await.api()?;
+        if !held {
             item = pulled_item(state, viewer, id).await?;
         }
         let removed = item.is_some();

@@ -195,19 +195,26 @@ impl SubscriptionRoot {
         let mut replayed = HashMap::new();
         if let Some(after) = after {
             let store = live.state.store.as_ref();
-            let mut items = store
-                .feed_changes(&viewer.tenant, &viewer.user, after, MAX_REPLAY + 1)
-                .await
-                .api()?;
-            if !live.state.model.pushes_all() {
-                // What the reader pulls is not in their timeline's changes.
+            // The plan first: under rivers it may build the reader's river,
+            // whose items then show among the timeline's changes.
+            let plan = if live.state.model.pushes_all() {
+                None
+            } else {
                 let (tenant, reader) = (viewer.tenant.as_str(), viewer.user.as_str());
                 let now = live.state.clock.now();
                 let plan = Plan::load(store, &live.state.model, tenant, reader, now)
                     .await
                     .api()?;
+                Some(plan)
+            };
+            let mut items = store
+                .feed_changes(&viewer.tenant, &viewer.user, after, MAX_REPLAY + 1)
+                .await
+                .api()?;
+            if let Some(plan) = plan {
+                // What the reader pulls is not in their timeline's changes.
                 let pulled = plan
-                    .changes(store, tenant, reader, after, MAX_REPLAY + 1)
+                    .changes(store, &viewer.tenant, &viewer.user, after, MAX_REPLAY + 1)
                     .await
                     .api()?;
                 items.extend(pulled);

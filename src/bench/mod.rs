@@ -268,7 +268,11 @@ pub async fn run(args: &BenchArgs, serve: &ServeArgs) -> anyhow::Result<Results>
     for model in models::models(args, serve.feed_model()) {
         // A store of its own for each model (a directory each, if given one).
         let mut serve = serve.clone();
-        if let Some(dir) = serve.store.as_deref().and_then(|u| u.strip_prefix("embedded:")) {
+        if let Some(dir) = serve
+            .store
+            .as_deref()
+            .and_then(|u| u.strip_prefix("embedded:"))
+        {
             serve.store = Some(format!("embedded:{dir}/{}", model.kind));
         }
         let (bench, backing, url) = start(&serve, ui, 1, Some(model)).await?;

@@ -125,7 +125,10 @@ pub async fn run(
     let plan: Vec<(usize, serde_json::Value)> = (0..args.actions)
         .map(|i| {
             let actor = rng.below(graph.users);
-            (actor, graph::action_input(&mut rng, &graph::user_id(actor), i))
+            (
+                actor,
+                graph::action_input(&mut rng, &graph::user_id(actor), i),
+            )
         })
         .collect();
     let bar = ui.bar(plan.len() as u64, &format!("{name}: recordAction"));
@@ -156,7 +159,10 @@ pub async fn run(
     // Dormant readers come back: each reads once.
     let mut dormant_pages = Latencies::default();
     let spinner = ui.spinner(&format!("{name}: dormant first pages"));
-    for &i in sleepers.iter().step_by((sleepers.len() / DORMANT_SAMPLE).max(1)) {
+    for &i in sleepers
+        .iter()
+        .step_by((sleepers.len() / DORMANT_SAMPLE).max(1))
+    {
         let took = read_page(client, &graph::user_id(i))
             .await
             .map_err(|e| anyhow::anyhow!("{name}: a dormant reader's page failed: {e}"))?;
@@ -243,10 +249,15 @@ async fn star_actions(
     let mut socket = subscribe_feed(&client.ws_url(), TENANT, watcher).await?;
     let registered = Instant::now() + PATIENCE;
     while client.live_topics().await? <= topics {
-        anyhow::ensure!(Instant::now() < registered, "the star's follower did not subscribe");
+        anyhow::ensure!(
+            Instant::now() < registered,
+            "the star's follower did not subscribe"
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let bar = bench.ui.bar(STAR_REPEATS as u64, &format!("{name}: the star acts"));
+    let bar = bench
+        .ui
+        .bar(STAR_REPEATS as u64, &format!("{name}: the star acts"));
     let (mut done, mut seen) = (Latencies::default(), Latencies::default());
     for n in 0..STAR_REPEATS {
         let input = json!({ "descriptor": { "statusPost": { "text": format!("Town hall at noon ({n}).") } } });
@@ -291,4 +302,3 @@ pub fn models(args: &BenchArgs, base: FeedModel) -> Vec<FeedModel> {
         .map(|&kind| FeedModel { kind, ..base })
         .collect()
 }
-

@@ -20,6 +20,9 @@ pub struct Cut {
     /// When the edge began (as a position at that time): actions after it
     /// were fanned out while it stood; older ones came by its backfill.
     pub began: Position,
+    /// Set when the edge ended keeping its history: what came by it is
+    /// what lies strictly below this (and above `since`).
+    pub until: Option<Position>,
 }
 
 /// A reader's river: their timeline materialised while they read. Every

@@ -97,39 +97,43 @@ async fn is_celebrity(store: &dyn Store, model: &FeedModel, action: &Action) -> 
     Ok(true)
 }
 
-/// Tells the live readers who pull `action` (online, not in `written`,
-/// following or befriending its actor) that it is in their feed: work that
-/// grows with the readers online, not with the followers. Returns how many
-/// were told.
+/// Tells the live readers who pull `action` (online, not among `skip`,
+/// which is sorted, and following or befriending its actor) that it was
+/// `kind` (added, or removed) in their feed: work that grows with the
+/// readers online, not with the followers. Returns how many were told.
 pub async fn tell_online(
     store: &dyn Store,
     hub: &Hub,
+    kind: FeedEventKind,
     action: &std::sync::Arc<Action>,
-    written: &[(String, ReasonKind)],
+    skip: &[String],
 ) -> StoreResult<usize> {
     let mut online = hub.online_readers(&action.tenant);
-    online
-        .retain(|r| *r != action.actor_id && written.binary_search_by(|(w, _)| w.cmp(r)).is_err());
+    online.retain(|r| *r != action.actor_id && skip.binary_search(r).is_err());
     if online.is_empty() {
         return Ok(0);
     }
     let pulling = pulled_readers(store, action, &online, false).await?;
     let told = pulling.len();
-    let items = pulling.into_iter().map(|(owner, kind)| FeedItem {
+    let items = pulling.into_iter().map(|(owner, reason)| FeedItem {
         owner,
         action_id: action.id,
         relevancy: action.conducted,
-        reason: Reason::new(kind, &action.actor_id),
+        reason: Reason::new(reason, &action.actor_id),
         // As a pulled item's stamp: where a resume finds it again.
         changed: action.conducted,
     });
-    hub.publish_feed_items(FeedEventKind::Added, &action.tenant, Some(action), items);
+    // A removed item's action reads null, as for a materialised one.
+    let shared = (kind != FeedEventKind::Removed).then_some(action);
+    hub.publish_feed_items(kind, &action.tenant, shared, items);
     Ok(told)
 }
 
 /// Which of `candidates` have a `PUBLIC` action in their feed by a follow or
-/// friendship (the friendship first), with `check_cuts` only those whose
-/// edge began before it.
+/// friendship, and why. With `check_cuts`, by each edge's cut and by edges
+/// that ended keeping their history (a store call per candidate: for a
+/// few); without, every standing edge counts (a new action is after any
+/// cut).
 pub async fn pulled_readers(
     store: &dyn Store,
     action: &Action,
@@ -144,51 +148,49 @@ pub async fn pulled_readers(
         store.edges_among(tenant, EdgeKind::Follows, candidates, actor),
         store.edges_among(tenant, EdgeKind::Friend, candidates, actor),
     );
-    let mut by_reader: HashMap<String, Vec<EdgeKind>> = HashMap::new();
-    for (kind, readers) in [(EdgeKind::Friend, friends?), (EdgeKind::Follows, follows?)] {
-        for reader in readers {
-            by_reader.entry(reader).or_default().push(kind);
+    let mut by_reader: HashMap<String, Source> = HashMap::new();
+    fn source<'m>(
+        map: &'m mut HashMap<String, Source>,
+        reader: &str,
+        actor: &str,
+    ) -> &'m mut Source {
+        map.entry(reader.to_owned()).or_insert_with(|| Source {
+            actor: actor.to_owned(),
+            follows: None,
+            friend: None,
+        })
+    }
+    for reader in follows? {
+        source(&mut by_reader, &reader, actor).follows = Some(Edge::ALWAYS);
+    }
+    for reader in friends? {
+        source(&mut by_reader, &reader, actor).friend = Some(Edge::ALWAYS);
+    }
+    if check_cuts {
+        for reader in candidates {
+            for cut in store.cuts(tenant, reader).await? {
+                if cut.actor != actor {
+                    continue;
+                }
+                let s = source(&mut by_reader, reader, actor);
+                let edge = match cut.kind {
+                    EdgeKind::Follows => &mut s.follows,
+                    EdgeKind::Friend => &mut s.friend,
+                };
+                if edge.is_some() || cut.until.is_some() {
+                    *edge = Some(Edge::of(&cut));
+                }
+            }
         }
     }
     let at = Position {
         relevancy: action.conducted,
         action_id: action.id,
     };
-    let mut out = Vec::with_capacity(by_reader.len());
-    for (reader, kinds) in by_reader {
-        let cuts = if check_cuts {
-            store.cuts(tenant, &reader).await?
-        } else {
-            Vec::new()
-        };
-        let edge = |kind: EdgeKind| {
-            let cut = cuts.iter().find(|c| c.kind == kind && c.actor == actor);
-            Some(cut.map_or(
-                Edge {
-                    since: Position::MIN,
-                    began: Position::MIN,
-                },
-                |c| Edge {
-                    since: c.since,
-                    began: c.began,
-                },
-            ))
-        };
-        let source = Source {
-            actor: actor.to_owned(),
-            follows: kinds
-                .contains(&EdgeKind::Follows)
-                .then(|| edge(EdgeKind::Follows))
-                .flatten(),
-            friend: kinds
-                .contains(&EdgeKind::Friend)
-                .then(|| edge(EdgeKind::Friend))
-                .flatten(),
-        };
-        if let Some(kind) = source.reason(at) {
-            out.push((reader, kind));
-        }
-    }
+    let mut out: Vec<(String, ReasonKind)> = by_reader
+        .into_iter()
+        .filter_map(|(reader, source)| Some((reader, source.reason(at)?)))
+        .collect();
     out.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(out)
 }

@@ -111,6 +111,7 @@ pub async fn backfill(
         actor: actor.to_owned(),
         since,
         began,
+        until: None,
     };
     store.set_cut(tenant, reader, &cut).await?;
     if picked.is_empty() {
@@ -141,4 +142,102 @@ pub async fn backfill(
     );
     hub.publish_feed_items(FeedEventKind::Added, tenant, None, shown.iter().cloned());
     Ok(shown)
+}
+
+/// Most pulled items an ended edge announces as removed to a live reader:
+/// the newest, which are the ones on their screen.
+const MAX_ANNOUNCED: usize = 1_000;
+
+/// An edge ended (`reader` no longer follows or befriends `actor`): tells
+/// a live reader that the items they pulled by it are gone (the
+/// materialised ones are announced by the cleanup that removes them).
+/// Call before the edge's cut is cleared; the edge itself is already gone.
+pub async fn announce_unfollow(
+    store: &dyn Store,
+    hub: &Hub,
+    tenant: &str,
+    reader: &str,
+    actor: &str,
+    kind: EdgeKind,
+) -> StoreResult<()> {
+    if !hub.is_online(tenant, reader) {
+        return Ok(());
+    }
+    let cuts = store.cuts(tenant, reader).await?;
+    let since = |k: EdgeKind| {
+        cuts.iter()
+            .find(|c| c.kind == k && c.actor == actor)
+            .map_or(Position::MIN, |c| c.since)
+    };
+    let other = match kind {
+        EdgeKind::Follows => EdgeKind::Friend,
+        EdgeKind::Friend => EdgeKind::Follows,
+    };
+    let reader_list = [reader.to_owned()];
+    let kept_from = if store
+        .edges_among(tenant, other, &reader_list, actor)
+        .await?
+        .is_empty()
+    {
+        None
+    } else {
+        Some(since(other))
+    };
+    let range = FeedRange {
+        older_than: None,
+        newer_than: Some(since(kind)),
+        limit: MAX_ANNOUNCED,
+        from_oldest: false,
+    };
+    let mut positions = store.outbox(tenant, actor, range).await?;
+    positions.retain(|p| kept_from.is_none_or(|from| *p <= from));
+    let ids: Vec<ObjectId> = positions.iter().map(|p| p.action_id).collect();
+    let held = store.materialised(tenant, reader, &ids).await?;
+    let public: std::collections::HashSet<ObjectId> = store
+        .get_actions(tenant, &ids)
+        .await?
+        .into_iter()
+        .filter(|a| a.scope == Scope::Public && !a.hidden)
+        .map(|a| a.id)
+        .collect();
+    let gone = positions
+        .into_iter()
+        .filter(|p| public.contains(&p.action_id) && !held.contains(&p.action_id))
+        .map(|p| FeedItem {
+            owner: reader.to_owned(),
+            action_id: p.action_id,
+            relevancy: p.relevancy,
+            reason: Reason::new(kind.reason(), actor),
+            changed: p.relevancy,
+        });
+    hub.publish_feed_items(FeedEventKind::Removed, tenant, None, gone);
+    Ok(())
+}
+
+/// An edge ended keeping its history: what came by it stays, so a model
+/// that pulls it keeps reading the actor's outbox up to now for the reader.
+pub async fn keep_history(
+    store: &dyn Store,
+    tenant: &str,
+    reader: &str,
+    actor: &str,
+    kind: EdgeKind,
+    now: Millis,
+) -> StoreResult<()> {
+    let cuts = store.cuts(tenant, reader).await?;
+    let mut cut = cuts
+        .into_iter()
+        .find(|c| c.kind == kind && c.actor == actor)
+        .unwrap_or(Cut {
+            kind,
+            actor: actor.to_owned(),
+            since: Position::MIN,
+            began: Position::MIN,
+            until: None,
+        });
+    cut.until = Some(Position {
+        relevancy: now.saturating_add(1),
+        action_id: ObjectId::from_bytes([0; 12]),
+    });
+    store.set_cut(tenant, reader, &cut).await
 }

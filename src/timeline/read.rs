@@ -20,10 +20,13 @@ pub struct Entry {
 }
 
 /// How one reader's feed is read.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub struct Plan {
-    /// The sources merged in at read.
-    sources: Vec<Source>,
+    /// The sources merged in at read; under `rivers`, read only once a
+    /// page reaches below the river.
+    sources: tokio::sync::OnceCell<Vec<Source>>,
+    /// Whether there are sources to merge at all.
+    pulls: bool,
     /// They are merged in strictly below this (above it, the timeline holds
     /// all they give).
     below: Option<Position>,
@@ -41,30 +44,50 @@ impl Plan {
     ) -> StoreResult<Plan> {
         match model.kind {
             ModelKind::Push => Ok(Plan::default()),
-            ModelKind::Pull => Ok(Plan {
-                sources: sources::load(store, tenant, reader).await?,
-                below: None,
-            }),
+            ModelKind::Pull => Ok(Plan::of(sources::load(store, tenant, reader).await?, None)),
             ModelKind::Hybrid => {
                 let mut all = sources::load(store, tenant, reader).await?;
                 let actors: Vec<String> = all.iter().map(|s| s.actor.clone()).collect();
                 let mut celebrities = store.celebrities(tenant, &actors).await?;
                 celebrities.sort_unstable();
                 all.retain(|s| celebrities.binary_search(&s.actor).is_ok());
-                Ok(Plan {
-                    sources: all,
-                    below: None,
-                })
+                Ok(Plan::of(all, None))
             }
             ModelKind::Rivers => {
-                let all = sources::load(store, tenant, reader).await?;
-                let river = rivers::open(store, model, tenant, reader, &all, now).await?;
-                Ok(Plan {
-                    sources: all,
+                let (river, built_from) = rivers::open(store, model, tenant, reader, now).await?;
+                let plan = Plan {
+                    sources: tokio::sync::OnceCell::new(),
+                    pulls: true,
                     below: Some(river.complete_from),
-                })
+                };
+                if let Some(all) = built_from {
+                    plan.sources.set(all).ok();
+                }
+                Ok(plan)
             }
         }
+    }
+
+    fn of(sources: Vec<Source>, below: Option<Position>) -> Plan {
+        Plan {
+            pulls: !sources.is_empty(),
+            sources: tokio::sync::OnceCell::new_with(Some(sources)),
+            below,
+        }
+    }
+
+    /// The sources, read now if they were not yet.
+    async fn sources(
+        &self,
+        store: &dyn Store,
+        tenant: &str,
+        reader: &str,
+    ) -> StoreResult<&[Source]> {
+        let all = self
+            .sources
+            .get_or_try_init(|| sources::load(store, tenant, reader))
+            .await?;
+        Ok(all)
     }
 
     /// A range of the merged feed, newest first, at most `range.limit`
@@ -80,7 +103,10 @@ impl Plan {
         let timeline = store.feed_page(tenant, reader, range);
         let (timeline, pulled) = match pulled_range {
             Some(pulled_range) => {
-                let pulled = sources::pull(store, tenant, reader, &self.sources, pulled_range);
+                let pulled = async {
+                    let all = self.sources(store, tenant, reader).await?;
+                    sources::pull(store, tenant, reader, all, pulled_range).await
+                };
                 let (timeline, pulled) = tokio::join!(timeline, pulled);
                 (timeline?, pulled?)
             }
@@ -136,7 +162,8 @@ impl Plan {
         let Some(range) = self.pulled_range(range) else {
             return Ok(Vec::new());
         };
-        let items = sources::pull(store, tenant, reader, &self.sources, range).await?;
+        let all = self.sources(store, tenant, reader).await?;
+        let items = sources::pull(store, tenant, reader, all, range).await?;
         let mut entries: Vec<Entry> = items
             .into_iter()
             .map(|item| Entry { item, pulled: true })
@@ -161,7 +188,7 @@ impl Plan {
 
     /// The part of `range` the sources are read for, if any.
     fn pulled_range(&self, range: FeedRange) -> Option<FeedRange> {
-        if self.sources.is_empty() {
+        if !self.pulls {
             return None;
         }
         let older_than = match (range.older_than, self.below) {

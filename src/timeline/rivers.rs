@@ -14,19 +14,26 @@ use crate::store::{Backfill, FeedRange, River, Store, StoreResult};
 /// Rivers dropped per sweep step.
 const SWEEP_STEP: usize = 1_000;
 
-/// `reader`'s river, built now if they have none; touched and trimmed if
-/// it was last touched long enough ago.
+/// `reader`'s river, built now if they have none (with the sources it was
+/// built from); touched and trimmed if it was last touched long enough ago.
 pub async fn open(
     store: &dyn Store,
     model: &FeedModel,
     tenant: &str,
     reader: &str,
-    all: &[Source],
     now: Millis,
-) -> StoreResult<River> {
-    match store.river(tenant, reader).await? {
-        Some(river) if now - river.touched < model.touch_every_ms() => Ok(river),
-        Some(river) => {
+) -> StoreResult<(River, Option<Vec<Source>>)> {
+    let river = match store.river(tenant, reader).await? {
+        None => {
+            let all = sources::load(store, tenant, reader).await?;
+            let river = build(store, model, tenant, reader, &all, now).await?;
+            return Ok((river, Some(all)));
+        }
+        Some(river) => river,
+    };
+    let river = match river {
+        river if now - river.touched < model.touch_every_ms() => river,
+        river => {
             let touched = River {
                 touched: now,
                 ..river
@@ -34,10 +41,10 @@ pub async fn open(
             store.put_river(tenant, reader, &touched).await?;
             store.trim_river(tenant, reader, model.river_size).await?;
             // Trimming may have raised where the river is complete from.
-            Ok(store.river(tenant, reader).await?.unwrap_or(touched))
+            store.river(tenant, reader).await?.unwrap_or(touched)
         }
-        None => build(store, model, tenant, reader, all, now).await,
-    }
+    };
+    Ok((river, None))
 }
 
 /// Builds `reader`'s river: first a record saying nothing is complete yet

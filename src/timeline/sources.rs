@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use crate::model::{EdgeKind, FeedItem, Position, Reason, ReasonKind};
-use crate::store::{Direction, FeedRange, Store, StoreResult};
+use crate::store::{Cut, Direction, FeedRange, Store, StoreResult};
 
 /// Edges read per store call while listing a reader's sources.
 const EDGE_PAGE: usize = 10_000;
@@ -17,13 +17,32 @@ pub struct Edge {
     /// Actions strictly newer than this were fanned out while it stood;
     /// older ones came by its backfill.
     pub began: Position,
+    /// An edge that ended keeping its history: only what lies strictly
+    /// below this came by it.
+    pub until: Option<Position>,
 }
 
-/// An edge with no cut: there since the start.
-const ALWAYS: Edge = Edge {
-    since: Position::MIN,
-    began: Position::MIN,
-};
+impl Edge {
+    /// An edge with no cut: there since the start.
+    pub const ALWAYS: Edge = Edge {
+        since: Position::MIN,
+        began: Position::MIN,
+        until: None,
+    };
+
+    pub fn of(cut: &Cut) -> Edge {
+        Edge {
+            since: cut.since,
+            began: cut.began,
+            until: cut.until,
+        }
+    }
+
+    /// Whether an action at `p` came by this edge.
+    pub fn covers(&self, p: Position) -> bool {
+        p > self.since && self.until.is_none_or(|u| p < u)
+    }
+}
 
 /// One account a reader pulls from, by a follow, a friendship or both.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -44,6 +63,15 @@ impl Source {
             .unwrap_or(Position::MAX)
     }
 
+    /// Where the source ends, if every edge to it ended keeping history.
+    pub fn until(&self) -> Option<Position> {
+        let edges = || [self.follows, self.friend].into_iter().flatten();
+        if edges().any(|e| e.until.is_none()) {
+            return None;
+        }
+        edges().filter_map(|e| e.until).max()
+    }
+
     /// Why an action at `p` reaches the reader, as materialising it would
     /// have said: by the edges that stood when it was fanned out (the
     /// friendship before the follow), else by the first edge made after it
@@ -54,7 +82,7 @@ impl Source {
             (ReasonKind::Follows, self.follows),
         ]
         .into_iter()
-        .filter_map(|(kind, edge)| edge.filter(|e| p > e.since).map(|e| (kind, e)));
+        .filter_map(|(kind, edge)| edge.filter(|e| e.covers(p)).map(|e| (kind, e)));
         let mut first: Option<(ReasonKind, Edge)> = None;
         for (kind, edge) in covering {
             if p > edge.began {
@@ -85,24 +113,37 @@ pub async fn load(store: &dyn Store, tenant: &str, reader: &str) -> StoreResult<
                 friend: None,
             });
             match kind {
-                EdgeKind::Follows => source.follows = Some(ALWAYS),
-                EdgeKind::Friend => source.friend = Some(ALWAYS),
+                EdgeKind::Follows => source.follows = Some(Edge::ALWAYS),
+                EdgeKind::Friend => source.friend = Some(Edge::ALWAYS),
             }
         }
     }
     for cut in cuts? {
-        let Some(source) = by_actor.get_mut(&cut.actor) else {
-            continue;
-        };
-        let edge = match cut.kind {
-            EdgeKind::Follows => &mut source.follows,
-            EdgeKind::Friend => &mut source.friend,
-        };
-        if edge.is_some() {
-            *edge = Some(Edge {
-                since: cut.since,
-                began: cut.began,
-            });
+        // An edge that stands takes its cut; one that ended keeping its
+        // history stays a source up to where it ended.
+        match by_actor.get_mut(&cut.actor) {
+            Some(source) => {
+                let edge = match cut.kind {
+                    EdgeKind::Follows => &mut source.follows,
+                    EdgeKind::Friend => &mut source.friend,
+                };
+                if edge.is_some() || cut.until.is_some() {
+                    *edge = Some(Edge::of(&cut));
+                }
+            }
+            None if cut.until.is_some() => {
+                let mut source = Source {
+                    actor: cut.actor.clone(),
+                    follows: None,
+                    friend: None,
+                };
+                match cut.kind {
+                    EdgeKind::Follows => source.follows = Some(Edge::of(&cut)),
+                    EdgeKind::Friend => source.friend = Some(Edge::of(&cut)),
+                }
+                by_actor.insert(cut.actor.clone(), source);
+            }
+            None => {}
         }
     }
     Ok(by_actor.into_values().collect())

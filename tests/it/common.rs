@@ -8,6 +8,7 @@ use futures_util::{SinkExt, StreamExt};
 use riverfeed::model::ObjectId;
 use riverfeed::server::{self, ServeOptions, Server};
 use riverfeed::store::mongo::MongoStore;
+use riverfeed::timeline::{FeedModel, ModelKind};
 use serde_json::{json, Value};
 use tempfile::TempDir;
 use tokio::net::TcpStream;
@@ -102,6 +103,23 @@ pub fn store_url(backend: Backend) -> Option<(String, Option<TempDir>)> {
     }
 }
 
+/// The feed model servers run under: `RIVERFEED_TEST_FEED_MODEL` (`push`,
+/// `pull`, `rivers` or `hybrid`; push when unset), so the feed tests run
+/// against every model. Rivers are small and celebrities common, so reads
+/// cross from rivers to sources and actions are merged at read.
+pub fn test_feed_model() -> Option<FeedModel> {
+    let name = std::env::var("RIVERFEED_TEST_FEED_MODEL").ok()?;
+    let kind = ModelKind::ALL
+        .into_iter()
+        .find(|k| k.name() == name)
+        .unwrap_or_else(|| panic!("RIVERFEED_TEST_FEED_MODEL: no model {name:?}"));
+    Some(FeedModel {
+        river_size: 3,
+        celebrity_threshold: 1,
+        ..FeedModel::of(kind)
+    })
+}
+
 pub struct TestServer {
     pub server: Server,
     pub store: String,
@@ -132,7 +150,12 @@ impl TestServer {
         stopped: Stopped,
         options: impl FnOnce(String) -> ServeOptions,
     ) -> Self {
-        let options = options(stopped.store.clone());
+        let mut options = options(stopped.store.clone());
+        if let Some(model) = test_feed_model() {
+            if options.model == FeedModel::default() {
+                options.model = model;
+            }
+        }
         let server = server::start(options).await.expect("server starts");
         let base = format!("http://{}", server.addr);
         Self {

@@ -1,5 +1,6 @@
 //! One contract, four models: the same random history (actions of every
-//! scope, follows with and without backfill, unfollows, friendships,
+//! scope, follows with and without backfill, unfollows with and without
+//! their history, friendships,
 //! comments that bump, hidden items and actions) played against a server
 //! per feed model, and every reader's whole feed, paged to the end, must be
 //! the same under all of them: the same actions, in the same order, at the
@@ -112,6 +113,7 @@ enum Step {
     Unfollow {
         by: usize,
         whom: usize,
+        keep_history: bool,
     },
     Befriend {
         by: usize,
@@ -163,7 +165,11 @@ fn history(seed: u64, length: usize) -> Vec<Step> {
                 whom: other,
                 backfill: *rng.pick(&[None, Some(0), Some(2)]),
             },
-            60..=66 => Step::Unfollow { by, whom: other },
+            60..=66 => Step::Unfollow {
+                by,
+                whom: other,
+                keep_history: rng.chance(30),
+            },
             67..=71 => Step::Befriend { by, whom: other },
             72..=74 => Step::Unfriend { by, whom: other },
             _ if posts.is_empty() => continue,
@@ -208,8 +214,18 @@ async fn play(d: &mut Deployment, step: &Step) {
                 )
                 .await;
         }
-        Step::Unfollow { by, whom } => {
-            edge(d, *by, "unfollow", *whom).await;
+        Step::Unfollow {
+            by,
+            whom,
+            keep_history,
+        } => {
+            let mutation = format!("unfollow(keepHistory: {keep_history}, userId: $u)");
+            let query = format!("mutation($u: ID!) {{ {mutation} }}");
+            let answer = d
+                .user(*by)
+                .post(&query, json!({ "u": format!("u{whom}") }))
+                .await;
+            assert!(answer.get("errors").is_none(), "unfollow: {answer}");
         }
         Step::Befriend { by, whom } => {
             edge(d, *by, "befriend", *whom).await;

@@ -83,12 +83,14 @@ async fn sources(store: &dyn Store) -> Result<()> {
         actor: "m-star".into(),
         since,
         began,
+        until: None,
     };
     let zed = Cut {
         kind: EdgeKind::Friend,
         actor: "m-zed".into(),
         since: Position::MIN,
         began: Position::MAX,
+        until: Some(began),
     };
     store.set_cut(T, "m-ann", &star).await?;
     store.set_cut(T, "m-ann", &zed).await?;

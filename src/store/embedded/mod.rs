@@ -412,7 +412,10 @@ impl Inner {
         })?;
         let mut bytes = 0u64;
         for family in families::ALL {
-            for property in ["rocksdb.total-sst-files-size", "rocksdb.size-all-mem-tables"] {
+            for property in [
+                "rocksdb.total-sst-files-size",
+                "rocksdb.size-all-mem-tables",
+            ] {
                 bytes += self
                     .db
                     .property_int_value_cf(self.cf(family), property)

@@ -75,6 +75,11 @@ impl Inner {
                 actor: r.last()?.to_owned(),
                 since: keys::decode_position(v)?,
                 began: keys::decode_position(v.get(20..).unwrap_or_default())?,
+                until: v
+                    .get(40..)
+                    .filter(|u| !u.is_empty())
+                    .map(keys::decode_position)
+                    .transpose()?,
             });
             Ok(())
         })?;
@@ -114,6 +119,9 @@ impl SourceStore for EmbeddedStore {
         let key = cut_key(tenant, reader, edge_codes(cut.kind).0, &cut.actor);
         let mut value = keys::encode_position(cut.since).to_vec();
         value.extend_from_slice(&keys::encode_position(cut.began));
+        if let Some(until) = cut.until {
+            value.extend_from_slice(&keys::encode_position(until));
+        }
         self.blocking(move |db| {
             let mut batch = WriteBatch::default();
             batch.put_cf(db.cf(GRAPH), &key, &value);

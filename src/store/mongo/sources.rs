@@ -84,6 +84,7 @@ impl SourceStore for MongoStore {
                     actor: d.get_str("actor").ok()?.to_owned(),
                     since: position_of(d.get_document("since").ok()?)?,
                     began: position_of(d.get_document("began").ok()?)?,
+                    until: d.get_document("until").ok().and_then(position_of),
                 })
             })
             .collect())
