@@ -6,6 +6,7 @@
 
 mod access;
 pub mod cursor;
+mod edges;
 pub mod error;
 mod feed;
 mod loader;

@@ -108,7 +108,15 @@ async fn sources(store: &dyn Store) -> Result<()> {
         .clear_cut(T, "m-ann", EdgeKind::Friend, "m-zed")
         .await?;
     let cuts = store.cuts(T, "m-ann").await?;
-    ensure!(cuts == vec![later], "replaced: {cuts:?}");
+    ensure!(cuts == vec![later.clone()], "replaced: {cuts:?}");
+    // An edge ends keeping its history: the same cut, now with an end.
+    let kept = Cut {
+        until: Some(began),
+        ..later
+    };
+    store.set_cut(T, "m-ann", &kept).await?;
+    let cuts = store.cuts(T, "m-ann").await?;
+    ensure!(cuts == vec![kept], "kept: {cuts:?}");
     ensure!(store.cuts(T, "m-nobody").await?.is_empty());
 
     store.mark_celebrity(T, "m-star").await?;

@@ -47,8 +47,15 @@ impl SourceStore for MongoStore {
         let filter = doc! {
             "tenant": tenant, "reader": reader, "kind": kind_name(cut.kind), "actor": &cut.actor,
         };
-        let set =
-            doc! { "$set": { "since": position_doc(cut.since), "began": position_doc(cut.began) } };
+        let mut fields =
+            doc! { "since": position_doc(cut.since), "began": position_doc(cut.began) };
+        let set = match cut.until {
+            Some(until) => {
+                fields.insert("until", position_doc(until));
+                doc! { "$set": fields }
+            }
+            None => doc! { "$set": fields, "$unset": { "until": "" } },
+        };
         self.cuts
             .update_one(filter, set)
             .with_options(UpdateOptions::builder().upsert(true).build())

@@ -1,0 +1,156 @@
+//! Follows and friendships as mutations change them: the edge, its cut and
+//! backfill, and on the way out the unfollow that takes its items away (or
+//! the kept history), under whichever feed model runs.
+
+use async_graphql::{Context, ID};
+
+use super::error::{bad_input, ApiResultExt};
+use super::mutation::require_users;
+use super::types::user_id_arg;
+use super::{acting_user, state, viewer, AppState};
+use crate::model::{EdgeKind, Position};
+use crate::store::Unfollow;
+use crate::timeline::{follow, ModelKind};
+
+/// Adds or removes `kind` edge from the viewer (or `as_user_id`) to
+/// `user_id`. Returns whether anything changed.
+pub(super) async fn change(
+    ctx: &Context<'_>,
+    kind: EdgeKind,
+    user_id: ID,
+    as_user_id: Option<ID>,
+    change: EdgeChange,
+) -> async_graphql::Result<bool> {
+    let viewer = viewer(ctx)?;
+    let state = state(ctx)?;
+    let me = acting_user(viewer, as_user_id.as_ref().map(|id| id.as_str()))?;
+    let other = user_id_arg("userId", &user_id)?;
+    if other == me {
+        return Err(bad_input("a user cannot follow or befriend themselves"));
+    }
+    let on = matches!(change, EdgeChange::On { .. });
+    let backfill = match change {
+        EdgeChange::On { backfill: None } => state.follow_backfill,
+        EdgeChange::On { backfill: Some(n) } if (0..=follow::MAX_BACKFILL as i32).contains(&n) => {
+            n as usize
+        }
+        EdgeChange::On { backfill: Some(n) } => {
+            return Err(bad_input(format!(
+                "`backfill` must be between 0 and {}, not {n}",
+                follow::MAX_BACKFILL
+            )))
+        }
+        EdgeChange::Off { .. } => 0,
+    };
+    if on {
+        require_users(state, viewer, std::slice::from_ref(&other)).await?;
+    }
+    let changed = state
+        .store
+        .set_edge(&viewer.tenant, kind, &me, &other, on)
+        .await
+        .api()?;
+    if !changed {
+        return Ok(false);
+    }
+    // A friendship goes both ways; a follow one way.
+    let pairs: Vec<(&str, &str)> = match kind {
+        EdgeKind::Follows => vec![(&me, &other)],
+        EdgeKind::Friend => vec![(&me, &other), (&other, &me)],
+    };
+    let store = state.store.as_ref();
+    for (reader, actor) in pairs {
+        let unfollow = Unfollow {
+            tenant: viewer.tenant.clone(),
+            reader: reader.to_owned(),
+            actor: actor.to_owned(),
+            kind,
+        };
+        match change {
+            EdgeChange::Off { keep_history: true } => {
+                let now = state.clock.now();
+                follow::keep_history(store, &viewer.tenant, reader, actor, kind, now)
+                    .await
+                    .api()?;
+            }
+            EdgeChange::Off {
+                keep_history: false,
+            } => {
+                // Reads leave the items out from now on; the worker takes
+                // them out of storage.
+                store.start_unfollow(&unfollow).await.api()?;
+                if !state.model.pushes_all() {
+                    follow::announce_unfollow(
+                        store,
+                        &state.hub,
+                        &viewer.tenant,
+                        reader,
+                        actor,
+                        kind,
+                    )
+                    .await
+                    .api()?;
+                }
+                store
+                    .clear_cut(&viewer.tenant, reader, kind, actor)
+                    .await
+                    .api()?;
+                state.wake.notify_one();
+            }
+            EdgeChange::On { .. } => {
+                // Following again ends a pending unfollow (a no-op if none).
+                store.end_unfollow(&unfollow).await.api()?;
+                let edge = follow::NewEdge {
+                    tenant: &viewer.tenant,
+                    reader,
+                    actor,
+                    via: kind.reason(),
+                };
+                let now = state.clock.now();
+                let write = materialised_from(state, &viewer.tenant, reader, actor).await?;
+                follow::backfill(store, &state.hub, edge, backfill, now, write)
+                    .await
+                    .api()?;
+            }
+        }
+    }
+    Ok(true)
+}
+
+/// From where a new follow's backfill is written into `reader`'s timeline:
+/// everywhere in `push`; in `rivers`, within the reader's river; in
+/// `hybrid`, everywhere unless `actor` is a celebrity. `None`: nowhere, it
+/// is pulled at read.
+async fn materialised_from(
+    state: &AppState,
+    tenant: &str,
+    reader: &str,
+    actor: &str,
+) -> async_graphql::Result<Option<Position>> {
+    let store = state.store.as_ref();
+    Ok(match state.model.kind {
+        ModelKind::Push => Some(Position::MIN),
+        ModelKind::Pull => None,
+        ModelKind::Rivers => store
+            .river(tenant, reader)
+            .await
+            .api()?
+            .map(|r| r.complete_from),
+        ModelKind::Hybrid => {
+            let actor = [actor.to_owned()];
+            let celebrity = !store.celebrities(tenant, &actor).await.api()?.is_empty();
+            (!celebrity).then_some(Position::MIN)
+        }
+    })
+}
+
+/// What a follow-like mutation does to its edge.
+#[derive(Clone, Copy)]
+pub(super) enum EdgeChange {
+    /// Add it, showing `backfill` recent actions (the server's default when
+    /// not given).
+    On { backfill: Option<i32> },
+    /// Remove it; the items that came by it leave the feed unless
+    /// `keep_history`.
+    Off { keep_history: bool },
+}
