@@ -145,7 +145,7 @@ pub struct ServeArgs {
     /// `pull` (merged from followees' outboxes at read), `rivers` (kept only
     /// for readers active lately, pulled below) or `hybrid` (push, except
     /// actors above the celebrity threshold, merged at read).
-    #[arg(long, env = "RIVERFEED_FEED_MODEL", value_enum, default_value_t = ModelKind::Push,
+    #[arg(long, env = "RIVERFEED_FEED_MODEL", value_enum, default_value_t = ModelKind::Rivers,
           global = true)]
     pub feed_model: ModelKind,
     /// Items a reader's river keeps (rivers).

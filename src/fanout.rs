@@ -289,6 +289,7 @@ impl Worker {
         {
             return Ok(Vec::new());
         }
+        let now = self.clock.now();
         let cuts = store.cuts(&u.tenant, &u.reader).await?;
         let since = cuts
             .iter()
@@ -301,11 +302,10 @@ impl Worker {
                 action_id: i.action_id,
                 relevancy: i.relevancy,
                 reason: Reason::new(other.reason(), &u.actor),
+                changed: now,
             })
             .collect();
-        store
-            .backfill(&u.tenant, &u.reader, self.clock.now(), &back)
-            .await
+        store.backfill(&u.tenant, &u.reader, &back).await
     }
 
     /// Delivers one claimed action to its whole audience and marks it done.
@@ -463,8 +463,9 @@ impl Worker {
                 action_id: action.id,
                 relevancy: action.conducted,
                 reason: Reason::new(kind, &action.actor_id),
+                changed: now,
             };
-            store.backfill(tenant, &owner, now, &[item]).await?;
+            store.backfill(tenant, &owner, &[item]).await?;
         }
         Ok(())
     }

@@ -527,11 +527,10 @@ impl TimelineStore for Metered {
         &self,
         tenant: &str,
         owner: &str,
-        now: Millis,
         items: &[Backfill],
     ) -> StoreResult<Vec<FeedItem>> {
         self.count(Op::backfill);
-        self.inner.backfill(tenant, owner, now, items).await
+        self.inner.backfill(tenant, owner, items).await
     }
 
     async fn materialised(

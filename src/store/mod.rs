@@ -92,6 +92,9 @@ pub struct Backfill {
     pub action_id: ObjectId,
     pub relevancy: Millis,
     pub reason: Reason,
+    /// Its change stamp: when it is put in (a follow), or, for an item the
+    /// reader already saw pulled (a river built), its own time.
+    pub changed: Millis,
 }
 
 /// A reader stopped following (or befriending) an actor: their items that
@@ -476,15 +479,14 @@ pub trait TimelineStore: Send + Sync {
     async fn end_unfollow(&self, unfollow: &Unfollow) -> StoreResult<()>;
     /// The unfollows of `reader` whose cleanup has not run yet.
     async fn unfollows(&self, tenant: &str, reader: &str) -> StoreResult<Vec<Unfollow>>;
-    /// Puts items into `owner`'s feed, stamped `now` (a new follow's
-    /// backfill). Actions the reader already has an item of, or hid, and
-    /// actions hidden or deleted meanwhile are skipped. Returns the items
+    /// Puts items into `owner`'s feed, each stamped as it says (a new
+    /// follow's backfill, a river built). Actions the reader already has an
+    /// item of, or hid, and actions hidden or deleted meanwhile are skipped. Returns the items
     /// written, in the order asked.
     async fn backfill(
         &self,
         tenant: &str,
         owner: &str,
-        now: Millis,
         items: &[Backfill],
     ) -> StoreResult<Vec<FeedItem>>;
     /// Which of `action_ids` `owner`'s timeline holds, as an item or as a

@@ -89,6 +89,7 @@ pub async fn backfill(
             action_id: a.id,
             relevancy: a.conducted,
             reason: Reason::new(via, &a.actor_id),
+            changed: now,
         }));
         if picked.len() >= limit {
             let oldest = picked.last().map(|b| Position {
@@ -125,7 +126,7 @@ pub async fn backfill(
             } >= from
         })
     });
-    let mut shown = store.backfill(tenant, reader, now, &written).await?;
+    let mut shown = store.backfill(tenant, reader, &written).await?;
     let ids: Vec<ObjectId> = pulled.iter().map(|b| b.action_id).collect();
     let held = store.materialised(tenant, reader, &ids).await?;
     shown.extend(

@@ -28,9 +28,9 @@ use crate::model::Millis;
 /// Which model a deployment runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, clap::ValueEnum)]
 pub enum ModelKind {
-    #[default]
     Push,
     Pull,
+    #[default]
     Rivers,
     Hybrid,
 }

@@ -91,9 +91,12 @@ async fn build(
             action_id: i.action_id,
             relevancy: i.relevancy,
             reason: Reason::new(i.reason.kind, i.reason.actor_id),
+            // The reader saw it pulled already: its stamp is its own time,
+            // as a pulled item's, not a change of now.
+            changed: i.relevancy,
         })
         .collect();
-    let written = store.backfill(tenant, reader, now, &items).await?;
+    let written = store.backfill(tenant, reader, &items).await?;
     let river = River {
         complete_from,
         touched: now,

@@ -388,7 +388,8 @@ async fn a_feed_page_loads_its_actions_in_one_batch(backend: Backend) {
         .await;
     // The exact MongoDB queries are push's; the other models read the
     // reader's sources (and river) beside the page.
-    let pushes = crate::common::test_feed_model().is_none_or(|m| m.kind == ModelKind::Push);
+    let model = crate::common::test_feed_model().unwrap_or_default();
+    let pushes = model.kind == ModelKind::Push;
     let mongo = matches!(backend, Backend::Mongo(_)) && pushes;
     let finds = || async {
         if mongo {

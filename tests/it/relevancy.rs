@@ -13,6 +13,7 @@ use riverfeed::model::{
 };
 use riverfeed::relevancy::BumpRules;
 use riverfeed::store::{Delivery, FeedRange, Store};
+use riverfeed::timeline::{FeedModel, ModelKind};
 use tokio::sync::Notify;
 
 use crate::common::{Backend, TestStore};
@@ -42,6 +43,8 @@ fn worker(store: Arc<dyn Store>, hub: Arc<Hub>, clock: Arc<ManualClock>, id: &st
             batch_size: 2,
             claim_limit: 2,
             bump_rules: rules(),
+            // Raising written items, as push writes them for every follower.
+            model: FeedModel::of(ModelKind::Push),
             ..WorkerConfig::default()
         },
         Arc::new(Notify::new()),

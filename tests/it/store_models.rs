@@ -192,8 +192,9 @@ async fn tombstones(store: &dyn Store) -> Result<()> {
         action_id: held.id,
         relevancy: held.conducted,
         reason: Reason::new(ReasonKind::Follows, "mt-actor"),
+        changed: 5,
     };
-    store.backfill(T, reader, 5, &[item]).await?;
+    store.backfill(T, reader, &[item]).await?;
     let ids = [held.id, pulled.id, neither.id];
     ensure!(
         store.materialised(T, reader, &ids).await? == vec![held.id],
@@ -216,8 +217,9 @@ async fn tombstones(store: &dyn Store) -> Result<()> {
         action_id: pulled.id,
         relevancy: pulled.conducted,
         reason: Reason::new(ReasonKind::Follows, "mt-actor"),
+        changed: 5,
     };
-    ensure!(store.backfill(T, reader, 6, &[again]).await?.is_empty());
+    ensure!(store.backfill(T, reader, &[again]).await?.is_empty());
     ensure!(
         store.materialised(T, "mt-other", &ids).await?.is_empty(),
         "per owner"
@@ -274,6 +276,7 @@ async fn rivers(store: &dyn Store) -> Result<()> {
             action_id: a.id,
             relevancy: a.conducted,
             reason: Reason::new(ReasonKind::Follows, "mr-actor"),
+            changed: 10,
         });
     }
     let own = action(T, reader, 1_050, &[]);
@@ -287,13 +290,15 @@ async fn rivers(store: &dyn Store) -> Result<()> {
         action_id: own.id,
         relevancy: own.conducted,
         reason: Reason::new(ReasonKind::Own, reader),
+        changed: 10,
     });
     items.push(Backfill {
         action_id: bumped.id,
         relevancy: 990,
         reason: Reason::new(ReasonKind::Bumped, "mr-actor"),
+        changed: 10,
     });
-    store.backfill(T, reader, 10, &items).await?;
+    store.backfill(T, reader, &items).await?;
     store.hide_feed_item(T, reader, hidden.id).await?;
     let complete = River {
         complete_from: Position::MIN,

@@ -744,10 +744,11 @@ async fn outboxes(store: &dyn Store) -> Result<()> {
 /// hidden or deleted.
 async fn backfills(store: &dyn Store) -> Result<()> {
     let reader = "k-kim";
-    let fill = |a: &Action| Backfill {
+    let fill = |a: &Action, changed: i64| Backfill {
         action_id: a.id,
         relevancy: a.conducted,
         reason: Reason::new(ReasonKind::Follows, &a.actor_id),
+        changed,
     };
     let [old, mid, new, hidden, deleted, had, hid] =
         [1_000, 2_000, 3_000, 2_500, 2_600, 2_700, 2_800].map(|t| action(T, "k-karl", t, &[]));
@@ -756,15 +757,15 @@ async fn backfills(store: &dyn Store) -> Result<()> {
     }
     // The reader already has one (from an earlier backfill) and hid another.
     let earlier = store
-        .backfill(T, reader, 10, &[fill(&had), fill(&hid)])
+        .backfill(T, reader, &[fill(&had, 10), fill(&hid, 10)])
         .await?;
     ensure!(earlier.len() == 2, "earlier: {earlier:?}");
     store.hide_feed_item(T, reader, hid.id).await?;
     store.hide_action(T, hidden.id).await?;
     store.delete_action(T, deleted.id).await?;
 
-    let asked = [&new, &hidden, &deleted, &had, &hid, &mid, &old].map(fill);
-    let written = store.backfill(T, reader, 50, &asked).await?;
+    let asked = [&new, &hidden, &deleted, &had, &hid, &mid, &old].map(|a| fill(a, 50));
+    let written = store.backfill(T, reader, &asked).await?;
     let ids: Vec<ObjectId> = written.iter().map(|i| i.action_id).collect();
     ensure!(ids == [new.id, mid.id, old.id], "written: {ids:?}");
     ensure!(
@@ -797,7 +798,10 @@ async fn backfills(store: &dyn Store) -> Result<()> {
         "the backfill shows as changes: {changes:?}"
     );
     ensure!(
-        store.backfill(T, reader, 60, &asked).await?.is_empty(),
+        store
+            .backfill(T, reader, &asked.map(|b| Backfill { changed: 60, ..b }))
+            .await?
+            .is_empty(),
         "a second backfill writes nothing"
     );
     ensure!(
@@ -892,12 +896,12 @@ async fn unfollows(store: &dyn Store) -> Result<()> {
         action_id: x.id,
         relevancy: x.conducted,
         reason: Reason::new(kind, &x.actor_id),
+        changed: 10,
     };
     store
         .backfill(
             tenant,
             reader,
-            10,
             &[
                 fill(&a, ReasonKind::Follows),
                 fill(&b, ReasonKind::Follows),

@@ -10,6 +10,7 @@ use riverfeed::model::{
     EdgeKind, FanOutState, Group, GroupKind, MembershipRole, ReasonKind, Scope,
 };
 use riverfeed::store::embedded::EmbeddedStore;
+use riverfeed::timeline::{FeedModel, ModelKind};
 
 use crate::common::{Backend, TestStore};
 use riverfeed::store::{Delivery, FeedRange, Store};
@@ -35,6 +36,8 @@ fn worker(store: Arc<dyn Store>, clock: Arc<ManualClock>, id: &str, batch: usize
             id: id.into(),
             lease_ms: 30_000,
             batch_size: batch,
+            // The store-level mechanics of writing every follower's item.
+            model: FeedModel::of(ModelKind::Push),
             ..WorkerConfig::default()
         },
         Arc::new(Notify::new()),
@@ -110,6 +113,7 @@ async fn two_workers(store: Arc<dyn Store>) -> Result<()> {
                     lease_ms: 30_000,
                     batch_size: 2,
                     claim_limit: 1,
+                    model: FeedModel::of(ModelKind::Push),
                     ..WorkerConfig::default()
                 },
                 Arc::new(Notify::new()),

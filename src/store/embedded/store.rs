@@ -416,11 +416,11 @@ impl TimelineStore for EmbeddedStore {
         &self,
         tenant: &str,
         owner: &str,
-        now: Millis,
         items: &[Backfill],
     ) -> StoreResult<Vec<FeedItem>> {
-        owned!(tenant, owner, items);
-        self.blocking(move |db| db.backfill(&tenant, &owner, now, &items))
+        owned!(tenant, owner);
+        let items = items.to_vec();
+        self.blocking(move |db| db.backfill(&tenant, &owner, &items))
             .await
     }
 

@@ -340,7 +340,6 @@ impl Inner {
         &self,
         tenant: &str,
         owner: &str,
-        now: Millis,
         items: &[Backfill],
     ) -> StoreResult<Vec<FeedItem>> {
         let locks: Vec<Vec<u8>> = items
@@ -366,7 +365,7 @@ impl Inner {
             }
             let state = ItemState {
                 relevancy: b.relevancy,
-                changed: now,
+                changed: b.changed,
                 hidden: false,
             };
             let buffers = (&mut key, &mut value);
@@ -378,7 +377,7 @@ impl Inner {
                 action_id: b.action_id,
                 relevancy: b.relevancy,
                 reason: b.reason.clone(),
-                changed: now,
+                changed: b.changed,
             });
         }
         if !written.is_empty() {

@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use bson::{doc, DateTime, Document};
 use mongodb::options::ReturnDocument;
 
-use crate::model::{FeedItem, Millis, ObjectId, Stamp};
+use crate::model::{FeedItem, ObjectId, Stamp};
 use crate::store::{Backfill, FeedRange, StoreResult, TimelineStore, Unfollow};
 
 use super::{db_err, epoch, read_all, within, FeedItemDoc, MongoStore, TIE_SLACK, TOMBSTONE};
@@ -168,7 +168,6 @@ impl TimelineStore for MongoStore {
         &self,
         tenant: &str,
         owner: &str,
-        now: Millis,
         items: &[Backfill],
     ) -> StoreResult<Vec<FeedItem>> {
         let mut seen = HashSet::new();
@@ -190,7 +189,7 @@ impl TimelineStore for MongoStore {
                 action_id: b.action_id,
                 relevancy: DateTime::from_millis(b.relevancy),
                 reason: b.reason.clone(),
-                changed: DateTime::from_millis(now),
+                changed: DateTime::from_millis(b.changed),
                 hidden: false,
             })
             .collect();
@@ -228,7 +227,7 @@ impl TimelineStore for MongoStore {
                 action_id: b.action_id,
                 relevancy: b.relevancy,
                 reason: b.reason.clone(),
-                changed: now,
+                changed: b.changed,
             })
             .collect())
     }
