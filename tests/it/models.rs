@@ -26,7 +26,7 @@ const USERS: usize = 9;
 fn steps(backend: Backend) -> usize {
     match backend {
         Backend::Embedded => 260,
-        Backend::Mongo(_) => 80,
+        Backend::Mongo(_) => 50,
     }
 }
 const START: i64 = 1_750_000_000_000;
@@ -59,7 +59,16 @@ impl Deployment {
         };
         let (store, dir) = store_url(backend)?;
         let clock = Arc::new(ManualClock::new(START));
-        let server = TestServer::start_with(Stopped { store, dir }, |url| ServeOptions {
+        Some(Self::open(Stopped { store, dir }, kind, clock, Vec::new()).await)
+    }
+
+    async fn open(
+        stopped: Stopped,
+        kind: ModelKind,
+        clock: Arc<ManualClock>,
+        actions: Vec<String>,
+    ) -> Self {
+        let server = TestServer::start_with(stopped, |url| ServeOptions {
             worker: None,
             model: model(kind),
             clock: clock.clone(),
@@ -78,13 +87,28 @@ impl Deployment {
             },
             Arc::new(Notify::new()),
         );
-        Some(Self {
+        Self {
             model: kind,
             server,
             worker,
             clock,
-            actions: Vec::new(),
-        })
+            actions,
+        }
+    }
+
+    /// The same store, restarted under another model.
+    async fn restart(self, kind: ModelKind) -> Self {
+        let Deployment {
+            server,
+            worker,
+            clock,
+            actions,
+            ..
+        } = self;
+        // The worker holds the store open too.
+        drop(worker);
+        let stopped = server.stop_keeping_data().await;
+        Self::open(stopped, kind, clock, actions).await
     }
 
     fn user(&self, n: usize) -> Client {
@@ -323,24 +347,9 @@ async fn every_model_serves_the_same_feeds(backend: Backend) {
         deployments.push(d);
     }
     for d in &deployments {
-        let service = d.server.service(TENANT);
-        for n in 0..USERS {
-            service
-                .upsert_user(&format!("u{n}"), &format!("User {n}"))
-                .await;
-        }
-        // Two teams across the users.
-        for n in 0..USERS {
-            let team = if n % 2 == 0 { "even" } else { "odd" };
-            service.add_member(team, "TEAM", &format!("u{n}")).await;
-        }
+        people(d).await;
     }
-    // Another history: RIVERFEED_MODELS_SEED=<n>.
-    let seed = std::env::var("RIVERFEED_MODELS_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0x5eed_f00d);
-    let steps = history(seed, steps(backend));
+    let steps = history(seed(), steps(backend));
     for (n, step) in steps.iter().enumerate() {
         for d in deployments.iter_mut() {
             play(d, step).await;
@@ -365,6 +374,62 @@ async fn every_model_serves_the_same_feeds(backend: Backend) {
     }
 }
 
+/// The users, in two teams.
+async fn people(d: &Deployment) {
+    let service = d.server.service(TENANT);
+    for n in 0..USERS {
+        service
+            .upsert_user(&format!("u{n}"), &format!("User {n}"))
+            .await;
+    }
+    for n in 0..USERS {
+        let team = if n % 2 == 0 { "even" } else { "odd" };
+        service.add_member(team, "TEAM", &format!("u{n}")).await;
+    }
+}
+
+/// The history's seed; another with RIVERFEED_MODELS_SEED=<n>.
+fn seed() -> u64 {
+    std::env::var("RIVERFEED_MODELS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5eed_f00d)
+}
+
+/// A deployment that ran push restarts under each other model halfway
+/// through the history: every feed stays what push serves.
+async fn switching_from_push_keeps_every_feed(backend: Backend) {
+    let mut deployments = Vec::new();
+    for _ in ModelKind::ALL {
+        let Some(d) = Deployment::start(backend, ModelKind::Push).await else {
+            return;
+        };
+        people(&d).await;
+        deployments.push(d);
+    }
+    let steps = history(seed() ^ 0x5317c4, steps(backend));
+    let (first, second) = steps.split_at(steps.len() / 2);
+    for step in first {
+        for d in deployments.iter_mut() {
+            play(d, step).await;
+        }
+    }
+    let mut switched = Vec::new();
+    for (d, kind) in deployments.into_iter().zip(ModelKind::ALL) {
+        switched.push(d.restart(kind).await);
+    }
+    compare(&switched, "right after the switch").await;
+    for step in second {
+        for d in switched.iter_mut() {
+            play(d, step).await;
+        }
+    }
+    compare(&switched, "at the end").await;
+    for d in switched {
+        d.server.stop().await;
+    }
+}
+
 async fn compare(deployments: &[Deployment], when: &str) {
     for reader in 0..USERS {
         let push = whole_feed(&deployments[0], reader).await;
@@ -379,4 +444,7 @@ async fn compare(deployments: &[Deployment], when: &str) {
     }
 }
 
-crate::on_both_backends!(every_model_serves_the_same_feeds);
+crate::on_both_backends!(
+    every_model_serves_the_same_feeds,
+    switching_from_push_keeps_every_feed
+);
