@@ -28,6 +28,7 @@ use crate::model::{
 };
 use crate::relevancy::BumpRules;
 use crate::store::{JoinOutcome, Store, StoreError, StoreResult};
+use crate::timeline::FeedModel;
 
 /// The tenant the demo lives in.
 pub const TENANT: &str = "demo";
@@ -59,12 +60,13 @@ pub async fn seed(
     store: &Arc<dyn Store>,
     clock: &Arc<dyn Clock>,
     rules: BumpRules,
+    model: FeedModel,
 ) -> StoreResult<Seeded> {
     let roster = roster();
     let ids: Vec<String> = roster.users.iter().map(|u| u.id.to_owned()).collect();
     if !store.get_users(TENANT, &ids).await?.is_empty() {
         info!(tenant = TENANT, "demo tenant already seeded");
-        drain(store, clock, rules).await?;
+        drain(store, clock, rules, model).await?;
         return Ok(Seeded::AlreadyThere);
     }
     let started = Instant::now();
@@ -78,10 +80,10 @@ pub async fn seed(
     let ids = actions(store.as_ref(), &roster, &history).await?;
     // Reactions after delivery: a comment bumps the action in the feeds it
     // is already in (to the comment's time plus the rule's boost).
-    drain(store, clock, rules).await?;
+    drain(store, clock, rules, model).await?;
     let actions_ms = lap.next();
     reactions(store.as_ref(), &history, &ids).await?;
-    drain(store, clock, rules).await?;
+    drain(store, clock, rules, model).await?;
     let reactions_ms = lap.next();
     info!(
         tenant = TENANT,
@@ -290,6 +292,7 @@ async fn drain(
     store: &Arc<dyn Store>,
     clock: &Arc<dyn Clock>,
     rules: BumpRules,
+    model: FeedModel,
 ) -> StoreResult<()> {
     let hub = Hub::new(16);
     let run = (0..DRAIN_WORKERS).map(|n| {
@@ -301,6 +304,7 @@ async fn drain(
                 id: format!("demo-seeder-{n}-{}", ObjectId::new()),
                 claim_limit: 8,
                 bump_rules: rules,
+                model,
                 ..WorkerConfig::default()
             },
             Default::default(),

@@ -26,7 +26,7 @@ use crate::events::{FeedEventKind, Hub};
 use crate::model::{Action, Bump, EdgeKind, Millis, Reason, ReasonKind};
 use crate::relevancy::{self, BumpRules};
 use crate::store::{Backfill, BumpClaim, Claim, Delivery, ErrorKind, Store, StoreResult};
-use crate::timeline::{audience, rivers, FeedModel, ModelKind};
+use crate::timeline::{audience, FeedModel};
 
 /// How a worker runs.
 #[derive(Clone, Debug)]
@@ -78,7 +78,7 @@ pub struct Worker {
     last_sweep: Arc<AtomicI64>,
 }
 
-/// How often idle rivers are looked for.
+/// How often the feed model's upkeep runs (idle rivers are looked for).
 const SWEEP_EVERY_MS: Millis = 60_000;
 
 impl Worker {
@@ -207,7 +207,7 @@ impl Worker {
             note_outcome(done, "bump", &claim.comment.id, &mut failure);
         }
         claimed += self.clean_unfollows(shutdown, &mut failure).await?;
-        self.sweep_rivers().await?;
+        self.upkeep().await?;
         match failure {
             Some(err) => Err(err),
             None => Ok(claimed),
@@ -318,7 +318,15 @@ impl Worker {
     /// once it is hidden. Live readers who pull it instead are told now.
     async fn audience_of(&self, action: &Action) -> StoreResult<Vec<(String, ReasonKind)>> {
         let store = self.store.as_ref();
-        let planned = audience::of(store, &self.config.model, action).await?;
+        if action.hidden {
+            return Ok(Vec::new());
+        }
+        let planned = self
+            .config
+            .model
+            .behaviour()
+            .audience(store, action)
+            .await?;
         if planned.pulled {
             let shared = Arc::new(action.clone());
             let written: Vec<String> = planned.readers.iter().map(|(r, _)| r.clone()).collect();
@@ -470,20 +478,19 @@ impl Worker {
         Ok(())
     }
 
-    /// Drops idle rivers, at most once a minute.
-    async fn sweep_rivers(&self) -> StoreResult<()> {
-        if self.config.model.kind != ModelKind::Rivers {
-            return Ok(());
-        }
+    /// The model's upkeep (rivers: dropping idle ones), at most once a
+    /// minute.
+    async fn upkeep(&self) -> StoreResult<()> {
         let now = self.clock.now();
         let last = self.last_sweep.load(Ordering::Relaxed);
         if now.saturating_sub(last) < SWEEP_EVERY_MS {
             return Ok(());
         }
         self.last_sweep.store(now, Ordering::Relaxed);
-        let dropped = rivers::sweep(self.store.as_ref(), &self.config.model, now).await?;
-        if dropped > 0 {
-            info!(dropped, "idle rivers dropped");
+        let model = self.config.model.behaviour();
+        let done = model.upkeep(self.store.as_ref(), now).await?;
+        if done > 0 {
+            info!(model = %self.config.model.kind, done, "feed model upkeep");
         }
         Ok(())
     }

@@ -152,7 +152,7 @@ pub async fn start_with_store(
             .as_ref()
             .map(|worker| worker.bump_rules)
             .unwrap_or_default();
-        demo::seed(&store, &options.clock, rules)
+        demo::seed(&store, &options.clock, rules, options.model)
             .await
             .context("cannot seed the demo tenant")?;
     }

@@ -7,10 +7,10 @@ use async_graphql::{Context, ID};
 use super::error::{bad_input, ApiResultExt};
 use super::mutation::require_users;
 use super::types::user_id_arg;
-use super::{acting_user, state, viewer, AppState};
-use crate::model::{EdgeKind, Position};
+use super::{acting_user, state, viewer};
+use crate::model::EdgeKind;
 use crate::store::Unfollow;
-use crate::timeline::{follow, ModelKind};
+use crate::timeline::follow;
 
 /// Adds or removes `kind` edge from the viewer (or `as_user_id`) to
 /// `user_id`. Returns whether anything changed.
@@ -107,7 +107,12 @@ pub(super) async fn change(
                     via: kind.reason(),
                 };
                 let now = state.clock.now();
-                let write = materialised_from(state, &viewer.tenant, reader, actor).await?;
+                let write = state
+                    .model
+                    .behaviour()
+                    .written_from(store, &viewer.tenant, reader, actor)
+                    .await
+                    .api()?;
                 follow::backfill(store, &state.hub, edge, backfill, now, write)
                     .await
                     .api()?;
@@ -115,33 +120,6 @@ pub(super) async fn change(
         }
     }
     Ok(true)
-}
-
-/// From where a new follow's backfill is written into `reader`'s timeline:
-/// everywhere in `push`; in `rivers`, within the reader's river; in
-/// `hybrid`, everywhere unless `actor` is a celebrity. `None`: nowhere, it
-/// is pulled at read.
-async fn materialised_from(
-    state: &AppState,
-    tenant: &str,
-    reader: &str,
-    actor: &str,
-) -> async_graphql::Result<Option<Position>> {
-    let store = state.store.as_ref();
-    Ok(match state.model.kind {
-        ModelKind::Push => Some(Position::MIN),
-        ModelKind::Pull => None,
-        ModelKind::Rivers => store
-            .river(tenant, reader)
-            .await
-            .api()?
-            .map(|r| r.complete_from),
-        ModelKind::Hybrid => {
-            let actor = [actor.to_owned()];
-            let celebrity = !store.celebrities(tenant, &actor).await.api()?.is_empty();
-            (!celebrity).then_some(Position::MIN)
-        }
-    })
 }
 
 /// What a follow-like mutation does to its edge.

@@ -19,7 +19,7 @@ use super::{state, Viewer};
 use crate::model::limits::{check_id, page_size};
 use crate::model::{Action, FeedItem, Millis, ObjectId, Position, Scope, Stamp};
 use crate::store::{FeedRange, Unfollow};
-use crate::timeline::read::{self, Plan};
+use crate::timeline::read;
 
 /// Store rounds one page may take to get past items the viewer cannot read.
 const MAX_ROUNDS: usize = 4;
@@ -85,7 +85,10 @@ pub async fn home(
     let store = state(ctx)?.store.as_ref();
     let read_at = state(ctx)?.clock.now();
     let (tenant, reader) = (viewer.tenant.as_str(), viewer.user.as_str());
-    let plan = Plan::load(store, &state(ctx)?.model, tenant, reader, read_at)
+    let plan = state(ctx)?
+        .model
+        .behaviour()
+        .plan(store, tenant, reader, read_at)
         .await
         .api()?;
     // The reader's pending unfollows, read alongside the first range: one

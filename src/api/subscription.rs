@@ -22,7 +22,6 @@ use super::{session, state, viewer, AppState, SubscriptionPermit, Viewer};
 use crate::events::{Event, FeedEvent, FeedEventKind, Lagged, Topic};
 use crate::model::limits::check_id;
 use crate::model::{Action, Millis, ObjectId, ReasonKind, Stamp};
-use crate::timeline::read::Plan;
 
 /// At most this many changes are replayed on resuming; a reader further
 /// behind refetches the feed.
@@ -202,9 +201,8 @@ impl SubscriptionRoot {
             } else {
                 let (tenant, reader) = (viewer.tenant.as_str(), viewer.user.as_str());
                 let now = live.state.clock.now();
-                let plan = Plan::load(store, &live.state.model, tenant, reader, now)
-                    .await
-                    .api()?;
+                let model = live.state.model.behaviour();
+                let plan = model.plan(store, tenant, reader, now).await.api()?;
                 Some(plan)
             };
             let mut items = store

@@ -32,9 +32,11 @@ pub struct LoadResult {
     pub deliveries_per_sec: f64,
 }
 
-pub async fn run(bench: &Bench, graph: &Graph, args: &BenchArgs) -> anyhow::Result<LoadResult> {
-    let mut rng = Rng::new(args.seed ^ 0x10AD);
-    let plan: Vec<(usize, serde_json::Value)> = (0..args.actions)
+/// `count` actions by actors drawn uniformly from the graph, each with
+/// its input: what the load records.
+pub fn plan(graph: &Graph, count: usize, seed: u64) -> Vec<(usize, serde_json::Value)> {
+    let mut rng = Rng::new(seed);
+    (0..count)
         .map(|i| {
             let actor = rng.below(graph.users);
             (
@@ -42,7 +44,11 @@ pub async fn run(bench: &Bench, graph: &Graph, args: &BenchArgs) -> anyhow::Resu
                 graph::action_input(&mut rng, &graph::user_id(actor), i),
             )
         })
-        .collect();
+        .collect()
+}
+
+pub async fn run(bench: &Bench, graph: &Graph, args: &BenchArgs) -> anyhow::Result<LoadResult> {
+    let plan = plan(graph, args.actions, args.seed ^ 0x10AD);
     let deliveries: u64 = plan.iter().map(|(actor, _)| graph.audience(*actor)).sum();
 
     let bar = bench.ui.bar(plan.len() as u64, "load: recordAction");

@@ -121,16 +121,7 @@ pub async fn run(
 
     // The load.
     let before = bench.store.footprint().await?;
-    let mut rng = Rng::new(args.seed ^ 0x0de1);
-    let plan: Vec<(usize, serde_json::Value)> = (0..args.actions)
-        .map(|i| {
-            let actor = rng.below(graph.users);
-            (
-                actor,
-                graph::action_input(&mut rng, &graph::user_id(actor), i),
-            )
-        })
-        .collect();
+    let plan = super::load::plan(&graph, args.actions, args.seed ^ 0x0de1);
     let bar = ui.bar(plan.len() as u64, &format!("{name}: recordAction"));
     let started = Instant::now();
     let ids: Vec<anyhow::Result<String>> = stream::iter(plan)

@@ -1,7 +1,6 @@
-//! Who an action reaches under a model: the readers the fan-out writes
-//! items for, and whether the rest (followers and friends) pull it at read;
-//! the live readers told about what they pull; and who among some readers
-//! pulls an action (a bump raises it for them too).
+//! Who an action reaches: its whole audience (each model keeps what it
+//! writes for), the live readers told about what they pull, and who among
+//! some readers pulls an action (a bump raises it for them too).
 
 use std::collections::HashMap;
 
@@ -9,92 +8,18 @@ use crate::events::{FeedEventKind, Hub};
 use crate::model::{Action, EdgeKind, FeedItem, Position, Reason, ReasonKind, Scope};
 use crate::store::{Direction, Store, StoreResult};
 
-use super::model::{FeedModel, ModelKind};
 use super::sources::{Edge, Source};
 
 /// Page size when reading followers and group members for an audience.
-const AUDIENCE_PAGE: usize = 10_000;
+pub(super) const AUDIENCE_PAGE: usize = 10_000;
 
-/// The readers an action's fan-out writes items for.
+/// The readers an action's fan-out writes items for, as a model picks them.
 #[derive(Debug, Default)]
 pub struct Audience {
     /// Sorted by reader, one reason each (the most specific).
     pub readers: Vec<(String, ReasonKind)>,
     /// Some followers or friends were left to pull it at read.
     pub pulled: bool,
-}
-
-/// Who `action`'s fan-out writes for under `model`: everyone in `push`;
-/// in `pull`, not followers and friends; in `rivers`, only those of them
-/// with a river; in `hybrid`, not followers and friends of an actor above
-/// the celebrity threshold (marked as one, for good).
-pub async fn of(store: &dyn Store, model: &FeedModel, action: &Action) -> StoreResult<Audience> {
-    if action.hidden {
-        return Ok(Audience::default());
-    }
-    let public = action.scope == Scope::Public;
-    match model.kind {
-        ModelKind::Push => Ok(Audience {
-            readers: audience(store, action, true).await?,
-            pulled: false,
-        }),
-        ModelKind::Pull => Ok(Audience {
-            readers: audience(store, action, false).await?,
-            pulled: public,
-        }),
-        ModelKind::Rivers => {
-            let mut readers = audience(store, action, true).await?;
-            if public {
-                let followers: Vec<String> = readers
-                    .iter()
-                    .filter(|(_, kind)| matches!(kind, ReasonKind::Follows | ReasonKind::Friend))
-                    .map(|(r, _)| r.clone())
-                    .collect();
-                let mut active = Vec::new();
-                for chunk in followers.chunks(AUDIENCE_PAGE) {
-                    active.extend(store.rivers_among(&action.tenant, chunk).await?);
-                }
-                active.sort_unstable();
-                readers.retain(|(r, kind)| {
-                    !matches!(kind, ReasonKind::Follows | ReasonKind::Friend)
-                        || active.binary_search(r).is_ok()
-                });
-            }
-            Ok(Audience {
-                readers,
-                pulled: public,
-            })
-        }
-        ModelKind::Hybrid => {
-            let celebrity = public && is_celebrity(store, model, action).await?;
-            Ok(Audience {
-                readers: audience(store, action, !celebrity).await?,
-                pulled: celebrity,
-            })
-        }
-    }
-}
-
-/// Whether `action`'s actor is (or now becomes) a celebrity: marked before,
-/// or followed by more than the threshold, counted no further than that.
-async fn is_celebrity(store: &dyn Store, model: &FeedModel, action: &Action) -> StoreResult<bool> {
-    let (tenant, actor) = (action.tenant.as_str(), action.actor_id.as_str());
-    if !store
-        .celebrities(tenant, &[actor.to_owned()])
-        .await?
-        .is_empty()
-    {
-        return Ok(true);
-    }
-    let limit = model.celebrity_threshold.saturating_add(1);
-    let followers = store
-        .edges(tenant, EdgeKind::Follows, Direction::In, actor, None, limit)
-        .await?;
-    if followers.len() <= model.celebrity_threshold {
-        return Ok(false);
-    }
-    store.mark_celebrity(tenant, actor).await?;
-    Ok(true)
 }
 
 /// Tells the live readers who pull `action` (online, not among `skip`,

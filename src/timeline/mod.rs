@@ -1,16 +1,21 @@
 //! The timeline layer, between the API and the worker on one side and the
-//! store on the other: the feed models ([`model`]), how a feed is read
-//! under them ([`read`]), a reader's pulled sources ([`sources`]), rivers
-//! ([`rivers`]), what a reader may see ([`Access`]) and how a feed is filled
-//! outside a fan-out ([`follow`]: a new follow's backfill).
+//! store on the other: the feed models ([`model`], one file each: [`push`],
+//! [`pull`], [`rivers`], [`hybrid`]), how a feed is read under them
+//! ([`read`]), who an action reaches ([`audience`]), a reader's pulled
+//! sources ([`sources`]), what a reader may see ([`Access`]) and how a feed
+//! changes outside a fan-out ([`follow`]: a follow's backfill, an
+//! unfollow's announcement).
 
 mod access;
 pub mod audience;
 pub mod follow;
+pub mod hybrid;
 pub mod model;
+pub mod pull;
+pub mod push;
 pub mod read;
 pub mod rivers;
 pub mod sources;
 
 pub use access::Access;
-pub use model::{FeedModel, ModelKind};
+pub use model::{FeedModel, Model, ModelKind};

@@ -1,5 +1,8 @@
 //! The feed models: what is materialised ahead of time and what is merged
-//! in at read. Whatever the model, a reader sees the same feed.
+//! in at read. Whatever the model, a reader sees the same feed. Each model
+//! is one file ([`super::push`], [`super::pull`], [`super::rivers`],
+//! [`super::hybrid`]) implementing [`Model`]; [`FeedModel`] holds the
+//! deployment's choice and settings.
 //!
 //! A feed's items come from two places: the reader's timeline (what the
 //! fan-out, a backfill or a bump wrote) and the reader's pulled sources (the
@@ -23,7 +26,42 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::model::Millis;
+use async_trait::async_trait;
+
+use super::audience::Audience;
+use super::read::Plan;
+use crate::model::{Action, Millis, Position};
+use crate::store::{Store, StoreResult};
+
+/// What a feed model decides: who the fan-out writes for, how a feed is
+/// read, where a follow's backfill goes, and its upkeep.
+#[async_trait]
+pub trait Model: Send + Sync {
+    /// Who `action`'s fan-out writes items for, and whether followers or
+    /// friends were left to pull it at read.
+    async fn audience(&self, store: &dyn Store, action: &Action) -> StoreResult<Audience>;
+    /// How `reader`'s feed is read at `now`.
+    async fn plan(
+        &self,
+        store: &dyn Store,
+        tenant: &str,
+        reader: &str,
+        now: Millis,
+    ) -> StoreResult<Plan>;
+    /// From where a new follow's backfill of `actor` is written into
+    /// `reader`'s timeline; `None`: nowhere, the reader pulls it.
+    async fn written_from(
+        &self,
+        store: &dyn Store,
+        tenant: &str,
+        reader: &str,
+        actor: &str,
+    ) -> StoreResult<Option<Position>>;
+    /// Background upkeep due at `now`; returns how much it did.
+    async fn upkeep(&self, _store: &dyn Store, _now: Millis) -> StoreResult<usize> {
+        Ok(0)
+    }
+}
 
 /// Which model a deployment runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, clap::ValueEnum)]
@@ -109,5 +147,15 @@ impl FeedModel {
     /// Whether the fan-out writes an item for every follower and friend.
     pub fn pushes_all(&self) -> bool {
         self.kind == ModelKind::Push
+    }
+
+    /// The model itself.
+    pub fn behaviour(&self) -> Box<dyn Model> {
+        match self.kind {
+            ModelKind::Push => Box::new(super::push::Push),
+            ModelKind::Pull => Box::new(super::pull::Pull),
+            ModelKind::Rivers => Box::new(super::rivers::Rivers(*self)),
+            ModelKind::Hybrid => Box::new(super::hybrid::Hybrid(*self)),
+        }
     }
 }

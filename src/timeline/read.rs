@@ -3,10 +3,8 @@
 //! those sources' outboxes, in one order, with the same positions (so the
 //! same cursors) whatever the model.
 
-use super::model::{FeedModel, ModelKind};
-use super::rivers;
 use super::sources::{self, newest_first_within, Source};
-use crate::model::{FeedItem, Millis, ObjectId, Position, Scope, Stamp};
+use crate::model::{FeedItem, ObjectId, Position, Scope, Stamp};
 use crate::store::{FeedRange, Store, StoreResult};
 
 /// One entry of a merged page.
@@ -33,46 +31,28 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Works out `reader`'s plan under `model` at `now`. Under `rivers`,
-    /// a reader without a river gets one built here (their first read).
-    pub async fn load(
-        store: &dyn Store,
-        model: &FeedModel,
-        tenant: &str,
-        reader: &str,
-        now: Millis,
-    ) -> StoreResult<Plan> {
-        match model.kind {
-            ModelKind::Push => Ok(Plan::default()),
-            ModelKind::Pull => Ok(Plan::of(sources::load(store, tenant, reader).await?, None)),
-            ModelKind::Hybrid => {
-                let mut all = sources::load(store, tenant, reader).await?;
-                let actors: Vec<String> = all.iter().map(|s| s.actor.clone()).collect();
-                let mut celebrities = store.celebrities(tenant, &actors).await?;
-                celebrities.sort_unstable();
-                all.retain(|s| celebrities.binary_search(&s.actor).is_ok());
-                Ok(Plan::of(all, None))
-            }
-            ModelKind::Rivers => {
-                let (river, built_from) = rivers::open(store, model, tenant, reader, now).await?;
-                let plan = Plan {
-                    sources: tokio::sync::OnceCell::new(),
-                    pulls: true,
-                    below: Some(river.complete_from),
-                };
-                if let Some(all) = built_from {
-                    plan.sources.set(all).ok();
-                }
-                Ok(plan)
-            }
-        }
+    /// Nothing merged at read: the timeline holds the whole feed.
+    pub fn timeline_only() -> Plan {
+        Plan::default()
     }
 
-    fn of(sources: Vec<Source>, below: Option<Position>) -> Plan {
+    /// `sources` merged in at read, everywhere or strictly `below` a
+    /// position.
+    pub fn pulling(sources: Vec<Source>, below: Option<Position>) -> Plan {
         Plan {
             pulls: !sources.is_empty(),
             sources: tokio::sync::OnceCell::new_with(Some(sources)),
             below,
+        }
+    }
+
+    /// The reader's sources merged in strictly below `below`, read only
+    /// when a page reaches there (unless `known` already).
+    pub fn pulling_below(below: Position, known: Option<Vec<Source>>) -> Plan {
+        Plan {
+            pulls: true,
+            sources: tokio::sync::OnceCell::new_with(known),
+            below: Some(below),
         }
     }
 

@@ -4,12 +4,73 @@
 //! `river_size` as they read, and dropped by the sweeper once they have not
 //! read for `river_idle`. Below a river, reads continue from the sources.
 
+use async_trait::async_trait;
 use tracing::debug;
 
-use super::model::FeedModel;
+use super::audience::{audience, Audience, AUDIENCE_PAGE};
+use super::model::{FeedModel, Model};
+use super::read::Plan;
 use super::sources::{self, Source};
-use crate::model::{Millis, Position, Reason, Scope};
+use crate::model::{Action, Millis, Position, Reason, ReasonKind, Scope};
 use crate::store::{Backfill, FeedRange, River, Store, StoreResult};
+
+/// The `rivers` model, with its settings.
+pub struct Rivers(pub FeedModel);
+
+#[async_trait]
+impl Model for Rivers {
+    async fn audience(&self, store: &dyn Store, action: &Action) -> StoreResult<Audience> {
+        let mut readers = audience(store, action, true).await?;
+        let public = action.scope == Scope::Public;
+        if public {
+            let followers: Vec<String> = readers
+                .iter()
+                .filter(|(_, kind)| matches!(kind, ReasonKind::Follows | ReasonKind::Friend))
+                .map(|(r, _)| r.clone())
+                .collect();
+            let mut active = Vec::new();
+            for chunk in followers.chunks(AUDIENCE_PAGE) {
+                active.extend(store.rivers_among(&action.tenant, chunk).await?);
+            }
+            active.sort_unstable();
+            readers.retain(|(r, kind)| {
+                !matches!(kind, ReasonKind::Follows | ReasonKind::Friend)
+                    || active.binary_search(r).is_ok()
+            });
+        }
+        Ok(Audience {
+            readers,
+            pulled: public,
+        })
+    }
+
+    async fn plan(
+        &self,
+        store: &dyn Store,
+        tenant: &str,
+        reader: &str,
+        now: Millis,
+    ) -> StoreResult<Plan> {
+        let (river, built_from) = open(store, &self.0, tenant, reader, now).await?;
+        Ok(Plan::pulling_below(river.complete_from, built_from))
+    }
+
+    /// Within the reader's river, if they have one.
+    async fn written_from(
+        &self,
+        store: &dyn Store,
+        tenant: &str,
+        reader: &str,
+        _: &str,
+    ) -> StoreResult<Option<Position>> {
+        Ok(store.river(tenant, reader).await?.map(|r| r.complete_from))
+    }
+
+    /// Drops the rivers idle for `--river-idle`.
+    async fn upkeep(&self, store: &dyn Store, now: Millis) -> StoreResult<usize> {
+        sweep(store, &self.0, now).await
+    }
+}
 
 /// Rivers dropped per sweep step.
 const SWEEP_STEP: usize = 1_000;

@@ -228,9 +228,14 @@ crate::on_both_backends!(seeds_the_organisation_once);
 async fn seeding_reports_what_it_did_and_happens_once() {
     let test = TestStore::open(Backend::Embedded).await.expect("embedded");
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let first = demo::seed(&test.store, &clock, BumpRules::default())
-        .await
-        .expect("seeds");
+    let first = demo::seed(
+        &test.store,
+        &clock,
+        BumpRules::default(),
+        Default::default(),
+    )
+    .await
+    .expect("seeds");
     let history = History::generate(&demo::roster(), clock.now());
     assert_eq!(
         first,
@@ -240,9 +245,14 @@ async fn seeding_reports_what_it_did_and_happens_once() {
             likes: history.likes.len(),
         }
     );
-    let again = demo::seed(&test.store, &clock, BumpRules::default())
-        .await
-        .expect("seeds");
+    let again = demo::seed(
+        &test.store,
+        &clock,
+        BumpRules::default(),
+        Default::default(),
+    )
+    .await
+    .expect("seeds");
     assert_eq!(again, Seeded::AlreadyThere);
     test.remove().await;
 }

@@ -368,7 +368,11 @@ async fn every_model_serves_the_same_feeds(backend: Backend) {
         }
         total
     };
-    assert!(total > 100, "the history fills feeds: {total} items");
+    assert!(
+        total * 2 > steps.len(),
+        "the history fills feeds: {total} items from {} steps",
+        steps.len()
+    );
     for d in deployments {
         d.server.stop().await;
     }

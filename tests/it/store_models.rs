@@ -7,19 +7,10 @@ use riverfeed::model::{EdgeKind, ObjectId, Position, Reason, ReasonKind};
 use riverfeed::store::prelude::*;
 use riverfeed::store::{Backfill, Cut, FeedRange, River};
 
-use crate::store_suite::action;
+use crate::store_suite::{action, range};
 
 const T: &str = "acme";
 const OTHER: &str = "globex";
-
-fn range(limit: usize) -> FeedRange {
-    FeedRange {
-        older_than: None,
-        newer_than: None,
-        limit,
-        from_oldest: false,
-    }
-}
 
 fn names(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()

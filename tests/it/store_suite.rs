@@ -45,7 +45,7 @@ fn delivery(owner: &str, relevancy: i64) -> Delivery {
     }
 }
 
-fn range(limit: usize) -> FeedRange {
+pub fn range(limit: usize) -> FeedRange {
     FeedRange {
         older_than: None,
         newer_than: None,

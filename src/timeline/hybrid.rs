@@ -1,0 +1,84 @@
+//! `hybrid`: push, except that an actor with more followers than the
+//! celebrity threshold is never fanned out to followers and friends; their
+//! readers merge the celebrities' outboxes in at read.
+
+use async_trait::async_trait;
+
+use super::audience::{audience, Audience};
+use super::model::{FeedModel, Model};
+use super::read::Plan;
+use super::sources;
+use crate::model::{Action, EdgeKind, Millis, Position, Scope};
+use crate::store::{Direction, Store, StoreResult};
+
+pub struct Hybrid(pub FeedModel);
+
+impl Hybrid {
+    /// Whether `action`'s actor is (or now becomes) a celebrity: marked
+    /// before, or followed by more than the threshold, counted no further
+    /// than that. A celebrity stays one.
+    async fn is_celebrity(&self, store: &dyn Store, action: &Action) -> StoreResult<bool> {
+        let (tenant, actor) = (action.tenant.as_str(), action.actor_id.as_str());
+        if !store
+            .celebrities(tenant, &[actor.to_owned()])
+            .await?
+            .is_empty()
+        {
+            return Ok(true);
+        }
+        let threshold = self.0.celebrity_threshold;
+        let followers = store
+            .edges(
+                tenant,
+                EdgeKind::Follows,
+                Direction::In,
+                actor,
+                None,
+                threshold.saturating_add(1),
+            )
+            .await?;
+        if followers.len() <= threshold {
+            return Ok(false);
+        }
+        store.mark_celebrity(tenant, actor).await?;
+        Ok(true)
+    }
+}
+
+#[async_trait]
+impl Model for Hybrid {
+    async fn audience(&self, store: &dyn Store, action: &Action) -> StoreResult<Audience> {
+        let celebrity = action.scope == Scope::Public && self.is_celebrity(store, action).await?;
+        Ok(Audience {
+            readers: audience(store, action, !celebrity).await?,
+            pulled: celebrity,
+        })
+    }
+
+    async fn plan(
+        &self,
+        store: &dyn Store,
+        tenant: &str,
+        reader: &str,
+        _: Millis,
+    ) -> StoreResult<Plan> {
+        let mut all = sources::load(store, tenant, reader).await?;
+        let actors: Vec<String> = all.iter().map(|s| s.actor.clone()).collect();
+        let mut celebrities = store.celebrities(tenant, &actors).await?;
+        celebrities.sort_unstable();
+        all.retain(|s| celebrities.binary_search(&s.actor).is_ok());
+        Ok(Plan::pulling(all, None))
+    }
+
+    async fn written_from(
+        &self,
+        store: &dyn Store,
+        tenant: &str,
+        _: &str,
+        actor: &str,
+    ) -> StoreResult<Option<Position>> {
+        let actor = [actor.to_owned()];
+        let celebrity = !store.celebrities(tenant, &actor).await?.is_empty();
+        Ok((!celebrity).then_some(Position::MIN))
+    }
+}
