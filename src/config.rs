@@ -305,6 +305,7 @@ impl ServeArgs {
             river_size: self.river_size as usize,
             river_idle: self.river_idle,
             celebrity_threshold: self.celebrity_threshold as usize,
+            pulled_below: None,
         }
     }
 

@@ -122,11 +122,15 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<Server> {
 
 /// Starts serving on a store that is already open.
 pub async fn start_with_store(
-    options: ServeOptions,
+    mut options: ServeOptions,
     inner: Arc<dyn Store>,
 ) -> anyhow::Result<Server> {
     let metered = Arc::new(Metered::new(inner));
     let store: Arc<dyn Store> = metered.clone();
+    options.model =
+        crate::timeline::model::start(store.as_ref(), options.model, options.clock.now())
+            .await
+            .context("cannot record the feed model")?;
     if options.auth.is_dev() {
         // Without tokens every caller says who it is in headers: that is for a
         // developer's own machine.

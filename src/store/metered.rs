@@ -58,6 +58,8 @@ ops!(
     slice,
     outbox,
     outboxes,
+    meta,
+    set_meta,
     edges_among,
     set_cut,
     clear_cut,
@@ -596,6 +598,16 @@ impl SourceStore for Metered {
     async fn celebrities(&self, tenant: &str, users: &[String]) -> StoreResult<Vec<String>> {
         self.count(Op::celebrities);
         self.inner.celebrities(tenant, users).await
+    }
+
+    async fn meta(&self, key: &str) -> StoreResult<Option<Vec<u8>>> {
+        self.count(Op::meta);
+        self.inner.meta(key).await
+    }
+
+    async fn set_meta(&self, key: &str, value: &[u8]) -> StoreResult<()> {
+        self.count(Op::set_meta);
+        self.inner.set_meta(key, value).await
     }
 
     async fn outboxes(

@@ -64,6 +64,11 @@ pub trait SourceStore: Send + Sync {
     async fn mark_celebrity(&self, tenant: &str, user: &str) -> StoreResult<()>;
     /// Which of `users` are marked celebrities.
     async fn celebrities(&self, tenant: &str, users: &[String]) -> StoreResult<Vec<String>>;
+    /// A small value the deployment keeps about itself (the feed model it
+    /// last ran…), by key.
+    async fn meta(&self, key: &str) -> StoreResult<Option<Vec<u8>>>;
+    /// Sets a [`SourceStore::meta`] value.
+    async fn set_meta(&self, key: &str, value: &[u8]) -> StoreResult<()>;
     /// Several outbox ranges at once, one answer per read in order: what a
     /// pulled page reads. Backends that can read them in one step do.
     async fn outboxes(

@@ -107,6 +107,10 @@ pub struct FeedModel {
     pub river_idle: Duration,
     /// Actors with more followers than this are not fanned out (hybrid).
     pub celebrity_threshold: usize,
+    /// `push` after a model that pulled: below this position readers'
+    /// sources are still merged in at read, for what the timelines did not
+    /// get written then. Set at start ([`start`]), not by flags.
+    pub pulled_below: Option<Position>,
 }
 
 /// Default `--river-size`.
@@ -130,6 +134,7 @@ impl FeedModel {
             river_size: DEFAULT_RIVER_SIZE,
             river_idle: DEFAULT_RIVER_IDLE,
             celebrity_threshold: DEFAULT_CELEBRITY_THRESHOLD,
+            pulled_below: None,
         }
     }
 
@@ -144,18 +149,82 @@ impl FeedModel {
         (self.river_idle_ms() / 24).clamp(1, 3_600_000)
     }
 
-    /// Whether the fan-out writes an item for every follower and friend.
+    /// Whether every follower and friend's item is in the timelines: the
+    /// fan-out writes one for each, and always did.
     pub fn pushes_all(&self) -> bool {
-        self.kind == ModelKind::Push
+        self.kind == ModelKind::Push && self.pulled_below.is_none()
     }
 
     /// The model itself.
     pub fn behaviour(&self) -> Box<dyn Model> {
         match self.kind {
-            ModelKind::Push => Box::new(super::push::Push),
+            ModelKind::Push => Box::new(super::push::Push(*self)),
             ModelKind::Pull => Box::new(super::pull::Pull),
             ModelKind::Rivers => Box::new(super::rivers::Rivers(*self)),
             ModelKind::Hybrid => Box::new(super::hybrid::Hybrid(*self)),
         }
     }
+}
+
+/// Keys of what the store remembers of the models a deployment ran.
+const LAST_MODEL: &str = "feed-model";
+const PULLED_UNTIL: &str = "pulled-until";
+
+/// Notes `model` as the one the deployment now runs, at `now`, and returns
+/// it as it must run: `push` after a model that pulled goes on merging the
+/// readers' sources below where the pulling ended (the history no fan-out
+/// wrote), for good.
+pub async fn start(store: &dyn Store, mut model: FeedModel, now: Millis) -> StoreResult<FeedModel> {
+    let last = store.meta(LAST_MODEL).await?;
+    let mut pulled_until = store
+        .meta(PULLED_UNTIL)
+        .await?
+        .map(|bytes| decode_position(&bytes))
+        .transpose()?;
+    if model.kind == ModelKind::Push {
+        let pulled_before = last.is_some_and(|name| name != ModelKind::Push.name().as_bytes());
+        if pulled_before {
+            let here = Position {
+                relevancy: now,
+                action_id: crate::model::ObjectId::from_bytes([0xff; 12]),
+            };
+            let until = pulled_until.map_or(here, |p| p.max(here));
+            store
+                .set_meta(PULLED_UNTIL, &encode_position(until))
+                .await?;
+            pulled_until = Some(until);
+        }
+        model.pulled_below = pulled_until;
+    }
+    store
+        .set_meta(LAST_MODEL, model.kind.name().as_bytes())
+        .await?;
+    Ok(model)
+}
+
+fn encode_position(p: Position) -> Vec<u8> {
+    let mut out = p.relevancy.to_be_bytes().to_vec();
+    out.extend_from_slice(&p.action_id.bytes());
+    out
+}
+
+fn decode_position(bytes: &[u8]) -> StoreResult<Position> {
+    let corrupt = || {
+        crate::store::StoreError::new(
+            crate::store::ErrorKind::Internal,
+            "the stored end of the pulling models' history is damaged",
+        )
+    };
+    let relevancy: [u8; 8] = bytes
+        .get(..8)
+        .and_then(|b| b.try_into().ok())
+        .ok_or_else(corrupt)?;
+    let id: [u8; 12] = bytes
+        .get(8..20)
+        .and_then(|b| b.try_into().ok())
+        .ok_or_else(corrupt)?;
+    Ok(Position {
+        relevancy: i64::from_be_bytes(relevancy),
+        action_id: crate::model::ObjectId::from_bytes(id),
+    })
 }

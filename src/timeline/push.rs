@@ -4,12 +4,13 @@
 use async_trait::async_trait;
 
 use super::audience::{audience, Audience};
-use super::model::Model;
+use super::model::{FeedModel, Model};
 use super::read::Plan;
 use crate::model::{Action, Millis, Position};
 use crate::store::{Store, StoreResult};
 
-pub struct Push;
+/// `push`, with where it still pulls after a pulling model (if it does).
+pub struct Push(pub FeedModel);
 
 #[async_trait]
 impl Model for Push {
@@ -21,9 +22,16 @@ impl Model for Push {
     }
 
     async fn plan(&self, _: &dyn Store, _: &str, _: &str, _: Millis) -> StoreResult<Plan> {
-        Ok(Plan::timeline_only())
+        Ok(match self.0.pulled_below {
+            // What a pulling model left unwritten, pulled where a page
+            // reaches it.
+            Some(below) => Plan::pulling_below(below, None),
+            None => Plan::timeline_only(),
+        })
     }
 
+    /// Everywhere; after a pulling model, only above where it stopped
+    /// (below, the reader pulls it, as the rest of that history).
     async fn written_from(
         &self,
         _: &dyn Store,
@@ -31,6 +39,6 @@ impl Model for Push {
         _: &str,
         _: &str,
     ) -> StoreResult<Option<Position>> {
-        Ok(Some(Position::MIN))
+        Ok(Some(self.0.pulled_below.unwrap_or(Position::MIN)))
     }
 }

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use riverfeed::clock::ManualClock;
+use riverfeed::clock::{Clock, ManualClock};
 use riverfeed::events::Hub;
 use riverfeed::fanout::{Worker, WorkerConfig};
 use riverfeed::rng::Rng;
@@ -76,13 +76,18 @@ impl Deployment {
         })
         .await;
         let store: Arc<dyn Store> = server.server.metered.clone();
+        // The model as the server runs it (push after a pulling model still
+        // pulls the history below the switch).
+        let running = riverfeed::timeline::model::start(store.as_ref(), model(kind), clock.now())
+            .await
+            .expect("the model as it runs");
         let worker = Worker::new(
             store,
             Hub::new(16),
             clock.clone(),
             WorkerConfig {
                 id: format!("w-{kind}"),
-                model: model(kind),
+                model: running,
                 ..WorkerConfig::default()
             },
             Arc::new(Notify::new()),
@@ -400,12 +405,13 @@ fn seed() -> u64 {
         .unwrap_or(0x5eed_f00d)
 }
 
-/// A deployment that ran push restarts under each other model halfway
-/// through the history: every feed stays what push serves.
-async fn switching_from_push_keeps_every_feed(backend: Backend) {
+/// Deployments that ran the models `from` restart halfway through a random
+/// history under the models `to`; the first runs push throughout, and
+/// every feed stays what it serves.
+async fn switch(backend: Backend, from: [ModelKind; 4], to: [ModelKind; 4]) {
     let mut deployments = Vec::new();
-    for _ in ModelKind::ALL {
-        let Some(d) = Deployment::start(backend, ModelKind::Push).await else {
+    for kind in from {
+        let Some(d) = Deployment::start(backend, kind).await else {
             return;
         };
         people(&d).await;
@@ -418,8 +424,10 @@ async fn switching_from_push_keeps_every_feed(backend: Backend) {
             play(d, step).await;
         }
     }
+    // Every reader has read before the switch (rivers exist, and are left).
+    compare(&deployments, "before the switch").await;
     let mut switched = Vec::new();
-    for (d, kind) in deployments.into_iter().zip(ModelKind::ALL) {
+    for (d, kind) in deployments.into_iter().zip(to) {
         switched.push(d.restart(kind).await);
     }
     compare(&switched, "right after the switch").await;
@@ -432,6 +440,17 @@ async fn switching_from_push_keeps_every_feed(backend: Backend) {
     for d in switched {
         d.server.stop().await;
     }
+}
+
+/// Push, then each other model.
+async fn switching_from_push_keeps_every_feed(backend: Backend) {
+    switch(backend, [ModelKind::Push; 4], ModelKind::ALL).await;
+}
+
+/// Each model, then push: what the pulling models left unwritten is still
+/// pulled, below where they stopped.
+async fn switching_to_push_keeps_every_feed(backend: Backend) {
+    switch(backend, ModelKind::ALL, [ModelKind::Push; 4]).await;
 }
 
 async fn compare(deployments: &[Deployment], when: &str) {
@@ -450,5 +469,6 @@ async fn compare(deployments: &[Deployment], when: &str) {
 
 crate::on_both_backends!(
     every_model_serves_the_same_feeds,
-    switching_from_push_keeps_every_feed
+    switching_from_push_keeps_every_feed,
+    switching_to_push_keeps_every_feed
 );

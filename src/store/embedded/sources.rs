@@ -5,7 +5,7 @@
 use async_trait::async_trait;
 use rocksdb::WriteBatch;
 
-use super::families::{GRAPH, OUTBOX};
+use super::families::{GRAPH, META, OUTBOX};
 use super::graph::{edge_codes, edge_key, EDGE_FOLLOWS_OUT, EDGE_FRIEND};
 use super::keys::{self, graph as tag, Key, Reader};
 use super::{db_err, EmbeddedStore, Inner};
@@ -19,6 +19,11 @@ fn cut_key(tenant: &str, reader: &str, code: u8, actor: &str) -> Vec<u8> {
         .byte(code)
         .last(actor)
         .into_vec()
+}
+
+/// Keys of [`SourceStore::meta`] values, apart from the store's own.
+fn meta_key(key: &str) -> Vec<u8> {
+    format!("deployment/{key}").into_bytes()
 }
 
 fn celebrity_key(tenant: &str, user: &str) -> Vec<u8> {
@@ -166,6 +171,20 @@ impl SourceStore for EmbeddedStore {
         }
         let keys: Vec<Vec<u8>> = users.iter().map(|u| celebrity_key(tenant, u)).collect();
         Ok(picked(users, self.inner.exist_many(GRAPH, &keys)?))
+    }
+
+    async fn meta(&self, key: &str) -> StoreResult<Option<Vec<u8>>> {
+        self.inner.get(META, &meta_key(key))
+    }
+
+    async fn set_meta(&self, key: &str, value: &[u8]) -> StoreResult<()> {
+        let (key, value) = (meta_key(key), value.to_vec());
+        self.blocking(move |db| {
+            let mut batch = WriteBatch::default();
+            batch.put_cf(db.cf(META), &key, &value);
+            db.commit(batch)
+        })
+        .await
     }
 
     async fn outboxes(

@@ -91,6 +91,8 @@ pub struct MongoStore {
     celebrities: Collection<Document>,
     /// Readers' river records.
     rivers: Collection<Document>,
+    /// Small values the deployment keeps about itself.
+    meta: Collection<Document>,
     /// Commands sent, by name. A std mutex: the driver calls the handler
     /// synchronously and the critical section is one map update.
     commands: Arc<Mutex<BTreeMap<String, u64>>>,
@@ -463,6 +465,7 @@ impl MongoStore {
             cuts: db.collection("cuts"),
             celebrities: db.collection("celebrities"),
             rivers: db.collection("rivers"),
+            meta: db.collection("meta"),
             db,
             commands,
         };

@@ -118,6 +118,28 @@ impl SourceStore for MongoStore {
             .await
     }
 
+    async fn meta(&self, key: &str) -> StoreResult<Option<Vec<u8>>> {
+        let found = self
+            .meta
+            .find_one(doc! { "_id": key })
+            .await
+            .map_err(db_err)?;
+        Ok(found.and_then(|d| d.get_binary_generic("value").ok().cloned()))
+    }
+
+    async fn set_meta(&self, key: &str, value: &[u8]) -> StoreResult<()> {
+        let value = bson::Binary {
+            subtype: bson::spec::BinarySubtype::Generic,
+            bytes: value.to_vec(),
+        };
+        self.meta
+            .update_one(doc! { "_id": key }, doc! { "$set": { "value": value } })
+            .with_options(UpdateOptions::builder().upsert(true).build())
+            .await
+            .map_err(db_err)?;
+        Ok(())
+    }
+
     async fn outboxes(
         &self,
         tenant: &str,
