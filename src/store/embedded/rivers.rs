@@ -130,13 +130,8 @@ impl RiverStore for EmbeddedStore {
     }
 
     async fn put_river(&self, tenant: &str, reader: &str, river: &River) -> StoreResult<()> {
-        let (key, value) = (river_key(tenant, reader), encode_river(river));
-        self.blocking(move |db| {
-            let mut batch = WriteBatch::default();
-            batch.put_cf(db.cf(GRAPH), &key, &value);
-            db.commit(batch)
-        })
-        .await
+        self.write_one(GRAPH, river_key(tenant, reader), Some(encode_river(river)))
+            .await
     }
 
     async fn rivers_among(&self, tenant: &str, readers: &[String]) -> StoreResult<Vec<String>> {

@@ -103,6 +103,27 @@ impl Inner {
     }
 }
 
+impl EmbeddedStore {
+    /// Puts (or, with `None`, deletes) one key, off the async threads: a
+    /// record that stands alone.
+    pub(super) async fn write_one(
+        &self,
+        family: &'static str,
+        key: Vec<u8>,
+        value: Option<Vec<u8>>,
+    ) -> StoreResult<()> {
+        self.blocking(move |db| {
+            let mut batch = WriteBatch::default();
+            match value {
+                Some(value) => batch.put_cf(db.cf(family), &key, &value),
+                None => batch.delete_cf(db.cf(family), &key),
+            }
+            db.commit(batch)
+        })
+        .await
+    }
+}
+
 #[async_trait]
 impl SourceStore for EmbeddedStore {
     async fn edges_among(
@@ -127,12 +148,7 @@ impl SourceStore for EmbeddedStore {
         if let Some(until) = cut.until {
             value.extend_from_slice(&keys::encode_position(until));
         }
-        self.blocking(move |db| {
-            let mut batch = WriteBatch::default();
-            batch.put_cf(db.cf(GRAPH), &key, &value);
-            db.commit(batch)
-        })
-        .await
+        self.write_one(GRAPH, key, Some(value)).await
     }
 
     async fn clear_cut(
@@ -143,12 +159,7 @@ impl SourceStore for EmbeddedStore {
         actor: &str,
     ) -> StoreResult<()> {
         let key = cut_key(tenant, reader, edge_codes(kind).0, actor);
-        self.blocking(move |db| {
-            let mut batch = WriteBatch::default();
-            batch.delete_cf(db.cf(GRAPH), &key);
-            db.commit(batch)
-        })
-        .await
+        self.write_one(GRAPH, key, None).await
     }
 
     async fn cuts(&self, tenant: &str, reader: &str) -> StoreResult<Vec<Cut>> {
@@ -157,12 +168,7 @@ impl SourceStore for EmbeddedStore {
 
     async fn mark_celebrity(&self, tenant: &str, user: &str) -> StoreResult<()> {
         let key = celebrity_key(tenant, user);
-        self.blocking(move |db| {
-            let mut batch = WriteBatch::default();
-            batch.put_cf(db.cf(GRAPH), &key, []);
-            db.commit(batch)
-        })
-        .await
+        self.write_one(GRAPH, key, Some(Vec::new())).await
     }
 
     async fn celebrities(&self, tenant: &str, users: &[String]) -> StoreResult<Vec<String>> {
@@ -179,12 +185,7 @@ impl SourceStore for EmbeddedStore {
 
     async fn set_meta(&self, key: &str, value: &[u8]) -> StoreResult<()> {
         let (key, value) = (meta_key(key), value.to_vec());
-        self.blocking(move |db| {
-            let mut batch = WriteBatch::default();
-            batch.put_cf(db.cf(META), &key, &value);
-            db.commit(batch)
-        })
-        .await
+        self.write_one(META, key, Some(value)).await
     }
 
     async fn outboxes(
