@@ -64,10 +64,14 @@ pub struct ModelResult {
     pub star_seen: Summary,
 }
 
-/// Whether graph user `i` is dormant: never reads (a fixed draw per user).
+/// Whether graph user `i` is dormant: never reads (a fixed draw per user,
+/// splitmix64's finaliser of the index).
 fn dormant(i: usize, percent: u32) -> bool {
-    let mixed = (i as u64 ^ 0x9e37_79b9).wrapping_mul(0x2545_f491_4f6c_dd1d);
-    ((mixed >> 33) % 100) < u64::from(percent)
+    let mut z = (i as u64).wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    z % 100 < u64::from(percent)
 }
 
 /// Runs the comparison on a started bench under `model`.

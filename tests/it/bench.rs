@@ -91,3 +91,66 @@ async fn a_tiny_bench_runs_every_workload_and_writes_its_report() {
     let report = std::fs::read_to_string(out.path().join("report.md")).expect("report.md");
     assert!(report.contains("embedded store"), "{report}");
 }
+
+/// `--models` runs the same graph and load on each feed model and judges
+/// them side by side: a row per model, with what each writes telling them
+/// apart.
+#[tokio::test]
+async fn a_tiny_models_bench_compares_every_model() {
+    let out = tempfile::tempdir().expect("tempdir");
+    let out_path = out.path().display().to_string();
+    let cli = Cli::try_parse_from([
+        "riverfeed",
+        "bench",
+        "--models",
+        "push,pull,rivers,hybrid",
+        "--users",
+        "60",
+        "--max-follows",
+        "10",
+        "--actions",
+        "80",
+        "--star-followers",
+        "300",
+        "--celebrity-threshold",
+        "100",
+        "--duration",
+        "200ms",
+        "--quiet",
+        "--out",
+        &out_path,
+    ])
+    .expect("bench flags parse");
+    let Some(Command::Bench(args)) = cli.command else {
+        panic!("parsed as the bench command");
+    };
+    let results = riverfeed::bench::run(&args, &cli.serve)
+        .await
+        .expect("the bench runs");
+    let models = results.models.expect("the models were compared");
+    let names: Vec<&str> = models.iter().map(|m| m.model.as_str()).collect();
+    assert_eq!(names, ["push", "pull", "rivers", "hybrid"]);
+    let of = |name: &str| models.iter().find(|m| m.model == name).expect("a row");
+    for m in &models {
+        assert_eq!(m.actions, 80, "{}: the whole load", m.model);
+        assert_eq!(m.star_done.count, 5, "{}: the star's actions", m.model);
+        assert!(m.active_c1.count > 0 && m.dormant_first_page.count > 0);
+    }
+    // Pull writes the actor's own item only; push writes for every follower
+    // and stores the star's action for each of its 301 followers.
+    assert_eq!(of("pull").deliveries_per_action, 1.0);
+    assert!(of("push").deliveries_per_action > 1.0);
+    assert!(of("push").feed_items > 5 * 301);
+    assert!(of("rivers").feed_items < of("push").feed_items);
+    // The star is a celebrity under hybrid: never fanned out.
+    assert!(of("hybrid").feed_items + 5 * 300 <= of("push").feed_items);
+    assert_eq!(results.targets.len(), 5, "the models' targets");
+    for file in ["results.json", "report.md", "models.svg"] {
+        let len = std::fs::metadata(out.path().join(file))
+            .unwrap_or_else(|e| panic!("{file} written: {e}"))
+            .len();
+        assert!(len > 0, "{file} is empty");
+    }
+    let report = std::fs::read_to_string(out.path().join("report.md")).expect("report.md");
+    assert!(report.contains("## Feed models"), "{report}");
+}
