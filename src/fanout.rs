@@ -23,7 +23,7 @@ use tracing::{debug, error, info, instrument, warn};
 
 use crate::clock::Clock;
 use crate::events::{FeedEventKind, Hub};
-use crate::model::{Action, Bump, EdgeKind, Millis, Reason, ReasonKind};
+use crate::model::{Action, Bump, Millis, Reason, ReasonKind};
 use crate::relevancy::{self, BumpRules};
 use crate::store::{Backfill, BumpClaim, Claim, Delivery, ErrorKind, Store, StoreResult};
 use crate::timeline::{audience, FeedModel};
@@ -276,10 +276,7 @@ impl Worker {
         if removed.is_empty() {
             return Ok(Vec::new());
         }
-        let other = match u.kind {
-            EdgeKind::Follows => EdgeKind::Friend,
-            EdgeKind::Friend => EdgeKind::Follows,
-        };
+        let other = u.kind.other();
         let store = self.store.as_ref();
         let reader = [u.reader.clone()];
         if store
@@ -329,9 +326,14 @@ impl Worker {
             .await?;
         if planned.pulled {
             let shared = Arc::new(action.clone());
-            let written: Vec<String> = planned.readers.iter().map(|(r, _)| r.clone()).collect();
-            audience::tell_online(store, &self.hub, FeedEventKind::Added, &shared, &written)
-                .await?;
+            // The readers it was written for are sorted: they heard already.
+            let written = |r: &str| {
+                planned
+                    .readers
+                    .binary_search_by(|(w, _)| w.as_str().cmp(r))
+                    .is_ok()
+            };
+            audience::tell_online(store, &self.hub, FeedEventKind::Added, &shared, written).await?;
         }
         Ok(planned.readers)
     }

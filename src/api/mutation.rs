@@ -107,7 +107,8 @@ async fn publish_action_removed(
         skip.sort_unstable();
         let shared = Arc::new(action.clone());
         let store = state.store.as_ref();
-        audience::tell_online(store, &state.hub, FeedEventKind::Removed, &shared, &skip)
+        let told = |r: &str| skip.binary_search_by(|s| s.as_str().cmp(r)).is_ok();
+        audience::tell_online(store, &state.hub, FeedEventKind::Removed, &shared, told)
             .await
             .api()?;
     }

@@ -155,6 +155,26 @@ impl Position {
         action_id: ObjectId::from_bytes([0xff; 12]),
     };
 
+    /// The position as 20 bytes, relevancy then action id, as stores keep
+    /// it beside a record.
+    pub fn to_bytes(self) -> [u8; 20] {
+        let mut out = [0u8; 20];
+        out[..8].copy_from_slice(&self.relevancy.to_be_bytes());
+        out[8..].copy_from_slice(&self.action_id.bytes());
+        out
+    }
+
+    /// A position from the first 20 bytes of `bytes`; `None` if they are
+    /// fewer.
+    pub fn from_bytes(bytes: &[u8]) -> Option<Position> {
+        let relevancy: [u8; 8] = bytes.get(..8)?.try_into().ok()?;
+        let id: [u8; 12] = bytes.get(8..20)?.try_into().ok()?;
+        Some(Position {
+            relevancy: i64::from_be_bytes(relevancy),
+            action_id: ObjectId::from_bytes(id),
+        })
+    }
+
     /// The position right below this one: "from `p` on" as a bound that
     /// excludes what it names.
     pub fn just_below(self) -> Position {

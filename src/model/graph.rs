@@ -27,6 +27,14 @@ impl EdgeKind {
             EdgeKind::Friend => super::ReasonKind::Friend,
         }
     }
+
+    /// The other kind: a reader may both follow and befriend one actor.
+    pub fn other(self) -> EdgeKind {
+        match self {
+            EdgeKind::Follows => EdgeKind::Friend,
+            EdgeKind::Friend => EdgeKind::Follows,
+        }
+    }
 }
 
 /// Kinds of group.

@@ -22,8 +22,8 @@ pub struct Audience {
     pub pulled: bool,
 }
 
-/// Tells the live readers who pull `action` (online, not among `skip`,
-/// which is sorted, and following or befriending its actor) that it was
+/// Tells the live readers who pull `action` (online, not `skip`ped, and
+/// following or befriending its actor) that it was
 /// `kind` (added, or removed) in their feed: work that grows with the
 /// readers online, not with the followers. Returns how many were told.
 pub async fn tell_online(
@@ -31,10 +31,10 @@ pub async fn tell_online(
     hub: &Hub,
     kind: FeedEventKind,
     action: &std::sync::Arc<Action>,
-    skip: &[String],
+    skip: impl Fn(&str) -> bool,
 ) -> StoreResult<usize> {
     let mut online = hub.online_readers(&action.tenant);
-    online.retain(|r| *r != action.actor_id && skip.binary_search(r).is_err());
+    online.retain(|r| *r != action.actor_id && !skip(r));
     if online.is_empty() {
         return Ok(0);
     }

@@ -170,10 +170,7 @@ pub async fn announce_unfollow(
             .find(|c| c.kind == k && c.actor == actor)
             .map_or(Position::MIN, |c| c.since)
     };
-    let other = match kind {
-        EdgeKind::Follows => EdgeKind::Friend,
-        EdgeKind::Friend => EdgeKind::Follows,
-    };
+    let other = kind.other();
     let reader_list = [reader.to_owned()];
     let kept_from = if store
         .edges_among(tenant, other, &reader_list, actor)

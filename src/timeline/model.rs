@@ -189,9 +189,7 @@ pub async fn start(store: &dyn Store, mut model: FeedModel, now: Millis) -> Stor
                 action_id: crate::model::ObjectId::from_bytes([0xff; 12]),
             };
             let until = pulled_until.map_or(here, |p| p.max(here));
-            store
-                .set_meta(PULLED_UNTIL, &encode_position(until))
-                .await?;
+            store.set_meta(PULLED_UNTIL, &until.to_bytes()).await?;
             pulled_until = Some(until);
         }
         model.pulled_below = pulled_until;
@@ -202,29 +200,11 @@ pub async fn start(store: &dyn Store, mut model: FeedModel, now: Millis) -> Stor
     Ok(model)
 }
 
-fn encode_position(p: Position) -> Vec<u8> {
-    let mut out = p.relevancy.to_be_bytes().to_vec();
-    out.extend_from_slice(&p.action_id.bytes());
-    out
-}
-
 fn decode_position(bytes: &[u8]) -> StoreResult<Position> {
-    let corrupt = || {
+    Position::from_bytes(bytes).ok_or_else(|| {
         crate::store::StoreError::new(
             crate::store::ErrorKind::Internal,
             "the stored end of the pulling models' history is damaged",
         )
-    };
-    let relevancy: [u8; 8] = bytes
-        .get(..8)
-        .and_then(|b| b.try_into().ok())
-        .ok_or_else(corrupt)?;
-    let id: [u8; 12] = bytes
-        .get(8..20)
-        .and_then(|b| b.try_into().ok())
-        .ok_or_else(corrupt)?;
-    Ok(Position {
-        relevancy: i64::from_be_bytes(relevancy),
-        action_id: crate::model::ObjectId::from_bytes(id),
     })
 }

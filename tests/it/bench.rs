@@ -6,6 +6,16 @@ use clap::Parser;
 use riverfeed::config::{Cli, Command};
 use serde_json::Value;
 
+/// Runs the bench the parsed command line asks for.
+async fn run(cli: Cli) -> riverfeed::bench::Results {
+    let Some(Command::Bench(args)) = cli.command else {
+        panic!("parsed as the bench command");
+    };
+    riverfeed::bench::run(&args, &cli.serve)
+        .await
+        .expect("the bench runs")
+}
+
 #[tokio::test]
 async fn a_tiny_bench_runs_every_workload_and_writes_its_report() {
     let out = tempfile::tempdir().expect("tempdir");
@@ -40,12 +50,7 @@ async fn a_tiny_bench_runs_every_workload_and_writes_its_report() {
         &out_path,
     ])
     .expect("bench flags parse");
-    let Some(Command::Bench(args)) = cli.command else {
-        panic!("parsed as the bench command");
-    };
-    let results = riverfeed::bench::run(&args, &cli.serve)
-        .await
-        .expect("the bench runs");
+    let results = run(cli).await;
     assert_eq!(results.meta.backend, "embedded");
 
     for file in [
@@ -121,12 +126,7 @@ async fn a_tiny_models_bench_compares_every_model() {
         &out_path,
     ])
     .expect("bench flags parse");
-    let Some(Command::Bench(args)) = cli.command else {
-        panic!("parsed as the bench command");
-    };
-    let results = riverfeed::bench::run(&args, &cli.serve)
-        .await
-        .expect("the bench runs");
+    let results = run(cli).await;
     let models = results.models.expect("the models were compared");
     let names: Vec<&str> = models.iter().map(|m| m.model.as_str()).collect();
     assert_eq!(names, ["push", "pull", "rivers", "hybrid"]);

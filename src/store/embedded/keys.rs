@@ -260,26 +260,13 @@ pub fn item(buf: &mut Vec<u8>, tenant: &str, id: Oid, owner: &str) {
     buf.extend_from_slice(owner.as_bytes());
 }
 
-/// A position as 20 bytes: relevancy, then action id.
+/// A position as stored beside a record (see [`crate::model::Position::to_bytes`]).
 pub fn encode_position(p: crate::model::Position) -> [u8; 20] {
-    let mut out = [0u8; 20];
-    out[..8].copy_from_slice(&p.relevancy.to_be_bytes());
-    out[8..].copy_from_slice(&p.action_id.bytes());
-    out
+    p.to_bytes()
 }
 
 pub fn decode_position(bytes: &[u8]) -> StoreResult<crate::model::Position> {
-    let bytes: &[u8; 20] = bytes
-        .get(..20)
-        .and_then(|b| b.try_into().ok())
-        .ok_or_else(|| corrupt("position"))?;
-    let (relevancy, id) = bytes.split_at(8);
-    Ok(crate::model::Position {
-        relevancy: i64::from_be_bytes(relevancy.try_into().map_err(|_| corrupt("position"))?),
-        action_id: crate::model::ObjectId::from_bytes(
-            id.try_into().map_err(|_| corrupt("position"))?,
-        ),
-    })
+    crate::model::Position::from_bytes(bytes).ok_or_else(|| corrupt("position"))
 }
 
 /// Where one reader's item of an action stands (the `items` family's value).
