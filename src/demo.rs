@@ -160,7 +160,8 @@ async fn people(store: &dyn Store, roster: &Roster, history: &History) -> StoreR
                 kind,
             };
             if let JoinOutcome::KindMismatch(existing) =
-                store.join_group(TENANT, &group, person.id, role).await?
+                // Members since always: the history is older than they are.
+                store.join_group(TENANT, &group, person.id, role, 0).await?
             {
                 return Err(StoreError::invalid(format!(
                     "demo group {} exists as a {:?}",

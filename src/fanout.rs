@@ -25,8 +25,8 @@ use crate::clock::Clock;
 use crate::events::{FeedEventKind, Hub};
 use crate::model::{Action, Bump, Millis, Reason, ReasonKind};
 use crate::relevancy::{self, BumpRules};
-use crate::store::{Backfill, BumpClaim, Claim, Delivery, ErrorKind, Store, StoreResult};
-use crate::timeline::{audience, FeedModel};
+use crate::store::{Backfill, BumpClaim, Claim, Delivery, Ended, ErrorKind, Store, StoreResult};
+use crate::timeline::{audience, groups, FeedModel};
 
 /// How a worker runs.
 #[derive(Clone, Debug)]
@@ -215,7 +215,8 @@ impl Worker {
     }
 
     /// Claims unfollow cleanups and runs them: each takes the items that came
-    /// by an ended edge out of the reader's feed, and a reader online gets
+    /// by an ended edge (or, for a group left, the group items the reader may
+    /// no longer read) out of the reader's feed, and a reader online gets
     /// `REMOVED` for each. Returns how many were claimed.
     async fn clean_unfollows(
         &self,
@@ -237,7 +238,17 @@ impl Worker {
                 break;
             }
             let u = &claim.unfollow;
-            match self.store.clean_unfollow(&claim).await {
+            let cleaned = match u.kind {
+                Ended::Edge(_) => self.store.clean_unfollow(&claim).await,
+                Ended::Group => {
+                    let store = self.store.as_ref();
+                    match groups::unreadable(store, &u.tenant, &u.reader).await {
+                        Ok(ids) => store.clean_left_group(&claim, &ids).await,
+                        Err(err) => Err(err),
+                    }
+                }
+            };
+            match cleaned {
                 Ok(removed) => {
                     debug!(reader = %u.reader, actor = %u.actor, removed = removed.len(), "unfollow cleaned up");
                     let kept = match self.keep_by_other_edge(u, &removed).await {
@@ -273,10 +284,13 @@ impl Worker {
         u: &crate::store::Unfollow,
         removed: &[crate::model::FeedItem],
     ) -> StoreResult<Vec<crate::model::FeedItem>> {
+        let Ended::Edge(kind) = u.kind else {
+            return Ok(Vec::new());
+        };
         if removed.is_empty() {
             return Ok(Vec::new());
         }
-        let other = u.kind.other();
+        let other = kind.other();
         let store = self.store.as_ref();
         let reader = [u.reader.clone()];
         if store
@@ -290,7 +304,7 @@ impl Worker {
         let cuts = store.cuts(&u.tenant, &u.reader).await?;
         let since = cuts
             .iter()
-            .find(|c| c.kind == other && c.actor == u.actor)
+            .find(|c| c.kind == other && c.actor == u.actor && c.until.is_none())
             .map_or(crate::model::Position::MIN, |c| c.since);
         let back: Vec<Backfill> = removed
             .iter()

@@ -60,12 +60,7 @@ pub(super) async fn change(
     };
     let store = state.store.as_ref();
     for (reader, actor) in pairs {
-        let unfollow = Unfollow {
-            tenant: viewer.tenant.clone(),
-            reader: reader.to_owned(),
-            actor: actor.to_owned(),
-            kind,
-        };
+        let unfollow = Unfollow::edge(&viewer.tenant, reader, kind, actor);
         match change {
             EdgeChange::Off { keep_history: true } => {
                 let now = state.clock.now();

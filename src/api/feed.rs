@@ -17,7 +17,7 @@ use super::page::{ActionConnection, ActionEdge, FeedItemConnection, FeedItemEdge
 use super::types::{ActionNode, ActionSlot, FeedItemNode};
 use super::{state, Viewer};
 use crate::model::limits::{check_id, page_size};
-use crate::model::{Action, FeedItem, Millis, ObjectId, Position, Scope, Stamp};
+use crate::model::{Action, FeedItem, Millis, ObjectId, Position, Stamp};
 use crate::store::{FeedRange, Unfollow};
 use crate::timeline::read;
 
@@ -150,8 +150,8 @@ pub async fn home(
             let action = actions.remove(&entry.item.action_id)?;
             let shown = access.can_read(&action)
                 && !action.hidden
-                && (!entry.pulled || action.scope == Scope::Public);
-            shown.then_some((entry.item, action))
+                && (!entry.pulled || read::still_pulled(entry.item.reason.kind, &action));
+            shown.then(|| (entry.reason_now(&action), action))
         });
         if backwards {
             let mut round: Vec<_> = readable.collect();

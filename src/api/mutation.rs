@@ -20,7 +20,7 @@ use crate::model::{
     Action, Comment, Counts, EdgeKind, FanOut, FeedItem, Group, GroupKind, Membership,
     MembershipRole, ObjectId, Reason, Scope, User,
 };
-use crate::store::JoinOutcome;
+use crate::store::{JoinOutcome, Unfollow};
 use crate::timeline::audience;
 
 /// How far in the future `conducted` may lie (clock skew between services).
@@ -505,7 +505,9 @@ impl MutationRoot {
 
     /// Puts `userId` (the viewer by default) in a team or department, created
     /// on first join. Memberships decide who sees TEAM and DEPARTMENT actions,
-    /// so the application manages them: `service` and `admin` only.
+    /// so the application manages them: `service` and `admin` only. A new
+    /// member sees the group's actions from now on; a member who joins
+    /// again keeps their membership (and takes the new role).
     async fn join_group(
         &self,
         ctx: &Context<'_>,
@@ -522,9 +524,11 @@ impl MutationRoot {
             id: group_id.0,
             kind,
         };
-        match state(ctx)?
+        let state = state(ctx)?;
+        let now = state.clock.now();
+        match state
             .store
-            .join_group(&viewer.tenant, &group, &member, role)
+            .join_group(&viewer.tenant, &group, &member, role, now)
             .await
             .api()?
         {
@@ -537,7 +541,9 @@ impl MutationRoot {
     }
 
     /// The viewer (or `userId`, for `service` and `admin`) leaves a group.
-    /// True if they were a member.
+    /// True if they were a member. The group's TEAM / DEPARTMENT items they
+    /// may no longer read leave their feed at once; the worker takes them
+    /// out of storage.
     async fn leave_group(
         &self,
         ctx: &Context<'_>,
@@ -547,11 +553,20 @@ impl MutationRoot {
         let viewer = viewer(ctx)?;
         let member = acting_user(viewer, user_id.as_ref().map(|id| id.as_str()))?;
         check_id("groupId", &group_id).api()?;
-        state(ctx)?
+        let state = state(ctx)?;
+        // The cleanup is queued first: should the leave not follow, it
+        // finds everything still readable and takes nothing. (Nor is it
+        // ended when there was nothing to leave: an earlier leave's cleanup
+        // may be the one pending.)
+        let cleanup = Unfollow::group(&viewer.tenant, &member, &group_id);
+        state.store.start_unfollow(&cleanup).await.api()?;
+        let left = state
             .store
             .leave_group(&viewer.tenant, &group_id, &member)
             .await
-            .api()
+            .api()?;
+        state.wake.notify_one();
+        Ok(left)
     }
 
     /// Hides an action (the actor's, or any for `service` and `admin`): it

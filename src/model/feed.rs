@@ -28,6 +28,22 @@ pub enum ReasonKind {
 }
 
 impl ReasonKind {
+    /// The reasons of items that come from a source the models can pull
+    /// (the rest are the actor's own and bumps).
+    pub const PULLED: [ReasonKind; 5] = [
+        ReasonKind::Restricted,
+        ReasonKind::Team,
+        ReasonKind::Department,
+        ReasonKind::Friend,
+        ReasonKind::Follows,
+    ];
+
+    /// Whether items of this reason come from a source the models can
+    /// pull: a river holds them.
+    pub fn pulled(self) -> bool {
+        Self::PULLED.contains(&self)
+    }
+
     /// When several reasons apply, the most specific one is kept.
     pub fn priority(self) -> u8 {
         match self {

@@ -67,4 +67,10 @@ pub struct Membership {
     pub group_id: String,
     pub kind: GroupKind,
     pub role: MembershipRole,
+    /// When the membership began: the member sees the group's TEAM /
+    /// DEPARTMENT actions from then on (0: all of them). A role change
+    /// keeps it; leaving and joining again starts anew.
+    #[graphql(skip)]
+    #[serde(default)]
+    pub since: super::Millis,
 }

@@ -89,6 +89,10 @@ pub enum Record {
         group_kind: GroupKind,
         user: String,
         role: MembershipRole,
+        /// When the membership began (0 in archives written before
+        /// memberships had a start).
+        #[serde(default)]
+        since: Millis,
     },
     Assignment {
         tenant: String,

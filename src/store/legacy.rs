@@ -303,6 +303,7 @@ impl Reader<'_> {
                 group_kind: group_kind(kind),
                 user: user.to_owned(),
                 role: role(value.value()),
+                since: 0,
             })?;
         }
         Ok(())
@@ -579,6 +580,7 @@ pub fn write_fixture(dir: &Path, records: &[Record]) -> StoreResult<()> {
                     group_kind,
                     user,
                     role,
+                    since: _,
                 } => {
                     let (t, g, u) = (tenant.as_str(), group.as_str(), user.as_str());
                     let (k, r) = (group_kind_code(*group_kind), role_code(*role));

@@ -9,8 +9,8 @@ use futures_util::stream::BoxStream;
 
 use super::{
     ActionStore, Archive, Backfill, BumpClaim, Claim, Cut, Delivery, Direction, FeedRange,
-    GraphStore, JoinOutcome, QueueStore, ReactionStore, Record, River, RiverStore, SourceStore,
-    Store, StoreResult, TimelineStore, Unfollow, UnfollowClaim,
+    GraphStore, JoinOutcome, Outbox, Posted, QueueStore, ReactionStore, Record, River, RiverStore,
+    SourceStore, Store, StoreResult, TimelineStore, Unfollow, UnfollowClaim,
 };
 use crate::model::{
     Action, Comment, Counts, EdgeKind, FeedItem, Group, Membership, MembershipRole, Millis,
@@ -58,6 +58,7 @@ ops!(
     slice,
     outbox,
     outboxes,
+    members_among,
     meta,
     set_meta,
     edges_among,
@@ -95,6 +96,7 @@ ops!(
     unfollows,
     claim_unfollows,
     clean_unfollow,
+    clean_left_group,
     hide_feed_item,
 );
 
@@ -208,9 +210,12 @@ impl GraphStore for Metered {
         group: &Group,
         user: &str,
         role: MembershipRole,
+        since: Millis,
     ) -> StoreResult<JoinOutcome> {
         self.count(Op::join_group);
-        self.inner.join_group(tenant, group, user, role).await
+        self.inner
+            .join_group(tenant, group, user, role, since)
+            .await
     }
 
     async fn leave_group(&self, tenant: &str, group_id: &str, user: &str) -> StoreResult<bool> {
@@ -471,6 +476,15 @@ impl QueueStore for Metered {
         self.inner.clean_unfollow(claim).await
     }
 
+    async fn clean_left_group(
+        &self,
+        claim: &UnfollowClaim,
+        action_ids: &[ObjectId],
+    ) -> StoreResult<Vec<FeedItem>> {
+        self.count(Op::clean_left_group);
+        self.inner.clean_left_group(claim, action_ids).await
+    }
+
     async fn finish_bump(&self, claim: &BumpClaim) -> StoreResult<()> {
         self.count(Op::finish_bump);
         self.inner.finish_bump(claim).await
@@ -610,11 +624,21 @@ impl SourceStore for Metered {
         self.inner.set_meta(key, value).await
     }
 
+    async fn members_among(
+        &self,
+        tenant: &str,
+        group_id: &str,
+        users: &[String],
+    ) -> StoreResult<Vec<(String, Millis)>> {
+        self.count(Op::members_among);
+        self.inner.members_among(tenant, group_id, users).await
+    }
+
     async fn outboxes(
         &self,
         tenant: &str,
-        reads: &[(String, FeedRange)],
-    ) -> StoreResult<Vec<Vec<Position>>> {
+        reads: &[(Outbox, FeedRange)],
+    ) -> StoreResult<Vec<Vec<Posted>>> {
         self.count(Op::outboxes);
         self.inner.outboxes(tenant, reads).await
     }

@@ -22,7 +22,7 @@ use std::sync::Arc;
 pub use archive::{Archive, EdgeRecordKind, ItemRecord, Record};
 use async_trait::async_trait;
 pub use error::{ErrorKind, StoreError, StoreResult};
-pub use sources::{Cut, River, RiverStore, SourceStore};
+pub use sources::{Cut, Outbox, Posted, River, RiverStore, SourceStore};
 
 /// The concern traits, for calling a store's methods.
 pub mod prelude {
@@ -97,24 +97,61 @@ pub struct Backfill {
     pub changed: Millis,
 }
 
-/// A reader stopped following (or befriending) an actor: their items that
-/// came by that edge leave the reader's feed. Reads leave them out at once;
+/// A reader stopped following (or befriending) an actor, or left a group:
+/// the items that came that way leave the reader's feed. Reads leave them
+/// out at once (by the unfollow's record; for a group, by the access check);
 /// a cleanup job takes them out of storage.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Unfollow {
     pub tenant: String,
     pub reader: String,
+    /// The actor whose edge ended, or the group left.
     pub actor: String,
-    /// The edge that ended: items whose reason is this kind and actor go.
-    pub kind: EdgeKind,
+    pub kind: Ended,
+}
+
+/// What an [`Unfollow`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Ended {
+    /// A follow or friendship: items whose reason is this kind and actor go.
+    Edge(EdgeKind),
+    /// A membership: the group's `TEAM` / `DEPARTMENT` items the reader may
+    /// no longer read go; which ones, the cleanup works out.
+    Group,
 }
 
 impl Unfollow {
-    /// Whether `item` came by the ended edge.
+    /// The end of a `kind` edge from `reader` to `actor`.
+    pub fn edge(tenant: &str, reader: &str, kind: EdgeKind, actor: &str) -> Unfollow {
+        Unfollow {
+            tenant: tenant.to_owned(),
+            reader: reader.to_owned(),
+            actor: actor.to_owned(),
+            kind: Ended::Edge(kind),
+        }
+    }
+
+    /// `reader` leaving `group`.
+    pub fn group(tenant: &str, reader: &str, group: &str) -> Unfollow {
+        Unfollow {
+            tenant: tenant.to_owned(),
+            reader: reader.to_owned(),
+            actor: group.to_owned(),
+            kind: Ended::Group,
+        }
+    }
+
+    /// Whether `item` came by the ended edge (never, for a group: reads
+    /// leave those out by access).
     pub fn covers(&self, item: &FeedItem) -> bool {
-        item.owner == self.reader
-            && item.reason.kind == self.kind.reason()
-            && item.reason.actor_id == self.actor
+        match self.kind {
+            Ended::Edge(kind) => {
+                item.owner == self.reader
+                    && item.reason.kind == kind.reason()
+                    && item.reason.actor_id == self.actor
+            }
+            Ended::Group => false,
+        }
     }
 }
 
@@ -210,13 +247,16 @@ pub trait GraphStore: Send + Sync {
         after: Option<&str>,
         limit: usize,
     ) -> StoreResult<Vec<String>>;
-    /// Adds a user to a group, creating the group on first join.
+    /// Adds a user to a group, creating the group on first join. A new
+    /// membership begins at `since`; a member's keeps its start and takes
+    /// the new role.
     async fn join_group(
         &self,
         tenant: &str,
         group: &Group,
         user: &str,
         role: MembershipRole,
+        since: Millis,
     ) -> StoreResult<JoinOutcome>;
     /// Returns whether the user was a member.
     async fn leave_group(&self, tenant: &str, group_id: &str, user: &str) -> StoreResult<bool>;
@@ -369,7 +409,9 @@ pub trait QueueStore: Send + Sync {
         limit: usize,
     ) -> StoreResult<Vec<Claim>>;
     /// Writes feed items for a claimed action, skipping readers that already have
-    /// one (so a re-run delivers nothing twice), and extends the lease to
+    /// one (so a re-run delivers nothing twice; they take the reason that
+    /// applies now, a new scope's, unless theirs is their own or a bump's,
+    /// and keep where it stands), and extends the lease to
     /// `now + lease`. Returns the items newly written. Fails with `LeaseLost` if
     /// another worker holds the action now; writes nothing for an action that was
     /// hidden or deleted meanwhile.
@@ -436,6 +478,16 @@ pub trait QueueStore: Send + Sync {
     /// and ends the unfollow. Returns the items removed. `LeaseLost` if
     /// another worker holds it; nothing if it ended meanwhile (a re-follow).
     async fn clean_unfollow(&self, claim: &UnfollowClaim) -> StoreResult<Vec<FeedItem>>;
+    /// Ends a claimed group leave's cleanup, taking the reader's items of
+    /// `action_ids` out of their feed (no tombstone: a later delivery may
+    /// bring one back), each only if it still stands as `TEAM` or
+    /// `DEPARTMENT` and is not hidden. Returns the items removed.
+    /// `LeaseLost` if another worker holds it.
+    async fn clean_left_group(
+        &self,
+        claim: &UnfollowClaim,
+        action_ids: &[ObjectId],
+    ) -> StoreResult<Vec<FeedItem>>;
     /// Marks a claimed bump done. `LeaseLost` if another worker holds it now.
     async fn finish_bump(&self, claim: &BumpClaim) -> StoreResult<()>;
     /// `bump`, then `finish_bump`: the last batch of a bump, in one step (one

@@ -1,7 +1,8 @@
 //! What the feed models read and keep beside the materialised timelines:
 //! where each of a reader's sources begins for them ([`Cut`]), which actors
-//! are never fanned out (celebrities), outboxes read many at once, and rivers
-//! (timelines materialised only for readers active lately).
+//! are never fanned out (celebrities), outboxes (an actor's, a group's, the
+//! actions naming a reader) read many at once, and rivers (timelines
+//! materialised only for readers active lately).
 
 use async_trait::async_trait;
 
@@ -23,6 +24,26 @@ pub struct Cut {
     /// Set when the edge ended keeping its history: what came by it is
     /// what lies strictly below this (and above `since`).
     pub until: Option<Position>,
+}
+
+/// Whose actions an outbox lists, newest first by when they happened.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Outbox {
+    /// Everything one actor did (hidden actions too).
+    Actor(String),
+    /// The `TEAM` / `DEPARTMENT` actions shared with one group, as they are
+    /// scoped now.
+    Group(String),
+    /// The `RESTRICTED` actions that name one reader, as they are scoped
+    /// now.
+    Named(String),
+}
+
+/// One action an outbox lists: where it stands, and who did it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Posted {
+    pub position: Position,
+    pub actor: String,
 }
 
 /// A reader's river: their timeline materialised while they read. Every
@@ -47,9 +68,12 @@ pub trait SourceStore: Send + Sync {
         readers: &[String],
         actor: &str,
     ) -> StoreResult<Vec<String>>;
-    /// Sets a cut of `reader` (replacing theirs for that edge).
+    /// Sets a cut of `reader`: the standing edge's (no `until`), replacing
+    /// it; or a range an ended edge kept (with `until`), beside the ranges
+    /// kept before (one per `until`).
     async fn set_cut(&self, tenant: &str, reader: &str, cut: &Cut) -> StoreResult<()>;
-    /// Clears `reader`'s cut for the `kind` edge to `actor`.
+    /// Clears `reader`'s cuts for the `kind` edge to `actor`: the standing
+    /// one and every kept range.
     async fn clear_cut(
         &self,
         tenant: &str,
@@ -57,7 +81,8 @@ pub trait SourceStore: Send + Sync {
         kind: EdgeKind,
         actor: &str,
     ) -> StoreResult<()>;
-    /// Every cut of `reader`.
+    /// Every cut of `reader`: per edge, the standing one (if set) and the
+    /// ranges kept.
     async fn cuts(&self, tenant: &str, reader: &str) -> StoreResult<Vec<Cut>>;
     /// Notes that `user`'s actions are no longer fanned out to followers
     /// (hybrid). For good: their readers merge their outbox in from then on.
@@ -69,19 +94,29 @@ pub trait SourceStore: Send + Sync {
     async fn meta(&self, key: &str) -> StoreResult<Option<Vec<u8>>>;
     /// Sets a [`SourceStore::meta`] value.
     async fn set_meta(&self, key: &str, value: &[u8]) -> StoreResult<()>;
+    /// Which of `users` are members of `group_id`, each with when their
+    /// membership began. One round trip.
+    async fn members_among(
+        &self,
+        tenant: &str,
+        group_id: &str,
+        users: &[String],
+    ) -> StoreResult<Vec<(String, Millis)>>;
     /// Several outbox ranges at once, one answer per read in order: what a
     /// pulled page reads. Backends that can read them in one step do.
     async fn outboxes(
         &self,
         tenant: &str,
-        reads: &[(String, FeedRange)],
-    ) -> StoreResult<Vec<Vec<Position>>>;
+        reads: &[(Outbox, FeedRange)],
+    ) -> StoreResult<Vec<Vec<Posted>>>;
 }
 
 /// Rivers: which readers have one, building, touching, trimming and
-/// dropping them. A river's items are the timeline's items that came by a
-/// follow or friendship and were not bumped; dropping or trimming a river
-/// removes those only (own, group, named and bumped items stay).
+/// dropping them. A river's items are the timeline's items that came from a
+/// pulled source (a follow, a friendship, a group, being named) and were not
+/// bumped ([`ReasonKind::pulled`](crate::model::ReasonKind::pulled));
+/// dropping or trimming a river removes those only (own and bumped items
+/// stay).
 #[async_trait]
 pub trait RiverStore: Send + Sync {
     /// `reader`'s river, if they have one.

@@ -3,16 +3,17 @@
 //! and when something is put into a feed outside a fan-out (a follow's
 //! backfill), so nobody is given what they may not read.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 
-use crate::model::{Action, Scope};
+use crate::model::{Action, Millis, Scope};
 use crate::store::{Store, StoreResult};
 
 /// What is needed to decide access for one reader over a set of actions.
 pub struct Access<'r> {
     tenant: &'r str,
     user: &'r str,
-    groups: HashSet<String>,
+    /// The user's groups, each with when their membership began.
+    groups: HashMap<String, Millis>,
 }
 
 impl<'r> Access<'r> {
@@ -33,10 +34,10 @@ impl<'r> Access<'r> {
                 .memberships(tenant, user)
                 .await?
                 .into_iter()
-                .map(|m| m.group_id)
+                .map(|m| (m.group_id, m.since))
                 .collect()
         } else {
-            HashSet::new()
+            HashMap::new()
         };
         Ok(Self {
             tenant,
@@ -58,9 +59,11 @@ impl<'r> Access<'r> {
         match action.scope {
             Scope::Public => true,
             Scope::Restricted => action.readers.iter().any(|r| r == self.user),
-            Scope::Team | Scope::Department => {
-                action.scope_groups.iter().any(|g| self.groups.contains(g))
-            }
+            // A member reads what the group got from when they joined.
+            Scope::Team | Scope::Department => action
+                .scope_groups
+                .iter()
+                .any(|g| self.groups.get(g).is_some_and(|s| *s <= action.conducted)),
         }
     }
 }

@@ -8,7 +8,7 @@ use crate::events::{FeedEventKind, Hub};
 use crate::model::{Action, EdgeKind, FeedItem, Position, Reason, ReasonKind, Scope};
 use crate::store::{Direction, Store, StoreResult};
 
-use super::sources::{Edge, Source};
+use super::sources::Source;
 
 /// Page size when reading followers and group members for an audience.
 pub(super) const AUDIENCE_PAGE: usize = 10_000;
@@ -18,12 +18,24 @@ pub(super) const AUDIENCE_PAGE: usize = 10_000;
 pub struct Audience {
     /// Sorted by reader, one reason each (the most specific).
     pub readers: Vec<(String, ReasonKind)>,
-    /// Some followers or friends were left to pull it at read.
+    /// Some readers may have been left to pull it at read.
     pub pulled: bool,
 }
 
+/// How much of an action's audience a fan-out writes for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reach {
+    /// Everyone who should see it.
+    All,
+    /// All but followers and friends (they pull it).
+    NotFollowers,
+    /// The actor alone (everyone else pulls it).
+    Actor,
+}
+
 /// Tells the live readers who pull `action` (online, not `skip`ped, and
-/// following or befriending its actor) that it was
+/// reached by it: following or befriending its actor, in a group it is
+/// shared with, or named) that it was
 /// `kind` (added, or removed) in their feed: work that grows with the
 /// readers online, not with the followers. Returns how many were told.
 pub async fn tell_online(
@@ -54,42 +66,82 @@ pub async fn tell_online(
     Ok(told)
 }
 
-/// Which of `candidates` have a `PUBLIC` action in their feed by a follow or
-/// friendship, and why. With `check_cuts`, by each edge's cut and by edges
-/// that ended keeping their history (a store call per candidate: for a
-/// few); without, every standing edge counts (a new action is after any
-/// cut).
+/// Which of `candidates` have `action` in their feed by a source they
+/// pull, and why: a `PUBLIC` one by a follow or friendship; a `TEAM` /
+/// `DEPARTMENT` one by a group it is shared with that they joined before
+/// it; a `RESTRICTED` one by being named. With `check_cuts`, follows and
+/// friendships go by each edge's cut and by edges that ended keeping their
+/// history (a store call per candidate: for a few); without, every standing
+/// edge counts (a new action is after any cut).
 pub async fn pulled_readers(
     store: &dyn Store,
     action: &Action,
     candidates: &[String],
     check_cuts: bool,
 ) -> StoreResult<Vec<(String, ReasonKind)>> {
-    if action.scope != Scope::Public || candidates.is_empty() {
+    if candidates.is_empty() {
         return Ok(Vec::new());
     }
+    match action.scope {
+        Scope::Public => by_edges(store, action, candidates, check_cuts).await,
+        Scope::Team | Scope::Department => by_groups(store, action, candidates).await,
+        Scope::Restricted => Ok(candidates
+            .iter()
+            .filter(|c| action.readers.contains(c))
+            .map(|c| (c.clone(), ReasonKind::Restricted))
+            .collect()),
+    }
+}
+
+/// [`pulled_readers`] of a group-scoped action: members of its groups who
+/// joined before it.
+async fn by_groups(
+    store: &dyn Store,
+    action: &Action,
+    candidates: &[String],
+) -> StoreResult<Vec<(String, ReasonKind)>> {
+    let reason = if action.scope == Scope::Team {
+        ReasonKind::Team
+    } else {
+        ReasonKind::Department
+    };
+    let mut out: Vec<(String, ReasonKind)> = Vec::new();
+    for group in &action.scope_groups {
+        let members = store
+            .members_among(&action.tenant, group, candidates)
+            .await?;
+        out.extend(
+            members
+                .into_iter()
+                .filter(|(_, since)| *since <= action.conducted)
+                .map(|(reader, _)| (reader, reason)),
+        );
+    }
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out.dedup_by(|later, first| later.0 == first.0);
+    Ok(out)
+}
+
+/// [`pulled_readers`] of a public action: by follows and friendships.
+async fn by_edges(
+    store: &dyn Store,
+    action: &Action,
+    candidates: &[String],
+    check_cuts: bool,
+) -> StoreResult<Vec<(String, ReasonKind)>> {
     let (tenant, actor) = (action.tenant.as_str(), action.actor_id.as_str());
     let (follows, friends) = tokio::join!(
         store.edges_among(tenant, EdgeKind::Follows, candidates, actor),
         store.edges_among(tenant, EdgeKind::Friend, candidates, actor),
     );
     let mut by_reader: HashMap<String, Source> = HashMap::new();
-    fn source<'m>(
-        map: &'m mut HashMap<String, Source>,
-        reader: &str,
-        actor: &str,
-    ) -> &'m mut Source {
-        map.entry(reader.to_owned()).or_insert_with(|| Source {
-            actor: actor.to_owned(),
-            follows: None,
-            friend: None,
-        })
-    }
-    for reader in follows? {
-        source(&mut by_reader, &reader, actor).follows = Some(Edge::ALWAYS);
-    }
-    for reader in friends? {
-        source(&mut by_reader, &reader, actor).friend = Some(Edge::ALWAYS);
+    for (kind, readers) in [(EdgeKind::Follows, follows?), (EdgeKind::Friend, friends?)] {
+        for reader in readers {
+            by_reader
+                .entry(reader)
+                .or_insert_with(|| Source::new(actor))
+                .stands(kind);
+        }
     }
     if check_cuts {
         for reader in candidates {
@@ -97,16 +149,13 @@ pub async fn pulled_readers(
                 if cut.actor != actor {
                     continue;
                 }
-                let s = source(&mut by_reader, reader, actor);
-                let edge = match cut.kind {
-                    EdgeKind::Follows => &mut s.follows,
-                    EdgeKind::Friend => &mut s.friend,
-                };
-                if edge.is_some() || cut.until.is_some() {
-                    *edge = Some(Edge::of(&cut));
-                }
+                let source = by_reader
+                    .entry(reader.clone())
+                    .or_insert_with(|| Source::new(actor));
+                source.apply(&cut);
             }
         }
+        by_reader.retain(|_, s| !s.is_empty());
     }
     let at = Position {
         relevancy: action.conducted,
@@ -122,13 +171,12 @@ pub async fn pulled_readers(
 
 /// Who should see an action, each with the most specific reason that applies:
 /// the actor always; followers and friends for `PUBLIC`; members of the action's
-/// groups for `TEAM` / `DEPARTMENT`; the named readers for `RESTRICTED`.
-/// With `followers` false, a `PUBLIC` action's followers and friends are
-/// left out (they pull it at read).
+/// groups for `TEAM` / `DEPARTMENT`; the named readers for `RESTRICTED`. As
+/// far as `reach` goes: the rest pull it at read.
 pub async fn audience(
     store: &dyn Store,
     action: &Action,
-    followers: bool,
+    reach: Reach,
 ) -> StoreResult<Vec<(String, ReasonKind)>> {
     let tenant = action.tenant.as_str();
     // Every source lists its users in id order, so the runs concatenated
@@ -137,7 +185,8 @@ pub async fn audience(
     let mut readers: Vec<(String, ReasonKind)> = Vec::new();
     let mut add = |user: String, kind: ReasonKind| readers.push((user, kind));
     match action.scope {
-        Scope::Public if !followers => {}
+        _ if reach == Reach::Actor => {}
+        Scope::Public if reach == Reach::NotFollowers => {}
         Scope::Public => {
             for kind in [EdgeKind::Follows, EdgeKind::Friend] {
                 let reason = kind.reason();

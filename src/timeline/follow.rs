@@ -167,7 +167,7 @@ pub async fn announce_unfollow(
     let cuts = store.cuts(tenant, reader).await?;
     let since = |k: EdgeKind| {
         cuts.iter()
-            .find(|c| c.kind == k && c.actor == actor)
+            .find(|c| c.kind == k && c.actor == actor && c.until.is_none())
             .map_or(Position::MIN, |c| c.since)
     };
     let other = kind.other();
@@ -213,7 +213,8 @@ pub async fn announce_unfollow(
 }
 
 /// An edge ended keeping its history: what came by it stays, so a model
-/// that pulls it keeps reading the actor's outbox up to now for the reader.
+/// that pulls it keeps reading the actor's outbox up to now for the reader
+/// (a range beside any kept before; a later edge adds its own).
 pub async fn keep_history(
     store: &dyn Store,
     tenant: &str,
@@ -225,7 +226,7 @@ pub async fn keep_history(
     let cuts = store.cuts(tenant, reader).await?;
     let mut cut = cuts
         .into_iter()
-        .find(|c| c.kind == kind && c.actor == actor)
+        .find(|c| c.kind == kind && c.actor == actor && c.until.is_none())
         .unwrap_or(Cut {
             kind,
             actor: actor.to_owned(),

@@ -4,7 +4,7 @@
 
 use async_trait::async_trait;
 
-use super::audience::{audience, Audience};
+use super::audience::{audience, Audience, Reach};
 use super::model::{FeedModel, Model};
 use super::read::Plan;
 use super::sources;
@@ -50,7 +50,16 @@ impl Model for Hybrid {
     async fn audience(&self, store: &dyn Store, action: &Action) -> StoreResult<Audience> {
         let celebrity = action.scope == Scope::Public && self.is_celebrity(store, action).await?;
         Ok(Audience {
-            readers: audience(store, action, !celebrity).await?,
+            readers: audience(
+                store,
+                action,
+                if celebrity {
+                    Reach::NotFollowers
+                } else {
+                    Reach::All
+                },
+            )
+            .await?,
             pulled: celebrity,
         })
     }
@@ -62,12 +71,14 @@ impl Model for Hybrid {
         reader: &str,
         _: Millis,
     ) -> StoreResult<Plan> {
-        let mut all = sources::load(store, tenant, reader).await?;
+        // Groups and named readers are bounded audiences: written, as
+        // under push. Only the celebrities are pulled.
+        let mut all = sources::load(store, tenant, reader).await?.actors;
         let actors: Vec<String> = all.iter().map(|s| s.actor.clone()).collect();
         let mut celebrities = store.celebrities(tenant, &actors).await?;
         celebrities.sort_unstable();
         all.retain(|s| celebrities.binary_search(&s.actor).is_ok());
-        Ok(Plan::pulling(all, None))
+        Ok(Plan::pulling(sources::Sources::actors(all), None))
     }
 
     async fn written_from(

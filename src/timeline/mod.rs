@@ -4,11 +4,12 @@
 //! ([`read`]), who an action reaches ([`audience`]), a reader's pulled
 //! sources ([`sources`]), what a reader may see ([`Access`]) and how a feed
 //! changes outside a fan-out ([`follow`]: a follow's backfill, an
-//! unfollow's announcement).
+//! unfollow's announcement; [`groups`]: what leaving a group takes).
 
 mod access;
 pub mod audience;
 pub mod follow;
+pub mod groups;
 pub mod hybrid;
 pub mod model;
 pub mod pull;

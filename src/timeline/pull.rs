@@ -1,14 +1,15 @@
-//! `pull`: nothing is written for followers and friends; a page merges the
-//! reader's timeline (own, group and named items, bumps, tombstones) with
-//! the outboxes of everyone they follow or befriend.
+//! `pull`: nothing is written for readers but the actor; a page merges the
+//! reader's timeline (own items, bumps, tombstones) with the outboxes of
+//! everyone they follow or befriend, of their groups, and of the actions
+//! naming them.
 
 use async_trait::async_trait;
 
-use super::audience::{audience, Audience};
+use super::audience::{audience, Audience, Reach};
 use super::model::Model;
 use super::read::Plan;
 use super::sources;
-use crate::model::{Action, Millis, Position, Scope};
+use crate::model::{Action, Millis, Position};
 use crate::store::{Store, StoreResult};
 
 pub struct Pull;
@@ -17,8 +18,8 @@ pub struct Pull;
 impl Model for Pull {
     async fn audience(&self, store: &dyn Store, action: &Action) -> StoreResult<Audience> {
         Ok(Audience {
-            readers: audience(store, action, false).await?,
-            pulled: action.scope == Scope::Public,
+            readers: audience(store, action, Reach::Actor).await?,
+            pulled: true,
         })
     }
 

@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 
-use super::audience::{audience, Audience};
+use super::audience::{audience, Audience, Reach};
 use super::model::{FeedModel, Model};
 use super::read::Plan;
 use crate::model::{Action, Millis, Position};
@@ -16,7 +16,7 @@ pub struct Push(pub FeedModel);
 impl Model for Push {
     async fn audience(&self, store: &dyn Store, action: &Action) -> StoreResult<Audience> {
         Ok(Audience {
-            readers: audience(store, action, true).await?,
+            readers: audience(store, action, Reach::All).await?,
             pulled: false,
         })
     }

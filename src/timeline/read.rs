@@ -3,8 +3,8 @@
 //! those sources' outboxes, in one order, with the same positions (so the
 //! same cursors) whatever the model.
 
-use super::sources::{self, newest_first_within, Source};
-use crate::model::{FeedItem, ObjectId, Position, Scope, Stamp};
+use super::sources::{self, newest_first_within, Sources};
+use crate::model::{Action, FeedItem, ObjectId, Position, ReasonKind, Scope, Stamp};
 use crate::store::{FeedRange, Store, StoreResult};
 
 /// One entry of a merged page.
@@ -13,8 +13,47 @@ pub struct Entry {
     pub item: FeedItem,
     /// Merged in from a source, not read from the timeline: shown only if
     /// the timeline does not hold the action (elsewhere, or as hidden), and
-    /// only while the action is public.
+    /// only while the source still gives it ([`still_pulled`]).
     pub pulled: bool,
+    /// For an item the timeline holds from a source, the reason the
+    /// sources give it now, if another: a later scope's, which a fan-out
+    /// run again would have written. It applies where it stands
+    /// ([`Entry::reason_now`]).
+    pub fresh: Option<crate::model::Reason>,
+}
+
+impl Entry {
+    fn held(item: FeedItem) -> Entry {
+        Entry {
+            item,
+            pulled: false,
+            fresh: None,
+        }
+    }
+
+    /// The item as it is shown with `action`: with the reason the sources
+    /// give it now, where that still stands.
+    pub fn reason_now(mut self, action: &Action) -> FeedItem {
+        if let Some(reason) = self.fresh.take() {
+            if still_pulled(reason.kind, action) {
+                self.item.reason = reason;
+            }
+        }
+        self.item
+    }
+}
+
+/// Whether a pulled item still stands for its action as it is now: a
+/// follow or friendship brings only public actions; a group's and a named
+/// reader's outboxes list only what is scoped to them (who may read it
+/// stays the access check's); a hidden action stays only in its actor's
+/// feed, which never pulls it.
+pub fn still_pulled(kind: ReasonKind, action: &Action) -> bool {
+    !action.hidden
+        && match kind {
+            ReasonKind::Follows | ReasonKind::Friend => action.scope == Scope::Public,
+            _ => true,
+        }
 }
 
 /// How one reader's feed is read.
@@ -22,7 +61,7 @@ pub struct Entry {
 pub struct Plan {
     /// The sources merged in at read; under `rivers`, read only once a
     /// page reaches below the river.
-    sources: tokio::sync::OnceCell<Vec<Source>>,
+    sources: tokio::sync::OnceCell<Sources>,
     /// Whether there are sources to merge at all.
     pulls: bool,
     /// They are merged in strictly below this (above it, the timeline holds
@@ -38,7 +77,7 @@ impl Plan {
 
     /// `sources` merged in at read, everywhere or strictly `below` a
     /// position.
-    pub fn pulling(sources: Vec<Source>, below: Option<Position>) -> Plan {
+    pub fn pulling(sources: Sources, below: Option<Position>) -> Plan {
         Plan {
             pulls: !sources.is_empty(),
             sources: tokio::sync::OnceCell::new_with(Some(sources)),
@@ -48,7 +87,7 @@ impl Plan {
 
     /// The reader's sources merged in strictly below `below`, read only
     /// when a page reaches there (unless `known` already).
-    pub fn pulling_below(below: Position, known: Option<Vec<Source>>) -> Plan {
+    pub fn pulling_below(below: Position, known: Option<Sources>) -> Plan {
         Plan {
             pulls: true,
             sources: tokio::sync::OnceCell::new_with(known),
@@ -62,7 +101,7 @@ impl Plan {
         store: &dyn Store,
         tenant: &str,
         reader: &str,
-    ) -> StoreResult<&[Source]> {
+    ) -> StoreResult<&Sources> {
         let all = self
             .sources
             .get_or_try_init(|| sources::load(store, tenant, reader))
@@ -93,35 +132,42 @@ impl Plan {
             None => (timeline.await?, Vec::new()),
         };
         if pulled.is_empty() {
-            return Ok(timeline
-                .into_iter()
-                .map(|item| Entry {
-                    item,
-                    pulled: false,
-                })
-                .collect());
+            return Ok(timeline.into_iter().map(Entry::held).collect());
         }
         let held: std::collections::HashSet<ObjectId> =
             timeline.iter().map(|i| i.action_id).collect();
         let pulled_ids: std::collections::HashSet<ObjectId> =
             pulled.iter().map(|i| i.action_id).collect();
+        // What the sources give for items the timeline holds from one.
+        let mut fresh: std::collections::HashMap<ObjectId, crate::model::Reason> = pulled
+            .iter()
+            .filter(|i| held.contains(&i.action_id))
+            .map(|i| (i.action_id, i.reason.clone()))
+            .collect();
         let merged = timeline
             .into_iter()
             .chain(pulled.into_iter().filter(|i| !held.contains(&i.action_id)))
             .collect();
         Ok(newest_first_within(merged, range)
             .into_iter()
-            .map(|item| Entry {
-                pulled: pulled_ids.contains(&item.action_id) && !held.contains(&item.action_id),
-                item,
+            .map(|item| {
+                let from_source = held.contains(&item.action_id);
+                Entry {
+                    pulled: pulled_ids.contains(&item.action_id) && !from_source,
+                    fresh: (from_source && item.reason.kind.pulled())
+                        .then(|| fresh.remove(&item.action_id))
+                        .flatten()
+                        .filter(|r| *r != item.reason),
+                    item,
+                }
             })
             .collect())
     }
 
     /// What the pulled sources added after `after` (a change stamp; a
     /// pulled item's stamp is its own time), oldest first, at most `limit`:
-    /// the pulled part of a resumed subscription's replay. Only public
-    /// actions not hidden, and not held by the timeline.
+    /// the pulled part of a resumed subscription's replay. Only what the
+    /// sources still give ([`still_pulled`]), and not held by the timeline.
     pub async fn changes(
         &self,
         store: &dyn Store,
@@ -146,21 +192,28 @@ impl Plan {
         let items = sources::pull(store, tenant, reader, all, range).await?;
         let mut entries: Vec<Entry> = items
             .into_iter()
-            .map(|item| Entry { item, pulled: true })
+            .map(|item| Entry {
+                item,
+                pulled: true,
+                fresh: None,
+            })
             .collect();
         settle(store, tenant, reader, &mut entries).await?;
         let ids: Vec<ObjectId> = entries.iter().map(|e| e.item.action_id).collect();
-        let public: std::collections::HashSet<ObjectId> = store
+        let actions: std::collections::HashMap<ObjectId, Action> = store
             .get_actions(tenant, &ids)
             .await?
             .into_iter()
-            .filter(|a| a.scope == Scope::Public && !a.hidden)
-            .map(|a| a.id)
+            .map(|a| (a.id, a))
             .collect();
         let mut items: Vec<FeedItem> = entries
             .into_iter()
             .map(|e| e.item)
-            .filter(|i| public.contains(&i.action_id))
+            .filter(|i| {
+                actions
+                    .get(&i.action_id)
+                    .is_some_and(|a| still_pulled(i.reason.kind, a))
+            })
             .collect();
         items.reverse();
         Ok(items)

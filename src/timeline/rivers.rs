@@ -1,17 +1,18 @@
 //! Rivers: a reader's timeline materialised only while they read. Built
 //! from the reader's sources on their first read (the newest `river_size`
-//! public actions), kept up by fan-out while it exists, trimmed back to
+//! actions they give), kept up by fan-out while it exists, trimmed back to
 //! `river_size` as they read, and dropped by the sweeper once they have not
 //! read for `river_idle`. Below a river, reads continue from the sources.
 
 use async_trait::async_trait;
 use tracing::debug;
 
-use super::audience::{audience, Audience, AUDIENCE_PAGE};
+use super::audience::{audience, Audience, Reach, AUDIENCE_PAGE};
 use super::model::{FeedModel, Model};
+use super::read::still_pulled;
 use super::read::Plan;
-use super::sources::{self, Source};
-use crate::model::{Action, Millis, Position, Reason, ReasonKind, Scope};
+use super::sources::{self, Sources};
+use crate::model::{Action, Millis, Position, Reason};
 use crate::store::{Backfill, FeedRange, River, Store, StoreResult};
 
 /// The `rivers` model, with its settings.
@@ -20,27 +21,22 @@ pub struct Rivers(pub FeedModel);
 #[async_trait]
 impl Model for Rivers {
     async fn audience(&self, store: &dyn Store, action: &Action) -> StoreResult<Audience> {
-        let mut readers = audience(store, action, true).await?;
-        let public = action.scope == Scope::Public;
-        if public {
-            let followers: Vec<String> = readers
-                .iter()
-                .filter(|(_, kind)| matches!(kind, ReasonKind::Follows | ReasonKind::Friend))
-                .map(|(r, _)| r.clone())
-                .collect();
-            let mut active = Vec::new();
-            for chunk in followers.chunks(AUDIENCE_PAGE) {
-                active.extend(store.rivers_among(&action.tenant, chunk).await?);
-            }
-            active.sort_unstable();
-            readers.retain(|(r, kind)| {
-                !matches!(kind, ReasonKind::Follows | ReasonKind::Friend)
-                    || active.binary_search(r).is_ok()
-            });
+        // Everyone but the actor gets it only into a river.
+        let mut readers = audience(store, action, Reach::All).await?;
+        let pullers: Vec<String> = readers
+            .iter()
+            .filter(|(_, kind)| kind.pulled())
+            .map(|(r, _)| r.clone())
+            .collect();
+        let mut active = Vec::new();
+        for chunk in pullers.chunks(AUDIENCE_PAGE) {
+            active.extend(store.rivers_among(&action.tenant, chunk).await?);
         }
+        active.sort_unstable();
+        readers.retain(|(r, kind)| !kind.pulled() || active.binary_search(r).is_ok());
         Ok(Audience {
             readers,
-            pulled: public,
+            pulled: active.len() < pullers.len(),
         })
     }
 
@@ -83,7 +79,7 @@ pub async fn open(
     tenant: &str,
     reader: &str,
     now: Millis,
-) -> StoreResult<(River, Option<Vec<Source>>)> {
+) -> StoreResult<(River, Option<Sources>)> {
     let river = match store.river(tenant, reader).await? {
         None => {
             let all = sources::load(store, tenant, reader).await?;
@@ -110,14 +106,14 @@ pub async fn open(
 
 /// Builds `reader`'s river: first a record saying nothing is complete yet
 /// (so the fan-out starts delivering to it, and reads pull everything),
-/// then the newest public actions of the sources, then the record saying
-/// from where the river is complete.
+/// then the newest actions of the sources, then the record saying from
+/// where the river is complete.
 async fn build(
     store: &dyn Store,
     model: &FeedModel,
     tenant: &str,
     reader: &str,
-    all: &[Source],
+    all: &Sources,
     now: Millis,
 ) -> StoreResult<River> {
     let building = River {
@@ -140,14 +136,14 @@ async fn build(
     };
     let ids: Vec<_> = scanned.iter().map(|i| i.action_id).collect();
     let actions = store.get_actions(tenant, &ids).await?;
-    let public: std::collections::HashSet<_> = actions
-        .iter()
-        .filter(|a| a.scope == Scope::Public && !a.hidden)
-        .map(|a| a.id)
-        .collect();
+    let actions: std::collections::HashMap<_, _> = actions.into_iter().map(|a| (a.id, a)).collect();
     let items: Vec<Backfill> = scanned
         .into_iter()
-        .filter(|i| public.contains(&i.action_id))
+        .filter(|i| {
+            actions
+                .get(&i.action_id)
+                .is_some_and(|a| still_pulled(i.reason.kind, a))
+        })
         .map(|i| Backfill {
             action_id: i.action_id,
             relevancy: i.relevancy,

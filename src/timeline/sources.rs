@@ -1,10 +1,14 @@
-//! A reader's pulled sources: the accounts they follow or befriend, each
-//! from its cut, and reading many of their outboxes as one ranked list.
+//! A reader's pulled sources: the accounts they follow or befriend (each
+//! from its cut), their TEAM / DEPARTMENT groups (each from when they
+//! joined), and the RESTRICTED actions naming them; and reading many of
+//! their outboxes as one ranked list.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
-use crate::model::{EdgeKind, FeedItem, Position, Reason, ReasonKind};
-use crate::store::{Cut, Direction, FeedRange, Store, StoreResult};
+use crate::model::{
+    EdgeKind, FeedItem, GroupKind, Membership, ObjectId, Position, Reason, ReasonKind,
+};
+use crate::store::{Cut, Direction, FeedRange, Outbox, Store, StoreResult};
 
 /// Edges read per store call while listing a reader's sources.
 const EDGE_PAGE: usize = 10_000;
@@ -44,32 +48,66 @@ impl Edge {
     }
 }
 
-/// One account a reader pulls from, by a follow, a friendship or both.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One account a reader pulls from, by a follow, a friendship or both:
+/// for each kind, the standing edge (no `until`) and the ranges ended
+/// edges kept.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Source {
     pub actor: String,
-    pub follows: Option<Edge>,
-    pub friend: Option<Edge>,
+    pub follows: Vec<Edge>,
+    pub friend: Vec<Edge>,
 }
 
 impl Source {
-    /// Where the source begins: the older of its edges' cuts.
-    pub fn since(&self) -> Position {
-        [self.follows, self.friend]
-            .into_iter()
-            .flatten()
-            .map(|e| e.since)
-            .min()
-            .unwrap_or(Position::MAX)
+    pub fn new(actor: &str) -> Source {
+        Source {
+            actor: actor.to_owned(),
+            ..Source::default()
+        }
     }
 
-    /// Where the source ends, if every edge to it ended keeping history.
-    pub fn until(&self) -> Option<Position> {
-        let edges = || [self.follows, self.friend].into_iter().flatten();
-        if edges().any(|e| e.until.is_none()) {
-            return None;
+    fn edges_mut(&mut self, kind: EdgeKind) -> &mut Vec<Edge> {
+        match kind {
+            EdgeKind::Follows => &mut self.follows,
+            EdgeKind::Friend => &mut self.friend,
         }
-        edges().filter_map(|e| e.until).max()
+    }
+
+    /// Notes that the `kind` edge stands (with no cut yet: since always).
+    pub fn stands(&mut self, kind: EdgeKind) {
+        self.edges_mut(kind).push(Edge::ALWAYS);
+    }
+
+    /// Applies one of the reader's cuts: a standing edge's takes its place
+    /// (ignored if the edge no longer stands), a kept range adds itself.
+    pub fn apply(&mut self, cut: &Cut) {
+        let edges = self.edges_mut(cut.kind);
+        match cut.until {
+            None => {
+                if let Some(standing) = edges.iter_mut().find(|e| e.until.is_none()) {
+                    *standing = Edge::of(cut);
+                }
+            }
+            Some(_) => edges.push(Edge::of(cut)),
+        }
+    }
+
+    fn all(&self) -> impl Iterator<Item = (ReasonKind, &Edge)> {
+        // The friendship before the follow.
+        let friend = self.friend.iter().map(|e| (ReasonKind::Friend, e));
+        friend.chain(self.follows.iter().map(|e| (ReasonKind::Follows, e)))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.follows.is_empty() && self.friend.is_empty()
+    }
+
+    /// Where the source begins: the oldest of its edges' cuts.
+    pub fn since(&self) -> Position {
+        self.all()
+            .map(|(_, e)| e.since)
+            .min()
+            .unwrap_or(Position::MAX)
     }
 
     /// Why an action at `p` reaches the reader, as materialising it would
@@ -77,28 +115,92 @@ impl Source {
     /// friendship before the follow), else by the first edge made after it
     /// whose backfill reached it.
     pub fn reason(&self, p: Position) -> Option<ReasonKind> {
-        let covering = [
-            (ReasonKind::Friend, self.friend),
-            (ReasonKind::Follows, self.follows),
-        ]
-        .into_iter()
-        .filter_map(|(kind, edge)| edge.filter(|e| e.covers(p)).map(|e| (kind, e)));
         let mut first: Option<(ReasonKind, Edge)> = None;
-        for (kind, edge) in covering {
+        for (kind, edge) in self.all().filter(|(_, e)| e.covers(p)) {
             if p > edge.began {
                 return Some(kind);
             }
             if first.is_none_or(|(_, f)| edge.began < f.began) {
-                first = Some((kind, edge));
+                first = Some((kind, *edge));
             }
         }
         first.map(|(kind, _)| kind)
     }
 }
 
+/// A group a reader pulls from: the `TEAM` / `DEPARTMENT` actions shared
+/// with it, strictly newer than `since` (when the reader joined).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupSource {
+    pub group: String,
+    /// `TEAM` or `DEPARTMENT`, as the group's kind.
+    pub reason: ReasonKind,
+    pub since: Position,
+}
+
+impl GroupSource {
+    pub fn of(membership: &Membership) -> GroupSource {
+        GroupSource {
+            group: membership.group_id.clone(),
+            reason: match membership.kind {
+                GroupKind::Team => ReasonKind::Team,
+                GroupKind::Department => ReasonKind::Department,
+            },
+            since: joined(membership.since),
+        }
+    }
+}
+
+/// A membership that began at `since`, as a position: actions at that
+/// millisecond or later lie above it.
+pub fn joined(since: crate::model::Millis) -> Position {
+    Position {
+        relevancy: since,
+        action_id: ObjectId::from_bytes([0; 12]),
+    }
+}
+
+/// Everything a reader pulls from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Sources {
+    /// Whom they follow or befriend, ordered by actor.
+    pub actors: Vec<Source>,
+    pub groups: Vec<GroupSource>,
+    /// The `RESTRICTED` actions naming the reader.
+    pub named: bool,
+}
+
+impl Sources {
+    /// Only some actors (hybrid's celebrities).
+    pub fn actors(actors: Vec<Source>) -> Sources {
+        Sources {
+            actors,
+            ..Sources::default()
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.actors.is_empty() && self.groups.is_empty() && !self.named
+    }
+}
+
 /// Every source of `reader`: whom they follow and befriend, with their cuts
-/// (an edge without one begins at the start), ordered by actor.
-pub async fn load(store: &dyn Store, tenant: &str, reader: &str) -> StoreResult<Vec<Source>> {
+/// (an edge without one begins at the start), their groups, and the
+/// actions naming them.
+pub async fn load(store: &dyn Store, tenant: &str, reader: &str) -> StoreResult<Sources> {
+    let (actors, memberships) = tokio::join!(
+        actors(store, tenant, reader),
+        store.memberships(tenant, reader),
+    );
+    Ok(Sources {
+        actors: actors?,
+        groups: memberships?.iter().map(GroupSource::of).collect(),
+        named: true,
+    })
+}
+
+/// Whom `reader` follows and befriends, with their cuts, ordered by actor.
+async fn actors(store: &dyn Store, tenant: &str, reader: &str) -> StoreResult<Vec<Source>> {
     let (follows, friends, cuts) = tokio::join!(
         all_edges(store, tenant, EdgeKind::Follows, reader),
         all_edges(store, tenant, EdgeKind::Friend, reader),
@@ -107,40 +209,20 @@ pub async fn load(store: &dyn Store, tenant: &str, reader: &str) -> StoreResult<
     let mut by_actor: BTreeMap<String, Source> = BTreeMap::new();
     for (kind, actors) in [(EdgeKind::Follows, follows?), (EdgeKind::Friend, friends?)] {
         for actor in actors {
-            let source = by_actor.entry(actor.clone()).or_insert(Source {
-                actor,
-                follows: None,
-                friend: None,
-            });
-            match kind {
-                EdgeKind::Follows => source.follows = Some(Edge::ALWAYS),
-                EdgeKind::Friend => source.friend = Some(Edge::ALWAYS),
-            }
+            by_actor
+                .entry(actor.clone())
+                .or_insert_with(|| Source::new(&actor))
+                .stands(kind);
         }
     }
     for cut in cuts? {
         // An edge that stands takes its cut; one that ended keeping its
         // history stays a source up to where it ended.
         match by_actor.get_mut(&cut.actor) {
-            Some(source) => {
-                let edge = match cut.kind {
-                    EdgeKind::Follows => &mut source.follows,
-                    EdgeKind::Friend => &mut source.friend,
-                };
-                if edge.is_some() || cut.until.is_some() {
-                    *edge = Some(Edge::of(&cut));
-                }
-            }
+            Some(source) => source.apply(&cut),
             None if cut.until.is_some() => {
-                let mut source = Source {
-                    actor: cut.actor.clone(),
-                    follows: None,
-                    friend: None,
-                };
-                match cut.kind {
-                    EdgeKind::Follows => source.follows = Some(Edge::of(&cut)),
-                    EdgeKind::Friend => source.friend = Some(Edge::of(&cut)),
-                }
+                let mut source = Source::new(&cut.actor);
+                source.apply(&cut);
                 by_actor.insert(cut.actor.clone(), source);
             }
             None => {}
@@ -176,49 +258,89 @@ async fn all_edges(
     }
 }
 
+/// How the entries of one outbox read become the reader's items.
+enum Via<'s> {
+    Actor(&'s Source),
+    Group(ReasonKind),
+    Named,
+}
+
 /// A range of the merged outboxes of `sources`, as `reader`'s items, newest
-/// first; at most `range.limit`. Each outbox is read from its cut.
+/// first; at most `range.limit`. Each outbox is read from where the source
+/// begins; an action that comes by several (a group's and another's) is
+/// given once, for its most specific reason.
 pub async fn pull(
     store: &dyn Store,
     tenant: &str,
     reader: &str,
-    sources: &[Source],
+    sources: &Sources,
     range: FeedRange,
 ) -> StoreResult<Vec<FeedItem>> {
-    let mut reads = Vec::with_capacity(sources.len());
-    let mut readers = Vec::with_capacity(sources.len());
-    for source in sources {
-        let since = source.since();
-        let newer_than = Some(range.newer_than.map_or(since, |n| n.max(since)));
+    let mut reads = Vec::new();
+    let mut vias: Vec<Via<'_>> = Vec::new();
+    let mut read = |outbox: Outbox, since: Position, via| {
         if range.older_than.is_some_and(|o| o <= since) {
-            continue;
+            return;
         }
+        let newer_than = Some(range.newer_than.map_or(since, |n| n.max(since)));
         reads.push((
-            source.actor.clone(),
+            outbox,
             FeedRange {
                 newer_than,
                 ..range
             },
         ));
-        readers.push(source);
+        vias.push(via);
+    };
+    for source in &sources.actors {
+        read(
+            Outbox::Actor(source.actor.clone()),
+            source.since(),
+            Via::Actor(source),
+        );
+    }
+    for group in &sources.groups {
+        read(
+            Outbox::Group(group.group.clone()),
+            group.since,
+            Via::Group(group.reason),
+        );
+    }
+    if sources.named {
+        read(Outbox::Named(reader.to_owned()), Position::MIN, Via::Named);
     }
     if reads.is_empty() {
         return Ok(Vec::new());
     }
     let answers = store.outboxes(tenant, &reads).await?;
-    let mut items: Vec<FeedItem> = Vec::new();
-    for (source, positions) in readers.into_iter().zip(answers) {
-        items.extend(positions.into_iter().filter_map(|p| {
-            Some(FeedItem {
+    let mut items: HashMap<ObjectId, FeedItem> = HashMap::new();
+    for (via, posted) in vias.into_iter().zip(answers) {
+        for entry in posted {
+            let p = entry.position;
+            let kind = match via {
+                Via::Actor(source) => match source.reason(p) {
+                    Some(kind) => kind,
+                    None => continue,
+                },
+                Via::Group(kind) => kind,
+                Via::Named => ReasonKind::Restricted,
+            };
+            let item = FeedItem {
                 owner: reader.to_owned(),
                 action_id: p.action_id,
                 relevancy: p.relevancy,
-                reason: Reason::new(source.reason(p)?, &source.actor),
+                reason: Reason::new(kind, &entry.actor),
                 changed: p.relevancy,
-            })
-        }));
+            };
+            match items.get(&p.action_id) {
+                Some(kept) if kept.reason.kind.priority() >= kind.priority() => {}
+                _ => {
+                    items.insert(p.action_id, item);
+                }
+            }
+        }
     }
-    Ok(newest_first_within(items, range))
+    Ok(newest_first_within(items.into_values().collect(), range))
 }
 
 /// Sorts newest first and keeps the `range.limit` the range asks for: the

@@ -120,13 +120,13 @@ async fn populate(store: &dyn Store) -> StoreResult<Populated> {
         kind: GroupKind::Department,
     };
     store
-        .join_group(T, &eng, "ann", MembershipRole::Lead)
+        .join_group(T, &eng, "ann", MembershipRole::Lead, 0)
         .await?;
     store
-        .join_group(T, &eng, "bob", MembershipRole::Member)
+        .join_group(T, &eng, "bob", MembershipRole::Member, 0)
         .await?;
     store
-        .join_group(T, &sales, "dan", MembershipRole::Member)
+        .join_group(T, &sales, "dan", MembershipRole::Member, 0)
         .await?;
     store.set_assignment(T, "bob", "applicant-1", true).await?;
     store.set_assignment(T, "cid", "applicant-1", true).await?;
@@ -316,6 +316,7 @@ fn assert_populated(records: &[Record], p: &Populated) {
         group_kind: GroupKind::Team,
         user: "ann".into(),
         role: MembershipRole::Lead,
+        since: 0,
     }));
     for r in records {
         match r {
@@ -585,6 +586,7 @@ fn legacy_records() -> Vec<Record> {
             group_kind: GroupKind::Department,
             user: "bob".into(),
             role: MembershipRole::Lead,
+            since: 0,
         },
         Record::Assignment {
             tenant: T.into(),

@@ -1,7 +1,7 @@
 //! One contract, four models: the same random history (actions of every
 //! scope, follows with and without backfill, unfollows with and without
-//! their history, friendships,
-//! comments that bump, hidden items and actions) played against a server
+//! their history, friendships, moves from one team to the other, changes
+//! of scope, comments that bump, hidden items and actions) played against a server
 //! per feed model, and every reader's whole feed, paged to the end, must be
 //! the same under all of them: the same actions, in the same order, at the
 //! same relevancy, for the same reason.
@@ -163,16 +163,40 @@ enum Step {
     HideAction {
         action: usize,
     },
+    /// `by` leaves team `from` and joins team `to`.
+    Regroup {
+        by: usize,
+        from: &'static str,
+        to: &'static str,
+    },
+    Rescope {
+        action: usize,
+        scope: &'static str,
+        readers: Vec<usize>,
+    },
+}
+
+/// The scopes a change of scope picks from.
+const SCOPES: [&str; 3] = ["PUBLIC", "TEAM", "RESTRICTED"];
+
+/// The team user `n` starts in.
+fn team_of(n: usize) -> &'static str {
+    if n.is_multiple_of(2) {
+        "even"
+    } else {
+        "odd"
+    }
 }
 
 fn history(seed: u64, length: usize) -> Vec<Step> {
     let mut rng = Rng::new(seed);
     let mut posts: Vec<usize> = Vec::new();
+    let mut teams: Vec<&'static str> = (0..USERS).map(team_of).collect();
     let mut steps = Vec::new();
     for _ in 0..length {
         let by = rng.below(USERS);
         let other = (by + 1 + rng.below(USERS - 1)) % USERS;
-        let roll = rng.below(100);
+        let roll = rng.below(110);
         let step = match roll {
             0..=34 => Step::Post {
                 by,
@@ -210,8 +234,19 @@ fn history(seed: u64, length: usize) -> Vec<Step> {
                 by,
                 action: *rng.pick(&posts),
             },
-            _ => Step::HideAction {
+            97..=99 => Step::HideAction {
                 action: *rng.pick(&posts),
+            },
+            100..=104 => {
+                let from = teams[by];
+                let to = if from == "even" { "odd" } else { "even" };
+                teams[by] = to;
+                Step::Regroup { by, from, to }
+            }
+            _ => Step::Rescope {
+                action: *rng.pick(&posts),
+                scope: SCOPES[rng.below(SCOPES.len())],
+                readers: vec![other],
             },
         };
         if let Step::Post { .. } = step {
@@ -286,6 +321,31 @@ async fn play(d: &mut Deployment, step: &Step) {
                 .post(
                     "mutation($id: ID!) { hideAction(id: $id) { id } }",
                     json!({ "id": d.actions[*action] }),
+                )
+                .await;
+        }
+        Step::Regroup { by, from, to } => {
+            let service = d.server.service(TENANT);
+            service
+                .data(
+                    "mutation($g: ID!, $u: ID) { leaveGroup(groupId: $g, userId: $u) }",
+                    json!({ "g": from, "u": name(*by) }),
+                )
+                .await;
+            service.add_member(to, "TEAM", &name(*by)).await;
+        }
+        Step::Rescope {
+            action,
+            scope,
+            readers,
+        } => {
+            let readers: Vec<String> = readers.iter().map(|r| name(*r)).collect();
+            d.server
+                .service(TENANT)
+                .post(
+                    "mutation($id: ID!, $s: Scope!, $r: [ID!]!) {
+                        setActionScope(id: $id, scope: $s, readers: $r) { id } }",
+                    json!({ "id": d.actions[*action], "s": scope, "r": readers }),
                 )
                 .await;
         }
@@ -392,8 +452,9 @@ async fn people(d: &Deployment) {
             .await;
     }
     for n in 0..USERS {
-        let team = if n % 2 == 0 { "even" } else { "odd" };
-        service.add_member(team, "TEAM", &format!("u{n}")).await;
+        service
+            .add_member(team_of(n), "TEAM", &format!("u{n}"))
+            .await;
     }
 }
 

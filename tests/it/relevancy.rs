@@ -101,7 +101,7 @@ async fn org(store: &dyn Store) -> Result<()> {
     };
     for member in ["dave", "erin"] {
         store
-            .join_group(T, &eng, member, MembershipRole::Member)
+            .join_group(T, &eng, member, MembershipRole::Member, 0)
             .await?;
     }
     Ok(())

@@ -4,7 +4,12 @@
 
 use serde_json::{json, Value};
 
-use crate::common::{Backend, TestServer, WsClient, FEED_EVENTS};
+use riverfeed::server::ServeOptions;
+use riverfeed::store::prelude::*;
+use riverfeed::store::FeedRange;
+use riverfeed::timeline::{FeedModel, ModelKind};
+
+use crate::common::{store_url, Backend, Stopped, TestServer, WsClient, FEED_EVENTS};
 
 async fn team_scope_reaches_team_members_and_not_other_followers(backend: Backend) {
     let Some(server) = TestServer::start(backend).await else {
@@ -178,10 +183,18 @@ async fn hiding_removes_from_feeds_and_only_the_actor_may(backend: Backend) {
     server.stop().await;
 }
 
+/// Items a reader holds but may no longer read (their actions were
+/// scoped away from them) are skipped, however many a page meets. Under
+/// push, where the items stay in the timeline until then.
 async fn pages_move_past_items_the_viewer_can_no_longer_read(backend: Backend) {
-    let Some(server) = TestServer::start(backend).await else {
+    let Some((store, dir)) = store_url(backend) else {
         return;
     };
+    let server = TestServer::start_with(Stopped { store, dir }, |url| ServeOptions {
+        model: FeedModel::of(ModelKind::Push),
+        ..ServeOptions::new(url)
+    })
+    .await;
     let dan = server.client("acme", "dan");
     let carol = server.client("acme", "carol");
     dan.upsert_user("dan", "Dan").await;
@@ -204,10 +217,13 @@ async fn pages_move_past_items_the_viewer_can_no_longer_read(backend: Backend) {
         dan.wait_delivered(id).await;
     }
     assert_eq!(carol.feed_ids("").await.0.len(), 8);
-    let data = carol
-        .data("mutation { leaveGroup(groupId: \"t1\") }", json!({}))
+    for id in &team {
+        dan.data(
+            "mutation($id: ID!) { setActionScope(id: $id, scope: RESTRICTED, readers: [\"dan\"]) { id } }",
+            json!({ "id": id }),
+        )
         .await;
-    assert_eq!(data["leaveGroup"], true);
+    }
 
     // A full page: the unreadable items are skipped to fill it.
     let (ids, info) = carol.feed_ids("(first: 5)").await;
@@ -247,6 +263,77 @@ async fn pages_move_past_items_the_viewer_can_no_longer_read(backend: Backend) {
         .await;
     assert_eq!(data["slice"]["pageInfo"]["hasNextPage"], false);
     assert_eq!(data["slice"]["pageInfo"]["endCursor"], Value::Null);
+    server.stop().await;
+}
+
+/// Leaving a group takes its TEAM items out of the reader's feed at once
+/// (the request writes nothing per item), the worker then takes them out
+/// of storage, and joining again shows the group's actions from the new
+/// join on, not the ones from before.
+async fn leaving_a_group_takes_its_items_out(backend: Backend) {
+    let Some(server) = TestServer::start(backend).await else {
+        return;
+    };
+    let dan = server.client("acme", "dan");
+    let carol = server.client("acme", "carol");
+    dan.upsert_user("dan", "Dan").await;
+    carol.follow("dan").await;
+    let service = server.service("acme");
+    for member in ["dan", "carol"] {
+        service.add_member("t1", "TEAM", member).await;
+    }
+    let public = dan.post_status("for everyone", json!({})).await;
+    let mut team = Vec::new();
+    for i in 0..3 {
+        team.push(
+            dan.post_status(&format!("team {i}"), json!({ "scope": "TEAM" }))
+                .await,
+        );
+    }
+    for id in team.iter().chain([&public]) {
+        dan.wait_delivered(id).await;
+    }
+    let mut all: Vec<String> = team.iter().rev().cloned().collect();
+    all.push(public.clone());
+    assert_eq!(carol.feed_ids("").await.0, all);
+
+    let data = carol
+        .data("mutation { leaveGroup(groupId: \"t1\") }", json!({}))
+        .await;
+    assert_eq!(data["leaveGroup"], true);
+    assert_eq!(carol.feed_ids("").await.0, vec![public.clone()]);
+    // The worker takes them out of storage (whatever was materialised).
+    let store = server.server.metered.clone();
+    let everything = FeedRange {
+        older_than: None,
+        newer_than: None,
+        limit: 100,
+        from_oldest: false,
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let held = store.feed_page("acme", "carol", everything).await.unwrap();
+        if held.iter().all(|i| !team.contains(&i.action_id.to_hex())) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the cleanup never ran: {held:?}"
+        );
+        tokio::task::yield_now().await;
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(store.unfollows("acme", "carol").await.unwrap().is_empty());
+
+    // Joining again: what the group got before stays out; what it gets
+    // from now on comes in.
+    service.add_member("t1", "TEAM", "carol").await;
+    assert_eq!(carol.feed_ids("").await.0, vec![public.clone()]);
+    let after = dan
+        .post_status("team again", json!({ "scope": "TEAM" }))
+        .await;
+    dan.wait_delivered(&after).await;
+    assert_eq!(carol.feed_ids("").await.0, vec![after, public]);
     server.stop().await;
 }
 
@@ -329,5 +416,6 @@ crate::on_both_backends!(
     restricted_actions_reach_only_their_readers,
     hiding_removes_from_feeds_and_only_the_actor_may,
     pages_move_past_items_the_viewer_can_no_longer_read,
+    leaving_a_group_takes_its_items_out,
     friends_and_departments_see_what_they_should,
 );

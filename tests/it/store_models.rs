@@ -1,11 +1,18 @@
 //! Conformance cases for what the feed models keep beside the timelines:
-//! edges among many readers, cuts, celebrities, many outboxes at once,
-//! materialised lookups with tombstones for pulled items, and rivers.
+//! edges among many readers, cuts, celebrities, many outboxes at once (an
+//! actor's, a group's, a named reader's), membership starts, a group
+//! leave's cleanup, materialised lookups with tombstones for pulled items,
+//! and rivers.
 
 use anyhow::{ensure, Context, Result};
-use riverfeed::model::{EdgeKind, ObjectId, Position, Reason, ReasonKind};
+use riverfeed::model::{
+    Action, EdgeKind, Group, GroupKind, MembershipRole, ObjectId, Position, Reason, ReasonKind,
+    Scope,
+};
 use riverfeed::store::prelude::*;
-use riverfeed::store::{Backfill, Cut, FeedRange, River};
+use riverfeed::store::{
+    Backfill, Cut, ErrorKind, FeedRange, JoinOutcome, Outbox, Posted, River, Unfollow,
+};
 
 use crate::store_suite::{action, range};
 
@@ -24,6 +31,13 @@ fn sorted(mut v: Vec<String>) -> Vec<String> {
 pub async fn model_cases(store: &dyn Store) -> Result<()> {
     sources(store).await.context("sources and cuts")?;
     many_outboxes(store).await.context("many outboxes")?;
+    scoped_outboxes(store)
+        .await
+        .context("group and named outboxes")?;
+    membership_starts(store)
+        .await
+        .context("membership starts")?;
+    group_cleanup(store).await.context("group cleanup")?;
     tombstones(store)
         .await
         .context("materialised and tombstones")?;
@@ -100,14 +114,43 @@ async fn sources(store: &dyn Store) -> Result<()> {
         .await?;
     let cuts = store.cuts(T, "m-ann").await?;
     ensure!(cuts == vec![later.clone()], "replaced: {cuts:?}");
-    // An edge ends keeping its history: the same cut, now with an end.
+    // An edge ends keeping its history: its range, with an end, is kept
+    // beside the standing cut (which the next edge replaces).
     let kept = Cut {
         until: Some(began),
-        ..later
+        ..later.clone()
     };
     store.set_cut(T, "m-ann", &kept).await?;
-    let cuts = store.cuts(T, "m-ann").await?;
-    ensure!(cuts == vec![kept], "kept: {cuts:?}");
+    let by_end = |mut cuts: Vec<Cut>| {
+        cuts.sort_by_key(|c| c.until.unwrap_or(Position::MAX));
+        cuts
+    };
+    let cuts = by_end(store.cuts(T, "m-ann").await?);
+    ensure!(cuts == vec![kept.clone(), later.clone()], "kept: {cuts:?}");
+    // A later edge, ended keeping its history too: both ranges stay; the
+    // same end again replaces its range.
+    let again = Cut {
+        since: began,
+        began,
+        until: Some(Position::MAX.just_below()),
+        ..later.clone()
+    };
+    store.set_cut(T, "m-ann", &again).await?;
+    store.set_cut(T, "m-ann", &again).await?;
+    let standing = Cut {
+        since: Position::MIN,
+        ..later.clone()
+    };
+    store.set_cut(T, "m-ann", &standing).await?;
+    let cuts = by_end(store.cuts(T, "m-ann").await?);
+    ensure!(
+        cuts == vec![kept, again, standing],
+        "two ranges and the standing cut: {cuts:?}"
+    );
+    store
+        .clear_cut(T, "m-ann", EdgeKind::Follows, "m-star")
+        .await?;
+    ensure!(store.cuts(T, "m-ann").await?.is_empty(), "all cleared");
     ensure!(store.cuts(T, "m-nobody").await?.is_empty());
 
     store.mark_celebrity(T, "m-star").await?;
@@ -142,16 +185,17 @@ async fn many_outboxes(store: &dyn Store) -> Result<()> {
         positions.reverse();
         by_actor.push((actor.to_string(), positions));
     }
-    let reads: Vec<(String, FeedRange)> = by_actor
+    let reads: Vec<(Outbox, FeedRange)> = by_actor
         .iter()
-        .map(|(actor, _)| (actor.clone(), range(3)))
-        .chain([("mo-none".to_string(), range(3))])
+        .map(|(actor, _)| (Outbox::Actor(actor.clone()), range(3)))
+        .chain([(Outbox::Actor("mo-none".into()), range(3))])
         .collect();
     let got = store.outboxes(T, &reads).await?;
     ensure!(got.len() == reads.len(), "one answer per read");
     for ((actor, all), answer) in by_actor.iter().zip(&got) {
         let want: Vec<Position> = all.iter().copied().take(3).collect();
-        ensure!(*answer == want, "{actor}: {answer:?}");
+        ensure!(positions(answer) == want, "{actor}: {answer:?}");
+        ensure!(answer.iter().all(|p| p.actor == *actor), "{actor}'s own");
     }
     ensure!(got.last().is_some_and(|a| a.is_empty()));
     // Each read keeps its own range.
@@ -159,7 +203,7 @@ async fn many_outboxes(store: &dyn Store) -> Result<()> {
         .outboxes(
             T,
             &[(
-                "mo-6".to_string(),
+                Outbox::Actor("mo-6".into()),
                 FeedRange {
                     newer_than: Some(by_actor[5].1[2]),
                     ..range(10)
@@ -167,7 +211,234 @@ async fn many_outboxes(store: &dyn Store) -> Result<()> {
             )],
         )
         .await?;
-    ensure!(bounded[0] == by_actor[5].1[..2], "newer than: {bounded:?}");
+    ensure!(
+        positions(&bounded[0]) == by_actor[5].1[..2],
+        "newer than: {bounded:?}"
+    );
+    Ok(())
+}
+
+fn positions(posted: &[Posted]) -> Vec<Position> {
+    posted.iter().map(|p| p.position).collect()
+}
+
+fn scoped(actor: &str, conducted: i64, scope: Scope, to: &[&str]) -> Action {
+    let mut a = action(T, actor, conducted, &[]);
+    a.scope = scope;
+    match scope {
+        Scope::Restricted => a.readers = names(to),
+        _ => a.scope_groups = names(to),
+    }
+    a
+}
+
+/// A group's outbox lists what is shared with it; a reader's named outbox
+/// what names them; both as the actions are scoped now.
+async fn scoped_outboxes(store: &dyn Store) -> Result<()> {
+    let team = scoped("ms-ann", 1_000, Scope::Team, &["ms-x", "ms-y"]);
+    let department = scoped("ms-bob", 2_000, Scope::Department, &["ms-x"]);
+    let public = scoped("ms-ann", 3_000, Scope::Public, &[]);
+    let named = scoped("ms-bob", 4_000, Scope::Restricted, &["ms-cat", "ms-dan"]);
+    let later = scoped("ms-ann", 5_000, Scope::Team, &["ms-y"]);
+    for a in [&team, &department, &public, &named, &later] {
+        store.insert_action(a).await?;
+    }
+    let at = |a: &Action| (a.id, a.actor_id.clone());
+    let read = |outboxes: Vec<Outbox>| async move {
+        let reads: Vec<(Outbox, FeedRange)> =
+            outboxes.into_iter().map(|o| (o, range(10))).collect();
+        let got = store.outboxes(T, &reads).await?;
+        anyhow::Ok(
+            got.into_iter()
+                .map(|posted| {
+                    posted
+                        .into_iter()
+                        .map(|p| (p.position.action_id, p.actor))
+                        .collect::<Vec<_>>()
+                })
+                .collect::<Vec<_>>(),
+        )
+    };
+    let all = || {
+        vec![
+            Outbox::Group("ms-x".into()),
+            Outbox::Group("ms-y".into()),
+            Outbox::Named("ms-cat".into()),
+            Outbox::Named("ms-eve".into()),
+        ]
+    };
+    let got = read(all()).await?;
+    ensure!(
+        got[0] == [at(&department), at(&team)],
+        "group x: {:?}",
+        got[0]
+    );
+    ensure!(got[1] == [at(&later), at(&team)], "group y: {:?}", got[1]);
+    ensure!(got[2] == [at(&named)], "named cat: {:?}", got[2]);
+    ensure!(got[3].is_empty(), "nobody names eve");
+    // A group's id and a user's never meet.
+    let actor = read(vec![Outbox::Actor("ms-x".into())]).await?;
+    ensure!(actor[0].is_empty(), "no actor ms-x");
+
+    // A change of scope moves the action between outboxes.
+    store
+        .set_action_scope(T, team.id, Scope::Public, &[], &[])
+        .await?;
+    store
+        .set_action_scope(T, public.id, Scope::Restricted, &names(&["ms-eve"]), &[])
+        .await?;
+    store.delete_action(T, department.id).await?;
+    let got = read(all()).await?;
+    ensure!(got[0].is_empty(), "group x after: {:?}", got[0]);
+    ensure!(got[1] == [at(&later)], "group y after: {:?}", got[1]);
+    ensure!(got[2] == [at(&named)], "named cat after");
+    ensure!(got[3] == [at(&public)], "eve named now: {:?}", got[3]);
+    let ann = read(vec![Outbox::Actor("ms-ann".into())]).await?;
+    ensure!(
+        ann[0] == [at(&later), at(&public), at(&team)],
+        "the actor's outbox keeps all: {:?}",
+        ann[0]
+    );
+    let other = store
+        .outboxes(OTHER, &[(Outbox::Group("ms-y".into()), range(10))])
+        .await?;
+    ensure!(other[0].is_empty(), "per tenant");
+    Ok(())
+}
+
+/// A membership's start: set on the first join, kept by a join that only
+/// changes the role, begun anew after leaving; looked up for many users.
+async fn membership_starts(store: &dyn Store) -> Result<()> {
+    let team = Group {
+        id: "mm-team".into(),
+        kind: GroupKind::Team,
+    };
+    let joined = |outcome: JoinOutcome| match outcome {
+        JoinOutcome::Joined(m) => Ok(m),
+        other => Err(anyhow::anyhow!("not joined: {other:?}")),
+    };
+    let first = joined(
+        store
+            .join_group(T, &team, "mm-ann", MembershipRole::Member, 500)
+            .await?,
+    )?;
+    ensure!(first.since == 500, "{first:?}");
+    let again = joined(
+        store
+            .join_group(T, &team, "mm-ann", MembershipRole::Lead, 900)
+            .await?,
+    )?;
+    ensure!(
+        again.since == 500 && again.role == MembershipRole::Lead,
+        "{again:?}"
+    );
+    store
+        .join_group(T, &team, "mm-bob", MembershipRole::Member, 700)
+        .await?;
+    let listed = store.memberships(T, "mm-ann").await?;
+    ensure!(
+        listed.len() == 1 && listed[0].since == 500,
+        "listed: {listed:?}"
+    );
+    let mut among = store
+        .members_among(T, "mm-team", &names(&["mm-bob", "mm-cat", "mm-ann"]))
+        .await?;
+    among.sort();
+    ensure!(
+        among == [("mm-ann".to_string(), 500), ("mm-bob".to_string(), 700)],
+        "among: {among:?}"
+    );
+    ensure!(store.members_among(T, "mm-team", &[]).await?.is_empty());
+    ensure!(store
+        .members_among(OTHER, "mm-team", &names(&["mm-ann"]))
+        .await?
+        .is_empty());
+    store.leave_group(T, "mm-team", "mm-ann").await?;
+    let back = joined(
+        store
+            .join_group(T, &team, "mm-ann", MembershipRole::Member, 1_200)
+            .await?,
+    )?;
+    ensure!(back.since == 1_200, "begun anew: {back:?}");
+    Ok(())
+}
+
+/// A group left: its job is listed and claimed as an unfollow's, and its
+/// cleanup takes out only the group items it names.
+async fn group_cleanup(store: &dyn Store) -> Result<()> {
+    let reader = "mc-rae";
+    let team = scoped("mc-ann", 1_000, Scope::Team, &["mc-team"]);
+    let department = scoped("mc-ann", 2_000, Scope::Department, &["mc-dep"]);
+    let followed = scoped("mc-ann", 3_000, Scope::Public, &[]);
+    let kept = scoped("mc-ann", 4_000, Scope::Team, &["mc-team"]);
+    let fill = |a: &Action, kind: ReasonKind| Backfill {
+        action_id: a.id,
+        relevancy: a.conducted,
+        reason: Reason::new(kind, "mc-ann"),
+        changed: 10,
+    };
+    for a in [&team, &department, &followed, &kept] {
+        store.insert_action(a).await?;
+    }
+    store
+        .backfill(
+            T,
+            reader,
+            &[
+                fill(&team, ReasonKind::Team),
+                fill(&department, ReasonKind::Department),
+                fill(&followed, ReasonKind::Follows),
+                fill(&kept, ReasonKind::Team),
+            ],
+        )
+        .await?;
+    let left = Unfollow::group(T, reader, "mc-team");
+    store.start_unfollow(&left).await?;
+    ensure!(store.unfollows(T, reader).await? == std::slice::from_ref(&left));
+    let claims = store.claim_unfollows("w1", 100, 1_000, 10).await?;
+    let claim = claims
+        .iter()
+        .find(|c| c.unfollow == left)
+        .context("claimed")?
+        .clone();
+    let taken = store.claim_unfollows("w2", 1_200, 1_000, 10).await?;
+    let claim2 = taken
+        .iter()
+        .find(|c| c.unfollow == left)
+        .context("taken over")?
+        .clone();
+    let named = [team.id, department.id, followed.id, ObjectId::new()];
+    let err = store
+        .clean_left_group(&claim, &named)
+        .await
+        .err()
+        .context("lease lost")?;
+    ensure!(err.kind == ErrorKind::LeaseLost, "{err}");
+    let removed: Vec<ObjectId> = store
+        .clean_left_group(&claim2, &named)
+        .await?
+        .iter()
+        .map(|i| i.action_id)
+        .collect();
+    let mut want = vec![team.id, department.id];
+    want.sort();
+    let mut got = removed.clone();
+    got.sort();
+    ensure!(got == want, "group items named: {removed:?}");
+    let rest: Vec<ObjectId> = store
+        .feed_page(T, reader, range(10))
+        .await?
+        .iter()
+        .map(|i| i.action_id)
+        .collect();
+    ensure!(rest == [kept.id, followed.id], "rest: {rest:?}");
+    ensure!(store.unfollows(T, reader).await?.is_empty(), "ended");
+    // The job is gone: cleaning it again takes nothing.
+    ensure!(store
+        .clean_left_group(&claim2, &[kept.id])
+        .await?
+        .is_empty());
+    ensure!(store.feed_page(T, reader, range(10)).await?.len() == 2);
     Ok(())
 }
 

@@ -9,7 +9,7 @@ use riverfeed::model::{
 use riverfeed::store::embedded::EmbeddedStore;
 use riverfeed::store::prelude::*;
 use riverfeed::store::{
-    Backfill, Delivery, Direction, ErrorKind, FeedRange, JoinOutcome, Unfollow,
+    Backfill, Delivery, Direction, Ended, ErrorKind, FeedRange, JoinOutcome, Unfollow,
 };
 
 use crate::common::{Backend, TestStore};
@@ -205,7 +205,7 @@ async fn groups(store: &dyn Store) -> Result<()> {
     };
     for user in ["g-b", "g-a"] {
         let outcome = store
-            .join_group(T, &team, user, MembershipRole::Member)
+            .join_group(T, &team, user, MembershipRole::Member, 0)
             .await?;
         ensure!(matches!(outcome, JoinOutcome::Joined(_)), "{outcome:?}");
     }
@@ -214,7 +214,7 @@ async fn groups(store: &dyn Store) -> Result<()> {
         kind: GroupKind::Department,
     };
     let outcome = store
-        .join_group(T, &as_department, "g-c", MembershipRole::Lead)
+        .join_group(T, &as_department, "g-c", MembershipRole::Lead, 0)
         .await?;
     ensure!(
         matches!(outcome, JoinOutcome::KindMismatch(ref g) if g.kind == GroupKind::Team),
@@ -338,6 +338,37 @@ async fn delivery_is_idempotent(store: &dyn Store) -> Result<()> {
     ensure!(again.is_empty(), "a re-run writes nothing: {again:?}");
     let feed = store.feed_page(tenant, "i-alice", range(10)).await?;
     ensure!(feed.len() == 1 && feed[0].action_id == a.id, "{feed:?}");
+    // A re-run under a new scope: who keeps the item takes the reason that
+    // applies now, where it stands, unless it is their own.
+    let own = Delivery {
+        owner: "i-bob".into(),
+        relevancy: 5_000,
+        reason: Reason::new(ReasonKind::Own, "i-bob"),
+    };
+    store
+        .deliver(&claim, 40, std::slice::from_ref(&own))
+        .await?;
+    let named = |owner: &str| Delivery {
+        owner: owner.into(),
+        relevancy: 5_000,
+        reason: Reason::new(ReasonKind::Restricted, "i-bob"),
+    };
+    let rescoped = store
+        .deliver(&claim, 50, &[named("i-alice"), named("i-bob")])
+        .await?;
+    ensure!(rescoped.is_empty(), "still nothing new: {rescoped:?}");
+    let feed = store.feed_page(tenant, "i-alice", range(10)).await?;
+    ensure!(
+        feed.len() == 1
+            && feed[0].reason.kind == ReasonKind::Restricted
+            && feed[0].relevancy == 5_000
+            && feed[0].changed == 20,
+        "the reason that applies now: {feed:?}"
+    );
+    let carol = store.feed_page(tenant, "i-carol", range(10)).await?;
+    ensure!(carol[0].reason.kind == ReasonKind::Follows, "{carol:?}");
+    let bob = store.feed_page(tenant, "i-bob", range(10)).await?;
+    ensure!(bob[0].reason.kind == ReasonKind::Own, "own stays: {bob:?}");
     store.finish_fan_out(&claim).await?;
     Ok(())
 }
@@ -911,12 +942,7 @@ async fn unfollows(store: &dyn Store) -> Result<()> {
             ],
         )
         .await?;
-    let follows = Unfollow {
-        tenant: tenant.into(),
-        reader: reader.into(),
-        actor: "u-ned".into(),
-        kind: EdgeKind::Follows,
-    };
+    let follows = Unfollow::edge(tenant, reader, EdgeKind::Follows, "u-ned");
     store.start_unfollow(&follows).await?;
     ensure!(store.unfollows(tenant, reader).await? == std::slice::from_ref(&follows));
     ensure!(store.unfollows(tenant, "u-other").await?.is_empty());
@@ -970,7 +996,7 @@ async fn unfollows(store: &dyn Store) -> Result<()> {
 
     // Ended before its cleanup: nothing is claimed, nothing removed.
     let friends = Unfollow {
-        kind: EdgeKind::Friend,
+        kind: Ended::Edge(EdgeKind::Friend),
         ..follows
     };
     store.start_unfollow(&friends).await?;

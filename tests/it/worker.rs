@@ -14,6 +14,7 @@ use riverfeed::timeline::{FeedModel, ModelKind};
 
 use crate::common::{Backend, TestStore};
 use riverfeed::store::{Delivery, FeedRange, Store};
+use riverfeed::timeline::audience::Reach;
 use tokio::sync::Notify;
 
 use crate::store_suite::action;
@@ -229,12 +230,13 @@ async fn audience_follows_scope() -> Result<()> {
     };
     for member in ["bob", "mate", "follower"] {
         store
-            .join_group(T, &team, member, MembershipRole::Member)
+            .join_group(T, &team, member, MembershipRole::Member, 0)
             .await?;
     }
 
     let public = action(T, "bob", 1, &[]);
-    let audience = riverfeed::timeline::audience::audience(store.as_ref(), &public, true).await?;
+    let audience =
+        riverfeed::timeline::audience::audience(store.as_ref(), &public, Reach::All).await?;
     ensure!(
         audience
             == vec![
@@ -249,7 +251,7 @@ async fn audience_follows_scope() -> Result<()> {
     team_action.scope = Scope::Team;
     team_action.scope_groups = vec!["t1".into()];
     let audience =
-        riverfeed::timeline::audience::audience(store.as_ref(), &team_action, true).await?;
+        riverfeed::timeline::audience::audience(store.as_ref(), &team_action, Reach::All).await?;
     ensure!(
         audience
             == vec![
@@ -264,7 +266,7 @@ async fn audience_follows_scope() -> Result<()> {
     restricted.scope = Scope::Restricted;
     restricted.readers = vec!["zed".into()];
     let audience =
-        riverfeed::timeline::audience::audience(store.as_ref(), &restricted, true).await?;
+        riverfeed::timeline::audience::audience(store.as_ref(), &restricted, Reach::All).await?;
     ensure!(
         audience
             == vec![

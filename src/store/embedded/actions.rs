@@ -10,10 +10,34 @@ use super::graph::ensure_user_in;
 use super::keys::{self, queue, reaction, Key, Lease, Oid, Reader};
 use super::Inner;
 use crate::model::{Action, FanOut, FanOutState, FeedItem, ObjectId, Position, Scope};
-use crate::store::{FeedRange, StoreError, StoreResult};
+use crate::store::{FeedRange, Outbox, StoreError, StoreResult};
 
-/// Under `meta` once every stored action has its outbox entry.
-const OUTBOX_MARKER: &[u8] = b"outbox-indexed";
+/// Under `meta` once every stored action has its outbox entries.
+const OUTBOX_MARKER: &[u8] = b"outboxes-indexed";
+
+/// The outboxes that list an action, each with the value of its entry: the
+/// actor's (no value: the actor is the owner); the groups' it is shared
+/// with, or the readers' it names (the actor's id).
+fn outbox_entries(action: &Action) -> Vec<(String, &[u8])> {
+    let actor = action.actor_id.as_bytes();
+    let mut out = vec![(action.actor_id.clone(), &[][..])];
+    match action.scope {
+        Scope::Team | Scope::Department => out.extend(
+            action
+                .scope_groups
+                .iter()
+                .map(|g| (keys::outbox_owner(&Outbox::Group(g.clone())), actor)),
+        ),
+        Scope::Restricted => out.extend(
+            action
+                .readers
+                .iter()
+                .map(|r| (keys::outbox_owner(&Outbox::Named(r.clone())), actor)),
+        ),
+        Scope::Public => {}
+    }
+    out
+}
 /// Outbox entries written per batch while indexing a store at open.
 const INDEX_BATCH: usize = 10_000;
 
@@ -87,16 +111,46 @@ impl Inner {
         Ok(())
     }
 
-    /// Adds the entries that find an action (its slices, its actor's outbox)
-    /// to a batch.
+    /// Adds the entries that find an action (its slices, its outboxes) to
+    /// a batch.
     pub(super) fn index_action(&self, batch: &mut WriteBatch, action: &Action) {
         let (t, id) = (action.tenant.as_str(), action.id.bytes());
         for ref_id in &action.ref_ids {
             batch.put_cf(self.cf(REFS), slice_key(t, ref_id, id), []);
         }
+        self.index_outboxes_of(batch, action);
+    }
+
+    /// Adds an action's outbox entries to a batch: its actor's, and those
+    /// of the groups it is shared with or of the readers it names. A shared
+    /// or named entry holds the actor's id.
+    fn index_outboxes_of(&self, batch: &mut WriteBatch, action: &Action) {
         let mut key = Vec::with_capacity(64);
-        keys::outbox(&mut key, t, &action.actor_id, action.conducted, id);
-        batch.put_cf(self.cf(OUTBOX), key, []);
+        for (outbox, value) in outbox_entries(action) {
+            keys::outbox(
+                &mut key,
+                &action.tenant,
+                &outbox,
+                action.conducted,
+                action.id.bytes(),
+            );
+            batch.put_cf(self.cf(OUTBOX), &key, value);
+        }
+    }
+
+    /// Takes an action's outbox entries out, in a batch.
+    fn unindex_outboxes_of(&self, batch: &mut WriteBatch, action: &Action) {
+        let mut key = Vec::with_capacity(64);
+        for (outbox, _) in outbox_entries(action) {
+            keys::outbox(
+                &mut key,
+                &action.tenant,
+                &outbox,
+                action.conducted,
+                action.id.bytes(),
+            );
+            batch.delete_cf(self.cf(OUTBOX), &key);
+        }
     }
 
     /// Takes an action's [`Inner::index_action`] entries out, in a batch.
@@ -105,30 +159,22 @@ impl Inner {
         for ref_id in &action.ref_ids {
             batch.delete_cf(self.cf(REFS), slice_key(t, ref_id, id));
         }
-        let mut key = Vec::with_capacity(64);
-        keys::outbox(&mut key, t, &action.actor_id, action.conducted, id);
-        batch.delete_cf(self.cf(OUTBOX), key);
+        self.unindex_outboxes_of(batch, action);
     }
 
-    /// Writes the outbox entries of actions stored before outboxes existed,
-    /// once: a store opened for the first time by a version with outboxes
-    /// gets them for everything it holds, then a marker says it is done.
+    /// Writes the outbox entries of actions stored before their outboxes
+    /// existed (the actors' first, then the groups' and the named
+    /// readers'), once: a store opened for the first time by a version
+    /// with them gets them for everything it holds, then a marker says it
+    /// is done.
     pub(super) fn index_outboxes(&self) -> StoreResult<()> {
         if self.get(META, OUTBOX_MARKER)?.is_some() {
             return Ok(());
         }
         let mut batch = WriteBatch::default();
-        let mut key = Vec::with_capacity(64);
         self.scan(ACTIONS, &[], None, usize::MAX, |_, v| {
             let action: Action = keys::decode_record(v)?;
-            keys::outbox(
-                &mut key,
-                &action.tenant,
-                &action.actor_id,
-                action.conducted,
-                action.id.bytes(),
-            );
-            batch.put_cf(self.cf(OUTBOX), &key, []);
+            self.index_outboxes_of(&mut batch, &action);
             // Bounded batches: a large store is indexed in steps, and the
             // marker, written last, says it finished.
             if batch.len() >= INDEX_BATCH {
@@ -248,11 +294,13 @@ impl Inner {
     ) -> StoreResult<Action> {
         let _lock = self.lock(&[action_lock(tenant, id.bytes())]);
         let mut action = self.existing(tenant, id)?;
+        let mut batch = WriteBatch::default();
+        self.unindex_outboxes_of(&mut batch, &action);
         action.scope = scope;
         action.readers = readers.to_vec();
         action.scope_groups = scope_groups.to_vec();
         action.fan_out = FanOut::pending();
-        let mut batch = WriteBatch::default();
+        self.index_outboxes_of(&mut batch, &action);
         self.put_action(&mut batch, &action)?;
         let lease = Lease {
             until: 0,

@@ -15,8 +15,9 @@ use tokio::sync::mpsc;
 use super::actions::{action_lock, bump_key, comment_key, like_key, pending_key};
 use super::families::{ACTIONS, GRAPH, ITEMS, QUEUE, REACTIONS};
 use super::graph::{
-    edge_codes, edge_key, ensure_user_in, group_kind, group_kind_code, role, role_code, user_key,
-    user_name, user_value, EDGE_FOLLOWS_OUT, EDGE_FRIEND,
+    decode_member_of, edge_codes, edge_key, ensure_user_in, group_kind_code, member_key,
+    member_of_key, member_of_value, member_value, user_key, user_name, user_value,
+    EDGE_FOLLOWS_OUT, EDGE_FRIEND,
 };
 use super::keys::{self, graph as tag, reaction, ItemState, Key, Lease, Reader};
 use super::{EmbeddedStore, Inner};
@@ -97,15 +98,14 @@ impl Inner {
                 r.str()?.to_owned(),
                 r.last()?.to_owned(),
             );
-            let [kind, code] = v else {
-                return Err(keys::corrupt("membership"));
-            };
+            let membership = decode_member_of(group, v)?;
             emit(Record::Membership {
                 tenant,
-                group,
-                group_kind: group_kind(*kind),
+                group: membership.group_id,
+                group_kind: membership.kind,
                 user,
-                role: role(*code),
+                role: membership.role,
+                since: membership.since,
             })
         })?;
         each(self, GRAPH, Some(tag::ASSIGNMENT), &mut |r, _| {
@@ -220,31 +220,22 @@ impl Inner {
                     group_kind,
                     user,
                     role,
+                    since,
                 } => {
-                    let kind = group_kind_code(*group_kind);
-                    let role = role_code(*role);
                     batch.put_cf(
                         graph,
                         Key::tag(tag::GROUP).str(tenant).last(group).into_vec(),
-                        [kind],
+                        [group_kind_code(*group_kind)],
                     );
                     batch.put_cf(
                         graph,
-                        Key::tag(tag::MEMBER)
-                            .str(tenant)
-                            .str(group)
-                            .last(user)
-                            .into_vec(),
-                        [role],
+                        member_key(tenant, group, user),
+                        member_value(*role, *since),
                     );
                     batch.put_cf(
                         graph,
-                        Key::tag(tag::MEMBER_OF)
-                            .str(tenant)
-                            .str(user)
-                            .last(group)
-                            .into_vec(),
-                        [kind, role],
+                        member_of_key(tenant, user, group),
+                        member_of_value(*group_kind, *role, *since),
                     );
                     ensure_user_in(&mut batch, self, tenant, user);
                 }

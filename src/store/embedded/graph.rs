@@ -9,7 +9,7 @@ use rocksdb::{MergeOperands, WriteBatch};
 use super::cache::{self, Profile};
 use super::keys::{self, graph as tag, Key, Reader};
 use super::{families::GRAPH, Inner};
-use crate::model::{EdgeKind, Group, GroupKind, Membership, MembershipRole, User};
+use crate::model::{EdgeKind, Group, GroupKind, Membership, MembershipRole, Millis, User};
 use crate::store::{Direction, JoinOutcome, StoreResult};
 
 pub(super) const EDGE_FOLLOWS_OUT: u8 = 0;
@@ -104,6 +104,70 @@ pub(super) fn role(code: u8) -> MembershipRole {
     } else {
         MembershipRole::Lead
     }
+}
+
+/// A group's entry for one member: their role, and when the membership
+/// began (absent in entries written before memberships had a start: 0).
+pub(super) fn member_value(role: MembershipRole, since: Millis) -> Vec<u8> {
+    let mut v = vec![role_code(role)];
+    v.extend_from_slice(&since.to_be_bytes());
+    v
+}
+
+/// When a membership began, from the bytes after a member entry's codes.
+fn since_of(rest: &[u8]) -> StoreResult<Millis> {
+    match rest {
+        [] => Ok(0),
+        bytes => Ok(Millis::from_be_bytes(
+            bytes
+                .try_into()
+                .map_err(|_| keys::corrupt("membership start"))?,
+        )),
+    }
+}
+
+/// A member entry's role and start.
+pub(super) fn decode_member(v: &[u8]) -> StoreResult<(MembershipRole, Millis)> {
+    let [code, rest @ ..] = v else {
+        return Err(keys::corrupt("member"));
+    };
+    Ok((role(*code), since_of(rest)?))
+}
+
+/// A user's entry for one group: its kind, their role and the start.
+pub(super) fn member_of_value(kind: GroupKind, role: MembershipRole, since: Millis) -> Vec<u8> {
+    let mut v = vec![group_kind_code(kind), role_code(role)];
+    v.extend_from_slice(&since.to_be_bytes());
+    v
+}
+
+/// A user's entry for one group, as the membership it records.
+pub(super) fn decode_member_of(group_id: String, v: &[u8]) -> StoreResult<Membership> {
+    let [kind, code, rest @ ..] = v else {
+        return Err(keys::corrupt("membership"));
+    };
+    Ok(Membership {
+        group_id,
+        kind: group_kind(*kind),
+        role: role(*code),
+        since: since_of(rest)?,
+    })
+}
+
+pub(super) fn member_key(tenant: &str, group_id: &str, user: &str) -> Vec<u8> {
+    Key::tag(tag::MEMBER)
+        .str(tenant)
+        .str(group_id)
+        .last(user)
+        .into_vec()
+}
+
+pub(super) fn member_of_key(tenant: &str, user: &str, group_id: &str) -> Vec<u8> {
+    Key::tag(tag::MEMBER_OF)
+        .str(tenant)
+        .str(user)
+        .last(group_id)
+        .into_vec()
 }
 
 impl Inner {
@@ -263,9 +327,16 @@ impl Inner {
         group: &Group,
         user: &str,
         role: MembershipRole,
+        since: Millis,
     ) -> StoreResult<JoinOutcome> {
         let group_key = Key::tag(tag::GROUP).str(tenant).last(&group.id).into_vec();
         let _lock = self.lock(&[&group_key]);
+        let member_key = member_key(tenant, &group.id, user);
+        // A member keeps when their membership began.
+        let since = match self.get(GRAPH, &member_key)? {
+            Some(v) => decode_member(&v)?.1,
+            None => since,
+        };
         let cf = self.cf(GRAPH);
         let mut batch = WriteBatch::default();
         match self.get(GRAPH, &group_key)?.as_deref() {
@@ -278,23 +349,11 @@ impl Inner {
             Some(_) => {}
             None => batch.put_cf(cf, &group_key, [group_kind_code(group.kind)]),
         }
+        batch.put_cf(cf, &member_key, member_value(role, since));
         batch.put_cf(
             cf,
-            Key::tag(tag::MEMBER)
-                .str(tenant)
-                .str(&group.id)
-                .last(user)
-                .into_vec(),
-            [role_code(role)],
-        );
-        batch.put_cf(
-            cf,
-            Key::tag(tag::MEMBER_OF)
-                .str(tenant)
-                .str(user)
-                .last(&group.id)
-                .into_vec(),
-            [group_kind_code(group.kind), role_code(role)],
+            member_of_key(tenant, user, &group.id),
+            member_of_value(group.kind, role, since),
         );
         ensure_user_in(&mut batch, self, tenant, user);
         self.commit(batch)?;
@@ -302,6 +361,7 @@ impl Inner {
             group_id: group.id.clone(),
             kind: group.kind,
             role,
+            since,
         }))
     }
 
@@ -313,23 +373,12 @@ impl Inner {
     ) -> StoreResult<bool> {
         let group_key = Key::tag(tag::GROUP).str(tenant).last(group_id).into_vec();
         let _lock = self.lock(&[&group_key]);
-        let member = Key::tag(tag::MEMBER)
-            .str(tenant)
-            .str(group_id)
-            .last(user)
-            .into_vec();
+        let member = member_key(tenant, group_id, user);
         let was = self.exists(GRAPH, &member)?;
         let mut batch = WriteBatch::default();
         let cf = self.cf(GRAPH);
         batch.delete_cf(cf, member);
-        batch.delete_cf(
-            cf,
-            Key::tag(tag::MEMBER_OF)
-                .str(tenant)
-                .str(user)
-                .last(group_id)
-                .into_vec(),
-        );
+        batch.delete_cf(cf, member_of_key(tenant, user, group_id));
         self.commit(batch)?;
         Ok(was)
     }
@@ -350,14 +399,7 @@ impl Inner {
         let mut out = Vec::new();
         self.scan_prefix(GRAPH, &prefix, &prefix, usize::MAX, |k, v| {
             let group_id = Reader(&k[prefix.len()..]).last()?.to_owned();
-            let [kind, r] = v else {
-                return Err(keys::corrupt("membership"));
-            };
-            out.push(Membership {
-                group_id,
-                kind: group_kind(*kind),
-                role: role(*r),
-            });
+            out.push(decode_member_of(group_id, v)?);
             Ok(())
         })?;
         Ok(out)

@@ -237,10 +237,23 @@ pub fn timeline(buf: &mut Vec<u8>, tenant: &str, owner: &str, relevancy: Millis,
     buf.extend(id.iter().map(|b| !b));
 }
 
-/// Outbox key: `(tenant, actor, conducted desc, action desc)`, laid out as a
-/// timeline key, so the same ranges read both.
-pub fn outbox(buf: &mut Vec<u8>, tenant: &str, actor: &str, conducted: Millis, id: Oid) {
-    timeline(buf, tenant, actor, conducted, id);
+/// Outbox key: `(tenant, owner, conducted desc, action desc)`, laid out as a
+/// timeline key, so the same ranges read both. The owner is what
+/// [`outbox_owner`] makes of the outbox.
+pub fn outbox(buf: &mut Vec<u8>, tenant: &str, owner: &str, conducted: Millis, id: Oid) {
+    timeline(buf, tenant, owner, conducted, id);
+}
+
+/// The owner an outbox is kept under: an actor's is their id; a group's
+/// and a named reader's put a control character (which no id holds)
+/// before theirs, so the three never meet.
+pub fn outbox_owner(outbox: &crate::store::Outbox) -> String {
+    use crate::store::Outbox;
+    match outbox {
+        Outbox::Actor(actor) => actor.clone(),
+        Outbox::Group(group) => format!("\u{1}{group}"),
+        Outbox::Named(reader) => format!("\u{2}{reader}"),
+    }
 }
 
 /// Change key: `(tenant, owner, changed, action)`.

@@ -12,13 +12,20 @@ use super::actions::{action_lock, bump_key, comment_key, pending_key};
 use super::families::{ITEMS, QUEUE, REACTIONS};
 use super::keys::{self, queue, ItemState, Key, Lease, Oid, Reader};
 use super::Inner;
-use crate::model::{Action, Comment, FanOut, FanOutState, FeedItem, Millis, ObjectId};
+use crate::model::{Action, Comment, FanOut, FanOutState, FeedItem, Millis, ObjectId, Reason};
 use crate::store::{BumpClaim, Claim, Delivery, ErrorKind, StoreError, StoreResult};
 
 /// What one job of a batch did, for the cache and the caller.
 pub(super) struct Done {
     pub written: Vec<FeedItem>,
     pub action: Option<Action>,
+}
+
+/// Whether a re-delivery's reason replaces the one an item holds: the item
+/// came from a source (not the actor's own, not raised by a bump) and the
+/// reason that applies now differs.
+fn refreshes(held: &Reason, now: &Reason) -> bool {
+    held.kind.pulled() && held.bump.is_none() && held != now
 }
 
 impl Inner {
@@ -213,7 +220,7 @@ impl Inner {
         let mut key = Vec::with_capacity(64);
         // A re-run (a lease lost, a new scope) finds readers who already have
         // the item, or hid it; they keep what they have.
-        let known: Vec<bool> = if self.has_items(tenant, oid)? {
+        let known: Vec<Option<ItemState>> = if self.has_items(tenant, oid)? {
             let keys: Vec<Vec<u8>> = items
                 .iter()
                 .map(|d| {
@@ -224,7 +231,11 @@ impl Inner {
             let found = self.db.batched_multi_get_cf(self.cf(ITEMS), &keys, false);
             found
                 .into_iter()
-                .map(|v| v.map(|v| v.is_some()).map_err(super::db_err))
+                .map(|v| {
+                    v.map_err(super::db_err)?
+                        .map(|v| ItemState::decode(&v))
+                        .transpose()
+                })
                 .collect::<StoreResult<_>>()?
         } else {
             Vec::new()
@@ -233,7 +244,25 @@ impl Inner {
         let mut value = Vec::with_capacity(32);
         let mut written = Vec::with_capacity(items.len());
         for (n, item) in items.iter().enumerate() {
-            if known.get(n).copied().unwrap_or(false) {
+            if let Some(Some(state)) = known.get(n) {
+                // The reason it holds may be an earlier scope's: it takes
+                // the one that applies now, unless a bump gave it its own.
+                if !state.hidden {
+                    let had = self.entry(&mut key, tenant, &item.owner, oid, state.relevancy)?;
+                    if had.is_some_and(|(_, held)| refreshes(&held, &item.reason)) {
+                        let buffers = (&mut key, &mut value);
+                        Inner::put_item(
+                            &families,
+                            batch,
+                            buffers,
+                            tenant,
+                            &item.owner,
+                            oid,
+                            *state,
+                            &item.reason,
+                        );
+                    }
+                }
                 continue;
             }
             let state = ItemState {

@@ -1,6 +1,6 @@
 //! Rivers: one record per reader who has one (in the `graph` family), and
-//! their items, which are the timeline's items that came by a follow or a
-//! friendship and were not bumped.
+//! their items, which are the timeline's items that came from a pulled
+//! source and were not bumped.
 
 use async_trait::async_trait;
 use rocksdb::WriteBatch;
@@ -10,7 +10,7 @@ use super::families::{GRAPH, ITEMS};
 use super::keys::{self, graph as tag, ItemState, Key, Reader};
 use super::sources::picked;
 use super::{EmbeddedStore, Inner};
-use crate::model::{FeedItem, Millis, ReasonKind};
+use crate::model::{FeedItem, Millis};
 use crate::store::{FeedRange, River, RiverStore, StoreResult};
 
 /// Timeline entries read per step while dropping or trimming a river.
@@ -40,7 +40,7 @@ fn decode_river(bytes: &[u8]) -> StoreResult<River> {
 
 /// Whether a timeline item belongs to the reader's river.
 fn in_river(item: &FeedItem) -> bool {
-    matches!(item.reason.kind, ReasonKind::Follows | ReasonKind::Friend)
+    item.reason.kind.pulled()
 }
 
 impl Inner {

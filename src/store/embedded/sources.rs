@@ -6,11 +6,13 @@ use async_trait::async_trait;
 use rocksdb::WriteBatch;
 
 use super::families::{GRAPH, META, OUTBOX};
-use super::graph::{edge_codes, edge_key, EDGE_FOLLOWS_OUT, EDGE_FRIEND};
+use super::graph::{
+    decode_member, edge_codes, edge_key, member_key, EDGE_FOLLOWS_OUT, EDGE_FRIEND,
+};
 use super::keys::{self, graph as tag, Key, Reader};
 use super::{db_err, EmbeddedStore, Inner};
-use crate::model::{EdgeKind, Position};
-use crate::store::{Cut, FeedRange, SourceStore, StoreResult};
+use crate::model::{EdgeKind, Millis, Position};
+use crate::store::{Cut, FeedRange, Outbox, Posted, SourceStore, StoreResult};
 
 fn cut_key(tenant: &str, reader: &str, code: u8, actor: &str) -> Vec<u8> {
     Key::tag(tag::CUT)
@@ -19,6 +21,45 @@ fn cut_key(tenant: &str, reader: &str, code: u8, actor: &str) -> Vec<u8> {
         .byte(code)
         .last(actor)
         .into_vec()
+}
+
+/// One range of an edge's cut: since, began, until (none: standing).
+type Range = (Position, Position, Option<Position>);
+
+/// An edge's ranges, 60 bytes each (since, began, until; an end of
+/// `Position::MAX` stands for none). A 40-byte value is a standing cut
+/// written before ranges were kept side by side.
+fn encode_ranges(ranges: &[Range]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(ranges.len() * 60);
+    for (since, began, until) in ranges {
+        out.extend_from_slice(&keys::encode_position(*since));
+        out.extend_from_slice(&keys::encode_position(*began));
+        out.extend_from_slice(&keys::encode_position(until.unwrap_or(Position::MAX)));
+    }
+    out
+}
+
+fn decode_ranges(v: &[u8]) -> StoreResult<Vec<Range>> {
+    if v.len() == 40 {
+        return Ok(vec![(
+            keys::decode_position(v)?,
+            keys::decode_position(&v[20..])?,
+            None,
+        )]);
+    }
+    if !v.len().is_multiple_of(60) {
+        return Err(keys::corrupt("cut"));
+    }
+    v.chunks(60)
+        .map(|r| {
+            let until = keys::decode_position(&r[40..])?;
+            Ok((
+                keys::decode_position(r)?,
+                keys::decode_position(&r[20..])?,
+                (until != Position::MAX).then_some(until),
+            ))
+        })
+        .collect()
 }
 
 /// Keys of [`SourceStore::meta`] values, apart from the store's own.
@@ -75,17 +116,16 @@ impl Inner {
                 EDGE_FOLLOWS_OUT => EdgeKind::Follows,
                 _ => return Err(keys::corrupt("cut")),
             };
-            out.push(Cut {
-                kind,
-                actor: r.last()?.to_owned(),
-                since: keys::decode_position(v)?,
-                began: keys::decode_position(v.get(20..).unwrap_or_default())?,
-                until: v
-                    .get(40..)
-                    .filter(|u| !u.is_empty())
-                    .map(keys::decode_position)
-                    .transpose()?,
-            });
+            let actor = r.last()?.to_owned();
+            for (since, began, until) in decode_ranges(v)? {
+                out.push(Cut {
+                    kind,
+                    actor: actor.clone(),
+                    since,
+                    began,
+                    until,
+                });
+            }
             Ok(())
         })?;
         Ok(out)
@@ -94,12 +134,46 @@ impl Inner {
     fn outboxes(
         &self,
         tenant: &str,
-        reads: &[(String, FeedRange)],
-    ) -> StoreResult<Vec<Vec<Position>>> {
+        reads: &[(Outbox, FeedRange)],
+    ) -> StoreResult<Vec<Vec<Posted>>> {
         reads
             .iter()
-            .map(|(actor, range)| self.ranked_range(OUTBOX, tenant, actor, *range, |p, _| Ok(p)))
+            .map(|(outbox, range)| {
+                let owner = keys::outbox_owner(outbox);
+                self.ranked_range(OUTBOX, tenant, &owner, *range, |position, value| {
+                    let actor = match outbox {
+                        Outbox::Actor(actor) => actor.clone(),
+                        _ => std::str::from_utf8(value)
+                            .map_err(|_| keys::corrupt("outbox entry"))?
+                            .to_owned(),
+                    };
+                    Ok(Posted { position, actor })
+                })
+            })
             .collect()
+    }
+
+    fn members_among(
+        &self,
+        tenant: &str,
+        group_id: &str,
+        users: &[String],
+    ) -> StoreResult<Vec<(String, Millis)>> {
+        let keys: Vec<Vec<u8>> = users
+            .iter()
+            .map(|u| member_key(tenant, group_id, u))
+            .collect();
+        let cf = self.cf(GRAPH);
+        let mut out = Vec::new();
+        for (user, found) in users
+            .iter()
+            .zip(self.db.batched_multi_get_cf(cf, &keys, false))
+        {
+            if let Some(value) = found.map_err(db_err)? {
+                out.push((user.clone(), decode_member(&value)?.1));
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -143,12 +217,22 @@ impl SourceStore for EmbeddedStore {
 
     async fn set_cut(&self, tenant: &str, reader: &str, cut: &Cut) -> StoreResult<()> {
         let key = cut_key(tenant, reader, edge_codes(cut.kind).0, &cut.actor);
-        let mut value = keys::encode_position(cut.since).to_vec();
-        value.extend_from_slice(&keys::encode_position(cut.began));
-        if let Some(until) = cut.until {
-            value.extend_from_slice(&keys::encode_position(until));
-        }
-        self.write_one(GRAPH, key, Some(value)).await
+        let cut = cut.clone();
+        self.blocking(move |db| {
+            let _lock = db.lock(&[&key]);
+            // One value per edge: its ranges, the standing one without an
+            // end; a range replaces the one with the same end.
+            let mut ranges = match db.get(GRAPH, &key)? {
+                Some(v) => decode_ranges(&v)?,
+                None => Vec::new(),
+            };
+            ranges.retain(|r| r.2 != cut.until);
+            ranges.push((cut.since, cut.began, cut.until));
+            let mut batch = WriteBatch::default();
+            batch.put_cf(db.cf(GRAPH), &key, encode_ranges(&ranges));
+            db.commit(batch)
+        })
+        .await
     }
 
     async fn clear_cut(
@@ -188,11 +272,23 @@ impl SourceStore for EmbeddedStore {
         self.write_one(META, key, Some(value)).await
     }
 
+    async fn members_among(
+        &self,
+        tenant: &str,
+        group_id: &str,
+        users: &[String],
+    ) -> StoreResult<Vec<(String, Millis)>> {
+        if users.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.inner.members_among(tenant, group_id, users)
+    }
+
     async fn outboxes(
         &self,
         tenant: &str,
-        reads: &[(String, FeedRange)],
-    ) -> StoreResult<Vec<Vec<Position>>> {
+        reads: &[(Outbox, FeedRange)],
+    ) -> StoreResult<Vec<Vec<Posted>>> {
         if reads.len() <= 4 {
             return self.inner.outboxes(tenant, reads);
         }

@@ -81,9 +81,10 @@ impl GraphStore for EmbeddedStore {
         group: &Group,
         user: &str,
         role: MembershipRole,
+        since: Millis,
     ) -> StoreResult<JoinOutcome> {
         owned!(tenant, group, user);
-        self.blocking(move |db| db.join_group(&tenant, &group, &user, role))
+        self.blocking(move |db| db.join_group(&tenant, &group, &user, role, since))
             .await
     }
 
@@ -357,6 +358,16 @@ impl QueueStore for EmbeddedStore {
     async fn clean_unfollow(&self, claim: &UnfollowClaim) -> StoreResult<Vec<FeedItem>> {
         owned!(claim);
         self.blocking(move |db| db.clean_unfollow(&claim)).await
+    }
+
+    async fn clean_left_group(
+        &self,
+        claim: &UnfollowClaim,
+        action_ids: &[ObjectId],
+    ) -> StoreResult<Vec<FeedItem>> {
+        let (claim, ids) = (claim.clone(), action_ids.to_vec());
+        self.blocking(move |db| db.clean_left_group(&claim, &ids))
+            .await
     }
 
     async fn finish_bump(&self, claim: &BumpClaim) -> StoreResult<()> {

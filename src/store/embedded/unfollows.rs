@@ -1,7 +1,8 @@
 //! Unfollows: recorded at once for reads to apply, cleaned up by a worker
 //! under a lease. An entry in the queue family is both the record and the
-//! job: `(tenant, reader, edge kind, actor)` → its lease.
+//! job: `(tenant, reader, edge kind or group, actor or group)` → its lease.
 
+use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 
 use rocksdb::WriteBatch;
@@ -10,20 +11,31 @@ use super::actions::action_lock;
 use super::families::{ITEMS, QUEUE};
 use super::keys::{self, queue, ItemState, Key, Lease, Reader};
 use super::Inner;
-use crate::model::{EdgeKind, FeedItem, Millis};
-use crate::store::{FeedRange, StoreResult, Unfollow, UnfollowClaim};
 
-fn kind_code(kind: EdgeKind) -> u8 {
+use crate::model::{EdgeKind, FeedItem, Millis, ObjectId, ReasonKind};
+use crate::store::{Ended, FeedRange, StoreResult, Unfollow, UnfollowClaim};
+
+/// A whole feed, as a range.
+const WHOLE: FeedRange = FeedRange {
+    older_than: None,
+    newer_than: None,
+    limit: usize::MAX,
+    from_oldest: false,
+};
+
+fn kind_code(kind: Ended) -> u8 {
     match kind {
-        EdgeKind::Follows => 0,
-        EdgeKind::Friend => 1,
+        Ended::Edge(EdgeKind::Follows) => 0,
+        Ended::Edge(EdgeKind::Friend) => 1,
+        Ended::Group => 2,
     }
 }
 
-fn kind_from(code: u8) -> StoreResult<EdgeKind> {
+fn kind_from(code: u8) -> StoreResult<Ended> {
     match code {
-        0 => Ok(EdgeKind::Follows),
-        1 => Ok(EdgeKind::Friend),
+        0 => Ok(Ended::Edge(EdgeKind::Follows)),
+        1 => Ok(Ended::Edge(EdgeKind::Friend)),
+        2 => Ok(Ended::Group),
         _ => Err(keys::corrupt("unfollow kind")),
     }
 }
@@ -156,19 +168,38 @@ impl Inner {
 
     pub(super) fn clean_unfollow(&self, claim: &UnfollowClaim) -> StoreResult<Vec<FeedItem>> {
         let u = &claim.unfollow;
-        let key = unfollow_key(u);
-        let what = || format!("the cleanup of {} unfollowing {}", u.reader, u.actor);
-        // The reader's items that came by the ended edge, read without locks...
-        let whole = FeedRange {
-            older_than: None,
-            newer_than: None,
-            limit: usize::MAX,
-            from_oldest: false,
-        };
-        let mut covered = self.feed_page(&u.tenant, &u.reader, whole)?;
+        // The reader's items that came by the ended edge, read without locks.
+        let mut covered = self.feed_page(&u.tenant, &u.reader, WHOLE)?;
         covered.retain(|item| u.covers(item));
-        // ...then taken out under the job's and their actions' locks, each
-        // only if it still stands where it was read (a bump moves it on).
+        self.take_out(claim, covered)
+    }
+
+    pub(super) fn clean_left_group(
+        &self,
+        claim: &UnfollowClaim,
+        action_ids: &[ObjectId],
+    ) -> StoreResult<Vec<FeedItem>> {
+        let u = &claim.unfollow;
+        let ids: HashSet<ObjectId> = action_ids.iter().copied().collect();
+        let mut covered = self.feed_page(&u.tenant, &u.reader, WHOLE)?;
+        covered.retain(|item| {
+            ids.contains(&item.action_id)
+                && matches!(item.reason.kind, ReasonKind::Team | ReasonKind::Department)
+        });
+        self.take_out(claim, covered)
+    }
+
+    /// Takes `covered` out of the claimed job's reader's feed and ends the
+    /// job: under its and the actions' locks, each item only if it still
+    /// stands where it was read (a bump moves it on).
+    fn take_out(
+        &self,
+        claim: &UnfollowClaim,
+        covered: Vec<FeedItem>,
+    ) -> StoreResult<Vec<FeedItem>> {
+        let u = &claim.unfollow;
+        let key = unfollow_key(u);
+        let what = || format!("the cleanup of {} leaving {}", u.reader, u.actor);
         let mut locks = vec![key.clone()];
         locks.extend(
             covered
@@ -223,12 +254,7 @@ mod tests {
     #[test]
     fn pending_unfollows_are_counted_across_a_reopen() {
         let dir = tempfile::tempdir().unwrap();
-        let u = Unfollow {
-            tenant: "acme".into(),
-            reader: "alice".into(),
-            actor: "bob".into(),
-            kind: EdgeKind::Follows,
-        };
+        let u = Unfollow::edge("acme", "alice", EdgeKind::Follows, "bob");
         {
             let store = EmbeddedStore::open(dir.path()).unwrap();
             let db = &store.inner;

@@ -6,7 +6,7 @@ use mongodb::options::ReturnDocument;
 
 use crate::descriptor::NAMED_REF_FIELDS;
 use crate::model::{Action, FeedItem, ObjectId, Position, Scope};
-use crate::store::{ActionStore, FeedRange, GraphStore, StoreError, StoreResult};
+use crate::store::{ActionStore, FeedRange, GraphStore, Posted, StoreError, StoreResult};
 
 use super::{dated, db_err, read_all, within, ActionDoc, MongoStore, TIE_SLACK};
 
@@ -18,7 +18,7 @@ impl MongoStore {
         filter: Document,
         ascending: bool,
         limit: usize,
-    ) -> StoreResult<Vec<Position>> {
+    ) -> StoreResult<Vec<Posted>> {
         let direction = if ascending { 1 } else { -1 };
         let docs: Vec<Document> = read_all(
             self.actions
@@ -26,18 +26,68 @@ impl MongoStore {
                 .find(filter)
                 .sort(doc! { "conducted": direction, "_id": direction })
                 .limit(i64::try_from(limit).unwrap_or(i64::MAX))
-                .projection(doc! { "_id": 1, "conducted": 1 }),
+                .projection(doc! { "_id": 1, "conducted": 1, "actorId": 1 }),
         )
         .await?;
         Ok(docs
             .into_iter()
             .filter_map(|d| {
-                Some(Position {
-                    relevancy: d.get_datetime("conducted").ok()?.timestamp_millis(),
-                    action_id: d.get_object_id("_id").ok()?,
+                Some(Posted {
+                    position: Position {
+                        relevancy: d.get_datetime("conducted").ok()?.timestamp_millis(),
+                        action_id: d.get_object_id("_id").ok()?,
+                    },
+                    actor: d.get_str("actorId").ok()?.to_owned(),
                 })
             })
             .collect())
+    }
+
+    /// A range of the actions `all` selects, newest first by `conducted`
+    /// then id: an outbox read (`all` names the actor, the group or the
+    /// named reader). As a feed page: one range on `conducted`, read a
+    /// little past the limit, cut exactly here; the exact keyset only when
+    /// more actions share a boundary millisecond than the slack covers.
+    pub(super) async fn ranked_actions(
+        &self,
+        all: Document,
+        range: FeedRange,
+    ) -> StoreResult<Vec<Posted>> {
+        let range = dated(range);
+        let mut conducted = Document::new();
+        if let Some(p) = range.newer_than {
+            conducted.insert("$gt", DateTime::from_millis(p.relevancy.saturating_sub(1)));
+        }
+        if let Some(p) = range.older_than {
+            conducted.insert("$lt", DateTime::from_millis(p.relevancy.saturating_add(1)));
+        }
+        let mut filter = all.clone();
+        if !conducted.is_empty() {
+            filter.insert("conducted", conducted);
+        }
+        let slack =
+            TIE_SLACK * (range.older_than.is_some() as usize + range.newer_than.is_some() as usize);
+        let fetch = range.limit.saturating_add(slack);
+        let in_range = |p: &Posted| {
+            range.older_than.is_none_or(|o| p.position < o)
+                && range.newer_than.is_none_or(|n| p.position > n)
+        };
+        let read = self
+            .outbox_positions(filter, range.from_oldest, fetch)
+            .await?;
+        let cut_short = read.len() == fetch;
+        let mut posted: Vec<Posted> = read.into_iter().filter(in_range).collect();
+        if posted.len() < range.limit && cut_short {
+            let exact = within(all, ("conducted", "_id"), &range);
+            posted = self
+                .outbox_positions(exact, range.from_oldest, range.limit)
+                .await?;
+        }
+        posted.truncate(range.limit);
+        if range.from_oldest {
+            posted.reverse();
+        }
+        Ok(posted)
     }
 
     pub(super) async fn find_action(
@@ -180,44 +230,9 @@ impl ActionStore for MongoStore {
         actor: &str,
         range: FeedRange,
     ) -> StoreResult<Vec<Position>> {
-        // As a feed page: one range on `conducted`, read a little past the
-        // limit, cut exactly here; the exact keyset only when more actions
-        // share a boundary millisecond than the slack covers.
-        let range = dated(range);
-        let mut conducted = Document::new();
-        if let Some(p) = range.newer_than {
-            conducted.insert("$gt", DateTime::from_millis(p.relevancy.saturating_sub(1)));
-        }
-        if let Some(p) = range.older_than {
-            conducted.insert("$lt", DateTime::from_millis(p.relevancy.saturating_add(1)));
-        }
-        let mut filter = doc! { "tenant": tenant, "actorId": actor };
-        if !conducted.is_empty() {
-            filter.insert("conducted", conducted);
-        }
-        let slack =
-            TIE_SLACK * (range.older_than.is_some() as usize + range.newer_than.is_some() as usize);
-        let fetch = range.limit.saturating_add(slack);
-        let in_range = |p: &Position| {
-            range.older_than.is_none_or(|o| *p < o) && range.newer_than.is_none_or(|n| *p > n)
-        };
-        let read = self
-            .outbox_positions(filter, range.from_oldest, fetch)
-            .await?;
-        let cut_short = read.len() == fetch;
-        let mut positions: Vec<Position> = read.into_iter().filter(in_range).collect();
-        if positions.len() < range.limit && cut_short {
-            let all = doc! { "tenant": tenant, "actorId": actor };
-            let exact = within(all, ("conducted", "_id"), &range);
-            positions = self
-                .outbox_positions(exact, range.from_oldest, range.limit)
-                .await?;
-        }
-        positions.truncate(range.limit);
-        if range.from_oldest {
-            positions.reverse();
-        }
-        Ok(positions)
+        let all = doc! { "tenant": tenant, "actorId": actor };
+        let posted = self.ranked_actions(all, range).await?;
+        Ok(posted.into_iter().map(|p| p.position).collect())
     }
 
     async fn rename_ref(&self, tenant: &str, ref_id: &str, name: &str) -> StoreResult<u64> {

@@ -129,6 +129,7 @@ impl Statements {
                 group_kind,
                 user,
                 role,
+                since,
             } => {
                 let kind = group_kind_name(*group_kind);
                 self.groups.push(upsert(
@@ -137,7 +138,7 @@ impl Statements {
                 ));
                 self.memberships.push(upsert(
                     doc! { "tenant": tenant, "groupId": group, "userId": user },
-                    doc! { "$set": { "kind": kind, "role": role_name(*role) } },
+                    doc! { "$set": { "kind": kind, "role": role_name(*role), "since": since } },
                 ));
             }
             Record::Assignment {
@@ -354,6 +355,7 @@ impl Archive for MongoStore {
                     group_kind: group_kind_from(&field(&doc, "kind", "membership")?),
                     user: field(&doc, "userId", "membership")?,
                     role: role_from(doc.get_str("role").unwrap_or("MEMBER")),
+                    since: doc.get_i64("since").unwrap_or(0),
                 })
             }))
         });

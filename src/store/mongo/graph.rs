@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use bson::{doc, Bson, Document};
 use mongodb::options::ReturnDocument;
 
-use crate::model::{EdgeKind, Group, Membership, MembershipRole, User};
+use crate::model::{EdgeKind, Group, Membership, MembershipRole, Millis, User};
 use crate::store::{Direction, GraphStore, JoinOutcome, StoreResult};
 
 use super::{
@@ -123,6 +123,7 @@ impl GraphStore for MongoStore {
         group: &Group,
         user: &str,
         role: MembershipRole,
+        since: Millis,
     ) -> StoreResult<JoinOutcome> {
         let filter = doc! { "tenant": tenant, "groupId": &group.id };
         let upsert = self
@@ -150,12 +151,18 @@ impl GraphStore for MongoStore {
                 kind,
             }));
         }
-        self.memberships
-            .update_one(
+        // A member keeps when their membership began.
+        let stored = self
+            .memberships
+            .find_one_and_update(
                 doc! { "tenant": tenant, "groupId": &group.id, "userId": user },
-                doc! { "$set": { "kind": group_kind_name(kind), "role": role_name(role) } },
+                doc! {
+                    "$set": { "kind": group_kind_name(kind), "role": role_name(role) },
+                    "$setOnInsert": { "since": since },
+                },
             )
             .upsert(true)
+            .return_document(ReturnDocument::After)
             .await
             .map_err(db_err)?;
         self.ensure_user(tenant, user).await?;
@@ -163,6 +170,9 @@ impl GraphStore for MongoStore {
             group_id: group.id.clone(),
             kind,
             role,
+            since: stored
+                .and_then(|d| d.get_i64("since").ok())
+                .unwrap_or(since),
         }))
     }
 
@@ -204,6 +214,7 @@ impl GraphStore for MongoStore {
                     group_id: d.get_str("groupId").ok()?.to_owned(),
                     kind: group_kind_from(d.get_str("kind").ok()?),
                     role: role_from(d.get_str("role").unwrap_or("MEMBER")),
+                    since: d.get_i64("since").unwrap_or(0),
                 })
             })
             .collect())

@@ -508,6 +508,14 @@ impl MongoStore {
                     doc! { "tenant": 1, "actorId": 1, "conducted": -1, "_id": -1 },
                     named("actor_outbox"),
                 ),
+                index(
+                    doc! { "tenant": 1, "scopeGroups": 1, "conducted": -1, "_id": -1 },
+                    named("group_outbox"),
+                ),
+                index(
+                    doc! { "tenant": 1, "readers": 1, "conducted": -1, "_id": -1 },
+                    named("named_outbox"),
+                ),
                 index(doc! { "fanOut.lockedUntil": 1, "_id": 1 }, claimable),
                 index(doc! { "descriptor.raterId": 1 }, sparse("descriptor_rater")),
                 index(

@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use bson::{doc, DateTime};
 use mongodb::options::ReturnDocument;
 
-use crate::model::{Action, FeedItem, Millis, ObjectId};
+use crate::model::{Action, FeedItem, Millis, ObjectId, Reason, ReasonKind};
 use crate::store::{
     BumpClaim, Claim, Delivery, ErrorKind, QueueStore, StoreError, StoreResult, UnfollowClaim,
 };
@@ -39,6 +39,40 @@ impl MongoStore {
                 _ => Err(db_err(err)),
             },
         }
+    }
+
+    /// Readers a re-run found holding the item keep it, and take the reason
+    /// that applies now (a new scope's) unless theirs is their own or a
+    /// bump's. One update per distinct reason.
+    async fn refresh_reasons(&self, action: &Action, kept: &[&Delivery]) -> StoreResult<()> {
+        let mut by_reason: Vec<(&Reason, Vec<&str>)> = Vec::new();
+        for d in kept {
+            match by_reason.iter_mut().find(|(r, _)| **r == d.reason) {
+                Some((_, owners)) => owners.push(&d.owner),
+                None => by_reason.push((&d.reason, vec![&d.owner])),
+            }
+        }
+        let pulled = bson::to_bson(&ReasonKind::PULLED)
+            .map_err(|e| StoreError::internal("MongoDB: cannot encode a reason", e))?;
+        for (reason, owners) in by_reason {
+            let reason = bson::to_bson(reason)
+                .map_err(|e| StoreError::internal("MongoDB: cannot encode a reason", e))?;
+            self.feed_items
+                .update_many(
+                    doc! {
+                        "tenant": &action.tenant,
+                        "actionId": action.id,
+                        "owner": { "$in": owners },
+                        "hidden": { "$ne": true },
+                        "reason.kind": { "$in": pulled.clone() },
+                        "reason": { "$ne": reason.clone() },
+                    },
+                    doc! { "$set": { "reason": reason } },
+                )
+                .await
+                .map_err(db_err)?;
+        }
+        Ok(())
     }
 
     /// Checks `claim` still holds its lease and extends it to `until`. `Ok(None)`
@@ -194,6 +228,10 @@ impl QueueStore for MongoStore {
         // Unordered: one duplicate (a reader who already has the item, from an
         // earlier run or a hidden tombstone) must not stop the others.
         let skipped = self.insert_items(docs).await?;
+        if !skipped.is_empty() {
+            let kept: Vec<&Delivery> = skipped.iter().filter_map(|&i| items.get(i)).collect();
+            self.refresh_reasons(&action, &kept).await?;
+        }
         // Hidden or deleted while we wrote: take the items back.
         let still_visible = self
             .find_action(&action.tenant, action.id)
@@ -351,6 +389,14 @@ impl QueueStore for MongoStore {
 
     async fn clean_unfollow(&self, claim: &UnfollowClaim) -> StoreResult<Vec<FeedItem>> {
         self.clean_unfollow_docs(claim).await
+    }
+
+    async fn clean_left_group(
+        &self,
+        claim: &UnfollowClaim,
+        action_ids: &[ObjectId],
+    ) -> StoreResult<Vec<FeedItem>> {
+        self.clean_left_group_docs(claim, action_ids).await
     }
 
     async fn finish_bump(&self, claim: &BumpClaim) -> StoreResult<()> {

@@ -1,6 +1,6 @@
 //! MongoDB: rivers. One record per reader who has one (`rivers`); their
-//! items are the `feed_items` that came by a follow or a friendship and were
-//! not bumped.
+//! items are the `feed_items` that came from a pulled source and were not
+//! bumped.
 
 use async_trait::async_trait;
 use bson::{doc, DateTime, Document};
@@ -13,7 +13,7 @@ use super::sources::{position_doc, position_of};
 use super::{db_err, read_all, MongoStore};
 
 fn river_kinds() -> bson::Bson {
-    bson::to_bson(&[ReasonKind::Follows, ReasonKind::Friend]).unwrap_or(bson::Bson::Null)
+    bson::to_bson(&ReasonKind::PULLED).unwrap_or(bson::Bson::Null)
 }
 
 impl MongoStore {

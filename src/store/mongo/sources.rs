@@ -7,8 +7,13 @@ use bson::{doc, Document};
 use futures_util::future::try_join_all;
 use mongodb::options::UpdateOptions;
 
-use crate::model::{EdgeKind, Position};
-use crate::store::{ActionStore, Cut, FeedRange, SourceStore, StoreResult};
+use crate::model::{EdgeKind, Millis, Position, Scope};
+use crate::store::{Cut, FeedRange, Outbox, Posted, SourceStore, StoreResult};
+
+/// How a scope is stored.
+fn scope_name(scope: Scope) -> bson::Bson {
+    bson::to_bson(&scope).unwrap_or(bson::Bson::Null)
+}
 
 use super::{db_err, kind_name, read_all, MongoStore};
 
@@ -47,14 +52,28 @@ impl SourceStore for MongoStore {
         let filter = doc! {
             "tenant": tenant, "reader": reader, "kind": kind_name(cut.kind), "actor": &cut.actor,
         };
-        let mut fields =
-            doc! { "since": position_doc(cut.since), "began": position_doc(cut.began) };
+        // One document per edge: the standing cut at its top, the ranges
+        // ended edges kept in `kept` (one per end).
         let set = match cut.until {
             Some(until) => {
-                fields.insert("until", position_doc(until));
-                doc! { "$set": fields }
+                let range = doc! {
+                    "since": position_doc(cut.since),
+                    "began": position_doc(cut.began),
+                    "until": position_doc(until),
+                };
+                self.cuts
+                    .update_one(
+                        filter.clone(),
+                        doc! { "$pull": { "kept": { "until": position_doc(until) } } },
+                    )
+                    .await
+                    .map_err(db_err)?;
+                doc! { "$push": { "kept": range } }
             }
-            None => doc! { "$set": fields, "$unset": { "until": "" } },
+            None => doc! {
+                "$set": { "since": position_doc(cut.since), "began": position_doc(cut.began) },
+                "$unset": { "until": "" },
+            },
         };
         self.cuts
             .update_one(filter, set)
@@ -79,22 +98,34 @@ impl SourceStore for MongoStore {
 
     async fn cuts(&self, tenant: &str, reader: &str) -> StoreResult<Vec<Cut>> {
         let docs = read_all(self.cuts.find(doc! { "tenant": tenant, "reader": reader })).await?;
-        Ok(docs
-            .iter()
-            .filter_map(|d| {
-                let kind = match d.get_str("kind").ok()? {
-                    k if k == kind_name(EdgeKind::Friend) => EdgeKind::Friend,
-                    _ => EdgeKind::Follows,
-                };
-                Some(Cut {
-                    kind,
-                    actor: d.get_str("actor").ok()?.to_owned(),
-                    since: position_of(d.get_document("since").ok()?)?,
-                    began: position_of(d.get_document("began").ok()?)?,
-                    until: d.get_document("until").ok().and_then(position_of),
-                })
+        let range = |kind: EdgeKind, actor: &str, d: &Document| {
+            Some(Cut {
+                kind,
+                actor: actor.to_owned(),
+                since: position_of(d.get_document("since").ok()?)?,
+                began: position_of(d.get_document("began").ok()?)?,
+                until: d.get_document("until").ok().and_then(position_of),
             })
-            .collect())
+        };
+        let mut out = Vec::new();
+        for d in &docs {
+            let kind = match d.get_str("kind") {
+                Ok(k) if k == kind_name(EdgeKind::Friend) => EdgeKind::Friend,
+                _ => EdgeKind::Follows,
+            };
+            let Ok(actor) = d.get_str("actor") else {
+                continue;
+            };
+            // The standing cut (or, written before ranges were kept side by
+            // side, one kept range), then the kept ones.
+            out.extend(range(kind, actor, d));
+            for kept in d.get_array("kept").into_iter().flatten() {
+                if let Some(kept) = kept.as_document() {
+                    out.extend(range(kind, actor, kept));
+                }
+            }
+        }
+        Ok(out)
     }
 
     async fn mark_celebrity(&self, tenant: &str, user: &str) -> StoreResult<()> {
@@ -140,16 +171,49 @@ impl SourceStore for MongoStore {
         Ok(())
     }
 
+    async fn members_among(
+        &self,
+        tenant: &str,
+        group_id: &str,
+        users: &[String],
+    ) -> StoreResult<Vec<(String, Millis)>> {
+        if users.is_empty() {
+            return Ok(Vec::new());
+        }
+        let filter = doc! { "tenant": tenant, "groupId": group_id, "userId": { "$in": users } };
+        let docs = read_all(
+            self.memberships
+                .find(filter)
+                .projection(doc! { "userId": 1, "since": 1 }),
+        )
+        .await?;
+        Ok(docs
+            .iter()
+            .filter_map(|d| {
+                let user = d.get_str("userId").ok()?.to_owned();
+                Some((user, d.get_i64("since").unwrap_or(0)))
+            })
+            .collect())
+    }
+
     async fn outboxes(
         &self,
         tenant: &str,
-        reads: &[(String, FeedRange)],
-    ) -> StoreResult<Vec<Vec<Position>>> {
-        try_join_all(
-            reads
-                .iter()
-                .map(|(actor, range)| self.outbox(tenant, actor, *range)),
-        )
+        reads: &[(Outbox, FeedRange)],
+    ) -> StoreResult<Vec<Vec<Posted>>> {
+        try_join_all(reads.iter().map(|(outbox, range)| {
+            let all = match outbox {
+                Outbox::Actor(actor) => doc! { "tenant": tenant, "actorId": actor },
+                Outbox::Group(group) => doc! {
+                    "tenant": tenant, "scopeGroups": group,
+                    "scope": { "$in": [scope_name(Scope::Team), scope_name(Scope::Department)] },
+                },
+                Outbox::Named(reader) => doc! {
+                    "tenant": tenant, "readers": reader, "scope": scope_name(Scope::Restricted),
+                },
+            };
+            self.ranked_actions(all, *range)
+        }))
         .await
     }
 }

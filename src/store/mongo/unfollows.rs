@@ -4,13 +4,21 @@
 use bson::{doc, DateTime, Document};
 use mongodb::options::ReturnDocument;
 
-use crate::model::{EdgeKind, FeedItem, Millis};
-use crate::store::{ErrorKind, StoreError, StoreResult, Unfollow, UnfollowClaim};
+use crate::model::{EdgeKind, FeedItem, Millis, ObjectId, ReasonKind};
+use crate::store::{Ended, ErrorKind, StoreError, StoreResult, Unfollow, UnfollowClaim};
 
 use super::{db_err, epoch, kind_name, read_all, FeedItemDoc, MongoStore};
 
+/// How an unfollow's kind is stored: the edge's kind, or `group`.
+fn ended_name(kind: Ended) -> &'static str {
+    match kind {
+        Ended::Edge(edge) => kind_name(edge),
+        Ended::Group => "group",
+    }
+}
+
 fn key(u: &Unfollow) -> Document {
-    doc! { "tenant": &u.tenant, "reader": &u.reader, "kind": kind_name(u.kind), "actor": &u.actor }
+    doc! { "tenant": &u.tenant, "reader": &u.reader, "kind": ended_name(u.kind), "actor": &u.actor }
 }
 
 fn decode(d: &Document) -> Option<Unfollow> {
@@ -19,8 +27,9 @@ fn decode(d: &Document) -> Option<Unfollow> {
         reader: d.get_str("reader").ok()?.to_owned(),
         actor: d.get_str("actor").ok()?.to_owned(),
         kind: match d.get_str("kind").ok()? {
-            "friend" => EdgeKind::Friend,
-            _ => EdgeKind::Follows,
+            "friend" => Ended::Edge(EdgeKind::Friend),
+            "group" => Ended::Group,
+            _ => Ended::Edge(EdgeKind::Follows),
         },
     })
 }
@@ -89,10 +98,9 @@ impl MongoStore {
         Ok(claims)
     }
 
-    pub(super) async fn clean_unfollow_docs(
-        &self,
-        claim: &UnfollowClaim,
-    ) -> StoreResult<Vec<FeedItem>> {
+    /// The claimed job's document as its holder has it, or `None` if it
+    /// ended meanwhile; `LeaseLost` if another worker took it over.
+    async fn held(&self, claim: &UnfollowClaim) -> StoreResult<Option<Document>> {
         let u = &claim.unfollow;
         let mut held = key(u);
         held.insert("worker", &claim.worker);
@@ -101,20 +109,43 @@ impl MongoStore {
             .find_one(held.clone())
             .await
             .map_err(db_err)?
-            .is_none()
+            .is_some()
         {
-            return match self.unfollows.find_one(key(u)).await.map_err(db_err)? {
-                None => Ok(Vec::new()),
-                Some(_) => Err(StoreError::new(
-                    ErrorKind::LeaseLost,
-                    format!(
-                        "the cleanup of {} unfollowing {} was taken over",
-                        u.reader, u.actor
-                    ),
-                )),
-            };
+            return Ok(Some(held));
         }
-        let via = bson::to_bson(&u.kind.reason())
+        match self.unfollows.find_one(key(u)).await.map_err(db_err)? {
+            None => Ok(None),
+            Some(_) => Err(StoreError::new(
+                ErrorKind::LeaseLost,
+                format!(
+                    "the cleanup of {} leaving {} was taken over",
+                    u.reader, u.actor
+                ),
+            )),
+        }
+    }
+
+    /// Takes the items `covered` selects out and ends the job.
+    async fn take_out(&self, held: Document, covered: Document) -> StoreResult<Vec<FeedItem>> {
+        let items: Vec<FeedItemDoc> = read_all(self.feed_items.find(covered.clone())).await?;
+        self.feed_items.delete_many(covered).await.map_err(db_err)?;
+        self.unfollows.delete_one(held).await.map_err(db_err)?;
+        Ok(items.into_iter().map(FeedItemDoc::into_item).collect())
+    }
+
+    pub(super) async fn clean_unfollow_docs(
+        &self,
+        claim: &UnfollowClaim,
+    ) -> StoreResult<Vec<FeedItem>> {
+        let u = &claim.unfollow;
+        let Some(held) = self.held(claim).await? else {
+            return Ok(Vec::new());
+        };
+        let Ended::Edge(kind) = u.kind else {
+            // A group's cleanup names its items.
+            return self.clean_left_group_docs(claim, &[]).await;
+        };
+        let via = bson::to_bson(&kind.reason())
             .map_err(|e| StoreError::internal("MongoDB: cannot encode a reason", e))?;
         let covered = doc! {
             "tenant": &u.tenant,
@@ -123,9 +154,27 @@ impl MongoStore {
             "reason.actorId": &u.actor,
             "hidden": { "$ne": true },
         };
-        let items: Vec<FeedItemDoc> = read_all(self.feed_items.find(covered.clone())).await?;
-        self.feed_items.delete_many(covered).await.map_err(db_err)?;
-        self.unfollows.delete_one(held).await.map_err(db_err)?;
-        Ok(items.into_iter().map(FeedItemDoc::into_item).collect())
+        self.take_out(held, covered).await
+    }
+
+    pub(super) async fn clean_left_group_docs(
+        &self,
+        claim: &UnfollowClaim,
+        action_ids: &[ObjectId],
+    ) -> StoreResult<Vec<FeedItem>> {
+        let u = &claim.unfollow;
+        let Some(held) = self.held(claim).await? else {
+            return Ok(Vec::new());
+        };
+        let kinds = bson::to_bson(&[ReasonKind::Team, ReasonKind::Department])
+            .map_err(|e| StoreError::internal("MongoDB: cannot encode a reason", e))?;
+        let covered = doc! {
+            "tenant": &u.tenant,
+            "owner": &u.reader,
+            "actionId": { "$in": action_ids },
+            "reason.kind": { "$in": kinds },
+            "hidden": { "$ne": true },
+        };
+        self.take_out(held, covered).await
     }
 }
