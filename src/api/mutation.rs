@@ -21,7 +21,8 @@ use crate::model::{
     MembershipRole, ObjectId, Reason, Scope, User,
 };
 use crate::store::{JoinOutcome, Unfollow};
-use crate::timeline::audience;
+use crate::timeline::sources::GroupSource;
+use crate::timeline::{audience, groups};
 
 /// How far in the future `conducted` may lie (clock skew between services).
 const MAX_CLOCK_SKEW_MS: i64 = 5 * 60 * 1000;
@@ -559,12 +560,24 @@ impl MutationRoot {
         // ended when there was nothing to leave: an earlier leave's cleanup
         // may be the one pending.)
         let cleanup = Unfollow::group(&viewer.tenant, &member, &group_id);
-        state.store.start_unfollow(&cleanup).await.api()?;
-        let left = state
-            .store
+        let store = state.store.as_ref();
+        store.start_unfollow(&cleanup).await.api()?;
+        let membership = store
+            .memberships(&viewer.tenant, &member)
+            .await
+            .api()?
+            .into_iter()
+            .find(|m| m.group_id == group_id.as_str());
+        let left = store
             .leave_group(&viewer.tenant, &group_id, &member)
             .await
             .api()?;
+        if let Some(membership) = membership.filter(|_| left && !state.model.pushes_all()) {
+            let group = GroupSource::of(&membership);
+            groups::announce_leave(store, &state.hub, &viewer.tenant, &member, &group)
+                .await
+                .api()?;
+        }
         state.wake.notify_one();
         Ok(left)
     }

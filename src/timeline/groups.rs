@@ -1,12 +1,15 @@
 //! Leaving a group: the reader's `TEAM` / `DEPARTMENT` items go at once on
 //! every read (the access check goes by the memberships they hold now);
-//! this finds the ones a cleanup takes out of storage.
+//! this finds the ones a cleanup takes out of storage, and tells a live
+//! reader about the ones they pulled.
 
 use std::collections::HashMap;
 
 use super::access::Access;
-use crate::model::{FeedItem, ObjectId, Position, ReasonKind};
-use crate::store::{FeedRange, Store, StoreResult};
+use super::sources::GroupSource;
+use crate::events::{FeedEventKind, Hub};
+use crate::model::{FeedItem, ObjectId, Position, Reason, ReasonKind};
+use crate::store::{FeedRange, Outbox, Store, StoreResult};
 
 /// Timeline items read per step.
 const STEP: usize = 1_000;
@@ -57,4 +60,57 @@ pub async fn unreadable(
             return Ok(out);
         }
     }
+}
+
+/// Most pulled items a group left announces as removed to a live reader:
+/// the newest, which are the ones on their screen.
+const MAX_ANNOUNCED: usize = 1_000;
+
+/// `reader` left `group` (a member since `since`): tells them, if online,
+/// that the group items they pulled and may no longer read are gone (the
+/// materialised ones are announced by the cleanup that removes them).
+/// Call after the membership ended.
+pub async fn announce_leave(
+    store: &dyn Store,
+    hub: &Hub,
+    tenant: &str,
+    reader: &str,
+    group: &GroupSource,
+) -> StoreResult<()> {
+    if !hub.is_online(tenant, reader) {
+        return Ok(());
+    }
+    let range = FeedRange {
+        older_than: None,
+        newer_than: Some(group.since),
+        limit: MAX_ANNOUNCED,
+        from_oldest: false,
+    };
+    let read = [(Outbox::Group(group.group.clone()), range)];
+    let posted = store
+        .outboxes(tenant, &read)
+        .await?
+        .pop()
+        .unwrap_or_default();
+    let ids: Vec<ObjectId> = posted.iter().map(|p| p.position.action_id).collect();
+    let held = store.materialised(tenant, reader, &ids).await?;
+    let actions = store.get_actions(tenant, &ids).await?;
+    let access = Access::load(store, tenant, reader, actions.iter()).await?;
+    let gone: HashMap<ObjectId, _> = actions
+        .iter()
+        .filter(|a| !access.can_read(a) && !held.contains(&a.id))
+        .map(|a| (a.id, a))
+        .collect();
+    let items = posted
+        .into_iter()
+        .filter(|p| gone.contains_key(&p.position.action_id))
+        .map(|p| FeedItem {
+            owner: reader.to_owned(),
+            action_id: p.position.action_id,
+            relevancy: p.position.relevancy,
+            reason: Reason::new(group.reason, &p.actor),
+            changed: p.position.relevancy,
+        });
+    hub.publish_feed_items(FeedEventKind::Removed, tenant, None, items);
+    Ok(())
 }

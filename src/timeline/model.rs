@@ -6,12 +6,13 @@
 //!
 //! A feed's items come from two places: the reader's timeline (what the
 //! fan-out, a backfill or a bump wrote) and the reader's pulled sources (the
-//! outboxes of the accounts they follow or befriend, each from its cut). A
+//! outboxes of the accounts they follow or befriend, each from its cut, of
+//! their groups, and of the actions naming them). A
 //! model decides, per reader, which sources are pulled and below which
 //! position (see [`Plan`](super::read::Plan)):
 //!
 //! - `push`: everything is materialised at fan-out; nothing is pulled.
-//! - `pull`: follows and friendships are never materialised; every page
+//! - `pull`: nothing but the actor's own item is materialised; every page
 //!   merges the sources' outboxes.
 //! - `rivers`: a reader who reads has a river, built from the sources on
 //!   their first read and kept up by fan-out; below the river (and for
@@ -19,9 +20,10 @@
 //! - `hybrid`: push, except that actors with more followers than the
 //!   celebrity threshold are never fanned out; their outboxes are pulled.
 //!
-//! In every model the actor's own items, TEAM / DEPARTMENT items and the
-//! RESTRICTED items naming a reader are materialised at fan-out: their
-//! audiences are bounded by group and list sizes, not by followers.
+//! A reader's sources are the accounts they follow or befriend, their
+//! TEAM / DEPARTMENT groups and the RESTRICTED actions naming them
+//! ([`super::sources`]). In every model the actor's own item is written at
+//! fan-out (one write per action).
 
 use std::fmt;
 use std::time::Duration;

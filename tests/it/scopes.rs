@@ -267,9 +267,9 @@ async fn pages_move_past_items_the_viewer_can_no_longer_read(backend: Backend) {
 }
 
 /// Leaving a group takes its TEAM items out of the reader's feed at once
-/// (the request writes nothing per item), the worker then takes them out
-/// of storage, and joining again shows the group's actions from the new
-/// join on, not the ones from before.
+/// (the request writes nothing per item) and tells a live reader, the
+/// worker then takes them out of storage, and joining again shows the
+/// group's actions from the new join on, not the ones from before.
 async fn leaving_a_group_takes_its_items_out(backend: Backend) {
     let Some(server) = TestServer::start(backend).await else {
         return;
@@ -297,12 +297,29 @@ async fn leaving_a_group_takes_its_items_out(backend: Backend) {
     all.push(public.clone());
     assert_eq!(carol.feed_ids("").await.0, all);
 
+    let mut ws = WsClient::as_user(&server.ws_url(), "acme", "carol").await;
+    ws.subscribe("1", FEED_EVENTS).await;
+    server.wait_live_topics(1).await;
     let data = carol
         .data("mutation { leaveGroup(groupId: \"t1\") }", json!({}))
         .await;
     assert_eq!(data["leaveGroup"], true);
     assert_eq!(carol.feed_ids("").await.0, vec![public.clone()]);
-    // The worker takes them out of storage (whatever was materialised).
+    // Whether they were written or pulled, each is announced REMOVED.
+    let mut removed: Vec<String> = Vec::new();
+    while !team.iter().all(|id| removed.contains(id)) {
+        let payload = ws.next_payload().await;
+        let event = &payload["data"]["feedEvents"];
+        assert_eq!(event["kind"], "REMOVED", "{payload}");
+        let id = event["item"]["actionId"]
+            .as_str()
+            .expect("an id")
+            .to_owned();
+        assert!(team.contains(&id), "only the team's: {payload}");
+        removed.push(id);
+    }
+    // The worker takes them out of storage (whatever was materialised) and
+    // ends the cleanup.
     let store = server.server.metered.clone();
     let everything = FeedRange {
         older_than: None,
@@ -313,7 +330,8 @@ async fn leaving_a_group_takes_its_items_out(backend: Backend) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
         let held = store.feed_page("acme", "carol", everything).await.unwrap();
-        if held.iter().all(|i| !team.contains(&i.action_id.to_hex())) {
+        let pending = store.unfollows("acme", "carol").await.unwrap();
+        if pending.is_empty() && held.iter().all(|i| !team.contains(&i.action_id.to_hex())) {
             break;
         }
         assert!(
@@ -323,7 +341,6 @@ async fn leaving_a_group_takes_its_items_out(backend: Backend) {
         tokio::task::yield_now().await;
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    assert!(store.unfollows("acme", "carol").await.unwrap().is_empty());
 
     // Joining again: what the group got before stays out; what it gets
     // from now on comes in.

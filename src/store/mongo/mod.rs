@@ -4,7 +4,9 @@
 //! Collections (created with their indexes at start-up, idempotently):
 //! - `actions`: one document per action, the descriptor embedded with a `type`
 //!   tag; `fanOut.lockedUntil` exists only while the fan-out is open, so a
-//!   partial index on it holds just the claimable work;
+//!   partial index on it holds just the claimable work; the outboxes the
+//!   feed models pull are indexes on `actorId`, `scopeGroups` and `readers`
+//!   (newest first);
 //! - `feed_items`: one reference per reader and action, unique on
 //!   `{tenant, owner, actionId}` so a re-run delivers nothing twice;
 //! - `users`, `edges` (follows and friendships, both directions indexed),
