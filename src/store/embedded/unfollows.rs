@@ -180,12 +180,33 @@ impl Inner {
         action_ids: &[ObjectId],
     ) -> StoreResult<Vec<FeedItem>> {
         let u = &claim.unfollow;
-        let ids: HashSet<ObjectId> = action_ids.iter().copied().collect();
-        let mut covered = self.feed_page(&u.tenant, &u.reader, WHOLE)?;
-        covered.retain(|item| {
-            ids.contains(&item.action_id)
-                && matches!(item.reason.kind, ReasonKind::Team | ReasonKind::Department)
-        });
+        // Each named item looked up where it stands: work that grows with
+        // the items named, not with the feed.
+        let mut covered = Vec::with_capacity(action_ids.len());
+        let mut key = Vec::with_capacity(64);
+        let unique: HashSet<ObjectId> = action_ids.iter().copied().collect();
+        for id in unique {
+            keys::item(&mut key, &u.tenant, id.bytes(), &u.reader);
+            let Some(state) = self.get(ITEMS, &key)? else {
+                continue;
+            };
+            let state = ItemState::decode(&state)?;
+            if state.hidden {
+                continue;
+            }
+            let entry = self.entry(&mut key, &u.tenant, &u.reader, id.bytes(), state.relevancy)?;
+            if let Some((changed, reason)) = entry {
+                if matches!(reason.kind, ReasonKind::Team | ReasonKind::Department) {
+                    covered.push(FeedItem {
+                        owner: u.reader.clone(),
+                        action_id: id,
+                        relevancy: state.relevancy,
+                        reason,
+                        changed,
+                    });
+                }
+            }
+        }
         self.take_out(claim, covered)
     }
 
