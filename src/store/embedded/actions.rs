@@ -15,20 +15,20 @@ use crate::store::{FeedRange, Outbox, StoreError, StoreResult};
 /// Under `meta` once every stored action has its outbox entries.
 const OUTBOX_MARKER: &[u8] = b"outboxes-indexed";
 
-/// The outboxes that list an action, each with the value of its entry: the
+/// The entries that list an action in outboxes, as keys and values: the
 /// actor's (no value: the actor is the owner); the groups' it is shared
 /// with, or the readers' it names (the actor's id).
-fn outbox_entries(action: &Action) -> Vec<(String, &[u8])> {
+fn outbox_entries(action: &Action) -> Vec<(Vec<u8>, &[u8])> {
     let actor = action.actor_id.as_bytes();
-    let mut out = vec![(action.actor_id.clone(), &[][..])];
+    let mut owners = vec![(action.actor_id.clone(), &[][..])];
     match action.scope {
-        Scope::Team | Scope::Department => out.extend(
+        Scope::Team | Scope::Department => owners.extend(
             action
                 .scope_groups
                 .iter()
                 .map(|g| (keys::outbox_owner(&Outbox::Group(g.clone())), actor)),
         ),
-        Scope::Restricted => out.extend(
+        Scope::Restricted => owners.extend(
             action
                 .readers
                 .iter()
@@ -36,7 +36,20 @@ fn outbox_entries(action: &Action) -> Vec<(String, &[u8])> {
         ),
         Scope::Public => {}
     }
-    out
+    owners
+        .into_iter()
+        .map(|(owner, value)| {
+            let mut key = Vec::with_capacity(64);
+            keys::outbox(
+                &mut key,
+                &action.tenant,
+                &owner,
+                action.conducted,
+                action.id.bytes(),
+            );
+            (key, value)
+        })
+        .collect()
 }
 /// Outbox entries written per batch while indexing a store at open.
 const INDEX_BATCH: usize = 10_000;
@@ -125,31 +138,15 @@ impl Inner {
     /// of the groups it is shared with or of the readers it names. A shared
     /// or named entry holds the actor's id.
     fn index_outboxes_of(&self, batch: &mut WriteBatch, action: &Action) {
-        let mut key = Vec::with_capacity(64);
-        for (outbox, value) in outbox_entries(action) {
-            keys::outbox(
-                &mut key,
-                &action.tenant,
-                &outbox,
-                action.conducted,
-                action.id.bytes(),
-            );
-            batch.put_cf(self.cf(OUTBOX), &key, value);
+        for (key, value) in outbox_entries(action) {
+            batch.put_cf(self.cf(OUTBOX), key, value);
         }
     }
 
     /// Takes an action's outbox entries out, in a batch.
     fn unindex_outboxes_of(&self, batch: &mut WriteBatch, action: &Action) {
-        let mut key = Vec::with_capacity(64);
-        for (outbox, _) in outbox_entries(action) {
-            keys::outbox(
-                &mut key,
-                &action.tenant,
-                &outbox,
-                action.conducted,
-                action.id.bytes(),
-            );
-            batch.delete_cf(self.cf(OUTBOX), &key);
+        for (key, _) in outbox_entries(action) {
+            batch.delete_cf(self.cf(OUTBOX), key);
         }
     }
 

@@ -244,32 +244,24 @@ impl Inner {
         let mut value = Vec::with_capacity(32);
         let mut written = Vec::with_capacity(items.len());
         for (n, item) in items.iter().enumerate() {
-            if let Some(Some(state)) = known.get(n) {
+            let kept = match known.get(n) {
                 // The reason it holds may be an earlier scope's: it takes
                 // the one that applies now, unless a bump gave it its own.
-                if !state.hidden {
+                Some(Some(state)) if !state.hidden => {
                     let had = self.entry(&mut key, tenant, &item.owner, oid, state.relevancy)?;
-                    if had.is_some_and(|(_, held)| refreshes(&held, &item.reason)) {
-                        let buffers = (&mut key, &mut value);
-                        Inner::put_item(
-                            &families,
-                            batch,
-                            buffers,
-                            tenant,
-                            &item.owner,
-                            oid,
-                            *state,
-                            &item.reason,
-                        );
+                    if !had.is_some_and(|(_, held)| refreshes(&held, &item.reason)) {
+                        continue;
                     }
+                    Some(*state)
                 }
-                continue;
-            }
-            let state = ItemState {
+                Some(Some(_)) => continue,
+                _ => None,
+            };
+            let state = kept.unwrap_or(ItemState {
                 relevancy: item.relevancy,
                 changed: now,
                 hidden: false,
-            };
+            });
             let buffers = (&mut key, &mut value);
             Inner::put_item(
                 &families,
@@ -281,13 +273,15 @@ impl Inner {
                 state,
                 &item.reason,
             );
-            written.push(FeedItem {
-                owner: item.owner.clone(),
-                action_id: id,
-                relevancy: item.relevancy,
-                reason: item.reason.clone(),
-                changed: now,
-            });
+            if kept.is_none() {
+                written.push(FeedItem {
+                    owner: item.owner.clone(),
+                    action_id: id,
+                    relevancy: item.relevancy,
+                    reason: item.reason.clone(),
+                    changed: now,
+                });
+            }
         }
         Ok(written)
     }
