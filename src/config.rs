@@ -156,6 +156,10 @@ pub struct ServeArgs {
     #[arg(long, env = "RIVERFEED_RIVER_IDLE", default_value = "24h", global = true,
           value_parser = parse_duration)]
     pub river_idle: Duration,
+    /// Actions older than this leave every feed, slice and `action(id)`:
+    /// `30d`, `12h`…; off by default.
+    #[arg(long, env = "RIVERFEED_ITEM_TTL", global = true, value_parser = parse_duration)]
+    pub item_ttl: Option<Duration>,
     /// Actors with more followers than this are not fanned out (hybrid).
     #[arg(long, env = "RIVERFEED_CELEBRITY_THRESHOLD", default_value_t = 10_000, global = true,
           value_parser = clap::value_parser!(u32).range(1..))]
@@ -315,6 +319,7 @@ impl ServeArgs {
         options.event_buffer = self.event_buffer as usize;
         options.follow_backfill = self.follow_backfill as usize;
         options.model = self.feed_model();
+        options.item_ttl = self.item_ttl;
         options.insecure_dev = self.insecure_dev;
         let bump_rules = self.bump_rules()?;
         options.worker = (!self.no_worker).then(|| WorkerConfig {

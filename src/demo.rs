@@ -231,6 +231,7 @@ async fn actions(
                 descriptor: planned.descriptor.clone(),
                 fan_out: FanOut::pending(),
                 counts: Counts::default(),
+                expires_at: None,
             }
         })
         .collect();

@@ -378,6 +378,7 @@ mod tests {
             descriptor: Descriptor::StatusPost(StatusPost { text: "hi".into() }),
             fan_out: FanOut::pending(),
             counts: Counts::default(),
+            expires_at: None,
         });
         let items =
             |owners: &[&str]| -> Vec<FeedItem> { owners.iter().map(|o| event(o).item).collect() };

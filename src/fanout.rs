@@ -26,7 +26,7 @@ use crate::events::{FeedEventKind, Hub};
 use crate::model::{Action, Bump, Millis, Reason, ReasonKind};
 use crate::relevancy::{self, BumpRules};
 use crate::store::{Backfill, BumpClaim, Claim, Delivery, Ended, ErrorKind, Store, StoreResult};
-use crate::timeline::{audience, groups, FeedModel};
+use crate::timeline::{audience, groups, Expiry, FeedModel};
 
 /// How a worker runs.
 #[derive(Clone, Debug)]
@@ -46,6 +46,8 @@ pub struct WorkerConfig {
     pub poll_interval: Duration,
     /// What the fan-out materialises.
     pub model: FeedModel,
+    /// `--item-ttl` in milliseconds: older actions are not shown.
+    pub item_ttl: Option<Millis>,
 }
 
 impl Default for WorkerConfig {
@@ -62,6 +64,7 @@ impl Default for WorkerConfig {
             bump_rules: BumpRules::default(),
             poll_interval: Duration::from_millis(500),
             model: FeedModel::default(),
+            item_ttl: None,
         }
     }
 }
@@ -242,7 +245,11 @@ impl Worker {
                 Ended::Edge(_) => self.store.clean_unfollow(&claim).await,
                 Ended::Group => {
                     let store = self.store.as_ref();
-                    match groups::unreadable(store, &u.tenant, &u.reader).await {
+                    let expiry = Expiry {
+                        now: self.clock.now(),
+                        item_ttl: self.config.item_ttl,
+                    };
+                    match groups::unreadable(store, &u.tenant, &u.reader, expiry).await {
                         Ok(ids) => store.clean_left_group(&claim, &ids).await,
                         Err(err) => Err(err),
                     }

@@ -49,6 +49,8 @@ pub struct ServeOptions {
     /// What is materialised ahead of time and what is merged at read; the
     /// in-process worker runs the same.
     pub model: crate::timeline::FeedModel,
+    /// `--item-ttl`: actions older than this are not shown; off if `None`.
+    pub item_ttl: Option<std::time::Duration>,
     pub clock: Arc<dyn Clock>,
     /// Let dev mode listen beyond loopback.
     pub insecure_dev: bool,
@@ -76,6 +78,7 @@ impl ServeOptions {
             event_buffer: 128,
             follow_backfill: crate::timeline::follow::DEFAULT_BACKFILL,
             model: crate::timeline::FeedModel::default(),
+            item_ttl: None,
             clock: Arc::new(SystemClock),
             insecure_dev: false,
             auth: Arc::new(Authenticator::Dev),
@@ -178,10 +181,12 @@ pub async fn start_with_store(
             Some(secret) => CursorKey::from_secret(secret),
             None => CursorKey::random(),
         }),
+        item_ttl: item_ttl_ms(options.item_ttl),
     };
     match options.worker {
         Some(mut config) => {
             config.model = options.model;
+            config.item_ttl = item_ttl_ms(options.item_ttl);
             let worker = Worker::new(
                 store.clone(),
                 app.hub.clone(),
@@ -256,4 +261,9 @@ pub async fn run(options: ServeOptions, signal: impl Future<Output = ()>) -> any
         _ = token.cancelled() => {}
     }
     server.stop().await
+}
+
+/// `--item-ttl` in milliseconds.
+fn item_ttl_ms(ttl: Option<std::time::Duration>) -> Option<crate::model::Millis> {
+    ttl.map(|t| crate::model::Millis::try_from(t.as_millis()).unwrap_or(crate::model::Millis::MAX))
 }

@@ -13,11 +13,13 @@ pub async fn access<'v, 'a>(
     viewer: &'v Viewer,
     actions: impl IntoIterator<Item = &'a Action>,
 ) -> async_graphql::Result<Access<'v>> {
+    let state = state(ctx)?;
     Access::load(
-        state(ctx)?.store.as_ref(),
+        state.store.as_ref(),
         &viewer.tenant,
         &viewer.user,
         actions,
+        state.expiry(),
     )
     .await
     .api()

@@ -74,6 +74,18 @@ pub struct AppState {
     pub model: crate::timeline::FeedModel,
     /// Seals cursors.
     pub cursors: Arc<CursorKey>,
+    /// `--item-ttl`: actions older than this are not shown.
+    pub item_ttl: Option<crate::model::Millis>,
+}
+
+impl AppState {
+    /// What expiry is judged by now.
+    pub fn expiry(&self) -> crate::timeline::Expiry {
+        crate::timeline::Expiry {
+            now: self.clock.now(),
+            item_ttl: self.item_ttl,
+        }
+    }
 }
 
 /// Builds the schema around the shared state.

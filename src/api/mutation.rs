@@ -55,6 +55,10 @@ pub struct RecordActionInput {
     pub tags: Vec<String>,
     /// When it happened; now by default. After 1970, at most five minutes ahead.
     pub conducted: Option<DateTime<Utc>>,
+    /// When it stops being shown anywhere (a story, a job post that
+    /// closes): it leaves every feed, slice and `action(id)` then. After
+    /// `conducted`; never by default.
+    pub expires_at: Option<DateTime<Utc>>,
     /// Record it for this user instead of the viewer (`service` and `admin` only).
     pub actor_id: Option<ID>,
 }
@@ -398,6 +402,13 @@ impl MutationRoot {
                 "input.conducted must be after 1970-01-01T00:00:00Z",
             ));
         }
+        let expires_at = input.expires_at.map(|t| t.timestamp_millis());
+        if expires_at.is_some_and(|at| at <= conducted) {
+            return Err(bad_input("input.expiresAt must be after input.conducted"));
+        }
+        if expires_at.is_some_and(|at| at <= now) {
+            return Err(bad_input("input.expiresAt has passed already"));
+        }
 
         let (readers, scope_groups) =
             resolve_scope(state, viewer, &actor, input.scope, readers).await?;
@@ -416,6 +427,7 @@ impl MutationRoot {
             descriptor,
             fan_out: FanOut::pending(),
             counts: Counts::default(),
+            expires_at,
         };
         state.store.insert_action(&action).await.api()?;
         state.wake.notify_one();
@@ -574,7 +586,8 @@ impl MutationRoot {
             .api()?;
         if let Some(membership) = membership.filter(|_| left && !state.model.pushes_all()) {
             let group = GroupSource::of(&membership);
-            groups::announce_leave(store, &state.hub, &viewer.tenant, &member, &group)
+            let expiry = state.expiry();
+            groups::announce_leave(store, &state.hub, &viewer.tenant, &member, &group, expiry)
                 .await
                 .api()?;
         }

@@ -87,9 +87,16 @@ impl Live {
                 continue;
             };
             let store = self.state.store.as_ref();
-            match Access::load(store, &self.viewer.tenant, &self.viewer.user, [action])
-                .await
-                .api()
+            let expiry = self.state.expiry();
+            match Access::load(
+                store,
+                &self.viewer.tenant,
+                &self.viewer.user,
+                [action],
+                expiry,
+            )
+            .await
+            .api()
             {
                 Ok(access) if access.can_read(action) => return Some(Ok(node)),
                 Ok(_) => continue,

@@ -126,6 +126,12 @@ impl ActionNode {
         datetime(self.action.conducted)
     }
 
+    /// When it stops being shown anywhere, if it does (set by the
+    /// recorder; `--item-ttl` is not counted).
+    async fn expires_at(&self) -> Option<DateTime<Utc>> {
+        self.action.expires_at.map(datetime)
+    }
+
     /// Hidden by its actor: out of every feed, visible to the actor only.
     async fn hidden(&self) -> bool {
         self.action.hidden

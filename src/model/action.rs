@@ -87,4 +87,25 @@ pub struct Action {
     /// Comments and likes so far.
     #[serde(default)]
     pub counts: Counts,
+    /// When it stops being shown anywhere (a story, a job post that
+    /// closes); never if unset, unless `--item-ttl` says sooner.
+    #[serde(default)]
+    pub expires_at: Option<Millis>,
+}
+
+impl Action {
+    /// When the action stops being readable: its own `expires_at`, or
+    /// `item_ttl` after it happened, whichever comes first.
+    pub fn expiry(&self, item_ttl: Option<Millis>) -> Option<Millis> {
+        let by_ttl = item_ttl.map(|ttl| self.conducted.saturating_add(ttl));
+        match (self.expires_at, by_ttl) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Whether the action has expired at `now`.
+    pub fn expired(&self, now: Millis, item_ttl: Option<Millis>) -> bool {
+        self.expiry(item_ttl).is_some_and(|at| at <= now)
+    }
 }

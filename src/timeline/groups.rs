@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use super::access::Access;
+use super::access::{Access, Expiry};
 use super::sources::GroupSource;
 use crate::events::{FeedEventKind, Hub};
 use crate::model::{FeedItem, ObjectId, Position, Reason, ReasonKind};
@@ -15,13 +15,15 @@ use crate::store::{FeedRange, Outbox, Store, StoreResult};
 const STEP: usize = 1_000;
 
 /// The actions of `reader`'s group items (`TEAM` / `DEPARTMENT`) that they
-/// may no longer read, by the memberships they hold now. A membership that
+/// may no longer read, by the memberships they hold now (or because they
+/// expired). A membership that
 /// begins later never reaches them again (it shows the group's actions from
 /// its start on), so they can go for good.
 pub async fn unreadable(
     store: &dyn Store,
     tenant: &str,
     reader: &str,
+    expiry: Expiry,
 ) -> StoreResult<Vec<ObjectId>> {
     let mut out = Vec::new();
     let mut older_than: Option<Position> = None;
@@ -47,7 +49,7 @@ pub async fn unreadable(
                 .into_iter()
                 .map(|a| (a.id, a))
                 .collect();
-            let access = Access::load(store, tenant, reader, actions.values()).await?;
+            let access = Access::load(store, tenant, reader, actions.values(), expiry).await?;
             // A deleted action's items went with it; a hidden one's too.
             out.extend(
                 actions
@@ -76,6 +78,7 @@ pub async fn announce_leave(
     tenant: &str,
     reader: &str,
     group: &GroupSource,
+    expiry: Expiry,
 ) -> StoreResult<()> {
     if !hub.is_online(tenant, reader) {
         return Ok(());
@@ -95,7 +98,7 @@ pub async fn announce_leave(
     let ids: Vec<ObjectId> = posted.iter().map(|p| p.position.action_id).collect();
     let held = store.materialised(tenant, reader, &ids).await?;
     let actions = store.get_actions(tenant, &ids).await?;
-    let access = Access::load(store, tenant, reader, actions.iter()).await?;
+    let access = Access::load(store, tenant, reader, actions.iter(), expiry).await?;
     let gone: HashMap<ObjectId, _> = actions
         .iter()
         .filter(|a| !access.can_read(a) && !held.contains(&a.id))

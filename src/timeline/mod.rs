@@ -18,5 +18,5 @@ pub mod read;
 pub mod rivers;
 pub mod sources;
 
-pub use access::Access;
+pub use access::{Access, Expiry};
 pub use model::{FeedModel, Model, ModelKind};

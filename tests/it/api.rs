@@ -344,6 +344,7 @@ async fn restart_keeps_feeds_and_delivers_what_a_crash_left_pending(backend: Bac
                 descriptor: Descriptor::StatusPost(StatusPost { text: text.into() }),
                 fan_out,
                 counts: Default::default(),
+                expires_at: None,
             };
             store.insert_action(&action).await.expect("insert");
             left.push(action.id.to_hex());

@@ -326,6 +326,7 @@ async fn a_lagging_subscriber_is_told_and_its_stream_ends() {
         follow_backfill: 0,
         model: riverfeed::timeline::FeedModel::default(),
         cursors: Arc::new(CursorKey::random()),
+        item_ttl: None,
     };
     let schema = schema(state.clone(), false);
     let viewer = Viewer {

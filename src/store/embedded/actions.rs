@@ -411,6 +411,7 @@ mod tests {
             descriptor: Descriptor::StatusPost(StatusPost { text: "hi".into() }),
             fan_out: FanOut::pending(),
             counts: Counts::default(),
+            expires_at: None,
         }
     }
 

@@ -148,6 +148,7 @@ mod tests {
             descriptor: Descriptor::StatusPost(StatusPost { text: text.into() }),
             fan_out: FanOut::pending(),
             counts: Counts::default(),
+            expires_at: None,
         }
     }
 

@@ -119,6 +119,10 @@ struct ActionDoc {
     fan_out: FanOutDoc,
     #[serde(default)]
     counts: Counts,
+    /// When the action expires, if it does: a date, so a TTL index can
+    /// find it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    expire_at: Option<DateTime>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -215,6 +219,7 @@ impl From<&Action> for ActionDoc {
             descriptor: a.descriptor.clone(),
             fan_out,
             counts: a.counts,
+            expire_at: a.expires_at.map(DateTime::from_millis),
         }
     }
 }
@@ -246,6 +251,7 @@ impl From<ActionDoc> for Action {
             descriptor: d.descriptor,
             fan_out,
             counts: d.counts,
+            expires_at: d.expire_at.map(|t| t.timestamp_millis()),
         }
     }
 }
