@@ -210,6 +210,7 @@ impl Worker {
             note_outcome(done, "bump", &claim.comment.id, &mut failure);
         }
         claimed += self.clean_unfollows(shutdown, &mut failure).await?;
+        claimed += self.expire().await?;
         self.upkeep().await?;
         match failure {
             Some(err) => Err(err),
@@ -516,6 +517,31 @@ impl Worker {
             info!(model = %self.config.model.kind, done, "feed model upkeep");
         }
         Ok(())
+    }
+
+    /// Deletes the actions whose expiry has come (reads have left them out
+    /// since that moment) and tells live readers `REMOVED`. Returns how many.
+    async fn expire(&self) -> StoreResult<usize> {
+        let store = self.store.as_ref();
+        let now = self.clock.now();
+        let due = store
+            .expired(now, self.config.item_ttl, self.config.claim_limit)
+            .await?;
+        let pulls = !self.config.model.pushes_all();
+        for (tenant, id) in &due {
+            let Some(action) = store.get_actions(tenant, &[*id]).await?.pop() else {
+                continue;
+            };
+            let removed = match store.delete_action(tenant, *id).await {
+                Ok(removed) => removed,
+                // Deleted meanwhile.
+                Err(err) if err.kind == ErrorKind::NotFound => continue,
+                Err(err) => return Err(err),
+            };
+            debug!(%tenant, action = %id, items = removed.len(), "expired action deleted");
+            audience::announce_removed(store, &self.hub, pulls, &action, removed).await?;
+        }
+        Ok(due.len())
     }
 
     /// Publishes one event per item, all sharing one copy of the action.

@@ -106,18 +106,10 @@ async fn publish_action_removed(
     action: &Action,
     removed: Vec<FeedItem>,
 ) -> async_graphql::Result<()> {
-    let mut skip: Vec<String> = removed.iter().map(|i| i.owner.clone()).collect();
-    publish_removed(state, &action.tenant, removed);
-    if !state.model.pushes_all() {
-        skip.sort_unstable();
-        let shared = Arc::new(action.clone());
-        let store = state.store.as_ref();
-        let told = |r: &str| skip.binary_search_by(|s| s.as_str().cmp(r)).is_ok();
-        audience::tell_online(store, &state.hub, FeedEventKind::Removed, &shared, told)
-            .await
-            .api()?;
-    }
-    Ok(())
+    let pulls = !state.model.pushes_all();
+    audience::announce_removed(state.store.as_ref(), &state.hub, pulls, action, removed)
+        .await
+        .api()
 }
 
 /// Tells the live `sliceEvents` of each of the action's refs.

@@ -57,6 +57,7 @@ ops!(
     set_action_scope,
     slice,
     outbox,
+    expired,
     outboxes,
     members_among,
     meta,
@@ -332,6 +333,16 @@ impl ActionStore for Metered {
     ) -> StoreResult<Vec<ObjectId>> {
         self.count(Op::slice);
         self.inner.slice(tenant, ref_id, before, limit).await
+    }
+
+    async fn expired(
+        &self,
+        now: Millis,
+        item_ttl: Option<Millis>,
+        limit: usize,
+    ) -> StoreResult<Vec<(String, ObjectId)>> {
+        self.count(Op::expired);
+        self.inner.expired(now, item_ttl, limit).await
     }
 
     async fn outbox(

@@ -346,6 +346,17 @@ pub trait ActionStore: Send + Sync {
         range: FeedRange,
     ) -> StoreResult<Vec<Position>>;
 
+    /// Up to `limit` actions, across tenants, whose expiry (their own
+    /// `expires_at`, or `item_ttl` after `conducted`) lies at or before
+    /// `now`, soonest first, as (tenant, id): what the expiry sweeper
+    /// deletes. One round trip per kind of expiry.
+    async fn expired(
+        &self,
+        now: Millis,
+        item_ttl: Option<Millis>,
+        limit: usize,
+    ) -> StoreResult<Vec<(String, ObjectId)>>;
+
     /// Sets the display name copied next to `ref_id` (`applicantName` beside
     /// `applicantId`…) in every action of the tenant that refers to it, in
     /// batches. Returns how many copied names changed.

@@ -66,6 +66,27 @@ pub async fn tell_online(
     Ok(told)
 }
 
+/// Tells the live readers that `action` left their feeds (hidden, deleted
+/// or expired): those whose items were `removed`, and, where readers pull
+/// (`pulls`), those online who pulled it.
+pub async fn announce_removed(
+    store: &dyn Store,
+    hub: &Hub,
+    pulls: bool,
+    action: &Action,
+    removed: Vec<FeedItem>,
+) -> StoreResult<()> {
+    let mut skip: Vec<String> = removed.iter().map(|i| i.owner.clone()).collect();
+    hub.publish_feed_items(FeedEventKind::Removed, &action.tenant, None, removed);
+    if pulls {
+        skip.sort_unstable();
+        let shared = std::sync::Arc::new(action.clone());
+        let told = |r: &str| skip.binary_search_by(|s| s.as_str().cmp(r)).is_ok();
+        tell_online(store, hub, FeedEventKind::Removed, &shared, told).await?;
+    }
+    Ok(())
+}
+
 /// Which of `candidates` have `action` in their feed by a source they
 /// pull, and why: a `PUBLIC` one by a follow or friendship; a `TEAM` /
 /// `DEPARTMENT` one by a group it is shared with that they joined before

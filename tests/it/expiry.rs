@@ -1,7 +1,7 @@
 //! Expiry: an action recorded with `expiresAt`, or older than
 //! `--item-ttl`, leaves every feed, slice, actor feed and `action(id)` at
-//! the moment it expires, for everyone, its actor too: read on a clock the
-//! test moves.
+//! the moment it expires, for everyone, its actor too (read on a clock the
+//! test moves); then the worker deletes it and tells live readers.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,7 +12,7 @@ use riverfeed::server::ServeOptions;
 use riverfeed::store::prelude::*;
 use serde_json::{json, Value};
 
-use crate::common::{store_url, Backend, Client, Stopped, TestServer};
+use crate::common::{store_url, Backend, Client, Stopped, TestServer, WsClient, FEED_EVENTS};
 
 /// 2026-01-01T00:00:00Z.
 const START: i64 = 1_767_225_600_000;
@@ -69,7 +69,8 @@ async fn shown(reader: &Client, id: &str) -> [bool; 4] {
 }
 
 /// Records a status post by `ann` referring to `job-1` and waits until its
-/// fan-out is done (read from the store: an expired action reads null).
+/// fan-out is done, or it is gone (read from the store: an expired action
+/// reads null, and one expired already may be deleted before its fan-out).
 async fn post(server: &TestServer, text: &str, extra: Value) -> String {
     let mut input = json!({ "refIds": ["job-1"] });
     if let (Some(input), Some(extra)) = (input.as_object_mut(), extra.as_object()) {
@@ -85,7 +86,7 @@ async fn post(server: &TestServer, text: &str, extra: Value) -> String {
             .get_actions("acme", &[oid])
             .await
             .unwrap();
-        if found.iter().any(|a| a.fan_out.state == FanOutState::Done) {
+        if found.iter().all(|a| a.fan_out.state == FanOutState::Done) {
             return id;
         }
         assert!(
@@ -126,6 +127,9 @@ async fn an_action_leaves_everything_when_it_expires(backend: Backend) {
     for reader in [&bob, &ann] {
         assert_eq!(shown(reader, &story).await, [true; 4]);
     }
+    let mut ws = WsClient::as_user(&server.ws_url(), "acme", "bob").await;
+    ws.subscribe("1", FEED_EVENTS).await;
+    server.wait_live_topics(1).await;
 
     clock.advance(59_999);
     assert_eq!(shown(&bob, &story).await, [true; 4], "a millisecond before");
@@ -138,6 +142,32 @@ async fn an_action_leaves_everything_when_it_expires(backend: Backend) {
         );
         assert_eq!(shown(reader, &lasting).await, [true; 4], "the rest stays");
     }
+    // The worker deletes it, and a live reader is told.
+    let payload = ws.next_payload().await;
+    let event = &payload["data"]["feedEvents"];
+    assert_eq!(event["kind"], "REMOVED", "{payload}");
+    assert_eq!(event["item"]["actionId"], story.as_str());
+    let oid = ObjectId::parse_str(&story).expect("an id");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !server
+        .server
+        .metered
+        .get_actions("acme", &[oid])
+        .await
+        .unwrap()
+        .is_empty()
+    {
+        assert!(std::time::Instant::now() < deadline, "never reclaimed");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let lasting_id = ObjectId::parse_str(&lasting).expect("an id");
+    let kept = server
+        .server
+        .metered
+        .get_actions("acme", &[lasting_id])
+        .await
+        .unwrap();
+    assert_eq!(kept.len(), 1, "the rest is kept");
     // Commenting on it is refused as on an action one may not read.
     let code = bob
         .error_code(
@@ -185,6 +215,23 @@ async fn item_ttl_ages_actions_out(backend: Backend) {
     // The ten-minute-old one reaches an hour.
     clock.advance(3_000_000);
     assert_eq!(shown(&bob, &recent).await, [false; 4]);
+    // All three are deleted in the background.
+    let ids: Vec<ObjectId> = [&old, &recent, &short]
+        .iter()
+        .map(|id| ObjectId::parse_str(id).expect("an id"))
+        .collect();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !server
+        .server
+        .metered
+        .get_actions("acme", &ids)
+        .await
+        .unwrap()
+        .is_empty()
+    {
+        assert!(std::time::Instant::now() < deadline, "never reclaimed");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     server.stop().await;
 }
 

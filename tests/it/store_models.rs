@@ -38,6 +38,7 @@ pub async fn model_cases(store: &dyn Store) -> Result<()> {
         .await
         .context("membership starts")?;
     group_cleanup(store).await.context("group cleanup")?;
+    expiries(store).await.context("expiries")?;
     tombstones(store)
         .await
         .context("materialised and tombstones")?;
@@ -605,5 +606,53 @@ async fn rivers(store: &dyn Store) -> Result<()> {
         store.materialised(T, reader, &[hidden.id]).await? == vec![hidden.id],
         "the tombstone stays"
     );
+    Ok(())
+}
+
+/// Actions due to expire, across tenants, soonest first: by their own
+/// expiry, and with an item TTL by age; gone once deleted.
+async fn expiries(store: &dyn Store) -> Result<()> {
+    // Far in the future, so the other cases' actions (all older, none
+    // with an expiry) are listed by age only, and first.
+    const BASE: i64 = 4_000_000_000_000;
+    let mut soon = action(T, "mx-ann", BASE, &[]);
+    soon.expires_at = Some(BASE + 100);
+    let mut later = action(OTHER, "mx-bob", BASE + 10, &[]);
+    later.expires_at = Some(BASE + 200);
+    let lasting = action(T, "mx-ann", BASE + 20, &[]);
+    for a in [&soon, &later, &lasting] {
+        store.insert_action(a).await?;
+    }
+    let ids = |found: Vec<(String, ObjectId)>| -> Vec<ObjectId> {
+        found
+            .into_iter()
+            .filter(|(_, id)| [soon.id, later.id, lasting.id].contains(id))
+            .map(|(_, id)| id)
+            .collect()
+    };
+    ensure!(ids(store.expired(BASE + 99, None, 1_000).await?).is_empty());
+    let due = store.expired(BASE + 100, None, 1_000).await?;
+    ensure!(
+        due == vec![(T.to_string(), soon.id)],
+        "its own expiry: {due:?}"
+    );
+    let both = ids(store.expired(BASE + 500, None, 1_000).await?);
+    ensure!(
+        both == [soon.id, later.id],
+        "soonest first, across tenants: {both:?}"
+    );
+    // An item TTL of 150: the lasting one is due at BASE + 170; the one
+    // expiring at BASE + 200 is due by age at BASE + 160.
+    let aged = ids(store.expired(BASE + 170, Some(150), 100_000).await?);
+    ensure!(
+        aged == [soon.id, later.id, lasting.id],
+        "by age too: {aged:?}"
+    );
+    store.delete_action(T, soon.id).await?;
+    let left = ids(store.expired(BASE + 500, None, 1_000).await?);
+    ensure!(left == [later.id], "deleted ones go: {left:?}");
+    for (tenant, id) in [(OTHER, later.id), (T, lasting.id)] {
+        store.delete_action(tenant, id).await?;
+    }
     Ok(())
 }

@@ -9,16 +9,16 @@ use super::families::{ACTIONS, META, OUTBOX, QUEUE, REACTIONS, REFS};
 use super::graph::ensure_user_in;
 use super::keys::{self, queue, reaction, Key, Lease, Oid, Reader};
 use super::Inner;
-use crate::model::{Action, FanOut, FanOutState, FeedItem, ObjectId, Position, Scope};
+use crate::model::{Action, FanOut, FanOutState, FeedItem, Millis, ObjectId, Position, Scope};
 use crate::store::{FeedRange, Outbox, StoreError, StoreResult};
 
-/// Under `meta` once every stored action has its outbox entries.
-const OUTBOX_MARKER: &[u8] = b"outboxes-indexed";
+/// Under `meta` once every stored action has its lookup entries.
+const OUTBOX_MARKER: &[u8] = b"lookups-indexed";
 
 /// The entries that list an action in outboxes, as keys and values: the
 /// actor's (no value: the actor is the owner); the groups' it is shared
 /// with, or the readers' it names (the actor's id).
-fn outbox_entries(action: &Action) -> Vec<(Vec<u8>, &[u8])> {
+fn outbox_entries(action: &Action) -> Vec<(&'static str, Vec<u8>, &[u8])> {
     let actor = action.actor_id.as_bytes();
     let mut owners = vec![(action.actor_id.clone(), &[][..])];
     match action.scope {
@@ -36,7 +36,7 @@ fn outbox_entries(action: &Action) -> Vec<(Vec<u8>, &[u8])> {
         ),
         Scope::Public => {}
     }
-    owners
+    let mut entries: Vec<(&'static str, Vec<u8>, &[u8])> = owners
         .into_iter()
         .map(|(owner, value)| {
             let mut key = Vec::with_capacity(64);
@@ -47,9 +47,38 @@ fn outbox_entries(action: &Action) -> Vec<(Vec<u8>, &[u8])> {
                 action.conducted,
                 action.id.bytes(),
             );
-            (key, value)
+            (OUTBOX, key, value)
         })
-        .collect()
+        .collect();
+    // Its places in the orders the expiry sweeper reads.
+    let (t, id) = (action.tenant.as_str(), action.id.bytes());
+    let age = Key::tag(queue::AGE).num(action.conducted).str(t).oid(id);
+    entries.push((QUEUE, age.into_vec(), &[]));
+    if let Some(at) = action.expires_at {
+        let expiry = Key::tag(queue::EXPIRY).num(at).str(t).oid(id);
+        entries.push((QUEUE, expiry.into_vec(), &[]));
+    }
+    entries
+}
+
+/// Reads `(when, tenant, action)` keys under `tag` up to `until`
+/// (inclusive), soonest first.
+fn due(
+    db: &Inner,
+    tag: u8,
+    until: Millis,
+    limit: usize,
+    out: &mut Vec<(Millis, String, ObjectId)>,
+) -> StoreResult<()> {
+    let lower = [tag];
+    let upper = Key::tag(tag).num(until.saturating_add(1)).into_vec();
+    db.scan(QUEUE, &lower, Some(upper), limit, |k, _| {
+        let mut r = Reader(&k[1..]);
+        let at = r.num()?;
+        let tenant = r.str()?.to_owned();
+        out.push((at, tenant, ObjectId::from_bytes(r.oid()?)));
+        Ok(())
+    })
 }
 /// Outbox entries written per batch while indexing a store at open.
 const INDEX_BATCH: usize = 10_000;
@@ -138,16 +167,43 @@ impl Inner {
     /// of the groups it is shared with or of the readers it names. A shared
     /// or named entry holds the actor's id.
     fn index_outboxes_of(&self, batch: &mut WriteBatch, action: &Action) {
-        for (key, value) in outbox_entries(action) {
-            batch.put_cf(self.cf(OUTBOX), key, value);
+        for (family, key, value) in outbox_entries(action) {
+            batch.put_cf(self.cf(family), key, value);
         }
     }
 
     /// Takes an action's outbox entries out, in a batch.
     fn unindex_outboxes_of(&self, batch: &mut WriteBatch, action: &Action) {
-        for (key, _) in outbox_entries(action) {
-            batch.delete_cf(self.cf(OUTBOX), key);
+        for (family, key, _) in outbox_entries(action) {
+            batch.delete_cf(self.cf(family), key);
         }
+    }
+
+    /// Up to `limit` actions, across tenants, whose expiry (their own, or
+    /// `item_ttl` after they happened) lies at or before `now`, soonest
+    /// first, as (tenant, id).
+    pub(super) fn expired(
+        &self,
+        now: Millis,
+        item_ttl: Option<Millis>,
+        limit: usize,
+    ) -> StoreResult<Vec<(String, ObjectId)>> {
+        let mut found = Vec::new();
+        due(self, queue::EXPIRY, now, limit, &mut found)?;
+        if let Some(ttl) = item_ttl {
+            let mut aged = Vec::new();
+            due(self, queue::AGE, now.saturating_sub(ttl), limit, &mut aged)?;
+            found.extend(
+                aged.into_iter()
+                    .map(|(at, t, id)| (at.saturating_add(ttl), t, id)),
+            );
+        }
+        found.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.2.bytes().cmp(&b.2.bytes())));
+        // By its own expiry and by age: the sooner counts.
+        let mut seen = std::collections::HashSet::new();
+        found.retain(|(_, _, id)| seen.insert(*id));
+        found.truncate(limit);
+        Ok(found.into_iter().map(|(_, t, id)| (t, id)).collect())
     }
 
     /// Takes an action's [`Inner::index_action`] entries out, in a batch.

@@ -40,6 +40,12 @@ pub mod queue {
     /// `(tenant, reader, edge kind, actor)`: an unfollow whose cleanup has
     /// not run, with its lease.
     pub const UNFOLLOW: u8 = 2;
+    /// `(expires at, tenant, action)`: actions recorded with an expiry,
+    /// soonest first.
+    pub const EXPIRY: u8 = 3;
+    /// `(conducted, tenant, action)`: every action, oldest first, for
+    /// `--item-ttl`.
+    pub const AGE: u8 = 4;
 }
 
 /// Tags that share the `reactions` family.
@@ -89,7 +95,6 @@ impl Key {
         self
     }
 
-    #[cfg(test)]
     pub fn num(mut self, n: i64) -> Self {
         self.0.extend_from_slice(&ordered(n).to_be_bytes());
         self

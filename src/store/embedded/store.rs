@@ -204,6 +204,16 @@ impl ActionStore for EmbeddedStore {
         self.inner.slice(tenant, ref_id, before, limit)
     }
 
+    async fn expired(
+        &self,
+        now: Millis,
+        item_ttl: Option<Millis>,
+        limit: usize,
+    ) -> StoreResult<Vec<(String, ObjectId)>> {
+        self.blocking(move |db| db.expired(now, item_ttl, limit))
+            .await
+    }
+
     async fn outbox(
         &self,
         tenant: &str,

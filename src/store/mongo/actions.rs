@@ -5,7 +5,7 @@ use bson::{doc, DateTime, Document};
 use mongodb::options::ReturnDocument;
 
 use crate::descriptor::NAMED_REF_FIELDS;
-use crate::model::{Action, FeedItem, ObjectId, Position, Scope};
+use crate::model::{Action, FeedItem, Millis, ObjectId, Position, Scope};
 use crate::store::{ActionStore, FeedRange, GraphStore, Posted, StoreError, StoreResult};
 
 use super::{dated, db_err, read_all, within, ActionDoc, MongoStore, TIE_SLACK};
@@ -233,6 +233,46 @@ impl ActionStore for MongoStore {
         let all = doc! { "tenant": tenant, "actorId": actor };
         let posted = self.ranked_actions(all, range).await?;
         Ok(posted.into_iter().map(|p| p.position).collect())
+    }
+
+    async fn expired(
+        &self,
+        now: Millis,
+        item_ttl: Option<Millis>,
+        limit: usize,
+    ) -> StoreResult<Vec<(String, ObjectId)>> {
+        let limit_i64 = i64::try_from(limit).unwrap_or(i64::MAX);
+        let actions = self.actions.clone_with_type::<Document>();
+        let due = |field: &'static str, until: Millis| {
+            actions
+                .find(doc! { field: { "$lte": DateTime::from_millis(until) } })
+                .sort(doc! { field: 1 })
+                .limit(limit_i64)
+                .projection(doc! { "_id": 1, "tenant": 1, field: 1 })
+        };
+        let mut found: Vec<(Millis, String, ObjectId)> = Vec::new();
+        let mut read = |docs: Vec<Document>, field: &str, offset: Millis| {
+            found.extend(docs.iter().filter_map(|d| {
+                let at = d.get_datetime(field).ok()?.timestamp_millis();
+                let tenant = d.get_str("tenant").ok()?.to_owned();
+                Some((
+                    at.saturating_add(offset),
+                    tenant,
+                    d.get_object_id("_id").ok()?,
+                ))
+            }));
+        };
+        read(read_all(due("expireAt", now)).await?, "expireAt", 0);
+        if let Some(ttl) = item_ttl {
+            let docs = read_all(due("conducted", now.saturating_sub(ttl))).await?;
+            read(docs, "conducted", ttl);
+        }
+        found.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.2.bytes().cmp(&b.2.bytes())));
+        // By its own expiry and by age: the sooner counts.
+        let mut seen = std::collections::HashSet::new();
+        found.retain(|(_, _, id)| seen.insert(*id));
+        found.truncate(limit);
+        Ok(found.into_iter().map(|(_, t, id)| (t, id)).collect())
     }
 
     async fn rename_ref(&self, tenant: &str, ref_id: &str, name: &str) -> StoreResult<u64> {

@@ -526,6 +526,9 @@ impl MongoStore {
                 ),
                 index(doc! { "fanOut.lockedUntil": 1, "_id": 1 }, claimable),
                 index(doc! { "descriptor.raterId": 1 }, sparse("descriptor_rater")),
+                // What the expiry sweeper reads: by expiry, and by age.
+                index(doc! { "expireAt": 1 }, sparse("expiry")),
+                index(doc! { "conducted": 1 }, named("age")),
                 index(
                     doc! { "descriptor.applicantId": 1 },
                     sparse("descriptor_applicant"),
