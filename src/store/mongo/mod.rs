@@ -338,6 +338,10 @@ where
         .map_err(db_err)
 }
 
+/// How long after an action's expiry MongoDB's TTL monitor deletes its
+/// record if no worker has: a backstop, not the way expiry works.
+const EXPIRY_GRACE_SECS: u64 = 24 * 3600;
+
 /// True when a single write failed on a unique index.
 fn is_duplicate(err: &mongodb::error::Error) -> bool {
     use mongodb::error::{ErrorKind as K, WriteFailure};
@@ -505,6 +509,12 @@ impl MongoStore {
                 .sparse(true)
                 .build()
         }
+        // The worker deletes an action when it expires (and announces it);
+        // should no worker run for a day, the server drops the record.
+        let expiry = IndexOptions::builder()
+            .name("expiry".to_owned())
+            .expire_after(std::time::Duration::from_secs(EXPIRY_GRACE_SECS))
+            .build();
         let claimable = IndexOptions::builder()
             .name("claimable".to_owned())
             .partial_filter_expression(doc! { "fanOut.lockedUntil": { "$exists": true } })
@@ -527,7 +537,7 @@ impl MongoStore {
                 index(doc! { "fanOut.lockedUntil": 1, "_id": 1 }, claimable),
                 index(doc! { "descriptor.raterId": 1 }, sparse("descriptor_rater")),
                 // What the expiry sweeper reads: by expiry, and by age.
-                index(doc! { "expireAt": 1 }, sparse("expiry")),
+                index(doc! { "expireAt": 1 }, expiry),
                 index(doc! { "conducted": 1 }, named("age")),
                 index(
                     doc! { "descriptor.applicantId": 1 },
