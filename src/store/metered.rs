@@ -9,8 +9,8 @@ use futures_util::stream::BoxStream;
 
 use super::{
     ActionStore, Archive, Backfill, BumpClaim, Claim, Cut, Delivery, Direction, FeedRange,
-    GraphStore, JoinOutcome, Outbox, Posted, QueueStore, ReactionStore, Record, River, RiverStore,
-    SourceStore, Store, StoreResult, TimelineStore, Unfollow, UnfollowClaim,
+    GraphStore, GroupFeedStore, JoinOutcome, Outbox, Posted, QueueStore, ReactionStore, Record,
+    River, RiverStore, SourceStore, Store, StoreResult, TimelineStore, Unfollow, UnfollowClaim,
 };
 use crate::model::{
     Action, Comment, Counts, EdgeKind, FeedItem, Group, Membership, MembershipRole, Millis,
@@ -60,6 +60,8 @@ ops!(
     expired,
     outboxes,
     members_among,
+    post_to_group,
+    group_feed,
     meta,
     set_meta,
     edges_among,
@@ -652,6 +654,31 @@ impl SourceStore for Metered {
     ) -> StoreResult<Vec<Vec<Posted>>> {
         self.count(Op::outboxes);
         self.inner.outboxes(tenant, reads).await
+    }
+}
+
+#[async_trait]
+impl GroupFeedStore for Metered {
+    async fn post_to_group(
+        &self,
+        tenant: &str,
+        group: &str,
+        at: Position,
+        size: usize,
+    ) -> StoreResult<bool> {
+        self.count(Op::post_to_group);
+        self.inner.post_to_group(tenant, group, at, size).await
+    }
+
+    async fn group_feed(
+        &self,
+        tenant: &str,
+        group: &str,
+        size: usize,
+        range: FeedRange,
+    ) -> StoreResult<Vec<Position>> {
+        self.count(Op::group_feed);
+        self.inner.group_feed(tenant, group, size, range).await
     }
 }
 

@@ -12,6 +12,7 @@
 pub mod archive;
 pub mod embedded;
 mod error;
+pub mod group_feeds;
 pub mod legacy;
 pub mod metered;
 pub mod mongo;
@@ -22,13 +23,14 @@ use std::sync::Arc;
 pub use archive::{Archive, EdgeRecordKind, ItemRecord, Record};
 use async_trait::async_trait;
 pub use error::{ErrorKind, StoreError, StoreResult};
+pub use group_feeds::GroupFeedStore;
 pub use sources::{Cut, Outbox, Posted, River, RiverStore, SourceStore};
 
 /// The concern traits, for calling a store's methods.
 pub mod prelude {
     pub use super::{
-        ActionStore, GraphStore, QueueStore, ReactionStore, RiverStore, SourceStore, Store,
-        TimelineStore,
+        ActionStore, GraphStore, GroupFeedStore, QueueStore, ReactionStore, RiverStore,
+        SourceStore, Store, TimelineStore,
     };
 }
 
@@ -183,6 +185,7 @@ pub trait Store:
     + TimelineStore
     + SourceStore
     + RiverStore
+    + GroupFeedStore
     + Archive
     + Send
     + Sync

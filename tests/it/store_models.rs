@@ -39,6 +39,7 @@ pub async fn model_cases(store: &dyn Store) -> Result<()> {
         .context("membership starts")?;
     group_cleanup(store).await.context("group cleanup")?;
     expiries(store).await.context("expiries")?;
+    group_rings(store).await.context("group rings")?;
     tombstones(store)
         .await
         .context("materialised and tombstones")?;
@@ -654,5 +655,79 @@ async fn expiries(store: &dyn Store) -> Result<()> {
     for (tenant, id) in [(OTHER, later.id), (T, lasting.id)] {
         store.delete_action(tenant, id).await?;
     }
+    Ok(())
+}
+
+/// A group's feed is a ring of its last `size` posts, newest first by when
+/// the actions happened; a post already in it is not posted again; a
+/// smaller size later shows fewer, a larger one grows into new slots.
+async fn group_rings(store: &dyn Store) -> Result<()> {
+    let at = |n: i64| Position {
+        relevancy: 10_000 + n,
+        action_id: ObjectId::new(),
+    };
+    let posts: Vec<Position> = (0..7).map(at).collect();
+    for p in &posts[..5] {
+        ensure!(store.post_to_group(T, "mr-g", *p, 3).await?, "posted");
+    }
+    ensure!(
+        !store.post_to_group(T, "mr-g", posts[4], 3).await?,
+        "held already: not again"
+    );
+    let newest = |n: usize| -> Vec<Position> { posts[..n].iter().rev().copied().collect() };
+    let feed = store.group_feed(T, "mr-g", 3, range(10)).await?;
+    ensure!(feed == newest(5)[..3], "the last three: {feed:?}");
+    // A post that fell out of the ring may be posted again.
+    ensure!(
+        store.post_to_group(T, "mr-g", posts[0], 3).await?,
+        "fell out"
+    );
+    let feed = store.group_feed(T, "mr-g", 3, range(10)).await?;
+    ensure!(
+        feed == [posts[4], posts[3], posts[0]],
+        "ranked by when they happened: {feed:?}"
+    );
+    // Ranges page through it.
+    let older = store
+        .group_feed(
+            T,
+            "mr-g",
+            3,
+            FeedRange {
+                older_than: Some(posts[4]),
+                ..range(1)
+            },
+        )
+        .await?;
+    ensure!(older == [posts[3]], "a page: {older:?}");
+    // A smaller size shows the newest posts only.
+    let two = store.group_feed(T, "mr-g", 2, range(10)).await?;
+    ensure!(two == [posts[4], posts[0]], "smaller: {two:?}");
+    // A larger size grows into new slots as posts come: posts 7 and 8
+    // take slots 2 and 3 (post 7 replacing post 5 early), and one more
+    // fills the ring.
+    for p in &posts[5..7] {
+        store.post_to_group(T, "mr-g", *p, 5).await?;
+    }
+    let growing = store.group_feed(T, "mr-g", 5, range(10)).await?;
+    ensure!(
+        growing == [posts[6], posts[5], posts[3], posts[0]],
+        "growing: {growing:?}"
+    );
+    let next: Vec<Position> = (10..15).map(at).collect();
+    for p in &next {
+        store.post_to_group(T, "mr-g", *p, 5).await?;
+    }
+    let five = store.group_feed(T, "mr-g", 5, range(10)).await?;
+    let want: Vec<Position> = next.iter().rev().copied().collect();
+    ensure!(five == want, "grown: {five:?}");
+    ensure!(store
+        .group_feed(OTHER, "mr-g", 3, range(10))
+        .await?
+        .is_empty());
+    ensure!(store
+        .group_feed(T, "mr-none", 3, range(10))
+        .await?
+        .is_empty());
     Ok(())
 }

@@ -31,6 +31,13 @@ pub mod graph {
     pub const CELEBRITY: u8 = 10;
     /// `(tenant, reader)` → the reader's river record.
     pub const RIVER: u8 = 11;
+    /// `(tenant, group)` → the number of the group's last post.
+    pub const RING_COUNTER: u8 = 12;
+    /// `(tenant, group, slot)` → the post's number and the action's
+    /// position: one slot of a group's ring.
+    pub const RING_SLOT: u8 = 13;
+    /// `(tenant, group, action)` → its slot: what the ring holds.
+    pub const RING_ACTION: u8 = 14;
 }
 
 /// Tags that share the `queue` family.

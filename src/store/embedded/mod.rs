@@ -29,6 +29,7 @@ mod actions;
 mod archive;
 mod cache;
 mod graph;
+mod group_feeds;
 mod keys;
 mod queues;
 mod reactions;

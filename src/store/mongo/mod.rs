@@ -13,7 +13,9 @@
 //!   `groups`, `memberships`;
 //! - `comments` and `likes` (one per user and action); their counts are kept
 //!   on the action with `$inc`;
-//! - `assignments` (a user on a ref); a user's supervisor is a field of `users`.
+//! - `assignments` (a user on a ref); a user's supervisor is a field of `users`;
+//! - `group_feeds` (one document per slot of a group's ring) and
+//!   `group_counters` (each group's last post number).
 //!
 //! No call needs a multi-document transaction, so a standalone `mongod` works as
 //! well as a replica set: a delivery that races a hide or delete checks the
@@ -27,6 +29,7 @@
 mod actions;
 mod archive;
 mod graph;
+mod group_feeds;
 mod queues;
 mod reactions;
 mod rivers;
@@ -95,6 +98,10 @@ pub struct MongoStore {
     rivers: Collection<Document>,
     /// Small values the deployment keeps about itself.
     meta: Collection<Document>,
+    /// Groups' rings: one document per slot.
+    group_feeds: Collection<Document>,
+    /// The number of each group's last post.
+    group_counters: Collection<Document>,
     /// Commands sent, by name. A std mutex: the driver calls the handler
     /// synchronously and the critical section is one map update.
     commands: Arc<Mutex<BTreeMap<String, u64>>>,
@@ -478,6 +485,8 @@ impl MongoStore {
             celebrities: db.collection("celebrities"),
             rivers: db.collection("rivers"),
             meta: db.collection("meta"),
+            group_feeds: db.collection("group_feeds"),
+            group_counters: db.collection("group_counters"),
             db,
             commands,
         };
@@ -596,6 +605,17 @@ impl MongoStore {
                 doc! { "tenant": 1, "reader": 1, "kind": 1, "actor": 1 },
                 unique("cut"),
             ))
+            .await
+            .map_err(db_err)?;
+        self.group_feeds
+            .create_indexes([
+                index(doc! { "tenant": 1, "group": 1, "slot": 1 }, unique("slot")),
+                index(doc! { "tenant": 1, "group": 1, "id": 1 }, named("held")),
+            ])
+            .await
+            .map_err(db_err)?;
+        self.group_counters
+            .create_index(index(doc! { "tenant": 1, "group": 1 }, unique("counter")))
             .await
             .map_err(db_err)?;
         self.celebrities
