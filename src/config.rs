@@ -160,6 +160,10 @@ pub struct ServeArgs {
     /// `30d`, `12h`…; off by default.
     #[arg(long, env = "RIVERFEED_ITEM_TTL", global = true, value_parser = parse_duration)]
     pub item_ttl: Option<Duration>,
+    /// The posts a group's feed keeps (a ring: the oldest give way).
+    #[arg(long, env = "RIVERFEED_GROUP_FEED_SIZE", default_value_t = 1_000, global = true,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub group_feed_size: u32,
     /// Actors with more followers than this are not fanned out (hybrid).
     #[arg(long, env = "RIVERFEED_CELEBRITY_THRESHOLD", default_value_t = 10_000, global = true,
           value_parser = clap::value_parser!(u32).range(1..))]
@@ -320,6 +324,7 @@ impl ServeArgs {
         options.follow_backfill = self.follow_backfill as usize;
         options.model = self.feed_model();
         options.item_ttl = self.item_ttl;
+        options.group_feed_size = self.group_feed_size as usize;
         options.insecure_dev = self.insecure_dev;
         let bump_rules = self.bump_rules()?;
         options.worker = (!self.no_worker).then(|| WorkerConfig {

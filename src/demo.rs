@@ -232,6 +232,7 @@ async fn actions(
                 fan_out: FanOut::pending(),
                 counts: Counts::default(),
                 expires_at: None,
+                to: Vec::new(),
             }
         })
         .collect();

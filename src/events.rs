@@ -379,6 +379,7 @@ mod tests {
             fan_out: FanOut::pending(),
             counts: Counts::default(),
             expires_at: None,
+            to: Vec::new(),
         });
         let items =
             |owners: &[&str]| -> Vec<FeedItem> { owners.iter().map(|o| event(o).item).collect() };

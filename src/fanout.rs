@@ -23,7 +23,7 @@ use tracing::{debug, error, info, instrument, warn};
 
 use crate::clock::Clock;
 use crate::events::{FeedEventKind, Hub};
-use crate::model::{Action, Bump, Millis, Reason, ReasonKind};
+use crate::model::{Action, Bump, Millis, Position, Reason, ReasonKind};
 use crate::relevancy::{self, BumpRules};
 use crate::store::{Backfill, BumpClaim, Claim, Delivery, Ended, ErrorKind, Store, StoreResult};
 use crate::timeline::{audience, groups, Expiry, FeedModel};
@@ -48,6 +48,8 @@ pub struct WorkerConfig {
     pub model: FeedModel,
     /// `--item-ttl` in milliseconds: older actions are not shown.
     pub item_ttl: Option<Millis>,
+    /// `--group-feed-size`: the posts a group's feed keeps.
+    pub group_feed_size: usize,
 }
 
 impl Default for WorkerConfig {
@@ -65,6 +67,7 @@ impl Default for WorkerConfig {
             poll_interval: Duration::from_millis(500),
             model: FeedModel::default(),
             item_ttl: None,
+            group_feed_size: crate::store::group_feeds::DEFAULT_SIZE,
         }
     }
 }
@@ -339,6 +342,15 @@ impl Worker {
         let store = self.store.as_ref();
         if action.hidden {
             return Ok(Vec::new());
+        }
+        // Its group feeds first (a run again posts nothing twice).
+        let at = Position {
+            relevancy: action.conducted,
+            action_id: action.id,
+        };
+        for group in action.group_feeds() {
+            let size = self.config.group_feed_size;
+            store.post_to_group(&action.tenant, group, at, size).await?;
         }
         let planned = self
             .config

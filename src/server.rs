@@ -51,6 +51,8 @@ pub struct ServeOptions {
     pub model: crate::timeline::FeedModel,
     /// `--item-ttl`: actions older than this are not shown; off if `None`.
     pub item_ttl: Option<std::time::Duration>,
+    /// `--group-feed-size`: the posts a group's feed keeps.
+    pub group_feed_size: usize,
     pub clock: Arc<dyn Clock>,
     /// Let dev mode listen beyond loopback.
     pub insecure_dev: bool,
@@ -79,6 +81,7 @@ impl ServeOptions {
             follow_backfill: crate::timeline::follow::DEFAULT_BACKFILL,
             model: crate::timeline::FeedModel::default(),
             item_ttl: None,
+            group_feed_size: crate::store::group_feeds::DEFAULT_SIZE,
             clock: Arc::new(SystemClock),
             insecure_dev: false,
             auth: Arc::new(Authenticator::Dev),
@@ -182,11 +185,13 @@ pub async fn start_with_store(
             None => CursorKey::random(),
         }),
         item_ttl: item_ttl_ms(options.item_ttl),
+        group_feed_size: options.group_feed_size,
     };
     match options.worker {
         Some(mut config) => {
             config.model = options.model;
             config.item_ttl = item_ttl_ms(options.item_ttl);
+            config.group_feed_size = options.group_feed_size;
             let worker = Worker::new(
                 store.clone(),
                 app.hub.clone(),

@@ -128,6 +128,8 @@ pub enum ListKind {
     Actor = 6,
     /// One user's discussions.
     Discussions = 7,
+    /// One group's feed.
+    Group = 8,
 }
 
 /// Which list a cursor belongs to, and the key its cursors are sealed with.
@@ -164,6 +166,10 @@ impl<'k> ListId<'k> {
     }
 
     /// The actions one user commented on.
+    pub fn group(key: &'k CursorKey, tenant: &str, group: &str) -> Self {
+        Self::new(key, ListKind::Group, &[tenant, group])
+    }
+
     pub fn discussions(key: &'k CursorKey, tenant: &str, user: &str) -> Self {
         Self::new(key, ListKind::Discussions, &[tenant, user])
     }

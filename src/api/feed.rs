@@ -280,6 +280,8 @@ pub enum Ranked<'a> {
     Actor(&'a str),
     /// The viewer's discussions, the latest commented first.
     Discussions,
+    /// One group's feed: its last posts, newest first by when they happened.
+    Group(&'a str),
 }
 
 /// A page of a [`Ranked`] list, holding only actions `viewer` may see.
@@ -297,6 +299,10 @@ pub async fn ranked(
             ListId::actor(cursors, &viewer.tenant, actor)
         }
         Ranked::Discussions => ListId::discussions(cursors, &viewer.tenant, &viewer.user),
+        Ranked::Group(group) => {
+            check_id("groupId", group).api()?;
+            ListId::group(cursors, &viewer.tenant, group)
+        }
     };
     let limit = page_size("first", first).api()?;
     let after = after
@@ -320,6 +326,10 @@ pub async fn ranked(
         let mut positions = match source {
             Ranked::Actor(actor) => store.outbox(&viewer.tenant, actor, range).await,
             Ranked::Discussions => store.discussions(&viewer.tenant, &viewer.user, range).await,
+            Ranked::Group(group) => {
+                let size = state(ctx)?.group_feed_size;
+                store.group_feed(&viewer.tenant, group, size, range).await
+            }
         }
         .api()?;
         more = positions.len() > want;

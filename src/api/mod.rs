@@ -76,6 +76,8 @@ pub struct AppState {
     pub cursors: Arc<CursorKey>,
     /// `--item-ttl`: actions older than this are not shown.
     pub item_ttl: Option<crate::model::Millis>,
+    /// `--group-feed-size`: the posts a group's feed keeps.
+    pub group_feed_size: usize,
 }
 
 impl AppState {

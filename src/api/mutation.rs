@@ -59,6 +59,11 @@ pub struct RecordActionInput {
     /// closes): it leaves every feed, slice and `action(id)` then. After
     /// `conducted`; never by default.
     pub expires_at: Option<DateTime<Utc>>,
+    /// Groups to post it to: it stands in their `groupFeed`s (a TEAM or
+    /// DEPARTMENT action stands in its groups' too). The actor must be a
+    /// member of each, unless recorded with the service role.
+    #[graphql(default)]
+    pub to: Vec<ID>,
     /// Record it for this user instead of the viewer (`service` and `admin` only).
     pub actor_id: Option<ID>,
 }
@@ -383,6 +388,20 @@ impl MutationRoot {
         let tags = dedup(input.tags);
         check_ids("input.refIds", &ref_ids).api()?;
         check_ids("input.tags", &tags).api()?;
+        let to = dedup(input.to.into_iter().map(|id| id.0).collect());
+        check_ids("input.to", &to).api()?;
+        if !to.is_empty() && !viewer.acts_for_others() {
+            let mine = state
+                .store
+                .memberships(&viewer.tenant, &actor)
+                .await
+                .api()?;
+            if let Some(group) = to.iter().find(|g| !mine.iter().any(|m| m.group_id == **g)) {
+                return Err(forbidden(format!(
+                    "{actor} is not a member of group {group}; posting to a group needs its membership or the service role"
+                )));
+            }
+        }
 
         let now = state.clock.now();
         let conducted = input.conducted.map_or(now, |t| t.timestamp_millis());
@@ -420,6 +439,7 @@ impl MutationRoot {
             fan_out: FanOut::pending(),
             counts: Counts::default(),
             expires_at,
+            to,
         };
         state.store.insert_action(&action).await.api()?;
         state.wake.notify_one();

@@ -106,6 +106,22 @@ impl QueryRoot {
         feed::ranked(ctx, viewer, feed::Ranked::Actor(&user_id), first, after).await
     }
 
+    /// A group's feed: what was posted to it (and its TEAM / DEPARTMENT
+    /// actions), its last `--group-feed-size`, newest first by when they
+    /// happened, as far as you may see them: members see the group's
+    /// actions from when they joined, anyone in the tenant its public ones.
+    #[graphql(complexity = "page_cost(first, child_complexity)")]
+    async fn group_feed(
+        &self,
+        ctx: &Context<'_>,
+        group_id: ID,
+        first: Option<i32>,
+        after: Option<String>,
+    ) -> async_graphql::Result<ActionConnection> {
+        let viewer = viewer(ctx)?;
+        feed::ranked(ctx, viewer, feed::Ranked::Group(&group_id), first, after).await
+    }
+
     /// The actions you commented on that you may still see, the one with the
     /// latest comment (by anyone) first: where the conversations you are in
     /// moved last.

@@ -126,6 +126,11 @@ impl ActionNode {
         datetime(self.action.conducted)
     }
 
+    /// The groups it was posted to.
+    async fn to(&self) -> Vec<ID> {
+        self.action.to.iter().map(|g| ID(g.clone())).collect()
+    }
+
     /// When it stops being shown anywhere, if it does (set by the
     /// recorder; `--item-ttl` is not counted).
     async fn expires_at(&self) -> Option<DateTime<Utc>> {

@@ -91,6 +91,10 @@ pub struct Action {
     /// closes); never if unset, unless `--item-ttl` says sooner.
     #[serde(default)]
     pub expires_at: Option<Millis>,
+    /// The groups it was posted to (beside a TEAM / DEPARTMENT action's
+    /// own groups): it stands in their group feeds.
+    #[serde(default)]
+    pub to: Vec<String>,
 }
 
 impl Action {
@@ -102,6 +106,18 @@ impl Action {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
+    }
+
+    /// The group feeds it stands in: the groups it was posted to, and a
+    /// TEAM / DEPARTMENT action's groups.
+    pub fn group_feeds(&self) -> Vec<&str> {
+        let mut groups: Vec<&str> = self.to.iter().map(String::as_str).collect();
+        if matches!(self.scope, Scope::Team | Scope::Department) {
+            groups.extend(self.scope_groups.iter().map(String::as_str));
+        }
+        groups.sort_unstable();
+        groups.dedup();
+        groups
     }
 
     /// Whether the action has expired at `now`.

@@ -12,6 +12,9 @@ use async_trait::async_trait;
 use super::{FeedRange, StoreResult};
 use crate::model::Position;
 
+/// Default `--group-feed-size`.
+pub const DEFAULT_SIZE: usize = 1_000;
+
 #[async_trait]
 pub trait GroupFeedStore: Send + Sync {
     /// Posts the action at `at` to `group`'s feed, in the slot after the

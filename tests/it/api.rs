@@ -345,6 +345,7 @@ async fn restart_keeps_feeds_and_delivers_what_a_crash_left_pending(backend: Bac
                 fan_out,
                 counts: Default::default(),
                 expires_at: None,
+                to: Vec::new(),
             };
             store.insert_action(&action).await.expect("insert");
             left.push(action.id.to_hex());

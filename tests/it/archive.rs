@@ -43,6 +43,7 @@ fn status(tenant: &str, actor: &str, conducted: i64, ref_ids: &[&str]) -> Action
         fan_out: FanOut::pending(),
         counts: Counts::default(),
         expires_at: None,
+        to: Vec::new(),
     }
 }
 

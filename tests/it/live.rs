@@ -327,6 +327,7 @@ async fn a_lagging_subscriber_is_told_and_its_stream_ends() {
         model: riverfeed::timeline::FeedModel::default(),
         cursors: Arc::new(CursorKey::random()),
         item_ttl: None,
+        group_feed_size: 1_000,
     };
     let schema = schema(state.clone(), false);
     let viewer = Viewer {

@@ -8,6 +8,7 @@ mod demo;
 mod expiry;
 mod follow;
 mod garbage;
+mod group_feeds;
 mod live;
 mod models;
 mod mongo_failures;

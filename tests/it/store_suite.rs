@@ -35,6 +35,7 @@ pub fn action(tenant: &str, actor: &str, conducted: i64, ref_ids: &[&str]) -> Ac
         fan_out: FanOut::pending(),
         counts: Counts::default(),
         expires_at: None,
+        to: Vec::new(),
     }
 }
 

@@ -468,6 +468,7 @@ mod tests {
             fan_out: FanOut::pending(),
             counts: Counts::default(),
             expires_at: None,
+            to: Vec::new(),
         }
     }
 

@@ -149,6 +149,7 @@ mod tests {
             fan_out: FanOut::pending(),
             counts: Counts::default(),
             expires_at: None,
+            to: Vec::new(),
         }
     }
 

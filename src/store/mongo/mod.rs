@@ -130,6 +130,8 @@ struct ActionDoc {
     /// find it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     expire_at: Option<DateTime>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    to: Vec<String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -227,6 +229,7 @@ impl From<&Action> for ActionDoc {
             fan_out,
             counts: a.counts,
             expire_at: a.expires_at.map(DateTime::from_millis),
+            to: a.to.clone(),
         }
     }
 }
@@ -259,6 +262,7 @@ impl From<ActionDoc> for Action {
             fan_out,
             counts: d.counts,
             expires_at: d.expire_at.map(|t| t.timestamp_millis()),
+            to: d.to,
         }
     }
 }
