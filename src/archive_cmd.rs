@@ -27,6 +27,7 @@ use futures_util::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 
+use crate::model::{FanOutState, Position};
 use crate::store::legacy::{self, LEGACY_FILE};
 use crate::store::{self, ErrorKind, Record, Store, StoreError, StoreResult};
 
@@ -171,6 +172,7 @@ pub async fn import_lines<R: AsyncBufRead + Unpin>(
     store: &dyn Store,
     input: R,
     batch: usize,
+    group_feed_size: usize,
     progress: &ProgressBar,
 ) -> StoreResult<Tally> {
     let batch = batch.max(1);
@@ -203,11 +205,25 @@ pub async fn import_lines<R: AsyncBufRead + Unpin>(
         })?;
         pending.push(record);
         if pending.len() >= batch {
-            write_batch(store, &mut pending, &mut tally, progress, batch_start).await?;
+            write_batch(
+                store,
+                &mut pending,
+                &mut tally,
+                (progress, group_feed_size),
+                batch_start,
+            )
+            .await?;
             batch_start = number + 1;
         }
     }
-    write_batch(store, &mut pending, &mut tally, progress, batch_start).await?;
+    write_batch(
+        store,
+        &mut pending,
+        &mut tally,
+        (progress, group_feed_size),
+        batch_start,
+    )
+    .await?;
     Ok(tally)
 }
 
@@ -216,6 +232,7 @@ pub async fn import_stream(
     store: &dyn Store,
     mut records: BoxStream<'_, StoreResult<Record>>,
     batch: usize,
+    group_feed_size: usize,
     progress: &ProgressBar,
 ) -> StoreResult<Tally> {
     let batch = batch.max(1);
@@ -225,11 +242,25 @@ pub async fn import_stream(
         pending.push(record?);
         if pending.len() >= batch {
             let start = tally.total() + 1;
-            write_batch(store, &mut pending, &mut tally, progress, start).await?;
+            write_batch(
+                store,
+                &mut pending,
+                &mut tally,
+                (progress, group_feed_size),
+                start,
+            )
+            .await?;
         }
     }
     let start = tally.total() + 1;
-    write_batch(store, &mut pending, &mut tally, progress, start).await?;
+    write_batch(
+        store,
+        &mut pending,
+        &mut tally,
+        (progress, group_feed_size),
+        start,
+    )
+    .await?;
     Ok(tally)
 }
 
@@ -237,7 +268,7 @@ async fn write_batch(
     store: &dyn Store,
     pending: &mut Vec<Record>,
     tally: &mut Tally,
-    progress: &ProgressBar,
+    (progress, group_feed_size): (&ProgressBar, usize),
     from: u64,
 ) -> StoreResult<()> {
     if pending.is_empty() {
@@ -251,6 +282,25 @@ async fn write_batch(
         ),
         ..err
     })?;
+    // Group feeds are rebuilt, not carried: each action whose fan-out was
+    // done is posted to its groups again, in the order of the archive (a
+    // pending one is posted by the worker's fan-out).
+    for record in pending.iter() {
+        if let Record::Action { action } = record {
+            if action.fan_out.state != FanOutState::Done || action.hidden {
+                continue;
+            }
+            let at = Position {
+                relevancy: action.conducted,
+                action_id: action.id,
+            };
+            for group in action.group_feeds() {
+                store
+                    .post_to_group(&action.tenant, group, at, group_feed_size)
+                    .await?;
+            }
+        }
+    }
     for record in pending.iter() {
         tally.add(record);
     }
@@ -268,6 +318,7 @@ pub async fn migrate_into(
     dir: &Path,
     target: &dyn Store,
     batch: usize,
+    group_feed_size: usize,
     progress: &ProgressBar,
 ) -> StoreResult<Tally> {
     check_migratable(dir)?;
@@ -275,7 +326,7 @@ pub async fn migrate_into(
     // anything is read.
     target.import(&[]).await?;
     let records = legacy::export(dir, None)?;
-    let tally = import_stream(target, records, batch, progress).await?;
+    let tally = import_stream(target, records, batch, group_feed_size, progress).await?;
     let (from, to) = (legacy::legacy_path(dir), dir.join(MIGRATED_FILE));
     std::fs::rename(&from, &to).map_err(io_err(format!(
         "all records are in; cannot rename {} to {}",
@@ -352,7 +403,11 @@ async fn write_out(
 }
 
 /// `riverfeed import`: `--in` into the store at `store_url`.
-pub async fn run_import(args: &ImportArgs, store_url: &str) -> anyhow::Result<Tally> {
+pub async fn run_import(
+    args: &ImportArgs,
+    store_url: &str,
+    group_feed_size: usize,
+) -> anyhow::Result<Tally> {
     let store = store::open(store_url)
         .await
         .with_context(|| format!("cannot open the store {}", store::mongo::redact(store_url)))?;
@@ -363,6 +418,7 @@ pub async fn run_import(args: &ImportArgs, store_url: &str) -> anyhow::Result<Ta
             &*store,
             BufReader::new(tokio::io::stdin()),
             batch,
+            group_feed_size,
             &progress,
         )
         .await
@@ -370,7 +426,8 @@ pub async fn run_import(args: &ImportArgs, store_url: &str) -> anyhow::Result<Ta
         let file = tokio::fs::File::open(&args.input)
             .await
             .with_context(|| format!("cannot open {}", args.input.display()))?;
-        import_lines(&*store, BufReader::new(file), batch, &progress).await
+        let input = BufReader::new(file);
+        import_lines(&*store, input, batch, group_feed_size, &progress).await
     };
     progress.finish_and_clear();
     let tally = tally.with_context(|| format!("import of {}", args.input.display()))?;
@@ -380,7 +437,7 @@ pub async fn run_import(args: &ImportArgs, store_url: &str) -> anyhow::Result<Ta
 
 /// `riverfeed migrate`: the earlier format in `dir` into the embedded store
 /// `embedded:<dir>` opens.
-pub async fn run_migrate(dir: &Path) -> anyhow::Result<Tally> {
+pub async fn run_migrate(dir: &Path, group_feed_size: usize) -> anyhow::Result<Tally> {
     // Refuse before opening (so creating) anything.
     check_migratable(dir)?;
     let target = store::embedded::EmbeddedStore::open_for_migration(
@@ -389,7 +446,7 @@ pub async fn run_migrate(dir: &Path) -> anyhow::Result<Tally> {
     )
     .with_context(|| format!("cannot open the new embedded store in {}", dir.display()))?;
     let progress = spinner("migrated");
-    let tally = migrate_into(dir, &target, DEFAULT_BATCH, &progress).await;
+    let tally = migrate_into(dir, &target, DEFAULT_BATCH, group_feed_size, &progress).await;
     progress.finish_and_clear();
     let tally = tally.with_context(|| format!("migration of {}", dir.display()))?;
     eprintln!(

@@ -35,13 +35,15 @@ async fn main() -> anyhow::Result<()> {
         }
         Some(Command::Import(args)) => {
             quiet_logs();
-            riverfeed::archive_cmd::run_import(&args, &cli.serve.store_url())
+            let size = cli.serve.group_feed_size as usize;
+            riverfeed::archive_cmd::run_import(&args, &cli.serve.store_url(), size)
                 .await
                 .map(drop)
         }
         Some(Command::Migrate) => {
             quiet_logs();
-            riverfeed::archive_cmd::run_migrate(&cli.serve.data_dir)
+            let size = cli.serve.group_feed_size as usize;
+            riverfeed::archive_cmd::run_migrate(&cli.serve.data_dir, size)
                 .await
                 .map(drop)
         }

@@ -367,7 +367,7 @@ async fn via_json_lines(records: Vec<Record>, target: &dyn Store, batch: usize) 
     )
     .await
     .expect("JSON Lines written");
-    let read = archive_cmd::import_lines(target, &lines[..], batch, &ProgressBar::hidden())
+    let read = archive_cmd::import_lines(target, &lines[..], batch, 1_000, &ProgressBar::hidden())
         .await
         .expect("JSON Lines imported");
     assert_eq!(written, read, "every record written is read");
@@ -491,10 +491,15 @@ async fn a_bad_line_names_itself(backend: Backend) {
         user("u3"),
         user("u4")
     );
-    let err =
-        archive_cmd::import_lines(&*target.store, input.as_bytes(), 2, &ProgressBar::hidden())
-            .await
-            .expect_err("line 5 is not a record");
+    let err = archive_cmd::import_lines(
+        &*target.store,
+        input.as_bytes(),
+        2,
+        1_000,
+        &ProgressBar::hidden(),
+    )
+    .await
+    .expect_err("line 5 is not a record");
     assert_eq!(err.kind, ErrorKind::InvalidInput);
     assert!(err.message.contains("line 5"), "{err}");
     let ids: Vec<String> = ["u1", "u2", "u3", "u4"].map(String::from).to_vec();
@@ -515,6 +520,7 @@ async fn a_bad_line_names_itself(backend: Backend) {
         &*target.store,
         format!("{}\n{bad_id}\n", user("u9")).as_bytes(),
         10,
+        1_000,
         &ProgressBar::hidden(),
     )
     .await
@@ -710,9 +716,10 @@ async fn migrate_moves_everything(backend: Backend) {
     let dir = tempfile::tempdir().expect("tempdir");
     let records = legacy_records();
     legacy::write_fixture(dir.path(), &records).expect("fixture written");
-    let tally = archive_cmd::migrate_into(dir.path(), &*target.store, 4, &ProgressBar::hidden())
-        .await
-        .expect("migrates");
+    let tally =
+        archive_cmd::migrate_into(dir.path(), &*target.store, 4, 1_000, &ProgressBar::hidden())
+            .await
+            .expect("migrates");
     assert_eq!(tally.total(), records.len() as u64);
     assert_eq!(tally.of("action"), 3);
     assert!(!legacy::is_legacy_dir(dir.path()));
@@ -720,9 +727,10 @@ async fn migrate_moves_everything(backend: Backend) {
     let moved = export(&*target.store, None).await;
     assert_eq!(multiset(&moved), multiset(&records));
 
-    let err = archive_cmd::migrate_into(dir.path(), &*target.store, 4, &ProgressBar::hidden())
-        .await
-        .expect_err("nothing left to migrate");
+    let err =
+        archive_cmd::migrate_into(dir.path(), &*target.store, 4, 1_000, &ProgressBar::hidden())
+            .await
+            .expect_err("nothing left to migrate");
     assert_eq!(err.kind, ErrorKind::InvalidInput);
     assert!(err.message.contains(LEGACY_FILE), "{err}");
     target.remove().await;
@@ -746,7 +754,7 @@ async fn migrate_converts_a_data_directory_in_place() {
         .expect("the earlier format is refused");
     assert!(refused.message.contains("riverfeed migrate"), "{refused}");
 
-    let tally = archive_cmd::run_migrate(dir.path())
+    let tally = archive_cmd::run_migrate(dir.path(), 1_000)
         .await
         .expect("migrates");
     assert_eq!(tally.total(), records.len() as u64);

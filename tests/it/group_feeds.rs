@@ -1,11 +1,16 @@
 //! Group feeds: what is posted to a group (`to`) and its TEAM actions, its
 //! last `--group-feed-size`, read by members and by anyone in the tenant as
-//! access allows.
+//! access allows, and rebuilt by an import.
 
+use futures_util::TryStreamExt;
+use indicatif::ProgressBar;
+use riverfeed::archive_cmd;
 use riverfeed::server::ServeOptions;
+use riverfeed::store::prelude::*;
+use riverfeed::store::FeedRange;
 use serde_json::{json, Value};
 
-use crate::common::{store_url, Backend, Client, Stopped, TestServer};
+use crate::common::{store_url, Backend, Client, Stopped, TestServer, TestStore};
 
 async fn start(backend: Backend, size: usize) -> Option<TestServer> {
     let (store, dir) = store_url(backend)?;
@@ -131,7 +136,59 @@ async fn a_group_feed_keeps_its_last_posts(backend: Backend) {
     server.stop().await;
 }
 
+/// An export carries no rings: an import rebuilds each group's feed from
+/// the actions whose fan-out was done.
+async fn an_import_rebuilds_group_feeds(backend: Backend) {
+    let Some(server) = start(backend, 1_000).await else {
+        return;
+    };
+    let service = server.service("acme");
+    service.upsert_user("ann", "Ann").await;
+    service.add_member("t1", "TEAM", "ann").await;
+    let ann = server.client("acme", "ann");
+    post(&ann, "to the team", json!({ "to": ["t1"] })).await;
+    post(&ann, "team only", json!({ "scope": "TEAM" })).await;
+    post(&ann, "elsewhere", json!({})).await;
+    let source = server.server.metered.clone();
+    let everything = FeedRange {
+        older_than: None,
+        newer_than: None,
+        limit: 100,
+        from_oldest: false,
+    };
+    let before = source
+        .group_feed("acme", "t1", 1_000, everything)
+        .await
+        .unwrap();
+    assert_eq!(before.len(), 2);
+    let store: &dyn riverfeed::store::Store = source.as_ref();
+    let records: Vec<riverfeed::store::Record> = store.export(None).try_collect().await.unwrap();
+    let mut lines = Vec::new();
+    archive_cmd::write_records(
+        Box::pin(futures_util::stream::iter(records.into_iter().map(Ok))),
+        &mut lines,
+        &ProgressBar::hidden(),
+    )
+    .await
+    .expect("written");
+    let Some(target) = TestStore::open(Backend::Embedded).await else {
+        return;
+    };
+    archive_cmd::import_lines(&*target.store, &lines[..], 2, 1_000, &ProgressBar::hidden())
+        .await
+        .expect("imported");
+    let after = target
+        .store
+        .group_feed("acme", "t1", 1_000, everything)
+        .await
+        .unwrap();
+    assert_eq!(after, before);
+    target.remove().await;
+    server.stop().await;
+}
+
 crate::on_both_backends!(
     members_and_others_read_a_group_feed,
-    a_group_feed_keeps_its_last_posts
+    a_group_feed_keeps_its_last_posts,
+    an_import_rebuilds_group_feeds
 );
