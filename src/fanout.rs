@@ -82,10 +82,16 @@ pub struct Worker {
     wake: Arc<Notify>,
     /// When idle rivers were last swept for.
     last_sweep: Arc<AtomicI64>,
+    /// When expired actions are next looked for: the soonest expiry this
+    /// worker fanned out, or a minute after the last look.
+    next_expiry: Arc<AtomicI64>,
 }
 
 /// How often the feed model's upkeep runs (idle rivers are looked for).
 const SWEEP_EVERY_MS: Millis = 60_000;
+/// How often expired actions are looked for at the latest (actions fanned
+/// out by another process, or before a restart).
+const EXPIRY_CHECK_MS: Millis = 60_000;
 
 impl Worker {
     pub fn new(
@@ -102,6 +108,7 @@ impl Worker {
             config,
             wake,
             last_sweep: Arc::new(AtomicI64::new(Millis::MIN)),
+            next_expiry: Arc::new(AtomicI64::new(Millis::MIN)),
         }
     }
 
@@ -343,6 +350,10 @@ impl Worker {
         if action.hidden {
             return Ok(Vec::new());
         }
+        // Its expiry, if it comes before the next look for expired ones.
+        if let Some(at) = action.expiry(self.config.item_ttl) {
+            self.next_expiry.fetch_min(at, Ordering::Relaxed);
+        }
         // Its group feeds first (a run again posts nothing twice).
         let at = Position {
             relevancy: action.conducted,
@@ -532,15 +543,28 @@ impl Worker {
     }
 
     /// Deletes the actions whose expiry has come (reads have left them out
-    /// since that moment) and tells live readers `REMOVED`. Returns how many.
+    /// since that moment) and tells live readers `REMOVED`: when one this
+    /// worker fanned out comes due, and at least once a minute. Returns how
+    /// many.
     async fn expire(&self) -> StoreResult<usize> {
         let store = self.store.as_ref();
         let now = self.clock.now();
-        let due = store
-            .expired(now, self.config.item_ttl, self.config.claim_limit)
-            .await?;
+        if now < self.next_expiry.load(Ordering::Relaxed) {
+            return Ok(0);
+        }
+        let limit = self.config.claim_limit;
+        // A minute ahead: what comes due then says when to look next.
+        let ahead = now.saturating_add(EXPIRY_CHECK_MS);
+        let mut due = store.expired(ahead, self.config.item_ttl, limit).await?;
+        let next = match due.iter().find(|(at, _, _)| *at > now) {
+            Some((at, _, _)) => *at,
+            None if due.len() >= limit => now,
+            None => ahead,
+        };
+        self.next_expiry.store(next, Ordering::Relaxed);
+        due.retain(|(at, _, _)| *at <= now);
         let pulls = !self.config.model.pushes_all();
-        for (tenant, id) in &due {
+        for (_, tenant, id) in &due {
             let Some(action) = store.get_actions(tenant, &[*id]).await?.pop() else {
                 continue;
             };

@@ -342,7 +342,7 @@ impl ActionStore for Metered {
         now: Millis,
         item_ttl: Option<Millis>,
         limit: usize,
-    ) -> StoreResult<Vec<(String, ObjectId)>> {
+    ) -> StoreResult<Vec<(Millis, String, ObjectId)>> {
         self.count(Op::expired);
         self.inner.expired(now, item_ttl, limit).await
     }

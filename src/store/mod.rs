@@ -351,14 +351,15 @@ pub trait ActionStore: Send + Sync {
 
     /// Up to `limit` actions, across tenants, whose expiry (their own
     /// `expires_at`, or `item_ttl` after `conducted`) lies at or before
-    /// `now`, soonest first, as (tenant, id): what the expiry sweeper
-    /// deletes. One round trip per kind of expiry.
+    /// `until`, soonest first, as (expiry, tenant, id): what the expiry
+    /// sweeper deletes, and when it looks next. One round trip per kind of
+    /// expiry.
     async fn expired(
         &self,
-        now: Millis,
+        until: Millis,
         item_ttl: Option<Millis>,
         limit: usize,
-    ) -> StoreResult<Vec<(String, ObjectId)>>;
+    ) -> StoreResult<Vec<(Millis, String, ObjectId)>>;
 
     /// Sets the display name copied next to `ref_id` (`applicantName` beside
     /// `applicantId`…) in every action of the tenant that refers to it, in

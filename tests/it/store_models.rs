@@ -624,18 +624,18 @@ async fn expiries(store: &dyn Store) -> Result<()> {
     for a in [&soon, &later, &lasting] {
         store.insert_action(a).await?;
     }
-    let ids = |found: Vec<(String, ObjectId)>| -> Vec<ObjectId> {
+    let ids = |found: Vec<(i64, String, ObjectId)>| -> Vec<ObjectId> {
         found
             .into_iter()
-            .filter(|(_, id)| [soon.id, later.id, lasting.id].contains(id))
-            .map(|(_, id)| id)
+            .filter(|(_, _, id)| [soon.id, later.id, lasting.id].contains(id))
+            .map(|(_, _, id)| id)
             .collect()
     };
     ensure!(ids(store.expired(BASE + 99, None, 1_000).await?).is_empty());
     let due = store.expired(BASE + 100, None, 1_000).await?;
     ensure!(
-        due == vec![(T.to_string(), soon.id)],
-        "its own expiry: {due:?}"
+        due == vec![(BASE + 100, T.to_string(), soon.id)],
+        "its own expiry, when: {due:?}"
     );
     let both = ids(store.expired(BASE + 500, None, 1_000).await?);
     ensure!(

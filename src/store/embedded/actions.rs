@@ -187,7 +187,7 @@ impl Inner {
         now: Millis,
         item_ttl: Option<Millis>,
         limit: usize,
-    ) -> StoreResult<Vec<(String, ObjectId)>> {
+    ) -> StoreResult<Vec<(Millis, String, ObjectId)>> {
         let mut found = Vec::new();
         due(self, queue::EXPIRY, now, limit, &mut found)?;
         if let Some(ttl) = item_ttl {
@@ -203,7 +203,7 @@ impl Inner {
         let mut seen = std::collections::HashSet::new();
         found.retain(|(_, _, id)| seen.insert(*id));
         found.truncate(limit);
-        Ok(found.into_iter().map(|(_, t, id)| (t, id)).collect())
+        Ok(found)
     }
 
     /// Takes an action's [`Inner::index_action`] entries out, in a batch.

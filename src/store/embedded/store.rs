@@ -209,7 +209,7 @@ impl ActionStore for EmbeddedStore {
         now: Millis,
         item_ttl: Option<Millis>,
         limit: usize,
-    ) -> StoreResult<Vec<(String, ObjectId)>> {
+    ) -> StoreResult<Vec<(Millis, String, ObjectId)>> {
         self.blocking(move |db| db.expired(now, item_ttl, limit))
             .await
     }

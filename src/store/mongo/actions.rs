@@ -240,7 +240,7 @@ impl ActionStore for MongoStore {
         now: Millis,
         item_ttl: Option<Millis>,
         limit: usize,
-    ) -> StoreResult<Vec<(String, ObjectId)>> {
+    ) -> StoreResult<Vec<(Millis, String, ObjectId)>> {
         let limit_i64 = i64::try_from(limit).unwrap_or(i64::MAX);
         let actions = self.actions.clone_with_type::<Document>();
         let due = |field: &'static str, until: Millis| {
@@ -272,7 +272,7 @@ impl ActionStore for MongoStore {
         let mut seen = std::collections::HashSet::new();
         found.retain(|(_, _, id)| seen.insert(*id));
         found.truncate(limit);
-        Ok(found.into_iter().map(|(_, t, id)| (t, id)).collect())
+        Ok(found)
     }
 
     async fn rename_ref(&self, tenant: &str, ref_id: &str, name: &str) -> StoreResult<u64> {
