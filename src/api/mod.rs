@@ -12,6 +12,7 @@ mod feed;
 mod loader;
 mod mutation;
 mod page;
+mod publish;
 mod query;
 mod shape;
 mod subscription;

@@ -1,7 +1,6 @@
 //! Mutation root: recording and removing actions, the social graph, profiles.
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
 use async_graphql::{Context, InputObject, Object, ID};
 use chrono::{DateTime, Utc};
@@ -9,12 +8,15 @@ use chrono::{DateTime, Utc};
 use super::access::access;
 use super::edges::{self, EdgeChange};
 use super::error::{bad_input, forbidden, not_found, ApiResultExt};
+use super::publish::{
+    publish_action_removed, publish_reaction, publish_removed, publish_to_slices,
+};
 use super::query::parse_action_id;
 use super::types::CommentNode;
 use super::types::{user_id_arg, user_node, ActionNode, UserNode};
 use super::{acting_user, require_service, state, viewer, AppState, Viewer};
 use crate::descriptor::{Descriptor, DescriptorInput};
-use crate::events::{ActionEvent, ActionEventKind, Event, FeedEventKind, Topic};
+use crate::events::ActionEventKind;
 use crate::model::limits::{check_id, check_ids, check_text};
 use crate::model::{
     Action, Comment, Counts, EdgeKind, FanOut, FeedItem, Group, GroupKind, Membership,
@@ -96,58 +98,6 @@ pub(super) async fn require_users(
             missing.join(", ")
         )))
     }
-}
-
-fn publish_removed(state: &AppState, tenant: &str, items: Vec<FeedItem>) {
-    state
-        .hub
-        .publish_feed_items(FeedEventKind::Removed, tenant, None, items);
-}
-
-/// Tells the live readers an action left (hidden or deleted): those whose
-/// items were `removed`, and those online who pulled it.
-async fn publish_action_removed(
-    state: &AppState,
-    action: &Action,
-    removed: Vec<FeedItem>,
-) -> async_graphql::Result<()> {
-    let pulls = !state.model.pushes_all();
-    audience::announce_removed(state.store.as_ref(), &state.hub, pulls, action, removed)
-        .await
-        .api()
-}
-
-/// Tells the live `sliceEvents` of each of the action's refs.
-fn publish_to_slices(state: &AppState, action: &Action) {
-    let shared = Arc::new(action.clone());
-    for ref_id in &action.ref_ids {
-        let topic = Topic::Slice {
-            tenant: action.tenant.clone(),
-            ref_id: ref_id.clone(),
-        };
-        state.hub.publish(&topic, Event::Slice(shared.clone()));
-    }
-}
-
-/// Tells the live `actionEvents` of an action about a reaction.
-fn publish_reaction(
-    state: &AppState,
-    action: &Action,
-    kind: ActionEventKind,
-    comment: Option<&Comment>,
-    user: Option<&str>,
-) {
-    let topic = Topic::Action {
-        tenant: action.tenant.clone(),
-        action_id: action.id,
-    };
-    let event = ActionEvent {
-        kind,
-        action: Arc::new(action.clone()),
-        comment: comment.cloned(),
-        user: user.map(str::to_owned),
-    };
-    state.hub.publish(&topic, Event::Action(Arc::new(event)));
 }
 
 /// The action with this id in the viewer's tenant, or `NOT_FOUND`.

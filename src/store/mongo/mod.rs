@@ -22,14 +22,17 @@
 //! action again after writing and takes its items back.
 //!
 //! One file per concern: `graph.rs`, `actions.rs`, `reactions.rs`,
-//! `queues.rs` (fan-out and bump leases), `timelines.rs` (feeds), and
-//! `archive.rs` (export and import of whole stores); this file holds the
-//! connection, the indexes and the stored document shapes.
+//! `queues.rs` (fan-out and bump leases), `timelines.rs` (feeds),
+//! `sources.rs` and `rivers.rs` (what the feed models read and keep),
+//! `unfollows.rs`, `group_feeds.rs`, `indexes.rs` and `archive.rs` (export
+//! and import of whole stores); this file holds the connection and the
+//! stored document shapes.
 
 mod actions;
 mod archive;
 mod graph;
 mod group_feeds;
+mod indexes;
 mod queues;
 mod reactions;
 mod rivers;
@@ -46,8 +49,8 @@ use bson::{doc, DateTime, Document};
 use futures_util::TryStreamExt;
 use mongodb::event::command::CommandEvent;
 use mongodb::event::EventHandler;
-use mongodb::options::{ClientOptions, IndexOptions, ReturnDocument};
-use mongodb::{Client, Collection, Database, IndexModel};
+use mongodb::options::{ClientOptions, ReturnDocument};
+use mongodb::{Client, Collection, Database};
 use serde::{Deserialize, Serialize};
 
 use super::{ErrorKind, Store, StoreError, StoreResult};
@@ -349,10 +352,6 @@ where
         .map_err(db_err)
 }
 
-/// How long after an action's expiry MongoDB's TTL monitor deletes its
-/// record if no worker has: a backstop, not the way expiry works.
-const EXPIRY_GRACE_SECS: u64 = 24 * 3600;
-
 /// True when a single write failed on a unique index.
 fn is_duplicate(err: &mongodb::error::Error) -> bool {
     use mongodb::error::{ErrorKind as K, WriteFailure};
@@ -501,234 +500,6 @@ impl MongoStore {
     /// The database this store uses.
     pub fn database(&self) -> &Database {
         &self.db
-    }
-
-    async fn create_indexes(&self) -> StoreResult<()> {
-        fn index(keys: Document, options: IndexOptions) -> IndexModel {
-            IndexModel::builder().keys(keys).options(options).build()
-        }
-        fn named(name: &str) -> IndexOptions {
-            IndexOptions::builder().name(name.to_owned()).build()
-        }
-        fn unique(name: &str) -> IndexOptions {
-            IndexOptions::builder()
-                .name(name.to_owned())
-                .unique(true)
-                .build()
-        }
-        fn sparse(name: &str) -> IndexOptions {
-            IndexOptions::builder()
-                .name(name.to_owned())
-                .sparse(true)
-                .build()
-        }
-        // The worker deletes an action when it expires (and announces it);
-        // should no worker run for a day, the server drops the record.
-        let expiry = IndexOptions::builder()
-            .name("expiry".to_owned())
-            .expire_after(std::time::Duration::from_secs(EXPIRY_GRACE_SECS))
-            .build();
-        let claimable = IndexOptions::builder()
-            .name("claimable".to_owned())
-            .partial_filter_expression(doc! { "fanOut.lockedUntil": { "$exists": true } })
-            .build();
-        self.actions
-            .create_indexes([
-                index(doc! { "tenant": 1, "refIds": 1, "_id": -1 }, named("slice")),
-                index(
-                    doc! { "tenant": 1, "actorId": 1, "conducted": -1, "_id": -1 },
-                    named("actor_outbox"),
-                ),
-                index(
-                    doc! { "tenant": 1, "scopeGroups": 1, "conducted": -1, "_id": -1 },
-                    named("group_outbox"),
-                ),
-                index(
-                    doc! { "tenant": 1, "readers": 1, "conducted": -1, "_id": -1 },
-                    named("named_outbox"),
-                ),
-                index(doc! { "fanOut.lockedUntil": 1, "_id": 1 }, claimable),
-                index(doc! { "descriptor.raterId": 1 }, sparse("descriptor_rater")),
-                // What the expiry sweeper reads: by expiry, and by age.
-                index(doc! { "expireAt": 1 }, expiry),
-                index(doc! { "conducted": 1 }, named("age")),
-                index(
-                    doc! { "descriptor.applicantId": 1 },
-                    sparse("descriptor_applicant"),
-                ),
-                index(
-                    doc! { "descriptor.positionId": 1 },
-                    sparse("descriptor_position"),
-                ),
-            ])
-            .await
-            .map_err(db_err)?;
-        self.feed_items
-            .create_indexes([
-                index(
-                    doc! { "tenant": 1, "owner": 1, "actionId": 1 },
-                    unique("one_item_per_reader"),
-                ),
-                index(
-                    doc! { "tenant": 1, "owner": 1, "relevancy": -1, "actionId": -1 },
-                    named("timeline"),
-                ),
-                index(doc! { "tenant": 1, "actionId": 1 }, named("by_action")),
-                index(
-                    doc! { "tenant": 1, "owner": 1, "changed": 1, "actionId": 1 },
-                    named("changes"),
-                ),
-            ])
-            .await
-            .map_err(db_err)?;
-        self.users
-            .create_indexes([
-                index(doc! { "tenant": 1, "userId": 1 }, unique("user")),
-                index(
-                    doc! { "tenant": 1, "supervisorId": 1, "userId": 1 },
-                    named("supervisees"),
-                ),
-            ])
-            .await
-            .map_err(db_err)?;
-        self.edges
-            .create_indexes([
-                index(
-                    doc! { "tenant": 1, "kind": 1, "from": 1, "to": 1 },
-                    unique("edge_out"),
-                ),
-                index(
-                    doc! { "tenant": 1, "kind": 1, "to": 1, "from": 1 },
-                    named("edge_in"),
-                ),
-            ])
-            .await
-            .map_err(db_err)?;
-        self.cuts
-            .create_index(index(
-                doc! { "tenant": 1, "reader": 1, "kind": 1, "actor": 1 },
-                unique("cut"),
-            ))
-            .await
-            .map_err(db_err)?;
-        self.group_feeds
-            .create_indexes([
-                index(doc! { "tenant": 1, "group": 1, "slot": 1 }, unique("slot")),
-                index(doc! { "tenant": 1, "group": 1, "id": 1 }, named("held")),
-            ])
-            .await
-            .map_err(db_err)?;
-        self.group_counters
-            .create_index(index(doc! { "tenant": 1, "group": 1 }, unique("counter")))
-            .await
-            .map_err(db_err)?;
-        self.celebrities
-            .create_index(index(
-                doc! { "tenant": 1, "userId": 1 },
-                unique("celebrity"),
-            ))
-            .await
-            .map_err(db_err)?;
-        self.rivers
-            .create_indexes([
-                index(doc! { "tenant": 1, "reader": 1 }, unique("river")),
-                index(doc! { "touched": 1 }, named("idle")),
-            ])
-            .await
-            .map_err(db_err)?;
-        self.groups
-            .create_index(index(doc! { "tenant": 1, "groupId": 1 }, unique("group")))
-            .await
-            .map_err(db_err)?;
-        self.memberships
-            .create_indexes([
-                index(
-                    doc! { "tenant": 1, "groupId": 1, "userId": 1 },
-                    unique("member"),
-                ),
-                index(
-                    doc! { "tenant": 1, "userId": 1, "groupId": 1 },
-                    named("member_of"),
-                ),
-            ])
-            .await
-            .map_err(db_err)?;
-        let bumpable = IndexOptions::builder()
-            .name("bumpable".to_owned())
-            .partial_filter_expression(doc! { "bumpDue": { "$exists": true } })
-            .build();
-        self.comments
-            .create_indexes([
-                index(
-                    doc! { "tenant": 1, "actionId": 1, "_id": 1 },
-                    named("thread"),
-                ),
-                index(doc! { "bumpDue": 1, "_id": 1 }, bumpable),
-            ])
-            .await
-            .map_err(db_err)?;
-        self.unfollows
-            .create_indexes([
-                index(
-                    doc! { "tenant": 1, "reader": 1, "kind": 1, "actor": 1 },
-                    unique("unfollow"),
-                ),
-                index(doc! { "lockedUntil": 1 }, named("unfollow_due")),
-            ])
-            .await
-            .map_err(db_err)?;
-        self.discussions
-            .create_indexes([
-                index(
-                    doc! { "tenant": 1, "userId": 1, "actionId": 1 },
-                    unique("participant"),
-                ),
-                index(
-                    doc! { "tenant": 1, "userId": 1, "latest": -1, "actionId": -1 },
-                    named("discussions"),
-                ),
-                index(doc! { "tenant": 1, "actionId": 1 }, named("thread")),
-            ])
-            .await
-            .map_err(db_err)?;
-        self.likes
-            .create_indexes([
-                index(
-                    doc! { "tenant": 1, "actionId": 1, "userId": 1 },
-                    unique("one_like"),
-                ),
-                index(
-                    doc! { "tenant": 1, "userId": 1, "actionId": 1 },
-                    named("liked"),
-                ),
-            ])
-            .await
-            .map_err(db_err)?;
-        self.assignments
-            .create_indexes([
-                index(
-                    doc! { "tenant": 1, "refId": 1, "userId": 1 },
-                    unique("assigned_to"),
-                ),
-                index(
-                    doc! { "tenant": 1, "userId": 1, "refId": 1 },
-                    named("assignments"),
-                ),
-            ])
-            .await
-            .map_err(db_err)?;
-        // Earlier versions kept an unused `outbox` index by id; `actor_outbox`
-        // (by when the action happened) replaces it.
-        if let Err(err) = self.actions.drop_index("outbox").await {
-            let absent = matches!(
-                err.kind.as_ref(),
-                mongodb::error::ErrorKind::Command(c) if c.code == INDEX_NOT_FOUND
-            ) || err.to_string().contains("not found");
-            if !absent {
-                return Err(db_err(err));
-            }
-        }
-        Ok(())
     }
 
     /// Adds `by` to one of an action's counters; the counts after, or `None`
