@@ -209,7 +209,8 @@ pub async fn import_lines<R: AsyncBufRead + Unpin>(
                 store,
                 &mut pending,
                 &mut tally,
-                (progress, group_feed_size),
+                progress,
+                group_feed_size,
                 batch_start,
             )
             .await?;
@@ -220,7 +221,8 @@ pub async fn import_lines<R: AsyncBufRead + Unpin>(
         store,
         &mut pending,
         &mut tally,
-        (progress, group_feed_size),
+        progress,
+        group_feed_size,
         batch_start,
     )
     .await?;
@@ -246,7 +248,8 @@ pub async fn import_stream(
                 store,
                 &mut pending,
                 &mut tally,
-                (progress, group_feed_size),
+                progress,
+                group_feed_size,
                 start,
             )
             .await?;
@@ -257,7 +260,8 @@ pub async fn import_stream(
         store,
         &mut pending,
         &mut tally,
-        (progress, group_feed_size),
+        progress,
+        group_feed_size,
         start,
     )
     .await?;
@@ -268,7 +272,8 @@ async fn write_batch(
     store: &dyn Store,
     pending: &mut Vec<Record>,
     tally: &mut Tally,
-    (progress, group_feed_size): (&ProgressBar, usize),
+    progress: &ProgressBar,
+    group_feed_size: usize,
     from: u64,
 ) -> StoreResult<()> {
     if pending.is_empty() {

@@ -536,17 +536,23 @@ impl MutationRoot {
         let cleanup = Unfollow::group(&viewer.tenant, &member, &group_id);
         let store = state.store.as_ref();
         store.start_unfollow(&cleanup).await.api()?;
-        let membership = store
-            .memberships(&viewer.tenant, &member)
-            .await
-            .api()?
-            .into_iter()
-            .find(|m| m.group_id == group_id.as_str());
+        // Where readers pull, the leave announces what they pulled from the
+        // group since they joined: the membership is read before it ends.
+        let membership = if state.model.pushes_all() {
+            None
+        } else {
+            store
+                .memberships(&viewer.tenant, &member)
+                .await
+                .api()?
+                .into_iter()
+                .find(|m| m.group_id == group_id.as_str())
+        };
         let left = store
             .leave_group(&viewer.tenant, &group_id, &member)
             .await
             .api()?;
-        if let Some(membership) = membership.filter(|_| left && !state.model.pushes_all()) {
+        if let Some(membership) = membership.filter(|_| left) {
             let group = GroupSource::of(&membership);
             let expiry = state.expiry();
             groups::announce_leave(store, &state.hub, &viewer.tenant, &member, &group, expiry)

@@ -59,13 +59,6 @@ pub fn ring_range(mut slots: Vec<Slot>, size: usize, range: FeedRange) -> Vec<Po
             range.older_than.is_none_or(|o| *p < o) && range.newer_than.is_none_or(|n| *p > n)
         })
         .collect();
-    positions.sort_by(|a, b| b.cmp(a));
-    if positions.len() > range.limit {
-        if range.from_oldest {
-            positions.drain(..positions.len() - range.limit);
-        } else {
-            positions.truncate(range.limit);
-        }
-    }
+    range.cut(&mut positions, |p| *p);
     positions
 }

@@ -62,6 +62,22 @@ pub struct FeedRange {
     pub from_oldest: bool,
 }
 
+impl FeedRange {
+    /// Sorts `items` newest first by `position` and keeps the `limit` the
+    /// range asks for: the newest, or with `from_oldest` the oldest. (The
+    /// bounds are the caller's to apply.)
+    pub fn cut<T>(&self, items: &mut Vec<T>, position: impl Fn(&T) -> Position) {
+        items.sort_by_key(|i| std::cmp::Reverse(position(i)));
+        if items.len() > self.limit {
+            if self.from_oldest {
+                items.drain(..items.len() - self.limit);
+            } else {
+                items.truncate(self.limit);
+            }
+        }
+    }
+}
+
 /// A worker's claim on one action's fan-out.
 #[derive(Clone, Debug)]
 pub struct Claim {

@@ -346,13 +346,6 @@ pub async fn pull(
 /// Sorts newest first and keeps the `range.limit` the range asks for: the
 /// newest, or with `from_oldest` the oldest.
 pub fn newest_first_within(mut items: Vec<FeedItem>, range: FeedRange) -> Vec<FeedItem> {
-    items.sort_by_key(|i| std::cmp::Reverse(i.position()));
-    if items.len() > range.limit {
-        if range.from_oldest {
-            items.drain(..items.len() - range.limit);
-        } else {
-            items.truncate(range.limit);
-        }
-    }
+    range.cut(&mut items, FeedItem::position);
     items
 }
