@@ -26,7 +26,7 @@ use crate::events::{FeedEventKind, Hub};
 use crate::model::{Action, Bump, Millis, Position, Reason, ReasonKind};
 use crate::relevancy::{self, BumpRules};
 use crate::store::{Backfill, BumpClaim, Claim, Delivery, Ended, ErrorKind, Store, StoreResult};
-use crate::timeline::{audience, groups, Expiry, FeedModel};
+use crate::timeline::{audience, follow, groups, Expiry, FeedModel};
 
 /// How a worker runs.
 #[derive(Clone, Debug)]
@@ -252,24 +252,30 @@ impl Worker {
                 break;
             }
             let u = &claim.unfollow;
-            let cleaned = match u.kind {
-                Ended::Edge(_) => self.store.clean_unfollow(&claim).await,
-                Ended::Group => {
-                    let store = self.store.as_ref();
-                    let expiry = Expiry {
-                        now: self.clock.now(),
-                        item_ttl: self.config.item_ttl,
-                    };
-                    match groups::unreadable(store, &u.tenant, &u.reader, expiry).await {
-                        Ok(ids) => store.clean_left_group(&claim, &ids).await,
-                        Err(err) => Err(err),
-                    }
+            let store = self.store.as_ref();
+            let cleaned = if u.kind.names_items() {
+                let expiry = Expiry {
+                    now: self.clock.now(),
+                    item_ttl: self.config.item_ttl,
+                };
+                match groups::named_items(store, u, expiry).await {
+                    Ok(ids) => store.clean_named(&claim, &ids).await,
+                    Err(err) => Err(err),
                 }
+            } else {
+                store.clean_unfollow(&claim).await
             };
             match cleaned {
                 Ok(removed) => {
                     debug!(reader = %u.reader, actor = %u.actor, removed = removed.len(), "unfollow cleaned up");
-                    let kept = match self.keep_by_other_edge(u, &removed).await {
+                    let now = self.clock.now();
+                    let put_back = match u.kind {
+                        Ended::Edge(_) => {
+                            follow::put_back(store, &u.tenant, &u.reader, &removed, now).await
+                        }
+                        Ended::Group => Ok(Vec::new()),
+                    };
+                    let kept = match put_back {
                         Ok(kept) => kept,
                         Err(err) => {
                             failure.get_or_insert(err);
@@ -291,50 +297,6 @@ impl Worker {
             }
         }
         Ok(claimed)
-    }
-
-    /// Puts back, by the edge that remains, what an ended edge's cleanup
-    /// took out that the reader's other edge to the same actor (a follow
-    /// beside a friendship) also covers: it stays in their feed, now for
-    /// that reason. Returns the items put back.
-    async fn keep_by_other_edge(
-        &self,
-        u: &crate::store::Unfollow,
-        removed: &[crate::model::FeedItem],
-    ) -> StoreResult<Vec<crate::model::FeedItem>> {
-        let Ended::Edge(kind) = u.kind else {
-            return Ok(Vec::new());
-        };
-        if removed.is_empty() {
-            return Ok(Vec::new());
-        }
-        let other = kind.other();
-        let store = self.store.as_ref();
-        let reader = [u.reader.clone()];
-        if store
-            .edges_among(&u.tenant, other, &reader, &u.actor)
-            .await?
-            .is_empty()
-        {
-            return Ok(Vec::new());
-        }
-        let now = self.clock.now();
-        let cuts = store.cuts(&u.tenant, &u.reader).await?;
-        let since = cuts
-            .iter()
-            .find(|c| c.kind == other && c.actor == u.actor && c.until.is_none())
-            .map_or(crate::model::Position::MIN, |c| c.since);
-        let back: Vec<Backfill> = removed
-            .iter()
-            .filter(|i| i.position() > since)
-            .map(|i| Backfill {
-                action_id: i.action_id,
-                relevancy: i.relevancy,
-                reason: Reason::new(other.reason(), &u.actor),
-                changed: now,
-            })
-            .collect();
-        store.backfill(&u.tenant, &u.reader, &back).await
     }
 
     /// Delivers one claimed action to its whole audience and marks it done.

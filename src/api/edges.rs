@@ -1,10 +1,11 @@
-//! Follows and friendships as mutations change them: the edge, its cut and
-//! backfill, and on the way out the unfollow that takes its items away (or
-//! the kept history), under whichever feed model runs.
+//! Follows, friendships and follows of groups as mutations change them:
+//! the edge, its cut and backfill, and on the way out the unfollow that
+//! takes its items away (or the kept history), under whichever feed model
+//! runs.
 
 use async_graphql::{Context, ID};
 
-use super::error::{bad_input, ApiResultExt};
+use super::error::{bad_input, not_found, ApiResultExt};
 use super::mutation::require_users;
 use super::types::user_id_arg;
 use super::{acting_user, state, viewer};
@@ -12,20 +13,26 @@ use crate::model::EdgeKind;
 use crate::store::Unfollow;
 use crate::timeline::follow;
 
-/// Adds or removes `kind` edge from the viewer (or `as_user_id`) to
-/// `user_id`. Returns whether anything changed.
+/// Adds or removes `kind` edge from the viewer (or `as_user_id`) to `to`
+/// (a user's id, or for a group follow a group's). Returns whether
+/// anything changed.
 pub(super) async fn change(
     ctx: &Context<'_>,
     kind: EdgeKind,
-    user_id: ID,
+    to: ID,
     as_user_id: Option<ID>,
     change: EdgeChange,
 ) -> async_graphql::Result<bool> {
     let viewer = viewer(ctx)?;
     let state = state(ctx)?;
     let me = acting_user(viewer, as_user_id.as_ref().map(|id| id.as_str()))?;
-    let other = user_id_arg("userId", &user_id)?;
-    if other == me {
+    let field = if kind == EdgeKind::Group {
+        "groupId"
+    } else {
+        "userId"
+    };
+    let other = user_id_arg(field, &to)?;
+    if other == me && kind != EdgeKind::Group {
         return Err(bad_input("a user cannot follow or befriend themselves"));
     }
     let on = matches!(change, EdgeChange::On { .. });
@@ -42,7 +49,9 @@ pub(super) async fn change(
         }
         EdgeChange::Off { .. } => 0,
     };
-    if on {
+    if on && kind == EdgeKind::Group {
+        require_group(state, &viewer.tenant, &other).await?;
+    } else if on {
         require_users(state, viewer, std::slice::from_ref(&other)).await?;
     }
     let changed = state
@@ -55,7 +64,7 @@ pub(super) async fn change(
     }
     // A friendship goes both ways; a follow one way.
     let pairs: Vec<(&str, &str)> = match kind {
-        EdgeKind::Follows => vec![(&me, &other)],
+        EdgeKind::Follows | EdgeKind::Group => vec![(&me, &other)],
         EdgeKind::Friend => vec![(&me, &other), (&other, &me)],
     };
     let store = state.store.as_ref();
@@ -99,13 +108,13 @@ pub(super) async fn change(
                     tenant: &viewer.tenant,
                     reader,
                     actor,
-                    via: kind.reason(),
+                    kind,
                 };
                 let now = state.clock.now();
                 let write = state
                     .model
                     .behaviour()
-                    .written_from(store, &viewer.tenant, reader, actor)
+                    .written_from(store, &viewer.tenant, reader, kind, actor)
                     .await
                     .api()?;
                 follow::backfill(store, &state.hub, edge, backfill, now, write)
@@ -115,6 +124,25 @@ pub(super) async fn change(
         }
     }
     Ok(true)
+}
+
+/// A group can be followed once it exists (someone joined it).
+async fn require_group(
+    state: &super::AppState,
+    tenant: &str,
+    group: &str,
+) -> async_graphql::Result<()> {
+    let members = state
+        .store
+        .group_members(tenant, group, None, 1)
+        .await
+        .api()?;
+    if members.is_empty() {
+        return Err(not_found(format!(
+            "no group {group}: a group exists once someone joins it"
+        )));
+    }
+    Ok(())
 }
 
 /// What a follow-like mutation does to its edge.

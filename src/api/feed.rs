@@ -138,9 +138,6 @@ pub async fn home(
                 older_than = oldest;
             }
         }
-        // What came by an edge the reader ended is left out until the worker
-        // has taken it out of storage.
-        entries.retain(|e| !unfollows.iter().any(|u| u.covers(&e.item)));
         read::settle(store, tenant, reader, &mut entries)
             .await
             .api()?;
@@ -148,7 +145,13 @@ pub async fn home(
         let access = access(ctx, viewer, actions.values()).await?;
         let readable = entries.into_iter().filter_map(|entry| {
             let action = actions.remove(&entry.item.action_id)?;
-            let shown = access.can_read(&action)
+            // What came by an edge the reader ended is left out until the
+            // worker has taken it out of storage.
+            let ended = unfollows
+                .iter()
+                .any(|u| u.covers(&entry.item, Some(&action)));
+            let shown = !ended
+                && access.can_read(&action)
                 && !action.hidden
                 && (!entry.pulled || read::still_pulled(entry.item.reason.kind, &action));
             shown.then(|| (entry.reason_now(&action), action))

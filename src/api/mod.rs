@@ -9,6 +9,7 @@ pub mod cursor;
 mod edges;
 pub mod error;
 mod feed;
+mod graph_mutation;
 mod loader;
 mod mutation;
 mod page;
@@ -93,7 +94,7 @@ impl AppState {
 
 /// Builds the schema around the shared state.
 pub fn schema(state: AppState, introspection: bool) -> RiverfeedSchema {
-    let builder = Schema::build(QueryRoot, MutationRoot, SubscriptionRoot)
+    let builder = Schema::build(QueryRoot, MutationRoot::default(), SubscriptionRoot)
         .data(state)
         .extension(error::ErrorCodes)
         .extension(shape::QueryShape::default())
@@ -111,7 +112,7 @@ pub fn schema(state: AppState, introspection: bool) -> RiverfeedSchema {
 
 /// The SDL of the schema, as `riverfeed schema` prints it.
 pub fn sdl() -> String {
-    Schema::build(QueryRoot, MutationRoot, SubscriptionRoot)
+    Schema::build(QueryRoot, MutationRoot::default(), SubscriptionRoot)
         .finish()
         .sdl()
 }

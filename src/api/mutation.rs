@@ -2,12 +2,12 @@
 
 use std::collections::BTreeSet;
 
-use async_graphql::{Context, InputObject, Object, ID};
+use async_graphql::{Context, InputObject, MergedObject, Object, ID};
 use chrono::{DateTime, Utc};
 
 use super::access::access;
-use super::edges::{self, EdgeChange};
 use super::error::{bad_input, forbidden, not_found, ApiResultExt};
+use super::graph_mutation::GraphMutation;
 use super::publish::{
     publish_action_removed, publish_reaction, publish_removed, publish_to_slices,
 };
@@ -19,17 +19,22 @@ use crate::descriptor::{Descriptor, DescriptorInput};
 use crate::events::ActionEventKind;
 use crate::model::limits::{check_id, check_ids, check_text};
 use crate::model::{
-    Action, Comment, Counts, EdgeKind, FanOut, FeedItem, Group, GroupKind, Membership,
-    MembershipRole, ObjectId, Reason, Scope, User,
+    Action, Comment, Counts, FanOut, FeedItem, GroupKind, ObjectId, Reason, Scope, User,
 };
-use crate::store::{JoinOutcome, Unfollow};
-use crate::timeline::sources::GroupSource;
-use crate::timeline::{audience, groups};
+use crate::timeline::audience;
 
 /// How far in the future `conducted` may lie (clock skew between services).
 const MAX_CLOCK_SKEW_MS: i64 = 5 * 60 * 1000;
 
-pub struct MutationRoot;
+/// Everything that changes what Riverfeed holds.
+#[derive(MergedObject, Default)]
+#[graphql(name = "Mutation")]
+pub struct MutationRoot(ActionMutation, GraphMutation);
+
+/// Actions, reactions and profiles (the social graph is
+/// [`GraphMutation`]'s).
+#[derive(Default)]
+pub struct ActionMutation;
 
 /// A user's display profile.
 #[derive(InputObject)]
@@ -210,7 +215,7 @@ async fn resolve_scope(
     Ok((readers, groups))
 }
 
-impl MutationRoot {
+impl ActionMutation {
     async fn assignment(
         &self,
         ctx: &Context<'_>,
@@ -284,8 +289,8 @@ async fn pulled_item(
     }))
 }
 
-#[Object(name = "Mutation")]
-impl MutationRoot {
+#[Object]
+impl ActionMutation {
     /// Creates or updates a user's display profile.
     async fn upsert_user(
         &self,
@@ -395,172 +400,6 @@ impl MutationRoot {
         state.wake.notify_one();
         publish_to_slices(state, &action);
         Ok(ActionNode::new(action))
-    }
-
-    /// The viewer (or `asUserId`, for `service` and `admin`) follows `userId`.
-    /// True if this changed anything. The new follow shows `userId`'s
-    /// `backfill` most recent actions the follower may see at once (0 to
-    /// 1000; by default the server's `--follow-backfill`, 100).
-    async fn follow(
-        &self,
-        ctx: &Context<'_>,
-        user_id: ID,
-        as_user_id: Option<ID>,
-        backfill: Option<i32>,
-    ) -> async_graphql::Result<bool> {
-        edges::change(
-            ctx,
-            EdgeKind::Follows,
-            user_id,
-            as_user_id,
-            EdgeChange::On { backfill },
-        )
-        .await
-    }
-
-    /// The viewer (or `asUserId`) stops following `userId`. True if this
-    /// changed anything. What came into the feed by the follow leaves it at
-    /// once (removed from storage in the background), unless `keepHistory`.
-    async fn unfollow(
-        &self,
-        ctx: &Context<'_>,
-        user_id: ID,
-        as_user_id: Option<ID>,
-        #[graphql(default)] keep_history: bool,
-    ) -> async_graphql::Result<bool> {
-        edges::change(
-            ctx,
-            EdgeKind::Follows,
-            user_id,
-            as_user_id,
-            EdgeChange::Off { keep_history },
-        )
-        .await
-    }
-
-    /// The viewer (or `asUserId`) and `userId` become friends. True if this
-    /// changed anything. Each then sees the other's `backfill` most recent
-    /// actions they may see at once, as with `follow`.
-    async fn befriend(
-        &self,
-        ctx: &Context<'_>,
-        user_id: ID,
-        as_user_id: Option<ID>,
-        backfill: Option<i32>,
-    ) -> async_graphql::Result<bool> {
-        edges::change(
-            ctx,
-            EdgeKind::Friend,
-            user_id,
-            as_user_id,
-            EdgeChange::On { backfill },
-        )
-        .await
-    }
-
-    /// The viewer (or `asUserId`) and `userId` stop being friends. True if this
-    /// changed anything. What each had in their feed by the friendship leaves
-    /// it at once, unless `keepHistory`.
-    async fn unfriend(
-        &self,
-        ctx: &Context<'_>,
-        user_id: ID,
-        as_user_id: Option<ID>,
-        #[graphql(default)] keep_history: bool,
-    ) -> async_graphql::Result<bool> {
-        edges::change(
-            ctx,
-            EdgeKind::Friend,
-            user_id,
-            as_user_id,
-            EdgeChange::Off { keep_history },
-        )
-        .await
-    }
-
-    /// Puts `userId` (the viewer by default) in a team or department, created
-    /// on first join. Memberships decide who sees TEAM and DEPARTMENT actions,
-    /// so the application manages them: `service` and `admin` only. A new
-    /// member sees the group's actions from now on; a member who joins
-    /// again keeps their membership (and takes the new role).
-    async fn join_group(
-        &self,
-        ctx: &Context<'_>,
-        group_id: ID,
-        kind: GroupKind,
-        #[graphql(default_with = "MembershipRole::Member")] role: MembershipRole,
-        user_id: Option<ID>,
-    ) -> async_graphql::Result<Membership> {
-        let viewer = viewer(ctx)?;
-        require_service(viewer, "joinGroup")?;
-        let member = acting_user(viewer, user_id.as_ref().map(|id| id.as_str()))?;
-        check_id("groupId", &group_id).api()?;
-        let group = Group {
-            id: group_id.0,
-            kind,
-        };
-        let state = state(ctx)?;
-        let now = state.clock.now();
-        match state
-            .store
-            .join_group(&viewer.tenant, &group, &member, role, now)
-            .await
-            .api()?
-        {
-            JoinOutcome::Joined(membership) => Ok(membership),
-            JoinOutcome::KindMismatch(existing) => Err(bad_input(format!(
-                "group {} is a {:?}, not a {kind:?}",
-                existing.id, existing.kind
-            ))),
-        }
-    }
-
-    /// The viewer (or `userId`, for `service` and `admin`) leaves a group.
-    /// True if they were a member. The group's TEAM / DEPARTMENT items they
-    /// may no longer read leave their feed at once; the worker takes them
-    /// out of storage.
-    async fn leave_group(
-        &self,
-        ctx: &Context<'_>,
-        group_id: ID,
-        user_id: Option<ID>,
-    ) -> async_graphql::Result<bool> {
-        let viewer = viewer(ctx)?;
-        let member = acting_user(viewer, user_id.as_ref().map(|id| id.as_str()))?;
-        check_id("groupId", &group_id).api()?;
-        let state = state(ctx)?;
-        // The cleanup is queued first: should the leave not follow, it
-        // finds everything still readable and takes nothing. (Nor is it
-        // ended when there was nothing to leave: an earlier leave's cleanup
-        // may be the one pending.)
-        let cleanup = Unfollow::group(&viewer.tenant, &member, &group_id);
-        let store = state.store.as_ref();
-        store.start_unfollow(&cleanup).await.api()?;
-        // Where readers pull, the leave announces what they pulled from the
-        // group since they joined: the membership is read before it ends.
-        let membership = if state.model.pushes_all() {
-            None
-        } else {
-            store
-                .memberships(&viewer.tenant, &member)
-                .await
-                .api()?
-                .into_iter()
-                .find(|m| m.group_id == group_id.as_str())
-        };
-        let left = store
-            .leave_group(&viewer.tenant, &group_id, &member)
-            .await
-            .api()?;
-        if let Some(membership) = membership.filter(|_| left) {
-            let group = GroupSource::of(&membership);
-            let expiry = state.expiry();
-            groups::announce_leave(store, &state.hub, &viewer.tenant, &member, &group, expiry)
-                .await
-                .api()?;
-        }
-        state.wake.notify_one();
-        Ok(left)
     }
 
     /// Hides an action (the actor's, or any for `service` and `admin`): it

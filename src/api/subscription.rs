@@ -240,7 +240,7 @@ impl SubscriptionRoot {
                 .await
                 .api()?;
             for item in items {
-                if unfollows.iter().any(|u| u.covers(&item)) {
+                if unfollows.iter().any(|u| u.covers(&item, None)) {
                     continue;
                 }
                 replayed.insert(item.action_id, item.changed);

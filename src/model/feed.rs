@@ -23,6 +23,8 @@ pub enum ReasonKind {
     Friend,
     /// The reader follows the actor.
     Follows,
+    /// The reader follows a group the action was sent to.
+    Group,
     /// A comment brought the item back up for this reader; `rule` says why.
     Bumped,
 }
@@ -30,12 +32,13 @@ pub enum ReasonKind {
 impl ReasonKind {
     /// The reasons of items that come from a source the models can pull
     /// (the rest are the actor's own and bumps).
-    pub const PULLED: [ReasonKind; 5] = [
+    pub const PULLED: [ReasonKind; 6] = [
         ReasonKind::Restricted,
         ReasonKind::Team,
         ReasonKind::Department,
         ReasonKind::Friend,
         ReasonKind::Follows,
+        ReasonKind::Group,
     ];
 
     /// Whether items of this reason come from a source the models can
@@ -47,12 +50,13 @@ impl ReasonKind {
     /// When several reasons apply, the most specific one is kept.
     pub fn priority(self) -> u8 {
         match self {
-            ReasonKind::Own => 6,
-            ReasonKind::Restricted => 5,
-            ReasonKind::Team => 4,
-            ReasonKind::Department => 3,
-            ReasonKind::Friend => 2,
-            ReasonKind::Follows => 1,
+            ReasonKind::Own => 7,
+            ReasonKind::Restricted => 6,
+            ReasonKind::Team => 5,
+            ReasonKind::Department => 4,
+            ReasonKind::Friend => 3,
+            ReasonKind::Follows => 2,
+            ReasonKind::Group => 1,
             ReasonKind::Bumped => 0,
         }
     }

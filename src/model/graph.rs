@@ -10,13 +10,15 @@ pub struct User {
     pub name: Option<String>,
 }
 
-/// Kinds of edge between two users.
+/// Kinds of edge from a user: to another user, or to a group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum EdgeKind {
     /// `from` follows `to` (directed).
     Follows,
     /// `from` and `to` are friends (undirected: stored both ways).
     Friend,
+    /// `from` follows the group `to`: the `PUBLIC` actions sent to it.
+    Group,
 }
 
 impl EdgeKind {
@@ -25,16 +27,12 @@ impl EdgeKind {
         match self {
             EdgeKind::Follows => super::ReasonKind::Follows,
             EdgeKind::Friend => super::ReasonKind::Friend,
+            EdgeKind::Group => super::ReasonKind::Group,
         }
     }
 
-    /// The other kind: a reader may both follow and befriend one actor.
-    pub fn other(self) -> EdgeKind {
-        match self {
-            EdgeKind::Follows => EdgeKind::Friend,
-            EdgeKind::Friend => EdgeKind::Follows,
-        }
-    }
+    /// The kinds of edge between users (a group follow's `to` is a group).
+    pub const TO_USERS: [EdgeKind; 2] = [EdgeKind::Follows, EdgeKind::Friend];
 }
 
 /// Kinds of group.

@@ -27,6 +27,8 @@ pub enum EdgeRecordKind {
     Follows,
     /// `from` and `to` are friends (one record per pair, `from < to`).
     Friend,
+    /// `from` follows the group `to`.
+    Group,
 }
 
 /// One feed item as stored, with its tombstone flag.

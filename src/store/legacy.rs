@@ -570,6 +570,8 @@ pub fn write_fixture(dir: &Path, records: &[Record]) -> StoreResult<()> {
                     let (forward, backward) = match kind {
                         EdgeRecordKind::Follows => (EDGE_FOLLOWS_OUT, 1),
                         EdgeRecordKind::Friend => (EDGE_FRIEND, EDGE_FRIEND),
+                        // The old layout had no group follows.
+                        EdgeRecordKind::Group => continue,
                     };
                     edges.insert((t, forward, f, o), ()).map_err(db_err)?;
                     edges.insert((t, backward, o, f), ()).map_err(db_err)?;

@@ -99,7 +99,7 @@ ops!(
     unfollows,
     claim_unfollows,
     clean_unfollow,
-    clean_left_group,
+    clean_named,
     hide_feed_item,
 );
 
@@ -489,13 +489,13 @@ impl QueueStore for Metered {
         self.inner.clean_unfollow(claim).await
     }
 
-    async fn clean_left_group(
+    async fn clean_named(
         &self,
         claim: &UnfollowClaim,
         action_ids: &[ObjectId],
     ) -> StoreResult<Vec<FeedItem>> {
-        self.count(Op::clean_left_group);
-        self.inner.clean_left_group(claim, action_ids).await
+        self.count(Op::clean_named);
+        self.inner.clean_named(claim, action_ids).await
     }
 
     async fn finish_bump(&self, claim: &BumpClaim) -> StoreResult<()> {

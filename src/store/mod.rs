@@ -36,7 +36,7 @@ pub mod prelude {
 
 use crate::model::{
     Action, Comment, Counts, EdgeKind, FeedItem, Group, Membership, MembershipRole, Millis,
-    ObjectId, Position, Reason, Scope, Stamp, User,
+    ObjectId, Position, Reason, ReasonKind, Scope, Stamp, User,
 };
 
 /// Which way to follow an edge.
@@ -131,11 +131,33 @@ pub struct Unfollow {
 /// What an [`Unfollow`] ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Ended {
-    /// A follow or friendship: items whose reason is this kind and actor go.
+    /// A follow or friendship: items whose reason is this kind and actor
+    /// go. A group follow: the `GROUP` items of actions sent to the group
+    /// go (and come back by another source that still gives them); which
+    /// ones, the cleanup works out.
     Edge(EdgeKind),
     /// A membership: the group's `TEAM` / `DEPARTMENT` items the reader may
     /// no longer read go; which ones, the cleanup works out.
     Group,
+}
+
+impl Ended {
+    /// The reasons of the items its cleanup takes out.
+    pub fn reasons(self) -> &'static [ReasonKind] {
+        match self {
+            Ended::Edge(EdgeKind::Follows) => &[ReasonKind::Follows],
+            Ended::Edge(EdgeKind::Friend) => &[ReasonKind::Friend],
+            Ended::Edge(EdgeKind::Group) => &[ReasonKind::Group],
+            Ended::Group => &[ReasonKind::Team, ReasonKind::Department],
+        }
+    }
+
+    /// Whether its cleanup is told which items to take out
+    /// ([`QueueStore::clean_named`]) rather than taking every item of its
+    /// reason and actor ([`QueueStore::clean_unfollow`]).
+    pub fn names_items(self) -> bool {
+        matches!(self, Ended::Group | Ended::Edge(EdgeKind::Group))
+    }
 }
 
 impl Unfollow {
@@ -159,14 +181,25 @@ impl Unfollow {
         }
     }
 
-    /// Whether `item` came by the ended edge (never, for a group: reads
-    /// leave those out by access).
-    pub fn covers(&self, item: &FeedItem) -> bool {
+    /// `reader` no longer following `group`.
+    pub fn group_follow(tenant: &str, reader: &str, group: &str) -> Unfollow {
+        Unfollow::edge(tenant, reader, EdgeKind::Group, group)
+    }
+
+    /// Whether `item` (of `action`, where known) came by the ended edge.
+    /// Never for a membership (reads leave those out by access); for a
+    /// group follow, only with the action, which says where it was sent.
+    pub fn covers(&self, item: &FeedItem, action: Option<&Action>) -> bool {
+        if item.owner != self.reader {
+            return false;
+        }
         match self.kind {
+            Ended::Edge(EdgeKind::Group) => {
+                item.reason.kind == ReasonKind::Group
+                    && action.is_some_and(|a| a.to.contains(&self.actor))
+            }
             Ended::Edge(kind) => {
-                item.owner == self.reader
-                    && item.reason.kind == kind.reason()
-                    && item.reason.actor_id == self.actor
+                item.reason.kind == kind.reason() && item.reason.actor_id == self.actor
             }
             Ended::Group => false,
         }
@@ -509,12 +542,13 @@ pub trait QueueStore: Send + Sync {
     /// and ends the unfollow. Returns the items removed. `LeaseLost` if
     /// another worker holds it; nothing if it ended meanwhile (a re-follow).
     async fn clean_unfollow(&self, claim: &UnfollowClaim) -> StoreResult<Vec<FeedItem>>;
-    /// Ends a claimed group leave's cleanup, taking the reader's items of
-    /// `action_ids` out of their feed (no tombstone: a later delivery may
-    /// bring one back), each only if it still stands as `TEAM` or
-    /// `DEPARTMENT` and is not hidden. Returns the items removed.
-    /// `LeaseLost` if another worker holds it.
-    async fn clean_left_group(
+    /// Ends a claimed cleanup that names its items (a group left, a group
+    /// no longer followed: [`Ended::names_items`]), taking the reader's
+    /// items of `action_ids` out of their feed (no tombstone: a later
+    /// delivery may bring one back), each only if it still stands for one
+    /// of the ended source's [`Ended::reasons`] and is not hidden. Returns
+    /// the items removed. `LeaseLost` if another worker holds it.
+    async fn clean_named(
         &self,
         claim: &UnfollowClaim,
         action_ids: &[ObjectId],

@@ -1,7 +1,7 @@
 //! What the feed models read and keep beside the materialised timelines:
 //! where each of a reader's sources begins for them ([`Cut`]), which actors
 //! are never fanned out (celebrities), outboxes (an actor's, a group's, the
-//! actions naming a reader) read many at once, and rivers (timelines
+//! actions naming a reader, those sent to a group) read many at once, and rivers (timelines
 //! materialised only for readers active lately).
 
 use async_trait::async_trait;
@@ -37,6 +37,9 @@ pub enum Outbox {
     /// The `RESTRICTED` actions that name one reader, as they are scoped
     /// now.
     Named(String),
+    /// The `PUBLIC` actions sent to one group (`to`), as they are scoped
+    /// now: what its followers read.
+    Sent(String),
 }
 
 /// One action an outbox lists: where it stands, and who did it.

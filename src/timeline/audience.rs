@@ -5,10 +5,10 @@
 use std::collections::HashMap;
 
 use crate::events::{FeedEventKind, Hub};
-use crate::model::{Action, EdgeKind, FeedItem, Position, Reason, ReasonKind, Scope};
+use crate::model::{Action, EdgeKind, FeedItem, Reason, ReasonKind, Scope};
 use crate::store::{Direction, Store, StoreResult};
 
-use super::sources::Source;
+use super::sources::{Followed, Source, Sources};
 
 /// Page size when reading followers and group members for an audience.
 pub(super) const AUDIENCE_PAGE: usize = 10_000;
@@ -27,7 +27,8 @@ pub struct Audience {
 pub enum Reach {
     /// Everyone who should see it.
     All,
-    /// All but followers and friends (they pull it).
+    /// All but the actor's followers and friends (they pull it); the
+    /// followers of the groups it was sent to are written for.
     NotFollowers,
     /// The actor alone (everyone else pulls it).
     Actor,
@@ -143,7 +144,8 @@ async fn by_groups(
     Ok(out)
 }
 
-/// [`pulled_readers`] of a public action: by follows and friendships.
+/// [`pulled_readers`] of a public action: by follows and friendships of
+/// its actor, and follows of the groups it was sent to.
 async fn by_edges(
     store: &dyn Store,
     action: &Action,
@@ -155,43 +157,54 @@ async fn by_edges(
         store.edges_among(tenant, EdgeKind::Follows, candidates, actor),
         store.edges_among(tenant, EdgeKind::Friend, candidates, actor),
     );
-    let mut by_reader: HashMap<String, Source> = HashMap::new();
+    // Per reader, the edges that could bring it, as their sources.
+    let mut by_reader: HashMap<String, Sources> = HashMap::new();
+    fn of<'m>(
+        by_reader: &'m mut HashMap<String, Sources>,
+        reader: String,
+        actor: &str,
+    ) -> &'m mut Sources {
+        by_reader
+            .entry(reader)
+            .or_insert_with(|| Sources::actors(vec![Source::new(actor)]))
+    }
     for (kind, readers) in [(EdgeKind::Follows, follows?), (EdgeKind::Friend, friends?)] {
         for reader in readers {
-            by_reader
-                .entry(reader)
-                .or_insert_with(|| Source::new(actor))
-                .stands(kind);
+            of(&mut by_reader, reader, actor).actors[0].stands(kind);
+        }
+    }
+    for group in &action.to {
+        let readers = store
+            .edges_among(tenant, EdgeKind::Group, candidates, group)
+            .await?;
+        for reader in readers {
+            let followed = Followed::standing(group);
+            of(&mut by_reader, reader, actor).followed.push(followed);
         }
     }
     if check_cuts {
         for reader in candidates {
             for cut in store.cuts(tenant, reader).await? {
-                if cut.actor != actor {
-                    continue;
+                let sources = of(&mut by_reader, reader.clone(), actor);
+                if cut.kind != EdgeKind::Group && cut.actor == actor {
+                    sources.actors[0].apply(&cut);
+                } else if cut.kind == EdgeKind::Group && action.to.contains(&cut.actor) {
+                    sources.follow_cut(&cut);
                 }
-                let source = by_reader
-                    .entry(reader.clone())
-                    .or_insert_with(|| Source::new(actor));
-                source.apply(&cut);
             }
         }
-        by_reader.retain(|_, s| !s.is_empty());
     }
-    let at = Position {
-        relevancy: action.conducted,
-        action_id: action.id,
-    };
     let mut out: Vec<(String, ReasonKind)> = by_reader
         .into_iter()
-        .filter_map(|(reader, source)| Some((reader, source.reason(at)?)))
+        .filter_map(|(reader, sources)| Some((reader, sources.public_reason(action)?)))
         .collect();
     out.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(out)
 }
 
 /// Who should see an action, each with the most specific reason that applies:
-/// the actor always; followers and friends for `PUBLIC`; members of the action's
+/// the actor always; followers and friends, and the followers of the groups
+/// it was sent to, for `PUBLIC`; members of the action's
 /// groups for `TEAM` / `DEPARTMENT`; the named readers for `RESTRICTED`. As
 /// far as `reach` goes: the rest pull it at read.
 pub async fn audience(
@@ -207,9 +220,15 @@ pub async fn audience(
     let mut add = |user: String, kind: ReasonKind| readers.push((user, kind));
     match action.scope {
         _ if reach == Reach::Actor => {}
-        Scope::Public if reach == Reach::NotFollowers => {}
         Scope::Public => {
-            for kind in [EdgeKind::Follows, EdgeKind::Friend] {
+            // The actor's followers and friends, the groups' followers.
+            let actor = action.actor_id.as_str();
+            let followed = EdgeKind::TO_USERS
+                .into_iter()
+                .filter(|_| reach == Reach::All)
+                .map(|k| (k, actor));
+            let sent = action.to.iter().map(|g| (EdgeKind::Group, g.as_str()));
+            for (kind, to) in followed.chain(sent) {
                 let reason = kind.reason();
                 let page = |after: Option<String>| async move {
                     store
@@ -217,7 +236,7 @@ pub async fn audience(
                             tenant,
                             kind,
                             Direction::In,
-                            &action.actor_id,
+                            to,
                             after.as_deref(),
                             AUDIENCE_PAGE,
                         )

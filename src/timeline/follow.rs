@@ -1,15 +1,18 @@
-//! A new follow (or friendship) shows the other user's recent actions at once,
-//! as Stream's copy limit does: their public actions, newest first, at most
-//! the backfill size, in the reader's feed where their own time places them.
-//! A backfill of 0 means going forward only.
+//! A new follow (or friendship, or follow of a group) shows the other
+//! user's (the group's) recent actions at once, as Stream's copy limit
+//! does: their public actions (the public actions sent to the group),
+//! newest first, at most the backfill size, in the reader's feed where
+//! their own time places them. A backfill of 0 means going forward only.
 //!
 //! Every model records where the new edge begins (its cut: just below the
 //! oldest action shown), which is all a model that pulls the followee at
 //! read needs; a model that materialises the follow also writes the items.
 
 use crate::events::{FeedEventKind, Hub};
-use crate::model::{EdgeKind, FeedItem, Millis, ObjectId, Position, Reason, ReasonKind, Scope};
-use crate::store::{Backfill, Cut, FeedRange, Store, StoreResult};
+use crate::model::{EdgeKind, FeedItem, Millis, ObjectId, Position, Reason, Scope};
+use crate::store::{Backfill, Cut, FeedRange, Outbox, Store, StoreResult};
+
+use super::sources;
 
 /// Actions a follow shows at once unless the request or `--follow-backfill`
 /// says otherwise.
@@ -22,14 +25,22 @@ const ROUND: usize = 200;
 /// Rounds at most: an outbox mostly hidden from the reader is not read whole.
 const MAX_ROUNDS: usize = 10;
 
-/// A new edge: `reader` now follows (or befriended) `actor`.
+/// A new edge: `reader` now follows (or befriended) `actor`, or follows
+/// the group `actor`.
 #[derive(Clone, Copy, Debug)]
 pub struct NewEdge<'a> {
     pub tenant: &'a str,
     pub reader: &'a str,
     pub actor: &'a str,
-    /// `Follows` or `Friend`.
-    pub via: ReasonKind,
+    pub kind: EdgeKind,
+}
+
+/// The outbox a `kind` edge to `to` reads.
+fn outbox_of(kind: EdgeKind, to: &str) -> Outbox {
+    match kind {
+        EdgeKind::Group => Outbox::Sent(to.to_owned()),
+        EdgeKind::Follows | EdgeKind::Friend => Outbox::Actor(to.to_owned()),
+    }
 }
 
 /// Shows up to `limit` of the actor's most recent public actions: records
@@ -48,8 +59,9 @@ pub async fn backfill(
         tenant,
         reader,
         actor,
-        via,
+        kind,
     } = edge;
+    let via = kind.reason();
     let mut picked: Vec<Backfill> = Vec::new();
     let mut older_than = None;
     // Going forward only: from just before now (an action of this very
@@ -69,7 +81,15 @@ pub async fn backfill(
             limit: ROUND,
             from_oldest: false,
         };
-        let positions = store.outbox(tenant, actor, range).await?;
+        let read = [(outbox_of(kind, actor), range)];
+        let positions: Vec<Position> = store
+            .outboxes(tenant, &read)
+            .await?
+            .pop()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|p| p.position)
+            .collect();
         let Some(last) = positions.last() else {
             // The whole outbox was looked at.
             since = Position::MIN;
@@ -103,10 +123,6 @@ pub async fn backfill(
             since = *last;
         }
     }
-    let kind = match via {
-        ReasonKind::Friend => EdgeKind::Friend,
-        _ => EdgeKind::Follows,
-    };
     let cut = Cut {
         kind,
         actor: actor.to_owned(),
@@ -149,8 +165,9 @@ pub async fn backfill(
 /// the newest, which are the ones on their screen.
 const MAX_ANNOUNCED: usize = 1_000;
 
-/// An edge ended (`reader` no longer follows or befriends `actor`): tells
-/// a live reader that the items they pulled by it are gone (the
+/// An edge ended (`reader` no longer follows or befriends `actor`, or
+/// follows the group `actor`): tells a live reader that the items they
+/// pulled by it, and no other source of theirs gives, are gone (the
 /// materialised ones are announced by the cleanup that removes them).
 /// Call before the edge's cut is cleared; the edge itself is already gone.
 pub async fn announce_unfollow(
@@ -164,49 +181,49 @@ pub async fn announce_unfollow(
     if !hub.is_online(tenant, reader) {
         return Ok(());
     }
+    let (actors, followed) = sources::followed(store, tenant, reader).await?;
     let cuts = store.cuts(tenant, reader).await?;
-    let since = |k: EdgeKind| {
-        cuts.iter()
-            .find(|c| c.kind == k && c.actor == actor && c.until.is_none())
-            .map_or(Position::MIN, |c| c.since)
-    };
-    let other = kind.other();
-    let reader_list = [reader.to_owned()];
-    let kept_from = if store
-        .edges_among(tenant, other, &reader_list, actor)
-        .await?
-        .is_empty()
-    {
-        None
-    } else {
-        Some(since(other))
-    };
+    let since = cuts
+        .iter()
+        .find(|c| c.kind == kind && c.actor == actor && c.until.is_none())
+        .map_or(Position::MIN, |c| c.since);
     let range = FeedRange {
         older_than: None,
-        newer_than: Some(since(kind)),
+        newer_than: Some(since),
         limit: MAX_ANNOUNCED,
         from_oldest: false,
     };
-    let mut positions = store.outbox(tenant, actor, range).await?;
-    positions.retain(|p| kept_from.is_none_or(|from| *p <= from));
-    let ids: Vec<ObjectId> = positions.iter().map(|p| p.action_id).collect();
+    let read = [(outbox_of(kind, actor), range)];
+    let positions = store
+        .outboxes(tenant, &read)
+        .await?
+        .pop()
+        .unwrap_or_default();
+    let ids: Vec<ObjectId> = positions.iter().map(|p| p.position.action_id).collect();
     let held = store.materialised(tenant, reader, &ids).await?;
-    let public: std::collections::HashSet<ObjectId> = store
+    // What the reader's remaining edges still give stays.
+    let remaining = sources::Sources {
+        actors,
+        followed,
+        ..sources::Sources::default()
+    };
+    let gone: std::collections::HashSet<ObjectId> = store
         .get_actions(tenant, &ids)
         .await?
         .into_iter()
-        .filter(|a| a.scope == Scope::Public && !a.hidden)
+        .filter(|a| a.scope == Scope::Public && !a.hidden && !held.contains(&a.id))
+        .filter(|a| remaining.public_reason(a).is_none())
         .map(|a| a.id)
         .collect();
     let gone = positions
         .into_iter()
-        .filter(|p| public.contains(&p.action_id) && !held.contains(&p.action_id))
+        .filter(|p| gone.contains(&p.position.action_id))
         .map(|p| FeedItem {
             owner: reader.to_owned(),
-            action_id: p.action_id,
-            relevancy: p.relevancy,
-            reason: Reason::new(kind.reason(), actor),
-            changed: p.relevancy,
+            action_id: p.position.action_id,
+            relevancy: p.position.relevancy,
+            reason: Reason::new(kind.reason(), &p.actor),
+            changed: p.position.relevancy,
         });
     hub.publish_feed_items(FeedEventKind::Removed, tenant, None, gone);
     Ok(())
@@ -239,4 +256,47 @@ pub async fn keep_history(
         action_id: ObjectId::from_bytes([0; 12]),
     });
     store.set_cut(tenant, reader, &cut).await
+}
+
+/// Puts back what an ended edge's cleanup took out that the reader's other
+/// edges still give (a follow beside a friendship, an account followed
+/// beside a group it sends to): it stays in their feed, now for the reason
+/// those give ([`sources::Sources::public_reason`]). Returns the items put
+/// back.
+pub async fn put_back(
+    store: &dyn Store,
+    tenant: &str,
+    reader: &str,
+    removed: &[FeedItem],
+    now: Millis,
+) -> StoreResult<Vec<FeedItem>> {
+    if removed.is_empty() {
+        return Ok(Vec::new());
+    }
+    let (actors, followed) = sources::followed(store, tenant, reader).await?;
+    if actors.is_empty() && followed.is_empty() {
+        return Ok(Vec::new());
+    }
+    let remaining = sources::Sources {
+        actors,
+        followed,
+        ..sources::Sources::default()
+    };
+    let ids: Vec<ObjectId> = removed.iter().map(|i| i.action_id).collect();
+    let back: Vec<Backfill> = store
+        .get_actions(tenant, &ids)
+        .await?
+        .into_iter()
+        .filter(|a| !a.hidden)
+        .filter_map(|a| {
+            let kind = remaining.public_reason(&a)?;
+            Some(Backfill {
+                action_id: a.id,
+                relevancy: a.conducted,
+                reason: Reason::new(kind, &a.actor_id),
+                changed: now,
+            })
+        })
+        .collect();
+    store.backfill(tenant, reader, &back).await
 }

@@ -1,30 +1,35 @@
 //! Leaving a group: the reader's `TEAM` / `DEPARTMENT` items go at once on
 //! every read (the access check goes by the memberships they hold now);
-//! this finds the ones a cleanup takes out of storage, and tells a live
-//! reader about the ones they pulled.
+//! this finds the ones a cleanup takes out of storage (and those of a
+//! group no longer followed), and tells a live reader about the ones they
+//! pulled.
 
 use std::collections::HashMap;
 
 use super::access::{Access, Expiry};
 use super::sources::GroupSource;
 use crate::events::{FeedEventKind, Hub};
-use crate::model::{FeedItem, ObjectId, Position, Reason, ReasonKind};
-use crate::store::{FeedRange, Outbox, Store, StoreResult};
+use crate::model::{FeedItem, ObjectId, Position, Reason};
+use crate::store::{Ended, FeedRange, Outbox, Store, StoreResult, Unfollow};
 
 /// Timeline items read per step.
 const STEP: usize = 1_000;
 
-/// The actions of `reader`'s group items (`TEAM` / `DEPARTMENT`) that they
-/// may no longer read, by the memberships they hold now (or because they
-/// expired). A membership that
-/// begins later never reaches them again (it shows the group's actions from
-/// its start on), so they can go for good.
-pub async fn unreadable(
+/// What a cleanup that names its items ([`Ended::names_items`]) takes
+/// out: for a group left, the reader's group items (`TEAM` /
+/// `DEPARTMENT`) they may no longer read, by the memberships they hold now
+/// (or because they expired): a membership that begins later never
+/// reaches them again (it shows the group's actions from its start on), so
+/// they can go for good. For a group no longer followed, the reader's
+/// `GROUP` items of actions sent to it (the cleanup's caller puts back
+/// what another source still gives).
+pub async fn named_items(
     store: &dyn Store,
-    tenant: &str,
-    reader: &str,
+    ended: &Unfollow,
     expiry: Expiry,
 ) -> StoreResult<Vec<ObjectId>> {
+    let (tenant, reader) = (ended.tenant.as_str(), ended.reader.as_str());
+    let reasons = ended.kind.reasons();
     let mut out = Vec::new();
     let mut older_than: Option<Position> = None;
     loop {
@@ -37,26 +42,27 @@ pub async fn unreadable(
         let page = store.feed_page(tenant, reader, range).await?;
         let last_page = page.len() < STEP;
         older_than = page.last().map(FeedItem::position);
-        let grouped: Vec<ObjectId> = page
+        let named: Vec<ObjectId> = page
             .iter()
-            .filter(|i| matches!(i.reason.kind, ReasonKind::Team | ReasonKind::Department))
+            .filter(|i| reasons.contains(&i.reason.kind))
             .map(|i| i.action_id)
             .collect();
-        if !grouped.is_empty() {
-            let actions: HashMap<ObjectId, _> = store
-                .get_actions(tenant, &grouped)
-                .await?
-                .into_iter()
-                .map(|a| (a.id, a))
-                .collect();
-            let access = Access::load(store, tenant, reader, actions.values(), expiry).await?;
+        if !named.is_empty() {
             // A deleted action's items went with it; a hidden one's too.
-            out.extend(
-                actions
-                    .values()
-                    .filter(|a| !access.can_read(a))
-                    .map(|a| a.id),
-            );
+            let actions = store.get_actions(tenant, &named).await?;
+            match ended.kind {
+                Ended::Group => {
+                    let access =
+                        Access::load(store, tenant, reader, actions.iter(), expiry).await?;
+                    out.extend(actions.iter().filter(|a| !access.can_read(a)).map(|a| a.id));
+                }
+                Ended::Edge(_) => out.extend(
+                    actions
+                        .iter()
+                        .filter(|a| a.to.contains(&ended.actor))
+                        .map(|a| a.id),
+                ),
+            }
         }
         if last_page {
             return Ok(out);

@@ -86,8 +86,13 @@ impl Model for Hybrid {
         store: &dyn Store,
         tenant: &str,
         _: &str,
+        kind: EdgeKind,
         actor: &str,
     ) -> StoreResult<Option<Position>> {
+        // Groups' followers are written for; celebrities' are not.
+        if kind == EdgeKind::Group {
+            return Ok(Some(Position::MIN));
+        }
         let actor = [actor.to_owned()];
         let celebrity = !store.celebrities(tenant, &actor).await?.is_empty();
         Ok((!celebrity).then_some(Position::MIN))

@@ -32,7 +32,7 @@ use async_trait::async_trait;
 
 use super::audience::Audience;
 use super::read::Plan;
-use crate::model::{Action, Millis, Position};
+use crate::model::{Action, EdgeKind, Millis, Position};
 use crate::store::{Store, StoreResult};
 
 /// What a feed model decides: who the fan-out writes for, how a feed is
@@ -50,14 +50,16 @@ pub trait Model: Send + Sync {
         reader: &str,
         now: Millis,
     ) -> StoreResult<Plan>;
-    /// From where a new follow's backfill of `actor` is written into
-    /// `reader`'s timeline; `None`: nowhere, the reader pulls it.
+    /// From where a new `kind` edge's backfill of `to` (an actor, or a
+    /// group) is written into `reader`'s timeline; `None`: nowhere, the
+    /// reader pulls it.
     async fn written_from(
         &self,
         store: &dyn Store,
         tenant: &str,
         reader: &str,
-        actor: &str,
+        kind: EdgeKind,
+        to: &str,
     ) -> StoreResult<Option<Position>>;
     /// Background upkeep due at `now`; returns how much it did.
     async fn upkeep(&self, _store: &dyn Store, _now: Millis) -> StoreResult<usize> {

@@ -9,7 +9,7 @@ use super::audience::{audience, Audience, Reach};
 use super::model::Model;
 use super::read::Plan;
 use super::sources;
-use crate::model::{Action, Millis, Position};
+use crate::model::{Action, EdgeKind, Millis, Position};
 use crate::store::{Store, StoreResult};
 
 pub struct Pull;
@@ -39,6 +39,7 @@ impl Model for Pull {
         _: &dyn Store,
         _: &str,
         _: &str,
+        _: EdgeKind,
         _: &str,
     ) -> StoreResult<Option<Position>> {
         Ok(None)

@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use super::audience::{audience, Audience, Reach};
 use super::model::{FeedModel, Model};
 use super::read::Plan;
-use crate::model::{Action, Millis, Position};
+use crate::model::{Action, EdgeKind, Millis, Position};
 use crate::store::{Store, StoreResult};
 
 /// `push`, with where it still pulls after a pulling model (if it does).
@@ -37,6 +37,7 @@ impl Model for Push {
         _: &dyn Store,
         _: &str,
         _: &str,
+        _: EdgeKind,
         _: &str,
     ) -> StoreResult<Option<Position>> {
         Ok(Some(self.0.pulled_below.unwrap_or(Position::MIN)))

@@ -12,7 +12,7 @@ use super::model::{FeedModel, Model};
 use super::read::still_pulled;
 use super::read::Plan;
 use super::sources::{self, Sources};
-use crate::model::{Action, Millis, Position, Reason};
+use crate::model::{Action, EdgeKind, Millis, Position, Reason};
 use crate::store::{Backfill, FeedRange, River, Store, StoreResult};
 
 /// The `rivers` model, with its settings.
@@ -57,6 +57,7 @@ impl Model for Rivers {
         store: &dyn Store,
         tenant: &str,
         reader: &str,
+        _: EdgeKind,
         _: &str,
     ) -> StoreResult<Option<Position>> {
         Ok(store.river(tenant, reader).await?.map(|r| r.complete_from))

@@ -1,12 +1,13 @@
-//! A reader's pulled sources: the accounts they follow or befriend (each
-//! from its cut), their TEAM / DEPARTMENT groups (each from when they
-//! joined), and the RESTRICTED actions naming them; and reading many of
-//! their outboxes as one ranked list.
+//! A reader's pulled sources: the accounts they follow or befriend and
+//! the groups they follow (each from its cut), their TEAM / DEPARTMENT
+//! groups (each from when they joined), and the RESTRICTED actions naming
+//! them; and reading many of their outboxes as one ranked list.
 
 use std::collections::{BTreeMap, HashMap};
 
 use crate::model::{
-    EdgeKind, FeedItem, GroupKind, Membership, ObjectId, Position, Reason, ReasonKind,
+    Action, EdgeKind, FeedItem, GroupKind, Membership, ObjectId, Position, Reason, ReasonKind,
+    Scope,
 };
 use crate::store::{Cut, Direction, FeedRange, Outbox, Store, StoreResult};
 
@@ -48,6 +49,26 @@ impl Edge {
     }
 }
 
+/// Why an action at `p` reaches the reader by `edges` (most specific kind
+/// first), as materialising it would have said: by the first edge that
+/// stood when it was fanned out, else by the first edge made after it
+/// whose backfill reached it (a backfill leaves an item it finds alone).
+pub fn first_reason<'e>(
+    edges: impl IntoIterator<Item = (ReasonKind, &'e Edge)>,
+    p: Position,
+) -> Option<ReasonKind> {
+    let mut first: Option<(ReasonKind, Position)> = None;
+    for (kind, edge) in edges.into_iter().filter(|(_, e)| e.covers(p)) {
+        if p > edge.began {
+            return Some(kind);
+        }
+        if first.is_none_or(|(_, began)| edge.began < began) {
+            first = Some((kind, edge.began));
+        }
+    }
+    first.map(|(kind, _)| kind)
+}
+
 /// One account a reader pulls from, by a follow, a friendship or both:
 /// for each kind, the standing edge (no `until`) and the ranges ended
 /// edges kept.
@@ -66,33 +87,32 @@ impl Source {
         }
     }
 
-    fn edges_mut(&mut self, kind: EdgeKind) -> &mut Vec<Edge> {
+    /// The edges of one kind between users (none for a group follow).
+    fn edges_mut(&mut self, kind: EdgeKind) -> Option<&mut Vec<Edge>> {
         match kind {
-            EdgeKind::Follows => &mut self.follows,
-            EdgeKind::Friend => &mut self.friend,
+            EdgeKind::Follows => Some(&mut self.follows),
+            EdgeKind::Friend => Some(&mut self.friend),
+            EdgeKind::Group => None,
         }
     }
 
     /// Notes that the `kind` edge stands (with no cut yet: since always).
     pub fn stands(&mut self, kind: EdgeKind) {
-        self.edges_mut(kind).push(Edge::ALWAYS);
+        self.edges_mut(kind)
+            .into_iter()
+            .for_each(|e| e.push(Edge::ALWAYS));
     }
 
     /// Applies one of the reader's cuts: a standing edge's takes its place
     /// (ignored if the edge no longer stands), a kept range adds itself.
     pub fn apply(&mut self, cut: &Cut) {
-        let edges = self.edges_mut(cut.kind);
-        match cut.until {
-            None => {
-                if let Some(standing) = edges.iter_mut().find(|e| e.until.is_none()) {
-                    *standing = Edge::of(cut);
-                }
-            }
-            Some(_) => edges.push(Edge::of(cut)),
+        if let Some(edges) = self.edges_mut(cut.kind) {
+            apply(edges, cut);
         }
     }
 
-    fn all(&self) -> impl Iterator<Item = (ReasonKind, &Edge)> {
+    /// The edges, most specific kind first.
+    pub fn all(&self) -> impl Iterator<Item = (ReasonKind, &Edge)> {
         // The friendship before the follow.
         let friend = self.friend.iter().map(|e| (ReasonKind::Friend, e));
         friend.chain(self.follows.iter().map(|e| (ReasonKind::Follows, e)))
@@ -110,21 +130,49 @@ impl Source {
             .unwrap_or(Position::MAX)
     }
 
-    /// Why an action at `p` reaches the reader, as materialising it would
-    /// have said: by the edges that stood when it was fanned out (the
-    /// friendship before the follow), else by the first edge made after it
-    /// whose backfill reached it.
+    /// Why an action at `p` reaches the reader by this account alone
+    /// ([`first_reason`]).
     pub fn reason(&self, p: Position) -> Option<ReasonKind> {
-        let mut first: Option<(ReasonKind, Edge)> = None;
-        for (kind, edge) in self.all().filter(|(_, e)| e.covers(p)) {
-            if p > edge.began {
-                return Some(kind);
-            }
-            if first.is_none_or(|(_, f)| edge.began < f.began) {
-                first = Some((kind, *edge));
+        first_reason(self.all(), p)
+    }
+}
+
+/// Applies a cut to the edges of one kind to one source.
+fn apply(edges: &mut Vec<Edge>, cut: &Cut) {
+    match cut.until {
+        None => {
+            if let Some(standing) = edges.iter_mut().find(|e| e.until.is_none()) {
+                *standing = Edge::of(cut);
             }
         }
-        first.map(|(kind, _)| kind)
+        Some(_) => edges.push(Edge::of(cut)),
+    }
+}
+
+/// A group a reader follows: the `PUBLIC` actions sent to it, by the
+/// standing follow and the ranges ended follows kept.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Followed {
+    pub group: String,
+    pub edges: Vec<Edge>,
+}
+
+impl Followed {
+    /// A standing follow of `group` with no cut yet: since always.
+    pub fn standing(group: &str) -> Followed {
+        Followed {
+            group: group.to_owned(),
+            edges: vec![Edge::ALWAYS],
+        }
+    }
+
+    /// Where the source begins: the oldest of its edges' cuts.
+    pub fn since(&self) -> Position {
+        self.edges
+            .iter()
+            .map(|e| e.since)
+            .min()
+            .unwrap_or(Position::MAX)
     }
 }
 
@@ -165,6 +213,9 @@ pub fn joined(since: crate::model::Millis) -> Position {
 pub struct Sources {
     /// Whom they follow or befriend, ordered by actor.
     pub actors: Vec<Source>,
+    /// The groups they follow, ordered by group.
+    pub followed: Vec<Followed>,
+    /// The groups they are members of.
     pub groups: Vec<GroupSource>,
     /// The `RESTRICTED` actions naming the reader.
     pub named: bool,
@@ -180,7 +231,45 @@ impl Sources {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.actors.is_empty() && self.groups.is_empty() && !self.named
+        self.actors.is_empty() && self.followed.is_empty() && self.groups.is_empty() && !self.named
+    }
+
+    /// Applies one of the reader's cuts of a group follow (as
+    /// [`Source::apply`] does for an account), adding the group for a kept
+    /// range.
+    pub fn follow_cut(&mut self, cut: &Cut) {
+        match self.followed.iter_mut().find(|f| f.group == cut.actor) {
+            Some(followed) => apply(&mut followed.edges, cut),
+            None if cut.until.is_some() => self.followed.push(Followed {
+                group: cut.actor.clone(),
+                edges: vec![Edge::of(cut)],
+            }),
+            None => {}
+        }
+    }
+
+    /// Why a `PUBLIC` action reaches the reader by the accounts and groups
+    /// they follow or befriend ([`first_reason`] over all their edges that
+    /// could bring it), if it does.
+    pub fn public_reason(&self, action: &Action) -> Option<ReasonKind> {
+        if action.scope != Scope::Public {
+            return None;
+        }
+        let at = Position {
+            relevancy: action.conducted,
+            action_id: action.id,
+        };
+        let actor = self
+            .actors
+            .binary_search_by(|s| s.actor.as_str().cmp(&action.actor_id))
+            .ok()
+            .map(|i| &self.actors[i]);
+        let groups = self
+            .followed
+            .iter()
+            .filter(|f| action.to.contains(&f.group))
+            .flat_map(|f| f.edges.iter().map(|e| (ReasonKind::Group, e)));
+        first_reason(actor.into_iter().flat_map(Source::all).chain(groups), at)
     }
 }
 
@@ -188,22 +277,30 @@ impl Sources {
 /// (an edge without one begins at the start), their groups, and the
 /// actions naming them.
 pub async fn load(store: &dyn Store, tenant: &str, reader: &str) -> StoreResult<Sources> {
-    let (actors, memberships) = tokio::join!(
-        actors(store, tenant, reader),
+    let (edges, memberships) = tokio::join!(
+        followed(store, tenant, reader),
         store.memberships(tenant, reader),
     );
+    let (actors, followed) = edges?;
     Ok(Sources {
-        actors: actors?,
+        actors,
+        followed,
         groups: memberships?.iter().map(GroupSource::of).collect(),
         named: true,
     })
 }
 
-/// Whom `reader` follows and befriends, with their cuts, ordered by actor.
-async fn actors(store: &dyn Store, tenant: &str, reader: &str) -> StoreResult<Vec<Source>> {
-    let (follows, friends, cuts) = tokio::join!(
+/// Whom `reader` follows and befriends, and which groups they follow,
+/// with their cuts, ordered by actor and by group.
+pub async fn followed(
+    store: &dyn Store,
+    tenant: &str,
+    reader: &str,
+) -> StoreResult<(Vec<Source>, Vec<Followed>)> {
+    let (follows, friends, followed, cuts) = tokio::join!(
         all_edges(store, tenant, EdgeKind::Follows, reader),
         all_edges(store, tenant, EdgeKind::Friend, reader),
+        all_edges(store, tenant, EdgeKind::Group, reader),
         store.cuts(tenant, reader),
     );
     let mut by_actor: BTreeMap<String, Source> = BTreeMap::new();
@@ -215,9 +312,15 @@ async fn actors(store: &dyn Store, tenant: &str, reader: &str) -> StoreResult<Ve
                 .stands(kind);
         }
     }
+    let mut groups = Sources::default();
+    groups.followed = groups_followed(followed?);
     for cut in cuts? {
         // An edge that stands takes its cut; one that ended keeping its
         // history stays a source up to where it ended.
+        if cut.kind == EdgeKind::Group {
+            groups.follow_cut(&cut);
+            continue;
+        }
         match by_actor.get_mut(&cut.actor) {
             Some(source) => source.apply(&cut),
             None if cut.until.is_some() => {
@@ -228,7 +331,13 @@ async fn actors(store: &dyn Store, tenant: &str, reader: &str) -> StoreResult<Ve
             None => {}
         }
     }
-    Ok(by_actor.into_values().collect())
+    groups.followed.sort_by(|a, b| a.group.cmp(&b.group));
+    Ok((by_actor.into_values().collect(), groups.followed))
+}
+
+/// Standing follows of `groups`, with no cuts yet.
+fn groups_followed(groups: Vec<String>) -> Vec<Followed> {
+    groups.iter().map(|g| Followed::standing(g)).collect()
 }
 
 async fn all_edges(
@@ -261,14 +370,16 @@ async fn all_edges(
 /// How the entries of one outbox read become the reader's items.
 enum Via<'s> {
     Actor(&'s Source),
+    Followed(&'s Followed),
     Group(ReasonKind),
     Named,
 }
 
 /// A range of the merged outboxes of `sources`, as `reader`'s items, newest
 /// first; at most `range.limit`. Each outbox is read from where the source
-/// begins; an action that comes by several (a group's and another's) is
-/// given once, for its most specific reason.
+/// begins; an action that comes by several is given once: for the reason
+/// its edges give it ([`first_reason`]: an account's and groups' the
+/// reader follows), or its most specific reason (a group's and another's).
 pub async fn pull(
     store: &dyn Store,
     tenant: &str,
@@ -299,6 +410,13 @@ pub async fn pull(
             Via::Actor(source),
         );
     }
+    for followed in &sources.followed {
+        read(
+            Outbox::Sent(followed.group.clone()),
+            followed.since(),
+            Via::Followed(followed),
+        );
+    }
     for group in &sources.groups {
         read(
             Outbox::Group(group.group.clone()),
@@ -313,32 +431,56 @@ pub async fn pull(
         return Ok(Vec::new());
     }
     let answers = store.outboxes(tenant, &reads).await?;
-    let mut items: HashMap<ObjectId, FeedItem> = HashMap::new();
+    // The edges that bring each action, gathered across outboxes.
+    let mut by_edges: HashMap<ObjectId, (Position, String, Vec<(ReasonKind, &Edge)>)> =
+        HashMap::new();
+    let mut given: Vec<(Position, String, ReasonKind)> = Vec::new();
     for (via, posted) in vias.into_iter().zip(answers) {
         for entry in posted {
             let p = entry.position;
-            let kind = match via {
-                Via::Actor(source) => match source.reason(p) {
-                    Some(kind) => kind,
-                    None => continue,
-                },
-                Via::Group(kind) => kind,
-                Via::Named => ReasonKind::Restricted,
-            };
-            let item = FeedItem {
-                owner: reader.to_owned(),
-                action_id: p.action_id,
-                relevancy: p.relevancy,
-                reason: Reason::new(kind, &entry.actor),
-                changed: p.relevancy,
-            };
-            match items.get(&p.action_id) {
-                Some(kept) if kept.reason.kind.priority() >= kind.priority() => {}
-                _ => {
-                    items.insert(p.action_id, item);
+            let edges: Vec<(ReasonKind, &Edge)> = match via {
+                Via::Actor(source) => source.all().collect(),
+                Via::Followed(followed) => followed
+                    .edges
+                    .iter()
+                    .map(|e| (ReasonKind::Group, e))
+                    .collect(),
+                Via::Group(kind) => {
+                    given.push((p, entry.actor, kind));
+                    continue;
                 }
-            }
+                Via::Named => {
+                    given.push((p, entry.actor, ReasonKind::Restricted));
+                    continue;
+                }
+            };
+            by_edges
+                .entry(p.action_id)
+                .or_insert_with(|| (p, entry.actor, Vec::new()))
+                .2
+                .extend(edges);
         }
+    }
+    let mut items: HashMap<ObjectId, FeedItem> = HashMap::new();
+    let resolved = by_edges.into_values().filter_map(|(p, actor, mut edges)| {
+        edges.sort_by_key(|(kind, _)| std::cmp::Reverse(kind.priority()));
+        Some((p, actor, first_reason(edges, p)?))
+    });
+    for (p, actor, kind) in resolved.chain(given) {
+        if items
+            .get(&p.action_id)
+            .is_some_and(|kept| kept.reason.kind.priority() >= kind.priority())
+        {
+            continue;
+        }
+        let item = FeedItem {
+            owner: reader.to_owned(),
+            action_id: p.action_id,
+            relevancy: p.relevancy,
+            reason: Reason::new(kind, &actor),
+            changed: p.relevancy,
+        };
+        items.insert(p.action_id, item);
     }
     Ok(newest_first_within(items.into_values().collect(), range))
 }

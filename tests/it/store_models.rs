@@ -411,13 +411,13 @@ async fn group_cleanup(store: &dyn Store) -> Result<()> {
         .clone();
     let named = [team.id, department.id, followed.id, ObjectId::new()];
     let err = store
-        .clean_left_group(&claim, &named)
+        .clean_named(&claim, &named)
         .await
         .err()
         .context("lease lost")?;
     ensure!(err.kind == ErrorKind::LeaseLost, "{err}");
     let removed: Vec<ObjectId> = store
-        .clean_left_group(&claim2, &named)
+        .clean_named(&claim2, &named)
         .await?
         .iter()
         .map(|i| i.action_id)
@@ -436,10 +436,7 @@ async fn group_cleanup(store: &dyn Store) -> Result<()> {
     ensure!(rest == [kept.id, followed.id], "rest: {rest:?}");
     ensure!(store.unfollows(T, reader).await?.is_empty(), "ended");
     // The job is gone: cleaning it again takes nothing.
-    ensure!(store
-        .clean_left_group(&claim2, &[kept.id])
-        .await?
-        .is_empty());
+    ensure!(store.clean_named(&claim2, &[kept.id]).await?.is_empty());
     ensure!(store.feed_page(T, reader, range(10)).await?.len() == 2);
     Ok(())
 }

@@ -12,12 +12,15 @@ use super::Inner;
 use crate::model::{Action, FanOut, FanOutState, FeedItem, Millis, ObjectId, Position, Scope};
 use crate::store::{FeedRange, Outbox, StoreError, StoreResult};
 
-/// Under `meta` once every stored action has its lookup entries.
-const OUTBOX_MARKER: &[u8] = b"lookups-indexed";
+/// Under `meta` once every stored action has its lookup entries (the
+/// second generation lists public actions under the groups they were sent
+/// to, too).
+const OUTBOX_MARKER: &[u8] = b"lookups-indexed-2";
 
 /// The entries that list an action in outboxes, as keys and values: the
 /// actor's (no value: the actor is the owner); the groups' it is shared
-/// with, or the readers' it names (the actor's id).
+/// with, the readers' it names, or for a public one the groups' it was
+/// sent to (the actor's id).
 fn outbox_entries(action: &Action) -> Vec<(&'static str, Vec<u8>, &[u8])> {
     let actor = action.actor_id.as_bytes();
     let mut owners = vec![(action.actor_id.clone(), &[][..])];
@@ -34,7 +37,12 @@ fn outbox_entries(action: &Action) -> Vec<(&'static str, Vec<u8>, &[u8])> {
                 .iter()
                 .map(|r| (keys::outbox_owner(&Outbox::Named(r.clone())), actor)),
         ),
-        Scope::Public => {}
+        Scope::Public => owners.extend(
+            action
+                .to
+                .iter()
+                .map(|g| (keys::outbox_owner(&Outbox::Sent(g.clone())), actor)),
+        ),
     }
     let mut entries: Vec<(&'static str, Vec<u8>, &[u8])> = owners
         .into_iter()

@@ -17,7 +17,7 @@ use super::families::{ACTIONS, GRAPH, ITEMS, QUEUE, REACTIONS};
 use super::graph::{
     decode_member_of, edge_codes, edge_key, ensure_user_in, group_kind_code, member_key,
     member_of_key, member_of_value, member_value, user_key, user_name, user_value,
-    EDGE_FOLLOWS_OUT, EDGE_FRIEND,
+    EDGE_FOLLOWS_OUT, EDGE_FRIEND, EDGE_GROUP_OUT,
 };
 use super::keys::{self, graph as tag, reaction, ItemState, Key, Lease, Reader};
 use super::{EmbeddedStore, Inner};
@@ -86,6 +86,12 @@ impl Inner {
                 EDGE_FRIEND if user < other => emit(Record::Edge {
                     tenant,
                     kind: EdgeRecordKind::Friend,
+                    from: user,
+                    to: other,
+                }),
+                EDGE_GROUP_OUT => emit(Record::Edge {
+                    tenant,
+                    kind: EdgeRecordKind::Group,
                     from: user,
                     to: other,
                 }),
@@ -209,6 +215,7 @@ impl Inner {
                     let (fwd, back) = edge_codes(match kind {
                         EdgeRecordKind::Follows => EdgeKind::Follows,
                         EdgeRecordKind::Friend => EdgeKind::Friend,
+                        EdgeRecordKind::Group => EdgeKind::Group,
                     });
                     batch.put_cf(graph, edge_key(tenant, fwd, from, to), []);
                     batch.put_cf(graph, edge_key(tenant, back, to, from), []);

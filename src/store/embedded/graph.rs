@@ -15,6 +15,8 @@ use crate::store::{Direction, JoinOutcome, StoreResult};
 pub(super) const EDGE_FOLLOWS_OUT: u8 = 0;
 pub(super) const EDGE_FOLLOWS_IN: u8 = 1;
 pub(super) const EDGE_FRIEND: u8 = 2;
+pub(super) const EDGE_GROUP_OUT: u8 = 3;
+pub(super) const EDGE_GROUP_IN: u8 = 4;
 
 /// A user value with no display name: "this user exists".
 const NO_NAME: &[u8] = &[0];
@@ -64,6 +66,7 @@ pub(super) fn edge_codes(kind: EdgeKind) -> (u8, u8) {
     match kind {
         EdgeKind::Follows => (EDGE_FOLLOWS_OUT, EDGE_FOLLOWS_IN),
         EdgeKind::Friend => (EDGE_FRIEND, EDGE_FRIEND),
+        EdgeKind::Group => (EDGE_GROUP_OUT, EDGE_GROUP_IN),
     }
 }
 
@@ -296,10 +299,10 @@ impl Inner {
         after: Option<&str>,
         limit: usize,
     ) -> StoreResult<Vec<String>> {
-        let code = match (kind, direction) {
-            (EdgeKind::Follows, Direction::Out) => EDGE_FOLLOWS_OUT,
-            (EdgeKind::Follows, Direction::In) => EDGE_FOLLOWS_IN,
-            (EdgeKind::Friend, _) => EDGE_FRIEND,
+        let (out, back) = edge_codes(kind);
+        let code = match direction {
+            Direction::Out => out,
+            Direction::In => back,
         };
         let prefix = Key::tag(tag::EDGE)
             .str(tenant)

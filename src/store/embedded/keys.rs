@@ -256,15 +256,16 @@ pub fn outbox(buf: &mut Vec<u8>, tenant: &str, owner: &str, conducted: Millis, i
     timeline(buf, tenant, owner, conducted, id);
 }
 
-/// The owner an outbox is kept under: an actor's is their id; a group's
-/// and a named reader's put a control character (which no id holds)
-/// before theirs, so the three never meet.
+/// The owner an outbox is kept under: an actor's is their id; the others
+/// put a control character (which no id holds) before the group's or
+/// reader's, so no two kinds meet.
 pub fn outbox_owner(outbox: &crate::store::Outbox) -> String {
     use crate::store::Outbox;
     match outbox {
         Outbox::Actor(actor) => actor.clone(),
         Outbox::Group(group) => format!("\u{1}{group}"),
         Outbox::Named(reader) => format!("\u{2}{reader}"),
+        Outbox::Sent(group) => format!("\u{3}{group}"),
     }
 }
 
@@ -337,6 +338,7 @@ fn kind_code(kind: ReasonKind) -> u8 {
         ReasonKind::Friend => 4,
         ReasonKind::Follows => 5,
         ReasonKind::Bumped => 6,
+        ReasonKind::Group => 7,
     }
 }
 
@@ -349,6 +351,7 @@ fn kind_of(code: u8) -> StoreResult<ReasonKind> {
         4 => ReasonKind::Friend,
         5 => ReasonKind::Follows,
         6 => ReasonKind::Bumped,
+        7 => ReasonKind::Group,
         _ => return Err(corrupt("feed item reason")),
     })
 }

@@ -7,7 +7,7 @@ use rocksdb::WriteBatch;
 
 use super::families::{GRAPH, META, OUTBOX};
 use super::graph::{
-    decode_member, edge_codes, edge_key, member_key, EDGE_FOLLOWS_OUT, EDGE_FRIEND,
+    decode_member, edge_codes, edge_key, member_key, EDGE_FOLLOWS_OUT, EDGE_FRIEND, EDGE_GROUP_OUT,
 };
 use super::keys::{self, graph as tag, Key, Reader};
 use super::{db_err, EmbeddedStore, Inner};
@@ -114,6 +114,7 @@ impl Inner {
             let kind = match r.byte()? {
                 EDGE_FRIEND => EdgeKind::Friend,
                 EDGE_FOLLOWS_OUT => EdgeKind::Follows,
+                EDGE_GROUP_OUT => EdgeKind::Group,
                 _ => return Err(keys::corrupt("cut")),
             };
             let actor = r.last()?.to_owned();

@@ -370,14 +370,13 @@ impl QueueStore for EmbeddedStore {
         self.blocking(move |db| db.clean_unfollow(&claim)).await
     }
 
-    async fn clean_left_group(
+    async fn clean_named(
         &self,
         claim: &UnfollowClaim,
         action_ids: &[ObjectId],
     ) -> StoreResult<Vec<FeedItem>> {
         let (claim, ids) = (claim.clone(), action_ids.to_vec());
-        self.blocking(move |db| db.clean_left_group(&claim, &ids))
-            .await
+        self.blocking(move |db| db.clean_named(&claim, &ids)).await
     }
 
     async fn finish_bump(&self, claim: &BumpClaim) -> StoreResult<()> {

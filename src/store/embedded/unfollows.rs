@@ -12,7 +12,7 @@ use super::families::{ITEMS, QUEUE};
 use super::keys::{self, queue, ItemState, Key, Lease, Reader};
 use super::Inner;
 
-use crate::model::{EdgeKind, FeedItem, Millis, ObjectId, ReasonKind};
+use crate::model::{EdgeKind, FeedItem, Millis, ObjectId};
 use crate::store::{Ended, FeedRange, StoreResult, Unfollow, UnfollowClaim};
 
 /// A whole feed, as a range.
@@ -28,6 +28,7 @@ fn kind_code(kind: Ended) -> u8 {
         Ended::Edge(EdgeKind::Follows) => 0,
         Ended::Edge(EdgeKind::Friend) => 1,
         Ended::Group => 2,
+        Ended::Edge(EdgeKind::Group) => 3,
     }
 }
 
@@ -36,6 +37,7 @@ fn kind_from(code: u8) -> StoreResult<Ended> {
         0 => Ok(Ended::Edge(EdgeKind::Follows)),
         1 => Ok(Ended::Edge(EdgeKind::Friend)),
         2 => Ok(Ended::Group),
+        3 => Ok(Ended::Edge(EdgeKind::Group)),
         _ => Err(keys::corrupt("unfollow kind")),
     }
 }
@@ -168,13 +170,16 @@ impl Inner {
 
     pub(super) fn clean_unfollow(&self, claim: &UnfollowClaim) -> StoreResult<Vec<FeedItem>> {
         let u = &claim.unfollow;
+        if u.kind.names_items() {
+            return self.clean_named(claim, &[]);
+        }
         // The reader's items that came by the ended edge, read without locks.
         let mut covered = self.feed_page(&u.tenant, &u.reader, WHOLE)?;
-        covered.retain(|item| u.covers(item));
+        covered.retain(|item| u.covers(item, None));
         self.take_out(claim, covered)
     }
 
-    pub(super) fn clean_left_group(
+    pub(super) fn clean_named(
         &self,
         claim: &UnfollowClaim,
         action_ids: &[ObjectId],
@@ -196,7 +201,7 @@ impl Inner {
             }
             let entry = self.entry(&mut key, &u.tenant, &u.reader, id.bytes(), state.relevancy)?;
             if let Some((changed, reason)) = entry {
-                if matches!(reason.kind, ReasonKind::Team | ReasonKind::Department) {
+                if u.kind.reasons().contains(&reason.kind) {
                     covered.push(FeedItem {
                         owner: u.reader.clone(),
                         action_id: id,

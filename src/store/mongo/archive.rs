@@ -113,6 +113,7 @@ impl Statements {
                 let (kind, both) = match kind {
                     EdgeRecordKind::Follows => (kind_name(EdgeKind::Follows), false),
                     EdgeRecordKind::Friend => (kind_name(EdgeKind::Friend), true),
+                    EdgeRecordKind::Group => (kind_name(EdgeKind::Group), false),
                 };
                 let mut pairs = vec![(from, to)];
                 if both {
@@ -327,6 +328,7 @@ impl Archive for MongoStore {
                             // Stored both ways: the pair once, from the smaller id.
                             Ok("friend") if from < to => EdgeRecordKind::Friend,
                             Ok("friend") => return Ok(None),
+                            Ok("followsGroup") => EdgeRecordKind::Group,
                             _ => return Err(corrupt("edge", &doc)),
                         };
                         Ok(Some(Record::Edge {

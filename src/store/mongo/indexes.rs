@@ -56,6 +56,10 @@ impl MongoStore {
                     doc! { "tenant": 1, "readers": 1, "conducted": -1, "_id": -1 },
                     named("named_outbox"),
                 ),
+                index(
+                    doc! { "tenant": 1, "to": 1, "conducted": -1, "_id": -1 },
+                    named("sent_outbox"),
+                ),
                 index(doc! { "fanOut.lockedUntil": 1, "_id": 1 }, claimable),
                 index(doc! { "descriptor.raterId": 1 }, sparse("descriptor_rater")),
                 // What the expiry sweeper reads: by expiry, and by age.

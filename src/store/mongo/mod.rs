@@ -362,6 +362,7 @@ fn kind_name(kind: EdgeKind) -> &'static str {
     match kind {
         EdgeKind::Follows => "follows",
         EdgeKind::Friend => "friend",
+        EdgeKind::Group => "followsGroup",
     }
 }
 

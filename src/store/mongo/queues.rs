@@ -391,12 +391,12 @@ impl QueueStore for MongoStore {
         self.clean_unfollow_docs(claim).await
     }
 
-    async fn clean_left_group(
+    async fn clean_named(
         &self,
         claim: &UnfollowClaim,
         action_ids: &[ObjectId],
     ) -> StoreResult<Vec<FeedItem>> {
-        self.clean_left_group_docs(claim, action_ids).await
+        self.clean_named_docs(claim, action_ids).await
     }
 
     async fn finish_bump(&self, claim: &BumpClaim) -> StoreResult<()> {

@@ -111,6 +111,7 @@ impl SourceStore for MongoStore {
         for d in &docs {
             let kind = match d.get_str("kind") {
                 Ok(k) if k == kind_name(EdgeKind::Friend) => EdgeKind::Friend,
+                Ok(k) if k == kind_name(EdgeKind::Group) => EdgeKind::Group,
                 _ => EdgeKind::Follows,
             };
             let Ok(actor) = d.get_str("actor") else {
@@ -210,6 +211,9 @@ impl SourceStore for MongoStore {
                 },
                 Outbox::Named(reader) => doc! {
                     "tenant": tenant, "readers": reader, "scope": scope_name(Scope::Restricted),
+                },
+                Outbox::Sent(group) => doc! {
+                    "tenant": tenant, "to": group, "scope": scope_name(Scope::Public),
                 },
             };
             self.ranked_actions(all, *range)

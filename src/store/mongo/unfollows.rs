@@ -4,7 +4,7 @@
 use bson::{doc, DateTime, Document};
 use mongodb::options::ReturnDocument;
 
-use crate::model::{EdgeKind, FeedItem, Millis, ObjectId, ReasonKind};
+use crate::model::{EdgeKind, FeedItem, Millis, ObjectId};
 use crate::store::{Ended, ErrorKind, StoreError, StoreResult, Unfollow, UnfollowClaim};
 
 use super::{db_err, epoch, kind_name, read_all, FeedItemDoc, MongoStore};
@@ -28,6 +28,7 @@ fn decode(d: &Document) -> Option<Unfollow> {
         actor: d.get_str("actor").ok()?.to_owned(),
         kind: match d.get_str("kind").ok()? {
             "friend" => Ended::Edge(EdgeKind::Friend),
+            "followsGroup" => Ended::Edge(EdgeKind::Group),
             "group" => Ended::Group,
             _ => Ended::Edge(EdgeKind::Follows),
         },
@@ -141,23 +142,23 @@ impl MongoStore {
         let Some(held) = self.held(claim).await? else {
             return Ok(Vec::new());
         };
-        let Ended::Edge(kind) = u.kind else {
-            // A group's cleanup names its items.
-            return self.clean_left_group_docs(claim, &[]).await;
-        };
-        let via = bson::to_bson(&kind.reason())
+        if u.kind.names_items() {
+            // Such a cleanup names its items.
+            return self.clean_named_docs(claim, &[]).await;
+        }
+        let via = bson::to_bson(u.kind.reasons())
             .map_err(|e| StoreError::internal("MongoDB: cannot encode a reason", e))?;
         let covered = doc! {
             "tenant": &u.tenant,
             "owner": &u.reader,
-            "reason.kind": via,
+            "reason.kind": { "$in": via },
             "reason.actorId": &u.actor,
             "hidden": { "$ne": true },
         };
         self.take_out(held, covered).await
     }
 
-    pub(super) async fn clean_left_group_docs(
+    pub(super) async fn clean_named_docs(
         &self,
         claim: &UnfollowClaim,
         action_ids: &[ObjectId],
@@ -166,7 +167,7 @@ impl MongoStore {
         let Some(held) = self.held(claim).await? else {
             return Ok(Vec::new());
         };
-        let kinds = bson::to_bson(&[ReasonKind::Team, ReasonKind::Department])
+        let kinds = bson::to_bson(u.kind.reasons())
             .map_err(|e| StoreError::internal("MongoDB: cannot encode a reason", e))?;
         let covered = doc! {
             "tenant": &u.tenant,
