@@ -312,8 +312,10 @@ pub async fn followed(
                 .stands(kind);
         }
     }
-    let mut groups = Sources::default();
-    groups.followed = groups_followed(followed?);
+    let mut groups = Sources {
+        followed: groups_followed(followed?),
+        ..Sources::default()
+    };
     for cut in cuts? {
         // An edge that stands takes its cut; one that ended keeping its
         // history stays a source up to where it ended.
@@ -366,6 +368,10 @@ async fn all_edges(
         }
     }
 }
+
+/// An action as the reader's edges bring it: where it stands, its actor,
+/// and the edges (of every account and group followed) that list it.
+type Brought<'s> = (Position, String, Vec<(ReasonKind, &'s Edge)>);
 
 /// How the entries of one outbox read become the reader's items.
 enum Via<'s> {
@@ -432,8 +438,7 @@ pub async fn pull(
     }
     let answers = store.outboxes(tenant, &reads).await?;
     // The edges that bring each action, gathered across outboxes.
-    let mut by_edges: HashMap<ObjectId, (Position, String, Vec<(ReasonKind, &Edge)>)> =
-        HashMap::new();
+    let mut by_edges: HashMap<ObjectId, Brought<'_>> = HashMap::new();
     let mut given: Vec<(Position, String, ReasonKind)> = Vec::new();
     for (via, posted) in vias.into_iter().zip(answers) {
         for entry in posted {
