@@ -9,6 +9,7 @@ mod expiry;
 mod follow;
 mod garbage;
 mod group_feeds;
+mod group_follows;
 mod live;
 mod models;
 mod mongo_failures;

@@ -1,7 +1,8 @@
 //! Conformance cases for what the feed models keep beside the timelines:
 //! edges among many readers, cuts, celebrities, many outboxes at once (an
-//! actor's, a group's, a named reader's), membership starts, a group
-//! leave's cleanup, materialised lookups with tombstones for pulled items,
+//! actor's, a group's, a named reader's, a group's sent actions),
+//! membership starts, a group leave's cleanup, group follows and their
+//! cleanup, materialised lookups with tombstones for pulled items,
 //! and rivers.
 
 use anyhow::{ensure, Context, Result};
@@ -11,7 +12,7 @@ use riverfeed::model::{
 };
 use riverfeed::store::prelude::*;
 use riverfeed::store::{
-    Backfill, Cut, ErrorKind, FeedRange, JoinOutcome, Outbox, Posted, River, Unfollow,
+    Backfill, Cut, Direction, ErrorKind, FeedRange, JoinOutcome, Outbox, Posted, River, Unfollow,
 };
 
 use crate::store_suite::{action, range};
@@ -38,6 +39,7 @@ pub async fn model_cases(store: &dyn Store) -> Result<()> {
         .await
         .context("membership starts")?;
     group_cleanup(store).await.context("group cleanup")?;
+    group_follows(store).await.context("group follows")?;
     expiries(store).await.context("expiries")?;
     group_rings(store).await.context("group rings")?;
     tombstones(store)
@@ -438,6 +440,177 @@ async fn group_cleanup(store: &dyn Store) -> Result<()> {
     // The job is gone: cleaning it again takes nothing.
     ensure!(store.clean_named(&claim2, &[kept.id]).await?.is_empty());
     ensure!(store.feed_page(T, reader, range(10)).await?.len() == 2);
+    Ok(())
+}
+
+/// A group follow: an edge from a user to a group (listed both ways, never
+/// meeting a user of the same id), its cuts, the outbox of the public
+/// actions sent to the group, and the cleanup of what it brought.
+async fn group_follows(store: &dyn Store) -> Result<()> {
+    let (reader, group) = ("gf-rae", "gf-news");
+    ensure!(
+        store
+            .set_edge(T, EdgeKind::Group, reader, group, true)
+            .await?
+    );
+    ensure!(
+        !store
+            .set_edge(T, EdgeKind::Group, reader, group, true)
+            .await?,
+        "once"
+    );
+    store
+        .set_edge(T, EdgeKind::Group, "gf-sam", group, true)
+        .await?;
+    let out = store
+        .edges(T, EdgeKind::Group, Direction::Out, reader, None, 10)
+        .await?;
+    ensure!(out == [group], "followed groups: {out:?}");
+    let followers = store
+        .edges(T, EdgeKind::Group, Direction::In, group, None, 10)
+        .await?;
+    ensure!(followers == names(&["gf-rae", "gf-sam"]), "{followers:?}");
+    let after = store
+        .edges(T, EdgeKind::Group, Direction::In, group, Some("gf-rae"), 10)
+        .await?;
+    ensure!(after == ["gf-sam"], "paged: {after:?}");
+    // A user of the group's id is someone else.
+    let as_user = store
+        .edges(T, EdgeKind::Follows, Direction::In, group, None, 10)
+        .await?;
+    ensure!(as_user.is_empty(), "no follower of a user {group}");
+    let among = store
+        .edges_among(T, EdgeKind::Group, &names(&["gf-rae", "gf-tom"]), group)
+        .await?;
+    ensure!(among == [reader], "among: {among:?}");
+    ensure!(store
+        .edges(OTHER, EdgeKind::Group, Direction::In, group, None, 10)
+        .await?
+        .is_empty());
+
+    // Its cut, beside a follow's of the same id.
+    let cut = |kind, until: Option<Position>| Cut {
+        kind,
+        actor: group.to_owned(),
+        since: Position {
+            relevancy: 5,
+            action_id: ObjectId::from_bytes([1; 12]),
+        },
+        began: Position {
+            relevancy: 6,
+            action_id: ObjectId::from_bytes([1; 12]),
+        },
+        until,
+    };
+    store
+        .set_cut(T, reader, &cut(EdgeKind::Group, None))
+        .await?;
+    store
+        .set_cut(T, reader, &cut(EdgeKind::Follows, None))
+        .await?;
+    let kept = cut(
+        EdgeKind::Group,
+        Some(Position {
+            relevancy: 9,
+            action_id: ObjectId::from_bytes([0; 12]),
+        }),
+    );
+    store.set_cut(T, reader, &kept).await?;
+    let mut cuts = store.cuts(T, reader).await?;
+    cuts.sort_by_key(|c| (c.kind == EdgeKind::Follows, c.until.is_some()));
+    ensure!(
+        cuts == [
+            cut(EdgeKind::Group, None),
+            kept.clone(),
+            cut(EdgeKind::Follows, None)
+        ],
+        "cuts: {cuts:?}"
+    );
+    store.clear_cut(T, reader, EdgeKind::Group, group).await?;
+    let cuts = store.cuts(T, reader).await?;
+    ensure!(cuts == [cut(EdgeKind::Follows, None)], "cleared: {cuts:?}");
+
+    // The outbox of what was sent: public actions, as scoped now.
+    let sent = |actor: &str, conducted: i64, scope: Scope, to: &[&str]| {
+        let mut a = scoped(actor, conducted, scope, &[]);
+        a.to = names(to);
+        if scope == Scope::Team {
+            a.scope_groups = names(to);
+        }
+        a
+    };
+    let public = sent("gf-ann", 1_000, Scope::Public, &[group, "gf-other"]);
+    let team = sent("gf-ann", 2_000, Scope::Team, &[group]);
+    let later = sent("gf-bob", 3_000, Scope::Public, &[group]);
+    let not_sent = sent("gf-ann", 4_000, Scope::Public, &[]);
+    for a in [&public, &team, &later, &not_sent] {
+        store.insert_action(a).await?;
+    }
+    let read = |outbox: &str| {
+        let reads = [(Outbox::Sent(outbox.to_owned()), range(10))];
+        async move {
+            let got = store.outboxes(T, &reads).await?;
+            anyhow::Ok(
+                got[0]
+                    .iter()
+                    .map(|p| (p.position.action_id, p.actor.clone()))
+                    .collect::<Vec<_>>(),
+            )
+        }
+    };
+    let at = |a: &Action| (a.id, a.actor_id.clone());
+    ensure!(read(group).await? == [at(&later), at(&public)], "sent");
+    ensure!(read("gf-other").await? == [at(&public)], "sent to two");
+    // A scope change moves it out (and back); a delete takes it.
+    store
+        .set_action_scope(T, later.id, Scope::Restricted, &names(&["gf-rae"]), &[])
+        .await?;
+    ensure!(read(group).await? == [at(&public)], "restricted now");
+    store
+        .set_action_scope(T, team.id, Scope::Public, &[], &[])
+        .await?;
+    ensure!(read(group).await? == [at(&team), at(&public)], "public now");
+    store.delete_action(T, team.id).await?;
+    ensure!(read(group).await? == [at(&public)], "deleted");
+    let elsewhere = store
+        .outboxes(OTHER, &[(Outbox::Sent(group.to_owned()), range(10))])
+        .await?;
+    ensure!(elsewhere[0].is_empty(), "per tenant");
+
+    // The cleanup of an ended group follow takes the GROUP items named.
+    let fill = |a: &Action, kind: ReasonKind| Backfill {
+        action_id: a.id,
+        relevancy: a.conducted,
+        reason: Reason::new(kind, &a.actor_id),
+        changed: 10,
+    };
+    store
+        .backfill(
+            T,
+            reader,
+            &[
+                fill(&public, ReasonKind::Group),
+                fill(&not_sent, ReasonKind::Follows),
+            ],
+        )
+        .await?;
+    let ended = Unfollow::group_follow(T, reader, group);
+    store.start_unfollow(&ended).await?;
+    ensure!(store.unfollows(T, reader).await? == std::slice::from_ref(&ended));
+    let claims = store.claim_unfollows("w1", 100, 1_000, 10).await?;
+    let claim = claims
+        .iter()
+        .find(|c| c.unfollow == ended)
+        .context("claimed")?
+        .clone();
+    let removed = store.clean_named(&claim, &[public.id, not_sent.id]).await?;
+    ensure!(
+        removed.len() == 1 && removed[0].action_id == public.id,
+        "only the group's: {removed:?}"
+    );
+    let rest = store.feed_page(T, reader, range(10)).await?;
+    ensure!(rest.len() == 1 && rest[0].action_id == not_sent.id);
+    ensure!(store.unfollows(T, reader).await?.is_empty(), "ended");
     Ok(())
 }
 

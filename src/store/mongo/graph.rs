@@ -106,8 +106,9 @@ impl GraphStore for MongoStore {
         after: Option<&str>,
         limit: usize,
     ) -> StoreResult<Vec<String>> {
+        // A friendship is stored both ways: its "in" is its "out".
         let (anchor, other) = match (kind, direction) {
-            (EdgeKind::Follows, Direction::In) => ("to", "from"),
+            (EdgeKind::Follows | EdgeKind::Group, Direction::In) => ("to", "from"),
             _ => ("from", "to"),
         };
         let mut filter = doc! { "tenant": tenant, "kind": kind_name(kind), anchor: user };
