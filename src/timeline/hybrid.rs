@@ -73,12 +73,30 @@ impl Model for Hybrid {
     ) -> StoreResult<Plan> {
         // Groups and named readers are bounded audiences: written, as
         // under push. Only the celebrities are pulled.
-        let mut all = sources::load(store, tenant, reader).await?.actors;
+        let (mut all, followed) = sources::followed(store, tenant, reader).await?;
         let actors: Vec<String> = all.iter().map(|s| s.actor.clone()).collect();
         let mut celebrities = store.celebrities(tenant, &actors).await?;
         celebrities.sort_unstable();
-        all.retain(|s| celebrities.binary_search(&s.actor).is_ok());
-        Ok(Plan::pulling(sources::Sources::actors(all), None))
+        let (read, known): (Vec<_>, Vec<_>) = all
+            .drain(..)
+            .partition(|s| celebrities.binary_search(&s.actor).is_ok());
+        // The groups followed, beside a celebrity: what both bring is held
+        // for the group, and one rule over every edge says which reason
+        // stands.
+        let (followed, known) = if read.is_empty() {
+            (Vec::new(), Vec::new())
+        } else {
+            (followed, known)
+        };
+        Ok(Plan::pulling(
+            sources::Sources {
+                actors: read,
+                followed,
+                known,
+                ..sources::Sources::default()
+            },
+            None,
+        ))
     }
 
     async fn written_from(

@@ -215,6 +215,10 @@ pub struct Sources {
     pub actors: Vec<Source>,
     /// The groups they follow, ordered by group.
     pub followed: Vec<Followed>,
+    /// Accounts they follow or befriend whose outboxes are not read (their
+    /// actions are written), ordered by actor: known so that an action a
+    /// followed group also brings is given the reason all edges give.
+    pub known: Vec<Source>,
     /// The groups they are members of.
     pub groups: Vec<GroupSource>,
     /// The `RESTRICTED` actions naming the reader.
@@ -232,6 +236,14 @@ impl Sources {
 
     pub fn is_empty(&self) -> bool {
         self.actors.is_empty() && self.followed.is_empty() && self.groups.is_empty() && !self.named
+    }
+
+    /// The account `actor` as a source, read or only known.
+    fn account(&self, actor: &str) -> Option<&Source> {
+        let find = |list: &'_ [Source]| list.binary_search_by(|s| s.actor.as_str().cmp(actor)).ok();
+        find(&self.actors)
+            .map(|i| &self.actors[i])
+            .or_else(|| find(&self.known).map(|i| &self.known[i]))
     }
 
     /// Applies one of the reader's cuts of a group follow (as
@@ -259,11 +271,7 @@ impl Sources {
             relevancy: action.conducted,
             action_id: action.id,
         };
-        let actor = self
-            .actors
-            .binary_search_by(|s| s.actor.as_str().cmp(&action.actor_id))
-            .ok()
-            .map(|i| &self.actors[i]);
+        let actor = self.account(&action.actor_id);
         let groups = self
             .followed
             .iter()
@@ -287,6 +295,7 @@ pub async fn load(store: &dyn Store, tenant: &str, reader: &str) -> StoreResult<
         followed,
         groups: memberships?.iter().map(GroupSource::of).collect(),
         named: true,
+        known: Vec::new(),
     })
 }
 
@@ -445,11 +454,12 @@ pub async fn pull(
             let p = entry.position;
             let edges: Vec<(ReasonKind, &Edge)> = match via {
                 Via::Actor(source) => source.all().collect(),
-                Via::Followed(followed) => followed
-                    .edges
-                    .iter()
-                    .map(|e| (ReasonKind::Group, e))
-                    .collect(),
+                Via::Followed(followed) => {
+                    // With the edges of its actor (read, or only known).
+                    let groups = followed.edges.iter().map(|e| (ReasonKind::Group, e));
+                    let actor = sources.account(&entry.actor).into_iter();
+                    groups.chain(actor.flat_map(Source::all)).collect()
+                }
                 Via::Group(kind) => {
                     given.push((p, entry.actor, kind));
                     continue;

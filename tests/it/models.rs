@@ -1,7 +1,8 @@
 //! One contract, four models: the same random history (actions of every
-//! scope, follows with and without backfill, unfollows with and without
-//! their history, friendships, moves from one team to the other, changes
-//! of scope, comments that bump, hidden items and actions) played against a server
+//! scope, some sent to a team, follows of users and of teams with and
+//! without backfill, unfollows with and without their history,
+//! friendships, moves from one team to the other, changes of scope,
+//! comments that bump, hidden items and actions) played against a server
 //! per feed model, and every reader's whole feed, paged to the end, must be
 //! the same under all of them: the same actions, in the same order, at the
 //! same relevancy, for the same reason.
@@ -133,6 +134,8 @@ enum Step {
         by: usize,
         scope: &'static str,
         readers: Vec<usize>,
+        /// The team it is sent to (the poster's).
+        to: Option<&'static str>,
     },
     Follow {
         by: usize,
@@ -174,6 +177,16 @@ enum Step {
         scope: &'static str,
         readers: Vec<usize>,
     },
+    FollowGroup {
+        by: usize,
+        group: &'static str,
+        backfill: Option<i64>,
+    },
+    UnfollowGroup {
+        by: usize,
+        group: &'static str,
+        keep_history: bool,
+    },
 }
 
 /// The scopes a change of scope picks from.
@@ -196,22 +209,35 @@ fn history(seed: u64, length: usize) -> Vec<Step> {
     for _ in 0..length {
         let by = rng.below(USERS);
         let other = (by + 1 + rng.below(USERS - 1)) % USERS;
-        let roll = rng.below(110);
+        let roll = rng.below(120);
         let step = match roll {
             0..=34 => Step::Post {
                 by,
                 scope: "PUBLIC",
                 readers: vec![],
+                to: rng.chance(40).then_some(teams[by]),
             },
             35..=39 => Step::Post {
                 by,
                 scope: "RESTRICTED",
                 readers: vec![other],
+                to: None,
             },
             40..=44 => Step::Post {
                 by,
                 scope: "TEAM",
                 readers: vec![],
+                to: None,
+            },
+            110..=115 => Step::FollowGroup {
+                by,
+                group: *rng.pick(&["even", "odd"]),
+                backfill: *rng.pick(&[None, Some(0), Some(2)]),
+            },
+            116..=119 => Step::UnfollowGroup {
+                by,
+                group: *rng.pick(&["even", "odd"]),
+                keep_history: rng.chance(30),
             },
             45..=59 => Step::Follow {
                 by,
@@ -260,10 +286,15 @@ fn history(seed: u64, length: usize) -> Vec<Step> {
 async fn play(d: &mut Deployment, step: &Step) {
     let name = |n: usize| format!("u{n}");
     match step {
-        Step::Post { by, scope, readers } => {
+        Step::Post {
+            by,
+            scope,
+            readers,
+            to,
+        } => {
             let readers: Vec<String> = readers.iter().map(|r| name(*r)).collect();
             let extra = match *scope {
-                "PUBLIC" => json!({}),
+                "PUBLIC" => json!({ "to": to.iter().collect::<Vec<_>>() }),
                 "RESTRICTED" => json!({ "scope": "RESTRICTED", "readers": readers }),
                 _ => json!({ "scope": scope }),
             };
@@ -333,6 +364,32 @@ async fn play(d: &mut Deployment, step: &Step) {
                 )
                 .await;
             service.add_member(to, "TEAM", &name(*by)).await;
+        }
+        Step::FollowGroup {
+            by,
+            group,
+            backfill,
+        } => {
+            d.user(*by)
+                .post(
+                    "mutation($g: ID!, $b: Int) { followGroup(groupId: $g, backfill: $b) }",
+                    json!({ "g": group, "b": backfill }),
+                )
+                .await;
+        }
+        Step::UnfollowGroup {
+            by,
+            group,
+            keep_history,
+        } => {
+            let answer = d
+                .user(*by)
+                .post(
+                    "mutation($g: ID!, $k: Boolean!) { unfollowGroup(groupId: $g, keepHistory: $k) }",
+                    json!({ "g": group, "k": keep_history }),
+                )
+                .await;
+            assert!(answer.get("errors").is_none(), "unfollowGroup: {answer}");
         }
         Step::Rescope {
             action,
@@ -416,6 +473,11 @@ async fn every_model_serves_the_same_feeds(backend: Backend) {
     }
     let steps = history(seed(), steps(backend));
     for (n, step) in steps.iter().enumerate() {
+        // `RIVERFEED_MODELS_TRACE=1` prints the history as it is played.
+        if std::env::var_os("RIVERFEED_MODELS_TRACE").is_some() {
+            let posts = deployments[0].actions.len();
+            eprintln!("step {n} (actions so far {posts}): {step:?}");
+        }
         for d in deployments.iter_mut() {
             play(d, step).await;
         }
