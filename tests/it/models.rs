@@ -189,6 +189,9 @@ enum Step {
     },
 }
 
+/// The teams users move between, send posts to and follow.
+const TEAMS: [&str; 2] = ["even", "odd"];
+
 /// The scopes a change of scope picks from.
 const SCOPES: [&str; 3] = ["PUBLIC", "TEAM", "RESTRICTED"];
 
@@ -231,12 +234,12 @@ fn history(seed: u64, length: usize) -> Vec<Step> {
             },
             110..=115 => Step::FollowGroup {
                 by,
-                group: *rng.pick(&["even", "odd"]),
+                group: TEAMS[rng.below(TEAMS.len())],
                 backfill: *rng.pick(&[None, Some(0), Some(2)]),
             },
             116..=119 => Step::UnfollowGroup {
                 by,
-                group: *rng.pick(&["even", "odd"]),
+                group: TEAMS[rng.below(TEAMS.len())],
                 keep_history: rng.chance(30),
             },
             45..=59 => Step::Follow {
