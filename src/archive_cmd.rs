@@ -367,16 +367,22 @@ fn legacy_dir(store_url: &str) -> Option<&Path> {
 
 /// `riverfeed export`: the store at `store_url` (or a data directory of the
 /// earlier format) to `--out`.
-pub async fn run_export(args: &ExportArgs, store_url: &str) -> anyhow::Result<Tally> {
+pub async fn run_export(
+    args: &ExportArgs,
+    store_url: &str,
+    settings: &store::StoreSettings,
+) -> anyhow::Result<Tally> {
     let tenant = args.tenant.clone();
     let progress = spinner("exported");
     let tally = if let Some(dir) = legacy_dir(store_url) {
         let records = legacy::export(dir, tenant)?;
         write_out(records, &args.out, &progress).await?
     } else {
-        let store = store::open(store_url).await.with_context(|| {
-            format!("cannot open the store {}", store::mongo::redact(store_url))
-        })?;
+        let store = store::open_with(store_url, settings)
+            .await
+            .with_context(|| {
+                format!("cannot open the store {}", store::mongo::redact(store_url))
+            })?;
         write_out(store.export(tenant.as_deref()), &args.out, &progress).await?
     };
     progress.finish_and_clear();
@@ -412,8 +418,9 @@ pub async fn run_import(
     args: &ImportArgs,
     store_url: &str,
     group_feed_size: usize,
+    settings: &store::StoreSettings,
 ) -> anyhow::Result<Tally> {
-    let store = store::open(store_url)
+    let store = store::open_with(store_url, settings)
         .await
         .with_context(|| format!("cannot open the store {}", store::mongo::redact(store_url)))?;
     let progress = spinner("imported");

@@ -164,6 +164,15 @@ pub struct ServeArgs {
     #[arg(long, env = "RIVERFEED_GROUP_FEED_SIZE", default_value_t = 1_000, global = true,
           value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub group_feed_size: u32,
+    /// How MongoDB keeps the timelines push and rivers write: `items`,
+    /// `time_buckets` or `sized_buckets`; by default the database's own
+    /// (items for a new one). A database keeps the layout it began with.
+    #[arg(long, env = "RIVERFEED_TIMELINE_LAYOUT", global = true, value_enum)]
+    pub timeline_layout: Option<crate::store::mongo::TimelineLayout>,
+    /// Entries per sized bucket (`--timeline-layout sized_buckets`).
+    #[arg(long, env = "RIVERFEED_BUCKET_SIZE", default_value_t = 100, global = true,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub bucket_size: u32,
     /// Actors with more followers than this are not fanned out (hybrid).
     #[arg(long, env = "RIVERFEED_CELEBRITY_THRESHOLD", default_value_t = 10_000, global = true,
           value_parser = clap::value_parser!(u32).range(1..))]
@@ -317,6 +326,17 @@ impl ServeArgs {
         }
     }
 
+    /// The backends' settings these flags give.
+    pub fn store_settings(&self) -> crate::store::StoreSettings {
+        let mut settings = crate::store::StoreSettings::default();
+        settings.embedded.cache_bytes = self.cache_size;
+        settings.mongo = crate::store::mongo::MongoSettings {
+            layout: self.timeline_layout,
+            bucket_size: self.bucket_size as usize,
+        };
+        settings
+    }
+
     pub fn options(&self) -> anyhow::Result<ServeOptions> {
         let mut options = ServeOptions::new(self.store_url());
         options.listen = self.listen;
@@ -336,7 +356,7 @@ impl ServeArgs {
         });
         options.auth = Arc::new(self.authenticator()?);
         options.demo = self.demo;
-        options.embedded.cache_bytes = self.cache_size;
+        options.store_settings = self.store_settings();
         anyhow::ensure!(!self.demo || options.auth.is_dev(), DEMO_NEEDS_DEV_MODE);
         options.introspection = self.introspection;
         if let Some(key) = &self.cursor_key {
@@ -493,7 +513,15 @@ mod tests {
         assert_eq!(parse_size("512MiB"), Ok(512 << 20));
         assert_eq!(parse_size("268435456"), Ok(268_435_456));
         let cli = Cli::try_parse_from(["riverfeed"]).unwrap();
-        assert_eq!(cli.serve.options().unwrap().embedded.cache_bytes, 1 << 30);
+        assert_eq!(
+            cli.serve
+                .options()
+                .unwrap()
+                .store_settings
+                .embedded
+                .cache_bytes,
+            1 << 30
+        );
     }
 
     #[test]

@@ -29,14 +29,16 @@ async fn main() -> anyhow::Result<()> {
         }
         Some(Command::Export(args)) => {
             quiet_logs();
-            riverfeed::archive_cmd::run_export(&args, &cli.serve.store_url())
+            let settings = cli.serve.store_settings();
+            riverfeed::archive_cmd::run_export(&args, &cli.serve.store_url(), &settings)
                 .await
                 .map(drop)
         }
         Some(Command::Import(args)) => {
             quiet_logs();
             let size = cli.serve.group_feed_size as usize;
-            riverfeed::archive_cmd::run_import(&args, &cli.serve.store_url(), size)
+            let settings = cli.serve.store_settings();
+            riverfeed::archive_cmd::run_import(&args, &cli.serve.store_url(), size, &settings)
                 .await
                 .map(drop)
         }

@@ -20,7 +20,6 @@ use crate::demo;
 use crate::events::Hub;
 use crate::fanout::{Worker, WorkerConfig};
 use crate::http::{self, HttpState, WsLimits};
-use crate::store::embedded::EmbeddedOptions;
 use crate::store::metered::Metered;
 use crate::store::mongo::redact;
 use crate::store::{self, Store};
@@ -66,8 +65,9 @@ pub struct ServeOptions {
     pub cursor_secret: Option<Vec<u8>>,
     /// Seed the `demo` tenant before serving (dev mode only).
     pub demo: bool,
-    /// Settings of the embedded store (ignored on MongoDB).
-    pub embedded: EmbeddedOptions,
+    /// The backends' settings (the embedded store's cache, MongoDB's
+    /// timeline layout).
+    pub store_settings: crate::store::StoreSettings,
 }
 
 impl ServeOptions {
@@ -89,7 +89,7 @@ impl ServeOptions {
             ws_limits: WsLimits::default(),
             cursor_secret: None,
             demo: false,
-            embedded: EmbeddedOptions::default(),
+            store_settings: crate::store::StoreSettings::default(),
         }
     }
 }
@@ -120,7 +120,7 @@ impl Server {
 
 /// Opens the store, binds the listener and starts serving in the background.
 pub async fn start(options: ServeOptions) -> anyhow::Result<Server> {
-    let inner: Arc<dyn Store> = store::open_with(&options.store, &options.embedded)
+    let inner: Arc<dyn Store> = store::open_with(&options.store, &options.store_settings)
         .await
         .with_context(|| format!("cannot open store {}", redact(&options.store)))?;
     start_with_store(options, inner).await

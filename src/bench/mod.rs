@@ -326,7 +326,7 @@ async fn start(
             Some(dir) => {
                 let store = Arc::new(EmbeddedStore::open_with(
                     std::path::Path::new(dir),
-                    &options.embedded,
+                    &options.store_settings.embedded,
                 )?);
                 (store.clone(), Some(store))
             }
@@ -368,7 +368,11 @@ async fn stop(bench: Bench, backing: Backing) -> anyhow::Result<()> {
     let stopped = bench.server.stop().await;
     if let Backing::Mongo(url) = &backing {
         let dropped = async {
-            MongoStore::connect(url).await?.database().drop().await?;
+            MongoStore::connect(url, &Default::default())
+                .await?
+                .database()
+                .drop()
+                .await?;
             anyhow::Ok(())
         };
         if let Err(err) = dropped.await {

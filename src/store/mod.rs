@@ -629,20 +629,27 @@ pub trait TimelineStore: Send + Sync {
 /// Opens the store a URL names: `embedded:<dir>`, or a `mongodb://` /
 /// `mongodb+srv://` URI (database from its path, `riverfeed` by default).
 pub async fn open(url: &str) -> StoreResult<Arc<dyn Store>> {
-    open_with(url, &embedded::EmbeddedOptions::default()).await
+    open_with(url, &StoreSettings::default()).await
 }
 
-/// As [`open`], with the embedded store's settings.
-pub async fn open_with(
-    url: &str,
-    settings: &embedded::EmbeddedOptions,
-) -> StoreResult<Arc<dyn Store>> {
+/// The backends' settings; each reads its own.
+#[derive(Clone, Debug, Default)]
+pub struct StoreSettings {
+    pub embedded: embedded::EmbeddedOptions,
+    pub mongo: mongo::MongoSettings,
+}
+
+/// As [`open`], with the backends' settings.
+pub async fn open_with(url: &str, settings: &StoreSettings) -> StoreResult<Arc<dyn Store>> {
     if let Some(dir) = url.strip_prefix("embedded:") {
-        let store = embedded::EmbeddedStore::open_with(std::path::Path::new(dir), settings)?;
+        let store =
+            embedded::EmbeddedStore::open_with(std::path::Path::new(dir), &settings.embedded)?;
         return Ok(Arc::new(store));
     }
     if url.starts_with("mongodb://") || url.starts_with("mongodb+srv://") {
-        return Ok(Arc::new(mongo::MongoStore::connect(url).await?));
+        return Ok(Arc::new(
+            mongo::MongoStore::connect(url, &settings.mongo).await?,
+        ));
     }
     Err(StoreError::invalid(format!(
         "unknown store URL scheme {:?}; expected embedded:<dir>, mongodb:// or mongodb+srv://",

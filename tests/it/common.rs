@@ -7,7 +7,8 @@ use std::time::Duration;
 use futures_util::{SinkExt, StreamExt};
 use riverfeed::model::ObjectId;
 use riverfeed::server::{self, ServeOptions, Server};
-use riverfeed::store::mongo::MongoStore;
+use riverfeed::store::mongo::{MongoSettings, MongoStore, TimelineLayout};
+use riverfeed::store::StoreSettings;
 use riverfeed::timeline::{FeedModel, ModelKind};
 use serde_json::{json, Value};
 use tempfile::TempDir;
@@ -120,6 +121,27 @@ pub fn test_feed_model() -> Option<FeedModel> {
     })
 }
 
+/// How MongoDB keeps timelines in tests: `RIVERFEED_TEST_TIMELINE_LAYOUT`
+/// (`items`, `time_buckets` or `sized_buckets`; items when unset). Sized
+/// buckets are small, so a few deliveries fill one.
+pub fn test_store_settings() -> StoreSettings {
+    let mut settings = StoreSettings::default();
+    if let Ok(name) = std::env::var("RIVERFEED_TEST_TIMELINE_LAYOUT") {
+        settings.mongo = MongoSettings {
+            layout: Some(
+                TimelineLayout::ALL
+                    .into_iter()
+                    .find(|l| l.name() == name)
+                    .unwrap_or_else(|| {
+                        panic!("RIVERFEED_TEST_TIMELINE_LAYOUT: no layout {name:?}")
+                    }),
+            ),
+            bucket_size: 3,
+        };
+    }
+    settings
+}
+
 pub struct TestServer {
     pub server: Server,
     pub store: String,
@@ -151,6 +173,9 @@ impl TestServer {
         options: impl FnOnce(String) -> ServeOptions,
     ) -> Self {
         let mut options = options(stopped.store.clone());
+        if options.store_settings.mongo == MongoSettings::default() {
+            options.store_settings.mongo = test_store_settings().mongo;
+        }
         if let Some(model) = test_feed_model() {
             if options.model == FeedModel::default() {
                 options.model = model;
@@ -179,7 +204,7 @@ impl TestServer {
     pub async fn stop(self) {
         let stopped = self.stop_keeping_data().await;
         if stopped.store.starts_with("mongodb") {
-            let store = MongoStore::connect(&stopped.store)
+            let store = MongoStore::connect(&stopped.store, &test_store_settings().mongo)
                 .await
                 .expect("reconnect to drop the test database");
             store.database().drop().await.expect("drop test database");
@@ -525,10 +550,21 @@ pub struct TestStore {
 
 impl TestStore {
     pub async fn open(backend: Backend) -> Option<Self> {
+        Self::open_as(backend, &test_store_settings()).await
+    }
+
+    /// As [`TestStore::open`], with the backends' settings.
+    pub async fn open_as(backend: Backend, settings: &StoreSettings) -> Option<Self> {
         let (url, dir) = store_url(backend)?;
-        let store = riverfeed::store::open(&url).await.expect("store opens");
+        let store = riverfeed::store::open_with(&url, settings)
+            .await
+            .expect("store opens");
         let mongo = if url.starts_with("mongodb") {
-            Some(MongoStore::connect(&url).await.expect("second handle"))
+            Some(
+                MongoStore::connect(&url, &settings.mongo)
+                    .await
+                    .expect("second handle"),
+            )
         } else {
             None
         };

@@ -7,9 +7,11 @@ use riverfeed::model::{
     ObjectId, Position, Reason, ReasonKind, Scope, Stamp, User,
 };
 use riverfeed::store::embedded::EmbeddedStore;
+use riverfeed::store::mongo::{MongoSettings, TimelineLayout};
 use riverfeed::store::prelude::*;
 use riverfeed::store::{
-    Backfill, Delivery, Direction, Ended, ErrorKind, FeedRange, JoinOutcome, Unfollow,
+    Backfill, Delivery, Direction, Ended, ErrorKind, FeedRange, JoinOutcome, StoreSettings,
+    Unfollow,
 };
 
 use crate::common::{Backend, TestStore};
@@ -1028,6 +1030,36 @@ async fn passes_the_suite(backend: Backend) {
 }
 
 crate::on_both_backends!(passes_the_suite);
+
+/// The suite on each MongoDB timeline layout but the default (which
+/// `passes_the_suite` covers), sized buckets small so they fill often.
+async fn every_timeline_layout_passes_the_suite(layout: TimelineLayout) {
+    let settings = StoreSettings {
+        mongo: MongoSettings {
+            layout: Some(layout),
+            bucket_size: 3,
+        },
+        ..StoreSettings::default()
+    };
+    let Some(test) = TestStore::open_as(Backend::Mongo(layout.name()), &settings).await else {
+        return;
+    };
+    let result = store_test_suite(test.store.as_ref()).await;
+    test.remove().await;
+    if let Err(err) = result {
+        panic!("MongoDB, {layout} layout: {err:#}");
+    }
+}
+
+#[tokio::test]
+async fn time_buckets_pass_the_suite() {
+    every_timeline_layout_passes_the_suite(TimelineLayout::TimeBuckets).await;
+}
+
+#[tokio::test]
+async fn sized_buckets_pass_the_suite() {
+    every_timeline_layout_passes_the_suite(TimelineLayout::SizedBuckets).await;
+}
 
 /// Renames cross batch boundaries: 1,100 actions name the applicant.
 async fn rename_ref(store: &dyn Store) -> Result<()> {

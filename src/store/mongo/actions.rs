@@ -135,7 +135,7 @@ impl ActionStore for MongoStore {
         if updated.matched_count == 0 {
             return Err(StoreError::not_found(format!("no action {id}")));
         }
-        self.remove_items(tenant, id).await
+        self.layout.remove(tenant, None, &[id]).await
     }
 
     async fn delete_action(&self, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>> {
@@ -162,7 +162,7 @@ impl ActionStore for MongoStore {
             .delete_many(reactions)
             .await
             .map_err(db_err)?;
-        self.remove_items(tenant, id).await
+        self.layout.remove(tenant, None, &[id]).await
     }
 
     async fn set_action_scope(

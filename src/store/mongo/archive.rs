@@ -13,13 +13,14 @@ use std::future::{ready, Future};
 
 use async_trait::async_trait;
 use bson::{doc, Bson, DateTime, Document};
-use futures_util::stream::{self, BoxStream, Stream, StreamExt};
+use futures_util::stream::{self, BoxStream, Stream, StreamExt, TryStreamExt};
 
+use super::layout::Stored;
 use super::{
     db_err, epoch, group_kind_from, group_kind_name, kind_name, role_from, role_name, ActionDoc,
-    CommentDoc, FeedItemDoc, MongoStore, TOMBSTONE,
+    CommentDoc, MongoStore, TOMBSTONE,
 };
-use crate::model::{EdgeKind, FanOut, FanOutState};
+use crate::model::{EdgeKind, FanOut, FanOutState, FeedItem};
 use crate::store::{
     Archive, EdgeRecordKind, ErrorKind, ItemRecord, Record, StoreError, StoreResult,
 };
@@ -91,7 +92,8 @@ struct Statements {
     actions: Vec<Document>,
     comments: Vec<Document>,
     likes: Vec<Document>,
-    feed_items: Vec<Document>,
+    /// Readers' items, written by the timeline layout.
+    feed_items: Vec<Stored>,
 }
 
 impl Statements {
@@ -210,87 +212,24 @@ impl Statements {
                 } else {
                     item.relevancy
                 };
-                let document = encode(
-                    &FeedItemDoc {
-                        tenant: tenant.clone(),
+                self.feed_items.push(Stored {
+                    tenant: tenant.clone(),
+                    hidden: item.hidden,
+                    item: FeedItem {
                         owner: item.owner.clone(),
                         action_id: item.action_id,
-                        relevancy: DateTime::from_millis(relevancy),
+                        relevancy,
                         reason: item.reason.clone(),
-                        changed: DateTime::from_millis(item.changed),
-                        hidden: item.hidden,
+                        changed: item.changed,
                     },
-                    "a feed item",
-                )?;
-                self.feed_items.push(upsert(
-                    doc! { "tenant": tenant, "owner": &item.owner, "actionId": item.action_id },
-                    document,
-                ));
+                });
             }
         }
         Ok(())
     }
 }
 
-impl MongoStore {
-    /// Sends upserts to `collection`, as few `update` commands as the size
-    /// limits allow, in order; fails on the first statement the server refuses.
-    async fn upsert_all(&self, collection: &str, statements: Vec<Document>) -> StoreResult<()> {
-        let mut chunk = Vec::new();
-        let mut bytes = 0;
-        for statement in statements {
-            let size = bson::to_vec(&statement)
-                .map_err(|e| StoreError::internal("MongoDB: cannot encode an upsert", e))?
-                .len();
-            if !chunk.is_empty()
-                && (chunk.len() >= MAX_STATEMENTS || bytes + size > MAX_COMMAND_BYTES)
-            {
-                self.send_upserts(collection, std::mem::take(&mut chunk))
-                    .await?;
-                bytes = 0;
-            }
-            bytes += size;
-            chunk.push(statement);
-        }
-        if !chunk.is_empty() {
-            self.send_upserts(collection, chunk).await?;
-        }
-        Ok(())
-    }
-
-    async fn send_upserts(&self, collection: &str, statements: Vec<Document>) -> StoreResult<()> {
-        let count = statements.len();
-        let reply = self
-            .db
-            .run_command(doc! { "update": collection, "updates": statements, "ordered": true })
-            .await
-            .map_err(db_err)?;
-        // A refused statement does not fail the command: the reply says.
-        if let Ok(errors) = reply.get_array("writeErrors") {
-            if let Some(Bson::Document(first)) = errors.first() {
-                return Err(StoreError::new(
-                    ErrorKind::Internal,
-                    format!(
-                        "MongoDB: import into {collection}: statement {} of {count}: {} (code {})",
-                        first.get_i32("index").unwrap_or(-1),
-                        first.get_str("errmsg").unwrap_or("refused"),
-                        first.get_i32("code").unwrap_or(0),
-                    ),
-                ));
-            }
-        }
-        if let Ok(error) = reply.get_document("writeConcernError") {
-            return Err(StoreError::new(
-                ErrorKind::Unavailable,
-                format!(
-                    "MongoDB: import into {collection}: write concern: {}",
-                    error.get_str("errmsg").unwrap_or("not satisfied")
-                ),
-            ));
-        }
-        Ok(())
-    }
-}
+impl MongoStore {}
 
 #[async_trait]
 impl Archive for MongoStore {
@@ -445,21 +384,17 @@ impl Archive for MongoStore {
             }))
         });
         let feed_items = section(async move {
-            let cursor = self
-                .feed_items
-                .find(tenant_filter(tenant))
-                .sort(doc! { "tenant": 1, "owner": 1, "relevancy": -1, "actionId": -1 })
-                .await
-                .map_err(db_err)?;
-            Ok(cursor.map(|found| {
-                let doc = found.map_err(db_err)?;
-                let hidden = doc.hidden;
-                let tenant = doc.tenant.clone();
+            let items = self.layout.export(tenant).await?;
+            Ok(items.map_ok(|stored| {
+                let hidden = stored.hidden;
                 let item = ItemRecord {
                     hidden,
-                    ..ItemRecord::visible(doc.into_item())
+                    ..ItemRecord::visible(stored.item)
                 };
-                Ok(Record::FeedItem { tenant, item })
+                Record::FeedItem {
+                    tenant: stored.tenant,
+                    item,
+                }
             }))
         });
         stream::iter([
@@ -502,10 +437,10 @@ impl Archive for MongoStore {
             ("actions", actions),
             ("comments", comments),
             ("likes", likes),
-            ("feed_items", feed_items),
         ] {
-            self.upsert_all(collection, statements).await?;
+            upsert_all(&self.db, collection, statements).await?;
         }
+        self.layout.import(feed_items).await?;
         // Discussions are derived from comments, as `add_comment` keeps them.
         for record in records {
             if let Record::Comment {
@@ -517,4 +452,67 @@ impl Archive for MongoStore {
         }
         Ok(())
     }
+}
+
+/// Sends upserts to `collection`, as few `update` commands as the size
+/// limits allow, in order; fails on the first statement the server refuses.
+pub(super) async fn upsert_all(
+    db: &mongodb::Database,
+    collection: &str,
+    statements: Vec<Document>,
+) -> StoreResult<()> {
+    let mut chunk = Vec::new();
+    let mut bytes = 0;
+    for statement in statements {
+        let size = bson::to_vec(&statement)
+            .map_err(|e| StoreError::internal("MongoDB: cannot encode an upsert", e))?
+            .len();
+        if !chunk.is_empty() && (chunk.len() >= MAX_STATEMENTS || bytes + size > MAX_COMMAND_BYTES)
+        {
+            send_upserts(db, collection, std::mem::take(&mut chunk)).await?;
+            bytes = 0;
+        }
+        bytes += size;
+        chunk.push(statement);
+    }
+    if !chunk.is_empty() {
+        send_upserts(db, collection, chunk).await?;
+    }
+    Ok(())
+}
+
+async fn send_upserts(
+    db: &mongodb::Database,
+    collection: &str,
+    statements: Vec<Document>,
+) -> StoreResult<()> {
+    let count = statements.len();
+    let reply = db
+        .run_command(doc! { "update": collection, "updates": statements, "ordered": true })
+        .await
+        .map_err(db_err)?;
+    // A refused statement does not fail the command: the reply says.
+    if let Ok(errors) = reply.get_array("writeErrors") {
+        if let Some(Bson::Document(first)) = errors.first() {
+            return Err(StoreError::new(
+                ErrorKind::Internal,
+                format!(
+                    "MongoDB: import into {collection}: statement {} of {count}: {} (code {})",
+                    first.get_i32("index").unwrap_or(-1),
+                    first.get_str("errmsg").unwrap_or("refused"),
+                    first.get_i32("code").unwrap_or(0),
+                ),
+            ));
+        }
+    }
+    if let Ok(error) = reply.get_document("writeConcernError") {
+        return Err(StoreError::new(
+            ErrorKind::Unavailable,
+            format!(
+                "MongoDB: import into {collection}: write concern: {}",
+                error.get_str("errmsg").unwrap_or("not satisfied")
+            ),
+        ));
+    }
+    Ok(())
 }

@@ -11,20 +11,24 @@ use crate::store::StoreResult;
 /// record if no worker has: a backstop, not the way expiry works.
 const EXPIRY_GRACE_SECS: u64 = 24 * 3600;
 
+/// An index on `keys`.
+pub(super) fn index(keys: Document, options: IndexOptions) -> IndexModel {
+    IndexModel::builder().keys(keys).options(options).build()
+}
+
+pub(super) fn named(name: &str) -> IndexOptions {
+    IndexOptions::builder().name(name.to_owned()).build()
+}
+
+pub(super) fn unique(name: &str) -> IndexOptions {
+    IndexOptions::builder()
+        .name(name.to_owned())
+        .unique(true)
+        .build()
+}
+
 impl MongoStore {
     pub(super) async fn create_indexes(&self) -> StoreResult<()> {
-        fn index(keys: Document, options: IndexOptions) -> IndexModel {
-            IndexModel::builder().keys(keys).options(options).build()
-        }
-        fn named(name: &str) -> IndexOptions {
-            IndexOptions::builder().name(name.to_owned()).build()
-        }
-        fn unique(name: &str) -> IndexOptions {
-            IndexOptions::builder()
-                .name(name.to_owned())
-                .unique(true)
-                .build()
-        }
         fn sparse(name: &str) -> IndexOptions {
             IndexOptions::builder()
                 .name(name.to_owned())
@@ -76,24 +80,7 @@ impl MongoStore {
             ])
             .await
             .map_err(db_err)?;
-        self.feed_items
-            .create_indexes([
-                index(
-                    doc! { "tenant": 1, "owner": 1, "actionId": 1 },
-                    unique("one_item_per_reader"),
-                ),
-                index(
-                    doc! { "tenant": 1, "owner": 1, "relevancy": -1, "actionId": -1 },
-                    named("timeline"),
-                ),
-                index(doc! { "tenant": 1, "actionId": 1 }, named("by_action")),
-                index(
-                    doc! { "tenant": 1, "owner": 1, "changed": 1, "actionId": 1 },
-                    named("changes"),
-                ),
-            ])
-            .await
-            .map_err(db_err)?;
+        self.layout.create_indexes().await?;
         self.users
             .create_indexes([
                 index(doc! { "tenant": 1, "userId": 1 }, unique("user")),

@@ -7,8 +7,10 @@
 //!   partial index on it holds just the claimable work; the outboxes the
 //!   feed models pull are indexes on `actorId`, `scopeGroups` and `readers`
 //!   (newest first);
-//! - `feed_items`: one reference per reader and action, unique on
-//!   `{tenant, owner, actionId}` so a re-run delivers nothing twice;
+//! - readers' timelines, as `--timeline-layout` keeps them (see
+//!   `layout/`): `feed_items` (one reference per reader and action, unique
+//!   on `{tenant, owner, actionId}` so a re-run delivers nothing twice),
+//!   `timed_buckets` or `sized_buckets`;
 //! - `users`, `edges` (follows and friendships, both directions indexed),
 //!   `groups`, `memberships`;
 //! - `comments` and `likes` (one per user and action); their counts are kept
@@ -33,6 +35,7 @@ mod archive;
 mod graph;
 mod group_feeds;
 mod indexes;
+mod layout;
 mod queues;
 mod reactions;
 mod rivers;
@@ -60,6 +63,30 @@ use crate::model::{
     Millis, ObjectId, Reason, Scope,
 };
 
+pub use layout::{TimelineLayout, DEFAULT_BUCKET_SIZE};
+
+/// How a MongoDB store keeps readers' timelines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MongoSettings {
+    /// `None`: the layout the database was written in (items for a new
+    /// one). A database keeps the layout it began with.
+    pub layout: Option<TimelineLayout>,
+    /// Entries per sized bucket.
+    pub bucket_size: usize,
+}
+
+impl Default for MongoSettings {
+    fn default() -> Self {
+        Self {
+            layout: None,
+            bucket_size: DEFAULT_BUCKET_SIZE,
+        }
+    }
+}
+
+/// The `meta` key of the layout a database's timelines were written in.
+const LAYOUT_KEY: &str = "timeline-layout";
+
 /// Server-selection timeout unless the URI sets `serverSelectionTimeoutMS`:
 /// how long a request waits for a lost database before it answers `UNAVAILABLE`.
 pub const DEFAULT_SERVER_SELECTION: Duration = Duration::from_secs(2);
@@ -80,7 +107,8 @@ const TIE_SLACK: usize = 16;
 pub struct MongoStore {
     db: Database,
     actions: Collection<ActionDoc>,
-    feed_items: Collection<FeedItemDoc>,
+    /// Readers' timelines, in the layout the deployment picked.
+    layout: Box<dyn layout::Layout>,
     users: Collection<Document>,
     edges: Collection<Document>,
     groups: Collection<Document>,
@@ -426,7 +454,7 @@ impl MongoStore {
     /// Connects to the URI (database from its path, `riverfeed` by default),
     /// checks the server answers within the server-selection timeout, and
     /// creates collections and indexes.
-    pub async fn connect(uri: &str) -> StoreResult<Self> {
+    pub async fn connect(uri: &str, settings: &MongoSettings) -> StoreResult<Self> {
         let mut options = ClientOptions::parse(uri).await.map_err(|e| {
             StoreError::from_source(
                 ErrorKind::InvalidInput,
@@ -444,11 +472,15 @@ impl MongoStore {
             .default_database
             .clone()
             .unwrap_or_else(|| "riverfeed".into());
-        Self::connect_with(options, &database).await
+        Self::connect_with(options, &database, settings).await
     }
 
     /// Connects with prepared options to one database.
-    pub async fn connect_with(mut options: ClientOptions, database: &str) -> StoreResult<Self> {
+    pub async fn connect_with(
+        mut options: ClientOptions,
+        database: &str,
+        settings: &MongoSettings,
+    ) -> StoreResult<Self> {
         let commands: Arc<Mutex<BTreeMap<String, u64>>> = Arc::default();
         let counter = commands.clone();
         options.command_event_handler = Some(EventHandler::callback(move |event| {
@@ -473,9 +505,10 @@ impl MongoStore {
                 e,
             )
         })?;
+        let layout = Self::resolve_layout(&db, settings.layout).await?;
         let store = Self {
             actions: db.collection("actions"),
-            feed_items: db.collection("feed_items"),
+            layout: layout::open(&db, layout, settings.bucket_size),
             users: db.collection("users"),
             edges: db.collection("edges"),
             groups: db.collection("groups"),
@@ -496,6 +529,58 @@ impl MongoStore {
         };
         store.create_indexes().await?;
         Ok(store)
+    }
+
+    /// The layout to open: the one asked for, which must be the one the
+    /// database's timelines were written in (a database from before
+    /// layouts has items), noted in a new database.
+    async fn resolve_layout(
+        db: &Database,
+        asked: Option<TimelineLayout>,
+    ) -> StoreResult<TimelineLayout> {
+        let meta = db.collection::<Document>("meta");
+        let noted = meta
+            .find_one(doc! { "_id": LAYOUT_KEY })
+            .await
+            .map_err(db_err)?
+            .and_then(|d| d.get_str("layout").ok().map(str::to_owned));
+        let written = match noted {
+            Some(name) => Some(
+                TimelineLayout::ALL
+                    .into_iter()
+                    .find(|l| l.name() == name)
+                    .ok_or_else(|| {
+                        StoreError::invalid(format!(
+                            "this database notes an unknown timeline layout {name:?}"
+                        ))
+                    })?,
+            ),
+            None => db
+                .collection::<Document>("feed_items")
+                .find_one(doc! {})
+                .await
+                .map_err(db_err)?
+                .map(|_| TimelineLayout::Items),
+        };
+        match (written, asked) {
+            (Some(written), Some(asked)) if written != asked => Err(StoreError::invalid(format!(
+                "this database keeps its timelines as {written}, not {asked}: start with \
+                 --timeline-layout {written}, or `riverfeed migrate` into a new database to \
+                 change the layout"
+            ))),
+            (Some(written), _) => Ok(written),
+            (None, asked) => {
+                let layout = asked.unwrap_or_default();
+                meta.update_one(
+                    doc! { "_id": LAYOUT_KEY },
+                    doc! { "$set": { "layout": layout.name() } },
+                )
+                .upsert(true)
+                .await
+                .map_err(db_err)?;
+                Ok(layout)
+            }
+        }
     }
 
     /// The database this store uses.
@@ -562,11 +647,7 @@ impl Store for MongoStore {
     }
 
     async fn footprint(&self) -> StoreResult<super::Footprint> {
-        let feed_items = self
-            .feed_items
-            .count_documents(doc! { "hidden": { "$ne": true } })
-            .await
-            .map_err(db_err)?;
+        let feed_items = self.layout.count().await?;
         let stats = self
             .db
             .run_command(doc! { "dbStats": 1 })

@@ -1,46 +1,17 @@
 //! MongoDB: the fan-out and bump queues, leased by `findOneAndUpdate`.
 
-use std::collections::HashSet;
-
 use async_trait::async_trait;
 use bson::{doc, DateTime};
 use mongodb::options::ReturnDocument;
 
-use crate::model::{Action, FeedItem, Millis, ObjectId, Reason, ReasonKind};
+use crate::model::{Action, FeedItem, Millis, ObjectId, Reason};
 use crate::store::{
     BumpClaim, Claim, Delivery, ErrorKind, QueueStore, StoreError, StoreResult, UnfollowClaim,
 };
 
-use super::{db_err, epoch, read_all, FeedItemDoc, MongoStore, DUPLICATE_KEY};
+use super::{db_err, MongoStore};
 
 impl MongoStore {
-    /// Inserts feed items unordered, so that one duplicate (a reader who has
-    /// the item already, or hid it) does not stop the others. Returns the
-    /// positions in `docs` that were duplicates.
-    pub(super) async fn insert_items(&self, docs: Vec<FeedItemDoc>) -> StoreResult<HashSet<usize>> {
-        match self.feed_items.insert_many(docs).ordered(false).await {
-            Ok(_) => Ok(HashSet::new()),
-            Err(err) => match &*err.kind {
-                mongodb::error::ErrorKind::InsertMany(failure)
-                    if failure.write_concern_error.is_none()
-                        && failure
-                            .write_errors
-                            .iter()
-                            .flatten()
-                            .all(|e| e.code == DUPLICATE_KEY) =>
-                {
-                    Ok(failure
-                        .write_errors
-                        .iter()
-                        .flatten()
-                        .map(|e| e.index)
-                        .collect())
-                }
-                _ => Err(db_err(err)),
-            },
-        }
-    }
-
     /// Readers a re-run found holding the item keep it, and take the reason
     /// that applies now (a new scope's) unless theirs is their own or a
     /// bump's. One update per distinct reason.
@@ -52,25 +23,10 @@ impl MongoStore {
                 None => by_reason.push((&d.reason, vec![&d.owner])),
             }
         }
-        let pulled = bson::to_bson(&ReasonKind::PULLED)
-            .map_err(|e| StoreError::internal("MongoDB: cannot encode a reason", e))?;
         for (reason, owners) in by_reason {
-            let reason = bson::to_bson(reason)
-                .map_err(|e| StoreError::internal("MongoDB: cannot encode a reason", e))?;
-            self.feed_items
-                .update_many(
-                    doc! {
-                        "tenant": &action.tenant,
-                        "actionId": action.id,
-                        "owner": { "$in": owners },
-                        "hidden": { "$ne": true },
-                        "reason.kind": { "$in": pulled.clone() },
-                        "reason": { "$ne": reason.clone() },
-                    },
-                    doc! { "$set": { "reason": reason } },
-                )
-                .await
-                .map_err(db_err)?;
+            self.layout
+                .refresh(&action.tenant, action.id, &owners, reason)
+                .await?;
         }
         Ok(())
     }
@@ -213,21 +169,19 @@ impl QueueStore for MongoStore {
         if action.hidden || items.is_empty() {
             return Ok(Vec::new());
         }
-        let docs: Vec<FeedItemDoc> = items
+        let new: Vec<FeedItem> = items
             .iter()
-            .map(|d| FeedItemDoc {
-                tenant: action.tenant.clone(),
+            .map(|d| FeedItem {
                 owner: d.owner.clone(),
                 action_id: action.id,
-                relevancy: DateTime::from_millis(d.relevancy),
+                relevancy: d.relevancy,
                 reason: d.reason.clone(),
-                changed: DateTime::from_millis(now),
-                hidden: false,
+                changed: now,
             })
             .collect();
-        // Unordered: one duplicate (a reader who already has the item, from an
-        // earlier run or a hidden tombstone) must not stop the others.
-        let skipped = self.insert_items(docs).await?;
+        // One duplicate (a reader who already has the item, from an earlier
+        // run or a hidden tombstone) must not stop the others.
+        let skipped = self.layout.insert(&action.tenant, &new).await?;
         if !skipped.is_empty() {
             let kept: Vec<&Delivery> = skipped.iter().filter_map(|&i| items.get(i)).collect();
             self.refresh_reasons(&action, &kept).await?;
@@ -238,10 +192,9 @@ impl QueueStore for MongoStore {
             .await?
             .is_some_and(|a| !a.hidden);
         if !still_visible {
-            self.feed_items
-                .delete_many(doc! { "tenant": &action.tenant, "actionId": action.id })
-                .await
-                .map_err(db_err)?;
+            self.layout
+                .remove(&action.tenant, None, &[action.id])
+                .await?;
             return Ok(Vec::new());
         }
         Ok(items
@@ -328,11 +281,9 @@ impl QueueStore for MongoStore {
         }
         let tenant = claim.tenant.as_str();
         let action_id = claim.comment.action_id;
-        let changed = DateTime::from_millis(now);
-        // Readers a rule matches share their target and reason: one
-        // conditional update for each such group raises them all, only
-        // upwards, however many workers bump at once (tombstones sit at the
-        // epoch and are never raised); a read of what it raised follows.
+        // Readers a rule matches share their target and reason: one raise
+        // for each such group, only upwards, however many workers bump at
+        // once.
         let mut groups: Vec<(&Delivery, Vec<&str>)> = Vec::new();
         for bump in bumps {
             match groups
@@ -345,34 +296,18 @@ impl QueueStore for MongoStore {
         }
         let mut raised = Vec::new();
         for (bump, owners) in groups {
-            let relevancy = DateTime::from_millis(bump.relevancy);
-            let reason = bson::to_bson(&bump.reason)
-                .map_err(|e| StoreError::internal("MongoDB: encoding a reason", e))?;
-            let updated = self
-                .feed_items
-                .update_many(
-                    doc! {
-                        "tenant": tenant,
-                        "actionId": action_id,
-                        "owner": { "$in": &owners },
-                        "relevancy": { "$gt": epoch(), "$lt": relevancy },
-                    },
-                    doc! { "$set": { "relevancy": relevancy, "reason": reason, "changed": changed } },
-                )
-                .await
-                .map_err(db_err)?;
-            if updated.modified_count == 0 {
-                continue;
-            }
-            let docs: Vec<FeedItemDoc> = read_all(self.feed_items.find(doc! {
-                "tenant": tenant,
-                "actionId": action_id,
-                "owner": { "$in": &owners },
-                "relevancy": relevancy,
-                "changed": changed,
-            }))
-            .await?;
-            raised.extend(docs.into_iter().map(FeedItemDoc::into_item));
+            raised.extend(
+                self.layout
+                    .raise(
+                        tenant,
+                        action_id,
+                        &owners,
+                        bump.relevancy,
+                        &bump.reason,
+                        now,
+                    )
+                    .await?,
+            );
         }
         Ok(raised)
     }

@@ -1,29 +1,31 @@
 //! MongoDB: rivers. One record per reader who has one (`rivers`); their
-//! items are the `feed_items` that came from a pulled source and were not
-//! bumped.
+//! items are the timeline's items that came from a pulled source and were
+//! not bumped.
 
 use async_trait::async_trait;
-use bson::{doc, DateTime, Document};
+use bson::{doc, DateTime};
 use mongodb::options::UpdateOptions;
 
 use crate::model::{Millis, ReasonKind};
 use crate::store::{River, RiverStore, StoreResult};
 
+use super::layout::Which;
 use super::sources::{position_doc, position_of};
 use super::{db_err, read_all, MongoStore};
 
-fn river_kinds() -> bson::Bson {
-    bson::to_bson(&ReasonKind::PULLED).unwrap_or(bson::Bson::Null)
-}
-
-impl MongoStore {
-    fn river_items(&self, tenant: &str, reader: &str) -> Document {
-        doc! {
-            "tenant": tenant, "owner": reader,
-            "reason.kind": { "$in": river_kinds() }, "hidden": { "$ne": true },
-        }
+/// A reader's river items: what came from a pulled source, not bumped.
+fn river(reader: &str) -> Which<'_> {
+    Which {
+        owner: reader,
+        reasons: &ReasonKind::PULLED,
+        actor: None,
+        ids: None,
+        below: None,
     }
 }
+
+/// River items read per step while finding where a trim cuts.
+const TRIM_STEP: usize = 500;
 
 #[async_trait]
 impl RiverStore for MongoStore {
@@ -92,40 +94,45 @@ impl RiverStore for MongoStore {
             .delete_one(doc! { "tenant": tenant, "reader": reader })
             .await
             .map_err(db_err)?;
-        let gone = self
-            .feed_items
-            .delete_many(self.river_items(tenant, reader))
-            .await
-            .map_err(db_err)?;
-        Ok(gone.deleted_count)
+        let gone = self.layout.take(tenant, river(reader)).await?;
+        Ok(gone.len() as u64)
     }
 
     async fn trim_river(&self, tenant: &str, reader: &str, keep: usize) -> StoreResult<u64> {
         // The oldest item kept: everything of the river below it goes.
-        let oldest = self
-            .feed_items
-            .find_one(self.river_items(tenant, reader))
-            .sort(doc! { "relevancy": -1, "actionId": -1 })
-            .skip(u64::try_from(keep.saturating_sub(1)).unwrap_or(u64::MAX))
-            .await
-            .map_err(db_err)?;
-        let Some(oldest) = oldest.filter(|_| keep > 0) else {
+        let mut seen = 0;
+        let mut oldest = None;
+        let mut older_than = None;
+        while keep > 0 && oldest.is_none() {
+            let range = crate::store::FeedRange {
+                older_than,
+                newer_than: None,
+                limit: TRIM_STEP,
+                from_oldest: false,
+            };
+            let page = self.layout.page(tenant, reader, range).await?;
+            let last_page = page.len() < TRIM_STEP;
+            older_than = page.last().map(crate::model::FeedItem::position);
+            for item in page.iter().filter(|i| i.reason.kind.pulled()) {
+                seen += 1;
+                if seen == keep {
+                    oldest = Some(item.position());
+                    break;
+                }
+            }
+            if last_page {
+                break;
+            }
+        }
+        let Some(from) = oldest else {
             return Ok(0);
         };
-        let mut below = self.river_items(tenant, reader);
-        below.insert(
-            "$or",
-            vec![
-                doc! { "relevancy": { "$lt": oldest.relevancy } },
-                doc! { "relevancy": oldest.relevancy, "actionId": { "$lt": oldest.action_id } },
-            ],
-        );
-        let gone = self.feed_items.delete_many(below).await.map_err(db_err)?;
-        if gone.deleted_count > 0 {
-            let from = crate::model::Position {
-                relevancy: oldest.relevancy.timestamp_millis(),
-                action_id: oldest.action_id,
-            };
+        let below = Which {
+            below: Some(from),
+            ..river(reader)
+        };
+        let gone = self.layout.take(tenant, below).await?;
+        if !gone.is_empty() {
             self.rivers
                 .update_one(
                     doc! { "tenant": tenant, "reader": reader,
@@ -135,6 +142,6 @@ impl RiverStore for MongoStore {
                 .await
                 .map_err(db_err)?;
         }
-        Ok(gone.deleted_count)
+        Ok(gone.len() as u64)
     }
 }

@@ -1,15 +1,15 @@
-//! MongoDB: readers' feeds (`feed_items`): ranges, changes, hidden items.
+//! MongoDB: readers' feeds, through the timeline layout: ranges, changes,
+//! backfills, hidden items.
 
 use std::collections::HashSet;
 
 use async_trait::async_trait;
-use bson::{doc, DateTime, Document};
-use mongodb::options::ReturnDocument;
+use bson::{doc, Document};
 
 use crate::model::{FeedItem, ObjectId, Stamp};
 use crate::store::{Backfill, FeedRange, StoreResult, TimelineStore, Unfollow};
 
-use super::{db_err, epoch, read_all, within, FeedItemDoc, MongoStore, TIE_SLACK, TOMBSTONE};
+use super::{read_all, MongoStore};
 
 impl MongoStore {
     /// Which of `ids` are actions of `tenant` that are not hidden.
@@ -33,46 +33,6 @@ impl MongoStore {
             .filter_map(|d| d.get_object_id("_id").ok())
             .collect())
     }
-
-    /// Feed items matching `filter` in timeline order (newest first, or oldest
-    /// first when `ascending`), at most `limit`.
-    pub(super) async fn timeline(
-        &self,
-        filter: Document,
-        ascending: bool,
-        limit: usize,
-    ) -> StoreResult<Vec<FeedItem>> {
-        let direction = if ascending { 1 } else { -1 };
-        let docs: Vec<FeedItemDoc> = read_all(
-            self.feed_items
-                .find(filter)
-                .sort(doc! { "relevancy": direction, "actionId": direction })
-                .limit(i64::try_from(limit).unwrap_or(i64::MAX)),
-        )
-        .await?;
-        Ok(docs.into_iter().map(FeedItemDoc::into_item).collect())
-    }
-
-    pub(super) async fn remove_items(
-        &self,
-        tenant: &str,
-        id: ObjectId,
-    ) -> StoreResult<Vec<FeedItem>> {
-        let items: Vec<FeedItemDoc> = read_all(
-            self.feed_items
-                .find(doc! { "tenant": tenant, "actionId": id }),
-        )
-        .await?;
-        self.feed_items
-            .delete_many(doc! { "tenant": tenant, "actionId": id })
-            .await
-            .map_err(db_err)?;
-        Ok(items
-            .into_iter()
-            .filter(|doc| !doc.hidden)
-            .map(FeedItemDoc::into_item)
-            .collect())
-    }
 }
 
 #[async_trait]
@@ -84,23 +44,7 @@ impl TimelineStore for MongoStore {
         after: Stamp,
         limit: usize,
     ) -> StoreResult<Vec<FeedItem>> {
-        let changed = DateTime::from_millis(after.changed);
-        let docs: Vec<FeedItemDoc> = read_all(
-            self.feed_items
-                .find(doc! {
-                    "tenant": tenant,
-                    "owner": owner,
-                    "relevancy": { "$gt": epoch() },
-                    "$or": [
-                        { "changed": { "$gt": changed } },
-                        { "changed": changed, "actionId": { "$gt": after.action_id } },
-                    ],
-                })
-                .sort(doc! { "changed": 1, "actionId": 1 })
-                .limit(i64::try_from(limit).unwrap_or(i64::MAX)),
-        )
-        .await?;
-        Ok(docs.into_iter().map(FeedItemDoc::into_item).collect())
+        self.layout.changes(tenant, owner, after, limit).await
     }
 
     async fn feed_page(
@@ -109,47 +53,7 @@ impl TimelineStore for MongoStore {
         owner: &str,
         range: FeedRange,
     ) -> StoreResult<Vec<FeedItem>> {
-        // One range on `relevancy` (above the tombstones' epoch), read a little
-        // past the limit so that items sharing the boundary's millisecond can be
-        // cut exactly here: plain ranges on indexed fields keep every query
-        // planner on the timeline index. The bounds are strict, on whole
-        // milliseconds (`> r - 1` for `>= r`): the same range, in the form every
-        // MongoDB-compatible server we test against answers right through an index.
-        let lower = range
-            .newer_than
-            .map_or(TOMBSTONE, |p| (p.relevancy - 1).max(TOMBSTONE));
-        let mut relevancy = doc! { "$gt": DateTime::from_millis(lower) };
-        if let Some(p) = range.older_than {
-            relevancy.insert("$lt", DateTime::from_millis(p.relevancy.saturating_add(1)));
-        }
-        let filter = doc! { "tenant": tenant, "owner": owner, "relevancy": relevancy };
-        let slack =
-            TIE_SLACK * (range.older_than.is_some() as usize + range.newer_than.is_some() as usize);
-        let fetch = range.limit.saturating_add(slack);
-        let in_range = |item: &FeedItem| {
-            let position = item.position();
-            range.older_than.is_none_or(|p| position < p)
-                && range.newer_than.is_none_or(|p| position > p)
-        };
-        let read = self.timeline(filter, range.from_oldest, fetch).await?;
-        let cut_short = read.len() == fetch;
-        let mut items: Vec<FeedItem> = read.into_iter().filter(in_range).collect();
-        if items.len() < range.limit && cut_short {
-            // More items share a boundary millisecond than the slack covered:
-            // ask with the exact keyset instead.
-            let all = doc! {
-                "tenant": tenant,
-                "owner": owner,
-                "relevancy": { "$gt": DateTime::from_millis(TOMBSTONE) },
-            };
-            let exact = within(all, ("relevancy", "actionId"), &range);
-            items = self.timeline(exact, range.from_oldest, range.limit).await?;
-        }
-        items.truncate(range.limit);
-        if range.from_oldest {
-            items.reverse();
-        }
-        Ok(items)
+        self.layout.page(tenant, owner, range).await
     }
 
     async fn start_unfollow(&self, unfollow: &Unfollow) -> StoreResult<()> {
@@ -181,21 +85,19 @@ impl TimelineStore for MongoStore {
         if items.is_empty() {
             return Ok(Vec::new());
         }
-        let docs: Vec<FeedItemDoc> = items
+        let new: Vec<FeedItem> = items
             .iter()
-            .map(|b| FeedItemDoc {
-                tenant: tenant.to_owned(),
+            .map(|b| FeedItem {
                 owner: owner.to_owned(),
                 action_id: b.action_id,
-                relevancy: DateTime::from_millis(b.relevancy),
+                relevancy: b.relevancy,
                 reason: b.reason.clone(),
-                changed: DateTime::from_millis(b.changed),
-                hidden: false,
+                changed: b.changed,
             })
             .collect();
-        // Unordered, as a fan-out: an item the reader has (or hid) is a
-        // duplicate that must not stop the others.
-        let skipped = self.insert_items(docs).await?;
+        // As a fan-out: an item the reader has (or hid) is skipped, the
+        // others written.
+        let skipped = self.layout.insert(tenant, &new).await?;
         let written: Vec<&Backfill> = items
             .into_iter()
             .enumerate()
@@ -210,15 +112,7 @@ impl TimelineStore for MongoStore {
             .copied()
             .filter(|id| !still.contains(id))
             .collect();
-        if !gone.is_empty() {
-            self.feed_items
-                .delete_many(doc! {
-                    "tenant": tenant, "owner": owner,
-                    "actionId": { "$in": &gone }, "hidden": { "$ne": true },
-                })
-                .await
-                .map_err(db_err)?;
-        }
+        self.layout.remove(tenant, Some(owner), &gone).await?;
         Ok(written
             .into_iter()
             .filter(|b| !gone.contains(&b.action_id))
@@ -238,20 +132,7 @@ impl TimelineStore for MongoStore {
         owner: &str,
         action_ids: &[ObjectId],
     ) -> StoreResult<Vec<ObjectId>> {
-        if action_ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let docs: Vec<Document> = read_all(
-            self.feed_items
-                .clone_with_type::<Document>()
-                .find(doc! { "tenant": tenant, "owner": owner, "actionId": { "$in": action_ids } })
-                .projection(doc! { "_id": 0, "actionId": 1 }),
-        )
-        .await?;
-        Ok(docs
-            .iter()
-            .filter_map(|d| d.get_object_id("actionId").ok())
-            .collect())
+        self.layout.held(tenant, owner, action_ids).await
     }
 
     async fn hide_feed_item(
@@ -260,45 +141,6 @@ impl TimelineStore for MongoStore {
         owner: &str,
         action_id: ObjectId,
     ) -> StoreResult<Option<FeedItem>> {
-        // The item becomes a tombstone: it keeps its place in the unique index
-        // (so it is not delivered again) and drops below every feed range.
-        let before = self
-            .feed_items
-            .find_one_and_update(
-                doc! {
-                    "tenant": tenant,
-                    "owner": owner,
-                    "actionId": action_id,
-                    "relevancy": { "$gt": DateTime::from_millis(TOMBSTONE) },
-                },
-                doc! { "$set": { "hidden": true, "relevancy": DateTime::from_millis(TOMBSTONE) } },
-            )
-            .return_document(ReturnDocument::Before)
-            .await
-            .map_err(db_err)?;
-        if before.is_none() {
-            // Not materialised (a pulled item): a tombstone alone keeps it
-            // out from now on.
-            let tombstone = FeedItemDoc {
-                tenant: tenant.to_owned(),
-                owner: owner.to_owned(),
-                action_id,
-                relevancy: DateTime::from_millis(TOMBSTONE),
-                reason: crate::model::Reason::new(crate::model::ReasonKind::Bumped, ""),
-                changed: epoch(),
-                hidden: true,
-            };
-            let set = bson::to_document(&tombstone)
-                .map_err(|e| crate::store::StoreError::internal("cannot encode a tombstone", e))?;
-            self.feed_items
-                .update_one(
-                    doc! { "tenant": tenant, "owner": owner, "actionId": action_id },
-                    doc! { "$setOnInsert": set },
-                )
-                .upsert(true)
-                .await
-                .map_err(db_err)?;
-        }
-        Ok(before.map(FeedItemDoc::into_item))
+        self.layout.hide(tenant, owner, action_id).await
     }
 }

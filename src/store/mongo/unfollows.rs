@@ -7,7 +7,8 @@ use mongodb::options::ReturnDocument;
 use crate::model::{EdgeKind, FeedItem, Millis, ObjectId};
 use crate::store::{Ended, ErrorKind, StoreError, StoreResult, Unfollow, UnfollowClaim};
 
-use super::{db_err, epoch, kind_name, read_all, FeedItemDoc, MongoStore};
+use super::layout::Which;
+use super::{db_err, epoch, kind_name, read_all, MongoStore};
 
 /// How an unfollow's kind is stored: the edge's kind, or `group`.
 fn ended_name(kind: Ended) -> &'static str {
@@ -126,12 +127,12 @@ impl MongoStore {
         }
     }
 
-    /// Takes the items `covered` selects out and ends the job.
-    async fn take_out(&self, held: Document, covered: Document) -> StoreResult<Vec<FeedItem>> {
-        let items: Vec<FeedItemDoc> = read_all(self.feed_items.find(covered.clone())).await?;
-        self.feed_items.delete_many(covered).await.map_err(db_err)?;
+    /// Takes the items `which` selects out and ends the job.
+    async fn take_out(&self, held: Document, which: Which<'_>) -> StoreResult<Vec<FeedItem>> {
+        let tenant = held.get_str("tenant").unwrap_or_default().to_owned();
+        let taken = self.layout.take(&tenant, which).await?;
         self.unfollows.delete_one(held).await.map_err(db_err)?;
-        Ok(items.into_iter().map(FeedItemDoc::into_item).collect())
+        Ok(taken)
     }
 
     pub(super) async fn clean_unfollow_docs(
@@ -139,23 +140,21 @@ impl MongoStore {
         claim: &UnfollowClaim,
     ) -> StoreResult<Vec<FeedItem>> {
         let u = &claim.unfollow;
-        let Some(held) = self.held(claim).await? else {
-            return Ok(Vec::new());
-        };
         if u.kind.names_items() {
             // Such a cleanup names its items.
             return self.clean_named_docs(claim, &[]).await;
         }
-        let via = bson::to_bson(u.kind.reasons())
-            .map_err(|e| StoreError::internal("MongoDB: cannot encode a reason", e))?;
-        let covered = doc! {
-            "tenant": &u.tenant,
-            "owner": &u.reader,
-            "reason.kind": { "$in": via },
-            "reason.actorId": &u.actor,
-            "hidden": { "$ne": true },
+        let Some(held) = self.held(claim).await? else {
+            return Ok(Vec::new());
         };
-        self.take_out(held, covered).await
+        let which = Which {
+            owner: &u.reader,
+            reasons: u.kind.reasons(),
+            actor: Some(&u.actor),
+            ids: None,
+            below: None,
+        };
+        self.take_out(held, which).await
     }
 
     pub(super) async fn clean_named_docs(
@@ -167,15 +166,13 @@ impl MongoStore {
         let Some(held) = self.held(claim).await? else {
             return Ok(Vec::new());
         };
-        let kinds = bson::to_bson(u.kind.reasons())
-            .map_err(|e| StoreError::internal("MongoDB: cannot encode a reason", e))?;
-        let covered = doc! {
-            "tenant": &u.tenant,
-            "owner": &u.reader,
-            "actionId": { "$in": action_ids },
-            "reason.kind": { "$in": kinds },
-            "hidden": { "$ne": true },
+        let which = Which {
+            owner: &u.reader,
+            reasons: u.kind.reasons(),
+            actor: None,
+            ids: Some(action_ids),
+            below: None,
         };
-        self.take_out(held, covered).await
+        self.take_out(held, which).await
     }
 }
