@@ -146,6 +146,10 @@ impl FeedStream {
                 Err(err) => return Some(Err(err)),
             };
             if let Event::Feed(event) = shared.as_ref() {
+                if event.kind == FeedEventKind::Removed {
+                    // Added again later, it is new.
+                    self.replayed.remove(&event.item.action_id);
+                }
                 if !self.seen(event) {
                     return Some(Ok(self.node(event)));
                 }
@@ -161,17 +165,19 @@ impl FeedStream {
         FeedEventNode::new(event, self.resume, &self.live.state.cursors)
     }
 
-    /// Whether a live event repeats what the replay (or the cursor) covered.
+    /// Whether a live event repeats what the replay (or the cursor)
+    /// covered: an item the replay added, added again (a pulled item the
+    /// replay gave at its own time, then written into a river, has a later
+    /// change stamp but is no news), or a change no newer than the replay's.
     fn seen(&self, event: &FeedEvent) -> bool {
         if event.kind == FeedEventKind::Removed {
             return false;
         }
         let stamp = event.item.stamp();
+        let replayed = self.replayed.get(&event.item.action_id);
         self.after.is_some_and(|after| stamp <= after)
-            || self
-                .replayed
-                .get(&event.item.action_id)
-                .is_some_and(|&changed| event.item.changed <= changed)
+            || (event.kind == FeedEventKind::Added && replayed.is_some())
+            || replayed.is_some_and(|&changed| event.item.changed <= changed)
     }
 }
 

@@ -275,9 +275,16 @@ impl Buckets {
         }
     }
 
-    /// Lays a tombstone for an item the reader does not hold.
-    async fn lay_tombstone(&self, tenant: &str, owner: &str, id: ObjectId) -> StoreResult<()> {
-        let entry = Entry::of(&super::items::tombstone(owner, id), true);
+    /// Lays a tombstone (a hidden entry at the epoch) in the reader's
+    /// tombstone bucket.
+    async fn lay_tombstone(&self, tenant: &str, owner: &str, item: &FeedItem) -> StoreResult<()> {
+        let entry = Entry::of(
+            &FeedItem {
+                relevancy: TOMBSTONE,
+                ..item.clone()
+            },
+            true,
+        );
         self.raw()
             .update_one(
                 doc! { "_id": Self::day_id(tenant, owner, TOMB) },
@@ -505,7 +512,8 @@ impl Layout for Buckets {
             return Ok(item);
         }
         if self.held(tenant, owner, &[id]).await?.is_empty() {
-            self.lay_tombstone(tenant, owner, id).await?;
+            let tombstone = super::items::tombstone(owner, id);
+            self.lay_tombstone(tenant, owner, &tombstone).await?;
         }
         Ok(None)
     }
@@ -725,10 +733,17 @@ impl Layout for Buckets {
                             done.retain(|s| seen.insert(s.item.action_id));
                             out.extend(done.into_iter().map(Ok));
                         }
-                        pending.extend(bucket.e.iter().map(|e| Stored {
-                            tenant: bucket.tenant.clone(),
-                            item: e.item(&bucket.owner),
-                            hidden: e.h,
+                        // A hidden entry leaves as a tombstone: at the epoch.
+                        pending.extend(bucket.e.iter().map(|e| {
+                            let mut item = e.item(&bucket.owner);
+                            if e.h {
+                                item.relevancy = TOMBSTONE;
+                            }
+                            Stored {
+                                tenant: bucket.tenant.clone(),
+                                item,
+                                hidden: e.h,
+                            }
                         }));
                         out
                     }
@@ -772,8 +787,7 @@ impl Layout for Buckets {
                 .collect();
             self.append(&tenant, entries).await?;
             for s in hidden {
-                self.lay_tombstone(&tenant, &s.item.owner, s.item.action_id)
-                    .await?;
+                self.lay_tombstone(&tenant, &s.item.owner, &s.item).await?;
             }
         }
         Ok(())
