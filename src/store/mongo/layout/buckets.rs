@@ -26,7 +26,7 @@ use std::collections::{HashMap, HashSet};
 
 use async_trait::async_trait;
 use bson::{doc, Bson, DateTime, Document};
-use futures_util::stream::{self, BoxStream, StreamExt, TryStreamExt};
+use futures_util::stream::{BoxStream, TryStreamExt};
 use mongodb::{Collection, Database};
 use serde::{Deserialize, Serialize};
 
@@ -54,17 +54,17 @@ const BATCH: u32 = 4;
 const TOMB: i64 = -1;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
-struct Entry {
-    a: ObjectId,
-    r: DateTime,
-    c: DateTime,
-    w: Reason,
+pub(super) struct Entry {
+    pub(super) a: ObjectId,
+    pub(super) r: DateTime,
+    pub(super) c: DateTime,
+    pub(super) w: Reason,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    h: bool,
+    pub(super) h: bool,
 }
 
 impl Entry {
-    fn of(item: &FeedItem, hidden: bool) -> Entry {
+    pub(super) fn of(item: &FeedItem, hidden: bool) -> Entry {
         Entry {
             a: item.action_id,
             r: date(item.relevancy),
@@ -74,7 +74,7 @@ impl Entry {
         }
     }
 
-    fn item(&self, owner: &str) -> FeedItem {
+    pub(super) fn item(&self, owner: &str) -> FeedItem {
         FeedItem {
             owner: owner.to_owned(),
             action_id: self.a,
@@ -95,18 +95,18 @@ impl Entry {
 }
 
 #[derive(Debug, Deserialize)]
-struct Bucket {
+pub(super) struct Bucket {
     #[serde(rename = "_id")]
-    id: Bson,
+    pub(super) id: Bson,
     #[serde(default)]
-    tenant: String,
-    owner: String,
+    pub(super) tenant: String,
+    pub(super) owner: String,
     #[serde(default)]
-    hi: Option<DateTime>,
+    pub(super) hi: Option<DateTime>,
     #[serde(default)]
-    lo: Option<DateTime>,
+    pub(super) lo: Option<DateTime>,
     #[serde(default)]
-    e: Vec<Entry>,
+    pub(super) e: Vec<Entry>,
 }
 
 impl Bucket {
@@ -122,7 +122,7 @@ impl Bucket {
 pub(in crate::store::mongo) struct Buckets {
     db: Database,
     name: &'static str,
-    buckets: Collection<Bucket>,
+    pub(super) buckets: Collection<Bucket>,
     shape: Shape,
 }
 
@@ -265,7 +265,11 @@ impl Buckets {
     }
 
     /// Appends entries where the shape puts them.
-    async fn append(&self, tenant: &str, entries: Vec<(&str, Entry)>) -> StoreResult<()> {
+    pub(super) async fn append(
+        &self,
+        tenant: &str,
+        entries: Vec<(&str, Entry)>,
+    ) -> StoreResult<()> {
         if entries.is_empty() {
             return Ok(());
         }
@@ -277,7 +281,12 @@ impl Buckets {
 
     /// Lays a tombstone (a hidden entry at the epoch) in the reader's
     /// tombstone bucket.
-    async fn lay_tombstone(&self, tenant: &str, owner: &str, item: &FeedItem) -> StoreResult<()> {
+    pub(super) async fn lay_tombstone(
+        &self,
+        tenant: &str,
+        owner: &str,
+        item: &FeedItem,
+    ) -> StoreResult<()> {
         let entry = Entry::of(
             &FeedItem {
                 relevancy: TOMBSTONE,
@@ -309,7 +318,12 @@ impl Buckets {
 
     /// Pulls the entries of `ids` (visible ones only, with `visible_only`)
     /// from the buckets `filter` selects.
-    async fn pull(&self, filter: Document, ids: &[ObjectId], extra: Document) -> StoreResult<()> {
+    pub(super) async fn pull(
+        &self,
+        filter: Document,
+        ids: &[ObjectId],
+        extra: Document,
+    ) -> StoreResult<()> {
         let mut which = doc! { "a": { "$in": ids } };
         which.extend(extra);
         self.raw()
@@ -707,90 +721,11 @@ impl Layout for Buckets {
         &self,
         tenant: Option<&str>,
     ) -> StoreResult<BoxStream<'static, StoreResult<Stored>>> {
-        let filter = tenant.map_or_else(Document::new, |t| doc! { "tenant": t });
-        let cursor = self
-            .buckets
-            .find(filter)
-            .sort(doc! { "tenant": 1, "owner": 1 })
-            .await
-            .map_err(db_err)?;
-        // Each reader's buckets come together: their entries leave sorted.
-        let readers = cursor
-            .map_err(db_err)
-            .chain(stream::once(async { Ok(Bucket::end()) }))
-            .scan(Vec::<Stored>::new(), |pending, bucket| {
-                let out = match bucket {
-                    Err(err) => vec![Err(err)],
-                    Ok(bucket) => {
-                        let next_reader = pending.first().is_some_and(|p| {
-                            p.tenant != bucket.tenant || p.item.owner != bucket.owner
-                        });
-                        let mut out = Vec::new();
-                        if next_reader || bucket.is_end() {
-                            let mut done = std::mem::take(pending);
-                            done.sort_by_key(|s| std::cmp::Reverse(s.item.position()));
-                            let mut seen = HashSet::new();
-                            done.retain(|s| seen.insert(s.item.action_id));
-                            out.extend(done.into_iter().map(Ok));
-                        }
-                        // A hidden entry leaves as a tombstone: at the epoch.
-                        pending.extend(bucket.e.iter().map(|e| {
-                            let mut item = e.item(&bucket.owner);
-                            if e.h {
-                                item.relevancy = TOMBSTONE;
-                            }
-                            Stored {
-                                tenant: bucket.tenant.clone(),
-                                item,
-                                hidden: e.h,
-                            }
-                        }));
-                        out
-                    }
-                };
-                std::future::ready(Some(stream::iter(out)))
-            })
-            .flatten();
-        Ok(readers.boxed())
+        self.export_all(tenant).await
     }
 
     async fn import(&self, items: Vec<Stored>) -> StoreResult<()> {
-        let mut by_tenant: HashMap<String, Vec<Stored>> = HashMap::new();
-        for stored in items {
-            by_tenant
-                .entry(stored.tenant.clone())
-                .or_default()
-                .push(stored);
-        }
-        for (tenant, items) in by_tenant {
-            // What the readers hold of these actions is replaced.
-            let mut by_owner: HashMap<&str, Vec<ObjectId>> = HashMap::new();
-            for s in &items {
-                by_owner
-                    .entry(&s.item.owner)
-                    .or_default()
-                    .push(s.item.action_id);
-            }
-            for (owner, ids) in &by_owner {
-                self.pull(
-                    doc! { "tenant": &tenant, "owner": *owner, "e.a": { "$in": ids } },
-                    ids,
-                    Document::new(),
-                )
-                .await?;
-            }
-            let (hidden, visible): (Vec<&Stored>, Vec<&Stored>) =
-                items.iter().partition(|s| s.hidden);
-            let entries = visible
-                .iter()
-                .map(|s| (s.item.owner.as_str(), Entry::of(&s.item, false)))
-                .collect();
-            self.append(&tenant, entries).await?;
-            for s in hidden {
-                self.lay_tombstone(&tenant, &s.item.owner, &s.item).await?;
-            }
-        }
-        Ok(())
+        self.import_all(items).await
     }
 
     async fn create_indexes(&self) -> StoreResult<()> {
@@ -818,23 +753,5 @@ impl Layout for Buckets {
         }
         self.buckets.create_indexes(models).await.map_err(db_err)?;
         Ok(())
-    }
-}
-
-impl Bucket {
-    /// The mark after the last bucket of an export.
-    fn end() -> Bucket {
-        Bucket {
-            id: Bson::Null,
-            tenant: String::new(),
-            owner: String::new(),
-            hi: None,
-            lo: None,
-            e: Vec::new(),
-        }
-    }
-
-    fn is_end(&self) -> bool {
-        self.id == Bson::Null
     }
 }

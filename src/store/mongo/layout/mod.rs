@@ -13,6 +13,7 @@
 //! (the cross-model test runs on each); they differ in documents and bytes
 //! written per delivery and in round trips per page (see the README).
 
+mod bucket_archive;
 mod buckets;
 mod items;
 
