@@ -39,8 +39,11 @@ pub enum TimelineLayout {
     /// One document per reader and day, entries pushed in.
     #[value(name = "time_buckets")]
     TimeBuckets,
-    /// One document per reader and `--bucket-size` entries.
-    #[value(name = "sized_buckets")]
+    /// One document per reader and `--bucket-size` entries. Not offered
+    /// yet: sealing a full bucket moves its entries, and a page read in that
+    /// moment can miss some (the concurrent feed tests catch it now and
+    /// then); it passes the conformance suite, which runs it.
+    #[value(skip)]
     SizedBuckets,
 }
 
