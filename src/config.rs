@@ -164,11 +164,15 @@ pub struct ServeArgs {
     #[arg(long, env = "RIVERFEED_GROUP_FEED_SIZE", default_value_t = 1_000, global = true,
           value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub group_feed_size: u32,
-    /// How MongoDB keeps the timelines push and rivers write: `items` or
-    /// `time_buckets`; by default the database's own (items for a new one).
-    /// A database keeps the layout it began with.
+    /// How MongoDB keeps the timelines push and rivers write: `items`,
+    /// `time_buckets` or `sized_buckets`; by default the database's own
+    /// (items for a new one). A database keeps the layout it began with.
     #[arg(long, env = "RIVERFEED_TIMELINE_LAYOUT", global = true, value_enum)]
     pub timeline_layout: Option<crate::store::mongo::TimelineLayout>,
+    /// Entries per sized bucket (`--timeline-layout sized_buckets`).
+    #[arg(long, env = "RIVERFEED_BUCKET_SIZE", default_value_t = 100, global = true,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub bucket_size: u32,
     /// Actors with more followers than this are not fanned out (hybrid).
     #[arg(long, env = "RIVERFEED_CELEBRITY_THRESHOLD", default_value_t = 10_000, global = true,
           value_parser = clap::value_parser!(u32).range(1..))]
@@ -328,7 +332,7 @@ impl ServeArgs {
         settings.embedded.cache_bytes = self.cache_size;
         settings.mongo = crate::store::mongo::MongoSettings {
             layout: self.timeline_layout,
-            ..crate::store::mongo::MongoSettings::default()
+            bucket_size: self.bucket_size as usize,
         };
         settings
     }

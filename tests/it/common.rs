@@ -575,6 +575,11 @@ impl TestStore {
         })
     }
 
+    /// The MongoDB database, to look at documents as a layout lays them.
+    pub fn database(&self) -> Option<mongodb::Database> {
+        self.mongo.as_ref().map(|m| m.database().clone())
+    }
+
     /// Drops the MongoDB database (a directory goes by itself).
     pub async fn remove(self) {
         if let Some(mongo) = self.mongo {

@@ -10,6 +10,7 @@ mod follow;
 mod garbage;
 mod group_feeds;
 mod group_follows;
+mod layouts;
 mod live;
 mod models;
 mod mongo_failures;

@@ -13,11 +13,11 @@
 //!   a bump to another day moves the entry (pushed into the new day, then
 //!   pulled from the old: a crash between leaves two, and reads keep the
 //!   higher).
-//! - Sized buckets (`sized_buckets`): a delivery upserts the reader's open
-//!   bucket (`_id` the tenant, owner and `open`) and `$push`es the entry;
-//!   one that reaches `--bucket-size` is sealed: its entries copied into a
-//!   bucket of their own (`_id` an ObjectId), then pulled from the open
-//!   one. A bump raises the entry in place.
+//! - Sized buckets (`sized_buckets`): a delivery upserts a bucket of the
+//!   reader's with room (fewer than `--bucket-size` entries given; `_id`
+//!   an ObjectId) and `$push`es the entry, so a full bucket is never
+//!   touched again by deliveries and a new one opens by itself. A bump
+//!   raises the entry in place.
 //!
 //! Tombstones of items never held (pulled ones a reader hid) go to one
 //! bucket per reader (day -1) that no range reaches.
@@ -199,16 +199,14 @@ impl Buckets {
         upsert_all(&self.db, self.name, statements).await
     }
 
-    /// A reader's open sized bucket's `_id` (sealed ones have ObjectIds).
-    fn open_id(tenant: &str, owner: &str) -> String {
-        format!("{tenant}\u{1f}{owner}\u{1f}open")
-    }
-
-    /// Appends entries to their readers' open sized buckets (one upsert per
-    /// reader, all in as few commands as the limits allow), then seals the
-    /// ones that reached `size`: their entries are copied into a bucket of
-    /// their own, then pulled from the open one (a crash between leaves
-    /// both, and reads keep one).
+    /// Appends entries to their readers' sized buckets: one upsert per
+    /// reader, all in as few commands as the limits allow, into a bucket of
+    /// the reader's that has room (fewer than `size` entries given), or a
+    /// new one (`_id` an ObjectId) when none has. Each statement is one
+    /// atomic step, so an entry is in exactly one bucket from the moment it
+    /// is written; readers delivered to at once may each open a bucket,
+    /// and later deliveries fill whichever has room. A bucket is never
+    /// copied or split: a batch may take one past `size`.
     async fn push_sized(
         &self,
         tenant: &str,
@@ -220,48 +218,14 @@ impl Buckets {
             by_owner.entry(owner).or_default().push(entry.clone());
         }
         let mut statements = Vec::with_capacity(by_owner.len());
-        let mut open = Vec::with_capacity(by_owner.len());
         for (owner, entries) in &by_owner {
-            let mut update = Self::push(entries)?;
-            update.insert("$setOnInsert", doc! { "tenant": tenant, "owner": *owner });
-            let id = Self::open_id(tenant, owner);
-            statements.push(doc! { "q": { "_id": &id }, "u": update, "upsert": true });
-            open.push(id);
+            statements.push(doc! {
+                "q": { "tenant": tenant, "owner": *owner, "s": { "$lt": size as i64 } },
+                "u": Self::push(entries)?,
+                "upsert": true,
+            });
         }
-        upsert_all(&self.db, self.name, statements).await?;
-        let full = self
-            .find(doc! { "_id": { "$in": open }, "s": { "$gte": size as i64 } })
-            .await?;
-        for bucket in full {
-            let each: Vec<Bson> = bucket
-                .e
-                .iter()
-                .map(Entry::bson)
-                .collect::<StoreResult<_>>()?;
-            let ids: Vec<ObjectId> = bucket.e.iter().map(|e| e.a).collect();
-            let sealed = doc! {
-                "_id": ObjectId::new(),
-                "tenant": &bucket.tenant,
-                "owner": &bucket.owner,
-                "lo": bucket.e.iter().map(|e| e.r).min(),
-                "hi": bucket.e.iter().map(|e| e.r).max(),
-                "ch": bucket.e.iter().map(|e| e.c).max(),
-                "s": bucket.e.len() as i64,
-                "e": each,
-            };
-            self.raw().insert_one(sealed).await.map_err(db_err)?;
-            self.raw()
-                .update_one(
-                    doc! { "_id": bucket.id.clone() },
-                    doc! {
-                        "$pull": { "e": { "a": { "$in": ids } } },
-                        "$inc": { "s": -(bucket.e.len() as i64) },
-                    },
-                )
-                .await
-                .map_err(db_err)?;
-        }
-        Ok(())
+        upsert_all(&self.db, self.name, statements).await
     }
 
     /// Appends entries where the shape puts them.
@@ -302,6 +266,8 @@ impl Buckets {
                     "$setOnInsert": {
                         "tenant": tenant, "owner": owner, "tomb": true,
                         "lo": date(TOMBSTONE), "hi": date(TOMBSTONE),
+                        // Never a sized bucket with room.
+                        "s": i64::MAX,
                     },
                 },
             )
@@ -748,7 +714,7 @@ impl Layout for Buckets {
         if let Shape::Sized { .. } = self.shape {
             models.push(index(
                 doc! { "tenant": 1, "owner": 1, "s": 1 },
-                named("open_bucket"),
+                named("with_room"),
             ));
         }
         self.buckets.create_indexes(models).await.map_err(db_err)?;

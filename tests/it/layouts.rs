@@ -1,0 +1,130 @@
+//! The MongoDB timeline layouts, looked at as documents: what a delivery
+//! writes where. (What they serve is the conformance suite's, run on each.)
+
+use anyhow::{ensure, Context, Result};
+use bson::{doc, Document};
+use futures_util::TryStreamExt;
+use riverfeed::model::{Reason, ReasonKind};
+use riverfeed::store::mongo::{MongoSettings, TimelineLayout};
+use riverfeed::store::prelude::*;
+use riverfeed::store::{Delivery, StoreSettings};
+
+use crate::common::{Backend, TestStore};
+use crate::store_suite::{action, range};
+
+const T: &str = "layouts";
+const DAY: i64 = 24 * 3600 * 1000;
+
+async fn open(layout: TimelineLayout, test: &'static str) -> Option<TestStore> {
+    let settings = StoreSettings {
+        mongo: MongoSettings {
+            layout: Some(layout),
+            bucket_size: 3,
+        },
+        ..StoreSettings::default()
+    };
+    TestStore::open_as(Backend::Mongo(test), &settings).await
+}
+
+/// Records actions at `times` and delivers each to `owner`, all at once.
+async fn deliver(store: &dyn Store, owner: &str, times: &[i64]) -> Result<()> {
+    let mut ids = Vec::new();
+    for &conducted in times {
+        let a = action(T, "poster", conducted, &[]);
+        store.insert_action(&a).await?;
+        ids.push(a.id);
+    }
+    let now = times.iter().max().copied().unwrap_or(0) + 1;
+    let claims: Vec<_> = store
+        .claim_fan_out("w1", now, 60_000, 1_000)
+        .await?
+        .into_iter()
+        .filter(|c| ids.contains(&c.action.id))
+        .collect();
+    ensure!(claims.len() == times.len(), "claimed {}", claims.len());
+    let each = claims.iter().map(|claim| async move {
+        let delivery = Delivery {
+            owner: owner.into(),
+            relevancy: claim.action.conducted,
+            reason: Reason::new(ReasonKind::Follows, "poster"),
+        };
+        let written = store
+            .deliver(claim, now, std::slice::from_ref(&delivery))
+            .await?;
+        ensure!(written.len() == 1, "{written:?}");
+        store.finish_fan_out(claim).await?;
+        Ok(())
+    });
+    futures_util::future::try_join_all(each).await?;
+    Ok(())
+}
+
+/// The entry counts of `owner`'s buckets in `collection`, smallest first.
+async fn bucket_sizes(test: &TestStore, collection: &str, owner: &str) -> Result<Vec<usize>> {
+    let db = test.database().context("a MongoDB store")?;
+    let buckets: Vec<Document> = db
+        .collection::<Document>(collection)
+        .find(doc! { "tenant": T, "owner": owner })
+        .await?
+        .try_collect()
+        .await?;
+    let mut sizes: Vec<usize> = buckets
+        .iter()
+        .map(|b| b.get_array("e").map(Vec::len).unwrap_or(0))
+        .collect();
+    sizes.sort();
+    Ok(sizes)
+}
+
+async fn sized(test: &TestStore) -> Result<()> {
+    let store = test.store.as_ref();
+    for i in 0..7 {
+        deliver(store, "one-by-one", &[1_000 + i]).await?;
+    }
+    ensure!(
+        bucket_sizes(test, "sized_buckets", "one-by-one").await? == [1, 3, 3],
+        "a full bucket is left as it is and a new one opens"
+    );
+    // Delivered at once: every entry lands once, no bucket takes more than
+    // its size, and the feed holds them all.
+    let times: Vec<i64> = (0..24).map(|i| 10_000 + i).collect();
+    deliver(store, "at-once", &times).await?;
+    let sizes = bucket_sizes(test, "sized_buckets", "at-once").await?;
+    ensure!(sizes.iter().sum::<usize>() == 24, "{sizes:?}");
+    ensure!(sizes.iter().all(|s| *s <= 3), "{sizes:?}");
+    let feed = store.feed_page(T, "at-once", range(100)).await?;
+    ensure!(feed.len() == 24, "{}", feed.len());
+    Ok(())
+}
+
+async fn timed(test: &TestStore) -> Result<()> {
+    let store = test.store.as_ref();
+    let start = 20_000 * DAY;
+    let times = [start + 5, start + 10, start + DAY, start + 3 * DAY + 1];
+    deliver(store, "reader", &times).await?;
+    ensure!(
+        bucket_sizes(test, "timed_buckets", "reader").await? == [1, 1, 2],
+        "one bucket per day"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn sized_buckets_fill_then_open_a_new_one() {
+    let Some(test) = open(TimelineLayout::SizedBuckets, "sized_buckets_fill").await else {
+        return;
+    };
+    let result = sized(&test).await;
+    test.remove().await;
+    result.expect("sized buckets");
+}
+
+#[tokio::test]
+async fn time_buckets_hold_a_day_each() {
+    let Some(test) = open(TimelineLayout::TimeBuckets, "time_buckets_day").await else {
+        return;
+    };
+    let result = timed(&test).await;
+    test.remove().await;
+    result.expect("time buckets");
+}
