@@ -173,6 +173,10 @@ pub struct ServeArgs {
     #[arg(long, env = "RIVERFEED_BUCKET_SIZE", default_value_t = 100, global = true,
           value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub bucket_size: u32,
+    /// MongoDB: timeline entries carry a copy of their action and its
+    /// actor's name, so a page that shows no more is one query.
+    #[arg(long, env = "RIVERFEED_EMBED_ACTIONS", global = true)]
+    pub embed_actions: bool,
     /// Actors with more followers than this are not fanned out (hybrid).
     #[arg(long, env = "RIVERFEED_CELEBRITY_THRESHOLD", default_value_t = 10_000, global = true,
           value_parser = clap::value_parser!(u32).range(1..))]
@@ -333,6 +337,7 @@ impl ServeArgs {
         settings.mongo = crate::store::mongo::MongoSettings {
             layout: self.timeline_layout,
             bucket_size: self.bucket_size as usize,
+            embed_actions: self.embed_actions,
         };
         settings
     }

@@ -301,6 +301,7 @@ mod tests {
                 relevancy: 1,
                 reason: Reason::new(ReasonKind::Follows, "bob"),
                 changed: 1,
+                copy: None,
             },
             action: None,
         }

@@ -46,6 +46,9 @@ async fn load_page(
     ids: impl IntoIterator<Item = ObjectId>,
 ) -> async_graphql::Result<HashMap<ObjectId, Action>> {
     let mut ids: Vec<ObjectId> = ids.into_iter().collect();
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
     ids.sort_unstable();
     ids.dedup();
     let actions = state(ctx)?
@@ -54,6 +57,38 @@ async fn load_page(
         .await
         .api()?;
     Ok(actions.into_iter().map(|a| (a.id, a)).collect())
+}
+
+/// Where a feed page's actions are, from the page.
+const FEED_ACTIONS: &[&[&str]] = &[&["edges", "node", "action"], &["nodes", "action"]];
+
+/// Fields of an action its copies in a timeline do not keep up
+/// (`--embed-actions`): a page that shows one loads its actions.
+const NOT_COPIED: [&str; 3] = ["commentCount", "likeCount", "fanOut"];
+
+/// The actions of a page's entries: from the copies the entries carry
+/// where those serve the query, loaded in one store call for the rest.
+/// With the names of the actors the copies give.
+async fn page_actions(
+    ctx: &Context<'_>,
+    viewer: &Viewer,
+    entries: &[read::Entry],
+    copies_serve: bool,
+    names: &mut HashMap<String, Option<String>>,
+) -> async_graphql::Result<HashMap<ObjectId, Action>> {
+    let mut actions = HashMap::new();
+    let mut missing = Vec::new();
+    for entry in entries {
+        match entry.item.copy.as_deref().filter(|_| copies_serve) {
+            Some(copy) => {
+                names.insert(copy.action.actor_id.clone(), copy.actor_name.clone());
+                actions.insert(entry.item.action_id, copy.action.clone());
+            }
+            None => missing.push(entry.item.action_id),
+        }
+    }
+    actions.extend(load_page(ctx, viewer, missing).await?);
+    Ok(actions)
 }
 
 /// A page of `viewer`'s home feed, newest relevancy first.
@@ -94,6 +129,10 @@ pub async fn home(
     // The reader's pending unfollows, read alongside the first range: one
     // more query, no more waiting.
     let mut unfollows: Option<Vec<Unfollow>> = None;
+    let copies_serve = !NOT_COPIED
+        .iter()
+        .any(|field| ActionNode::selected(ctx, FEED_ACTIONS, field));
+    let mut names: HashMap<String, Option<String>> = HashMap::new();
 
     // Newest first throughout. Forwards, rounds move to older items; backwards,
     // to newer ones.
@@ -141,7 +180,7 @@ pub async fn home(
         read::settle(store, tenant, reader, &mut entries)
             .await
             .api()?;
-        let mut actions = load_page(ctx, viewer, entries.iter().map(|e| e.item.action_id)).await?;
+        let mut actions = page_actions(ctx, viewer, &entries, copies_serve, &mut names).await?;
         let access = access(ctx, viewer, actions.values()).await?;
         let readable = entries.into_iter().filter_map(|entry| {
             let action = actions.remove(&entry.item.action_id)?;
@@ -169,12 +208,7 @@ pub async fn home(
     }
 
     let (items, visible): (Vec<_>, Vec<_>) = kept.into_iter().unzip();
-    let nodes = ActionNode::hydrate(
-        ctx,
-        visible,
-        &[&["edges", "node", "action"], &["nodes", "action"]],
-    )
-    .await?;
+    let nodes = ActionNode::hydrate_knowing(ctx, visible, FEED_ACTIONS, &names).await?;
     let edges = items
         .into_iter()
         .zip(nodes)

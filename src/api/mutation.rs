@@ -286,6 +286,7 @@ async fn pulled_item(
         relevancy: action.conducted,
         reason: Reason::new(kind, &action.actor_id),
         changed: action.conducted,
+        copy: None,
     }))
 }
 

@@ -1,6 +1,6 @@
 //! GraphQL output objects over the domain types.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use async_graphql::{ComplexObject, Context, Object, SimpleObject, ID};
@@ -61,6 +61,17 @@ impl ActionNode {
         actions: Vec<Action>,
         paths: &[&[&str]],
     ) -> async_graphql::Result<Vec<ActionNode>> {
+        Self::hydrate_knowing(ctx, actions, paths, &HashMap::new()).await
+    }
+
+    /// As [`ActionNode::hydrate`], with the names of some actors known
+    /// already (from copies of the actions): only the others are loaded.
+    pub async fn hydrate_knowing(
+        ctx: &Context<'_>,
+        actions: Vec<Action>,
+        paths: &[&[&str]],
+        names: &HashMap<String, Option<String>>,
+    ) -> async_graphql::Result<Vec<ActionNode>> {
         let mut nodes: Vec<ActionNode> = actions.into_iter().map(ActionNode::new).collect();
         if nodes.is_empty() {
             return Ok(nodes);
@@ -71,15 +82,26 @@ impl ActionNode {
             let actor_ids: Vec<String> = nodes
                 .iter()
                 .map(|n| n.action.actor_id.clone())
+                .filter(|id| !names.contains_key(id))
                 .collect::<BTreeSet<String>>()
                 .into_iter()
                 .collect();
-            let viewer = viewer(ctx)?;
-            let actors = state(ctx)?
-                .store
-                .get_users(&viewer.tenant, &actor_ids)
-                .await
-                .api()?;
+            let mut actors: Vec<User> = names
+                .iter()
+                .map(|(id, name)| User {
+                    id: id.clone(),
+                    name: name.clone(),
+                })
+                .collect();
+            if !actor_ids.is_empty() {
+                let viewer = viewer(ctx)?;
+                let loaded = state(ctx)?
+                    .store
+                    .get_users(&viewer.tenant, &actor_ids)
+                    .await
+                    .api()?;
+                actors.extend(loaded);
+            }
             for node in &mut nodes {
                 node.actor = actors
                     .iter()

@@ -12,6 +12,8 @@
 
 pub mod client;
 pub mod graph;
+pub mod layouts;
+pub mod layouts_report;
 pub mod live;
 pub mod load;
 pub mod models;
@@ -101,6 +103,12 @@ pub struct BenchArgs {
     /// load on each, on a fresh store each (`push,pull,rivers,hybrid`).
     #[arg(long, value_delimiter = ',', value_enum)]
     pub models: Vec<crate::timeline::ModelKind>,
+    /// Compare MongoDB timeline layouts instead of the workloads
+    /// (`items,time_buckets,sized_buckets`), each with and without copies
+    /// of actions in the entries, on a fresh database each (`--store
+    /// mongodb://…`).
+    #[arg(long, value_delimiter = ',', value_enum)]
+    pub layouts: Vec<crate::store::mongo::TimelineLayout>,
     /// With `--models`: the percentage of readers who never read.
     #[arg(long, default_value_t = 80, value_parser = clap::value_parser!(u32).range(0..=99))]
     pub dormant: u32,
@@ -137,6 +145,8 @@ pub struct Results {
     pub live: Option<Vec<live::LiveResult>>,
     #[serde(default)]
     pub models: Option<Vec<models::ModelResult>>,
+    #[serde(default)]
+    pub layouts: Option<Vec<layouts::LayoutResult>>,
     pub targets: Vec<report::TargetCheck>,
 }
 
@@ -247,6 +257,9 @@ pub async fn run(args: &BenchArgs, serve: &ServeArgs) -> anyhow::Result<Results>
          but the limit is {fds}; ask for fewer subscribers"
     );
 
+    if !args.layouts.is_empty() {
+        return compare_layouts(args, serve, ui, fds).await;
+    }
     if args.models.is_empty() {
         let (bench, backing, url) = start(serve, ui, most_live, None).await?;
         let mut results = Results {
@@ -288,6 +301,45 @@ pub async fn run(args: &BenchArgs, serve: &ServeArgs) -> anyhow::Result<Results>
 }
 
 /// Judges, writes and prints the results.
+/// `--layouts`: each layout, without and with copies of actions, on a
+/// fresh MongoDB database each, under push.
+async fn compare_layouts(
+    args: &BenchArgs,
+    serve: &ServeArgs,
+    ui: Ui,
+    fds: u64,
+) -> anyhow::Result<Results> {
+    anyhow::ensure!(
+        serve
+            .store
+            .as_deref()
+            .is_some_and(|u| u.starts_with("mongodb")),
+        "--layouts compares MongoDB's timeline layouts: pass --store mongodb://…"
+    );
+    let mut results = Results::default();
+    let mut compared = Vec::new();
+    let push = crate::timeline::FeedModel {
+        kind: crate::timeline::ModelKind::Push,
+        ..serve.feed_model()
+    };
+    for &layout in &args.layouts {
+        for embed in [false, true] {
+            let mut serve = serve.clone();
+            serve.timeline_layout = Some(layout);
+            serve.embed_actions = embed;
+            let (bench, backing, url) = start(&serve, ui, 1, Some(push)).await?;
+            results.meta = report::Meta::collect(&url, args, fds);
+            let outcome = layouts::run(&bench, args, layout.name(), embed).await;
+            let stopped = stop(bench, backing).await;
+            compared.push(outcome?);
+            stopped?;
+            results.layouts = Some(compared.clone());
+            report::write(&args.out, &results)?;
+        }
+    }
+    finish(args, results)
+}
+
 fn finish(args: &BenchArgs, mut results: Results) -> anyhow::Result<Results> {
     results.targets = report::check_targets(&results);
     report::write(&args.out, &results)?;
@@ -331,7 +383,7 @@ async fn start(
                 (store.clone(), Some(store))
             }
             None => (
-                crate::store::open(&url)
+                crate::store::open_with(&url, &options.store_settings)
                     .await
                     .with_context(|| format!("cannot open store {}", redact(&url)))?,
                 None,

@@ -22,6 +22,9 @@ pub fn names(r: &Results) -> Option<Vec<&'static str>> {
     if r.models.as_ref().is_some_and(|p| !p.is_empty()) {
         names.push("models.svg");
     }
+    if r.layouts.as_ref().is_some_and(|p| !p.is_empty()) {
+        names.push("layouts.svg");
+    }
     (!names.is_empty()).then_some(names)
 }
 
@@ -66,6 +69,9 @@ pub fn write_all(dir: &Path, r: &Results) -> anyhow::Result<()> {
     }
     if let Some(models) = r.models.as_ref().filter(|p| !p.is_empty()) {
         super::models_report::plot(&dir.join("models.svg"), &r.meta.backend, models)?;
+    }
+    if let Some(layouts) = r.layouts.as_ref().filter(|p| !p.is_empty()) {
+        super::layouts_report::plot(&dir.join("layouts.svg"), &r.meta.backend, layouts)?;
     }
     Ok(())
 }

@@ -107,6 +107,9 @@ pub fn check_targets(r: &Results) -> Vec<TargetCheck> {
     if let Some(models) = &r.models {
         return super::models_report::targets(models);
     }
+    if let Some(layouts) = &r.layouts {
+        return super::layouts_report::targets(layouts);
+    }
     let reads_at = |c: usize| {
         r.reads
             .as_ref()
@@ -400,6 +403,10 @@ pub fn markdown(r: &Results) -> String {
     if let Some(models) = &r.models {
         out.push_str("\n## Feed models\n\n");
         out.push_str(&super::models_report::markdown(models));
+    }
+    if let Some(layouts) = &r.layouts {
+        out.push_str("\n## Timeline layouts\n\n");
+        out.push_str(&super::layouts_report::markdown(layouts));
     }
     out.push_str("\n## Figures\n\n| workload | figure | result |\n|---|---|---|\n");
     for (w, f, v) in figures(r) {

@@ -52,6 +52,14 @@ impl FanOut {
         }
     }
 
+    pub fn done() -> Self {
+        Self {
+            state: FanOutState::Done,
+            locked_until: None,
+            worker: None,
+        }
+    }
+
     /// True when a worker may claim this fan-out at `now`: never claimed, or its
     /// lease has run out.
     pub fn claimable(&self, now: Millis) -> bool {

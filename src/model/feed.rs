@@ -1,11 +1,12 @@
 //! Feed items: one reader's reference to an action, ranked by relevancy.
 
 use std::cmp::Ordering;
+use std::sync::Arc;
 
 use async_graphql::Enum;
 use serde::{Deserialize, Serialize};
 
-use super::{Millis, ObjectId};
+use super::{Action, Millis, ObjectId};
 
 /// Why an item is in a reader's feed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Enum)]
@@ -120,7 +121,7 @@ impl Reason {
 }
 
 /// One reader's reference to an action.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct FeedItem {
     pub owner: String,
     pub action_id: ObjectId,
@@ -129,6 +130,33 @@ pub struct FeedItem {
     /// When the item last changed (delivered or bumped): resumable
     /// subscriptions replay items by this stamp.
     pub changed: Millis,
+    /// The action as the item's store keeps a copy of it beside the item
+    /// (MongoDB with `--embed-actions`), so a read that needs no more than
+    /// the copy holds need not load the action. A copy of another record,
+    /// not part of the item: equality leaves it out.
+    pub copy: Option<Arc<ActionCopy>>,
+}
+
+impl PartialEq for FeedItem {
+    fn eq(&self, other: &Self) -> bool {
+        self.owner == other.owner
+            && self.action_id == other.action_id
+            && self.relevancy == other.relevancy
+            && self.reason == other.reason
+            && self.changed == other.changed
+    }
+}
+
+impl Eq for FeedItem {}
+
+/// An action as a feed item carries a copy of it: what a page shows of it
+/// and what its access check reads, and its actor's name. The copy's
+/// counts and fan-out are not kept up: a read that shows them loads the
+/// action.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ActionCopy {
+    pub action: Action,
+    pub actor_name: Option<String>,
 }
 
 impl FeedItem {

@@ -11,7 +11,7 @@ mod reaction;
 
 pub use action::{Action, FanOut, FanOutState, Scope};
 pub use bson::oid::ObjectId;
-pub use feed::{Bump, BumpRule, FeedItem, Position, Reason, ReasonKind, Stamp};
+pub use feed::{ActionCopy, Bump, BumpRule, FeedItem, Position, Reason, ReasonKind, Stamp};
 pub use graph::{EdgeKind, Group, GroupKind, Membership, MembershipRole, User};
 pub use reaction::{Comment, Counts};
 

@@ -266,6 +266,8 @@ pub struct Footprint {
     pub feed_items: u64,
     /// Bytes the whole store takes (data files and buffers).
     pub bytes: u64,
+    /// Documents the store holds, of every kind (MongoDB; 0 elsewhere).
+    pub documents: u64,
 }
 
 /// Users and how they relate: follows and friendships, groups, assignments

@@ -60,6 +60,7 @@ pub async fn tell_online(
         reason: Reason::new(reason, &action.actor_id),
         // As a pulled item's stamp: where a resume finds it again.
         changed: action.conducted,
+        copy: None,
     });
     // A removed item's action reads null, as for a materialised one.
     let shared = (kind != FeedEventKind::Removed).then_some(action);

@@ -155,6 +155,7 @@ pub async fn backfill(
                 relevancy: b.relevancy,
                 reason: b.reason,
                 changed: b.relevancy,
+                copy: None,
             }),
     );
     hub.publish_feed_items(FeedEventKind::Added, tenant, None, shown.iter().cloned());
@@ -224,6 +225,7 @@ pub async fn announce_unfollow(
             relevancy: p.position.relevancy,
             reason: Reason::new(kind.reason(), &p.actor),
             changed: p.position.relevancy,
+            copy: None,
         });
     hub.publish_feed_items(FeedEventKind::Removed, tenant, None, gone);
     Ok(())

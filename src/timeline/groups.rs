@@ -119,6 +119,7 @@ pub async fn announce_leave(
             relevancy: p.position.relevancy,
             reason: Reason::new(group.reason, &p.actor),
             changed: p.position.relevancy,
+            copy: None,
         });
     hub.publish_feed_items(FeedEventKind::Removed, tenant, None, items);
     Ok(())

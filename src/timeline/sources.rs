@@ -494,6 +494,7 @@ pub async fn pull(
             relevancy: p.relevancy,
             reason: Reason::new(kind, &actor),
             changed: p.relevancy,
+            copy: None,
         };
         items.insert(p.action_id, item);
     }

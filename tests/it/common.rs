@@ -122,23 +122,22 @@ pub fn test_feed_model() -> Option<FeedModel> {
 }
 
 /// How MongoDB keeps timelines in tests: `RIVERFEED_TEST_TIMELINE_LAYOUT`
-/// (`items`, `time_buckets` or `sized_buckets`; items when unset). Sized
-/// buckets are small, so a few deliveries fill one.
+/// (`items`, `time_buckets` or `sized_buckets`; items when unset), with
+/// copies of actions if `RIVERFEED_TEST_EMBED_ACTIONS=1`. Sized buckets are
+/// small, so a few deliveries fill one.
 pub fn test_store_settings() -> StoreSettings {
     let mut settings = StoreSettings::default();
     if let Ok(name) = std::env::var("RIVERFEED_TEST_TIMELINE_LAYOUT") {
-        settings.mongo = MongoSettings {
-            layout: Some(
-                TimelineLayout::ALL
-                    .into_iter()
-                    .find(|l| l.name() == name)
-                    .unwrap_or_else(|| {
-                        panic!("RIVERFEED_TEST_TIMELINE_LAYOUT: no layout {name:?}")
-                    }),
-            ),
-            bucket_size: 3,
-        };
+        settings.mongo.layout = Some(
+            TimelineLayout::ALL
+                .into_iter()
+                .find(|l| l.name() == name)
+                .unwrap_or_else(|| panic!("RIVERFEED_TEST_TIMELINE_LAYOUT: no layout {name:?}")),
+        );
+        settings.mongo.bucket_size = 3;
     }
+    settings.mongo.embed_actions =
+        std::env::var("RIVERFEED_TEST_EMBED_ACTIONS").is_ok_and(|v| v == "1");
     settings
 }
 

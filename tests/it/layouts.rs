@@ -20,6 +20,7 @@ async fn open(layout: TimelineLayout, test: &'static str) -> Option<TestStore> {
         mongo: MongoSettings {
             layout: Some(layout),
             bucket_size: 3,
+            embed_actions: false,
         },
         ..StoreSettings::default()
     };

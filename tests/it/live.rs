@@ -349,6 +349,7 @@ async fn a_lagging_subscriber_is_told_and_its_stream_ends() {
             relevancy: 1,
             reason: Reason::new(ReasonKind::Follows, "bob"),
             changed: 1,
+            copy: None,
         };
         hub.publish_feed_items(FeedEventKind::Added, "acme", None, [item]);
     }

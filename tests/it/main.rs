@@ -5,6 +5,7 @@ mod archive;
 mod bench;
 mod common;
 mod demo;
+mod embed;
 mod expiry;
 mod follow;
 mod garbage;

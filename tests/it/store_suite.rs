@@ -1032,12 +1032,14 @@ async fn passes_the_suite(backend: Backend) {
 crate::on_both_backends!(passes_the_suite);
 
 /// The suite on each MongoDB timeline layout but the default (which
-/// `passes_the_suite` covers), sized buckets small so they fill often.
-async fn every_timeline_layout_passes_the_suite(layout: TimelineLayout) {
+/// `passes_the_suite` covers), sized buckets small so they fill often; with
+/// copies of actions in the entries, or not.
+async fn every_timeline_layout_passes_the_suite(layout: TimelineLayout, embed_actions: bool) {
     let settings = StoreSettings {
         mongo: MongoSettings {
             layout: Some(layout),
             bucket_size: 3,
+            embed_actions,
         },
         ..StoreSettings::default()
     };
@@ -1047,18 +1049,23 @@ async fn every_timeline_layout_passes_the_suite(layout: TimelineLayout) {
     let result = store_test_suite(test.store.as_ref()).await;
     test.remove().await;
     if let Err(err) = result {
-        panic!("MongoDB, {layout} layout: {err:#}");
+        panic!("MongoDB, {layout} layout (copies: {embed_actions}): {err:#}");
     }
 }
 
 #[tokio::test]
 async fn time_buckets_pass_the_suite() {
-    every_timeline_layout_passes_the_suite(TimelineLayout::TimeBuckets).await;
+    every_timeline_layout_passes_the_suite(TimelineLayout::TimeBuckets, false).await;
 }
 
 #[tokio::test]
 async fn sized_buckets_pass_the_suite() {
-    every_timeline_layout_passes_the_suite(TimelineLayout::SizedBuckets).await;
+    every_timeline_layout_passes_the_suite(TimelineLayout::SizedBuckets, true).await;
+}
+
+#[tokio::test]
+async fn items_with_copies_pass_the_suite() {
+    every_timeline_layout_passes_the_suite(TimelineLayout::Items, true).await;
 }
 
 /// Renames cross batch boundaries: 1,100 actions name the applicant.

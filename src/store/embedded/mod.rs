@@ -424,7 +424,11 @@ impl Inner {
                     .unwrap_or(0);
             }
         }
-        Ok(crate::store::Footprint { feed_items, bytes })
+        Ok(crate::store::Footprint {
+            feed_items,
+            bytes,
+            documents: 0,
+        })
     }
 
     pub(crate) fn get(&self, family: &str, key: &[u8]) -> StoreResult<Option<Vec<u8>>> {

@@ -280,6 +280,7 @@ impl Inner {
                     relevancy: item.relevancy,
                     reason: item.reason.clone(),
                     changed: now,
+                    copy: None,
                 });
             }
         }
@@ -457,6 +458,7 @@ impl Inner {
                 relevancy: bump.relevancy,
                 reason: bump.reason.clone(),
                 changed: now,
+                copy: None,
             });
         }
         self.commit(batch)?;

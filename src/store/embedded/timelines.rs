@@ -120,6 +120,7 @@ impl Inner {
                     relevancy: state.relevancy,
                     reason,
                     changed,
+                    copy: None,
                 });
             }
         }
@@ -140,6 +141,7 @@ impl Inner {
                 relevancy: position.relevancy,
                 reason,
                 changed,
+                copy: None,
             })
         })
     }
@@ -262,6 +264,7 @@ impl Inner {
                 relevancy: state.relevancy,
                 reason,
                 changed,
+                copy: None,
             });
         }
         Ok(out)
@@ -312,6 +315,7 @@ impl Inner {
             relevancy: state.relevancy,
             reason,
             changed,
+            copy: None,
         }))
     }
     pub(super) fn materialised(
@@ -378,6 +382,7 @@ impl Inner {
                 relevancy: b.relevancy,
                 reason: b.reason.clone(),
                 changed: b.changed,
+                copy: None,
             });
         }
         if !written.is_empty() {

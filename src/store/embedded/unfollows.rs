@@ -208,6 +208,7 @@ impl Inner {
                         relevancy: state.relevancy,
                         reason,
                         changed,
+                        copy: None,
                     });
                 }
             }

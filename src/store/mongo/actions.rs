@@ -124,6 +124,8 @@ impl ActionStore for MongoStore {
     }
 
     async fn hide_action(&self, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>> {
+        // Copies go first: one left by a crash would still show it.
+        self.uncopy(tenant, &[id]).await?;
         let updated = self
             .actions
             .update_one(
@@ -139,8 +141,10 @@ impl ActionStore for MongoStore {
     }
 
     async fn delete_action(&self, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>> {
-        // The action goes first: a delivery racing this one checks it again
-        // after writing and takes its items back.
+        // Its copies go first (one left by a crash would still show it),
+        // then the action: a delivery racing this one checks it again after
+        // writing and takes its items back.
+        self.uncopy(tenant, &[id]).await?;
         let deleted = self
             .actions
             .delete_one(doc! { "_id": id, "tenant": tenant })
@@ -175,6 +179,7 @@ impl ActionStore for MongoStore {
     ) -> StoreResult<Action> {
         let scope = bson::to_bson(&scope)
             .map_err(|e| StoreError::internal("MongoDB: cannot encode a scope", e))?;
+        self.uncopy(tenant, &[id]).await?;
         let updated = self
             .actions
             .find_one_and_update(
@@ -193,9 +198,11 @@ impl ActionStore for MongoStore {
             .return_document(ReturnDocument::After)
             .await
             .map_err(db_err)?;
-        updated
+        let updated = updated
             .map(Action::from)
-            .ok_or_else(|| StoreError::not_found(format!("no action {id}")))
+            .ok_or_else(|| StoreError::not_found(format!("no action {id}")))?;
+        self.recopy(tenant, &[id]).await?;
+        Ok(updated)
     }
 
     async fn slice(
@@ -281,6 +288,29 @@ impl ActionStore for MongoStore {
         let mut changed = 0;
         for (id_field, name_field) in NAMED_REF_FIELDS {
             let name_path = format!("descriptor.{name_field}");
+            // With copies: which actions change, to copy them again after.
+            let ids = if self.embeds {
+                let named = doc! {
+                    "tenant": tenant,
+                    format!("descriptor.{id_field}"): ref_id,
+                    name_path.clone(): { "$ne": name },
+                };
+                let docs = read_all(
+                    self.actions
+                        .clone_with_type::<bson::Document>()
+                        .find(named)
+                        .projection(doc! { "_id": 1 }),
+                )
+                .await?;
+                let ids: Vec<ObjectId> = docs
+                    .iter()
+                    .filter_map(|d| d.get_object_id("_id").ok())
+                    .collect();
+                self.uncopy(tenant, &ids).await?;
+                ids
+            } else {
+                Vec::new()
+            };
             let result = self
                 .actions
                 .update_many(
@@ -294,6 +324,7 @@ impl ActionStore for MongoStore {
                 .await
                 .map_err(db_err)?;
             changed += result.modified_count;
+            self.recopy(tenant, &ids).await?;
         }
         Ok(changed)
     }

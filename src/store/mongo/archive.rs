@@ -221,6 +221,7 @@ impl Statements {
                         relevancy,
                         reason: item.reason.clone(),
                         changed: item.changed,
+                        copy: None,
                     },
                 });
             }

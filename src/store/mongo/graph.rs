@@ -17,14 +17,28 @@ use super::{
 impl GraphStore for MongoStore {
     async fn upsert_user(&self, tenant: &str, user: &User) -> StoreResult<()> {
         let name = user.name.as_deref().map_or(Bson::Null, Bson::from);
-        self.users
-            .update_one(
-                doc! { "tenant": tenant, "userId": &user.id },
-                doc! { "$set": { "name": name } },
-            )
+        let filter = doc! { "tenant": tenant, "userId": &user.id };
+        let update = doc! { "$set": { "name": name } };
+        if !self.embeds {
+            self.users
+                .update_one(filter, update)
+                .upsert(true)
+                .await
+                .map_err(db_err)?;
+            return Ok(());
+        }
+        // A new name goes into the copies of the user's actions too.
+        let before = self
+            .users
+            .find_one_and_update(filter, update)
             .upsert(true)
             .await
             .map_err(db_err)?;
+        let had = before.and_then(|d| d.get_str("name").ok().map(str::to_owned));
+        if had != user.name {
+            self.rename_in_copies(tenant, &user.id, user.name.as_deref())
+                .await?;
+        }
         Ok(())
     }
 

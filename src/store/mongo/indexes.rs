@@ -80,7 +80,7 @@ impl MongoStore {
             ])
             .await
             .map_err(db_err)?;
-        self.layout.create_indexes().await?;
+        self.layout.create_indexes(self.embeds).await?;
         self.users
             .create_indexes([
                 index(doc! { "tenant": 1, "userId": 1 }, unique("user")),

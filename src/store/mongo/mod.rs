@@ -32,6 +32,7 @@
 
 mod actions;
 mod archive;
+mod copies;
 mod graph;
 mod group_feeds;
 mod indexes;
@@ -73,6 +74,8 @@ pub struct MongoSettings {
     pub layout: Option<TimelineLayout>,
     /// Entries per sized bucket.
     pub bucket_size: usize,
+    /// Whether timeline entries carry copies of their actions.
+    pub embed_actions: bool,
 }
 
 impl Default for MongoSettings {
@@ -80,6 +83,7 @@ impl Default for MongoSettings {
         Self {
             layout: None,
             bucket_size: DEFAULT_BUCKET_SIZE,
+            embed_actions: false,
         }
     }
 }
@@ -107,6 +111,8 @@ const TIE_SLACK: usize = 16;
 pub struct MongoStore {
     db: Database,
     actions: Collection<ActionDoc>,
+    /// Whether timeline entries written carry copies of their actions.
+    embeds: bool,
     /// Readers' timelines, in the layout the deployment picked.
     layout: Box<dyn layout::Layout>,
     users: Collection<Document>,
@@ -224,6 +230,9 @@ struct FeedItemDoc {
     /// not delivered again.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     hidden: bool,
+    /// A copy of the action (`--embed-actions`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    x: Option<layout::copy::CopyDoc>,
 }
 
 impl From<&Action> for ActionDoc {
@@ -310,6 +319,9 @@ impl FeedItemDoc {
             relevancy: self.relevancy.timestamp_millis(),
             reason: self.reason,
             changed: self.changed.timestamp_millis(),
+            copy: self
+                .x
+                .map(|x| std::sync::Arc::new(x.copy(&self.tenant, self.action_id))),
         }
     }
 }
@@ -506,9 +518,11 @@ impl MongoStore {
             )
         })?;
         let layout = Self::resolve_layout(&db, settings.layout).await?;
+        let embeds = Self::resolve_embeds(&db, settings.embed_actions).await?;
         let store = Self {
             actions: db.collection("actions"),
             layout: layout::open(&db, layout, settings.bucket_size),
+            embeds,
             users: db.collection("users"),
             edges: db.collection("edges"),
             groups: db.collection("groups"),
@@ -661,7 +675,11 @@ impl Store for MongoStore {
                 .unwrap_or(0.0)
         };
         let bytes = (number("dataSize") + number("indexSize")) as u64;
-        Ok(super::Footprint { feed_items, bytes })
+        Ok(super::Footprint {
+            feed_items,
+            bytes,
+            documents: number("objects") as u64,
+        })
     }
 
     async fn ping(&self) -> StoreResult<()> {

@@ -9,6 +9,7 @@ use crate::store::{
     BumpClaim, Claim, Delivery, ErrorKind, QueueStore, StoreError, StoreResult, UnfollowClaim,
 };
 
+use super::layout::copy::same as copies_agree;
 use super::{db_err, MongoStore};
 
 impl MongoStore {
@@ -169,6 +170,10 @@ impl QueueStore for MongoStore {
         if action.hidden || items.is_empty() {
             return Ok(Vec::new());
         }
+        let copy = self
+            .copies_of(&action.tenant, &[&action])
+            .await?
+            .remove(&action.id);
         let new: Vec<FeedItem> = items
             .iter()
             .map(|d| FeedItem {
@@ -177,6 +182,7 @@ impl QueueStore for MongoStore {
                 relevancy: d.relevancy,
                 reason: d.reason.clone(),
                 changed: now,
+                copy: copy.clone(),
             })
             .collect();
         // One duplicate (a reader who already has the item, from an earlier
@@ -186,11 +192,16 @@ impl QueueStore for MongoStore {
             let kept: Vec<&Delivery> = skipped.iter().filter_map(|&i| items.get(i)).collect();
             self.refresh_reasons(&action, &kept).await?;
         }
-        // Hidden or deleted while we wrote: take the items back.
-        let still_visible = self
-            .find_action(&action.tenant, action.id)
-            .await?
-            .is_some_and(|a| !a.hidden);
+        // Hidden or deleted while we wrote: take the items back. Changed
+        // otherwise: copy it again (the change may have copied before our
+        // write landed).
+        let now_stored = self.find_action(&action.tenant, action.id).await?;
+        if let Some(stored) = now_stored.as_ref().filter(|a| !a.hidden) {
+            if copy.is_some() && !copies_agree(&action, stored) {
+                self.recopy(&action.tenant, &[action.id]).await?;
+            }
+        }
+        let still_visible = now_stored.is_some_and(|a| !a.hidden);
         if !still_visible {
             self.layout
                 .remove(&action.tenant, None, &[action.id])
@@ -207,6 +218,7 @@ impl QueueStore for MongoStore {
                 relevancy: d.relevancy,
                 reason: d.reason.clone(),
                 changed: now,
+                copy: None,
             })
             .collect())
     }

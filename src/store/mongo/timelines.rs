@@ -1,13 +1,13 @@
 //! MongoDB: readers' feeds, through the timeline layout: ranges, changes,
 //! backfills, hidden items.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use async_trait::async_trait;
 use bson::{doc, Document};
 
-use crate::model::{FeedItem, ObjectId, Stamp};
-use crate::store::{Backfill, FeedRange, StoreResult, TimelineStore, Unfollow};
+use crate::model::{Action, FeedItem, ObjectId, Stamp};
+use crate::store::{ActionStore, Backfill, FeedRange, StoreResult, TimelineStore, Unfollow};
 
 use super::{read_all, MongoStore};
 
@@ -77,7 +77,15 @@ impl TimelineStore for MongoStore {
         let mut seen = HashSet::new();
         let items: Vec<&Backfill> = items.iter().filter(|b| seen.insert(b.action_id)).collect();
         let ids: Vec<ObjectId> = items.iter().map(|b| b.action_id).collect();
-        let visible = self.visible_actions(tenant, &ids).await?;
+        // What is still there to write; with copies, the actions whole.
+        let (visible, copies) = if self.embeds {
+            let actions = self.get_actions(tenant, &ids).await?;
+            let actions: Vec<&Action> = actions.iter().filter(|a| !a.hidden).collect();
+            let copies = self.copies_of(tenant, &actions).await?;
+            (actions.iter().map(|a| a.id).collect(), copies)
+        } else {
+            (self.visible_actions(tenant, &ids).await?, HashMap::new())
+        };
         let items: Vec<&Backfill> = items
             .into_iter()
             .filter(|b| visible.contains(&b.action_id))
@@ -93,6 +101,7 @@ impl TimelineStore for MongoStore {
                 relevancy: b.relevancy,
                 reason: b.reason.clone(),
                 changed: b.changed,
+                copy: copies.get(&b.action_id).cloned(),
             })
             .collect();
         // As a fan-out: an item the reader has (or hid) is skipped, the
@@ -122,6 +131,7 @@ impl TimelineStore for MongoStore {
                 relevancy: b.relevancy,
                 reason: b.reason.clone(),
                 changed: b.changed,
+                copy: None,
             })
             .collect())
     }

@@ -46,7 +46,7 @@ impl Buckets {
                         }
                         // A hidden entry leaves as a tombstone: at the epoch.
                         pending.extend(bucket.e.iter().map(|e| {
-                            let mut item = e.item(&bucket.owner);
+                            let mut item = e.item(&bucket.tenant, &bucket.owner);
                             if e.h {
                                 item.relevancy = TOMBSTONE;
                             }

@@ -23,6 +23,7 @@
 //! bucket per reader (day -1) that no range reaches.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use bson::{doc, Bson, DateTime, Document};
@@ -30,8 +31,9 @@ use futures_util::stream::{BoxStream, TryStreamExt};
 use mongodb::{Collection, Database};
 use serde::{Deserialize, Serialize};
 
+use super::copy::CopyDoc;
 use super::{date, dedup, reason_bson, Layout, Stored, Which};
-use crate::model::{FeedItem, Millis, ObjectId, Reason, ReasonKind, Stamp};
+use crate::model::{ActionCopy, FeedItem, Millis, ObjectId, Reason, ReasonKind, Stamp};
 use crate::store::mongo::{archive::upsert_all, db_err, indexes, read_all, TOMBSTONE};
 use crate::store::{FeedRange, StoreResult};
 
@@ -61,6 +63,9 @@ pub(super) struct Entry {
     pub(super) w: Reason,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(super) h: bool,
+    /// A copy of the action (`--embed-actions`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) x: Option<CopyDoc>,
 }
 
 impl Entry {
@@ -71,16 +76,18 @@ impl Entry {
             c: date(item.changed),
             w: item.reason.clone(),
             h: hidden,
+            x: item.copy.as_deref().map(CopyDoc::of).filter(|_| !hidden),
         }
     }
 
-    pub(super) fn item(&self, owner: &str) -> FeedItem {
+    pub(super) fn item(&self, tenant: &str, owner: &str) -> FeedItem {
         FeedItem {
             owner: owner.to_owned(),
             action_id: self.a,
             relevancy: self.r.timestamp_millis(),
             reason: self.w.clone(),
             changed: self.c.timestamp_millis(),
+            copy: self.x.as_ref().map(|x| Arc::new(x.copy(tenant, self.a))),
         }
     }
 
@@ -120,8 +127,8 @@ impl Bucket {
 }
 
 pub(in crate::store::mongo) struct Buckets {
-    db: Database,
-    name: &'static str,
+    pub(super) db: Database,
+    pub(super) name: &'static str,
     pub(super) buckets: Collection<Bucket>,
     shape: Shape,
 }
@@ -140,7 +147,7 @@ impl Buckets {
         }
     }
 
-    fn raw(&self) -> Collection<Document> {
+    pub(super) fn raw(&self) -> Collection<Document> {
         self.buckets.clone_with_type()
     }
 
@@ -407,7 +414,7 @@ impl Layout for Buckets {
                     .e
                     .iter()
                     .filter(|e| e.visible())
-                    .map(|e| e.item(&bucket.owner))
+                    .map(|e| e.item(&bucket.tenant, &bucket.owner))
                     .filter(in_range),
             );
         }
@@ -428,7 +435,11 @@ impl Layout for Buckets {
             .await?;
         let mut items: Vec<FeedItem> = buckets
             .iter()
-            .flat_map(|b| b.e.iter().filter(|e| e.visible()).map(|e| e.item(&b.owner)))
+            .flat_map(|b| {
+                b.e.iter()
+                    .filter(|e| e.visible())
+                    .map(|e| e.item(&b.tenant, &b.owner))
+            })
             .filter(|i| i.stamp() > after)
             .collect();
         dedup(&mut items);
@@ -480,7 +491,7 @@ impl Layout for Buckets {
                 .e
                 .iter()
                 .find(|e| e.a == id && !e.h)
-                .map(|e| e.item(&bucket.owner))
+                .map(|e| e.item(&bucket.tenant, &bucket.owner))
                 .filter(|_| hidden.modified_count > 0);
             // A copy left by a move cut short goes too.
             self.pull(
@@ -523,7 +534,7 @@ impl Layout for Buckets {
             .flat_map(|b| {
                 b.e.iter()
                     .filter(|e| wanted.contains(&e.a) && e.visible())
-                    .map(|e| e.item(&b.owner))
+                    .map(|e| e.item(&b.tenant, &b.owner))
             })
             .collect();
         self.pull(filter, ids, extra).await?;
@@ -542,7 +553,11 @@ impl Layout for Buckets {
         let buckets = self.find(filter).await?;
         let mut taken: Vec<FeedItem> = buckets
             .iter()
-            .flat_map(|b| b.e.iter().filter(|e| e.visible()).map(|e| e.item(&b.owner)))
+            .flat_map(|b| {
+                b.e.iter()
+                    .filter(|e| e.visible())
+                    .map(|e| e.item(&b.tenant, &b.owner))
+            })
             .filter(|i| which.takes(i))
             .collect();
         if taken.is_empty() {
@@ -590,6 +605,7 @@ impl Layout for Buckets {
                 c: when,
                 w: reason.clone(),
                 h: false,
+                x: entry.x.clone(),
             };
             let in_place = match self.shape {
                 Shape::Sized { .. } => true,
@@ -612,7 +628,7 @@ impl Layout for Buckets {
                     .await
                     .map_err(db_err)?;
                 if updated.modified_count > 0 {
-                    raised.push(new.item(&bucket.owner));
+                    raised.push(new.item(&bucket.tenant, &bucket.owner));
                 }
             } else {
                 from.push((bucket, entry.r));
@@ -621,7 +637,7 @@ impl Layout for Buckets {
         }
         if !moved.is_empty() {
             // Pushed where it now belongs, then pulled from where it was.
-            raised.extend(moved.iter().map(|(owner, e)| e.item(owner)));
+            raised.extend(moved.iter().map(|(owner, e)| e.item(tenant, owner)));
             self.append(tenant, moved).await?;
             for (bucket, r) in from {
                 self.raw()
@@ -694,7 +710,19 @@ impl Layout for Buckets {
         self.import_all(items).await
     }
 
-    async fn create_indexes(&self) -> StoreResult<()> {
+    async fn uncopy(&self, tenant: &str, ids: &[ObjectId]) -> StoreResult<()> {
+        self.uncopy_entries(tenant, ids).await
+    }
+
+    async fn recopy(&self, tenant: &str, copies: &[ActionCopy]) -> StoreResult<()> {
+        self.recopy_entries(tenant, copies).await
+    }
+
+    async fn rename_actor(&self, tenant: &str, actor: &str, name: Option<&str>) -> StoreResult<()> {
+        self.rename_in_entries(tenant, actor, name).await
+    }
+
+    async fn create_indexes(&self, embeds: bool) -> StoreResult<()> {
         use indexes::{index, named};
         let mut models = vec![
             index(
@@ -711,6 +739,12 @@ impl Layout for Buckets {
             ),
             index(doc! { "tenant": 1, "owner": 1, "ch": 1 }, named("changes")),
         ];
+        if embeds {
+            models.push(index(
+                doc! { "tenant": 1, "e.x.actorId": 1 },
+                named("copies_by_actor"),
+            ));
+        }
         if let Shape::Sized { .. } = self.shape {
             models.push(index(
                 doc! { "tenant": 1, "owner": 1, "s": 1 },

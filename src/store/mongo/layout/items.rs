@@ -11,8 +11,9 @@ use futures_util::{StreamExt, TryStreamExt};
 use mongodb::options::ReturnDocument;
 use mongodb::{Collection, Database};
 
+use super::copy::{CopyDoc, ACTOR_ID, ACTOR_NAME};
 use super::{date, reason_bson, Layout, Stored, Which};
-use crate::model::{FeedItem, Millis, ObjectId, Reason, ReasonKind, Stamp};
+use crate::model::{ActionCopy, FeedItem, Millis, ObjectId, Reason, ReasonKind, Stamp};
 use crate::store::mongo::{
     archive::upsert_all, db_err, epoch, indexes, read_all, within, FeedItemDoc, DUPLICATE_KEY,
     TIE_SLACK, TOMBSTONE,
@@ -75,6 +76,7 @@ fn item_doc(tenant: &str, item: &FeedItem, hidden: bool) -> FeedItemDoc {
         reason: item.reason.clone(),
         changed: date(item.changed),
         hidden,
+        x: item.copy.as_deref().map(CopyDoc::of).filter(|_| !hidden),
     }
 }
 
@@ -392,8 +394,59 @@ impl Layout for Items {
         upsert_all(&self.db, "feed_items", statements).await
     }
 
-    async fn create_indexes(&self) -> StoreResult<()> {
+    async fn uncopy(&self, tenant: &str, ids: &[ObjectId]) -> StoreResult<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        self.feed_items
+            .update_many(
+                doc! { "tenant": tenant, "actionId": { "$in": ids }, "x": { "$exists": true } },
+                doc! { "$unset": { "x": "" } },
+            )
+            .await
+            .map_err(db_err)?;
+        Ok(())
+    }
+
+    async fn recopy(&self, tenant: &str, copies: &[ActionCopy]) -> StoreResult<()> {
+        let mut statements = Vec::with_capacity(copies.len());
+        for copy in copies {
+            statements.push(doc! {
+                "q": { "tenant": tenant, "actionId": copy.action.id, "hidden": { "$ne": true } },
+                "u": { "$set": { "x": CopyDoc::of(copy).bson()? } },
+                "multi": true,
+            });
+        }
+        upsert_all(&self.db, "feed_items", statements).await
+    }
+
+    async fn rename_actor(&self, tenant: &str, actor: &str, name: Option<&str>) -> StoreResult<()> {
+        let path = format!("x.{ACTOR_NAME}");
+        let update = match name {
+            Some(name) => doc! { "$set": { path: name } },
+            None => doc! { "$unset": { path: "" } },
+        };
+        self.feed_items
+            .update_many(
+                doc! { "tenant": tenant, format!("x.{ACTOR_ID}"): actor },
+                update,
+            )
+            .await
+            .map_err(db_err)?;
+        Ok(())
+    }
+
+    async fn create_indexes(&self, embeds: bool) -> StoreResult<()> {
         use indexes::{index, named, unique};
+        if embeds {
+            self.feed_items
+                .create_index(index(
+                    doc! { "tenant": 1, "x.actorId": 1 },
+                    named("copies_by_actor"),
+                ))
+                .await
+                .map_err(db_err)?;
+        }
         self.feed_items
             .create_indexes([
                 index(
@@ -424,5 +477,6 @@ pub(super) fn tombstone(owner: &str, id: ObjectId) -> FeedItem {
         relevancy: TOMBSTONE,
         reason: Reason::new(ReasonKind::Bumped, ""),
         changed: 0,
+        copy: None,
     }
 }

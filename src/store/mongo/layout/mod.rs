@@ -6,15 +6,19 @@
 //! - time buckets: one document per reader and day of relevancy
 //!   (`timed_buckets`), written by an upsert that `$push`es the entry;
 //! - sized buckets: one document per reader and run of `--bucket-size`
-//!   entries (`sized_buckets`), the open one found and filled by
-//!   `findAndModify`, a new one inserted when it is full.
+//!   entries (`sized_buckets`), filled by an upsert into one with room.
+//!
+//! Each may carry copies of the actions in its entries (`--embed-actions`,
+//! see [`copy`]).
 //!
 //! Every layout passes the same conformance suite and serves the same feeds
 //! (the cross-model test runs on each); they differ in documents and bytes
 //! written per delivery and in round trips per page (see the README).
 
 mod bucket_archive;
+mod bucket_copies;
 mod buckets;
+pub(super) mod copy;
 mod items;
 
 use std::collections::HashSet;
@@ -27,7 +31,7 @@ use serde::Serialize;
 pub(super) use buckets::Buckets;
 pub(super) use items::Items;
 
-use crate::model::{FeedItem, Millis, ObjectId, Position, Reason, ReasonKind, Stamp};
+use crate::model::{ActionCopy, FeedItem, Millis, ObjectId, Position, Reason, ReasonKind, Stamp};
 use crate::store::{FeedRange, StoreResult};
 
 /// Where push and rivers keep readers' timelines on MongoDB.
@@ -169,8 +173,16 @@ pub(super) trait Layout: Send + Sync {
     /// Writes items as an import gives them, replacing any the reader holds
     /// for the same action.
     async fn import(&self, items: Vec<Stored>) -> StoreResult<()>;
-    /// Creates the layout's collections' indexes.
-    async fn create_indexes(&self) -> StoreResult<()>;
+    /// Creates the layout's collections' indexes (with those that find
+    /// copies by actor when the store `embeds` actions).
+    async fn create_indexes(&self, embeds: bool) -> StoreResult<()>;
+    /// Takes the copies of the actions `ids` out of every entry (reads
+    /// load those actions until they are copied again).
+    async fn uncopy(&self, tenant: &str, ids: &[ObjectId]) -> StoreResult<()>;
+    /// Gives every visible entry of each copy's action that copy.
+    async fn recopy(&self, tenant: &str, copies: &[ActionCopy]) -> StoreResult<()>;
+    /// Names `actor` `name` in the copies of their actions.
+    async fn rename_actor(&self, tenant: &str, actor: &str, name: Option<&str>) -> StoreResult<()>;
 }
 
 /// A bucket entry or item field: a millisecond time as a BSON date.

@@ -1,0 +1,268 @@
+//! Copies of actions in timeline entries (MongoDB, `--embed-actions`): a
+//! page that shows no more than the copies hold is read in one round trip,
+//! and the copies stay true through renames, hides, deletes, scope changes
+//! and expiry, on every layout.
+
+use std::sync::Arc;
+
+use riverfeed::clock::ManualClock;
+use riverfeed::server::ServeOptions;
+use riverfeed::store::mongo::{MongoSettings, TimelineLayout};
+use riverfeed::store::StoreSettings;
+use riverfeed::timeline::{FeedModel, ModelKind};
+use serde_json::{json, Value};
+
+use crate::common::{store_url, Backend, Client, Stopped, TestServer};
+
+/// 2026-01-01T00:00:00Z.
+const START: i64 = 1_767_225_600_000;
+
+const PAGE: &str = "{ feed(first: 20) { edges { node { action { id
+    descriptor { ... on StatusPost { text } ... on NewApplicant { applicantName } }
+    actor { name } } } } } }";
+
+async fn start(
+    test: &'static str,
+    layout: TimelineLayout,
+    embed_actions: bool,
+) -> Option<(TestServer, Arc<ManualClock>)> {
+    let (store, dir) = store_url(Backend::Mongo(test))?;
+    let clock = Arc::new(ManualClock::new(START));
+    let shared = clock.clone();
+    let server = TestServer::start_with(Stopped { store, dir }, |url| ServeOptions {
+        clock: shared,
+        model: FeedModel::of(ModelKind::Push),
+        store_settings: StoreSettings {
+            mongo: MongoSettings {
+                layout: Some(layout),
+                bucket_size: 3,
+                embed_actions,
+            },
+            ..StoreSettings::default()
+        },
+        ..ServeOptions::new(url)
+    })
+    .await;
+    Some((server, clock))
+}
+
+/// Store calls and MongoDB `find`s one request makes.
+struct Cost {
+    loads: u64,
+    users: u64,
+    finds: u64,
+}
+
+async fn counters(server: &TestServer) -> [u64; 3] {
+    [
+        server.store_calls("get_actions").await,
+        server.store_calls("get_users").await,
+        server
+            .metric("riverfeed_mongodb_commands_total{command=\"find\"}")
+            .await,
+    ]
+}
+
+async fn read(server: &TestServer, reader: &Client, query: &str) -> (Value, Cost) {
+    let before = counters(server).await;
+    let data = reader.data(query, json!({})).await;
+    let after = counters(server).await;
+    let cost = Cost {
+        loads: after[0] - before[0],
+        users: after[1] - before[1],
+        finds: after[2] - before[2],
+    };
+    (data, cost)
+}
+
+/// What a page shows: each action's text (or applicant) and actor's name.
+fn shown(data: &Value) -> Vec<(String, String)> {
+    data["feed"]["edges"]
+        .as_array()
+        .expect("edges")
+        .iter()
+        .map(|e| {
+            let action = &e["node"]["action"];
+            let d = &action["descriptor"];
+            let what = d["text"].as_str().or(d["applicantName"].as_str());
+            (
+                what.unwrap_or_default().to_owned(),
+                action["actor"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+            )
+        })
+        .collect()
+}
+
+async fn post(ann: &Client, text: &str, extra: Value) -> String {
+    let id = ann.post_status(text, extra).await;
+    ann.wait_delivered(&id).await;
+    id
+}
+
+async fn one_round_trip(layout: TimelineLayout) {
+    let test = match layout {
+        TimelineLayout::Items => "embed_trip_items",
+        TimelineLayout::TimeBuckets => "embed_trip_time",
+        TimelineLayout::SizedBuckets => "embed_trip_sized",
+    };
+    for embed in [true, false] {
+        let Some((server, _)) = start(test, layout, embed).await else {
+            return;
+        };
+        let ann = server.client("acme", "ann");
+        let bob = server.client("acme", "bob");
+        ann.upsert_user("ann", "Ann").await;
+        bob.follow("ann").await;
+        for i in 0..5 {
+            post(&ann, &format!("post {i}"), json!({})).await;
+        }
+        let (data, cost) = read(&server, &bob, PAGE).await;
+        assert_eq!(shown(&data).len(), 5, "{layout}");
+        assert_eq!(shown(&data)[0], ("post 4".into(), "Ann".into()));
+        if embed {
+            assert_eq!(
+                (cost.loads, cost.users, cost.finds),
+                (0, 0, 2),
+                "{layout}: the page's entries and the reader's pending unfollows, side by side"
+            );
+            // Counts are not copied: a page that shows them loads them.
+            let (_, cost) = read(
+                &server,
+                &bob,
+                "{ feed(first: 20) { edges { node { action { likeCount } } } } }",
+            )
+            .await;
+            assert_eq!(cost.loads, 1, "{layout}");
+        } else {
+            assert_eq!(
+                (cost.loads, cost.users, cost.finds),
+                (1, 1, 4),
+                "{layout}: entries and unfollows, then actions, then actors"
+            );
+        }
+        server.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn a_page_from_copies_is_one_round_trip_on_items() {
+    one_round_trip(TimelineLayout::Items).await;
+}
+
+#[tokio::test]
+async fn a_page_from_copies_is_one_round_trip_on_time_buckets() {
+    one_round_trip(TimelineLayout::TimeBuckets).await;
+}
+
+#[tokio::test]
+async fn a_page_from_copies_is_one_round_trip_on_sized_buckets() {
+    one_round_trip(TimelineLayout::SizedBuckets).await;
+}
+
+async fn copies_stay_true(layout: TimelineLayout) {
+    let test = match layout {
+        TimelineLayout::Items => "embed_true_items",
+        TimelineLayout::TimeBuckets => "embed_true_time",
+        TimelineLayout::SizedBuckets => "embed_true_sized",
+    };
+    let Some((server, clock)) = start(test, layout, true).await else {
+        return;
+    };
+    let ann = server.client("acme", "ann");
+    let bob = server.client("acme", "bob");
+    ann.upsert_user("ann", "Ann").await;
+    server
+        .client("acme", "carol")
+        .upsert_user("carol", "Carol")
+        .await;
+    bob.follow("ann").await;
+    let story = post(
+        &ann,
+        "story",
+        json!({ "expiresAt": "2026-01-01T00:01:00Z" }),
+    )
+    .await;
+    let hidden = post(&ann, "to hide", json!({})).await;
+    let narrowed = post(&ann, "to narrow", json!({})).await;
+    let deleted = post(&ann, "to delete", json!({})).await;
+    let applied = ann
+        .data(
+            "mutation($input: RecordActionInput!) { recordAction(input: $input) { id } }",
+            json!({ "input": {
+                "descriptor": { "newApplicant": {
+                    "applicantId": "app-mary", "applicantName": "Mary Fanning",
+                    "positionId": "pos-1", "positionName": "Engineer" } },
+                "refIds": ["app-mary"] } }),
+        )
+        .await["recordAction"]["id"]
+        .as_str()
+        .expect("an id")
+        .to_owned();
+    ann.wait_delivered(&applied).await;
+    let (data, _) = read(&server, &bob, PAGE).await;
+    assert_eq!(shown(&data).len(), 5, "{layout}: {data}");
+
+    // Renames: the actor's name, and a name a descriptor copies.
+    ann.upsert_user("ann", "Ann Lee").await;
+    server
+        .service("acme")
+        .data(
+            "mutation { renameRef(refId: \"app-mary\", name: \"Mary Fanning-Smith\") }",
+            json!({}),
+        )
+        .await;
+    // Hidden, narrowed to another reader, deleted.
+    ann.data(
+        "mutation($id: ID!) { hideAction(id: $id) { id } }",
+        json!({ "id": hidden }),
+    )
+    .await;
+    ann.data(
+        "mutation($id: ID!) { setActionScope(id: $id, scope: RESTRICTED, readers: [\"carol\"]) { id } }",
+        json!({ "id": narrowed }),
+    )
+    .await;
+    ann.data(
+        "mutation($id: ID!) { deleteAction(id: $id) }",
+        json!({ "id": deleted }),
+    )
+    .await;
+    let expected = |with_story: bool| {
+        let mut page = vec![("Mary Fanning-Smith".to_owned(), "Ann Lee".to_owned())];
+        if with_story {
+            page.push(("story".into(), "Ann Lee".into()));
+        }
+        page
+    };
+    let (data, cost) = read(&server, &bob, PAGE).await;
+    assert_eq!(shown(&data), expected(true), "{layout}");
+    assert_eq!(
+        (cost.loads, cost.users),
+        (0, 0),
+        "{layout}: still from copies"
+    );
+    // The story expires: gone at that moment, read from its copy.
+    clock.advance(60_000);
+    let (data, cost) = read(&server, &bob, PAGE).await;
+    assert_eq!(shown(&data), expected(false), "{layout}: {story} expired");
+    assert_eq!(cost.loads, 0, "{layout}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn copies_stay_true_on_items() {
+    copies_stay_true(TimelineLayout::Items).await;
+}
+
+#[tokio::test]
+async fn copies_stay_true_on_time_buckets() {
+    copies_stay_true(TimelineLayout::TimeBuckets).await;
+}
+
+#[tokio::test]
+async fn copies_stay_true_on_sized_buckets() {
+    copies_stay_true(TimelineLayout::SizedBuckets).await;
+}
