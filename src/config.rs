@@ -338,6 +338,7 @@ impl ServeArgs {
             layout: self.timeline_layout,
             bucket_size: self.bucket_size as usize,
             embed_actions: self.embed_actions,
+            ..crate::store::mongo::MongoSettings::default()
         };
         settings
     }

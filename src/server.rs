@@ -118,9 +118,20 @@ impl Server {
     }
 }
 
+impl ServeOptions {
+    /// The store settings, with what the feed model asks of the store: on
+    /// MongoDB, rivers of its size looked for by deliveries and reads.
+    pub fn settings_for_model(&self) -> crate::store::StoreSettings {
+        let mut settings = self.store_settings.clone();
+        settings.mongo.keeps_rivers = self.model.kind == crate::timeline::ModelKind::Rivers;
+        settings.mongo.river_size = self.model.river_size;
+        settings
+    }
+}
+
 /// Opens the store, binds the listener and starts serving in the background.
 pub async fn start(options: ServeOptions) -> anyhow::Result<Server> {
-    let inner: Arc<dyn Store> = store::open_with(&options.store, &options.store_settings)
+    let inner: Arc<dyn Store> = store::open_with(&options.store, &options.settings_for_model())
         .await
         .with_context(|| format!("cannot open store {}", redact(&options.store)))?;
     start_with_store(options, inner).await

@@ -4,10 +4,8 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use plotters::prelude::*;
-
 use super::layouts::LayoutResult;
-use super::plot::{plot_err, COLOURS};
+use super::plot::{grouped_bars, Bars};
 use super::report::{check, TargetCheck};
 
 fn variant(l: &LayoutResult) -> String {
@@ -89,68 +87,18 @@ pub fn plot(path: &Path, backend: &str, layouts: &[LayoutResult]) -> anyhow::Res
         ("page p99", |l| l.page.p99_ms),
     ];
     let ratio = |l: &LayoutResult, pick: Pick| (pick(l) / pick(base).max(1e-12)).clamp(1e-4, 1e4);
-    let all = figures
+    let groups: Vec<&str> = figures.iter().map(|(name, _)| *name).collect();
+    let series: Vec<Bars> = layouts
         .iter()
-        .flat_map(|(_, pick)| layouts.iter().map(move |l| ratio(l, *pick)));
-    let lo = all.clone().fold(1.0f64, f64::min) / 2.0;
-    let hi = all.fold(1.0f64, f64::max) * 2.0;
-    let root = SVGBackend::new(path, (1100, 520)).into_drawing_area();
-    root.fill(&WHITE).map_err(plot_err)?;
-    let groups = figures.len() as f64;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            format!(
-                "Timeline layouts against {} ({backend}; lower is better)",
-                variant(base)
-            ),
-            ("sans-serif", 22),
-        )
-        .margin(15)
-        .x_label_area_size(45)
-        .y_label_area_size(65)
-        .build_cartesian_2d(0.0..groups, (lo..hi).log_scale())
-        .map_err(plot_err)?;
-    chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .x_labels(figures.len() * 2 + 1)
-        .x_label_formatter(&|x| {
-            let i = x.floor() as usize;
-            if (x - x.floor() - 0.5).abs() < 0.01 && i < figures.len() {
-                figures[i].0.to_owned()
-            } else {
-                String::new()
-            }
+        .map(|l| Bars {
+            label: variant(l),
+            faint: l.embed_actions,
+            values: figures.iter().map(|(_, pick)| ratio(l, *pick)).collect(),
         })
-        .y_desc("multiple of the first")
-        .y_label_formatter(&|y| format!("{y}"))
-        .draw()
-        .map_err(plot_err)?;
-    let width = 0.8 / layouts.len() as f64;
-    for (k, l) in layouts.iter().enumerate() {
-        let colour = COLOURS[k % COLOURS.len()];
-        let style = if l.embed_actions {
-            colour.mix(0.5).filled()
-        } else {
-            colour.filled()
-        };
-        let bars = figures.iter().enumerate().map(|(g, (_, pick))| {
-            let x0 = g as f64 + 0.1 + k as f64 * width;
-            Rectangle::new([(x0, lo), (x0 + width * 0.9, ratio(l, *pick))], style)
-        });
-        chart
-            .draw_series(bars)
-            .map_err(plot_err)?
-            .label(variant(l))
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], style));
-    }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(plot_err)?;
-    root.present().map_err(plot_err)?;
-    Ok(())
+        .collect();
+    let caption = format!(
+        "Timeline layouts against {} ({backend}; lower is better)",
+        variant(base)
+    );
+    grouped_bars(path, &caption, &groups, &series)
 }

@@ -373,6 +373,9 @@ async fn start(
         }
     };
     let mut options = serve.options()?;
+    if let Some(model) = model {
+        options.model = model;
+    }
     let (store, embedded): (Arc<dyn Store>, Option<Arc<EmbeddedStore>>) =
         match url.strip_prefix("embedded:") {
             Some(dir) => {
@@ -383,7 +386,7 @@ async fn start(
                 (store.clone(), Some(store))
             }
             None => (
-                crate::store::open_with(&url, &options.store_settings)
+                crate::store::open_with(&url, &options.settings_for_model())
                     .await
                     .with_context(|| format!("cannot open store {}", redact(&url)))?,
                 None,

@@ -4,10 +4,8 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use plotters::prelude::*;
-
 use super::models::ModelResult;
-use super::plot::{plot_err, COLOURS};
+use super::plot::{grouped_bars, Bars};
 use super::report::{check, TargetCheck};
 
 /// The comparison as a markdown table, one row per model.
@@ -125,63 +123,15 @@ pub fn plot(path: &Path, backend: &str, models: &[ModelResult]) -> anyhow::Resul
         ("star: seen", |m| m.star_seen.p50_ms),
     ];
     let ratio = |m: &ModelResult, pick: Pick| (pick(m) / pick(push).max(1e-9)).clamp(1e-4, 1e4);
-    let all = figures
+    let groups: Vec<&str> = figures.iter().map(|(name, _)| *name).collect();
+    let series: Vec<Bars> = models
         .iter()
-        .flat_map(|(_, pick)| models.iter().map(move |m| ratio(m, *pick)));
-    let lo = all.clone().fold(1.0f64, f64::min) / 2.0;
-    let hi = all.fold(1.0f64, f64::max) * 2.0;
-    let root = SVGBackend::new(path, (1000, 520)).into_drawing_area();
-    root.fill(&WHITE).map_err(plot_err)?;
-    let groups = figures.len() as f64;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            format!("Feed models against push, p50 ({backend}; lower is better)"),
-            ("sans-serif", 22),
-        )
-        .margin(15)
-        .x_label_area_size(45)
-        .y_label_area_size(65)
-        .build_cartesian_2d(0.0..groups, (lo..hi).log_scale())
-        .map_err(plot_err)?;
-    chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .x_labels(figures.len() * 2 + 1)
-        .x_label_formatter(&|x| {
-            let i = x.floor() as usize;
-            if (x - x.floor() - 0.5).abs() < 0.01 && i < figures.len() {
-                figures[i].0.to_owned()
-            } else {
-                String::new()
-            }
+        .map(|m| Bars {
+            label: m.model.clone(),
+            faint: false,
+            values: figures.iter().map(|(_, pick)| ratio(m, *pick)).collect(),
         })
-        .y_desc("multiple of push")
-        .y_label_formatter(&|y| format!("{y}"))
-        .draw()
-        .map_err(plot_err)?;
-    let width = 0.8 / models.len() as f64;
-    for (k, m) in models.iter().enumerate() {
-        let colour = COLOURS[k % COLOURS.len()];
-        let bars = figures.iter().enumerate().map(|(g, (_, pick))| {
-            let x0 = g as f64 + 0.1 + k as f64 * width;
-            Rectangle::new(
-                [(x0, lo), (x0 + width * 0.9, ratio(m, *pick))],
-                colour.filled(),
-            )
-        });
-        chart
-            .draw_series(bars)
-            .map_err(plot_err)?
-            .label(m.model.clone())
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], colour.filled()));
-    }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(plot_err)?;
-    root.present().map_err(plot_err)?;
-    Ok(())
+        .collect();
+    let caption = format!("Feed models against push, p50 ({backend}; lower is better)");
+    grouped_bars(path, &caption, &groups, &series)
 }

@@ -206,7 +206,7 @@ impl TestServer {
             let store = MongoStore::connect(&stopped.store, &test_store_settings().mongo)
                 .await
                 .expect("reconnect to drop the test database");
-            store.database().drop().await.expect("drop test database");
+            drop_database(store.database()).await;
         }
     }
 
@@ -582,7 +582,25 @@ impl TestStore {
     /// Drops the MongoDB database (a directory goes by itself).
     pub async fn remove(self) {
         if let Some(mongo) = self.mongo {
-            mongo.database().drop().await.expect("drop test database");
+            drop_database(mongo.database()).await;
+        }
+    }
+}
+
+/// Drops a test database. The wire server under test now and then closes
+/// the connection of a drop while other tests write (a storage-engine
+/// conflict it reports in its log); the drop is tried again on a new
+/// connection a few times before the test fails.
+async fn drop_database(db: &mongodb::Database) {
+    let mut tries = 0;
+    loop {
+        match db.drop().await {
+            Ok(()) => return,
+            Err(err) if tries < 4 && matches!(*err.kind, mongodb::error::ErrorKind::Io(_)) => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(250 * tries)).await;
+            }
+            Err(err) => panic!("drop test database: {err}"),
         }
     }
 }

@@ -37,6 +37,7 @@ async fn start(
                 layout: Some(layout),
                 bucket_size: 3,
                 embed_actions,
+                ..MongoSettings::default()
             },
             ..StoreSettings::default()
         },
@@ -244,11 +245,12 @@ async fn copies_stay_true(layout: TimelineLayout) {
         (0, 0),
         "{layout}: still from copies"
     );
-    // The story expires: gone at that moment, read from its copy.
+    // The story expires: gone at that moment (its copy says when; the
+    // worker deleting it meanwhile takes the copy out first, and then the
+    // page loads the action, which says the same).
     clock.advance(60_000);
-    let (data, cost) = read(&server, &bob, PAGE).await;
+    let (data, _) = read(&server, &bob, PAGE).await;
     assert_eq!(shown(&data), expected(false), "{layout}: {story} expired");
-    assert_eq!(cost.loads, 0, "{layout}");
     server.stop().await;
 }
 

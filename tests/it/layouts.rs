@@ -1,13 +1,14 @@
 //! The MongoDB timeline layouts, looked at as documents: what a delivery
-//! writes where. (What they serve is the conformance suite's, run on each.)
+//! writes where, and rivers kept to their size by `$slice`. (What they
+//! serve is the conformance suite's, run on each.)
 
 use anyhow::{ensure, Context, Result};
 use bson::{doc, Document};
 use futures_util::TryStreamExt;
-use riverfeed::model::{Reason, ReasonKind};
+use riverfeed::model::{ObjectId, Position, Reason, ReasonKind};
 use riverfeed::store::mongo::{MongoSettings, TimelineLayout};
 use riverfeed::store::prelude::*;
-use riverfeed::store::{Delivery, StoreSettings};
+use riverfeed::store::{Backfill, Delivery, River, StoreSettings};
 
 use crate::common::{Backend, TestStore};
 use crate::store_suite::{action, range};
@@ -21,6 +22,8 @@ async fn open(layout: TimelineLayout, test: &'static str) -> Option<TestStore> {
             layout: Some(layout),
             bucket_size: 3,
             embed_actions: false,
+            river_size: 3,
+            ..MongoSettings::default()
         },
         ..StoreSettings::default()
     };
@@ -128,4 +131,87 @@ async fn time_buckets_hold_a_day_each() {
     let result = timed(&test).await;
     test.remove().await;
     result.expect("time buckets");
+}
+
+/// The action ids of `reader`'s first page.
+async fn page(store: &dyn Store, reader: &str) -> Result<Vec<ObjectId>> {
+    let page = store.feed_page(T, reader, range(10)).await?;
+    Ok(page.iter().map(|i| i.action_id).collect())
+}
+
+/// A river of three: `$slice` keeps the newest three, and the river is
+/// complete only from the last of them; a hidden item keeps its place until
+/// a compaction; a new delivery goes to the reader with a river only.
+async fn rivers_keep_their_size(test: &TestStore) -> Result<()> {
+    let store = test.store.as_ref();
+    let reader = "r-reader";
+    let building = River {
+        complete_from: Position::MAX,
+        touched: 1_000,
+    };
+    store.put_river(T, reader, &building).await?;
+    let mut ids: Vec<ObjectId> = Vec::new();
+    let mut items = Vec::new();
+    for k in 0..5 {
+        let a = action(T, "r-actor", 1_000 + k * 100, &[]);
+        store.insert_action(&a).await?;
+        ids.push(a.id);
+        items.push(Backfill {
+            action_id: a.id,
+            relevancy: a.conducted,
+            reason: Reason::new(ReasonKind::Follows, "r-actor"),
+            changed: 10,
+        });
+    }
+    store.backfill(T, reader, &items).await?;
+    let complete = River {
+        complete_from: Position::MIN,
+        ..building
+    };
+    store.put_river(T, reader, &complete).await?;
+    ensure!(
+        page(store, reader).await? == [ids[4], ids[3], ids[2]],
+        "the newest three"
+    );
+    let at = |k: usize| Position {
+        relevancy: 1_000 + k as i64 * 100,
+        action_id: ids[k],
+    };
+    let river = store.river(T, reader).await?.context("a river")?;
+    ensure!(
+        river.complete_from == at(2),
+        "complete from the last kept: {river:?}"
+    );
+    // Hidden: out of the page, and the river still complete from there.
+    store.hide_feed_item(T, reader, ids[3]).await?;
+    ensure!(page(store, reader).await? == [ids[4], ids[2]]);
+    let river = store.river(T, reader).await?.context("a river")?;
+    ensure!(river.complete_from == at(2), "{river:?}");
+    // A compaction drops the hidden entry's place and keeps the floor.
+    store.trim_river(T, reader, 3).await?;
+    let river = store.river(T, reader).await?.context("a river")?;
+    ensure!(river.complete_from == at(2), "{river:?}");
+    ensure!(page(store, reader).await? == [ids[4], ids[2]]);
+    // A newer delivery: into the river; one to a reader without a river
+    // goes into the layout.
+    deliver(store, reader, &[2_000]).await?;
+    deliver(store, "r-no-river", &[2_001]).await?;
+    ensure!(page(store, reader).await?.len() == 3);
+    ensure!(store.feed_page(T, "r-no-river", range(10)).await?.len() == 1);
+    // Dropped: its items go with it.
+    ensure!(store.drop_river(T, reader).await? == 3);
+    ensure!(page(store, reader).await?.is_empty());
+    Ok(())
+}
+
+#[tokio::test]
+async fn rivers_keep_their_size_on_each_layout() {
+    for layout in TimelineLayout::ALL {
+        let Some(test) = open(layout, "rivers_size").await else {
+            return;
+        };
+        let result = rivers_keep_their_size(&test).await;
+        test.remove().await;
+        result.unwrap_or_else(|e| panic!("{layout}: {e:#}"));
+    }
 }

@@ -1040,6 +1040,7 @@ async fn every_timeline_layout_passes_the_suite(layout: TimelineLayout, embed_ac
             layout: Some(layout),
             bucket_size: 3,
             embed_actions,
+            ..MongoSettings::default()
         },
         ..StoreSettings::default()
     };

@@ -129,11 +129,13 @@ impl MongoStore {
             ))
             .await
             .map_err(db_err)?;
-        self.rivers
-            .create_indexes([
-                index(doc! { "tenant": 1, "reader": 1 }, unique("river")),
-                index(doc! { "touched": 1 }, named("idle")),
-            ])
+        // Rivers were once records in `rivers` beside items in the layout;
+        // they live in `timeline_cache` now. The old records go (their
+        // items stay in the layout as timeline items; readers get a new
+        // river on their next read).
+        self.db
+            .collection::<Document>("rivers")
+            .drop()
             .await
             .map_err(db_err)?;
         self.groups

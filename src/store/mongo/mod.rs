@@ -76,6 +76,11 @@ pub struct MongoSettings {
     pub bucket_size: usize,
     /// Whether timeline entries carry copies of their actions.
     pub embed_actions: bool,
+    /// Entries a river keeps (`--river-size`).
+    pub river_size: usize,
+    /// Whether the feed model keeps rivers (deliveries and reads then look
+    /// for them; under another model they do only once a river is made).
+    pub keeps_rivers: bool,
 }
 
 impl Default for MongoSettings {
@@ -84,6 +89,8 @@ impl Default for MongoSettings {
             layout: None,
             bucket_size: DEFAULT_BUCKET_SIZE,
             embed_actions: false,
+            river_size: crate::timeline::model::DEFAULT_RIVER_SIZE,
+            keeps_rivers: false,
         }
     }
 }
@@ -132,7 +139,8 @@ pub struct MongoStore {
     /// Actors no longer fanned out to followers (hybrid).
     celebrities: Collection<Document>,
     /// Readers' river records.
-    rivers: Collection<Document>,
+    /// Readers' rivers, on `timeline_cache` (the layout reaches them too).
+    rivers: layout::RiverCache,
     /// Small values the deployment keeps about itself.
     meta: Collection<Document>,
     /// Groups' rings: one document per slot.
@@ -519,9 +527,12 @@ impl MongoStore {
         })?;
         let layout = Self::resolve_layout(&db, settings.layout).await?;
         let embeds = Self::resolve_embeds(&db, settings.embed_actions).await?;
+        let rivers =
+            layout::RiverCache::open(&db, settings.river_size, settings.keeps_rivers).await?;
         let store = Self {
             actions: db.collection("actions"),
-            layout: layout::open(&db, layout, settings.bucket_size),
+            layout: layout::open(&db, layout, settings.bucket_size, rivers.clone()),
+            rivers,
             embeds,
             users: db.collection("users"),
             edges: db.collection("edges"),
@@ -534,7 +545,6 @@ impl MongoStore {
             assignments: db.collection("assignments"),
             cuts: db.collection("cuts"),
             celebrities: db.collection("celebrities"),
-            rivers: db.collection("rivers"),
             meta: db.collection("meta"),
             group_feeds: db.collection("group_feeds"),
             group_counters: db.collection("group_counters"),

@@ -142,7 +142,8 @@ impl TimelineStore for MongoStore {
         owner: &str,
         action_ids: &[ObjectId],
     ) -> StoreResult<Vec<ObjectId>> {
-        self.layout.held(tenant, owner, action_ids).await
+        let held = self.layout.holders(tenant, &[owner], action_ids).await?;
+        Ok(held.into_iter().map(|(_, a)| a).collect())
     }
 
     async fn hide_feed_item(

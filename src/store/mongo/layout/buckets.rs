@@ -32,7 +32,7 @@ use mongodb::{Collection, Database};
 use serde::{Deserialize, Serialize};
 
 use super::copy::CopyDoc;
-use super::{date, dedup, reason_bson, Layout, Stored, Which};
+use super::{date, dedup, narrow_to, reason_bson, Layout, Stored, Which, MAX_NAMED_OWNERS};
 use crate::model::{ActionCopy, FeedItem, Millis, ObjectId, Reason, ReasonKind, Stamp};
 use crate::store::mongo::{archive::upsert_all, db_err, indexes, read_all, TOMBSTONE};
 use crate::store::{FeedRange, StoreResult};
@@ -66,6 +66,9 @@ pub(super) struct Entry {
     /// A copy of the action (`--embed-actions`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) x: Option<CopyDoc>,
+    /// Gone: taken out of a river (which keeps its place, see `cache`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(super) g: bool,
 }
 
 impl Entry {
@@ -77,6 +80,7 @@ impl Entry {
             w: item.reason.clone(),
             h: hidden,
             x: item.copy.as_deref().map(CopyDoc::of).filter(|_| !hidden),
+            g: false,
         }
     }
 
@@ -91,11 +95,11 @@ impl Entry {
         }
     }
 
-    fn visible(&self) -> bool {
-        !self.h && self.r.timestamp_millis() > TOMBSTONE
+    pub(super) fn visible(&self) -> bool {
+        !self.h && !self.g && self.r.timestamp_millis() > TOMBSTONE
     }
 
-    fn bson(&self) -> StoreResult<Bson> {
+    pub(super) fn bson(&self) -> StoreResult<Bson> {
         bson::to_bson(self)
             .map_err(|e| crate::store::StoreError::internal("MongoDB: cannot encode an entry", e))
     }
@@ -307,18 +311,6 @@ impl Buckets {
     }
 }
 
-/// Readers named in a filter at most: more are picked from what it finds.
-const MAX_NAMED_OWNERS: usize = 64;
-
-/// Narrows `filter` to `owners` where they are few; the caller keeps only
-/// theirs from what it finds either way (a long `$in` on a second field is
-/// slow on some servers, and the action's own entries are few).
-fn narrow_to(filter: &mut Document, owners: &[&str]) {
-    if owners.len() <= MAX_NAMED_OWNERS {
-        filter.insert("owner", doc! { "$in": owners });
-    }
-}
-
 #[async_trait]
 impl Layout for Buckets {
     async fn insert(&self, tenant: &str, items: &[FeedItem]) -> StoreResult<HashSet<usize>> {
@@ -326,29 +318,11 @@ impl Layout for Buckets {
             return Ok(HashSet::new());
         }
         let owners: HashSet<&str> = items.iter().map(|i| i.owner.as_str()).collect();
+        let owners: Vec<&str> = owners.into_iter().collect();
         let ids: HashSet<ObjectId> = items.iter().map(|i| i.action_id).collect();
         let ids: Vec<ObjectId> = ids.into_iter().collect();
-        // Who holds these actions already, as items or tombstones: one query.
-        let mut filter = doc! { "tenant": tenant, "e.a": { "$in": &ids } };
-        narrow_to(&mut filter, &owners.iter().copied().collect::<Vec<_>>());
-        let found: Vec<Document> = read_all(
-            self.raw()
-                .find(filter)
-                .projection(doc! { "owner": 1, "e.a": 1 }),
-        )
-        .await?;
-        let mut held: HashSet<(String, ObjectId)> = HashSet::new();
-        for bucket in &found {
-            let owner = bucket.get_str("owner").unwrap_or_default();
-            if !owners.contains(owner) {
-                continue;
-            }
-            for entry in bucket.get_array("e").into_iter().flatten() {
-                if let Some(a) = entry.as_document().and_then(|d| d.get_object_id("a").ok()) {
-                    held.insert((owner.to_owned(), a));
-                }
-            }
-        }
+        // Who holds these actions already, as items or tombstones.
+        let mut held = self.holders(tenant, &owners, &ids).await?;
         let mut skipped = HashSet::new();
         let mut entries = Vec::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {
@@ -448,27 +422,40 @@ impl Layout for Buckets {
         Ok(items)
     }
 
-    async fn held(
+    async fn holders(
         &self,
         tenant: &str,
-        owner: &str,
+        owners: &[&str],
         ids: &[ObjectId],
-    ) -> StoreResult<Vec<ObjectId>> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
+    ) -> StoreResult<HashSet<(String, ObjectId)>> {
+        if ids.is_empty() || owners.is_empty() {
+            return Ok(HashSet::new());
         }
-        let buckets = self
-            .find(doc! { "tenant": tenant, "owner": owner, "e.a": { "$in": ids } })
-            .await?;
+        let mut filter = doc! { "tenant": tenant, "e.a": { "$in": ids } };
+        narrow_to(&mut filter, owners);
+        let found: Vec<Document> = read_all(
+            self.raw()
+                .find(filter)
+                .projection(doc! { "owner": 1, "e.a": 1 }),
+        )
+        .await?;
+        let owners: HashSet<&str> = owners.iter().copied().collect();
         let wanted: HashSet<&ObjectId> = ids.iter().collect();
-        let mut out: Vec<ObjectId> = buckets
-            .iter()
-            .flat_map(|b| b.e.iter().map(|e| e.a))
-            .filter(|a| wanted.contains(a))
-            .collect();
-        out.sort();
-        out.dedup();
-        Ok(out)
+        let mut held = HashSet::new();
+        for bucket in &found {
+            let owner = bucket.get_str("owner").unwrap_or_default();
+            if !owners.contains(owner) {
+                continue;
+            }
+            for entry in bucket.get_array("e").into_iter().flatten() {
+                if let Some(a) = entry.as_document().and_then(|d| d.get_object_id("a").ok()) {
+                    if wanted.contains(&a) {
+                        held.insert((owner.to_owned(), a));
+                    }
+                }
+            }
+        }
+        Ok(held)
     }
 
     async fn hide(&self, tenant: &str, owner: &str, id: ObjectId) -> StoreResult<Option<FeedItem>> {
@@ -502,7 +489,7 @@ impl Layout for Buckets {
             .await?;
             return Ok(item);
         }
-        if self.held(tenant, owner, &[id]).await?.is_empty() {
+        if self.holders(tenant, &[owner], &[id]).await?.is_empty() {
             let tombstone = super::items::tombstone(owner, id);
             self.lay_tombstone(tenant, owner, &tombstone).await?;
         }
@@ -606,6 +593,7 @@ impl Layout for Buckets {
                 w: reason.clone(),
                 h: false,
                 x: entry.x.clone(),
+                g: false,
             };
             let in_place = match self.shape {
                 Shape::Sized { .. } => true,

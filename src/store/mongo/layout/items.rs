@@ -12,7 +12,7 @@ use mongodb::options::ReturnDocument;
 use mongodb::{Collection, Database};
 
 use super::copy::{CopyDoc, ACTOR_ID, ACTOR_NAME};
-use super::{date, reason_bson, Layout, Stored, Which};
+use super::{date, narrow_to, reason_bson, Layout, Stored, Which};
 use crate::model::{ActionCopy, FeedItem, Millis, ObjectId, Reason, ReasonKind, Stamp};
 use crate::store::mongo::{
     archive::upsert_all, db_err, epoch, indexes, read_all, within, FeedItemDoc, DUPLICATE_KEY,
@@ -187,25 +187,30 @@ impl Layout for Items {
         Ok(docs.into_iter().map(FeedItemDoc::into_item).collect())
     }
 
-    async fn held(
+    async fn holders(
         &self,
         tenant: &str,
-        owner: &str,
+        owners: &[&str],
         ids: &[ObjectId],
-    ) -> StoreResult<Vec<ObjectId>> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
+    ) -> StoreResult<HashSet<(String, ObjectId)>> {
+        if ids.is_empty() || owners.is_empty() {
+            return Ok(HashSet::new());
         }
+        let mut filter = doc! { "tenant": tenant, "actionId": { "$in": ids } };
+        narrow_to(&mut filter, owners);
         let docs: Vec<Document> = read_all(
             self.feed_items
                 .clone_with_type::<Document>()
-                .find(doc! { "tenant": tenant, "owner": owner, "actionId": { "$in": ids } })
-                .projection(doc! { "_id": 0, "actionId": 1 }),
+                .find(filter)
+                .projection(doc! { "_id": 0, "owner": 1, "actionId": 1 }),
         )
         .await?;
+        let owners: HashSet<&str> = owners.iter().copied().collect();
         Ok(docs
             .iter()
-            .filter_map(|d| d.get_object_id("actionId").ok())
+            .filter_map(|d| Some((d.get_str("owner").ok()?, d.get_object_id("actionId").ok()?)))
+            .filter(|(owner, _)| owners.contains(owner))
+            .map(|(owner, a)| (owner.to_owned(), a))
             .collect())
     }
 

@@ -18,6 +18,8 @@
 mod bucket_archive;
 mod bucket_copies;
 mod buckets;
+mod cache;
+mod cached;
 pub(super) mod copy;
 mod items;
 
@@ -29,6 +31,7 @@ use futures_util::stream::BoxStream;
 use serde::Serialize;
 
 pub(super) use buckets::Buckets;
+pub(super) use cache::RiverCache;
 pub(super) use items::Items;
 
 use crate::model::{ActionCopy, FeedItem, Millis, ObjectId, Position, Reason, ReasonKind, Stamp};
@@ -124,9 +127,14 @@ pub(super) trait Layout: Send + Sync {
         after: Stamp,
         limit: usize,
     ) -> StoreResult<Vec<FeedItem>>;
-    /// Which of `ids` the reader holds, as items or tombstones.
-    async fn held(&self, tenant: &str, owner: &str, ids: &[ObjectId])
-        -> StoreResult<Vec<ObjectId>>;
+    /// Which of `owners` hold which of `ids`, as items or tombstones.
+    /// One query.
+    async fn holders(
+        &self,
+        tenant: &str,
+        owners: &[&str],
+        ids: &[ObjectId],
+    ) -> StoreResult<HashSet<(String, ObjectId)>>;
     /// Turns the reader's item into a tombstone, or lays a tombstone where
     /// they hold none. Returns the item hidden, if it was visible.
     async fn hide(&self, tenant: &str, owner: &str, id: ObjectId) -> StoreResult<Option<FeedItem>>;
@@ -185,6 +193,18 @@ pub(super) trait Layout: Send + Sync {
     async fn rename_actor(&self, tenant: &str, actor: &str, name: Option<&str>) -> StoreResult<()>;
 }
 
+/// Readers named in a filter at most: more are picked from what it finds.
+pub(super) const MAX_NAMED_OWNERS: usize = 64;
+
+/// Narrows `filter` to `owners` where they are few; the caller keeps only
+/// theirs from what it finds either way (a long `$in` on a second field is
+/// slow on some servers, and the action's own entries are few).
+pub(super) fn narrow_to(filter: &mut bson::Document, owners: &[&str]) {
+    if owners.len() <= MAX_NAMED_OWNERS {
+        filter.insert("owner", bson::doc! { "$in": owners });
+    }
+}
+
 /// A bucket entry or item field: a millisecond time as a BSON date.
 pub(super) fn date(ms: Millis) -> DateTime {
     DateTime::from_millis(ms)
@@ -204,12 +224,21 @@ pub(super) fn reason_bson(reason: &impl Serialize) -> StoreResult<bson::Bson> {
         .map_err(|e| crate::store::StoreError::internal("MongoDB: cannot encode a reason", e))
 }
 
-/// `layout` over `db` (sized buckets of `bucket_size` entries).
+/// `layout` over `db` (sized buckets of `bucket_size` entries), with
+/// `rivers` over it.
 pub(super) fn open(
     db: &mongodb::Database,
     layout: TimelineLayout,
     bucket_size: usize,
+    rivers: RiverCache,
 ) -> Box<dyn Layout> {
+    Box::new(cached::Cached {
+        base: base(db, layout, bucket_size),
+        rivers,
+    })
+}
+
+fn base(db: &mongodb::Database, layout: TimelineLayout, bucket_size: usize) -> Box<dyn Layout> {
     match layout {
         TimelineLayout::Items => Box::new(Items::new(db)),
         TimelineLayout::TimeBuckets => Box::new(Buckets::new(
