@@ -245,8 +245,32 @@ impl SubscriptionRoot {
                 .unfollows(&viewer.tenant, &viewer.user)
                 .await
                 .api()?;
+            // An ended group follow covers the items of actions sent to
+            // that group: those actions are read to tell.
+            let group_items: Vec<ObjectId> = items
+                .iter()
+                .filter(|i| i.reason.kind == ReasonKind::Group)
+                .map(|i| i.action_id)
+                .collect();
+            let sent: std::collections::HashMap<ObjectId, crate::model::Action> = if group_items
+                .is_empty()
+                || !unfollows
+                    .iter()
+                    .any(|u| u.kind == crate::store::Ended::Edge(crate::model::EdgeKind::Group))
+            {
+                std::collections::HashMap::new()
+            } else {
+                store
+                    .get_actions(&viewer.tenant, &group_items)
+                    .await
+                    .api()?
+                    .into_iter()
+                    .map(|a| (a.id, a))
+                    .collect()
+            };
             for item in items {
-                if unfollows.iter().any(|u| u.covers(&item, None)) {
+                let action = sent.get(&item.action_id);
+                if unfollows.iter().any(|u| u.covers(&item, action)) {
                     continue;
                 }
                 replayed.insert(item.action_id, item.changed);

@@ -394,11 +394,17 @@ impl RiverCache {
         ids: &[ObjectId],
     ) -> StoreResult<Vec<Cache>> {
         let mut filter = doc! { "tenant": tenant, "e.a": { "$in": ids } };
-        if let Some(owners) = owners {
+        // Named where they are few; else found by action and picked here.
+        if let Some(owners) = owners.filter(|o| o.len() <= super::MAX_NAMED_OWNERS) {
             let named: Vec<String> = owners.iter().map(|o| cache_id(tenant, o)).collect();
             filter.insert("_id", doc! { "$in": named });
         }
-        self.caches(filter).await
+        let mut found = self.caches(filter).await?;
+        if let Some(owners) = owners {
+            let owners: HashSet<&str> = owners.iter().copied().collect();
+            found.retain(|c| owners.contains(c.reader.as_str()));
+        }
+        Ok(found)
     }
 
     /// Marks the entries of `ids` gone in the rivers `filter` selects.
