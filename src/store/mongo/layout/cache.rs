@@ -353,31 +353,22 @@ impl RiverCache {
     }
 
     /// Pushes `items` into their readers' rivers, newest first, cut at the
-    /// river size; a river that gained one of these actions meanwhile is
-    /// left as it is (and one dropped meanwhile is not made again).
+    /// river size: one statement per item (all in as few commands as the
+    /// limits allow), each guarded on its own, so a river that gained the
+    /// action meanwhile is left as it is, and one dropped meanwhile is not
+    /// made again.
     pub(super) async fn push(&self, tenant: &str, items: &[&FeedItem]) -> StoreResult<()> {
-        let mut by_owner: HashMap<&str, Vec<Entry>> = HashMap::new();
-        for item in items {
-            by_owner
-                .entry(item.owner.as_str())
-                .or_default()
-                .push(Entry::of(item, false));
-        }
         let cap = i64::try_from(self.cap).unwrap_or(i64::MAX);
-        let mut statements = Vec::with_capacity(by_owner.len());
-        for (owner, entries) in by_owner {
-            let ids: Vec<ObjectId> = entries.iter().map(|e| e.a).collect();
-            let each: Vec<Bson> = entries
-                .iter()
-                .map(Entry::bson)
-                .collect::<StoreResult<_>>()?;
+        let mut statements = Vec::with_capacity(items.len());
+        for item in items {
+            let entry = Entry::of(item, false);
             statements.push(doc! {
                 "q": {
-                    "_id": cache_id(tenant, owner),
-                    "e": { "$not": { "$elemMatch": { "a": { "$in": ids }, "g": { "$ne": true } } } },
+                    "_id": cache_id(tenant, &item.owner),
+                    "e": { "$not": { "$elemMatch": { "a": entry.a, "g": { "$ne": true } } } },
                 },
                 "u": {
-                    "$push": { "e": { "$each": each, "$sort": { "r": -1, "a": -1 }, "$slice": cap } },
+                    "$push": { "e": { "$each": [entry.bson()?], "$sort": { "r": -1, "a": -1 }, "$slice": cap } },
                     "$inc": { "v": 1_i64 },
                 },
                 "upsert": false,
