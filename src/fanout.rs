@@ -13,6 +13,7 @@
 //! A bump raises to a fixed target (the comment's time plus the boost), so a
 //! re-run, or two workers at once, change nothing further.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -85,7 +86,15 @@ pub struct Worker {
     /// When expired actions are next looked for: the soonest expiry this
     /// worker fanned out, or a minute after the last look.
     next_expiry: Arc<AtomicI64>,
+    /// Fan-outs that failed while still ours (a store error the database
+    /// may not repeat), each with the tries so far: tried again at the next
+    /// round, after the worker's backoff, not only once their lease runs out.
+    retry: Arc<std::sync::Mutex<Vec<(Claim, u32)>>>,
 }
+
+/// Times a failed fan-out is tried again by the worker that holds it;
+/// after that it waits for its lease to run out, and any worker takes it.
+const RETRIES: u32 = 5;
 
 /// How often the feed model's upkeep runs (idle rivers are looked for).
 const SWEEP_EVERY_MS: Millis = 60_000;
@@ -109,6 +118,7 @@ impl Worker {
             wake,
             last_sweep: Arc::new(AtomicI64::new(Millis::MIN)),
             next_expiry: Arc::new(AtomicI64::new(Millis::MIN)),
+            retry: Arc::default(),
         }
     }
 
@@ -152,15 +162,21 @@ impl Worker {
     /// As `run_once`, but stops between actions once `shutdown` is cancelled;
     /// actions claimed and not started wait for their lease to run out.
     async fn run_until(&self, shutdown: &CancellationToken) -> StoreResult<usize> {
-        let claims = self
-            .store
-            .claim_fan_out(
-                &self.config.id,
-                self.clock.now(),
-                self.config.lease_ms,
-                self.config.claim_limit,
-            )
-            .await?;
+        let retried: Vec<(Claim, u32)> =
+            std::mem::take(&mut *self.retry.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut tries: HashMap<crate::model::ObjectId, u32> =
+            retried.iter().map(|(c, n)| (c.action.id, *n)).collect();
+        let mut claims: Vec<Claim> = retried.into_iter().map(|(c, _)| c).collect();
+        claims.extend(
+            self.store
+                .claim_fan_out(
+                    &self.config.id,
+                    self.clock.now(),
+                    self.config.lease_ms,
+                    self.config.claim_limit,
+                )
+                .await?,
+        );
         let mut claimed = claims.len();
         // One job failing must not hold up the others claimed with it: each is
         // tried, and the first failure is reported once all were.
@@ -177,17 +193,17 @@ impl Worker {
             let audience = match self.audience_of(&claim.action).await {
                 Ok(audience) => audience,
                 Err(err) => {
-                    note_outcome(Err(err), "fan-out", &claim.action.id, &mut failure);
+                    self.fanned_out(&claim, Err(err), &mut tries, &mut failure);
                     continue;
                 }
             };
             if audience.len() > batch {
                 let done = self.deliver_audience(&claim, audience).await;
-                note_outcome(done, "fan-out", &claim.action.id, &mut failure);
+                self.fanned_out(&claim, done, &mut tries, &mut failure);
                 continue;
             }
             if grouped + audience.len() > batch {
-                self.deliver_group(std::mem::take(&mut group), &mut failure)
+                self.deliver_group(std::mem::take(&mut group), &mut tries, &mut failure)
                     .await;
                 grouped = 0;
             }
@@ -196,7 +212,7 @@ impl Worker {
             group.push((claim, deliveries));
         }
         // Claimed before any cancellation: finishing them is one commit.
-        self.deliver_group(group, &mut failure).await;
+        self.deliver_group(group, &mut tries, &mut failure).await;
         if shutdown.is_cancelled() {
             return Ok(claimed);
         }
@@ -350,6 +366,7 @@ impl Worker {
     async fn deliver_group(
         &self,
         group: Vec<(Claim, Vec<Delivery>)>,
+        tries: &mut HashMap<crate::model::ObjectId, u32>,
         failure: &mut Option<crate::store::StoreError>,
     ) {
         if group.is_empty() {
@@ -368,8 +385,31 @@ impl Worker {
                 debug!(action = %claim.action.id, audience = deliveries.len(), delivered = written.len(), "fan-out done");
                 self.publish(FeedEventKind::Added, &claim.action, written, &mut None);
             });
-            note_outcome(done, "fan-out", &claim.action.id, failure);
+            self.fanned_out(claim, done, tries, failure);
         }
+    }
+
+    /// Notes how a fan-out went: one that failed while still ours is kept
+    /// to be tried again at the next round (up to `RETRIES` times).
+    fn fanned_out(
+        &self,
+        claim: &Claim,
+        done: StoreResult<()>,
+        tries: &mut HashMap<crate::model::ObjectId, u32>,
+        failure: &mut Option<crate::store::StoreError>,
+    ) {
+        let lost = matches!(&done, Err(err) if err.kind == ErrorKind::LeaseLost);
+        if done.is_err() && !lost {
+            let n = tries.get(&claim.action.id).copied().unwrap_or(0) + 1;
+            if n <= RETRIES {
+                tries.insert(claim.action.id, n);
+                self.retry
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push((claim.clone(), n));
+            }
+        }
+        note_outcome(done, "fan-out", &claim.action.id, failure);
     }
 
     /// Delivers a claimed action to `audience` batch by batch and marks it done.
@@ -584,7 +624,7 @@ fn note_outcome(
             warn!(%id, job, cause = %err.chain(), "lease lost; leaving the job to its new owner");
         }
         Err(err) => {
-            error!(%id, job, cause = %err.chain(), "one job failed; it is retried when its lease runs out");
+            error!(%id, job, cause = %err.chain(), "one job failed; it is tried again (a fan-out soon, others when their lease runs out)");
             failure.get_or_insert(err);
         }
     }
