@@ -669,22 +669,8 @@ impl Layout for Buckets {
     }
 
     async fn count(&self) -> StoreResult<u64> {
-        let mut counted = self
-            .raw()
-            .aggregate([
-                doc! { "$unwind": "$e" },
-                doc! { "$match": { "e.h": { "$ne": true }, "tomb": { "$ne": true } } },
-                doc! { "$count": "n" },
-            ])
-            .await
-            .map_err(db_err)?;
-        let n = counted.try_next().await.map_err(db_err)?;
-        Ok(n.and_then(|d| {
-            d.get("n")
-                .and_then(Bson::as_i64)
-                .or_else(|| d.get_i32("n").ok().map(i64::from))
-        })
-        .unwrap_or(0) as u64)
+        let visible = doc! { "e.h": { "$ne": true }, "tomb": { "$ne": true } };
+        super::count_entries(&self.raw(), visible).await
     }
 
     async fn export(

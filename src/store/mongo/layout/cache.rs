@@ -473,22 +473,7 @@ impl RiverCache {
 
     /// Live river items in all tenants.
     pub(super) async fn count(&self) -> StoreResult<u64> {
-        let mut counted = self
-            .coll
-            .aggregate([
-                doc! { "$unwind": "$e" },
-                doc! { "$match": { "e.g": { "$ne": true } } },
-                doc! { "$count": "n" },
-            ])
-            .await
-            .map_err(db_err)?;
-        let n = counted.try_next().await.map_err(db_err)?;
-        Ok(n.and_then(|d| {
-            d.get("n")
-                .and_then(Bson::as_i64)
-                .or_else(|| d.get_i32("n").ok().map(i64::from))
-        })
-        .unwrap_or(0) as u64)
+        super::count_entries(&self.coll, doc! { "e.g": { "$ne": true } }).await
     }
 
     pub(super) async fn uncopy(&self, tenant: &str, ids: &[ObjectId]) -> StoreResult<()> {

@@ -205,6 +205,33 @@ pub(super) fn narrow_to(filter: &mut bson::Document, owners: &[&str]) {
     }
 }
 
+/// How many array entries of the documents in `collection` match
+/// `entry` (a filter on `e.*` after unwinding), across all tenants.
+pub(super) async fn count_entries(
+    collection: &mongodb::Collection<bson::Document>,
+    entry: bson::Document,
+) -> StoreResult<u64> {
+    use futures_util::TryStreamExt;
+    let mut counted = collection
+        .aggregate([
+            bson::doc! { "$unwind": "$e" },
+            bson::doc! { "$match": entry },
+            bson::doc! { "$count": "n" },
+        ])
+        .await
+        .map_err(crate::store::mongo::db_err)?;
+    let n = counted
+        .try_next()
+        .await
+        .map_err(crate::store::mongo::db_err)?;
+    Ok(n.and_then(|d| {
+        d.get("n")
+            .and_then(bson::Bson::as_i64)
+            .or_else(|| d.get_i32("n").ok().map(i64::from))
+    })
+    .unwrap_or(0) as u64)
+}
+
 /// A bucket entry or item field: a millisecond time as a BSON date.
 pub(super) fn date(ms: Millis) -> DateTime {
     DateTime::from_millis(ms)
