@@ -55,9 +55,7 @@ pub fn ring_range(mut slots: Vec<Slot>, size: usize, range: FeedRange) -> Vec<Po
     let mut positions: Vec<Position> = slots
         .into_iter()
         .map(|s| s.at)
-        .filter(|p| {
-            range.older_than.is_none_or(|o| *p < o) && range.newer_than.is_none_or(|n| *p > n)
-        })
+        .filter(|p| range.holds(*p))
         .collect();
     range.cut(&mut positions, |p| *p);
     positions

@@ -63,6 +63,11 @@ pub struct FeedRange {
 }
 
 impl FeedRange {
+    /// Whether `p` lies within the range's bounds (strictly).
+    pub fn holds(&self, p: Position) -> bool {
+        self.older_than.is_none_or(|o| p < o) && self.newer_than.is_none_or(|n| p > n)
+    }
+
     /// Sorts `items` newest first by `position` and keeps the `limit` the
     /// range asks for: the newest, or with `from_oldest` the oldest. (The
     /// bounds are the caller's to apply.)

@@ -68,10 +68,7 @@ impl MongoStore {
         let slack =
             TIE_SLACK * (range.older_than.is_some() as usize + range.newer_than.is_some() as usize);
         let fetch = range.limit.saturating_add(slack);
-        let in_range = |p: &Posted| {
-            range.older_than.is_none_or(|o| p.position < o)
-                && range.newer_than.is_none_or(|n| p.position > n)
-        };
+        let in_range = |p: &Posted| range.holds(p.position);
         let read = self
             .outbox_positions(filter, range.from_oldest, fetch)
             .await?;

@@ -356,10 +356,7 @@ impl Layout for Buckets {
         } else {
             doc! { "hi": -1 }
         };
-        let in_range = |item: &FeedItem| {
-            let p = item.position();
-            range.older_than.is_none_or(|o| p < o) && range.newer_than.is_none_or(|n| p > n)
-        };
+        let in_range = |item: &FeedItem| range.holds(item.position());
         let mut cursor = self
             .buckets
             .find(filter)

@@ -81,10 +81,7 @@ impl Layout for Cached {
         );
         let mut items = below?;
         if let Some(river) = river? {
-            items.extend(river.live().filter(|i| {
-                let p = i.position();
-                range.older_than.is_none_or(|o| p < o) && range.newer_than.is_none_or(|n| p > n)
-            }));
+            items.extend(river.live().filter(|i| range.holds(i.position())));
             dedup(&mut items);
             range.cut(&mut items, FeedItem::position);
         }

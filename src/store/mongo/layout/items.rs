@@ -135,11 +135,7 @@ impl Layout for Items {
         let slack =
             TIE_SLACK * (range.older_than.is_some() as usize + range.newer_than.is_some() as usize);
         let fetch = range.limit.saturating_add(slack);
-        let in_range = |item: &FeedItem| {
-            let position = item.position();
-            range.older_than.is_none_or(|p| position < p)
-                && range.newer_than.is_none_or(|p| position > p)
-        };
+        let in_range = |item: &FeedItem| range.holds(item.position());
         let read = self.timeline(filter, range.from_oldest, fetch).await?;
         let cut_short = read.len() == fetch;
         let mut items: Vec<FeedItem> = read.into_iter().filter(in_range).collect();
