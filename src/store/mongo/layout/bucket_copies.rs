@@ -5,7 +5,7 @@
 use bson::{doc, Document};
 
 use super::buckets::Buckets;
-use super::copy::{CopyDoc, ACTOR_ID, ACTOR_NAME};
+use super::copy::CopyDoc;
 use crate::model::{ActionCopy, ObjectId};
 use crate::store::mongo::{archive::upsert_all, db_err};
 use crate::store::StoreResult;
@@ -50,19 +50,6 @@ impl Buckets {
         actor: &str,
         name: Option<&str>,
     ) -> StoreResult<()> {
-        let path = format!("e.$[y].x.{ACTOR_NAME}");
-        let update = match name {
-            Some(name) => doc! { "$set": { path: name } },
-            None => doc! { "$unset": { path: "" } },
-        };
-        self.raw()
-            .update_many(
-                doc! { "tenant": tenant, format!("e.x.{ACTOR_ID}"): actor },
-                update,
-            )
-            .array_filters(vec![doc! { format!("y.x.{ACTOR_ID}"): actor }])
-            .await
-            .map_err(db_err)?;
-        Ok(())
+        super::copy::rename_in_entries(&self.raw(), tenant, actor, name, doc! {}).await
     }
 }

@@ -33,7 +33,7 @@ use mongodb::{Collection, Database};
 use serde::Deserialize;
 
 use super::buckets::Entry;
-use super::copy::{CopyDoc, ACTOR_ID, ACTOR_NAME};
+use super::copy::CopyDoc;
 use super::{date, reason_bson};
 use crate::model::{ActionCopy, FeedItem, Millis, ObjectId, Position, Reason, ReasonKind};
 use crate::store::mongo::sources::{position_doc, position_of};
@@ -511,20 +511,8 @@ impl RiverCache {
         actor: &str,
         name: Option<&str>,
     ) -> StoreResult<()> {
-        let path = format!("e.$[y].x.{ACTOR_NAME}");
-        let update = match name {
-            Some(name) => doc! { "$set": { path: name }, "$inc": { "v": 1_i64 } },
-            None => doc! { "$unset": { path: "" }, "$inc": { "v": 1_i64 } },
-        };
-        self.coll
-            .update_many(
-                doc! { "tenant": tenant, format!("e.x.{ACTOR_ID}"): actor },
-                update,
-            )
-            .array_filters(vec![doc! { format!("y.x.{ACTOR_ID}"): actor }])
-            .await
-            .map_err(db_err)?;
-        Ok(())
+        let version = doc! { "$inc": { "v": 1_i64 } };
+        super::copy::rename_in_entries(&self.coll, tenant, actor, name, version).await
     }
 
     pub(super) async fn create_indexes(&self, embeds: bool) -> StoreResult<()> {

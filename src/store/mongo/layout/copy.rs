@@ -96,6 +96,34 @@ impl CopyDoc {
     }
 }
 
+/// Names `actor` `name` in the copies inside the `e` arrays of
+/// `collection`'s documents (bucket or river entries), with `also` added to
+/// the update (a river's version).
+pub(super) async fn rename_in_entries(
+    collection: &mongodb::Collection<bson::Document>,
+    tenant: &str,
+    actor: &str,
+    name: Option<&str>,
+    also: bson::Document,
+) -> crate::store::StoreResult<()> {
+    use bson::doc;
+    let path = format!("e.$[y].x.{ACTOR_NAME}");
+    let mut update = match name {
+        Some(name) => doc! { "$set": { path: name } },
+        None => doc! { "$unset": { path: "" } },
+    };
+    update.extend(also);
+    collection
+        .update_many(
+            doc! { "tenant": tenant, format!("e.x.{ACTOR_ID}"): actor },
+            update,
+        )
+        .array_filters(vec![doc! { format!("y.x.{ACTOR_ID}"): actor }])
+        .await
+        .map_err(crate::store::mongo::db_err)?;
+    Ok(())
+}
+
 /// Whether two copies of one action say the same (what a delivery checks
 /// after writing, to catch a change it raced).
 pub(in crate::store::mongo) fn same(a: &Action, b: &Action) -> bool {
