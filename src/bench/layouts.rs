@@ -23,15 +23,12 @@ const READERS: usize = 16;
 
 /// A page as a frontend that shows no counts asks for it: what copies in
 /// the entries can serve alone.
-pub const PAGE_QUERY: &str = "query { feed(first: 25) { edges { cursor node { actionId relevancy \
-    reason { kind actorId } action { id actorId conducted actor { id name } refIds \
-    descriptor { __typename \
-    ... on StatusPost { text } \
-    ... on ApplicationRating { raterName applicantName positionName ratingScore ratingText } \
-    ... on NewApplicant { applicantName positionName } \
-    ... on ApplicantHired { applicantName positionName hiredByName } \
-    ... on ApplicantRatingRequested { applicantName positionName raterName requestedByName } \
-    } } } } pageInfo { hasNextPage endCursor } } }";
+pub const PAGE_QUERY: &str = concat!(
+    "query { feed(first: 25) { edges { cursor node { actionId relevancy \
+    reason { kind actorId } action { id actorId conducted actor { id name } refIds ",
+    super::reads::descriptor_fields!(),
+    " } } } pageInfo { hasNextPage endCursor } } }"
+);
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LayoutResult {

@@ -12,16 +12,27 @@ use super::graph::{self, Graph};
 use super::stats::{Latencies, Rng, Summary};
 use super::{Bench, BenchArgs};
 
+/// The descriptor fields a frontend shows, each kind's.
+macro_rules! descriptor_fields {
+    () => {
+        "descriptor { __typename \
+        ... on StatusPost { text } \
+        ... on ApplicationRating { raterName applicantName positionName ratingScore ratingText } \
+        ... on NewApplicant { applicantName positionName } \
+        ... on ApplicantHired { applicantName positionName hiredByName } \
+        ... on ApplicantRatingRequested { applicantName positionName raterName requestedByName } }"
+    };
+}
+pub(super) use descriptor_fields;
+
 /// A home-feed page as a frontend asks for it.
-pub const FEED_QUERY: &str = "query { feed(first: 25) { edges { cursor node { actionId relevancy \
+pub const FEED_QUERY: &str = concat!(
+    "query { feed(first: 25) { edges { cursor node { actionId relevancy \
     reason { kind actorId } action { id actorId conducted commentCount likeCount \
-    actor { id name } refIds descriptor { __typename \
-    ... on StatusPost { text } \
-    ... on ApplicationRating { raterName applicantName positionName ratingScore ratingText } \
-    ... on NewApplicant { applicantName positionName } \
-    ... on ApplicantHired { applicantName positionName hiredByName } \
-    ... on ApplicantRatingRequested { applicantName positionName raterName requestedByName } \
-    } } } } pageInfo { hasNextPage endCursor } } }";
+    actor { id name } refIds ",
+    descriptor_fields!(),
+    " } } } pageInfo { hasNextPage endCursor } } }"
+);
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ReadsResult {
