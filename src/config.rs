@@ -39,6 +39,11 @@ pub struct Cli {
 pub enum Command {
     /// Serve the GraphQL API and run the fan-out worker (the default).
     Serve,
+    /// Run the fan-out worker and the background jobs (bumps, cleanups,
+    /// expiry, river upkeep) without the API: one of any number of workers
+    /// sharing a MongoDB store with `serve --no-worker` processes. Answers
+    /// `/healthz` and `/metrics` on --listen.
+    Worker,
     /// Print the GraphQL schema (SDL).
     Schema,
     /// Mint an HS256 token, for trying the JWT path by hand.

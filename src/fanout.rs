@@ -24,6 +24,7 @@ use tracing::{debug, error, info, instrument, warn};
 
 use crate::clock::Clock;
 use crate::events::{FeedEventKind, Hub};
+use crate::metrics::Metrics;
 use crate::model::{Action, Bump, Millis, Position, Reason, ReasonKind};
 use crate::relevancy::{self, BumpRules};
 use crate::store::{Backfill, BumpClaim, Claim, Delivery, Ended, ErrorKind, Store, StoreResult};
@@ -90,6 +91,8 @@ pub struct Worker {
     /// may not repeat), each with the tries so far: tried again at the next
     /// round, after the worker's backoff, not only once their lease runs out.
     retry: Arc<std::sync::Mutex<Vec<(Claim, u32)>>>,
+    /// Deliveries, takeovers and jobs are counted here.
+    metrics: Arc<Metrics>,
 }
 
 /// Times a failed fan-out is tried again by the worker that holds it;
@@ -118,6 +121,7 @@ impl Worker {
             wake,
             last_sweep: Arc::new(AtomicI64::new(Millis::MIN)),
             next_expiry: Arc::new(AtomicI64::new(Millis::MIN)),
+            metrics: Arc::default(),
             retry: Arc::default(),
         }
     }
@@ -125,6 +129,13 @@ impl Worker {
     /// Works until `shutdown` is cancelled: fans out whatever is due, then waits
     /// to be woken (a new action) or for the poll interval.
     #[instrument(skip_all, fields(worker = %self.config.id))]
+    /// Counts this worker's deliveries, lease takeovers and jobs into
+    /// `metrics` (the process's, for `/metrics`).
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
     pub async fn run(self, shutdown: CancellationToken) {
         info!(bump_rules = %self.config.bump_rules.describe(), "fan-out worker started");
         let mut backoff = Duration::from_millis(100);
@@ -178,6 +189,11 @@ impl Worker {
                 .await?,
         );
         let mut claimed = claims.len();
+        let takeovers = claims.iter().filter(|c| c.taken_over).count();
+        if takeovers > 0 {
+            info!(takeovers, "took over fan-outs whose lease ran out");
+            self.metrics.lease_takeovers.inc_by(takeovers as u64);
+        }
         // One job failing must not hold up the others claimed with it: each is
         // tried, and the first failure is reported once all were.
         let mut failure = None;
@@ -233,6 +249,7 @@ impl Worker {
                 break;
             }
             let done = self.bump(&claim).await;
+            self.metrics.job("bump", done.is_ok());
             note_outcome(done, "bump", &claim.comment.id, &mut failure);
         }
         claimed += self.clean_unfollows(shutdown, &mut failure).await?;
@@ -281,6 +298,7 @@ impl Worker {
             } else {
                 store.clean_unfollow(&claim).await
             };
+            self.metrics.job("cleanup", cleaned.is_ok());
             match cleaned {
                 Ok(removed) => {
                     debug!(reader = %u.reader, actor = %u.actor, removed = removed.len(), "unfollow cleaned up");
@@ -349,13 +367,8 @@ impl Worker {
             .await?;
         if planned.pulled {
             let shared = Arc::new(action.clone());
-            // The readers it was written for are sorted: they heard already.
-            let written = |r: &str| {
-                planned
-                    .readers
-                    .binary_search_by(|(w, _)| w.as_str().cmp(r))
-                    .is_ok()
-            };
+            // The readers it was written for (sorted) heard already.
+            let written = planned.readers.iter().map(|(r, _)| r.clone()).collect();
             audience::tell_online(store, &self.hub, FeedEventKind::Added, &shared, written).await?;
         }
         Ok(planned.readers)
@@ -409,6 +422,7 @@ impl Worker {
                     .push((claim.clone(), n));
             }
         }
+        self.metrics.job("fanout", done.is_ok());
         note_outcome(done, "fan-out", &claim.action.id, failure);
     }
 
@@ -577,6 +591,7 @@ impl Worker {
                 Err(err) => return Err(err),
             };
             debug!(%tenant, action = %id, items = removed.len(), "expired action deleted");
+            self.metrics.job("expiry", true);
             audience::announce_removed(store, &self.hub, pulls, &action, removed).await?;
         }
         Ok(due.len())
@@ -592,6 +607,9 @@ impl Worker {
     ) {
         if items.is_empty() {
             return;
+        }
+        if kind == FeedEventKind::Added {
+            self.metrics.deliveries.inc_by(items.len() as u64);
         }
         let action = shared.get_or_insert_with(|| Arc::new(action.clone()));
         self.hub

@@ -50,6 +50,7 @@ async fn main() -> anyhow::Result<()> {
                 .map(drop)
         }
         Some(Command::LiveSubscribers(args)) => riverfeed::bench::live::subscribers(&args).await,
+        Some(Command::Worker) => worker(cli.serve).await,
         Some(Command::Serve) | None => serve(cli.serve).await,
     }
 }
@@ -65,12 +66,25 @@ fn quiet_logs() {
 }
 
 async fn serve(args: riverfeed::config::ServeArgs) -> anyhow::Result<()> {
+    info_logs();
+    riverfeed::server::run(args.options()?, shutdown_signal()).await
+}
+
+async fn worker(args: riverfeed::config::ServeArgs) -> anyhow::Result<()> {
+    info_logs();
+    anyhow::ensure!(
+        !args.no_worker,
+        "`riverfeed worker` is the worker: --no-worker does not go with it"
+    );
+    riverfeed::server::run_worker(args.options()?, shutdown_signal()).await
+}
+
+fn info_logs() {
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
         )
         .init();
-    riverfeed::server::run(args.options()?, shutdown_signal()).await
 }
 
 /// Resolves on Ctrl-C or SIGTERM.

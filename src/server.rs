@@ -19,7 +19,9 @@ use crate::clock::{Clock, SystemClock};
 use crate::demo;
 use crate::events::Hub;
 use crate::fanout::{Worker, WorkerConfig};
-use crate::http::{self, HttpState, WsLimits};
+use crate::http::{self, HttpState, OpsState, WsLimits};
+use crate::metrics::Metrics;
+use crate::relay::RelayContext;
 use crate::store::metered::Metered;
 use crate::store::mongo::redact;
 use crate::store::{self, Store};
@@ -142,7 +144,8 @@ pub async fn start_with_store(
     mut options: ServeOptions,
     inner: Arc<dyn Store>,
 ) -> anyhow::Result<Server> {
-    let metered = Arc::new(Metered::new(inner));
+    let metrics = Arc::new(Metrics::new());
+    let metered = Arc::new(Metered::with_metrics(inner, metrics.clone()));
     let store: Arc<dyn Store> = metered.clone();
     options.model =
         crate::timeline::model::start(store.as_ref(), options.model, options.clock.now())
@@ -184,6 +187,7 @@ pub async fn start_with_store(
 
     let shutdown = CancellationToken::new();
     let tracker = TaskTracker::new();
+    let connections: Arc<std::sync::atomic::AtomicUsize> = Arc::default();
     let app = AppState {
         store: store.clone(),
         hub: Hub::new(options.event_buffer),
@@ -197,19 +201,21 @@ pub async fn start_with_store(
         }),
         item_ttl: item_ttl_ms(options.item_ttl),
         group_feed_size: options.group_feed_size,
+        metrics: metrics.clone(),
     };
-    match options.worker {
-        Some(mut config) => {
-            config.model = options.model;
-            config.item_ttl = item_ttl_ms(options.item_ttl);
-            config.group_feed_size = options.group_feed_size;
-            let worker = Worker::new(
-                store.clone(),
-                app.hub.clone(),
-                options.clock.clone(),
-                config,
-                app.wake.clone(),
-            );
+    let relay = RelayContext {
+        store: store.clone(),
+        hub: app.hub.clone(),
+        clock: options.clock.clone(),
+        metrics: metrics.clone(),
+        item_ttl: app.item_ttl,
+        wake: app.wake.clone(),
+        runs_worker: options.worker.is_some(),
+    };
+    start_relay(relay, &shutdown, &tracker).await?;
+    match options.worker.clone() {
+        Some(config) => {
+            let worker = worker_for(&options, config, &store, &app.hub, &app.wake, &metrics);
             tracker.spawn(worker.run(shutdown.clone()));
         }
         None => warn!("no fan-out worker in this process: actions stay pending until one runs"),
@@ -219,20 +225,140 @@ pub async fn start_with_store(
             app.clone(),
             options.introspection.unwrap_or(options.auth.is_dev()),
         ),
+        ops: OpsState {
+            store: store.clone(),
+            metered: metered.clone(),
+            hub: app.hub.clone(),
+            metrics,
+            connections: connections.clone(),
+        },
         app,
-        metered: metered.clone(),
         shutdown: shutdown.clone(),
         tracker: tracker.clone(),
         auth: options.auth.clone(),
         limits: options.ws_limits,
-        connections: Arc::default(),
+        connections,
         loopback_only: options.auth.is_dev() && !options.insecure_dev,
         demo: options.demo,
     };
     let router = http::router(state);
     info!(%addr, store = store.backend(), "riverfeed listening");
+    let task = serve_until_stopped(listener, router, shutdown.clone(), tracker);
+    Ok(Server {
+        addr,
+        metered,
+        shutdown,
+        task,
+    })
+}
 
-    let task = tokio::spawn({
+/// Runs the fan-out worker and the background jobs alone (`riverfeed
+/// worker`), answering only `/healthz` and `/metrics` on `options.listen`:
+/// one of any number of workers sharing a MongoDB with the API processes.
+pub async fn start_worker(mut options: ServeOptions) -> anyhow::Result<Server> {
+    anyhow::ensure!(
+        !options.store.starts_with("embedded:"),
+        EMBEDDED_IS_ONE_PROCESS
+    );
+    let config = options.worker.clone().unwrap_or_default();
+    let inner: Arc<dyn Store> = store::open_with(&options.store, &options.settings_for_model())
+        .await
+        .with_context(|| format!("cannot open store {}", redact(&options.store)))?;
+    let metrics = Arc::new(Metrics::new());
+    let metered = Arc::new(Metered::with_metrics(inner, metrics.clone()));
+    let store: Arc<dyn Store> = metered.clone();
+    options.model =
+        crate::timeline::model::start(store.as_ref(), options.model, options.clock.now())
+            .await
+            .context("cannot record the feed model")?;
+    let listener = tokio::net::TcpListener::bind(options.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", options.listen))?;
+    let addr = listener.local_addr()?;
+    let shutdown = CancellationToken::new();
+    let tracker = TaskTracker::new();
+    // Nobody subscribes here: the hub only relays what the worker publishes.
+    let hub = Hub::new(1);
+    let wake = Arc::new(Notify::new());
+    let relay = RelayContext {
+        store: store.clone(),
+        hub: hub.clone(),
+        clock: options.clock.clone(),
+        metrics: metrics.clone(),
+        item_ttl: item_ttl_ms(options.item_ttl),
+        wake: wake.clone(),
+        runs_worker: true,
+    };
+    start_relay(relay, &shutdown, &tracker).await?;
+    let worker = worker_for(&options, config, &store, &hub, &wake, &metrics);
+    tracker.spawn(worker.run(shutdown.clone()));
+    let router = http::ops_router(OpsState {
+        store: store.clone(),
+        metered: metered.clone(),
+        hub,
+        metrics,
+        connections: Arc::default(),
+    });
+    info!(%addr, store = store.backend(), "riverfeed worker running");
+    let task = serve_until_stopped(listener, router, shutdown.clone(), tracker);
+    Ok(Server {
+        addr,
+        metered,
+        shutdown,
+        task,
+    })
+}
+
+/// Why `riverfeed worker` is refused on the embedded store.
+pub const EMBEDDED_IS_ONE_PROCESS: &str =
+    "the embedded store belongs to one process, and `riverfeed serve` runs its worker; \
+     separate worker processes need a MongoDB store (--store mongodb://…)";
+
+/// The fan-out worker of a process, with the feed model it started with.
+fn worker_for(
+    options: &ServeOptions,
+    mut config: WorkerConfig,
+    store: &Arc<dyn Store>,
+    hub: &Arc<Hub>,
+    wake: &Arc<Notify>,
+    metrics: &Arc<Metrics>,
+) -> Worker {
+    config.model = options.model;
+    config.item_ttl = item_ttl_ms(options.item_ttl);
+    config.group_feed_size = options.group_feed_size;
+    Worker::new(
+        store.clone(),
+        hub.clone(),
+        options.clock.clone(),
+        config,
+        wake.clone(),
+    )
+    .with_metrics(metrics.clone())
+}
+
+/// Starts relaying live events between processes, where the store has an
+/// event log (MongoDB).
+async fn start_relay(
+    relay: RelayContext,
+    shutdown: &CancellationToken,
+    tracker: &TaskTracker,
+) -> anyhow::Result<()> {
+    if let Some(log) = relay.store.event_log() {
+        crate::relay::start(relay, log, shutdown.clone(), tracker)
+            .await
+            .context("cannot open the event log's change stream")?;
+    }
+    Ok(())
+}
+
+/// Serves `router` until `shutdown`, then ends every task of `tracker`.
+fn serve_until_stopped(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    shutdown: CancellationToken,
+    tracker: TaskTracker,
+) -> JoinHandle<anyhow::Result<()>> {
+    tokio::spawn({
         let shutdown = shutdown.clone();
         async move {
             let serve = axum::serve(listener, router)
@@ -259,18 +385,23 @@ pub async fn start_with_store(
             info!("riverfeed stopped");
             served.context("HTTP server failed")
         }
-    });
-    Ok(Server {
-        addr,
-        metered,
-        shutdown,
-        task,
     })
 }
 
 /// Serves until `signal` resolves, then shuts down gracefully.
 pub async fn run(options: ServeOptions, signal: impl Future<Output = ()>) -> anyhow::Result<()> {
-    let server = start(options).await?;
+    until(start(options).await?, signal).await
+}
+
+/// Runs a worker process until `signal` resolves, then stops it gracefully.
+pub async fn run_worker(
+    options: ServeOptions,
+    signal: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
+    until(start_worker(options).await?, signal).await
+}
+
+async fn until(server: Server, signal: impl Future<Output = ()>) -> anyhow::Result<()> {
     let token = server.shutdown_token();
     tokio::select! {
         _ = signal => info!("shutting down"),

@@ -17,6 +17,7 @@ mod publish;
 mod query;
 mod shape;
 mod subscription;
+mod telemetry;
 mod types;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -80,6 +81,8 @@ pub struct AppState {
     pub item_ttl: Option<crate::model::Millis>,
     /// `--group-feed-size`: the posts a group's feed keeps.
     pub group_feed_size: usize,
+    /// What `/metrics` reports (requests are counted into it).
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl AppState {
@@ -94,10 +97,12 @@ impl AppState {
 
 /// Builds the schema around the shared state.
 pub fn schema(state: AppState, introspection: bool) -> RiverfeedSchema {
+    let metrics = state.metrics.clone();
     let builder = Schema::build(QueryRoot, MutationRoot::default(), SubscriptionRoot)
         .data(state)
         .extension(error::ErrorCodes)
         .extension(shape::QueryShape::default())
+        .extension(telemetry::RequestMetrics(metrics))
         .limit_depth(MAX_DEPTH)
         .limit_complexity(MAX_COMPLEXITY);
     if introspection {

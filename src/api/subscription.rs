@@ -63,12 +63,15 @@ impl Live {
         }
         match received {
             Ok(event) => Some(Ok(event)),
-            Err(Lagged(missed)) => Some(Err(coded(
+            Err(Lagged(missed)) => {
+                self.state.hub.note_lagged();
+                Some(Err(coded(
                 LAGGED,
                 format!(
                     "this subscription fell {missed} events behind; refetch and subscribe again"
                 ),
-            ))),
+            )))
+            }
         }
     }
 

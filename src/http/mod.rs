@@ -38,7 +38,8 @@ pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 pub struct HttpState {
     pub schema: RiverfeedSchema,
     pub app: AppState,
-    pub metered: Arc<Metered>,
+    /// What `/healthz` and `/metrics` read.
+    pub ops: OpsState,
     /// Cancelled when the server shuts down; websocket tasks end on it.
     pub shutdown: CancellationToken,
     /// Tracks websocket tasks so shutdown can wait for them.
@@ -51,6 +52,33 @@ pub struct HttpState {
     pub loopback_only: bool,
     /// The server seeded the demo tenant (`--demo`).
     pub demo: bool,
+}
+
+/// What `/healthz` and `/metrics` read: all a worker process serves.
+#[derive(Clone)]
+pub struct OpsState {
+    pub store: Arc<dyn Store>,
+    pub metered: Arc<Metered>,
+    pub hub: Arc<crate::events::Hub>,
+    pub metrics: Arc<crate::metrics::Metrics>,
+    /// Open websocket connections (none in a worker).
+    pub connections: Arc<AtomicUsize>,
+}
+
+impl axum::extract::FromRef<HttpState> for OpsState {
+    fn from_ref(state: &HttpState) -> Self {
+        state.ops.clone()
+    }
+}
+
+/// The router of a worker process: `/healthz` and `/metrics` only.
+pub fn ops_router(state: OpsState) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(state)
 }
 
 /// Bounds on live connections.
@@ -466,9 +494,9 @@ async fn demo_roster(State(state): State<HttpState>) -> Response {
 }
 
 /// 200 when the store answers, 503 when it does not.
-async fn healthz(State(state): State<HttpState>) -> Response {
-    let store = state.app.store.backend();
-    match state.app.store.ping().await {
+async fn healthz(State(state): State<OpsState>) -> Response {
+    let store = state.store.backend();
+    match state.store.ping().await {
         Ok(()) => Json(json!({ "status": "ok", "store": store })).into_response(),
         Err(err) => (
             StatusCode::SERVICE_UNAVAILABLE,
@@ -478,11 +506,37 @@ async fn healthz(State(state): State<HttpState>) -> Response {
     }
 }
 
-/// Prometheus text format: store calls per operation and live readers.
-async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
-    let mut out = String::from(
-        "# HELP riverfeed_store_calls_total Calls to the store, per operation.\n\
-         # TYPE riverfeed_store_calls_total counter\n",
+/// Prometheus / OpenMetrics text: the process's metrics (see
+/// [`crate::metrics`]), the fan-out queue as the store holds it, store
+/// calls per operation and the backend's own counters.
+async fn metrics(State(state): State<OpsState>) -> impl IntoResponse {
+    let metrics = &state.metrics;
+    metrics
+        .websocket_connections
+        .set(state.connections.load(Ordering::Relaxed) as i64);
+    metrics
+        .live_subscriptions
+        .set(state.hub.live_subscriptions() as i64);
+    let now = chrono::Utc::now().timestamp_millis();
+    match state.store.fan_out_backlog().await {
+        Ok(backlog) => {
+            metrics.fanout_queue_depth.set(backlog.actions as i64);
+            let age = backlog.oldest.map_or(0, |at| (now - at).max(0));
+            metrics
+                .fanout_oldest_pending_seconds
+                .set(age as f64 / 1000.0);
+        }
+        Err(err) => tracing::warn!(cause = %err.chain(), "cannot read the fan-out backlog"),
+    }
+    metrics
+        .lagged_subscriptions
+        .inner()
+        .store(state.hub.lagged_subscriptions(), Ordering::Relaxed);
+    let mut out = String::new();
+    metrics.encode(&mut out);
+    out.push_str(
+        "# HELP riverfeed_store_calls Calls to the store, per operation.\n\
+         # TYPE riverfeed_store_calls counter\n",
     );
     for (op, calls) in state.metered.snapshot() {
         out.push_str(&format!(
@@ -493,8 +547,8 @@ async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
     let backend = state.metered.backend_metrics();
     if !backend.is_empty() {
         out.push_str(
-            "# HELP riverfeed_mongodb_commands_total Commands sent to MongoDB, per command.\n\
-             # TYPE riverfeed_mongodb_commands_total counter\n",
+            "# HELP riverfeed_mongodb_commands Commands sent to MongoDB, per command.\n\
+             # TYPE riverfeed_mongodb_commands counter\n",
         );
         for (command, count) in backend {
             out.push_str(&format!(
@@ -506,9 +560,13 @@ async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
         "# HELP riverfeed_live_topics Feeds, slices and actions with at least one live subscription.\n\
          # TYPE riverfeed_live_topics gauge\n",
     );
-    out.push_str(&format!(
-        "riverfeed_live_topics {}\n",
-        state.app.hub.live_topics()
-    ));
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], out)
+    out.push_str(&format!("riverfeed_live_topics {}\n", state.hub.live_topics()));
+    out.push_str("# EOF\n");
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        out,
+    )
 }

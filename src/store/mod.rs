@@ -12,6 +12,7 @@
 pub mod archive;
 pub mod embedded;
 mod error;
+pub mod event_log;
 pub mod group_feeds;
 pub mod legacy;
 pub mod metered;
@@ -89,6 +90,17 @@ pub struct Claim {
     pub action: Action,
     pub worker: String,
     pub lease_ms: Millis,
+    /// Another worker held it before, and its lease ran out.
+    pub taken_over: bool,
+}
+
+/// The actions whose fan-out is not done, in the whole store.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Backlog {
+    /// Pending or in progress.
+    pub actions: u64,
+    /// When the oldest of them was recorded.
+    pub oldest: Option<Millis>,
 }
 
 /// A worker's claim on the bump one comment causes.
@@ -247,6 +259,12 @@ pub trait Store:
 {
     /// A short name of the backend, for logs.
     fn backend(&self) -> &'static str;
+
+    /// The log live events travel by between processes sharing this
+    /// store; `None` where the store is one process's (embedded).
+    fn event_log(&self) -> Option<Arc<dyn event_log::EventLog>> {
+        None
+    }
 
     /// Backend-specific counters for `/metrics` (MongoDB: commands sent by name).
     fn backend_metrics(&self) -> Vec<(String, u64)> {
@@ -470,6 +488,10 @@ pub trait ReactionStore: Send + Sync {
 /// or bumps, and finishing.
 #[async_trait]
 pub trait QueueStore: Send + Sync {
+    /// How many actions wait for their fan-out (or are in one), and since
+    /// when the oldest: for `/metrics`.
+    async fn fan_out_backlog(&self) -> StoreResult<Backlog>;
+
     /// Claims up to `limit` actions whose fan-out is pending or whose lease ran out
     /// before `now`, leasing them to `worker` until `now + lease_ms`.
     async fn claim_fan_out(

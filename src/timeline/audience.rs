@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use crate::events::{FeedEventKind, Hub};
+use crate::events::{FeedEventKind, Hub, Signal};
 use crate::model::{Action, EdgeKind, FeedItem, Reason, ReasonKind, Scope};
 use crate::store::{Direction, Store, StoreResult};
 
@@ -34,25 +34,44 @@ pub enum Reach {
     Actor,
 }
 
-/// Tells the live readers who pull `action` (online, not `skip`ped, and
-/// reached by it: following or befriending its actor, in a group it is
-/// shared with, or named) that it was
-/// `kind` (added, or removed) in their feed: work that grows with the
-/// readers online, not with the followers. Returns how many were told.
+/// Tells the live readers who pull `action` (online, not already `told`,
+/// and reached by it: following or befriending its actor, in a group it
+/// is shared with, or named) that it was `kind` (added, or removed) in
+/// their feed, here and in the other processes: work that grows with the
+/// readers online, not with the followers. `told` is sorted. Returns how
+/// many were told here.
 pub async fn tell_online(
     store: &dyn Store,
     hub: &Hub,
     kind: FeedEventKind,
     action: &std::sync::Arc<Action>,
-    skip: impl Fn(&str) -> bool,
+    told: Vec<String>,
+) -> StoreResult<usize> {
+    if hub.relays() {
+        hub.forward(Signal::Pulled {
+            kind: kind.into(),
+            action: (**action).clone(),
+            told: told.clone(),
+        });
+    }
+    tell_online_here(store, hub, kind, action, &told).await
+}
+
+/// As [`tell_online`], for the readers online in this process only.
+pub async fn tell_online_here(
+    store: &dyn Store,
+    hub: &Hub,
+    kind: FeedEventKind,
+    action: &std::sync::Arc<Action>,
+    told: &[String],
 ) -> StoreResult<usize> {
     let mut online = hub.online_readers(&action.tenant);
-    online.retain(|r| *r != action.actor_id && !skip(r));
+    online.retain(|r| *r != action.actor_id && told.binary_search(r).is_err());
     if online.is_empty() {
         return Ok(0);
     }
     let pulling = pulled_readers(store, action, &online, false).await?;
-    let told = pulling.len();
+    let count = pulling.len();
     let items = pulling.into_iter().map(|(owner, reason)| FeedItem {
         owner,
         action_id: action.id,
@@ -64,8 +83,8 @@ pub async fn tell_online(
     });
     // A removed item's action reads null, as for a materialised one.
     let shared = (kind != FeedEventKind::Removed).then_some(action);
-    hub.publish_feed_items(kind, &action.tenant, shared, items);
-    Ok(told)
+    hub.deliver_feed_items(kind, &action.tenant, shared, items);
+    Ok(count)
 }
 
 /// Tells the live readers that `action` left their feeds (hidden, deleted
@@ -78,12 +97,11 @@ pub async fn announce_removed(
     action: &Action,
     removed: Vec<FeedItem>,
 ) -> StoreResult<()> {
-    let mut skip: Vec<String> = removed.iter().map(|i| i.owner.clone()).collect();
+    let mut told: Vec<String> = removed.iter().map(|i| i.owner.clone()).collect();
     hub.publish_feed_items(FeedEventKind::Removed, &action.tenant, None, removed);
     if pulls {
-        skip.sort_unstable();
+        told.sort_unstable();
         let shared = std::sync::Arc::new(action.clone());
-        let told = |r: &str| skip.binary_search_by(|s| s.as_str().cmp(r)).is_ok();
         tell_online(store, hub, FeedEventKind::Removed, &shared, told).await?;
     }
     Ok(())

@@ -8,7 +8,7 @@
 //! oldest action shown), which is all a model that pulls the followee at
 //! read needs; a model that materialises the follow also writes the items.
 
-use crate::events::{FeedEventKind, Hub};
+use crate::events::{FeedEventKind, Hub, Signal};
 use crate::model::{EdgeKind, FeedItem, Millis, ObjectId, Position, Reason, Scope};
 use crate::store::{Backfill, Cut, FeedRange, Outbox, Store, StoreResult};
 
@@ -179,15 +179,39 @@ pub async fn announce_unfollow(
     actor: &str,
     kind: EdgeKind,
 ) -> StoreResult<()> {
-    if !hub.is_online(tenant, reader) {
+    if !hub.relays() && !hub.is_online(tenant, reader) {
         return Ok(());
     }
-    let (actors, followed) = sources::followed(store, tenant, reader).await?;
     let cuts = store.cuts(tenant, reader).await?;
     let since = cuts
         .iter()
         .find(|c| c.kind == kind && c.actor == actor && c.until.is_none())
         .map_or(Position::MIN, |c| c.since);
+    hub.forward(Signal::Unfollowed {
+        tenant: tenant.to_owned(),
+        reader: reader.to_owned(),
+        actor: actor.to_owned(),
+        edge: kind.into(),
+        since: since.into(),
+    });
+    tell_unfollowed(store, hub, tenant, reader, actor, kind, since).await
+}
+
+/// As [`announce_unfollow`], for a reader online in this process, with the
+/// edge's cut read before it was cleared (`since`).
+pub async fn tell_unfollowed(
+    store: &dyn Store,
+    hub: &Hub,
+    tenant: &str,
+    reader: &str,
+    actor: &str,
+    kind: EdgeKind,
+    since: Position,
+) -> StoreResult<()> {
+    if !hub.is_online(tenant, reader) {
+        return Ok(());
+    }
+    let (actors, followed) = sources::followed(store, tenant, reader).await?;
     let range = FeedRange {
         older_than: None,
         newer_than: Some(since),
@@ -227,7 +251,7 @@ pub async fn announce_unfollow(
             changed: p.position.relevancy,
             copy: None,
         });
-    hub.publish_feed_items(FeedEventKind::Removed, tenant, None, gone);
+    hub.deliver_feed_items(FeedEventKind::Removed, tenant, None, gone);
     Ok(())
 }
 

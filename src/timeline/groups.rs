@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use super::access::{Access, Expiry};
 use super::sources::GroupSource;
-use crate::events::{FeedEventKind, Hub};
+use crate::events::{FeedEventKind, Hub, Signal};
 use crate::model::{FeedItem, ObjectId, Position, Reason};
 use crate::store::{Ended, FeedRange, Outbox, Store, StoreResult, Unfollow};
 
@@ -86,6 +86,25 @@ pub async fn announce_leave(
     group: &GroupSource,
     expiry: Expiry,
 ) -> StoreResult<()> {
+    hub.forward(Signal::Left {
+        tenant: tenant.to_owned(),
+        reader: reader.to_owned(),
+        group: group.group.clone(),
+        reason: group.reason,
+        since: group.since.into(),
+    });
+    tell_left(store, hub, tenant, reader, group, expiry).await
+}
+
+/// As [`announce_leave`], for a reader online in this process.
+pub async fn tell_left(
+    store: &dyn Store,
+    hub: &Hub,
+    tenant: &str,
+    reader: &str,
+    group: &GroupSource,
+    expiry: Expiry,
+) -> StoreResult<()> {
     if !hub.is_online(tenant, reader) {
         return Ok(());
     }
@@ -121,6 +140,6 @@ pub async fn announce_leave(
             changed: p.position.relevancy,
             copy: None,
         });
-    hub.publish_feed_items(FeedEventKind::Removed, tenant, None, items);
+    hub.deliver_feed_items(FeedEventKind::Removed, tenant, None, items);
     Ok(())
 }

@@ -2,7 +2,8 @@
 //! a GraphQL-over-HTTP client, and a websocket client speaking graphql-transport-ws
 //! or the legacy graphql-ws protocol.
 
-use std::time::Duration;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
 
 use futures_util::{SinkExt, StreamExt};
 use riverfeed::model::ObjectId;
@@ -13,6 +14,7 @@ use riverfeed::timeline::{FeedModel, ModelKind};
 use serde_json::{json, Value};
 use tempfile::TempDir;
 use tokio::net::TcpStream;
+use tokio::process::{Child, Command};
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
@@ -602,5 +604,96 @@ async fn drop_database(db: &mongodb::Database) {
             }
             Err(err) => panic!("drop test database: {err}"),
         }
+    }
+}
+
+/// A loopback port free when asked (bound and released).
+pub fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("addr").port()
+}
+
+/// A wire server of the test's own, on disk so that a restart keeps its data.
+pub struct OwnMongo {
+    program: String,
+    pub port: u16,
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+}
+
+impl OwnMongo {
+    /// `None` where no SecantusDB binary is available (only outside tests/run).
+    pub fn new() -> Option<Self> {
+        let program = match std::env::var("RIVERFEED_TEST_SECANTUSD") {
+            Ok(program) => program,
+            Err(_) => {
+                assert!(
+                    std::env::var_os("CI").is_none()
+                        && std::env::var_os("RIVERFEED_REQUIRE_MONGODB").is_none()
+                        || std::env::var_os("MONGODB_URI").is_some(),
+                    "RIVERFEED_TEST_SECANTUSD is not set: run the tests with tests/run"
+                );
+                eprintln!("SKIPPED: no SecantusDB binary to stop and restart (run tests/run)");
+                return None;
+            }
+        };
+        Some(Self {
+            program,
+            port: free_port(),
+            dir: tempfile::tempdir().expect("tempdir"),
+            child: None,
+        })
+    }
+
+    pub async fn start(&mut self) {
+        let child = Command::new(&self.program)
+            .args([
+                "--host",
+                "127.0.0.1",
+                "--port",
+                &self.port.to_string(),
+                "--storage-path",
+            ])
+            .arg(self.dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("SecantusDB starts");
+        self.child = Some(child);
+        let deadline = Instant::now() + PATIENCE;
+        while tokio::net::TcpStream::connect(("127.0.0.1", self.port))
+            .await
+            .is_err()
+        {
+            assert!(Instant::now() < deadline, "SecantusDB never listened");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Stops the server the way an operator or a crash would: the process ends.
+    pub async fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            if let Some(pid) = child.id() {
+                let _ = Command::new("kill")
+                    .args(["-TERM", &pid.to_string()])
+                    .status()
+                    .await;
+            }
+            let _ = tokio::time::timeout(PATIENCE, child.wait()).await;
+            let _ = child.kill().await;
+        }
+    }
+
+    pub fn uri(&self) -> String {
+        self.uri_for("riverfeed_loss")
+    }
+
+    /// The URI of one database on this server.
+    pub fn uri_for(&self, database: &str) -> String {
+        format!(
+            "mongodb://127.0.0.1:{}/{database}?serverSelectionTimeoutMS=1000",
+            self.port
+        )
     }
 }

@@ -328,6 +328,7 @@ async fn a_lagging_subscriber_is_told_and_its_stream_ends() {
         cursors: Arc::new(CursorKey::random()),
         item_ttl: None,
         group_feed_size: 1_000,
+        metrics: Arc::default(),
     };
     let schema = schema(state.clone(), false);
     let viewer = Viewer {

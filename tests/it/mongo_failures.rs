@@ -4,14 +4,9 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use tokio::process::{Child, Command};
+use tokio::process::Command;
 
-use crate::common::{first_error_code, Stopped, TestServer, PATIENCE};
-
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.local_addr().expect("addr").port()
-}
+use crate::common::{first_error_code, free_port, OwnMongo, Stopped, TestServer, PATIENCE};
 
 #[tokio::test]
 async fn unreachable_mongodb_at_start_exits_naming_the_host_never_the_password() {
@@ -47,86 +42,6 @@ async fn unreachable_mongodb_at_start_exits_naming_the_host_never_the_password()
         "never shows the password: {stderr}"
     );
     eprintln!("unreachable MongoDB: exit after {elapsed:?} (server selection timeout 1 s)");
-}
-
-/// A wire server of the test's own, on disk so that a restart keeps its data.
-struct OwnMongo {
-    program: String,
-    port: u16,
-    dir: tempfile::TempDir,
-    child: Option<Child>,
-}
-
-impl OwnMongo {
-    /// `None` where no SecantusDB binary is available (only outside tests/run).
-    fn new() -> Option<Self> {
-        let program = match std::env::var("RIVERFEED_TEST_SECANTUSD") {
-            Ok(program) => program,
-            Err(_) => {
-                assert!(
-                    std::env::var_os("CI").is_none()
-                        && std::env::var_os("RIVERFEED_REQUIRE_MONGODB").is_none()
-                        || std::env::var_os("MONGODB_URI").is_some(),
-                    "RIVERFEED_TEST_SECANTUSD is not set: run the tests with tests/run"
-                );
-                eprintln!("SKIPPED: no SecantusDB binary to stop and restart (run tests/run)");
-                return None;
-            }
-        };
-        Some(Self {
-            program,
-            port: free_port(),
-            dir: tempfile::tempdir().expect("tempdir"),
-            child: None,
-        })
-    }
-
-    async fn start(&mut self) {
-        let child = Command::new(&self.program)
-            .args([
-                "--host",
-                "127.0.0.1",
-                "--port",
-                &self.port.to_string(),
-                "--storage-path",
-            ])
-            .arg(self.dir.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("SecantusDB starts");
-        self.child = Some(child);
-        let deadline = Instant::now() + PATIENCE;
-        while tokio::net::TcpStream::connect(("127.0.0.1", self.port))
-            .await
-            .is_err()
-        {
-            assert!(Instant::now() < deadline, "SecantusDB never listened");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    /// Stops the server the way an operator or a crash would: the process ends.
-    async fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            if let Some(pid) = child.id() {
-                let _ = Command::new("kill")
-                    .args(["-TERM", &pid.to_string()])
-                    .status()
-                    .await;
-            }
-            let _ = tokio::time::timeout(PATIENCE, child.wait()).await;
-            let _ = child.kill().await;
-        }
-    }
-
-    fn uri(&self) -> String {
-        format!(
-            "mongodb://127.0.0.1:{}/riverfeed_loss?serverSelectionTimeoutMS=1000",
-            self.port
-        )
-    }
 }
 
 #[tokio::test]

@@ -205,6 +205,7 @@ async fn lease_takeover(store: Arc<dyn Store>) -> Result<()> {
         action: stored[0].clone(),
         worker: "w3".into(),
         lease_ms: 30_000,
+        taken_over: false,
     };
     let err = w2.fan_out(&rerun).await.err().context("done is done")?;
     ensure!(err.kind == riverfeed::store::ErrorKind::LeaseLost, "{err}");

@@ -53,6 +53,28 @@ impl Inner {
         Ok(due)
     }
 
+    pub(super) fn fan_out_backlog(&self) -> StoreResult<crate::store::Backlog> {
+        let tag = queue::FAN_OUT;
+        let mut opts = rocksdb::ReadOptions::default();
+        opts.set_iterate_upper_bound([tag + 1]);
+        let mut it = self.db.raw_iterator_cf_opt(self.cf(QUEUE), opts);
+        it.seek([tag]);
+        let mut backlog = crate::store::Backlog::default();
+        while it.valid() {
+            if let Some(k) = it.key() {
+                if backlog.oldest.is_none() {
+                    // Keyed by action id: the first is the oldest recorded.
+                    let id = ObjectId::from_bytes(Reader(&k[1..]).oid()?);
+                    backlog.oldest = Some(id.timestamp().timestamp_millis());
+                }
+                backlog.actions += 1;
+            }
+            it.next();
+        }
+        it.status().map_err(super::db_err)?;
+        Ok(backlog)
+    }
+
     pub(super) fn claim_fan_out(
         &self,
         worker: &str,
@@ -71,13 +93,14 @@ impl Inner {
         let mut claims = Vec::with_capacity(due.len());
         for (tenant, id, _) in due {
             let key = pending_key(&tenant, id);
-            let still_due = match self.get(QUEUE, &key)? {
-                Some(v) => Lease::decode(&v)?.until <= now,
-                None => false,
+            let held_by = match self.get(QUEUE, &key)? {
+                Some(v) => Lease::decode(&v)?,
+                None => continue,
             };
-            if !still_due {
+            if held_by.until > now {
                 continue;
             }
+            let held_by = held_by.worker;
             let Some(action) = self.action(&tenant, ObjectId::from_bytes(id))? else {
                 continue;
             };
@@ -98,6 +121,7 @@ impl Inner {
                 action,
                 worker: worker.to_owned(),
                 lease_ms,
+                taken_over: !held_by.is_empty(),
             });
         }
         // Not synced: a claim lost in a crash is claimed again.

@@ -281,6 +281,10 @@ impl ReactionStore for EmbeddedStore {
 
 #[async_trait]
 impl QueueStore for EmbeddedStore {
+    async fn fan_out_backlog(&self) -> StoreResult<crate::store::Backlog> {
+        self.blocking(|db| db.fan_out_backlog()).await
+    }
+
     async fn claim_fan_out(
         &self,
         worker: &str,

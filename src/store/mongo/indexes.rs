@@ -219,6 +219,7 @@ impl MongoStore {
             ])
             .await
             .map_err(db_err)?;
+        self.event_log.create_indexes().await?;
         // Earlier versions kept an unused `outbox` index by id; `actor_outbox`
         // (by when the action happened) replaces it.
         if let Err(err) = self.actions.drop_index("outbox").await {

@@ -33,6 +33,7 @@
 mod actions;
 mod archive;
 mod copies;
+mod events;
 mod graph;
 mod group_feeds;
 mod indexes;
@@ -145,6 +146,8 @@ pub struct MongoStore {
     meta: Collection<Document>,
     /// Groups' rings: one document per slot.
     group_feeds: Collection<Document>,
+    /// Signals between processes (see [`events`]).
+    event_log: Arc<events::MongoEventLog>,
     /// The number of each group's last post.
     group_counters: Collection<Document>,
     /// Commands sent, by name. A std mutex: the driver calls the handler
@@ -548,6 +551,7 @@ impl MongoStore {
             meta: db.collection("meta"),
             group_feeds: db.collection("group_feeds"),
             group_counters: db.collection("group_counters"),
+            event_log: Arc::new(events::MongoEventLog::new(db.collection("events"))),
             db,
             commands,
         };
@@ -659,6 +663,10 @@ impl MongoStore {
 impl Store for MongoStore {
     fn backend(&self) -> &'static str {
         "mongodb"
+    }
+
+    fn event_log(&self) -> Option<Arc<dyn crate::store::event_log::EventLog>> {
+        Some(self.event_log.clone())
     }
 
     fn backend_metrics(&self) -> Vec<(String, u64)> {

@@ -1,10 +1,10 @@
 //! MongoDB: the fan-out and bump queues, leased by `findOneAndUpdate`.
 
 use async_trait::async_trait;
-use bson::{doc, DateTime};
+use bson::{doc, DateTime, Document};
 use mongodb::options::ReturnDocument;
 
-use crate::model::{Action, FeedItem, Millis, ObjectId, Reason};
+use crate::model::{Action, FanOut, FanOutState, FeedItem, Millis, ObjectId, Reason};
 use crate::store::{
     BumpClaim, Claim, Delivery, ErrorKind, QueueStore, StoreError, StoreResult, UnfollowClaim,
 };
@@ -145,17 +145,45 @@ impl QueueStore for MongoStore {
                     } },
                 )
                 .sort(doc! { "fanOut.lockedUntil": 1, "_id": 1 })
-                .return_document(ReturnDocument::After)
+                .return_document(ReturnDocument::Before)
                 .await
                 .map_err(db_err)?;
-            let Some(doc) = claimed else { break };
+            let Some(before) = claimed else { break };
+            let taken_over = before.fan_out.worker.is_some();
+            let mut action: Action = before.into();
+            action.fan_out = FanOut {
+                state: FanOutState::InProgress,
+                locked_until: Some(now + lease_ms),
+                worker: Some(worker.to_owned()),
+            };
             claims.push(Claim {
-                action: doc.into(),
+                action,
                 worker: worker.to_owned(),
                 lease_ms,
+                taken_over,
             });
         }
         Ok(claims)
+    }
+
+    async fn fan_out_backlog(&self) -> StoreResult<crate::store::Backlog> {
+        let waiting = doc! { "fanOut.lockedUntil": { "$exists": true } };
+        let actions = self
+            .actions
+            .count_documents(waiting.clone())
+            .await
+            .map_err(db_err)?;
+        let oldest = self
+            .actions
+            .clone_with_type::<Document>()
+            .find_one(waiting)
+            .sort(doc! { "_id": 1 })
+            .projection(doc! { "_id": 1 })
+            .await
+            .map_err(db_err)?
+            .and_then(|d| d.get_object_id("_id").ok())
+            .map(|id| id.timestamp().timestamp_millis());
+        Ok(crate::store::Backlog { actions, oldest })
     }
 
     async fn deliver(

@@ -12,14 +12,23 @@
 //! capacity; an event that finds it full is counted as missed, and the
 //! subscriber is told it lagged. The inbox allocates only for a backlog: an
 //! idle subscriber costs a few words, not a buffer of `capacity` slots.
+//!
+//! When several processes share one store, the hub also relays what it
+//! publishes to the others (see [`crate::relay`]): `publish*` delivers here
+//! and relays, `deliver*` (for what came from another process) delivers here
+//! only.
+
+pub mod signal;
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use async_graphql::Enum;
-use tokio::sync::Notify;
+use tokio::sync::{mpsc, Notify};
 
 use crate::model::{Action, Comment, FeedItem, ObjectId};
+pub use signal::Signal;
 
 /// What happened to an item of a feed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Enum)]
@@ -85,6 +94,12 @@ pub struct Hub {
     /// across an await, so an async mutex would only add cost.
     topics: Mutex<HashMap<Topic, Vec<Arc<Inbox>>>>,
     capacity: usize,
+    /// Where signals for the other processes go, once a relay runs.
+    outbox: OnceLock<mpsc::Sender<Signal>>,
+    /// Signals the relay's queue had no room for.
+    dropped: AtomicU64,
+    /// Subscriptions told they lagged.
+    lagged: AtomicU64,
 }
 
 /// What one subscription has not read yet.
@@ -160,7 +175,47 @@ impl Hub {
         Arc::new(Self {
             topics: Mutex::new(HashMap::new()),
             capacity: capacity.max(1),
+            outbox: OnceLock::new(),
+            dropped: AtomicU64::new(0),
+            lagged: AtomicU64::new(0),
         })
+    }
+
+    /// From now on, what this hub publishes is also sent to `outbox` for the
+    /// other processes. Set once; false if a relay was set already.
+    pub fn relay_to(&self, outbox: mpsc::Sender<Signal>) -> bool {
+        self.outbox.set(outbox).is_ok()
+    }
+
+    /// Whether other processes hear what this hub publishes.
+    pub fn relays(&self) -> bool {
+        self.outbox.get().is_some()
+    }
+
+    /// Sends a signal to the other processes (if a relay runs). A relay too
+    /// far behind to take it drops it and counts it: live subscribers
+    /// elsewhere miss that event, and their resume cursors still hold it.
+    pub fn forward(&self, signal: Signal) {
+        if let Some(outbox) = self.outbox.get() {
+            if outbox.try_send(signal).is_err() {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Signals dropped because the relay fell behind.
+    pub fn dropped_signals(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Subscriptions that were told they lagged, since start.
+    pub fn lagged_subscriptions(&self) -> u64 {
+        self.lagged.load(Ordering::Relaxed)
+    }
+
+    /// Counts a subscription told it lagged.
+    pub fn note_lagged(&self) {
+        self.lagged.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn subscribe(self: &Arc<Self>, topic: Topic) -> Subscription {
@@ -177,8 +232,19 @@ impl Hub {
         }
     }
 
-    /// Sends an event to its topic's live subscriptions, if any.
+    /// Sends an event to its topic's live subscriptions, here and in the
+    /// other processes.
     pub fn publish(&self, topic: &Topic, event: Event) {
+        if self.relays() {
+            if let Some(signal) = Signal::of_event(topic, &event) {
+                self.forward(signal);
+            }
+        }
+        self.deliver(topic, event);
+    }
+
+    /// Sends an event to its topic's live subscriptions in this process.
+    pub fn deliver(&self, topic: &Topic, event: Event) {
         let topics = self.topics.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(inboxes) = topics.get(topic) {
             let event = Arc::new(event);
@@ -189,11 +255,35 @@ impl Hub {
     }
 
     /// Sends one event per item (of a fan-out, a bump, a removal) to the
-    /// items' readers, all sharing `action` when the publisher has it. Holds
-    /// the lock once for the lot, and builds an event only for a reader who is
-    /// listening: a fan-out to a million readers of whom a few are online
-    /// costs a million lookups, no more.
+    /// items' readers, here and in the other processes.
     pub fn publish_feed_items(
+        &self,
+        kind: FeedEventKind,
+        tenant: &str,
+        action: Option<&Arc<Action>>,
+        items: impl IntoIterator<Item = FeedItem>,
+    ) {
+        if !self.relays() {
+            return self.deliver_feed_items(kind, tenant, action, items);
+        }
+        let items: Vec<FeedItem> = items.into_iter().collect();
+        for chunk in items.chunks(signal::ITEMS_PER_SIGNAL) {
+            self.forward(Signal::Items {
+                kind: kind.into(),
+                tenant: tenant.to_owned(),
+                action: action.map(|a| (**a).clone()),
+                items: chunk.iter().map(Into::into).collect(),
+            });
+        }
+        self.deliver_feed_items(kind, tenant, action, items);
+    }
+
+    /// Sends one event per item to the items' readers in this process, all
+    /// sharing `action` when the publisher has it. Holds the lock once for
+    /// the lot, and builds an event only for a reader who is listening: a
+    /// fan-out to a million readers of whom a few are online costs a
+    /// million lookups, no more.
+    pub fn deliver_feed_items(
         &self,
         kind: FeedEventKind,
         tenant: &str,
@@ -250,6 +340,12 @@ impl Hub {
         };
         let topics = self.topics.lock().unwrap_or_else(|e| e.into_inner());
         topics.contains_key(&topic)
+    }
+
+    /// How many live subscriptions there are, on every topic.
+    pub fn live_subscriptions(&self) -> usize {
+        let topics = self.topics.lock().unwrap_or_else(|e| e.into_inner());
+        topics.values().map(Vec::len).sum()
     }
 
     /// How many topics have a live subscription.

@@ -1,0 +1,276 @@
+//! What one process tells the others about live events, when several share
+//! one store (API and worker processes on MongoDB).
+//!
+//! Most signals are events as the hub routes them: the receiving process
+//! hands them to its own subscribers. Some say only what happened (an
+//! action that readers pull, an edge that ended, a group left), because who
+//! should hear of it depends on who is online, which only the process
+//! holding the sockets knows: it works that out for its own readers. One
+//! asks the workers to look for work now rather than at their next poll.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::{ActionEvent, ActionEventKind, Event, FeedEventKind, Topic};
+use crate::model::{Action, Comment, EdgeKind, FeedItem, Millis, ObjectId, Position, Reason};
+use crate::model::ReasonKind;
+
+/// Feed items per signal: a fan-out's batch is split so that one signal
+/// stays well under a MongoDB document's 16 MiB.
+pub const ITEMS_PER_SIGNAL: usize = 5_000;
+
+/// One thing to tell the other processes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "t")]
+pub enum Signal {
+    /// Items of readers' feeds were added, removed or bumped.
+    Items {
+        kind: WireKind,
+        tenant: String,
+        /// The items' action, when the publisher had it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        action: Option<Action>,
+        items: Vec<WireItem>,
+    },
+    /// An action joined the slice of `ref_id`.
+    Slice { ref_id: String, action: Action },
+    /// A reaction to an action.
+    Reaction {
+        kind: WireReaction,
+        action: Action,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        comment: Option<Comment>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        user: Option<String>,
+    },
+    /// An action that readers pull (not fanned out to them) was added to,
+    /// or removed from, their feeds: each process tells its online readers
+    /// who pull it, except those already `told` (sorted).
+    Pulled {
+        kind: WireKind,
+        action: Action,
+        told: Vec<String>,
+    },
+    /// `reader` stopped following `actor` (a user or a group): the items
+    /// they pulled by that edge since `since` are gone from their feed.
+    Unfollowed {
+        tenant: String,
+        reader: String,
+        actor: String,
+        edge: WireEdge,
+        since: WirePosition,
+    },
+    /// `reader` left `group` (a member since `since`): the group's items
+    /// they may no longer read are gone from their feed.
+    Left {
+        tenant: String,
+        reader: String,
+        group: String,
+        reason: ReasonKind,
+        since: WirePosition,
+    },
+    /// Work was queued: workers look for it now.
+    Work,
+}
+
+/// [`FeedEventKind`] on the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WireKind {
+    Added,
+    Removed,
+    Bumped,
+}
+
+impl From<FeedEventKind> for WireKind {
+    fn from(kind: FeedEventKind) -> Self {
+        match kind {
+            FeedEventKind::Added => WireKind::Added,
+            FeedEventKind::Removed => WireKind::Removed,
+            FeedEventKind::Bumped => WireKind::Bumped,
+        }
+    }
+}
+
+impl From<WireKind> for FeedEventKind {
+    fn from(kind: WireKind) -> Self {
+        match kind {
+            WireKind::Added => FeedEventKind::Added,
+            WireKind::Removed => FeedEventKind::Removed,
+            WireKind::Bumped => FeedEventKind::Bumped,
+        }
+    }
+}
+
+/// [`ActionEventKind`] on the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WireReaction {
+    Commented,
+    Liked,
+    Unliked,
+}
+
+impl From<ActionEventKind> for WireReaction {
+    fn from(kind: ActionEventKind) -> Self {
+        match kind {
+            ActionEventKind::Commented => WireReaction::Commented,
+            ActionEventKind::Liked => WireReaction::Liked,
+            ActionEventKind::Unliked => WireReaction::Unliked,
+        }
+    }
+}
+
+impl From<WireReaction> for ActionEventKind {
+    fn from(kind: WireReaction) -> Self {
+        match kind {
+            WireReaction::Commented => ActionEventKind::Commented,
+            WireReaction::Liked => ActionEventKind::Liked,
+            WireReaction::Unliked => ActionEventKind::Unliked,
+        }
+    }
+}
+
+/// [`EdgeKind`] on the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum WireEdge {
+    Follows,
+    Friend,
+    Group,
+}
+
+impl From<EdgeKind> for WireEdge {
+    fn from(kind: EdgeKind) -> Self {
+        match kind {
+            EdgeKind::Follows => WireEdge::Follows,
+            EdgeKind::Friend => WireEdge::Friend,
+            EdgeKind::Group => WireEdge::Group,
+        }
+    }
+}
+
+impl From<WireEdge> for EdgeKind {
+    fn from(kind: WireEdge) -> Self {
+        match kind {
+            WireEdge::Follows => EdgeKind::Follows,
+            WireEdge::Friend => EdgeKind::Friend,
+            WireEdge::Group => EdgeKind::Group,
+        }
+    }
+}
+
+/// A feed item on the wire (without the copy of its action).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WireItem {
+    #[serde(rename = "o")]
+    pub owner: String,
+    #[serde(rename = "a")]
+    pub action_id: ObjectId,
+    #[serde(rename = "r")]
+    pub relevancy: Millis,
+    #[serde(rename = "w")]
+    pub reason: Reason,
+    #[serde(rename = "c")]
+    pub changed: Millis,
+}
+
+impl From<&FeedItem> for WireItem {
+    fn from(item: &FeedItem) -> Self {
+        Self {
+            owner: item.owner.clone(),
+            action_id: item.action_id,
+            relevancy: item.relevancy,
+            reason: item.reason.clone(),
+            changed: item.changed,
+        }
+    }
+}
+
+impl From<WireItem> for FeedItem {
+    fn from(item: WireItem) -> Self {
+        FeedItem {
+            owner: item.owner,
+            action_id: item.action_id,
+            relevancy: item.relevancy,
+            reason: item.reason,
+            changed: item.changed,
+            copy: None,
+        }
+    }
+}
+
+/// A [`Position`] on the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WirePosition {
+    pub relevancy: Millis,
+    pub action_id: ObjectId,
+}
+
+impl From<Position> for WirePosition {
+    fn from(at: Position) -> Self {
+        Self {
+            relevancy: at.relevancy,
+            action_id: at.action_id,
+        }
+    }
+}
+
+impl From<WirePosition> for Position {
+    fn from(at: WirePosition) -> Self {
+        Position {
+            relevancy: at.relevancy,
+            action_id: at.action_id,
+        }
+    }
+}
+
+impl Signal {
+    /// The signal an event on a slice or action topic travels as (feed
+    /// events travel as [`Signal::Items`]).
+    pub fn of_event(topic: &Topic, event: &Event) -> Option<Signal> {
+        match (topic, event) {
+            (Topic::Slice { ref_id, .. }, Event::Slice(action)) => Some(Signal::Slice {
+                ref_id: ref_id.clone(),
+                action: (**action).clone(),
+            }),
+            (Topic::Action { .. }, Event::Action(reaction)) => Some(Signal::Reaction {
+                kind: reaction.kind.into(),
+                action: (*reaction.action).clone(),
+                comment: reaction.comment.clone(),
+                user: reaction.user.clone(),
+            }),
+            _ => None,
+        }
+    }
+
+    /// A slice or reaction signal as the hub routes it.
+    pub fn into_event(self) -> Option<(Topic, Event)> {
+        match self {
+            Signal::Slice { ref_id, action } => Some((
+                Topic::Slice {
+                    tenant: action.tenant.clone(),
+                    ref_id,
+                },
+                Event::Slice(Arc::new(action)),
+            )),
+            Signal::Reaction {
+                kind,
+                action,
+                comment,
+                user,
+            } => Some((
+                Topic::Action {
+                    tenant: action.tenant.clone(),
+                    action_id: action.id,
+                },
+                Event::Action(Arc::new(ActionEvent {
+                    kind: kind.into(),
+                    action: Arc::new(action),
+                    comment,
+                    user,
+                })),
+            )),
+            _ => None,
+        }
+    }
+
+}

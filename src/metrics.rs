@@ -1,0 +1,254 @@
+//! What a process reports at `/metrics` (Prometheus / OpenMetrics text):
+//! GraphQL requests, the fan-out queue and its jobs, live connections and
+//! subscriptions, the relay between processes and store call latencies.
+//! One [`Metrics`] per process, shared by the API, the worker and the relay.
+
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+/// A GraphQL operation, as requests are counted and timed.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OperationLabels {
+    /// `query`, `mutation` or `subscription`.
+    pub r#type: String,
+    /// The operation's name, or `anonymous`.
+    pub name: String,
+}
+
+/// A GraphQL request's outcome.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    pub r#type: String,
+    pub name: String,
+    /// `ok` or `error`.
+    pub outcome: String,
+}
+
+/// A background job and how it went.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct JobLabels {
+    /// `fanout`, `bump`, `cleanup`, `expiry`.
+    pub job: String,
+    pub outcome: String,
+}
+
+/// A store operation.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StoreLabels {
+    pub op: String,
+}
+
+/// Signals relayed between processes, by direction (`out`, `in`, and
+/// `dropped` when the queue to the log was full).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RelayLabels {
+    pub direction: String,
+}
+
+/// The process's metrics.
+pub struct Metrics {
+    registry: Registry,
+    graphql_requests: Family<RequestLabels, Counter>,
+    graphql_seconds: Family<OperationLabels, Histogram>,
+    pub deliveries: Counter,
+    pub lease_takeovers: Counter,
+    jobs: Family<JobLabels, Counter>,
+    pub websocket_connections: Gauge,
+    pub live_subscriptions: Gauge,
+    pub lagged_subscriptions: Counter,
+    pub fanout_queue_depth: Gauge,
+    pub fanout_oldest_pending_seconds: Gauge<f64, AtomicU64>,
+    relay_signals: Family<RelayLabels, Counter>,
+    pub relay_lag_seconds: Histogram,
+    pub relay_reconnects: Counter,
+    store_seconds: Family<StoreLabels, Histogram>,
+}
+
+fn latency_buckets() -> impl Iterator<Item = f64> {
+    // 0.5 ms to about 16 s.
+    exponential_buckets(0.0005, 2.0, 16)
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("riverfeed");
+        let graphql_requests = Family::<RequestLabels, Counter>::default();
+        registry.register(
+            "graphql_requests",
+            "GraphQL requests, by operation type, name and outcome",
+            graphql_requests.clone(),
+        );
+        let graphql_seconds =
+            Family::<OperationLabels, Histogram>::new_with_constructor(|| {
+                Histogram::new(latency_buckets())
+            });
+        registry.register(
+            "graphql_request_duration_seconds",
+            "Time to answer a GraphQL query or mutation, by operation type and name",
+            graphql_seconds.clone(),
+        );
+        let deliveries = Counter::default();
+        registry.register(
+            "fanout_deliveries",
+            "Feed items written by fan-outs in this process",
+            deliveries.clone(),
+        );
+        let lease_takeovers = Counter::default();
+        registry.register(
+            "fanout_lease_takeovers",
+            "Fan-outs this process claimed after another worker's lease ran out",
+            lease_takeovers.clone(),
+        );
+        let jobs = Family::<JobLabels, Counter>::default();
+        registry.register(
+            "jobs",
+            "Background jobs run by this process (fan-outs, bumps, cleanups, expiries), by outcome",
+            jobs.clone(),
+        );
+        let websocket_connections = Gauge::default();
+        registry.register(
+            "websocket_connections",
+            "Websocket connections open",
+            websocket_connections.clone(),
+        );
+        let live_subscriptions = Gauge::default();
+        registry.register(
+            "live_subscriptions",
+            "Live GraphQL subscriptions",
+            live_subscriptions.clone(),
+        );
+        let lagged_subscriptions = Counter::default();
+        registry.register(
+            "lagged_subscriptions",
+            "Subscriptions ended with LAGGED: they fell behind the event buffer",
+            lagged_subscriptions.clone(),
+        );
+        let fanout_queue_depth = Gauge::default();
+        registry.register(
+            "fanout_queue_depth",
+            "Actions waiting for their fan-out or in one, in the whole store",
+            fanout_queue_depth.clone(),
+        );
+        let fanout_oldest_pending_seconds = Gauge::<f64, AtomicU64>::default();
+        registry.register(
+            "fanout_oldest_pending_age_seconds",
+            "Age of the oldest action whose fan-out is not done (0 when none)",
+            fanout_oldest_pending_seconds.clone(),
+        );
+        let relay_signals = Family::<RelayLabels, Counter>::default();
+        registry.register(
+            "relay_signals",
+            "Live-event signals relayed between processes, by direction",
+            relay_signals.clone(),
+        );
+        let relay_lag_seconds = Histogram::new(latency_buckets());
+        registry.register(
+            "relay_lag_seconds",
+            "From a signal appended by another process to its arrival here (change-stream lag)",
+            relay_lag_seconds.clone(),
+        );
+        let relay_reconnects = Counter::default();
+        registry.register(
+            "relay_reconnects",
+            "Times the change stream was opened again after it failed",
+            relay_reconnects.clone(),
+        );
+        let store_seconds = Family::<StoreLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(latency_buckets())
+        });
+        registry.register(
+            "store_call_duration_seconds",
+            "Store call latencies, by operation",
+            store_seconds.clone(),
+        );
+        Self {
+            registry,
+            graphql_requests,
+            graphql_seconds,
+            deliveries,
+            lease_takeovers,
+            jobs,
+            websocket_connections,
+            live_subscriptions,
+            lagged_subscriptions,
+            fanout_queue_depth,
+            fanout_oldest_pending_seconds,
+            relay_signals,
+            relay_lag_seconds,
+            relay_reconnects,
+            store_seconds,
+        }
+    }
+
+    /// One GraphQL request answered.
+    pub fn graphql_request(&self, r#type: &str, name: &str, ok: bool, took: Option<Duration>) {
+        let name = if name.is_empty() { "anonymous" } else { name };
+        self.graphql_requests
+            .get_or_create(&RequestLabels {
+                r#type: r#type.to_owned(),
+                name: name.to_owned(),
+                outcome: if ok { "ok" } else { "error" }.to_owned(),
+            })
+            .inc();
+        if let Some(took) = took {
+            self.graphql_seconds
+                .get_or_create(&OperationLabels {
+                    r#type: r#type.to_owned(),
+                    name: name.to_owned(),
+                })
+                .observe(took.as_secs_f64());
+        }
+    }
+
+    /// One background job done (`ok`) or failed.
+    pub fn job(&self, job: &str, ok: bool) {
+        self.jobs
+            .get_or_create(&JobLabels {
+                job: job.to_owned(),
+                outcome: if ok { "ok" } else { "error" }.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Signals relayed in one direction.
+    pub fn relayed(&self, direction: &str, count: u64) {
+        self.relay_signals
+            .get_or_create(&RelayLabels {
+                direction: direction.to_owned(),
+            })
+            .inc_by(count);
+    }
+
+    /// The latency histogram of one store operation (a handle on the
+    /// registered one: keep it rather than look it up per call).
+    pub fn store_histogram(&self, op: &str) -> Histogram {
+        self.store_seconds
+            .get_or_create(&StoreLabels { op: op.to_owned() })
+            .clone()
+    }
+
+    /// The registered metrics in the text format, without its closing
+    /// `# EOF` line (the caller adds its own lines, then that).
+    pub fn encode(&self, out: &mut String) {
+        if let Err(err) = prometheus_client::encoding::text::encode_registry(out, &self.registry) {
+            tracing::error!(cause = %err, "cannot encode the metrics");
+        }
+    }
+}
+
+/// Shared by the parts of one process.
+pub type SharedMetrics = Arc<Metrics>;

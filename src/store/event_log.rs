@@ -1,0 +1,45 @@
+//! The log that carries live-event signals between processes sharing one
+//! store: each process appends what its hub publishes and tails what the
+//! others appended (see [`crate::relay`]). The embedded store is one
+//! process and has none; MongoDB's is a collection read by a change stream.
+
+use async_trait::async_trait;
+
+use super::StoreResult;
+use crate::events::Signal;
+use crate::model::Millis;
+
+/// Where a tail stands in the log: a later tail opened with it goes on
+/// with the first signal after.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LogToken(pub bson::Bson);
+
+/// A signal another process appended.
+#[derive(Clone, Debug)]
+pub struct Logged {
+    pub signal: Signal,
+    /// When it was appended (by its process's clock).
+    pub at: Millis,
+}
+
+#[async_trait]
+pub trait EventLog: Send + Sync {
+    /// Appends `signals` of process `origin`, in order, at `at`.
+    async fn append(&self, origin: &str, at: Millis, signals: &[Signal]) -> StoreResult<()>;
+
+    /// Reads what processes other than `origin` append: from just after
+    /// `after`, or from now.
+    async fn tail(&self, origin: &str, after: Option<LogToken>) -> StoreResult<Box<dyn LogTail>>;
+}
+
+/// An open tail of the log.
+#[async_trait]
+pub trait LogTail: Send {
+    /// The next signal, waiting for one. An error ends the tail: open
+    /// another from [`LogTail::position`].
+    async fn next(&mut self) -> StoreResult<Logged>;
+
+    /// Where this tail stands: just after the last signal it returned, or
+    /// later where the backend can tell (nothing skipped either way).
+    fn position(&self) -> Option<LogToken>;
+}

@@ -1,0 +1,129 @@
+//! The event log on MongoDB: the `events` collection, one document per
+//! signal, read by one change stream per process. The change stream is what
+//! is resumed (from its token, across a dropped connection or a primary
+//! changing); the documents are kept only a while (a TTL index on `at`), as
+//! nothing reads them but the stream.
+
+use async_trait::async_trait;
+use futures_util::StreamExt;
+use mongodb::bson::{doc, DateTime, Document};
+use mongodb::change_stream::event::{ChangeStreamEvent, ResumeToken};
+use mongodb::change_stream::ChangeStream;
+use mongodb::Collection;
+
+use super::db_err;
+use crate::events::Signal;
+use crate::model::Millis;
+use crate::store::event_log::{EventLog, LogTail, LogToken, Logged};
+use crate::store::{ErrorKind, StoreError, StoreResult};
+
+/// How long signals stay in `events` after they were appended.
+pub const EVENTS_TTL_SECS: u64 = 3_600;
+
+/// The `events` collection.
+#[derive(Clone)]
+pub struct MongoEventLog {
+    events: Collection<Document>,
+}
+
+impl MongoEventLog {
+    pub fn new(events: Collection<Document>) -> Self {
+        Self { events }
+    }
+
+    /// The TTL index that keeps `events` small.
+    pub async fn create_indexes(&self) -> StoreResult<()> {
+        let ttl = mongodb::options::IndexOptions::builder()
+            .name("ttl".to_owned())
+            .expire_after(std::time::Duration::from_secs(EVENTS_TTL_SECS))
+            .build();
+        let index = mongodb::IndexModel::builder()
+            .keys(doc! { "at": 1 })
+            .options(ttl)
+            .build();
+        self.events.create_index(index).await.map_err(db_err)?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl EventLog for MongoEventLog {
+    async fn append(&self, origin: &str, at: Millis, signals: &[Signal]) -> StoreResult<()> {
+        if signals.is_empty() {
+            return Ok(());
+        }
+        let at = DateTime::from_millis(at);
+        let docs = signals
+            .iter()
+            .map(|signal| {
+                let body = bson::to_document(signal).map_err(|e| {
+                    StoreError::from_source(ErrorKind::Internal, "cannot encode a signal", e)
+                })?;
+                Ok(doc! { "o": origin, "at": at, "s": body })
+            })
+            .collect::<StoreResult<Vec<Document>>>()?;
+        self.events.insert_many(docs).await.map_err(db_err)?;
+        Ok(())
+    }
+
+    async fn tail(&self, origin: &str, after: Option<LogToken>) -> StoreResult<Box<dyn LogTail>> {
+        let pipeline = [doc! { "$match": {
+            "operationType": "insert",
+            "fullDocument.o": { "$ne": origin },
+        } }];
+        let token = after
+            .map(|t| bson::from_bson::<ResumeToken>(t.0))
+            .transpose()
+            .map_err(|e| {
+                StoreError::from_source(ErrorKind::InvalidInput, "not a change stream token", e)
+            })?;
+        let stream = self
+            .events
+            .watch()
+            .pipeline(pipeline)
+            .resume_after(token)
+            .await
+            .map_err(db_err)?;
+        Ok(Box::new(MongoTail { stream }))
+    }
+}
+
+struct MongoTail {
+    stream: ChangeStream<ChangeStreamEvent<Document>>,
+}
+
+#[async_trait]
+impl LogTail for MongoTail {
+    async fn next(&mut self) -> StoreResult<Logged> {
+        loop {
+            let event = match self.stream.next().await {
+                Some(event) => event.map_err(db_err)?,
+                None => {
+                    return Err(StoreError::new(
+                        ErrorKind::Unavailable,
+                        "the change stream on events ended",
+                    ))
+                }
+            };
+            let Some(doc) = event.full_document else {
+                continue;
+            };
+            let at = doc.get_datetime("at").map_or(0, |at| at.timestamp_millis());
+            let body = doc.get_document("s").map_err(|e| {
+                StoreError::from_source(ErrorKind::Internal, "an event without its signal", e)
+            })?;
+            match bson::from_document::<Signal>(body.clone()) {
+                Ok(signal) => return Ok(Logged { signal, at }),
+                // From a newer version of Riverfeed: not for this one.
+                Err(err) => {
+                    tracing::warn!(cause = %err, "skipping a signal this version does not read")
+                }
+            }
+        }
+    }
+
+    fn position(&self) -> Option<LogToken> {
+        let token = self.stream.resume_token()?;
+        bson::to_bson(&token).ok().map(LogToken)
+    }
+}
