@@ -206,7 +206,10 @@ impl Worker {
             if shutdown.is_cancelled() {
                 break;
             }
-            let audience = match self.audience_of(&claim.action).await {
+            let audience = match self
+                .keeping_lease(&claim, self.audience_of(&claim.action))
+                .await
+            {
                 Ok(audience) => audience,
                 Err(err) => {
                     self.fanned_out(&claim, Err(err), &mut tries, &mut failure);
@@ -214,7 +217,9 @@ impl Worker {
                 }
             };
             if audience.len() > batch {
-                let done = self.deliver_audience(&claim, audience).await;
+                let done = self
+                    .keeping_lease(&claim, self.deliver_audience(&claim, audience))
+                    .await;
                 self.fanned_out(&claim, done, &mut tries, &mut failure);
                 continue;
             }
@@ -335,8 +340,35 @@ impl Worker {
 
     /// Delivers one claimed action to its whole audience and marks it done.
     pub async fn fan_out(&self, claim: &Claim) -> StoreResult<()> {
-        let audience = self.audience_of(&claim.action).await?;
-        self.deliver_audience(claim, audience).await
+        let audience = self
+            .keeping_lease(claim, self.audience_of(&claim.action))
+            .await?;
+        self.keeping_lease(claim, self.deliver_audience(claim, audience))
+            .await
+    }
+
+    /// Runs `work` on a claimed fan-out, renewing the claim's lease every
+    /// third of it meanwhile: reading a large audience, or writing a batch
+    /// on a slow database, may take longer than the lease, and a lease
+    /// that runs out mid-way hands the work to another worker, which would
+    /// start over and lose it the same way. Ends with `LeaseLost` if the
+    /// lease was lost anyway.
+    async fn keeping_lease<T>(
+        &self,
+        claim: &Claim,
+        work: impl std::future::Future<Output = StoreResult<T>>,
+    ) -> StoreResult<T> {
+        let every = Duration::from_millis((claim.lease_ms / 3).max(1) as u64);
+        tokio::pin!(work);
+        loop {
+            tokio::select! {
+                out = &mut work => return out,
+                _ = tokio::time::sleep(every) => {
+                    // An empty delivery renews the lease, or says it is lost.
+                    self.store.deliver(claim, self.clock.now(), &[]).await?;
+                }
+            }
+        }
     }
 
     /// The readers an action's fan-out writes for, under the model: none

@@ -92,10 +92,9 @@ impl Metrics {
             "GraphQL requests, by operation type, name and outcome",
             graphql_requests.clone(),
         );
-        let graphql_seconds =
-            Family::<OperationLabels, Histogram>::new_with_constructor(|| {
-                Histogram::new(latency_buckets())
-            });
+        let graphql_seconds = Family::<OperationLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(latency_buckets())
+        });
         registry.register(
             "graphql_request_duration_seconds",
             "Time to answer a GraphQL query or mutation, by operation type and name",

@@ -202,7 +202,10 @@ async fn reopen(
         match log.tail(origin, from.clone()).await {
             Ok(tail) => {
                 ctx.metrics.relay_reconnects.inc();
-                info!(resumed = from.is_some(), "the event log's tail is open again");
+                info!(
+                    resumed = from.is_some(),
+                    "the event log's tail is open again"
+                );
                 return Some(tail);
             }
             Err(err) if err.kind == ErrorKind::Unavailable => {

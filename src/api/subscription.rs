@@ -66,11 +66,11 @@ impl Live {
             Err(Lagged(missed)) => {
                 self.state.hub.note_lagged();
                 Some(Err(coded(
-                LAGGED,
-                format!(
+                    LAGGED,
+                    format!(
                     "this subscription fell {missed} events behind; refetch and subscribe again"
                 ),
-            )))
+                )))
             }
         }
     }

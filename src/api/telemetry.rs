@@ -100,7 +100,12 @@ impl Extension for Measured {
             .operations
             .iter()
             .map(|(name, op)| {
-                let name: String = name.map(|n| n.as_str()).unwrap_or_default().chars().take(MAX_NAME).collect();
+                let name: String = name
+                    .map(|n| n.as_str())
+                    .unwrap_or_default()
+                    .chars()
+                    .take(MAX_NAME)
+                    .collect();
                 (name, type_name(op.node.ty))
             })
             .collect();

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::{ActionEvent, ActionEventKind, Event, FeedEventKind, Topic};
-use crate::model::{Action, Comment, EdgeKind, FeedItem, Millis, ObjectId, Position, Reason};
 use crate::model::ReasonKind;
+use crate::model::{Action, Comment, EdgeKind, FeedItem, Millis, ObjectId, Position, Reason};
 
 /// Feed items per signal: a fan-out's batch is split so that one signal
 /// stays well under a MongoDB document's 16 MiB.
@@ -272,5 +272,4 @@ impl Signal {
             _ => None,
         }
     }
-
 }

@@ -560,7 +560,10 @@ async fn metrics(State(state): State<OpsState>) -> impl IntoResponse {
         "# HELP riverfeed_live_topics Feeds, slices and actions with at least one live subscription.\n\
          # TYPE riverfeed_live_topics gauge\n",
     );
-    out.push_str(&format!("riverfeed_live_topics {}\n", state.hub.live_topics()));
+    out.push_str(&format!(
+        "riverfeed_live_topics {}\n",
+        state.hub.live_topics()
+    ));
     out.push_str("# EOF\n");
     (
         [(

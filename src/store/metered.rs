@@ -191,15 +191,18 @@ impl Store for Metered {
 #[async_trait]
 impl GraphStore for Metered {
     async fn upsert_user(&self, tenant: &str, user: &User) -> StoreResult<()> {
-        self.timed(Op::upsert_user, self.inner.upsert_user(tenant, user)).await
+        self.timed(Op::upsert_user, self.inner.upsert_user(tenant, user))
+            .await
     }
 
     async fn ensure_user(&self, tenant: &str, id: &str) -> StoreResult<()> {
-        self.timed(Op::ensure_user, self.inner.ensure_user(tenant, id)).await
+        self.timed(Op::ensure_user, self.inner.ensure_user(tenant, id))
+            .await
     }
 
     async fn get_users(&self, tenant: &str, ids: &[String]) -> StoreResult<Vec<User>> {
-        self.timed(Op::get_users, self.inner.get_users(tenant, ids)).await
+        self.timed(Op::get_users, self.inner.get_users(tenant, ids))
+            .await
     }
 
     async fn set_edge(
@@ -210,7 +213,11 @@ impl GraphStore for Metered {
         to: &str,
         on: bool,
     ) -> StoreResult<bool> {
-        self.timed(Op::set_edge, self.inner.set_edge(tenant, kind, from, to, on)).await
+        self.timed(
+            Op::set_edge,
+            self.inner.set_edge(tenant, kind, from, to, on),
+        )
+        .await
     }
 
     async fn edges(
@@ -222,7 +229,12 @@ impl GraphStore for Metered {
         after: Option<&str>,
         limit: usize,
     ) -> StoreResult<Vec<String>> {
-        self.timed(Op::edges, self.inner.edges(tenant, kind, direction, user, after, limit)).await
+        self.timed(
+            Op::edges,
+            self.inner
+                .edges(tenant, kind, direction, user, after, limit),
+        )
+        .await
     }
 
     async fn join_group(
@@ -233,11 +245,19 @@ impl GraphStore for Metered {
         role: MembershipRole,
         since: Millis,
     ) -> StoreResult<JoinOutcome> {
-        self.timed(Op::join_group, self.inner.join_group(tenant, group, user, role, since)).await
+        self.timed(
+            Op::join_group,
+            self.inner.join_group(tenant, group, user, role, since),
+        )
+        .await
     }
 
     async fn leave_group(&self, tenant: &str, group_id: &str, user: &str) -> StoreResult<bool> {
-        self.timed(Op::leave_group, self.inner.leave_group(tenant, group_id, user)).await
+        self.timed(
+            Op::leave_group,
+            self.inner.leave_group(tenant, group_id, user),
+        )
+        .await
     }
 
     async fn group_members(
@@ -247,11 +267,16 @@ impl GraphStore for Metered {
         after: Option<&str>,
         limit: usize,
     ) -> StoreResult<Vec<String>> {
-        self.timed(Op::group_members, self.inner.group_members(tenant, group_id, after, limit)).await
+        self.timed(
+            Op::group_members,
+            self.inner.group_members(tenant, group_id, after, limit),
+        )
+        .await
     }
 
     async fn memberships(&self, tenant: &str, user: &str) -> StoreResult<Vec<Membership>> {
-        self.timed(Op::memberships, self.inner.memberships(tenant, user)).await
+        self.timed(Op::memberships, self.inner.memberships(tenant, user))
+            .await
     }
 
     async fn set_assignment(
@@ -261,7 +286,11 @@ impl GraphStore for Metered {
         ref_id: &str,
         on: bool,
     ) -> StoreResult<bool> {
-        self.timed(Op::set_assignment, self.inner.set_assignment(tenant, user, ref_id, on)).await
+        self.timed(
+            Op::set_assignment,
+            self.inner.set_assignment(tenant, user, ref_id, on),
+        )
+        .await
     }
 
     async fn assignees(
@@ -269,11 +298,13 @@ impl GraphStore for Metered {
         tenant: &str,
         ref_ids: &[String],
     ) -> StoreResult<Vec<(String, String)>> {
-        self.timed(Op::assignees, self.inner.assignees(tenant, ref_ids)).await
+        self.timed(Op::assignees, self.inner.assignees(tenant, ref_ids))
+            .await
     }
 
     async fn assignments(&self, tenant: &str, user: &str) -> StoreResult<Vec<String>> {
-        self.timed(Op::assignments, self.inner.assignments(tenant, user)).await
+        self.timed(Op::assignments, self.inner.assignments(tenant, user))
+            .await
     }
 
     async fn set_supervisor(
@@ -282,34 +313,44 @@ impl GraphStore for Metered {
         user: &str,
         supervisor: Option<&str>,
     ) -> StoreResult<()> {
-        self.timed(Op::set_supervisor, self.inner.set_supervisor(tenant, user, supervisor)).await
+        self.timed(
+            Op::set_supervisor,
+            self.inner.set_supervisor(tenant, user, supervisor),
+        )
+        .await
     }
 
     async fn supervisor(&self, tenant: &str, user: &str) -> StoreResult<Option<String>> {
-        self.timed(Op::supervisor, self.inner.supervisor(tenant, user)).await
+        self.timed(Op::supervisor, self.inner.supervisor(tenant, user))
+            .await
     }
 
     async fn supervisees(&self, tenant: &str, supervisor: &str) -> StoreResult<Vec<String>> {
-        self.timed(Op::supervisees, self.inner.supervisees(tenant, supervisor)).await
+        self.timed(Op::supervisees, self.inner.supervisees(tenant, supervisor))
+            .await
     }
 }
 
 #[async_trait]
 impl ActionStore for Metered {
     async fn insert_action(&self, action: &Action) -> StoreResult<()> {
-        self.timed(Op::insert_action, self.inner.insert_action(action)).await
+        self.timed(Op::insert_action, self.inner.insert_action(action))
+            .await
     }
 
     async fn get_actions(&self, tenant: &str, ids: &[ObjectId]) -> StoreResult<Vec<Action>> {
-        self.timed(Op::get_actions, self.inner.get_actions(tenant, ids)).await
+        self.timed(Op::get_actions, self.inner.get_actions(tenant, ids))
+            .await
     }
 
     async fn hide_action(&self, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>> {
-        self.timed(Op::hide_action, self.inner.hide_action(tenant, id)).await
+        self.timed(Op::hide_action, self.inner.hide_action(tenant, id))
+            .await
     }
 
     async fn delete_action(&self, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>> {
-        self.timed(Op::delete_action, self.inner.delete_action(tenant, id)).await
+        self.timed(Op::delete_action, self.inner.delete_action(tenant, id))
+            .await
     }
 
     async fn set_action_scope(
@@ -320,7 +361,12 @@ impl ActionStore for Metered {
         readers: &[String],
         scope_groups: &[String],
     ) -> StoreResult<Action> {
-        self.timed(Op::set_action_scope, self.inner.set_action_scope(tenant, id, scope, readers, scope_groups)).await
+        self.timed(
+            Op::set_action_scope,
+            self.inner
+                .set_action_scope(tenant, id, scope, readers, scope_groups),
+        )
+        .await
     }
 
     async fn slice(
@@ -330,7 +376,8 @@ impl ActionStore for Metered {
         before: Option<ObjectId>,
         limit: usize,
     ) -> StoreResult<Vec<ObjectId>> {
-        self.timed(Op::slice, self.inner.slice(tenant, ref_id, before, limit)).await
+        self.timed(Op::slice, self.inner.slice(tenant, ref_id, before, limit))
+            .await
     }
 
     async fn expired(
@@ -339,7 +386,8 @@ impl ActionStore for Metered {
         item_ttl: Option<Millis>,
         limit: usize,
     ) -> StoreResult<Vec<(Millis, String, ObjectId)>> {
-        self.timed(Op::expired, self.inner.expired(now, item_ttl, limit)).await
+        self.timed(Op::expired, self.inner.expired(now, item_ttl, limit))
+            .await
     }
 
     async fn outbox(
@@ -348,18 +396,21 @@ impl ActionStore for Metered {
         actor: &str,
         range: FeedRange,
     ) -> StoreResult<Vec<Position>> {
-        self.timed(Op::outbox, self.inner.outbox(tenant, actor, range)).await
+        self.timed(Op::outbox, self.inner.outbox(tenant, actor, range))
+            .await
     }
 
     async fn rename_ref(&self, tenant: &str, ref_id: &str, name: &str) -> StoreResult<u64> {
-        self.timed(Op::rename_ref, self.inner.rename_ref(tenant, ref_id, name)).await
+        self.timed(Op::rename_ref, self.inner.rename_ref(tenant, ref_id, name))
+            .await
     }
 }
 
 #[async_trait]
 impl ReactionStore for Metered {
     async fn add_comment(&self, tenant: &str, comment: &Comment) -> StoreResult<Counts> {
-        self.timed(Op::add_comment, self.inner.add_comment(tenant, comment)).await
+        self.timed(Op::add_comment, self.inner.add_comment(tenant, comment))
+            .await
     }
 
     async fn comments(
@@ -369,7 +420,11 @@ impl ReactionStore for Metered {
         after: Option<ObjectId>,
         limit: usize,
     ) -> StoreResult<Vec<Comment>> {
-        self.timed(Op::comments, self.inner.comments(tenant, action_id, after, limit)).await
+        self.timed(
+            Op::comments,
+            self.inner.comments(tenant, action_id, after, limit),
+        )
+        .await
     }
 
     async fn set_like(
@@ -379,7 +434,11 @@ impl ReactionStore for Metered {
         user: &str,
         on: bool,
     ) -> StoreResult<(bool, Counts)> {
-        self.timed(Op::set_like, self.inner.set_like(tenant, action_id, user, on)).await
+        self.timed(
+            Op::set_like,
+            self.inner.set_like(tenant, action_id, user, on),
+        )
+        .await
     }
 
     async fn discussions(
@@ -388,7 +447,8 @@ impl ReactionStore for Metered {
         user: &str,
         range: FeedRange,
     ) -> StoreResult<Vec<Position>> {
-        self.timed(Op::discussions, self.inner.discussions(tenant, user, range)).await
+        self.timed(Op::discussions, self.inner.discussions(tenant, user, range))
+            .await
     }
 
     async fn liked(
@@ -397,7 +457,8 @@ impl ReactionStore for Metered {
         user: &str,
         action_ids: &[ObjectId],
     ) -> StoreResult<Vec<ObjectId>> {
-        self.timed(Op::liked, self.inner.liked(tenant, user, action_ids)).await
+        self.timed(Op::liked, self.inner.liked(tenant, user, action_ids))
+            .await
     }
 }
 
@@ -414,7 +475,11 @@ impl QueueStore for Metered {
         lease_ms: Millis,
         limit: usize,
     ) -> StoreResult<Vec<Claim>> {
-        self.timed(Op::claim_fan_out, self.inner.claim_fan_out(worker, now, lease_ms, limit)).await
+        self.timed(
+            Op::claim_fan_out,
+            self.inner.claim_fan_out(worker, now, lease_ms, limit),
+        )
+        .await
     }
 
     async fn deliver(
@@ -423,11 +488,13 @@ impl QueueStore for Metered {
         now: Millis,
         items: &[Delivery],
     ) -> StoreResult<Vec<FeedItem>> {
-        self.timed(Op::deliver, self.inner.deliver(claim, now, items)).await
+        self.timed(Op::deliver, self.inner.deliver(claim, now, items))
+            .await
     }
 
     async fn finish_fan_out(&self, claim: &Claim) -> StoreResult<()> {
-        self.timed(Op::finish_fan_out, self.inner.finish_fan_out(claim)).await
+        self.timed(Op::finish_fan_out, self.inner.finish_fan_out(claim))
+            .await
     }
 
     async fn deliver_all_and_finish(
@@ -435,7 +502,11 @@ impl QueueStore for Metered {
         now: Millis,
         jobs: &[(Claim, Vec<Delivery>)],
     ) -> StoreResult<Vec<StoreResult<Vec<FeedItem>>>> {
-        self.timed(Op::deliver_all_and_finish, self.inner.deliver_all_and_finish(now, jobs)).await
+        self.timed(
+            Op::deliver_all_and_finish,
+            self.inner.deliver_all_and_finish(now, jobs),
+        )
+        .await
     }
 
     async fn claim_bumps(
@@ -445,7 +516,11 @@ impl QueueStore for Metered {
         lease_ms: Millis,
         limit: usize,
     ) -> StoreResult<Vec<BumpClaim>> {
-        self.timed(Op::claim_bumps, self.inner.claim_bumps(worker, now, lease_ms, limit)).await
+        self.timed(
+            Op::claim_bumps,
+            self.inner.claim_bumps(worker, now, lease_ms, limit),
+        )
+        .await
     }
 
     async fn bump(
@@ -454,7 +529,8 @@ impl QueueStore for Metered {
         now: Millis,
         bumps: &[Delivery],
     ) -> StoreResult<Vec<FeedItem>> {
-        self.timed(Op::bump, self.inner.bump(claim, now, bumps)).await
+        self.timed(Op::bump, self.inner.bump(claim, now, bumps))
+            .await
     }
 
     async fn claim_unfollows(
@@ -464,11 +540,16 @@ impl QueueStore for Metered {
         lease_ms: Millis,
         limit: usize,
     ) -> StoreResult<Vec<UnfollowClaim>> {
-        self.timed(Op::claim_unfollows, self.inner.claim_unfollows(worker, now, lease_ms, limit)).await
+        self.timed(
+            Op::claim_unfollows,
+            self.inner.claim_unfollows(worker, now, lease_ms, limit),
+        )
+        .await
     }
 
     async fn clean_unfollow(&self, claim: &UnfollowClaim) -> StoreResult<Vec<FeedItem>> {
-        self.timed(Op::clean_unfollow, self.inner.clean_unfollow(claim)).await
+        self.timed(Op::clean_unfollow, self.inner.clean_unfollow(claim))
+            .await
     }
 
     async fn clean_named(
@@ -476,11 +557,13 @@ impl QueueStore for Metered {
         claim: &UnfollowClaim,
         action_ids: &[ObjectId],
     ) -> StoreResult<Vec<FeedItem>> {
-        self.timed(Op::clean_named, self.inner.clean_named(claim, action_ids)).await
+        self.timed(Op::clean_named, self.inner.clean_named(claim, action_ids))
+            .await
     }
 
     async fn finish_bump(&self, claim: &BumpClaim) -> StoreResult<()> {
-        self.timed(Op::finish_bump, self.inner.finish_bump(claim)).await
+        self.timed(Op::finish_bump, self.inner.finish_bump(claim))
+            .await
     }
 
     async fn bump_and_finish(
@@ -489,7 +572,11 @@ impl QueueStore for Metered {
         now: Millis,
         bumps: &[Delivery],
     ) -> StoreResult<Vec<FeedItem>> {
-        self.timed(Op::bump_and_finish, self.inner.bump_and_finish(claim, now, bumps)).await
+        self.timed(
+            Op::bump_and_finish,
+            self.inner.bump_and_finish(claim, now, bumps),
+        )
+        .await
     }
 }
 
@@ -502,7 +589,11 @@ impl TimelineStore for Metered {
         after: Stamp,
         limit: usize,
     ) -> StoreResult<Vec<FeedItem>> {
-        self.timed(Op::feed_changes, self.inner.feed_changes(tenant, owner, after, limit)).await
+        self.timed(
+            Op::feed_changes,
+            self.inner.feed_changes(tenant, owner, after, limit),
+        )
+        .await
     }
 
     async fn feed_page(
@@ -511,19 +602,23 @@ impl TimelineStore for Metered {
         owner: &str,
         range: FeedRange,
     ) -> StoreResult<Vec<FeedItem>> {
-        self.timed(Op::feed_page, self.inner.feed_page(tenant, owner, range)).await
+        self.timed(Op::feed_page, self.inner.feed_page(tenant, owner, range))
+            .await
     }
 
     async fn start_unfollow(&self, unfollow: &Unfollow) -> StoreResult<()> {
-        self.timed(Op::start_unfollow, self.inner.start_unfollow(unfollow)).await
+        self.timed(Op::start_unfollow, self.inner.start_unfollow(unfollow))
+            .await
     }
 
     async fn end_unfollow(&self, unfollow: &Unfollow) -> StoreResult<()> {
-        self.timed(Op::end_unfollow, self.inner.end_unfollow(unfollow)).await
+        self.timed(Op::end_unfollow, self.inner.end_unfollow(unfollow))
+            .await
     }
 
     async fn unfollows(&self, tenant: &str, reader: &str) -> StoreResult<Vec<Unfollow>> {
-        self.timed(Op::unfollows, self.inner.unfollows(tenant, reader)).await
+        self.timed(Op::unfollows, self.inner.unfollows(tenant, reader))
+            .await
     }
 
     async fn backfill(
@@ -532,7 +627,8 @@ impl TimelineStore for Metered {
         owner: &str,
         items: &[Backfill],
     ) -> StoreResult<Vec<FeedItem>> {
-        self.timed(Op::backfill, self.inner.backfill(tenant, owner, items)).await
+        self.timed(Op::backfill, self.inner.backfill(tenant, owner, items))
+            .await
     }
 
     async fn materialised(
@@ -541,7 +637,11 @@ impl TimelineStore for Metered {
         owner: &str,
         action_ids: &[ObjectId],
     ) -> StoreResult<Vec<ObjectId>> {
-        self.timed(Op::materialised, self.inner.materialised(tenant, owner, action_ids)).await
+        self.timed(
+            Op::materialised,
+            self.inner.materialised(tenant, owner, action_ids),
+        )
+        .await
     }
 
     async fn hide_feed_item(
@@ -550,7 +650,11 @@ impl TimelineStore for Metered {
         owner: &str,
         action_id: ObjectId,
     ) -> StoreResult<Option<FeedItem>> {
-        self.timed(Op::hide_feed_item, self.inner.hide_feed_item(tenant, owner, action_id)).await
+        self.timed(
+            Op::hide_feed_item,
+            self.inner.hide_feed_item(tenant, owner, action_id),
+        )
+        .await
     }
 }
 
@@ -563,11 +667,16 @@ impl SourceStore for Metered {
         readers: &[String],
         actor: &str,
     ) -> StoreResult<Vec<String>> {
-        self.timed(Op::edges_among, self.inner.edges_among(tenant, kind, readers, actor)).await
+        self.timed(
+            Op::edges_among,
+            self.inner.edges_among(tenant, kind, readers, actor),
+        )
+        .await
     }
 
     async fn set_cut(&self, tenant: &str, reader: &str, cut: &Cut) -> StoreResult<()> {
-        self.timed(Op::set_cut, self.inner.set_cut(tenant, reader, cut)).await
+        self.timed(Op::set_cut, self.inner.set_cut(tenant, reader, cut))
+            .await
     }
 
     async fn clear_cut(
@@ -577,7 +686,11 @@ impl SourceStore for Metered {
         kind: EdgeKind,
         actor: &str,
     ) -> StoreResult<()> {
-        self.timed(Op::clear_cut, self.inner.clear_cut(tenant, reader, kind, actor)).await
+        self.timed(
+            Op::clear_cut,
+            self.inner.clear_cut(tenant, reader, kind, actor),
+        )
+        .await
     }
 
     async fn cuts(&self, tenant: &str, reader: &str) -> StoreResult<Vec<Cut>> {
@@ -585,11 +698,13 @@ impl SourceStore for Metered {
     }
 
     async fn mark_celebrity(&self, tenant: &str, user: &str) -> StoreResult<()> {
-        self.timed(Op::mark_celebrity, self.inner.mark_celebrity(tenant, user)).await
+        self.timed(Op::mark_celebrity, self.inner.mark_celebrity(tenant, user))
+            .await
     }
 
     async fn celebrities(&self, tenant: &str, users: &[String]) -> StoreResult<Vec<String>> {
-        self.timed(Op::celebrities, self.inner.celebrities(tenant, users)).await
+        self.timed(Op::celebrities, self.inner.celebrities(tenant, users))
+            .await
     }
 
     async fn meta(&self, key: &str) -> StoreResult<Option<Vec<u8>>> {
@@ -597,7 +712,8 @@ impl SourceStore for Metered {
     }
 
     async fn set_meta(&self, key: &str, value: &[u8]) -> StoreResult<()> {
-        self.timed(Op::set_meta, self.inner.set_meta(key, value)).await
+        self.timed(Op::set_meta, self.inner.set_meta(key, value))
+            .await
     }
 
     async fn members_among(
@@ -606,7 +722,11 @@ impl SourceStore for Metered {
         group_id: &str,
         users: &[String],
     ) -> StoreResult<Vec<(String, Millis)>> {
-        self.timed(Op::members_among, self.inner.members_among(tenant, group_id, users)).await
+        self.timed(
+            Op::members_among,
+            self.inner.members_among(tenant, group_id, users),
+        )
+        .await
     }
 
     async fn outboxes(
@@ -614,7 +734,8 @@ impl SourceStore for Metered {
         tenant: &str,
         reads: &[(Outbox, FeedRange)],
     ) -> StoreResult<Vec<Vec<Posted>>> {
-        self.timed(Op::outboxes, self.inner.outboxes(tenant, reads)).await
+        self.timed(Op::outboxes, self.inner.outboxes(tenant, reads))
+            .await
     }
 }
 
@@ -627,7 +748,11 @@ impl GroupFeedStore for Metered {
         at: Position,
         size: usize,
     ) -> StoreResult<bool> {
-        self.timed(Op::post_to_group, self.inner.post_to_group(tenant, group, at, size)).await
+        self.timed(
+            Op::post_to_group,
+            self.inner.post_to_group(tenant, group, at, size),
+        )
+        .await
     }
 
     async fn group_feed(
@@ -637,22 +762,29 @@ impl GroupFeedStore for Metered {
         size: usize,
         range: FeedRange,
     ) -> StoreResult<Vec<Position>> {
-        self.timed(Op::group_feed, self.inner.group_feed(tenant, group, size, range)).await
+        self.timed(
+            Op::group_feed,
+            self.inner.group_feed(tenant, group, size, range),
+        )
+        .await
     }
 }
 
 #[async_trait]
 impl RiverStore for Metered {
     async fn river(&self, tenant: &str, reader: &str) -> StoreResult<Option<River>> {
-        self.timed(Op::river, self.inner.river(tenant, reader)).await
+        self.timed(Op::river, self.inner.river(tenant, reader))
+            .await
     }
 
     async fn put_river(&self, tenant: &str, reader: &str, river: &River) -> StoreResult<()> {
-        self.timed(Op::put_river, self.inner.put_river(tenant, reader, river)).await
+        self.timed(Op::put_river, self.inner.put_river(tenant, reader, river))
+            .await
     }
 
     async fn rivers_among(&self, tenant: &str, readers: &[String]) -> StoreResult<Vec<String>> {
-        self.timed(Op::rivers_among, self.inner.rivers_among(tenant, readers)).await
+        self.timed(Op::rivers_among, self.inner.rivers_among(tenant, readers))
+            .await
     }
 
     async fn idle_rivers(
@@ -660,14 +792,17 @@ impl RiverStore for Metered {
         before: Millis,
         limit: usize,
     ) -> StoreResult<Vec<(String, String)>> {
-        self.timed(Op::idle_rivers, self.inner.idle_rivers(before, limit)).await
+        self.timed(Op::idle_rivers, self.inner.idle_rivers(before, limit))
+            .await
     }
 
     async fn drop_river(&self, tenant: &str, reader: &str) -> StoreResult<u64> {
-        self.timed(Op::drop_river, self.inner.drop_river(tenant, reader)).await
+        self.timed(Op::drop_river, self.inner.drop_river(tenant, reader))
+            .await
     }
 
     async fn trim_river(&self, tenant: &str, reader: &str, keep: usize) -> StoreResult<u64> {
-        self.timed(Op::trim_river, self.inner.trim_river(tenant, reader, keep)).await
+        self.timed(Op::trim_river, self.inner.trim_river(tenant, reader, keep))
+            .await
     }
 }

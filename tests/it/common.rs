@@ -227,19 +227,7 @@ impl TestServer {
 
     /// A client with dev-mode identity: tenant, user and optional roles.
     pub fn client_with(&self, identity: Option<(&str, &str, Option<&str>)>) -> Client {
-        let mut headers = reqwest::header::HeaderMap::new();
-        if let Some((tenant, user, roles)) = identity {
-            headers.insert("x-riverfeed-tenant", tenant.parse().expect("header"));
-            headers.insert("x-riverfeed-user", user.parse().expect("header"));
-            if let Some(roles) = roles {
-                headers.insert("x-riverfeed-roles", roles.parse().expect("header"));
-            }
-        }
-        Client {
-            http: reqwest::Client::new(),
-            url: format!("{}/graphql", self.base),
-            headers,
-        }
+        Client::at(&self.base, identity)
     }
 
     pub fn ws_url(&self) -> String {
@@ -288,6 +276,24 @@ pub struct Client {
 }
 
 impl Client {
+    /// A client of the server at `base` (`http://host:port`), with dev-mode
+    /// identity: tenant, user and optional roles.
+    pub fn at(base: &str, identity: Option<(&str, &str, Option<&str>)>) -> Client {
+        let mut headers = reqwest::header::HeaderMap::new();
+        if let Some((tenant, user, roles)) = identity {
+            headers.insert("x-riverfeed-tenant", tenant.parse().expect("header"));
+            headers.insert("x-riverfeed-user", user.parse().expect("header"));
+            if let Some(roles) = roles {
+                headers.insert("x-riverfeed-roles", roles.parse().expect("header"));
+            }
+        }
+        Client {
+            http: reqwest::Client::new(),
+            url: format!("{base}/graphql"),
+            headers,
+        }
+    }
+
     /// Another client with the same identity.
     pub fn clone_headers(&self) -> Client {
         Client {
@@ -308,6 +314,20 @@ impl Client {
             .await
             .expect("request sent");
         response.json().await.expect("JSON response")
+    }
+
+    /// As [`Client::post`], for a server that may be down: `None` when the
+    /// request could not be sent or answered.
+    pub async fn try_post(&self, query: &str, variables: Value) -> Option<Value> {
+        let response = self
+            .http
+            .post(&self.url)
+            .headers(self.headers.clone())
+            .json(&json!({ "query": query, "variables": variables }))
+            .send()
+            .await
+            .ok()?;
+        response.json().await.ok()
     }
 
     /// The `data` of a request that must succeed.
@@ -493,6 +513,13 @@ impl WsClient {
             .expect("ws send");
     }
 
+    pub async fn subscribe_with(&mut self, id: &str, query: &str, variables: Value) {
+        let kind = if self.legacy { "start" } else { "subscribe" };
+        let payload = json!({ "query": query, "variables": variables });
+        self.send(json!({ "id": id, "type": kind, "payload": payload }))
+            .await;
+    }
+
     pub async fn subscribe(&mut self, id: &str, query: &str) {
         let kind = if self.legacy { "start" } else { "subscribe" };
         self.send(json!({ "id": id, "type": kind, "payload": { "query": query } }))
@@ -593,7 +620,7 @@ impl TestStore {
 /// the connection of a drop while other tests write (a storage-engine
 /// conflict it reports in its log); the drop is tried again on a new
 /// connection a few times before the test fails.
-async fn drop_database(db: &mongodb::Database) {
+pub async fn drop_database(db: &mongodb::Database) {
     let mut tries = 0;
     loop {
         match db.drop().await {

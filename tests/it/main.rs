@@ -15,6 +15,7 @@ mod layouts;
 mod live;
 mod models;
 mod mongo_failures;
+mod processes;
 mod ranked_lists;
 mod readme;
 mod relevancy;

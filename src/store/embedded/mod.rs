@@ -220,6 +220,13 @@ impl EmbeddedStore {
         };
         inner.index_outboxes()?;
         inner.count_unfollows()?;
+        let released = inner.release_leases()?;
+        if released > 0 {
+            tracing::info!(
+                released,
+                "jobs a killed process had under way are taken up again"
+            );
+        }
         Ok(Self {
             inner: Arc::new(inner),
         })

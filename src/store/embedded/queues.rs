@@ -53,6 +53,38 @@ impl Inner {
         Ok(due)
     }
 
+    /// Ends every lease at once: called at open, when no worker can hold
+    /// one, since the store belongs to this one process. A process killed
+    /// in the middle of a fan-out, a bump or a cleanup leaves its leases
+    /// behind; its restart takes the work up again now rather than when
+    /// they run out. The holder's name stays (a takeover is told as such).
+    pub(super) fn release_leases(&self) -> StoreResult<usize> {
+        let mut batch = WriteBatch::default();
+        let mut released = 0;
+        for tag in [queue::FAN_OUT, queue::BUMP, queue::UNFOLLOW] {
+            let mut opts = rocksdb::ReadOptions::default();
+            opts.set_iterate_upper_bound([tag + 1]);
+            let mut it = self.db.raw_iterator_cf_opt(self.cf(QUEUE), opts);
+            it.seek([tag]);
+            while it.valid() {
+                if let (Some(k), Some(v)) = (it.key(), it.value()) {
+                    let mut lease = Lease::decode(v)?;
+                    if lease.until > 0 && !lease.worker.is_empty() {
+                        lease.until = 0;
+                        batch.put_cf(self.cf(QUEUE), k, lease.encode());
+                        released += 1;
+                    }
+                }
+                it.next();
+            }
+            it.status().map_err(super::db_err)?;
+        }
+        if released > 0 {
+            self.commit(batch)?;
+        }
+        Ok(released)
+    }
+
     pub(super) fn fan_out_backlog(&self) -> StoreResult<crate::store::Backlog> {
         let tag = queue::FAN_OUT;
         let mut opts = rocksdb::ReadOptions::default();

@@ -1,0 +1,666 @@
+//! Many processes on one store, and processes killed: real `riverfeed serve
+//! --no-worker` and `riverfeed worker` children sharing a MongoDB, killed
+//! with SIGKILL in the middle of their work, and the embedded store's one
+//! process killed and started again.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use riverfeed::model::ObjectId;
+use riverfeed::store::{EdgeRecordKind, Record};
+use serde_json::{json, Value};
+use tokio::process::{Child, Command};
+
+use crate::common::{
+    drop_database, free_port, mongodb_database_uri, mongodb_uri, Client, OwnMongo, WsClient,
+    PATIENCE,
+};
+
+const T: &str = "acme";
+/// Every API process seals cursors with this, so a cursor from one is good
+/// on another.
+const CURSOR_KEY: &str = "processes-test-cursor-key-0123456789abcdef";
+
+/// One `riverfeed` child process.
+struct Proc {
+    child: Child,
+    base: String,
+    port: u16,
+    log: PathBuf,
+}
+
+impl Proc {
+    /// Starts `riverfeed <command> --store <store> <extra…>` and waits for
+    /// its `/healthz`.
+    async fn start(command: &str, store: &str, extra: &[&str]) -> Proc {
+        let port = free_port();
+        Self::start_on(port, command, store, extra).await
+    }
+
+    async fn start_on(port: u16, command: &str, store: &str, extra: &[&str]) -> Proc {
+        let log = std::env::temp_dir().join(format!(
+            "riverfeed-{command}-{port}-{}.log",
+            ObjectId::new().to_hex()
+        ));
+        let file = std::fs::File::create(&log).expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_riverfeed"))
+            .arg(command)
+            .args(["--listen", &format!("127.0.0.1:{port}"), "--store", store])
+            .args(["--cursor-key", CURSOR_KEY])
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .env("RUST_BACKTRACE", "0")
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().expect("log file"))
+            .stderr(file)
+            .kill_on_drop(true)
+            .spawn()
+            .expect("riverfeed starts");
+        let mut proc = Proc {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            port,
+            log,
+        };
+        proc.wait_healthy().await;
+        proc
+    }
+
+    async fn wait_healthy(&mut self) {
+        let deadline = Instant::now() + PATIENCE * 2;
+        loop {
+            if let Ok(response) = reqwest::get(format!("{}/healthz", self.base)).await {
+                if response.status() == 200 {
+                    return;
+                }
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("{} exited with {status}: {}", self.base, self.log_text());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} never answered /healthz: {}",
+                self.base,
+                self.log_text()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id().expect("running")
+    }
+
+    /// SIGKILL: the process gets no chance to finish anything.
+    async fn kill(&mut self) {
+        self.child.start_kill().expect("kill");
+        let _ = self.child.wait().await;
+    }
+
+    fn client(&self, user: &str) -> Client {
+        Client::at(&self.base, Some((T, user, None)))
+    }
+
+    async fn ws(&self, user: &str) -> WsClient {
+        let url = format!("ws://127.0.0.1:{}/graphql/ws", self.port);
+        WsClient::as_user(&url, T, user).await
+    }
+
+    /// One sample of `/metrics`.
+    async fn metric(&self, name: &str) -> f64 {
+        let text = reqwest::get(format!("{}/metrics", self.base))
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("metrics body");
+        text.lines()
+            .find_map(|line| {
+                let (key, value) = line.rsplit_once(' ')?;
+                (key == name).then(|| value.parse().expect("numeric metric"))
+            })
+            .unwrap_or_else(|| panic!("no metric {name} in:\n{text}"))
+    }
+
+    /// Waits until this process holds `n` live topics.
+    async fn wait_live_topics(&self, n: f64) {
+        let deadline = Instant::now() + PATIENCE;
+        while self.metric("riverfeed_live_topics").await < n {
+            assert!(Instant::now() < deadline, "never {n} live topics");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// A fresh MongoDB database for a test, dropped by [`drop_db`].
+fn database(test: &str) -> Option<String> {
+    Some(mongodb_database_uri(&mongodb_uri()?, test))
+}
+
+async fn drop_db(uri: &str) {
+    let client = mongodb::Client::with_uri_str(uri).await.expect("client");
+    let name = uri
+        .rsplit_once('/')
+        .map(|(_, rest)| rest.split('?').next().unwrap_or(rest))
+        .expect("a database in the URI");
+    drop_database(&client.database(name)).await;
+}
+
+/// The feed events a subscription delivered, until `want` action ids were
+/// added (or bumped); every event kept, in order.
+async fn events_until(ws: &mut WsClient, want: &[&str]) -> Vec<Value> {
+    let mut events = Vec::new();
+    let mut missing: HashSet<&str> = want.iter().copied().collect();
+    while !missing.is_empty() {
+        let payload = ws.next_payload().await;
+        assert!(payload["errors"].is_null(), "{payload}");
+        if let Some(event) = payload["data"]["feedEvents"].as_object() {
+            if let Some(id) = event["item"]["actionId"].as_str() {
+                missing.remove(id);
+            }
+        }
+        events.push(payload);
+    }
+    events
+}
+
+fn feed_event_ids(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| e["data"]["feedEvents"]["item"]["actionId"].as_str())
+        .map(str::to_owned)
+        .collect()
+}
+
+const FEED_EVENTS_WITH_CURSOR: &str =
+    "subscription($after: String) { feedEvents(after: $after) { kind resumeCursor item { actionId } } }";
+
+async fn subscribe_feed(ws: &mut WsClient, id: &str, after: Option<&str>) {
+    ws.subscribe_with(id, FEED_EVENTS_WITH_CURSOR, json!({ "after": after }))
+        .await;
+}
+
+async fn two_apis_and_two_workers(model: &str) {
+    let Some(uri) = database(&format!("procs_2x2_{model}")) else {
+        return;
+    };
+    let flags = ["--feed-model", model];
+    let api = ["--no-worker", "--feed-model", model];
+    let a = Proc::start("serve", &uri, &api).await;
+    let b = Proc::start("serve", &uri, &api).await;
+    let _w1 = Proc::start("worker", &uri, &flags).await;
+    let _w2 = Proc::start("worker", &uri, &flags).await;
+
+    let bob = a.client("bob");
+    bob.upsert_user("bob", "Bob").await;
+    a.client("alice").follow("bob").await;
+
+    // alice listens on B; bob writes through A.
+    let mut alice = b.ws("alice").await;
+    subscribe_feed(&mut alice, "feed", None).await;
+    alice
+        .subscribe_with(
+            "slice",
+            "subscription { sliceEvents(refId: \"pos-1\") { action { id } } }",
+            json!({}),
+        )
+        .await;
+    b.wait_live_topics(2.0).await;
+
+    let one = bob.post_status("one", json!({ "refIds": ["pos-1"] })).await;
+    // Both the feed event (fanned out by a worker) and the slice event
+    // (published by A) cross to B.
+    let mut feed = Vec::new();
+    let mut sliced = Vec::new();
+    while feed.is_empty() || sliced.is_empty() {
+        let message = alice.next().await.expect("an event");
+        assert_eq!(message["type"], "next", "{message}");
+        let payload = &message["payload"];
+        match message["id"].as_str() {
+            Some("feed") => feed.push(payload["data"]["feedEvents"].clone()),
+            Some("slice") => sliced.push(payload["data"]["sliceEvents"].clone()),
+            other => panic!("unexpected subscription {other:?}: {message}"),
+        }
+    }
+    assert_eq!(feed[0]["kind"], "ADDED");
+    assert_eq!(feed[0]["item"]["actionId"], one);
+    assert_eq!(sliced[0]["action"]["id"], one);
+
+    // A comment through A reaches an actionEvents subscriber on B.
+    let mut carol = b.ws("carol").await;
+    carol
+        .subscribe_with(
+            "reactions",
+            "subscription($id: ID!) { actionEvents(actionId: $id) { kind comment { text } } }",
+            json!({ "id": one }),
+        )
+        .await;
+    b.wait_live_topics(3.0).await;
+    a.client("carol")
+        .data(
+            "mutation($id: ID!) { comment(actionId: $id, text: \"nice\") { id } }",
+            json!({ "id": one }),
+        )
+        .await;
+    let reaction = carol.next_payload().await;
+    assert_eq!(
+        reaction["data"]["actionEvents"],
+        json!({ "kind": "COMMENTED", "comment": { "text": "nice" } }),
+        "{reaction}"
+    );
+
+    // The next feed event is the next action: `one` was not heard twice
+    // (two workers, two API processes, and a bump that raises nothing for
+    // alice, who neither commented nor was assigned).
+    let two = bob.post_status("two", json!({})).await;
+    let events = events_until(&mut alice, &[&two]).await;
+    let ids = feed_event_ids(&events);
+    assert_eq!(
+        ids,
+        std::slice::from_ref(&two),
+        "no duplicate of one: {events:?}"
+    );
+    drop_db(&uri).await;
+}
+
+#[tokio::test]
+async fn a_subscriber_on_one_api_hears_what_another_recorded_under_push() {
+    two_apis_and_two_workers("push").await;
+}
+
+#[tokio::test]
+async fn a_subscriber_on_one_api_hears_what_another_recorded_under_rivers() {
+    two_apis_and_two_workers("rivers").await;
+}
+
+/// Readers of the big fan-out.
+const READERS: usize = 50_000;
+
+#[tokio::test]
+async fn a_worker_killed_in_a_big_fan_out_is_taken_over_and_every_reader_gets_one_item() {
+    // A wire server of its own where there is one to start (tests/run):
+    // this test's 50,000 writes then run beside the other tests', on the
+    // other core.
+    let mut own = OwnMongo::new();
+    let uri = match own.as_mut() {
+        Some(own) => {
+            own.start().await;
+            own.uri_for("procs_takeover")
+        }
+        None => match database("procs_takeover") {
+            Some(uri) => uri,
+            None => return,
+        },
+    };
+    // The followers go straight into a fresh database's `edges`, as plain
+    // inserts before the store indexes them (an import's upserts take
+    // minutes for this many on the test server).
+    let started = Instant::now();
+    let mongo = mongodb::Client::with_uri_str(&uri).await.expect("client");
+    let db = mongo.database(uri.rsplit_once('/').unwrap().1.split('?').next().unwrap());
+    let edges = db.collection::<mongodb::bson::Document>("edges");
+    for chunk in (0..READERS).collect::<Vec<_>>().chunks(10_000) {
+        let docs = chunk.iter().map(|i| {
+            mongodb::bson::doc! {
+                "tenant": T, "kind": "follows", "from": format!("reader-{i:05}"), "to": "bob",
+            }
+        });
+        edges.insert_many(docs).await.expect("insert");
+    }
+    drop(riverfeed::store::open(&uri).await.expect("store"));
+    eprintln!("{READERS} followers imported after {:?}", started.elapsed());
+    // Small batches and a short lease, so the kill lands mid-way and the
+    // takeover comes soon.
+    let flags = [
+        "--feed-model",
+        "push",
+        "--fanout-batch",
+        "1000",
+        "--fanout-lease-secs",
+        "15",
+    ];
+    let api = Proc::start("serve", &uri, &["--no-worker", "--feed-model", "push"]).await;
+    let mut workers = vec![
+        Proc::start("worker", &uri, &flags).await,
+        Proc::start("worker", &uri, &flags).await,
+    ];
+    let id = api
+        .client("bob")
+        .post_status("to everyone", json!({}))
+        .await;
+    let action_id = ObjectId::parse_str(&id).expect("id");
+
+    let items = db.collection::<mongodb::bson::Document>("feed_items");
+    let actions = db.collection::<mongodb::bson::Document>("actions");
+    // Wait for the fan-out to be part-way, then kill the worker holding it.
+    let deadline = Instant::now() + PATIENCE * 8;
+    let (holder, delivered) = loop {
+        let delivered = items
+            .count_documents(mongodb::bson::doc! { "actionId": action_id })
+            .await
+            .expect("count");
+        let action = actions
+            .find_one(mongodb::bson::doc! { "_id": action_id })
+            .await
+            .expect("action")
+            .expect("stored");
+        let fan_out = action.get_document("fanOut").expect("fanOut");
+        if delivered > 0 {
+            let worker = fan_out.get_str("worker").expect("held by a worker");
+            let holder = workers
+                .iter()
+                .position(|w| worker.starts_with(&format!("worker-{}-", w.pid())))
+                .expect("held by one of ours");
+            break (holder, delivered);
+        }
+        assert_ne!(
+            fan_out.get_str("state"),
+            Ok("DONE"),
+            "too fast to interrupt"
+        );
+        assert!(Instant::now() < deadline, "the fan-out never began");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    workers[holder].kill().await;
+    assert!(
+        delivered < READERS as u64,
+        "killed part-way: {delivered} of {READERS} written"
+    );
+    let survivor = &workers[1 - holder];
+
+    let bob = api.client("bob");
+    let deadline = Instant::now() + PATIENCE * 20;
+    loop {
+        let data = bob
+            .data(
+                "query($id: ID!) { action(id: $id) { fanOut { state } } }",
+                json!({ "id": id }),
+            )
+            .await;
+        if data["action"]["fanOut"]["state"] == "DONE" {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never finished: {data}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        survivor
+            .metric("riverfeed_fanout_lease_takeovers_total")
+            .await
+            >= 1.0,
+        "the survivor says it took over"
+    );
+    // Every reader has exactly one item of it.
+    let mut per_owner = items
+        .aggregate([
+            mongodb::bson::doc! { "$match": { "actionId": action_id } },
+            mongodb::bson::doc! { "$group": { "_id": "$owner", "n": { "$sum": 1 } } },
+        ])
+        .await
+        .expect("aggregate");
+    let mut owners: HashMap<String, i64> = HashMap::new();
+    use futures_util::StreamExt;
+    while let Some(doc) = per_owner.next().await {
+        let doc = doc.expect("group");
+        let n = doc
+            .get_i32("n")
+            .map(i64::from)
+            .or_else(|_| doc.get_i64("n"));
+        owners.insert(doc.get_str("_id").expect("owner").to_owned(), n.expect("n"));
+    }
+    let twice: Vec<_> = owners.iter().filter(|(_, n)| **n != 1).collect();
+    assert!(
+        twice.is_empty(),
+        "readers with other than one item: {twice:?}"
+    );
+    for i in (0..READERS).step_by(997) {
+        assert!(
+            owners.contains_key(&format!("reader-{i:05}")),
+            "reader-{i:05}"
+        );
+    }
+    assert!(owners.len() >= READERS, "{} readers reached", owners.len());
+    eprintln!(
+        "worker killed after {delivered} of {READERS} items; the other finished with {} readers",
+        owners.len()
+    );
+    drop(workers);
+    match own.as_mut() {
+        Some(own) => own.stop().await,
+        None => drop_db(&uri).await,
+    }
+}
+
+#[tokio::test]
+async fn clients_of_a_killed_api_resume_on_the_other_with_no_gap_and_no_repeat() {
+    let Some(uri) = database("procs_api_killed") else {
+        return;
+    };
+    let api = ["--no-worker"];
+    let mut a = Proc::start("serve", &uri, &api).await;
+    let b = Proc::start("serve", &uri, &api).await;
+    let _w = Proc::start("worker", &uri, &[]).await;
+    let bob = b.client("bob");
+    bob.upsert_user("bob", "Bob").await;
+    let readers = ["alice", "dave"];
+    for reader in readers {
+        b.client(reader).follow("bob").await;
+    }
+    let mut sockets = Vec::new();
+    for reader in readers {
+        let mut ws = a.ws(reader).await;
+        subscribe_feed(&mut ws, "feed", None).await;
+        sockets.push(ws);
+    }
+    a.wait_live_topics(2.0).await;
+    let mut posted = Vec::new();
+    for text in ["one", "two"] {
+        posted.push(bob.post_status(text, json!({})).await);
+    }
+    // Each client keeps the cursor of the last event it saw.
+    let mut cursors = Vec::new();
+    for ws in &mut sockets {
+        let events = events_until(ws, &[&posted[0], &posted[1]]).await;
+        assert_eq!(feed_event_ids(&events), posted);
+        let last = events.last().unwrap()["data"]["feedEvents"]["resumeCursor"]
+            .as_str()
+            .expect("resume cursor")
+            .to_owned();
+        cursors.push(last);
+    }
+    a.kill().await;
+    // While the clients are away, more happens (through B).
+    let mut missed = Vec::new();
+    for text in ["three", "four"] {
+        missed.push(bob.post_status(text, json!({})).await);
+    }
+    for id in &missed {
+        bob.wait_delivered(id).await;
+    }
+    // They reconnect to B and resume from their cursors.
+    let mut resumed = Vec::new();
+    for (reader, cursor) in readers.iter().zip(&cursors) {
+        let mut ws = b.ws(reader).await;
+        subscribe_feed(&mut ws, "feed", Some(cursor)).await;
+        resumed.push(ws);
+    }
+    b.wait_live_topics(2.0).await;
+    let five = bob.post_status("five", json!({})).await;
+    let mut want = missed.clone();
+    want.push(five.clone());
+    for ws in &mut resumed {
+        let wanted: Vec<&str> = want.iter().map(String::as_str).collect();
+        let events = events_until(ws, &wanted).await;
+        assert_eq!(
+            feed_event_ids(&events),
+            want,
+            "what was missed, then live: no gap, no repeat"
+        );
+    }
+    drop_db(&uri).await;
+}
+
+#[tokio::test]
+async fn the_embedded_process_killed_mid_fan_out_loses_no_acknowledged_action() {
+    let dir = tempfile::tempdir().expect("dir");
+    let store = format!("embedded:{}", dir.path().display());
+    let followers = 2_000;
+    {
+        let opened = riverfeed::store::open(&store).await.expect("store");
+        let edges: Vec<Record> = (0..followers)
+            .map(|i| Record::Edge {
+                tenant: T.into(),
+                kind: EdgeRecordKind::Follows,
+                from: format!("reader-{i:04}"),
+                to: "bob".into(),
+            })
+            .collect();
+        opened.import(&edges).await.expect("import");
+    }
+    let flags = ["--feed-model", "push", "--fanout-batch", "500"];
+    let port = free_port();
+    let mut server = Proc::start_on(port, "serve", &store, &flags).await;
+    // A second process on the same directory is refused, saying why.
+    let second = Command::new(env!("CARGO_BIN_EXE_riverfeed"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--store", &store])
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .await
+        .expect("runs");
+    let said = String::from_utf8_lossy(&second.stderr);
+    assert!(!second.status.success());
+    assert!(
+        said.contains("another riverfeed process is using this data directory"),
+        "{said}"
+    );
+
+    // A burst of recordActions from several clients; the process is killed
+    // in the middle of it, with fan-outs under way.
+    let acknowledged = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let mut burst = Vec::new();
+    for task in 0..4 {
+        let bob = server.client("bob");
+        let acknowledged = acknowledged.clone();
+        burst.push(tokio::spawn(async move {
+            for n in 0..1_000 {
+                let body = bob
+                    .try_post(
+                        "mutation($t: String!) { recordAction(input: {descriptor: {statusPost: {text: $t}}}) { id } }",
+                        json!({ "t": format!("burst {task}-{n}") }),
+                    )
+                    .await;
+                match body.and_then(|b| b["data"]["recordAction"]["id"].as_str().map(str::to_owned)) {
+                    Some(id) => acknowledged.lock().unwrap().push(id),
+                    None => return,
+                }
+            }
+        }));
+    }
+    let deadline = Instant::now() + PATIENCE;
+    while acknowledged.lock().unwrap().len() < 40 {
+        assert!(Instant::now() < deadline, "the burst never got going");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Fan-outs are waiting or under way as it dies.
+    let backlog = server.metric("riverfeed_fanout_queue_depth").await;
+    server.kill().await;
+    assert!(backlog >= 1.0, "killed with fan-outs to do");
+    for task in burst {
+        task.await.expect("burst task");
+    }
+    let acknowledged = acknowledged.lock().unwrap().clone();
+
+    let server = Proc::start_on(free_port(), "serve", &store, &flags).await;
+    let bob = server.client("bob");
+    for id in &acknowledged {
+        bob.wait_delivered(id).await;
+    }
+    // Every action that exists reached every follower exactly once: each
+    // follower's feed holds bob's actions, each once.
+    let all = acknowledged.clone();
+    for i in (0..followers).step_by(211) {
+        let reader = server.client(&format!("reader-{i:04}"));
+        let mut seen = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let args = match &after {
+                Some(c) => format!("(first: 100, after: \"{c}\")"),
+                None => "(first: 100)".to_owned(),
+            };
+            let (ids, page) = reader.feed_ids(&args).await;
+            seen.extend(ids);
+            if page["hasNextPage"] != true {
+                break;
+            }
+            after = page["endCursor"].as_str().map(str::to_owned);
+        }
+        let unique: HashSet<&String> = seen.iter().collect();
+        assert_eq!(unique.len(), seen.len(), "no item twice for reader-{i:04}");
+        for id in &all {
+            assert!(unique.contains(id), "reader-{i:04} has {id}");
+        }
+    }
+    eprintln!(
+        "killed after {} acknowledged actions; all there and delivered once after restart",
+        acknowledged.len()
+    );
+    drop(server);
+}
+
+#[tokio::test]
+async fn the_relay_resumes_from_its_token_after_the_database_restarts() {
+    let Some(mut mongo) = OwnMongo::new() else {
+        return;
+    };
+    mongo.start().await;
+    let uri = mongo.uri_for("relay_restart");
+    let api = ["--no-worker"];
+    let a = Proc::start("serve", &uri, &api).await;
+    let b = Proc::start("serve", &uri, &api).await;
+    let _w = Proc::start("worker", &uri, &[]).await;
+    let bob = a.client("bob");
+    bob.upsert_user("bob", "Bob").await;
+    a.client("alice").follow("bob").await;
+    let mut alice = b.ws("alice").await;
+    subscribe_feed(&mut alice, "feed", None).await;
+    b.wait_live_topics(1.0).await;
+    let before = bob.post_status("before", json!({})).await;
+    assert_eq!(
+        feed_event_ids(&events_until(&mut alice, &[&before]).await),
+        std::slice::from_ref(&before)
+    );
+
+    mongo.stop().await;
+    let reconnects = b.metric("riverfeed_relay_reconnects_total").await;
+    mongo.start().await;
+    // Recorded as soon as the database is back: B's change stream may not be
+    // open again yet, and hears of it from its token when it is.
+    let deadline = Instant::now() + PATIENCE * 2;
+    let after = loop {
+        if let Some(body) = bob
+            .try_post(
+                "mutation { recordAction(input: {descriptor: {statusPost: {text: \"after\"}}}) { id } }",
+                json!({}),
+            )
+            .await
+        {
+            if let Some(id) = body["data"]["recordAction"]["id"].as_str() {
+                break id.to_owned();
+            }
+        }
+        assert!(Instant::now() < deadline, "never recovered");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        feed_event_ids(&events_until(&mut alice, &[&after]).await),
+        std::slice::from_ref(&after)
+    );
+    assert!(b.metric("riverfeed_relay_reconnects_total").await > reconnects);
+    mongo.stop().await;
+}
