@@ -154,6 +154,11 @@ impl Metrics {
             "Live-event signals relayed between processes, by direction",
             relay_signals.clone(),
         );
+        for direction in ["out", "in", "dropped"] {
+            relay_signals.get_or_create(&RelayLabels {
+                direction: direction.to_owned(),
+            });
+        }
         let relay_lag_seconds = Histogram::new(latency_buckets());
         registry.register(
             "relay_lag_seconds",

@@ -1,17 +1,18 @@
 //! Counts and times every GraphQL request by operation type and name, for
 //! `/metrics`: queries and mutations with their outcome and duration,
-//! subscriptions as they start.
+//! subscriptions as they start (once their document parsed).
 
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use async_graphql::extensions::{
-    Extension, ExtensionContext, ExtensionFactory, NextExecute, NextParseQuery, NextRequest,
-    NextSubscribe,
+    Extension, ExtensionContext, ExtensionFactory, NextExecute, NextParseQuery, NextPrepareRequest,
+    NextRequest,
 };
 use async_graphql::parser::types::{ExecutableDocument, OperationType};
-use async_graphql::{Response, ServerResult, Variables};
-use futures_util::stream::BoxStream;
+use async_graphql::{Request, Response, ServerResult, Variables};
 
 use crate::metrics::Metrics;
 
@@ -27,6 +28,7 @@ impl ExtensionFactory for RequestMetrics {
             metrics: self.0.clone(),
             operations: Mutex::default(),
             chosen: Mutex::default(),
+            answered: AtomicBool::new(false),
         })
     }
 }
@@ -38,6 +40,9 @@ struct Measured {
     operations: Mutex<Vec<(String, &'static str)>>,
     /// The operation the request asked for by name.
     chosen: Mutex<Option<String>>,
+    /// A query or mutation answered as one response (counted when it is);
+    /// otherwise a subscription's stream (counted once it parsed).
+    answered: AtomicBool,
 }
 
 fn type_name(ty: OperationType) -> &'static str {
@@ -68,6 +73,7 @@ impl Measured {
 #[async_trait::async_trait]
 impl Extension for Measured {
     async fn request(&self, ctx: &ExtensionContext<'_>, next: NextRequest<'_>) -> Response {
+        self.answered.store(true, Ordering::Relaxed);
         let started = Instant::now();
         let response = next.run(ctx).await;
         let (ty, name) = self.operation();
@@ -77,15 +83,17 @@ impl Extension for Measured {
         response
     }
 
-    fn subscribe<'s>(
+    async fn prepare_request(
         &self,
         ctx: &ExtensionContext<'_>,
-        stream: BoxStream<'s, Response>,
-        next: NextSubscribe<'_>,
-    ) -> BoxStream<'s, Response> {
-        let (ty, name) = self.operation();
-        self.metrics.graphql_request(ty, &name, true, None);
-        next.run(ctx, stream)
+        request: Request,
+        next: NextPrepareRequest<'_>,
+    ) -> ServerResult<Request> {
+        *self.chosen.lock().unwrap_or_else(|e| e.into_inner()) = request
+            .operation_name
+            .as_deref()
+            .map(|n| n.chars().take(MAX_NAME).collect());
+        next.run(ctx, request).await
     }
 
     async fn parse_query(
@@ -95,7 +103,17 @@ impl Extension for Measured {
         variables: &Variables,
         next: NextParseQuery<'_>,
     ) -> ServerResult<ExecutableDocument> {
-        let document = next.run(ctx, query, variables).await?;
+        let parsed = next.run(ctx, query, variables).await;
+        let streamed = !self.answered.load(Ordering::Relaxed);
+        let document = match parsed {
+            Ok(document) => document,
+            Err(err) => {
+                if streamed {
+                    self.metrics.graphql_request("unknown", "", false, None);
+                }
+                return Err(err);
+            }
+        };
         let operations = document
             .operations
             .iter()
@@ -110,6 +128,11 @@ impl Extension for Measured {
             })
             .collect();
         *self.operations.lock().unwrap_or_else(|e| e.into_inner()) = operations;
+        if streamed {
+            // A subscription: counted as it starts (it has no one duration).
+            let (ty, name) = self.operation();
+            self.metrics.graphql_request(ty, &name, true, None);
+        }
         Ok(document)
     }
 

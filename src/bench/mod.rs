@@ -21,6 +21,7 @@ pub mod models_report;
 pub mod plot;
 pub mod ramp;
 pub mod reads;
+pub mod relay;
 pub mod report;
 pub mod stats;
 pub mod sustained;
@@ -112,6 +113,15 @@ pub struct BenchArgs {
     /// With `--models`: the percentage of readers who never read.
     #[arg(long, default_value_t = 80, value_parser = clap::value_parser!(u32).range(0..=99))]
     pub dormant: u32,
+    /// Measure live delivery across processes instead of the workloads:
+    /// two servers on one MongoDB database (`--store mongodb://…`), the
+    /// actor recording through the one that runs the worker, subscribers
+    /// on both (`--relay-subscribers` each, `--live-repeats` actions).
+    #[arg(long)]
+    pub relay: bool,
+    /// With `--relay`: subscribers on each server.
+    #[arg(long, default_value_t = 100)]
+    pub relay_subscribers: usize,
     /// With `--models`: followers of the star whose actions are timed.
     #[arg(long, default_value_t = 1_000_000)]
     pub star_followers: usize,
@@ -259,6 +269,20 @@ pub async fn run(args: &BenchArgs, serve: &ServeArgs) -> anyhow::Result<Results>
 
     if !args.layouts.is_empty() {
         return compare_layouts(args, serve, ui, fds).await;
+    }
+    if args.relay {
+        let repeats = args.live_repeats.max(1);
+        let result = relay::run(serve, args.relay_subscribers.max(1), repeats).await?;
+        let table = relay::markdown(&result);
+        std::fs::write(args.out.join("relay.md"), &table)?;
+        std::fs::write(
+            args.out.join("relay.json"),
+            serde_json::to_string_pretty(&result)?,
+        )?;
+        if !args.quiet {
+            println!("{table}");
+        }
+        return Ok(Results::default());
     }
     if args.models.is_empty() {
         let (bench, backing, url) = start(serve, ui, most_live, None).await?;

@@ -13,6 +13,7 @@ mod group_feeds;
 mod group_follows;
 mod layouts;
 mod live;
+mod metrics;
 mod models;
 mod mongo_failures;
 mod processes;

@@ -1,7 +1,8 @@
 //! MongoDB: the fan-out and bump queues, leased by `findOneAndUpdate`.
 
 use async_trait::async_trait;
-use bson::{doc, DateTime, Document};
+use bson::{doc, DateTime};
+use futures_util::StreamExt;
 use mongodb::options::ReturnDocument;
 
 use crate::model::{Action, FanOut, FanOutState, FeedItem, Millis, ObjectId, Reason};
@@ -167,21 +168,29 @@ impl QueueStore for MongoStore {
     }
 
     async fn fan_out_backlog(&self) -> StoreResult<crate::store::Backlog> {
-        let waiting = doc! { "fanOut.lockedUntil": { "$exists": true } };
-        let actions = self
+        // One aggregate over the open fan-outs' partial index: how many,
+        // and the smallest id (the oldest recorded).
+        let mut cursor = self
             .actions
-            .count_documents(waiting.clone())
+            .aggregate([
+                doc! { "$match": { "fanOut.lockedUntil": { "$exists": true } } },
+                doc! { "$group": { "_id": null, "n": { "$sum": 1 }, "oldest": { "$min": "$_id" } } },
+            ])
             .await
             .map_err(db_err)?;
-        let oldest = self
-            .actions
-            .clone_with_type::<Document>()
-            .find_one(waiting)
-            .sort(doc! { "_id": 1 })
-            .projection(doc! { "_id": 1 })
-            .await
-            .map_err(db_err)?
-            .and_then(|d| d.get_object_id("_id").ok())
+        let Some(found) = cursor.next().await else {
+            return Ok(crate::store::Backlog::default());
+        };
+        let found = found.map_err(db_err)?;
+        let actions = found
+            .get_i32("n")
+            .map(i64::from)
+            .or_else(|_| found.get_i64("n"))
+            .unwrap_or(0)
+            .max(0) as u64;
+        let oldest = found
+            .get_object_id("oldest")
+            .ok()
             .map(|id| id.timestamp().timestamp_millis());
         Ok(crate::store::Backlog { actions, oldest })
     }
