@@ -155,7 +155,8 @@ impl Metrics {
             relay_signals.clone(),
         );
         for direction in ["out", "in", "dropped"] {
-            relay_signals.get_or_create(&RelayLabels {
+            // Present at 0 from the start, so a dashboard finds them.
+            let _ = relay_signals.get_or_create(&RelayLabels {
                 direction: direction.to_owned(),
             });
         }
