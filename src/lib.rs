@@ -18,7 +18,10 @@
 //!   feed item per reader) and comments (bumps).
 //! - [`relevancy`]: the rules that pick which readers a comment bumps, and how far.
 //! - [`events`]: the hub that routes feed, slice and action events to live
-//!   subscriptions.
+//!   subscriptions, and the signals it relays to other processes.
+//! - [`relay`]: live events across processes sharing a MongoDB: each appends
+//!   what it publishes to the event log and tails what the others append.
+//! - [`metrics`]: what a process reports at `/metrics`.
 //! - [`api`]: the GraphQL schema — queries, mutations, subscriptions, cursors,
 //!   loaders, access checks and error codes.
 //! - [`http`]: the axum router — `/graphql`, `/graphql/ws`, `/graphiql`,

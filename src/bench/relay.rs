@@ -77,6 +77,14 @@ async fn measure(
     repeats: usize,
 ) -> anyhow::Result<RelayResult> {
     let (gql_a, gql_b) = (Gql::new(a, TENANT)?, Gql::new(b, TENANT)?);
+    gql_a
+        .data(
+            ACTOR,
+            false,
+            "mutation($u: ID!) { upsertUser(input: {id: $u, name: \"Relay actor\"}) { id } }",
+            &json!({ "u": ACTOR }),
+        )
+        .await?;
     let mut sockets = Vec::new();
     for (side, gql) in [(0, &gql_a), (1, &gql_b)] {
         for i in 0..subscribers {
