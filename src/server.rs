@@ -133,17 +133,22 @@ impl ServeOptions {
 
 /// Opens the store, binds the listener and starts serving in the background.
 pub async fn start(options: ServeOptions) -> anyhow::Result<Server> {
-    let inner: Arc<dyn Store> = store::open_with(&options.store, &options.settings_for_model())
-        .await
-        .with_context(|| format!("cannot open store {}", redact(&options.store)))?;
-    start_with_store(options, inner).await
+    start_with_store(options.clone(), open_store(&options).await?).await
 }
 
-/// Starts serving on a store that is already open.
-pub async fn start_with_store(
-    mut options: ServeOptions,
+/// Opens the store `options` name, with what its feed model asks of it.
+async fn open_store(options: &ServeOptions) -> anyhow::Result<Arc<dyn Store>> {
+    store::open_with(&options.store, &options.settings_for_model())
+        .await
+        .with_context(|| format!("cannot open store {}", redact(&options.store)))
+}
+
+/// The process's metrics and its store, metered into them; the feed model
+/// recorded in the store (and the one it settles on kept in `options`).
+async fn metered_store(
+    options: &mut ServeOptions,
     inner: Arc<dyn Store>,
-) -> anyhow::Result<Server> {
+) -> anyhow::Result<(Arc<Metrics>, Arc<Metered>, Arc<dyn Store>)> {
     let metrics = Arc::new(Metrics::new());
     let metered = Arc::new(Metered::with_metrics(inner, metrics.clone()));
     let store: Arc<dyn Store> = metered.clone();
@@ -151,6 +156,15 @@ pub async fn start_with_store(
         crate::timeline::model::start(store.as_ref(), options.model, options.clock.now())
             .await
             .context("cannot record the feed model")?;
+    Ok((metrics, metered, store))
+}
+
+/// Starts serving on a store that is already open.
+pub async fn start_with_store(
+    mut options: ServeOptions,
+    inner: Arc<dyn Store>,
+) -> anyhow::Result<Server> {
+    let (metrics, metered, store) = metered_store(&mut options, inner).await?;
     if options.auth.is_dev() {
         // Without tokens every caller says who it is in headers: that is for a
         // developer's own machine.
@@ -261,16 +275,8 @@ pub async fn start_worker(mut options: ServeOptions) -> anyhow::Result<Server> {
         EMBEDDED_IS_ONE_PROCESS
     );
     let config = options.worker.clone().unwrap_or_default();
-    let inner: Arc<dyn Store> = store::open_with(&options.store, &options.settings_for_model())
-        .await
-        .with_context(|| format!("cannot open store {}", redact(&options.store)))?;
-    let metrics = Arc::new(Metrics::new());
-    let metered = Arc::new(Metered::with_metrics(inner, metrics.clone()));
-    let store: Arc<dyn Store> = metered.clone();
-    options.model =
-        crate::timeline::model::start(store.as_ref(), options.model, options.clock.now())
-            .await
-            .context("cannot record the feed model")?;
+    let inner = open_store(&options).await?;
+    let (metrics, metered, store) = metered_store(&mut options, inner).await?;
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
         .with_context(|| format!("cannot listen on {}", options.listen))?;

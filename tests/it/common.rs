@@ -236,18 +236,7 @@ impl TestServer {
 
     /// One counter of `/metrics`.
     pub async fn metric(&self, name: &str) -> u64 {
-        let text = reqwest::get(format!("{}/metrics", self.base))
-            .await
-            .expect("metrics")
-            .text()
-            .await
-            .expect("metrics body");
-        text.lines()
-            .find_map(|line| {
-                let (key, value) = line.rsplit_once(' ')?;
-                (key == name).then(|| value.parse().expect("numeric metric"))
-            })
-            .unwrap_or_else(|| panic!("no metric {name} in:\n{text}"))
+        metric_at(&self.base, name).await as u64
     }
 
     pub async fn store_calls(&self, op: &str) -> u64 {
@@ -305,15 +294,9 @@ impl Client {
 
     /// Posts a GraphQL request and returns the whole response body.
     pub async fn post(&self, query: &str, variables: Value) -> Value {
-        let response = self
-            .http
-            .post(&self.url)
-            .headers(self.headers.clone())
-            .json(&json!({ "query": query, "variables": variables }))
-            .send()
+        self.try_post(query, variables)
             .await
-            .expect("request sent");
-        response.json().await.expect("JSON response")
+            .expect("request sent and answered with JSON")
     }
 
     /// As [`Client::post`], for a server that may be down: `None` when the
@@ -632,6 +615,22 @@ pub async fn drop_database(db: &mongodb::Database) {
             Err(err) => panic!("drop test database: {err}"),
         }
     }
+}
+
+/// One sample of the `/metrics` of the server at `base`.
+pub async fn metric_at(base: &str, name: &str) -> f64 {
+    let text = reqwest::get(format!("{base}/metrics"))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("metrics body");
+    text.lines()
+        .find_map(|line| {
+            let (key, value) = line.rsplit_once(' ')?;
+            (key == name).then(|| value.parse().expect("numeric metric"))
+        })
+        .unwrap_or_else(|| panic!("no metric {name} in:\n{text}"))
 }
 
 /// A loopback port free when asked (bound and released).

@@ -14,8 +14,8 @@ use serde_json::{json, Value};
 use tokio::process::{Child, Command};
 
 use crate::common::{
-    drop_database, free_port, mongodb_database_uri, mongodb_uri, Client, OwnMongo, WsClient,
-    PATIENCE,
+    drop_database, free_port, metric_at, mongodb_database_uri, mongodb_uri, Client, OwnMongo,
+    WsClient, PATIENCE,
 };
 
 const T: &str = "acme";
@@ -114,18 +114,7 @@ impl Proc {
 
     /// One sample of `/metrics`.
     async fn metric(&self, name: &str) -> f64 {
-        let text = reqwest::get(format!("{}/metrics", self.base))
-            .await
-            .expect("metrics")
-            .text()
-            .await
-            .expect("metrics body");
-        text.lines()
-            .find_map(|line| {
-                let (key, value) = line.rsplit_once(' ')?;
-                (key == name).then(|| value.parse().expect("numeric metric"))
-            })
-            .unwrap_or_else(|| panic!("no metric {name} in:\n{text}"))
+        metric_at(&self.base, name).await
     }
 
     /// Waits until this process holds `n` live topics.
@@ -537,6 +526,19 @@ async fn the_embedded_process_killed_mid_fan_out_loses_no_acknowledged_action() 
     assert!(!second.status.success());
     assert!(
         said.contains("another riverfeed process is using this data directory"),
+        "{said}"
+    );
+    // Nor is a worker of its own: the embedded store's worker is serve's.
+    let worker = Command::new(env!("CARGO_BIN_EXE_riverfeed"))
+        .args(["worker", "--listen", "127.0.0.1:0", "--store", &store])
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .await
+        .expect("runs");
+    let said = String::from_utf8_lossy(&worker.stderr);
+    assert!(!worker.status.success());
+    assert!(
+        said.contains("separate worker processes need a MongoDB store"),
         "{said}"
     );
 
