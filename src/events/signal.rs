@@ -273,3 +273,111 @@ impl Signal {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::descriptor::{Descriptor, StatusPost};
+    use crate::model::{Counts, FanOut, ReasonKind, Scope};
+
+    fn action() -> Action {
+        Action {
+            id: ObjectId::new(),
+            tenant: "acme".into(),
+            actor_id: "bob".into(),
+            conducted: 1_700_000_000_000,
+            hidden: false,
+            scope: Scope::Public,
+            readers: vec![],
+            scope_groups: vec!["team-1".into()],
+            ref_ids: vec!["pos-1".into()],
+            tags: vec![],
+            descriptor: Descriptor::StatusPost(StatusPost { text: "hi".into() }),
+            fan_out: FanOut::pending(),
+            counts: Counts::default(),
+            expires_at: Some(1_800_000_000_000),
+            to: Vec::new(),
+        }
+    }
+
+    /// Every signal reads back from its stored form as it was written.
+    #[test]
+    fn signals_survive_the_log() {
+        let action = action();
+        let at = WirePosition {
+            relevancy: 5,
+            action_id: action.id,
+        };
+        let signals = [
+            Signal::Items {
+                kind: WireKind::Bumped,
+                tenant: "acme".into(),
+                action: Some(action.clone()),
+                items: vec![WireItem {
+                    owner: "alice".into(),
+                    action_id: action.id,
+                    relevancy: 7,
+                    reason: Reason::new(ReasonKind::Follows, "bob"),
+                    changed: 8,
+                }],
+            },
+            Signal::Slice {
+                ref_id: "pos-1".into(),
+                action: action.clone(),
+            },
+            Signal::Reaction {
+                kind: WireReaction::Liked,
+                action: action.clone(),
+                comment: None,
+                user: Some("carol".into()),
+            },
+            Signal::Pulled {
+                kind: WireKind::Added,
+                action: action.clone(),
+                told: vec!["alice".into(), "dave".into()],
+            },
+            Signal::Unfollowed {
+                tenant: "acme".into(),
+                reader: "alice".into(),
+                actor: "bob".into(),
+                edge: WireEdge::Friend,
+                since: at,
+            },
+            Signal::Left {
+                tenant: "acme".into(),
+                reader: "alice".into(),
+                group: "team-1".into(),
+                reason: ReasonKind::Team,
+                since: at,
+            },
+            Signal::Work,
+        ];
+        for signal in signals {
+            let stored = bson::to_document(&signal).expect("encodes");
+            let read: Signal = bson::from_document(stored).expect("decodes");
+            assert_eq!(read, signal);
+        }
+    }
+
+    /// A slice or reaction signal routes to the topic it was published on.
+    #[test]
+    fn events_travel_as_signals_and_back() {
+        let action = Arc::new(action());
+        let topic = Topic::Slice {
+            tenant: "acme".into(),
+            ref_id: "pos-1".into(),
+        };
+        let signal = Signal::of_event(&topic, &Event::Slice(action.clone())).expect("a signal");
+        let (back, event) = signal.into_event().expect("an event");
+        assert_eq!(back, topic);
+        assert!(matches!(event, Event::Slice(a) if *a == *action));
+        let feed = Topic::Feed {
+            tenant: "acme".into(),
+            reader: "alice".into(),
+        };
+        assert!(
+            Signal::of_event(&feed, &Event::Slice(action)).is_none(),
+            "feed events travel as items"
+        );
+    }
+}
