@@ -659,10 +659,21 @@ async fn the_relay_resumes_from_its_token_after_the_database_restarts() {
         assert!(Instant::now() < deadline, "never recovered");
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
+    // Whether B's tail was open again before the action was appended (else
+    // it found the action by resuming from its token).
+    let reopened_first = b.metric("riverfeed_relay_reconnects_total").await > reconnects;
     assert_eq!(
         feed_event_ids(&events_until(&mut alice, &[&after]).await),
         std::slice::from_ref(&after)
     );
     assert!(b.metric("riverfeed_relay_reconnects_total").await > reconnects);
+    eprintln!(
+        "relay restart: B's change stream reopened {} the action was recorded",
+        if reopened_first {
+            "before"
+        } else {
+            "after (resumed from its token)"
+        }
+    );
     mongo.stop().await;
 }
