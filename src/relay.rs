@@ -13,6 +13,7 @@
 //! signals, which wake the workers elsewhere at once instead of at their
 //! next poll.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,7 +25,7 @@ use tracing::{info, warn};
 use crate::clock::Clock;
 use crate::events::{Hub, Signal};
 use crate::metrics::Metrics;
-use crate::model::{EdgeKind, Millis};
+use crate::model::{EdgeKind, Millis, ObjectId};
 use crate::store::event_log::{EventLog, LogTail, LogToken};
 use crate::store::{ErrorKind, Store, StoreResult};
 use crate::timeline::sources::GroupSource;
@@ -90,21 +91,24 @@ async fn append(
     ctx: RelayContext,
     shutdown: CancellationToken,
 ) {
-    let mut batch = Vec::with_capacity(APPEND_BATCH);
+    let mut taken = Vec::with_capacity(APPEND_BATCH);
+    let mut batch: Vec<(ObjectId, Signal)> = Vec::with_capacity(APPEND_BATCH);
     let mut reported = 0;
     loop {
         let open = tokio::select! {
-            got = queued.recv_many(&mut batch, APPEND_BATCH) => got > 0,
+            got = queued.recv_many(&mut taken, APPEND_BATCH) => got > 0,
             _ = shutdown.cancelled() => {
-                while batch.len() < QUEUE {
+                while taken.len() < QUEUE {
                     match queued.try_recv() {
-                        Ok(signal) => batch.push(signal),
+                        Ok(signal) => taken.push(signal),
                         Err(_) => break,
                     }
                 }
                 false
             }
         };
+        // Serials are given once, so a try again appends the same ones.
+        batch.extend(taken.drain(..).map(|signal| (ObjectId::new(), signal)));
         let mut backoff = Duration::from_millis(50);
         while !batch.is_empty() {
             match log.append(&origin, ctx.clock.now(), &batch).await {
@@ -157,6 +161,9 @@ async fn receive(
     ctx: RelayContext,
     shutdown: CancellationToken,
 ) {
+    // The last serial read from each process: a resumed tail may hand
+    // back a few signals already acted on, which are passed over.
+    let mut last: HashMap<String, ObjectId> = HashMap::new();
     loop {
         let next = tokio::select! {
             next = tail.next() => next,
@@ -164,6 +171,13 @@ async fn receive(
         };
         match next {
             Ok(logged) => {
+                match last.get_mut(&logged.origin) {
+                    Some(seen) if logged.serial <= *seen => continue,
+                    Some(seen) => *seen = logged.serial,
+                    None => {
+                        last.insert(logged.origin.clone(), logged.serial);
+                    }
+                }
                 ctx.metrics.relayed("in", 1);
                 let lag = (ctx.clock.now() - logged.at).max(0);
                 ctx.metrics.relay_lag_seconds.observe(lag as f64 / 1000.0);

@@ -127,8 +127,12 @@ where
 struct FeedStream {
     live: Live,
     replay: VecDeque<FeedEvent>,
-    /// What the replay passed on, by action: live events no newer are skipped.
+    /// What the replay and the live events passed on, by action: an item
+    /// added again, or a change no newer, is skipped (a relayed announcement
+    /// tried twice, a pulled item written into a river).
     replayed: HashMap<ObjectId, Millis>,
+    /// The live entries of `replayed`, oldest first, so it stays bounded.
+    remembered: VecDeque<ObjectId>,
     /// Live `ADDED` / `BUMPED` events at or before this were replayed or missed
     /// on purpose (the client's cursor is past them).
     after: Option<Stamp>,
@@ -154,8 +158,25 @@ impl FeedStream {
                     self.replayed.remove(&event.item.action_id);
                 }
                 if !self.seen(event) {
+                    self.remember(event);
                     return Some(Ok(self.node(event)));
                 }
+            }
+        }
+    }
+
+    /// Notes a live event passed on, forgetting the oldest past a bound.
+    fn remember(&mut self, event: &FeedEvent) {
+        if event.kind == FeedEventKind::Removed {
+            return;
+        }
+        let id = event.item.action_id;
+        if self.replayed.insert(id, event.item.changed).is_none() {
+            self.remembered.push_back(id);
+        }
+        while self.remembered.len() > MAX_REPLAY {
+            if let Some(old) = self.remembered.pop_front() {
+                self.replayed.remove(&old);
             }
         }
     }
@@ -294,6 +315,7 @@ impl SubscriptionRoot {
             live,
             replay,
             replayed,
+            remembered: VecDeque::new(),
             after,
             // Before the first change, resuming starts where a page read now would.
             resume: after.unwrap_or(Stamp {

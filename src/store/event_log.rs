@@ -7,7 +7,7 @@ use async_trait::async_trait;
 
 use super::StoreResult;
 use crate::events::Signal;
-use crate::model::Millis;
+use crate::model::{Millis, ObjectId};
 
 /// Where a tail stands in the log: a later tail opened with it goes on
 /// with the first signal after.
@@ -20,12 +20,25 @@ pub struct Logged {
     pub signal: Signal,
     /// When it was appended (by its process's clock).
     pub at: Millis,
+    /// The process that appended it.
+    pub origin: String,
+    /// Its place among that process's signals: each process's signals
+    /// carry increasing serials, so one read again (a tail resumed from a
+    /// position a little behind) is known as such.
+    pub serial: ObjectId,
 }
 
 #[async_trait]
 pub trait EventLog: Send + Sync {
-    /// Appends `signals` of process `origin`, in order, at `at`.
-    async fn append(&self, origin: &str, at: Millis, signals: &[Signal]) -> StoreResult<()>;
+    /// Appends `signals` of process `origin`, in order, at `at`, each with
+    /// its serial (increasing within the process). Appending again what was
+    /// appended (a try whose answer was lost) adds nothing twice.
+    async fn append(
+        &self,
+        origin: &str,
+        at: Millis,
+        signals: &[(ObjectId, Signal)],
+    ) -> StoreResult<()>;
 
     /// Reads what processes other than `origin` append: from just after
     /// `after`, or from now.

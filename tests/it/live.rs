@@ -311,13 +311,18 @@ async fn slice_and_action_events_reach_those_watching(backend: Backend) {
     server.stop().await;
 }
 
-/// A subscriber that falls behind the hub's buffer is told `LAGGED` and its
-/// stream ends; driven in-process so the lag is exact, not a race with a socket.
-#[tokio::test]
-async fn a_lagging_subscriber_is_told_and_its_stream_ends() {
+/// A feed-events stream driven in-process on a hub of `capacity`, as
+/// `alice`: events are published straight into the hub.
+fn in_process_stream(
+    capacity: usize,
+) -> (
+    Arc<Hub>,
+    futures_util::stream::BoxStream<'static, async_graphql::Response>,
+    tempfile::TempDir,
+) {
     let dir = tempfile::tempdir().expect("temp dir");
     let store = Arc::new(EmbeddedStore::open(dir.path()).expect("store"));
-    let hub = Hub::new(2);
+    let hub = Hub::new(capacity);
     let state = AppState {
         store,
         hub: hub.clone(),
@@ -339,19 +344,30 @@ async fn a_lagging_subscriber_is_told_and_its_stream_ends() {
     };
     let request = async_graphql::Request::new(feed_events(None))
         .data(Session::new(Identity::Viewer(viewer), &state));
-    let mut stream = schema.execute_stream(request);
+    (hub, schema.execute_stream(request), dir)
+}
+
+fn item_for_alice(action_id: ObjectId, changed: i64) -> FeedItem {
+    FeedItem {
+        owner: "alice".into(),
+        action_id,
+        relevancy: 1,
+        reason: Reason::new(ReasonKind::Follows, "bob"),
+        changed,
+        copy: None,
+    }
+}
+
+/// A subscriber that falls behind the hub's buffer is told `LAGGED` and its
+/// stream ends; driven in-process so the lag is exact, not a race with a socket.
+#[tokio::test]
+async fn a_lagging_subscriber_is_told_and_its_stream_ends() {
+    let (hub, mut stream, _dir) = in_process_stream(2);
     // One poll runs the resolver, which subscribes, then waits for events.
     assert!(futures_util::poll!(stream.next()).is_pending());
     assert_eq!(hub.live_topics(), 1);
     for _ in 0..5 {
-        let item = FeedItem {
-            owner: "alice".into(),
-            action_id: ObjectId::new(),
-            relevancy: 1,
-            reason: Reason::new(ReasonKind::Follows, "bob"),
-            changed: 1,
-            copy: None,
-        };
+        let item = item_for_alice(ObjectId::new(), 1);
         hub.publish_feed_items(FeedEventKind::Added, "acme", None, [item]);
     }
     let response = stream.next().await.expect("a response");
@@ -359,6 +375,49 @@ async fn a_lagging_subscriber_is_told_and_its_stream_ends() {
     assert_eq!(first_error_code(&body).as_deref(), Some("LAGGED"), "{body}");
     assert!(stream.next().await.is_none(), "the stream ends");
     assert_eq!(hub.live_topics(), 0, "and leaves the hub");
+}
+
+/// An item announced twice (a relayed announcement tried again, two
+/// sources telling of one pulled item) reaches the subscriber once; added
+/// again after it was removed, it is news again.
+#[tokio::test]
+async fn an_item_added_twice_is_told_once() {
+    let (hub, mut stream, _dir) = in_process_stream(16);
+    assert!(futures_util::poll!(stream.next()).is_pending());
+    let (one, two) = (ObjectId::new(), ObjectId::new());
+    let publish = |kind, id, changed| {
+        hub.publish_feed_items(kind, "acme", None, [item_for_alice(id, changed)]);
+    };
+    publish(FeedEventKind::Added, one, 10);
+    publish(FeedEventKind::Added, one, 10);
+    publish(FeedEventKind::Added, one, 12);
+    publish(FeedEventKind::Added, two, 11);
+    publish(FeedEventKind::Removed, one, 13);
+    publish(FeedEventKind::Added, one, 14);
+    let mut told = Vec::new();
+    for _ in 0..4 {
+        let response = stream.next().await.expect("an event");
+        let body = serde_json::to_value(&response).expect("json");
+        let event = &body["data"]["feedEvents"];
+        told.push((
+            event["kind"].as_str().unwrap().to_owned(),
+            event["item"]["actionId"].as_str().unwrap().to_owned(),
+        ));
+    }
+    let (one, two) = (one.to_hex(), two.to_hex());
+    assert_eq!(
+        told,
+        [
+            ("ADDED".to_owned(), one.clone()),
+            ("ADDED".to_owned(), two),
+            ("REMOVED".to_owned(), one.clone()),
+            ("ADDED".to_owned(), one),
+        ]
+    );
+    assert!(
+        futures_util::poll!(stream.next()).is_pending(),
+        "nothing more"
+    );
 }
 
 crate::on_both_backends!(

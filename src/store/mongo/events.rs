@@ -13,7 +13,7 @@ use mongodb::Collection;
 
 use super::db_err;
 use crate::events::Signal;
-use crate::model::Millis;
+use crate::model::{Millis, ObjectId};
 use crate::store::event_log::{EventLog, LogTail, LogToken, Logged};
 use crate::store::{ErrorKind, StoreError, StoreResult};
 
@@ -48,21 +48,35 @@ impl MongoEventLog {
 
 #[async_trait]
 impl EventLog for MongoEventLog {
-    async fn append(&self, origin: &str, at: Millis, signals: &[Signal]) -> StoreResult<()> {
-        if signals.is_empty() {
-            return Ok(());
-        }
+    async fn append(
+        &self,
+        origin: &str,
+        at: Millis,
+        signals: &[(ObjectId, Signal)],
+    ) -> StoreResult<()> {
         let at = DateTime::from_millis(at);
         let docs = signals
             .iter()
-            .map(|signal| {
+            .map(|(serial, signal)| {
                 let body = bson::to_document(signal).map_err(|e| {
                     StoreError::from_source(ErrorKind::Internal, "cannot encode a signal", e)
                 })?;
-                Ok(doc! { "o": origin, "at": at, "s": body })
+                Ok(doc! { "_id": serial, "o": origin, "at": at, "s": body })
             })
             .collect::<StoreResult<Vec<Document>>>()?;
-        self.events.insert_many(docs).await.map_err(db_err)?;
+        // In order, so the log holds each process's signals in the order of
+        // their serials. An append tried again after a lost answer finds the
+        // first ones there already: those are done, the rest go on.
+        let mut from = 0;
+        while from < docs.len() {
+            match self.events.insert_many(&docs[from..]).await {
+                Ok(_) => return Ok(()),
+                Err(err) => match already_there(&err) {
+                    Some(index) => from += index + 1,
+                    None => return Err(db_err(err)),
+                },
+            }
+        }
         Ok(())
     }
 
@@ -85,6 +99,21 @@ impl EventLog for MongoEventLog {
             .await
             .map_err(db_err)?;
         Ok(Box::new(MongoTail { stream }))
+    }
+}
+
+/// Where an ordered insert stopped at a document that was there already
+/// (the same serial, appended by an earlier try).
+fn already_there(err: &mongodb::error::Error) -> Option<usize> {
+    const DUPLICATE_KEY: i32 = 11_000;
+    match err.kind.as_ref() {
+        mongodb::error::ErrorKind::InsertMany(failed) => failed
+            .write_errors
+            .as_ref()?
+            .iter()
+            .find(|e| e.code == DUPLICATE_KEY)
+            .map(|e| e.index),
+        _ => None,
     }
 }
 
@@ -112,8 +141,19 @@ impl LogTail for MongoTail {
             let body = doc.get_document("s").map_err(|e| {
                 StoreError::from_source(ErrorKind::Internal, "an event without its signal", e)
             })?;
+            let (Ok(serial), Ok(origin)) = (doc.get_object_id("_id"), doc.get_str("o")) else {
+                tracing::warn!("skipping an event without its serial or origin");
+                continue;
+            };
             match bson::from_document::<Signal>(body.clone()) {
-                Ok(signal) => return Ok(Logged { signal, at }),
+                Ok(signal) => {
+                    return Ok(Logged {
+                        signal,
+                        at,
+                        origin: origin.to_owned(),
+                        serial,
+                    })
+                }
                 // From a newer version of Riverfeed: not for this one.
                 Err(err) => {
                     tracing::warn!(cause = %err, "skipping a signal this version does not read")
