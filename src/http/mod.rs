@@ -2,6 +2,8 @@
 //! `/metrics`, `/demo/`), dev-mode identity from headers, and websocket
 //! connections that end with the server.
 
+mod respond;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -9,9 +11,7 @@ use async_graphql::http::ALL_WEBSOCKET_PROTOCOLS;
 use async_graphql::parser::types::OperationType;
 use async_graphql::{BatchRequest, Data, ParseRequestError};
 use async_graphql_axum::rejection::GraphQLRejection;
-use async_graphql_axum::{
-    GraphQLBatchRequest, GraphQLProtocol, GraphQLRequest, GraphQLResponse, GraphQLWebSocket,
-};
+use async_graphql_axum::{GraphQLBatchRequest, GraphQLProtocol, GraphQLRequest, GraphQLWebSocket};
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{DefaultBodyLimit, FromRequest, Request, State};
@@ -200,6 +200,10 @@ async fn graphql_post(
     headers: HeaderMap,
     request: Request,
 ) -> Response {
+    let media = match respond::negotiate(&headers) {
+        Ok(media) => media,
+        Err(refused) => return refused,
+    };
     // async-graphql reads the body stream itself, past axum's body limit: buffer
     // it here under the limit first.
     let (parts, body) = request.into_parts();
@@ -254,7 +258,7 @@ async fn graphql_post(
                 .collect(),
         ),
     };
-    GraphQLResponse::from(state.schema.execute_batch(batch).await).into_response()
+    respond::batch(media, state.schema.execute_batch(batch).await)
 }
 
 async fn graphql_get(
@@ -265,6 +269,10 @@ async fn graphql_get(
     if request.uri().query().is_none() {
         return axum::response::Redirect::temporary("/graphiql").into_response();
     }
+    let media = match respond::negotiate(&headers) {
+        Ok(media) => media,
+        Err(refused) => return refused,
+    };
     let request = match GraphQLRequest::<GraphQLRejection>::from_request(request, &()).await {
         Ok(request) => request.into_inner(),
         Err(_) => {
@@ -286,15 +294,19 @@ async fn graphql_get(
                     .is_none_or(|wanted| name.is_some_and(|n| n.as_str() == wanted))
         });
         if mutation {
-            return http_error(
+            let mut refused = http_error(
                 StatusCode::METHOD_NOT_ALLOWED,
                 "METHOD_NOT_ALLOWED",
                 "mutations must be sent with POST",
             );
+            refused
+                .headers_mut()
+                .insert(header::ALLOW, header::HeaderValue::from_static("POST"));
+            return refused;
         }
     }
     let session = Session::new(state.auth.from_headers(&headers), &state.app);
-    GraphQLResponse::from(state.schema.execute(request.data(session)).await).into_response()
+    respond::single(media, state.schema.execute(request.data(session)).await)
 }
 
 async fn not_found() -> Response {

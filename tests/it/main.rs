@@ -11,6 +11,7 @@ mod follow;
 mod garbage;
 mod group_feeds;
 mod group_follows;
+mod http;
 mod layouts;
 mod live;
 mod metrics;
