@@ -27,6 +27,13 @@ pub const FEED_EVENTS: &str =
 /// an event) before it fails. Waits end as soon as the condition holds.
 pub const PATIENCE: Duration = Duration::from_secs(15);
 
+/// How long a fan-out may take at the most: a fan-out that fails on a
+/// transient store error (the test wire server's write conflicts under the
+/// load of a whole run) is tried again a few times and, past those, taken
+/// over when its lease (30 s by default) runs out. Waits end as soon as it
+/// is done.
+pub const DELIVERY_PATIENCE: Duration = Duration::from_secs(45);
+
 /// Which store a test runs on.
 #[derive(Clone, Copy, Debug)]
 pub enum Backend {
@@ -376,7 +383,7 @@ impl Client {
 
     /// Waits until the fan-out of one of this user's actions is done.
     pub async fn wait_delivered(&self, action_id: &str) {
-        let deadline = tokio::time::Instant::now() + PATIENCE;
+        let deadline = tokio::time::Instant::now() + DELIVERY_PATIENCE;
         loop {
             let data = self
                 .data(
