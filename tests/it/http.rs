@@ -48,6 +48,20 @@ async fn read_answer(response: reqwest::Response) -> Answer {
     }
 }
 
+async fn get(server: &TestServer, query: &str, accept: Option<&str>) -> Answer {
+    let url =
+        reqwest::Url::parse_with_params(&format!("{}/graphql", server.base), [("query", query)])
+            .expect("a URL");
+    let mut request = reqwest::Client::new()
+        .get(url)
+        .header("x-riverfeed-tenant", "acme")
+        .header("x-riverfeed-user", "alice");
+    if let Some(accept) = accept {
+        request = request.header("accept", accept);
+    }
+    read_answer(request.send().await.expect("sent")).await
+}
+
 fn query(text: &str, variables: Value) -> String {
     json!({ "query": text, "variables": variables }).to_string()
 }
@@ -138,41 +152,12 @@ async fn responses_follow_graphql_over_http() {
     assert!(failed.body.get("data").is_none());
 
     // A mutation over GET is 405, saying which method to use.
-    let url = reqwest::Url::parse_with_params(
-        &format!("{}/graphql", server.base),
-        [("query", "mutation { follow(userId: \"bob\") }")],
-    )
-    .unwrap();
-    let refused = read_answer(
-        reqwest::Client::new()
-            .get(url)
-            .header("x-riverfeed-tenant", "acme")
-            .header("x-riverfeed-user", "alice")
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let refused = get(&server, "mutation { follow(userId: \"bob\") }", None).await;
     assert_eq!(refused.status, 405);
     assert_eq!(refused.allow.as_deref(), Some("POST"));
 
     // A query over GET negotiates the same way.
-    let url = reqwest::Url::parse_with_params(
-        &format!("{}/graphql", server.base),
-        [("query", "{ noSuchField }")],
-    )
-    .unwrap();
-    let failed = read_answer(
-        reqwest::Client::new()
-            .get(url)
-            .header("accept", GRAPHQL_RESPONSE)
-            .header("x-riverfeed-tenant", "acme")
-            .header("x-riverfeed-user", "alice")
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
+    let failed = get(&server, "{ noSuchField }", Some(GRAPHQL_RESPONSE)).await;
     assert_eq!(failed.status, 400);
     assert!(failed.body.get("data").is_none());
     server.stop().await;
