@@ -397,7 +397,10 @@ impl Worker {
             .behaviour()
             .audience(store, action)
             .await?;
-        if planned.pulled {
+        // Whom to tell matters only where someone may listen: here, or in
+        // another process. A fan-out with neither copies nothing.
+        let listened = self.hub.relays() || self.hub.live_topics() > 0;
+        if planned.pulled && listened {
             let shared = Arc::new(action.clone());
             // The readers it was written for (sorted) heard already.
             let written = planned.readers.iter().map(|(r, _)| r.clone()).collect();
