@@ -194,10 +194,7 @@ pub async fn start_with_store(
             .await
             .context("cannot seed the demo tenant")?;
     }
-    let listener = tokio::net::TcpListener::bind(options.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", options.listen))?;
-    let addr = listener.local_addr()?;
+    let (listener, addr) = bind(options.listen).await?;
 
     let shutdown = CancellationToken::new();
     let tracker = TaskTracker::new();
@@ -277,10 +274,7 @@ pub async fn start_worker(mut options: ServeOptions) -> anyhow::Result<Server> {
     let config = options.worker.clone().unwrap_or_default();
     let inner = open_store(&options).await?;
     let (metrics, metered, store) = metered_store(&mut options, inner).await?;
-    let listener = tokio::net::TcpListener::bind(options.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", options.listen))?;
-    let addr = listener.local_addr()?;
+    let (listener, addr) = bind(options.listen).await?;
     let shutdown = CancellationToken::new();
     let tracker = TaskTracker::new();
     // Nobody subscribes here: the hub only relays what the worker publishes.
@@ -313,6 +307,18 @@ pub async fn start_worker(mut options: ServeOptions) -> anyhow::Result<Server> {
         shutdown,
         task,
     })
+}
+
+/// The listener on `listen`, and the address it got (the real port when
+/// asked for port 0).
+async fn bind(
+    listen: std::net::SocketAddr,
+) -> anyhow::Result<(tokio::net::TcpListener, SocketAddr)> {
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("cannot listen on {listen}"))?;
+    let addr = listener.local_addr()?;
+    Ok((listener, addr))
 }
 
 /// Why `riverfeed worker` is refused on the embedded store.
