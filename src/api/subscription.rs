@@ -64,7 +64,7 @@ impl Live {
         match received {
             Ok(event) => Some(Ok(event)),
             Err(Lagged(missed)) => {
-                self.state.hub.note_lagged();
+                self.state.metrics.lagged_subscriptions.inc();
                 Some(Err(coded(
                     LAGGED,
                     format!(

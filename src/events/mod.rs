@@ -98,8 +98,6 @@ pub struct Hub {
     outbox: OnceLock<mpsc::Sender<Signal>>,
     /// Signals the relay's queue had no room for.
     dropped: AtomicU64,
-    /// Subscriptions told they lagged.
-    lagged: AtomicU64,
 }
 
 /// What one subscription has not read yet.
@@ -177,7 +175,6 @@ impl Hub {
             capacity: capacity.max(1),
             outbox: OnceLock::new(),
             dropped: AtomicU64::new(0),
-            lagged: AtomicU64::new(0),
         })
     }
 
@@ -206,16 +203,6 @@ impl Hub {
     /// Signals dropped because the relay fell behind.
     pub fn dropped_signals(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
-    }
-
-    /// Subscriptions that were told they lagged, since start.
-    pub fn lagged_subscriptions(&self) -> u64 {
-        self.lagged.load(Ordering::Relaxed)
-    }
-
-    /// Counts a subscription told it lagged.
-    pub fn note_lagged(&self) {
-        self.lagged.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn subscribe(self: &Arc<Self>, topic: Topic) -> Subscription {

@@ -540,10 +540,6 @@ async fn metrics(State(state): State<OpsState>) -> impl IntoResponse {
         }
         Err(err) => tracing::warn!(cause = %err.chain(), "cannot read the fan-out backlog"),
     }
-    metrics
-        .lagged_subscriptions
-        .inner()
-        .store(state.hub.lagged_subscriptions(), Ordering::Relaxed);
     let mut out = String::new();
     metrics.encode(&mut out);
     out.push_str(
