@@ -61,7 +61,7 @@ pub struct Metrics {
     pub deliveries: Counter,
     pub lease_takeovers: Counter,
     jobs: Family<JobLabels, Counter>,
-    pub websocket_connections: Gauge,
+    pub live_connections: Gauge,
     pub live_subscriptions: Gauge,
     pub lagged_subscriptions: Counter,
     pub fanout_queue_depth: Gauge,
@@ -118,11 +118,11 @@ impl Metrics {
             "Background jobs run by this process (fan-outs, bumps, cleanups, expiries), by outcome",
             jobs.clone(),
         );
-        let websocket_connections = Gauge::default();
+        let live_connections = Gauge::default();
         registry.register(
-            "websocket_connections",
-            "Websocket connections open",
-            websocket_connections.clone(),
+            "live_connections",
+            "Live connections open: websockets, event streams and multipart responses",
+            live_connections.clone(),
         );
         let live_subscriptions = Gauge::default();
         registry.register(
@@ -187,7 +187,7 @@ impl Metrics {
             deliveries,
             lease_takeovers,
             jobs,
-            websocket_connections,
+            live_connections,
             live_subscriptions,
             lagged_subscriptions,
             fanout_queue_depth,

@@ -570,7 +570,7 @@ async fn healthz(State(state): State<OpsState>) -> Response {
 async fn metrics(State(state): State<OpsState>) -> impl IntoResponse {
     let metrics = &state.metrics;
     metrics
-        .websocket_connections
+        .live_connections
         .set(state.connections.load(Ordering::Relaxed) as i64);
     metrics
         .live_subscriptions

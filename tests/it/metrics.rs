@@ -109,7 +109,7 @@ async fn metrics_count_requests_jobs_and_live_connections(backend: Backend) {
         sample(&text, "riverfeed_fanout_oldest_pending_age_seconds"),
         Some(0.0)
     );
-    assert_eq!(sample(&text, "riverfeed_websocket_connections"), Some(1.0));
+    assert_eq!(sample(&text, "riverfeed_live_connections"), Some(1.0));
     assert_eq!(sample(&text, "riverfeed_live_subscriptions"), Some(1.0));
     assert!(text.ends_with("# EOF\n"));
 
