@@ -100,9 +100,12 @@ pub fn schema(state: AppState, introspection: bool) -> RiverfeedSchema {
     let metrics = state.metrics.clone();
     let builder = Schema::build(QueryRoot, MutationRoot::default(), SubscriptionRoot)
         .data(state)
+        // Outermost, so that it sees every error with its code and the
+        // validation result even when the shape check answers it from its
+        // cache.
+        .extension(telemetry::RequestMetrics(metrics))
         .extension(error::ErrorCodes)
         .extension(shape::QueryShape::default())
-        .extension(telemetry::RequestMetrics(metrics))
         .limit_depth(MAX_DEPTH)
         .limit_complexity(MAX_COMPLEXITY);
     if introspection {

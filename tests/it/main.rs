@@ -25,4 +25,5 @@ mod scopes;
 mod security;
 mod store_models;
 mod store_suite;
+mod tracing;
 mod worker;
