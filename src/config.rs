@@ -296,6 +296,12 @@ pub struct ServeArgs {
         global = true
     )]
     pub trusted_documents_mode: crate::http::persisted::TrustMode,
+    /// Send a span per GraphQL operation (named and tagged as OpenTelemetry's
+    /// GraphQL conventions say; the document, never its variables) to this
+    /// OTLP/HTTP collector: its base URL, as `http://127.0.0.1:4318`, spans
+    /// going to `/v1/traces` under it. `serve` and `worker`; off by default.
+    #[arg(long, env = "RIVERFEED_OTLP_ENDPOINT", global = true)]
+    pub otlp_endpoint: Option<String>,
     /// Seed the `demo` tenant with a recruiting organisation (once, when it
     /// is empty) for the web demo at /demo/. Dev mode only.
     #[arg(long, env = "RIVERFEED_DEMO", global = true)]

@@ -21,7 +21,8 @@
 //!   subscriptions, and the signals it relays to other processes.
 //! - [`relay`]: live events across processes sharing a MongoDB: each appends
 //!   what it publishes to the event log and tails what the others append.
-//! - [`metrics`]: what a process reports at `/metrics`.
+//! - [`metrics`]: what a process reports at `/metrics`; [`observe`]: its log
+//!   lines and, with `--otlp-endpoint`, its GraphQL operation spans over OTLP.
 //! - [`api`]: the GraphQL schema — queries, mutations, subscriptions, cursors,
 //!   loaders, access checks and error codes.
 //! - [`http`]: the axum router — `/graphql`, `/graphql/ws`, `/graphiql`,
@@ -51,6 +52,7 @@ pub mod fanout;
 pub mod http;
 pub mod metrics;
 pub mod model;
+pub mod observe;
 pub mod relay;
 pub mod relevancy;
 pub mod rng;

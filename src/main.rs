@@ -1,9 +1,9 @@
-//! The `riverfeed` binary: parse the command line, start logging, hand over to
-//! the library.
+//! The `riverfeed` binary: parse the command line, start logging (and traces),
+//! hand over to the library.
 
 use clap::Parser;
-use riverfeed::config::{Cli, Command};
-use tracing_subscriber::EnvFilter;
+use riverfeed::config::{Cli, Command, ServeArgs};
+use riverfeed::observe::{Observe, Tracing};
 
 /// Rust's allocations go to mimalloc: under a long-running server's mix of
 /// small, short-lived request allocations, glibc's allocator spent a fifth of
@@ -57,34 +57,47 @@ async fn main() -> anyhow::Result<()> {
 
 /// Warnings and errors only: these commands share stderr with progress bars.
 fn quiet_logs() {
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn")),
-        )
-        .init();
+    let logs = Observe {
+        default_level: "warn",
+        stderr: true,
+        otlp_endpoint: None,
+    };
+    // Only fails when a subscriber is installed already.
+    let _ = logs.init();
 }
 
-async fn serve(args: riverfeed::config::ServeArgs) -> anyhow::Result<()> {
-    info_logs();
-    riverfeed::server::run(args.options()?, shutdown_signal()).await
+async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    let tracing = info_logs(&args)?;
+    let served = match args.options() {
+        Ok(options) => riverfeed::server::run(options, shutdown_signal()).await,
+        Err(err) => Err(err),
+    };
+    tracing.shutdown().await;
+    served
 }
 
-async fn worker(args: riverfeed::config::ServeArgs) -> anyhow::Result<()> {
-    info_logs();
-    anyhow::ensure!(
-        !args.no_worker,
-        "`riverfeed worker` is the worker: --no-worker does not go with it"
-    );
-    riverfeed::server::run_worker(args.options()?, shutdown_signal()).await
+async fn worker(args: ServeArgs) -> anyhow::Result<()> {
+    let tracing = info_logs(&args)?;
+    let ran = async {
+        anyhow::ensure!(
+            !args.no_worker,
+            "`riverfeed worker` is the worker: --no-worker does not go with it"
+        );
+        riverfeed::server::run_worker(args.options()?, shutdown_signal()).await
+    }
+    .await;
+    tracing.shutdown().await;
+    ran
 }
 
-fn info_logs() {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info")),
-        )
-        .init();
+/// Info and above on stdout, and the operation spans to `--otlp-endpoint`.
+fn info_logs(args: &ServeArgs) -> anyhow::Result<Tracing> {
+    Observe {
+        default_level: "info",
+        stderr: false,
+        otlp_endpoint: args.otlp_endpoint.clone(),
+    }
+    .init()
 }
 
 /// Resolves on Ctrl-C or SIGTERM.

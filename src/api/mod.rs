@@ -105,6 +105,10 @@ pub fn schema(
     let metrics = state.metrics.clone();
     let mut builder = Schema::build(QueryRoot, MutationRoot::default(), SubscriptionRoot)
         .data(state)
+        // Outermost, so that it sees every error with its code and the
+        // validation result even when the shape check answers it from its
+        // cache.
+        .extension(telemetry::RequestMetrics(metrics))
         .extension(error::ErrorCodes);
     // Outside the query shape's: that one answers repeated documents'
     // validation from its cache, and every request must still be charged.
@@ -113,7 +117,6 @@ pub fn schema(
     }
     let builder = builder
         .extension(shape::QueryShape::default())
-        .extension(telemetry::RequestMetrics(metrics))
         .limit_depth(MAX_DEPTH)
         .limit_complexity(MAX_COMPLEXITY);
     if introspection {

@@ -1,20 +1,31 @@
-//! Counts and times every GraphQL request by operation type and name, for
-//! `/metrics`: queries and mutations with their outcome and duration,
-//! subscriptions as they start (once their document parsed).
+//! The one place that sees every GraphQL operation: it counts and times them
+//! for `/metrics`, ends each with a log line (type, name, cost, duration,
+//! outcome) and runs each in a span named as OpenTelemetry's GraphQL
+//! conventions say, exported when `--otlp-endpoint` is set (see
+//! [`crate::observe`]). Queries and mutations are measured as one response;
+//! subscriptions from their start (logged then) to their end.
+//!
+//! Neither the log line nor the span carries the request's variables: the
+//! span has the document as sent, which holds none of their values.
 
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Instant;
-
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use async_graphql::extensions::{
     Extension, ExtensionContext, ExtensionFactory, NextExecute, NextParseQuery, NextPrepareRequest,
-    NextRequest,
+    NextRequest, NextSubscribe, NextValidation,
 };
 use async_graphql::parser::types::{ExecutableDocument, OperationType};
-use async_graphql::{Request, Response, ServerResult, Variables};
+use async_graphql::{Request, Response, ServerError, ServerResult, ValidationResult, Variables};
+use futures_util::stream::BoxStream;
+use futures_util::{Stream, StreamExt as _};
+use tracing::field::Empty;
+use tracing::{info, Instrument as _, Span};
 
 use crate::metrics::Metrics;
+use crate::observe::{OPERATION_LOG, OPERATION_SPAN};
 
 /// Longest operation name kept as a label; longer ones are cut.
 const MAX_NAME: usize = 64;
@@ -24,25 +35,53 @@ pub struct RequestMetrics(pub Arc<Metrics>);
 
 impl ExtensionFactory for RequestMetrics {
     fn create(&self) -> Arc<dyn Extension> {
-        Arc::new(Measured {
+        // Made here, as the request starts, so that it covers all of it. It
+        // is disabled (and costs nothing) unless spans are exported.
+        let span = tracing::info_span!(
+            target: OPERATION_SPAN,
+            "graphql operation",
+            otel.name = "GraphQL Operation",
+            otel.kind = "server",
+            otel.status_code = Empty,
+            otel.status_description = Empty,
+            graphql.operation.type = Empty,
+            graphql.operation.name = Empty,
+            graphql.document = Empty,
+        );
+        Arc::new(Measured(Arc::new(Operation {
             metrics: self.0.clone(),
-            operations: Mutex::default(),
-            chosen: Mutex::default(),
-            answered: AtomicBool::new(false),
-        })
+            span,
+            started: Instant::now(),
+            seen: Mutex::default(),
+        })))
     }
 }
 
-/// One request's measurement.
-struct Measured {
+/// One request's extension; its stream (for a subscription) shares the
+/// operation.
+struct Measured(Arc<Operation>);
+
+/// One operation, as it is measured.
+struct Operation {
     metrics: Arc<Metrics>,
+    span: Span,
+    started: Instant,
+    /// What the steps found out. A std mutex: held for a few assignments,
+    /// never across an await.
+    seen: Mutex<Seen>,
+}
+
+#[derive(Default)]
+struct Seen {
     /// The document's operations: name and type.
-    operations: Mutex<Vec<(String, &'static str)>>,
+    operations: Vec<(String, &'static str)>,
     /// The operation the request asked for by name.
-    chosen: Mutex<Option<String>>,
-    /// A query or mutation answered as one response (counted when it is);
-    /// otherwise a subscription's stream (counted once it parsed).
-    answered: AtomicBool,
+    chosen: Option<String>,
+    /// Answered as one response (a query or mutation over HTTP); otherwise
+    /// a stream (a subscription, or anything sent over a websocket).
+    answered: bool,
+    /// The validated operation's complexity and depth.
+    cost: Option<(usize, usize)>,
 }
 
 fn type_name(ty: OperationType) -> &'static str {
@@ -53,19 +92,90 @@ fn type_name(ty: OperationType) -> &'static str {
     }
 }
 
-impl Measured {
+impl Seen {
     /// The type and name of the operation run: the one named, or the
     /// document's only one; `unknown` when the document did not parse.
-    fn operation(&self) -> (&'static str, String) {
-        let operations = self.operations.lock().unwrap_or_else(|e| e.into_inner());
-        let chosen = self.chosen.lock().unwrap_or_else(|e| e.into_inner());
-        let found = match chosen.as_deref() {
-            Some(name) => operations.iter().find(|(n, _)| n == name),
-            None => operations.first(),
+    fn operation(&self) -> (&'static str, &str) {
+        let found = match self.chosen.as_deref() {
+            Some(name) => self.operations.iter().find(|(n, _)| n == name),
+            None => self.operations.first(),
         };
         match found {
-            Some((name, ty)) => (ty, name.clone()),
-            None => ("unknown", String::new()),
+            Some((name, ty)) => (*ty, name.as_str()),
+            None => ("unknown", ""),
+        }
+    }
+}
+
+impl Operation {
+    fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
+        self.seen.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Names the span once the document parsed: `{type} {name}`, or the
+    /// type alone for an anonymous operation.
+    fn describe_span(&self, query: &str) {
+        if self.span.is_disabled() {
+            return;
+        }
+        let seen = self.seen();
+        let (ty, name) = seen.operation();
+        if ty == "unknown" {
+            return;
+        }
+        let span_name = if name.is_empty() {
+            ty.to_owned()
+        } else {
+            format!("{ty} {name}")
+        };
+        self.span.record("otel.name", span_name.as_str());
+        self.span.record("graphql.operation.type", ty);
+        if !name.is_empty() {
+            self.span.record("graphql.operation.name", name);
+        }
+        self.span.record("graphql.document", query);
+    }
+
+    /// The operation is over: its span's status, and its log line.
+    fn finish(&self, codes: &[String], events: Option<u64>) {
+        let codes = codes.join(",");
+        if !codes.is_empty() {
+            self.span.record("otel.status_code", "error");
+            self.span.record("otel.status_description", codes.as_str());
+        }
+        let seen = self.seen();
+        let (ty, name) = seen.operation();
+        info!(
+            target: OPERATION_LOG,
+            r#type = ty,
+            name = if name.is_empty() { "anonymous" } else { name },
+            cost = seen.cost.map(|(complexity, _)| complexity),
+            depth = seen.cost.map(|(_, depth)| depth),
+            duration_ms = self.started.elapsed().as_micros() as f64 / 1000.0,
+            outcome = if codes.is_empty() { "ok" } else { "error" },
+            codes = (!codes.is_empty()).then_some(codes.as_str()),
+            events,
+            "graphql operation"
+        );
+    }
+}
+
+/// Adds the `extensions.code`s of `errors` that `codes` does not hold yet.
+/// The error codes extension has put one on every error by the time they
+/// come here (it runs inside this one).
+fn add_codes(codes: &mut Vec<String>, errors: &[ServerError]) {
+    for error in errors {
+        let code = error
+            .extensions
+            .as_ref()
+            .and_then(|values| values.get("code"))
+            .and_then(|code| match code {
+                async_graphql::Value::String(code) => Some(code.as_str()),
+                _ => None,
+            })
+            .unwrap_or(super::error::INTERNAL);
+        if !codes.iter().any(|known| known == code) {
+            codes.push(code.to_owned());
         }
     }
 }
@@ -73,14 +183,37 @@ impl Measured {
 #[async_trait::async_trait]
 impl Extension for Measured {
     async fn request(&self, ctx: &ExtensionContext<'_>, next: NextRequest<'_>) -> Response {
-        self.answered.store(true, Ordering::Relaxed);
-        let started = Instant::now();
-        let response = next.run(ctx).await;
-        let (ty, name) = self.operation();
-        let ok = response.errors.is_empty();
-        self.metrics
-            .graphql_request(ty, &name, ok, Some(started.elapsed()));
+        let op = &self.0;
+        op.seen().answered = true;
+        let response = next.run(ctx).instrument(op.span.clone()).await;
+        {
+            let seen = op.seen();
+            let (ty, name) = seen.operation();
+            let ok = response.errors.is_empty();
+            op.metrics
+                .graphql_request(ty, name, ok, Some(op.started.elapsed()));
+        }
+        let mut codes = Vec::new();
+        add_codes(&mut codes, &response.errors);
+        op.finish(&codes, None);
         response
+    }
+
+    /// A stream of responses: a subscription's events, or the one answer to
+    /// an operation sent over a websocket. Measured until it is dropped.
+    fn subscribe<'s>(
+        &self,
+        ctx: &ExtensionContext<'_>,
+        stream: BoxStream<'s, Response>,
+        next: NextSubscribe<'_>,
+    ) -> BoxStream<'s, Response> {
+        Streamed {
+            inner: next.run(ctx, stream),
+            op: self.0.clone(),
+            events: 0,
+            codes: Vec::new(),
+        }
+        .boxed()
     }
 
     async fn prepare_request(
@@ -89,7 +222,7 @@ impl Extension for Measured {
         request: Request,
         next: NextPrepareRequest<'_>,
     ) -> ServerResult<Request> {
-        *self.chosen.lock().unwrap_or_else(|e| e.into_inner()) = request
+        self.0.seen().chosen = request
             .operation_name
             .as_deref()
             .map(|n| n.chars().take(MAX_NAME).collect());
@@ -103,13 +236,14 @@ impl Extension for Measured {
         variables: &Variables,
         next: NextParseQuery<'_>,
     ) -> ServerResult<ExecutableDocument> {
+        let op = &self.0;
         let parsed = next.run(ctx, query, variables).await;
-        let streamed = !self.answered.load(Ordering::Relaxed);
+        let streamed = !op.seen().answered;
         let document = match parsed {
             Ok(document) => document,
             Err(err) => {
                 if streamed {
-                    self.metrics.graphql_request("unknown", "", false, None);
+                    op.metrics.graphql_request("unknown", "", false, None);
                 }
                 return Err(err);
             }
@@ -127,13 +261,38 @@ impl Extension for Measured {
                 (name, type_name(op.node.ty))
             })
             .collect();
-        *self.operations.lock().unwrap_or_else(|e| e.into_inner()) = operations;
+        op.seen().operations = operations;
+        op.describe_span(query);
         if streamed {
-            // A subscription: counted as it starts (it has no one duration).
-            let (ty, name) = self.operation();
-            self.metrics.graphql_request(ty, &name, true, None);
+            // Counted as it starts (a subscription has no one duration).
+            let seen = op.seen();
+            let (ty, name) = seen.operation();
+            op.metrics.graphql_request(ty, name, true, None);
         }
         Ok(document)
+    }
+
+    async fn validation(
+        &self,
+        ctx: &ExtensionContext<'_>,
+        next: NextValidation<'_>,
+    ) -> Result<ValidationResult, Vec<ServerError>> {
+        let op = &self.0;
+        let result = next.run(ctx).await?;
+        let mut seen = op.seen();
+        seen.cost = Some((result.complexity, result.depth));
+        let (ty, name) = seen.operation();
+        if ty == "subscription" {
+            info!(
+                target: OPERATION_LOG,
+                r#type = ty,
+                name = if name.is_empty() { "anonymous" } else { name },
+                cost = result.complexity,
+                depth = result.depth,
+                "graphql subscription started"
+            );
+        }
+        Ok(result)
     }
 
     async fn execute(
@@ -142,8 +301,42 @@ impl Extension for Measured {
         operation_name: Option<&str>,
         next: NextExecute<'_>,
     ) -> Response {
-        *self.chosen.lock().unwrap_or_else(|e| e.into_inner()) =
-            operation_name.map(|n| n.chars().take(MAX_NAME).collect());
+        self.0.seen().chosen = operation_name.map(|n| n.chars().take(MAX_NAME).collect());
         next.run(ctx, operation_name).await
+    }
+}
+
+/// A stream of responses, run in the operation's span and logged when it
+/// ends (it is dropped when it finishes or its client goes).
+struct Streamed<'s> {
+    inner: BoxStream<'s, Response>,
+    op: Arc<Operation>,
+    /// Responses sent.
+    events: u64,
+    /// The codes of the errors among them (a lagged subscription ends
+    /// with one).
+    codes: Vec<String>,
+}
+
+impl Stream for Streamed<'_> {
+    type Item = Response;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Response>> {
+        let this = &mut *self;
+        let polled = {
+            let _entered = this.op.span.enter();
+            this.inner.poll_next_unpin(cx)
+        };
+        if let Poll::Ready(Some(response)) = &polled {
+            this.events += 1;
+            add_codes(&mut this.codes, &response.errors);
+        }
+        polled
+    }
+}
+
+impl Drop for Streamed<'_> {
+    fn drop(&mut self) {
+        self.op.finish(&self.codes, Some(self.events));
     }
 }

@@ -2,6 +2,7 @@
 //! `/metrics`, `/demo/`), dev-mode identity from headers, and websocket
 //! connections that end with the server.
 
+mod graphiql;
 pub mod persisted;
 mod respond;
 mod stream;
@@ -140,7 +141,8 @@ pub fn router(state: HttpState) -> Router {
         .route("/", get(index))
         .route("/graphql", get(graphql_get).post(graphql_post))
         .route("/graphql/ws", get(graphql_ws))
-        .route("/graphiql", get(graphiql))
+        .route("/graphiql", get(graphiql::page))
+        .route("/graphiql/assets/{file}", get(graphiql::asset))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .route(
@@ -485,10 +487,6 @@ async fn graphql_ws(
 
 async fn index() -> Html<&'static str> {
     Html(include_str!("index.html"))
-}
-
-async fn graphiql() -> Html<&'static str> {
-    Html(include_str!("graphiql.html"))
 }
 
 /// The web demo's page. Its policy lets it load its own files and talk to

@@ -1,7 +1,8 @@
 //! GraphQL over HTTP as the specification has it: the media type the client
 //! accepts, status codes with `application/graphql-response+json`, 405 with
-//! `Allow`, 406 and 400.
+//! `Allow`, 406 and 400; and GraphiQL, served with everything it loads.
 
+use reqwest::header::HeaderMap;
 use serde_json::{json, Value};
 
 use crate::common::{Backend, TestServer};
@@ -160,5 +161,89 @@ async fn responses_follow_graphql_over_http() {
     let failed = get(&server, "{ noSuchField }", Some(GRAPHQL_RESPONSE)).await;
     assert_eq!(failed.status, 400);
     assert!(failed.body.get("data").is_none());
+    server.stop().await;
+}
+
+/// What a browser gets for one path: status and the headers that matter.
+async fn fetch(server: &TestServer, path: &str) -> (u16, HeaderMap, Vec<u8>) {
+    let response = reqwest::get(format!("{}{path}", server.base))
+        .await
+        .expect("sent");
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let body = response.bytes().await.expect("body").to_vec();
+    (status, headers, body)
+}
+
+fn header_of<'h>(headers: &'h HeaderMap, name: &str) -> &'h str {
+    headers
+        .get(name)
+        .map(|v| v.to_str().expect("ASCII"))
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn graphiql_comes_whole_from_the_binary() {
+    let server = TestServer::start(Backend::Embedded)
+        .await
+        .expect("embedded always runs");
+    let (status, headers, body) = fetch(&server, "/graphiql").await;
+    assert_eq!(status, 200);
+    assert!(header_of(&headers, "content-type").starts_with("text/html"));
+    let policy = header_of(&headers, "content-security-policy");
+    assert!(policy.contains("default-src 'none'"), "{policy}");
+    assert!(policy.contains("script-src 'self';"), "{policy}");
+    assert!(!policy.contains("http"), "{policy}");
+    let page = String::from_utf8(body).expect("UTF-8");
+    assert!(
+        !page.contains("http://") && !page.contains("https://"),
+        "the page names another host:\n{page}"
+    );
+    // Styles GraphiQL adds carry the nonce the page hands out, new each time.
+    let nonce = policy
+        .split("'nonce-")
+        .nth(1)
+        .and_then(|rest| rest.split('\'').next())
+        .expect("a style nonce");
+    assert!(page.contains(&format!("content=\"{nonce}\"")), "{page}");
+    let (_, again, _) = fetch(&server, "/graphiql").await;
+    assert!(!header_of(&again, "content-security-policy").contains(nonce));
+
+    // Every file the page loads is the server's own and answers with its type.
+    let assets: Vec<&str> = page
+        .split(['"', '\''])
+        .filter(|part| part.starts_with("/graphiql/assets/"))
+        .collect();
+    assert!(assets.len() >= 6, "scripts and styles: {assets:?}");
+    for asset in &assets {
+        let (status, headers, body) = fetch(&server, asset).await;
+        assert_eq!(status, 200, "{asset}");
+        let content_type = header_of(&headers, "content-type");
+        let wanted = if asset.ends_with(".js") {
+            "text/javascript"
+        } else if asset.ends_with(".css") {
+            "text/css"
+        } else {
+            panic!("an asset of no known type: {asset}")
+        };
+        assert!(content_type.starts_with(wanted), "{asset}: {content_type}");
+        assert_eq!(header_of(&headers, "x-content-type-options"), "nosniff");
+        assert!(body.len() > 100, "{asset} is empty");
+        // The pinned bundles carry their version in their name, so they are
+        // kept; the page's own files are checked every time.
+        let cache = header_of(&headers, "cache-control");
+        let versioned = asset.chars().any(|c| c.is_ascii_digit());
+        assert_eq!(cache.contains("immutable"), versioned, "{asset}: {cache}");
+    }
+    for name in ["graphiql", "react-dom", "react", "page"] {
+        assert!(
+            assets
+                .iter()
+                .any(|a| a.starts_with(&format!("/graphiql/assets/{name}"))),
+            "no {name} among {assets:?}"
+        );
+    }
+    let (status, _, _) = fetch(&server, "/graphiql/assets/graphiql-0.0.0.min.js").await;
+    assert_eq!(status, 404);
     server.stop().await;
 }

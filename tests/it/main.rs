@@ -27,5 +27,6 @@ mod scopes;
 mod security;
 mod store_models;
 mod store_suite;
+mod tracing;
 mod transports;
 mod worker;
