@@ -41,29 +41,53 @@ pub enum Streaming {
     Multipart,
 }
 
-/// The streaming transport the `Accept` header asks for, if any: an event
-/// stream, or multipart with Apollo's subscription spec.
+/// The streaming transport the `Accept` header prefers, if any: an event
+/// stream, or multipart with Apollo's subscription spec, weighed against
+/// the JSON types by `q` and then by order. (urql lists `text/event-stream`
+/// after the JSON types for its queries, and wants JSON; graphql-sse asks
+/// for the stream alone.)
 pub fn requested(headers: &HeaderMap) -> Option<Streaming> {
-    headers
+    // The best (q, -position) of each kind.
+    let mut json: Option<(f32, isize)> = None;
+    let mut streams: Option<((f32, isize), Streaming)> = None;
+    let ranges = headers
         .get_all(header::ACCEPT)
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .find_map(|range| {
-            let mut parts = range.split(';').map(str::trim);
-            let kind = parts.next()?.to_ascii_lowercase();
-            let params: Vec<String> = parts.map(str::to_ascii_lowercase).collect();
-            if params.iter().any(|p| p == "q=0" || p == "q=0.0") {
-                return None;
+        .flat_map(|v| v.split(','));
+    for (position, range) in ranges.enumerate() {
+        let mut parts = range.split(';').map(str::trim);
+        let kind = parts.next().unwrap_or_default().to_ascii_lowercase();
+        let params: Vec<String> = parts.map(str::to_ascii_lowercase).collect();
+        let q = params
+            .iter()
+            .find_map(|p| p.strip_prefix("q=")?.parse::<f32>().ok())
+            .unwrap_or(1.0);
+        if q <= 0.0 {
+            continue;
+        }
+        let rank = (q, -(position as isize));
+        let better = |best: Option<(f32, isize)>| best.is_none_or(|b| rank > b);
+        match kind.as_str() {
+            "text/event-stream" if better(streams.map(|(r, _)| r)) => {
+                streams = Some((rank, Streaming::EventStream));
             }
-            match kind.as_str() {
-                "text/event-stream" => Some(Streaming::EventStream),
-                "multipart/mixed" if params.iter().any(|p| p.starts_with("subscriptionspec=")) => {
-                    Some(Streaming::Multipart)
-                }
-                _ => None,
+            "multipart/mixed"
+                if params.iter().any(|p| p.starts_with("subscriptionspec="))
+                    && better(streams.map(|(r, _)| r)) =>
+            {
+                streams = Some((rank, Streaming::Multipart));
             }
-        })
+            "application/json" | "application/graphql-response+json" | "*/*" | "application/*"
+                if better(json) =>
+            {
+                json = Some(rank);
+            }
+            _ => {}
+        }
+    }
+    let (rank, streaming) = streams?;
+    json.is_none_or(|json| rank > json).then_some(streaming)
 }
 
 /// Runs `request` and answers with its results as `streaming`.
@@ -248,5 +272,27 @@ mod tests {
             None
         );
         assert_eq!(requested(&HeaderMap::new()), None);
+        // urql's queries list the stream after JSON: JSON wins the tie.
+        assert_eq!(
+            requested(&accept(
+                "application/graphql-response+json, application/json, text/event-stream, multipart/mixed"
+            )),
+            None
+        );
+        assert_eq!(
+            requested(&accept("application/json;q=0.9, text/event-stream;q=0.5")),
+            None
+        );
+        assert_eq!(
+            requested(&accept("text/event-stream, application/json;q=0.9")),
+            Some(Streaming::EventStream)
+        );
+        // Apollo's subscriptions put multipart first.
+        assert_eq!(
+            requested(&accept(
+                "multipart/mixed;boundary=graphql;subscriptionSpec=1.0,application/json;q=0.9"
+            )),
+            Some(Streaming::Multipart)
+        );
     }
 }
