@@ -264,6 +264,38 @@ pub struct ServeArgs {
     #[arg(long, env = "RIVERFEED_MAX_SUBSCRIPTIONS", default_value_t = 16, global = true,
           value_parser = clap::value_parser!(u32).range(1..=1_000))]
     pub max_subscriptions: u32,
+    /// How long a new websocket may take to send `connection_init` before it
+    /// is closed with 4408.
+    #[arg(long, env = "RIVERFEED_WS_INIT_TIMEOUT", default_value = "10s", global = true,
+          value_parser = parse_duration)]
+    pub ws_init_timeout: Duration,
+    /// How often the server pings each websocket (graphql-transport-ws
+    /// `ping`); two unanswered pings end the connection.
+    #[arg(long, env = "RIVERFEED_WS_PING_INTERVAL", default_value = "15s", global = true,
+          value_parser = parse_duration)]
+    pub ws_ping_interval: Duration,
+    /// A role's budget of query cost: `ROLE=COST/WINDOW`, as in
+    /// `user=20000/1m`. Repeat for each role (user, service, admin); a
+    /// caller pays at its highest role's budget, and roles without one are
+    /// not limited. Off by default.
+    #[arg(long = "rate-limit", env = "RIVERFEED_RATE_LIMITS", value_delimiter = ',',
+          global = true, value_parser = crate::api::rate_limit::parse_budget)]
+    pub rate_limits: Vec<(crate::auth::Role, crate::api::rate_limit::Budget)>,
+    /// A manifest of trusted documents (id → document, as Relay's compiler,
+    /// GraphQL Codegen or Apollo's manifest generator write it); requests
+    /// name them by `documentId` or `doc_id`.
+    #[arg(long, env = "RIVERFEED_TRUSTED_DOCUMENTS", global = true)]
+    pub trusted_documents: Option<PathBuf>,
+    /// What happens to an operation outside the trusted documents: `enforce`
+    /// refuses it (TRUSTED_DOCUMENT_REQUIRED), `log` runs it and logs it.
+    #[arg(
+        long,
+        env = "RIVERFEED_TRUSTED_DOCUMENTS_MODE",
+        value_enum,
+        default_value = "enforce",
+        global = true
+    )]
+    pub trusted_documents_mode: crate::http::persisted::TrustMode,
     /// Seed the `demo` tenant with a recruiting organisation (once, when it
     /// is empty) for the web demo at /demo/. Dev mode only.
     #[arg(long, env = "RIVERFEED_DEMO", global = true)]
@@ -384,7 +416,29 @@ impl ServeArgs {
         options.ws_limits = WsLimits {
             max_connections: self.max_connections as usize,
             max_subscriptions: self.max_subscriptions as usize,
+            init_timeout: self.ws_init_timeout,
+            ping_interval: self.ws_ping_interval,
         };
+        anyhow::ensure!(
+            !self.ws_init_timeout.is_zero() && !self.ws_ping_interval.is_zero(),
+            "--ws-init-timeout and --ws-ping-interval must be longer than zero"
+        );
+        options.rate_limits = self.rate_limits.clone();
+        let trusted = self
+            .trusted_documents
+            .as_deref()
+            .map(|path| {
+                crate::http::persisted::TrustedDocuments::load(path, self.trusted_documents_mode)
+            })
+            .transpose()?;
+        if let Some(trusted) = &trusted {
+            tracing::info!(
+                documents = trusted.len(),
+                mode = ?trusted.mode(),
+                "trusted documents loaded"
+            );
+        }
+        options.persisted = Arc::new(crate::http::persisted::Persisted::new(trusted));
         Ok(options)
     }
 }

@@ -70,6 +70,10 @@ pub struct ServeOptions {
     /// The backends' settings (the embedded store's cache, MongoDB's
     /// timeline layout).
     pub store_settings: crate::store::StoreSettings,
+    /// `--rate-limit`: each role's budget of query cost; none by default.
+    pub rate_limits: Vec<(crate::auth::Role, crate::api::rate_limit::Budget)>,
+    /// The APQ cache and `--trusted-documents`.
+    pub persisted: Arc<crate::http::persisted::Persisted>,
 }
 
 impl ServeOptions {
@@ -92,6 +96,8 @@ impl ServeOptions {
             cursor_secret: None,
             demo: false,
             store_settings: crate::store::StoreSettings::default(),
+            rate_limits: Vec::new(),
+            persisted: Arc::default(),
         }
     }
 }
@@ -231,11 +237,19 @@ pub async fn start_with_store(
         }
         None => warn!("no fan-out worker in this process: actions stay pending until one runs"),
     }
+    let rate_limiter = (!options.rate_limits.is_empty()).then(|| {
+        Arc::new(api::rate_limit::RateLimiter::new(
+            options.rate_limits.iter().copied(),
+        ))
+    });
     let state = HttpState {
+        rate_limited: rate_limiter.is_some(),
         schema: api::schema(
             app.clone(),
             options.introspection.unwrap_or(options.auth.is_dev()),
+            rate_limiter,
         ),
+        persisted: options.persisted.clone(),
         ops: OpsState {
             store: store.clone(),
             metered: metered.clone(),
@@ -373,6 +387,7 @@ fn serve_until_stopped(
     tokio::spawn({
         let shutdown = shutdown.clone();
         async move {
+            let router = router.into_make_service_with_connect_info::<std::net::SocketAddr>();
             let serve = axum::serve(listener, router)
                 .with_graceful_shutdown(shutdown.clone().cancelled_owned())
                 .into_future();

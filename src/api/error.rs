@@ -34,6 +34,7 @@ pub const TOO_MANY_SUBSCRIPTIONS: &str = "TOO_MANY_SUBSCRIPTIONS";
 pub const INTROSPECTION_DISABLED: &str = "INTROSPECTION_DISABLED";
 pub const PARSE_FAILED: &str = "GRAPHQL_PARSE_FAILED";
 pub const VALIDATION_FAILED: &str = "GRAPHQL_VALIDATION_FAILED";
+pub const RATE_LIMITED: &str = "RATE_LIMITED";
 
 /// A server error with a code, for extensions that refuse a request early.
 pub fn coded_server_error(code: &'static str, message: impl Into<String>) -> ServerError {

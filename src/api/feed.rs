@@ -120,15 +120,17 @@ pub async fn home(
     let store = state(ctx)?.store.as_ref();
     let read_at = state(ctx)?.clock.now();
     let (tenant, reader) = (viewer.tenant.as_str(), viewer.user.as_str());
-    let plan = state(ctx)?
-        .model
-        .behaviour()
-        .plan(store, tenant, reader, read_at)
-        .await
-        .api()?;
-    // The reader's pending unfollows, read alongside the first range: one
-    // more query, no more waiting.
-    let mut unfollows: Option<Vec<Unfollow>> = None;
+    // The reader's pending unfollows are read with the plan, before any
+    // range: the worker ends an unfollow once it has taken its items out of
+    // storage, so a page read after this sees either the unfollow here or
+    // the items gone there. Read alongside the page, the worker could finish
+    // in between and the page show both the items and no unfollow.
+    let behaviour = state(ctx)?.model.behaviour();
+    let (plan, unfollows) = tokio::join!(
+        behaviour.plan(store, tenant, reader, read_at),
+        store.unfollows(tenant, reader)
+    );
+    let (plan, unfollows): (_, Vec<Unfollow>) = (plan.api()?, unfollows.api()?);
     let copies_serve = !NOT_COPIED
         .iter()
         .any(|field| ActionNode::selected(ctx, FEED_ACTIONS, field));
@@ -148,16 +150,7 @@ pub async fn home(
             limit: want + 1,
             from_oldest: backwards,
         };
-        let page = plan.page(store, tenant, reader, range);
-        let mut entries = match &unfollows {
-            Some(_) => page.await.api()?,
-            None => {
-                let (page, pending) = tokio::join!(page, store.unfollows(tenant, reader));
-                unfollows = Some(pending.api()?);
-                page.api()?
-            }
-        };
-        let unfollows = unfollows.as_deref().unwrap_or_default();
+        let mut entries = plan.page(store, tenant, reader, range).await.api()?;
         more = entries.len() > want;
         if more {
             if backwards {

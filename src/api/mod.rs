@@ -15,6 +15,7 @@ mod mutation;
 mod page;
 mod publish;
 mod query;
+pub mod rate_limit;
 mod shape;
 mod subscription;
 mod telemetry;
@@ -96,11 +97,21 @@ impl AppState {
 }
 
 /// Builds the schema around the shared state.
-pub fn schema(state: AppState, introspection: bool) -> RiverfeedSchema {
+pub fn schema(
+    state: AppState,
+    introspection: bool,
+    rate_limiter: Option<Arc<rate_limit::RateLimiter>>,
+) -> RiverfeedSchema {
     let metrics = state.metrics.clone();
-    let builder = Schema::build(QueryRoot, MutationRoot::default(), SubscriptionRoot)
+    let mut builder = Schema::build(QueryRoot, MutationRoot::default(), SubscriptionRoot)
         .data(state)
-        .extension(error::ErrorCodes)
+        .extension(error::ErrorCodes);
+    // Outside the query shape's: that one answers repeated documents'
+    // validation from its cache, and every request must still be charged.
+    if let Some(limiter) = rate_limiter {
+        builder = builder.extension(rate_limit::RateLimit(limiter));
+    }
+    let builder = builder
         .extension(shape::QueryShape::default())
         .extension(telemetry::RequestMetrics(metrics))
         .limit_depth(MAX_DEPTH)

@@ -39,7 +39,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::auth::Authenticator;
 use crate::config::ServeArgs;
-use crate::http::WsLimits;
 use crate::server::{self, Server};
 use crate::store::embedded::EmbeddedStore;
 use crate::store::mongo::{redact, MongoStore};
@@ -421,10 +420,7 @@ async fn start(
     options.listen = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
     options.auth = Arc::new(Authenticator::Dev);
     options.insecure_dev = false;
-    options.ws_limits = WsLimits {
-        max_connections: options.ws_limits.max_connections.max(most_live + 64),
-        max_subscriptions: options.ws_limits.max_subscriptions,
-    };
+    options.ws_limits.max_connections = options.ws_limits.max_connections.max(most_live + 64);
     if let Some(model) = model {
         options.model = model;
     }

@@ -2,30 +2,34 @@
 //! `/metrics`, `/demo/`), dev-mode identity from headers, and websocket
 //! connections that end with the server.
 
+pub mod persisted;
 mod respond;
+mod stream;
+mod ws;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use async_graphql::http::ALL_WEBSOCKET_PROTOCOLS;
+use std::net::SocketAddr;
+
 use async_graphql::parser::types::OperationType;
-use async_graphql::{BatchRequest, Data, ParseRequestError};
-use async_graphql_axum::rejection::GraphQLRejection;
-use async_graphql_axum::{GraphQLBatchRequest, GraphQLProtocol, GraphQLRequest, GraphQLWebSocket};
+use async_graphql::BatchResponse;
+use axum::extract::connect_info::ConnectInfo;
+use axum::extract::rejection::ExtensionRejection;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
-use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
-use axum::extract::{DefaultBodyLimit, FromRequest, Request, State};
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use futures_util::{SinkExt, StreamExt};
-use serde_json::json;
+use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::api::{self, AppState, Identity, RiverfeedSchema, Session};
+use crate::api::rate_limit::Caller;
+use crate::api::{self, AppState, Identity, RiverfeedSchema, Role, Session};
 use crate::auth::Authenticator;
 use crate::store::metered::Metered;
 use crate::store::Store;
@@ -52,6 +56,10 @@ pub struct HttpState {
     pub loopback_only: bool,
     /// The server seeded the demo tenant (`--demo`).
     pub demo: bool,
+    /// Persisted operations: the APQ cache and the trusted documents.
+    pub persisted: Arc<persisted::Persisted>,
+    /// The schema charges operations to rate limits.
+    pub rate_limited: bool,
 }
 
 /// What `/healthz` and `/metrics` read: all a worker process serves.
@@ -81,13 +89,18 @@ pub fn ops_router(state: OpsState) -> Router {
         .with_state(state)
 }
 
-/// Bounds on live connections.
+/// Bounds and timers of live connections.
 #[derive(Clone, Copy, Debug)]
 pub struct WsLimits {
-    /// Websocket connections open at once, in total.
+    /// Live connections open at once, in total: websockets, event streams
+    /// and multipart responses.
     pub max_connections: usize,
-    /// Subscriptions at once on one connection.
+    /// Subscriptions at once on one websocket connection.
     pub max_subscriptions: usize,
+    /// How long a new websocket may take to send `connection_init`.
+    pub init_timeout: std::time::Duration,
+    /// How often the server pings a websocket.
+    pub ping_interval: std::time::Duration,
 }
 
 impl Default for WsLimits {
@@ -95,6 +108,8 @@ impl Default for WsLimits {
         Self {
             max_connections: 10_000,
             max_subscriptions: 16,
+            init_timeout: ws::DEFAULT_INIT_TIMEOUT,
+            ping_interval: ws::DEFAULT_PING_INTERVAL,
         }
     }
 }
@@ -195,70 +210,163 @@ fn http_error(status: StatusCode, code: &str, message: impl Into<String>) -> Res
     (status, Json(body)).into_response()
 }
 
+/// Who pays for a request's operations: the token's tenant and `sub`, or
+/// in dev mode (where anyone may claim any identity) the client's address;
+/// at the rate of their highest role.
+fn caller(state: &HttpState, identity: &Identity, peer: Option<&str>) -> Caller {
+    let anonymous = || peer.unwrap_or("unknown").to_owned();
+    match identity {
+        Identity::Viewer(viewer) => Caller {
+            key: if state.auth.is_dev() {
+                anonymous()
+            } else {
+                format!("{}\u{1f}{}", viewer.tenant, viewer.user)
+            },
+            role: viewer.roles.iter().max().copied().unwrap_or(Role::User),
+        },
+        _ => Caller {
+            key: anonymous(),
+            role: Role::User,
+        },
+    }
+}
+
+/// The client's address, when the server knows it.
+fn peer_of(request: &Request) -> Option<String> {
+    request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|info| info.0.ip().to_string())
+}
+
+/// The type of the operation a request runs, if its document parses and
+/// names it.
+fn operation_type(request: &async_graphql::Request) -> Option<OperationType> {
+    let document = async_graphql::parser::parse_query(&request.query).ok()?;
+    let wanted = request.operation_name.as_deref();
+    document
+        .operations
+        .iter()
+        .find(|(name, _)| wanted.is_none_or(|w| name.is_some_and(|n| n.as_str() == w)))
+        .map(|(_, op)| op.node.ty)
+}
+
+/// How a request is answered: as a stream, or as one response of a media
+/// type. `Err` is a 406.
+#[allow(clippy::result_large_err)]
+fn answer_as(headers: &HeaderMap) -> Result<(Option<stream::Streaming>, respond::Media), Response> {
+    let streaming = stream::requested(headers);
+    match respond::negotiate(headers) {
+        Ok(media) => Ok((streaming, media)),
+        // A stream's own errors go as JSON.
+        Err(_) if streaming.is_some() => Ok((streaming, respond::Media::Json)),
+        Err(refused) => Err(refused),
+    }
+}
+
+/// Runs one request from a transport: as a stream when one was asked for
+/// (an event stream for any operation; multipart for subscriptions), else
+/// as one response.
+async fn run(
+    state: &HttpState,
+    headers: &HeaderMap,
+    peer: Option<&str>,
+    (streaming, media): (Option<stream::Streaming>, respond::Media),
+    request: async_graphql::Request,
+) -> Response {
+    let identity = state.auth.from_headers(headers);
+    let caller = caller(state, &identity, peer);
+    let request = request
+        .data(Session::new(identity, &state.app))
+        .data(caller);
+    let streamed = match streaming {
+        Some(stream::Streaming::EventStream) => streaming,
+        Some(stream::Streaming::Multipart)
+            if operation_type(&request) == Some(OperationType::Subscription) =>
+        {
+            streaming
+        }
+        _ => None,
+    };
+    match streamed {
+        Some(streaming) => stream::respond(state, streaming, request).await,
+        None => respond::single(media, state.schema.execute(request).await),
+    }
+}
+
+fn not_a_request(detail: impl std::fmt::Display) -> Response {
+    http_error(
+        StatusCode::BAD_REQUEST,
+        "BAD_REQUEST",
+        format!("the body is not a GraphQL request ({detail}): send JSON with a `query` string"),
+    )
+}
+
 async fn graphql_post(
     State(state): State<HttpState>,
     headers: HeaderMap,
     request: Request,
 ) -> Response {
-    let media = match respond::negotiate(&headers) {
-        Ok(media) => media,
+    let answer = match answer_as(&headers) {
+        Ok(answer) => answer,
         Err(refused) => return refused,
     };
-    // async-graphql reads the body stream itself, past axum's body limit: buffer
-    // it here under the limit first.
-    let (parts, body) = request.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, MAX_BODY_BYTES).await else {
+    let peer = peer_of(&request);
+    let Ok(bytes) = axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES).await else {
         return http_error(
             StatusCode::PAYLOAD_TOO_LARGE,
             "PAYLOAD_TOO_LARGE",
             format!("request body is larger than {MAX_BODY_BYTES} bytes"),
         );
     };
-    let request = Request::from_parts(parts, axum::body::Body::from(bytes));
-    let batch = match GraphQLBatchRequest::<GraphQLRejection>::from_request(request, &()).await {
-        Ok(batch) => batch.into_inner(),
-        Err(GraphQLRejection(ParseRequestError::PayloadTooLarge)) => {
-            return http_error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "PAYLOAD_TOO_LARGE",
-                format!("request body is larger than {MAX_BODY_BYTES} bytes"),
-            );
-        }
-        Err(GraphQLRejection(err)) => {
-            return http_error(
-                StatusCode::BAD_REQUEST,
-                "BAD_REQUEST",
-                format!(
-                    "the body is not a GraphQL request ({err}): send JSON with a `query` string"
-                ),
-            );
+    if bytes.is_empty() {
+        return not_a_request("it is empty");
+    }
+    let raw: Value = match serde_json::from_slice(&bytes) {
+        Ok(raw) => raw,
+        Err(err) => return not_a_request(format!("not JSON: {err}")),
+    };
+    let items = match raw {
+        Value::Array(items) => items,
+        single => {
+            return match state.persisted.request(single) {
+                Ok(request) => run(&state, &headers, peer.as_deref(), answer, request).await,
+                Err(refused) => respond::single(answer.1, refused.response()),
+            }
         }
     };
+    // A batch: several operations in one body, each with its own session
+    // (and loaders), answered together.
+    if answer.0.is_some() {
+        return not_a_request("a batch cannot be streamed");
+    }
+    if items.is_empty() || items.len() > api::MAX_BATCH {
+        return http_error(
+            StatusCode::BAD_REQUEST,
+            "BAD_REQUEST",
+            format!(
+                "a batch holds 1 to {} operations, this one {}",
+                api::MAX_BATCH,
+                items.len()
+            ),
+        );
+    }
     let identity = state.auth.from_headers(&headers);
-    // Each request of a batch gets its own session (and loaders).
-    let batch = match batch {
-        BatchRequest::Single(request) => {
-            BatchRequest::Single(request.data(Session::new(identity, &state.app)))
-        }
-        BatchRequest::Batch(requests) if requests.len() > api::MAX_BATCH => {
-            return http_error(
-                StatusCode::BAD_REQUEST,
-                "BAD_REQUEST",
-                format!(
-                    "a batch holds at most {} operations, this one {}",
-                    api::MAX_BATCH,
-                    requests.len()
-                ),
-            );
-        }
-        BatchRequest::Batch(requests) => BatchRequest::Batch(
-            requests
-                .into_iter()
-                .map(|r| r.data(Session::new(identity.clone(), &state.app)))
-                .collect(),
-        ),
-    };
-    respond::batch(media, state.schema.execute_batch(batch).await)
+    let caller = caller(&state, &identity, peer.as_deref());
+    let mut responses = Vec::with_capacity(items.len());
+    for raw in items {
+        let response = match state.persisted.request(raw) {
+            Ok(request) => {
+                let request = request
+                    .data(Session::new(identity.clone(), &state.app))
+                    .data(caller.clone());
+                state.schema.execute(request).await
+            }
+            Err(refused) => refused.response(),
+        };
+        responses.push(response);
+    }
+    respond::batch(answer.1, BatchResponse::Batch(responses))
 }
 
 async fn graphql_get(
@@ -266,47 +374,36 @@ async fn graphql_get(
     headers: HeaderMap,
     request: Request,
 ) -> Response {
-    if request.uri().query().is_none() {
+    let Some(query) = request.uri().query() else {
         return axum::response::Redirect::temporary("/graphiql").into_response();
-    }
-    let media = match respond::negotiate(&headers) {
-        Ok(media) => media,
+    };
+    let answer = match answer_as(&headers) {
+        Ok(answer) => answer,
         Err(refused) => return refused,
     };
-    let request = match GraphQLRequest::<GraphQLRejection>::from_request(request, &()).await {
-        Ok(request) => request.into_inner(),
-        Err(_) => {
-            return http_error(
-                StatusCode::BAD_REQUEST,
-                "BAD_REQUEST",
-                "GET /graphql takes `query` (and optional `variables`, `operationName`) in the query string",
-            )
-        }
+    let raw = match persisted::from_query_string(query) {
+        Ok(raw) => raw,
+        Err(refused) => return respond::single(answer.1, refused.response()),
+    };
+    let graphql = match state.persisted.request(raw) {
+        Ok(graphql) => graphql,
+        Err(refused) => return respond::single(answer.1, refused.response()),
     };
     // Mutations change state: they must not ride on GET, which links and
     // prefetchers send freely.
-    if let Ok(document) = async_graphql::parser::parse_query(&request.query) {
-        let mutation = document.operations.iter().any(|(name, op)| {
-            op.node.ty == OperationType::Mutation
-                && request
-                    .operation_name
-                    .as_deref()
-                    .is_none_or(|wanted| name.is_some_and(|n| n.as_str() == wanted))
-        });
-        if mutation {
-            let mut refused = http_error(
-                StatusCode::METHOD_NOT_ALLOWED,
-                "METHOD_NOT_ALLOWED",
-                "mutations must be sent with POST",
-            );
-            refused
-                .headers_mut()
-                .insert(header::ALLOW, header::HeaderValue::from_static("POST"));
-            return refused;
-        }
+    if operation_type(&graphql) == Some(OperationType::Mutation) {
+        let mut refused = http_error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "METHOD_NOT_ALLOWED",
+            "mutations must be sent with POST",
+        );
+        refused
+            .headers_mut()
+            .insert(header::ALLOW, header::HeaderValue::from_static("POST"));
+        return refused;
     }
-    let session = Session::new(state.auth.from_headers(&headers), &state.app);
-    respond::single(media, state.schema.execute(request.data(session)).await)
+    let peer = peer_of(&request);
+    run(&state, &headers, peer.as_deref(), answer, graphql).await
 }
 
 async fn not_found() -> Response {
@@ -327,7 +424,8 @@ async fn method_not_allowed() -> Response {
 
 async fn graphql_ws(
     State(state): State<HttpState>,
-    protocol: Result<GraphQLProtocol, StatusCode>,
+    headers: HeaderMap,
+    peer: Result<ConnectInfo<SocketAddr>, ExtensionRejection>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Response {
     let upgrade = match upgrade {
@@ -343,26 +441,33 @@ async fn graphql_ws(
             )
         }
     };
-    let Ok(protocol) = protocol else {
+    let offered = headers
+        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|p| p.trim().eq_ignore_ascii_case(ws::PROTOCOL));
+    if !offered {
         return http_error(
             StatusCode::BAD_REQUEST,
             "BAD_REQUEST",
-            "unsupported websocket subprotocol: use graphql-transport-ws or graphql-ws",
+            format!("websocket subscriptions speak the {} subprotocol: offer it in Sec-WebSocket-Protocol", ws::PROTOCOL),
         );
-    };
+    }
     let Some(slot) = ConnectionSlot::take(&state.connections, state.limits.max_connections) else {
         return http_error(
             StatusCode::SERVICE_UNAVAILABLE,
             "TOO_MANY_CONNECTIONS",
             format!(
-                "this server holds at most {} websocket connections; try again later",
+                "this server holds at most {} live connections; try again later",
                 state.limits.max_connections
             ),
         );
     };
+    let peer = peer.ok().map(|info| info.0.ip().to_string());
     let tracker = state.tracker.clone();
     upgrade
-        .protocols(ALL_WEBSOCKET_PROTOCOLS)
+        .protocols([ws::PROTOCOL])
         // A websocket message is a request: the same bound as an HTTP body.
         .max_message_size(MAX_BODY_BYTES)
         .max_frame_size(MAX_BODY_BYTES)
@@ -372,69 +477,10 @@ async fn graphql_ws(
         .read_buffer_size(1024)
         .on_upgrade(move |socket| {
             tracker.track_future(async move {
-                serve_ws(socket, protocol, state).await;
+                ws::serve(socket, state, peer).await;
                 drop(slot);
             })
         })
-}
-
-/// How long a new websocket may take to send `connection_init`.
-pub const INIT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// One websocket connection: graphql-transport-ws or graphql-ws, ended with a
-/// 1001 close when the server shuts down.
-///
-/// A connection holds one of the server's connection slots, so it must earn
-/// it: `connection_init` within `INIT_TIMEOUT`, with a valid identity.
-async fn serve_ws(socket: WebSocket, protocol: GraphQLProtocol, state: HttpState) {
-    let (mut sink, mut stream) = socket.split();
-    let close = |code: u16, reason: &str| {
-        Message::Close(Some(CloseFrame {
-            code,
-            reason: reason.to_owned().into(),
-        }))
-    };
-    let first = tokio::select! {
-        first = stream.next() => first,
-        _ = tokio::time::sleep(INIT_TIMEOUT) => {
-            let _ = sink.send(close(4408, "connection initialisation timeout")).await;
-            return;
-        }
-        _ = state.shutdown.cancelled() => return,
-    };
-    let Some(first) = first else { return };
-    // Ending the input ends the connection's subscriptions and its task.
-    let stream = futures_util::stream::once(async move { first })
-        .chain(stream)
-        .take_until(state.shutdown.clone().cancelled_owned());
-    let (app, auth) = (state.app.clone(), state.auth.clone());
-    let max_subscriptions = state.limits.max_subscriptions;
-    GraphQLWebSocket::new_with_pair(&mut sink, stream, state.schema.clone(), protocol)
-        .on_connection_init(move |payload| async move {
-            let session = Session::new(auth.from_payload(&payload), &app)
-                .with_subscription_limit(max_subscriptions);
-            match &session.identity {
-                Identity::Viewer(_) => {}
-                Identity::Invalid(reason) => {
-                    return Err(async_graphql::Error::new(format!(
-                        "UNAUTHENTICATED: {reason}"
-                    )))
-                }
-                Identity::Anonymous => {
-                    return Err(async_graphql::Error::new(
-                        "UNAUTHENTICATED: connection_init carries no identity",
-                    ))
-                }
-            }
-            let mut data = Data::default();
-            data.insert(session);
-            Ok(data)
-        })
-        .serve()
-        .await;
-    if state.shutdown.is_cancelled() {
-        let _ = sink.send(close(1001, "server shutting down")).await;
-    }
 }
 
 async fn index() -> Html<&'static str> {

@@ -73,7 +73,7 @@ pub fn negotiate(headers: &HeaderMap) -> Result<Media, Response> {
 
 /// Whether a response is a request error: no data, and only errors that
 /// belong to no field (parse, validation, variables).
-fn failed_before_running(response: &GqlResponse) -> bool {
+pub(super) fn failed_before_running(response: &GqlResponse) -> bool {
     !response.errors.is_empty()
         && matches!(response.data, async_graphql::Value::Null)
         && response.errors.iter().all(|e| e.path.is_empty())
@@ -81,8 +81,12 @@ fn failed_before_running(response: &GqlResponse) -> bool {
 
 /// One GraphQL response as `media`.
 pub fn single(media: Media, response: GqlResponse) -> Response {
-    let request_error = media == Media::GraphqlResponseJson && failed_before_running(&response);
-    let status = if request_error {
+    let retry_after = crate::api::rate_limit::refused_for(&response);
+    let request_error = retry_after.is_some()
+        || (media == Media::GraphqlResponseJson && failed_before_running(&response));
+    let status = if retry_after.is_some() {
+        StatusCode::TOO_MANY_REQUESTS
+    } else if request_error {
         StatusCode::BAD_REQUEST
     } else {
         StatusCode::OK
@@ -96,6 +100,11 @@ pub fn single(media: Media, response: GqlResponse) -> Response {
         headers.insert(header::CACHE_CONTROL, cache);
     }
     headers.extend(response.http_headers.clone());
+    if let Some(after) = retry_after {
+        headers
+            .entry(header::RETRY_AFTER)
+            .or_insert_with(|| HeaderValue::from(after));
+    }
     let mut body = match serde_json::to_value(&response) {
         Ok(body) => body,
         Err(err) => return encoding_failed(err),

@@ -273,32 +273,6 @@ async fn feed_events_stream_added_and_removed(backend: Backend) {
     server.stop().await;
 }
 
-async fn the_legacy_graphql_ws_protocol_works_too(backend: Backend) {
-    let Some(server) = TestServer::start(backend).await else {
-        return;
-    };
-    let alice = server.client("acme", "alice");
-    let mut ws = WsClient::connect(
-        &server.ws_url(),
-        true,
-        json!({ "x-riverfeed-tenant": "acme", "x-riverfeed-user": "alice" }),
-    )
-    .await;
-    ws.subscribe("a", FEED_EVENTS).await;
-    server.wait_live_topics(1).await;
-    let id = alice.post_status("to myself", json!({})).await;
-    let payload = ws.next_payload().await;
-    assert_eq!(
-        payload["data"]["feedEvents"]["item"]["actionId"],
-        id.as_str()
-    );
-    assert_eq!(
-        payload["data"]["feedEvents"]["item"]["reason"]["kind"],
-        "OWN"
-    );
-    server.stop().await;
-}
-
 async fn restart_keeps_feeds_and_delivers_what_a_crash_left_pending(backend: Backend) {
     let Some(server) = TestServer::start(backend).await else {
         return;
@@ -535,6 +509,7 @@ async fn requests_without_identity_are_unauthenticated(backend: Backend) {
     for payload in [json!({}), json!({ "x-riverfeed-tenant": "acme" })] {
         let close = WsClient::refused(&server.ws_url(), payload).await;
         let reason = close["reason"].as_str().unwrap_or_default();
+        assert_eq!(close["code"], 4403, "{close}");
         assert!(reason.starts_with("UNAUTHENTICATED"), "{close}");
     }
     server.stop().await;
@@ -709,7 +684,6 @@ crate::on_both_backends!(
     paging_backwards_with_last_and_before,
     slices_list_actions_by_referenced_object,
     feed_events_stream_added_and_removed,
-    the_legacy_graphql_ws_protocol_works_too,
     restart_keeps_feeds_and_delivers_what_a_crash_left_pending,
     a_feed_page_loads_its_actions_in_one_batch,
     followers_and_following,

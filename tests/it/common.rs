@@ -1,6 +1,5 @@
 //! Shared helpers: a real server on 127.0.0.1:0 over a temporary data directory,
-//! a GraphQL-over-HTTP client, and a websocket client speaking graphql-transport-ws
-//! or the legacy graphql-ws protocol.
+//! a GraphQL-over-HTTP client, and a websocket client speaking graphql-transport-ws.
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -428,22 +427,28 @@ pub fn first_error_code(body: &Value) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// A websocket GraphQL client.
+/// A websocket GraphQL client (graphql-transport-ws).
 pub struct WsClient {
     socket: WebSocketStream<MaybeTlsStream<TcpStream>>,
-    legacy: bool,
 }
 
 impl WsClient {
-    /// Connects with graphql-transport-ws (or legacy graphql-ws) and waits for
-    /// the server's `connection_ack`.
-    pub async fn connect(url: &str, legacy: bool, payload: Value) -> Self {
+    /// Connects, sends `connection_init` with `payload` and waits for the
+    /// server's `connection_ack`.
+    pub async fn connect(url: &str, payload: Value) -> Self {
+        let mut client = Self::open(url).await;
+        client
+            .send(json!({ "type": "connection_init", "payload": payload }))
+            .await;
+        let ack = client.next().await.expect("connection_ack");
+        assert_eq!(ack["type"], "connection_ack", "{ack}");
+        client
+    }
+
+    /// Opens a connection and sends nothing.
+    pub async fn open(url: &str) -> Self {
         let mut request = url.into_client_request().expect("ws request");
-        let protocol = if legacy {
-            "graphql-ws"
-        } else {
-            "graphql-transport-ws"
-        };
+        let protocol = "graphql-transport-ws";
         request
             .headers_mut()
             .insert("sec-websocket-protocol", protocol.parse().expect("header"));
@@ -455,13 +460,7 @@ impl WsClient {
             protocol,
             "server picked the asked subprotocol"
         );
-        let mut client = Self { socket, legacy };
-        client
-            .send(json!({ "type": "connection_init", "payload": payload }))
-            .await;
-        let ack = client.next().await.expect("connection_ack");
-        assert_eq!(ack["type"], "connection_ack", "{ack}");
-        client
+        Self { socket }
     }
 
     /// Connects and sends `connection_init` with `payload`, expecting the
@@ -475,10 +474,7 @@ impl WsClient {
         let (socket, _) = tokio_tungstenite::connect_async(request)
             .await
             .expect("websocket connects");
-        let mut client = Self {
-            socket,
-            legacy: false,
-        };
+        let mut client = Self { socket };
         client
             .send(json!({ "type": "connection_init", "payload": payload }))
             .await;
@@ -490,13 +486,12 @@ impl WsClient {
     pub async fn as_user(url: &str, tenant: &str, user: &str) -> Self {
         Self::connect(
             url,
-            false,
             json!({ "x-riverfeed-tenant": tenant, "x-riverfeed-user": user }),
         )
         .await
     }
 
-    async fn send(&mut self, message: Value) {
+    pub async fn send(&mut self, message: Value) {
         self.socket
             .send(Message::Text(message.to_string().into()))
             .await
@@ -504,32 +499,38 @@ impl WsClient {
     }
 
     pub async fn subscribe_with(&mut self, id: &str, query: &str, variables: Value) {
-        let kind = if self.legacy { "start" } else { "subscribe" };
         let payload = json!({ "query": query, "variables": variables });
-        self.send(json!({ "id": id, "type": kind, "payload": payload }))
+        self.send(json!({ "id": id, "type": "subscribe", "payload": payload }))
             .await;
     }
 
     pub async fn subscribe(&mut self, id: &str, query: &str) {
-        let kind = if self.legacy { "start" } else { "subscribe" };
-        self.send(json!({ "id": id, "type": kind, "payload": { "query": query } }))
+        self.send(json!({ "id": id, "type": "subscribe", "payload": { "query": query } }))
             .await;
     }
 
-    /// The next protocol message (pings and keep-alives skipped); `None` when the
+    /// The next protocol message (pings and pongs skipped); `None` when the
     /// server closed the connection.
     pub async fn next(&mut self) -> Option<Value> {
+        loop {
+            let value = self.next_any().await?;
+            if matches!(value["type"].as_str(), Some("ping" | "pong")) {
+                continue;
+            }
+            return Some(value);
+        }
+    }
+
+    /// The next protocol message, pings and pongs included; a close comes as
+    /// `{"type": "__closed", "code", "reason"}`.
+    pub async fn next_any(&mut self) -> Option<Value> {
         loop {
             let message = tokio::time::timeout(PATIENCE, self.socket.next())
                 .await
                 .expect("a websocket message in time")?;
             match message.ok()? {
                 Message::Text(text) => {
-                    let value: Value = serde_json::from_str(&text).expect("JSON message");
-                    if matches!(value["type"].as_str(), Some("ping" | "ka" | "pong")) {
-                        continue;
-                    }
-                    return Some(value);
+                    return Some(serde_json::from_str(&text).expect("JSON message"));
                 }
                 Message::Close(frame) => {
                     return Some(json!({
@@ -553,8 +554,7 @@ impl WsClient {
     /// The payload of the next `next` / `data` message.
     pub async fn next_payload(&mut self) -> Value {
         let message = self.next().await.expect("a message");
-        let kind = if self.legacy { "data" } else { "next" };
-        assert_eq!(message["type"], kind, "{message}");
+        assert_eq!(message["type"], "next", "{message}");
         message["payload"].clone()
     }
 }

@@ -335,7 +335,7 @@ fn in_process_stream(
         group_feed_size: 1_000,
         metrics: Arc::default(),
     };
-    let schema = schema(state.clone(), false);
+    let schema = schema(state.clone(), false, None);
     let viewer = Viewer {
         tenant: "acme".into(),
         user: "alice".into(),

@@ -1,0 +1,391 @@
+//! Rate limits on query cost: a token bucket per caller.
+//!
+//! A caller is the token's tenant and `sub` (the client's address in dev
+//! mode, where anyone may claim any identity). Each role has its budget
+//! (`--rate-limit user=20000/1m`): a bucket that holds that much cost and
+//! fills at that rate. An operation's cost is its complexity, as validation
+//! computes it (a page of 25 items costs 25 times what one item does); it is
+//! taken from the bucket before the operation runs, a subscription's once
+//! when it starts. An operation the bucket cannot pay for is refused with
+//! `RATE_LIMITED` and the seconds to wait, which HTTP answers as `429` with
+//! `Retry-After`. Every answer says where the caller stands in
+//! `RateLimit-Policy` and `RateLimit` headers (the IETF draft's structured
+//! form: the policy's quota `q` and window `w`, the remaining `r` and the
+//! seconds `t` until the bucket is full).
+//!
+//! Buckets live in each process: behind a load balancer, a caller spread
+//! over N API processes may spend up to N budgets.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_graphql::extensions::{
+    Extension, ExtensionContext, ExtensionFactory, NextRequest, NextValidation,
+};
+use async_graphql::{Response, ServerError, ValidationResult};
+use axum::http::{HeaderName, HeaderValue};
+use tokio::sync::oneshot;
+
+use super::error::{coded_server_error, RATE_LIMITED};
+use crate::auth::Role;
+
+/// Buckets kept before full ones are let go.
+const PRUNE_EVERY: u64 = 4_096;
+
+/// One role's budget: `cost` per `window`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Budget {
+    pub cost: u64,
+    pub window: Duration,
+}
+
+impl Budget {
+    /// Cost units per second.
+    fn rate(&self) -> f64 {
+        self.cost as f64 / self.window.as_secs_f64()
+    }
+
+    /// `RateLimit-Policy` for this budget.
+    fn policy(&self) -> String {
+        format!(
+            "\"cost\";q={};w={}",
+            self.cost,
+            self.window.as_secs().max(1)
+        )
+    }
+}
+
+/// Parses `ROLE=COST/WINDOW` (`user=20000/1m`), as `--rate-limit` takes it.
+pub fn parse_budget(text: &str) -> Result<(Role, Budget), String> {
+    let (role, budget) = text
+        .split_once('=')
+        .ok_or_else(|| format!("{text:?}: write ROLE=COST/WINDOW, as in user=20000/1m"))?;
+    let role = Role::parse(role.trim())
+        .ok_or_else(|| format!("{role:?} is not a role: user, service or admin"))?;
+    let (cost, window) = budget
+        .split_once('/')
+        .ok_or_else(|| format!("{budget:?}: write COST/WINDOW, as in 20000/1m"))?;
+    let cost: u64 = cost
+        .trim()
+        .parse()
+        .map_err(|_| format!("{cost:?} is not a whole number of cost units"))?;
+    let window = crate::config::parse_duration(window.trim())?;
+    if window.is_zero() {
+        return Err("the window must be longer than zero".into());
+    }
+    let least = super::MAX_COMPLEXITY as u64;
+    if cost < least {
+        return Err(format!(
+            "a budget of {cost} could never pay for the costliest query the API accepts ({least}): give at least {least}"
+        ));
+    }
+    Ok((role, Budget { cost, window }))
+}
+
+/// Who pays for an operation: set on each request by the transport.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Caller {
+    /// The bucket's key.
+    pub key: String,
+    /// The role whose budget applies: the caller's highest.
+    pub role: Role,
+}
+
+/// Told, as the operation is charged, where its caller stands (`None`:
+/// their role has no budget). Streaming transports put one in a request to
+/// learn whether to answer `429` before the first result.
+pub struct Admission(Mutex<Option<oneshot::Sender<Option<Standing>>>>);
+
+impl Admission {
+    pub fn new(sender: oneshot::Sender<Option<Standing>>) -> Self {
+        Self(Mutex::new(Some(sender)))
+    }
+
+    fn tell(&self, standing: Option<Standing>) {
+        let sender = self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(sender) = sender {
+            let _ = sender.send(standing);
+        }
+    }
+}
+
+/// The budgets, and the buckets of the callers seen.
+pub struct RateLimiter {
+    budgets: HashMap<Role, Budget>,
+    buckets: Mutex<Buckets>,
+}
+
+#[derive(Default)]
+struct Buckets {
+    by_caller: HashMap<String, Bucket>,
+    charges: u64,
+}
+
+#[derive(Clone, Copy)]
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+/// Where a caller stands after a charge.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Standing {
+    pub budget: Budget,
+    /// Cost left in the bucket.
+    pub remaining: u64,
+    /// Seconds until the bucket is full.
+    pub full_in: u64,
+    /// Seconds until the refused operation could be paid for; `None` when
+    /// it was paid for.
+    pub retry_after: Option<u64>,
+}
+
+impl Standing {
+    /// The `RateLimit-Policy`, `RateLimit` (and `Retry-After`) headers.
+    pub fn headers(&self) -> Vec<(HeaderName, HeaderValue)> {
+        let mut headers = vec![
+            (
+                HeaderName::from_static("ratelimit-policy"),
+                HeaderValue::from_str(&self.budget.policy()).ok(),
+            ),
+            (
+                HeaderName::from_static("ratelimit"),
+                HeaderValue::from_str(&format!("\"cost\";r={};t={}", self.remaining, self.full_in))
+                    .ok(),
+            ),
+        ];
+        if let Some(after) = self.retry_after {
+            headers.push((axum::http::header::RETRY_AFTER, Some(after.into())));
+        }
+        headers
+            .into_iter()
+            .filter_map(|(name, value)| Some((name, value?)))
+            .collect()
+    }
+}
+
+impl RateLimiter {
+    pub fn new(budgets: impl IntoIterator<Item = (Role, Budget)>) -> Self {
+        Self {
+            budgets: budgets.into_iter().collect(),
+            buckets: Mutex::default(),
+        }
+    }
+
+    /// Takes `cost` from the caller's bucket if it holds that much; `None`
+    /// when the caller's role has no budget.
+    pub fn charge(&self, caller: &Caller, cost: u64, now: Instant) -> Option<Standing> {
+        let budget = *self.budgets.get(&caller.role)?;
+        let capacity = budget.cost as f64;
+        let rate = budget.rate();
+        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        buckets.charges += 1;
+        if buckets.charges.is_multiple_of(PRUNE_EVERY) {
+            buckets.by_caller.retain(|_, bucket| {
+                bucket.tokens + now.duration_since(bucket.at).as_secs_f64() * rate < capacity
+            });
+        }
+        let bucket = buckets
+            .by_caller
+            .entry(format!("{}\u{1f}{}", caller.role.name(), caller.key))
+            .or_insert(Bucket {
+                tokens: capacity,
+                at: now,
+            });
+        let elapsed = now.saturating_duration_since(bucket.at).as_secs_f64();
+        bucket.tokens = (bucket.tokens + elapsed * rate).min(capacity);
+        bucket.at = now;
+        let cost = cost as f64;
+        let retry_after = if bucket.tokens >= cost {
+            bucket.tokens -= cost;
+            None
+        } else {
+            Some(((cost - bucket.tokens) / rate).ceil().max(1.0) as u64)
+        };
+        Some(Standing {
+            budget,
+            remaining: bucket.tokens.floor() as u64,
+            full_in: ((capacity - bucket.tokens) / rate).ceil() as u64,
+            retry_after,
+        })
+    }
+}
+
+/// The extension, installed on the schema when there are budgets.
+pub struct RateLimit(pub Arc<RateLimiter>);
+
+impl ExtensionFactory for RateLimit {
+    fn create(&self) -> Arc<dyn Extension> {
+        Arc::new(Charged {
+            limiter: self.0.clone(),
+            standing: Mutex::new(None),
+        })
+    }
+}
+
+/// One request's charge.
+struct Charged {
+    limiter: Arc<RateLimiter>,
+    standing: Mutex<Option<Standing>>,
+}
+
+#[async_trait::async_trait]
+impl Extension for Charged {
+    async fn validation(
+        &self,
+        ctx: &ExtensionContext<'_>,
+        next: NextValidation<'_>,
+    ) -> Result<ValidationResult, Vec<ServerError>> {
+        let validated = next.run(ctx).await?;
+        let cost = validated.complexity.max(1) as u64;
+        let standing = ctx
+            .data_opt::<Caller>()
+            .and_then(|caller| self.limiter.charge(caller, cost, Instant::now()));
+        if let Some(admission) = ctx.data_opt::<Admission>() {
+            admission.tell(standing);
+        }
+        let Some(standing) = standing else {
+            return Ok(validated);
+        };
+        *self.standing.lock().unwrap_or_else(|e| e.into_inner()) = Some(standing);
+        match standing.retry_after {
+            None => Ok(validated),
+            Some(after) => {
+                let mut error = coded_server_error(
+                    RATE_LIMITED,
+                    format!(
+                        "rate limit: this operation costs {cost} and {} is left of {} per {} s; retry in {after} s",
+                        standing.remaining,
+                        standing.budget.cost,
+                        standing.budget.window.as_secs().max(1),
+                    ),
+                );
+                if let Some(extensions) = error.extensions.as_mut() {
+                    extensions.set("retryAfter", after);
+                    extensions.set("cost", cost);
+                }
+                Err(vec![error])
+            }
+        }
+    }
+
+    async fn request(&self, ctx: &ExtensionContext<'_>, next: NextRequest<'_>) -> Response {
+        let mut response = next.run(ctx).await;
+        let standing = *self.standing.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(standing) = standing {
+            for (name, value) in standing.headers() {
+                response.http_headers.insert(name, value);
+            }
+        }
+        response
+    }
+}
+
+/// The retry delay of a response refused by the rate limit, if it was.
+pub fn refused_for(response: &Response) -> Option<u64> {
+    response.errors.iter().find_map(|error| {
+        let extensions = error.extensions.as_ref()?;
+        match extensions.get("code") {
+            Some(async_graphql::Value::String(code)) if code == RATE_LIMITED => {
+                match extensions.get("retryAfter") {
+                    Some(async_graphql::Value::Number(n)) => n.as_u64(),
+                    _ => Some(1),
+                }
+            }
+            _ => None,
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limiter() -> RateLimiter {
+        RateLimiter::new([(
+            Role::User,
+            Budget {
+                cost: 100,
+                window: Duration::from_secs(10),
+            },
+        )])
+    }
+
+    fn caller(key: &str, role: Role) -> Caller {
+        Caller {
+            key: key.into(),
+            role,
+        }
+    }
+
+    #[test]
+    fn a_bucket_pays_until_empty_then_refills() {
+        let limiter = limiter();
+        let alice = caller("acme/alice", Role::User);
+        let t0 = Instant::now();
+        let first = limiter.charge(&alice, 60, t0).expect("budget");
+        assert_eq!((first.remaining, first.retry_after), (40, None));
+        let refused = limiter.charge(&alice, 60, t0).expect("budget");
+        // 20 short at 10 per second.
+        assert_eq!((refused.remaining, refused.retry_after), (40, Some(2)));
+        let later = limiter
+            .charge(&alice, 60, t0 + Duration::from_secs(2))
+            .expect("budget");
+        assert_eq!((later.remaining, later.retry_after), (0, None));
+        assert_eq!(later.full_in, 10);
+    }
+
+    #[test]
+    fn callers_and_roles_have_their_own_buckets() {
+        let limiter = limiter();
+        let t0 = Instant::now();
+        limiter.charge(&caller("a", Role::User), 100, t0);
+        let other = limiter
+            .charge(&caller("b", Role::User), 100, t0)
+            .expect("budget");
+        assert_eq!(other.retry_after, None);
+        assert!(limiter
+            .charge(&caller("a", Role::Service), 1_000_000, t0)
+            .is_none());
+    }
+
+    #[test]
+    fn budgets_parse_and_refuse_nonsense() {
+        let (role, budget) = parse_budget("service=100000/1m").expect("parses");
+        assert_eq!(role, Role::Service);
+        assert_eq!(
+            budget,
+            Budget {
+                cost: 100_000,
+                window: Duration::from_secs(60)
+            }
+        );
+        for bad in [
+            "user",
+            "user=5",
+            "nobody=100000/1m",
+            "user=x/1m",
+            "user=100000/0s",
+            "user=10/1m",
+        ] {
+            assert!(parse_budget(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn headers_say_where_the_caller_stands() {
+        let limiter = limiter();
+        let standing = limiter
+            .charge(&caller("a", Role::User), 150, Instant::now())
+            .expect("budget");
+        let headers: HashMap<String, String> = standing
+            .headers()
+            .into_iter()
+            .map(|(n, v)| (n.to_string(), v.to_str().unwrap().to_owned()))
+            .collect();
+        assert_eq!(headers["ratelimit-policy"], "\"cost\";q=100;w=10");
+        assert_eq!(headers["ratelimit"], "\"cost\";r=100;t=0");
+        assert_eq!(headers["retry-after"], "5");
+    }
+}

@@ -1,0 +1,252 @@
+//! Subscriptions over plain HTTP, for clients that hold no websocket:
+//!
+//! - **Server-sent events**, the graphql-sse protocol in its
+//!   distinct-connections mode: a request that accepts `text/event-stream`
+//!   gets one stream of `next` events and a `complete` one. Errors of the
+//!   request itself (it did not parse or validate) come in the stream, as
+//!   graphql-sse's clients expect.
+//! - **Multipart**, Apollo's multipart HTTP subscriptions: a request that
+//!   accepts `multipart/mixed;subscriptionSpec=1.0` gets `multipart/mixed`
+//!   parts of `{"payload": result}`, a `{}` heartbeat every few seconds, and
+//!   the closing boundary at the end.
+//!
+//! Both hold one of the server's connection places while open, carry the
+//! identity of the request's headers, pass the same results as the
+//! websocket (`LAGGED` included; `feedEvents(after:)` resumes) and end when
+//! the server shuts down. A request the rate limit refuses is answered
+//! `429` before any stream starts.
+
+use std::time::Duration;
+
+use async_graphql::{Request as GqlRequest, Response as GqlResponse};
+use axum::body::{Body, Bytes};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use futures_util::stream::BoxStream;
+use futures_util::StreamExt;
+use tokio::sync::oneshot;
+
+use super::{http_error, ConnectionSlot, HttpState};
+use crate::api::rate_limit::{self, Admission, Standing};
+
+/// How often an idle event stream sends a comment line.
+const SSE_KEEPALIVE: Duration = Duration::from_secs(12);
+/// How often an idle multipart response sends a `{}` part.
+const MULTIPART_HEARTBEAT: Duration = Duration::from_secs(5);
+
+/// The streaming transports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Streaming {
+    EventStream,
+    Multipart,
+}
+
+/// The streaming transport the `Accept` header asks for, if any: an event
+/// stream, or multipart with Apollo's subscription spec.
+pub fn requested(headers: &HeaderMap) -> Option<Streaming> {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .find_map(|range| {
+            let mut parts = range.split(';').map(str::trim);
+            let kind = parts.next()?.to_ascii_lowercase();
+            let params: Vec<String> = parts.map(str::to_ascii_lowercase).collect();
+            if params.iter().any(|p| p == "q=0" || p == "q=0.0") {
+                return None;
+            }
+            match kind.as_str() {
+                "text/event-stream" => Some(Streaming::EventStream),
+                "multipart/mixed" if params.iter().any(|p| p.starts_with("subscriptionspec=")) => {
+                    Some(Streaming::Multipart)
+                }
+                _ => None,
+            }
+        })
+}
+
+/// Runs `request` and answers with its results as `streaming`.
+pub async fn respond(state: &HttpState, streaming: Streaming, request: GqlRequest) -> Response {
+    let Some(slot) = ConnectionSlot::take(&state.connections, state.limits.max_connections) else {
+        return http_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "TOO_MANY_CONNECTIONS",
+            format!(
+                "this server holds at most {} live connections; try again later",
+                state.limits.max_connections
+            ),
+        );
+    };
+    let (admitted, request) = if state.rate_limited {
+        let (sender, receiver) = oneshot::channel();
+        (Some(receiver), request.data(Admission::new(sender)))
+    } else {
+        (None, request)
+    };
+    let mut results = state.schema.execute_stream(request);
+    // Before the status goes out: was the operation admitted? The rate limit
+    // says so as it charges; a request that fails sooner answers at once.
+    let mut first: Option<GqlResponse> = None;
+    let mut standing: Option<Standing> = None;
+    if let Some(mut admitted) = admitted {
+        tokio::select! {
+            response = results.next() => first = response,
+            outcome = &mut admitted => standing = outcome.ok().flatten(),
+        }
+        if first.is_none() && standing.is_some_and(|s| s.retry_after.is_some()) {
+            first = results.next().await;
+        }
+        if first.as_ref().and_then(rate_limit::refused_for).is_some() {
+            if let Some(refused) = first {
+                return super::respond::single(super::respond::Media::Json, refused);
+            }
+        }
+    }
+    let results: BoxStream<'static, GqlResponse> = match first {
+        Some(first) => futures_util::stream::once(async move { first })
+            .chain(results)
+            .boxed(),
+        None => results,
+    };
+    let results = results.take_until(state.shutdown.clone().cancelled_owned());
+    let (content_type, body) = match streaming {
+        Streaming::EventStream => (
+            "text/event-stream; charset=utf-8",
+            event_stream(results.boxed(), slot),
+        ),
+        Streaming::Multipart => (
+            "multipart/mixed;boundary=\"graphql\";subscriptionSpec=\"1.0\"",
+            multipart(results.boxed(), slot),
+        ),
+    };
+    let mut response = (
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        Body::from_stream(body.map(Ok::<_, std::convert::Infallible>)),
+    )
+        .into_response();
+    // A proxy must pass each event on as it comes.
+    response
+        .headers_mut()
+        .insert("x-accel-buffering", HeaderValue::from_static("no"));
+    if let Some(standing) = standing {
+        for (name, value) in standing.headers() {
+            response.headers_mut().insert(name, value);
+        }
+    }
+    response
+}
+
+/// What comes next on a stream: a result, a beat of an idle one, or the end.
+enum Step {
+    Result(Box<GqlResponse>),
+    Beat,
+    End,
+}
+
+/// Results interleaved with beats every `every` of silence, then `End`.
+fn with_beats(
+    results: BoxStream<'static, GqlResponse>,
+    every: Duration,
+) -> BoxStream<'static, Step> {
+    futures_util::stream::unfold(Some(results), move |results| async move {
+        let mut results = results?;
+        tokio::select! {
+            next = results.next() => match next {
+                Some(response) => Some((Step::Result(Box::new(response)), Some(results))),
+                None => Some((Step::End, None)),
+            },
+            _ = tokio::time::sleep(every) => Some((Step::Beat, Some(results))),
+        }
+    })
+    .boxed()
+}
+
+fn event_stream(
+    results: BoxStream<'static, GqlResponse>,
+    slot: ConnectionSlot,
+) -> BoxStream<'static, Bytes> {
+    with_beats(results, SSE_KEEPALIVE)
+        .map(move |step| {
+            // The slot is held for as long as the body streams.
+            let _held = &slot;
+            Bytes::from(match step {
+                Step::Result(response) => match serde_json::to_string(&response) {
+                    Ok(json) => format!("event: next\ndata: {json}\n\n"),
+                    Err(err) => {
+                        tracing::error!(cause = %err, "cannot encode a GraphQL response");
+                        String::new()
+                    }
+                },
+                Step::Beat => ":\n\n".to_owned(),
+                Step::End => "event: complete\ndata:\n\n".to_owned(),
+            })
+        })
+        .boxed()
+}
+
+fn multipart(
+    results: BoxStream<'static, GqlResponse>,
+    slot: ConnectionSlot,
+) -> BoxStream<'static, Bytes> {
+    const PART: &str = "\r\n--graphql\r\ncontent-type: application/json; charset=utf-8\r\n\r\n";
+    with_beats(results, MULTIPART_HEARTBEAT)
+        .map(move |step| {
+            let _held = &slot;
+            Bytes::from(match step {
+                Step::Result(response) => {
+                    let payload = serde_json::json!({ "payload": response });
+                    format!("{PART}{payload}")
+                }
+                Step::Beat => format!("{PART}{{}}"),
+                Step::End => "\r\n--graphql--\r\n".to_owned(),
+            })
+        })
+        .boxed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn accept(value: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::ACCEPT, HeaderValue::from_str(value).unwrap());
+        headers
+    }
+
+    #[test]
+    fn streams_are_asked_for_by_accept() {
+        assert_eq!(
+            requested(&accept("text/event-stream")),
+            Some(Streaming::EventStream)
+        );
+        assert_eq!(
+            requested(&accept(
+                "multipart/mixed;boundary=\"graphql\";subscriptionSpec=1.0,application/json"
+            )),
+            Some(Streaming::Multipart)
+        );
+        // @defer's multipart is not a subscription stream.
+        assert_eq!(
+            requested(&accept(
+                "multipart/mixed;deferSpec=20220824, application/json"
+            )),
+            None
+        );
+        assert_eq!(
+            requested(&accept(
+                "application/graphql-response+json, application/json;q=0.9"
+            )),
+            None
+        );
+        assert_eq!(
+            requested(&accept("text/event-stream;q=0, application/json")),
+            None
+        );
+        assert_eq!(requested(&HeaderMap::new()), None);
+    }
+}
