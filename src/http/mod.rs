@@ -129,6 +129,23 @@ impl ConnectionSlot {
     }
 }
 
+impl ConnectionSlot {
+    /// A place for a new live connection, or the 503 that says none is free.
+    #[allow(clippy::result_large_err)]
+    fn for_request(state: &HttpState) -> Result<Self, Response> {
+        Self::take(&state.connections, state.limits.max_connections).ok_or_else(|| {
+            http_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "TOO_MANY_CONNECTIONS",
+                format!(
+                    "this server holds at most {} live connections; try again later",
+                    state.limits.max_connections
+                ),
+            )
+        })
+    }
+}
+
 impl Drop for ConnectionSlot {
     fn drop(&mut self) {
         self.0.fetch_sub(1, Ordering::AcqRel);
@@ -456,15 +473,9 @@ async fn graphql_ws(
             format!("websocket subscriptions speak the {} subprotocol: offer it in Sec-WebSocket-Protocol", ws::PROTOCOL),
         );
     }
-    let Some(slot) = ConnectionSlot::take(&state.connections, state.limits.max_connections) else {
-        return http_error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "TOO_MANY_CONNECTIONS",
-            format!(
-                "this server holds at most {} live connections; try again later",
-                state.limits.max_connections
-            ),
-        );
+    let slot = match ConnectionSlot::for_request(&state) {
+        Ok(slot) => slot,
+        Err(full) => return full,
     };
     let peer = peer.ok().map(|info| info.0.ip().to_string());
     let tracker = state.tracker.clone();

@@ -20,13 +20,13 @@ use std::time::Duration;
 
 use async_graphql::{Request as GqlRequest, Response as GqlResponse};
 use axum::body::{Body, Bytes};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
 use tokio::sync::oneshot;
 
-use super::{http_error, ConnectionSlot, HttpState};
+use super::{ConnectionSlot, HttpState};
 use crate::api::rate_limit::{self, Admission, Standing};
 
 /// How often an idle event stream sends a comment line.
@@ -92,15 +92,9 @@ pub fn requested(headers: &HeaderMap) -> Option<Streaming> {
 
 /// Runs `request` and answers with its results as `streaming`.
 pub async fn respond(state: &HttpState, streaming: Streaming, request: GqlRequest) -> Response {
-    let Some(slot) = ConnectionSlot::take(&state.connections, state.limits.max_connections) else {
-        return http_error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "TOO_MANY_CONNECTIONS",
-            format!(
-                "this server holds at most {} live connections; try again later",
-                state.limits.max_connections
-            ),
-        );
+    let slot = match ConnectionSlot::for_request(state) {
+        Ok(slot) => slot,
+        Err(full) => return full,
     };
     let (admitted, request) = if state.rate_limited {
         let (sender, receiver) = oneshot::channel();
