@@ -20,6 +20,7 @@ mod mongo_failures;
 mod processes;
 mod ranked_lists;
 mod readme;
+mod relay;
 mod relevancy;
 mod scopes;
 mod security;
