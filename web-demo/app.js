@@ -15,7 +15,7 @@
   // ---------------------------------------------------------------- GraphQL
 
   const ACTION_FIELDS = `fragment ActionFields on Action {
-    id actorId actor { id name } conducted scope refIds
+    id actionId actorId actor { userId name } conducted scope refIds
     commentCount likeCount viewerHasLiked
     descriptor {
       __typename
@@ -31,7 +31,7 @@
     reason { kind actorId rule by at }
     action { ...ActionFields }
   } ${ACTION_FIELDS}`;
-  const COMMENT_FIELDS = 'id authorId author { name } text created';
+  const COMMENT_FIELDS = 'id commentId authorId author { name } text created';
 
   const Q = {
     feed: `query Feed($after: String) {
@@ -48,13 +48,13 @@
       }
     } ${ACTION_FIELDS}`,
     comments: `query Comments($id: ID!) {
-      action(id: $id) { id commentCount likeCount comments(first: 100) { nodes { ${COMMENT_FIELDS} } } }
+      action(id: $id) { actionId commentCount likeCount comments(first: 100) { nodes { ${COMMENT_FIELDS} } } }
     }`,
-    counts: 'query Counts($id: ID!) { action(id: $id) { id commentCount likeCount viewerHasLiked } }',
-    post: 'mutation Post($input: RecordActionInput!) { recordAction(input: $input) { id } }',
+    counts: 'query Counts($id: ID!) { action(id: $id) { actionId commentCount likeCount viewerHasLiked } }',
+    post: 'mutation Post($input: RecordActionInput!) { recordAction(input: $input) { actionId } }',
     comment: `mutation Comment($id: ID!, $text: String!) { comment(actionId: $id, text: $text) { ${COMMENT_FIELDS} } }`,
-    like: 'mutation Like($id: ID!) { like(actionId: $id) { id commentCount likeCount viewerHasLiked } }',
-    unlike: 'mutation Unlike($id: ID!) { unlike(actionId: $id) { id commentCount likeCount viewerHasLiked } }',
+    like: 'mutation Like($id: ID!) { like(actionId: $id) { actionId commentCount likeCount viewerHasLiked } }',
+    unlike: 'mutation Unlike($id: ID!) { unlike(actionId: $id) { actionId commentCount likeCount viewerHasLiked } }',
     feedEvents: `subscription FeedEvents($after: String) {
       feedEvents(after: $after) { kind resumeCursor item { ...ItemFields } }
     } ${ITEM_FIELDS}`,
@@ -481,7 +481,7 @@
     const el = h('article', {
       class: 'card',
       'data-testid': testid,
-      'data-action-id': action.id,
+      'data-action-id': action.actionId,
       'aria-labelledby': `card-${n}-line`,
     });
     el.dataset.seq = String(n);
@@ -572,7 +572,7 @@
   }
 
   function commentEl(comment) {
-    return h('li', { class: 'comment', 'data-testid': 'comment', 'data-comment-id': comment.id },
+    return h('li', { class: 'comment', 'data-testid': 'comment', 'data-comment-id': comment.commentId },
       h('span', { class: `avatar small ${colour(comment.authorId)}`, 'aria-hidden': 'true',
         text: initials((comment.author && comment.author.name) || comment.authorId) }),
       h('div', {},
@@ -584,7 +584,7 @@
   function addComment(actionId, comment) {
     for (const el of cardsOf(actionId)) {
       const list = el.querySelector('.thread ol');
-      if (!list || list.querySelector(`[data-comment-id="${comment.id}"]`)) continue;
+      if (!list || list.querySelector(`[data-comment-id="${comment.commentId}"]`)) continue;
       list.append(commentEl(comment));
       const empty = el.querySelector('.thread .empty');
       if (empty) empty.remove();
@@ -941,8 +941,8 @@
     slice.stop = live.subscribe(Q.sliceEvents, { refId }, {
       next: (payload) => {
         const event = payload.data && payload.data.sliceEvents;
-        if (event && event.action && !slice.ids.has(event.action.id)) {
-          slice.ids.add(event.action.id);
+        if (event && event.action && !slice.ids.has(event.action.actionId)) {
+          slice.ids.add(event.action.actionId);
           const el = card(event.action, null, 'slice-card');
           $('slice').prepend(el);
           onScreen.observe(el);
@@ -967,8 +967,8 @@
       slice.endCursor = page.pageInfo.endCursor || slice.endCursor;
       slice.hasNext = page.pageInfo.hasNextPage;
       for (const action of page.nodes) {
-        if (slice.ids.has(action.id)) continue;
-        slice.ids.add(action.id);
+        if (slice.ids.has(action.actionId)) continue;
+        slice.ids.add(action.actionId);
         const el = card(action, null, 'slice-card');
         $('slice').append(el);
         onScreen.observe(el);

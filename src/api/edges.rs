@@ -6,9 +6,10 @@
 use async_graphql::{Context, ID};
 
 use super::error::{bad_input, not_found, ApiResultExt};
+use super::global_id::{opt_user_id_arg, user_id_arg};
 use super::mutation::require_users;
-use super::types::user_id_arg;
 use super::{acting_user, state, viewer};
+use crate::model::limits::check_id;
 use crate::model::EdgeKind;
 use crate::store::Unfollow;
 use crate::timeline::follow;
@@ -25,13 +26,14 @@ pub(super) async fn change(
 ) -> async_graphql::Result<bool> {
     let viewer = viewer(ctx)?;
     let state = state(ctx)?;
-    let me = acting_user(viewer, as_user_id.as_ref().map(|id| id.as_str()))?;
-    let field = if kind == EdgeKind::Group {
-        "groupId"
+    let me = opt_user_id_arg("asUserId", as_user_id.as_ref())?;
+    let me = acting_user(viewer, me.as_deref())?;
+    let other = if kind == EdgeKind::Group {
+        check_id("groupId", &to).api()?;
+        to.0
     } else {
-        "userId"
+        user_id_arg("userId", &to)?
     };
-    let other = user_id_arg(field, &to)?;
     if other == me && kind != EdgeKind::Group {
         return Err(bad_input("a user cannot follow or befriend themselves"));
     }

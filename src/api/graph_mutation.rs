@@ -5,6 +5,7 @@ use async_graphql::{Context, Object, ID};
 
 use super::edges::{self, EdgeChange};
 use super::error::{bad_input, ApiResultExt};
+use super::global_id::opt_user_id_arg;
 use super::{acting_user, require_service, state, viewer};
 use crate::model::limits::check_id;
 use crate::model::{EdgeKind, Group, GroupKind, Membership, MembershipRole};
@@ -113,7 +114,8 @@ impl GraphMutation {
     ) -> async_graphql::Result<Membership> {
         let viewer = viewer(ctx)?;
         require_service(viewer, "joinGroup")?;
-        let member = acting_user(viewer, user_id.as_ref().map(|id| id.as_str()))?;
+        let member = opt_user_id_arg("userId", user_id.as_ref())?;
+        let member = acting_user(viewer, member.as_deref())?;
         check_id("groupId", &group_id).api()?;
         let group = Group {
             id: group_id.0,
@@ -146,7 +148,8 @@ impl GraphMutation {
         user_id: Option<ID>,
     ) -> async_graphql::Result<bool> {
         let viewer = viewer(ctx)?;
-        let member = acting_user(viewer, user_id.as_ref().map(|id| id.as_str()))?;
+        let member = opt_user_id_arg("userId", user_id.as_ref())?;
+        let member = acting_user(viewer, member.as_deref())?;
         check_id("groupId", &group_id).api()?;
         let state = state(ctx)?;
         // The cleanup is queued first: should the leave not follow, it

@@ -7,26 +7,25 @@ use chrono::{DateTime, Utc};
 
 use super::access::access;
 use super::error::{bad_input, forbidden, not_found, ApiResultExt};
+use super::global_id::{action_id_arg, opt_user_id_arg, user_id_arg};
 use super::graph_mutation::GraphMutation;
+use super::node::pulled_item;
 use super::publish::{
     publish_action_removed, publish_reaction, publish_removed, publish_to_slices,
 };
-use super::query::parse_action_id;
 use super::types::CommentNode;
-use super::types::{user_id_arg, user_node, ActionNode, UserNode};
+use super::types::{user_node, ActionNode, UserNode};
 use super::{acting_user, require_service, state, viewer, AppState, Viewer};
 use crate::descriptor::{Descriptor, DescriptorInput};
 use crate::events::ActionEventKind;
 use crate::model::limits::{check_id, check_ids, check_text};
-use crate::model::{
-    Action, Comment, Counts, FanOut, FeedItem, GroupKind, ObjectId, Reason, Scope, User,
-};
-use crate::timeline::audience;
+use crate::model::{Action, Comment, Counts, FanOut, GroupKind, ObjectId, Scope, User};
 
 /// How far in the future `conducted` may lie (clock skew between services).
 const MAX_CLOCK_SKEW_MS: i64 = 5 * 60 * 1000;
 
-/// Everything that changes what Riverfeed holds.
+/// Everything that changes what Riverfeed holds. Arguments that name an
+/// action or a user take its own id (`actionId`, `userId`) or its global `id`.
 #[derive(MergedObject, Default)]
 #[graphql(name = "Mutation")]
 pub struct MutationRoot(ActionMutation, GraphMutation);
@@ -39,7 +38,7 @@ pub struct ActionMutation;
 /// A user's display profile.
 #[derive(InputObject)]
 pub struct UpsertUserInput {
-    /// The application's id of the user.
+    /// The application's id of the user (or the user's global id).
     pub id: ID,
     pub name: String,
 }
@@ -52,7 +51,8 @@ pub struct RecordActionInput {
     /// Who may see it; `PUBLIC` (followers and friends) by default.
     #[graphql(default_with = "Scope::Public")]
     pub scope: Scope,
-    /// Readers of a `RESTRICTED` action (known users of the tenant).
+    /// Readers of a `RESTRICTED` action (known users of the tenant; user ids
+    /// or global ids).
     #[graphql(default)]
     pub readers: Vec<ID>,
     /// Ids of the objects it refers to, for slices.
@@ -71,7 +71,8 @@ pub struct RecordActionInput {
     /// member of each, unless recorded with the service role.
     #[graphql(default)]
     pub to: Vec<ID>,
-    /// Record it for this user instead of the viewer (`service` and `admin` only).
+    /// Record it for this user (a user id or global id) instead of the viewer
+    /// (`service` and `admin` only).
     pub actor_id: Option<ID>,
 }
 
@@ -245,7 +246,7 @@ impl ActionMutation {
         on: bool,
     ) -> async_graphql::Result<ActionNode> {
         let viewer = viewer(ctx)?;
-        let id = parse_action_id(&action_id)?;
+        let id = action_id_arg("actionId", &action_id)?;
         let mut action = readable_action(ctx, viewer, id).await?;
         let state = state(ctx)?;
         let (changed, counts) = state
@@ -264,30 +265,6 @@ impl ActionMutation {
         }
         Ok(ActionNode::new(action))
     }
-}
-
-/// The item `viewer` pulls for action `id` (not materialised), if they do.
-async fn pulled_item(
-    state: &AppState,
-    viewer: &Viewer,
-    id: ObjectId,
-) -> async_graphql::Result<Option<FeedItem>> {
-    let store = state.store.as_ref();
-    let Some(action) = store.get_actions(&viewer.tenant, &[id]).await.api()?.pop() else {
-        return Ok(None);
-    };
-    let reader = [viewer.user.clone()];
-    let pulled = audience::pulled_readers(store, &action, &reader, true)
-        .await
-        .api()?;
-    Ok(pulled.into_iter().next().map(|(owner, kind)| FeedItem {
-        owner,
-        action_id: id,
-        relevancy: action.conducted,
-        reason: Reason::new(kind, &action.actor_id),
-        changed: action.conducted,
-        copy: None,
-    }))
 }
 
 #[Object]
@@ -323,7 +300,8 @@ impl ActionMutation {
     ) -> async_graphql::Result<ActionNode> {
         let viewer = viewer(ctx)?;
         let state = state(ctx)?;
-        let actor = acting_user(viewer, input.actor_id.as_ref().map(|id| id.as_str()))?;
+        let actor = opt_user_id_arg("input.actorId", input.actor_id.as_ref())?;
+        let actor = acting_user(viewer, actor.as_deref())?;
         let descriptor = Descriptor::from(input.descriptor);
         descriptor.validate().api()?;
         // A user speaks for itself only: a rating it records is its own. The
@@ -339,7 +317,11 @@ impl ActionMutation {
                 )));
             }
         }
-        let readers: Vec<String> = input.readers.into_iter().map(|id| id.0).collect();
+        let readers = input
+            .readers
+            .iter()
+            .map(|id| user_id_arg("input.readers", id))
+            .collect::<async_graphql::Result<Vec<String>>>()?;
         let ref_ids = dedup(input.ref_ids);
         let tags = dedup(input.tags);
         check_ids("input.refIds", &ref_ids).api()?;
@@ -408,7 +390,7 @@ impl ActionMutation {
     async fn hide_action(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<ActionNode> {
         let viewer = viewer(ctx)?;
         let state = state(ctx)?;
-        let id = parse_action_id(&id)?;
+        let id = action_id_arg("id", &id)?;
         let mut action = own_action(ctx, viewer, id).await?;
         let removed = state.store.hide_action(&viewer.tenant, id).await.api()?;
         publish_action_removed(state, &action, removed).await?;
@@ -428,9 +410,12 @@ impl ActionMutation {
     ) -> async_graphql::Result<ActionNode> {
         let viewer = viewer(ctx)?;
         let state = state(ctx)?;
-        let id = parse_action_id(&id)?;
+        let id = action_id_arg("id", &id)?;
         let action = own_action(ctx, viewer, id).await?;
-        let readers = readers.into_iter().map(|r| r.0).collect();
+        let readers = readers
+            .iter()
+            .map(|r| user_id_arg("readers", r))
+            .collect::<async_graphql::Result<Vec<String>>>()?;
         let (readers, groups) =
             resolve_scope(state, viewer, &action.actor_id, scope, readers).await?;
         let updated = state
@@ -447,7 +432,7 @@ impl ActionMutation {
     async fn delete_action(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<ID> {
         let viewer = viewer(ctx)?;
         let state = state(ctx)?;
-        let oid = parse_action_id(&id)?;
+        let oid = action_id_arg("id", &id)?;
         let action = own_action(ctx, viewer, oid).await?;
         let removed = state.store.delete_action(&viewer.tenant, oid).await.api()?;
         publish_action_removed(state, &action, removed).await?;
@@ -511,9 +496,7 @@ impl ActionMutation {
         require_service(viewer, "setSupervisor")?;
         let state = state(ctx)?;
         let user = user_id_arg("userId", &user_id)?;
-        let supervisor = supervisor_id
-            .map(|id| user_id_arg("supervisorId", &id))
-            .transpose()?;
+        let supervisor = opt_user_id_arg("supervisorId", supervisor_id.as_ref())?;
         if supervisor.as_deref() == Some(user.as_str()) {
             return Err(bad_input("a user cannot supervise themselves"));
         }
@@ -537,7 +520,7 @@ impl ActionMutation {
     ) -> async_graphql::Result<CommentNode> {
         let viewer = viewer(ctx)?;
         let state = state(ctx)?;
-        let id = parse_action_id(&action_id)?;
+        let id = action_id_arg("actionId", &action_id)?;
         if text.trim().is_empty() {
             return Err(bad_input("text must not be empty"));
         }
@@ -587,7 +570,7 @@ impl ActionMutation {
     ) -> async_graphql::Result<bool> {
         let viewer = viewer(ctx)?;
         let state = state(ctx)?;
-        let id = parse_action_id(&action_id)?;
+        let id = action_id_arg("actionId", &action_id)?;
         let store = state.store.as_ref();
         let (tenant, reader) = (viewer.tenant.as_str(), viewer.user.as_str());
         // Held before (an item or a tombstone): hiding says what the item said.
@@ -599,7 +582,10 @@ impl ActionMutation {
                 .is_empty();
         let mut item = store.hide_feed_item(tenant, reader, id).await.api()?;
         if !held {
-            item = pulled_item(state, viewer, id).await?;
+            item = match store.get_actions(tenant, &[id]).await.api()?.pop() {
+                Some(action) => pulled_item(store, reader, &action).await?,
+                None => None,
+            };
         }
         let removed = item.is_some();
         publish_removed(state, &viewer.tenant, item.into_iter().collect());

@@ -7,24 +7,16 @@ use async_graphql::{Context, Object, ID};
 use super::access::access;
 use super::error::{bad_input, forbidden, ApiResultExt};
 use super::feed::{self, Paging};
+use super::global_id::{action_id_arg, opt_user_id_arg, user_id_arg};
+use super::node::{self, Node};
 use super::page::{ActionConnection, FeedItemConnection};
 use super::page_cost;
-use super::types::{user_id_arg, user_node, ActionNode, UserNode};
+use super::types::{user_node, ActionNode, UserNode};
 use super::{loaders, viewer, Role, Viewer};
 use crate::model::limits::MAX_LIST_LEN;
 use crate::model::ObjectId;
 
 pub struct QueryRoot;
-
-/// Parses an action id argument.
-pub(crate) fn parse_action_id(id: &ID) -> async_graphql::Result<ObjectId> {
-    ObjectId::parse_str(id.as_str()).map_err(|_| {
-        bad_input(format!(
-            "{:?} is not an action id (24 hex digits)",
-            id.as_str()
-        ))
-    })
-}
 
 #[Object(name = "Query")]
 impl QueryRoot {
@@ -36,8 +28,8 @@ impl QueryRoot {
 
     /// The viewer's home feed, highest relevancy first. Page forward with
     /// `first` / `after`, backward with `last` / `before`; 25 items by default,
-    /// at most 100. `ownerId` reads another user's feed, as they see it
-    /// (`admin` only).
+    /// at most 100. `ownerId` (a user id or global id) reads another user's
+    /// feed, as they see it (`admin` only).
     #[graphql(complexity = "page_cost(first.or(last), child_complexity)")]
     async fn feed(
         &self,
@@ -49,14 +41,13 @@ impl QueryRoot {
         owner_id: Option<ID>,
     ) -> async_graphql::Result<FeedItemConnection> {
         let viewer = viewer(ctx)?;
-        let owner = match owner_id {
-            Some(owner) if owner.as_str() != viewer.user => {
+        let owner = match opt_user_id_arg("ownerId", owner_id.as_ref())? {
+            Some(owner) if owner != viewer.user => {
                 if !viewer.has(Role::Admin) {
                     return Err(forbidden(
                         "reading another user's feed needs the admin role",
                     ));
                 }
-                let owner = user_id_arg("ownerId", &owner)?;
                 Viewer {
                     tenant: viewer.tenant.clone(),
                     user: owner,
@@ -92,8 +83,9 @@ impl QueryRoot {
         feed::slice(ctx, viewer, &ref_id, first, after).await
     }
 
-    /// `userId`'s actions that you may see, newest first by when they
-    /// happened: their profile page. Hidden actions show to their actor only.
+    /// `userId`'s (a user id or global id) actions that you may see, newest
+    /// first by when they happened: their profile page. Hidden actions show
+    /// to their actor only.
     #[graphql(complexity = "page_cost(first, child_complexity)")]
     async fn actor_feed(
         &self,
@@ -103,6 +95,7 @@ impl QueryRoot {
         after: Option<String>,
     ) -> async_graphql::Result<ActionConnection> {
         let viewer = viewer(ctx)?;
+        let user_id = user_id_arg("userId", &user_id)?;
         feed::ranked(ctx, viewer, feed::Ranked::Actor(&user_id), first, after).await
     }
 
@@ -136,10 +129,11 @@ impl QueryRoot {
         feed::ranked(ctx, viewer, feed::Ranked::Discussions, first, after).await
     }
 
-    /// One action, or null if there is none you may see.
+    /// One action, or null if there is none you may see. `id` is its
+    /// `actionId` or its global `id`.
     async fn action(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<Option<ActionNode>> {
         let viewer = viewer(ctx)?;
-        let id = parse_action_id(&id)?;
+        let id = action_id_arg("id", &id)?;
         let Some(action) = loaders(ctx)?.actions.load_one(id).await.api()? else {
             return Ok(None);
         };
@@ -148,7 +142,7 @@ impl QueryRoot {
     }
 
     /// Several actions, in the order asked, null where there is none you may see.
-    /// At most 100.
+    /// At most 100; action ids or global ids.
     #[graphql(complexity = "ids.len().max(1) * child_complexity.max(1)")]
     async fn actions(
         &self,
@@ -164,7 +158,7 @@ impl QueryRoot {
         }
         let ids = ids
             .iter()
-            .map(parse_action_id)
+            .map(|id| action_id_arg("ids", id))
             .collect::<Result<Vec<_>, _>>()?;
         let found = loaders(ctx)?
             .actions
@@ -173,19 +167,43 @@ impl QueryRoot {
             .api()?;
         let access = access(ctx, viewer, found.values()).await?;
         let readable: Vec<_> = found.into_values().filter(|a| access.can_read(a)).collect();
-        let mut nodes: HashMap<ObjectId, ActionNode> = ActionNode::hydrate(ctx, readable, &[&[]])
+        let nodes: HashMap<ObjectId, ActionNode> = ActionNode::hydrate(ctx, readable, &[&[]])
             .await?
             .into_iter()
             .map(|node| (node.action.id, node))
             .collect();
-        Ok(ids.iter().map(|id| nodes.remove(id)).collect())
+        // An action asked for twice (by its id and its global id) shows twice.
+        Ok(ids.iter().map(|id| nodes.get(id).cloned()).collect())
     }
 
-    /// A user of the viewer's tenant, or null if Riverfeed has never heard of them.
+    /// A user of the viewer's tenant, or null if Riverfeed has never heard of
+    /// them. `id` is the application's id of the user or the user's global `id`.
     async fn user(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<Option<UserNode>> {
         viewer(ctx)?;
         let id = user_id_arg("id", &id)?;
         let user = loaders(ctx)?.users.load_one(id).await.api()?;
         Ok(user.map(UserNode::from))
+    }
+
+    /// The object with this global id (an `Action`, `User`, `Comment` or
+    /// `FeedItem`'s `id`), or null if there is none you may see: the rules
+    /// of `action`, `user` and `feed` apply (a feed item shows to its owner,
+    /// or `admin`).
+    async fn node(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<Option<Node>> {
+        Ok(node::resolve(ctx, std::slice::from_ref(&id))
+            .await?
+            .pop()
+            .flatten())
+    }
+
+    /// The objects with these global ids, in the order asked, null where
+    /// there is none you may see (as `node`). At most 100.
+    #[graphql(complexity = "ids.len().max(1) * child_complexity.max(1)")]
+    async fn nodes(
+        &self,
+        ctx: &Context<'_>,
+        ids: Vec<ID>,
+    ) -> async_graphql::Result<Vec<Option<Node>>> {
+        node::resolve(ctx, &ids).await
     }
 }

@@ -16,7 +16,7 @@ use super::access::{access, Access};
 use super::cursor::ListId;
 use super::error::{coded, not_found, ApiResultExt, LAGGED, UNAUTHENTICATED};
 use super::feed::EVENTS_GRACE_MS;
-use super::query::parse_action_id;
+use super::global_id::action_id_arg;
 use super::types::{ActionEventNode, ActionNode, FeedEventNode, SliceEventNode};
 use super::{session, state, viewer, AppState, SubscriptionPermit, Viewer};
 use crate::events::{Event, FeedEvent, FeedEventKind, Lagged, Topic};
@@ -360,7 +360,7 @@ impl SubscriptionRoot {
         action_id: ID,
     ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<ActionEventNode>>> {
         let viewer = viewer(ctx)?;
-        let id = parse_action_id(&action_id)?;
+        let id = action_id_arg("actionId", &action_id)?;
         let store = state(ctx)?.store.clone();
         let action = store
             .get_actions(&viewer.tenant, &[id])

@@ -3,17 +3,18 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use async_graphql::{ComplexObject, Context, Object, SimpleObject, ID};
+use async_graphql::{Context, Object, SimpleObject, ID};
 use chrono::{DateTime, Utc};
 
 use super::access::access;
 use super::cursor::{CursorKey, LazyCursor, ListId};
-use super::error::{bad_input, ApiResultExt};
+use super::error::ApiResultExt;
+use super::global_id::GlobalId;
 use super::page::{CommentConnection, CommentEdge, PageInfo, UserConnection, UserEdge};
 use super::{loaders, page_cost, state, viewer};
 use crate::descriptor::Descriptor;
 use crate::events::{ActionEvent, ActionEventKind, FeedEvent, FeedEventKind};
-use crate::model::limits::{check_id, page_size};
+use crate::model::limits::page_size;
 use crate::model::{
     Action, BumpRule, Comment, EdgeKind, FanOutState, FeedItem, Membership, Millis, ObjectId,
     ReasonKind, Scope, Stamp, User,
@@ -127,7 +128,15 @@ impl ActionNode {
 
 #[Object(name = "Action")]
 impl ActionNode {
-    async fn id(&self) -> ID {
+    /// Opaque global id (`Node`): `node(id:)` finds the action by it, and
+    /// every argument that takes an action id takes it too.
+    pub(super) async fn id(&self) -> ID {
+        GlobalId::Action(self.action.id).encode()
+    }
+
+    /// The action's own id (24 hex digits), as `FeedItem.actionId` and
+    /// events give it.
+    async fn action_id(&self) -> ID {
         ID(self.action.id.to_hex())
     }
 
@@ -267,8 +276,23 @@ pub struct CommentNode(pub Comment);
 
 #[Object(name = "Comment")]
 impl CommentNode {
-    async fn id(&self) -> ID {
+    /// Opaque global id (`Node`): `node(id:)` finds the comment by it.
+    pub(super) async fn id(&self) -> ID {
+        GlobalId::Comment {
+            action: self.0.action_id,
+            comment: self.0.id,
+        }
+        .encode()
+    }
+
+    /// The comment's own id (24 hex digits).
+    async fn comment_id(&self) -> ID {
         ID(self.0.id.to_hex())
+    }
+
+    /// The id of the action commented on (24 hex digits).
+    async fn action_id(&self) -> ID {
+        ID(self.0.action_id.to_hex())
     }
 
     async fn author(&self, ctx: &Context<'_>) -> async_graphql::Result<UserNode> {
@@ -332,11 +356,27 @@ pub struct FeedItemNode {
 
 #[Object(name = "FeedItem")]
 impl FeedItemNode {
+    /// Opaque global id (`Node`) of this action in this reader's feed:
+    /// `node(id:)` finds the item by it, for its owner (or `admin`).
+    pub(super) async fn id(&self) -> ID {
+        GlobalId::FeedItem {
+            action: self.item.action_id,
+            owner: self.item.owner.clone(),
+        }
+        .encode()
+    }
+
+    /// The user whose feed holds the item.
+    async fn owner_id(&self) -> &str {
+        &self.item.owner
+    }
+
     /// Where the item stands in its feed; pass it as `after` / `before`.
     async fn cursor(&self, ctx: &Context<'_>) -> async_graphql::Result<String> {
         Ok(self.cursor.seal(&state(ctx)?.cursors))
     }
 
+    /// The action's own id (24 hex digits), as `Action.actionId`.
     async fn action_id(&self) -> ID {
         ID(self.item.action_id.to_hex())
     }
@@ -470,19 +510,17 @@ impl ActionEventNode {
     }
 }
 
-/// A person, known by the application's own id.
-#[derive(SimpleObject)]
-#[graphql(name = "User", complex)]
+/// A person (the GraphQL `User`).
 pub struct UserNode {
-    pub id: ID,
-    /// Display name, as last upserted.
+    /// The application's id of the user.
+    pub id: String,
     pub name: Option<String>,
 }
 
 impl From<User> for UserNode {
     fn from(user: User) -> Self {
         Self {
-            id: ID(user.id),
+            id: user.id,
             name: user.name,
         }
     }
@@ -492,13 +530,31 @@ impl From<User> for UserNode {
 pub async fn user_node(ctx: &Context<'_>, id: &str) -> async_graphql::Result<UserNode> {
     let user = loaders(ctx)?.users.load_one(id.to_owned()).await.api()?;
     Ok(user.map(UserNode::from).unwrap_or_else(|| UserNode {
-        id: ID(id.to_owned()),
+        id: id.to_owned(),
         name: None,
     }))
 }
 
-#[ComplexObject]
+/// A person, known by the application's own id.
+#[Object(name = "User")]
 impl UserNode {
+    /// Opaque global id (`Node`): `node(id:)` finds the user by it, and
+    /// every argument that takes a user id takes it too.
+    pub(super) async fn id(&self) -> ID {
+        GlobalId::User(self.id.clone()).encode()
+    }
+
+    /// The application's own id of the user, as `Action.actorId` and
+    /// `FeedItem.ownerId` give it.
+    async fn user_id(&self) -> &str {
+        &self.id
+    }
+
+    /// Display name, as last upserted.
+    async fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
     /// Who follows this user, ordered by id.
     #[graphql(complexity = "page_cost(first, child_complexity)")]
     async fn followers(
@@ -574,7 +630,7 @@ impl UserNode {
     /// user, `service` and `admin`, empty for others.
     async fn assignments(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<String>> {
         let viewer = viewer(ctx)?;
-        if self.id.as_str() != viewer.user && !viewer.acts_for_others() {
+        if self.id != viewer.user && !viewer.acts_for_others() {
             return Ok(Vec::new());
         }
         state(ctx)?
@@ -590,7 +646,7 @@ impl UserNode {
         let viewer = viewer(ctx)?;
         let store = &state(ctx)?.store;
         let groups = store.memberships(&viewer.tenant, &self.id).await.api()?;
-        if self.id.as_str() == viewer.user || viewer.acts_for_others() {
+        if self.id == viewer.user || viewer.acts_for_others() {
             return Ok(groups);
         }
         let mine: Vec<String> = store
@@ -649,7 +705,7 @@ impl UserNode {
                     .cloned()
                     .map(UserNode::from)
                     .unwrap_or(UserNode {
-                        id: ID(id.clone()),
+                        id: id.clone(),
                         name: None,
                     });
                 UserEdge {
@@ -668,10 +724,4 @@ impl UserNode {
             edges,
         })
     }
-}
-
-/// Checks a user id argument.
-pub fn user_id_arg(field: &str, id: &ID) -> async_graphql::Result<String> {
-    check_id(field, id).map_err(|e| bad_input(e.0))?;
-    Ok(id.0.clone())
 }

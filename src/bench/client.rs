@@ -102,11 +102,11 @@ impl Gql {
             .data(
                 actor,
                 false,
-                "mutation($input: RecordActionInput!) { recordAction(input: $input) { id } }",
+                "mutation($input: RecordActionInput!) { recordAction(input: $input) { actionId } }",
                 &json!({ "input": input }),
             )
             .await?;
-        data["recordAction"]["id"]
+        data["recordAction"]["actionId"]
             .as_str()
             .map(str::to_owned)
             .context("recordAction answered no id")
@@ -140,7 +140,7 @@ impl Gql {
                 .data(
                     SERVICE_USER,
                     true,
-                    "query($ids: [ID!]!) { actions(ids: $ids) { id fanOut { state } } }",
+                    "query($ids: [ID!]!) { actions(ids: $ids) { actionId fanOut { state } } }",
                     &json!({ "ids": chunk }),
                 )
                 .await?;

@@ -81,6 +81,7 @@ ops!(
     drop_river,
     trim_river,
     materialised,
+    feed_item,
     rename_ref,
     add_comment,
     comments,
@@ -640,6 +641,19 @@ impl TimelineStore for Metered {
         self.timed(
             Op::materialised,
             self.inner.materialised(tenant, owner, action_ids),
+        )
+        .await
+    }
+
+    async fn feed_item(
+        &self,
+        tenant: &str,
+        owner: &str,
+        action_id: ObjectId,
+    ) -> StoreResult<Option<FeedItem>> {
+        self.timed(
+            Op::feed_item,
+            self.inner.feed_item(tenant, owner, action_id),
         )
         .await
     }

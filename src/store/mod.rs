@@ -644,6 +644,15 @@ pub trait TimelineStore: Send + Sync {
         owner: &str,
         action_ids: &[ObjectId],
     ) -> StoreResult<Vec<ObjectId>>;
+    /// `owner`'s visible item of one action, as the timeline holds it: none
+    /// where it holds none or a hidden tombstone (an item a pull model merges
+    /// at read is not held). One round trip.
+    async fn feed_item(
+        &self,
+        tenant: &str,
+        owner: &str,
+        action_id: ObjectId,
+    ) -> StoreResult<Option<FeedItem>>;
     /// Removes one action from `owner`'s feed for good, materialised or not:
     /// a tombstone stays, so no later delivery, backfill or pull brings it
     /// back. Returns the item if one was materialised.

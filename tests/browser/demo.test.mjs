@@ -242,7 +242,7 @@ test('a page reconnects after a server restart and goes on live', async () => {
   // The restarted server seeds nothing and refuses the old resume cursor;
   // the page starts its stream over and a new post still arrives live.
   const text = `Back after the restart (${Date.now()})`;
-  await gql('carol', 'mutation($text: String!) { recordAction(input: {descriptor: {statusPost: {text: $text}}}) { id } }',
+  await gql('carol', 'mutation($text: String!) { recordAction(input: {descriptor: {statusPost: {text: $text}}}) { actionId } }',
     { text });
   await page.locator('[data-testid=feed-card]', { hasText: text }).waitFor({ timeout: PATIENCE });
   // Chromium itself reports the refused connections while the server was down.

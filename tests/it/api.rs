@@ -25,7 +25,7 @@ async fn a_follower_sees_the_followed_users_action(backend: Backend) {
 
     let data = alice
         .data(
-            "{ feed { edges { node { actionId reason { kind actorId } action { id actor { id name } descriptor { ... on StatusPost { text } } } } } } }",
+            "{ feed { edges { node { actionId reason { kind actorId } action { actionId actor { userId name } descriptor { ... on StatusPost { text } } } } } } }",
             json!({}),
         )
         .await;
@@ -39,7 +39,7 @@ async fn a_follower_sees_the_followed_users_action(backend: Backend) {
     );
     assert_eq!(
         node["action"]["actor"],
-        json!({ "id": "bob", "name": "Bob Builder" })
+        json!({ "userId": "bob", "name": "Bob Builder" })
     );
     assert_eq!(
         node["action"]["descriptor"]["text"],
@@ -52,7 +52,7 @@ async fn a_follower_sees_the_followed_users_action(backend: Backend) {
     assert!(ids.is_empty(), "tenants are separate: {ids:?}");
     let data = other_alice
         .data(
-            "query($id: ID!) { action(id: $id) { id } }",
+            "query($id: ID!) { action(id: $id) { actionId } }",
             json!({ "id": id }),
         )
         .await;
@@ -171,17 +171,22 @@ async fn slices_list_actions_by_referenced_object(backend: Backend) {
         });
         let data = recruiter
             .data(
-                "mutation($input: RecordActionInput!) { recordAction(input: $input) { id } }",
+                "mutation($input: RecordActionInput!) { recordAction(input: $input) { actionId } }",
                 json!({ "input": input }),
             )
             .await;
-        mary.push(data["recordAction"]["id"].as_str().unwrap().to_owned());
+        mary.push(
+            data["recordAction"]["actionId"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
     }
     recruiter
         .post_status("unrelated", json!({ "refIds": ["app-john"] }))
         .await;
 
-    let query = "query($ref: String!, $after: String) { slice(refId: $ref, first: 3, after: $after) { edges { cursor node { id descriptor { ... on ApplicationRating { applicantName ratingScore } } } } pageInfo { hasNextPage endCursor } } }";
+    let query = "query($ref: String!, $after: String) { slice(refId: $ref, first: 3, after: $after) { edges { cursor node { actionId descriptor { ... on ApplicationRating { applicantName ratingScore } } } } pageInfo { hasNextPage endCursor } } }";
     let data = recruiter
         .data(query, json!({ "ref": "app-mary", "after": null }))
         .await;
@@ -189,7 +194,7 @@ async fn slices_list_actions_by_referenced_object(backend: Backend) {
         .as_array()
         .unwrap()
         .iter()
-        .map(|e| e["node"]["id"].as_str().unwrap())
+        .map(|e| e["node"]["actionId"].as_str().unwrap())
         .collect();
     assert_eq!(page, [&mary[3], &mary[2], &mary[1]]);
     assert_eq!(
@@ -201,7 +206,10 @@ async fn slices_list_actions_by_referenced_object(backend: Backend) {
     let data = recruiter
         .data(query, json!({ "ref": "app-mary", "after": after }))
         .await;
-    assert_eq!(data["slice"]["edges"][0]["node"]["id"], mary[0].as_str());
+    assert_eq!(
+        data["slice"]["edges"][0]["node"]["actionId"],
+        mary[0].as_str()
+    );
     assert_eq!(data["slice"]["pageInfo"]["hasNextPage"], false);
 
     // The applicant changes her name: every copy of it follows.
@@ -388,7 +396,7 @@ async fn a_feed_page_loads_its_actions_in_one_batch(backend: Backend) {
     let finds_before = finds().await;
     let data = alice
         .data(
-            "{ feed(first: 25) { edges { node { relevancy action { id conducted descriptor { ... on StatusPost { text } } } } } } }",
+            "{ feed(first: 25) { edges { node { relevancy action { actionId conducted descriptor { ... on StatusPost { text } } } } } } }",
             json!({}),
         )
         .await;
@@ -445,14 +453,14 @@ async fn followers_and_following(backend: Backend) {
     for user in ["zoe", "amy", "kim"] {
         server.client("acme", user).follow("bob").await;
     }
-    let query = "query($after: String) { user(id: \"bob\") { name followers(first: 2, after: $after) { edges { node { id } } pageInfo { hasNextPage endCursor } } } }";
+    let query = "query($after: String) { user(id: \"bob\") { name followers(first: 2, after: $after) { edges { node { userId } } pageInfo { hasNextPage endCursor } } } }";
     let data = bob.data(query, json!({ "after": null })).await;
     let ids = |d: &Value| -> Vec<String> {
         d["user"]["followers"]["edges"]
             .as_array()
             .unwrap()
             .iter()
-            .map(|e| e["node"]["id"].as_str().unwrap().to_owned())
+            .map(|e| e["node"]["userId"].as_str().unwrap().to_owned())
             .collect()
     };
     assert_eq!(data["user"]["name"], "Bob");
@@ -462,15 +470,17 @@ async fn followers_and_following(backend: Backend) {
     assert_eq!(ids(&data), ["zoe"]);
     let data = bob
         .data(
-            "{ user(id: \"amy\") { following { edges { node { id name } } } } }",
+            "{ user(id: \"amy\") { following { edges { node { userId name } } } } }",
             json!({}),
         )
         .await;
     assert_eq!(
         data["user"]["following"]["edges"][0]["node"],
-        json!({ "id": "bob", "name": "Bob" })
+        json!({ "userId": "bob", "name": "Bob" })
     );
-    let data = bob.data("{ user(id: \"nobody\") { id } }", json!({})).await;
+    let data = bob
+        .data("{ user(id: \"nobody\") { userId } }", json!({}))
+        .await;
     assert_eq!(data["user"], Value::Null);
     let amy = server.client("acme", "amy");
     let data = amy
@@ -491,7 +501,7 @@ async fn requests_without_identity_are_unauthenticated(backend: Backend) {
     let anonymous = server.anonymous();
     for query in [
         "{ feed { edges { cursor } } }",
-        "{ viewer { id } }",
+        "{ viewer { userId } }",
         "mutation { follow(userId: \"bob\") }",
     ] {
         assert_eq!(
@@ -527,10 +537,10 @@ async fn get_serves_queries_but_not_mutations(backend: Backend) {
             .header("x-riverfeed-user", "alice")
             .send()
     };
-    let response = get("{ viewer { id } }").await.unwrap();
+    let response = get("{ viewer { userId } }").await.unwrap();
     assert_eq!(response.status(), 200);
     let body: Value = response.json().await.unwrap();
-    assert_eq!(body["data"]["viewer"]["id"], "alice");
+    assert_eq!(body["data"]["viewer"]["userId"], "alice");
     let response = get("mutation { follow(userId: \"bob\") }").await.unwrap();
     assert_eq!(response.status(), 405);
     let body: Value = response.json().await.unwrap();

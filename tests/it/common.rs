@@ -20,7 +20,7 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 /// A feed-events subscription with the fields most tests check.
 pub const FEED_EVENTS: &str =
-    "subscription { feedEvents { kind item { actionId cursor reason { kind actorId } action { id actorId } } } }";
+    "subscription { feedEvents { kind item { actionId cursor reason { kind actorId } action { actionId actorId } } } }";
 
 /// How long a test waits for something that should happen promptly (a fan-out,
 /// an event) before it fails. Waits end as soon as the condition holds.
@@ -370,11 +370,11 @@ impl Client {
         }
         let data = self
             .data(
-                "mutation($input: RecordActionInput!) { recordAction(input: $input) { id } }",
+                "mutation($input: RecordActionInput!) { recordAction(input: $input) { actionId } }",
                 json!({ "input": input }),
             )
             .await;
-        data["recordAction"]["id"]
+        data["recordAction"]["actionId"]
             .as_str()
             .expect("action id")
             .to_owned()
@@ -406,7 +406,7 @@ impl Client {
         let data = self
             .data(
                 &format!(
-                    "{{ feed{args} {{ edges {{ cursor node {{ actionId action {{ id }} }} }} pageInfo {{ hasNextPage hasPreviousPage startCursor endCursor }} }} }}"
+                    "{{ feed{args} {{ edges {{ cursor node {{ actionId action {{ actionId }} }} }} pageInfo {{ hasNextPage hasPreviousPage startCursor endCursor }} }} }}"
                 ),
                 json!({}),
             )

@@ -44,7 +44,7 @@ async fn feed(client: &Client, first: Option<usize>) -> Vec<Value> {
             .data(
                 "query($after: String) { feed(first: 100, after: $after) {
                     edges { node { actionId reason { kind rule by }
-                        action { id scope commentCount likeCount descriptor { __typename } } } }
+                        action { actionId scope commentCount likeCount descriptor { __typename } } } }
                     pageInfo { hasNextPage endCursor } } }",
                 json!({ "after": after }),
             )
@@ -129,13 +129,13 @@ async fn seeds_the_organisation_once(backend: Backend) {
         // The roster the page reads is what the store holds.
         let data = client
             .data(
-                "{ viewer { name supervisor { id } assignments groups { groupId kind role } } }",
+                "{ viewer { name supervisor { userId } assignments groups { groupId kind role } } }",
                 json!({}),
             )
             .await;
         let viewer = &data["viewer"];
         assert_eq!(viewer["name"], person.name);
-        assert_eq!(viewer["supervisor"]["id"].as_str(), person.supervisor);
+        assert_eq!(viewer["supervisor"]["userId"].as_str(), person.supervisor);
         assert_eq!(viewer["assignments"], json!(person.assignments));
         let groups: BTreeSet<(String, String)> = viewer["groups"]
             .as_array()
@@ -181,7 +181,7 @@ async fn seeds_the_organisation_once(backend: Backend) {
         async move {
             let data = rita
                 .data(
-                    "query($ref: String!) { slice(refId: $ref, first: 50) { nodes { id refIds } } }",
+                    "query($ref: String!) { slice(refId: $ref, first: 50) { nodes { actionId refIds } } }",
                     json!({ "ref": applicant }),
                 )
                 .await;
@@ -211,7 +211,7 @@ async fn seeds_the_organisation_once(backend: Backend) {
     let rita = server.client(demo::TENANT, "rita");
     let data = rita
         .data(
-            "{ slice(refId: \"applicant-mary-fanning\", first: 50) { nodes { id } } }",
+            "{ slice(refId: \"applicant-mary-fanning\", first: 50) { nodes { actionId } } }",
             json!({}),
         )
         .await;

@@ -17,7 +17,7 @@ use crate::common::{store_url, Backend, Client, Stopped, TestServer};
 /// 2026-01-01T00:00:00Z.
 const START: i64 = 1_767_225_600_000;
 
-const PAGE: &str = "{ feed(first: 20) { edges { node { action { id
+const PAGE: &str = "{ feed(first: 20) { edges { node { action { actionId
     descriptor { ... on StatusPost { text } ... on NewApplicant { applicantName } }
     actor { name } } } } } }";
 
@@ -191,14 +191,14 @@ async fn copies_stay_true(layout: TimelineLayout) {
     let deleted = post(&ann, "to delete", json!({})).await;
     let applied = ann
         .data(
-            "mutation($input: RecordActionInput!) { recordAction(input: $input) { id } }",
+            "mutation($input: RecordActionInput!) { recordAction(input: $input) { actionId } }",
             json!({ "input": {
                 "descriptor": { "newApplicant": {
                     "applicantId": "app-mary", "applicantName": "Mary Fanning",
                     "positionId": "pos-1", "positionName": "Engineer" } },
                 "refIds": ["app-mary"] } }),
         )
-        .await["recordAction"]["id"]
+        .await["recordAction"]["actionId"]
         .as_str()
         .expect("an id")
         .to_owned();

@@ -46,9 +46,9 @@ async fn shown(reader: &Client, id: &str) -> [bool; 4] {
         .data(
             "query($id: ID!) {
                 feed(first: 50) { edges { node { actionId } } }
-                slice(refId: \"job-1\", first: 50) { edges { node { id } } }
-                actorFeed(userId: \"ann\", first: 50) { edges { node { id } } }
-                action(id: $id) { id }
+                slice(refId: \"job-1\", first: 50) { edges { node { actionId } } }
+                actorFeed(userId: \"ann\", first: 50) { edges { node { actionId } } }
+                action(id: $id) { actionId }
             }",
             json!({ "id": id }),
         )
@@ -62,9 +62,9 @@ async fn shown(reader: &Client, id: &str) -> [bool; 4] {
     };
     [
         has(&data["feed"], "actionId"),
-        has(&data["slice"], "id"),
-        has(&data["actorFeed"], "id"),
-        data["action"]["id"] == id,
+        has(&data["slice"], "actionId"),
+        has(&data["actorFeed"], "actionId"),
+        data["action"]["actionId"] == id,
     ]
 }
 
@@ -240,7 +240,8 @@ async fn expiry_times_are_checked(backend: Backend) {
         return;
     };
     let ann = server.client("acme", "ann");
-    let record = "mutation($input: RecordActionInput!) { recordAction(input: $input) { id } }";
+    let record =
+        "mutation($input: RecordActionInput!) { recordAction(input: $input) { actionId } }";
     for (expires, conducted) in [
         (START - 1, None),
         (START, None),

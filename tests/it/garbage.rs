@@ -24,13 +24,14 @@ fn case<'a>(name: &'static str, query: &'a str, variables: Value, code: &'static
 const FEED: &str = "query($first: Int, $after: String, $last: Int, $before: String) { feed(first: $first, after: $after, last: $last, before: $before) { edges { cursor } } }";
 const SLICE: &str =
     "query($ref: String!, $first: Int, $after: String) { slice(refId: $ref, first: $first, after: $after) { edges { cursor } } }";
-const ACTION: &str = "query($id: ID!) { action(id: $id) { id } }";
-const ACTIONS: &str = "query($ids: [ID!]!) { actions(ids: $ids) { id } }";
+const ACTION: &str = "query($id: ID!) { action(id: $id) { actionId } }";
+const ACTIONS: &str = "query($ids: [ID!]!) { actions(ids: $ids) { actionId } }";
 const USER: &str = "query($id: ID!) { user(id: $id) { id } }";
 const FOLLOWERS: &str = "query($first: Int, $after: String) { viewer { followers(first: $first, after: $after) { edges { cursor } } } }";
 const UPSERT: &str =
     "mutation($id: ID!, $name: String!) { upsertUser(input: {id: $id, name: $name}) { id } }";
-const RECORD: &str = "mutation($input: RecordActionInput!) { recordAction(input: $input) { id } }";
+const RECORD: &str =
+    "mutation($input: RecordActionInput!) { recordAction(input: $input) { actionId } }";
 const FOLLOW: &str = "mutation($u: ID!) { follow(userId: $u) }";
 const UNFOLLOW: &str = "mutation($u: ID!) { unfollow(userId: $u) }";
 const BEFRIEND: &str = "mutation($u: ID!) { befriend(userId: $u) }";
@@ -630,7 +631,7 @@ async fn bad_bodies_and_identities_get_coded_errors(backend: Backend) {
     }
 
     let batch: Vec<Value> = (0..17)
-        .map(|_| json!({ "query": "{ viewer { id } }" }))
+        .map(|_| json!({ "query": "{ viewer { userId } }" }))
         .collect();
     let response = http
         .post(&url)
@@ -671,7 +672,7 @@ async fn bad_bodies_and_identities_get_coded_errors(backend: Backend) {
             .post(&url)
             .header("x-riverfeed-tenant", tenant)
             .header("x-riverfeed-user", user)
-            .json(&json!({ "query": "{ viewer { id } }" }))
+            .json(&json!({ "query": "{ viewer { userId } }" }))
             .send()
             .await
             .unwrap();
@@ -692,11 +693,14 @@ async fn repeated_texts_answer_as_the_first_time(backend: Backend) {
         return;
     };
     let alice = server.client("acme", "alice");
-    let good = "{ viewer { id } }";
+    let good = "{ viewer { userId } }";
     for _ in 0..3 {
-        assert_eq!(alice.data(good, json!({})).await["viewer"]["id"], "alice");
+        assert_eq!(
+            alice.data(good, json!({})).await["viewer"]["userId"],
+            "alice"
+        );
     }
-    let bad = "{ viewer { id nosuchfield } }";
+    let bad = "{ viewer { userId nosuchfield } }";
     for _ in 0..3 {
         assert_eq!(
             alice.error_code(bad, json!({})).await,

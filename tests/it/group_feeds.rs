@@ -27,7 +27,7 @@ async fn start(backend: Backend, size: usize) -> Option<TestServer> {
 async fn group_feed(reader: &Client, group: &str, page: usize) -> Vec<String> {
     let query = "query($g: ID!, $n: Int, $after: String) {
         groupFeed(groupId: $g, first: $n, after: $after) {
-            edges { node { id to } } pageInfo { hasNextPage endCursor } } }";
+            edges { node { actionId to } } pageInfo { hasNextPage endCursor } } }";
     let mut ids = Vec::new();
     let mut after = Value::Null;
     loop {
@@ -36,7 +36,7 @@ async fn group_feed(reader: &Client, group: &str, page: usize) -> Vec<String> {
             .await;
         let feed = &data["groupFeed"];
         for edge in feed["edges"].as_array().expect("edges") {
-            ids.push(edge["node"]["id"].as_str().expect("an id").to_owned());
+            ids.push(edge["node"]["actionId"].as_str().expect("an id").to_owned());
         }
         if feed["pageInfo"]["hasNextPage"] != true {
             return ids;
@@ -99,18 +99,18 @@ async fn members_and_others_read_a_group_feed(backend: Backend) {
     // Posting to a group needs its membership (or the service role).
     let refused = cat
         .error_code(
-            "mutation { recordAction(input: { descriptor: { statusPost: { text: \"x\" } }, to: [\"t1\"] }) { id } }",
+            "mutation { recordAction(input: { descriptor: { statusPost: { text: \"x\" } }, to: [\"t1\"] }) { actionId } }",
             json!({}),
         )
         .await;
     assert_eq!(refused, "FORBIDDEN");
     let by_service = service
         .data(
-            "mutation { recordAction(input: { actorId: \"cat\", descriptor: { statusPost: { text: \"x\" } }, to: [\"t1\"] }) { id } }",
+            "mutation { recordAction(input: { actorId: \"cat\", descriptor: { statusPost: { text: \"x\" } }, to: [\"t1\"] }) { actionId } }",
             json!({}),
         )
         .await;
-    let id = by_service["recordAction"]["id"]
+    let id = by_service["recordAction"]["actionId"]
         .as_str()
         .expect("an id")
         .to_owned();

@@ -16,7 +16,7 @@ use tokio::sync::Notify;
 
 use crate::common::{first_error_code, Backend, Client, TestServer, WsClient};
 
-const EVENT_FIELDS: &str = "kind resumeCursor item { actionId cursor relevancy reason { kind actorId rule by at } action { id } }";
+const EVENT_FIELDS: &str = "kind resumeCursor item { actionId cursor relevancy reason { kind actorId rule by at } action { actionId } }";
 
 fn feed_events(after: Option<&str>) -> String {
     match after {
@@ -101,7 +101,7 @@ async fn a_comment_moves_the_item_up_on_live_pages_of_the_readers_it_matters_to(
         })
     );
     assert!(event["item"]["reason"]["at"].is_string());
-    assert_eq!(event["item"]["action"]["id"], old.as_str());
+    assert_eq!(event["item"]["action"]["actionId"], old.as_str());
 
     // The page agrees: alice has it on top, with the event's cursor; dave,
     // whom no rule matches, keeps his order.
@@ -240,7 +240,7 @@ async fn slice_and_action_events_reach_those_watching(backend: Backend) {
     let mut ws = WsClient::as_user(&server.ws_url(), "acme", "alice").await;
     ws.subscribe(
         "slice",
-        "subscription { sliceEvents(refId: \"position-3\") { action { id refIds } } }",
+        "subscription { sliceEvents(refId: \"position-3\") { action { actionId refIds } } }",
     )
     .await;
     server.wait_live_topics(1).await;
@@ -256,7 +256,7 @@ async fn slice_and_action_events_reach_those_watching(backend: Backend) {
         .await;
     let payload = ws.next_payload().await;
     assert_eq!(
-        payload["data"]["sliceEvents"]["action"]["id"],
+        payload["data"]["sliceEvents"]["action"]["actionId"],
         id.as_str(),
         "only the readable action of that slice: {payload}"
     );
@@ -264,7 +264,7 @@ async fn slice_and_action_events_reach_those_watching(backend: Backend) {
     ws.subscribe(
         "action",
         &format!(
-            "subscription {{ actionEvents(actionId: \"{id}\") {{ kind actionId commentCount likeCount comment {{ text author {{ id }} }} user {{ id }} }} }}"
+            "subscription {{ actionEvents(actionId: \"{id}\") {{ kind actionId commentCount likeCount comment {{ text author {{ userId }} }} user {{ userId }} }} }}"
         ),
     )
     .await;
@@ -276,7 +276,7 @@ async fn slice_and_action_events_reach_those_watching(backend: Backend) {
     assert_eq!(event["actionId"], id.as_str());
     assert_eq!(event["commentCount"], 1);
     assert_eq!(event["comment"]["text"], "Looks good");
-    assert_eq!(event["comment"]["author"]["id"], "alice");
+    assert_eq!(event["comment"]["author"]["userId"], "alice");
     bob.data(
         "mutation($a: ID!) { like(actionId: $a) { id } }",
         json!({ "a": id }),
@@ -286,7 +286,7 @@ async fn slice_and_action_events_reach_those_watching(backend: Backend) {
     let event = &payload["data"]["actionEvents"];
     assert_eq!(event["kind"], "LIKED", "{payload}");
     assert_eq!(event["likeCount"], 1);
-    assert_eq!(event["user"]["id"], "bob");
+    assert_eq!(event["user"]["userId"], "bob");
 
     // Watching an action one may not read is refused as if it did not exist.
     let hidden = bob

@@ -22,6 +22,7 @@ mod processes;
 mod ranked_lists;
 mod rate_limits;
 mod readme;
+mod relay;
 mod relevancy;
 mod scopes;
 mod security;

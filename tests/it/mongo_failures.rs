@@ -66,7 +66,7 @@ async fn losing_mongodb_while_serving_answers_unavailable_and_recovers_without_a
     let started = Instant::now();
     let body = bob
         .post(
-            "mutation { recordAction(input: {descriptor: {statusPost: {text: \"lost?\"}}}) { id } }",
+            "mutation { recordAction(input: {descriptor: {statusPost: {text: \"lost?\"}}}) { actionId } }",
             json!({}),
         )
         .await;
@@ -101,11 +101,11 @@ async fn losing_mongodb_while_serving_answers_unavailable_and_recovers_without_a
     let after = loop {
         let body = bob
             .post(
-                "mutation { recordAction(input: {descriptor: {statusPost: {text: \"after\"}}}) { id } }",
+                "mutation { recordAction(input: {descriptor: {statusPost: {text: \"after\"}}}) { actionId } }",
                 json!({}),
             )
             .await;
-        if let Some(id) = body["data"]["recordAction"]["id"].as_str() {
+        if let Some(id) = body["data"]["recordAction"]["actionId"].as_str() {
             break id.to_owned();
         }
         assert!(Instant::now() < deadline, "never recovered: {body}");

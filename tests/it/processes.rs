@@ -206,7 +206,7 @@ async fn two_apis_and_two_workers(model: &str) {
     alice
         .subscribe_with(
             "slice",
-            "subscription { sliceEvents(refId: \"pos-1\") { action { id } } }",
+            "subscription { sliceEvents(refId: \"pos-1\") { action { actionId } } }",
             json!({}),
         )
         .await;
@@ -229,7 +229,7 @@ async fn two_apis_and_two_workers(model: &str) {
     }
     assert_eq!(feed[0]["kind"], "ADDED");
     assert_eq!(feed[0]["item"]["actionId"], one);
-    assert_eq!(sliced[0]["action"]["id"], one);
+    assert_eq!(sliced[0]["action"]["actionId"], one);
 
     // A comment through A reaches an actionEvents subscriber on B.
     let mut carol = b.ws("carol").await;
@@ -574,11 +574,11 @@ async fn the_embedded_process_killed_mid_fan_out_loses_no_acknowledged_action() 
             for n in 0..1_000 {
                 let body = bob
                     .try_post(
-                        "mutation($t: String!) { recordAction(input: {descriptor: {statusPost: {text: $t}}}) { id } }",
+                        "mutation($t: String!) { recordAction(input: {descriptor: {statusPost: {text: $t}}}) { actionId } }",
                         json!({ "t": format!("burst {task}-{n}") }),
                     )
                     .await;
-                match body.and_then(|b| b["data"]["recordAction"]["id"].as_str().map(str::to_owned)) {
+                match body.and_then(|b| b["data"]["recordAction"]["actionId"].as_str().map(str::to_owned)) {
                     Some(id) => acknowledged.lock().unwrap().push(id),
                     None => return,
                 }
@@ -671,12 +671,12 @@ async fn the_relay_resumes_from_its_token_after_the_database_restarts() {
     let after = loop {
         if let Some(body) = bob
             .try_post(
-                "mutation { recordAction(input: {descriptor: {statusPost: {text: \"after\"}}}) { id } }",
+                "mutation { recordAction(input: {descriptor: {statusPost: {text: \"after\"}}}) { actionId } }",
                 json!({}),
             )
             .await
         {
-            if let Some(id) = body["data"]["recordAction"]["id"].as_str() {
+            if let Some(id) = body["data"]["recordAction"]["actionId"].as_str() {
                 break id.to_owned();
             }
         }

@@ -6,14 +6,14 @@ use serde_json::{json, Value};
 
 use crate::common::{Backend, TestServer};
 
-const QUERY: &str = "query($user: ID!, $first: Int, $after: String) { actorFeed(userId: $user, first: $first, after: $after) { edges { cursor node { id actorId hidden } } pageInfo { hasNextPage endCursor } } }";
+const QUERY: &str = "query($user: ID!, $first: Int, $after: String) { actorFeed(userId: $user, first: $first, after: $after) { edges { cursor node { actionId actorId hidden } } pageInfo { hasNextPage endCursor } } }";
 
 fn ids(data: &Value) -> Vec<String> {
     data["actorFeed"]["edges"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|e| e["node"]["id"].as_str().unwrap().to_owned())
+        .map(|e| e["node"]["actionId"].as_str().unwrap().to_owned())
         .collect()
 }
 
@@ -112,14 +112,14 @@ async fn an_actor_feed_shows_what_the_viewer_may_see_newest_first(backend: Backe
     server.stop().await;
 }
 
-const DISCUSSIONS: &str = "query($first: Int, $after: String) { discussions(first: $first, after: $after) { edges { node { id commentCount } } pageInfo { hasNextPage endCursor } } }";
+const DISCUSSIONS: &str = "query($first: Int, $after: String) { discussions(first: $first, after: $after) { edges { node { actionId commentCount } } pageInfo { hasNextPage endCursor } } }";
 
 fn discussion_ids(data: &Value) -> Vec<String> {
     data["discussions"]["edges"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|e| e["node"]["id"].as_str().unwrap().to_owned())
+        .map(|e| e["node"]["actionId"].as_str().unwrap().to_owned())
         .collect()
 }
 

@@ -84,7 +84,7 @@ async fn the_readme_tour_works_verbatim() {
         let body: Value = serde_json::from_slice(&output.stdout)
             .unwrap_or_else(|_| panic!("JSON from {command}: {output:?}"));
         assert!(body.get("errors").is_none(), "{command}: {body:#}");
-        if let Some(id) = body["data"]["recordAction"]["id"].as_str() {
+        if let Some(id) = body["data"]["recordAction"]["actionId"].as_str() {
             bob.wait_delivered(id).await;
         }
         outputs.push(body);
@@ -126,8 +126,8 @@ async fn the_readme_tour_works_verbatim() {
     let event = ws.next_payload().await;
     assert_eq!(event["data"]["feedEvents"]["kind"], "ADDED");
     assert_eq!(
-        event["data"]["feedEvents"]["item"]["action"]["id"],
-        data["recordAction"]["id"]
+        event["data"]["feedEvents"]["item"]["action"]["actionId"],
+        data["recordAction"]["actionId"]
     );
     server.stop().await;
 }

@@ -37,7 +37,7 @@ async fn team_scope_reaches_team_members_and_not_other_followers(backend: Backen
         assert_eq!(ids.contains(&id), expect, "feed: {ids:?}");
         let data = reader
             .data(
-                "query($id: ID!) { action(id: $id) { id } }",
+                "query($id: ID!) { action(id: $id) { actionId } }",
                 json!({ "id": id }),
             )
             .await;
@@ -51,7 +51,7 @@ async fn team_scope_reaches_team_members_and_not_other_followers(backend: Backen
     // A TEAM action from someone in no team is refused, not silently private.
     let code = dave
         .error_code(
-            "mutation { recordAction(input: {descriptor: {statusPost: {text: \"x\"}}, scope: TEAM}) { id } }",
+            "mutation { recordAction(input: {descriptor: {statusPost: {text: \"x\"}}, scope: TEAM}) { actionId } }",
             json!({}),
         )
         .await;
@@ -81,7 +81,7 @@ async fn restricted_actions_reach_only_their_readers(backend: Backend) {
     assert!(!carol.feed_ids("").await.0.contains(&id));
     let data = carol
         .data(
-            "query($id: ID!) { actions(ids: [$id]) { id } }",
+            "query($id: ID!) { actions(ids: [$id]) { actionId } }",
             json!({ "id": id }),
         )
         .await;
@@ -155,7 +155,7 @@ async fn hiding_removes_from_feeds_and_only_the_actor_may(backend: Backend) {
     );
     let data = alice
         .data(
-            "query($id: ID!) { action(id: $id) { id } }",
+            "query($id: ID!) { action(id: $id) { actionId } }",
             json!({ "id": first }),
         )
         .await;
@@ -379,11 +379,14 @@ async fn friends_and_departments_see_what_they_should(backend: Backend) {
     let finn = server.client("acme", "finn");
     let data = finn
         .data(
-            "{ viewer { friends { edges { node { id } } } } }",
+            "{ viewer { friends { edges { node { userId } } } } }",
             json!({}),
         )
         .await;
-    assert_eq!(data["viewer"]["friends"]["edges"][0]["node"]["id"], "dora");
+    assert_eq!(
+        data["viewer"]["friends"]["edges"][0]["node"]["userId"],
+        "dora"
+    );
 
     let public = dora.post_status("hello friends", json!({})).await;
     let department = dora

@@ -81,14 +81,17 @@ async fn code(client: &Client, query: &str, variables: Value) -> String {
     client.error_code(query, variables).await
 }
 
-const VIEWER: &str = "{ viewer { id } }";
+const VIEWER: &str = "{ viewer { userId } }";
 
 async fn tokens_are_checked(backend: Backend) {
     let Some(server) = start(backend, hs256(), |_| {}).await else {
         return;
     };
     let good = as_user(&server, "acme", "alice");
-    assert_eq!(good.data(VIEWER, json!({})).await["viewer"]["id"], "alice");
+    assert_eq!(
+        good.data(VIEWER, json!({})).await["viewer"]["userId"],
+        "alice"
+    );
 
     // Dev-mode headers mean nothing once tokens are configured.
     let headers_only = server.client("acme", "alice");
@@ -227,7 +230,7 @@ async fn public_key_tokens(backend: Backend) {
         .unwrap();
         let client = bearer(&server, &signed);
         assert_eq!(
-            client.data(VIEWER, json!({})).await["viewer"]["id"],
+            client.data(VIEWER, json!({})).await["viewer"]["userId"],
             "alice"
         );
         // HS/RS confusion: HS256 "signed" with the public key as the secret.
@@ -268,7 +271,7 @@ async fn roles_decide_who_acts_for_whom(backend: Backend) {
 
     let forbidden_for_users = [
         ("upsert someone else", "mutation { upsertUser(input: {id: \"bob\", name: \"Mallory\"}) { id } }"),
-        ("record as someone else", "mutation { recordAction(input: {actorId: \"bob\", descriptor: {statusPost: {text: \"I quit\"}}}) { id } }"),
+        ("record as someone else", "mutation { recordAction(input: {actorId: \"bob\", descriptor: {statusPost: {text: \"I quit\"}}}) { actionId } }"),
         ("follow for someone else", "mutation { follow(userId: \"carol\", asUserId: \"bob\") }"),
         ("befriend for someone else", "mutation { befriend(userId: \"carol\", asUserId: \"bob\") }"),
         ("join a group", "mutation { joinGroup(groupId: \"execs\", kind: TEAM) { groupId } }"),
@@ -288,9 +291,9 @@ async fn roles_decide_who_acts_for_whom(backend: Backend) {
         );
     }
     // Nor may a user put words in another's mouth inside a descriptor.
-    let forged = "mutation { recordAction(input: {descriptor: {applicationRating: {raterId: \"bob\", raterName: \"Bob\", positionId: \"p\", positionName: \"P\", applicantId: \"a\", applicantName: \"A\", ratingScore: 1}}}) { id } }";
+    let forged = "mutation { recordAction(input: {descriptor: {applicationRating: {raterId: \"bob\", raterName: \"Bob\", positionId: \"p\", positionName: \"P\", applicantId: \"a\", applicantName: \"A\", ratingScore: 1}}}) { actionId } }";
     assert_eq!(code(&alice, forged, json!({})).await, "FORBIDDEN");
-    let forged_request = "mutation { recordAction(input: {descriptor: {applicantRatingRequested: {applicantId: \"a\", applicantName: \"A\", positionId: \"p\", positionName: \"P\", raterId: \"carol\", raterName: \"Carol\", requestedById: \"bob\", requestedByName: \"Bob\"}}}) { id } }";
+    let forged_request = "mutation { recordAction(input: {descriptor: {applicantRatingRequested: {applicantId: \"a\", applicantName: \"A\", positionId: \"p\", positionName: \"P\", raterId: \"carol\", raterName: \"Carol\", requestedById: \"bob\", requestedByName: \"Bob\"}}}) { actionId } }";
     assert_eq!(code(&alice, forged_request, json!({})).await, "FORBIDDEN");
     let own = forged.replace("raterId: \"bob\"", "raterId: \"alice\"");
     alice.data(&own, json!({})).await;
@@ -323,7 +326,7 @@ async fn roles_decide_who_acts_for_whom(backend: Backend) {
         .await;
     let data = service
         .data(
-            "mutation { recordAction(input: {actorId: \"bob\", descriptor: {statusPost: {text: \"hello from bob\"}}}) { id actorId } }",
+            "mutation { recordAction(input: {actorId: \"bob\", descriptor: {statusPost: {text: \"hello from bob\"}}}) { actionId actorId } }",
             json!({}),
         )
         .await;
@@ -335,7 +338,10 @@ async fn roles_decide_who_acts_for_whom(backend: Backend) {
         )
         .await;
     assert_eq!(renamed["renameRef"], 0, "no action names app-1");
-    let id = data["recordAction"]["id"].as_str().unwrap().to_owned();
+    let id = data["recordAction"]["actionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let bob = as_user(&server, "acme", "bob");
     bob.wait_delivered(&id).await;
 
@@ -354,10 +360,10 @@ async fn roles_decide_who_acts_for_whom(backend: Backend) {
         )
         .await;
     assert_eq!(first_error_code(&body).as_deref(), Some("BAD_USER_INPUT"));
-    let of_bob = "{ user(id: \"bob\") { assignments supervisor { id } } }";
+    let of_bob = "{ user(id: \"bob\") { assignments supervisor { userId } } }";
     assert_eq!(
         bob_view(&server).data(of_bob, json!({})).await["user"],
-        json!({ "assignments": ["app-1"], "supervisor": { "id": "carol" } })
+        json!({ "assignments": ["app-1"], "supervisor": { "userId": "carol" } })
     );
     assert_eq!(
         alice.data(of_bob, json!({})).await["user"]["assignments"],
@@ -417,7 +423,7 @@ async fn tenants_never_see_each_other(backend: Backend) {
     for (other, label) in [(id.as_str(), "acme's action"), (missing, "no action")] {
         let data = globex_alice
             .data(
-                "query($id: ID!) { action(id: $id) { id } actions(ids: [$id]) { id } }",
+                "query($id: ID!) { action(id: $id) { actionId } actions(ids: [$id]) { actionId } }",
                 json!({ "id": other }),
             )
             .await;
@@ -447,7 +453,7 @@ async fn tenants_never_see_each_other(backend: Backend) {
     assert_eq!(data["hideFeedItem"], false);
     let data = globex_alice
         .data(
-            "{ slice(refId: \"applicant-7\") { edges { cursor } } user(id: \"bob\") { id } }",
+            "{ slice(refId: \"applicant-7\") { edges { cursor } } user(id: \"bob\") { userId } }",
             json!({}),
         )
         .await;
@@ -496,7 +502,7 @@ async fn hidden_actions_leave_feeds_slices_and_subscriptions_at_once(backend: Ba
     .await;
     ws.subscribe(
         "1",
-        "subscription { feedEvents { kind item { actionId action { id } } } }",
+        "subscription { feedEvents { kind item { actionId action { actionId } } } }",
     )
     .await;
     server.wait_live_topics(1).await;
@@ -590,7 +596,7 @@ async fn narrowing_an_action_takes_it_from_readers_at_once(backend: Backend) {
     assert!(alice.feed_ids("").await.0.is_empty());
     let data = alice
         .data(
-            "query($id: ID!) { action(id: $id) { id } slice(refId: \"position-3\") { edges { cursor } } }",
+            "query($id: ID!) { action(id: $id) { actionId } slice(refId: \"position-3\") { edges { cursor } } }",
             json!({ "id": id }),
         )
         .await;
@@ -712,7 +718,7 @@ async fn dev_mode_answers_only_this_machine() {
             .post(&url)
             .header("x-riverfeed-tenant", "acme")
             .header("x-riverfeed-user", "alice")
-            .json(&json!({ "query": "{ viewer { id } }" }));
+            .json(&json!({ "query": "{ viewer { userId } }" }));
         if let Some(host) = host {
             request = request.header("host", host);
         }

@@ -10,14 +10,14 @@ window.__webpack_nonce__ = document.querySelector('meta[name=style-nonce]').cont
 
 const DEFAULT_QUERY = `# Who you are (picked above) and your feed. Ctrl-Enter runs it.
 {
-  viewer { id name }
+  viewer { userId name }
   feed(first: 10) {
     edges {
       node {
         relevancy
         reason { kind actorId }
         action {
-          actor { id name }
+          actor { userId name }
           descriptor { __typename ... on StatusPost { text } }
         }
       }

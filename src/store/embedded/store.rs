@@ -460,6 +460,15 @@ impl TimelineStore for EmbeddedStore {
         self.inner.materialised(tenant, owner, action_ids)
     }
 
+    async fn feed_item(
+        &self,
+        tenant: &str,
+        owner: &str,
+        action_id: ObjectId,
+    ) -> StoreResult<Option<FeedItem>> {
+        self.inner.feed_item(tenant, owner, action_id)
+    }
+
     async fn hide_feed_item(
         &self,
         tenant: &str,

@@ -318,6 +318,33 @@ impl Inner {
             copy: None,
         }))
     }
+    pub(super) fn feed_item(
+        &self,
+        tenant: &str,
+        owner: &str,
+        action_id: ObjectId,
+    ) -> StoreResult<Option<FeedItem>> {
+        let oid = action_id.bytes();
+        let mut key = Vec::with_capacity(64);
+        keys::item(&mut key, tenant, oid, owner);
+        let Some(state) = self.get(ITEMS, &key)? else {
+            return Ok(None);
+        };
+        let state = ItemState::decode(&state)?;
+        if state.hidden {
+            return Ok(None);
+        }
+        let entry = self.entry(&mut key, tenant, owner, oid, state.relevancy)?;
+        Ok(entry.map(|(changed, reason)| FeedItem {
+            owner: owner.to_owned(),
+            action_id,
+            relevancy: state.relevancy,
+            reason,
+            changed,
+            copy: None,
+        }))
+    }
+
     pub(super) fn materialised(
         &self,
         tenant: &str,

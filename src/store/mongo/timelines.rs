@@ -146,6 +146,15 @@ impl TimelineStore for MongoStore {
         Ok(held.into_iter().map(|(_, a)| a).collect())
     }
 
+    async fn feed_item(
+        &self,
+        tenant: &str,
+        owner: &str,
+        action_id: ObjectId,
+    ) -> StoreResult<Option<FeedItem>> {
+        self.layout.item(tenant, owner, action_id).await
+    }
+
     async fn hide_feed_item(
         &self,
         tenant: &str,

@@ -455,6 +455,25 @@ impl Layout for Buckets {
         Ok(held)
     }
 
+    async fn item(&self, tenant: &str, owner: &str, id: ObjectId) -> StoreResult<Option<FeedItem>> {
+        let visible = doc! { "$elemMatch": { "a": id, "h": { "$ne": true } } };
+        let buckets = self
+            .find(doc! { "tenant": tenant, "owner": owner, "e": visible })
+            .await?;
+        // A move between buckets cut short may leave the entry in two: the
+        // higher stands.
+        let mut items: Vec<FeedItem> = buckets
+            .iter()
+            .flat_map(|b| {
+                b.e.iter()
+                    .filter(|e| e.a == id && e.visible())
+                    .map(|e| e.item(&b.tenant, &b.owner))
+            })
+            .collect();
+        dedup(&mut items);
+        Ok(items.pop())
+    }
+
     async fn hide(&self, tenant: &str, owner: &str, id: ObjectId) -> StoreResult<Option<FeedItem>> {
         let visible = doc! { "$elemMatch": { "a": id, "h": { "$ne": true } } };
         let found = self

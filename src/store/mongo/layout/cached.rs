@@ -131,6 +131,24 @@ impl Layout for Cached {
         Ok(held)
     }
 
+    async fn item(&self, tenant: &str, owner: &str, id: ObjectId) -> StoreResult<Option<FeedItem>> {
+        let below = self.base.item(tenant, owner, id).await?;
+        if !self.rivers.read() {
+            return Ok(below);
+        }
+        let mut items: Vec<FeedItem> = self
+            .rivers
+            .naming(tenant, Some(&[owner]), &[id])
+            .await?
+            .iter()
+            .flat_map(|r| r.live().filter(|i| i.action_id == id).collect::<Vec<_>>())
+            .chain(below)
+            .collect();
+        // In both for a moment during a bump's move: the higher stands.
+        dedup(&mut items);
+        Ok(items.pop())
+    }
+
     async fn hide(&self, tenant: &str, owner: &str, id: ObjectId) -> StoreResult<Option<FeedItem>> {
         // Out of the river, and a tombstone in the layout (which outlives
         // the river).

@@ -210,6 +210,20 @@ impl Layout for Items {
             .collect())
     }
 
+    async fn item(&self, tenant: &str, owner: &str, id: ObjectId) -> StoreResult<Option<FeedItem>> {
+        let found = self
+            .feed_items
+            .find_one(doc! {
+                "tenant": tenant,
+                "owner": owner,
+                "actionId": id,
+                "relevancy": { "$gt": date(TOMBSTONE) },
+            })
+            .await
+            .map_err(db_err)?;
+        Ok(found.map(FeedItemDoc::into_item))
+    }
+
     async fn hide(&self, tenant: &str, owner: &str, id: ObjectId) -> StoreResult<Option<FeedItem>> {
         // The item becomes a tombstone: it keeps its place in the unique index
         // (so it is not delivered again) and drops below every feed range.

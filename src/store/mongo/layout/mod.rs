@@ -135,6 +135,8 @@ pub(super) trait Layout: Send + Sync {
         owners: &[&str],
         ids: &[ObjectId],
     ) -> StoreResult<HashSet<(String, ObjectId)>>;
+    /// The reader's visible item of `id`, if any. One query.
+    async fn item(&self, tenant: &str, owner: &str, id: ObjectId) -> StoreResult<Option<FeedItem>>;
     /// Turns the reader's item into a tombstone, or lays a tombstone where
     /// they hold none. Returns the item hidden, if it was visible.
     async fn hide(&self, tenant: &str, owner: &str, id: ObjectId) -> StoreResult<Option<FeedItem>>;

@@ -1,0 +1,215 @@
+//! Relay object identification: the `Node` interface, and what `node(id:)`
+//! and `nodes(ids:)` find by a global id, under the rules the other reads
+//! apply: an action as `action(id:)` shows it, a user as `user(id:)`, a
+//! comment to whoever may read its action, a feed item to its owner (or
+//! `admin`) as `feed` shows it.
+
+use std::collections::BTreeSet;
+
+use async_graphql::{Context, Interface, ID};
+
+use super::access::access;
+use super::cursor::ListId;
+use super::error::{bad_input, ApiResultExt};
+use super::global_id::{before, GlobalId};
+use super::types::{ActionNode, ActionSlot, CommentNode, FeedItemNode, UserNode};
+use super::{loaders, state, viewer, Role, Viewer};
+use crate::model::limits::MAX_LIST_LEN;
+use crate::model::{Action, FeedItem, ObjectId, Reason};
+use crate::store::Store;
+use crate::timeline::{audience, read};
+
+/// An object with a global id, found again by `node(id:)`.
+#[derive(Interface)]
+#[graphql(field(
+    name = "id",
+    ty = "ID",
+    desc = "Opaque global id: pass it to `node(id:)`, or to any argument that takes an id of this type."
+))]
+pub enum Node {
+    Action(ActionNode),
+    User(UserNode),
+    Comment(CommentNode),
+    FeedItem(FeedItemNode),
+}
+
+/// The nodes of `ids`, in order, null where there is none the viewer may
+/// see. Actions (those named, and those of comments and feed items) load
+/// in one batch, users in another.
+pub async fn resolve(ctx: &Context<'_>, ids: &[ID]) -> async_graphql::Result<Vec<Option<Node>>> {
+    let viewer = viewer(ctx)?;
+    if ids.len() > MAX_LIST_LEN {
+        return Err(bad_input(format!(
+            "ids has {} entries; at most {MAX_LIST_LEN} are allowed",
+            ids.len()
+        )));
+    }
+    let wanted = ids
+        .iter()
+        .map(|id| {
+            GlobalId::decode(id)?.ok_or_else(|| {
+                bad_input(format!(
+                    "{:?} is not a global id (take it from an object's `id`)",
+                    id.as_str()
+                ))
+            })
+        })
+        .collect::<async_graphql::Result<Vec<GlobalId>>>()?;
+
+    let action_ids: BTreeSet<ObjectId> = wanted
+        .iter()
+        .filter_map(|id| match id {
+            GlobalId::Action(action)
+            | GlobalId::Comment { action, .. }
+            | GlobalId::FeedItem { action, .. } => Some(*action),
+            GlobalId::User(_) => None,
+        })
+        .collect();
+    let user_ids: BTreeSet<String> = wanted
+        .iter()
+        .filter_map(|id| match id {
+            GlobalId::User(user) => Some(user.clone()),
+            _ => None,
+        })
+        .collect();
+    let loaders = loaders(ctx)?;
+    let (actions, users) = tokio::join!(
+        loaders.actions.load_many(action_ids),
+        loaders.users.load_many(user_ids)
+    );
+    let (actions, users) = (actions.api()?, users.api()?);
+    let access = access(ctx, viewer, actions.values()).await?;
+    let readable = |id: &ObjectId| actions.get(id).filter(|a| access.can_read(a));
+
+    let mut nodes = Vec::with_capacity(wanted.len());
+    for id in wanted {
+        let node = match id {
+            GlobalId::Action(action) => {
+                readable(&action).map(|a| Node::Action(ActionNode::new(a.clone())))
+            }
+            GlobalId::User(user) => users.get(&user).cloned().map(|u| Node::User(u.into())),
+            GlobalId::Comment { action, comment } => match readable(&action) {
+                Some(_) => find_comment(ctx, viewer, action, comment)
+                    .await?
+                    .map(Node::Comment),
+                None => None,
+            },
+            GlobalId::FeedItem { action, owner } => {
+                find_feed_item(ctx, viewer, actions.get(&action), &owner)
+                    .await?
+                    .map(Node::FeedItem)
+            }
+        };
+        nodes.push(node);
+    }
+    Ok(nodes)
+}
+
+/// One comment of an action (the caller checked that the viewer may read
+/// the action). Comments are read by action, in id order: one read from
+/// just before this one.
+async fn find_comment(
+    ctx: &Context<'_>,
+    viewer: &Viewer,
+    action: ObjectId,
+    comment: ObjectId,
+) -> async_graphql::Result<Option<CommentNode>> {
+    let found = state(ctx)?
+        .store
+        .comments(&viewer.tenant, action, before(comment), 1)
+        .await
+        .api()?;
+    Ok(found
+        .into_iter()
+        .next()
+        .filter(|c| c.id == comment)
+        .map(CommentNode))
+}
+
+/// `owner`'s item of `action`, as their feed shows it: for the owner, or an
+/// `admin` (as `feed(ownerId:)` allows). The item the timeline holds; where
+/// the model pulls at read and the timeline holds none, the item the
+/// owner's sources give, as a page would merge it in (ranked at the
+/// action's `conducted`). Null where the feed would not show it: the action
+/// hidden, no longer readable by the owner, hidden from the feed, or gone
+/// with an unfollow whose cleanup is pending.
+async fn find_feed_item(
+    ctx: &Context<'_>,
+    viewer: &Viewer,
+    action: Option<&Action>,
+    owner: &str,
+) -> async_graphql::Result<Option<FeedItemNode>> {
+    if owner != viewer.user && !viewer.has(Role::Admin) {
+        return Ok(None);
+    }
+    let Some(action) = action.filter(|a| !a.hidden) else {
+        return Ok(None);
+    };
+    let state = state(ctx)?;
+    let store = state.store.as_ref();
+    let tenant = viewer.tenant.as_str();
+    let (held, unfollows) = tokio::join!(
+        store.feed_item(tenant, owner, action.id),
+        store.unfollows(tenant, owner)
+    );
+    let item = match held.api()? {
+        Some(item) => Some(item),
+        None if state.model.pushes_all() => None,
+        // A tombstone of an item hidden from the feed keeps it out.
+        None if !store
+            .materialised(tenant, owner, &[action.id])
+            .await
+            .api()?
+            .is_empty() =>
+        {
+            None
+        }
+        None => pulled_item(store, owner, action)
+            .await?
+            .filter(|item| read::still_pulled(item.reason.kind, action)),
+    };
+    let Some(item) = item else {
+        return Ok(None);
+    };
+    let reader = Viewer {
+        tenant: viewer.tenant.clone(),
+        user: owner.to_owned(),
+        roles: [Role::User].into(),
+        expires_at: viewer.expires_at,
+    };
+    let readable = access(ctx, &reader, [action]).await?.can_read(action);
+    let ended = unfollows
+        .api()?
+        .iter()
+        .any(|u| u.covers(&item, Some(action)));
+    if !readable || ended {
+        return Ok(None);
+    }
+    let list = ListId::home(&state.cursors, tenant, owner);
+    Ok(Some(FeedItemNode {
+        cursor: list.lazy_position(item.position()),
+        item,
+        action: ActionSlot::Loaded(Box::new(ActionNode::new(action.clone()))),
+    }))
+}
+
+/// The item `reader` pulls for `action` (not materialised), if they do:
+/// ranked at the action's `conducted`, with the reason their sources give.
+pub(super) async fn pulled_item(
+    store: &dyn Store,
+    reader: &str,
+    action: &Action,
+) -> async_graphql::Result<Option<FeedItem>> {
+    let readers = [reader.to_owned()];
+    let pulled = audience::pulled_readers(store, action, &readers, true)
+        .await
+        .api()?;
+    Ok(pulled.into_iter().next().map(|(owner, kind)| FeedItem {
+        owner,
+        action_id: action.id,
+        relevancy: action.conducted,
+        reason: Reason::new(kind, &action.actor_id),
+        changed: action.conducted,
+        copy: None,
+    }))
+}
