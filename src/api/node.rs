@@ -27,7 +27,8 @@ use crate::timeline::{audience, read};
     desc = "Opaque global id: pass it to `node(id:)`, or to any argument that takes an id of this type."
 ))]
 pub enum Node {
-    Action(ActionNode),
+    // Boxed: an action is far larger than the other nodes.
+    Action(Box<ActionNode>),
     User(UserNode),
     Comment(CommentNode),
     FeedItem(FeedItemNode),
@@ -85,7 +86,7 @@ pub async fn resolve(ctx: &Context<'_>, ids: &[ID]) -> async_graphql::Result<Vec
     for id in wanted {
         let node = match id {
             GlobalId::Action(action) => {
-                readable(&action).map(|a| Node::Action(ActionNode::new(a.clone())))
+                readable(&action).map(|a| Node::Action(Box::new(ActionNode::new(a.clone()))))
             }
             GlobalId::User(user) => users.get(&user).cloned().map(|u| Node::User(u.into())),
             GlobalId::Comment { action, comment } => match readable(&action) {
