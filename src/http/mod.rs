@@ -313,6 +313,20 @@ async fn run(
     }
 }
 
+/// A request with nothing to run: a malformed one is a 400 whatever the
+/// media type (the body is not a GraphQL request); the others (a persisted
+/// operation not found or not trusted) are GraphQL responses with their code.
+fn refusal(media: respond::Media, refused: &persisted::Refused) -> Response {
+    if refused.code == "BAD_REQUEST" {
+        return http_error(
+            StatusCode::BAD_REQUEST,
+            refused.code,
+            refused.message.clone(),
+        );
+    }
+    respond::single(media, refused.response())
+}
+
 fn not_a_request(detail: impl std::fmt::Display) -> Response {
     http_error(
         StatusCode::BAD_REQUEST,
@@ -350,7 +364,7 @@ async fn graphql_post(
         single => {
             return match state.persisted.request(single) {
                 Ok(request) => run(&state, &headers, peer.as_deref(), answer, request).await,
-                Err(refused) => respond::single(answer.1, refused.response()),
+                Err(refused) => refusal(answer.1, &refused),
             }
         }
     };
@@ -402,11 +416,11 @@ async fn graphql_get(
     };
     let raw = match persisted::from_query_string(query) {
         Ok(raw) => raw,
-        Err(refused) => return respond::single(answer.1, refused.response()),
+        Err(refused) => return refusal(answer.1, &refused),
     };
     let graphql = match state.persisted.request(raw) {
         Ok(graphql) => graphql,
-        Err(refused) => return respond::single(answer.1, refused.response()),
+        Err(refused) => return refusal(answer.1, &refused),
     };
     // Mutations change state: they must not ride on GET, which links and
     // prefetchers send freely.

@@ -177,9 +177,9 @@ async fn operations_become_spans_without_their_variables_and_log_lines() {
     let marker = format!("marker-{}", riverfeed::model::ObjectId::new().to_hex());
     let alice = Client::at(&server.base, Some(("acme", "alice", None)));
 
-    let feed = "query FeedPage { viewer { id } feed(first: 5) { edges { cursor } } }";
+    let feed = "query FeedPage { viewer { userId } feed(first: 5) { edges { cursor } } }";
     let data = alice.data(feed, json!({})).await;
-    assert_eq!(data["viewer"]["id"], "alice");
+    assert_eq!(data["viewer"]["userId"], "alice");
     let post = "mutation PostStatus($text: String!) { \
         recordAction(input: {descriptor: {statusPost: {text: $text}}}) { id } }";
     let data = alice.data(post, json!({ "text": marker })).await;
