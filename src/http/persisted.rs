@@ -345,7 +345,8 @@ pub fn sha256_hex(text: &str) -> String {
 /// `variables` and `extensions` are JSON-encoded in it.
 pub fn from_query_string(query: &str) -> Result<Value, Refused> {
     let mut raw = Map::new();
-    for (key, value) in form_pairs(query) {
+    for (key, value) in form_urlencoded::parse(query.as_bytes()) {
+        let (key, value) = (key.into_owned(), value.into_owned());
         let value = match key.as_str() {
             "variables" | "extensions" => serde_json::from_str(&value).map_err(|err| {
                 Refused::new(
@@ -358,41 +359,6 @@ pub fn from_query_string(query: &str) -> Result<Value, Refused> {
         raw.insert(key, value);
     }
     Ok(Value::Object(raw))
-}
-
-/// `application/x-www-form-urlencoded` pairs.
-fn form_pairs(query: &str) -> Vec<(String, String)> {
-    query
-        .split('&')
-        .filter(|pair| !pair.is_empty())
-        .map(|pair| {
-            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-            (percent_decode(key), percent_decode(value))
-        })
-        .collect()
-}
-
-fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let escaped = (bytes[i] == b'%')
-            .then(|| bytes.get(i + 1..i + 3))
-            .flatten()
-            .and_then(|hex| u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok());
-        match (bytes[i], escaped) {
-            (_, Some(byte)) => {
-                out.push(byte);
-                i += 3;
-                continue;
-            }
-            (b'+', None) => out.push(b' '),
-            (byte, None) => out.push(byte),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
