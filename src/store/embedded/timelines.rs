@@ -309,15 +309,9 @@ impl Inner {
         let families = self.item_families();
         Inner::drop_entries(&families, &mut batch, &mut key, tenant, owner, oid, &state);
         self.commit(batch)?;
-        Ok(entry.map(|(changed, reason)| FeedItem {
-            owner: owner.to_owned(),
-            action_id,
-            relevancy: state.relevancy,
-            reason,
-            changed,
-            copy: None,
-        }))
+        Ok(entry.map(|entry| item_of(owner, action_id, state.relevancy, entry)))
     }
+
     pub(super) fn feed_item(
         &self,
         tenant: &str,
@@ -335,14 +329,7 @@ impl Inner {
             return Ok(None);
         }
         let entry = self.entry(&mut key, tenant, owner, oid, state.relevancy)?;
-        Ok(entry.map(|(changed, reason)| FeedItem {
-            owner: owner.to_owned(),
-            action_id,
-            relevancy: state.relevancy,
-            reason,
-            changed,
-            copy: None,
-        }))
+        Ok(entry.map(|entry| item_of(owner, action_id, state.relevancy, entry)))
     }
 
     pub(super) fn materialised(
@@ -416,5 +403,22 @@ impl Inner {
             self.commit(batch)?;
         }
         Ok(written)
+    }
+}
+
+/// The feed item an entry of `owner`'s timeline stands for.
+fn item_of(
+    owner: &str,
+    action_id: ObjectId,
+    relevancy: Millis,
+    (changed, reason): (Millis, Reason),
+) -> FeedItem {
+    FeedItem {
+        owner: owner.to_owned(),
+        action_id,
+        relevancy,
+        reason,
+        changed,
+        copy: None,
     }
 }
