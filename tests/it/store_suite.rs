@@ -627,8 +627,21 @@ async fn hide_and_delete(store: &dyn Store) -> Result<()> {
         store.deliver(claim, 0, &items).await?;
     }
 
+    // One reader's item, read alone.
+    let item = store
+        .feed_item(tenant, "h-alice", b.id)
+        .await?
+        .context("b")?;
+    ensure!(
+        (item.owner.as_str(), item.relevancy) == ("h-alice", 2_000),
+        "{item:?}"
+    );
+    ensure!(store.feed_item(tenant, "h-nobody", b.id).await?.is_none());
+
     // One reader hides an item: gone from that feed only, and for good.
     let hidden = store.hide_feed_item(tenant, "h-alice", b.id).await?;
+    ensure!(store.feed_item(tenant, "h-alice", b.id).await?.is_none());
+    ensure!(store.feed_item(tenant, "h-carol", b.id).await?.is_some());
     ensure!(hidden.map(|i| i.action_id) == Some(b.id));
     ensure!(store
         .hide_feed_item(tenant, "h-alice", b.id)
