@@ -7,12 +7,17 @@ mod action;
 mod feed;
 mod graph;
 pub mod limits;
+mod notice;
 mod reaction;
 
 pub use action::{Action, FanOut, FanOutState, Scope};
 pub use bson::oid::ObjectId;
 pub use feed::{ActionCopy, Bump, BumpRule, FeedItem, Position, Reason, ReasonKind, Stamp};
 pub use graph::{EdgeKind, Group, GroupKind, Membership, MembershipRole, User};
+pub use notice::{
+    Inbox, Marker, MarkerFeed, Mute, Notice, NoticeCounts, NoticeGroup, NoticeRange, NoticeReason,
+    MEMBERS_KEPT,
+};
 pub use reaction::{Comment, Counts};
 
 /// Milliseconds since the Unix epoch.

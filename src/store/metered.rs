@@ -13,12 +13,13 @@ use crate::metrics::Metrics;
 
 use super::{
     ActionStore, Archive, Backfill, BumpClaim, Claim, Cut, Delivery, Direction, FeedRange,
-    GraphStore, GroupFeedStore, JoinOutcome, Outbox, Posted, QueueStore, ReactionStore, Record,
-    River, RiverStore, SourceStore, Store, StoreResult, TimelineStore, Unfollow, UnfollowClaim,
+    GraphStore, GroupFeedStore, JoinOutcome, NoticeClaim, NoticeJob, NoticeStore, Outbox, Posted,
+    QueueStore, ReactionStore, Record, River, RiverStore, SourceStore, Store, StoreResult,
+    TimelineStore, Unfollow, UnfollowClaim,
 };
 use crate::model::{
-    Action, Comment, Counts, EdgeKind, FeedItem, Group, Membership, MembershipRole, Millis,
-    ObjectId, Position, Scope, Stamp, User,
+    Action, Comment, Counts, EdgeKind, FeedItem, Group, Inbox, Membership, MembershipRole, Millis,
+    NoticeCounts, NoticeGroup, NoticeRange, ObjectId, Position, Scope, Stamp, User,
 };
 
 macro_rules! ops {
@@ -66,6 +67,17 @@ ops!(
     members_among,
     post_to_group,
     group_feed,
+    notice_group,
+    notice_groups,
+    put_notice_group,
+    notice_page,
+    notice_counts,
+    trim_notices,
+    inbox,
+    put_inbox,
+    queue_notice_job,
+    claim_notice_jobs,
+    finish_notice_job,
     meta,
     set_meta,
     edges_among,
@@ -817,6 +829,111 @@ impl RiverStore for Metered {
 
     async fn trim_river(&self, tenant: &str, reader: &str, keep: usize) -> StoreResult<u64> {
         self.timed(Op::trim_river, self.inner.trim_river(tenant, reader, keep))
+            .await
+    }
+}
+
+#[async_trait]
+impl NoticeStore for Metered {
+    async fn notice_group(
+        &self,
+        tenant: &str,
+        owner: &str,
+        key: &str,
+    ) -> StoreResult<Option<NoticeGroup>> {
+        self.timed(
+            Op::notice_group,
+            self.inner.notice_group(tenant, owner, key),
+        )
+        .await
+    }
+
+    async fn notice_groups(
+        &self,
+        tenant: &str,
+        owner: &str,
+        ids: &[ObjectId],
+    ) -> StoreResult<Vec<NoticeGroup>> {
+        self.timed(
+            Op::notice_groups,
+            self.inner.notice_groups(tenant, owner, ids),
+        )
+        .await
+    }
+
+    async fn put_notice_group(&self, group: &NoticeGroup) -> StoreResult<bool> {
+        self.timed(Op::put_notice_group, self.inner.put_notice_group(group))
+            .await
+    }
+
+    async fn notice_page(
+        &self,
+        tenant: &str,
+        owner: &str,
+        range: NoticeRange,
+    ) -> StoreResult<Vec<NoticeGroup>> {
+        self.timed(
+            Op::notice_page,
+            self.inner.notice_page(tenant, owner, range),
+        )
+        .await
+    }
+
+    async fn notice_counts(
+        &self,
+        tenant: &str,
+        owner: &str,
+        seen_until: Millis,
+    ) -> StoreResult<NoticeCounts> {
+        self.timed(
+            Op::notice_counts,
+            self.inner.notice_counts(tenant, owner, seen_until),
+        )
+        .await
+    }
+
+    async fn trim_notices(
+        &self,
+        tenant: &str,
+        owner: &str,
+        keep: usize,
+    ) -> StoreResult<Vec<ObjectId>> {
+        self.timed(
+            Op::trim_notices,
+            self.inner.trim_notices(tenant, owner, keep),
+        )
+        .await
+    }
+
+    async fn inbox(&self, tenant: &str, owner: &str) -> StoreResult<Inbox> {
+        self.timed(Op::inbox, self.inner.inbox(tenant, owner)).await
+    }
+
+    async fn put_inbox(&self, inbox: &Inbox) -> StoreResult<bool> {
+        self.timed(Op::put_inbox, self.inner.put_inbox(inbox)).await
+    }
+
+    async fn queue_notice_job(&self, job: &NoticeJob) -> StoreResult<()> {
+        self.timed(Op::queue_notice_job, self.inner.queue_notice_job(job))
+            .await
+    }
+
+    async fn claim_notice_jobs(
+        &self,
+        worker: &str,
+        now: Millis,
+        lease_ms: Millis,
+        limit: usize,
+    ) -> StoreResult<Vec<NoticeClaim>> {
+        self.timed(
+            Op::claim_notice_jobs,
+            self.inner.claim_notice_jobs(worker, now, lease_ms, limit),
+        )
+        .await
+    }
+
+    async fn finish_notice_job(&self, claim: &NoticeClaim) -> StoreResult<()> {
+        self.timed(Op::finish_notice_job, self.inner.finish_notice_job(claim))
             .await
     }
 }

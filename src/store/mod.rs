@@ -1,7 +1,7 @@
 //! The storage port: one object-safe trait, used as `Arc<dyn Store>`, that every
 //! backend implements and the API and the fan-out worker are written against.
 //! It is the sum of one trait per concern ([`GraphStore`], [`ActionStore`],
-//! [`ReactionStore`], [`QueueStore`], [`TimelineStore`]); bring
+//! [`ReactionStore`], [`QueueStore`], [`TimelineStore`], [`NoticeStore`], …); bring
 //! [`prelude`] into scope to call them.
 //!
 //! Backends: [`embedded`] (RocksDB, the default) and [`mongo`]. [`open`] picks
@@ -17,6 +17,7 @@ pub mod group_feeds;
 pub mod legacy;
 pub mod metered;
 pub mod mongo;
+pub mod notices;
 mod sources;
 
 use std::sync::Arc;
@@ -25,13 +26,14 @@ pub use archive::{Archive, EdgeRecordKind, ItemRecord, Record};
 use async_trait::async_trait;
 pub use error::{ErrorKind, StoreError, StoreResult};
 pub use group_feeds::GroupFeedStore;
+pub use notices::{NoticeClaim, NoticeJob, NoticeSource, NoticeStore};
 pub use sources::{Cut, Outbox, Posted, River, RiverStore, SourceStore};
 
 /// The concern traits, for calling a store's methods.
 pub mod prelude {
     pub use super::{
-        ActionStore, GraphStore, GroupFeedStore, QueueStore, ReactionStore, RiverStore,
-        SourceStore, Store, TimelineStore,
+        ActionStore, GraphStore, GroupFeedStore, NoticeStore, QueueStore, ReactionStore,
+        RiverStore, SourceStore, Store, TimelineStore,
     };
 }
 
@@ -252,6 +254,7 @@ pub trait Store:
     + SourceStore
     + RiverStore
     + GroupFeedStore
+    + NoticeStore
     + Archive
     + Send
     + Sync

@@ -27,6 +27,7 @@ mod relevancy;
 mod scopes;
 mod security;
 mod store_models;
+mod store_notices;
 mod store_suite;
 mod tracing;
 mod transports;

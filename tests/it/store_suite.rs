@@ -92,6 +92,7 @@ pub async fn store_test_suite(store: &dyn Store) -> Result<()> {
         .context("assignments and supervisors")?;
     rename_ref(store).await.context("renaming a ref")?;
     crate::store_models::model_cases(store).await?;
+    crate::store_notices::notice_cases(store).await?;
     Ok(())
 }
 

@@ -38,6 +38,15 @@ pub mod graph {
     pub const RING_SLOT: u8 = 13;
     /// `(tenant, group, action)` → its slot: what the ring holds.
     pub const RING_ACTION: u8 = 14;
+    /// `(tenant, owner, group key)` → a notice group, whole.
+    pub const NOTICE_GROUP: u8 = 15;
+    /// `(tenant, owner, group id)` → its group key.
+    pub const NOTICE_ID: u8 = 16;
+    /// `(tenant, owner, last desc, group id desc)` → its key and whether it
+    /// is listed and unread: an owner's groups in the order they are read.
+    pub const NOTICE_ORDER: u8 = 17;
+    /// `(tenant, owner)` → the owner's inbox.
+    pub const INBOX: u8 = 18;
 }
 
 /// Tags that share the `queue` family.
@@ -53,6 +62,8 @@ pub mod queue {
     /// `(conducted, tenant, action)`: every action, oldest first, for
     /// `--item-ttl`.
     pub const AGE: u8 = 4;
+    /// `(tenant, source key)` → a notice job and its lease.
+    pub const NOTICE_JOB: u8 = 5;
 }
 
 /// Tags that share the `reactions` family.

@@ -31,6 +31,7 @@ mod cache;
 mod graph;
 mod group_feeds;
 mod keys;
+mod notices;
 mod queues;
 mod reactions;
 mod rivers;

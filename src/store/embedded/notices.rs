@@ -1,0 +1,422 @@
+//! Notifications in the `graph` family: each group whole under its key,
+//! with an index by id and one by position (`last` then id, newest first)
+//! whose value says whether the group is visible and unread; inboxes under
+//! their owner. Notice jobs wait in the `queue` family with their lease.
+//! Every write decides under the lock of its owner's group key (or job key).
+
+use async_trait::async_trait;
+use rocksdb::WriteBatch;
+use serde::{Deserialize, Serialize};
+
+use super::families::{GRAPH, QUEUE};
+use super::keys::{self, graph as tag, queue, Key};
+use super::{EmbeddedStore, Inner};
+use crate::model::{Inbox, Millis, NoticeCounts, NoticeGroup, NoticeRange, ObjectId};
+use crate::store::{ErrorKind, NoticeClaim, NoticeJob, NoticeStore, StoreError, StoreResult};
+
+fn group_key(tenant: &str, owner: &str, key: &str) -> Vec<u8> {
+    Key::tag(tag::NOTICE_GROUP)
+        .str(tenant)
+        .str(owner)
+        .last(key)
+        .into_vec()
+}
+
+fn id_key(tenant: &str, owner: &str, id: ObjectId) -> Vec<u8> {
+    Key::tag(tag::NOTICE_ID)
+        .str(tenant)
+        .str(owner)
+        .oid(id.bytes())
+        .into_vec()
+}
+
+fn order_prefix(tenant: &str, owner: &str) -> Vec<u8> {
+    Key::tag(tag::NOTICE_ORDER)
+        .str(tenant)
+        .str(owner)
+        .into_vec()
+}
+
+/// Newest first: `last` and then the id, both descending.
+fn order_key(tenant: &str, owner: &str, last: Millis, id: ObjectId) -> Vec<u8> {
+    let mut key = order_prefix(tenant, owner);
+    key.extend_from_slice(&(!(last as u64 ^ (1 << 63))).to_be_bytes());
+    key.extend(id.bytes().iter().map(|b| !b));
+    key
+}
+
+fn inbox_key(tenant: &str, owner: &str) -> Vec<u8> {
+    Key::tag(tag::INBOX).str(tenant).last(owner).into_vec()
+}
+
+fn job_key(tenant: &str, source: &str) -> Vec<u8> {
+    Key::tag(queue::NOTICE_JOB)
+        .str(tenant)
+        .last(source)
+        .into_vec()
+}
+
+/// What the position index says of a group: its key, and whether it is
+/// listed and unread.
+#[derive(Serialize, Deserialize)]
+struct Entry {
+    key: String,
+    last: Millis,
+    visible: bool,
+    unread: bool,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Job {
+    job: NoticeJob,
+    /// The lease: until when, and whose (none while it waits).
+    until: Millis,
+    worker: Option<String>,
+}
+
+impl Inner {
+    fn notice_group(
+        &self,
+        tenant: &str,
+        owner: &str,
+        key: &str,
+    ) -> StoreResult<Option<NoticeGroup>> {
+        self.get(GRAPH, &group_key(tenant, owner, key))?
+            .map(|v| keys::decode_record(&v))
+            .transpose()
+    }
+
+    fn notice_groups(
+        &self,
+        tenant: &str,
+        owner: &str,
+        ids: &[ObjectId],
+    ) -> StoreResult<Vec<NoticeGroup>> {
+        let mut groups = Vec::new();
+        for id in ids {
+            let Some(key) = self.get(GRAPH, &id_key(tenant, owner, *id))? else {
+                continue;
+            };
+            let key = String::from_utf8(key).map_err(|_| keys::corrupt("notice id"))?;
+            if let Some(group) = self.notice_group(tenant, owner, &key)? {
+                if !groups.iter().any(|g: &NoticeGroup| g.id == group.id) {
+                    groups.push(group);
+                }
+            }
+        }
+        Ok(groups)
+    }
+
+    fn put_notice_group(&self, group: &NoticeGroup) -> StoreResult<bool> {
+        let (t, o) = (group.tenant.as_str(), group.owner.as_str());
+        let key = group_key(t, o, &group.key);
+        let _lock = self.lock(&[&key]);
+        let stored: Option<NoticeGroup> = self
+            .get(GRAPH, &key)?
+            .map(|v| keys::decode_record(&v))
+            .transpose()?;
+        let cf = self.cf(GRAPH);
+        let mut batch = WriteBatch::default();
+        match &stored {
+            None if group.version != 1 => return Ok(false),
+            None => {}
+            Some(old) => {
+                if old.version + 1 != group.version || old.id != group.id {
+                    return Ok(false);
+                }
+                batch.delete_cf(cf, order_key(t, o, old.last, old.id));
+            }
+        }
+        batch.put_cf(cf, &key, keys::encode_record(group)?);
+        batch.put_cf(cf, id_key(t, o, group.id), group.key.as_bytes());
+        let entry = Entry {
+            key: group.key.clone(),
+            last: group.last,
+            visible: group.visible > 0,
+            unread: group.visible > 0 && group.unread > 0,
+        };
+        batch.put_cf(
+            cf,
+            order_key(t, o, group.last, group.id),
+            keys::encode_record(&entry)?,
+        );
+        self.commit(batch)?;
+        Ok(true)
+    }
+
+    /// Every index entry of `owner`, newest first, from `before` on.
+    fn entries(
+        &self,
+        tenant: &str,
+        owner: &str,
+        before: Option<(Millis, ObjectId)>,
+        mut each: impl FnMut(Entry) -> StoreResult<bool>,
+    ) -> StoreResult<()> {
+        let prefix = order_prefix(tenant, owner);
+        let lower = match before {
+            Some((last, id)) => keys::after(&order_key(tenant, owner, last, id)),
+            None => prefix.clone(),
+        };
+        let mut stop = false;
+        self.scan_prefix(GRAPH, &prefix, &lower, usize::MAX, |_, v| {
+            if !stop {
+                stop = !each(keys::decode_record(v)?)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn notice_page(
+        &self,
+        tenant: &str,
+        owner: &str,
+        range: NoticeRange,
+    ) -> StoreResult<Vec<NoticeGroup>> {
+        let mut keys_listed = Vec::new();
+        self.entries(tenant, owner, range.before, |e| {
+            if e.visible && (!range.unread_only || e.unread) {
+                keys_listed.push(e.key);
+            }
+            Ok(keys_listed.len() < range.limit)
+        })?;
+        let mut page = Vec::with_capacity(keys_listed.len());
+        for key in keys_listed {
+            if let Some(group) = self.notice_group(tenant, owner, &key)? {
+                page.push(group);
+            }
+        }
+        Ok(page)
+    }
+
+    fn notice_counts(
+        &self,
+        tenant: &str,
+        owner: &str,
+        seen_until: Millis,
+    ) -> StoreResult<NoticeCounts> {
+        let mut counts = NoticeCounts::default();
+        self.entries(tenant, owner, None, |e| {
+            if e.visible {
+                counts.unseen += u64::from(e.last > seen_until);
+                counts.unread += u64::from(e.unread);
+            }
+            Ok(true)
+        })?;
+        Ok(counts)
+    }
+
+    fn trim_notices(&self, tenant: &str, owner: &str, keep: usize) -> StoreResult<Vec<ObjectId>> {
+        let mut beyond = Vec::new();
+        let mut seen = 0usize;
+        self.entries(tenant, owner, None, |e| {
+            seen += 1;
+            if seen > keep {
+                beyond.push(e.key);
+            }
+            Ok(true)
+        })?;
+        let mut gone = Vec::new();
+        for key in beyond {
+            let gkey = group_key(tenant, owner, &key);
+            let _lock = self.lock(&[&gkey]);
+            let Some(group) = self.notice_group(tenant, owner, &key)? else {
+                continue;
+            };
+            let cf = self.cf(GRAPH);
+            let mut batch = WriteBatch::default();
+            batch.delete_cf(cf, &gkey);
+            batch.delete_cf(cf, id_key(tenant, owner, group.id));
+            batch.delete_cf(cf, order_key(tenant, owner, group.last, group.id));
+            self.commit(batch)?;
+            gone.push(group.id);
+        }
+        Ok(gone)
+    }
+
+    fn inbox(&self, tenant: &str, owner: &str) -> StoreResult<Inbox> {
+        match self.get(GRAPH, &inbox_key(tenant, owner))? {
+            Some(v) => keys::decode_record(&v),
+            None => Ok(Inbox::new(tenant, owner)),
+        }
+    }
+
+    fn put_inbox(&self, inbox: &Inbox) -> StoreResult<bool> {
+        let key = inbox_key(&inbox.tenant, &inbox.owner);
+        let _lock = self.lock(&[&key]);
+        let stored = self.inbox(&inbox.tenant, &inbox.owner)?;
+        if stored.version + 1 != inbox.version {
+            return Ok(false);
+        }
+        let mut batch = WriteBatch::default();
+        batch.put_cf(self.cf(GRAPH), &key, keys::encode_record(inbox)?);
+        self.commit(batch)?;
+        Ok(true)
+    }
+
+    fn queue_notice_job(&self, job: &NoticeJob) -> StoreResult<()> {
+        let key = job_key(&job.tenant, &job.source.key());
+        let _lock = self.lock(&[&key]);
+        if self.exists(QUEUE, &key)? {
+            return Ok(());
+        }
+        let record = Job {
+            job: job.clone(),
+            until: Millis::MIN,
+            worker: None,
+        };
+        let mut batch = WriteBatch::default();
+        batch.put_cf(self.cf(QUEUE), &key, keys::encode_record(&record)?);
+        self.commit(batch)
+    }
+
+    fn claim_notice_jobs(
+        &self,
+        worker: &str,
+        now: Millis,
+        lease_ms: Millis,
+        limit: usize,
+    ) -> StoreResult<Vec<NoticeClaim>> {
+        let prefix = Key::tag(queue::NOTICE_JOB).into_vec();
+        let mut due = Vec::new();
+        self.scan_prefix(QUEUE, &prefix, &prefix, usize::MAX, |k, v| {
+            if due.len() < limit {
+                let job: Job = keys::decode_record(v)?;
+                if job.until <= now {
+                    due.push(k.to_vec());
+                }
+            }
+            Ok(())
+        })?;
+        let _lock = self.lock(&due);
+        let mut batch = WriteBatch::default();
+        let mut claims = Vec::with_capacity(due.len());
+        for key in due {
+            // Looked at again under the lock: another worker may have come first.
+            let Some(v) = self.get(QUEUE, &key)? else {
+                continue;
+            };
+            let mut job: Job = keys::decode_record(&v)?;
+            if job.until > now {
+                continue;
+            }
+            job.until = now.saturating_add(lease_ms);
+            job.worker = Some(worker.to_owned());
+            batch.put_cf(self.cf(QUEUE), &key, keys::encode_record(&job)?);
+            claims.push(NoticeClaim {
+                job: job.job,
+                worker: worker.to_owned(),
+                lease_ms,
+            });
+        }
+        self.commit_unsynced(batch)?;
+        Ok(claims)
+    }
+
+    fn finish_notice_job(&self, claim: &NoticeClaim) -> StoreResult<()> {
+        let source = claim.job.source.key();
+        let key = job_key(&claim.job.tenant, &source);
+        let _lock = self.lock(&[&key]);
+        let Some(v) = self.get(QUEUE, &key)? else {
+            return Ok(());
+        };
+        let job: Job = keys::decode_record(&v)?;
+        if job.worker.as_deref() != Some(claim.worker.as_str()) {
+            return Err(StoreError::new(
+                ErrorKind::LeaseLost,
+                format!(
+                    "notice job {source} was taken over by {}",
+                    job.worker.as_deref().unwrap_or("nobody")
+                ),
+            ));
+        }
+        let mut batch = WriteBatch::default();
+        batch.delete_cf(self.cf(QUEUE), &key);
+        self.commit(batch)
+    }
+}
+
+#[async_trait]
+impl NoticeStore for EmbeddedStore {
+    async fn notice_group(
+        &self,
+        tenant: &str,
+        owner: &str,
+        key: &str,
+    ) -> StoreResult<Option<NoticeGroup>> {
+        self.inner.notice_group(tenant, owner, key)
+    }
+
+    async fn notice_groups(
+        &self,
+        tenant: &str,
+        owner: &str,
+        ids: &[ObjectId],
+    ) -> StoreResult<Vec<NoticeGroup>> {
+        self.inner.notice_groups(tenant, owner, ids)
+    }
+
+    async fn put_notice_group(&self, group: &NoticeGroup) -> StoreResult<bool> {
+        let group = group.clone();
+        self.blocking(move |db| db.put_notice_group(&group)).await
+    }
+
+    async fn notice_page(
+        &self,
+        tenant: &str,
+        owner: &str,
+        range: NoticeRange,
+    ) -> StoreResult<Vec<NoticeGroup>> {
+        self.inner.notice_page(tenant, owner, range)
+    }
+
+    async fn notice_counts(
+        &self,
+        tenant: &str,
+        owner: &str,
+        seen_until: Millis,
+    ) -> StoreResult<NoticeCounts> {
+        self.inner.notice_counts(tenant, owner, seen_until)
+    }
+
+    async fn trim_notices(
+        &self,
+        tenant: &str,
+        owner: &str,
+        keep: usize,
+    ) -> StoreResult<Vec<ObjectId>> {
+        let (tenant, owner) = (tenant.to_owned(), owner.to_owned());
+        self.blocking(move |db| db.trim_notices(&tenant, &owner, keep))
+            .await
+    }
+
+    async fn inbox(&self, tenant: &str, owner: &str) -> StoreResult<Inbox> {
+        self.inner.inbox(tenant, owner)
+    }
+
+    async fn put_inbox(&self, inbox: &Inbox) -> StoreResult<bool> {
+        let inbox = inbox.clone();
+        self.blocking(move |db| db.put_inbox(&inbox)).await
+    }
+
+    async fn queue_notice_job(&self, job: &NoticeJob) -> StoreResult<()> {
+        let job = job.clone();
+        self.blocking(move |db| db.queue_notice_job(&job)).await
+    }
+
+    async fn claim_notice_jobs(
+        &self,
+        worker: &str,
+        now: Millis,
+        lease_ms: Millis,
+        limit: usize,
+    ) -> StoreResult<Vec<NoticeClaim>> {
+        let worker = worker.to_owned();
+        self.blocking(move |db| db.claim_notice_jobs(&worker, now, lease_ms, limit))
+            .await
+    }
+
+    async fn finish_notice_job(&self, claim: &NoticeClaim) -> StoreResult<()> {
+        let claim = claim.clone();
+        self.blocking(move |db| db.finish_notice_job(&claim)).await
+    }
+}

@@ -1,0 +1,133 @@
+//! Notifications in storage: one record per notice group (its members
+//! inside), one inbox record per user, and a small queue of notice jobs
+//! for what has no job of its own (a like, an assignment; actions and
+//! comments are noticed within their fan-out and bump jobs).
+//!
+//! Groups and inboxes are written whole under their version (compare and
+//! set): a writer reads one, changes it ([`NoticeGroup::add`],
+//! [`NoticeGroup::mark_read`], …) and puts it back with the version one
+//! higher; a writer that lost a race reads again. So a backend stores
+//! records and keeps their indexes; what a change means is decided in one
+//! place for every backend.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use super::StoreResult;
+use crate::model::{Inbox, Millis, NoticeCounts, NoticeGroup, NoticeRange, ObjectId};
+
+/// Groups a user keeps by default (`--notification-groups`): beyond them
+/// the oldest go.
+pub const DEFAULT_GROUPS_KEPT: usize = 1_000;
+
+#[async_trait]
+pub trait NoticeStore: Send + Sync {
+    /// The group of `owner` with key `key`, if stored.
+    async fn notice_group(
+        &self,
+        tenant: &str,
+        owner: &str,
+        key: &str,
+    ) -> StoreResult<Option<NoticeGroup>>;
+    /// The groups of `owner` among `ids`, in no particular order.
+    async fn notice_groups(
+        &self,
+        tenant: &str,
+        owner: &str,
+        ids: &[ObjectId],
+    ) -> StoreResult<Vec<NoticeGroup>>;
+    /// Stores `group` if what is stored is the version before its own
+    /// (nothing, for version 1; a new group must also be the only one of its
+    /// owner and key). Returns false, writing nothing, if another write came
+    /// first: the caller reads again.
+    async fn put_notice_group(&self, group: &NoticeGroup) -> StoreResult<bool>;
+    /// A range of `owner`'s visible groups (`visible > 0`), newest first by
+    /// (`last`, id). One round trip.
+    async fn notice_page(
+        &self,
+        tenant: &str,
+        owner: &str,
+        range: NoticeRange,
+    ) -> StoreResult<Vec<NoticeGroup>>;
+    /// How many of `owner`'s visible groups are newer than `seen_until`,
+    /// and how many have an unread member.
+    async fn notice_counts(
+        &self,
+        tenant: &str,
+        owner: &str,
+        seen_until: Millis,
+    ) -> StoreResult<NoticeCounts>;
+    /// Deletes `owner`'s groups beyond the newest `keep` (archived ones
+    /// included). Returns the ids deleted.
+    async fn trim_notices(
+        &self,
+        tenant: &str,
+        owner: &str,
+        keep: usize,
+    ) -> StoreResult<Vec<ObjectId>>;
+
+    /// `owner`'s inbox; a fresh one (version 0) if never stored.
+    async fn inbox(&self, tenant: &str, owner: &str) -> StoreResult<Inbox>;
+    /// Stores `inbox` under the same rule as groups: only over the version
+    /// before its own. Returns false if another write came first.
+    async fn put_inbox(&self, inbox: &Inbox) -> StoreResult<bool>;
+
+    /// Queues a notice job; queueing one of the same tenant and key while
+    /// it waits changes nothing.
+    async fn queue_notice_job(&self, job: &NoticeJob) -> StoreResult<()>;
+    /// Claims up to `limit` notice jobs that wait, or whose lease ran out
+    /// before `now`, leasing them to `worker` until `now + lease_ms`.
+    async fn claim_notice_jobs(
+        &self,
+        worker: &str,
+        now: Millis,
+        lease_ms: Millis,
+        limit: usize,
+    ) -> StoreResult<Vec<NoticeClaim>>;
+    /// Ends a claimed job. `LeaseLost` if another worker holds it now.
+    async fn finish_notice_job(&self, claim: &NoticeClaim) -> StoreResult<()>;
+}
+
+/// Something that may notify someone, with no job of its own.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum NoticeSource {
+    /// `user` liked the action.
+    #[serde(rename_all = "camelCase")]
+    Like { action_id: ObjectId, user: String },
+    /// `user` was assigned to `ref_id` by `by`.
+    #[serde(rename_all = "camelCase")]
+    Assigned {
+        ref_id: String,
+        user: String,
+        by: String,
+    },
+}
+
+impl NoticeSource {
+    /// Its key: a job waits once per key, and its notice is written once.
+    pub fn key(&self) -> String {
+        match self {
+            NoticeSource::Like { action_id, user } => format!("l:{action_id}:{user}"),
+            NoticeSource::Assigned { ref_id, user, .. } => format!("a:{ref_id}:{user}"),
+        }
+    }
+}
+
+/// A queued notice job.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NoticeJob {
+    pub tenant: String,
+    pub source: NoticeSource,
+    /// When it happened.
+    pub at: Millis,
+}
+
+/// A worker's claim on one notice job.
+#[derive(Clone, Debug)]
+pub struct NoticeClaim {
+    pub job: NoticeJob,
+    pub worker: String,
+    pub lease_ms: Millis,
+}

@@ -1,0 +1,333 @@
+//! The conformance suite's notification cases: notice groups written under
+//! their version, listed and counted; inboxes; the notice job queue. Run by
+//! `store_suite` on every backend and layout.
+
+use anyhow::{ensure, Context, Result};
+use riverfeed::model::{
+    Inbox, Marker, MarkerFeed, Mute, Notice, NoticeCounts, NoticeGroup, NoticeRange, NoticeReason,
+    ObjectId,
+};
+use riverfeed::store::prelude::*;
+use riverfeed::store::{ErrorKind, NoticeJob, NoticeSource};
+
+const T: &str = "notices";
+
+pub async fn notice_cases(store: &dyn Store) -> Result<()> {
+    versions(store).await.context("notice groups by version")?;
+    pages(store).await.context("notice pages")?;
+    counts(store).await.context("notice counts")?;
+    trimming(store).await.context("trimming notices")?;
+    inboxes(store).await.context("inboxes")?;
+    jobs(store).await.context("notice jobs")?;
+    Ok(())
+}
+
+fn notice(source: &str, actor: &str, at: i64) -> Notice {
+    Notice {
+        id: ObjectId::new(),
+        source: source.into(),
+        reason: NoticeReason::Like,
+        actor: actor.into(),
+        action_id: Some(ObjectId::new()),
+        comment_id: None,
+        ref_id: Some("mary".into()),
+        at,
+        read: false,
+        archived: false,
+    }
+}
+
+/// A stored group of `owner` with one member per `at`.
+async fn group(store: &dyn Store, owner: &str, key: &str, ats: &[i64]) -> Result<NoticeGroup> {
+    let mut g = NoticeGroup::new(T, owner, key, NoticeReason::Like);
+    for (n, at) in ats.iter().enumerate() {
+        g.add(notice(&format!("{key}:{n}"), &format!("u{n}"), *at));
+    }
+    g.version = 1;
+    ensure!(store.put_notice_group(&g).await?, "a new group is stored");
+    Ok(g)
+}
+
+fn range(limit: usize) -> NoticeRange {
+    NoticeRange {
+        before: None,
+        limit,
+        unread_only: false,
+    }
+}
+
+async fn versions(store: &dyn Store) -> Result<()> {
+    let owner = "v-mary";
+    ensure!(store.notice_group(T, owner, "k").await?.is_none());
+    let mut g = group(store, owner, "k", &[10, 20]).await?;
+    let stored = store.notice_group(T, owner, "k").await?.context("stored")?;
+    ensure!(stored == g, "read back as written: {stored:?}");
+
+    // A second new group of the same key loses: one group per key.
+    let mut rival = NoticeGroup::new(T, owner, "k", NoticeReason::Like);
+    rival.add(notice("k:rival", "ann", 5));
+    rival.version = 1;
+    ensure!(
+        !store.put_notice_group(&rival).await?,
+        "a second group of one key"
+    );
+    ensure!(store.notice_groups(T, owner, &[rival.id]).await?.is_empty());
+
+    // A change over the version read is stored; one over a stale version is not.
+    let mut stale = g.clone();
+    g.add(notice("k:2", "ann", 30));
+    g.version = 2;
+    ensure!(
+        store.put_notice_group(&g).await?,
+        "version 2 over version 1"
+    );
+    stale.mark_read(None);
+    stale.version = 2;
+    ensure!(
+        !store.put_notice_group(&stale).await?,
+        "a stale write is refused"
+    );
+    let stored = store.notice_group(T, owner, "k").await?.context("stored")?;
+    ensure!(stored == g, "the stale write changed nothing: {stored:?}");
+
+    // By id, confined to the owner and the tenant.
+    let other = group(store, owner, "k2", &[40]).await?;
+    let mut got = store
+        .notice_groups(T, owner, &[g.id, other.id, ObjectId::new()])
+        .await?;
+    got.sort_by_key(|g| g.key.clone());
+    ensure!(got == vec![g.clone(), other.clone()], "{got:?}");
+    ensure!(store.notice_groups(T, "v-john", &[g.id]).await?.is_empty());
+    ensure!(store
+        .notice_groups("elsewhere", owner, &[g.id])
+        .await?
+        .is_empty());
+    ensure!(store.notice_group("elsewhere", owner, "k").await?.is_none());
+    Ok(())
+}
+
+async fn pages(store: &dyn Store) -> Result<()> {
+    let owner = "p-mary";
+    let a = group(store, owner, "a", &[100]).await?;
+    let b = group(store, owner, "b", &[50, 300]).await?;
+    let c = group(store, owner, "c", &[200]).await?;
+    // Same `last` as c: the larger id first.
+    let d = group(store, owner, "d", &[200]).await?;
+    let mut archived = group(store, owner, "e", &[400]).await?;
+    archived.archive(None);
+    archived.version = 2;
+    ensure!(store.put_notice_group(&archived).await?);
+    group(store, "p-john", "x", &[500]).await?;
+
+    let keys = |gs: &[NoticeGroup]| gs.iter().map(|g| g.key.clone()).collect::<Vec<_>>();
+    let page = store.notice_page(T, owner, range(10)).await?;
+    ensure!(keys(&page) == ["b", "d", "c", "a"], "{:?}", keys(&page));
+    ensure!(page[0] == b, "groups come whole");
+    let first = store.notice_page(T, owner, range(2)).await?;
+    ensure!(keys(&first) == ["b", "d"]);
+    let rest = store
+        .notice_page(
+            T,
+            owner,
+            NoticeRange {
+                before: Some(first[1].position()),
+                ..range(10)
+            },
+        )
+        .await?;
+    ensure!(keys(&rest) == ["c", "a"], "{:?}", keys(&rest));
+
+    // Unread only: read groups drop out, a group with one unread member stays.
+    let mut read = c.clone();
+    read.mark_read(None);
+    read.version = 2;
+    ensure!(store.put_notice_group(&read).await?);
+    let mut half = b.clone();
+    half.mark_read(Some(&[b.members[0].id]));
+    half.version = 2;
+    ensure!(store.put_notice_group(&half).await?);
+    let unread = store
+        .notice_page(
+            T,
+            owner,
+            NoticeRange {
+                unread_only: true,
+                ..range(10)
+            },
+        )
+        .await?;
+    ensure!(keys(&unread) == ["b", "d", "a"], "{:?}", keys(&unread));
+    ensure!(unread[0].unread == 1);
+    let _ = (a, d);
+    Ok(())
+}
+
+async fn counts(store: &dyn Store) -> Result<()> {
+    let owner = "c-mary";
+    ensure!(store.notice_counts(T, owner, 0).await? == NoticeCounts::default());
+    group(store, owner, "a", &[100]).await?;
+    let mut b = group(store, owner, "b", &[200, 250]).await?;
+    group(store, owner, "c", &[300]).await?;
+    let mut gone = group(store, owner, "d", &[400]).await?;
+    gone.archive(None);
+    gone.version = 2;
+    ensure!(store.put_notice_group(&gone).await?);
+    group(store, "c-john", "a", &[100]).await?;
+
+    let got = store.notice_counts(T, owner, 0).await?;
+    ensure!(
+        got == NoticeCounts {
+            unseen: 3,
+            unread: 3
+        },
+        "{got:?}"
+    );
+    // Seen up to 250: only c is newer (b's last is 250).
+    let got = store.notice_counts(T, owner, 250).await?;
+    ensure!(
+        got == NoticeCounts {
+            unseen: 1,
+            unread: 3
+        },
+        "{got:?}"
+    );
+    b.mark_read(None);
+    b.version = 2;
+    ensure!(store.put_notice_group(&b).await?);
+    let got = store.notice_counts(T, owner, 250).await?;
+    ensure!(
+        got == NoticeCounts {
+            unseen: 1,
+            unread: 2
+        },
+        "{got:?}"
+    );
+    Ok(())
+}
+
+async fn trimming(store: &dyn Store) -> Result<()> {
+    let owner = "t-mary";
+    let mut made = Vec::new();
+    for n in 0..5 {
+        made.push(group(store, owner, &format!("g{n}"), &[1_000 + n]).await?);
+    }
+    // An archived group counts toward what is kept, and goes like the rest.
+    let mut archived = made[4].clone();
+    archived.archive(None);
+    archived.version = 2;
+    ensure!(store.put_notice_group(&archived).await?);
+    group(store, "t-john", "g0", &[1]).await?;
+
+    let mut gone = store.trim_notices(T, owner, 3).await?;
+    gone.sort();
+    let mut expected = vec![made[0].id, made[1].id];
+    expected.sort();
+    ensure!(gone == expected, "the two oldest go: {gone:?}");
+    ensure!(store.notice_group(T, owner, "g0").await?.is_none());
+    ensure!(store.notice_group(T, owner, "g2").await?.is_some());
+    ensure!(store.notice_group(T, "t-john", "g0").await?.is_some());
+    ensure!(store.trim_notices(T, owner, 3).await?.is_empty());
+    let page = store.notice_page(T, owner, range(10)).await?;
+    ensure!(page.len() == 2, "g2 and g3 listed, g4 archived");
+    // Its key is free again: a new group of it may be stored.
+    group(store, owner, "g0", &[5]).await?;
+    Ok(())
+}
+
+async fn inboxes(store: &dyn Store) -> Result<()> {
+    let fresh = store.inbox(T, "i-mary").await?;
+    ensure!(fresh == Inbox::new(T, "i-mary"), "{fresh:?}");
+    let mut inbox = fresh.clone();
+    inbox.seen_until = 1_234;
+    inbox.disabled = vec![NoticeReason::Like, NoticeReason::Reply];
+    inbox.mutes = vec![Mute {
+        action_id: ObjectId::new(),
+        until: Some(99),
+    }];
+    inbox.markers = vec![Marker {
+        feed: MarkerFeed::Home,
+        cursor: "abc".into(),
+        version: 1,
+        updated: 77,
+    }];
+    inbox.version = 1;
+    ensure!(store.put_inbox(&inbox).await?);
+    ensure!(store.inbox(T, "i-mary").await? == inbox);
+    let mut stale = fresh;
+    stale.version = 1;
+    stale.seen_until = 5;
+    ensure!(!store.put_inbox(&stale).await?, "version 1 is taken");
+    inbox.seen_until = 2_000;
+    inbox.version = 2;
+    ensure!(store.put_inbox(&inbox).await?);
+    ensure!(store.inbox(T, "i-mary").await?.seen_until == 2_000);
+    ensure!(store.inbox(T, "i-john").await?.version == 0);
+    ensure!(store.inbox("elsewhere", "i-mary").await?.version == 0);
+    Ok(())
+}
+
+async fn jobs(store: &dyn Store) -> Result<()> {
+    // Other cases may have queued jobs: claim those first, out of the way.
+    for claim in store.claim_notice_jobs("sweeper", 0, 1_000, 1_000).await? {
+        store.finish_notice_job(&claim).await?;
+    }
+    let action_id = ObjectId::new();
+    let like = NoticeJob {
+        tenant: T.into(),
+        source: NoticeSource::Like {
+            action_id,
+            user: "rita".into(),
+        },
+        at: 10,
+    };
+    let assigned = NoticeJob {
+        tenant: T.into(),
+        source: NoticeSource::Assigned {
+            ref_id: "mary".into(),
+            user: "john".into(),
+            by: "ann".into(),
+        },
+        at: 20,
+    };
+    store.queue_notice_job(&like).await?;
+    store.queue_notice_job(&like).await?;
+    store.queue_notice_job(&assigned).await?;
+
+    let claims = store.claim_notice_jobs("w1", 1_000, 500, 10).await?;
+    let mut got: Vec<NoticeJob> = claims.iter().map(|c| c.job.clone()).collect();
+    got.sort_by_key(|j| j.at);
+    ensure!(
+        got == vec![like.clone(), assigned.clone()],
+        "one job per key: {got:?}"
+    );
+    ensure!(claims.iter().all(|c| c.worker == "w1" && c.lease_ms == 500));
+    ensure!(
+        store
+            .claim_notice_jobs("w2", 1_400, 500, 10)
+            .await?
+            .is_empty(),
+        "leased"
+    );
+    let taken = store.claim_notice_jobs("w2", 1_600, 500, 10).await?;
+    ensure!(taken.len() == 2, "the lease ran out: {}", taken.len());
+    let stale = claims.iter().find(|c| c.job == like).context("like")?;
+    let err = store
+        .finish_notice_job(stale)
+        .await
+        .err()
+        .context("a lost lease cannot finish")?;
+    ensure!(err.kind == ErrorKind::LeaseLost, "{err:?}");
+    for claim in &taken {
+        store.finish_notice_job(claim).await?;
+    }
+    ensure!(store
+        .claim_notice_jobs("w3", 10_000, 500, 10)
+        .await?
+        .is_empty());
+    // A finished job's key may be queued again.
+    store.queue_notice_job(&like).await?;
+    let again = store.claim_notice_jobs("w3", 10_000, 500, 10).await?;
+    ensure!(again.len() == 1 && again[0].job == like);
+    store.finish_notice_job(&again[0]).await?;
+    Ok(())
+}
