@@ -16,6 +16,7 @@ use crate::auth::{mint_hs256, Authenticator, Claims, JwtVerifier};
 use crate::fanout::WorkerConfig;
 use crate::http::WsLimits;
 use crate::model::BumpRule;
+use crate::notify::rules::{parse_group_by, NoticeRules};
 use crate::relevancy::BumpRules;
 use crate::server::{ServeOptions, DEMO_NEEDS_DEV_MODE};
 use crate::timeline::{FeedModel, ModelKind};
@@ -207,6 +208,27 @@ pub struct ServeArgs {
     /// Boost for readers in the commenter's departments (default 0s: up to now).
     #[arg(long, env = "RIVERFEED_BUMP_DEPARTMENT", global = true)]
     pub bump_department: Option<String>,
+    /// Notification rules: a TOML file with a `[notify]` table (`off`,
+    /// `group_by`, `feed_group_by`, `groups_kept`). What it leaves out keeps
+    /// its default.
+    #[arg(long, env = "RIVERFEED_NOTIFY_RULES", global = true)]
+    pub notify_rules: Option<PathBuf>,
+    /// Notification reasons that notify nobody, comma separated (comment,
+    /// like, reply, assigned, rating_requested, hired), or "none".
+    /// Overrides the rules file.
+    #[arg(long, env = "RIVERFEED_NOTIFY_OFF", global = true)]
+    pub notify_off: Option<String>,
+    /// What notifications group by, comma separated parts of reason, verb,
+    /// object, actor, day, hour, notice (default reason,object,day).
+    #[arg(long, env = "RIVERFEED_NOTIFY_GROUP_BY", global = true)]
+    pub notify_group_by: Option<String>,
+    /// What `aggregatedFeed` groups home-feed items by (default
+    /// verb,object,day).
+    #[arg(long, env = "RIVERFEED_FEED_GROUP_BY", global = true)]
+    pub feed_group_by: Option<String>,
+    /// Notification groups a user keeps; beyond them the oldest go.
+    #[arg(long, env = "RIVERFEED_NOTIFICATION_GROUPS", global = true)]
+    pub notification_groups: Option<usize>,
     /// Feed events a reader's live subscription may fall behind before it is
     /// told it lagged (and resumes from its cursor). Memory goes with the
     /// backlog, 8 bytes an event: a subscriber that keeps up holds none.
@@ -355,6 +377,33 @@ impl ServeArgs {
         Ok(rules)
     }
 
+    /// The notification rules: defaults, then the rules file, then the flags.
+    pub fn notice_rules(&self) -> anyhow::Result<NoticeRules> {
+        let mut rules = NoticeRules::default();
+        if let Some(path) = &self.notify_rules {
+            rules.load(path).map_err(anyhow::Error::msg)?;
+        }
+        if let Some(off) = &self.notify_off {
+            rules
+                .set_off(off)
+                .map_err(|e| anyhow::anyhow!("--notify-off: {e}"))?;
+        }
+        if let Some(parts) = &self.notify_group_by {
+            rules.group_by =
+                parse_group_by(parts).map_err(|e| anyhow::anyhow!("--notify-group-by: {e}"))?;
+        }
+        if let Some(parts) = &self.feed_group_by {
+            rules.feed_group_by =
+                parse_group_by(parts).map_err(|e| anyhow::anyhow!("--feed-group-by: {e}"))?;
+        }
+        if let Some(kept) = self.notification_groups {
+            rules
+                .set_groups_kept(kept)
+                .map_err(|e| anyhow::anyhow!("--notification-groups: {e}"))?;
+        }
+        Ok(rules)
+    }
+
     /// The store URL: `--store`, or the embedded store in the data directory.
     pub fn store_url(&self) -> String {
         self.store
@@ -394,6 +443,7 @@ impl ServeArgs {
         options.model = self.feed_model();
         options.item_ttl = self.item_ttl;
         options.group_feed_size = self.group_feed_size as usize;
+        options.notice_rules = self.notice_rules()?;
         options.insecure_dev = self.insecure_dev;
         let bump_rules = self.bump_rules()?;
         options.worker = (!self.no_worker).then(|| WorkerConfig {

@@ -26,6 +26,7 @@ use crate::clock::Clock;
 use crate::events::{FeedEventKind, Hub};
 use crate::metrics::Metrics;
 use crate::model::{Action, Bump, Millis, Position, Reason, ReasonKind};
+use crate::notify::{self, NoticeRules};
 use crate::relevancy::{self, BumpRules};
 use crate::store::{Backfill, BumpClaim, Claim, Delivery, Ended, ErrorKind, Store, StoreResult};
 use crate::timeline::{audience, follow, groups, Expiry, FeedModel};
@@ -52,6 +53,8 @@ pub struct WorkerConfig {
     pub item_ttl: Option<Millis>,
     /// `--group-feed-size`: the posts a group's feed keeps.
     pub group_feed_size: usize,
+    /// Who hears of what happened to them, and how it groups.
+    pub notice_rules: NoticeRules,
 }
 
 impl Default for WorkerConfig {
@@ -70,6 +73,7 @@ impl Default for WorkerConfig {
             model: FeedModel::default(),
             item_ttl: None,
             group_feed_size: crate::store::group_feeds::DEFAULT_SIZE,
+            notice_rules: NoticeRules::default(),
         }
     }
 }
@@ -257,6 +261,7 @@ impl Worker {
             self.metrics.job("bump", done.is_ok());
             note_outcome(done, "bump", &claim.comment.id, &mut failure);
         }
+        claimed += self.notice_jobs(shutdown, &mut failure).await?;
         claimed += self.clean_unfollows(shutdown, &mut failure).await?;
         claimed += self.expire().await?;
         self.upkeep().await?;
@@ -264,6 +269,59 @@ impl Worker {
             Some(err) => Err(err),
             None => Ok(claimed),
         }
+    }
+
+    /// Writes notices into their owners' groups and tells the owners'
+    /// live subscriptions.
+    async fn notify(&self, tenant: &str, notices: Vec<notify::Addressed>) -> StoreResult<()> {
+        if notices.is_empty() {
+            return Ok(());
+        }
+        let store = self.store.as_ref();
+        let now = self.clock.now();
+        let rules = &self.config.notice_rules;
+        for done in notify::deliver(store, rules, tenant, notices, now).await? {
+            self.metrics
+                .notices_written
+                .inc_by(done.change.added.len() as u64 + done.change.updated.len() as u64);
+            notify::publish(&self.hub, tenant, &done.owner, done.change);
+        }
+        Ok(())
+    }
+
+    /// Claims notice jobs (likes, assignments) and runs them. Returns how
+    /// many were claimed.
+    async fn notice_jobs(
+        &self,
+        shutdown: &CancellationToken,
+        failure: &mut Option<crate::store::StoreError>,
+    ) -> StoreResult<usize> {
+        let claims = self
+            .store
+            .claim_notice_jobs(
+                &self.config.id,
+                self.clock.now(),
+                self.config.lease_ms,
+                self.config.claim_limit,
+            )
+            .await?;
+        let claimed = claims.len();
+        for claim in claims {
+            if shutdown.is_cancelled() {
+                break;
+            }
+            let job = &claim.job;
+            let done = async {
+                let notices =
+                    notify::for_job(self.store.as_ref(), &self.config.notice_rules, job).await?;
+                self.notify(&job.tenant, notices).await?;
+                self.store.finish_notice_job(&claim).await
+            }
+            .await;
+            self.metrics.job("notice", done.is_ok());
+            note_outcome(done, "notice", &job.source.key(), failure);
+        }
+        Ok(claimed)
     }
 
     /// Claims unfollow cleanups and runs them: each takes the items that came
@@ -391,6 +449,9 @@ impl Worker {
             let size = self.config.group_feed_size;
             store.post_to_group(&action.tenant, group, at, size).await?;
         }
+        // Its notices (a rating request, a hire), likewise written once.
+        let notices = notify::for_action(store, &self.config.notice_rules, action).await?;
+        self.notify(&action.tenant, notices).await?;
         let planned = self
             .config
             .model
@@ -508,6 +569,14 @@ impl Worker {
         let Some(action) = action.filter(|a| !a.hidden) else {
             return self.store.finish_bump(claim).await;
         };
+        let notices = notify::for_comment(
+            self.store.as_ref(),
+            &self.config.notice_rules,
+            &action,
+            comment,
+        )
+        .await?;
+        self.notify(&claim.tenant, notices).await?;
         let rules = &self.config.bump_rules;
         let targets = relevancy::targets(self.store.as_ref(), rules, &action, comment).await?;
         if !self.config.model.pushes_all() {
@@ -668,7 +737,7 @@ fn deliveries(action: &Action, audience: Vec<(String, ReasonKind)>) -> Vec<Deliv
 fn note_outcome(
     done: StoreResult<()>,
     job: &str,
-    id: &crate::model::ObjectId,
+    id: &dyn std::fmt::Display,
     failure: &mut Option<crate::store::StoreError>,
 ) {
     match done {

@@ -52,6 +52,7 @@ pub mod fanout;
 pub mod http;
 pub mod metrics;
 pub mod model;
+pub mod notify;
 pub mod observe;
 pub mod relay;
 pub mod relevancy;

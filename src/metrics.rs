@@ -60,6 +60,7 @@ pub struct Metrics {
     graphql_seconds: Family<OperationLabels, Histogram>,
     pub deliveries: Counter,
     pub lease_takeovers: Counter,
+    pub notices_written: Counter,
     jobs: Family<JobLabels, Counter>,
     pub live_connections: Gauge,
     pub live_subscriptions: Gauge,
@@ -112,10 +113,16 @@ impl Metrics {
             "Fan-outs this process claimed after another worker's lease ran out",
             lease_takeovers.clone(),
         );
+        let notices_written = Counter::default();
+        registry.register(
+            "notices_written",
+            "Notifications added to their groups by this process's worker",
+            notices_written.clone(),
+        );
         let jobs = Family::<JobLabels, Counter>::default();
         registry.register(
             "jobs",
-            "Background jobs run by this process (fan-outs, bumps, cleanups, expiries), by outcome",
+            "Background jobs run by this process (fan-outs, bumps, notices, cleanups, expiries), by outcome",
             jobs.clone(),
         );
         let live_connections = Gauge::default();
@@ -186,6 +193,7 @@ impl Metrics {
             graphql_seconds,
             deliveries,
             lease_takeovers,
+            notices_written,
             jobs,
             live_connections,
             live_subscriptions,

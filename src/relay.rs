@@ -249,7 +249,7 @@ async fn apply(ctx: &RelayContext, signal: Signal) -> StoreResult<()> {
             let items = items.into_iter().map(Into::into);
             hub.deliver_feed_items(kind.into(), &tenant, action.as_ref(), items);
         }
-        Signal::Slice { .. } | Signal::Reaction { .. } => {
+        Signal::Slice { .. } | Signal::Reaction { .. } | Signal::Notices { .. } => {
             if let Some((topic, event)) = signal.into_event() {
                 hub.deliver(&topic, event);
             }

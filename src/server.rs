@@ -54,6 +54,9 @@ pub struct ServeOptions {
     pub item_ttl: Option<std::time::Duration>,
     /// `--group-feed-size`: the posts a group's feed keeps.
     pub group_feed_size: usize,
+    /// Who is notified of what, and how notifications and aggregated feed
+    /// items group; the in-process worker runs the same.
+    pub notice_rules: crate::notify::NoticeRules,
     pub clock: Arc<dyn Clock>,
     /// Let dev mode listen beyond loopback.
     pub insecure_dev: bool,
@@ -88,6 +91,7 @@ impl ServeOptions {
             model: crate::timeline::FeedModel::default(),
             item_ttl: None,
             group_feed_size: crate::store::group_feeds::DEFAULT_SIZE,
+            notice_rules: crate::notify::NoticeRules::default(),
             clock: Arc::new(SystemClock),
             insecure_dev: false,
             auth: Arc::new(Authenticator::Dev),
@@ -218,6 +222,7 @@ pub async fn start_with_store(
         }),
         item_ttl: item_ttl_ms(options.item_ttl),
         group_feed_size: options.group_feed_size,
+        notice_rules: Arc::new(options.notice_rules.clone()),
         metrics: metrics.clone(),
     };
     let relay = RelayContext {
@@ -352,6 +357,7 @@ fn worker_for(
     config.model = options.model;
     config.item_ttl = item_ttl_ms(options.item_ttl);
     config.group_feed_size = options.group_feed_size;
+    config.notice_rules = options.notice_rules.clone();
     Worker::new(
         store.clone(),
         hub.clone(),

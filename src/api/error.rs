@@ -35,6 +35,8 @@ pub const INTROSPECTION_DISABLED: &str = "INTROSPECTION_DISABLED";
 pub const PARSE_FAILED: &str = "GRAPHQL_PARSE_FAILED";
 pub const VALIDATION_FAILED: &str = "GRAPHQL_VALIDATION_FAILED";
 pub const RATE_LIMITED: &str = "RATE_LIMITED";
+/// A write over a version other than the one the client read.
+pub const CONFLICT: &str = "CONFLICT";
 
 /// A server error with a code, for extensions that refuse a request early.
 pub fn coded_server_error(code: &'static str, message: impl Into<String>) -> ServerError {

@@ -6,7 +6,8 @@
 //! hex>`: comments are stored under their action, and whoever may read the
 //! action may read its comments); a feed item's action id and owner
 //! (`<action hex>:<owner>`: the fixed-length part first, since user ids are
-//! any string).
+//! any string); a notification group's id, and a notification's group and
+//! member ids (both the viewer's own: no owner in them).
 //!
 //! Arguments that name an action or a user take its raw id or its global
 //! id alike: [`action_id_arg`] and [`user_id_arg`] decode them. A global id
@@ -25,8 +26,21 @@ use crate::model::ObjectId;
 pub enum GlobalId {
     Action(ObjectId),
     User(String),
-    Comment { action: ObjectId, comment: ObjectId },
-    FeedItem { action: ObjectId, owner: String },
+    Comment {
+        action: ObjectId,
+        comment: ObjectId,
+    },
+    FeedItem {
+        action: ObjectId,
+        owner: String,
+    },
+    /// One of the viewer's notification groups.
+    NotificationGroup(ObjectId),
+    /// One notification of a group of the viewer's.
+    Notification {
+        group: ObjectId,
+        member: ObjectId,
+    },
 }
 
 impl GlobalId {
@@ -37,6 +51,8 @@ impl GlobalId {
             GlobalId::User(_) => "User",
             GlobalId::Comment { .. } => "Comment",
             GlobalId::FeedItem { .. } => "FeedItem",
+            GlobalId::NotificationGroup(_) => "NotificationGroup",
+            GlobalId::Notification { .. } => "Notification",
         }
     }
 
@@ -49,6 +65,10 @@ impl GlobalId {
                 format!("{}:{}", action.to_hex(), comment.to_hex())
             }
             GlobalId::FeedItem { action, owner } => format!("{}:{owner}", action.to_hex()),
+            GlobalId::NotificationGroup(id) => id.to_hex(),
+            GlobalId::Notification { group, member } => {
+                format!("{}:{}", group.to_hex(), member.to_hex())
+            }
         };
         ID(URL_SAFE_NO_PAD.encode(format!("{}:{key}", self.type_name())))
     }
@@ -88,6 +108,14 @@ impl GlobalId {
                 GlobalId::FeedItem {
                     action: oid(action)?,
                     owner: owner.to_owned(),
+                }
+            }
+            "NotificationGroup" => GlobalId::NotificationGroup(oid(key)?),
+            "Notification" => {
+                let (group, member) = key.split_once(':').ok_or_else(malformed)?;
+                GlobalId::Notification {
+                    group: oid(group)?,
+                    member: oid(member)?,
                 }
             }
             _ => return Ok(None),

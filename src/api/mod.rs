@@ -14,6 +14,7 @@ mod graph_mutation;
 mod loader;
 mod mutation;
 mod node;
+mod notifications;
 mod page;
 mod publish;
 mod query;
@@ -84,6 +85,8 @@ pub struct AppState {
     pub item_ttl: Option<crate::model::Millis>,
     /// `--group-feed-size`: the posts a group's feed keeps.
     pub group_feed_size: usize,
+    /// How aggregated feed items group (`feed_group_by`).
+    pub notice_rules: Arc<crate::notify::NoticeRules>,
     /// What `/metrics` reports (requests are counted into it).
     pub metrics: Arc<crate::metrics::Metrics>,
 }
@@ -105,13 +108,17 @@ pub fn schema(
     rate_limiter: Option<Arc<rate_limit::RateLimiter>>,
 ) -> RiverfeedSchema {
     let metrics = state.metrics.clone();
-    let mut builder = Schema::build(QueryRoot, MutationRoot::default(), SubscriptionRoot)
-        .data(state)
-        // Outermost, so that it sees every error with its code and the
-        // validation result even when the shape check answers it from its
-        // cache.
-        .extension(telemetry::RequestMetrics(metrics))
-        .extension(error::ErrorCodes);
+    let mut builder = Schema::build(
+        QueryRoot::default(),
+        MutationRoot::default(),
+        SubscriptionRoot::default(),
+    )
+    .data(state)
+    // Outermost, so that it sees every error with its code and the
+    // validation result even when the shape check answers it from its
+    // cache.
+    .extension(telemetry::RequestMetrics(metrics))
+    .extension(error::ErrorCodes);
     // Outside the query shape's: that one answers repeated documents'
     // validation from its cache, and every request must still be charged.
     if let Some(limiter) = rate_limiter {
@@ -133,9 +140,13 @@ pub fn schema(
 
 /// The SDL of the schema, as `riverfeed schema` prints it.
 pub fn sdl() -> String {
-    Schema::build(QueryRoot, MutationRoot::default(), SubscriptionRoot)
-        .finish()
-        .sdl()
+    Schema::build(
+        QueryRoot::default(),
+        MutationRoot::default(),
+        SubscriptionRoot::default(),
+    )
+    .finish()
+    .sdl()
 }
 
 /// What one request (or one websocket connection) carries: its identity and,

@@ -10,6 +10,7 @@ use super::error::{bad_input, forbidden, not_found, ApiResultExt};
 use super::global_id::{action_id_arg, opt_user_id_arg, user_id_arg};
 use super::graph_mutation::GraphMutation;
 use super::node::pulled_item;
+use super::notifications::NotificationMutation;
 use super::publish::{
     publish_action_removed, publish_reaction, publish_removed, publish_to_slices,
 };
@@ -20,6 +21,7 @@ use crate::descriptor::{Descriptor, DescriptorInput};
 use crate::events::ActionEventKind;
 use crate::model::limits::{check_id, check_ids, check_text};
 use crate::model::{Action, Comment, Counts, FanOut, GroupKind, ObjectId, Scope, User};
+use crate::store::{NoticeJob, NoticeSource};
 
 /// How far in the future `conducted` may lie (clock skew between services).
 const MAX_CLOCK_SKEW_MS: i64 = 5 * 60 * 1000;
@@ -28,7 +30,7 @@ const MAX_CLOCK_SKEW_MS: i64 = 5 * 60 * 1000;
 /// action or a user take its own id (`actionId`, `userId`) or its global `id`.
 #[derive(MergedObject, Default)]
 #[graphql(name = "Mutation")]
-pub struct MutationRoot(ActionMutation, GraphMutation);
+pub struct MutationRoot(ActionMutation, GraphMutation, NotificationMutation);
 
 /// Actions, reactions and profiles (the social graph is
 /// [`GraphMutation`]'s).
@@ -216,6 +218,25 @@ async fn resolve_scope(
     Ok((readers, groups))
 }
 
+/// Queues the notice a like or an assignment may cause, and wakes the
+/// worker. Queued even when nothing changed (liked already): a client
+/// retrying after an error here gets its notice queued then, and the notice
+/// is written once whatever the number of jobs.
+async fn queue_notice(
+    state: &AppState,
+    tenant: &str,
+    source: NoticeSource,
+) -> async_graphql::Result<()> {
+    let job = NoticeJob {
+        tenant: tenant.to_owned(),
+        source,
+        at: state.clock.now(),
+    };
+    state.store.queue_notice_job(&job).await.api()?;
+    state.wake.notify_one();
+    Ok(())
+}
+
 impl ActionMutation {
     async fn assignment(
         &self,
@@ -232,11 +253,20 @@ impl ActionMutation {
         if on {
             require_users(state, viewer, std::slice::from_ref(&user)).await?;
         }
-        state
+        let changed = state
             .store
             .set_assignment(&viewer.tenant, &user, &ref_id, on)
             .await
-            .api()
+            .api()?;
+        if on {
+            let source = NoticeSource::Assigned {
+                ref_id,
+                user,
+                by: viewer.user.clone(),
+            };
+            queue_notice(state, &viewer.tenant, source).await?;
+        }
+        Ok(changed)
     }
 
     async fn set_like(
@@ -255,6 +285,13 @@ impl ActionMutation {
             .await
             .api()?;
         action.counts = counts;
+        if on {
+            let source = NoticeSource::Like {
+                action_id: id,
+                user: viewer.user.clone(),
+            };
+            queue_notice(state, &viewer.tenant, source).await?;
+        }
         if changed {
             let kind = if on {
                 ActionEventKind::Liked

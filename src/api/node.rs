@@ -2,7 +2,7 @@
 //! and `nodes(ids:)` find by a global id, under the rules the other reads
 //! apply: an action as `action(id:)` shows it, a user as `user(id:)`, a
 //! comment to whoever may read its action, a feed item to its owner (or
-//! `admin`) as `feed` shows it.
+//! `admin`) as `feed` shows it, a notification (group) to its owner.
 
 use std::collections::BTreeSet;
 
@@ -12,6 +12,7 @@ use super::access::access;
 use super::cursor::ListId;
 use super::error::{bad_input, ApiResultExt};
 use super::global_id::{before, GlobalId};
+use super::notifications::{self, NotificationGroupNode, NotificationNode};
 use super::types::{ActionNode, ActionSlot, CommentNode, FeedItemNode, UserNode};
 use super::{loaders, state, viewer, Role, Viewer};
 use crate::model::limits::MAX_LIST_LEN;
@@ -32,6 +33,8 @@ pub enum Node {
     User(UserNode),
     Comment(CommentNode),
     FeedItem(FeedItemNode),
+    NotificationGroup(NotificationGroupNode),
+    Notification(NotificationNode),
 }
 
 /// The nodes of `ids`, in order, null where there is none the viewer may
@@ -63,7 +66,9 @@ pub async fn resolve(ctx: &Context<'_>, ids: &[ID]) -> async_graphql::Result<Vec
             GlobalId::Action(action)
             | GlobalId::Comment { action, .. }
             | GlobalId::FeedItem { action, .. } => Some(*action),
-            GlobalId::User(_) => None,
+            GlobalId::User(_) | GlobalId::NotificationGroup(_) | GlobalId::Notification { .. } => {
+                None
+            }
         })
         .collect();
     let user_ids: BTreeSet<String> = wanted
@@ -99,6 +104,15 @@ pub async fn resolve(ctx: &Context<'_>, ids: &[ID]) -> async_graphql::Result<Vec
                 find_feed_item(ctx, viewer, actions.get(&action), &owner)
                     .await?
                     .map(Node::FeedItem)
+            }
+            GlobalId::NotificationGroup(group) => notifications::group_node(ctx, viewer, group)
+                .await?
+                .map(Node::NotificationGroup),
+            GlobalId::Notification { group, member } => {
+                notifications::group_node(ctx, viewer, group)
+                    .await?
+                    .and_then(|g| g.member(member))
+                    .map(Node::Notification)
             }
         };
         nodes.push(node);

@@ -5,6 +5,7 @@
 use async_graphql::{Context, Object, SimpleObject};
 
 use super::cursor::LazyCursor;
+use super::notifications::NotificationGroupNode;
 use super::state;
 use super::types::{ActionNode, CommentNode, FeedItemNode, UserNode};
 
@@ -73,6 +74,17 @@ macro_rules! connection {
         }
     };
 }
+
+connection!(
+    NotificationGroupConnection,
+    NotificationGroupEdge,
+    NotificationGroupNode,
+    "notification group",
+    /// Groups with something newer than what the viewer saw.
+    unseen_count: u64,
+    /// Groups with an unread notification.
+    unread_count: u64,
+);
 
 connection!(
     FeedItemConnection,

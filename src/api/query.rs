@@ -2,7 +2,9 @@
 
 use std::collections::HashMap;
 
-use async_graphql::{Context, Object, ID};
+use async_graphql::{Context, MergedObject, Object, ID};
+
+use super::notifications::NotificationQuery;
 
 use super::access::access;
 use super::error::{bad_input, forbidden, ApiResultExt};
@@ -16,10 +18,18 @@ use super::{loaders, viewer, Role, Viewer};
 use crate::model::limits::MAX_LIST_LEN;
 use crate::model::ObjectId;
 
-pub struct QueryRoot;
+/// What can be read. Arguments that name an action or a user take its own
+/// id or its global `id`.
+#[derive(MergedObject, Default)]
+#[graphql(name = "Query")]
+pub struct QueryRoot(CoreQuery, NotificationQuery);
 
-#[Object(name = "Query")]
-impl QueryRoot {
+/// Feeds, slices, actions, users and nodes.
+#[derive(Default)]
+pub struct CoreQuery;
+
+#[Object]
+impl CoreQuery {
     /// The user making the request.
     async fn viewer(&self, ctx: &Context<'_>) -> async_graphql::Result<UserNode> {
         let viewer = viewer(ctx)?;

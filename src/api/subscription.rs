@@ -9,7 +9,9 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use async_graphql::{Context, Subscription, ID};
+use async_graphql::{Context, MergedSubscription, Subscription, ID};
+
+use super::notifications::NotificationSubscription;
 use futures_util::stream::{self, Stream};
 
 use super::access::{access, Access};
@@ -27,20 +29,27 @@ use crate::model::{Action, Millis, ObjectId, ReasonKind, Stamp};
 /// behind refetches the feed.
 pub const MAX_REPLAY: usize = 1_000;
 
-pub struct SubscriptionRoot;
+/// Live changes: to the viewer's feed, slices, actions, notifications.
+#[derive(MergedSubscription, Default)]
+#[graphql(name = "Subscription")]
+pub struct SubscriptionRoot(FeedSubscription, NotificationSubscription);
+
+/// Feeds, slices and actions, live.
+#[derive(Default)]
+pub struct FeedSubscription;
 
 /// What every live stream holds: its place on the hub, its permit among the
 /// connection's subscriptions, and its viewer (whose token may expire while
 /// the socket stays open).
-struct Live {
+pub(super) struct Live {
     subscription: crate::events::Subscription,
     _permit: SubscriptionPermit,
-    viewer: Viewer,
-    state: AppState,
+    pub(super) viewer: Viewer,
+    pub(super) state: AppState,
 }
 
 impl Live {
-    fn open(ctx: &Context<'_>, topic: Topic) -> async_graphql::Result<Self> {
+    pub(super) fn open(ctx: &Context<'_>, topic: Topic) -> async_graphql::Result<Self> {
         let viewer = viewer(ctx)?;
         let permit = session(ctx)?.subscription_permit()?;
         let state = state(ctx)?.clone();
@@ -53,7 +62,7 @@ impl Live {
     }
 
     /// The next event, or the error that ends the stream (`None` at the end).
-    async fn next(&mut self) -> Option<Result<Arc<Event>, async_graphql::Error>> {
+    pub(super) async fn next(&mut self) -> Option<Result<Arc<Event>, async_graphql::Error>> {
         let received = self.subscription.recv().await;
         if self.viewer.expired() {
             return Some(Err(coded(
@@ -110,7 +119,10 @@ impl Live {
 }
 
 /// Runs a live stream until its first error, which it passes on and ends with.
-fn until_error<S, T, F, Fut>(state: S, next: F) -> impl Stream<Item = async_graphql::Result<T>>
+pub(super) fn until_error<S, T, F, Fut>(
+    state: S,
+    next: F,
+) -> impl Stream<Item = async_graphql::Result<T>>
 where
     F: Fn(S) -> Fut + Copy,
     Fut: std::future::Future<Output = Option<(async_graphql::Result<T>, S)>>,
@@ -205,8 +217,8 @@ impl FeedStream {
     }
 }
 
-#[Subscription(name = "Subscription")]
-impl SubscriptionRoot {
+#[Subscription]
+impl FeedSubscription {
     /// Changes to the viewer's home feed as they happen: items `ADDED`,
     /// `REMOVED`, and `BUMPED` (raised by a comment, with their new relevancy,
     /// reason and cursor).

@@ -71,6 +71,20 @@ pub struct ActionEvent {
     pub user: Option<String>,
 }
 
+/// A change to one user's notifications: groups that were added, that
+/// changed (a new member, read, archived), that went (trimmed). All empty
+/// when only what was seen changed. Subscribers read the groups and the
+/// counts from the store, so the event says only which.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct NoticeEvent {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub added: Vec<ObjectId>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub updated: Vec<ObjectId>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub removed: Vec<ObjectId>,
+}
+
 /// What a topic's subscribers receive.
 #[derive(Clone, Debug)]
 pub enum Event {
@@ -78,14 +92,29 @@ pub enum Event {
     /// An action joined a slice.
     Slice(Arc<Action>),
     Action(Arc<ActionEvent>),
+    Notices(NoticeEvent),
 }
 
 /// Where an event goes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Topic {
-    Feed { tenant: String, reader: String },
-    Slice { tenant: String, ref_id: String },
-    Action { tenant: String, action_id: ObjectId },
+    Feed {
+        tenant: String,
+        reader: String,
+    },
+    Slice {
+        tenant: String,
+        ref_id: String,
+    },
+    Action {
+        tenant: String,
+        action_id: ObjectId,
+    },
+    /// One user's notifications.
+    Notices {
+        tenant: String,
+        user: String,
+    },
 }
 
 /// Routes events to live subscribers. Injected into the API and the worker.

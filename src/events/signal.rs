@@ -72,6 +72,13 @@ pub enum Signal {
     },
     /// Work was queued: workers look for it now.
     Work,
+    /// `user`'s notifications changed.
+    Notices {
+        tenant: String,
+        user: String,
+        #[serde(flatten)]
+        change: super::NoticeEvent,
+    },
 }
 
 /// [`FeedEventKind`] on the wire.
@@ -238,11 +245,16 @@ impl Signal {
                 comment: reaction.comment.clone(),
                 user: reaction.user.clone(),
             }),
+            (Topic::Notices { tenant, user }, Event::Notices(change)) => Some(Signal::Notices {
+                tenant: tenant.clone(),
+                user: user.clone(),
+                change: change.clone(),
+            }),
             _ => None,
         }
     }
 
-    /// A slice or reaction signal as the hub routes it.
+    /// A slice, reaction or notices signal as the hub routes it.
     pub fn into_event(self) -> Option<(Topic, Event)> {
         match self {
             Signal::Slice { ref_id, action } => Some((
@@ -269,6 +281,11 @@ impl Signal {
                     user,
                 })),
             )),
+            Signal::Notices {
+                tenant,
+                user,
+                change,
+            } => Some((Topic::Notices { tenant, user }, Event::Notices(change))),
             _ => None,
         }
     }
@@ -349,6 +366,15 @@ mod tests {
                 group: "team-1".into(),
                 reason: ReasonKind::Team,
                 since: at,
+            },
+            Signal::Notices {
+                tenant: "acme".into(),
+                user: "mary".into(),
+                change: crate::events::NoticeEvent {
+                    added: vec![ObjectId::new()],
+                    updated: vec![],
+                    removed: vec![ObjectId::new(), ObjectId::new()],
+                },
             },
             Signal::Work,
         ];

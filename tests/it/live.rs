@@ -333,6 +333,7 @@ fn in_process_stream(
         cursors: Arc::new(CursorKey::random()),
         item_ttl: None,
         group_feed_size: 1_000,
+        notice_rules: Arc::default(),
         metrics: Arc::default(),
     };
     let schema = schema(state.clone(), false, None);
