@@ -125,6 +125,8 @@ async fn pages(store: &dyn Store) -> Result<()> {
     ensure!(page[0] == b, "groups come whole");
     let first = store.notice_page(T, owner, range(2)).await?;
     ensure!(keys(&first) == ["b", "d"]);
+    let none = store.notice_page(T, "p-john", range(0)).await?;
+    ensure!(none.is_empty(), "a page of 0: {:?}", keys(&none));
     let rest = store
         .notice_page(
             T,

@@ -122,6 +122,33 @@ impl MongoStore {
             .create_index(index(doc! { "tenant": 1, "group": 1 }, unique("counter")))
             .await
             .map_err(db_err)?;
+        // A group's key is unique per owner (a second new group of a key is
+        // refused); pages, counts and trims read an owner's groups newest
+        // first.
+        self.notice_groups
+            .create_indexes([
+                index(
+                    doc! { "tenant": 1, "owner": 1, "key": 1 },
+                    unique("notice_key"),
+                ),
+                index(
+                    doc! { "tenant": 1, "owner": 1, "last": -1, "_id": -1 },
+                    named("notice_order"),
+                ),
+            ])
+            .await
+            .map_err(db_err)?;
+        self.inboxes
+            .create_index(index(doc! { "tenant": 1, "owner": 1 }, unique("inbox")))
+            .await
+            .map_err(db_err)?;
+        self.notice_jobs
+            .create_indexes([
+                index(doc! { "tenant": 1, "key": 1 }, unique("notice_job")),
+                index(doc! { "until": 1, "_id": 1 }, named("notice_due")),
+            ])
+            .await
+            .map_err(db_err)?;
         self.celebrities
             .create_index(index(
                 doc! { "tenant": 1, "userId": 1 },

@@ -17,7 +17,9 @@
 //!   on the action with `$inc`;
 //! - `assignments` (a user on a ref); a user's supervisor is a field of `users`;
 //! - `group_feeds` (one document per slot of a group's ring) and
-//!   `group_counters` (each group's last post number).
+//!   `group_counters` (each group's last post number);
+//! - `notice_groups` (one document per notice group, its members inside),
+//!   `inboxes` (one per user) and `notice_jobs` (the notice job queue).
 //!
 //! No call needs a multi-document transaction, so a standalone `mongod` works as
 //! well as a replica set: a delivery that races a hide or delete checks the
@@ -26,9 +28,9 @@
 //! One file per concern: `graph.rs`, `actions.rs`, `reactions.rs`,
 //! `queues.rs` (fan-out and bump leases), `timelines.rs` (feeds),
 //! `sources.rs` and `rivers.rs` (what the feed models read and keep),
-//! `unfollows.rs`, `group_feeds.rs`, `indexes.rs` and `archive.rs` (export
-//! and import of whole stores); this file holds the connection and the
-//! stored document shapes.
+//! `unfollows.rs`, `group_feeds.rs`, `notices.rs`, `indexes.rs` and
+//! `archive.rs` (export and import of whole stores); this file holds the
+//! connection and the stored document shapes.
 
 mod actions;
 mod archive;
@@ -38,6 +40,7 @@ mod graph;
 mod group_feeds;
 mod indexes;
 mod layout;
+mod notices;
 mod queues;
 mod reactions;
 mod rivers;
@@ -61,8 +64,8 @@ use serde::{Deserialize, Serialize};
 use super::{ErrorKind, Store, StoreError, StoreResult};
 use crate::descriptor::Descriptor;
 use crate::model::{
-    Action, Comment, Counts, EdgeKind, FanOut, FanOutState, FeedItem, GroupKind, MembershipRole,
-    Millis, ObjectId, Reason, Scope,
+    Action, Comment, Counts, EdgeKind, FanOut, FanOutState, FeedItem, GroupKind, Inbox,
+    MembershipRole, Millis, ObjectId, Reason, Scope,
 };
 
 pub use layout::{TimelineLayout, DEFAULT_BUCKET_SIZE};
@@ -150,6 +153,10 @@ pub struct MongoStore {
     event_log: Arc<events::MongoEventLog>,
     /// The number of each group's last post.
     group_counters: Collection<Document>,
+    /// Notice groups, one document each (see [`notices`]).
+    notice_groups: Collection<Document>,
+    inboxes: Collection<Inbox>,
+    notice_jobs: Collection<notices::JobDoc>,
     /// Commands sent, by name. A std mutex: the driver calls the handler
     /// synchronously and the critical section is one map update.
     commands: Arc<Mutex<BTreeMap<String, u64>>>,
@@ -551,6 +558,9 @@ impl MongoStore {
             meta: db.collection("meta"),
             group_feeds: db.collection("group_feeds"),
             group_counters: db.collection("group_counters"),
+            notice_groups: db.collection("notice_groups"),
+            inboxes: db.collection("inboxes"),
+            notice_jobs: db.collection("notice_jobs"),
             event_log: Arc::new(events::MongoEventLog::new(db.collection("events"))),
             db,
             commands,

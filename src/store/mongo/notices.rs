@@ -1,0 +1,328 @@
+//! MongoDB: notifications. `notice_groups` holds one document per group,
+//! the group's fields at the top (its id as `_id`) so pages, counts and
+//! trims query `last`, `visible` and `unread` directly; `inboxes` one per
+//! owner; `notice_jobs` one per waiting or leased job, unique on its tenant
+//! and key. Groups and inboxes are written under their version: a new one
+//! is an insert that a unique index refuses twice, a change a replace of
+//! the version before. Only plain finds, counts and single-document writes,
+//! so any wire-protocol server will do.
+
+use async_trait::async_trait;
+use bson::{doc, Document};
+use mongodb::Collection;
+use serde::{Deserialize, Serialize};
+
+use super::{db_err, is_duplicate, read_all, MongoStore};
+use crate::model::{Inbox, Millis, NoticeCounts, NoticeGroup, NoticeRange, ObjectId};
+use crate::store::{ErrorKind, NoticeClaim, NoticeJob, NoticeStore, StoreError, StoreResult};
+
+/// `notice_jobs` as stored.
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct JobDoc {
+    #[serde(rename = "_id")]
+    id: ObjectId,
+    tenant: String,
+    /// The source's key: one job per tenant and key.
+    key: String,
+    job: NoticeJob,
+    /// Claimable once this is not after now: `Millis::MIN` while the job
+    /// waits, the lease's end once claimed.
+    until: Millis,
+    /// Whose lease; absent while the job waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    worker: Option<String>,
+}
+
+/// A group as stored: its fields, with its id as `_id` (the order pages
+/// break ties in).
+fn group_doc(group: &NoticeGroup) -> StoreResult<Document> {
+    let mut doc = bson::to_document(group)
+        .map_err(|e| StoreError::internal("MongoDB: cannot encode a notice group", e))?;
+    doc.remove("id");
+    doc.insert("_id", group.id);
+    Ok(doc)
+}
+
+fn group_of(mut doc: Document) -> StoreResult<NoticeGroup> {
+    if let Some(id) = doc.remove("_id") {
+        doc.insert("id", id);
+    }
+    bson::from_document(doc)
+        .map_err(|e| StoreError::internal("MongoDB: corrupt notice group document", e))
+}
+
+fn groups_of(docs: Vec<Document>) -> StoreResult<Vec<NoticeGroup>> {
+    docs.into_iter().map(group_of).collect()
+}
+
+/// A count or a version as the driver takes it.
+fn int(n: impl TryInto<i64>) -> i64 {
+    n.try_into().unwrap_or(i64::MAX)
+}
+
+/// Writes `record`, version `version` of what `filter` names: for version 1
+/// a new document (false if a unique index holds one already), else over
+/// the document of the version before (false if another write came first).
+async fn put_versioned<T>(
+    collection: &Collection<T>,
+    mut filter: Document,
+    version: u64,
+    record: &T,
+) -> StoreResult<bool>
+where
+    T: Serialize + Send + Sync,
+{
+    match version {
+        0 => Ok(false),
+        1 => match collection.insert_one(record).await {
+            Ok(_) => Ok(true),
+            Err(err) if is_duplicate(&err) => Ok(false),
+            Err(err) => Err(db_err(err)),
+        },
+        n => {
+            filter.insert("version", int(n - 1));
+            let replaced = collection
+                .replace_one(filter, record)
+                .await
+                .map_err(db_err)?;
+            Ok(replaced.matched_count == 1)
+        }
+    }
+}
+
+#[async_trait]
+impl NoticeStore for MongoStore {
+    async fn notice_group(
+        &self,
+        tenant: &str,
+        owner: &str,
+        key: &str,
+    ) -> StoreResult<Option<NoticeGroup>> {
+        self.notice_groups
+            .find_one(doc! { "tenant": tenant, "owner": owner, "key": key })
+            .await
+            .map_err(db_err)?
+            .map(group_of)
+            .transpose()
+    }
+
+    async fn notice_groups(
+        &self,
+        tenant: &str,
+        owner: &str,
+        ids: &[ObjectId],
+    ) -> StoreResult<Vec<NoticeGroup>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        groups_of(
+            read_all(
+                self.notice_groups
+                    .find(doc! { "_id": { "$in": ids }, "tenant": tenant, "owner": owner }),
+            )
+            .await?,
+        )
+    }
+
+    async fn put_notice_group(&self, group: &NoticeGroup) -> StoreResult<bool> {
+        // The key too: a version is only ever written over its own group.
+        let filter = doc! {
+            "_id": group.id,
+            "tenant": &group.tenant,
+            "owner": &group.owner,
+            "key": &group.key,
+        };
+        put_versioned(
+            &self.notice_groups,
+            filter,
+            group.version,
+            &group_doc(group)?,
+        )
+        .await
+    }
+
+    async fn notice_page(
+        &self,
+        tenant: &str,
+        owner: &str,
+        range: NoticeRange,
+    ) -> StoreResult<Vec<NoticeGroup>> {
+        // A limit of 0 would be no limit to the server.
+        if range.limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut filter = doc! { "tenant": tenant, "owner": owner, "visible": { "$gt": 0 } };
+        if range.unread_only {
+            filter.insert("unread", doc! { "$gt": 0 });
+        }
+        if let Some((last, id)) = range.before {
+            filter.insert(
+                "$or",
+                vec![
+                    doc! { "last": { "$lt": last } },
+                    doc! { "last": last, "_id": { "$lt": id } },
+                ],
+            );
+        }
+        groups_of(
+            read_all(
+                self.notice_groups
+                    .find(filter)
+                    .sort(doc! { "last": -1, "_id": -1 })
+                    .limit(int(range.limit)),
+            )
+            .await?,
+        )
+    }
+
+    async fn notice_counts(
+        &self,
+        tenant: &str,
+        owner: &str,
+        seen_until: Millis,
+    ) -> StoreResult<NoticeCounts> {
+        let visible = doc! { "tenant": tenant, "owner": owner, "visible": { "$gt": 0 } };
+        let mut unseen = visible.clone();
+        unseen.insert("last", doc! { "$gt": seen_until });
+        let mut unread = visible;
+        unread.insert("unread", doc! { "$gt": 0 });
+        Ok(NoticeCounts {
+            unseen: self
+                .notice_groups
+                .count_documents(unseen)
+                .await
+                .map_err(db_err)?,
+            unread: self
+                .notice_groups
+                .count_documents(unread)
+                .await
+                .map_err(db_err)?,
+        })
+    }
+
+    async fn trim_notices(
+        &self,
+        tenant: &str,
+        owner: &str,
+        keep: usize,
+    ) -> StoreResult<Vec<ObjectId>> {
+        let beyond: Vec<Document> = read_all(
+            self.notice_groups
+                .find(doc! { "tenant": tenant, "owner": owner })
+                .sort(doc! { "last": -1, "_id": -1 })
+                .skip(u64::try_from(keep).unwrap_or(u64::MAX))
+                .projection(doc! { "_id": 1 }),
+        )
+        .await?;
+        let ids: Vec<ObjectId> = beyond
+            .iter()
+            .filter_map(|d| d.get_object_id("_id").ok())
+            .collect();
+        if !ids.is_empty() {
+            self.notice_groups
+                .delete_many(doc! { "_id": { "$in": &ids }, "tenant": tenant, "owner": owner })
+                .await
+                .map_err(db_err)?;
+        }
+        Ok(ids)
+    }
+
+    async fn inbox(&self, tenant: &str, owner: &str) -> StoreResult<Inbox> {
+        let stored = self
+            .inboxes
+            .find_one(doc! { "tenant": tenant, "owner": owner })
+            .await
+            .map_err(db_err)?;
+        Ok(stored.unwrap_or_else(|| Inbox::new(tenant, owner)))
+    }
+
+    async fn put_inbox(&self, inbox: &Inbox) -> StoreResult<bool> {
+        let filter = doc! { "tenant": &inbox.tenant, "owner": &inbox.owner };
+        put_versioned(&self.inboxes, filter, inbox.version, inbox).await
+    }
+
+    async fn queue_notice_job(&self, job: &NoticeJob) -> StoreResult<()> {
+        let record = JobDoc {
+            id: ObjectId::new(),
+            tenant: job.tenant.clone(),
+            key: job.source.key(),
+            job: job.clone(),
+            until: Millis::MIN,
+            worker: None,
+        };
+        match self.notice_jobs.insert_one(&record).await {
+            // A duplicate: the job of this key waits (or runs) already.
+            Err(err) if !is_duplicate(&err) => Err(db_err(err)),
+            _ => Ok(()),
+        }
+    }
+
+    async fn claim_notice_jobs(
+        &self,
+        worker: &str,
+        now: Millis,
+        lease_ms: Millis,
+        limit: usize,
+    ) -> StoreResult<Vec<NoticeClaim>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let due: Vec<JobDoc> = read_all(
+            self.notice_jobs
+                .find(doc! { "until": { "$lte": now } })
+                .sort(doc! { "until": 1, "_id": 1 })
+                .limit(int(limit)),
+        )
+        .await?;
+        let until = now.saturating_add(lease_ms);
+        let mut claims = Vec::with_capacity(due.len());
+        for job in due {
+            // Only over the lease read: a worker that claimed it since has
+            // moved `until`, and this update then finds nothing.
+            let claimed = self
+                .notice_jobs
+                .update_one(
+                    doc! { "_id": job.id, "until": job.until },
+                    doc! { "$set": { "until": until, "worker": worker } },
+                )
+                .await
+                .map_err(db_err)?;
+            if claimed.matched_count == 1 {
+                claims.push(NoticeClaim {
+                    job: job.job,
+                    worker: worker.to_owned(),
+                    lease_ms,
+                });
+            }
+        }
+        Ok(claims)
+    }
+
+    async fn finish_notice_job(&self, claim: &NoticeClaim) -> StoreResult<()> {
+        let tenant = claim.job.tenant.as_str();
+        let key = claim.job.source.key();
+        let deleted = self
+            .notice_jobs
+            .delete_one(doc! { "tenant": tenant, "key": &key, "worker": &claim.worker })
+            .await
+            .map_err(db_err)?;
+        if deleted.deleted_count == 1 {
+            return Ok(());
+        }
+        let held = self
+            .notice_jobs
+            .find_one(doc! { "tenant": tenant, "key": &key })
+            .await
+            .map_err(db_err)?;
+        match held {
+            None => Ok(()),
+            Some(job) => Err(StoreError::new(
+                ErrorKind::LeaseLost,
+                format!(
+                    "notice job {key} was taken over by {}",
+                    job.worker.as_deref().unwrap_or("nobody")
+                ),
+            )),
+        }
+    }
+}
