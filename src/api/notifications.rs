@@ -366,8 +366,9 @@ impl NotificationQuery {
         ctx: &Context<'_>,
         first: Option<i32>,
         after: Option<String>,
-        #[graphql(default)] unread_only: bool,
+        unread_only: Option<bool>,
     ) -> async_graphql::Result<NotificationGroupConnection> {
+        let unread_only = unread_only.unwrap_or(false);
         let viewer = viewer(ctx)?;
         let state = state(ctx)?;
         let list = notices_list(state, viewer);

@@ -17,6 +17,7 @@ mod live;
 mod metrics;
 mod models;
 mod mongo_failures;
+mod notifications;
 mod persisted;
 mod processes;
 mod ranked_lists;
