@@ -132,8 +132,6 @@ pub enum ListKind {
     Group = 8,
     /// A user's notification groups.
     Notifications = 9,
-    /// A home feed read in groups: its items' positions.
-    AggregatedHome = 10,
 }
 
 /// Which list a cursor belongs to, and the key its cursors are sealed with.
@@ -162,10 +160,6 @@ impl<'k> ListId<'k> {
 
     pub fn notifications(key: &'k CursorKey, tenant: &str, owner: &str) -> Self {
         Self::new(key, ListKind::Notifications, &[tenant, owner])
-    }
-
-    pub fn aggregated_home(key: &'k CursorKey, tenant: &str, owner: &str) -> Self {
-        Self::new(key, ListKind::AggregatedHome, &[tenant, owner])
     }
 
     pub fn slice(key: &'k CursorKey, tenant: &str, ref_id: &str) -> Self {

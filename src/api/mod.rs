@@ -5,6 +5,7 @@
 //! on every backend.
 
 mod access;
+mod aggregate;
 pub mod cursor;
 mod edges;
 pub mod error;

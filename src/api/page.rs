@@ -4,6 +4,7 @@
 
 use async_graphql::{Context, Object, SimpleObject};
 
+use super::aggregate::FeedItemGroupNode;
 use super::cursor::LazyCursor;
 use super::notifications::NotificationGroupNode;
 use super::state;
@@ -74,6 +75,13 @@ macro_rules! connection {
         }
     };
 }
+
+connection!(
+    FeedItemGroupConnection,
+    FeedItemGroupEdge,
+    FeedItemGroupNode,
+    "group of feed items",
+);
 
 connection!(
     NotificationGroupConnection,

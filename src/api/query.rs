@@ -4,6 +4,7 @@ use std::collections::HashMap;
 
 use async_graphql::{Context, MergedObject, Object, ID};
 
+use super::aggregate::AggregateQuery;
 use super::notifications::NotificationQuery;
 
 use super::access::access;
@@ -22,7 +23,7 @@ use crate::model::ObjectId;
 /// id or its global `id`.
 #[derive(MergedObject, Default)]
 #[graphql(name = "Query")]
-pub struct QueryRoot(CoreQuery, NotificationQuery);
+pub struct QueryRoot(CoreQuery, AggregateQuery, NotificationQuery);
 
 /// Feeds, slices, actions, users and nodes.
 #[derive(Default)]

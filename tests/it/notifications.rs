@@ -558,7 +558,79 @@ async fn markers(backend: Backend) {
     server.stop().await;
 }
 
+/// The home feed in groups: items of one key (verb, object, day) come
+/// together; pages end before the group one too many; every item comes
+/// once.
+async fn aggregated_home_feed(backend: Backend) {
+    let Some(server) = TestServer::start(backend).await else {
+        return;
+    };
+    let mary = server.client(T, "mary");
+    for user in ["rita", "john", "ann"] {
+        server.service(T).upsert_user(user, user).await;
+        mary.follow(user).await;
+    }
+    let mut posts = Vec::new();
+    for (who, about) in [
+        ("rita", "a1"),
+        ("john", "a2"),
+        ("ann", "a1"),
+        ("rita", "a3"),
+        ("john", "a1"),
+    ] {
+        let client = server.client(T, who);
+        let id = client
+            .post_status(&format!("{who} on {about}"), json!({ "refIds": [about] }))
+            .await;
+        client.wait_delivered(&id).await;
+        posts.push(id);
+    }
+    const AGGREGATED: &str = "query($after: String) { aggregatedFeed(first: 2, after: $after) {
+        edges { cursor node { key verb count actorCount actors { userId } actionIds } }
+        pageInfo { hasNextPage hasPreviousPage endCursor } } }";
+    let first = mary.data(AGGREGATED, json!({})).await["aggregatedFeed"].clone();
+    let groups = nodes(&first);
+    assert_eq!(groups.len(), 2, "{first}");
+    assert_eq!(
+        groups[0]["actionIds"],
+        json!([posts[4], posts[2]]),
+        "a1: John's, then Ann's"
+    );
+    assert_eq!(
+        groups[0]["actors"],
+        json!([{ "userId": "john" }, { "userId": "ann" }])
+    );
+    assert_eq!(groups[0]["verb"], "StatusPost");
+    assert_eq!(groups[1]["actionIds"], json!([posts[3]]));
+    assert_eq!(first["pageInfo"]["hasNextPage"], true);
+    let second = mary
+        .data(
+            AGGREGATED,
+            json!({ "after": first["pageInfo"]["endCursor"] }),
+        )
+        .await["aggregatedFeed"]
+        .clone();
+    let groups = nodes(&second);
+    assert_eq!(groups.len(), 2, "{second}");
+    assert_eq!(groups[0]["actionIds"], json!([posts[1]]));
+    assert_eq!(
+        groups[1]["actionIds"],
+        json!([posts[0]]),
+        "a1 again, further down"
+    );
+    assert_eq!(second["pageInfo"]["hasNextPage"], false);
+    assert_eq!(second["pageInfo"]["hasPreviousPage"], true);
+    // A group's cursor resumes after the items read before the next group.
+    let resumed = mary
+        .data(AGGREGATED, json!({ "after": first["edges"][0]["cursor"] }))
+        .await["aggregatedFeed"]
+        .clone();
+    assert_eq!(nodes(&resumed)[0]["actionIds"], json!([posts[3]]));
+    server.stop().await;
+}
+
 crate::on_both_backends!(
+    aggregated_home_feed,
     who_hears_of_what,
     rating_requests_assignments_and_hires,
     read_seen_archived_and_paged,

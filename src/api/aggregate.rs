@@ -1,0 +1,235 @@
+//! The home feed in groups (`aggregatedFeed`, Stream's aggregated feeds):
+//! items whose actions share a key (by default verb, object and day: "4
+//! ratings of Mary Fanning today") come as one group.
+//!
+//! Groups are formed at read, over the feed as `feed` reads it (every model,
+//! every backend, the same access checks): a page takes items in feed order
+//! into the group of their key, opening groups in the order their newest
+//! item comes, and ends just before the item that would open one group more
+//! than asked for. So every item is in exactly one page; a key whose items
+//! lie far apart in the feed may come as a group again on a later page.
+//! Cursors are the home feed's: a group's cursor resumes right after the
+//! items read before the next group opened.
+
+use async_graphql::{Context, Object, ID};
+use chrono::{DateTime, Utc};
+
+use super::cursor::{LazyCursor, ListId};
+use super::error::ApiResultExt;
+use super::feed::{self, Paging};
+use super::page::{FeedItemGroupConnection, FeedItemGroupEdge, PageInfo};
+use super::page_cost;
+use super::types::{datetime, user_node, ActionNode, ActionSlot, FeedItemNode, UserNode};
+use super::{state, viewer};
+use crate::model::limits::{page_size, MAX_PAGE};
+
+/// Feed items one page of groups reads at most: a page ends there even if
+/// it holds fewer groups than asked for.
+const MAX_SCANNED: usize = 5 * MAX_PAGE;
+
+/// Items of the home feed whose actions share a key.
+pub struct FeedItemGroupNode {
+    key: String,
+    /// Newest first, as the feed has them.
+    items: Vec<FeedItemNode>,
+}
+
+impl FeedItemGroupNode {
+    fn action(item: &FeedItemNode) -> Option<&ActionNode> {
+        match &item.action {
+            ActionSlot::Loaded(node) => Some(node),
+            _ => None,
+        }
+    }
+
+    fn actor_ids(&self) -> Vec<&str> {
+        let mut actors: Vec<&str> = Vec::new();
+        for node in self.items.iter().filter_map(Self::action) {
+            if !actors.contains(&node.action.actor_id.as_str()) {
+                actors.push(&node.action.actor_id);
+            }
+        }
+        actors
+    }
+}
+
+#[Object(name = "FeedItemGroup")]
+impl FeedItemGroupNode {
+    /// What its items share (by default verb, object and day).
+    async fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The descriptor type of its actions (`ApplicationRating`…).
+    async fn verb(&self) -> Option<&str> {
+        self.items
+            .first()
+            .and_then(Self::action)
+            .map(|n| n.action.descriptor.type_name())
+    }
+
+    /// Its items, newest first.
+    async fn items(&self) -> &[FeedItemNode] {
+        &self.items
+    }
+
+    async fn count(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Who did its actions, the most recent first: at most `first` (3 by
+    /// default).
+    async fn actors(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(default = 3)] first: i32,
+    ) -> async_graphql::Result<Vec<UserNode>> {
+        let first = usize::try_from(first)
+            .map_err(|_| super::error::bad_input("first must not be negative"))?;
+        let mut users = Vec::new();
+        for actor in self.actor_ids().into_iter().take(first.min(MAX_PAGE)) {
+            users.push(user_node(ctx, actor).await?);
+        }
+        Ok(users)
+    }
+
+    async fn actor_count(&self) -> usize {
+        self.actor_ids().len()
+    }
+
+    /// When its newest action happened.
+    async fn last_at(&self) -> Option<DateTime<Utc>> {
+        self.items
+            .iter()
+            .filter_map(Self::action)
+            .map(|n| n.action.conducted)
+            .max()
+            .map(datetime)
+    }
+
+    /// When its oldest action happened.
+    async fn first_at(&self) -> Option<DateTime<Utc>> {
+        self.items
+            .iter()
+            .filter_map(Self::action)
+            .map(|n| n.action.conducted)
+            .min()
+            .map(datetime)
+    }
+
+    /// Ids of its items' actions, newest first.
+    async fn action_ids(&self) -> Vec<ID> {
+        self.items
+            .iter()
+            .map(|i| ID(i.item.action_id.to_hex()))
+            .collect()
+    }
+}
+
+#[derive(Default)]
+pub struct AggregateQuery;
+
+#[Object]
+impl AggregateQuery {
+    /// The viewer's home feed in groups of items whose actions share a key
+    /// (`--feed-group-by`, by default verb, object and day), in feed order
+    /// of each group's newest item: `first` groups (25 by default, at most
+    /// 100) after the home-feed cursor `after`.
+    #[graphql(complexity = "page_cost(first, child_complexity)")]
+    async fn aggregated_feed(
+        &self,
+        ctx: &Context<'_>,
+        first: Option<i32>,
+        after: Option<String>,
+    ) -> async_graphql::Result<FeedItemGroupConnection> {
+        let viewer = viewer(ctx)?;
+        let state = state(ctx)?;
+        let wanted = page_size("first", first).api()?;
+        let list = ListId::home(&state.cursors, &viewer.tenant, &viewer.user);
+        let rules = state.notice_rules.clone();
+        let started = after.is_some();
+
+        let mut groups: Vec<(FeedItemGroupNode, Option<LazyCursor>)> = Vec::new();
+        // Where the items read so far end: a cursor of the home feed.
+        let mut end: Option<LazyCursor> = None;
+        let mut end_text: Option<String> = None;
+        let mut next = after;
+        let mut scanned = 0usize;
+        let mut more = false;
+        'pages: while wanted > 0 {
+            let paging = Paging {
+                first: Some(MAX_PAGE as i32),
+                after: next.clone(),
+                last: None,
+                before: None,
+            };
+            let page = feed::home(ctx, viewer, paging).await?;
+            for edge in page.edges {
+                let Some(node) = FeedItemGroupNode::action(&edge.node) else {
+                    continue;
+                };
+                let key = rules.feed_key(&node.action);
+                let position = edge.node.item.position();
+                let open = groups.iter().position(|(g, _)| g.key == key);
+                match open {
+                    Some(n) => groups[n].0.items.push(edge.node),
+                    None if groups.len() == wanted => {
+                        more = true;
+                        break 'pages;
+                    }
+                    None => {
+                        // The group before this one ends where the items read so far end.
+                        if let Some((_, cursor)) = groups.last_mut() {
+                            *cursor = end.clone();
+                        }
+                        groups.push((
+                            FeedItemGroupNode {
+                                key,
+                                items: vec![edge.node],
+                            },
+                            None,
+                        ));
+                    }
+                }
+                end = Some(list.lazy_position(position));
+                end_text = Some(list.position_cursor(position));
+                scanned += 1;
+            }
+            if !page.page_info.has_next_page {
+                break;
+            }
+            // Past items it could not show, too: the page's own end.
+            next = page.page_info.end_cursor;
+            if let Some(cursor) = &next {
+                end = Some(list.lazy_position(list.decode_position(cursor)?));
+                end_text = Some(cursor.clone());
+            }
+            if scanned >= MAX_SCANNED {
+                more = true;
+                break;
+            }
+        }
+        let last = groups.len().saturating_sub(1);
+        let edges = groups
+            .into_iter()
+            .enumerate()
+            .filter_map(|(n, (node, cursor))| {
+                let cursor = if n == last { end.clone() } else { cursor };
+                Some(FeedItemGroupEdge {
+                    cursor: cursor?,
+                    node,
+                })
+            })
+            .collect::<Vec<_>>();
+        let start_cursor = edges.first().map(|e| e.cursor.seal(&state.cursors));
+        Ok(FeedItemGroupConnection {
+            edges,
+            page_info: PageInfo {
+                has_previous_page: started,
+                has_next_page: more,
+                start_cursor,
+                end_cursor: end_text,
+            },
+        })
+    }
+}
