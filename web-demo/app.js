@@ -9,8 +9,10 @@
   const PAGE = 20;
   /** Actions whose counts and comments stream live at once (cards in view
    * and open threads). The server allows 16 subscriptions per connection:
-   * this leaves room for the feed and a slice. */
+   * this leaves room for the feed, a slice and the notifications. */
   const MAX_WATCHED = 12;
+  /** Notification groups per page of the bell's panel. */
+  const NOTICE_PAGE = 20;
 
   // ---------------------------------------------------------------- GraphQL
 
@@ -32,6 +34,21 @@
     action { ...ActionFields }
   } ${ACTION_FIELDS}`;
   const COMMENT_FIELDS = 'id commentId authorId author { name } text created';
+  const GROUP_FIELDS = `fragment GroupFields on NotificationGroup {
+    id key reason count unreadCount seen read actorCount lastAt refId
+    actors(first: 3) { userId name }
+    action {
+      actionId actorId actor { userId name }
+      descriptor {
+        __typename
+        ... on StatusPost { text }
+        ... on ApplicationRating { applicantId applicantName positionId positionName }
+        ... on NewApplicant { applicantId applicantName positionId positionName }
+        ... on ApplicantHired { applicantId applicantName positionId positionName }
+        ... on ApplicantRatingRequested { applicantId applicantName positionId positionName }
+      }
+    }
+  }`;
 
   const Q = {
     feed: `query Feed($after: String) {
@@ -61,6 +78,24 @@
     sliceEvents: `subscription SliceEvents($refId: ID!) {
       sliceEvents(refId: $refId) { action { ...ActionFields } }
     } ${ACTION_FIELDS}`,
+    notifications: `query Notifications($after: String) {
+      notifications(first: ${NOTICE_PAGE}, after: $after) {
+        edges { node { ...GroupFields } }
+        pageInfo { hasNextPage endCursor }
+        unseenCount unreadCount
+      }
+    } ${GROUP_FIELDS}`,
+    noticeCounts: 'query NoticeCounts { notificationCounts { unseenCount unreadCount } }',
+    markSeen: 'mutation MarkSeen { markSeen { unseenCount unreadCount } }',
+    markRead: `mutation MarkRead($ids: [ID!]!) {
+      markRead(ids: $ids) { groups { ...GroupFields } unseenCount unreadCount }
+    } ${GROUP_FIELDS}`,
+    markAllRead: `mutation MarkAllRead {
+      markAllRead { groups { ...GroupFields } unseenCount unreadCount }
+    } ${GROUP_FIELDS}`,
+    noticeEvents: `subscription NotificationEvents {
+      notificationEvents { kind groupId unseenCount unreadCount group { ...GroupFields } }
+    } ${GROUP_FIELDS}`,
     actionEvents: `subscription ActionEvents($actionId: ID!) {
       actionEvents(actionId: $actionId) { kind actionId commentCount likeCount comment { ${COMMENT_FIELDS} } }
     }`,
@@ -1082,12 +1117,404 @@
   function liveState(state, detail) {
     const el = $('live-status');
     el.dataset.state = state;
+    // Until the notifications stream starts again, replies to marks count.
+    if (state !== 'live') notices.streaming = false;
     el.textContent = {
       connecting: 'Connecting…',
       live: 'Live',
       offline: `Offline — retrying in ${Math.ceil((detail || 0) / 1000)} s`,
       failed: `Live updates refused: ${detail}`,
     }[state];
+  }
+
+  // -------------------------------------------------------- notifications
+
+  /**
+   * The bell: a badge of unread groups and a panel of the viewer's
+   * notification groups, newest first. `notificationEvents` keeps both live,
+   * and it is the one source of truth while it runs: every page of the
+   * viewer gets the same events in order, whoever marked what, so replies to
+   * our own marks only count while the stream is down.
+   */
+  const notices = {
+    entries: [], // { group, el }, latest first
+    byId: new Map(),
+    endCursor: null,
+    hasNext: true,
+    loaded: false, // the first page came
+    loading: false,
+    queued: null, // events that came while a page was loading
+    stale: false, // the stream started over: events may have been missed
+    streaming: false, // events arrive on a stream that runs now
+    starts: 0,
+    stop: null,
+    generation: 0,
+  };
+
+  function setNoticeCounts(counts) {
+    const n = counts.unreadCount;
+    const bell = $('bell');
+    const badge = $('bell-badge');
+    badge.textContent = n > 99 ? '99+' : String(n);
+    badge.hidden = n === 0;
+    bell.dataset.unread = String(n);
+    bell.dataset.unseen = String(counts.unseenCount);
+    bell.setAttribute('aria-label', n ? `Notifications, ${n} unread` : 'Notifications, none unread');
+  }
+
+  const actorName = (user) => user.name || personName(user.userId);
+
+  /** "A", "A and B", "A and 3 others", from the latest actors first. */
+  function whoDidIt(group) {
+    const names = group.actors.map((u) => strong(actorName(u)));
+    const total = Math.max(group.actorCount, names.length);
+    if (!names.length) return ['Someone'];
+    if (total === 1) return [names[0]];
+    if (total === 2 && names.length >= 2) return [names[0], ' and ', names[1]];
+    const others = total - 1;
+    return [names[0], ` and ${others} ${others === 1 ? 'other' : 'others'}`];
+  }
+
+  function excerpt(text, max = 40) {
+    const flat = text.replace(/\s+/g, ' ').trim();
+    return flat.length > max ? `${flat.slice(0, max - 1).trimEnd()}…` : flat;
+  }
+
+  /** "your rating of Mary Fanning", "Kai Tanaka's update “…”", "their
+   * update" (when its one actor is its author). */
+  function whoseWhat(group) {
+    const action = group.action;
+    if (!action) return ['your action'];
+    let whose = `${(action.actor && action.actor.name) || personName(action.actorId)}'s`;
+    if (action.actorId === me.id) whose = 'your';
+    else if (group.actorCount === 1 && group.actors.length && group.actors[0].userId === action.actorId) whose = 'their';
+    const d = action.descriptor;
+    switch (d.__typename) {
+      case 'StatusPost': return [`${whose} update “${excerpt(d.text)}”`];
+      case 'ApplicationRating': return [`${whose} rating of `, strong(d.applicantName)];
+      case 'NewApplicant': return [`${whose} post on `, strong(d.applicantName), '’s application'];
+      case 'ApplicantHired': return [`${whose} hire of `, strong(d.applicantName)];
+      case 'ApplicantRatingRequested': return [`${whose} rating request for `, strong(d.applicantName)];
+      default: return [`${whose} action`];
+    }
+  }
+
+  /** The applicant (or position) a group names, and the position it is for. */
+  function groupRef(group) {
+    const d = (group.action && group.action.descriptor) || {};
+    const id = group.refId || d.applicantId;
+    const known = id ? refs.get(id) : null;
+    const name = (d.applicantId && d.applicantId === id && d.applicantName) || (known && known.name) || id || 'someone';
+    const positionId = d.positionId || (known && known.kind === 'applicant' ? known.applicant.position : null);
+    const position = d.positionName || (positionId && refs.get(positionId) ? refs.get(positionId).name : null);
+    return { name, position: known && known.kind === 'position' ? null : position };
+  }
+
+  /** One sentence per group, from its fields. */
+  function noticeSentence(group) {
+    const who = whoDidIt(group);
+    switch (group.reason) {
+      case 'COMMENT': return [...who, ' commented on ', ...whoseWhat(group)];
+      case 'LIKE': return [...who, ' liked ', ...whoseWhat(group)];
+      case 'REPLY':
+        return group.action
+          ? [...who, ' also commented on ', ...whoseWhat(group)]
+          : [...who, ' replied in a discussion you took part in'];
+      case 'ASSIGNED': return [...who, ' assigned you to ', strong(groupRef(group).name)];
+      case 'RATING_REQUESTED': {
+        const { name, position } = groupRef(group);
+        return [...who, ' asked you to rate ', strong(name), position ? ` for ${position}` : ''];
+      }
+      case 'HIRED': {
+        const { name, position } = groupRef(group);
+        return [...who, ' hired ', strong(name), position ? ` as ${position}` : ''];
+      }
+      default: return [...who, ` (${group.reason})`];
+    }
+  }
+
+  const plain = (parts) => parts.map((part) => (part instanceof Node ? part.textContent : part)).join('');
+
+  function noticeEl(group) {
+    const el = h('li', { class: 'notice-item', 'data-testid': 'notice-group' });
+    el.append(h('button', { type: 'button', class: 'notice-row', onclick: guarded(() => readGroup(el)) }));
+    fillNotice(el, group);
+    return el;
+  }
+
+  /** (Re)draws a group's row in place. */
+  function fillNotice(el, group) {
+    el.dataset.groupId = group.id;
+    el.dataset.reason = group.reason;
+    el.dataset.read = String(group.read);
+    el.dataset.seen = String(group.seen);
+    if (group.action) el.dataset.actionId = group.action.actionId;
+    else delete el.dataset.actionId;
+    el.classList.toggle('unread', !group.read);
+    const first = group.actors[0];
+    const many = (group.reason === 'COMMENT' || group.reason === 'REPLY') && group.count > 1;
+    el.querySelector('.notice-row').replaceChildren(
+      h('span', {
+        class: `avatar small ${first ? colour(first.userId) : ''}`,
+        'aria-hidden': 'true',
+        text: first ? initials(actorName(first)) : '?',
+      }),
+      h('span', { class: 'notice-text' },
+        group.read ? null : h('span', { class: 'visually-hidden', text: 'Unread: ' }),
+        h('span', { class: 'notice-line', 'data-testid': 'notice-line' }, ...noticeSentence(group)),
+        h('span', { class: 'notice-meta' }, timeEl(group.lastAt), many ? ` · ${group.count} comments` : null)),
+      h('span', { class: 'notice-dot', 'aria-hidden': 'true' }));
+  }
+
+  /** Puts a group where its latest notification says (latest first),
+   * redrawing its row if shown. A group archived elsewhere (nothing left in
+   * it) leaves the list. `live` groups below everything loaded wait for
+   * their page. */
+  function placeGroup(group, live, flash) {
+    const existing = notices.byId.get(group.id);
+    let at = existing ? notices.entries.indexOf(existing) : -1;
+    if (existing) {
+      notices.entries.splice(at, 1);
+      notices.byId.delete(group.id);
+    }
+    if (group.count === 0) {
+      if (existing) existing.el.remove();
+      return;
+    }
+    // Nothing new in it (read, say): it keeps its place.
+    if (!existing || existing.group.lastAt !== group.lastAt) {
+      const t = Date.parse(group.lastAt);
+      at = notices.entries.findIndex((entry) => Date.parse(entry.group.lastAt) <= t);
+      if (at === -1) {
+        if (live && notices.hasNext) {
+          if (existing) existing.el.remove();
+          return;
+        }
+        at = notices.entries.length;
+      }
+    }
+    const el = existing ? existing.el : noticeEl(group);
+    if (existing) fillNotice(el, group);
+    const next = notices.entries[at];
+    $('notices-list').insertBefore(el, next ? next.el : null);
+    const entry = { group, el };
+    notices.entries.splice(at, 0, entry);
+    notices.byId.set(group.id, entry);
+    if (flash) flashCard(el);
+  }
+
+  function dropGroup(id) {
+    const shown = notices.byId.get(id);
+    if (!shown) return;
+    notices.entries.splice(notices.entries.indexOf(shown), 1);
+    notices.byId.delete(id);
+    shown.el.remove();
+  }
+
+  function noticeListState() {
+    const empty = notices.loaded && !notices.loading && !notices.entries.length && !notices.hasNext;
+    $('notices-empty').hidden = !empty;
+    $('notices-more').hidden = !notices.loaded || notices.loading || !notices.hasNext;
+  }
+
+  async function loadNotices() {
+    if (notices.loading || !notices.hasNext) return;
+    const generation = notices.generation;
+    // "Load more" hides while loading: where should the focus go after?
+    const moreHadFocus = document.activeElement === $('notices-more');
+    notices.loading = true;
+    notices.queued = [];
+    $('notices-list').setAttribute('aria-busy', 'true');
+    $('notices-loading').hidden = false;
+    noticeListState();
+    try {
+      const data = await gql(Q.notifications, { after: notices.endCursor });
+      if (generation !== notices.generation) return;
+      const page = data.notifications;
+      if (!notices.streaming) setNoticeCounts(page);
+      notices.endCursor = page.pageInfo.endCursor || notices.endCursor;
+      notices.hasNext = page.pageInfo.hasNextPage;
+      const known = notices.byId.size;
+      for (const { node } of page.edges) placeGroup(node, false, false);
+      notices.loaded = true;
+      // The button may hide now: the focus goes on to the first new row.
+      const next = notices.entries[known];
+      if (moreHadFocus && next) next.el.querySelector('.notice-row').focus();
+      // What changed while the page was on its way is newer than the page.
+      for (const event of notices.queued) applyNoticeEvent(event);
+    } finally {
+      if (generation === notices.generation) {
+        notices.loading = false;
+        notices.queued = null;
+        $('notices-list').setAttribute('aria-busy', 'false');
+        $('notices-loading').hidden = true;
+        noticeListState();
+      }
+    }
+  }
+
+  /** Starts the list over (the stream may have missed something). */
+  function reloadNotices() {
+    notices.generation += 1;
+    for (const entry of notices.entries) entry.el.remove();
+    Object.assign(notices, {
+      entries: [], byId: new Map(), endCursor: null, hasNext: true, loaded: false, loading: false, queued: null, stale: false,
+    });
+    guarded(loadNotices)();
+  }
+
+  function applyNoticeEvent(event) {
+    if (event.kind === 'REMOVED') {
+      dropGroup(event.groupId);
+    } else if (event.group) {
+      // New groups and groups with something new in them draw the eye.
+      const shown = notices.byId.get(event.group.id);
+      placeGroup(event.group, true, !shown || shown.group.lastAt !== event.group.lastAt);
+    }
+    noticeListState();
+  }
+
+  function onNoticeEvent(event) {
+    notices.streaming = true;
+    setNoticeCounts(event);
+    if (event.kind === 'ADDED' && event.group) announce(`New notification: ${plain(noticeSentence(event.group))}`);
+    if (event.kind === 'COUNTS') return;
+    if (notices.queued) notices.queued.push(event);
+    else if (notices.loaded) applyNoticeEvent(event);
+  }
+
+  /** What a mark changed, from its reply: only while the stream is down. */
+  function applyChanged(changed) {
+    if (notices.streaming) return;
+    setNoticeCounts(changed);
+    for (const group of changed.groups) {
+      if (notices.byId.has(group.id)) placeGroup(group, true, false);
+    }
+  }
+
+  function subscribeNotices() {
+    if (notices.stop) notices.stop();
+    notices.streaming = false;
+    notices.starts = 0;
+    let ended = false;
+    const fail = (err) => {
+      if (ended) return;
+      ended = true;
+      notices.stop = null;
+      notices.streaming = false;
+      if (err.code === 'LAGGED') {
+        // Fell behind: start over, the list too.
+        markNoticesStale();
+        subscribeNotices();
+      } else {
+        toast(`Live notifications stopped: ${err.message}`);
+      }
+    };
+    // The variables are asked for at every (re)start of the stream: after
+    // the first, what happened while away is in no event, so the list is
+    // read again.
+    const variables = () => {
+      notices.starts += 1;
+      if (notices.starts > 1) markNoticesStale();
+      return {};
+    };
+    notices.stop = live.subscribe(Q.noticeEvents, variables, {
+      next: (payload) => {
+        const event = payload.data && payload.data.notificationEvents;
+        if (event) onNoticeEvent(event);
+        else if (payload.errors) fail(toError(payload.errors));
+      },
+      error: fail,
+      complete: () => fail(new GraphQLError('the server ended the stream', 'COMPLETE')),
+    });
+  }
+
+  function markNoticesStale() {
+    notices.streaming = false;
+    if (!notices.loaded && !notices.loading) return;
+    if (!$('notices-panel').hidden) reloadNotices();
+    else notices.stale = true;
+  }
+
+  async function readGroup(el) {
+    const entry = notices.byId.get(el.dataset.groupId);
+    if (!entry || entry.group.read) return;
+    // Shown read at once; the stream's UPDATED (on every page of ours)
+    // brings the group as it is and the counts.
+    const before = entry.group;
+    entry.group = { ...before, read: true, unreadCount: 0 };
+    fillNotice(el, entry.group);
+    try {
+      const data = await gql(Q.markRead, { ids: [before.id] });
+      applyChanged(data.markRead);
+      announce('Marked read');
+    } catch (err) {
+      if (notices.byId.get(before.id) === entry && entry.group.read && !before.read) {
+        entry.group = before;
+        fillNotice(el, before);
+      }
+      throw err;
+    }
+  }
+
+  async function readAll() {
+    const button = $('notices-read-all');
+    button.disabled = true;
+    try {
+      const data = await gql(Q.markAllRead);
+      applyChanged(data.markAllRead);
+      announce('All notifications marked read');
+    } finally {
+      button.disabled = false;
+    }
+  }
+
+  async function markSeen() {
+    const data = await gql(Q.markSeen);
+    if (!notices.streaming) setNoticeCounts(data.markSeen);
+  }
+
+  function noticesOpen() {
+    return !$('notices-panel').hidden;
+  }
+
+  function openNotices() {
+    $('notices-panel').hidden = false;
+    $('bell').setAttribute('aria-expanded', 'true');
+    $('notices-panel').focus();
+    if (!notices.loaded || notices.stale) reloadNotices();
+    // Opening the bell is seeing what is in it.
+    guarded(markSeen)();
+  }
+
+  function closeNotices(refocus) {
+    if (!noticesOpen()) return;
+    $('notices-panel').hidden = true;
+    $('bell').setAttribute('aria-expanded', 'false');
+    if (refocus) $('bell').focus();
+  }
+
+  function setUpNotices() {
+    $('bell').addEventListener('click', () => (noticesOpen() ? closeNotices(false) : openNotices()));
+    $('notices-read-all').addEventListener('click', guarded(readAll));
+    $('notices-more').addEventListener('click', guarded(loadNotices));
+    document.addEventListener('keydown', (event) => {
+      if (event.key === 'Escape' && noticesOpen()) {
+        event.preventDefault();
+        closeNotices(true);
+      }
+    });
+    // A click elsewhere closes the panel. (The path, not the target: a
+    // click on a row redraws the row, and its target leaves the page.)
+    document.addEventListener('click', (event) => {
+      if (noticesOpen() && !event.composedPath().includes($('bell-wrap'))) closeNotices(false);
+    });
+    subscribeNotices();
+    // The stream begins with the counts; this only helps if it cannot run.
+    guarded(async () => {
+      const data = await gql(Q.noticeCounts);
+      if (!notices.streaming) setNoticeCounts(data.notificationCounts);
+    })();
   }
 
   // ---------------------------------------------------------------- start
@@ -1106,6 +1533,7 @@
     const scheme = location.protocol === 'https:' ? 'wss' : 'ws';
     live = new LiveClient(`${scheme}://${location.host}/graphql/ws`,
       { 'x-riverfeed-tenant': TENANT, 'x-riverfeed-user': me.id }, liveState);
+    setUpNotices();
     $('composer').addEventListener('submit', guarded(postStatus));
     // Ctrl+Enter (⌘+Enter) sends from any text box of the page.
     document.addEventListener('keydown', (event) => {
