@@ -27,11 +27,14 @@ use crate::model::{
     Scope, User,
 };
 use crate::relevancy::BumpRules;
-use crate::store::{JoinOutcome, Store, StoreError, StoreResult};
+use crate::store::{JoinOutcome, NoticeJob, NoticeSource, Store, StoreError, StoreResult};
 use crate::timeline::FeedModel;
 
 /// The tenant the demo lives in.
 pub const TENANT: &str = "demo";
+
+/// When a seeded like happened: this long after its action.
+const LIKED_AFTER: crate::model::Millis = 60_000;
 
 /// The demo organisation.
 pub fn roster() -> Roster {
@@ -258,11 +261,19 @@ async fn reactions(store: &dyn Store, history: &History, ids: &[ObjectId]) -> St
         store.add_comment(TENANT, comment).await.map(|_| ())
     })
     .await?;
+    // Each like notifies its action's actor, as a like through the API
+    // does: the worker writes it from the job, a minute after the action.
     concurrently(&history.likes, |&(action, user)| async move {
-        store
-            .set_like(TENANT, ids[action], user, true)
-            .await
-            .map(|_| ())
+        store.set_like(TENANT, ids[action], user, true).await?;
+        let job = NoticeJob {
+            tenant: TENANT.to_owned(),
+            source: NoticeSource::Like {
+                action_id: ids[action],
+                user: user.to_owned(),
+            },
+            at: history.actions[action].conducted + LIKED_AFTER,
+        };
+        store.queue_notice_job(&job).await
     })
     .await
 }

@@ -156,7 +156,7 @@ impl AggregateQuery {
         let mut next = after;
         let mut scanned = 0usize;
         let mut more = false;
-        'pages: while wanted > 0 {
+        'pages: loop {
             let paging = Paging {
                 first: Some(MAX_PAGE as i32),
                 after: next.clone(),

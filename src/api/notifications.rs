@@ -245,8 +245,10 @@ pub struct NotificationCounts {
 /// What a mark or an archive changed.
 #[derive(SimpleObject)]
 pub struct NotificationsChanged {
-    /// The groups changed, as they are now (archived ones included).
+    /// The groups changed and still listed, as they are now.
     pub groups: Vec<NotificationGroupNode>,
+    /// Ids of the groups archived through: no longer listed.
+    pub removed: Vec<ID>,
     pub unseen_count: u64,
     pub unread_count: u64,
 }
@@ -495,6 +497,7 @@ async fn changed(
         .await
         .api()?;
     let (inbox, c) = counts(state, viewer).await?;
+    let removed = change.removed.clone();
     if change != NoticeEvent::default() {
         notify::publish(&state.hub, &viewer.tenant, &viewer.user, change);
     }
@@ -505,6 +508,10 @@ async fn changed(
                 group,
                 seen_until: inbox.seen_until,
             })
+            .collect(),
+        removed: removed
+            .into_iter()
+            .map(|id| GlobalId::NotificationGroup(id).encode())
             .collect(),
         unseen_count: c.unseen_count,
         unread_count: c.unread_count,

@@ -25,7 +25,8 @@ impl Target {
     }
 }
 
-/// Marks the targets read. Returns the groups that changed.
+/// Marks the targets read. Returns the groups that changed (those archived
+/// through as removed).
 pub async fn mark_read(
     store: &dyn Store,
     tenant: &str,
@@ -102,8 +103,11 @@ async fn change(
             })
             .collect();
         let members = (!whole).then_some(members.as_slice());
-        if changed_one(store, tenant, owner, id, members, &apply).await? {
-            changed.updated.push(id);
+        match changed_one(store, tenant, owner, id, members, &apply).await? {
+            // Archived through: no longer listed.
+            Some(group) if group.visible == 0 => changed.removed.push(id),
+            Some(_) => changed.updated.push(id),
+            None => {}
         }
     }
     Ok(changed)
@@ -116,17 +120,17 @@ async fn changed_one(
     id: ObjectId,
     members: Option<&[ObjectId]>,
     apply: &impl Fn(&mut NoticeGroup, Option<&[ObjectId]>) -> bool,
-) -> StoreResult<bool> {
+) -> StoreResult<Option<NoticeGroup>> {
     for _ in 0..RETRIES {
         let Some(mut group) = store.notice_groups(tenant, owner, &[id]).await?.pop() else {
-            return Ok(false);
+            return Ok(None);
         };
         if !apply(&mut group, members) {
-            return Ok(false);
+            return Ok(None);
         }
         group.version += 1;
         if store.put_notice_group(&group).await? {
-            return Ok(true);
+            return Ok(Some(group));
         }
     }
     Err(contended(owner))

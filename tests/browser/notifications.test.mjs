@@ -87,22 +87,6 @@ async function staleDemoFiles() {
   return stale;
 }
 
-/**
- * The browser gets the tree's demo files instead of the binary's, under the
- * headers the binary sends (its content security policy included). tests/run
- * builds the binary from the tree, so there nothing is swapped.
- */
-async function serveTreeDemo() {
-  await browser.route((url) => url.origin === base && DEMO_FILES.has(url.pathname), async (route) => {
-    const response = await route.fetch();
-    const headers = { ...response.headers() };
-    delete headers['content-length'];
-    delete headers['content-encoding'];
-    const file = DEMO_FILES.get(new URL(route.request().url()).pathname);
-    await route.fulfill({ status: response.status(), headers, body: readFileSync(join(ROOT, 'web-demo', file)) });
-  });
-}
-
 /** A page that records every console error, page error and request that
  * does not go to our server. */
 async function openPage(name, path) {
@@ -140,10 +124,7 @@ before(async () => {
   server = await startServer(dataDir);
   base = server.base;
   const stale = await staleDemoFiles();
-  if (stale.length) {
-    console.log(`the binary serves an older web demo (${stale.join(', ')} differ from web-demo/):`
-      + ' the pages get the tree\'s files');
-  }
+  assert.deepEqual(stale, [], `${BIN} serves an older web demo than web-demo/: rebuild it`);
   const profile = mkdtempSync(join(tmpdir(), 'riverfeed-notices-chromium-'));
   scratch.push(profile);
   browser = await chromium.launchPersistentContext(profile, {
@@ -153,12 +134,8 @@ before(async () => {
     args: [
       '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
       '--disable-background-networking', '--disable-component-update', '--disable-sync',
-      // A page the test hands over has no address Chromium knows to be
-      // local, so it would be refused the loopback websocket.
-      ...(stale.length ? ['--disable-features=LocalNetworkAccessChecks'] : []),
     ],
   });
-  if (stale.length) await serveTreeDemo();
 });
 
 after(async () => {

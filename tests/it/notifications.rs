@@ -326,11 +326,16 @@ async fn read_seen_archived_and_paged(backend: Backend) {
 
     // Archived, a group is no longer listed; ids of nothing of hers change nothing.
     let gone = page[0]["id"].clone();
-    mary.data(
-        "mutation($ids: [ID!]!) { archive(ids: $ids) { unreadCount } }",
-        json!({ "ids": [gone] }),
-    )
-    .await;
+    let archived = mary
+        .data(
+            "mutation($ids: [ID!]!) { archive(ids: $ids) { groups { id } removed } }",
+            json!({ "ids": [gone] }),
+        )
+        .await;
+    assert_eq!(
+        archived["archive"],
+        json!({ "groups": [], "removed": [gone] })
+    );
     let left = nodes(&groups(&mary).await);
     assert_eq!(left.len(), 2);
     assert!(left.iter().all(|g| g["id"] != page[0]["id"]));
@@ -497,6 +502,16 @@ async fn live_on_every_page(backend: Backend) {
         let event = ws.next_payload().await["data"]["notificationEvents"].clone();
         assert_eq!(event["kind"], "COUNTS", "{event}");
         assert_eq!(event["unseenCount"], 0);
+    }
+    mary.data(
+        "mutation($ids: [ID!]!) { archive(ids: $ids) { unreadCount } }",
+        json!({ "ids": [group] }),
+    )
+    .await;
+    for ws in &mut pages {
+        let event = ws.next_payload().await["data"]["notificationEvents"].clone();
+        assert_eq!(event["kind"], "REMOVED", "{event}");
+        assert_eq!(event["groupId"], group);
     }
     server.stop().await;
 }
