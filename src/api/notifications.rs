@@ -485,6 +485,30 @@ fn targets(ids: &[ID]) -> async_graphql::Result<Vec<Target>> {
         .collect()
 }
 
+/// What a mark or an archive does.
+enum Change<'a> {
+    Read(&'a [ID]),
+    AllRead,
+    Archive(&'a [ID]),
+}
+
+/// Marks or archives the viewer's notifications, answers what changed and
+/// tells the viewer's other pages.
+async fn change(
+    ctx: &Context<'_>,
+    what: Change<'_>,
+) -> async_graphql::Result<NotificationsChanged> {
+    let (viewer, state) = (viewer(ctx)?, state(ctx)?);
+    let (store, tenant, owner) = (state.store.as_ref(), &viewer.tenant, &viewer.user);
+    let change = match what {
+        Change::Read(ids) => inbox::mark_read(store, tenant, owner, &targets(ids)?).await,
+        Change::AllRead => inbox::mark_all_read(store, tenant, owner).await,
+        Change::Archive(ids) => inbox::archive(store, tenant, owner, &targets(ids)?).await,
+    }
+    .api()?;
+    changed(state, viewer, change).await
+}
+
 /// Answers a mark or an archive, and tells the viewer's other pages.
 async fn changed(
     state: &AppState,
@@ -559,12 +583,7 @@ impl NotificationMutation {
         ctx: &Context<'_>,
         ids: Vec<ID>,
     ) -> async_graphql::Result<NotificationsChanged> {
-        let (viewer, state) = (viewer(ctx)?, state(ctx)?);
-        let targets = targets(&ids)?;
-        let change = inbox::mark_read(state.store.as_ref(), &viewer.tenant, &viewer.user, &targets)
-            .await
-            .api()?;
-        changed(state, viewer, change).await
+        change(ctx, Change::Read(&ids)).await
     }
 
     /// Marks every notification of the viewer read.
@@ -572,11 +591,7 @@ impl NotificationMutation {
         &self,
         ctx: &Context<'_>,
     ) -> async_graphql::Result<NotificationsChanged> {
-        let (viewer, state) = (viewer(ctx)?, state(ctx)?);
-        let change = inbox::mark_all_read(state.store.as_ref(), &viewer.tenant, &viewer.user)
-            .await
-            .api()?;
-        changed(state, viewer, change).await
+        change(ctx, Change::AllRead).await
     }
 
     /// Archives notifications (groups or single ones): they are no longer
@@ -587,12 +602,7 @@ impl NotificationMutation {
         ctx: &Context<'_>,
         ids: Vec<ID>,
     ) -> async_graphql::Result<NotificationsChanged> {
-        let (viewer, state) = (viewer(ctx)?, state(ctx)?);
-        let targets = targets(&ids)?;
-        let change = inbox::archive(state.store.as_ref(), &viewer.tenant, &viewer.user, &targets)
-            .await
-            .api()?;
-        changed(state, viewer, change).await
+        change(ctx, Change::Archive(&ids)).await
     }
 
     /// Sets the reasons the viewer is not notified for (the others are on).

@@ -289,6 +289,63 @@ async fn a_subscriber_on_one_api_hears_what_another_recorded_under_rivers() {
     two_apis_and_two_workers("rivers").await;
 }
 
+/// Notifications across processes: a like through one API process is
+/// written by a worker process, and both of the owner's pages, one on each
+/// API process, hear of it; a read through one lowers the count on the other.
+#[tokio::test]
+async fn notifications_reach_every_page_of_their_owner_across_processes() {
+    let Some(uri) = database("procs_notices") else {
+        return;
+    };
+    let a = Proc::start("serve", &uri, &["--no-worker"]).await;
+    let b = Proc::start("serve", &uri, &["--no-worker"]).await;
+    let _worker = Proc::start("worker", &uri, &[]).await;
+    let mary = a.client("mary");
+    let action = mary.post_status("hello", json!({})).await;
+    mary.wait_delivered(&action).await;
+
+    const EVENTS: &str =
+        "subscription { notificationEvents { kind groupId unreadCount group { reason } } }";
+    let mut pages = vec![a.ws("mary").await, b.ws("mary").await];
+    for page in &mut pages {
+        page.subscribe("n", EVENTS).await;
+        let counts = page.next_payload().await;
+        assert_eq!(
+            counts["data"]["notificationEvents"]["kind"], "COUNTS",
+            "{counts}"
+        );
+    }
+    a.wait_live_topics(1.0).await;
+    b.wait_live_topics(1.0).await;
+
+    b.client("rita")
+        .data(
+            "mutation($id: ID!) { like(actionId: $id) { actionId } }",
+            json!({ "id": action }),
+        )
+        .await;
+    let mut group = Value::Null;
+    for page in &mut pages {
+        let added = page.next_payload().await["data"]["notificationEvents"].clone();
+        assert_eq!(added["kind"], "ADDED", "{added}");
+        assert_eq!(added["group"]["reason"], "LIKE");
+        assert_eq!(added["unreadCount"], 1);
+        group = added["groupId"].clone();
+    }
+    mary.data(
+        "mutation($ids: [ID!]!) { markRead(ids: $ids) { unreadCount } }",
+        json!({ "ids": [group] }),
+    )
+    .await;
+    let read = pages[1].next_payload().await["data"]["notificationEvents"].clone();
+    assert_eq!(read["kind"], "UPDATED", "{read}");
+    assert_eq!(
+        read["unreadCount"], 0,
+        "the other process's page hears the read"
+    );
+    drop_db(&uri).await;
+}
+
 /// Readers of the big fan-out.
 const READERS: usize = 50_000;
 

@@ -9,6 +9,7 @@
 
 use async_trait::async_trait;
 use bson::{doc, Document};
+use mongodb::options::ReturnDocument;
 use mongodb::Collection;
 use serde::{Deserialize, Serialize};
 
@@ -267,33 +268,28 @@ impl NoticeStore for MongoStore {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        let due: Vec<JobDoc> = read_all(
-            self.notice_jobs
-                .find(doc! { "until": { "$lte": now } })
-                .sort(doc! { "until": 1, "_id": 1 })
-                .limit(int(limit)),
-        )
-        .await?;
+        // One job at a time, each taken in one step, as the other queues
+        // are: two workers never take the same job, and an empty queue costs
+        // one command a round.
         let until = now.saturating_add(lease_ms);
-        let mut claims = Vec::with_capacity(due.len());
-        for job in due {
-            // Only over the lease read: a worker that claimed it since has
-            // moved `until`, and this update then finds nothing.
+        let mut claims = Vec::new();
+        while claims.len() < limit {
             let claimed = self
                 .notice_jobs
-                .update_one(
-                    doc! { "_id": job.id, "until": job.until },
+                .find_one_and_update(
+                    doc! { "until": { "$lte": now } },
                     doc! { "$set": { "until": until, "worker": worker } },
                 )
+                .sort(doc! { "until": 1, "_id": 1 })
+                .return_document(ReturnDocument::After)
                 .await
                 .map_err(db_err)?;
-            if claimed.matched_count == 1 {
-                claims.push(NoticeClaim {
-                    job: job.job,
-                    worker: worker.to_owned(),
-                    lease_ms,
-                });
-            }
+            let Some(job) = claimed else { break };
+            claims.push(NoticeClaim {
+                job: job.job,
+                worker: worker.to_owned(),
+                lease_ms,
+            });
         }
         Ok(claims)
     }
