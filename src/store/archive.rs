@@ -8,15 +8,23 @@
 //! hidden-item tombstones, and queued fan-outs and bumps (a fan-out that was
 //! in progress is queued again, as after a crash). Importing the same records
 //! twice leaves one copy of each.
+//!
+//! Notifications travel as whole records: each notice group with its members
+//! (read and archived ones included), each user's inbox (seen watermark,
+//! preferences, mutes, markers) and each queued notice job. They are written
+//! through [`NoticeStore`], the way every backend writes them, by
+//! [`import_notices`]: groups and inboxes under their version (compare and
+//! set), jobs as queued.
 
 use async_trait::async_trait;
 use futures_util::stream::BoxStream;
 use serde::{Deserialize, Serialize};
 
-use super::StoreResult;
+use super::{ErrorKind, NoticeJob, NoticeSource, NoticeStore, StoreError, StoreResult};
 use crate::model::limits::{check_id, InputError};
 use crate::model::{
-    Action, Comment, FeedItem, GroupKind, MembershipRole, Millis, ObjectId, Reason,
+    Action, Comment, FeedItem, GroupKind, Inbox, MembershipRole, Millis, NoticeGroup, ObjectId,
+    Reason,
 };
 
 /// Which kind of edge a record holds.
@@ -125,6 +133,21 @@ pub enum Record {
         tenant: String,
         item: ItemRecord,
     },
+    /// A notice group whole, its members inside (tenant and owner inside).
+    /// Its `version` is the source store's; an import stores it anew (see
+    /// [`import_notices`]).
+    NoticeGroup {
+        group: NoticeGroup,
+    },
+    /// A user's inbox whole: what was seen, preferences, mutes, markers.
+    Inbox {
+        inbox: Inbox,
+    },
+    /// A queued notice job, without its lease: one a worker held when the
+    /// records were taken imports as waiting, as after a crash.
+    NoticeJob {
+        job: NoticeJob,
+    },
 }
 
 impl Record {
@@ -140,6 +163,9 @@ impl Record {
             | Record::Like { tenant, .. }
             | Record::FeedItem { tenant, .. } => tenant,
             Record::Action { action } => &action.tenant,
+            Record::NoticeGroup { group } => &group.tenant,
+            Record::Inbox { inbox } => &inbox.tenant,
+            Record::NoticeJob { job } => &job.tenant,
         }
     }
 
@@ -175,6 +201,23 @@ impl Record {
             Record::Comment { comment, .. } => check_id("authorId", &comment.author_id),
             Record::Like { user, .. } => check_id("user", user),
             Record::FeedItem { item, .. } => check_id("owner", &item.owner),
+            Record::NoticeGroup { group } => {
+                // The key is not an id: it joins ids and may be longer.
+                check_id("owner", &group.owner)?;
+                group
+                    .members
+                    .iter()
+                    .try_for_each(|m| check_id("actor", &m.actor))
+            }
+            Record::Inbox { inbox } => check_id("owner", &inbox.owner),
+            Record::NoticeJob { job } => match &job.source {
+                NoticeSource::Like { user, .. } => check_id("user", user),
+                NoticeSource::Assigned { ref_id, user, by } => {
+                    check_id("refId", ref_id)?;
+                    check_id("user", user)?;
+                    check_id("by", by)
+                }
+            },
         }
     }
 
@@ -190,6 +233,9 @@ impl Record {
             Record::Comment { .. } => "comment",
             Record::Like { .. } => "like",
             Record::FeedItem { .. } => "feedItem",
+            Record::NoticeGroup { .. } => "noticeGroup",
+            Record::Inbox { .. } => "inbox",
+            Record::NoticeJob { .. } => "noticeJob",
         }
     }
 }
@@ -199,11 +245,92 @@ impl Record {
 pub trait Archive: Send + Sync {
     /// Every record of `tenant`, or of all tenants, streamed. Users and the
     /// graph come first, then actions, then what refers to actions (comments,
-    /// likes, feed items), so that an import in stream order never meets a
-    /// reference to something it has not written yet.
+    /// likes, feed items, then notice groups, inboxes and notice jobs), so
+    /// that an import in stream order never meets a reference to something it
+    /// has not written yet.
     fn export<'a>(&'a self, tenant: Option<&'a str>) -> BoxStream<'a, StoreResult<Record>>;
 
     /// Writes records as they are. A record that is already there is
     /// replaced, so importing twice leaves one copy.
     async fn import(&self, records: &[Record]) -> StoreResult<()>;
+}
+
+/// Tries at writing one group or inbox over what is stored, when other
+/// writes keep coming first.
+const NOTICE_ATTEMPTS: usize = 10;
+
+/// Imports the notification records among `records` through [`NoticeStore`],
+/// in order, for every backend's [`Archive::import`]; other records are
+/// skipped.
+///
+/// - A group is stored as version 1, as a new group is. Where its owner has a
+///   group of the same key already (a second import, or a target in use), the
+///   archive's group replaces it as other records replace theirs: its
+///   members, counts and position, written as the next version of the stored
+///   group, which keeps the id it has in the target (an owner has one group
+///   per key; pages and live events there name that id).
+/// - An inbox is stored as version 1, or as the next version of the one
+///   stored, which it replaces.
+/// - A job is queued as waiting; a job of the same key queued already (or
+///   held by a worker) stays as it is, as queueing it again would leave it.
+pub async fn import_notices<S>(store: &S, records: &[Record]) -> StoreResult<()>
+where
+    S: NoticeStore + ?Sized,
+{
+    for record in records {
+        match record {
+            Record::NoticeGroup { group } => import_group(store, group).await?,
+            Record::Inbox { inbox } => import_inbox(store, inbox).await?,
+            Record::NoticeJob { job } => store.queue_notice_job(job).await?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+async fn import_group<S>(store: &S, group: &NoticeGroup) -> StoreResult<()>
+where
+    S: NoticeStore + ?Sized,
+{
+    let mut group = group.clone();
+    group.version = 1;
+    for _ in 0..NOTICE_ATTEMPTS {
+        if store.put_notice_group(&group).await? {
+            return Ok(());
+        }
+        if let Some(stored) = store
+            .notice_group(&group.tenant, &group.owner, &group.key)
+            .await?
+        {
+            group.id = stored.id;
+            group.version = stored.version + 1;
+        }
+    }
+    Err(lost("notice group", &group.owner, &group.key))
+}
+
+async fn import_inbox<S>(store: &S, inbox: &Inbox) -> StoreResult<()>
+where
+    S: NoticeStore + ?Sized,
+{
+    let mut inbox = inbox.clone();
+    inbox.version = 1;
+    for _ in 0..NOTICE_ATTEMPTS {
+        if store.put_inbox(&inbox).await? {
+            return Ok(());
+        }
+        inbox.version = store.inbox(&inbox.tenant, &inbox.owner).await?.version + 1;
+    }
+    Err(lost("inbox", &inbox.owner, ""))
+}
+
+fn lost(what: &str, owner: &str, key: &str) -> StoreError {
+    StoreError::new(
+        ErrorKind::Unavailable,
+        format!(
+            "importing {owner}'s {what} {key}: not written over what is stored in \
+             {NOTICE_ATTEMPTS} attempts (other writes kept coming first); import it \
+             again when the store is quiet"
+        ),
+    )
 }

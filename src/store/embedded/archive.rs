@@ -4,7 +4,8 @@
 //! Export reads on a blocking thread and hands records over a bounded channel,
 //! so a large store streams in constant memory and a slow consumer slows the
 //! reader rather than filling memory. Import writes each call's records in one
-//! synced batch.
+//! synced batch, then its notification records through the store's
+//! [`crate::store::NoticeStore`] (see [`crate::store::archive::import_notices`]).
 
 use async_trait::async_trait;
 use futures_util::stream::BoxStream;
@@ -22,6 +23,7 @@ use super::graph::{
 use super::keys::{self, graph as tag, reaction, ItemState, Key, Lease, Reader};
 use super::{EmbeddedStore, Inner};
 use crate::model::{Action, EdgeKind, FanOut, FanOutState, ObjectId, Reason, ReasonKind};
+use crate::store::archive::import_notices;
 use crate::store::{
     Archive, EdgeRecordKind, ErrorKind, ItemRecord, Record, StoreError, StoreResult,
 };
@@ -379,6 +381,8 @@ impl Inner {
                         &item.reason,
                     );
                 }
+                // Written after the batch, under their versions.
+                Record::NoticeGroup { .. } | Record::Inbox { .. } | Record::NoticeJob { .. } => {}
             }
         }
         self.commit(batch)?;
@@ -432,7 +436,8 @@ impl Archive for EmbeddedStore {
     }
 
     async fn import(&self, records: &[Record]) -> StoreResult<()> {
-        let records = records.to_vec();
-        self.blocking(move |db| db.import(&records)).await
+        let batch = records.to_vec();
+        self.blocking(move |db| db.import(&batch)).await?;
+        import_notices(self, records).await
     }
 }

@@ -7,7 +7,11 @@
 //! Imported documents are written in the shapes the API writes them (see the
 //! collections in `mod.rs`): a queued fan-out has `fanOut.lockedUntil` at the
 //! epoch, a queued bump has `bumpDue` at the epoch, a hidden item sits at the
-//! tombstone relevancy.
+//! tombstone relevancy. Notification records (notice groups, inboxes, notice
+//! jobs) are written last, one at a time through [`crate::store::NoticeStore`]
+//! as every backend writes them (see [`crate::store::archive::import_notices`]):
+//! groups and inboxes under their version (an insert, or where one is stored
+//! already an insert refused, a read and a replace) rather than as upserts.
 
 use std::future::{ready, Future};
 
@@ -21,6 +25,7 @@ use super::{
     CommentDoc, MongoStore, TOMBSTONE,
 };
 use crate::model::{EdgeKind, FanOut, FanOutState, FeedItem};
+use crate::store::archive::import_notices;
 use crate::store::{
     Archive, EdgeRecordKind, ErrorKind, ItemRecord, Record, StoreError, StoreResult,
 };
@@ -225,6 +230,8 @@ impl Statements {
                     },
                 });
             }
+            // Written after the statements, under their versions.
+            Record::NoticeGroup { .. } | Record::Inbox { .. } | Record::NoticeJob { .. } => {}
         }
         Ok(())
     }
@@ -451,7 +458,7 @@ impl Archive for MongoStore {
                 self.note_discussion(tenant, comment).await?;
             }
         }
-        Ok(())
+        import_notices(self, records).await
     }
 }
 
