@@ -20,7 +20,8 @@ use super::graph::{
     member_of_key, member_of_value, member_value, user_key, user_name, user_value,
     EDGE_FOLLOWS_OUT, EDGE_FRIEND, EDGE_GROUP_OUT,
 };
-use super::keys::{self, graph as tag, reaction, ItemState, Key, Lease, Reader};
+use super::keys::{self, graph as tag, queue, reaction, ItemState, Key, Lease, Reader};
+use super::notices::decode_job;
 use super::{EmbeddedStore, Inner};
 use crate::model::{Action, EdgeKind, FanOut, FanOutState, ObjectId, Reason, ReasonKind};
 use crate::store::archive::import_notices;
@@ -192,6 +193,23 @@ impl Inner {
                 hidden: state.hidden,
             };
             emit(Record::FeedItem { tenant, item })
+        })?;
+        // Groups and inboxes only: their id and position indexes follow from
+        // them, and are rebuilt by the import's writes.
+        each(self, GRAPH, Some(tag::NOTICE_GROUP), &mut |_, v| {
+            emit(Record::NoticeGroup {
+                group: keys::decode_record(v)?,
+            })
+        })?;
+        each(self, GRAPH, Some(tag::INBOX), &mut |_, v| {
+            emit(Record::Inbox {
+                inbox: keys::decode_record(v)?,
+            })
+        })?;
+        each(self, QUEUE, Some(queue::NOTICE_JOB), &mut |_, v| {
+            emit(Record::NoticeJob {
+                job: decode_job(v)?,
+            })
         })?;
         Ok(())
     }
