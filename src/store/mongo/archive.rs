@@ -20,6 +20,7 @@ use bson::{doc, Bson, DateTime, Document};
 use futures_util::stream::{self, BoxStream, Stream, StreamExt, TryStreamExt};
 
 use super::layout::Stored;
+use super::notices::group_of;
 use super::{
     db_err, epoch, group_kind_from, group_kind_name, kind_name, role_from, role_name, ActionDoc,
     CommentDoc, MongoStore, TOMBSTONE,
@@ -405,6 +406,46 @@ impl Archive for MongoStore {
                 }
             }))
         });
+        let notice_groups = section(async move {
+            let cursor = self
+                .notice_groups
+                .find(tenant_filter(tenant))
+                .sort(doc! { "tenant": 1, "owner": 1, "key": 1 })
+                .await
+                .map_err(db_err)?;
+            Ok(cursor.map(|found| {
+                Ok(Record::NoticeGroup {
+                    group: group_of(found.map_err(db_err)?)?,
+                })
+            }))
+        });
+        let inboxes = section(async move {
+            let cursor = self
+                .inboxes
+                .find(tenant_filter(tenant))
+                .sort(doc! { "tenant": 1, "owner": 1 })
+                .await
+                .map_err(db_err)?;
+            Ok(cursor.map(|found| {
+                Ok(Record::Inbox {
+                    inbox: found.map_err(db_err)?,
+                })
+            }))
+        });
+        let notice_jobs = section(async move {
+            let cursor = self
+                .notice_jobs
+                .find(tenant_filter(tenant))
+                .sort(doc! { "tenant": 1, "key": 1 })
+                .await
+                .map_err(db_err)?;
+            // Waiting or held by a worker: either way still to do.
+            Ok(cursor.map(|found| {
+                Ok(Record::NoticeJob {
+                    job: found.map_err(db_err)?.into_job(),
+                })
+            }))
+        });
         stream::iter([
             users,
             edges,
@@ -415,6 +456,9 @@ impl Archive for MongoStore {
             comments,
             likes,
             feed_items,
+            notice_groups,
+            inboxes,
+            notice_jobs,
         ])
         .flatten()
         .boxed()
