@@ -16,8 +16,10 @@
 //! [`import_notices`]: groups and inboxes under their version (compare and
 //! set), jobs as queued.
 
+use std::collections::HashSet;
+
 use async_trait::async_trait;
-use futures_util::stream::BoxStream;
+use futures_util::stream::{self, BoxStream, TryStreamExt};
 use serde::{Deserialize, Serialize};
 
 use super::{ErrorKind, NoticeJob, NoticeSource, NoticeStore, StoreError, StoreResult};
@@ -259,9 +261,13 @@ pub trait Archive: Send + Sync {
 /// writes keep coming first.
 const NOTICE_ATTEMPTS: usize = 10;
 
+/// Notification records written at once: writes of different keys do not
+/// wait for each other (the embedded store syncs them together, MongoDB
+/// takes them over several connections).
+const NOTICE_WRITES_AT_ONCE: usize = 32;
+
 /// Imports the notification records among `records` through [`NoticeStore`],
-/// in order, for every backend's [`Archive::import`]; other records are
-/// skipped.
+/// for every backend's [`Archive::import`]; other records are skipped.
 ///
 /// - A group is stored as version 1, as a new group is. Where its owner has a
 ///   group of the same key already (a second import, or a target in use), the
@@ -273,19 +279,67 @@ const NOTICE_ATTEMPTS: usize = 10;
 ///   stored, which it replaces.
 /// - A job is queued as waiting; a job of the same key queued already (or
 ///   held by a worker) stays as it is, as queueing it again would leave it.
+///
+/// Records of different keys are written concurrently; of one key, only the
+/// one that writing them in order would leave is written (the last group or
+/// inbox, the first job).
 pub async fn import_notices<S>(store: &S, records: &[Record]) -> StoreResult<()>
 where
     S: NoticeStore + ?Sized,
 {
-    for record in records {
-        match record {
-            Record::NoticeGroup { group } => import_group(store, group).await?,
-            Record::Inbox { inbox } => import_inbox(store, inbox).await?,
-            Record::NoticeJob { job } => store.queue_notice_job(job).await?,
-            _ => {}
+    let mut seen = HashSet::new();
+    let mut keep = vec![false; records.len()];
+    // A job: the first of its key is queued; the others would change nothing.
+    for (n, record) in records.iter().enumerate() {
+        if let Some(key @ (NoticeKind::Job, ..)) = notice_key(record) {
+            keep[n] = seen.insert(key);
         }
     }
-    Ok(())
+    // A group or an inbox: the last of its key replaces the others.
+    for (n, record) in records.iter().enumerate().rev() {
+        if let Some(key @ (NoticeKind::Group | NoticeKind::Inbox, ..)) = notice_key(record) {
+            keep[n] = seen.insert(key);
+        }
+    }
+    let writes = records.iter().zip(keep).filter(|(_, kept)| *kept);
+    stream::iter(writes.map(|(record, _)| Ok(record)))
+        .try_for_each_concurrent(NOTICE_WRITES_AT_ONCE, |record| async move {
+            match record {
+                Record::NoticeGroup { group } => import_group(store, group).await,
+                Record::Inbox { inbox } => import_inbox(store, inbox).await,
+                Record::NoticeJob { job } => store.queue_notice_job(job).await,
+                _ => Ok(()),
+            }
+        })
+        .await
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum NoticeKind {
+    Group,
+    Inbox,
+    Job,
+}
+
+/// What a notification record is stored under (tenant, owner, key): of one
+/// key, one record is written.
+fn notice_key(record: &Record) -> Option<(NoticeKind, &str, &str, String)> {
+    match record {
+        Record::NoticeGroup { group } => Some((
+            NoticeKind::Group,
+            &group.tenant,
+            &group.owner,
+            group.key.clone(),
+        )),
+        Record::Inbox { inbox } => Some((
+            NoticeKind::Inbox,
+            &inbox.tenant,
+            &inbox.owner,
+            String::new(),
+        )),
+        Record::NoticeJob { job } => Some((NoticeKind::Job, &job.tenant, "", job.source.key())),
+        _ => None,
+    }
 }
 
 async fn import_group<S>(store: &S, group: &NoticeGroup) -> StoreResult<()>

@@ -1027,7 +1027,19 @@ async fn imported_notices_replace_what_is_stored(backend: Backend) {
         },
         at: NOW + 30,
     };
+    // Earlier records of the same keys (two archives run together): the
+    // last group and inbox win, as writing them in order would leave them.
+    let mut earlier_group = archived.clone();
+    earlier_group.mark_read(None);
+    let mut earlier_inbox = inbox.clone();
+    earlier_inbox.seen_until = NOW + 1;
     let records = vec![
+        Record::NoticeGroup {
+            group: earlier_group,
+        },
+        Record::Inbox {
+            inbox: earlier_inbox,
+        },
         Record::NoticeGroup {
             group: archived.clone(),
         },
