@@ -8,15 +8,25 @@
 //! hidden-item tombstones, and queued fan-outs and bumps (a fan-out that was
 //! in progress is queued again, as after a crash). Importing the same records
 //! twice leaves one copy of each.
+//!
+//! Notifications travel as whole records: each notice group with its members
+//! (read and archived ones included), each user's inbox (seen watermark,
+//! preferences, mutes, markers) and each queued notice job. They are written
+//! through [`NoticeStore`], the way every backend writes them, by
+//! [`import_notices`]: groups and inboxes under their version (compare and
+//! set), jobs as queued.
+
+use std::collections::HashSet;
 
 use async_trait::async_trait;
-use futures_util::stream::BoxStream;
+use futures_util::stream::{self, BoxStream, TryStreamExt};
 use serde::{Deserialize, Serialize};
 
-use super::StoreResult;
+use super::{ErrorKind, NoticeJob, NoticeSource, NoticeStore, StoreError, StoreResult};
 use crate::model::limits::{check_id, InputError};
 use crate::model::{
-    Action, Comment, FeedItem, GroupKind, MembershipRole, Millis, ObjectId, Reason,
+    Action, Comment, FeedItem, GroupKind, Inbox, MembershipRole, Millis, NoticeGroup, ObjectId,
+    Reason,
 };
 
 /// Which kind of edge a record holds.
@@ -125,6 +135,21 @@ pub enum Record {
         tenant: String,
         item: ItemRecord,
     },
+    /// A notice group whole, its members inside (tenant and owner inside).
+    /// Its `version` is the source store's; an import stores it anew (see
+    /// [`import_notices`]).
+    NoticeGroup {
+        group: NoticeGroup,
+    },
+    /// A user's inbox whole: what was seen, preferences, mutes, markers.
+    Inbox {
+        inbox: Inbox,
+    },
+    /// A queued notice job, without its lease: one a worker held when the
+    /// records were taken imports as waiting, as after a crash.
+    NoticeJob {
+        job: NoticeJob,
+    },
 }
 
 impl Record {
@@ -140,6 +165,9 @@ impl Record {
             | Record::Like { tenant, .. }
             | Record::FeedItem { tenant, .. } => tenant,
             Record::Action { action } => &action.tenant,
+            Record::NoticeGroup { group } => &group.tenant,
+            Record::Inbox { inbox } => &inbox.tenant,
+            Record::NoticeJob { job } => &job.tenant,
         }
     }
 
@@ -175,6 +203,23 @@ impl Record {
             Record::Comment { comment, .. } => check_id("authorId", &comment.author_id),
             Record::Like { user, .. } => check_id("user", user),
             Record::FeedItem { item, .. } => check_id("owner", &item.owner),
+            Record::NoticeGroup { group } => {
+                // The key is not an id: it joins ids and may be longer.
+                check_id("owner", &group.owner)?;
+                group
+                    .members
+                    .iter()
+                    .try_for_each(|m| check_id("actor", &m.actor))
+            }
+            Record::Inbox { inbox } => check_id("owner", &inbox.owner),
+            Record::NoticeJob { job } => match &job.source {
+                NoticeSource::Like { user, .. } => check_id("user", user),
+                NoticeSource::Assigned { ref_id, user, by } => {
+                    check_id("refId", ref_id)?;
+                    check_id("user", user)?;
+                    check_id("by", by)
+                }
+            },
         }
     }
 
@@ -190,6 +235,9 @@ impl Record {
             Record::Comment { .. } => "comment",
             Record::Like { .. } => "like",
             Record::FeedItem { .. } => "feedItem",
+            Record::NoticeGroup { .. } => "noticeGroup",
+            Record::Inbox { .. } => "inbox",
+            Record::NoticeJob { .. } => "noticeJob",
         }
     }
 }
@@ -199,11 +247,144 @@ impl Record {
 pub trait Archive: Send + Sync {
     /// Every record of `tenant`, or of all tenants, streamed. Users and the
     /// graph come first, then actions, then what refers to actions (comments,
-    /// likes, feed items), so that an import in stream order never meets a
-    /// reference to something it has not written yet.
+    /// likes, feed items, then notice groups, inboxes and notice jobs), so
+    /// that an import in stream order never meets a reference to something it
+    /// has not written yet.
     fn export<'a>(&'a self, tenant: Option<&'a str>) -> BoxStream<'a, StoreResult<Record>>;
 
     /// Writes records as they are. A record that is already there is
     /// replaced, so importing twice leaves one copy.
     async fn import(&self, records: &[Record]) -> StoreResult<()>;
+}
+
+/// Tries at writing one group or inbox over what is stored, when other
+/// writes keep coming first.
+const NOTICE_ATTEMPTS: usize = 10;
+
+/// Notification records written at once: writes of different keys do not
+/// wait for each other (the embedded store syncs them together, MongoDB
+/// takes them over several connections).
+const NOTICE_WRITES_AT_ONCE: usize = 32;
+
+/// Imports the notification records among `records` through [`NoticeStore`],
+/// for every backend's [`Archive::import`]; other records are skipped.
+///
+/// - A group is stored as version 1, as a new group is. Where its owner has a
+///   group of the same key already (a second import, or a target in use), the
+///   archive's group replaces it as other records replace theirs: its
+///   members, counts and position, written as the next version of the stored
+///   group, which keeps the id it has in the target (an owner has one group
+///   per key; pages and live events there name that id).
+/// - An inbox is stored as version 1, or as the next version of the one
+///   stored, which it replaces.
+/// - A job is queued as waiting; a job of the same key queued already (or
+///   held by a worker) stays as it is, as queueing it again would leave it.
+///
+/// Records of different keys are written concurrently; of one key, only the
+/// one that writing them in order would leave is written (the last group or
+/// inbox, the first job).
+pub async fn import_notices<S>(store: &S, records: &[Record]) -> StoreResult<()>
+where
+    S: NoticeStore + ?Sized,
+{
+    let mut seen = HashSet::new();
+    let mut keep = vec![false; records.len()];
+    // A job: the first of its key is queued; the others would change nothing.
+    for (n, record) in records.iter().enumerate() {
+        if let Some(key @ (NoticeKind::Job, ..)) = notice_key(record) {
+            keep[n] = seen.insert(key);
+        }
+    }
+    // A group or an inbox: the last of its key replaces the others.
+    for (n, record) in records.iter().enumerate().rev() {
+        if let Some(key @ (NoticeKind::Group | NoticeKind::Inbox, ..)) = notice_key(record) {
+            keep[n] = seen.insert(key);
+        }
+    }
+    let writes = records.iter().zip(keep).filter(|(_, kept)| *kept);
+    stream::iter(writes.map(|(record, _)| Ok(record)))
+        .try_for_each_concurrent(NOTICE_WRITES_AT_ONCE, |record| async move {
+            match record {
+                Record::NoticeGroup { group } => import_group(store, group).await,
+                Record::Inbox { inbox } => import_inbox(store, inbox).await,
+                Record::NoticeJob { job } => store.queue_notice_job(job).await,
+                _ => Ok(()),
+            }
+        })
+        .await
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum NoticeKind {
+    Group,
+    Inbox,
+    Job,
+}
+
+/// What a notification record is stored under (tenant, owner, key): of one
+/// key, one record is written.
+fn notice_key(record: &Record) -> Option<(NoticeKind, &str, &str, String)> {
+    match record {
+        Record::NoticeGroup { group } => Some((
+            NoticeKind::Group,
+            &group.tenant,
+            &group.owner,
+            group.key.clone(),
+        )),
+        Record::Inbox { inbox } => Some((
+            NoticeKind::Inbox,
+            &inbox.tenant,
+            &inbox.owner,
+            String::new(),
+        )),
+        Record::NoticeJob { job } => Some((NoticeKind::Job, &job.tenant, "", job.source.key())),
+        _ => None,
+    }
+}
+
+async fn import_group<S>(store: &S, group: &NoticeGroup) -> StoreResult<()>
+where
+    S: NoticeStore + ?Sized,
+{
+    let mut group = group.clone();
+    group.version = 1;
+    for _ in 0..NOTICE_ATTEMPTS {
+        if store.put_notice_group(&group).await? {
+            return Ok(());
+        }
+        if let Some(stored) = store
+            .notice_group(&group.tenant, &group.owner, &group.key)
+            .await?
+        {
+            group.id = stored.id;
+            group.version = stored.version + 1;
+        }
+    }
+    Err(lost("notice group", &group.owner, &group.key))
+}
+
+async fn import_inbox<S>(store: &S, inbox: &Inbox) -> StoreResult<()>
+where
+    S: NoticeStore + ?Sized,
+{
+    let mut inbox = inbox.clone();
+    inbox.version = 1;
+    for _ in 0..NOTICE_ATTEMPTS {
+        if store.put_inbox(&inbox).await? {
+            return Ok(());
+        }
+        inbox.version = store.inbox(&inbox.tenant, &inbox.owner).await?.version + 1;
+    }
+    Err(lost("inbox", &inbox.owner, ""))
+}
+
+fn lost(what: &str, owner: &str, key: &str) -> StoreError {
+    StoreError::new(
+        ErrorKind::Unavailable,
+        format!(
+            "importing {owner}'s {what} {key}: not written over what is stored in \
+             {NOTICE_ATTEMPTS} attempts (other writes kept coming first); import it \
+             again when the store is quiet"
+        ),
+    )
 }

@@ -4,7 +4,8 @@
 //! Export reads on a blocking thread and hands records over a bounded channel,
 //! so a large store streams in constant memory and a slow consumer slows the
 //! reader rather than filling memory. Import writes each call's records in one
-//! synced batch.
+//! synced batch, then its notification records through the store's
+//! [`crate::store::NoticeStore`] (see [`crate::store::archive::import_notices`]).
 
 use async_trait::async_trait;
 use futures_util::stream::BoxStream;
@@ -19,9 +20,11 @@ use super::graph::{
     member_of_key, member_of_value, member_value, user_key, user_name, user_value,
     EDGE_FOLLOWS_OUT, EDGE_FRIEND, EDGE_GROUP_OUT,
 };
-use super::keys::{self, graph as tag, reaction, ItemState, Key, Lease, Reader};
+use super::keys::{self, graph as tag, queue, reaction, ItemState, Key, Lease, Reader};
+use super::notices::decode_job;
 use super::{EmbeddedStore, Inner};
 use crate::model::{Action, EdgeKind, FanOut, FanOutState, ObjectId, Reason, ReasonKind};
+use crate::store::archive::import_notices;
 use crate::store::{
     Archive, EdgeRecordKind, ErrorKind, ItemRecord, Record, StoreError, StoreResult,
 };
@@ -190,6 +193,23 @@ impl Inner {
                 hidden: state.hidden,
             };
             emit(Record::FeedItem { tenant, item })
+        })?;
+        // Groups and inboxes only: their id and position indexes follow from
+        // them, and are rebuilt by the import's writes.
+        each(self, GRAPH, Some(tag::NOTICE_GROUP), &mut |_, v| {
+            emit(Record::NoticeGroup {
+                group: keys::decode_record(v)?,
+            })
+        })?;
+        each(self, GRAPH, Some(tag::INBOX), &mut |_, v| {
+            emit(Record::Inbox {
+                inbox: keys::decode_record(v)?,
+            })
+        })?;
+        each(self, QUEUE, Some(queue::NOTICE_JOB), &mut |_, v| {
+            emit(Record::NoticeJob {
+                job: decode_job(v)?,
+            })
         })?;
         Ok(())
     }
@@ -379,6 +399,8 @@ impl Inner {
                         &item.reason,
                     );
                 }
+                // Written after the batch, under their versions.
+                Record::NoticeGroup { .. } | Record::Inbox { .. } | Record::NoticeJob { .. } => {}
             }
         }
         self.commit(batch)?;
@@ -432,7 +454,8 @@ impl Archive for EmbeddedStore {
     }
 
     async fn import(&self, records: &[Record]) -> StoreResult<()> {
-        let records = records.to_vec();
-        self.blocking(move |db| db.import(&records)).await
+        let batch = records.to_vec();
+        self.blocking(move |db| db.import(&batch)).await?;
+        import_notices(self, records).await
     }
 }

@@ -66,6 +66,11 @@ struct Entry {
     unread: bool,
 }
 
+/// A queued job's record: the job itself, without its lease.
+pub(super) fn decode_job(value: &[u8]) -> StoreResult<NoticeJob> {
+    keys::decode_record::<Job>(value).map(|record| record.job)
+}
+
 #[derive(Serialize, Deserialize)]
 struct Job {
     job: NoticeJob,

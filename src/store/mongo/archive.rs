@@ -7,7 +7,11 @@
 //! Imported documents are written in the shapes the API writes them (see the
 //! collections in `mod.rs`): a queued fan-out has `fanOut.lockedUntil` at the
 //! epoch, a queued bump has `bumpDue` at the epoch, a hidden item sits at the
-//! tombstone relevancy.
+//! tombstone relevancy. Notification records (notice groups, inboxes, notice
+//! jobs) are written last, one at a time through [`crate::store::NoticeStore`]
+//! as every backend writes them (see [`crate::store::archive::import_notices`]):
+//! groups and inboxes under their version (an insert, or where one is stored
+//! already an insert refused, a read and a replace) rather than as upserts.
 
 use std::future::{ready, Future};
 
@@ -16,11 +20,13 @@ use bson::{doc, Bson, DateTime, Document};
 use futures_util::stream::{self, BoxStream, Stream, StreamExt, TryStreamExt};
 
 use super::layout::Stored;
+use super::notices::group_of;
 use super::{
     db_err, epoch, group_kind_from, group_kind_name, kind_name, role_from, role_name, ActionDoc,
     CommentDoc, MongoStore, TOMBSTONE,
 };
 use crate::model::{EdgeKind, FanOut, FanOutState, FeedItem};
+use crate::store::archive::import_notices;
 use crate::store::{
     Archive, EdgeRecordKind, ErrorKind, ItemRecord, Record, StoreError, StoreResult,
 };
@@ -225,6 +231,8 @@ impl Statements {
                     },
                 });
             }
+            // Written after the statements, under their versions.
+            Record::NoticeGroup { .. } | Record::Inbox { .. } | Record::NoticeJob { .. } => {}
         }
         Ok(())
     }
@@ -398,6 +406,46 @@ impl Archive for MongoStore {
                 }
             }))
         });
+        let notice_groups = section(async move {
+            let cursor = self
+                .notice_groups
+                .find(tenant_filter(tenant))
+                .sort(doc! { "tenant": 1, "owner": 1, "key": 1 })
+                .await
+                .map_err(db_err)?;
+            Ok(cursor.map(|found| {
+                Ok(Record::NoticeGroup {
+                    group: group_of(found.map_err(db_err)?)?,
+                })
+            }))
+        });
+        let inboxes = section(async move {
+            let cursor = self
+                .inboxes
+                .find(tenant_filter(tenant))
+                .sort(doc! { "tenant": 1, "owner": 1 })
+                .await
+                .map_err(db_err)?;
+            Ok(cursor.map(|found| {
+                Ok(Record::Inbox {
+                    inbox: found.map_err(db_err)?,
+                })
+            }))
+        });
+        let notice_jobs = section(async move {
+            let cursor = self
+                .notice_jobs
+                .find(tenant_filter(tenant))
+                .sort(doc! { "tenant": 1, "key": 1 })
+                .await
+                .map_err(db_err)?;
+            // Waiting or held by a worker: either way still to do.
+            Ok(cursor.map(|found| {
+                Ok(Record::NoticeJob {
+                    job: found.map_err(db_err)?.into_job(),
+                })
+            }))
+        });
         stream::iter([
             users,
             edges,
@@ -408,6 +456,9 @@ impl Archive for MongoStore {
             comments,
             likes,
             feed_items,
+            notice_groups,
+            inboxes,
+            notice_jobs,
         ])
         .flatten()
         .boxed()
@@ -451,7 +502,7 @@ impl Archive for MongoStore {
                 self.note_discussion(tenant, comment).await?;
             }
         }
-        Ok(())
+        import_notices(self, records).await
     }
 }
 

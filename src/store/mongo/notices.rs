@@ -34,6 +34,13 @@ pub(super) struct JobDoc {
     worker: Option<String>,
 }
 
+impl JobDoc {
+    /// The job, without its lease.
+    pub(super) fn into_job(self) -> NoticeJob {
+        self.job
+    }
+}
+
 /// A group as stored: its fields, with its id as `_id` (the order pages
 /// break ties in).
 fn group_doc(group: &NoticeGroup) -> StoreResult<Document> {
@@ -44,7 +51,7 @@ fn group_doc(group: &NoticeGroup) -> StoreResult<Document> {
     Ok(doc)
 }
 
-fn group_of(mut doc: Document) -> StoreResult<NoticeGroup> {
+pub(super) fn group_of(mut doc: Document) -> StoreResult<NoticeGroup> {
     if let Some(id) = doc.remove("_id") {
         doc.insert("id", id);
     }
