@@ -330,6 +330,59 @@ fn figures(r: &Results) -> Vec<(String, String, String)> {
             ),
         );
     }
+    if let Some(n) = &r.notifications {
+        let w = &n.write;
+        row(
+            "notifications",
+            format!(
+                "{} likes + {} comments on {} posts (concurrency 16)",
+                w.likes, w.comments, w.actions
+            ),
+            format!(
+                "{:.0} mutations/s, p50 {:.2} ms, p95 {:.2} ms, p99 {:.2} ms",
+                w.mutations_per_sec,
+                w.mutation_latency.p50_ms,
+                w.mutation_latency.p95_ms,
+                w.mutation_latency.p99_ms
+            ),
+        );
+        row(
+            "notifications",
+            format!(
+                "{} notices written ({} like, {} comment, {} reply) to {} users",
+                w.notices, w.like_notices, w.comment_notices, w.reply_notices, w.recipients
+            ),
+            format!(
+                "{:.2} s from the first mutation, {:.0} notices/s",
+                w.written_secs, w.notices_per_sec
+            ),
+        );
+        for (what, x) in [
+            ("notificationCounts", &n.counts),
+            ("notifications(first: 20)", &n.page),
+        ] {
+            row(
+                "notifications",
+                format!(
+                    "{what}, {} readers x {:.0} groups, {} clients",
+                    x.readers, x.groups_per_reader, x.clients
+                ),
+                format!(
+                    "{:.0} requests/s, p50 {:.3} ms, p95 {:.3} ms, p99 {:.3} ms, {} failures{}",
+                    x.requests_per_sec,
+                    x.latency.p50_ms,
+                    x.latency.p95_ms,
+                    x.latency.p99_ms,
+                    x.failures,
+                    if x.items_per_answer > 0.0 {
+                        format!(", {:.1} groups/page", x.items_per_answer)
+                    } else {
+                        String::new()
+                    }
+                ),
+            );
+        }
+    }
     rows
 }
 
@@ -432,6 +485,17 @@ pub fn markdown(r: &Results) -> String {
          subscribers' process stamps with the wall clock both processes share. Memory per \
          subscriber is the server process's resident-set growth while they connect and \
          subscribe, divided by their number.\n\
+         - **notifications**: owners' status posts each get 5 likes and 4 comments from \
+         different fans, sent one after the other per post and 16 posts at a time; the \
+         notices owed (a `LIKE` per like and a `COMMENT` per comment to the owner, a `REPLY` \
+         to every earlier commenter) are counted exactly, and the time runs from the first \
+         mutation until every user has exactly what is owed, read from the store; more or \
+         fewer fails the run. Then 32 readers get their groups (1 to 5 notices each, over \
+         past days, 70% of those older than a day read, all but the last two hours seen) \
+         written straight to the store, each reader's counts and first page are read once \
+         and checked, and `notificationCounts`, then `notifications(first: 20)` with each \
+         group's counts, 3 actors and its action, are read by 4 clients as random readers \
+         for half the set duration each.\n\
          - **models**: per model a fresh store and server; the follow graph and the star's \
          followers written straight to the store; every active reader reads one page; the load's \
          actions recorded at concurrency 32 until all are `DONE`; deliveries are the feed items \
