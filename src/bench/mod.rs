@@ -98,7 +98,7 @@ pub struct BenchArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "load,ramp,sustained,reads,live"
+        default_value = "load,ramp,sustained,reads,live,notifications"
     )]
     pub workloads: Vec<Workload>,
     /// Users whose posts the notifications workload likes and comments on

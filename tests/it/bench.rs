@@ -41,6 +41,10 @@ async fn a_tiny_bench_runs_every_workload_and_writes_its_report() {
         "2",
         "--sustained-deliveries",
         "2000",
+        "--notice-owners",
+        "4",
+        "--notice-groups",
+        "30",
         "--quiet",
         // The subscribers' process is this package's binary: the test
         // harness is not `riverfeed`.
@@ -70,7 +74,14 @@ async fn a_tiny_bench_runs_every_workload_and_writes_its_report() {
         &std::fs::read_to_string(out.path().join("results.json")).expect("read results.json"),
     )
     .expect("results.json parses");
-    for workload in ["load", "ramp", "sustained", "reads", "live"] {
+    for workload in [
+        "load",
+        "ramp",
+        "sustained",
+        "reads",
+        "live",
+        "notifications",
+    ] {
         assert!(
             !json[workload].is_null(),
             "{workload} missing from results.json"
@@ -92,6 +103,8 @@ async fn a_tiny_bench_runs_every_workload_and_writes_its_report() {
     assert_eq!(live["subscribers"], 20);
     assert_eq!(live["missed"], 0, "every subscriber got every event");
     assert_eq!(live["last_latency"]["count"], 2);
+    assert_eq!(json["notifications"]["write"]["notices"], 4 * 2 * 15);
+    assert_eq!(json["notifications"]["page"]["failures"], 0);
     assert_eq!(json["targets"].as_array().expect("targets").len(), 7);
     let report = std::fs::read_to_string(out.path().join("report.md")).expect("report.md");
     assert!(report.contains("embedded store"), "{report}");
