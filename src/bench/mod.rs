@@ -7,7 +7,7 @@
 //! measured goes through the server.
 //!
 //! One file per workload ([`load`], [`ramp`], [`sustained`], [`reads`],
-//! [`live`]); [`graph`] builds the data they share, [`client`] speaks to the
+//! [`live`], [`notifications`]); [`graph`] builds the data they share, [`client`] speaks to the
 //! server, [`report`] and [`plot`] write the results.
 
 pub mod client;
@@ -18,6 +18,7 @@ pub mod live;
 pub mod load;
 pub mod models;
 pub mod models_report;
+pub mod notifications;
 pub mod plot;
 pub mod ramp;
 pub mod reads;
@@ -71,7 +72,8 @@ pub struct BenchArgs {
     )]
     pub ramp: Vec<usize>,
     /// How long each timed phase runs (feed reads at each concurrency,
-    /// sustained posting): "10s", "500ms".
+    /// sustained posting; notification counts and pages half of it each):
+    /// "10s", "500ms".
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub duration: Duration,
     /// Feed-read concurrencies.
@@ -96,9 +98,17 @@ pub struct BenchArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "load,ramp,sustained,reads,live"
+        default_value = "load,ramp,sustained,reads,live,notifications"
     )]
     pub workloads: Vec<Workload>,
+    /// Users whose posts the notifications workload likes and comments on
+    /// (2 posts each, 5 likes and 4 comments on each post).
+    #[arg(long, default_value_t = 100)]
+    pub notice_owners: usize,
+    /// Notification groups each reader of the notifications workload has
+    /// (at most the groups a user keeps).
+    #[arg(long, default_value_t = 250)]
+    pub notice_groups: usize,
     /// Compare feed models instead of the workloads: the same graph and
     /// load on each, on a fresh store each (`push,pull,rivers,hybrid`).
     #[arg(long, value_delimiter = ',', value_enum)]
@@ -141,6 +151,7 @@ pub enum Workload {
     Sustained,
     Reads,
     Live,
+    Notifications,
 }
 
 /// Everything a run measured; `results.json` is this, serialised.
@@ -152,6 +163,8 @@ pub struct Results {
     pub sustained: Option<sustained::SustainedResult>,
     pub reads: Option<Vec<reads::ReadsResult>>,
     pub live: Option<Vec<live::LiveResult>>,
+    #[serde(default)]
+    pub notifications: Option<notifications::NotificationsResult>,
     #[serde(default)]
     pub models: Option<Vec<models::ModelResult>>,
     #[serde(default)]
@@ -167,6 +180,8 @@ pub struct Bench {
     pub embedded: Option<Arc<EmbeddedStore>>,
     pub client: client::Gql,
     pub ui: Ui,
+    /// The rules the server's worker writes notices by.
+    pub notice_rules: crate::notify::NoticeRules,
 }
 
 /// Progress bars, or nothing when quiet.
@@ -424,6 +439,7 @@ async fn start(
     if let Some(model) = model {
         options.model = model;
     }
+    let notice_rules = options.notice_rules.clone();
     let server = server::start_with_store(options, store.clone()).await?;
     let client = client::Gql::new(server.addr, TENANT)?;
     let bench = Bench {
@@ -432,6 +448,7 @@ async fn start(
         embedded,
         client,
         ui,
+        notice_rules,
     };
 
     Ok((bench, backing, url))
@@ -486,6 +503,9 @@ async fn run_workloads(
     }
     if wants(Workload::Live) {
         results.live = Some(live::run(bench, args).await?);
+    }
+    if wants(Workload::Notifications) {
+        results.notifications = Some(notifications::run(bench, args).await?);
     }
     Ok(())
 }

@@ -17,6 +17,9 @@ pub struct Latencies {
 pub struct Summary {
     pub count: u64,
     pub p50_ms: f64,
+    /// Absent from results written before it was measured.
+    #[serde(default)]
+    pub p95_ms: f64,
     pub p99_ms: f64,
     pub p999_ms: f64,
     pub max_ms: f64,
@@ -55,6 +58,7 @@ impl Latencies {
         Summary {
             count: n as u64,
             p50_ms: at(0.50),
+            p95_ms: at(0.95),
             p99_ms: at(0.99),
             p999_ms: at(0.999),
             max_ms: self.micros[n - 1] as f64 / 1000.0,
@@ -156,6 +160,7 @@ mod tests {
         let s = l.summary();
         assert_eq!(s.count, 1000);
         assert_eq!(s.p50_ms, 500.0);
+        assert_eq!(s.p95_ms, 950.0);
         assert_eq!(s.p99_ms, 990.0);
         assert_eq!(s.p999_ms, 999.0);
         assert_eq!(s.max_ms, 1000.0);

@@ -41,6 +41,10 @@ async fn a_tiny_bench_runs_every_workload_and_writes_its_report() {
         "2",
         "--sustained-deliveries",
         "2000",
+        "--notice-owners",
+        "4",
+        "--notice-groups",
+        "30",
         "--quiet",
         // The subscribers' process is this package's binary: the test
         // harness is not `riverfeed`.
@@ -70,7 +74,14 @@ async fn a_tiny_bench_runs_every_workload_and_writes_its_report() {
         &std::fs::read_to_string(out.path().join("results.json")).expect("read results.json"),
     )
     .expect("results.json parses");
-    for workload in ["load", "ramp", "sustained", "reads", "live"] {
+    for workload in [
+        "load",
+        "ramp",
+        "sustained",
+        "reads",
+        "live",
+        "notifications",
+    ] {
         assert!(
             !json[workload].is_null(),
             "{workload} missing from results.json"
@@ -92,6 +103,8 @@ async fn a_tiny_bench_runs_every_workload_and_writes_its_report() {
     assert_eq!(live["subscribers"], 20);
     assert_eq!(live["missed"], 0, "every subscriber got every event");
     assert_eq!(live["last_latency"]["count"], 2);
+    assert_eq!(json["notifications"]["write"]["notices"], 4 * 2 * 15);
+    assert_eq!(json["notifications"]["page"]["failures"], 0);
     assert_eq!(json["targets"].as_array().expect("targets").len(), 7);
     let report = std::fs::read_to_string(out.path().join("report.md")).expect("report.md");
     assert!(report.contains("embedded store"), "{report}");
@@ -153,4 +166,58 @@ async fn a_tiny_models_bench_compares_every_model() {
     }
     let report = std::fs::read_to_string(out.path().join("report.md")).expect("report.md");
     assert!(report.contains("## Feed models"), "{report}");
+}
+
+/// The notifications workload alone: every notice a burst of likes and
+/// comments owes is written (the workload fails otherwise), and readers
+/// with many groups read their counts and first page without a failure.
+#[tokio::test]
+async fn a_tiny_notifications_bench_writes_what_is_owed_and_reads_it() {
+    let out = tempfile::tempdir().expect("tempdir");
+    let out_path = out.path().display().to_string();
+    let cli = Cli::try_parse_from([
+        "riverfeed",
+        "bench",
+        "--workloads",
+        "notifications",
+        "--notice-owners",
+        "6",
+        "--notice-groups",
+        "40",
+        "--duration",
+        "400ms",
+        "--quiet",
+        "--out",
+        &out_path,
+    ])
+    .expect("bench flags parse");
+    let results = run(cli).await;
+    let n = results
+        .notifications
+        .expect("the notifications workload ran");
+    let w = &n.write;
+    // 6 owners, 2 posts each, 5 likes and 4 comments on each post: a like
+    // and a comment notice each to the owner, and 3 + 2 + 1 replies.
+    assert_eq!((w.owners, w.actions, w.likes, w.comments), (6, 12, 60, 48));
+    assert_eq!(
+        (w.like_notices, w.comment_notices, w.reply_notices),
+        (60, 48, 72)
+    );
+    assert_eq!(w.notices, 180);
+    assert_eq!(w.mutation_latency.count, 108);
+    assert!(w.notices_per_sec > 0.0);
+    for (what, x) in [("counts", &n.counts), ("page", &n.page)] {
+        assert_eq!(x.failures, 0, "{what}");
+        assert!(x.requests > 0, "{what}");
+        assert_eq!(x.groups_per_reader, 40.0, "{what}");
+        assert!(
+            x.unread_per_reader > 0.0 && x.unread_per_reader < 40.0,
+            "{what}"
+        );
+        assert!(x.latency.p95_ms >= x.latency.p50_ms, "{what}");
+    }
+    assert_eq!(n.page.items_per_answer, 20.0);
+    let report = std::fs::read_to_string(out.path().join("report.md")).expect("report.md");
+    assert!(report.contains("notices written"), "{report}");
+    assert!(report.contains("notifications(first: 20)"), "{report}");
 }

@@ -1,0 +1,732 @@
+//! Notifications over HTTP: how fast the worker writes the notices that a
+//! burst of likes and comments causes, and how fast a user with hundreds of
+//! notification groups reads the badge counts and the first page.
+//!
+//! The burst: `--notice-owners` users post [`ACTIONS_PER_OWNER`] status
+//! posts each; then, at concurrency [`CONCURRENCY`], [`LIKES`] fans like each
+//! action and [`COMMENTS`] fans comment on it, one after the other on each
+//! action (comments on one action sent at once could reach the store in
+//! another order than their ids, and a reply would then not be owed). The
+//! notices owed are known exactly: a `LIKE` per like and a `COMMENT` per
+//! comment to the actor, and a `REPLY` to every earlier commenter; the
+//! workload fails if any user ends with more or fewer.
+//!
+//! The inboxes read: [`READERS`] users with `--notice-groups` groups each,
+//! about their own actions and others', spread over past days, most of the
+//! older ones read, written straight to the store (setup, like the follow
+//! graph); then `notificationCounts` and `notifications(first: 20)`, each
+//! by [`CLIENTS`] clients for half of `--duration`.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use futures_util::{stream, StreamExt, TryStreamExt};
+use serde::de::IgnoredAny;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::client::Gql;
+use super::stats::{Latencies, Rng, Summary};
+use super::{Bench, BenchArgs, TENANT};
+use crate::model::{Millis, Notice, NoticeGroup, NoticeRange, NoticeReason, ObjectId};
+use crate::notify::NoticeRules;
+use crate::store::Store;
+
+/// Status posts each owner gets likes and comments on.
+pub const ACTIONS_PER_OWNER: usize = 2;
+/// Likes on each action, from different fans.
+pub const LIKES: usize = 5;
+/// Comments on each action, from different fans, one after the other.
+pub const COMMENTS: usize = 4;
+/// Fans the likers and commenters are drawn from.
+const FANS: usize = 1_000;
+/// Requests in flight during the burst and the setup, as in the load.
+const CONCURRENCY: usize = 16;
+/// Users whose inboxes are read.
+pub const READERS: usize = 32;
+/// Status posts of each reader that its groups are about.
+const READER_ACTIONS: usize = 10;
+/// Clients reading counts and pages at once.
+pub const CLIENTS: usize = 4;
+/// Groups on the page read.
+pub const PAGE: usize = 20;
+/// Groups written to the store at once while seeding the inboxes.
+const SEED_CONCURRENCY: usize = 32;
+
+const DAY: Millis = 86_400_000;
+const HOUR: Millis = 3_600_000;
+
+/// The badge counts, as a client polls them.
+pub const COUNTS_QUERY: &str = "query { notificationCounts { unseenCount unreadCount } }";
+
+/// The bell's first page as a frontend shows it: each group with its
+/// counts, up to three actors, and the action it is about.
+pub const PAGE_QUERY: &str = "query { notifications(first: 20) { unseenCount unreadCount \
+    edges { cursor node { id key reason count unreadCount actorCount firstAt lastAt seen \
+    read refId actors(first: 3) { id name } action { id actorId } } } \
+    pageInfo { hasNextPage endCursor } } }";
+
+const LIKE: &str = "mutation($id: ID!) { like(actionId: $id) { id likeCount } }";
+const COMMENT: &str =
+    "mutation($id: ID!, $text: String!) { comment(actionId: $id, text: $text) { commentId } }";
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct NotificationsResult {
+    pub write: WriteResult,
+    pub counts: NoticeReadResult,
+    pub page: NoticeReadResult,
+}
+
+/// The burst of likes and comments and the notices the worker wrote.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct WriteResult {
+    pub owners: usize,
+    pub actions: usize,
+    pub likes: usize,
+    pub comments: usize,
+    /// Notices written (exactly those owed), and by reason.
+    pub notices: u64,
+    pub like_notices: u64,
+    pub comment_notices: u64,
+    pub reply_notices: u64,
+    /// Users who got at least one.
+    pub recipients: usize,
+    /// From the first mutation until the last one answered.
+    pub mutate_secs: f64,
+    pub mutations_per_sec: f64,
+    /// `like` and `comment` round trips.
+    pub mutation_latency: Summary,
+    /// From the first mutation until every notice owed was in the store.
+    pub written_secs: f64,
+    pub notices_per_sec: f64,
+}
+
+/// One query read by [`CLIENTS`] clients from readers with many groups.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct NoticeReadResult {
+    pub readers: usize,
+    /// Groups each reader has (on average), and of them unread.
+    pub groups_per_reader: f64,
+    pub unread_per_reader: f64,
+    pub clients: usize,
+    pub secs: f64,
+    pub requests: u64,
+    pub failures: u64,
+    /// Groups in the answers, on average (pages; 0 for counts).
+    pub items_per_answer: f64,
+    pub requests_per_sec: f64,
+    pub latency: Summary,
+}
+
+pub async fn run(bench: &Bench, args: &BenchArgs) -> anyhow::Result<NotificationsResult> {
+    let write = burst(bench, args).await?;
+    let inboxes = seed_inboxes(bench, args).await?;
+    warm_up(bench, &inboxes).await?;
+    let phase = (args.duration / 2).max(Duration::from_millis(100));
+    let readers: Vec<String> = inboxes.iter().map(|i| i.reader.clone()).collect();
+    let counts = read_phase(bench, Query::Counts, &readers, phase, args.seed).await;
+    let page = read_phase(bench, Query::Page, &readers, phase, args.seed ^ 0x9a6e).await;
+    let n = inboxes.len().max(1) as f64;
+    let groups = inboxes.iter().map(|i| i.groups).sum::<usize>() as f64 / n;
+    let unread = inboxes.iter().map(|i| i.unread).sum::<u64>() as f64 / n;
+    let result = |mut r: Phase| {
+        let requests = r.latencies.len() as u64;
+        NoticeReadResult {
+            readers: inboxes.len(),
+            groups_per_reader: groups,
+            unread_per_reader: unread,
+            clients: CLIENTS,
+            secs: r.secs,
+            requests,
+            failures: r.failures,
+            items_per_answer: if requests == 0 {
+                0.0
+            } else {
+                r.items as f64 / requests as f64
+            },
+            requests_per_sec: requests as f64 / r.secs,
+            latency: r.latencies.summary(),
+        }
+    };
+    Ok(NotificationsResult {
+        write,
+        counts: result(counts),
+        page: result(page),
+    })
+}
+
+/// A status post, which notifies nobody by being recorded.
+fn status_post(serial: usize) -> Value {
+    json!({
+        "descriptor": { "statusPost": { "text": format!("Notice bench post #{serial}") } },
+        "refIds": [],
+    })
+}
+
+/// Records `count` status posts for each of `users`; returns their ids,
+/// user by user, once all are fanned out.
+async fn post(
+    bench: &Bench,
+    users: &[String],
+    count: usize,
+    message: &str,
+) -> anyhow::Result<Vec<Vec<String>>> {
+    let plan: Vec<(usize, usize)> = (0..users.len())
+        .flat_map(|u| (0..count).map(move |k| (u, k)))
+        .collect();
+    let bar = bench.ui.bar(plan.len() as u64, message);
+    let client = &bench.client;
+    let recorded: Vec<(usize, String)> = stream::iter(plan)
+        .map(|(u, k)| {
+            let bar = &bar;
+            async move {
+                let id = client
+                    .record(&users[u], &status_post(u * count + k))
+                    .await?;
+                bar.inc(1);
+                anyhow::Ok((u, id))
+            }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .try_collect()
+        .await?;
+    bar.finish();
+    let ids: Vec<String> = recorded.iter().map(|(_, id)| id.clone()).collect();
+    client
+        .wait_done(&ids, Duration::from_secs(600), |_| {})
+        .await?;
+    let mut by_user = vec![Vec::with_capacity(count); users.len()];
+    for (u, id) in recorded {
+        by_user[u].push(id);
+    }
+    Ok(by_user)
+}
+
+/// One action's reactions, sent in this order.
+struct Thread {
+    action: String,
+    /// `(fan, is a comment)`.
+    steps: Vec<(String, bool)>,
+}
+
+/// `n` different fans.
+fn fans(rng: &mut Rng, n: usize) -> Vec<String> {
+    let mut chosen: Vec<usize> = Vec::with_capacity(n);
+    while chosen.len() < n.min(FANS) {
+        let fan = rng.below(FANS);
+        if !chosen.contains(&fan) {
+            chosen.push(fan);
+        }
+    }
+    chosen.into_iter().map(|f| format!("nfan{f}")).collect()
+}
+
+/// The notices owed per user for `threads` on actions by their owners, by
+/// reason: (like, comment, reply).
+fn owed(rules: &NoticeRules, threads: &[(String, Thread)]) -> BTreeMap<String, (u64, u64, u64)> {
+    let mut owed: BTreeMap<String, (u64, u64, u64)> = BTreeMap::new();
+    let on = |r| u64::from(rules.on(r));
+    for (owner, thread) in threads {
+        let mut commenters: Vec<&str> = Vec::new();
+        for (fan, comment) in &thread.steps {
+            if *comment {
+                owed.entry(owner.clone()).or_default().1 += on(NoticeReason::Comment);
+                for earlier in &commenters {
+                    owed.entry((*earlier).to_owned()).or_default().2 += on(NoticeReason::Reply);
+                }
+                commenters.push(fan);
+            } else {
+                owed.entry(owner.clone()).or_default().0 += on(NoticeReason::Like);
+            }
+        }
+    }
+    owed.retain(|_, (l, c, r)| *l + *c + *r > 0);
+    owed
+}
+
+async fn burst(bench: &Bench, args: &BenchArgs) -> anyhow::Result<WriteResult> {
+    let owners: Vec<String> = (0..args.notice_owners.max(1))
+        .map(|i| format!("nowner{i}"))
+        .collect();
+    let actions = post(bench, &owners, ACTIONS_PER_OWNER, "notifications: posts").await?;
+    let mut rng = Rng::new(args.seed ^ 0x1ce);
+    let mut threads: Vec<(String, Thread)> = Vec::new();
+    for (owner, ids) in owners.iter().zip(actions) {
+        for action in ids {
+            let mut steps: Vec<(String, bool)> = fans(&mut rng, LIKES)
+                .into_iter()
+                .map(|f| (f, false))
+                .collect();
+            // Comments go between the likes, in the order drawn.
+            let commenters = fans(&mut rng, COMMENTS);
+            for (k, fan) in commenters.into_iter().enumerate() {
+                let at = (k * 2 + 1).min(steps.len());
+                steps.insert(at, (fan, true));
+            }
+            threads.push((owner.clone(), Thread { action, steps }));
+        }
+    }
+    let owed = owed(&bench.notice_rules, &threads);
+    let total = |pick: fn(&(u64, u64, u64)) -> u64| owed.values().map(pick).sum::<u64>();
+    let (like_notices, comment_notices, reply_notices) =
+        (total(|o| o.0), total(|o| o.1), total(|o| o.2));
+    let notices = like_notices + comment_notices + reply_notices;
+    let likes = threads.len() * LIKES;
+    let comments = threads.len() * COMMENTS;
+
+    let bar = bench
+        .ui
+        .bar((likes + comments) as u64, "notifications: likes, comments");
+    let client = &bench.client;
+    let started = Instant::now();
+    let outcomes: Vec<anyhow::Result<Latencies>> = stream::iter(&threads)
+        .map(|(_, thread)| {
+            let bar = &bar;
+            async move {
+                let mut latencies = Latencies::default();
+                for (n, (fan, comment)) in thread.steps.iter().enumerate() {
+                    let (query, vars) = if *comment {
+                        let text = format!("Well done! ({n})");
+                        (COMMENT, json!({ "id": thread.action, "text": text }))
+                    } else {
+                        (LIKE, json!({ "id": thread.action }))
+                    };
+                    let sent = Instant::now();
+                    client.data(fan, false, query, &vars).await?;
+                    latencies.record(sent.elapsed());
+                    bar.inc(1);
+                }
+                Ok(latencies)
+            }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await;
+    let mutate_secs = started.elapsed().as_secs_f64();
+    bar.finish();
+    let mut latencies = Latencies::default();
+    for outcome in outcomes {
+        latencies.extend(outcome?);
+    }
+
+    let finished = wait_written(bench, &owed, notices).await?;
+    let written_secs = (finished - started).as_secs_f64();
+    Ok(WriteResult {
+        owners: owners.len(),
+        actions: threads.len(),
+        likes,
+        comments,
+        notices,
+        like_notices,
+        comment_notices,
+        reply_notices,
+        recipients: owed.len(),
+        mutate_secs,
+        mutations_per_sec: latencies.len() as f64 / mutate_secs,
+        mutation_latency: latencies.summary(),
+        written_secs,
+        notices_per_sec: notices as f64 / written_secs,
+    })
+}
+
+/// The notices `owner` has, in every group, read or not (archived aside;
+/// the burst archives nothing).
+async fn notices_of(store: &dyn Store, rules: &NoticeRules, owner: &str) -> anyhow::Result<u64> {
+    let range = NoticeRange {
+        before: None,
+        limit: rules.groups_kept,
+        unread_only: false,
+    };
+    let groups = store.notice_page(TENANT, owner, range).await?;
+    Ok(groups.iter().map(|g| u64::from(g.visible)).sum())
+}
+
+/// Waits until every user has the notices `owed` them, looking at the
+/// first user still short until it is not (as [`Gql::wait_done`] does with
+/// actions), then checks every user once more. Returns when the last
+/// notice was seen. More than owed is an error, as is less after ten
+/// minutes.
+async fn wait_written(
+    bench: &Bench,
+    owed: &BTreeMap<String, (u64, u64, u64)>,
+    notices: u64,
+) -> anyhow::Result<Instant> {
+    let store = bench.store.as_ref();
+    let rules = &bench.notice_rules;
+    let bar = bench.ui.bar(notices, "notifications: notices");
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let mut pending: VecDeque<(&String, u64)> =
+        owed.iter().map(|(u, (l, c, r))| (u, l + c + r)).collect();
+    while let Some(&(user, want)) = pending.front() {
+        let have = notices_of(store, rules, user).await?;
+        anyhow::ensure!(have <= want, "{user} has {have} notices; {want} were owed");
+        if have == want {
+            bar.inc(want);
+            pending.pop_front();
+            continue;
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "{} users still lack notices after 10 minutes ({user}: {have} of {want})",
+            pending.len()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let finished = Instant::now();
+    bar.finish();
+    for (user, (l, c, r)) in owed {
+        let have = notices_of(store, rules, user).await?;
+        anyhow::ensure!(
+            have == l + c + r,
+            "{user} has {have} notices; {} were owed",
+            l + c + r
+        );
+    }
+    Ok(finished)
+}
+
+/// A reader's seeded inbox, as its counts should read.
+struct SeededInbox {
+    reader: String,
+    groups: usize,
+    unseen: u64,
+    unread: u64,
+}
+
+/// Gives each of [`READERS`] readers `--notice-groups` groups, written
+/// straight to the store: likes and comments on the reader's own posts and
+/// replies on the next reader's, from 1 to 5 fans each, one day after
+/// another back from now; today's unread and unseen, 70% of the older ones
+/// read, and everything before the last two hours seen.
+async fn seed_inboxes(bench: &Bench, args: &BenchArgs) -> anyhow::Result<Vec<SeededInbox>> {
+    let readers: Vec<String> = (0..READERS).map(|i| format!("nreader{i}")).collect();
+    let actions = post(
+        bench,
+        &readers,
+        READER_ACTIONS,
+        "notifications: reader posts",
+    )
+    .await?;
+    let actions: Vec<Vec<ObjectId>> = actions
+        .iter()
+        .map(|ids| ids.iter().map(|id| action_oid(id)).collect())
+        .collect::<anyhow::Result<_>>()?;
+    let rules = &bench.notice_rules;
+    let want = args.notice_groups.clamp(1, rules.groups_kept);
+    let now = chrono::Utc::now().timestamp_millis();
+    let seen_until = now - 2 * HOUR;
+    let mut rng = Rng::new(args.seed ^ 0x5eed);
+    let mut inboxes = Vec::new();
+    let mut groups_to_write = Vec::new();
+    let reasons = [
+        NoticeReason::Like,
+        NoticeReason::Comment,
+        NoticeReason::Reply,
+    ];
+    for (r, reader) in readers.iter().enumerate() {
+        let mut groups: HashMap<String, NoticeGroup> = HashMap::new();
+        let mut spec = 0usize;
+        // Notices of one spec may fall on either side of a midnight: keys
+        // are the rules', so groups come out as the worker would make them.
+        while groups.len() < want && spec < want * 4 {
+            let reason = reasons[spec % 3];
+            let of = if reason == NoticeReason::Reply {
+                &actions[(r + 1) % READERS]
+            } else {
+                &actions[r]
+            };
+            let action = of[(spec / 3) % of.len()];
+            let day = (spec / (3 * of.len())) as Millis;
+            let members = 1 + rng.below(5);
+            for m in 0..members {
+                let at = now - day * DAY - rng.between(0, HOUR);
+                let notice = Notice {
+                    id: ObjectId::new(),
+                    source: format!("bench:{spec}:{m}"),
+                    reason,
+                    actor: format!("nfan{}", rng.below(FANS)),
+                    action_id: Some(action),
+                    comment_id: (reason != NoticeReason::Like).then(ObjectId::new),
+                    ref_id: None,
+                    at,
+                    read: false,
+                    archived: false,
+                };
+                let key = rules.notice_key(&notice);
+                groups
+                    .entry(key.clone())
+                    .or_insert_with(|| NoticeGroup::new(TENANT, reader, &key, reason))
+                    .add(notice);
+            }
+            spec += 1;
+        }
+        let mut inbox = SeededInbox {
+            reader: reader.clone(),
+            groups: groups.len(),
+            unseen: 0,
+            unread: 0,
+        };
+        for mut group in groups.into_values() {
+            if group.last < now - DAY && rng.chance(70) {
+                group.mark_read(None);
+            }
+            inbox.unseen += u64::from(group.last > seen_until);
+            inbox.unread += u64::from(group.unread > 0);
+            group.version = 1;
+            groups_to_write.push(group);
+        }
+        inboxes.push(inbox);
+    }
+
+    let store = bench.store.as_ref();
+    let bar = bench
+        .ui
+        .bar(groups_to_write.len() as u64, "notifications: inboxes");
+    stream::iter(groups_to_write)
+        .map(|group| {
+            let bar = &bar;
+            async move {
+                anyhow::ensure!(
+                    store.put_notice_group(&group).await?,
+                    "{}'s group {} was there already",
+                    group.owner,
+                    group.key
+                );
+                bar.inc(1);
+                anyhow::Ok(())
+            }
+        })
+        .buffer_unordered(SEED_CONCURRENCY)
+        .try_collect::<Vec<()>>()
+        .await?;
+    for inbox in &inboxes {
+        crate::notify::inbox::mark_seen(store, TENANT, &inbox.reader, seen_until).await?;
+    }
+    bar.finish();
+    Ok(inboxes)
+}
+
+/// The store id of an action id the API answered with (`actionId`).
+fn action_oid(id: &str) -> anyhow::Result<ObjectId> {
+    ObjectId::parse_str(id).map_err(|_| anyhow::anyhow!("{id:?} is not an action's own id"))
+}
+
+/// Each reader's counts and first page once, untimed: the caches warm, and
+/// what the API says is what was seeded.
+async fn warm_up(bench: &Bench, inboxes: &[SeededInbox]) -> anyhow::Result<()> {
+    let client = &bench.client;
+    for inbox in inboxes {
+        let data = client
+            .data(&inbox.reader, false, COUNTS_QUERY, &json!({}))
+            .await?;
+        let counts = &data["notificationCounts"];
+        anyhow::ensure!(
+            counts["unseenCount"] == inbox.unseen && counts["unreadCount"] == inbox.unread,
+            "{}: counts read {counts}; seeded {} unseen, {} unread",
+            inbox.reader,
+            inbox.unseen,
+            inbox.unread
+        );
+        let data = client
+            .data(&inbox.reader, false, PAGE_QUERY, &json!({}))
+            .await?;
+        let edges = data["notifications"]["edges"]
+            .as_array()
+            .map_or(0, Vec::len);
+        anyhow::ensure!(
+            edges == inbox.groups.min(PAGE),
+            "{}: a first page of {edges} groups; {} were seeded",
+            inbox.reader,
+            inbox.groups
+        );
+        let missing = data["notifications"]["edges"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| e["node"]["action"]["actorId"].as_str().is_none())
+            .count();
+        anyhow::ensure!(
+            missing == 0,
+            "{}: {missing} groups of the first page have no action",
+            inbox.reader
+        );
+    }
+    Ok(())
+}
+
+/// A response read as a rendering client would: the groups counted, any
+/// errors kept, the rest skipped.
+#[derive(Deserialize)]
+struct Response<D> {
+    data: Option<D>,
+    errors: Option<Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CountsData {
+    notification_counts: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct PageData {
+    notifications: Option<Page>,
+}
+
+#[derive(Deserialize)]
+struct Page {
+    edges: Vec<IgnoredAny>,
+}
+
+/// What a timed phase reads.
+#[derive(Clone, Copy)]
+enum Query {
+    Counts,
+    Page,
+}
+
+impl Query {
+    fn name(self) -> &'static str {
+        match self {
+            Query::Counts => "notifications: counts",
+            Query::Page => "notifications: first page",
+        }
+    }
+}
+
+/// Reads `query` as `user`: the round trip and the groups answered, or why
+/// it failed.
+async fn read(client: &Gql, user: &str, query: Query) -> Result<(Duration, usize), String> {
+    let failed = |e: anyhow::Error| format!("{e:#}");
+    let sent = Instant::now();
+    let (errors, items) = match query {
+        Query::Counts => {
+            let body: Response<CountsData> = client
+                .send_as(user, false, COUNTS_QUERY, &json!({}))
+                .await
+                .map_err(failed)?;
+            let answered = body.data.and_then(|d| d.notification_counts).is_some();
+            (body.errors, answered.then_some(0))
+        }
+        Query::Page => {
+            let body: Response<PageData> = client
+                .send_as(user, false, PAGE_QUERY, &json!({}))
+                .await
+                .map_err(failed)?;
+            let items = body
+                .data
+                .and_then(|d| d.notifications)
+                .map(|p| p.edges.len());
+            (body.errors, items)
+        }
+    };
+    let latency = sent.elapsed();
+    if let Some(errors) = errors {
+        return Err(errors.to_string());
+    }
+    let items = items.ok_or_else(|| "no answer in the response".to_owned())?;
+    Ok((latency, items))
+}
+
+/// What one timed phase measured.
+struct Phase {
+    secs: f64,
+    latencies: Latencies,
+    failures: u64,
+    /// Groups in the answers.
+    items: u64,
+}
+
+/// [`CLIENTS`] clients read `query` as random readers for `duration`.
+async fn read_phase(
+    bench: &Bench,
+    query: Query,
+    readers: &[String],
+    duration: Duration,
+    seed: u64,
+) -> Phase {
+    let message = query.name();
+    let spinner = bench.ui.spinner(message);
+    let started = Instant::now();
+    let until = started + duration;
+    let tasks = (0..CLIENTS).map(|task| {
+        let spinner = &spinner;
+        async move {
+            let mut rng = Rng::new(seed ^ ((task as u64) << 24));
+            let (mut latencies, mut failures, mut items) = (Latencies::default(), 0u64, 0u64);
+            let mut first_failure = None;
+            while Instant::now() < until {
+                let user = rng.pick(readers);
+                match read(&bench.client, user, query).await {
+                    Ok((latency, n)) => {
+                        latencies.record(latency);
+                        items += n as u64;
+                        spinner.inc(1);
+                    }
+                    Err(why) => {
+                        failures += 1;
+                        first_failure.get_or_insert(why);
+                    }
+                }
+            }
+            (latencies, failures, items, first_failure)
+        }
+    });
+    let outcomes = futures_util::future::join_all(tasks).await;
+    let secs = started.elapsed().as_secs_f64();
+    let mut phase = Phase {
+        secs,
+        latencies: Latencies::default(),
+        failures: 0,
+        items: 0,
+    };
+    for (l, f, i, why) in outcomes {
+        phase.latencies.extend(l);
+        phase.failures += f;
+        phase.items += i;
+        if let Some(why) = why {
+            bench.ui.say(&format!("{message}: a request failed: {why}"));
+        }
+    }
+    spinner.finish_with_message(format!(
+        "{message}: {:.0}/s",
+        phase.latencies.len() as f64 / secs
+    ));
+    phase
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_are_owed_to_every_earlier_commenter_and_nothing_to_the_actor_twice() {
+        let steps = |s: &[(&str, bool)]| {
+            s.iter()
+                .map(|(f, c)| ((*f).to_owned(), *c))
+                .collect::<Vec<_>>()
+        };
+        let threads = vec![(
+            "mary".to_owned(),
+            Thread {
+                action: "a".into(),
+                steps: steps(&[
+                    ("rita", false),
+                    ("john", true),
+                    ("rita", true),
+                    ("ada", true),
+                ]),
+            },
+        )];
+        let owed = owed(&NoticeRules::default(), &threads);
+        assert_eq!(owed["mary"], (1, 3, 0));
+        assert_eq!(owed["john"], (0, 0, 2));
+        assert_eq!(owed["rita"], (0, 0, 1));
+        assert!(!owed.contains_key("ada"));
+        let mut quiet = NoticeRules::default();
+        quiet.set_off("reply,like").expect("reasons");
+        let owed = super::owed(&quiet, &threads);
+        assert_eq!(owed.len(), 1);
+        assert_eq!(owed["mary"], (0, 3, 0));
+    }
+}
