@@ -116,7 +116,7 @@ impl Metrics {
         let notices_written = Counter::default();
         registry.register(
             "notices_written",
-            "Notifications added to their groups by this process's worker",
+            "Notification groups added or changed by this process's worker (a group changed by several notices at once counts once)",
             notices_written.clone(),
         );
         let jobs = Family::<JobLabels, Counter>::default();
