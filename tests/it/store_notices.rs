@@ -19,6 +19,7 @@ pub async fn notice_cases(store: &dyn Store) -> Result<()> {
     trimming(store).await.context("trimming notices")?;
     inboxes(store).await.context("inboxes")?;
     jobs(store).await.context("notice jobs")?;
+    many(store).await.context("many groups of one owner")?;
     Ok(())
 }
 
@@ -331,5 +332,37 @@ async fn jobs(store: &dyn Store) -> Result<()> {
     let again = store.claim_notice_jobs("w3", 10_000, 500, 10).await?;
     ensure!(again.len() == 1 && again[0].job == like);
     store.finish_notice_job(&again[0]).await?;
+    Ok(())
+}
+
+/// More groups than a backend may read in one go: pages, counts and trims
+/// see all of them.
+async fn many(store: &dyn Store) -> Result<()> {
+    let owner = "m-mary";
+    for n in 0..150 {
+        group(store, owner, &format!("g{n:03}"), &[10_000 + n]).await?;
+    }
+    let got = store.notice_counts(T, owner, 10_000 + 49).await?;
+    ensure!(
+        got == NoticeCounts {
+            unseen: 100,
+            unread: 150
+        },
+        "{got:?}"
+    );
+    let page = store
+        .notice_page(
+            T,
+            owner,
+            NoticeRange {
+                before: Some((10_000 + 20, ObjectId::from_bytes([0; 12]))),
+                ..range(100)
+            },
+        )
+        .await?;
+    ensure!(page.len() == 20, "the 20 oldest: {}", page.len());
+    ensure!(page[0].key == "g019" && page[19].key == "g000");
+    ensure!(store.trim_notices(T, owner, 70).await?.len() == 80);
+    ensure!(store.notice_page(T, owner, range(200)).await?.len() == 70);
     Ok(())
 }

@@ -79,6 +79,9 @@ struct Job {
     worker: Option<String>,
 }
 
+/// Index entries one scan of an owner's groups reads at a time.
+const ENTRIES_PER_SCAN: usize = 64;
+
 impl Inner {
     fn notice_group(
         &self,
@@ -162,13 +165,24 @@ impl Inner {
             Some((last, id)) => keys::after(&order_key(tenant, owner, last, id)),
             None => prefix.clone(),
         };
-        let mut stop = false;
-        self.scan_prefix(GRAPH, &prefix, &lower, usize::MAX, |_, v| {
-            if !stop {
-                stop = !each(keys::decode_record(v)?)?;
+        // In batches, so a caller that has what it needs (a page of 21)
+        // stops the scan instead of riding it to the owner's last group.
+        let mut lower = lower;
+        loop {
+            let (mut stop, mut read, mut last) = (false, 0usize, None);
+            self.scan_prefix(GRAPH, &prefix, &lower, ENTRIES_PER_SCAN, |k, v| {
+                read += 1;
+                last = Some(k.to_vec());
+                if !stop {
+                    stop = !each(keys::decode_record(v)?)?;
+                }
+                Ok(())
+            })?;
+            match last {
+                Some(key) if !stop && read == ENTRIES_PER_SCAN => lower = keys::after(&key),
+                _ => return Ok(()),
             }
-            Ok(())
-        })
+        }
     }
 
     fn notice_page(
