@@ -1,16 +1,12 @@
-//! `riverfeed export`, `riverfeed import` and `riverfeed migrate`: whole stores
+//! `riverfeed export` and `riverfeed import`: whole stores
 //! moved as JSON Lines, one [`Record`] per line, streamed both ways (neither
 //! side ever holds a store or a file in memory), with progress on stderr.
 //!
 //! - `export` writes every record of a store (or of one tenant) to a file or
-//!   stdout. A data directory of the earlier embedded format (redb) is read
-//!   through [`crate::store::legacy`].
+//!   stdout.
 //! - `import` reads records and writes them in batches; each batch is parsed
 //!   and checked whole before any of it is written, so a bad line stops the
 //!   import with nothing of its batch written, and names the line.
-//! - `migrate` converts a data directory of the earlier format in place: its
-//!   records go into the current embedded store of the same directory, and
-//!   `riverfeed.redb` is renamed `riverfeed.redb.migrated` when all are in.
 //!
 //! The functions that do the work take a store, a stream or a reader and
 //! answer [`StoreError`]s; the `run_*` functions are the command-line edges.
@@ -28,15 +24,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 
 use crate::model::{FanOutState, Position};
-use crate::store::legacy::{self, LEGACY_FILE};
 use crate::store::{self, ErrorKind, Record, Store, StoreError, StoreResult};
 
 /// Records per import batch unless `--batch` says otherwise.
 pub const DEFAULT_BATCH: usize = 1000;
-
-/// What `riverfeed migrate` renames the earlier format's file to once its
-/// records are in the new store.
-pub const MIGRATED_FILE: &str = "riverfeed.redb.migrated";
 
 #[derive(Clone, Debug, Args)]
 pub struct ExportArgs {
@@ -314,59 +305,7 @@ async fn write_batch(
     Ok(())
 }
 
-/// Converts `dir`, a data directory of the earlier format, into `target`:
-/// every record of `riverfeed.redb` imported, then the file renamed
-/// `riverfeed.redb.migrated`. Refuses a directory without the file, and one
-/// that was migrated already. A failed migration leaves the file in place;
-/// running it again is safe (records replace themselves).
-pub async fn migrate_into(
-    dir: &Path,
-    target: &dyn Store,
-    batch: usize,
-    group_feed_size: usize,
-    progress: &ProgressBar,
-) -> StoreResult<Tally> {
-    check_migratable(dir)?;
-    // An empty import first: a store that takes no imports says so before
-    // anything is read.
-    target.import(&[]).await?;
-    let records = legacy::export(dir, None)?;
-    let tally = import_stream(target, records, batch, group_feed_size, progress).await?;
-    let (from, to) = (legacy::legacy_path(dir), dir.join(MIGRATED_FILE));
-    std::fs::rename(&from, &to).map_err(io_err(format!(
-        "all records are in; cannot rename {} to {}",
-        from.display(),
-        to.display()
-    )))?;
-    Ok(tally)
-}
-
-fn check_migratable(dir: &Path) -> StoreResult<()> {
-    if !legacy::is_legacy_dir(dir) {
-        return Err(StoreError::invalid(format!(
-            "{} holds no {LEGACY_FILE}: there is nothing of the earlier format to migrate",
-            dir.display()
-        )));
-    }
-    let done = dir.join(MIGRATED_FILE);
-    if done.exists() {
-        return Err(StoreError::invalid(format!(
-            "{} exists: this directory was migrated before; move one of the two away first",
-            done.display()
-        )));
-    }
-    Ok(())
-}
-
-/// The data directory of an `embedded:` URL whose directory holds the
-/// earlier format.
-fn legacy_dir(store_url: &str) -> Option<&Path> {
-    let dir = Path::new(store_url.strip_prefix("embedded:")?);
-    legacy::is_legacy_dir(dir).then_some(dir)
-}
-
-/// `riverfeed export`: the store at `store_url` (or a data directory of the
-/// earlier format) to `--out`.
+/// `riverfeed export`: the store at `store_url` to `--out`.
 pub async fn run_export(
     args: &ExportArgs,
     store_url: &str,
@@ -374,17 +313,10 @@ pub async fn run_export(
 ) -> anyhow::Result<Tally> {
     let tenant = args.tenant.clone();
     let progress = spinner("exported");
-    let tally = if let Some(dir) = legacy_dir(store_url) {
-        let records = legacy::export(dir, tenant)?;
-        write_out(records, &args.out, &progress).await?
-    } else {
-        let store = store::open_with(store_url, settings)
-            .await
-            .with_context(|| {
-                format!("cannot open the store {}", store::mongo::redact(store_url))
-            })?;
-        write_out(store.export(tenant.as_deref()), &args.out, &progress).await?
-    };
+    let store = store::open_with(store_url, settings)
+        .await
+        .with_context(|| format!("cannot open the store {}", store::mongo::redact(store_url)))?;
+    let tally = write_out(store.export(tenant.as_deref()), &args.out, &progress).await?;
     progress.finish_and_clear();
     eprintln!("exported {tally}");
     Ok(tally)
@@ -444,26 +376,5 @@ pub async fn run_import(
     progress.finish_and_clear();
     let tally = tally.with_context(|| format!("import of {}", args.input.display()))?;
     eprintln!("imported {tally}");
-    Ok(tally)
-}
-
-/// `riverfeed migrate`: the earlier format in `dir` into the embedded store
-/// `embedded:<dir>` opens.
-pub async fn run_migrate(dir: &Path, group_feed_size: usize) -> anyhow::Result<Tally> {
-    // Refuse before opening (so creating) anything.
-    check_migratable(dir)?;
-    let target = store::embedded::EmbeddedStore::open_for_migration(
-        dir,
-        &store::embedded::EmbeddedOptions::default(),
-    )
-    .with_context(|| format!("cannot open the new embedded store in {}", dir.display()))?;
-    let progress = spinner("migrated");
-    let tally = migrate_into(dir, &target, DEFAULT_BATCH, group_feed_size, &progress).await;
-    progress.finish_and_clear();
-    let tally = tally.with_context(|| format!("migration of {}", dir.display()))?;
-    eprintln!(
-        "migrated {tally}; the earlier file is kept as {}",
-        dir.join(MIGRATED_FILE).display()
-    );
     Ok(tally)
 }

@@ -1,5 +1,5 @@
 //! Command line and environment: `riverfeed [serve] [flags]`, `riverfeed schema`,
-//! `riverfeed export | import | migrate`.
+//! `riverfeed export | import`.
 //! Every flag has an environment twin; the defaults run on one machine with no setup.
 
 use std::net::SocketAddr;
@@ -54,16 +54,11 @@ pub enum Command {
     /// default; a MongoDB URI gets a fresh database, dropped afterwards).
     Bench(crate::bench::BenchArgs),
     /// Write every record of a store (or of one tenant) as JSON Lines, to a
-    /// file or stdout. `--store` picks the store as for `serve`; a data
-    /// directory of the earlier (redb) format is read as it is.
+    /// file or stdout. `--store` picks the store as for `serve`.
     Export(crate::archive_cmd::ExportArgs),
     /// Read records (JSON Lines, as `export` writes them) into a store, in
     /// batches. Importing the same records twice leaves one copy.
     Import(crate::archive_cmd::ImportArgs),
-    /// Convert the data directory (`--data-dir`) of the earlier (redb) format
-    /// in place: its records go into the current embedded store, and
-    /// `riverfeed.redb` is kept as `riverfeed.redb.migrated`.
-    Migrate,
     /// Holds live subscribers for `bench` in a process of their own.
     #[command(hide = true)]
     LiveSubscribers(crate::bench::live::SubscribersArgs),
@@ -607,10 +602,7 @@ mod tests {
         assert_eq!((args.input.to_str(), args.batch), (Some("all.jsonl"), 50));
         assert_eq!(cli.serve.store_url(), "mongodb://db/feeds");
         assert!(Cli::try_parse_from(["riverfeed", "import", "--batch", "0"]).is_err());
-        let cli =
-            Cli::try_parse_from(["riverfeed", "migrate", "--data-dir", "old"]).expect("parses");
-        assert!(matches!(cli.command, Some(Command::Migrate)));
-        assert_eq!(cli.serve.data_dir, PathBuf::from("old"));
+        assert!(Cli::try_parse_from(["riverfeed", "migrate", "--data-dir", "old"]).is_err());
     }
 
     #[test]

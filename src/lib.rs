@@ -10,8 +10,7 @@
 //! - [`descriptor`]: the typed payloads of actions, one file per family.
 //! - [`store`]: the storage port (`Store` trait, with `Archive`: export and
 //!   import of whole stores) and its backends (`embedded`, RocksDB; `mongo`,
-//!   MongoDB), a call-counting wrapper, and the reader of the earlier
-//!   embedded format (`legacy`).
+//!   MongoDB), and a call-counting wrapper.
 //! - [`timeline`]: what a reader may see, and how a feed is filled outside a
 //!   fan-out (a follow's backfill).
 //! - [`fanout`]: the worker that claims jobs with a lease: pending actions (one
@@ -29,9 +28,8 @@
 //!   `/healthz`, `/metrics`, `/demo/`.
 //! - [`auth`]: identity — JWT bearer tokens and roles, or dev-mode headers.
 //! - [`server`]: starts and stops the whole service; [`config`]: the command line.
-//! - [`archive_cmd`]: `riverfeed export`, `import` and `migrate` — whole stores
-//!   as JSON Lines of [`store::Record`]s, and the earlier embedded format
-//!   ([`store::legacy`]) converted in place.
+//! - [`archive_cmd`]: `riverfeed export` and `import` — whole stores
+//!   as JSON Lines of [`store::Record`]s.
 //! - [`clock`]: injected time, so tests move it instead of sleeping.
 //! - [`demo`]: `serve --demo` — a recruiting organisation seeded into the
 //!   `demo` tenant for the web demo (`web-demo/`, served at `/demo/`).

@@ -42,13 +42,6 @@ async fn main() -> anyhow::Result<()> {
                 .await
                 .map(drop)
         }
-        Some(Command::Migrate) => {
-            quiet_logs();
-            let size = cli.serve.group_feed_size as usize;
-            riverfeed::archive_cmd::run_migrate(&cli.serve.data_dir, size)
-                .await
-                .map(drop)
-        }
         Some(Command::LiveSubscribers(args)) => riverfeed::bench::live::subscribers(&args).await,
         Some(Command::Worker) => worker(cli.serve).await,
         Some(Command::Serve) | None => serve(cli.serve).await,

@@ -14,7 +14,6 @@ pub mod embedded;
 mod error;
 pub mod event_log;
 pub mod group_feeds;
-pub mod legacy;
 pub mod metered;
 pub mod mongo;
 pub mod notices;

@@ -1,21 +1,19 @@
-//! Export and import of whole stores (`Archive`), the JSON Lines commands built
-//! on them, and the reader of the earlier embedded format (redb).
+//! Export and import of whole stores (`Archive`), and the JSON Lines commands
+//! built on them.
 
 use std::collections::HashSet;
 
 use futures_util::TryStreamExt;
 use indicatif::ProgressBar;
-use riverfeed::archive_cmd::{self, MIGRATED_FILE};
+use riverfeed::archive_cmd;
 use riverfeed::descriptor::{Descriptor, StatusPost};
 use riverfeed::model::{
     Action, Bump, BumpRule, Comment, Counts, EdgeKind, FanOut, FanOutState, Group, GroupKind,
     Inbox, Marker, MarkerFeed, MembershipRole, Mute, Notice, NoticeGroup, NoticeRange,
     NoticeReason, ObjectId, Reason, ReasonKind, Scope, User,
 };
-use riverfeed::store::embedded::EmbeddedStore;
-use riverfeed::store::legacy::{self, LEGACY_FILE};
 use riverfeed::store::{
-    Delivery, EdgeRecordKind, ErrorKind, FeedRange, ItemRecord, NoticeJob, NoticeSource, Record,
+    Delivery, EdgeRecordKind, ErrorKind, FeedRange, NoticeJob, NoticeSource, Record,
     Store, StoreResult,
 };
 
@@ -799,204 +797,6 @@ async fn a_bad_line_names_itself(backend: Backend) {
     target.remove().await;
 }
 
-/// A hand-made store of the earlier format: one record of each kind, and a
-/// tombstone carrying what the reader fills in (see `store::legacy`).
-fn legacy_records() -> Vec<Record> {
-    let mut done = status(T, "ann", NOW, &["applicant-1"]);
-    done.fan_out = FanOut {
-        state: FanOutState::Done,
-        locked_until: None,
-        worker: None,
-    };
-    done.counts = Counts {
-        comments: 1,
-        likes: 1,
-    };
-    let pending = status(T, "bob", NOW + 1, &[]);
-    let other = status(OTHER, "olga", NOW + 2, &[]);
-    let comment = Comment {
-        id: ObjectId::new(),
-        action_id: done.id,
-        author_id: "bob".into(),
-        text: "Nice".into(),
-        created: NOW + 3,
-    };
-    let mut records = vec![
-        Record::User {
-            tenant: T.into(),
-            id: "ann".into(),
-            name: Some("Ann".into()),
-        },
-        Record::User {
-            tenant: T.into(),
-            id: "bob".into(),
-            name: None,
-        },
-        Record::User {
-            tenant: OTHER.into(),
-            id: "olga".into(),
-            name: None,
-        },
-        Record::Edge {
-            tenant: T.into(),
-            kind: EdgeRecordKind::Follows,
-            from: "bob".into(),
-            to: "ann".into(),
-        },
-        Record::Edge {
-            tenant: T.into(),
-            kind: EdgeRecordKind::Friend,
-            from: "ann".into(),
-            to: "bob".into(),
-        },
-        Record::Membership {
-            tenant: T.into(),
-            group: "eng".into(),
-            group_kind: GroupKind::Department,
-            user: "bob".into(),
-            role: MembershipRole::Lead,
-            since: 0,
-        },
-        Record::Assignment {
-            tenant: T.into(),
-            user: "bob".into(),
-            ref_id: "applicant-1".into(),
-        },
-        Record::Supervisor {
-            tenant: T.into(),
-            user: "bob".into(),
-            supervisor: "ann".into(),
-        },
-        Record::Comment {
-            tenant: T.into(),
-            comment,
-            bump_queued: true,
-        },
-        Record::Like {
-            tenant: T.into(),
-            action_id: done.id,
-            user: "bob".into(),
-        },
-        Record::FeedItem {
-            tenant: T.into(),
-            item: ItemRecord {
-                owner: "bob".into(),
-                action_id: done.id,
-                relevancy: NOW + 50,
-                reason: Reason::new(ReasonKind::Follows, "ann"),
-                changed: NOW + 60,
-                hidden: false,
-            },
-        },
-        Record::FeedItem {
-            tenant: T.into(),
-            item: ItemRecord {
-                owner: "ann".into(),
-                action_id: pending.id,
-                relevancy: NOW + 1,
-                reason: Reason::new(ReasonKind::Follows, "bob"),
-                changed: 0,
-                hidden: true,
-            },
-        },
-        Record::FeedItem {
-            tenant: OTHER.into(),
-            item: ItemRecord {
-                owner: "olga".into(),
-                action_id: other.id,
-                relevancy: NOW + 2,
-                reason: Reason::new(ReasonKind::Own, "olga"),
-                changed: NOW + 2,
-                hidden: false,
-            },
-        },
-    ];
-    records.extend([done, pending, other].map(|action| Record::Action { action }));
-    records
-}
-
-#[tokio::test]
-async fn legacy_reader_reads_the_earlier_format() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    assert!(!legacy::is_legacy_dir(dir.path()));
-    let records = legacy_records();
-    legacy::write_fixture(dir.path(), &records).expect("fixture written");
-    assert!(legacy::is_legacy_dir(dir.path()));
-
-    let read: Vec<Record> = legacy::export(dir.path(), None)
-        .expect("opens")
-        .try_collect()
-        .await
-        .expect("reads");
-    assert_export_order(&read);
-    assert_eq!(multiset(&read), multiset(&records));
-
-    let mine: Vec<Record> = legacy::export(dir.path(), Some(T.into()))
-        .expect("opens")
-        .try_collect()
-        .await
-        .expect("reads");
-    assert!(mine.iter().all(|r| r.tenant() == T));
-    assert_eq!(
-        mine.len(),
-        records.iter().filter(|r| r.tenant() == T).count()
-    );
-
-    // A consumer that stops early lets the reader go: the file opens again.
-    let mut partial = legacy::export(dir.path(), None).expect("opens");
-    assert!(partial.try_next().await.expect("reads").is_some());
-    drop(partial);
-    let again: Vec<Record> = async {
-        loop {
-            match legacy::export(dir.path(), None) {
-                Ok(records) => return records.try_collect::<Vec<_>>().await,
-                // The reader thread notices the dropped stream at its next send.
-                Err(err) if err.kind == ErrorKind::Unavailable => tokio::task::yield_now().await,
-                Err(err) => panic!("{err}"),
-            }
-        }
-    }
-    .await
-    .expect("reads");
-    assert_eq!(again.len(), records.len());
-
-    let empty = tempfile::tempdir().expect("tempdir");
-    let err = legacy::export(empty.path(), None)
-        .err()
-        .expect("no riverfeed.redb");
-    assert_eq!(err.kind, ErrorKind::NotFound);
-    assert!(err.message.contains(LEGACY_FILE), "{err}");
-}
-
-/// `migrate` moves every record of the earlier format into a store and keeps
-/// the old file under another name; a directory without one is refused.
-async fn migrate_moves_everything(backend: Backend) {
-    let Some(target) = TestStore::open(backend).await else {
-        return;
-    };
-    let dir = tempfile::tempdir().expect("tempdir");
-    let records = legacy_records();
-    legacy::write_fixture(dir.path(), &records).expect("fixture written");
-    let tally =
-        archive_cmd::migrate_into(dir.path(), &*target.store, 4, 1_000, &ProgressBar::hidden())
-            .await
-            .expect("migrates");
-    assert_eq!(tally.total(), records.len() as u64);
-    assert_eq!(tally.of("action"), 3);
-    assert!(!legacy::is_legacy_dir(dir.path()));
-    assert!(dir.path().join(MIGRATED_FILE).is_file());
-    let moved = export(&*target.store, None).await;
-    assert_eq!(multiset(&moved), multiset(&records));
-
-    let err =
-        archive_cmd::migrate_into(dir.path(), &*target.store, 4, 1_000, &ProgressBar::hidden())
-            .await
-            .expect_err("nothing left to migrate");
-    assert_eq!(err.kind, ErrorKind::InvalidInput);
-    assert!(err.message.contains(LEGACY_FILE), "{err}");
-    target.remove().await;
-}
-
 /// An imported group, inbox or job whose key the target holds already: the
 /// archive's group and inbox replace what is stored (as other records do),
 /// written over its version, the group keeping its id in the target; a job
@@ -1136,28 +936,5 @@ async fn imported_notices_replace_what_is_stored(backend: Backend) {
 crate::on_both_backends!(
     round_trip,
     a_bad_line_names_itself,
-    migrate_moves_everything,
     imported_notices_replace_what_is_stored
 );
-
-/// `riverfeed migrate` converts a directory of the earlier format in place:
-/// afterwards the embedded store opens there and holds every record.
-#[tokio::test]
-async fn migrate_converts_a_data_directory_in_place() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let records = legacy_records();
-    legacy::write_fixture(dir.path(), &records).expect("fixture written");
-    let refused = EmbeddedStore::open(dir.path())
-        .err()
-        .expect("the earlier format is refused");
-    assert!(refused.message.contains("riverfeed migrate"), "{refused}");
-
-    let tally = archive_cmd::run_migrate(dir.path(), 1_000)
-        .await
-        .expect("migrates");
-    assert_eq!(tally.total(), records.len() as u64);
-    assert!(dir.path().join(MIGRATED_FILE).is_file());
-    let store = EmbeddedStore::open(dir.path()).expect("opens after the migration");
-    let moved = export(&store, None).await;
-    assert_eq!(multiset(&moved), multiset(&records));
-}

@@ -1377,26 +1377,3 @@ async fn embedded_store_keeps_everything_across_reopen() -> Result<()> {
     ensure!(claims.len() == 1, "the pending action survived the reopen");
     Ok(())
 }
-
-#[tokio::test]
-async fn embedded_store_refuses_the_earlier_format_by_name() -> Result<()> {
-    let dir = tempfile::tempdir()?;
-    {
-        // Earlier versions kept everything in one redb file.
-        let db = redb::Database::create(dir.path().join("riverfeed.redb"))?;
-        let txn = db.begin_write()?;
-        let old: redb::TableDefinition<(&str, &str), ()> = redb::TableDefinition::new("users");
-        txn.open_table(old)?.insert(("acme", "alice"), ())?;
-        txn.commit()?;
-    }
-    let err = EmbeddedStore::open(dir.path())
-        .err()
-        .context("an earlier format must not open")?;
-    ensure!(err.kind == ErrorKind::Unavailable, "{err}");
-    ensure!(err.message.contains("riverfeed migrate"), "{err}");
-    ensure!(
-        !dir.path().join("rocksdb").exists(),
-        "nothing new is written beside the old format"
-    );
-    Ok(())
-}

@@ -153,9 +153,7 @@ impl EmbeddedStore {
         Self::open_with(dir, &EmbeddedOptions::default())
     }
 
-    /// Opens (or creates) the store in `dir`, creating the directory. A
-    /// directory an earlier version wrote is refused with the command that
-    /// converts it.
+    /// Opens (or creates) the store in `dir`, creating the directory.
     pub fn open_with(dir: &Path, options: &EmbeddedOptions) -> StoreResult<Self> {
         std::fs::create_dir_all(dir).map_err(|e| {
             StoreError::from_source(
@@ -164,23 +162,6 @@ impl EmbeddedStore {
                 e,
             )
         })?;
-        if super::legacy::is_legacy_dir(dir) {
-            return Err(StoreError::new(
-                ErrorKind::Unavailable,
-                format!(
-                    "{} holds the earlier embedded store format (redb); convert it with \
-                     `riverfeed migrate --data-dir {}`",
-                    dir.display(),
-                    dir.display()
-                ),
-            ));
-        }
-        Self::open_engine(dir, options)
-    }
-
-    /// Opens (or creates) the store in `dir` even beside a file of the
-    /// earlier format: for `riverfeed migrate`, which fills it from that file.
-    pub fn open_for_migration(dir: &Path, options: &EmbeddedOptions) -> StoreResult<Self> {
         Self::open_engine(dir, options)
     }
 
