@@ -19,7 +19,7 @@ use crate::model::BumpRule;
 use crate::notify::rules::{parse_group_by, NoticeRules};
 use crate::relevancy::BumpRules;
 use crate::server::{ServeOptions, DEMO_NEEDS_DEV_MODE};
-use crate::timeline::{FeedModel, ModelKind};
+use crate::timeline::{FeedModel, FeedModelKind};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -146,9 +146,9 @@ pub struct ServeArgs {
     /// `pull` (merged from followees' outboxes at read), `rivers` (kept only
     /// for readers active lately, pulled below) or `hybrid` (push, except
     /// actors above the celebrity threshold, merged at read).
-    #[arg(long, env = "RIVERFEED_FEED_MODEL", value_enum, default_value_t = ModelKind::Rivers,
+    #[arg(long, env = "RIVERFEED_FEED_MODEL", value_enum, default_value_t = FeedModelKind::Rivers,
           global = true)]
-    pub feed_model: ModelKind,
+    pub feed_model: FeedModelKind,
     /// Items a reader's river keeps (rivers).
     #[arg(long, env = "RIVERFEED_RIVER_SIZE", default_value_t = 800, global = true,
           value_parser = clap::value_parser!(u32).range(1..=100_000))]

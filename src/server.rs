@@ -135,7 +135,7 @@ impl ServeOptions {
     /// MongoDB, rivers of its size looked for by deliveries and reads.
     pub fn settings_for_model(&self) -> crate::store::StoreSettings {
         let mut settings = self.store_settings.clone();
-        settings.mongo.keeps_rivers = self.model.kind == crate::timeline::ModelKind::Rivers;
+        settings.mongo.keeps_rivers = self.model.kind == crate::timeline::FeedModelKind::Rivers;
         settings.mongo.river_size = self.model.river_size;
         settings
     }
@@ -163,7 +163,7 @@ async fn metered_store(
     let metered = Arc::new(Metered::with_metrics(inner, metrics.clone()));
     let store: Arc<dyn Store> = metered.clone();
     options.model =
-        crate::timeline::model::start(store.as_ref(), options.model, options.clock.now())
+        crate::timeline::feed_model::start(store.as_ref(), options.model, options.clock.now())
             .await
             .context("cannot record the feed model")?;
     Ok((metrics, metered, store))

@@ -112,7 +112,7 @@ pub struct BenchArgs {
     /// Compare feed models instead of the workloads: the same graph and
     /// load on each, on a fresh store each (`push,pull,rivers,hybrid`).
     #[arg(long, value_delimiter = ',', value_enum)]
-    pub models: Vec<crate::timeline::ModelKind>,
+    pub models: Vec<crate::timeline::FeedModelKind>,
     /// Compare MongoDB timeline layouts instead of the workloads
     /// (`items,time_buckets,sized_buckets`), each with and without copies
     /// of actions in the entries, on a fresh database each (`--store
@@ -357,7 +357,7 @@ async fn compare_layouts(
     let mut results = Results::default();
     let mut compared = Vec::new();
     let push = crate::timeline::FeedModel {
-        kind: crate::timeline::ModelKind::Push,
+        kind: crate::timeline::FeedModelKind::Push,
         ..serve.feed_model()
     };
     for &layout in &args.layouts {

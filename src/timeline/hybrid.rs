@@ -5,7 +5,7 @@
 use async_trait::async_trait;
 
 use super::audience::{audience, Audience, Reach};
-use super::model::{FeedModel, Model};
+use super::feed_model::{FeedModel, FeedStrategy};
 use super::read::Plan;
 use super::sources;
 use crate::model::{Action, EdgeKind, Millis, Position, Scope};
@@ -46,7 +46,7 @@ impl Hybrid {
 }
 
 #[async_trait]
-impl Model for Hybrid {
+impl FeedStrategy for Hybrid {
     async fn audience(&self, store: &dyn Store, action: &Action) -> StoreResult<Audience> {
         let celebrity = action.scope == Scope::Public && self.is_celebrity(store, action).await?;
         Ok(Audience {

@@ -8,10 +8,10 @@
 
 mod access;
 pub mod audience;
+pub mod feed_model;
 pub mod follow;
 pub mod groups;
 pub mod hybrid;
-pub mod model;
 pub mod pull;
 pub mod push;
 pub mod read;
@@ -19,4 +19,4 @@ pub mod rivers;
 pub mod sources;
 
 pub use access::{Access, Expiry};
-pub use model::{FeedModel, Model, ModelKind};
+pub use feed_model::{FeedModel, FeedModelKind, FeedStrategy};

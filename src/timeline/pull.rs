@@ -6,7 +6,7 @@
 use async_trait::async_trait;
 
 use super::audience::{audience, Audience, Reach};
-use super::model::Model;
+use super::feed_model::FeedStrategy;
 use super::read::Plan;
 use super::sources;
 use crate::model::{Action, EdgeKind, Millis, Position};
@@ -15,7 +15,7 @@ use crate::store::{Store, StoreResult};
 pub struct Pull;
 
 #[async_trait]
-impl Model for Pull {
+impl FeedStrategy for Pull {
     async fn audience(&self, store: &dyn Store, action: &Action) -> StoreResult<Audience> {
         Ok(Audience {
             readers: audience(store, action, Reach::Actor).await?,

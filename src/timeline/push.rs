@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 
 use super::audience::{audience, Audience, Reach};
-use super::model::{FeedModel, Model};
+use super::feed_model::{FeedModel, FeedStrategy};
 use super::read::Plan;
 use crate::model::{Action, EdgeKind, Millis, Position};
 use crate::store::{Store, StoreResult};
@@ -13,7 +13,7 @@ use crate::store::{Store, StoreResult};
 pub struct Push(pub FeedModel);
 
 #[async_trait]
-impl Model for Push {
+impl FeedStrategy for Push {
     async fn audience(&self, store: &dyn Store, action: &Action) -> StoreResult<Audience> {
         Ok(Audience {
             readers: audience(store, action, Reach::All).await?,

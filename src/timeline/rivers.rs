@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use tracing::debug;
 
 use super::audience::{audience, Audience, Reach, AUDIENCE_PAGE};
-use super::model::{FeedModel, Model};
+use super::feed_model::{FeedModel, FeedStrategy};
 use super::read::still_pulled;
 use super::read::Plan;
 use super::sources::{self, Sources};
@@ -19,7 +19,7 @@ use crate::store::{Backfill, FeedRange, River, Store, StoreResult};
 pub struct Rivers(pub FeedModel);
 
 #[async_trait]
-impl Model for Rivers {
+impl FeedStrategy for Rivers {
     async fn audience(&self, store: &dyn Store, action: &Action) -> StoreResult<Audience> {
         // Everyone but the actor gets it only into a river.
         let mut readers = audience(store, action, Reach::All).await?;

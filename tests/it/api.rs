@@ -5,7 +5,7 @@ use std::collections::HashSet;
 
 use riverfeed::descriptor::{Descriptor, StatusPost};
 use riverfeed::model::{FanOut, ObjectId, Scope};
-use riverfeed::timeline::ModelKind;
+use riverfeed::timeline::FeedModelKind;
 use serde_json::{json, Value};
 
 use crate::common::{first_error_code, Backend, TestServer, WsClient, FEED_EVENTS};
@@ -373,7 +373,7 @@ async fn a_feed_page_loads_its_actions_in_one_batch(backend: Backend) {
     // The exact MongoDB queries are push's; the other models read the
     // reader's sources (and river) beside the page.
     let model = crate::common::test_feed_model().unwrap_or_default();
-    let pushes = model.kind == ModelKind::Push;
+    let pushes = model.kind == FeedModelKind::Push;
     let mongo = matches!(backend, Backend::Mongo(_)) && pushes;
     // With copies of actions in the entries, the page reads them there.
     let copies = matches!(backend, Backend::Mongo(_))

@@ -13,8 +13,8 @@ use riverfeed::model::{
     NoticeReason, ObjectId, Reason, ReasonKind, Scope, User,
 };
 use riverfeed::store::{
-    Delivery, EdgeRecordKind, ErrorKind, FeedRange, NoticeJob, NoticeSource, Record,
-    Store, StoreResult,
+    Delivery, EdgeRecordKind, ErrorKind, FeedRange, NoticeJob, NoticeSource, Record, Store,
+    StoreResult,
 };
 
 use crate::common::{Backend, TestStore};

@@ -9,7 +9,7 @@ use riverfeed::model::ObjectId;
 use riverfeed::server::{self, ServeOptions, Server};
 use riverfeed::store::mongo::{MongoSettings, MongoStore, TimelineLayout};
 use riverfeed::store::StoreSettings;
-use riverfeed::timeline::{FeedModel, ModelKind};
+use riverfeed::timeline::{FeedModel, FeedModelKind};
 use serde_json::{json, Value};
 use tempfile::TempDir;
 use tokio::net::TcpStream;
@@ -118,7 +118,7 @@ pub fn store_url(backend: Backend) -> Option<(String, Option<TempDir>)> {
 /// cross from rivers to sources and actions are merged at read.
 pub fn test_feed_model() -> Option<FeedModel> {
     let name = std::env::var("RIVERFEED_TEST_FEED_MODEL").ok()?;
-    let kind = ModelKind::ALL
+    let kind = FeedModelKind::ALL
         .into_iter()
         .find(|k| k.name() == name)
         .unwrap_or_else(|| panic!("RIVERFEED_TEST_FEED_MODEL: no model {name:?}"));

@@ -9,7 +9,7 @@ use riverfeed::clock::ManualClock;
 use riverfeed::server::ServeOptions;
 use riverfeed::store::mongo::{MongoSettings, TimelineLayout};
 use riverfeed::store::StoreSettings;
-use riverfeed::timeline::{FeedModel, ModelKind};
+use riverfeed::timeline::{FeedModel, FeedModelKind};
 use serde_json::{json, Value};
 
 use crate::common::{store_url, Backend, Client, Stopped, TestServer};
@@ -31,7 +31,7 @@ async fn start(
     let shared = clock.clone();
     let server = TestServer::start_with(Stopped { store, dir }, |url| ServeOptions {
         clock: shared,
-        model: FeedModel::of(ModelKind::Push),
+        model: FeedModel::of(FeedModelKind::Push),
         store_settings: StoreSettings {
             mongo: MongoSettings {
                 layout: Some(layout),

@@ -15,7 +15,7 @@ use riverfeed::fanout::{Worker, WorkerConfig};
 use riverfeed::rng::Rng;
 use riverfeed::server::ServeOptions;
 use riverfeed::store::Store;
-use riverfeed::timeline::{FeedModel, ModelKind};
+use riverfeed::timeline::{FeedModel, FeedModelKind};
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
@@ -34,7 +34,7 @@ const START: i64 = 1_750_000_000_000;
 
 /// One model's server, driven by hand: its worker runs when the test says.
 struct Deployment {
-    model: ModelKind,
+    model: FeedModelKind,
     server: TestServer,
     worker: Worker,
     clock: Arc<ManualClock>,
@@ -42,7 +42,7 @@ struct Deployment {
     actions: Vec<String>,
 }
 
-fn model(kind: ModelKind) -> FeedModel {
+fn model(kind: FeedModelKind) -> FeedModel {
     FeedModel {
         // Small rivers, so reads cross from river to sources often.
         river_size: 4,
@@ -53,7 +53,7 @@ fn model(kind: ModelKind) -> FeedModel {
 }
 
 impl Deployment {
-    async fn start(backend: Backend, kind: ModelKind) -> Option<Self> {
+    async fn start(backend: Backend, kind: FeedModelKind) -> Option<Self> {
         let backend = match backend {
             Backend::Mongo(_) => Backend::Mongo(kind.name()),
             embedded => embedded,
@@ -65,7 +65,7 @@ impl Deployment {
 
     async fn open(
         stopped: Stopped,
-        kind: ModelKind,
+        kind: FeedModelKind,
         clock: Arc<ManualClock>,
         actions: Vec<String>,
     ) -> Self {
@@ -79,9 +79,10 @@ impl Deployment {
         let store: Arc<dyn Store> = server.server.metered.clone();
         // The model as the server runs it (push after a pulling model still
         // pulls the history below the switch).
-        let running = riverfeed::timeline::model::start(store.as_ref(), model(kind), clock.now())
-            .await
-            .expect("the model as it runs");
+        let running =
+            riverfeed::timeline::feed_model::start(store.as_ref(), model(kind), clock.now())
+                .await
+                .expect("the model as it runs");
         let worker = Worker::new(
             store,
             Hub::new(16),
@@ -103,7 +104,7 @@ impl Deployment {
     }
 
     /// The same store, restarted under another model.
-    async fn restart(self, kind: ModelKind) -> Self {
+    async fn restart(self, kind: FeedModelKind) -> Self {
         let Deployment {
             server,
             worker,
@@ -465,7 +466,7 @@ async fn whole_feed(d: &Deployment, reader: usize) -> Vec<(usize, String, String
 async fn every_model_serves_the_same_feeds(backend: Backend) {
     let _ = tracing_subscriber::fmt().with_test_writer().try_init();
     let mut deployments = Vec::new();
-    for kind in ModelKind::ALL {
+    for kind in FeedModelKind::ALL {
         let Some(d) = Deployment::start(backend, kind).await else {
             return;
         };
@@ -534,7 +535,7 @@ fn seed() -> u64 {
 /// Deployments that ran the models `from` restart halfway through a random
 /// history under the models `to`; the first runs push throughout, and
 /// every feed stays what it serves.
-async fn switch(backend: Backend, from: [ModelKind; 4], to: [ModelKind; 4]) {
+async fn switch(backend: Backend, from: [FeedModelKind; 4], to: [FeedModelKind; 4]) {
     let mut deployments = Vec::new();
     for kind in from {
         let Some(d) = Deployment::start(backend, kind).await else {
@@ -570,13 +571,13 @@ async fn switch(backend: Backend, from: [ModelKind; 4], to: [ModelKind; 4]) {
 
 /// Push, then each other model.
 async fn switching_from_push_keeps_every_feed(backend: Backend) {
-    switch(backend, [ModelKind::Push; 4], ModelKind::ALL).await;
+    switch(backend, [FeedModelKind::Push; 4], FeedModelKind::ALL).await;
 }
 
 /// Each model, then push: what the pulling models left unwritten is still
 /// pulled, below where they stopped.
 async fn switching_to_push_keeps_every_feed(backend: Backend) {
-    switch(backend, ModelKind::ALL, [ModelKind::Push; 4]).await;
+    switch(backend, FeedModelKind::ALL, [FeedModelKind::Push; 4]).await;
 }
 
 async fn compare(deployments: &[Deployment], when: &str) {

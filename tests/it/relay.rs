@@ -5,7 +5,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use riverfeed::model::ObjectId;
 use riverfeed::server::ServeOptions;
-use riverfeed::timeline::{FeedModel, ModelKind};
+use riverfeed::timeline::{FeedModel, FeedModelKind};
 use serde_json::{json, Value};
 
 use crate::common::{first_error_code, store_url, Backend, Client, Stopped, TestServer};
@@ -393,7 +393,7 @@ async fn a_pulled_feed_item_is_a_node_too(backend: Backend) {
         return;
     };
     let server = TestServer::start_with(Stopped { store, dir }, |url| ServeOptions {
-        model: FeedModel::of(ModelKind::Pull),
+        model: FeedModel::of(FeedModelKind::Pull),
         ..ServeOptions::new(url)
     })
     .await;

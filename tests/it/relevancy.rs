@@ -13,7 +13,7 @@ use riverfeed::model::{
 };
 use riverfeed::relevancy::BumpRules;
 use riverfeed::store::{Delivery, FeedRange, Store};
-use riverfeed::timeline::{FeedModel, ModelKind};
+use riverfeed::timeline::{FeedModel, FeedModelKind};
 use tokio::sync::Notify;
 
 use crate::common::{Backend, TestStore};
@@ -44,7 +44,7 @@ fn worker(store: Arc<dyn Store>, hub: Arc<Hub>, clock: Arc<ManualClock>, id: &st
             claim_limit: 2,
             bump_rules: rules(),
             // Raising written items, as push writes them for every follower.
-            model: FeedModel::of(ModelKind::Push),
+            model: FeedModel::of(FeedModelKind::Push),
             ..WorkerConfig::default()
         },
         Arc::new(Notify::new()),

@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use riverfeed::server::ServeOptions;
 use riverfeed::store::prelude::*;
 use riverfeed::store::FeedRange;
-use riverfeed::timeline::{FeedModel, ModelKind};
+use riverfeed::timeline::{FeedModel, FeedModelKind};
 
 use crate::common::{store_url, Backend, Stopped, TestServer, WsClient, FEED_EVENTS};
 
@@ -191,7 +191,7 @@ async fn pages_move_past_items_the_viewer_can_no_longer_read(backend: Backend) {
         return;
     };
     let server = TestServer::start_with(Stopped { store, dir }, |url| ServeOptions {
-        model: FeedModel::of(ModelKind::Push),
+        model: FeedModel::of(FeedModelKind::Push),
         ..ServeOptions::new(url)
     })
     .await;

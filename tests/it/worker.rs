@@ -10,7 +10,7 @@ use riverfeed::model::{
     EdgeKind, FanOutState, Group, GroupKind, MembershipRole, ReasonKind, Scope,
 };
 use riverfeed::store::embedded::EmbeddedStore;
-use riverfeed::timeline::{FeedModel, ModelKind};
+use riverfeed::timeline::{FeedModel, FeedModelKind};
 
 use crate::common::{Backend, TestStore};
 use riverfeed::store::{Delivery, FeedRange, Store};
@@ -38,7 +38,7 @@ fn worker(store: Arc<dyn Store>, clock: Arc<ManualClock>, id: &str, batch: usize
             lease_ms: 30_000,
             batch_size: batch,
             // The store-level mechanics of writing every follower's item.
-            model: FeedModel::of(ModelKind::Push),
+            model: FeedModel::of(FeedModelKind::Push),
             ..WorkerConfig::default()
         },
         Arc::new(Notify::new()),
@@ -114,7 +114,7 @@ async fn two_workers(store: Arc<dyn Store>) -> Result<()> {
                     lease_ms: 30_000,
                     batch_size: 2,
                     claim_limit: 1,
-                    model: FeedModel::of(ModelKind::Push),
+                    model: FeedModel::of(FeedModelKind::Push),
                     ..WorkerConfig::default()
                 },
                 Arc::new(Notify::new()),

@@ -93,7 +93,7 @@ impl Default for MongoSettings {
             layout: None,
             bucket_size: DEFAULT_BUCKET_SIZE,
             embed_actions: false,
-            river_size: crate::timeline::model::DEFAULT_RIVER_SIZE,
+            river_size: crate::timeline::feed_model::DEFAULT_RIVER_SIZE,
             keeps_rivers: false,
         }
     }

@@ -1,7 +1,7 @@
 //! The feed models: what is materialised ahead of time and what is merged
 //! in at read. Whatever the model, a reader sees the same feed. Each model
 //! is one file ([`super::push`], [`super::pull`], [`super::rivers`],
-//! [`super::hybrid`]) implementing [`Model`]; [`FeedModel`] holds the
+//! [`super::hybrid`]) implementing [`FeedStrategy`]; [`FeedModel`] holds the
 //! deployment's choice and settings.
 //!
 //! A feed's items come from two places: the reader's timeline (what the
@@ -38,7 +38,7 @@ use crate::store::{Store, StoreResult};
 /// What a feed model decides: who the fan-out writes for, how a feed is
 /// read, where a follow's backfill goes, and its upkeep.
 #[async_trait]
-pub trait Model: Send + Sync {
+pub trait FeedStrategy: Send + Sync {
     /// Who `action`'s fan-out writes items for, and whether followers or
     /// friends were left to pull it at read.
     async fn audience(&self, store: &dyn Store, action: &Action) -> StoreResult<Audience>;
@@ -69,7 +69,7 @@ pub trait Model: Send + Sync {
 
 /// Which model a deployment runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, clap::ValueEnum)]
-pub enum ModelKind {
+pub enum FeedModelKind {
     Push,
     Pull,
     #[default]
@@ -77,25 +77,25 @@ pub enum ModelKind {
     Hybrid,
 }
 
-impl ModelKind {
-    pub const ALL: [ModelKind; 4] = [
-        ModelKind::Push,
-        ModelKind::Pull,
-        ModelKind::Rivers,
-        ModelKind::Hybrid,
+impl FeedModelKind {
+    pub const ALL: [FeedModelKind; 4] = [
+        FeedModelKind::Push,
+        FeedModelKind::Pull,
+        FeedModelKind::Rivers,
+        FeedModelKind::Hybrid,
     ];
 
     pub fn name(self) -> &'static str {
         match self {
-            ModelKind::Push => "push",
-            ModelKind::Pull => "pull",
-            ModelKind::Rivers => "rivers",
-            ModelKind::Hybrid => "hybrid",
+            FeedModelKind::Push => "push",
+            FeedModelKind::Pull => "pull",
+            FeedModelKind::Rivers => "rivers",
+            FeedModelKind::Hybrid => "hybrid",
         }
     }
 }
 
-impl fmt::Display for ModelKind {
+impl fmt::Display for FeedModelKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
@@ -104,7 +104,7 @@ impl fmt::Display for ModelKind {
 /// A model with its settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FeedModel {
-    pub kind: ModelKind,
+    pub kind: FeedModelKind,
     /// Items of a river kept (rivers).
     pub river_size: usize,
     /// A river not read for this long is dropped (rivers).
@@ -126,13 +126,13 @@ pub const DEFAULT_CELEBRITY_THRESHOLD: usize = 10_000;
 
 impl Default for FeedModel {
     fn default() -> Self {
-        Self::of(ModelKind::default())
+        Self::of(FeedModelKind::default())
     }
 }
 
 impl FeedModel {
     /// `kind` with the default settings.
-    pub fn of(kind: ModelKind) -> Self {
+    pub fn of(kind: FeedModelKind) -> Self {
         Self {
             kind,
             river_size: DEFAULT_RIVER_SIZE,
@@ -156,16 +156,16 @@ impl FeedModel {
     /// Whether every follower and friend's item is in the timelines: the
     /// fan-out writes one for each, and always did.
     pub fn pushes_all(&self) -> bool {
-        self.kind == ModelKind::Push && self.pulled_below.is_none()
+        self.kind == FeedModelKind::Push && self.pulled_below.is_none()
     }
 
     /// The model itself.
-    pub fn behaviour(&self) -> Box<dyn Model> {
+    pub fn behaviour(&self) -> Box<dyn FeedStrategy> {
         match self.kind {
-            ModelKind::Push => Box::new(super::push::Push(*self)),
-            ModelKind::Pull => Box::new(super::pull::Pull),
-            ModelKind::Rivers => Box::new(super::rivers::Rivers(*self)),
-            ModelKind::Hybrid => Box::new(super::hybrid::Hybrid(*self)),
+            FeedModelKind::Push => Box::new(super::push::Push(*self)),
+            FeedModelKind::Pull => Box::new(super::pull::Pull),
+            FeedModelKind::Rivers => Box::new(super::rivers::Rivers(*self)),
+            FeedModelKind::Hybrid => Box::new(super::hybrid::Hybrid(*self)),
         }
     }
 }
@@ -185,8 +185,8 @@ pub async fn start(store: &dyn Store, mut model: FeedModel, now: Millis) -> Stor
         .await?
         .map(|bytes| decode_position(&bytes))
         .transpose()?;
-    if model.kind == ModelKind::Push {
-        let pulled_before = last.is_some_and(|name| name != ModelKind::Push.name().as_bytes());
+    if model.kind == FeedModelKind::Push {
+        let pulled_before = last.is_some_and(|name| name != FeedModelKind::Push.name().as_bytes());
         if pulled_before {
             let here = Position {
                 relevancy: now,
