@@ -28,8 +28,8 @@
 //! - [`actions`]: actions, slices, outboxes, reactions, discussions,
 //!   renames, expiry
 //! - [`fanout`]: fan-out claims and leases, deliveries in batches
-//! - [`timelines`]: feed ranges, hides and deletes, backfills, unfollows,
-//!   tombstones, rivers
+//! - [`timelines`]: feed ranges, hides and deletes, bumps, backfills,
+//!   unfollows, tombstones, rivers
 //! - [`notices`]: notice groups, inboxes, notice jobs
 
 mod actions;
@@ -137,6 +137,7 @@ store_cases! {
         timelines::feed_ranges,
         timelines::many_ties,
         timelines::hide_and_delete,
+        timelines::bumps,
         timelines::backfills,
         timelines::unfollows,
         timelines::tombstones,

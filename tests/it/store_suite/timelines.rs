@@ -1,8 +1,9 @@
-//! Cases of timelines: ranges and ties, hides and deletes, backfills,
-//! unfollows and their cleanup, tombstones of pulled items, and rivers.
+//! Cases of timelines: ranges and ties, hides and deletes, bumps,
+//! backfills, unfollows and their cleanup, tombstones of pulled items, and
+//! rivers.
 
 use anyhow::{ensure, Context, Result};
-use riverfeed::model::{Action, EdgeKind, ObjectId, Position, Reason, ReasonKind, Stamp};
+use riverfeed::model::{Action, Comment, EdgeKind, ObjectId, Position, Reason, ReasonKind, Stamp};
 use riverfeed::store::prelude::*;
 use riverfeed::store::{Backfill, Delivery, Ended, ErrorKind, FeedRange, River, Unfollow};
 
@@ -602,6 +603,137 @@ pub(super) async fn rivers(store: &dyn Store) -> Result<()> {
     ensure!(
         store.materialised(T, reader, &[hidden.id]).await? == vec![hidden.id],
         "the tombstone stays"
+    );
+    Ok(())
+}
+
+/// A comment queues a bump job, claimed under a lease: it raises the
+/// commented action in each reader's feed where that is higher than where
+/// it stands (never lower), skips readers without the item or who hid it,
+/// and stamps what it changed; a worker that lost the lease raises
+/// nothing; the last batch finishes the job, which is not claimed again.
+pub(super) async fn bumps(store: &dyn Store) -> Result<()> {
+    let tenant = "bump-tenant";
+    let old = action(tenant, "bu-bob", 1_000, &[]);
+    let newer = action(tenant, "bu-bob", 3_000, &[]);
+    for a in [&old, &newer] {
+        store.insert_action(a).await?;
+    }
+    let claims: Vec<_> = store
+        .claim_fan_out("w", 0, 30_000, 100)
+        .await?
+        .into_iter()
+        .filter(|c| c.action.tenant == tenant)
+        .collect();
+    ensure!(claims.len() == 2, "{claims:?}");
+    for claim in &claims {
+        let at = claim.action.conducted;
+        let readers = ["bu-ann", "bu-cat", "bu-dan"].map(|r| delivery(r, at));
+        store.deliver(claim, 10, &readers).await?;
+        store.finish_fan_out(claim).await?;
+    }
+    store.hide_feed_item(tenant, "bu-dan", old.id).await?;
+
+    let comment = Comment {
+        id: ObjectId::new(),
+        action_id: old.id,
+        author_id: "bu-eve".into(),
+        text: "…".into(),
+        created: 5_000,
+    };
+    store.add_comment(tenant, &comment).await?;
+    let ours = |claims: Vec<riverfeed::store::BumpClaim>| {
+        claims.into_iter().find(|c| c.comment.id == comment.id)
+    };
+    let first = ours(store.claim_bumps("w1", 100, 1_000, 10).await?).context("claimed")?;
+    ensure!(first.tenant == tenant && first.worker == "w1", "{first:?}");
+    ensure!(
+        ours(store.claim_bumps("w2", 200, 1_000, 10).await?).is_none(),
+        "leased"
+    );
+    // The lease runs out: w2 takes it over, w1 lost it.
+    let taken = ours(store.claim_bumps("w2", 1_200, 1_000, 10).await?).context("taken over")?;
+    let bumped = |owner: &str, relevancy: i64| Delivery {
+        owner: owner.into(),
+        relevancy,
+        reason: Reason::new(ReasonKind::Bumped, "bu-bob"),
+    };
+    let err = store
+        .bump(&first, 1_300, &[bumped("bu-ann", 5_000)])
+        .await
+        .err()
+        .context("lease lost")?;
+    ensure!(err.kind == ErrorKind::LeaseLost, "{err}");
+
+    // Ann's item goes up; cat's would go down, so stays; dan hid it; fay
+    // never had it.
+    let raised = store
+        .bump(
+            &taken,
+            1_400,
+            &[
+                bumped("bu-ann", 5_000),
+                bumped("bu-cat", 900),
+                bumped("bu-dan", 5_000),
+                bumped("bu-fay", 5_000),
+            ],
+        )
+        .await?;
+    ensure!(
+        raised.len() == 1
+            && raised[0].owner == "bu-ann"
+            && raised[0].action_id == old.id
+            && raised[0].relevancy == 5_000
+            && raised[0].reason.kind == ReasonKind::Bumped
+            && raised[0].changed == 1_400,
+        "raised: {raised:?}"
+    );
+    let feed = |owner: &'static str| async move {
+        anyhow::Ok(
+            store
+                .feed_page(tenant, owner, range(10))
+                .await?
+                .into_iter()
+                .map(|i| (i.action_id, i.relevancy, i.reason.kind))
+                .collect::<Vec<_>>(),
+        )
+    };
+    ensure!(
+        feed("bu-ann").await?
+            == [
+                (old.id, 5_000, ReasonKind::Bumped),
+                (newer.id, 3_000, ReasonKind::Follows)
+            ],
+        "ann: {:?}",
+        feed("bu-ann").await?
+    );
+    ensure!(
+        feed("bu-cat").await?
+            == [
+                (newer.id, 3_000, ReasonKind::Follows),
+                (old.id, 1_000, ReasonKind::Follows)
+            ],
+        "cat: {:?}",
+        feed("bu-cat").await?
+    );
+    ensure!(
+        feed("bu-dan").await? == [(newer.id, 3_000, ReasonKind::Follows)],
+        "dan: {:?}",
+        feed("bu-dan").await?
+    );
+    ensure!(feed("bu-fay").await?.is_empty(), "fay");
+
+    // The last batch, with the finish: cat's now goes up too.
+    let last = store
+        .bump_and_finish(&taken, 1_500, &[bumped("bu-cat", 6_000)])
+        .await?;
+    ensure!(
+        last.len() == 1 && last[0].owner == "bu-cat" && last[0].relevancy == 6_000,
+        "last: {last:?}"
+    );
+    ensure!(
+        ours(store.claim_bumps("w3", 1_000_000, 1_000, 10).await?).is_none(),
+        "a finished job is not claimed again"
     );
     Ok(())
 }
