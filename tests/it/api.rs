@@ -701,3 +701,12 @@ crate::on_both_backends!(
     get_serves_queries_but_not_mutations,
     shutdown_closes_live_websockets,
 );
+
+// Paging on while items arrive, what a live follower is told and a page's
+// store calls depend on the feed model, and the cross-model test
+// (`models::`) does not see them: proved under every other model too.
+crate::under_other_models!(
+    pages_have_no_gaps_or_duplicates_while_new_items_arrive,
+    feed_events_stream_added_and_removed,
+    a_feed_page_loads_its_actions_in_one_batch,
+);

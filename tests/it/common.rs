@@ -61,6 +61,53 @@ macro_rules! on_both_backends {
     };
 }
 
+tokio::task_local! {
+    /// The feed model servers of this test run under, set by
+    /// [`under_other_models!`]; ahead of `RIVERFEED_TEST_FEED_MODEL`.
+    pub static FEED_MODEL: FeedModelKind;
+}
+
+/// Runs async test functions `name(backend)` under each feed model but the
+/// default (rivers) on both backends, as `push::embedded::name`,
+/// `pull::mongodb::name`, `hybrid::…`: the tests whose proof depends on the
+/// model and that the cross-model test (`models::`) cannot make, such as
+/// what a live reader is told. Settings as [`test_feed_model`]'s.
+#[macro_export]
+macro_rules! under_other_models {
+    ($($name:ident),+ $(,)?) => {
+        $crate::under_other_models!(@model push, Push, $($name),+);
+        $crate::under_other_models!(@model pull, Pull, $($name),+);
+        $crate::under_other_models!(@model hybrid, Hybrid, $($name),+);
+    };
+    (@model $module:ident, $kind:ident, $($name:ident),+) => {
+        mod $module {
+            mod embedded {
+                $(#[tokio::test]
+                async fn $name() {
+                    $crate::common::FEED_MODEL
+                        .scope(
+                            riverfeed::timeline::FeedModelKind::$kind,
+                            super::super::$name($crate::common::Backend::Embedded),
+                        )
+                        .await
+                })+
+            }
+            mod mongodb {
+                $(#[tokio::test]
+                async fn $name() {
+                    let database = concat!(stringify!($module), "_", stringify!($name));
+                    $crate::common::FEED_MODEL
+                        .scope(
+                            riverfeed::timeline::FeedModelKind::$kind,
+                            super::super::$name($crate::common::Backend::Mongo(database)),
+                        )
+                        .await
+                })+
+            }
+        }
+    };
+}
+
 /// The MongoDB server tests use: `MONGODB_URI`. Without it the MongoDB tests
 /// are skipped, loudly, except where MongoDB is required (`CI`, or
 /// `RIVERFEED_REQUIRE_MONGODB`, which the test command sets): there a missing
@@ -112,16 +159,22 @@ pub fn store_url(backend: Backend) -> Option<(String, Option<TempDir>)> {
     }
 }
 
-/// The feed model servers run under: `RIVERFEED_TEST_FEED_MODEL` (`push`,
-/// `pull`, `rivers` or `hybrid`; push when unset), so the feed tests run
-/// against every model. Rivers are small and celebrities common, so reads
-/// cross from rivers to sources and actions are merged at read.
+/// The feed model servers run under: the one [`under_other_models!`] set,
+/// else `RIVERFEED_TEST_FEED_MODEL` (`push`, `pull`, `rivers` or `hybrid`,
+/// for a rerun of any tests by hand); `None` (the default model) when
+/// neither says. Rivers are small and celebrities common, so reads cross
+/// from rivers to sources and actions are merged at read.
 pub fn test_feed_model() -> Option<FeedModel> {
-    let name = std::env::var("RIVERFEED_TEST_FEED_MODEL").ok()?;
-    let kind = FeedModelKind::ALL
-        .into_iter()
-        .find(|k| k.name() == name)
-        .unwrap_or_else(|| panic!("RIVERFEED_TEST_FEED_MODEL: no model {name:?}"));
+    let kind = match FEED_MODEL.try_with(|kind| *kind) {
+        Ok(kind) => kind,
+        Err(_) => {
+            let name = std::env::var("RIVERFEED_TEST_FEED_MODEL").ok()?;
+            FeedModelKind::ALL
+                .into_iter()
+                .find(|k| k.name() == name)
+                .unwrap_or_else(|| panic!("RIVERFEED_TEST_FEED_MODEL: no model {name:?}"))
+        }
+    };
     Some(FeedModel {
         river_size: 3,
         celebrity_threshold: 1,

@@ -26,12 +26,21 @@ async fn start(
     layout: TimelineLayout,
     embed_actions: bool,
 ) -> Option<(TestServer, Arc<ManualClock>)> {
+    start_under(test, layout, embed_actions, FeedModelKind::Push).await
+}
+
+async fn start_under(
+    test: &'static str,
+    layout: TimelineLayout,
+    embed_actions: bool,
+    model: FeedModelKind,
+) -> Option<(TestServer, Arc<ManualClock>)> {
     let (store, dir) = store_url(Backend::Mongo(test))?;
     let clock = Arc::new(ManualClock::new(START));
     let shared = clock.clone();
     let server = TestServer::start_with(Stopped { store, dir }, |url| ServeOptions {
         clock: shared,
-        model: FeedModel::of(FeedModelKind::Push),
+        model: FeedModel::of(model),
         store_settings: StoreSettings {
             mongo: MongoSettings {
                 layout: Some(layout),
@@ -161,6 +170,42 @@ async fn a_page_from_copies_is_one_round_trip_on_time_buckets() {
 #[tokio::test]
 async fn a_page_from_copies_is_one_round_trip_on_sized_buckets() {
     one_round_trip(TimelineLayout::SizedBuckets).await;
+}
+
+/// Under rivers, a reader's river is built from their sources at their
+/// first read, with copies in its entries as a fan-out writes them: the
+/// next page loads no actions and no actors.
+#[tokio::test]
+async fn a_river_built_at_a_read_holds_copies() {
+    let Some((server, _)) = start_under(
+        "embed_river_sized",
+        TimelineLayout::SizedBuckets,
+        true,
+        FeedModelKind::Rivers,
+    )
+    .await
+    else {
+        return;
+    };
+    let ann = server.client("acme", "ann");
+    let bob = server.client("acme", "bob");
+    ann.upsert_user("ann", "Ann").await;
+    bob.follow("ann").await;
+    for i in 0..5 {
+        post(&ann, &format!("post {i}"), json!({})).await;
+    }
+    // The first read builds bob's river.
+    let (data, _) = read(&server, &bob, PAGE).await;
+    assert_eq!(shown(&data).len(), 5);
+    let (data, cost) = read(&server, &bob, PAGE).await;
+    assert_eq!(shown(&data).len(), 5);
+    assert_eq!(shown(&data)[0], ("post 4".into(), "Ann".into()));
+    assert_eq!(
+        (cost.loads, cost.users),
+        (0, 0),
+        "a page of the river, from its copies"
+    );
+    server.stop().await;
 }
 
 async fn copies_stay_true(layout: TimelineLayout) {

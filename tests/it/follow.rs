@@ -263,3 +263,12 @@ crate::on_both_backends!(
     a_live_reader_sees_the_backfill_arrive,
     an_unfollow_takes_what_came_by_the_follow_out,
 );
+
+// A backfill told to a live reader, and an unfollow's items out at once and
+// told REMOVED by its cleanup, depend on the feed model, and the
+// cross-model test (`models::`) sees feeds only once the worker is done:
+// proved under every other model too.
+crate::under_other_models!(
+    a_live_reader_sees_the_backfill_arrive,
+    an_unfollow_takes_what_came_by_the_follow_out,
+);

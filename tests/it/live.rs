@@ -426,3 +426,11 @@ crate::on_both_backends!(
     feed_events_resume_from_a_cursor_with_no_gap_or_repeat,
     slice_and_action_events_reach_those_watching,
 );
+
+// Bumps told live (by the ASSIGNED rule, which the cross-model history does
+// not use) and streams resumed from a cursor depend on the feed model:
+// proved under every other model too.
+crate::under_other_models!(
+    a_comment_moves_the_item_up_on_live_pages_of_the_readers_it_matters_to,
+    feed_events_resume_from_a_cursor_with_no_gap_or_repeat,
+);

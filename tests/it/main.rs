@@ -27,8 +27,6 @@ mod relay;
 mod relevancy;
 mod scopes;
 mod security;
-mod store_models;
-mod store_notices;
 mod store_suite;
 mod tracing;
 mod transports;

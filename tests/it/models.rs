@@ -5,7 +5,8 @@
 //! comments that bump, hidden items and actions) played against a server
 //! per feed model, and every reader's whole feed, paged to the end, must be
 //! the same under all of them: the same actions, in the same order, at the
-//! same relevancy, for the same reason.
+//! same relevancy, for the same reason. Paged backwards it is the same
+//! feed, and another tenant's actions never show.
 
 use std::sync::Arc;
 
@@ -22,6 +23,8 @@ use tokio::sync::Notify;
 use crate::common::{store_url, Backend, Client, Stopped, TestServer};
 
 const TENANT: &str = "acme";
+/// Another tenant, with the same user and group ids.
+const OTHER_TENANT: &str = "globex";
 const USERS: usize = 9;
 /// Steps of the history: fewer on MongoDB, where each costs more.
 fn steps(backend: Backend) -> usize {
@@ -438,11 +441,13 @@ async fn whole_feed(d: &Deployment, reader: usize) -> Vec<(usize, String, String
         for edge in feed["edges"].as_array().expect("edges") {
             let node = &edge["node"];
             let id = node["actionId"].as_str().expect("id");
-            let index = d
-                .actions
-                .iter()
-                .position(|a| a == id)
-                .expect("a recorded action");
+            let index = d.actions.iter().position(|a| a == id).unwrap_or_else(|| {
+                panic!(
+                    "u{reader}'s feed under {} holds {id}, which the history did not record \
+                     (another tenant's?)",
+                    d.model
+                )
+            });
             out.push((
                 index,
                 node["relevancy"].as_str().unwrap_or_default().to_owned(),
@@ -461,6 +466,39 @@ async fn whole_feed(d: &Deployment, reader: usize) -> Vec<(usize, String, String
         }
         after = feed["pageInfo"]["endCursor"].clone();
     }
+}
+
+/// A reader's whole feed paged backwards from its oldest end (`last`,
+/// `before`) in small pages, put newest first: it must be the feed paged
+/// forwards.
+async fn whole_feed_backwards(d: &Deployment, reader: usize) -> Vec<String> {
+    const PAGE: &str = "query($before: String) { feed(last: 3, before: $before) {
+        edges { node { actionId } }
+        pageInfo { hasPreviousPage startCursor } } }";
+    let client = d.user(reader);
+    let mut pages = Vec::new();
+    let mut before = Value::Null;
+    loop {
+        let data = client.data(PAGE, json!({ "before": before })).await;
+        let feed = &data["feed"];
+        let page: Vec<String> = feed["edges"]
+            .as_array()
+            .expect("edges")
+            .iter()
+            .map(|e| e["node"]["actionId"].as_str().expect("id").to_owned())
+            .collect();
+        pages.push(page);
+        if feed["pageInfo"]["hasPreviousPage"] != true {
+            break;
+        }
+        before = feed["pageInfo"]["startCursor"].clone();
+        assert!(
+            pages.len() <= d.actions.len() + 1,
+            "u{reader}'s feed under {} never ends backwards",
+            d.model
+        );
+    }
+    pages.into_iter().rev().flatten().collect()
 }
 
 async fn every_model_serves_the_same_feeds(backend: Backend) {
@@ -492,6 +530,21 @@ async fn every_model_serves_the_same_feeds(backend: Backend) {
         }
     }
     compare(&deployments, "at the end").await;
+    for d in &deployments {
+        for reader in 0..USERS {
+            let forwards: Vec<String> = whole_feed(d, reader)
+                .await
+                .into_iter()
+                .map(|(index, ..)| d.actions[index].clone())
+                .collect();
+            let backwards = whole_feed_backwards(d, reader).await;
+            assert_eq!(
+                backwards, forwards,
+                "u{reader}'s feed under {} paged backwards",
+                d.model
+            );
+        }
+    }
     let total: usize = {
         let mut total = 0;
         for reader in 0..USERS {
@@ -509,7 +562,9 @@ async fn every_model_serves_the_same_feeds(backend: Backend) {
     }
 }
 
-/// The users, in two teams.
+/// The users, in two teams; and in another tenant the same ids, where
+/// everyone follows u0 and everyone posts, to PUBLIC and to their team:
+/// none of it may show in this tenant.
 async fn people(d: &Deployment) {
     let service = d.server.service(TENANT);
     for n in 0..USERS {
@@ -522,6 +577,27 @@ async fn people(d: &Deployment) {
             .add_member(team_of(n), "TEAM", &format!("u{n}"))
             .await;
     }
+    let elsewhere = d.server.service(OTHER_TENANT);
+    for n in 0..USERS {
+        elsewhere
+            .upsert_user(&format!("u{n}"), &format!("Someone else {n}"))
+            .await;
+        elsewhere
+            .add_member(team_of(n), "TEAM", &format!("u{n}"))
+            .await;
+    }
+    for n in 1..USERS {
+        let other = d.server.client(OTHER_TENANT, &format!("u{n}"));
+        other.follow("u0").await;
+    }
+    for n in 0..USERS {
+        let other = d.server.client(OTHER_TENANT, &format!("u{n}"));
+        other.post_status("elsewhere", json!({})).await;
+        other
+            .post_status("elsewhere, team", json!({ "scope": "TEAM" }))
+            .await;
+    }
+    d.settle().await;
 }
 
 /// The history's seed; another with RIVERFEED_MODELS_SEED=<n>.

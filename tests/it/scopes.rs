@@ -439,3 +439,12 @@ crate::on_both_backends!(
     leaving_a_group_takes_its_items_out,
     friends_and_departments_see_what_they_should,
 );
+
+// Hides and a group left, out at once and told REMOVED live, and the
+// DEPARTMENT scope (which the cross-model history does not use) depend on
+// the feed model: proved under every other model too.
+crate::under_other_models!(
+    hiding_removes_from_feeds_and_only_the_actor_may,
+    leaving_a_group_takes_its_items_out,
+    friends_and_departments_see_what_they_should,
+);

@@ -1,6 +1,5 @@
-//! The conformance suite's notification cases: notice groups written under
-//! their version, listed and counted; inboxes; the notice job queue. Run by
-//! `store_suite` on every backend and layout.
+//! Cases of notifications: notice groups written under their version,
+//! listed, counted and trimmed; inboxes; the notice job queue.
 
 use anyhow::{ensure, Context, Result};
 use riverfeed::model::{
@@ -11,17 +10,6 @@ use riverfeed::store::prelude::*;
 use riverfeed::store::{ErrorKind, NoticeJob, NoticeSource};
 
 const T: &str = "notices";
-
-pub async fn notice_cases(store: &dyn Store) -> Result<()> {
-    versions(store).await.context("notice groups by version")?;
-    pages(store).await.context("notice pages")?;
-    counts(store).await.context("notice counts")?;
-    trimming(store).await.context("trimming notices")?;
-    inboxes(store).await.context("inboxes")?;
-    jobs(store).await.context("notice jobs")?;
-    many(store).await.context("many groups of one owner")?;
-    Ok(())
-}
 
 fn notice(source: &str, actor: &str, at: i64) -> Notice {
     Notice {
@@ -57,7 +45,7 @@ fn range(limit: usize) -> NoticeRange {
     }
 }
 
-async fn versions(store: &dyn Store) -> Result<()> {
+pub(super) async fn notice_versions(store: &dyn Store) -> Result<()> {
     let owner = "v-mary";
     ensure!(store.notice_group(T, owner, "k").await?.is_none());
     let mut g = group(store, owner, "k", &[10, 20]).await?;
@@ -107,7 +95,7 @@ async fn versions(store: &dyn Store) -> Result<()> {
     Ok(())
 }
 
-async fn pages(store: &dyn Store) -> Result<()> {
+pub(super) async fn notice_pages(store: &dyn Store) -> Result<()> {
     let owner = "p-mary";
     let a = group(store, owner, "a", &[100]).await?;
     let b = group(store, owner, "b", &[50, 300]).await?;
@@ -165,7 +153,7 @@ async fn pages(store: &dyn Store) -> Result<()> {
     Ok(())
 }
 
-async fn counts(store: &dyn Store) -> Result<()> {
+pub(super) async fn notice_counts(store: &dyn Store) -> Result<()> {
     let owner = "c-mary";
     ensure!(store.notice_counts(T, owner, 0).await? == NoticeCounts::default());
     group(store, owner, "a", &[100]).await?;
@@ -208,7 +196,7 @@ async fn counts(store: &dyn Store) -> Result<()> {
     Ok(())
 }
 
-async fn trimming(store: &dyn Store) -> Result<()> {
+pub(super) async fn notice_trimming(store: &dyn Store) -> Result<()> {
     let owner = "t-mary";
     let mut made = Vec::new();
     for n in 0..5 {
@@ -237,7 +225,7 @@ async fn trimming(store: &dyn Store) -> Result<()> {
     Ok(())
 }
 
-async fn inboxes(store: &dyn Store) -> Result<()> {
+pub(super) async fn inboxes(store: &dyn Store) -> Result<()> {
     let fresh = store.inbox(T, "i-mary").await?;
     ensure!(fresh == Inbox::new(T, "i-mary"), "{fresh:?}");
     let mut inbox = fresh.clone();
@@ -269,7 +257,7 @@ async fn inboxes(store: &dyn Store) -> Result<()> {
     Ok(())
 }
 
-async fn jobs(store: &dyn Store) -> Result<()> {
+pub(super) async fn notice_jobs(store: &dyn Store) -> Result<()> {
     // Other cases may have queued jobs: claim those first, out of the way.
     for claim in store.claim_notice_jobs("sweeper", 0, 1_000, 1_000).await? {
         store.finish_notice_job(&claim).await?;
@@ -337,7 +325,7 @@ async fn jobs(store: &dyn Store) -> Result<()> {
 
 /// More groups than a backend may read in one go: pages, counts and trims
 /// see all of them.
-async fn many(store: &dyn Store) -> Result<()> {
+pub(super) async fn many_notice_groups(store: &dyn Store) -> Result<()> {
     let owner = "m-mary";
     for n in 0..150 {
         group(store, owner, &format!("g{n:03}"), &[10_000 + n]).await?;

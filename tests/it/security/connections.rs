@@ -1,0 +1,158 @@
+//! Who may connect: a server without tokens (dev mode) answers this machine
+//! only, and websocket connections and subscriptions are capped.
+
+use std::sync::Arc;
+
+use riverfeed::http::WsLimits;
+use riverfeed::server::ServeOptions;
+use serde_json::{json, Value};
+
+use super::{as_user, hs256, start, token};
+use crate::common::{first_error_code, Backend, TestServer, WsClient};
+
+async fn connections_and_subscriptions_are_capped(backend: Backend) {
+    let limits = WsLimits {
+        max_connections: 2,
+        max_subscriptions: 2,
+        ..WsLimits::default()
+    };
+    let Some(server) = start(backend, hs256(), |o| o.ws_limits = limits).await else {
+        return;
+    };
+    let payload = json!({ "token": token("acme", "alice", &[]) });
+    let mut first = WsClient::connect(&server.ws_url(), payload.clone()).await;
+    let _second = WsClient::connect(&server.ws_url(), payload.clone()).await;
+    let refused = reqwest::Client::new()
+        .get(format!("{}/graphql/ws", server.base))
+        .header("connection", "upgrade")
+        .header("upgrade", "websocket")
+        .header("sec-websocket-version", "13")
+        .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==")
+        .header("sec-websocket-protocol", "graphql-transport-ws")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 503);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(
+        first_error_code(&body).as_deref(),
+        Some("TOO_MANY_CONNECTIONS")
+    );
+
+    // A connection's subscriptions start concurrently: which of the three is
+    // refused is not fixed, only that one is.
+    let query = "subscription { feedEvents { kind } }";
+    for id in ["a", "b", "c"] {
+        first.subscribe(id, query).await;
+    }
+    let message = first.next().await.expect("an answer");
+    assert_eq!(
+        message["payload"]["errors"][0]["extensions"]["code"], "TOO_MANY_SUBSCRIPTIONS",
+        "{message}"
+    );
+    let refused = message["id"].as_str().unwrap().to_owned();
+    let done = first.next().await.expect("its end");
+    assert_eq!(
+        (done["type"].as_str(), done["id"].as_str()),
+        (Some("complete"), Some(&*refused))
+    );
+    // The two others live: an event reaches both.
+    server.wait_live_topics(1).await;
+    let alice = as_user(&server, "acme", "alice");
+    alice.post_status("ping", json!({})).await;
+    let mut ids = vec![first.next_payload_id().await, first.next_payload_id().await];
+    ids.sort();
+    let mut expected: Vec<String> = ["a", "b", "c"]
+        .iter()
+        .filter(|i| **i != refused)
+        .map(|i| i.to_string())
+        .collect();
+    expected.sort();
+    assert_eq!(ids, expected);
+    server.stop().await;
+}
+
+crate::on_both_backends!(connections_and_subscriptions_are_capped);
+
+#[tokio::test]
+async fn dev_mode_stays_on_loopback_unless_told_otherwise() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut options = ServeOptions::new(format!("embedded:{}", dir.path().display()));
+    options.listen = "0.0.0.0:0".parse().unwrap();
+    let err = riverfeed::server::start(options.clone())
+        .await
+        .err()
+        .expect("refused");
+    assert!(err.to_string().contains("loopback"), "{err}");
+    drop(dir);
+
+    // With a token key the same address is fine.
+    let dir = tempfile::tempdir().unwrap();
+    options.store = format!("embedded:{}", dir.path().display());
+    options.auth = Arc::new(hs256());
+    let server = riverfeed::server::start(options)
+        .await
+        .expect("starts with tokens");
+    server.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn dev_mode_answers_only_this_machine() {
+    let server = TestServer::start(Backend::Embedded)
+        .await
+        .expect("embedded");
+    let http = reqwest::Client::new();
+    let url = format!("{}/graphql", server.base);
+    let ask = |host: Option<&'static str>, origin: Option<&'static str>| {
+        let mut request = http
+            .post(&url)
+            .header("x-riverfeed-tenant", "acme")
+            .header("x-riverfeed-user", "alice")
+            .json(&json!({ "query": "{ viewer { userId } }" }));
+        if let Some(host) = host {
+            request = request.header("host", host);
+        }
+        if let Some(origin) = origin {
+            request = request.header("origin", origin);
+        }
+        request.send()
+    };
+    for (host, origin, status) in [
+        (None, None, 200),
+        (Some("localhost:8080"), Some("http://localhost:3000"), 200),
+        (Some("127.0.0.1"), Some("http://[::1]:5173"), 200),
+        // DNS rebinding: a page of attacker.example whose name now points here.
+        (
+            Some("attacker.example:8080"),
+            Some("http://attacker.example:8080"),
+            403,
+        ),
+        // A page of another site calling the local server.
+        (None, Some("https://evil.example"), 403),
+    ] {
+        let response = ask(host, origin).await.unwrap();
+        assert_eq!(
+            response.status(),
+            status,
+            "host {host:?}, origin {origin:?}"
+        );
+        if status == 403 {
+            let body: Value = response.json().await.unwrap();
+            assert_eq!(first_error_code(&body).as_deref(), Some("FORBIDDEN"));
+        }
+    }
+    // The same for a cross-site websocket.
+    let upgrade = http
+        .get(format!("{}/graphql/ws", server.base))
+        .header("origin", "https://evil.example")
+        .header("connection", "upgrade")
+        .header("upgrade", "websocket")
+        .header("sec-websocket-version", "13")
+        .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==")
+        .header("sec-websocket-protocol", "graphql-transport-ws")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(upgrade.status(), 403);
+    server.stop().await;
+}

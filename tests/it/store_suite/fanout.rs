@@ -1,0 +1,256 @@
+//! Cases of the fan-out: claims under a lease, deliveries written once,
+//! in batches large and small, and several fan-outs finished together.
+
+use anyhow::{ensure, Context, Result};
+use riverfeed::model::{FanOutState, Reason, ReasonKind};
+use riverfeed::store::prelude::*;
+use riverfeed::store::{Delivery, ErrorKind};
+
+use super::{action, delivery, range};
+
+pub(super) async fn claims_and_leases(store: &dyn Store) -> Result<()> {
+    // Work left by other cases may be claimable too; this case looks only at
+    // its own tenant.
+    let tenant = "lease-tenant";
+    let a = action(tenant, "l-bob", 1_000, &[]);
+    store.insert_action(&a).await?;
+    let now = 1_000_000;
+    let mine = |claims: Vec<riverfeed::store::Claim>| {
+        claims
+            .into_iter()
+            .filter(|c| c.action.tenant == tenant)
+            .collect::<Vec<_>>()
+    };
+    let claimed = mine(store.claim_fan_out("w1", now, 30_000, 100).await?);
+    ensure!(claimed.len() == 1, "pending action is claimed: {claimed:?}");
+    let claim = claimed.into_iter().next().context("claim")?;
+    ensure!(claim.action.fan_out.state == FanOutState::InProgress);
+    ensure!(claim.action.fan_out.worker.as_deref() == Some("w1"));
+    ensure!(claim.action.fan_out.locked_until == Some(now + 30_000));
+    ensure!(
+        mine(store.claim_fan_out("w2", now + 29_999, 30_000, 100).await?).is_empty(),
+        "a live lease is not taken over"
+    );
+    let taken = mine(store.claim_fan_out("w2", now + 30_000, 30_000, 100).await?);
+    ensure!(taken.len() == 1, "an expired lease is taken over");
+    let err = store
+        .deliver(&claim, now + 30_001, &[delivery("l-alice", 1_000)])
+        .await
+        .err()
+        .context("the old worker must not deliver")?;
+    ensure!(err.kind == ErrorKind::LeaseLost, "{err}");
+    ensure!(store.finish_fan_out(&claim).await.err().map(|e| e.kind) == Some(ErrorKind::LeaseLost));
+    let new_claim = &taken[0];
+    store.finish_fan_out(new_claim).await?;
+    let stored = store.get_actions(tenant, &[a.id]).await?;
+    ensure!(stored[0].fan_out.state == FanOutState::Done, "{stored:?}");
+    ensure!(
+        mine(
+            store
+                .claim_fan_out("w3", now + 1_000_000, 30_000, 100)
+                .await?
+        )
+        .is_empty(),
+        "done actions are never claimed again"
+    );
+    Ok(())
+}
+
+pub(super) async fn delivery_is_idempotent(store: &dyn Store) -> Result<()> {
+    let tenant = "idem-tenant";
+    let a = action(tenant, "i-bob", 5_000, &[]);
+    store.insert_action(&a).await?;
+    let claim = store
+        .claim_fan_out("w1", 10, 30_000, 100)
+        .await?
+        .into_iter()
+        .find(|c| c.action.id == a.id)
+        .context("claimed")?;
+    let items = [delivery("i-alice", 5_000), delivery("i-carol", 5_000)];
+    let first = store.deliver(&claim, 20, &items).await?;
+    ensure!(first.len() == 2, "{first:?}");
+    let again = store.deliver(&claim, 30, &items).await?;
+    ensure!(again.is_empty(), "a re-run writes nothing: {again:?}");
+    let feed = store.feed_page(tenant, "i-alice", range(10)).await?;
+    ensure!(feed.len() == 1 && feed[0].action_id == a.id, "{feed:?}");
+    // A re-run under a new scope: who keeps the item takes the reason that
+    // applies now, where it stands, unless it is their own.
+    let own = Delivery {
+        owner: "i-bob".into(),
+        relevancy: 5_000,
+        reason: Reason::new(ReasonKind::Own, "i-bob"),
+    };
+    store
+        .deliver(&claim, 40, std::slice::from_ref(&own))
+        .await?;
+    let named = |owner: &str| Delivery {
+        owner: owner.into(),
+        relevancy: 5_000,
+        reason: Reason::new(ReasonKind::Restricted, "i-bob"),
+    };
+    let rescoped = store
+        .deliver(&claim, 50, &[named("i-alice"), named("i-bob")])
+        .await?;
+    ensure!(rescoped.is_empty(), "still nothing new: {rescoped:?}");
+    let feed = store.feed_page(tenant, "i-alice", range(10)).await?;
+    ensure!(
+        feed.len() == 1
+            && feed[0].reason.kind == ReasonKind::Restricted
+            && feed[0].relevancy == 5_000
+            && feed[0].changed == 20,
+        "the reason that applies now: {feed:?}"
+    );
+    let carol = store.feed_page(tenant, "i-carol", range(10)).await?;
+    ensure!(carol[0].reason.kind == ReasonKind::Follows, "{carol:?}");
+    let bob = store.feed_page(tenant, "i-bob", range(10)).await?;
+    ensure!(bob[0].reason.kind == ReasonKind::Own, "own stays: {bob:?}");
+    store.finish_fan_out(&claim).await?;
+    Ok(())
+}
+
+/// Large batches (the size a backend may split to write in parallel) are
+/// delivered whole, and a re-run of a large batch that overlaps the first
+/// writes exactly the readers that were missing.
+pub(super) async fn large_batches(store: &dyn Store) -> Result<()> {
+    let tenant = "large-tenant";
+    let a = action(tenant, "lg-bob", 9_000, &[]);
+    store.insert_action(&a).await?;
+    let claim = store
+        .claim_fan_out("w1", 10, 30_000, 100)
+        .await?
+        .into_iter()
+        .find(|c| c.action.id == a.id)
+        .context("claimed")?;
+    let owner = |n: usize| format!("lg-{n:05}");
+    let items: Vec<Delivery> = (0..9_500).map(|n| delivery(&owner(n), 9_000)).collect();
+    let first = store.deliver(&claim, 20, &items[..5_000]).await?;
+    ensure!(first.len() == 5_000, "first batch: {}", first.len());
+    // Overlaps the first by 500 readers.
+    let finished = store
+        .deliver_all_and_finish(30, &[(claim.clone(), items[4_500..].to_vec())])
+        .await?;
+    let second = finished.into_iter().next().context("one result")??;
+    ensure!(second.len() == 4_500, "second batch: {}", second.len());
+    let mut owners: Vec<&str> = first
+        .iter()
+        .chain(&second)
+        .map(|i| i.owner.as_str())
+        .collect();
+    owners.sort_unstable();
+    owners.dedup();
+    ensure!(owners.len() == 9_500, "every reader once: {}", owners.len());
+    for n in [0, 4_499, 4_500, 4_999, 5_000, 9_499] {
+        let feed = store.feed_page(tenant, &owner(n), range(5)).await?;
+        ensure!(
+            feed.len() == 1 && feed[0].action_id == a.id,
+            "{}: {feed:?}",
+            owner(n)
+        );
+    }
+    let removed = store.delete_action(tenant, a.id).await?;
+    ensure!(removed.len() == 9_500, "removed {}", removed.len());
+    Ok(())
+}
+
+/// A fan-out written in several batches (one of them a re-run) is removed
+/// whole; several fan-outs finished in one call stand or fall one by one.
+pub(super) async fn batches_and_groups(store: &dyn Store) -> Result<()> {
+    let tenant = "batch-tenant";
+    let big = action(tenant, "b-bob", 1_000, &[]);
+    store.insert_action(&big).await?;
+    let mine = |claims: Vec<riverfeed::store::Claim>| {
+        claims
+            .into_iter()
+            .filter(|c| c.action.tenant == tenant)
+            .collect::<Vec<_>>()
+    };
+    let claim = mine(store.claim_fan_out("w1", 0, 30_000, 100).await?)
+        .pop()
+        .context("claimed")?;
+    let readers: Vec<String> = (0..7).map(|n| format!("b-reader-{n}")).collect();
+    let items: Vec<Delivery> = readers.iter().map(|r| delivery(r, 1_000)).collect();
+    ensure!(store.deliver(&claim, 1, &items[0..3]).await?.len() == 3);
+    // A re-run overlapping what is there writes only the new readers.
+    let rerun = store.deliver(&claim, 2, &items[2..5]).await?;
+    ensure!(rerun.len() == 2, "{rerun:?}");
+    let last = [(claim.clone(), items[5..].to_vec())];
+    let finished = store.deliver_all_and_finish(3, &last).await?;
+    ensure!(
+        matches!(finished.as_slice(), [Ok(written)] if written.len() == 2),
+        "{finished:?}"
+    );
+    let removed = store.delete_action(tenant, big.id).await?;
+    let mut owners: Vec<_> = removed.into_iter().map(|i| i.owner).collect();
+    owners.sort();
+    ensure!(
+        owners == readers,
+        "every batch's readers lose it: {owners:?}"
+    );
+    for reader in &readers {
+        ensure!(store.feed_page(tenant, reader, range(5)).await?.is_empty());
+    }
+
+    // Three small fan-outs finished together; the middle one is not ours.
+    let small: Vec<_> = (0..3)
+        .map(|n| action(tenant, "b-carol", 2_000 + n, &[]))
+        .collect();
+    for a in &small {
+        store.insert_action(a).await?;
+    }
+    let mut claims = mine(store.claim_fan_out("w1", 100, 30_000, 100).await?);
+    claims.sort_by_key(|c| c.action.conducted);
+    ensure!(claims.len() == 3, "{claims:?}");
+    let lost = claims[1].action.id;
+    claims[1].worker = "w2".into();
+    let jobs: Vec<_> = claims
+        .iter()
+        .map(|c| {
+            let d = Delivery {
+                relevancy: c.action.conducted,
+                ..delivery("b-dave", 0)
+            };
+            (c.clone(), vec![d])
+        })
+        .collect();
+    let results = store.deliver_all_and_finish(200, &jobs).await?;
+    ensure!(results.len() == 3);
+    ensure!(
+        results[0].as_ref().is_ok_and(|w| w.len() == 1),
+        "{:?}",
+        results[0]
+    );
+    ensure!(
+        results[1].as_ref().err().map(|e| e.kind) == Some(ErrorKind::LeaseLost),
+        "{:?}",
+        results[1]
+    );
+    ensure!(
+        results[2].as_ref().is_ok_and(|w| w.len() == 1),
+        "{:?}",
+        results[2]
+    );
+    let dave: Vec<_> = store
+        .feed_page(tenant, "b-dave", range(10))
+        .await?
+        .into_iter()
+        .map(|i| i.action_id)
+        .collect();
+    ensure!(dave == [small[2].id, small[0].id], "{dave:?}");
+    let states: Vec<_> = store
+        .get_actions(tenant, &small.iter().map(|a| a.id).collect::<Vec<_>>())
+        .await?
+        .into_iter()
+        .map(|a| (a.id, a.fan_out.state))
+        .collect();
+    for (id, state) in states {
+        let want = if id == lost {
+            FanOutState::InProgress
+        } else {
+            FanOutState::Done
+        };
+        ensure!(state == want, "{id}: {state:?}");
+    }
+    claims[1].worker = "w1".into();
+    store.finish_fan_out(&claims[1]).await?;
+    Ok(())
+}

@@ -1,0 +1,273 @@
+//! Cases of the graph: users, edges (follows and friendships), edges
+//! among many readers, cuts and celebrities, assignments and supervisors.
+
+use anyhow::{ensure, Result};
+use riverfeed::model::{EdgeKind, ObjectId, Position, User};
+use riverfeed::store::prelude::*;
+use riverfeed::store::{Cut, Direction};
+
+use super::{names, sorted, OTHER, T};
+
+pub(super) async fn users(store: &dyn Store) -> Result<()> {
+    store
+        .upsert_user(
+            T,
+            &User {
+                id: "u-ann".into(),
+                name: Some("Ann".into()),
+            },
+        )
+        .await?;
+    store.ensure_user(T, "u-ann").await?;
+    store.ensure_user(T, "u-ben").await?;
+    let mut found = store
+        .get_users(T, &["u-ann".into(), "u-ben".into(), "u-nobody".into()])
+        .await?;
+    found.sort_by(|a, b| a.id.cmp(&b.id));
+    ensure!(
+        found
+            == vec![
+                User {
+                    id: "u-ann".into(),
+                    name: Some("Ann".into())
+                },
+                User {
+                    id: "u-ben".into(),
+                    name: None
+                },
+            ],
+        "ensure_user keeps profiles and creates missing users: {found:?}"
+    );
+    ensure!(
+        store.get_users(OTHER, &["u-ann".into()]).await?.is_empty(),
+        "users are per tenant"
+    );
+    Ok(())
+}
+
+pub(super) async fn edges(store: &dyn Store) -> Result<()> {
+    for follower in ["e-c", "e-a", "e-b"] {
+        ensure!(
+            store
+                .set_edge(T, EdgeKind::Follows, follower, "e-star", true)
+                .await?
+        );
+    }
+    ensure!(
+        !store
+            .set_edge(T, EdgeKind::Follows, "e-a", "e-star", true)
+            .await?,
+        "a second follow changes nothing"
+    );
+    let all = store
+        .edges(T, EdgeKind::Follows, Direction::In, "e-star", None, 10)
+        .await?;
+    ensure!(
+        all == ["e-a", "e-b", "e-c"],
+        "followers in id order: {all:?}"
+    );
+    let page = store
+        .edges(
+            T,
+            EdgeKind::Follows,
+            Direction::In,
+            "e-star",
+            Some("e-a"),
+            1,
+        )
+        .await?;
+    ensure!(page == ["e-b"], "paged after e-a: {page:?}");
+    let following = store
+        .edges(T, EdgeKind::Follows, Direction::Out, "e-a", None, 10)
+        .await?;
+    ensure!(following == ["e-star"], "{following:?}");
+    ensure!(
+        store
+            .set_edge(T, EdgeKind::Follows, "e-b", "e-star", false)
+            .await?
+    );
+    ensure!(
+        !store
+            .set_edge(T, EdgeKind::Follows, "e-b", "e-star", false)
+            .await?
+    );
+    let all = store
+        .edges(T, EdgeKind::Follows, Direction::In, "e-star", None, 10)
+        .await?;
+    ensure!(all == ["e-a", "e-c"], "after unfollow: {all:?}");
+
+    ensure!(
+        store
+            .set_edge(T, EdgeKind::Friend, "e-x", "e-y", true)
+            .await?
+    );
+    let of_y = store
+        .edges(T, EdgeKind::Friend, Direction::Out, "e-y", None, 10)
+        .await?;
+    ensure!(of_y == ["e-x"], "friendship is symmetric: {of_y:?}");
+    ensure!(
+        store
+            .edges(OTHER, EdgeKind::Follows, Direction::In, "e-star", None, 10)
+            .await?
+            .is_empty(),
+        "edges are per tenant"
+    );
+    Ok(())
+}
+
+pub(super) async fn sources_and_cuts(store: &dyn Store) -> Result<()> {
+    store
+        .set_edge(T, EdgeKind::Follows, "m-ann", "m-star", true)
+        .await?;
+    store
+        .set_edge(T, EdgeKind::Follows, "m-cat", "m-star", true)
+        .await?;
+    store
+        .set_edge(T, EdgeKind::Friend, "m-bob", "m-star", true)
+        .await?;
+    store
+        .set_edge(OTHER, EdgeKind::Follows, "m-dan", "m-star", true)
+        .await?;
+    let readers = names(&["m-ann", "m-bob", "m-cat", "m-dan", "m-nobody"]);
+    let follows = store
+        .edges_among(T, EdgeKind::Follows, &readers, "m-star")
+        .await?;
+    ensure!(
+        sorted(follows) == names(&["m-ann", "m-cat"]),
+        "followers among"
+    );
+    let friends = store
+        .edges_among(T, EdgeKind::Friend, &readers, "m-star")
+        .await?;
+    ensure!(friends == names(&["m-bob"]), "friends among, both ways");
+    ensure!(store
+        .edges_among(T, EdgeKind::Follows, &[], "m-star")
+        .await?
+        .is_empty());
+
+    let since = Position {
+        relevancy: 5_000,
+        action_id: ObjectId::new(),
+    };
+    let began = Position {
+        relevancy: 6_000,
+        action_id: ObjectId::new(),
+    };
+    let star = Cut {
+        kind: EdgeKind::Follows,
+        actor: "m-star".into(),
+        since,
+        began,
+        until: None,
+    };
+    let zed = Cut {
+        kind: EdgeKind::Friend,
+        actor: "m-zed".into(),
+        since: Position::MIN,
+        began: Position::MAX,
+        until: Some(began),
+    };
+    store.set_cut(T, "m-ann", &star).await?;
+    store.set_cut(T, "m-ann", &zed).await?;
+    store.set_cut(OTHER, "m-ann", &star).await?;
+    let mut cuts = store.cuts(T, "m-ann").await?;
+    cuts.sort_by(|a, b| a.actor.cmp(&b.actor));
+    ensure!(cuts == vec![star.clone(), zed], "cuts: {cuts:?}");
+    // Replaced, then cleared.
+    let later = Cut {
+        since: Position::MAX,
+        ..star
+    };
+    store.set_cut(T, "m-ann", &later).await?;
+    store
+        .clear_cut(T, "m-ann", EdgeKind::Friend, "m-zed")
+        .await?;
+    let cuts = store.cuts(T, "m-ann").await?;
+    ensure!(cuts == vec![later.clone()], "replaced: {cuts:?}");
+    // An edge ends keeping its history: its range, with an end, is kept
+    // beside the standing cut (which the next edge replaces).
+    let kept = Cut {
+        until: Some(began),
+        ..later.clone()
+    };
+    store.set_cut(T, "m-ann", &kept).await?;
+    let by_end = |mut cuts: Vec<Cut>| {
+        cuts.sort_by_key(|c| c.until.unwrap_or(Position::MAX));
+        cuts
+    };
+    let cuts = by_end(store.cuts(T, "m-ann").await?);
+    ensure!(cuts == vec![kept.clone(), later.clone()], "kept: {cuts:?}");
+    // A later edge, ended keeping its history too: both ranges stay; the
+    // same end again replaces its range.
+    let again = Cut {
+        since: began,
+        began,
+        until: Some(Position::MAX.just_below()),
+        ..later.clone()
+    };
+    store.set_cut(T, "m-ann", &again).await?;
+    store.set_cut(T, "m-ann", &again).await?;
+    let standing = Cut {
+        since: Position::MIN,
+        ..later.clone()
+    };
+    store.set_cut(T, "m-ann", &standing).await?;
+    let cuts = by_end(store.cuts(T, "m-ann").await?);
+    ensure!(
+        cuts == vec![kept, again, standing],
+        "two ranges and the standing cut: {cuts:?}"
+    );
+    store
+        .clear_cut(T, "m-ann", EdgeKind::Follows, "m-star")
+        .await?;
+    ensure!(store.cuts(T, "m-ann").await?.is_empty(), "all cleared");
+    ensure!(store.cuts(T, "m-nobody").await?.is_empty());
+
+    store.mark_celebrity(T, "m-star").await?;
+    store.mark_celebrity(T, "m-star").await?;
+    let among = store.celebrities(T, &names(&["m-star", "m-ann"])).await?;
+    ensure!(among == names(&["m-star"]), "celebrities: {among:?}");
+    ensure!(
+        store
+            .celebrities(OTHER, &names(&["m-star"]))
+            .await?
+            .is_empty(),
+        "per tenant"
+    );
+    Ok(())
+}
+
+pub(super) async fn assignments_and_supervisors(store: &dyn Store) -> Result<()> {
+    let t = "assign-tenant";
+    ensure!(store.set_assignment(t, "rita", "app-1", true).await?);
+    ensure!(
+        !store.set_assignment(t, "rita", "app-1", true).await?,
+        "once"
+    );
+    ensure!(store.set_assignment(t, "rita", "app-2", true).await?);
+    ensure!(store.set_assignment(t, "sam", "app-2", true).await?);
+    ensure!(store.assignments(t, "rita").await? == ["app-1", "app-2"]);
+    let mut on = store
+        .assignees(t, &["app-2".into(), "app-9".into()])
+        .await?;
+    on.sort();
+    ensure!(
+        on == [
+            ("app-2".to_string(), "rita".to_string()),
+            ("app-2".to_string(), "sam".to_string())
+        ],
+        "{on:?}"
+    );
+    ensure!(store.set_assignment(t, "rita", "app-2", false).await?);
+    ensure!(!store.set_assignment(t, "rita", "app-2", false).await?);
+    ensure!(store.assignments(t, "rita").await? == ["app-1"]);
+    ensure!(store.assignees(OTHER, &["app-1".into()]).await?.is_empty());
+
+    ensure!(store.supervisor(t, "rita").await?.is_none());
+    store.set_supervisor(t, "rita", Some("boss")).await?;
+    ensure!(store.supervisor(t, "rita").await?.as_deref() == Some("boss"));
+    ensure!(store.supervisor(OTHER, "rita").await?.is_none());
+    store.set_supervisor(t, "rita", None).await?;
+    ensure!(store.supervisor(t, "rita").await?.is_none());
+    Ok(())
+}

@@ -1,0 +1,739 @@
+//! Cases of timelines: ranges and ties, hides and deletes, bumps,
+//! backfills, unfollows and their cleanup, tombstones of pulled items, and
+//! rivers.
+
+use anyhow::{ensure, Context, Result};
+use riverfeed::model::{Action, Comment, EdgeKind, ObjectId, Position, Reason, ReasonKind, Stamp};
+use riverfeed::store::prelude::*;
+use riverfeed::store::{Backfill, Delivery, Ended, ErrorKind, FeedRange, River, Unfollow};
+
+use super::{action, delivery, names, range, sorted, OTHER, T};
+
+pub(super) async fn feed_ranges(store: &dyn Store) -> Result<()> {
+    let tenant = "range-tenant";
+    // Two actions share a relevancy: the action id breaks the tie.
+    let mut ids = Vec::new();
+    for (i, relevancy) in [100, 200, 200, 300, 400].into_iter().enumerate() {
+        let a = action(tenant, "r-bob", relevancy, &[]);
+        store.insert_action(&a).await?;
+        let claim = store
+            .claim_fan_out("w", 0, 30_000, 100)
+            .await?
+            .into_iter()
+            .find(|c| c.action.id == a.id)
+            .with_context(|| format!("claim {i}"))?;
+        store
+            .deliver(&claim, 0, &[delivery("r-alice", relevancy)])
+            .await?;
+        store.finish_fan_out(&claim).await?;
+        ids.push((relevancy, a.id));
+    }
+    let newest_first: Vec<Position> = ids
+        .iter()
+        .rev()
+        .map(|&(relevancy, action_id)| Position {
+            relevancy,
+            action_id,
+        })
+        .collect();
+    let page = |items: Vec<riverfeed::model::FeedItem>| {
+        items.iter().map(|i| i.position()).collect::<Vec<_>>()
+    };
+    let all = page(store.feed_page(tenant, "r-alice", range(10)).await?);
+    ensure!(
+        all == newest_first,
+        "newest relevancy first, ties by id: {all:?}"
+    );
+    let first_two = page(store.feed_page(tenant, "r-alice", range(2)).await?);
+    ensure!(first_two == newest_first[..2]);
+    let older = page(
+        store
+            .feed_page(
+                tenant,
+                "r-alice",
+                FeedRange {
+                    older_than: Some(newest_first[1]),
+                    ..range(2)
+                },
+            )
+            .await?,
+    );
+    ensure!(older == newest_first[2..4], "older than the 2nd: {older:?}");
+    let newer = page(
+        store
+            .feed_page(
+                tenant,
+                "r-alice",
+                FeedRange {
+                    newer_than: Some(newest_first[4]),
+                    from_oldest: true,
+                    ..range(2)
+                },
+            )
+            .await?,
+    );
+    ensure!(
+        newer == newest_first[2..4],
+        "the 2 just newer than the oldest: {newer:?}"
+    );
+    ensure!(store
+        .feed_page(tenant, "r-nobody", range(10))
+        .await?
+        .is_empty());
+    ensure!(store
+        .feed_page(OTHER, "r-alice", range(10))
+        .await?
+        .is_empty());
+    Ok(())
+}
+
+/// Forty items in the same millisecond page exactly, both ways: the action id
+/// orders them.
+pub(super) async fn many_ties(store: &dyn Store) -> Result<()> {
+    let tenant = "tie-tenant";
+    let mut ids = Vec::new();
+    for _ in 0..40 {
+        let a = action(tenant, "t-bob", 7_000, &[]);
+        store.insert_action(&a).await?;
+        ids.push(a.id);
+    }
+    let claims = store.claim_fan_out("w", 0, 30_000, 100).await?;
+    for claim in claims.iter().filter(|c| c.action.tenant == tenant) {
+        store
+            .deliver(claim, 0, &[delivery("t-alice", 7_000)])
+            .await?;
+        store.finish_fan_out(claim).await?;
+    }
+    ids.sort_by_key(|id| id.bytes());
+    let newest_first: Vec<ObjectId> = ids.iter().rev().copied().collect();
+
+    let mut seen = Vec::new();
+    let mut older_than = None;
+    loop {
+        let page = store
+            .feed_page(
+                tenant,
+                "t-alice",
+                FeedRange {
+                    older_than,
+                    ..range(5)
+                },
+            )
+            .await?;
+        if page.is_empty() {
+            break;
+        }
+        older_than = page.last().map(|i| i.position());
+        seen.extend(page.iter().map(|i| i.action_id));
+        ensure!(seen.len() <= 40, "paging forwards never ends");
+    }
+    ensure!(
+        seen == newest_first,
+        "forwards: {} items, in order",
+        seen.len()
+    );
+
+    let mut seen = Vec::new();
+    let mut newer_than = None;
+    loop {
+        let page = store
+            .feed_page(
+                tenant,
+                "t-alice",
+                FeedRange {
+                    newer_than,
+                    from_oldest: true,
+                    ..range(5)
+                },
+            )
+            .await?;
+        if page.is_empty() {
+            break;
+        }
+        newer_than = page.first().map(|i| i.position());
+        let mut ids: Vec<_> = page.iter().map(|i| i.action_id).collect();
+        ids.extend(seen);
+        seen = ids;
+        ensure!(seen.len() <= 40, "paging backwards never ends");
+    }
+    ensure!(
+        seen == newest_first,
+        "backwards: {} items, in order",
+        seen.len()
+    );
+    Ok(())
+}
+
+pub(super) async fn hide_and_delete(store: &dyn Store) -> Result<()> {
+    let tenant = "hide-tenant";
+    let a = action(tenant, "h-bob", 1_000, &["h-ref"]);
+    let b = action(tenant, "h-bob", 2_000, &["h-ref"]);
+    store.insert_action(&a).await?;
+    store.insert_action(&b).await?;
+    let claims: Vec<_> = store
+        .claim_fan_out("w", 0, 30_000, 100)
+        .await?
+        .into_iter()
+        .filter(|c| c.action.tenant == tenant)
+        .collect();
+    ensure!(claims.len() == 2);
+    let readers = [delivery("h-alice", 0), delivery("h-carol", 0)];
+    for claim in &claims {
+        let items: Vec<_> = readers
+            .iter()
+            .map(|d| Delivery {
+                relevancy: claim.action.conducted,
+                ..d.clone()
+            })
+            .collect();
+        store.deliver(claim, 0, &items).await?;
+    }
+
+    // One reader's item, read alone.
+    let item = store
+        .feed_item(tenant, "h-alice", b.id)
+        .await?
+        .context("b")?;
+    ensure!(
+        (item.owner.as_str(), item.relevancy) == ("h-alice", 2_000),
+        "{item:?}"
+    );
+    ensure!(store.feed_item(tenant, "h-nobody", b.id).await?.is_none());
+
+    // One reader hides an item: gone from that feed only, and for good.
+    let hidden = store.hide_feed_item(tenant, "h-alice", b.id).await?;
+    ensure!(store.feed_item(tenant, "h-alice", b.id).await?.is_none());
+    ensure!(store.feed_item(tenant, "h-carol", b.id).await?.is_some());
+    ensure!(hidden.map(|i| i.action_id) == Some(b.id));
+    ensure!(store
+        .hide_feed_item(tenant, "h-alice", b.id)
+        .await?
+        .is_none());
+    let claim_b = claims.iter().find(|c| c.action.id == b.id).context("b")?;
+    let again = store
+        .deliver(claim_b, 0, &[delivery("h-alice", 2_000)])
+        .await?;
+    ensure!(again.is_empty(), "a hidden item is not delivered again");
+    let alice = store.feed_page(tenant, "h-alice", range(10)).await?;
+    ensure!(alice.iter().map(|i| i.action_id).eq([a.id]), "{alice:?}");
+    ensure!(store.feed_page(tenant, "h-carol", range(10)).await?.len() == 2);
+
+    // Hiding an action takes it out of every feed and stops further delivery.
+    let removed = store.hide_action(tenant, a.id).await?;
+    let mut owners: Vec<_> = removed.iter().map(|i| i.owner.as_str()).collect();
+    owners.sort();
+    ensure!(owners == ["h-alice", "h-carol"], "{owners:?}");
+    let claim_a = claims.iter().find(|c| c.action.id == a.id).context("a")?;
+    ensure!(store
+        .deliver(claim_a, 0, &[delivery("h-dave", 1_000)])
+        .await?
+        .is_empty());
+    ensure!(store.get_actions(tenant, &[a.id]).await?[0].hidden);
+    ensure!(store
+        .feed_page(tenant, "h-alice", range(10))
+        .await?
+        .is_empty());
+
+    // Deleting cascades to feed items and slices.
+    let removed = store.delete_action(tenant, b.id).await?;
+    ensure!(
+        removed.iter().map(|i| i.owner.as_str()).eq(["h-carol"]),
+        "only visible items are reported: {removed:?}"
+    );
+    ensure!(store.get_actions(tenant, &[b.id]).await?.is_empty());
+    ensure!(store
+        .feed_page(tenant, "h-carol", range(10))
+        .await?
+        .is_empty());
+    ensure!(store.slice(tenant, "h-ref", None, 10).await? == [a.id]);
+    let err = store
+        .delete_action(tenant, b.id)
+        .await
+        .err()
+        .context("second delete")?;
+    ensure!(err.kind == ErrorKind::NotFound, "{err}");
+    ensure!(
+        store
+            .deliver(claim_b, 0, &[delivery("h-erin", 2_000)])
+            .await?
+            .is_empty(),
+        "a deleted action is not delivered"
+    );
+    let err = store
+        .hide_action(OTHER, a.id)
+        .await
+        .err()
+        .context("other tenant")?;
+    ensure!(err.kind == ErrorKind::NotFound, "{err}");
+    Ok(())
+}
+
+/// A backfill puts actions into one reader's feed: in place by relevancy,
+/// once, never over an item the reader has or hid, never for an action
+/// hidden or deleted.
+pub(super) async fn backfills(store: &dyn Store) -> Result<()> {
+    let reader = "k-kim";
+    let fill = |a: &Action, changed: i64| Backfill {
+        action_id: a.id,
+        relevancy: a.conducted,
+        reason: Reason::new(ReasonKind::Follows, &a.actor_id),
+        changed,
+    };
+    let [old, mid, new, hidden, deleted, had, hid] =
+        [1_000, 2_000, 3_000, 2_500, 2_600, 2_700, 2_800].map(|t| action(T, "k-karl", t, &[]));
+    for a in [&old, &mid, &new, &hidden, &deleted, &had, &hid] {
+        store.insert_action(a).await?;
+    }
+    // The reader already has one (from an earlier backfill) and hid another.
+    let earlier = store
+        .backfill(T, reader, &[fill(&had, 10), fill(&hid, 10)])
+        .await?;
+    ensure!(earlier.len() == 2, "earlier: {earlier:?}");
+    store.hide_feed_item(T, reader, hid.id).await?;
+    store.hide_action(T, hidden.id).await?;
+    store.delete_action(T, deleted.id).await?;
+
+    let asked = [&new, &hidden, &deleted, &had, &hid, &mid, &old].map(|a| fill(a, 50));
+    let written = store.backfill(T, reader, &asked).await?;
+    let ids: Vec<ObjectId> = written.iter().map(|i| i.action_id).collect();
+    ensure!(ids == [new.id, mid.id, old.id], "written: {ids:?}");
+    ensure!(
+        written.iter().all(|i| i.owner == reader && i.changed == 50),
+        "owner and stamp: {written:?}"
+    );
+    let feed: Vec<ObjectId> = store
+        .feed_page(T, reader, range(10))
+        .await?
+        .iter()
+        .map(|i| i.action_id)
+        .collect();
+    ensure!(
+        feed == [new.id, had.id, mid.id, old.id],
+        "in place by relevancy: {feed:?}"
+    );
+    let changes = store
+        .feed_changes(
+            T,
+            reader,
+            Stamp {
+                changed: 49,
+                action_id: ObjectId::from_bytes([0; 12]),
+            },
+            10,
+        )
+        .await?;
+    ensure!(
+        changes.len() == 3,
+        "the backfill shows as changes: {changes:?}"
+    );
+    ensure!(
+        store
+            .backfill(T, reader, &asked.map(|b| Backfill { changed: 60, ..b }))
+            .await?
+            .is_empty(),
+        "a second backfill writes nothing"
+    );
+    ensure!(
+        store.feed_page(T, "k-other", range(10)).await?.is_empty(),
+        "only the reader's feed"
+    );
+    Ok(())
+}
+
+/// An unfollow is recorded at once and listed for reads; its cleanup, under
+/// a lease, takes out exactly the items that came by the ended edge.
+pub(super) async fn unfollows(store: &dyn Store) -> Result<()> {
+    let tenant = "unfollow-tenant";
+    let reader = "u-una";
+    let [a, b, c, d] = [1_000, 2_000, 3_000, 4_000].map(|t| action(tenant, "u-ned", t, &[]));
+    let other = action(tenant, "u-olga", 5_000, &[]);
+    for x in [&a, &b, &c, &d, &other] {
+        store.insert_action(x).await?;
+    }
+    let fill = |x: &Action, kind: ReasonKind| Backfill {
+        action_id: x.id,
+        relevancy: x.conducted,
+        reason: Reason::new(kind, &x.actor_id),
+        changed: 10,
+    };
+    store
+        .backfill(
+            tenant,
+            reader,
+            &[
+                fill(&a, ReasonKind::Follows),
+                fill(&b, ReasonKind::Follows),
+                fill(&c, ReasonKind::Friend),
+                fill(&d, ReasonKind::Restricted),
+                fill(&other, ReasonKind::Follows),
+            ],
+        )
+        .await?;
+    let follows = Unfollow::edge(tenant, reader, EdgeKind::Follows, "u-ned");
+    store.start_unfollow(&follows).await?;
+    ensure!(store.unfollows(tenant, reader).await? == std::slice::from_ref(&follows));
+    ensure!(store.unfollows(tenant, "u-other").await?.is_empty());
+    ensure!(store.unfollows(OTHER, reader).await?.is_empty());
+
+    let claims = store.claim_unfollows("w1", 100, 1_000, 10).await?;
+    let claim = claims
+        .iter()
+        .find(|c| c.unfollow == follows)
+        .context("claimed")?
+        .clone();
+    ensure!(
+        store
+            .claim_unfollows("w2", 200, 1_000, 10)
+            .await?
+            .iter()
+            .all(|c| c.unfollow != follows),
+        "leased"
+    );
+    // The lease runs out: w2 takes it over, w1 lost it.
+    let taken = store.claim_unfollows("w2", 1_200, 1_000, 10).await?;
+    let claim2 = taken
+        .iter()
+        .find(|c| c.unfollow == follows)
+        .context("taken over")?
+        .clone();
+    let err = store
+        .clean_unfollow(&claim)
+        .await
+        .err()
+        .context("lease lost")?;
+    ensure!(err.kind == ErrorKind::LeaseLost, "{err}");
+    let removed: Vec<ObjectId> = store
+        .clean_unfollow(&claim2)
+        .await?
+        .iter()
+        .map(|i| i.action_id)
+        .collect();
+    ensure!(
+        removed.len() == 2 && removed.contains(&a.id) && removed.contains(&b.id),
+        "removed: {removed:?}"
+    );
+    let left: Vec<ObjectId> = store
+        .feed_page(tenant, reader, range(10))
+        .await?
+        .iter()
+        .map(|i| i.action_id)
+        .collect();
+    ensure!(left == [other.id, d.id, c.id], "left: {left:?}");
+    ensure!(store.unfollows(tenant, reader).await?.is_empty(), "ended");
+
+    // Ended before its cleanup: nothing is claimed, nothing removed.
+    let friends = Unfollow {
+        kind: Ended::Edge(EdgeKind::Friend),
+        ..follows
+    };
+    store.start_unfollow(&friends).await?;
+    store.end_unfollow(&friends).await?;
+    ensure!(store.unfollows(tenant, reader).await?.is_empty());
+    ensure!(
+        store
+            .claim_unfollows("w1", 5_000, 1_000, 10)
+            .await?
+            .iter()
+            .all(|c| c.unfollow != friends),
+        "nothing to claim"
+    );
+    ensure!(store.feed_page(tenant, reader, range(10)).await?.len() == 3);
+    Ok(())
+}
+
+pub(super) async fn tombstones(store: &dyn Store) -> Result<()> {
+    let reader = "mt-tia";
+    let held = action(T, "mt-actor", 1_000, &[]);
+    let pulled = action(T, "mt-actor", 2_000, &[]);
+    let neither = action(T, "mt-actor", 3_000, &[]);
+    for a in [&held, &pulled, &neither] {
+        store.insert_action(a).await?;
+    }
+    let item = Backfill {
+        action_id: held.id,
+        relevancy: held.conducted,
+        reason: Reason::new(ReasonKind::Follows, "mt-actor"),
+        changed: 5,
+    };
+    store.backfill(T, reader, &[item]).await?;
+    let ids = [held.id, pulled.id, neither.id];
+    ensure!(
+        store.materialised(T, reader, &ids).await? == vec![held.id],
+        "held only"
+    );
+    // Hiding what is not materialised leaves a tombstone: reported as not
+    // there, but materialised (placed, so never pulled) from now on.
+    ensure!(store.hide_feed_item(T, reader, pulled.id).await?.is_none());
+    let mut found = store.materialised(T, reader, &ids).await?;
+    found.sort();
+    let mut want = vec![held.id, pulled.id];
+    want.sort();
+    ensure!(found == want, "tombstone counts: {found:?}");
+    ensure!(
+        store.feed_page(T, reader, range(10)).await?.len() == 1,
+        "not in the feed"
+    );
+    // Nor can a backfill bring it back.
+    let again = Backfill {
+        action_id: pulled.id,
+        relevancy: pulled.conducted,
+        reason: Reason::new(ReasonKind::Follows, "mt-actor"),
+        changed: 5,
+    };
+    ensure!(store.backfill(T, reader, &[again]).await?.is_empty());
+    ensure!(
+        store.materialised(T, "mt-other", &ids).await?.is_empty(),
+        "per owner"
+    );
+    Ok(())
+}
+
+pub(super) async fn rivers(store: &dyn Store) -> Result<()> {
+    let reader = "mr-rita";
+    ensure!(store.river(T, reader).await?.is_none());
+    let river = River {
+        complete_from: Position::MAX,
+        touched: 1_000,
+    };
+    store.put_river(T, reader, &river).await?;
+    ensure!(store.river(T, reader).await? == Some(river));
+    store
+        .put_river(
+            T,
+            "mr-ron",
+            &River {
+                touched: 9_000,
+                ..river
+            },
+        )
+        .await?;
+    let among = store
+        .rivers_among(T, &names(&[reader, "mr-ron", "mr-none"]))
+        .await?;
+    ensure!(sorted(among) == names(&[reader, "mr-ron"]), "rivers among");
+    ensure!(
+        store
+            .rivers_among(OTHER, &names(&[reader]))
+            .await?
+            .is_empty(),
+        "per tenant"
+    );
+    let idle = store.idle_rivers(5_000, 10).await?;
+    ensure!(
+        idle.contains(&(T.to_string(), reader.to_string())),
+        "idle: {idle:?}"
+    );
+    ensure!(
+        !idle.iter().any(|(_, r)| r == "mr-ron"),
+        "recent is not idle"
+    );
+
+    // Five river items, one own, one bumped river item, one tombstone.
+    let mut river_items = Vec::new();
+    for k in 0..5 {
+        let a = action(T, "mr-actor", 1_000 + k * 100, &[]);
+        store.insert_action(&a).await?;
+        river_items.push(Backfill {
+            action_id: a.id,
+            relevancy: a.conducted,
+            reason: Reason::new(ReasonKind::Follows, "mr-actor"),
+            changed: 10,
+        });
+    }
+    let own = action(T, reader, 1_050, &[]);
+    let bumped = action(T, "mr-actor", 900, &[]);
+    let hidden = action(T, "mr-actor", 950, &[]);
+    for a in [&own, &bumped, &hidden] {
+        store.insert_action(a).await?;
+    }
+    let mut items = river_items.clone();
+    items.push(Backfill {
+        action_id: own.id,
+        relevancy: own.conducted,
+        reason: Reason::new(ReasonKind::Own, reader),
+        changed: 10,
+    });
+    items.push(Backfill {
+        action_id: bumped.id,
+        relevancy: 990,
+        reason: Reason::new(ReasonKind::Bumped, "mr-actor"),
+        changed: 10,
+    });
+    store.backfill(T, reader, &items).await?;
+    store.hide_feed_item(T, reader, hidden.id).await?;
+    let complete = River {
+        complete_from: Position::MIN,
+        ..river
+    };
+    store.put_river(T, reader, &complete).await?;
+
+    // Trim to the newest three river items: two go, the rest stays, and
+    // the river is complete from the oldest kept.
+    ensure!(store.trim_river(T, reader, 3).await? == 2, "trimmed two");
+    let left: Vec<ObjectId> = store
+        .feed_page(T, reader, range(20))
+        .await?
+        .iter()
+        .map(|i| i.action_id)
+        .collect();
+    ensure!(left.len() == 5, "three river items, own, bumped: {left:?}");
+    ensure!(!left.contains(&river_items[0].action_id) && !left.contains(&river_items[1].action_id));
+    let after = store.river(T, reader).await?.context("still a river")?;
+    ensure!(
+        after.complete_from
+            == Position {
+                relevancy: river_items[2].relevancy,
+                action_id: river_items[2].action_id
+            },
+        "complete from the oldest kept: {after:?}"
+    );
+    // Trimming within the cap changes nothing.
+    ensure!(store.trim_river(T, reader, 3).await? == 0);
+
+    // Dropping takes the rest of the river and the record; own and bumped
+    // items and the tombstone stay.
+    ensure!(store.drop_river(T, reader).await? == 3, "dropped three");
+    ensure!(store.river(T, reader).await?.is_none());
+    let left = store.feed_page(T, reader, range(20)).await?;
+    let kinds: Vec<ReasonKind> = left.iter().map(|i| i.reason.kind).collect();
+    ensure!(
+        kinds == vec![ReasonKind::Own, ReasonKind::Bumped],
+        "{kinds:?}"
+    );
+    ensure!(
+        store.materialised(T, reader, &[hidden.id]).await? == vec![hidden.id],
+        "the tombstone stays"
+    );
+    Ok(())
+}
+
+/// A comment queues a bump job, claimed under a lease: it raises the
+/// commented action in each reader's feed where that is higher than where
+/// it stands (never lower), skips readers without the item or who hid it,
+/// and stamps what it changed; a worker that lost the lease raises
+/// nothing; the last batch finishes the job, which is not claimed again.
+pub(super) async fn bumps(store: &dyn Store) -> Result<()> {
+    let tenant = "bump-tenant";
+    let old = action(tenant, "bu-bob", 1_000, &[]);
+    let newer = action(tenant, "bu-bob", 3_000, &[]);
+    for a in [&old, &newer] {
+        store.insert_action(a).await?;
+    }
+    let claims: Vec<_> = store
+        .claim_fan_out("w", 0, 30_000, 100)
+        .await?
+        .into_iter()
+        .filter(|c| c.action.tenant == tenant)
+        .collect();
+    ensure!(claims.len() == 2, "{claims:?}");
+    for claim in &claims {
+        let at = claim.action.conducted;
+        let readers = ["bu-ann", "bu-cat", "bu-dan"].map(|r| delivery(r, at));
+        store.deliver(claim, 10, &readers).await?;
+        store.finish_fan_out(claim).await?;
+    }
+    store.hide_feed_item(tenant, "bu-dan", old.id).await?;
+
+    let comment = Comment {
+        id: ObjectId::new(),
+        action_id: old.id,
+        author_id: "bu-eve".into(),
+        text: "…".into(),
+        created: 5_000,
+    };
+    store.add_comment(tenant, &comment).await?;
+    let ours = |claims: Vec<riverfeed::store::BumpClaim>| {
+        claims.into_iter().find(|c| c.comment.id == comment.id)
+    };
+    let first = ours(store.claim_bumps("w1", 100, 1_000, 10).await?).context("claimed")?;
+    ensure!(first.tenant == tenant && first.worker == "w1", "{first:?}");
+    ensure!(
+        ours(store.claim_bumps("w2", 200, 1_000, 10).await?).is_none(),
+        "leased"
+    );
+    // The lease runs out: w2 takes it over, w1 lost it.
+    let taken = ours(store.claim_bumps("w2", 1_200, 1_000, 10).await?).context("taken over")?;
+    let bumped = |owner: &str, relevancy: i64| Delivery {
+        owner: owner.into(),
+        relevancy,
+        reason: Reason::new(ReasonKind::Bumped, "bu-bob"),
+    };
+    let err = store
+        .bump(&first, 1_300, &[bumped("bu-ann", 5_000)])
+        .await
+        .err()
+        .context("lease lost")?;
+    ensure!(err.kind == ErrorKind::LeaseLost, "{err}");
+
+    // Ann's item goes up; cat's would go down, so stays; dan hid it; fay
+    // never had it.
+    let raised = store
+        .bump(
+            &taken,
+            1_400,
+            &[
+                bumped("bu-ann", 5_000),
+                bumped("bu-cat", 900),
+                bumped("bu-dan", 5_000),
+                bumped("bu-fay", 5_000),
+            ],
+        )
+        .await?;
+    ensure!(
+        raised.len() == 1
+            && raised[0].owner == "bu-ann"
+            && raised[0].action_id == old.id
+            && raised[0].relevancy == 5_000
+            && raised[0].reason.kind == ReasonKind::Bumped
+            && raised[0].changed == 1_400,
+        "raised: {raised:?}"
+    );
+    let feed = |owner: &'static str| async move {
+        anyhow::Ok(
+            store
+                .feed_page(tenant, owner, range(10))
+                .await?
+                .into_iter()
+                .map(|i| (i.action_id, i.relevancy, i.reason.kind))
+                .collect::<Vec<_>>(),
+        )
+    };
+    ensure!(
+        feed("bu-ann").await?
+            == [
+                (old.id, 5_000, ReasonKind::Bumped),
+                (newer.id, 3_000, ReasonKind::Follows)
+            ],
+        "ann: {:?}",
+        feed("bu-ann").await?
+    );
+    ensure!(
+        feed("bu-cat").await?
+            == [
+                (newer.id, 3_000, ReasonKind::Follows),
+                (old.id, 1_000, ReasonKind::Follows)
+            ],
+        "cat: {:?}",
+        feed("bu-cat").await?
+    );
+    ensure!(
+        feed("bu-dan").await? == [(newer.id, 3_000, ReasonKind::Follows)],
+        "dan: {:?}",
+        feed("bu-dan").await?
+    );
+    ensure!(feed("bu-fay").await?.is_empty(), "fay");
+
+    // The last batch, with the finish: cat's now goes up too.
+    let last = store
+        .bump_and_finish(&taken, 1_500, &[bumped("bu-cat", 6_000)])
+        .await?;
+    ensure!(
+        last.len() == 1 && last[0].owner == "bu-cat" && last[0].relevancy == 6_000,
+        "last: {last:?}"
+    );
+    ensure!(
+        ours(store.claim_bumps("w3", 1_000_000, 1_000, 10).await?).is_none(),
+        "a finished job is not claimed again"
+    );
+    Ok(())
+}
