@@ -27,7 +27,7 @@ pub use error::{ErrorKind, StoreError, StoreResult};
 pub use group_feeds::GroupFeedStore;
 use metered::port;
 pub use notices::{NoticeClaim, NoticeJob, NoticeSource, NoticeStore};
-pub use sources::{Cut, Outbox, Posted, River, RiverStore, SourceStore};
+pub use sources::{Cut, Outbox, Posted, River, RiverStore, SourceStore, DEFAULT_RIVER_SIZE};
 
 /// The concern traits, for calling a store's methods.
 pub mod prelude {

@@ -48,6 +48,10 @@ pub struct Posted {
     pub actor: String,
 }
 
+/// Entries a river keeps by default (`--river-size`). The store owns it
+/// (MongoDB's settings start from it); the feed model reads it from here.
+pub const DEFAULT_RIVER_SIZE: usize = 800;
+
 /// A reader's river: their timeline materialised while they read. Every
 /// item their pulled sources give at or above `complete_from` is in the
 /// timeline; below it, reads continue from the sources.

@@ -34,6 +34,7 @@
 
 mod actions;
 mod archive;
+mod bulk;
 mod copies;
 mod events;
 mod graph;
@@ -93,7 +94,7 @@ impl Default for MongoSettings {
             layout: None,
             bucket_size: DEFAULT_BUCKET_SIZE,
             embed_actions: false,
-            river_size: crate::timeline::feed_model::DEFAULT_RIVER_SIZE,
+            river_size: crate::store::DEFAULT_RIVER_SIZE,
             keeps_rivers: false,
         }
     }
