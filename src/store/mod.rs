@@ -9,8 +9,13 @@
 //! call. Each trait is declared through `metered::port!`, which meters it as
 //! it declares it (see [`metered`] for adding one). The conformance suite in
 //! `tests/it/store_suite.rs` holds every backend to the same contract.
+//!
+//! Enums are stored by the codes in `codes.rs`, one table per enum for both
+//! backends, read strictly: an unknown code is a corrupt record
+//! ([`StoreError::corrupt`]), never a default.
 
 pub mod archive;
+pub(crate) mod codes;
 pub mod embedded;
 mod error;
 pub mod event_log;

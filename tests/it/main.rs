@@ -30,6 +30,7 @@ mod security;
 mod store_models;
 mod store_notices;
 mod store_suite;
+mod stored_codes;
 mod tracing;
 mod transports;
 mod worker;

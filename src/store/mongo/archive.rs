@@ -20,14 +20,16 @@ use bson::{doc, Bson, DateTime, Document};
 use futures_util::stream::{self, BoxStream, Stream, StreamExt, TryStreamExt};
 
 use super::bulk::upsert_all;
+use super::graph::stored_role;
 use super::layout::Stored;
 use super::notices::group_of;
 use super::{
-    db_err, epoch, group_kind_from, group_kind_name, kind_name, role_from, role_name, ActionDoc,
-    CommentDoc, MongoStore, TOMBSTONE,
+    code_of, db_err, epoch, group_kind_name, kind_name, role_name, ActionDoc, CommentDoc,
+    MongoStore, TOMBSTONE,
 };
 use crate::model::{EdgeKind, FanOut, FanOutState, FeedItem};
 use crate::store::archive::import_notices;
+use crate::store::codes::{EDGE_KIND, GROUP_KIND};
 use crate::store::{
     Archive, EdgeRecordKind, ErrorKind, ItemRecord, Record, StoreError, StoreResult,
 };
@@ -265,13 +267,12 @@ impl Archive for MongoStore {
                     (|| {
                         let doc = found.map_err(db_err)?;
                         let (from, to) = (field(&doc, "from", "edge")?, field(&doc, "to", "edge")?);
-                        let kind = match doc.get_str("kind") {
-                            Ok("follows") => EdgeRecordKind::Follows,
+                        let kind = match code_of(&EDGE_KIND, "edges", &doc, "kind")? {
+                            EdgeKind::Follows => EdgeRecordKind::Follows,
                             // Stored both ways: the pair once, from the smaller id.
-                            Ok("friend") if from < to => EdgeRecordKind::Friend,
-                            Ok("friend") => return Ok(None),
-                            Ok("followsGroup") => EdgeRecordKind::Group,
-                            _ => return Err(corrupt("edge", &doc)),
+                            EdgeKind::Friend if from < to => EdgeRecordKind::Friend,
+                            EdgeKind::Friend => return Ok(None),
+                            EdgeKind::Group => EdgeRecordKind::Group,
                         };
                         Ok(Some(Record::Edge {
                             tenant: field(&doc, "tenant", "edge")?,
@@ -296,9 +297,9 @@ impl Archive for MongoStore {
                 Ok(Record::Membership {
                     tenant: field(&doc, "tenant", "membership")?,
                     group: field(&doc, "groupId", "membership")?,
-                    group_kind: group_kind_from(&field(&doc, "kind", "membership")?),
+                    group_kind: code_of(&GROUP_KIND, "memberships", &doc, "kind")?,
                     user: field(&doc, "userId", "membership")?,
-                    role: role_from(doc.get_str("role").unwrap_or("MEMBER")),
+                    role: stored_role(&doc)?,
                     since: doc.get_i64("since").unwrap_or(0),
                 })
             }))

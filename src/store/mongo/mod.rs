@@ -62,6 +62,7 @@ use mongodb::options::{ClientOptions, ReturnDocument};
 use mongodb::{Client, Collection, Database};
 use serde::{Deserialize, Serialize};
 
+use super::codes::{Codes, EDGE_KIND, GROUP_KIND, ROLE};
 use super::{ErrorKind, Store, StoreError, StoreResult};
 use crate::descriptor::Descriptor;
 use crate::model::{
@@ -418,40 +419,44 @@ fn is_duplicate(err: &mongodb::error::Error) -> bool {
 }
 
 fn kind_name(kind: EdgeKind) -> &'static str {
-    match kind {
-        EdgeKind::Follows => "follows",
-        EdgeKind::Friend => "friend",
-        EdgeKind::Group => "followsGroup",
-    }
+    EDGE_KIND.name(kind)
 }
 
 fn group_kind_name(kind: GroupKind) -> &'static str {
-    match kind {
-        GroupKind::Team => "TEAM",
-        GroupKind::Department => "DEPARTMENT",
-    }
-}
-
-fn group_kind_from(name: &str) -> GroupKind {
-    if name == "TEAM" {
-        GroupKind::Team
-    } else {
-        GroupKind::Department
-    }
+    GROUP_KIND.name(kind)
 }
 
 fn role_name(role: MembershipRole) -> &'static str {
-    match role {
-        MembershipRole::Member => "MEMBER",
-        MembershipRole::Lead => "LEAD",
+    ROLE.name(role)
+}
+
+/// A stored document, for messages: its collection and `_id`.
+struct DocAt<'a>(&'a str, &'a Document);
+
+impl std::fmt::Display for DocAt<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.1.get("_id") {
+            Some(id) => write!(f, "{} {id}", self.0),
+            None => write!(f, "{} (no _id)", self.0),
+        }
     }
 }
 
-fn role_from(name: &str) -> MembershipRole {
-    if name == "LEAD" {
-        MembershipRole::Lead
-    } else {
-        MembershipRole::Member
+/// The stored code in `field` of `doc` (from `collection`), as `codes`
+/// reads it: corrupt if it is missing or unknown.
+fn code_of<T: Copy + PartialEq + std::fmt::Debug>(
+    codes: &Codes<T>,
+    collection: &str,
+    doc: &Document,
+    field: &str,
+) -> StoreResult<T> {
+    let at = DocAt(collection, doc);
+    match doc.get_str(field) {
+        Ok(name) => codes.read_name(name, at),
+        Err(_) => Err(StoreError::corrupt(
+            at,
+            format_args!("no {} in `{field}`", codes.what),
+        )),
     }
 }
 
