@@ -10,16 +10,27 @@
 //! - readers' timelines, as `--timeline-layout` keeps them (see
 //!   `layout/`): `feed_items` (one reference per reader and action, unique
 //!   on `{tenant, owner, actionId}` so a re-run delivers nothing twice),
-//!   `timed_buckets` or `sized_buckets`;
-//! - `users`, `edges` (follows and friendships, both directions indexed),
-//!   `groups`, `memberships`;
-//! - `comments` and `likes` (one per user and action); their counts are kept
-//!   on the action with `$inc`;
+//!   `timed_buckets` or `sized_buckets`; and `timeline_cache`, one document
+//!   per reader with a river (its entries capped inside);
+//! - `users`, `edges` (follows, friendships and group follows, both
+//!   directions indexed), `groups`, `memberships`;
+//! - `comments` (a queued bump is fields of its comment: `bumpDue`,
+//!   `bumpWorker`) and `likes` (one per user and action); their counts are
+//!   kept on the action with `$inc`; `discussions` (one per user and action
+//!   they commented on, at the thread's latest comment);
 //! - `assignments` (a user on a ref); a user's supervisor is a field of `users`;
+//! - `unfollows` (one per ended edge or membership whose cleanup has not
+//!   run: the record reads apply and the job, with its lease);
+//! - `cuts` (where each of a reader's sources begins for them) and
+//!   `celebrities` (actors no longer fanned out), for the feed models;
 //! - `group_feeds` (one document per slot of a group's ring) and
 //!   `group_counters` (each group's last post number);
 //! - `notice_groups` (one document per notice group, its members inside),
-//!   `inboxes` (one per user) and `notice_jobs` (the notice job queue).
+//!   `inboxes` (one per user) and `notice_jobs` (the notice job queue);
+//! - `events`: the event log live events cross processes by (see
+//!   `events.rs`), kept a while (TTL);
+//! - `meta`: the deployment's own values, the timeline layout the database
+//!   was written in and whether its entries carry copies of actions.
 //!
 //! No call needs a multi-document transaction, so a standalone `mongod` works as
 //! well as a replica set: a delivery that races a hide or delete checks the
