@@ -1,13 +1,29 @@
 //! Every record a store holds, in a form that does not depend on the backend:
 //! what `riverfeed export` writes as JSON Lines and `riverfeed import` reads
 //! back, into the same backend or another one. A deployment moves from the
-//! embedded store to MongoDB this way, backups are made this way, and a data
-//! directory of an earlier embedded format is converted this way.
+//! embedded store to MongoDB this way, and backups are made this way.
 //!
-//! Records are restored as they were: ids, relevancies, change stamps, counts,
-//! hidden-item tombstones, and queued fan-outs and bumps (a fan-out that was
-//! in progress is queued again, as after a crash). Importing the same records
-//! twice leaves one copy of each.
+//! What is carried, as it was: users and their profiles, edges (follows,
+//! friendships, group follows), memberships (role, start), assignments,
+//! supervisors, actions (ids, counts, scope, fan-out state), comments and
+//! likes, feed items (relevancies, reasons, change stamps, hidden-item
+//! tombstones) and the notification records below. Work in flight is
+//! carried as work to do: a fan-out that was in progress is queued again, as
+//! after a crash; queued bumps and notice jobs stay queued (a job a worker
+//! held waits again). Importing the same records twice leaves one copy of
+//! each.
+//!
+//! Rebuilt on import rather than carried: discussions (from the comments),
+//! group feeds (from the actions), and rivers (on a reader's next read). A
+//! hidden tombstone the embedded store exports keeps no reason of its own
+//! (the action's actor stands in, as a follow). Not carried, so an import changes what the pulling
+//! models show: cuts and the ranges `keepHistory` kept (a pulling model
+//! then reads a followee's whole outbox), celebrity marks (`hybrid` marks an
+//! actor again at their next action), pending unfollow and group-leave
+//! cleanups (their items stay in storage), and the deployment's `meta`
+//! values (the feed model last run, MongoDB's timeline layout: the target
+//! keeps its own). Under `push`, which materialises everything, an import is
+//! complete.
 //!
 //! Notifications travel as whole records: each notice group with its members
 //! (read and archived ones included), each user's inbox (seen watermark,

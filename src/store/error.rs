@@ -17,7 +17,8 @@ pub enum ErrorKind {
     LeaseLost,
     /// The backend cannot be reached right now; retrying later may work.
     Unavailable,
-    /// Anything else: a bug or corrupt data.
+    /// Anything else: a bug, or stored data that cannot be read
+    /// ([`StoreError::corrupt`]).
     Internal,
 }
 
@@ -58,6 +59,16 @@ impl StoreError {
             message: message.into(),
             source: Some(Arc::new(source)),
         }
+    }
+
+    /// A stored record that cannot be read (an unknown code, a value cut
+    /// short): `record` says which (family or collection, and its key or
+    /// id), `detail` what is wrong with it.
+    pub fn corrupt(record: impl fmt::Display, detail: impl fmt::Display) -> Self {
+        Self::new(
+            ErrorKind::Internal,
+            format!("corrupt record {record}: {detail}"),
+        )
     }
 
     pub fn internal(

@@ -7,15 +7,14 @@
 //! posts come (a few of the last posts before the change may be replaced
 //! early while it refills).
 
-use async_trait::async_trait;
-
+use super::metered::port;
 use super::{FeedRange, StoreResult};
 use crate::model::Position;
 
 /// Default `--group-feed-size`.
 pub const DEFAULT_SIZE: usize = 1_000;
 
-#[async_trait]
+port! {
 pub trait GroupFeedStore: Send + Sync {
     /// Posts the action at `at` to `group`'s feed, in the slot after the
     /// last post's, unless the ring holds it already (so a fan-out run
@@ -36,6 +35,7 @@ pub trait GroupFeedStore: Send + Sync {
         size: usize,
         range: FeedRange,
     ) -> StoreResult<Vec<Position>>;
+}
 }
 
 /// One slot of a ring, as read: the post's number and the action.

@@ -1,132 +1,262 @@
-//! A store wrapper that counts calls per operation, for `/metrics` and for tests
-//! that prove a feed page costs a fixed number of round trips.
+//! A store layer that counts and times every call made through it, for
+//! `/metrics` (`riverfeed_store_calls_total` and
+//! `riverfeed_store_call_duration_seconds`, labelled `op` by the method's
+//! name) and for tests that prove a feed page costs a fixed number of round
+//! trips.
+//!
+//! Nothing here is written per method. Each trait of the port is declared
+//! through [`port!`], which emits the `#[async_trait]` trait as written and,
+//! beside it, its implementation for [`Metered`]: every `async fn` (required
+//! or provided) forwards to the wrapped store, counted and timed under an
+//! [`Op`] named after it; a plain `fn` forwards untimed. Provided methods are
+//! forwarded too, so a backend's own version of one is the one that runs.
+//!
+//! # Metering a new trait
+//!
+//! 1. Declare it through the macro, in its own file:
+//!    ```ignore
+//!    crate::store::metered::port! {
+//!        /// What it is for.
+//!        pub trait JobStore: Send + Sync {
+//!            async fn claim(&self, kind: JobKind, now: Millis) -> StoreResult<Vec<Job>>;
+//!        }
+//!    }
+//!    ```
+//! 2. Add it to [`Store`]'s supertraits, and its name to the [`ports!`] list
+//!    below (which orders `/metrics` and numbers the counters). Forgetting
+//!    the list does not compile: `dyn JobStore` lacks `Slots`.
+//!
+//! Method names become `op` labels and `Op::<name>` constants, so they are
+//! unique across the port (a repeated one does not compile). The macro takes
+//! methods of the form `async fn name(&self, arg: Type, …) -> Type` (`;` or
+//! a default body); one with generics or lifetimes of its own (such as
+//! [`Archive::export`]) is written by hand here, as `Archive` is.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use prometheus_client::metrics::histogram::Histogram;
-
 use async_trait::async_trait;
 use futures_util::stream::BoxStream;
-
-use crate::metrics::Metrics;
+use prometheus_client::metrics::histogram::Histogram;
 
 use super::{
-    ActionStore, Archive, Backfill, BumpClaim, Claim, Cut, Delivery, Direction, FeedRange,
-    GraphStore, GroupFeedStore, JoinOutcome, NoticeClaim, NoticeJob, NoticeStore, Outbox, Posted,
-    QueueStore, ReactionStore, Record, River, RiverStore, SourceStore, Store, StoreResult,
-    TimelineStore, Unfollow, UnfollowClaim,
+    ActionStore, Archive, GraphStore, GroupFeedStore, NoticeStore, QueueStore, ReactionStore,
+    Record, RiverStore, SourceStore, Store, StoreResult, TimelineStore,
 };
-use crate::model::{
-    Action, Comment, Counts, EdgeKind, FeedItem, Group, Inbox, Membership, MembershipRole, Millis,
-    NoticeCounts, NoticeGroup, NoticeRange, ObjectId, Position, Scope, Stamp, User,
-};
+use crate::metrics::Metrics;
 
-macro_rules! ops {
-    ($($op:ident),+ $(,)?) => {
-        /// The store operations that are counted.
-        #[allow(non_camel_case_types)]
-        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-        pub enum Op { $($op,)+ }
+/// Declares a trait of the storage port and meters it: see the
+/// [module docs](self).
+macro_rules! port {
+    // The supertraits: every token up to the body.
+    (@sup [$($head:tt)*] $name:ident [$($sup:tt)*] { $($body:tt)* }) => {
+        $crate::store::metered::port!(@items [$($head)*] $name [$($sup)*] [] [] [] $($body)*);
+    };
+    (@sup [$($head:tt)*] $name:ident [$($sup:tt)*] $t:tt $($rest:tt)*) => {
+        $crate::store::metered::port!(@sup [$($head)*] $name [$($sup)* $t] $($rest)*);
+    };
 
-        impl Op {
-            pub const ALL: &'static [Op] = &[$(Op::$op,)+];
+    // One method at a time, into the trait's items, the metered forwards
+    // (written out here: `async_trait` does not look into a macro call) and
+    // the names of the timed operations.
+    (@items $head:tt $name:ident $sup:tt [$($decl:tt)*] [$($fwd:tt)*] [$($op:ident)*]
+        $(#[$m:meta])*
+        async fn $f:ident(&$self:ident $(, $a:ident: $t:ty)* $(,)?) -> $r:ty;
+        $($rest:tt)*
+    ) => {
+        $crate::store::metered::port!(@items $head $name $sup
+            [$($decl)* $(#[$m])* async fn $f(&$self $(, $a: $t)*) -> $r;]
+            [$($fwd)*
+                async fn $f(&$self $(, $a: $t)*) -> $r {
+                    $self
+                        .timed($crate::store::metered::Op::$f, $self.inner.$f($($a),*))
+                        .await
+                }
+            ]
+            [$($op)* $f]
+            $($rest)*);
+    };
+    (@items $head:tt $name:ident $sup:tt [$($decl:tt)*] [$($fwd:tt)*] [$($op:ident)*]
+        $(#[$m:meta])*
+        async fn $f:ident(&$self:ident $(, $a:ident: $t:ty)* $(,)?) -> $r:ty { $($body:tt)* }
+        $($rest:tt)*
+    ) => {
+        $crate::store::metered::port!(@items $head $name $sup
+            [$($decl)* $(#[$m])* async fn $f(&$self $(, $a: $t)*) -> $r { $($body)* }]
+            [$($fwd)*
+                async fn $f(&$self $(, $a: $t)*) -> $r {
+                    $self
+                        .timed($crate::store::metered::Op::$f, $self.inner.$f($($a),*))
+                        .await
+                }
+            ]
+            [$($op)* $f]
+            $($rest)*);
+    };
+    (@items $head:tt $name:ident $sup:tt [$($decl:tt)*] [$($fwd:tt)*] $ops:tt
+        $(#[$m:meta])*
+        fn $f:ident(&$self:ident $(, $a:ident: $t:ty)* $(,)?) -> $r:ty;
+        $($rest:tt)*
+    ) => {
+        $crate::store::metered::port!(@items $head $name $sup
+            [$($decl)* $(#[$m])* fn $f(&$self $(, $a: $t)*) -> $r;]
+            [$($fwd)* fn $f(&$self $(, $a: $t)*) -> $r { $self.inner.$f($($a),*) }]
+            $ops
+            $($rest)*);
+    };
+    (@items $head:tt $name:ident $sup:tt [$($decl:tt)*] [$($fwd:tt)*] $ops:tt
+        $(#[$m:meta])*
+        fn $f:ident(&$self:ident $(, $a:ident: $t:ty)* $(,)?) -> $r:ty { $($body:tt)* }
+        $($rest:tt)*
+    ) => {
+        $crate::store::metered::port!(@items $head $name $sup
+            [$($decl)* $(#[$m])* fn $f(&$self $(, $a: $t)*) -> $r { $($body)* }]
+            [$($fwd)* fn $f(&$self $(, $a: $t)*) -> $r { $self.inner.$f($($a),*) }]
+            $ops
+            $($rest)*);
+    };
 
-            pub fn name(self) -> &'static str {
-                match self { $(Op::$op => stringify!($op),)+ }
-            }
+    // Every method read: the trait, its metered forwards, its operations.
+    (@items [$($head:tt)*] $name:ident [$($sup:tt)*] [$($decl:tt)*] [$($fwd:tt)*] [$($op:ident)*]) => {
+        #[::async_trait::async_trait]
+        $($head)* $name $($sup)* {
+            $($decl)*
+        }
+
+        #[::async_trait::async_trait]
+        impl $name for $crate::store::metered::Metered {
+            $($fwd)*
+        }
+
+        impl $crate::store::metered::Port for dyn $name {
+            const OPS: &'static [&'static str] = &[$(stringify!($op)),*];
+        }
+
+        #[allow(non_upper_case_globals)]
+        impl $crate::store::metered::Op {
+            $(
+                #[doc = concat!("Calls of `", stringify!($name), "::", stringify!($op), "`.")]
+                pub const $op: $crate::store::metered::Op =
+                    $crate::store::metered::Op::of::<dyn $name>(stringify!($op));
+            )*
         }
     };
+
+    ($(#[$attr:meta])* $vis:vis trait $name:ident $($rest:tt)*) => {
+        $crate::store::metered::port!(@sup [$(#[$attr])* $vis trait] $name [] $($rest)*);
+    };
+}
+pub(crate) use port;
+
+/// The traits metered, in the order `/metrics` lists their operations. Each
+/// gets the number of its first counter.
+macro_rules! ports {
+    ($first:ident $(, $rest:ident)* $(,)?) => {
+        impl Slots for dyn $first {
+            const FIRST: usize = 0;
+        }
+        ports!(@after $first $(, $rest)*);
+        /// Every metered trait's operations, in order.
+        const PORTS: &[&[&str]] = &[<dyn $first as Port>::OPS $(, <dyn $rest as Port>::OPS)*];
+    };
+    (@after $prev:ident, $next:ident $(, $rest:ident)*) => {
+        impl Slots for dyn $next {
+            const FIRST: usize = <dyn $prev as Slots>::FIRST + <dyn $prev as Port>::OPS.len();
+        }
+        ports!(@after $next $(, $rest)*);
+    };
+    (@after $last:ident) => {};
 }
 
-ops!(
-    upsert_user,
-    ensure_user,
-    get_users,
-    set_edge,
-    edges,
-    join_group,
-    leave_group,
-    group_members,
-    memberships,
-    set_assignment,
-    assignees,
-    assignments,
-    set_supervisor,
-    supervisor,
-    supervisees,
-    insert_action,
-    get_actions,
-    hide_action,
-    delete_action,
-    set_action_scope,
-    slice,
-    outbox,
-    expired,
-    outboxes,
-    members_among,
-    post_to_group,
-    group_feed,
-    notice_group,
-    notice_groups,
-    put_notice_group,
-    notice_page,
-    notice_counts,
-    trim_notices,
-    inbox,
-    put_inbox,
-    queue_notice_job,
-    claim_notice_jobs,
-    finish_notice_job,
-    meta,
-    set_meta,
-    edges_among,
-    set_cut,
-    clear_cut,
-    cuts,
-    mark_celebrity,
-    celebrities,
-    river,
-    put_river,
-    rivers_among,
-    idle_rivers,
-    drop_river,
-    trim_river,
-    materialised,
-    feed_item,
-    rename_ref,
-    add_comment,
-    comments,
-    set_like,
-    discussions,
-    liked,
-    claim_fan_out,
-    deliver,
-    finish_fan_out,
-    deliver_all_and_finish,
-    claim_bumps,
-    bump,
-    finish_bump,
-    bump_and_finish,
-    feed_changes,
-    feed_page,
-    backfill,
-    start_unfollow,
-    end_unfollow,
-    unfollows,
-    claim_unfollows,
-    clean_unfollow,
-    clean_named,
-    hide_feed_item,
+ports!(
+    Store,
+    GraphStore,
+    ActionStore,
+    ReactionStore,
+    QueueStore,
+    TimelineStore,
+    SourceStore,
+    RiverStore,
+    GroupFeedStore,
+    NoticeStore,
+    Archive,
 );
+
+/// The timed operations of one metered trait (written by [`port!`]).
+pub trait Port {
+    const OPS: &'static [&'static str];
+}
+
+/// Where one metered trait's counters begin (written by [`ports!`]).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is metered but not listed",
+    label = "add the trait to `ports!` in src/store/metered.rs"
+)]
+pub trait Slots {
+    const FIRST: usize;
+}
+
+/// One counted store operation: `Op::deliver`, `Op::get_actions`, … (one
+/// constant per timed method, named after it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Op {
+    index: usize,
+    name: &'static str,
+}
+
+impl Op {
+    /// The operation `name` of the metered trait `T`.
+    pub const fn of<T: Port + Slots + ?Sized>(name: &'static str) -> Op {
+        let mut at = 0;
+        while at < T::OPS.len() {
+            if same(T::OPS[at], name) {
+                return Op {
+                    index: T::FIRST + at,
+                    name,
+                };
+            }
+            at += 1;
+        }
+        panic!("not an operation of the trait")
+    }
+
+    /// Its name: the method's, and the `op` label in `/metrics`.
+    pub fn name(self) -> &'static str {
+        self.name
+    }
+
+    /// Every operation, in the order `/metrics` lists them.
+    pub fn all() -> impl Iterator<Item = Op> {
+        PORTS
+            .iter()
+            .flat_map(|ops| ops.iter())
+            .enumerate()
+            .map(|(index, &name)| Op { index, name })
+    }
+}
+
+const fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
 
 /// Wraps a store and counts and times every call made through it.
 pub struct Metered {
-    inner: Arc<dyn Store>,
-    calls: Vec<AtomicU64>,
+    pub(crate) inner: Arc<dyn Store>,
+    calls: Box<[AtomicU64]>,
     metrics: Arc<Metrics>,
     /// Each operation's latency histogram, made at its first call.
-    latency: Vec<OnceLock<Histogram>>,
+    latency: Box<[OnceLock<Histogram>]>,
 }
 
 impl Metered {
@@ -138,33 +268,45 @@ impl Metered {
     pub fn with_metrics(inner: Arc<dyn Store>, metrics: Arc<Metrics>) -> Self {
         Self {
             inner,
-            calls: Op::ALL.iter().map(|_| AtomicU64::new(0)).collect(),
+            calls: Op::all().map(|_| AtomicU64::new(0)).collect(),
             metrics,
-            latency: Op::ALL.iter().map(|_| OnceLock::new()).collect(),
+            latency: Op::all().map(|_| OnceLock::new()).collect(),
         }
     }
 
     /// Counts a call of `op` and times it.
-    async fn timed<T>(&self, op: Op, call: impl std::future::Future<Output = T>) -> T {
+    pub(crate) async fn timed<T>(&self, op: Op, call: impl std::future::Future<Output = T>) -> T {
         // Relaxed: counters are statistics, read without ordering guarantees.
-        self.calls[op as usize].fetch_add(1, Ordering::Relaxed);
+        self.calls[op.index].fetch_add(1, Ordering::Relaxed);
         let started = std::time::Instant::now();
         let out = call.await;
-        self.latency[op as usize]
-            .get_or_init(|| self.metrics.store_histogram(op.name()))
+        self.latency[op.index]
+            .get_or_init(|| self.metrics.store_histogram(op.name))
             .observe(started.elapsed().as_secs_f64());
         out
     }
 
     /// Calls so far of one operation.
     pub fn calls(&self, op: Op) -> u64 {
-        self.calls[op as usize].load(Ordering::Relaxed)
+        self.calls[op.index].load(Ordering::Relaxed)
     }
 
-    /// Calls so far of every operation, in declaration order.
+    /// Calls so far of every operation, in the order of [`Op::all`].
     pub fn snapshot(&self) -> Vec<(Op, u64)> {
-        Op::ALL.iter().map(|&op| (op, self.calls(op))).collect()
+        Op::all().map(|op| (op, self.calls(op))).collect()
     }
+}
+
+// `Archive::export` has a lifetime of its own and returns a stream, which
+// `port!` does not take: the trait is metered by hand.
+impl Port for dyn Archive {
+    const OPS: &'static [&'static str] = &["import"];
+}
+
+#[allow(non_upper_case_globals)]
+impl Op {
+    /// Calls of `Archive::import`.
+    pub const import: Op = Op::of::<dyn Archive>("import");
 }
 
 #[async_trait]
@@ -174,766 +316,36 @@ impl Archive for Metered {
     }
 
     async fn import(&self, records: &[Record]) -> StoreResult<()> {
-        self.inner.import(records).await
+        self.timed(Op::import, self.inner.import(records)).await
     }
 }
 
-#[async_trait]
-impl Store for Metered {
-    fn backend(&self) -> &'static str {
-        self.inner.backend()
-    }
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
 
-    fn backend_metrics(&self) -> Vec<(String, u64)> {
-        self.inner.backend_metrics()
-    }
+    use super::*;
 
-    fn event_log(&self) -> Option<Arc<dyn super::event_log::EventLog>> {
-        self.inner.event_log()
-    }
-
-    async fn ping(&self) -> StoreResult<()> {
-        self.inner.ping().await
-    }
-
-    async fn footprint(&self) -> StoreResult<super::Footprint> {
-        self.inner.footprint().await
-    }
-}
-
-#[async_trait]
-impl GraphStore for Metered {
-    async fn upsert_user(&self, tenant: &str, user: &User) -> StoreResult<()> {
-        self.timed(Op::upsert_user, self.inner.upsert_user(tenant, user))
-            .await
-    }
-
-    async fn ensure_user(&self, tenant: &str, id: &str) -> StoreResult<()> {
-        self.timed(Op::ensure_user, self.inner.ensure_user(tenant, id))
-            .await
-    }
-
-    async fn get_users(&self, tenant: &str, ids: &[String]) -> StoreResult<Vec<User>> {
-        self.timed(Op::get_users, self.inner.get_users(tenant, ids))
-            .await
-    }
-
-    async fn set_edge(
-        &self,
-        tenant: &str,
-        kind: EdgeKind,
-        from: &str,
-        to: &str,
-        on: bool,
-    ) -> StoreResult<bool> {
-        self.timed(
-            Op::set_edge,
-            self.inner.set_edge(tenant, kind, from, to, on),
-        )
-        .await
-    }
-
-    async fn edges(
-        &self,
-        tenant: &str,
-        kind: EdgeKind,
-        direction: Direction,
-        user: &str,
-        after: Option<&str>,
-        limit: usize,
-    ) -> StoreResult<Vec<String>> {
-        self.timed(
-            Op::edges,
-            self.inner
-                .edges(tenant, kind, direction, user, after, limit),
-        )
-        .await
-    }
-
-    async fn join_group(
-        &self,
-        tenant: &str,
-        group: &Group,
-        user: &str,
-        role: MembershipRole,
-        since: Millis,
-    ) -> StoreResult<JoinOutcome> {
-        self.timed(
-            Op::join_group,
-            self.inner.join_group(tenant, group, user, role, since),
-        )
-        .await
-    }
-
-    async fn leave_group(&self, tenant: &str, group_id: &str, user: &str) -> StoreResult<bool> {
-        self.timed(
-            Op::leave_group,
-            self.inner.leave_group(tenant, group_id, user),
-        )
-        .await
-    }
-
-    async fn group_members(
-        &self,
-        tenant: &str,
-        group_id: &str,
-        after: Option<&str>,
-        limit: usize,
-    ) -> StoreResult<Vec<String>> {
-        self.timed(
-            Op::group_members,
-            self.inner.group_members(tenant, group_id, after, limit),
-        )
-        .await
-    }
-
-    async fn memberships(&self, tenant: &str, user: &str) -> StoreResult<Vec<Membership>> {
-        self.timed(Op::memberships, self.inner.memberships(tenant, user))
-            .await
-    }
-
-    async fn set_assignment(
-        &self,
-        tenant: &str,
-        user: &str,
-        ref_id: &str,
-        on: bool,
-    ) -> StoreResult<bool> {
-        self.timed(
-            Op::set_assignment,
-            self.inner.set_assignment(tenant, user, ref_id, on),
-        )
-        .await
-    }
-
-    async fn assignees(
-        &self,
-        tenant: &str,
-        ref_ids: &[String],
-    ) -> StoreResult<Vec<(String, String)>> {
-        self.timed(Op::assignees, self.inner.assignees(tenant, ref_ids))
-            .await
-    }
-
-    async fn assignments(&self, tenant: &str, user: &str) -> StoreResult<Vec<String>> {
-        self.timed(Op::assignments, self.inner.assignments(tenant, user))
-            .await
-    }
-
-    async fn set_supervisor(
-        &self,
-        tenant: &str,
-        user: &str,
-        supervisor: Option<&str>,
-    ) -> StoreResult<()> {
-        self.timed(
-            Op::set_supervisor,
-            self.inner.set_supervisor(tenant, user, supervisor),
-        )
-        .await
-    }
-
-    async fn supervisor(&self, tenant: &str, user: &str) -> StoreResult<Option<String>> {
-        self.timed(Op::supervisor, self.inner.supervisor(tenant, user))
-            .await
-    }
-
-    async fn supervisees(&self, tenant: &str, supervisor: &str) -> StoreResult<Vec<String>> {
-        self.timed(Op::supervisees, self.inner.supervisees(tenant, supervisor))
-            .await
-    }
-}
-
-#[async_trait]
-impl ActionStore for Metered {
-    async fn insert_action(&self, action: &Action) -> StoreResult<()> {
-        self.timed(Op::insert_action, self.inner.insert_action(action))
-            .await
-    }
-
-    async fn get_actions(&self, tenant: &str, ids: &[ObjectId]) -> StoreResult<Vec<Action>> {
-        self.timed(Op::get_actions, self.inner.get_actions(tenant, ids))
-            .await
-    }
-
-    async fn hide_action(&self, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>> {
-        self.timed(Op::hide_action, self.inner.hide_action(tenant, id))
-            .await
-    }
-
-    async fn delete_action(&self, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>> {
-        self.timed(Op::delete_action, self.inner.delete_action(tenant, id))
-            .await
-    }
-
-    async fn set_action_scope(
-        &self,
-        tenant: &str,
-        id: ObjectId,
-        scope: Scope,
-        readers: &[String],
-        scope_groups: &[String],
-    ) -> StoreResult<Action> {
-        self.timed(
-            Op::set_action_scope,
-            self.inner
-                .set_action_scope(tenant, id, scope, readers, scope_groups),
-        )
-        .await
-    }
-
-    async fn slice(
-        &self,
-        tenant: &str,
-        ref_id: &str,
-        before: Option<ObjectId>,
-        limit: usize,
-    ) -> StoreResult<Vec<ObjectId>> {
-        self.timed(Op::slice, self.inner.slice(tenant, ref_id, before, limit))
-            .await
-    }
-
-    async fn expired(
-        &self,
-        now: Millis,
-        item_ttl: Option<Millis>,
-        limit: usize,
-    ) -> StoreResult<Vec<(Millis, String, ObjectId)>> {
-        self.timed(Op::expired, self.inner.expired(now, item_ttl, limit))
-            .await
-    }
-
-    async fn outbox(
-        &self,
-        tenant: &str,
-        actor: &str,
-        range: FeedRange,
-    ) -> StoreResult<Vec<Position>> {
-        self.timed(Op::outbox, self.inner.outbox(tenant, actor, range))
-            .await
-    }
-
-    async fn rename_ref(&self, tenant: &str, ref_id: &str, name: &str) -> StoreResult<u64> {
-        self.timed(Op::rename_ref, self.inner.rename_ref(tenant, ref_id, name))
-            .await
-    }
-}
-
-#[async_trait]
-impl ReactionStore for Metered {
-    async fn add_comment(&self, tenant: &str, comment: &Comment) -> StoreResult<Counts> {
-        self.timed(Op::add_comment, self.inner.add_comment(tenant, comment))
-            .await
-    }
-
-    async fn comments(
-        &self,
-        tenant: &str,
-        action_id: ObjectId,
-        after: Option<ObjectId>,
-        limit: usize,
-    ) -> StoreResult<Vec<Comment>> {
-        self.timed(
-            Op::comments,
-            self.inner.comments(tenant, action_id, after, limit),
-        )
-        .await
-    }
-
-    async fn set_like(
-        &self,
-        tenant: &str,
-        action_id: ObjectId,
-        user: &str,
-        on: bool,
-    ) -> StoreResult<(bool, Counts)> {
-        self.timed(
-            Op::set_like,
-            self.inner.set_like(tenant, action_id, user, on),
-        )
-        .await
-    }
-
-    async fn discussions(
-        &self,
-        tenant: &str,
-        user: &str,
-        range: FeedRange,
-    ) -> StoreResult<Vec<Position>> {
-        self.timed(Op::discussions, self.inner.discussions(tenant, user, range))
-            .await
-    }
-
-    async fn liked(
-        &self,
-        tenant: &str,
-        user: &str,
-        action_ids: &[ObjectId],
-    ) -> StoreResult<Vec<ObjectId>> {
-        self.timed(Op::liked, self.inner.liked(tenant, user, action_ids))
-            .await
-    }
-}
-
-#[async_trait]
-impl QueueStore for Metered {
-    async fn fan_out_backlog(&self) -> StoreResult<super::Backlog> {
-        self.inner.fan_out_backlog().await
-    }
-
-    async fn claim_fan_out(
-        &self,
-        worker: &str,
-        now: Millis,
-        lease_ms: Millis,
-        limit: usize,
-    ) -> StoreResult<Vec<Claim>> {
-        self.timed(
-            Op::claim_fan_out,
-            self.inner.claim_fan_out(worker, now, lease_ms, limit),
-        )
-        .await
-    }
-
-    async fn deliver(
-        &self,
-        claim: &Claim,
-        now: Millis,
-        items: &[Delivery],
-    ) -> StoreResult<Vec<FeedItem>> {
-        self.timed(Op::deliver, self.inner.deliver(claim, now, items))
-            .await
-    }
-
-    async fn finish_fan_out(&self, claim: &Claim) -> StoreResult<()> {
-        self.timed(Op::finish_fan_out, self.inner.finish_fan_out(claim))
-            .await
-    }
-
-    async fn deliver_all_and_finish(
-        &self,
-        now: Millis,
-        jobs: &[(Claim, Vec<Delivery>)],
-    ) -> StoreResult<Vec<StoreResult<Vec<FeedItem>>>> {
-        self.timed(
+    #[test]
+    fn every_operation_has_one_counter_and_a_unique_name() {
+        let all: Vec<Op> = Op::all().collect();
+        assert!(all.iter().enumerate().all(|(i, op)| op.index == i));
+        let names: BTreeSet<&str> = all.iter().map(|op| op.name()).collect();
+        assert_eq!(names.len(), all.len(), "op labels repeat");
+        // Each constant is the operation the list has at its place.
+        for op in [
+            Op::ping,
+            Op::upsert_user,
+            Op::deliver,
             Op::deliver_all_and_finish,
-            self.inner.deliver_all_and_finish(now, jobs),
-        )
-        .await
-    }
-
-    async fn claim_bumps(
-        &self,
-        worker: &str,
-        now: Millis,
-        lease_ms: Millis,
-        limit: usize,
-    ) -> StoreResult<Vec<BumpClaim>> {
-        self.timed(
-            Op::claim_bumps,
-            self.inner.claim_bumps(worker, now, lease_ms, limit),
-        )
-        .await
-    }
-
-    async fn bump(
-        &self,
-        claim: &BumpClaim,
-        now: Millis,
-        bumps: &[Delivery],
-    ) -> StoreResult<Vec<FeedItem>> {
-        self.timed(Op::bump, self.inner.bump(claim, now, bumps))
-            .await
-    }
-
-    async fn claim_unfollows(
-        &self,
-        worker: &str,
-        now: Millis,
-        lease_ms: Millis,
-        limit: usize,
-    ) -> StoreResult<Vec<UnfollowClaim>> {
-        self.timed(
-            Op::claim_unfollows,
-            self.inner.claim_unfollows(worker, now, lease_ms, limit),
-        )
-        .await
-    }
-
-    async fn clean_unfollow(&self, claim: &UnfollowClaim) -> StoreResult<Vec<FeedItem>> {
-        self.timed(Op::clean_unfollow, self.inner.clean_unfollow(claim))
-            .await
-    }
-
-    async fn clean_named(
-        &self,
-        claim: &UnfollowClaim,
-        action_ids: &[ObjectId],
-    ) -> StoreResult<Vec<FeedItem>> {
-        self.timed(Op::clean_named, self.inner.clean_named(claim, action_ids))
-            .await
-    }
-
-    async fn finish_bump(&self, claim: &BumpClaim) -> StoreResult<()> {
-        self.timed(Op::finish_bump, self.inner.finish_bump(claim))
-            .await
-    }
-
-    async fn bump_and_finish(
-        &self,
-        claim: &BumpClaim,
-        now: Millis,
-        bumps: &[Delivery],
-    ) -> StoreResult<Vec<FeedItem>> {
-        self.timed(
-            Op::bump_and_finish,
-            self.inner.bump_and_finish(claim, now, bumps),
-        )
-        .await
-    }
-}
-
-#[async_trait]
-impl TimelineStore for Metered {
-    async fn feed_changes(
-        &self,
-        tenant: &str,
-        owner: &str,
-        after: Stamp,
-        limit: usize,
-    ) -> StoreResult<Vec<FeedItem>> {
-        self.timed(
-            Op::feed_changes,
-            self.inner.feed_changes(tenant, owner, after, limit),
-        )
-        .await
-    }
-
-    async fn feed_page(
-        &self,
-        tenant: &str,
-        owner: &str,
-        range: FeedRange,
-    ) -> StoreResult<Vec<FeedItem>> {
-        self.timed(Op::feed_page, self.inner.feed_page(tenant, owner, range))
-            .await
-    }
-
-    async fn start_unfollow(&self, unfollow: &Unfollow) -> StoreResult<()> {
-        self.timed(Op::start_unfollow, self.inner.start_unfollow(unfollow))
-            .await
-    }
-
-    async fn end_unfollow(&self, unfollow: &Unfollow) -> StoreResult<()> {
-        self.timed(Op::end_unfollow, self.inner.end_unfollow(unfollow))
-            .await
-    }
-
-    async fn unfollows(&self, tenant: &str, reader: &str) -> StoreResult<Vec<Unfollow>> {
-        self.timed(Op::unfollows, self.inner.unfollows(tenant, reader))
-            .await
-    }
-
-    async fn backfill(
-        &self,
-        tenant: &str,
-        owner: &str,
-        items: &[Backfill],
-    ) -> StoreResult<Vec<FeedItem>> {
-        self.timed(Op::backfill, self.inner.backfill(tenant, owner, items))
-            .await
-    }
-
-    async fn materialised(
-        &self,
-        tenant: &str,
-        owner: &str,
-        action_ids: &[ObjectId],
-    ) -> StoreResult<Vec<ObjectId>> {
-        self.timed(
-            Op::materialised,
-            self.inner.materialised(tenant, owner, action_ids),
-        )
-        .await
-    }
-
-    async fn feed_item(
-        &self,
-        tenant: &str,
-        owner: &str,
-        action_id: ObjectId,
-    ) -> StoreResult<Option<FeedItem>> {
-        self.timed(
-            Op::feed_item,
-            self.inner.feed_item(tenant, owner, action_id),
-        )
-        .await
-    }
-
-    async fn hide_feed_item(
-        &self,
-        tenant: &str,
-        owner: &str,
-        action_id: ObjectId,
-    ) -> StoreResult<Option<FeedItem>> {
-        self.timed(
+            Op::fan_out_backlog,
             Op::hide_feed_item,
-            self.inner.hide_feed_item(tenant, owner, action_id),
-        )
-        .await
-    }
-}
-
-#[async_trait]
-impl SourceStore for Metered {
-    async fn edges_among(
-        &self,
-        tenant: &str,
-        kind: EdgeKind,
-        readers: &[String],
-        actor: &str,
-    ) -> StoreResult<Vec<String>> {
-        self.timed(
-            Op::edges_among,
-            self.inner.edges_among(tenant, kind, readers, actor),
-        )
-        .await
-    }
-
-    async fn set_cut(&self, tenant: &str, reader: &str, cut: &Cut) -> StoreResult<()> {
-        self.timed(Op::set_cut, self.inner.set_cut(tenant, reader, cut))
-            .await
-    }
-
-    async fn clear_cut(
-        &self,
-        tenant: &str,
-        reader: &str,
-        kind: EdgeKind,
-        actor: &str,
-    ) -> StoreResult<()> {
-        self.timed(
-            Op::clear_cut,
-            self.inner.clear_cut(tenant, reader, kind, actor),
-        )
-        .await
-    }
-
-    async fn cuts(&self, tenant: &str, reader: &str) -> StoreResult<Vec<Cut>> {
-        self.timed(Op::cuts, self.inner.cuts(tenant, reader)).await
-    }
-
-    async fn mark_celebrity(&self, tenant: &str, user: &str) -> StoreResult<()> {
-        self.timed(Op::mark_celebrity, self.inner.mark_celebrity(tenant, user))
-            .await
-    }
-
-    async fn celebrities(&self, tenant: &str, users: &[String]) -> StoreResult<Vec<String>> {
-        self.timed(Op::celebrities, self.inner.celebrities(tenant, users))
-            .await
-    }
-
-    async fn meta(&self, key: &str) -> StoreResult<Option<Vec<u8>>> {
-        self.timed(Op::meta, self.inner.meta(key)).await
-    }
-
-    async fn set_meta(&self, key: &str, value: &[u8]) -> StoreResult<()> {
-        self.timed(Op::set_meta, self.inner.set_meta(key, value))
-            .await
-    }
-
-    async fn members_among(
-        &self,
-        tenant: &str,
-        group_id: &str,
-        users: &[String],
-    ) -> StoreResult<Vec<(String, Millis)>> {
-        self.timed(
-            Op::members_among,
-            self.inner.members_among(tenant, group_id, users),
-        )
-        .await
-    }
-
-    async fn outboxes(
-        &self,
-        tenant: &str,
-        reads: &[(Outbox, FeedRange)],
-    ) -> StoreResult<Vec<Vec<Posted>>> {
-        self.timed(Op::outboxes, self.inner.outboxes(tenant, reads))
-            .await
-    }
-}
-
-#[async_trait]
-impl GroupFeedStore for Metered {
-    async fn post_to_group(
-        &self,
-        tenant: &str,
-        group: &str,
-        at: Position,
-        size: usize,
-    ) -> StoreResult<bool> {
-        self.timed(
-            Op::post_to_group,
-            self.inner.post_to_group(tenant, group, at, size),
-        )
-        .await
-    }
-
-    async fn group_feed(
-        &self,
-        tenant: &str,
-        group: &str,
-        size: usize,
-        range: FeedRange,
-    ) -> StoreResult<Vec<Position>> {
-        self.timed(
-            Op::group_feed,
-            self.inner.group_feed(tenant, group, size, range),
-        )
-        .await
-    }
-}
-
-#[async_trait]
-impl RiverStore for Metered {
-    async fn river(&self, tenant: &str, reader: &str) -> StoreResult<Option<River>> {
-        self.timed(Op::river, self.inner.river(tenant, reader))
-            .await
-    }
-
-    async fn put_river(&self, tenant: &str, reader: &str, river: &River) -> StoreResult<()> {
-        self.timed(Op::put_river, self.inner.put_river(tenant, reader, river))
-            .await
-    }
-
-    async fn rivers_among(&self, tenant: &str, readers: &[String]) -> StoreResult<Vec<String>> {
-        self.timed(Op::rivers_among, self.inner.rivers_among(tenant, readers))
-            .await
-    }
-
-    async fn idle_rivers(
-        &self,
-        before: Millis,
-        limit: usize,
-    ) -> StoreResult<Vec<(String, String)>> {
-        self.timed(Op::idle_rivers, self.inner.idle_rivers(before, limit))
-            .await
-    }
-
-    async fn drop_river(&self, tenant: &str, reader: &str) -> StoreResult<u64> {
-        self.timed(Op::drop_river, self.inner.drop_river(tenant, reader))
-            .await
-    }
-
-    async fn trim_river(&self, tenant: &str, reader: &str, keep: usize) -> StoreResult<u64> {
-        self.timed(Op::trim_river, self.inner.trim_river(tenant, reader, keep))
-            .await
-    }
-}
-
-#[async_trait]
-impl NoticeStore for Metered {
-    async fn notice_group(
-        &self,
-        tenant: &str,
-        owner: &str,
-        key: &str,
-    ) -> StoreResult<Option<NoticeGroup>> {
-        self.timed(
-            Op::notice_group,
-            self.inner.notice_group(tenant, owner, key),
-        )
-        .await
-    }
-
-    async fn notice_groups(
-        &self,
-        tenant: &str,
-        owner: &str,
-        ids: &[ObjectId],
-    ) -> StoreResult<Vec<NoticeGroup>> {
-        self.timed(
-            Op::notice_groups,
-            self.inner.notice_groups(tenant, owner, ids),
-        )
-        .await
-    }
-
-    async fn put_notice_group(&self, group: &NoticeGroup) -> StoreResult<bool> {
-        self.timed(Op::put_notice_group, self.inner.put_notice_group(group))
-            .await
-    }
-
-    async fn notice_page(
-        &self,
-        tenant: &str,
-        owner: &str,
-        range: NoticeRange,
-    ) -> StoreResult<Vec<NoticeGroup>> {
-        self.timed(
-            Op::notice_page,
-            self.inner.notice_page(tenant, owner, range),
-        )
-        .await
-    }
-
-    async fn notice_counts(
-        &self,
-        tenant: &str,
-        owner: &str,
-        seen_until: Millis,
-    ) -> StoreResult<NoticeCounts> {
-        self.timed(
-            Op::notice_counts,
-            self.inner.notice_counts(tenant, owner, seen_until),
-        )
-        .await
-    }
-
-    async fn trim_notices(
-        &self,
-        tenant: &str,
-        owner: &str,
-        keep: usize,
-    ) -> StoreResult<Vec<ObjectId>> {
-        self.timed(
-            Op::trim_notices,
-            self.inner.trim_notices(tenant, owner, keep),
-        )
-        .await
-    }
-
-    async fn inbox(&self, tenant: &str, owner: &str) -> StoreResult<Inbox> {
-        self.timed(Op::inbox, self.inner.inbox(tenant, owner)).await
-    }
-
-    async fn put_inbox(&self, inbox: &Inbox) -> StoreResult<bool> {
-        self.timed(Op::put_inbox, self.inner.put_inbox(inbox)).await
-    }
-
-    async fn queue_notice_job(&self, job: &NoticeJob) -> StoreResult<()> {
-        self.timed(Op::queue_notice_job, self.inner.queue_notice_job(job))
-            .await
-    }
-
-    async fn claim_notice_jobs(
-        &self,
-        worker: &str,
-        now: Millis,
-        lease_ms: Millis,
-        limit: usize,
-    ) -> StoreResult<Vec<NoticeClaim>> {
-        self.timed(
-            Op::claim_notice_jobs,
-            self.inner.claim_notice_jobs(worker, now, lease_ms, limit),
-        )
-        .await
-    }
-
-    async fn finish_notice_job(&self, claim: &NoticeClaim) -> StoreResult<()> {
-        self.timed(Op::finish_notice_job, self.inner.finish_notice_job(claim))
-            .await
+            Op::outboxes,
+            Op::finish_notice_job,
+            Op::import,
+        ] {
+            assert_eq!(all[op.index], op);
+        }
+        assert_eq!(Op::deliver.name(), "deliver");
     }
 }

@@ -5,11 +5,17 @@
 //! [`prelude`] into scope to call them.
 //!
 //! Backends: [`embedded`] (RocksDB, the default) and [`mongo`]. [`open`] picks
-//! one from a URL;
-//! [`metered`] wraps any of them to count calls. The conformance suite in
+//! one from a URL; [`metered`] wraps any of them and counts and times every
+//! call. Each trait is declared through `metered::port!`, which meters it as
+//! it declares it (see [`metered`] for adding one). The conformance suite in
 //! `tests/it/store_suite.rs` holds every backend to the same contract.
+//!
+//! Enums are stored by the codes in `codes.rs`, one table per enum for both
+//! backends, read strictly: an unknown code is a corrupt record
+//! ([`StoreError::corrupt`]), never a default.
 
 pub mod archive;
+pub(crate) mod codes;
 pub mod embedded;
 mod error;
 pub mod event_log;
@@ -22,11 +28,11 @@ mod sources;
 use std::sync::Arc;
 
 pub use archive::{Archive, EdgeRecordKind, ItemRecord, Record};
-use async_trait::async_trait;
 pub use error::{ErrorKind, StoreError, StoreResult};
 pub use group_feeds::GroupFeedStore;
+use metered::port;
 pub use notices::{NoticeClaim, NoticeJob, NoticeSource, NoticeStore};
-pub use sources::{Cut, Outbox, Posted, River, RiverStore, SourceStore};
+pub use sources::{Cut, Outbox, Posted, River, RiverStore, SourceStore, DEFAULT_RIVER_SIZE};
 
 /// The concern traits, for calling a store's methods.
 pub mod prelude {
@@ -240,10 +246,10 @@ pub enum JoinOutcome {
     KindMismatch(Group),
 }
 
+port! {
 /// Everything Riverfeed stores, one trait per concern. Every call is confined
 /// to one tenant, except the fan-out claim, which serves all tenants. Export
 /// and import of whole stores are their own concern, in [`Archive`].
-#[async_trait]
 pub trait Store:
     GraphStore
     + ActionStore
@@ -283,6 +289,7 @@ pub trait Store:
     /// a hot path.
     async fn footprint(&self) -> StoreResult<Footprint>;
 }
+}
 
 /// What a store holds, as [`Store::footprint`] measures it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -295,9 +302,9 @@ pub struct Footprint {
     pub documents: u64,
 }
 
+port! {
 /// Users and how they relate: follows and friendships, groups, assignments
 /// to refs, supervisors.
-#[async_trait]
 pub trait GraphStore: Send + Sync {
     /// Creates or replaces a user's display profile.
     async fn upsert_user(&self, tenant: &str, user: &User) -> StoreResult<()>;
@@ -379,9 +386,10 @@ pub trait GraphStore: Send + Sync {
     /// The users `supervisor` supervises, ordered by id.
     async fn supervisees(&self, tenant: &str, supervisor: &str) -> StoreResult<Vec<String>>;
 }
+}
 
+port! {
 /// Actions, stored once: their records, scopes and the slices by ref.
-#[async_trait]
 pub trait ActionStore: Send + Sync {
     /// Stores a new action (its fan-out `Pending`) and notes its actor as a user.
     async fn insert_action(&self, action: &Action) -> StoreResult<()>;
@@ -442,9 +450,10 @@ pub trait ActionStore: Send + Sync {
     /// batches. Returns how many copied names changed.
     async fn rename_ref(&self, tenant: &str, ref_id: &str, name: &str) -> StoreResult<u64>;
 }
+}
 
+port! {
 /// Comments and likes on actions, counted on the action.
-#[async_trait]
 pub trait ReactionStore: Send + Sync {
     /// Adds a comment and counts it on its action, and queues the bump it
     /// causes (see [`QueueStore::claim_bumps`]) in the same step. `NotFound` if there
@@ -485,10 +494,11 @@ pub trait ReactionStore: Send + Sync {
         action_ids: &[ObjectId],
     ) -> StoreResult<Vec<ObjectId>>;
 }
+}
 
+port! {
 /// The fan-out and bump queues: claims under a lease, batches of deliveries
 /// or bumps, and finishing.
-#[async_trait]
 pub trait QueueStore: Send + Sync {
     /// How many actions wait for their fan-out (or are in one), and since
     /// when the oldest: for `/metrics`.
@@ -599,9 +609,10 @@ pub trait QueueStore: Send + Sync {
         Ok(raised)
     }
 }
+}
 
+port! {
 /// Readers' feeds as materialised: ranges, changes since a stamp, hidden items.
-#[async_trait]
 pub trait TimelineStore: Send + Sync {
     /// Items of `owner`'s feed that changed (were delivered or bumped) after
     /// `after`, in the order they changed, at most `limit`.
@@ -664,6 +675,7 @@ pub trait TimelineStore: Send + Sync {
         owner: &str,
         action_id: ObjectId,
     ) -> StoreResult<Option<FeedItem>>;
+}
 }
 
 /// Opens the store a URL names: `embedded:<dir>`, or a `mongodb://` /

@@ -10,9 +10,9 @@
 //! records and keeps their indexes; what a change means is decided in one
 //! place for every backend.
 
-use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use super::metered::port;
 use super::StoreResult;
 use crate::model::{Inbox, Millis, NoticeCounts, NoticeGroup, NoticeRange, ObjectId};
 
@@ -20,7 +20,7 @@ use crate::model::{Inbox, Millis, NoticeCounts, NoticeGroup, NoticeRange, Object
 /// the oldest go.
 pub const DEFAULT_GROUPS_KEPT: usize = 1_000;
 
-#[async_trait]
+port! {
 pub trait NoticeStore: Send + Sync {
     /// The group of `owner` with key `key`, if stored.
     async fn notice_group(
@@ -86,6 +86,7 @@ pub trait NoticeStore: Send + Sync {
     ) -> StoreResult<Vec<NoticeClaim>>;
     /// Ends a claimed job. `LeaseLost` if another worker holds it now.
     async fn finish_notice_job(&self, claim: &NoticeClaim) -> StoreResult<()>;
+}
 }
 
 /// Something that may notify someone, with no job of its own.

@@ -4,8 +4,7 @@
 //! actions naming a reader, those sent to a group) read many at once, and rivers (timelines
 //! materialised only for readers active lately).
 
-use async_trait::async_trait;
-
+use super::metered::port;
 use super::{FeedRange, StoreResult};
 use crate::model::{EdgeKind, Millis, Position};
 
@@ -49,6 +48,10 @@ pub struct Posted {
     pub actor: String,
 }
 
+/// Entries a river keeps by default (`--river-size`). The store owns it
+/// (MongoDB's settings start from it); the feed model reads it from here.
+pub const DEFAULT_RIVER_SIZE: usize = 800;
+
 /// A reader's river: their timeline materialised while they read. Every
 /// item their pulled sources give at or above `complete_from` is in the
 /// timeline; below it, reads continue from the sources.
@@ -59,8 +62,8 @@ pub struct River {
     pub touched: Millis,
 }
 
+port! {
 /// The graph as the pull side of the models reads it.
-#[async_trait]
 pub trait SourceStore: Send + Sync {
     /// Which of `readers` have a `kind` edge to `actor` (follow it, or are
     /// its friends). One round trip.
@@ -113,14 +116,15 @@ pub trait SourceStore: Send + Sync {
         reads: &[(Outbox, FeedRange)],
     ) -> StoreResult<Vec<Vec<Posted>>>;
 }
+}
 
+port! {
 /// Rivers: which readers have one, building, touching, trimming and
 /// dropping them. A river's items are the timeline's items that came from a
 /// pulled source (a follow, a friendship, a group, being named) and were not
 /// bumped ([`ReasonKind::pulled`](crate::model::ReasonKind::pulled));
 /// dropping or trimming a river removes those only (own and bumped items
 /// stay).
-#[async_trait]
 pub trait RiverStore: Send + Sync {
     /// `reader`'s river, if they have one.
     async fn river(&self, tenant: &str, reader: &str) -> StoreResult<Option<River>>;
@@ -139,4 +143,5 @@ pub trait RiverStore: Send + Sync {
     /// rest, moving `complete_from` up to the oldest kept. Returns how many
     /// items went.
     async fn trim_river(&self, tenant: &str, reader: &str, keep: usize) -> StoreResult<u64>;
+}
 }

@@ -117,8 +117,8 @@ pub struct FeedModel {
     pub pulled_below: Option<Position>,
 }
 
-/// Default `--river-size`.
-pub const DEFAULT_RIVER_SIZE: usize = 800;
+/// Default `--river-size` (the store's: MongoDB sizes rivers from it too).
+pub use crate::store::DEFAULT_RIVER_SIZE;
 /// Default `--river-idle`.
 pub const DEFAULT_RIVER_IDLE: Duration = Duration::from_secs(24 * 3600);
 /// Default `--celebrity-threshold`.

@@ -28,6 +28,7 @@ mod relevancy;
 mod scopes;
 mod security;
 mod store_suite;
+mod stored_codes;
 mod tracing;
 mod transports;
 mod worker;

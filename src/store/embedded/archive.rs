@@ -17,8 +17,8 @@ use super::actions::{action_lock, bump_key, comment_key, like_key, pending_key};
 use super::families::{ACTIONS, GRAPH, ITEMS, QUEUE, REACTIONS};
 use super::graph::{
     decode_member_of, edge_codes, edge_key, ensure_user_in, group_kind_code, member_key,
-    member_of_key, member_of_value, member_value, user_key, user_name, user_value,
-    EDGE_FOLLOWS_OUT, EDGE_FRIEND, EDGE_GROUP_OUT,
+    member_of_key, member_of_value, member_value, user_key, user_name, user_value, EDGE_FOLLOWS_IN,
+    EDGE_FOLLOWS_OUT, EDGE_FRIEND, EDGE_GROUP_IN, EDGE_GROUP_OUT,
 };
 use super::keys::{self, graph as tag, queue, reaction, ItemState, Key, Lease, Reader};
 use super::notices::decode_job;
@@ -72,7 +72,7 @@ impl Inner {
         };
         each(self, GRAPH, Some(tag::USER), &mut |r, v| {
             let (tenant, id) = (r.str()?.to_owned(), r.last()?.to_owned());
-            let name = user_name(v)?;
+            let name = user_name(v, format_args!("graph/user {tenant}/{id}"))?;
             emit(Record::User { tenant, id, name })
         })?;
         each(self, GRAPH, Some(tag::EDGE), &mut |r, _| {
@@ -98,7 +98,12 @@ impl Inner {
                     from: user,
                     to: other,
                 }),
-                _ => Ok(()),
+                // The other side of an edge listed by its outgoing one.
+                EDGE_FRIEND | EDGE_FOLLOWS_IN | EDGE_GROUP_IN => Ok(()),
+                code => Err(StoreError::corrupt(
+                    format_args!("graph/edge {tenant}/{user}/{other}"),
+                    format_args!("unknown edge code {code}"),
+                )),
             }
         })?;
         each(self, GRAPH, Some(tag::MEMBER_OF), &mut |r, v| {
@@ -107,7 +112,8 @@ impl Inner {
                 r.str()?.to_owned(),
                 r.last()?.to_owned(),
             );
-            let membership = decode_member_of(group, v)?;
+            let record = format_args!("graph/member-of {tenant}/{user}/{group}");
+            let membership = decode_member_of(group.clone(), v, record)?;
             emit(Record::Membership {
                 tenant,
                 group: membership.group_id,

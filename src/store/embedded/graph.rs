@@ -2,6 +2,7 @@
 //! assignments to refs, supervisors. All in the `graph` family, each kind of
 //! record under its own tag.
 
+use std::fmt::Display;
 use std::sync::Arc;
 
 use rocksdb::{MergeOperands, WriteBatch};
@@ -10,7 +11,8 @@ use super::cache::{self, Profile};
 use super::keys::{self, graph as tag, Key, Reader};
 use super::{families::GRAPH, Inner};
 use crate::model::{EdgeKind, Group, GroupKind, Membership, MembershipRole, Millis, User};
-use crate::store::{Direction, JoinOutcome, StoreResult};
+use crate::store::codes::{GROUP_KIND, ROLE};
+use crate::store::{Direction, JoinOutcome, StoreError, StoreResult};
 
 pub(super) const EDGE_FOLLOWS_OUT: u8 = 0;
 pub(super) const EDGE_FOLLOWS_IN: u8 = 1;
@@ -44,12 +46,18 @@ pub(super) fn user_value(name: Option<&str>) -> Vec<u8> {
     }
 }
 
-pub(super) fn user_name(value: &[u8]) -> StoreResult<Option<String>> {
+/// A user value's display name; `record` names the user for errors.
+pub(super) fn user_name(value: &[u8], record: impl Display) -> StoreResult<Option<String>> {
     match value.split_first() {
         Some((1, name)) => std::str::from_utf8(name)
             .map(|s| Some(s.to_owned()))
-            .map_err(|_| keys::corrupt("user")),
-        _ => Ok(None),
+            .map_err(|_| StoreError::corrupt(record, "a name that is not UTF-8")),
+        Some((0, [])) => Ok(None),
+        Some((code, _)) => Err(StoreError::corrupt(
+            record,
+            format_args!("unknown user value code {code}"),
+        )),
+        None => Err(StoreError::corrupt(record, "an empty user value")),
     }
 }
 
@@ -80,33 +88,11 @@ pub(super) fn edge_key(tenant: &str, code: u8, user: &str, other: &str) -> Vec<u
 }
 
 pub(super) fn group_kind_code(kind: GroupKind) -> u8 {
-    match kind {
-        GroupKind::Team => 0,
-        GroupKind::Department => 1,
-    }
+    GROUP_KIND.byte(kind)
 }
 
-pub(super) fn group_kind(code: u8) -> GroupKind {
-    if code == 0 {
-        GroupKind::Team
-    } else {
-        GroupKind::Department
-    }
-}
-
-pub(super) fn role_code(role: MembershipRole) -> u8 {
-    match role {
-        MembershipRole::Member => 0,
-        MembershipRole::Lead => 1,
-    }
-}
-
-pub(super) fn role(code: u8) -> MembershipRole {
-    if code == 0 {
-        MembershipRole::Member
-    } else {
-        MembershipRole::Lead
-    }
+fn role_code(role: MembershipRole) -> u8 {
+    ROLE.byte(role)
 }
 
 /// A group's entry for one member: their role, and when the membership
@@ -129,12 +115,15 @@ fn since_of(rest: &[u8]) -> StoreResult<Millis> {
     }
 }
 
-/// A member entry's role and start.
-pub(super) fn decode_member(v: &[u8]) -> StoreResult<(MembershipRole, Millis)> {
+/// A member entry's role and start; `record` names the entry for errors.
+pub(super) fn decode_member(
+    v: &[u8],
+    record: impl Display,
+) -> StoreResult<(MembershipRole, Millis)> {
     let [code, rest @ ..] = v else {
         return Err(keys::corrupt("member"));
     };
-    Ok((role(*code), since_of(rest)?))
+    Ok((ROLE.read_byte(*code, record)?, since_of(rest)?))
 }
 
 /// A user's entry for one group: its kind, their role and the start.
@@ -144,15 +133,20 @@ pub(super) fn member_of_value(kind: GroupKind, role: MembershipRole, since: Mill
     v
 }
 
-/// A user's entry for one group, as the membership it records.
-pub(super) fn decode_member_of(group_id: String, v: &[u8]) -> StoreResult<Membership> {
+/// A user's entry for one group, as the membership it records; `record`
+/// names the entry for errors.
+pub(super) fn decode_member_of(
+    group_id: String,
+    v: &[u8],
+    record: impl Display,
+) -> StoreResult<Membership> {
     let [kind, code, rest @ ..] = v else {
         return Err(keys::corrupt("membership"));
     };
     Ok(Membership {
         group_id,
-        kind: group_kind(*kind),
-        role: role(*code),
+        kind: GROUP_KIND.read_byte(*kind, &record)?,
+        role: ROLE.read_byte(*code, &record)?,
         since: since_of(rest)?,
     })
 }
@@ -244,7 +238,7 @@ impl Inner {
         let values = self.db.batched_multi_get_cf(self.cf(GRAPH), &keys, false);
         for ((id, miss), value) in missed.into_iter().zip(values) {
             if let Some(value) = value.map_err(super::db_err)? {
-                let name = user_name(&value)?;
+                let name = user_name(&value, format_args!("graph/user {tenant}/{id}"))?;
                 let profile = Profile {
                     tenant: tenant.to_owned(),
                     id: id.clone(),
@@ -337,19 +331,29 @@ impl Inner {
         let member_key = member_key(tenant, &group.id, user);
         // A member keeps when their membership began.
         let since = match self.get(GRAPH, &member_key)? {
-            Some(v) => decode_member(&v)?.1,
+            Some(v) => {
+                let record = format_args!("graph/member {tenant}/{}/{user}", group.id);
+                decode_member(&v, record)?.1
+            }
             None => since,
         };
         let cf = self.cf(GRAPH);
         let mut batch = WriteBatch::default();
         match self.get(GRAPH, &group_key)?.as_deref() {
             Some([code]) if *code != group_kind_code(group.kind) => {
+                let record = format_args!("graph/group {tenant}/{}", group.id);
                 return Ok(JoinOutcome::KindMismatch(Group {
                     id: group.id.clone(),
-                    kind: group_kind(*code),
+                    kind: GROUP_KIND.read_byte(*code, record)?,
                 }));
             }
-            Some(_) => {}
+            Some([_]) => {}
+            Some(_) => {
+                return Err(StoreError::corrupt(
+                    format_args!("graph/group {tenant}/{}", group.id),
+                    "a group value that is not one kind code",
+                ))
+            }
             None => batch.put_cf(cf, &group_key, [group_kind_code(group.kind)]),
         }
         batch.put_cf(cf, &member_key, member_value(role, since));
@@ -402,7 +406,8 @@ impl Inner {
         let mut out = Vec::new();
         self.scan_prefix(GRAPH, &prefix, &prefix, usize::MAX, |k, v| {
             let group_id = Reader(&k[prefix.len()..]).last()?.to_owned();
-            out.push(decode_member_of(group_id, v)?);
+            let record = format_args!("graph/member-of {tenant}/{user}/{group_id}");
+            out.push(decode_member_of(group_id.clone(), v, record)?);
             Ok(())
         })?;
         Ok(out)
@@ -515,5 +520,98 @@ impl Inner {
             .str(supervisor)
             .into_vec();
         self.list_last(prefix, None, usize::MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Position;
+    use crate::store::codes::EDGE_KIND;
+    use crate::store::embedded::EmbeddedStore;
+    use crate::store::prelude::*;
+    use crate::store::{Cut, ErrorKind};
+
+    #[test]
+    fn an_edge_kind_is_keyed_by_its_stored_code() {
+        for kind in [EdgeKind::Follows, EdgeKind::Friend, EdgeKind::Group] {
+            assert_eq!(edge_codes(kind).0, EDGE_KIND.byte(kind), "{kind:?}");
+        }
+    }
+
+    /// Records planted with a code no release wrote fail their reads with
+    /// an error naming the record and the code.
+    #[tokio::test]
+    async fn unknown_codes_are_corrupt_records_named_with_their_code() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = EmbeddedStore::open(dir.path()).unwrap();
+        let team = Group {
+            id: "g1".into(),
+            kind: GroupKind::Team,
+        };
+        store
+            .join_group("acme", &team, "bob", MembershipRole::Member, 5)
+            .await
+            .unwrap();
+        let cut = Cut {
+            kind: EdgeKind::Follows,
+            actor: "carol".into(),
+            since: Position::MIN,
+            began: Position::MIN,
+            until: None,
+        };
+        store.set_cut("acme", "alice", &cut).await.unwrap();
+        let db = &store.inner;
+        let put = |key: Vec<u8>, value: &[u8]| db.db.put_cf(db.cf(GRAPH), key, value).unwrap();
+
+        // A membership of an unknown group kind.
+        put(member_of_key("acme", "bob", "g1"), &[9, 0]);
+        let err = store.memberships("acme", "bob").await.unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Internal);
+        for named in ["graph/member-of acme/bob/g1", "group kind code 9"] {
+            assert!(err.message.contains(named), "{named} in: {}", err.message);
+        }
+        // A member of an unknown role.
+        put(member_key("acme", "g1", "bob"), &[7]);
+        let err = store
+            .members_among("acme", "g1", &["bob".to_owned()])
+            .await
+            .unwrap_err();
+        for named in ["graph/member acme/g1/bob", "membership role code 7"] {
+            assert!(err.message.contains(named), "{named} in: {}", err.message);
+        }
+        // A cut under an unknown edge code.
+        let mut key = Key::tag(tag::CUT)
+            .str("acme")
+            .str("alice")
+            .byte(EDGE_FOLLOWS_IN)
+            .last("dave")
+            .into_vec();
+        let value = db
+            .get(
+                GRAPH,
+                &Key::tag(tag::CUT)
+                    .str("acme")
+                    .str("alice")
+                    .byte(0)
+                    .last("carol")
+                    .into_vec(),
+            )
+            .unwrap()
+            .unwrap();
+        put(std::mem::take(&mut key), &value);
+        let err = store.cuts("acme", "alice").await.unwrap_err();
+        for named in ["graph/cut acme/alice/dave", "edge kind code 1"] {
+            assert!(err.message.contains(named), "{named} in: {}", err.message);
+        }
+        // A user value of an unknown shape.
+        put(user_key("acme", "erin"), &[5, b'x']);
+        let err = store
+            .get_users("acme", &["erin".to_owned()])
+            .await
+            .unwrap_err();
+        for named in ["graph/user acme/erin", "user value code 5"] {
+            assert!(err.message.contains(named), "{named} in: {}", err.message);
+        }
     }
 }

@@ -8,7 +8,10 @@
 //! Numbers are big endian with the sign bit flipped, so they sort as numbers;
 //! "descending" fields are additionally inverted.
 
-use crate::model::{Bump, BumpRule, Millis, Reason, ReasonKind};
+use std::fmt::Display;
+
+use crate::model::{Bump, Millis, Reason};
+use crate::store::codes::{BUMP_RULE, REASON_KIND};
 use crate::store::{ErrorKind, StoreError, StoreResult};
 
 pub type Oid = [u8; 12];
@@ -335,81 +338,40 @@ impl ItemState {
         Ok(Self {
             relevancy: i64::from_be_bytes(*relevancy),
             changed: i64::from_be_bytes(*changed),
-            hidden: hidden[0] != 0,
+            hidden: match hidden[0] {
+                0 => false,
+                1 => true,
+                flag => return Err(corrupt(&format!("feed item (hidden flag {flag})"))),
+            },
         })
     }
-}
-
-fn kind_code(kind: ReasonKind) -> u8 {
-    match kind {
-        ReasonKind::Own => 0,
-        ReasonKind::Restricted => 1,
-        ReasonKind::Team => 2,
-        ReasonKind::Department => 3,
-        ReasonKind::Friend => 4,
-        ReasonKind::Follows => 5,
-        ReasonKind::Bumped => 6,
-        ReasonKind::Group => 7,
-    }
-}
-
-fn kind_of(code: u8) -> StoreResult<ReasonKind> {
-    Ok(match code {
-        0 => ReasonKind::Own,
-        1 => ReasonKind::Restricted,
-        2 => ReasonKind::Team,
-        3 => ReasonKind::Department,
-        4 => ReasonKind::Friend,
-        5 => ReasonKind::Follows,
-        6 => ReasonKind::Bumped,
-        7 => ReasonKind::Group,
-        _ => return Err(corrupt("feed item reason")),
-    })
-}
-
-fn rule_code(rule: BumpRule) -> u8 {
-    match rule {
-        BumpRule::Assigned => 0,
-        BumpRule::Supervisor => 1,
-        BumpRule::Department => 2,
-        BumpRule::Participated => 3,
-    }
-}
-
-fn rule_of(code: u8) -> StoreResult<BumpRule> {
-    Ok(match code {
-        0 => BumpRule::Assigned,
-        1 => BumpRule::Supervisor,
-        2 => BumpRule::Department,
-        3 => BumpRule::Participated,
-        _ => return Err(corrupt("feed item reason")),
-    })
 }
 
 /// A timeline value: the change stamp, then the reason.
 pub fn encode_entry(buf: &mut Vec<u8>, reason: &Reason, changed: Millis) {
     buf.clear();
     buf.extend_from_slice(&changed.to_be_bytes());
-    buf.push(kind_code(reason.kind));
+    buf.push(REASON_KIND.byte(reason.kind));
     push_str(buf, &reason.actor_id);
     if let Some(bump) = &reason.bump {
-        buf.push(rule_code(bump.rule));
+        buf.push(BUMP_RULE.byte(bump.rule));
         buf.extend_from_slice(&bump.at.to_be_bytes());
         buf.extend_from_slice(bump.by.as_bytes());
     }
 }
 
-/// Reads a value written by [`encode_entry`]: `(changed, reason)`.
-pub fn decode_entry(bytes: &[u8]) -> StoreResult<(Millis, Reason)> {
+/// Reads a value written by [`encode_entry`]: `(changed, reason)`. `record`
+/// names the entry for the error its codes may cause.
+pub fn decode_entry(bytes: &[u8], record: impl Display) -> StoreResult<(Millis, Reason)> {
     let mut r = Reader(bytes);
     let changed = i64::from_be_bytes(*r.0.first_chunk::<8>().ok_or_else(|| corrupt("feed item"))?);
     r.skip(8)?;
-    let kind = kind_of(r.byte()?)?;
+    let kind = REASON_KIND.read_byte(r.byte()?, &record)?;
     let actor_id = r.str()?.to_owned();
     let bump = if r.0.is_empty() {
         None
     } else {
-        let rule = rule_of(r.byte()?)?;
+        let rule = BUMP_RULE.read_byte(r.byte()?, &record)?;
         let at = i64::from_be_bytes(*r.0.first_chunk::<8>().ok_or_else(|| corrupt("feed item"))?);
         r.skip(8)?;
         Some(Bump {
@@ -458,7 +420,8 @@ impl Lease {
         r.skip(8)?;
         let action = match r.byte()? {
             0 => None,
-            _ => Some(r.oid()?),
+            1 => Some(r.oid()?),
+            flag => return Err(corrupt(&format!("queue entry (action flag {flag})"))),
         };
         Ok(Self {
             until,
@@ -484,6 +447,7 @@ pub fn decode_record<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> StoreResul
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::{BumpRule, ReasonKind};
 
     #[test]
     fn numbers_sort_as_numbers_both_ways() {
@@ -515,9 +479,36 @@ mod tests {
         let mut buf = Vec::new();
         for reason in reasons {
             encode_entry(&mut buf, &reason, 42);
-            assert_eq!(decode_entry(&buf).unwrap(), (42, reason));
+            assert_eq!(decode_entry(&buf, "t").unwrap(), (42, reason));
         }
-        assert!(decode_entry(&[1, 2]).is_err());
+        assert!(decode_entry(&[1, 2], "t").is_err());
+    }
+
+    #[test]
+    fn unknown_codes_are_corrupt_and_named() {
+        let mut buf = Vec::new();
+        encode_entry(&mut buf, &Reason::new(ReasonKind::Follows, "bob"), 42);
+        buf[8] = 99;
+        let err = decode_entry(&buf, "timeline acme/alice/x").unwrap_err();
+        assert!(err.message.contains("timeline acme/alice/x"), "{err}");
+        assert!(err.message.contains("reason code 99"), "{err}");
+        let mut lease = Lease {
+            until: 1,
+            worker: "w".into(),
+            action: None,
+        }
+        .encode();
+        lease[8] = 2;
+        assert!(Lease::decode(&lease).is_err());
+        let mut state = ItemState {
+            relevancy: 1,
+            changed: 2,
+            hidden: true,
+        }
+        .encode();
+        assert!(ItemState::decode(&state).unwrap().hidden);
+        state[16] = 7;
+        assert!(ItemState::decode(&state).is_err());
     }
 
     #[test]

@@ -51,17 +51,28 @@ use rocksdb::{
 use self::cache::{Profile, Versioned};
 use super::{ErrorKind, StoreError, StoreResult};
 
-/// The column families, each one concern.
+/// The column families, each one concern. Families marked "tagged" hold
+/// several kinds of record, each key starting with its kind's tag (see
+/// `keys.rs`: `graph`, `queue`, `reaction`).
 pub mod families {
-    /// Format marker.
+    /// The store's format (`format`), markers of one-time rebuilds done at
+    /// open, and the deployment's own values (`deployment/<key>`:
+    /// [`SourceStore::meta`](crate::store::SourceStore::meta)).
     pub const META: &str = "meta";
-    /// Users, edges, groups, memberships, assignments, supervisors (tagged).
+    /// Tagged: users, edges (both ways), groups, members and memberships,
+    /// assignments (both ways), supervisors (both ways); the pull side's
+    /// cuts, celebrities and rivers; group feed rings (counter, slots, and
+    /// which actions they hold); notice groups (by key, by id, in reading
+    /// order) and inboxes.
     pub const GRAPH: &str = "graph";
     /// `(tenant, actionId)` → the action.
     pub const ACTIONS: &str = "actions";
     /// `(tenant, refId, actionId)`: slices.
     pub const REFS: &str = "refs";
-    /// Fan-outs and bumps still to do, with their leases (tagged).
+    /// Tagged: the work still to do, each with its lease: fan-outs, bumps,
+    /// unfollow cleanups (which are also the unfollows reads apply) and
+    /// notice jobs; and the expiry sweeper's indexes (actions by expiry,
+    /// actions by age for `--item-ttl`).
     pub const QUEUE: &str = "queue";
     /// `(tenant, owner, relevancy desc, actionId desc)` → change stamp and
     /// reason: a reader's feed in the order it is read.
@@ -72,10 +83,13 @@ pub mod families {
     /// `(tenant, owner, changed, actionId)`: a reader's feed in the order it
     /// changed, for resuming live subscriptions.
     pub const CHANGES: &str = "changes";
-    /// Comments and likes (tagged).
+    /// Tagged: comments, likes, and each action's discussion participants
+    /// (with where their discussions entry stands).
     pub const REACTIONS: &str = "reactions";
-    /// `(tenant, actor, conducted desc, actionId desc)`: an actor's actions
-    /// in the order they happened, newest first.
+    /// `(tenant, owner, conducted desc, actionId desc)`: outboxes, newest
+    /// first by when the actions happened: an actor's actions (owner: the
+    /// actor), and those shared with a group, naming a reader or sent to a
+    /// group (owner: a control character, then the group or reader).
     pub const OUTBOX: &str = "outbox";
     /// `(tenant, user, latest comment desc, actionId desc)`: the actions a
     /// user commented on, the latest discussed first.

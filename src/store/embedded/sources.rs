@@ -6,12 +6,11 @@ use async_trait::async_trait;
 use rocksdb::WriteBatch;
 
 use super::families::{GRAPH, META, OUTBOX};
-use super::graph::{
-    decode_member, edge_codes, edge_key, member_key, EDGE_FOLLOWS_OUT, EDGE_FRIEND, EDGE_GROUP_OUT,
-};
+use super::graph::{decode_member, edge_codes, edge_key, member_key};
 use super::keys::{self, graph as tag, Key, Reader};
 use super::{db_err, EmbeddedStore, Inner};
 use crate::model::{EdgeKind, Millis, Position};
+use crate::store::codes::EDGE_KIND;
 use crate::store::{Cut, FeedRange, Outbox, Posted, SourceStore, StoreResult};
 
 fn cut_key(tenant: &str, reader: &str, code: u8, actor: &str) -> Vec<u8> {
@@ -111,13 +110,10 @@ impl Inner {
         let mut out = Vec::new();
         self.scan_prefix(GRAPH, &prefix, &prefix, usize::MAX, |k, v| {
             let mut r = Reader(&k[prefix.len()..]);
-            let kind = match r.byte()? {
-                EDGE_FRIEND => EdgeKind::Friend,
-                EDGE_FOLLOWS_OUT => EdgeKind::Follows,
-                EDGE_GROUP_OUT => EdgeKind::Group,
-                _ => return Err(keys::corrupt("cut")),
-            };
+            let code = r.byte()?;
             let actor = r.last()?.to_owned();
+            let record = format_args!("graph/cut {tenant}/{reader}/{actor}");
+            let kind = EDGE_KIND.read_byte(code, record)?;
             for (since, began, until) in decode_ranges(v)? {
                 out.push(Cut {
                     kind,
@@ -171,7 +167,8 @@ impl Inner {
             .zip(self.db.batched_multi_get_cf(cf, &keys, false))
         {
             if let Some(value) = found.map_err(db_err)? {
-                out.push((user.clone(), decode_member(&value)?.1));
+                let record = format_args!("graph/member {tenant}/{group_id}/{user}");
+                out.push((user.clone(), decode_member(&value, record)?.1));
             }
         }
         Ok(out)

@@ -84,7 +84,10 @@ impl Inner {
     ) -> StoreResult<Option<(Millis, Reason)>> {
         keys::timeline(key, tenant, owner, relevancy, id);
         self.get(TIMELINE, key)?
-            .map(|entry| keys::decode_entry(&entry))
+            .map(|entry| {
+                let id = ObjectId::from_bytes(id);
+                keys::decode_entry(&entry, format_args!("timeline {tenant}/{owner}/{id}"))
+            })
             .transpose()
     }
 
@@ -134,7 +137,9 @@ impl Inner {
         range: FeedRange,
     ) -> StoreResult<Vec<FeedItem>> {
         self.ranked_range(TIMELINE, tenant, owner, range, |position, value| {
-            let (changed, reason) = keys::decode_entry(value)?;
+            let id = position.action_id;
+            let (changed, reason) =
+                keys::decode_entry(value, format_args!("timeline {tenant}/{owner}/{id}"))?;
             Ok(FeedItem {
                 owner: owner.to_owned(),
                 action_id: position.action_id,

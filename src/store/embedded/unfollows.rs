@@ -12,7 +12,8 @@ use super::families::{ITEMS, QUEUE};
 use super::keys::{self, queue, ItemState, Key, Lease, Reader};
 use super::Inner;
 
-use crate::model::{EdgeKind, FeedItem, Millis, ObjectId};
+use crate::model::{FeedItem, Millis, ObjectId};
+use crate::store::codes::ENDED;
 use crate::store::{Ended, FeedRange, StoreResult, Unfollow, UnfollowClaim};
 
 /// A whole feed, as a range.
@@ -24,22 +25,7 @@ const WHOLE: FeedRange = FeedRange {
 };
 
 fn kind_code(kind: Ended) -> u8 {
-    match kind {
-        Ended::Edge(EdgeKind::Follows) => 0,
-        Ended::Edge(EdgeKind::Friend) => 1,
-        Ended::Group => 2,
-        Ended::Edge(EdgeKind::Group) => 3,
-    }
-}
-
-fn kind_from(code: u8) -> StoreResult<Ended> {
-    match code {
-        0 => Ok(Ended::Edge(EdgeKind::Follows)),
-        1 => Ok(Ended::Edge(EdgeKind::Friend)),
-        2 => Ok(Ended::Group),
-        3 => Ok(Ended::Edge(EdgeKind::Group)),
-        _ => Err(keys::corrupt("unfollow kind")),
-    }
+    ENDED.byte(kind)
 }
 
 fn unfollow_key(u: &Unfollow) -> Vec<u8> {
@@ -56,8 +42,12 @@ fn decode_key(rest: &[u8]) -> StoreResult<Unfollow> {
     let mut r = Reader(rest);
     let tenant = r.str()?.to_owned();
     let reader = r.str()?.to_owned();
-    let kind = kind_from(r.byte()?)?;
+    let code = r.byte()?;
     let actor = r.last()?.to_owned();
+    let kind = ENDED.read_byte(
+        code,
+        format_args!("queue/unfollow {tenant}/{reader}/{actor}"),
+    )?;
     Ok(Unfollow {
         tenant,
         reader,
@@ -274,6 +264,7 @@ impl Inner {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::EdgeKind;
     use crate::store::embedded::EmbeddedStore;
 
     /// Pages skip the lookup while no unfollow is pending; the count that

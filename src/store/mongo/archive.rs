@@ -19,24 +19,20 @@ use async_trait::async_trait;
 use bson::{doc, Bson, DateTime, Document};
 use futures_util::stream::{self, BoxStream, Stream, StreamExt, TryStreamExt};
 
+use super::bulk::upsert_all;
+use super::graph::stored_role;
 use super::layout::Stored;
 use super::notices::group_of;
 use super::{
-    db_err, epoch, group_kind_from, group_kind_name, kind_name, role_from, role_name, ActionDoc,
-    CommentDoc, MongoStore, TOMBSTONE,
+    code_of, db_err, epoch, group_kind_name, kind_name, role_name, ActionDoc, CommentDoc,
+    MongoStore, TOMBSTONE,
 };
 use crate::model::{EdgeKind, FanOut, FanOutState, FeedItem};
 use crate::store::archive::import_notices;
+use crate::store::codes::{EDGE_KIND, GROUP_KIND};
 use crate::store::{
     Archive, EdgeRecordKind, ErrorKind, ItemRecord, Record, StoreError, StoreResult,
 };
-
-/// Statements per `update` command: the server's write batch limit is far
-/// above this, but a command must stay under 16 MiB ([`MAX_COMMAND_BYTES`]).
-const MAX_STATEMENTS: usize = 1000;
-/// Bytes of statements per `update` command, well under the 16 MiB limit on a
-/// command document.
-const MAX_COMMAND_BYTES: usize = 8 * 1024 * 1024;
 
 /// A stream that runs `open` (a query) only when it is first polled, then
 /// yields what the query's cursor yields: sections run one after the other,
@@ -271,13 +267,12 @@ impl Archive for MongoStore {
                     (|| {
                         let doc = found.map_err(db_err)?;
                         let (from, to) = (field(&doc, "from", "edge")?, field(&doc, "to", "edge")?);
-                        let kind = match doc.get_str("kind") {
-                            Ok("follows") => EdgeRecordKind::Follows,
+                        let kind = match code_of(&EDGE_KIND, "edges", &doc, "kind")? {
+                            EdgeKind::Follows => EdgeRecordKind::Follows,
                             // Stored both ways: the pair once, from the smaller id.
-                            Ok("friend") if from < to => EdgeRecordKind::Friend,
-                            Ok("friend") => return Ok(None),
-                            Ok("followsGroup") => EdgeRecordKind::Group,
-                            _ => return Err(corrupt("edge", &doc)),
+                            EdgeKind::Friend if from < to => EdgeRecordKind::Friend,
+                            EdgeKind::Friend => return Ok(None),
+                            EdgeKind::Group => EdgeRecordKind::Group,
                         };
                         Ok(Some(Record::Edge {
                             tenant: field(&doc, "tenant", "edge")?,
@@ -302,9 +297,9 @@ impl Archive for MongoStore {
                 Ok(Record::Membership {
                     tenant: field(&doc, "tenant", "membership")?,
                     group: field(&doc, "groupId", "membership")?,
-                    group_kind: group_kind_from(&field(&doc, "kind", "membership")?),
+                    group_kind: code_of(&GROUP_KIND, "memberships", &doc, "kind")?,
                     user: field(&doc, "userId", "membership")?,
-                    role: role_from(doc.get_str("role").unwrap_or("MEMBER")),
+                    role: stored_role(&doc)?,
                     since: doc.get_i64("since").unwrap_or(0),
                 })
             }))
@@ -504,67 +499,4 @@ impl Archive for MongoStore {
         }
         import_notices(self, records).await
     }
-}
-
-/// Sends upserts to `collection`, as few `update` commands as the size
-/// limits allow, in order; fails on the first statement the server refuses.
-pub(super) async fn upsert_all(
-    db: &mongodb::Database,
-    collection: &str,
-    statements: Vec<Document>,
-) -> StoreResult<()> {
-    let mut chunk = Vec::new();
-    let mut bytes = 0;
-    for statement in statements {
-        let size = bson::to_vec(&statement)
-            .map_err(|e| StoreError::internal("MongoDB: cannot encode an upsert", e))?
-            .len();
-        if !chunk.is_empty() && (chunk.len() >= MAX_STATEMENTS || bytes + size > MAX_COMMAND_BYTES)
-        {
-            send_upserts(db, collection, std::mem::take(&mut chunk)).await?;
-            bytes = 0;
-        }
-        bytes += size;
-        chunk.push(statement);
-    }
-    if !chunk.is_empty() {
-        send_upserts(db, collection, chunk).await?;
-    }
-    Ok(())
-}
-
-async fn send_upserts(
-    db: &mongodb::Database,
-    collection: &str,
-    statements: Vec<Document>,
-) -> StoreResult<()> {
-    let count = statements.len();
-    let reply = db
-        .run_command(doc! { "update": collection, "updates": statements, "ordered": true })
-        .await
-        .map_err(db_err)?;
-    // A refused statement does not fail the command: the reply says.
-    if let Ok(errors) = reply.get_array("writeErrors") {
-        if let Some(Bson::Document(first)) = errors.first() {
-            return Err(StoreError::new(
-                ErrorKind::Internal,
-                format!(
-                    "MongoDB: import into {collection}: statement {} of {count}: {} (code {})",
-                    first.get_i32("index").unwrap_or(-1),
-                    first.get_str("errmsg").unwrap_or("refused"),
-                    first.get_i32("code").unwrap_or(0),
-                ),
-            ));
-        }
-    }
-    if let Ok(error) = reply.get_document("writeConcernError") {
-        return Err(StoreError::new(
-            ErrorKind::Unavailable,
-            format!(
-                "MongoDB: import into {collection}: write concern: {}",
-                error.get_str("errmsg").unwrap_or("not satisfied")
-            ),
-        ));
-    }
-    Ok(())
 }

@@ -9,9 +9,17 @@ use crate::model::{EdgeKind, Group, Membership, MembershipRole, Millis, User};
 use crate::store::{Direction, GraphStore, JoinOutcome, StoreResult};
 
 use super::{
-    db_err, group_kind_from, group_kind_name, is_duplicate, kind_name, read_all, role_from,
-    role_name, MongoStore,
+    code_of, db_err, group_kind_name, is_duplicate, kind_name, read_all, role_name, MongoStore,
 };
+use crate::store::codes::{GROUP_KIND, ROLE};
+
+/// A membership's role: a member where none is stored.
+pub(super) fn stored_role(membership: &Document) -> StoreResult<MembershipRole> {
+    match membership.contains_key("role") {
+        true => code_of(&ROLE, "memberships", membership, "role"),
+        false => Ok(MembershipRole::Member),
+    }
+}
 
 #[async_trait]
 impl GraphStore for MongoStore {
@@ -156,10 +164,11 @@ impl GraphStore for MongoStore {
             Err(err) if is_duplicate(&err) => self.groups.find_one(filter).await.map_err(db_err)?,
             Err(err) => return Err(db_err(err)),
         };
-        let kind = existing
-            .as_ref()
-            .and_then(|d| d.get_str("kind").ok())
-            .map_or(group.kind, group_kind_from);
+        // A group a post made first (its ring's counter) has no kind yet.
+        let kind = match &existing {
+            Some(d) if d.contains_key("kind") => code_of(&GROUP_KIND, "groups", d, "kind")?,
+            _ => group.kind,
+        };
         if kind != group.kind {
             return Ok(JoinOutcome::KindMismatch(Group {
                 id: group.id.clone(),
@@ -222,17 +231,17 @@ impl GraphStore for MongoStore {
                 .sort(doc! { "groupId": 1 }),
         )
         .await?;
-        Ok(docs
-            .into_iter()
-            .filter_map(|d| {
-                Some(Membership {
-                    group_id: d.get_str("groupId").ok()?.to_owned(),
-                    kind: group_kind_from(d.get_str("kind").ok()?),
-                    role: role_from(d.get_str("role").unwrap_or("MEMBER")),
+        docs.iter()
+            .filter_map(|d| Some((d, d.get_str("groupId").ok()?, d.get_str("kind").ok()?)))
+            .map(|(d, group_id, _)| {
+                Ok(Membership {
+                    group_id: group_id.to_owned(),
+                    kind: code_of(&GROUP_KIND, "memberships", d, "kind")?,
+                    role: stored_role(d)?,
                     since: d.get_i64("since").unwrap_or(0),
                 })
             })
-            .collect())
+            .collect()
     }
 
     async fn set_assignment(

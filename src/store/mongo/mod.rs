@@ -10,16 +10,27 @@
 //! - readers' timelines, as `--timeline-layout` keeps them (see
 //!   `layout/`): `feed_items` (one reference per reader and action, unique
 //!   on `{tenant, owner, actionId}` so a re-run delivers nothing twice),
-//!   `timed_buckets` or `sized_buckets`;
-//! - `users`, `edges` (follows and friendships, both directions indexed),
-//!   `groups`, `memberships`;
-//! - `comments` and `likes` (one per user and action); their counts are kept
-//!   on the action with `$inc`;
+//!   `timed_buckets` or `sized_buckets`; and `timeline_cache`, one document
+//!   per reader with a river (its entries capped inside);
+//! - `users`, `edges` (follows, friendships and group follows, both
+//!   directions indexed), `groups`, `memberships`;
+//! - `comments` (a queued bump is fields of its comment: `bumpDue`,
+//!   `bumpWorker`) and `likes` (one per user and action); their counts are
+//!   kept on the action with `$inc`; `discussions` (one per user and action
+//!   they commented on, at the thread's latest comment);
 //! - `assignments` (a user on a ref); a user's supervisor is a field of `users`;
+//! - `unfollows` (one per ended edge or membership whose cleanup has not
+//!   run: the record reads apply and the job, with its lease);
+//! - `cuts` (where each of a reader's sources begins for them) and
+//!   `celebrities` (actors no longer fanned out), for the feed models;
 //! - `group_feeds` (one document per slot of a group's ring) and
 //!   `group_counters` (each group's last post number);
 //! - `notice_groups` (one document per notice group, its members inside),
-//!   `inboxes` (one per user) and `notice_jobs` (the notice job queue).
+//!   `inboxes` (one per user) and `notice_jobs` (the notice job queue);
+//! - `events`: the event log live events cross processes by (see
+//!   `events.rs`), kept a while (TTL);
+//! - `meta`: the deployment's own values, the timeline layout the database
+//!   was written in and whether its entries carry copies of actions.
 //!
 //! No call needs a multi-document transaction, so a standalone `mongod` works as
 //! well as a replica set: a delivery that races a hide or delete checks the
@@ -34,6 +45,7 @@
 
 mod actions;
 mod archive;
+mod bulk;
 mod copies;
 mod events;
 mod graph;
@@ -61,6 +73,7 @@ use mongodb::options::{ClientOptions, ReturnDocument};
 use mongodb::{Client, Collection, Database};
 use serde::{Deserialize, Serialize};
 
+use super::codes::{Codes, EDGE_KIND, GROUP_KIND, ROLE};
 use super::{ErrorKind, Store, StoreError, StoreResult};
 use crate::descriptor::Descriptor;
 use crate::model::{
@@ -93,7 +106,7 @@ impl Default for MongoSettings {
             layout: None,
             bucket_size: DEFAULT_BUCKET_SIZE,
             embed_actions: false,
-            river_size: crate::timeline::feed_model::DEFAULT_RIVER_SIZE,
+            river_size: crate::store::DEFAULT_RIVER_SIZE,
             keeps_rivers: false,
         }
     }
@@ -417,40 +430,44 @@ fn is_duplicate(err: &mongodb::error::Error) -> bool {
 }
 
 fn kind_name(kind: EdgeKind) -> &'static str {
-    match kind {
-        EdgeKind::Follows => "follows",
-        EdgeKind::Friend => "friend",
-        EdgeKind::Group => "followsGroup",
-    }
+    EDGE_KIND.name(kind)
 }
 
 fn group_kind_name(kind: GroupKind) -> &'static str {
-    match kind {
-        GroupKind::Team => "TEAM",
-        GroupKind::Department => "DEPARTMENT",
-    }
-}
-
-fn group_kind_from(name: &str) -> GroupKind {
-    if name == "TEAM" {
-        GroupKind::Team
-    } else {
-        GroupKind::Department
-    }
+    GROUP_KIND.name(kind)
 }
 
 fn role_name(role: MembershipRole) -> &'static str {
-    match role {
-        MembershipRole::Member => "MEMBER",
-        MembershipRole::Lead => "LEAD",
+    ROLE.name(role)
+}
+
+/// A stored document, for messages: its collection and `_id`.
+struct DocAt<'a>(&'a str, &'a Document);
+
+impl std::fmt::Display for DocAt<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.1.get("_id") {
+            Some(id) => write!(f, "{} {id}", self.0),
+            None => write!(f, "{} (no _id)", self.0),
+        }
     }
 }
 
-fn role_from(name: &str) -> MembershipRole {
-    if name == "LEAD" {
-        MembershipRole::Lead
-    } else {
-        MembershipRole::Member
+/// The stored code in `field` of `doc` (from `collection`), as `codes`
+/// reads it: corrupt if it is missing or unknown.
+fn code_of<T: Copy + PartialEq + std::fmt::Debug>(
+    codes: &Codes<T>,
+    collection: &str,
+    doc: &Document,
+    field: &str,
+) -> StoreResult<T> {
+    let at = DocAt(collection, doc);
+    match doc.get_str(field) {
+        Ok(name) => codes.read_name(name, at),
+        Err(_) => Err(StoreError::corrupt(
+            at,
+            format_args!("no {} in `{field}`", codes.what),
+        )),
     }
 }
 

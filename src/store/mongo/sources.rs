@@ -15,7 +15,8 @@ fn scope_name(scope: Scope) -> bson::Bson {
     bson::to_bson(&scope).unwrap_or(bson::Bson::Null)
 }
 
-use super::{db_err, kind_name, read_all, MongoStore};
+use super::{code_of, db_err, kind_name, read_all, MongoStore};
+use crate::store::codes::EDGE_KIND;
 
 /// A position as a subdocument. The relevancy is a plain number: the
 /// bounds (`Position::MIN`, `MAX`) lie outside what dates can hold.
@@ -109,11 +110,7 @@ impl SourceStore for MongoStore {
         };
         let mut out = Vec::new();
         for d in &docs {
-            let kind = match d.get_str("kind") {
-                Ok(k) if k == kind_name(EdgeKind::Friend) => EdgeKind::Friend,
-                Ok(k) if k == kind_name(EdgeKind::Group) => EdgeKind::Group,
-                _ => EdgeKind::Follows,
-            };
+            let kind = code_of(&EDGE_KIND, "cuts", d, "kind")?;
             let Ok(actor) = d.get_str("actor") else {
                 continue;
             };

@@ -4,36 +4,38 @@
 use bson::{doc, DateTime, Document};
 use mongodb::options::ReturnDocument;
 
-use crate::model::{EdgeKind, FeedItem, Millis, ObjectId};
+use crate::model::{FeedItem, Millis, ObjectId};
 use crate::store::{Ended, ErrorKind, StoreError, StoreResult, Unfollow, UnfollowClaim};
 
 use super::layout::Which;
-use super::{db_err, epoch, kind_name, read_all, MongoStore};
+use super::{db_err, epoch, read_all, DocAt, MongoStore};
+use crate::store::codes::ENDED;
 
 /// How an unfollow's kind is stored: the edge's kind, or `group`.
 fn ended_name(kind: Ended) -> &'static str {
-    match kind {
-        Ended::Edge(edge) => kind_name(edge),
-        Ended::Group => "group",
-    }
+    ENDED.name(kind)
 }
 
 fn key(u: &Unfollow) -> Document {
     doc! { "tenant": &u.tenant, "reader": &u.reader, "kind": ended_name(u.kind), "actor": &u.actor }
 }
 
-fn decode(d: &Document) -> Option<Unfollow> {
-    Some(Unfollow {
-        tenant: d.get_str("tenant").ok()?.to_owned(),
-        reader: d.get_str("reader").ok()?.to_owned(),
-        actor: d.get_str("actor").ok()?.to_owned(),
-        kind: match d.get_str("kind").ok()? {
-            "friend" => Ended::Edge(EdgeKind::Friend),
-            "followsGroup" => Ended::Edge(EdgeKind::Group),
-            "group" => Ended::Group,
-            _ => Ended::Edge(EdgeKind::Follows),
-        },
-    })
+/// The unfollow a document records; `None` for one missing a field.
+fn decode(d: &Document) -> StoreResult<Option<Unfollow>> {
+    let (Ok(tenant), Ok(reader), Ok(actor), Ok(kind)) = (
+        d.get_str("tenant"),
+        d.get_str("reader"),
+        d.get_str("actor"),
+        d.get_str("kind"),
+    ) else {
+        return Ok(None);
+    };
+    Ok(Some(Unfollow {
+        tenant: tenant.to_owned(),
+        reader: reader.to_owned(),
+        actor: actor.to_owned(),
+        kind: ENDED.read_name(kind, DocAt("unfollows", d))?,
+    }))
 }
 
 impl MongoStore {
@@ -64,7 +66,7 @@ impl MongoStore {
                 .find(doc! { "tenant": tenant, "reader": reader }),
         )
         .await?;
-        Ok(docs.iter().filter_map(decode).collect())
+        docs.iter().filter_map(|d| decode(d).transpose()).collect()
     }
 
     pub(super) async fn claim_unfollow_docs(
@@ -88,7 +90,7 @@ impl MongoStore {
                 .return_document(ReturnDocument::After)
                 .await
                 .map_err(db_err)?;
-            let Some(unfollow) = claimed.as_ref().and_then(decode) else {
+            let Some(unfollow) = claimed.as_ref().map(decode).transpose()?.flatten() else {
                 break;
             };
             claims.push(UnfollowClaim {

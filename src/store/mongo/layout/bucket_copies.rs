@@ -7,7 +7,7 @@ use bson::{doc, Document};
 use super::buckets::Buckets;
 use super::copy::CopyDoc;
 use crate::model::{ActionCopy, ObjectId};
-use crate::store::mongo::{archive::upsert_all, db_err};
+use crate::store::mongo::{bulk::upsert_all, db_err};
 use crate::store::StoreResult;
 
 impl Buckets {

@@ -34,7 +34,7 @@ use serde::{Deserialize, Serialize};
 use super::copy::CopyDoc;
 use super::{date, dedup, narrow_to, reason_bson, Layout, Stored, Which, MAX_NAMED_OWNERS};
 use crate::model::{ActionCopy, FeedItem, Millis, ObjectId, Reason, ReasonKind, Stamp};
-use crate::store::mongo::{archive::upsert_all, db_err, indexes, read_all, TOMBSTONE};
+use crate::store::mongo::{bulk::upsert_all, db_err, indexes, read_all, TOMBSTONE};
 use crate::store::{FeedRange, StoreResult};
 
 /// Which bucket an entry goes to.

@@ -37,7 +37,7 @@ use super::copy::CopyDoc;
 use super::{date, reason_bson};
 use crate::model::{ActionCopy, FeedItem, Millis, ObjectId, Position, Reason, ReasonKind};
 use crate::store::mongo::sources::{position_doc, position_of};
-use crate::store::mongo::{archive::upsert_all, db_err, read_all};
+use crate::store::mongo::{bulk::upsert_all, db_err, read_all};
 use crate::store::{River, StoreResult};
 
 /// The collection.

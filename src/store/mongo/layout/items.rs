@@ -15,7 +15,7 @@ use super::copy::{CopyDoc, ACTOR_ID, ACTOR_NAME};
 use super::{date, narrow_to, reason_bson, Layout, Stored, Which};
 use crate::model::{ActionCopy, FeedItem, Millis, ObjectId, Reason, ReasonKind, Stamp};
 use crate::store::mongo::{
-    archive::upsert_all, db_err, epoch, indexes, read_all, within, FeedItemDoc, DUPLICATE_KEY,
+    bulk::upsert_all, db_err, epoch, indexes, read_all, within, FeedItemDoc, DUPLICATE_KEY,
     TIE_SLACK, TOMBSTONE,
 };
 use crate::store::{FeedRange, StoreError, StoreResult};
