@@ -11,8 +11,10 @@
 //! - [`store`]: the storage port (`Store` trait, with `Archive`: export and
 //!   import of whole stores) and its backends (`embedded`, RocksDB; `mongo`,
 //!   MongoDB), and a call-counting wrapper.
-//! - [`timeline`]: what a reader may see, and how a feed is filled outside a
-//!   fan-out (a follow's backfill).
+//! - [`timeline`]: the feed models, a reader's home feed as they see it (a
+//!   page, one item, the changes since a cursor, each decided by the one
+//!   visibility rule), what a reader may read, and how a feed is filled
+//!   outside a fan-out (a follow's backfill).
 //! - [`fanout`]: the worker that claims jobs with a lease: pending actions (one
 //!   feed item per reader) and comments (bumps).
 //! - [`relevancy`]: the rules that pick which readers a comment bumps, and how far.

@@ -100,6 +100,17 @@ impl AppState {
             item_ttl: self.item_ttl,
         }
     }
+
+    /// Home feeds as readers see them, read through this state's store,
+    /// model and clock.
+    pub fn feeds(&self) -> crate::timeline::home::Feeds<'_> {
+        crate::timeline::home::Feeds {
+            store: self.store.as_ref(),
+            model: self.model,
+            clock: self.clock.as_ref(),
+            item_ttl: self.item_ttl,
+        }
+    }
 }
 
 /// Builds the schema around the shared state.

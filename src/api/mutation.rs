@@ -9,7 +9,6 @@ use super::access::access;
 use super::error::{bad_input, forbidden, not_found, ApiResultExt};
 use super::global_id::{action_id_arg, opt_user_id_arg, user_id_arg};
 use super::graph_mutation::GraphMutation;
-use super::node::pulled_item;
 use super::notifications::NotificationMutation;
 use super::publish::{
     publish_action_removed, publish_reaction, publish_removed, publish_to_slices,
@@ -22,6 +21,7 @@ use crate::events::ActionEventKind;
 use crate::model::limits::{check_id, check_ids, check_text};
 use crate::model::{Action, Comment, Counts, FanOut, GroupKind, ObjectId, Scope, User};
 use crate::store::{NoticeJob, NoticeSource};
+use crate::timeline::home::pulled_item;
 
 /// How far in the future `conducted` may lie (clock skew between services).
 const MAX_CLOCK_SKEW_MS: i64 = 5 * 60 * 1000;
@@ -620,7 +620,7 @@ impl ActionMutation {
         let mut item = store.hide_feed_item(tenant, reader, id).await.api()?;
         if !held {
             item = match store.get_actions(tenant, &[id]).await.api()?.pop() {
-                Some(action) => pulled_item(store, reader, &action).await?,
+                Some(action) => pulled_item(store, reader, &action).await.api()?,
                 None => None,
             };
         }
