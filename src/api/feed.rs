@@ -14,8 +14,11 @@ use async_graphql::Context;
 use super::access::access;
 use super::cursor::ListId;
 use super::error::{bad_input, ApiResultExt};
-use super::page::{ActionConnection, ActionEdge, FeedItemConnection, FeedItemEdge, PageInfo};
-use super::types::{ActionNode, ActionSlot, FeedItemNode};
+use super::page::PageInfo;
+use super::types::{
+    ActionConnection, ActionEdge, ActionNode, ActionSlot, FeedItemConnection, FeedItemEdge,
+    FeedItemNode,
+};
 use super::{state, Viewer};
 use crate::model::limits::{check_id, page_size};
 use crate::model::{Action, Millis, ObjectId, Position, Stamp};
