@@ -15,7 +15,7 @@ use super::publish::{
 };
 use super::types::CommentNode;
 use super::types::{user_node, ActionNode, UserNode};
-use super::{acting_user, require_service, state, viewer, AppState, Viewer};
+use super::{acting_user, require_service, require_users, state, viewer, AppState, Viewer};
 use crate::descriptor::{Descriptor, DescriptorInput};
 use crate::events::ActionEventKind;
 use crate::model::limits::{check_id, check_ids, check_text};
@@ -84,28 +84,6 @@ fn dedup(values: Vec<String>) -> Vec<String> {
         .into_iter()
         .filter(|v| seen.insert(v.clone()))
         .collect()
-}
-
-/// Fails with `BAD_USER_INPUT` unless every id names a user the tenant has.
-pub(super) async fn require_users(
-    state: &AppState,
-    viewer: &Viewer,
-    ids: &[String],
-) -> async_graphql::Result<()> {
-    let found = state.store.get_users(&viewer.tenant, ids).await.api()?;
-    let missing: Vec<&str> = ids
-        .iter()
-        .filter(|id| !found.iter().any(|u| &u.id == *id))
-        .map(String::as_str)
-        .collect();
-    if missing.is_empty() {
-        Ok(())
-    } else {
-        Err(bad_input(format!(
-            "unknown user(s): {}; upsert them first",
-            missing.join(", ")
-        )))
-    }
 }
 
 /// The action with this id in the viewer's tenant, or `NOT_FOUND`.
