@@ -13,6 +13,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 
 use crate::auth::{mint_hs256, Authenticator, Claims, JwtVerifier};
+use crate::duration::parse_duration;
 use crate::fanout::WorkerConfig;
 use crate::http::WsLimits;
 use crate::model::BumpRule;
@@ -515,30 +516,6 @@ fn parse_size(text: &str) -> Result<usize, String> {
         .checked_mul(scale)
         .filter(|&n| n >= 8 << 20)
         .ok_or_else(|| format!("{text} is out of range: at least 8MiB"))
-}
-
-/// A duration as people write one: `500ms`, `10s`, `5m`, `24h`, `7d` (a bare
-/// number is seconds).
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let (number, unit) = text
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .map_or((text, "s"), |i| text.split_at(i));
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration such as 10s or 500ms"))?;
-    let secs = match unit {
-        "ms" => value / 1000.0,
-        "s" => value,
-        "m" | "min" => value * 60.0,
-        "h" => value * 3600.0,
-        "d" => value * 86_400.0,
-        _ => return Err(format!("unknown unit {unit:?}; use ms, s, m, h or d")),
-    };
-    if !(secs > 0.0 && secs.is_finite()) {
-        return Err("the duration must be positive".into());
-    }
-    Ok(Duration::from_secs_f64(secs))
 }
 
 #[cfg(test)]

@@ -29,7 +29,8 @@
 //! - [`http`]: the axum router — `/graphql`, `/graphql/ws`, `/graphiql`,
 //!   `/healthz`, `/metrics`, `/demo/`.
 //! - [`auth`]: identity — JWT bearer tokens and roles, or dev-mode headers.
-//! - [`server`]: starts and stops the whole service; [`config`]: the command line.
+//! - [`server`]: starts and stops the whole service; [`config`]: the command line;
+//!   [`duration`]: durations as people write them.
 //! - [`archive_cmd`]: `riverfeed export` and `import` — whole stores
 //!   as JSON Lines of [`store::Record`]s.
 //! - [`clock`]: injected time, so tests move it instead of sleeping.
@@ -47,6 +48,7 @@ pub mod clock;
 pub mod config;
 pub mod demo;
 pub mod descriptor;
+pub mod duration;
 pub mod events;
 pub mod fanout;
 pub mod http;
