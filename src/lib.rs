@@ -29,8 +29,9 @@
 //! - [`http`]: the axum router — `/graphql`, `/graphql/ws`, `/graphiql`,
 //!   `/healthz`, `/metrics`, `/demo/`.
 //! - [`auth`]: identity — JWT bearer tokens and roles, or dev-mode headers.
-//! - [`server`]: starts and stops the whole service; [`config`]: the command line;
-//!   [`duration`]: durations as people write them.
+//! - [`server`]: starts and stops the whole service; [`cli`]: the command line
+//!   and its commands; [`config`]: the server's flags; [`duration`]: durations
+//!   as people write them.
 //! - [`archive_cmd`]: `riverfeed export` and `import` — whole stores
 //!   as JSON Lines of [`store::Record`]s.
 //! - [`clock`]: injected time, so tests move it instead of sleeping.
@@ -44,6 +45,7 @@ pub mod api;
 pub mod archive_cmd;
 pub mod auth;
 pub mod bench;
+pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod demo;
