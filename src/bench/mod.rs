@@ -8,9 +8,12 @@
 //!
 //! One file per workload ([`load`], [`ramp`], [`sustained`], [`reads`],
 //! [`live`], [`notifications`]); [`graph`] builds the data they share, [`client`] speaks to the
-//! server, [`report`] and [`plot`] write the results.
+//! server, [`report`] and [`plot`] write the results (the model and layout
+//! comparisons' sections in [`models_report`] and [`layouts_report`]), all from
+//! the parts in [`figures`].
 
 pub mod client;
+pub mod figures;
 pub mod graph;
 pub mod layouts;
 pub mod layouts_report;
@@ -169,7 +172,7 @@ pub struct Results {
     pub models: Option<Vec<models::ModelResult>>,
     #[serde(default)]
     pub layouts: Option<Vec<layouts::LayoutResult>>,
-    pub targets: Vec<report::TargetCheck>,
+    pub targets: Vec<figures::TargetCheck>,
 }
 
 /// The server under test and the handles the workloads share.
