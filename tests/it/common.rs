@@ -112,10 +112,12 @@ pub fn store_url(backend: Backend) -> Option<(String, Option<TempDir>)> {
     }
 }
 
-/// The feed model servers run under: `RIVERFEED_TEST_FEED_MODEL` (`push`,
-/// `pull`, `rivers` or `hybrid`; push when unset), so the feed tests run
-/// against every model. Rivers are small and celebrities common, so reads
-/// cross from rivers to sources and actions are merged at read.
+/// The feed model servers run under when `RIVERFEED_TEST_FEED_MODEL` names
+/// one (`push`, `pull`, `rivers` or `hybrid`), so the feed tests run against
+/// every model; unset (`None`), servers run the default model, `rivers`, at
+/// its default sizes. A model named here has small rivers and common
+/// celebrities, so reads cross from rivers to sources and actions are merged
+/// at read. A server started with a model of its own keeps it.
 pub fn test_feed_model() -> Option<FeedModel> {
     let name = std::env::var("RIVERFEED_TEST_FEED_MODEL").ok()?;
     let kind = FeedModelKind::ALL
