@@ -1,18 +1,20 @@
-//! Command line and environment: `riverfeed [serve] [flags]`, `riverfeed schema`,
-//! `riverfeed export | import`.
+//! The server's settings, from flags and environment: [`ServeArgs`], which
+//! `serve` and `worker` run with, and which `bench`, `export` and `import`
+//! open their stores with (the commands are in [`cli`](crate::cli)).
 //! Every flag has an environment twin; the defaults run on one machine with no setup.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::Args;
 
 use std::sync::Arc;
 
 use anyhow::Context as _;
 
-use crate::auth::{mint_hs256, Authenticator, Claims, JwtVerifier};
+use crate::auth::{Authenticator, JwtVerifier};
+use crate::duration::parse_duration;
 use crate::fanout::WorkerConfig;
 use crate::http::WsLimits;
 use crate::model::BumpRule;
@@ -20,91 +22,6 @@ use crate::notify::rules::{parse_group_by, NoticeRules};
 use crate::relevancy::BumpRules;
 use crate::server::{ServeOptions, DEMO_NEEDS_DEV_MODE};
 use crate::timeline::{FeedModel, FeedModelKind};
-
-#[derive(Debug, Parser)]
-#[command(
-    name = "riverfeed",
-    version,
-    about = "Activity feeds over GraphQL, with live subscriptions"
-)]
-pub struct Cli {
-    #[command(subcommand)]
-    pub command: Option<Command>,
-    /// Flags of `serve` (which also runs with no subcommand); they may stand
-    /// before or after it.
-    #[command(flatten)]
-    pub serve: ServeArgs,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Serve the GraphQL API and run the fan-out worker (the default).
-    Serve,
-    /// Run the fan-out worker and the background jobs (bumps, cleanups,
-    /// expiry, river upkeep) without the API: one of any number of workers
-    /// sharing a MongoDB store with `serve --no-worker` processes. Answers
-    /// `/healthz` and `/metrics` on --listen.
-    Worker,
-    /// Print the GraphQL schema (SDL).
-    Schema,
-    /// Mint an HS256 token, for trying the JWT path by hand.
-    Token(TokenArgs),
-    /// Measure the server in-process: fan-out, feed reads, live delivery.
-    /// `--store` picks the backend (a fresh temporary embedded store by
-    /// default; a MongoDB URI gets a fresh database, dropped afterwards).
-    Bench(crate::bench::BenchArgs),
-    /// Write every record of a store (or of one tenant) as JSON Lines, to a
-    /// file or stdout. `--store` picks the store as for `serve`.
-    Export(crate::archive_cmd::ExportArgs),
-    /// Read records (JSON Lines, as `export` writes them) into a store, in
-    /// batches. Importing the same records twice leaves one copy.
-    Import(crate::archive_cmd::ImportArgs),
-    /// Holds live subscribers for `bench` in a process of their own.
-    #[command(hide = true)]
-    LiveSubscribers(crate::bench::live::SubscribersArgs),
-}
-
-#[derive(Clone, Debug, Args)]
-pub struct TokenArgs {
-    /// The token's tenant.
-    #[arg(long)]
-    pub tenant: String,
-    /// The token's user (`sub`).
-    #[arg(long)]
-    pub user: String,
-    /// Roles: user (the default), service, admin. Repeat for several.
-    #[arg(long = "role", value_parser = ["user", "service", "admin"])]
-    pub roles: Vec<String>,
-    /// The shared secret the server checks tokens with.
-    #[arg(long, env = "RIVERFEED_JWT_SECRET", hide_env_values = true)]
-    pub secret: String,
-    /// Seconds until the token expires.
-    #[arg(long, default_value_t = 3600)]
-    pub ttl_secs: u64,
-    /// `iss` claim.
-    #[arg(long, env = "RIVERFEED_JWT_ISSUER")]
-    pub issuer: Option<String>,
-    /// `aud` claim.
-    #[arg(long, env = "RIVERFEED_JWT_AUDIENCE")]
-    pub audience: Option<String>,
-}
-
-impl TokenArgs {
-    pub fn mint(&self) -> anyhow::Result<String> {
-        let now = chrono::Utc::now().timestamp().max(0) as u64;
-        let claims = Claims {
-            sub: self.user.clone(),
-            tenant: self.tenant.clone(),
-            roles: (!self.roles.is_empty()).then(|| self.roles.clone()),
-            exp: now + self.ttl_secs,
-            iat: Some(now),
-            iss: self.issuer.clone(),
-            aud: self.audience.clone().map(Into::into),
-            nbf: None,
-        };
-        mint_hs256(&claims, self.secret.as_bytes()).map_err(anyhow::Error::msg)
-    }
-}
 
 #[derive(Clone, Debug, Args)]
 pub struct ServeArgs {
@@ -495,7 +412,7 @@ impl ServeArgs {
 }
 
 /// A byte count, bare or with a binary unit (`KiB`, `MiB`, `GiB`).
-fn parse_size(text: &str) -> Result<usize, String> {
+pub(crate) fn parse_size(text: &str) -> Result<usize, String> {
     let text = text.trim();
     let split = text
         .find(|c: char| !c.is_ascii_digit())
@@ -515,139 +432,4 @@ fn parse_size(text: &str) -> Result<usize, String> {
         .checked_mul(scale)
         .filter(|&n| n >= 8 << 20)
         .ok_or_else(|| format!("{text} is out of range: at least 8MiB"))
-}
-
-/// A duration as people write one: `500ms`, `10s`, `5m`, `24h`, `7d` (a bare
-/// number is seconds).
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let text = text.trim();
-    let (number, unit) = text
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .map_or((text, "s"), |i| text.split_at(i));
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("{text:?} is not a duration such as 10s or 500ms"))?;
-    let secs = match unit {
-        "ms" => value / 1000.0,
-        "s" => value,
-        "m" | "min" => value * 60.0,
-        "h" => value * 3600.0,
-        "d" => value * 86_400.0,
-        _ => return Err(format!("unknown unit {unit:?}; use ms, s, m, h or d")),
-    };
-    if !(secs > 0.0 && secs.is_finite()) {
-        return Err("the duration must be positive".into());
-    }
-    Ok(Duration::from_secs_f64(secs))
-}
-
-#[cfg(test)]
-mod tests {
-    use clap::Parser;
-
-    use super::*;
-
-    #[test]
-    fn serve_flags_go_before_or_after_the_subcommand() {
-        for args in [
-            vec![
-                "riverfeed",
-                "--listen",
-                "127.0.0.1:9",
-                "--data-dir",
-                "d",
-                "serve",
-            ],
-            vec![
-                "riverfeed",
-                "serve",
-                "--listen",
-                "127.0.0.1:9",
-                "--data-dir",
-                "d",
-            ],
-        ] {
-            let cli = Cli::try_parse_from(&args).expect("parses");
-            assert!(matches!(cli.command, Some(Command::Serve)));
-            assert_eq!(cli.serve.listen.port(), 9, "{args:?}");
-            assert_eq!(cli.serve.options().unwrap().store, "embedded:d");
-        }
-    }
-
-    #[test]
-    fn archive_commands_take_the_store_as_serve_does() {
-        let cli =
-            Cli::try_parse_from(["riverfeed", "export", "--data-dir", "d", "--tenant", "acme"])
-                .expect("parses");
-        let Some(Command::Export(args)) = &cli.command else {
-            panic!("export: {:?}", cli.command);
-        };
-        assert_eq!(args.tenant.as_deref(), Some("acme"));
-        assert_eq!(args.out, PathBuf::from("-"));
-        assert_eq!(cli.serve.store_url(), "embedded:d");
-        let cli = Cli::try_parse_from([
-            "riverfeed",
-            "import",
-            "--store",
-            "mongodb://db/feeds",
-            "--in",
-            "all.jsonl",
-            "--batch",
-            "50",
-        ])
-        .expect("parses");
-        let Some(Command::Import(args)) = &cli.command else {
-            panic!("import: {:?}", cli.command);
-        };
-        assert_eq!((args.input.to_str(), args.batch), (Some("all.jsonl"), 50));
-        assert_eq!(cli.serve.store_url(), "mongodb://db/feeds");
-        assert!(Cli::try_parse_from(["riverfeed", "import", "--batch", "0"]).is_err());
-        assert!(Cli::try_parse_from(["riverfeed", "migrate", "--data-dir", "old"]).is_err());
-    }
-
-    #[test]
-    fn demo_mode_is_for_dev_mode_only() {
-        let cli = Cli::try_parse_from(["riverfeed", "serve", "--demo"]).expect("parses");
-        assert!(cli.serve.options().expect("dev mode").demo);
-        let cli = Cli::try_parse_from([
-            "riverfeed",
-            "--demo",
-            "--jwt-secret",
-            "0123456789abcdef0123456789abcdef",
-        ])
-        .expect("parses");
-        let err = cli.serve.options().err().expect("refused with tokens");
-        assert!(err.to_string().contains("--demo"), "{err}");
-    }
-
-    #[test]
-    fn cache_sizes_read_with_or_without_a_unit() {
-        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
-        assert_eq!(parse_size("512MiB"), Ok(512 << 20));
-        assert_eq!(parse_size("268435456"), Ok(268_435_456));
-        let cli = Cli::try_parse_from(["riverfeed"]).unwrap();
-        assert_eq!(
-            cli.serve
-                .options()
-                .unwrap()
-                .store_settings
-                .embedded
-                .cache_bytes,
-            1 << 30
-        );
-    }
-
-    #[test]
-    fn out_of_range_values_are_refused() {
-        for bad in [
-            vec!["riverfeed", "--fanout-lease-secs", "0"],
-            vec!["riverfeed", "--fanout-lease-secs", "99999999999999"],
-            vec!["riverfeed", "--fanout-batch", "0"],
-            vec!["riverfeed", "--event-buffer", "100000000"],
-            vec!["riverfeed", "--cache-size", "1MiB"],
-            vec!["riverfeed", "--cache-size", "12 parsecs"],
-        ] {
-            assert!(Cli::try_parse_from(&bad).is_err(), "{bad:?}");
-        }
-    }
 }

@@ -11,8 +11,10 @@
 //! - [`store`]: the storage port (`Store` trait, with `Archive`: export and
 //!   import of whole stores) and its backends (`embedded`, RocksDB; `mongo`,
 //!   MongoDB), and a call-counting wrapper.
-//! - [`timeline`]: what a reader may see, and how a feed is filled outside a
-//!   fan-out (a follow's backfill).
+//! - [`timeline`]: the feed models, a reader's home feed as they see it (a
+//!   page, one item, the changes since a cursor, each decided by the one
+//!   visibility rule), what a reader may read, and how a feed is filled
+//!   outside a fan-out (a follow's backfill).
 //! - [`fanout`]: the worker that claims jobs with a lease: pending actions (one
 //!   feed item per reader) and comments (bumps).
 //! - [`relevancy`]: the rules that pick which readers a comment bumps, and how far.
@@ -27,7 +29,9 @@
 //! - [`http`]: the axum router — `/graphql`, `/graphql/ws`, `/graphiql`,
 //!   `/healthz`, `/metrics`, `/demo/`.
 //! - [`auth`]: identity — JWT bearer tokens and roles, or dev-mode headers.
-//! - [`server`]: starts and stops the whole service; [`config`]: the command line.
+//! - [`server`]: starts and stops the whole service; [`cli`]: the command line
+//!   and its commands; [`config`]: the server's flags; [`duration`]: durations
+//!   as people write them.
 //! - [`archive_cmd`]: `riverfeed export` and `import` — whole stores
 //!   as JSON Lines of [`store::Record`]s.
 //! - [`clock`]: injected time, so tests move it instead of sleeping.
@@ -41,10 +45,12 @@ pub mod api;
 pub mod archive_cmd;
 pub mod auth;
 pub mod bench;
+pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod demo;
 pub mod descriptor;
+pub mod duration;
 pub mod events;
 pub mod fanout;
 pub mod http;

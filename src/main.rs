@@ -2,7 +2,8 @@
 //! hand over to the library.
 
 use clap::Parser;
-use riverfeed::config::{Cli, Command, ServeArgs};
+use riverfeed::cli::{Cli, Command};
+use riverfeed::config::ServeArgs;
 use riverfeed::observe::{Observe, Tracing};
 
 /// Rust's allocations go to mimalloc: under a long-running server's mix of

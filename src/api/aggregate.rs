@@ -17,7 +17,7 @@ use chrono::{DateTime, Utc};
 use super::cursor::{LazyCursor, ListId};
 use super::error::ApiResultExt;
 use super::feed::{self, Paging};
-use super::page::{FeedItemGroupConnection, FeedItemGroupEdge, PageInfo};
+use super::page::{connection, PageInfo};
 use super::page_cost;
 use super::types::{datetime, user_node, ActionNode, ActionSlot, FeedItemNode, UserNode};
 use super::{state, viewer};
@@ -26,6 +26,13 @@ use crate::model::limits::{page_size, MAX_PAGE};
 /// Feed items one page of groups reads at most: a page ends there even if
 /// it holds fewer groups than asked for.
 const MAX_SCANNED: usize = 5 * MAX_PAGE;
+
+connection!(
+    FeedItemGroupConnection,
+    FeedItemGroupEdge,
+    FeedItemGroupNode,
+    "group of feed items",
+);
 
 /// Items of the home feed whose actions share a key.
 pub struct FeedItemGroupNode {

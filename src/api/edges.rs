@@ -7,8 +7,7 @@ use async_graphql::{Context, ID};
 
 use super::error::{bad_input, not_found, ApiResultExt};
 use super::global_id::{opt_user_id_arg, user_id_arg};
-use super::mutation::require_users;
-use super::{acting_user, state, viewer};
+use super::{acting_user, require_users, state, viewer};
 use crate::model::limits::check_id;
 use crate::model::EdgeKind;
 use crate::store::Unfollow;

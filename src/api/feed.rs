@@ -1,4 +1,5 @@
-//! Reading feeds: a page of a home feed or a slice, with its actions loaded in
+//! Reading feeds: a page of a home feed (read and decided by the timeline
+//! layer, [`home`]), a slice or a ranked list, with its actions loaded in
 //! one batch per store round and checked for access on read.
 //!
 //! Items the viewer may no longer read (scope narrowed, membership left, action
@@ -13,16 +14,17 @@ use async_graphql::Context;
 use super::access::access;
 use super::cursor::ListId;
 use super::error::{bad_input, ApiResultExt};
-use super::page::{ActionConnection, ActionEdge, FeedItemConnection, FeedItemEdge, PageInfo};
-use super::types::{ActionNode, ActionSlot, FeedItemNode};
+use super::page::PageInfo;
+use super::types::{
+    ActionConnection, ActionEdge, ActionNode, ActionSlot, FeedItemConnection, FeedItemEdge,
+    FeedItemNode,
+};
 use super::{state, Viewer};
 use crate::model::limits::{check_id, page_size};
-use crate::model::{Action, FeedItem, Millis, ObjectId, Position, Stamp};
-use crate::store::{FeedRange, Unfollow};
-use crate::timeline::read;
-
-/// Store rounds one page may take to get past items the viewer cannot read.
-const MAX_ROUNDS: usize = 4;
+use crate::model::{Action, Millis, ObjectId, Position, Stamp};
+use crate::store::FeedRange;
+use crate::timeline::home;
+use crate::timeline::read::MAX_ROUNDS;
 
 /// How far before a page's read its `eventsCursor` reaches: a delivery stamps
 /// its items when it starts and lands when it commits, so changes stamped just
@@ -66,32 +68,8 @@ const FEED_ACTIONS: &[&[&str]] = &[&["edges", "node", "action"], &["nodes", "act
 /// (`--embed-actions`): a page that shows one loads its actions.
 const NOT_COPIED: [&str; 3] = ["commentCount", "likeCount", "fanOut"];
 
-/// The actions of a page's entries: from the copies the entries carry
-/// where those serve the query, loaded in one store call for the rest.
-/// With the names of the actors the copies give.
-async fn page_actions(
-    ctx: &Context<'_>,
-    viewer: &Viewer,
-    entries: &[read::Entry],
-    copies_serve: bool,
-    names: &mut HashMap<String, Option<String>>,
-) -> async_graphql::Result<HashMap<ObjectId, Action>> {
-    let mut actions = HashMap::new();
-    let mut missing = Vec::new();
-    for entry in entries {
-        match entry.item.copy.as_deref().filter(|_| copies_serve) {
-            Some(copy) => {
-                names.insert(copy.action.actor_id.clone(), copy.actor_name.clone());
-                actions.insert(entry.item.action_id, copy.action.clone());
-            }
-            None => missing.push(entry.item.action_id),
-        }
-    }
-    actions.extend(load_page(ctx, viewer, missing).await?);
-    Ok(actions)
-}
-
-/// A page of `viewer`'s home feed, newest relevancy first.
+/// A page of `viewer`'s home feed, newest relevancy first: the timeline
+/// layer reads and decides it ([`home`]); here it is shaped.
 pub async fn home(
     ctx: &Context<'_>,
     viewer: &Viewer,
@@ -117,91 +95,24 @@ pub async fn home(
         .as_deref()
         .map(|c| list.decode_position(c))
         .transpose()?;
-    let store = state(ctx)?.store.as_ref();
-    let read_at = state(ctx)?.clock.now();
-    let (tenant, reader) = (viewer.tenant.as_str(), viewer.user.as_str());
-    // The reader's pending unfollows are read with the plan, before any
-    // range: the worker ends an unfollow once it has taken its items out of
-    // storage, so a page read after this sees either the unfollow here or
-    // the items gone there. Read alongside the page, the worker could finish
-    // in between and the page show both the items and no unfollow.
-    let behaviour = state(ctx)?.model.behaviour();
-    let (plan, unfollows) = tokio::join!(
-        behaviour.plan(store, tenant, reader, read_at),
-        store.unfollows(tenant, reader)
-    );
-    let (plan, unfollows): (_, Vec<Unfollow>) = (plan.api()?, unfollows.api()?);
     let copies_serve = !NOT_COPIED
         .iter()
         .any(|field| ActionNode::selected(ctx, FEED_ACTIONS, field));
-    let mut names: HashMap<String, Option<String>> = HashMap::new();
+    let request = home::PageRequest {
+        older_than: after,
+        newer_than: before,
+        limit,
+        backwards,
+        copies_serve,
+    };
+    let page = state(ctx)?
+        .feeds()
+        .page(&viewer.tenant, &viewer.user, request)
+        .await
+        .api()?;
 
-    // Newest first throughout. Forwards, rounds move to older items; backwards,
-    // to newer ones.
-    let mut kept: Vec<(FeedItem, Action)> = Vec::new();
-    let (mut older_than, mut newer_than) = (after, before);
-    let (mut newest, mut oldest): (Option<Position>, Option<Position>) = (None, None);
-    let mut more = false;
-    for _ in 0..MAX_ROUNDS {
-        let want = limit - kept.len();
-        let range = FeedRange {
-            older_than,
-            newer_than,
-            limit: want + 1,
-            from_oldest: backwards,
-        };
-        let mut entries = plan.page(store, tenant, reader, range).await.api()?;
-        more = entries.len() > want;
-        if more {
-            if backwards {
-                entries.remove(0);
-            } else {
-                entries.pop();
-            }
-        }
-        if let (Some(first), Some(last)) = (entries.first(), entries.last()) {
-            if backwards {
-                newest = Some(first.item.position());
-                oldest = oldest.or(Some(last.item.position()));
-                newer_than = newest;
-            } else {
-                newest = newest.or(Some(first.item.position()));
-                oldest = Some(last.item.position());
-                older_than = oldest;
-            }
-        }
-        read::settle(store, tenant, reader, &mut entries)
-            .await
-            .api()?;
-        let mut actions = page_actions(ctx, viewer, &entries, copies_serve, &mut names).await?;
-        let access = access(ctx, viewer, actions.values()).await?;
-        let readable = entries.into_iter().filter_map(|entry| {
-            let action = actions.remove(&entry.item.action_id)?;
-            // What came by an edge the reader ended is left out until the
-            // worker has taken it out of storage.
-            let ended = unfollows
-                .iter()
-                .any(|u| u.covers(&entry.item, Some(&action)));
-            let shown = !ended
-                && access.can_read(&action)
-                && !action.hidden
-                && (!entry.pulled || read::still_pulled(entry.item.reason.kind, &action));
-            shown.then(|| (entry.reason_now(&action), action))
-        });
-        if backwards {
-            let mut round: Vec<_> = readable.collect();
-            round.append(&mut kept);
-            kept = round;
-        } else {
-            kept.extend(readable);
-        }
-        if kept.len() >= limit || !more {
-            break;
-        }
-    }
-
-    let (items, visible): (Vec<_>, Vec<_>) = kept.into_iter().unzip();
-    let nodes = ActionNode::hydrate_knowing(ctx, visible, FEED_ACTIONS, &names).await?;
+    let (items, visible): (Vec<_>, Vec<_>) = page.items.into_iter().unzip();
+    let nodes = ActionNode::hydrate_knowing(ctx, visible, FEED_ACTIONS, &page.names).await?;
     let edges = items
         .into_iter()
         .zip(nodes)
@@ -219,13 +130,13 @@ pub async fn home(
         .collect();
     // Paging from a cursor implies the cursor's own item lies on the other side.
     let (has_previous_page, has_next_page) = if backwards {
-        (more, before.is_some())
+        (page.more, before.is_some())
     } else {
-        (after.is_some(), more)
+        (after.is_some(), page.more)
     };
     let events = ListId::feed_changes(&state(ctx)?.cursors, &viewer.tenant, &viewer.user);
     let events_cursor = events.stamp_cursor(Stamp {
-        changed: read_at - EVENTS_GRACE_MS,
+        changed: page.read_at - EVENTS_GRACE_MS,
         action_id: ObjectId::from_bytes([0; 12]),
     });
     Ok(FeedItemConnection {
@@ -234,8 +145,8 @@ pub async fn home(
         page_info: PageInfo {
             has_previous_page,
             has_next_page,
-            start_cursor: newest.map(|p| list.position_cursor(p)),
-            end_cursor: oldest.map(|p| list.position_cursor(p)),
+            start_cursor: page.newest.map(|p| list.position_cursor(p)),
+            end_cursor: page.oldest.map(|p| list.position_cursor(p)),
         },
     })
 }

@@ -34,7 +34,7 @@ use async_graphql::{Context, Schema};
 use tokio::sync::Notify;
 
 use self::cursor::CursorKey;
-use self::error::{coded, FORBIDDEN, UNAUTHENTICATED};
+use self::error::{coded, ApiResultExt, FORBIDDEN, UNAUTHENTICATED};
 use self::loader::{ActionLoader, UserLoader};
 pub use self::mutation::MutationRoot;
 pub use self::query::QueryRoot;
@@ -97,6 +97,17 @@ impl AppState {
     pub fn expiry(&self) -> crate::timeline::Expiry {
         crate::timeline::Expiry {
             now: self.clock.now(),
+            item_ttl: self.item_ttl,
+        }
+    }
+
+    /// Home feeds as readers see them, read through this state's store,
+    /// model and clock.
+    pub fn feeds(&self) -> crate::timeline::home::Feeds<'_> {
+        crate::timeline::home::Feeds {
+            store: self.store.as_ref(),
+            model: self.model,
+            clock: self.clock.as_ref(),
             item_ttl: self.item_ttl,
         }
     }
@@ -284,6 +295,28 @@ pub(crate) fn require_service(viewer: &Viewer, what: &str) -> async_graphql::Res
     } else {
         Err(error::forbidden(format!(
             "{what} needs the service or admin role"
+        )))
+    }
+}
+
+/// Fails with `BAD_USER_INPUT` unless every id names a user the tenant has.
+pub(crate) async fn require_users(
+    state: &AppState,
+    viewer: &Viewer,
+    ids: &[String],
+) -> async_graphql::Result<()> {
+    let found = state.store.get_users(&viewer.tenant, ids).await.api()?;
+    let missing: Vec<&str> = ids
+        .iter()
+        .filter(|id| !found.iter().any(|u| &u.id == *id))
+        .map(String::as_str)
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(error::bad_input(format!(
+            "unknown user(s): {}; upsert them first",
+            missing.join(", ")
         )))
     }
 }

@@ -9,19 +9,19 @@ use super::access::access;
 use super::error::{bad_input, forbidden, not_found, ApiResultExt};
 use super::global_id::{action_id_arg, opt_user_id_arg, user_id_arg};
 use super::graph_mutation::GraphMutation;
-use super::node::pulled_item;
 use super::notifications::NotificationMutation;
 use super::publish::{
     publish_action_removed, publish_reaction, publish_removed, publish_to_slices,
 };
 use super::types::CommentNode;
 use super::types::{user_node, ActionNode, UserNode};
-use super::{acting_user, require_service, state, viewer, AppState, Viewer};
+use super::{acting_user, require_service, require_users, state, viewer, AppState, Viewer};
 use crate::descriptor::{Descriptor, DescriptorInput};
 use crate::events::ActionEventKind;
 use crate::model::limits::{check_id, check_ids, check_text};
 use crate::model::{Action, Comment, Counts, FanOut, GroupKind, ObjectId, Scope, User};
 use crate::store::{NoticeJob, NoticeSource};
+use crate::timeline::home::pulled_item;
 
 /// How far in the future `conducted` may lie (clock skew between services).
 const MAX_CLOCK_SKEW_MS: i64 = 5 * 60 * 1000;
@@ -84,28 +84,6 @@ fn dedup(values: Vec<String>) -> Vec<String> {
         .into_iter()
         .filter(|v| seen.insert(v.clone()))
         .collect()
-}
-
-/// Fails with `BAD_USER_INPUT` unless every id names a user the tenant has.
-pub(super) async fn require_users(
-    state: &AppState,
-    viewer: &Viewer,
-    ids: &[String],
-) -> async_graphql::Result<()> {
-    let found = state.store.get_users(&viewer.tenant, ids).await.api()?;
-    let missing: Vec<&str> = ids
-        .iter()
-        .filter(|id| !found.iter().any(|u| &u.id == *id))
-        .map(String::as_str)
-        .collect();
-    if missing.is_empty() {
-        Ok(())
-    } else {
-        Err(bad_input(format!(
-            "unknown user(s): {}; upsert them first",
-            missing.join(", ")
-        )))
-    }
 }
 
 /// The action with this id in the viewer's tenant, or `NOT_FOUND`.
@@ -620,7 +598,7 @@ impl ActionMutation {
         let mut item = store.hide_feed_item(tenant, reader, id).await.api()?;
         if !held {
             item = match store.get_actions(tenant, &[id]).await.api()?.pop() {
-                Some(action) => pulled_item(store, reader, &action).await?,
+                Some(action) => pulled_item(store, reader, &action).await.api()?,
                 None => None,
             };
         }

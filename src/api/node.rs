@@ -16,9 +16,7 @@ use super::notifications::{self, NotificationGroupNode, NotificationNode};
 use super::types::{ActionNode, ActionSlot, CommentNode, FeedItemNode, UserNode};
 use super::{loaders, state, viewer, Role, Viewer};
 use crate::model::limits::MAX_LIST_LEN;
-use crate::model::{Action, FeedItem, ObjectId, Reason};
-use crate::store::Store;
-use crate::timeline::{audience, read};
+use crate::model::{Action, ObjectId};
 
 /// An object with a global id, found again by `node(id:)`.
 #[derive(Interface)]
@@ -142,12 +140,9 @@ async fn find_comment(
 }
 
 /// `owner`'s item of `action`, as their feed shows it: for the owner, or an
-/// `admin` (as `feed(ownerId:)` allows). The item the timeline holds; where
-/// the model pulls at read and the timeline holds none, the item the
-/// owner's sources give, as a page would merge it in (ranked at the
-/// action's `conducted`). Null where the feed would not show it: the action
-/// hidden, no longer readable by the owner, hidden from the feed, or gone
-/// with an unfollow whose cleanup is pending.
+/// `admin` (as `feed(ownerId:)` allows). The timeline layer finds and
+/// decides it ([`Feeds::item`](crate::timeline::home::Feeds::item)): null
+/// where the feed would not show it.
 async fn find_feed_item(
     ctx: &Context<'_>,
     viewer: &Viewer,
@@ -157,74 +152,18 @@ async fn find_feed_item(
     if owner != viewer.user && !viewer.has(Role::Admin) {
         return Ok(None);
     }
-    let Some(action) = action.filter(|a| !a.hidden) else {
+    let Some(action) = action else {
         return Ok(None);
     };
     let state = state(ctx)?;
-    let store = state.store.as_ref();
     let tenant = viewer.tenant.as_str();
-    let (held, unfollows) = tokio::join!(
-        store.feed_item(tenant, owner, action.id),
-        store.unfollows(tenant, owner)
-    );
-    let item = match held.api()? {
-        Some(item) => Some(item),
-        None if state.model.pushes_all() => None,
-        // A tombstone of an item hidden from the feed keeps it out.
-        None if !store
-            .materialised(tenant, owner, &[action.id])
-            .await
-            .api()?
-            .is_empty() =>
-        {
-            None
-        }
-        None => pulled_item(store, owner, action)
-            .await?
-            .filter(|item| read::still_pulled(item.reason.kind, action)),
-    };
-    let Some(item) = item else {
+    let Some(item) = state.feeds().item(tenant, owner, action).await.api()? else {
         return Ok(None);
     };
-    let reader = Viewer {
-        tenant: viewer.tenant.clone(),
-        user: owner.to_owned(),
-        roles: [Role::User].into(),
-        expires_at: viewer.expires_at,
-    };
-    let readable = access(ctx, &reader, [action]).await?.can_read(action);
-    let ended = unfollows
-        .api()?
-        .iter()
-        .any(|u| u.covers(&item, Some(action)));
-    if !readable || ended {
-        return Ok(None);
-    }
     let list = ListId::home(&state.cursors, tenant, owner);
     Ok(Some(FeedItemNode {
         cursor: list.lazy_position(item.position()),
         item,
         action: ActionSlot::Loaded(Box::new(ActionNode::new(action.clone()))),
-    }))
-}
-
-/// The item `reader` pulls for `action` (not materialised), if they do:
-/// ranked at the action's `conducted`, with the reason their sources give.
-pub(super) async fn pulled_item(
-    store: &dyn Store,
-    reader: &str,
-    action: &Action,
-) -> async_graphql::Result<Option<FeedItem>> {
-    let readers = [reader.to_owned()];
-    let pulled = audience::pulled_readers(store, action, &readers, true)
-        .await
-        .api()?;
-    Ok(pulled.into_iter().next().map(|(owner, kind)| FeedItem {
-        owner,
-        action_id: action.id,
-        relevancy: action.conducted,
-        reason: Reason::new(kind, &action.actor_id),
-        changed: action.conducted,
-        copy: None,
     }))
 }

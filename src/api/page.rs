@@ -1,14 +1,11 @@
 //! Relay connections whose page boundaries come from the items *scanned*, not
 //! only the items shown: a page whose items the viewer may no longer read still
 //! moves the cursor on, so paging never stalls.
+//!
+//! [`PageInfo`] and the [`connection!`] macro; each node's module declares its
+//! connection with it, so this module depends on no node type.
 
-use async_graphql::{Context, Object, SimpleObject};
-
-use super::aggregate::FeedItemGroupNode;
-use super::cursor::LazyCursor;
-use super::notifications::NotificationGroupNode;
-use super::state;
-use super::types::{ActionNode, CommentNode, FeedItemNode, UserNode};
+use async_graphql::SimpleObject;
 
 /// Where a page starts and ends, and whether there is more on either side.
 #[derive(Clone, Debug, Default, SimpleObject)]
@@ -23,20 +20,25 @@ pub struct PageInfo {
     pub end_cursor: Option<String>,
 }
 
+/// Declares a Relay connection of `$node` and its edge, with any fields of
+/// its own after the node's description.
 macro_rules! connection {
     ($connection:ident, $edge:ident, $node:ty, $what:literal
      $(, $(#[doc = $doc:literal])* $field:ident: $ty:ty)* $(,)?) => {
         #[doc = concat!("One ", $what, " of a page, with its cursor.")]
         pub struct $edge {
-            pub cursor: LazyCursor,
+            pub cursor: $crate::api::cursor::LazyCursor,
             pub node: $node,
         }
 
-        #[Object]
+        #[async_graphql::Object]
         impl $edge {
             /// Where this item stands; pass it as `after` or `before`.
-            async fn cursor(&self, ctx: &Context<'_>) -> async_graphql::Result<String> {
-                Ok(self.cursor.seal(&state(ctx)?.cursors))
+            async fn cursor(
+                &self,
+                ctx: &async_graphql::Context<'_>,
+            ) -> async_graphql::Result<String> {
+                Ok(self.cursor.seal(&$crate::api::state(ctx)?.cursors))
             }
 
             async fn node(&self) -> &$node {
@@ -47,11 +49,11 @@ macro_rules! connection {
         #[doc = concat!("A page of ", $what, "s.")]
         pub struct $connection {
             pub edges: Vec<$edge>,
-            pub page_info: PageInfo,
+            pub page_info: $crate::api::page::PageInfo,
             $(pub $field: $ty,)*
         }
 
-        #[Object]
+        #[async_graphql::Object]
         impl $connection {
             async fn edges(&self) -> &[$edge] {
                 &self.edges
@@ -62,7 +64,7 @@ macro_rules! connection {
                 self.edges.iter().map(|e| &e.node).collect()
             }
 
-            async fn page_info(&self) -> &PageInfo {
+            async fn page_info(&self) -> &$crate::api::page::PageInfo {
                 &self.page_info
             }
 
@@ -76,34 +78,4 @@ macro_rules! connection {
     };
 }
 
-connection!(
-    FeedItemGroupConnection,
-    FeedItemGroupEdge,
-    FeedItemGroupNode,
-    "group of feed items",
-);
-
-connection!(
-    NotificationGroupConnection,
-    NotificationGroupEdge,
-    NotificationGroupNode,
-    "notification group",
-    /// Groups with something newer than what the viewer saw.
-    unseen_count: u64,
-    /// Groups with an unread notification.
-    unread_count: u64,
-);
-
-connection!(
-    FeedItemConnection,
-    FeedItemEdge,
-    FeedItemNode,
-    "feed item",
-    /// Pass to `feedEvents(after:)` to receive every change since this page was
-    /// read. It reaches a few seconds back, so an item changed just before the
-    /// read may come again: key items by `actionId`.
-    events_cursor: String,
-);
-connection!(ActionConnection, ActionEdge, ActionNode, "action");
-connection!(UserConnection, UserEdge, UserNode, "user");
-connection!(CommentConnection, CommentEdge, CommentNode, "comment");
+pub(super) use connection;

@@ -70,7 +70,7 @@ pub fn parse_budget(text: &str) -> Result<(Role, Budget), String> {
         .trim()
         .parse()
         .map_err(|_| format!("{cost:?} is not a whole number of cost units"))?;
-    let window = crate::config::parse_duration(window.trim())?;
+    let window = crate::duration::parse_duration(window.trim())?;
     if window.is_zero() {
         return Err("the window must be longer than zero".into());
     }

@@ -242,73 +242,21 @@ impl FeedSubscription {
         let mut replay = VecDeque::new();
         let mut replayed = HashMap::new();
         if let Some(after) = after {
-            let store = live.state.store.as_ref();
-            // The plan first: under rivers it may build the reader's river,
-            // whose items then show among the timeline's changes.
-            let plan = if live.state.model.pushes_all() {
-                None
-            } else {
-                let (tenant, reader) = (viewer.tenant.as_str(), viewer.user.as_str());
-                let now = live.state.clock.now();
-                let model = live.state.model.behaviour();
-                let plan = model.plan(store, tenant, reader, now).await.api()?;
-                Some(plan)
-            };
-            let mut items = store
-                .feed_changes(&viewer.tenant, &viewer.user, after, MAX_REPLAY + 1)
+            let changes = live
+                .state
+                .feeds()
+                .changes(&viewer.tenant, &viewer.user, after, MAX_REPLAY)
                 .await
                 .api()?;
-            if let Some(plan) = plan {
-                // What the reader pulls is not in their timeline's changes.
-                let pulled = plan
-                    .changes(store, &viewer.tenant, &viewer.user, after, MAX_REPLAY + 1)
-                    .await
-                    .api()?;
-                items.extend(pulled);
-                items.sort_by_key(|i| i.stamp());
-            }
-            if items.len() > MAX_REPLAY {
+            let Some(items) = changes else {
                 return Err(coded(
                     LAGGED,
                     format!(
                         "more than {MAX_REPLAY} changes since that cursor; refetch the feed and subscribe with its eventsCursor"
                     ),
                 ));
-            }
-            let unfollows = live
-                .state
-                .store
-                .unfollows(&viewer.tenant, &viewer.user)
-                .await
-                .api()?;
-            // An ended group follow covers the items of actions sent to
-            // that group: those actions are read to tell.
-            let group_items: Vec<ObjectId> = items
-                .iter()
-                .filter(|i| i.reason.kind == ReasonKind::Group)
-                .map(|i| i.action_id)
-                .collect();
-            let sent: std::collections::HashMap<ObjectId, crate::model::Action> = if group_items
-                .is_empty()
-                || !unfollows
-                    .iter()
-                    .any(|u| u.kind == crate::store::Ended::Edge(crate::model::EdgeKind::Group))
-            {
-                std::collections::HashMap::new()
-            } else {
-                store
-                    .get_actions(&viewer.tenant, &group_items)
-                    .await
-                    .api()?
-                    .into_iter()
-                    .map(|a| (a.id, a))
-                    .collect()
             };
             for item in items {
-                let action = sent.get(&item.action_id);
-                if unfollows.iter().any(|u| u.covers(&item, action)) {
-                    continue;
-                }
                 replayed.insert(item.action_id, item.changed);
                 let kind = if item.reason.kind == ReasonKind::Bumped {
                     FeedEventKind::Bumped

@@ -10,7 +10,7 @@ use super::access::access;
 use super::cursor::{CursorKey, LazyCursor, ListId};
 use super::error::ApiResultExt;
 use super::global_id::GlobalId;
-use super::page::{CommentConnection, CommentEdge, PageInfo, UserConnection, UserEdge};
+use super::page::{connection, PageInfo};
 use super::{loaders, page_cost, state, viewer};
 use crate::descriptor::Descriptor;
 use crate::events::{ActionEvent, ActionEventKind, FeedEvent, FeedEventKind};
@@ -725,3 +725,17 @@ impl UserNode {
         })
     }
 }
+
+connection!(
+    FeedItemConnection,
+    FeedItemEdge,
+    FeedItemNode,
+    "feed item",
+    /// Pass to `feedEvents(after:)` to receive every change since this page was
+    /// read. It reaches a few seconds back, so an item changed just before the
+    /// read may come again: key items by `actionId`.
+    events_cursor: String,
+);
+connection!(ActionConnection, ActionEdge, ActionNode, "action");
+connection!(UserConnection, UserEdge, UserNode, "user");
+connection!(CommentConnection, CommentEdge, CommentNode, "comment");

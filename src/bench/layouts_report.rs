@@ -4,9 +4,8 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use super::figures::{check, grouped_bars, Bars, TargetCheck};
 use super::layouts::LayoutResult;
-use super::plot::{grouped_bars, Bars};
-use super::report::{check, TargetCheck};
 
 fn variant(l: &LayoutResult) -> String {
     if l.embed_actions {

@@ -8,9 +8,12 @@
 //!
 //! One file per workload ([`load`], [`ramp`], [`sustained`], [`reads`],
 //! [`live`], [`notifications`]); [`graph`] builds the data they share, [`client`] speaks to the
-//! server, [`report`] and [`plot`] write the results.
+//! server, [`report`] and [`plot`] write the results (the model and layout
+//! comparisons' sections in [`models_report`] and [`layouts_report`]), all from
+//! the parts in [`figures`].
 
 pub mod client;
+pub mod figures;
 pub mod graph;
 pub mod layouts;
 pub mod layouts_report;
@@ -34,7 +37,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 
-use crate::config::parse_duration;
+use crate::duration::parse_duration;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::{Deserialize, Serialize};
 
@@ -169,7 +172,7 @@ pub struct Results {
     pub models: Option<Vec<models::ModelResult>>,
     #[serde(default)]
     pub layouts: Option<Vec<layouts::LayoutResult>>,
-    pub targets: Vec<report::TargetCheck>,
+    pub targets: Vec<figures::TargetCheck>,
 }
 
 /// The server under test and the handles the workloads share.
@@ -513,19 +516,6 @@ async fn run_workloads(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_read_as_people_write_them() {
-        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
-        assert_eq!(parse_duration("1m"), Ok(Duration::from_secs(60)));
-        assert!(parse_duration("0s").is_err());
-        assert!(parse_duration("ten").is_err());
-        assert_eq!(parse_duration("3h"), Ok(Duration::from_secs(3 * 3600)));
-        assert_eq!(parse_duration("1d"), Ok(Duration::from_secs(86_400)));
-        assert!(parse_duration("3w").is_err());
-    }
 
     #[test]
     fn a_fresh_database_keeps_hosts_and_options() {

@@ -4,9 +4,8 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use super::figures::{check, grouped_bars, Bars, TargetCheck};
 use super::models::ModelResult;
-use super::plot::{grouped_bars, Bars};
-use super::report::{check, TargetCheck};
 
 /// The comparison as a markdown table, one row per model.
 pub fn markdown(models: &[ModelResult]) -> String {

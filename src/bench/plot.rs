@@ -5,6 +5,7 @@ use std::path::Path;
 
 use plotters::prelude::*;
 
+use super::figures::{plot_err, COLOURS};
 use super::Results;
 
 /// The plots a run has data for.
@@ -75,13 +76,6 @@ pub fn write_all(dir: &Path, r: &Results) -> anyhow::Result<()> {
     }
     Ok(())
 }
-
-pub(super) const COLOURS: [RGBColor; 4] = [
-    RGBColor(31, 119, 180),
-    RGBColor(214, 39, 40),
-    RGBColor(44, 160, 44),
-    RGBColor(148, 103, 189),
-];
 
 fn bounds(values: impl Iterator<Item = f64> + Clone) -> (f64, f64) {
     let lo = values.clone().fold(f64::INFINITY, f64::min);
@@ -188,81 +182,4 @@ fn cdf(path: &Path, backend: &str, live: &[super::live::LiveResult]) -> anyhow::
         .map_err(plot_err)?;
     root.present().map_err(plot_err)?;
     Ok(())
-}
-
-/// One bar series of a grouped chart: its label, whether it is drawn
-/// faint, and a value per group.
-pub(super) struct Bars {
-    pub label: String,
-    pub faint: bool,
-    pub values: Vec<f64>,
-}
-
-/// A grouped bar chart on a log scale: one group per name in `groups`, one
-/// bar in each per series, every value a multiple of a baseline (1).
-pub(super) fn grouped_bars(
-    path: &Path,
-    caption: &str,
-    groups: &[&str],
-    series: &[Bars],
-) -> anyhow::Result<()> {
-    let all = series.iter().flat_map(|s| s.values.iter().copied());
-    let lo = all.clone().fold(1.0f64, f64::min) / 2.0;
-    let hi = all.fold(1.0f64, f64::max) * 2.0;
-    let root = SVGBackend::new(path, (1100, 520)).into_drawing_area();
-    root.fill(&WHITE).map_err(plot_err)?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(caption, ("sans-serif", 22))
-        .margin(15)
-        .x_label_area_size(45)
-        .y_label_area_size(65)
-        .build_cartesian_2d(0.0..groups.len() as f64, (lo..hi).log_scale())
-        .map_err(plot_err)?;
-    chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .x_labels(groups.len() * 2 + 1)
-        .x_label_formatter(&|x| {
-            let i = x.floor() as usize;
-            if (x - x.floor() - 0.5).abs() < 0.01 && i < groups.len() {
-                groups[i].to_owned()
-            } else {
-                String::new()
-            }
-        })
-        .y_desc("multiple of the first")
-        .y_label_formatter(&|y| format!("{y}"))
-        .draw()
-        .map_err(plot_err)?;
-    let width = 0.8 / series.len().max(1) as f64;
-    for (k, s) in series.iter().enumerate() {
-        let colour = COLOURS[k % COLOURS.len()];
-        let style = if s.faint {
-            colour.mix(0.5).filled()
-        } else {
-            colour.filled()
-        };
-        let bars = s.values.iter().enumerate().map(|(g, &v)| {
-            let x0 = g as f64 + 0.1 + k as f64 * width;
-            Rectangle::new([(x0, lo), (x0 + width * 0.9, v.clamp(1e-4, 1e4))], style)
-        });
-        chart
-            .draw_series(bars)
-            .map_err(plot_err)?
-            .label(s.label.clone())
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 15, y + 5)], style));
-    }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(plot_err)?;
-    root.present().map_err(plot_err)?;
-    Ok(())
-}
-
-pub(super) fn plot_err<E: std::fmt::Debug>(err: E) -> anyhow::Error {
-    anyhow::anyhow!("cannot draw a plot: {err:?}")
 }

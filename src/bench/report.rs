@@ -7,6 +7,7 @@ use std::path::Path;
 use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 
+use super::figures::{check, TargetCheck};
 use super::{BenchArgs, Results, Workload};
 use crate::store::mongo::redact;
 
@@ -74,30 +75,6 @@ impl Meta {
             duration_secs: args.duration.as_secs_f64(),
             seed: args.seed,
         }
-    }
-}
-
-/// One target and how the run did against it.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct TargetCheck {
-    pub name: String,
-    pub target: String,
-    /// The figure, formatted; "not run" when its workload did not run.
-    pub value: String,
-    /// `None` when not run.
-    pub pass: Option<bool>,
-}
-
-pub(super) fn check(name: &str, target: &str, figure: Option<(String, bool)>) -> TargetCheck {
-    let (value, pass) = match figure {
-        Some((value, pass)) => (value, Some(pass)),
-        None => ("not run".into(), None),
-    };
-    TargetCheck {
-        name: name.into(),
-        target: target.into(),
-        value,
-        pass,
     }
 }
 

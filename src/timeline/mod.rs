@@ -1,22 +1,28 @@
 //! The timeline layer, between the API and the worker on one side and the
-//! store on the other: the feed models ([`model`], one file each: [`push`],
-//! [`pull`], [`rivers`], [`hybrid`]), how a feed is read under them
-//! ([`read`]), who an action reaches ([`audience`]), a reader's pulled
-//! sources ([`sources`]), what a reader may see ([`Access`]) and how a feed
-//! changes outside a fan-out ([`follow`]: a follow's backfill, an
-//! unfollow's announcement; [`groups`]: what leaving a group takes).
+//! store on the other: the feed models ([`feed_model`], one file each:
+//! [`push`], [`pull`], [`rivers`], [`hybrid`]), how a feed is read under
+//! them ([`read`]), a reader's home feed as they see it ([`home`]: a page,
+//! one item, the changes since a cursor), who an action reaches
+//! ([`audience`]), a reader's pulled sources ([`sources`]), what a reader
+//! may read ([`Access`]) and the one decision of what their feed shows
+//! ([`Visibility`]), and how a feed changes outside a fan-out ([`follow`]:
+//! a follow's backfill, an unfollow's announcement; [`groups`]: what
+//! leaving a group takes).
 
 mod access;
 pub mod audience;
 pub mod feed_model;
 pub mod follow;
 pub mod groups;
+pub mod home;
 pub mod hybrid;
 pub mod pull;
 pub mod push;
 pub mod read;
 pub mod rivers;
 pub mod sources;
+mod visibility;
 
 pub use access::{Access, Expiry};
 pub use feed_model::{FeedModel, FeedModelKind, FeedStrategy};
+pub use visibility::Visibility;

@@ -3,7 +3,7 @@
 //! asserted here; the figures belong in the benchmark report.
 
 use clap::Parser;
-use riverfeed::config::{Cli, Command};
+use riverfeed::cli::{Cli, Command};
 use serde_json::Value;
 
 /// Runs the bench the parsed command line asks for.

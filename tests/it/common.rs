@@ -161,9 +161,11 @@ pub fn store_url(backend: Backend) -> Option<(String, Option<TempDir>)> {
 
 /// The feed model servers run under: the one [`under_other_models!`] set,
 /// else `RIVERFEED_TEST_FEED_MODEL` (`push`, `pull`, `rivers` or `hybrid`,
-/// for a rerun of any tests by hand); `None` (the default model) when
-/// neither says. Rivers are small and celebrities common, so reads cross
-/// from rivers to sources and actions are merged at read.
+/// for a rerun of any tests by hand). `None` when neither says: servers run
+/// the default model, `rivers`, at its default sizes. A model named here has
+/// small rivers and common celebrities, so reads cross from rivers to
+/// sources and actions are merged at read. A server started with a model of
+/// its own keeps it.
 pub fn test_feed_model() -> Option<FeedModel> {
     let kind = match FEED_MODEL.try_with(|kind| *kind) {
         Ok(kind) => kind,

@@ -14,7 +14,7 @@ use async_graphql::{Context, Object};
 use super::access::access;
 use super::cursor::ListId;
 use super::error::ApiResultExt;
-use super::page::{NotificationGroupConnection, NotificationGroupEdge, PageInfo};
+use super::page::PageInfo;
 use super::page_cost;
 use super::types::ActionNode;
 use super::{loaders, state, viewer, AppState, Viewer};
@@ -27,6 +27,7 @@ pub use nodes::{
     MarkerNode, NotificationCounts, NotificationGroupNode, NotificationNode,
     NotificationPreferences,
 };
+use nodes::{NotificationGroupConnection, NotificationGroupEdge};
 
 /// Loads an action for the viewer: none if it is gone or not theirs to read.
 async fn readable(

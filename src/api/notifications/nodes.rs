@@ -7,11 +7,23 @@ use chrono::{DateTime, Utc};
 use super::readable;
 use crate::api::error::bad_input;
 use crate::api::global_id::GlobalId;
+use crate::api::page::connection;
 use crate::api::types::{datetime, user_node, ActionNode, UserNode};
 use crate::model::limits::MAX_LIST_LEN;
 use crate::model::{
     Inbox, Marker, MarkerFeed, Millis, Notice, NoticeGroup, NoticeReason, ObjectId,
 };
+
+connection!(
+    NotificationGroupConnection,
+    NotificationGroupEdge,
+    NotificationGroupNode,
+    "notification group",
+    /// Groups with something newer than what the viewer saw.
+    unseen_count: u64,
+    /// Groups with an unread notification.
+    unread_count: u64,
+);
 
 /// Notifications grouped by key ("Rita and 3 others liked your rating of
 /// Mary Fanning"): the unit that is listed, counted and marked.
