@@ -129,6 +129,13 @@ pub fn mongodb_uri() -> Option<String> {
 }
 
 /// `base` with its database replaced by a fresh one named after `test`.
+///
+/// The driver checks the server every so often and, when a check gets no
+/// answer within `connectTimeoutMS` (10 s by default), drops every
+/// connection to it, failing the commands under way. The test wire server
+/// answers on one thread, and one large command (a fan-out to thousands of
+/// readers on sized buckets, while other tests write) can hold it longer
+/// than that: unless the URI says otherwise, the checks wait 60 s.
 pub fn mongodb_database_uri(base: &str, test: &str) -> String {
     let (head, query) = match base.split_once('?') {
         Some((head, query)) => (head, Some(query)),
@@ -141,9 +148,13 @@ pub fn mongodb_database_uri(base: &str, test: &str) -> String {
     let suffix = ObjectId::new().to_hex();
     let name: String = test.chars().take(40).collect();
     let database = format!("rf_{name}_{}", &suffix[16..]);
+    let patience = "connectTimeoutMS=60000";
     match query {
-        Some(query) => format!("{}/{database}?{query}", &head[..hosts_end]),
-        None => format!("{}/{database}", &head[..hosts_end]),
+        Some(query) if query.to_ascii_lowercase().contains("connecttimeoutms=") => {
+            format!("{}/{database}?{query}", &head[..hosts_end])
+        }
+        Some(query) => format!("{}/{database}?{query}&{patience}", &head[..hosts_end]),
+        None => format!("{}/{database}?{patience}", &head[..hosts_end]),
     }
 }
 
