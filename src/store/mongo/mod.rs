@@ -620,8 +620,8 @@ impl MongoStore {
         match (written, asked) {
             (Some(written), Some(asked)) if written != asked => Err(StoreError::invalid(format!(
                 "this database keeps its timelines as {written}, not {asked}: start with \
-                 --timeline-layout {written}, or `riverfeed migrate` into a new database to \
-                 change the layout"
+                 --timeline-layout {written}, or `riverfeed export` it and `riverfeed import` it into a \
+                 new database to change the layout"
             ))),
             (Some(written), _) => Ok(written),
             (None, asked) => {
