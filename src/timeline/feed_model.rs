@@ -159,15 +159,6 @@ impl FeedModel {
         self.kind == FeedModelKind::Push && self.pulled_below.is_none()
     }
 
-    /// The model itself.
-    pub fn behaviour(&self) -> Box<dyn FeedStrategy> {
-        match self.kind {
-            FeedModelKind::Push => Box::new(super::push::Push(*self)),
-            FeedModelKind::Pull => Box::new(super::pull::Pull),
-            FeedModelKind::Rivers => Box::new(super::rivers::Rivers(*self)),
-            FeedModelKind::Hybrid => Box::new(super::hybrid::Hybrid(*self)),
-        }
-    }
 }
 
 /// Keys of what the store remembers of the models a deployment ran.

@@ -26,3 +26,17 @@ mod visibility;
 pub use access::{Access, Expiry};
 pub use feed_model::{FeedModel, FeedModelKind, FeedStrategy};
 pub use visibility::Visibility;
+
+impl FeedModel {
+    /// The model itself. Made here rather than beside [`FeedModel`], so that
+    /// the models import their settings and their trait and nothing imports
+    /// back.
+    pub fn behaviour(&self) -> Box<dyn FeedStrategy> {
+        match self.kind {
+            FeedModelKind::Push => Box::new(push::Push(*self)),
+            FeedModelKind::Pull => Box::new(pull::Pull),
+            FeedModelKind::Rivers => Box::new(rivers::Rivers(*self)),
+            FeedModelKind::Hybrid => Box::new(hybrid::Hybrid(*self)),
+        }
+    }
+}
