@@ -11,6 +11,7 @@ use futures_util::stream::BoxStream;
 
 use crate::metrics::Metrics;
 
+use super::jobs::{Job, JobBacklog, JobKind, JobStore, Lease};
 use super::{
     ActionStore, Archive, Backfill, BumpClaim, Claim, Cut, Delivery, Direction, FeedRange,
     GraphStore, GroupFeedStore, JoinOutcome, NoticeClaim, NoticeJob, NoticeStore, Outbox, Posted,
@@ -118,6 +119,11 @@ ops!(
     clean_unfollow,
     clean_named,
     hide_feed_item,
+    enqueue,
+    claim,
+    renew,
+    finish,
+    backlog,
 );
 
 /// Wraps a store and counts and times every call made through it.
@@ -935,5 +941,39 @@ impl NoticeStore for Metered {
     async fn finish_notice_job(&self, claim: &NoticeClaim) -> StoreResult<()> {
         self.timed(Op::finish_notice_job, self.inner.finish_notice_job(claim))
             .await
+    }
+}
+
+#[async_trait]
+impl JobStore for Metered {
+    async fn enqueue(&self, job: &Job) -> StoreResult<bool> {
+        self.timed(Op::enqueue, self.inner.enqueue(job)).await
+    }
+
+    async fn claim(
+        &self,
+        kind: JobKind,
+        worker: &str,
+        now: Millis,
+        lease_ms: Millis,
+        limit: usize,
+    ) -> StoreResult<Vec<Lease>> {
+        self.timed(
+            Op::claim,
+            self.inner.claim(kind, worker, now, lease_ms, limit),
+        )
+        .await
+    }
+
+    async fn renew(&self, lease: &Lease, now: Millis) -> StoreResult<()> {
+        self.timed(Op::renew, self.inner.renew(lease, now)).await
+    }
+
+    async fn finish(&self, lease: &Lease) -> StoreResult<()> {
+        self.timed(Op::finish, self.inner.finish(lease)).await
+    }
+
+    async fn backlog(&self, kind: JobKind) -> StoreResult<JobBacklog> {
+        self.timed(Op::backlog, self.inner.backlog(kind)).await
     }
 }

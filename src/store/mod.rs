@@ -14,6 +14,7 @@ pub mod embedded;
 mod error;
 pub mod event_log;
 pub mod group_feeds;
+pub mod jobs;
 pub mod metered;
 pub mod mongo;
 pub mod notices;
@@ -25,13 +26,14 @@ pub use archive::{Archive, EdgeRecordKind, ItemRecord, Record};
 use async_trait::async_trait;
 pub use error::{ErrorKind, StoreError, StoreResult};
 pub use group_feeds::GroupFeedStore;
+pub use jobs::{Job, JobBacklog, JobKind, JobStore, Lease};
 pub use notices::{NoticeClaim, NoticeJob, NoticeSource, NoticeStore};
 pub use sources::{Cut, Outbox, Posted, River, RiverStore, SourceStore};
 
 /// The concern traits, for calling a store's methods.
 pub mod prelude {
     pub use super::{
-        ActionStore, GraphStore, GroupFeedStore, NoticeStore, QueueStore, ReactionStore,
+        ActionStore, GraphStore, GroupFeedStore, JobStore, NoticeStore, QueueStore, ReactionStore,
         RiverStore, SourceStore, Store, TimelineStore,
     };
 }
@@ -254,6 +256,7 @@ pub trait Store:
     + RiverStore
     + GroupFeedStore
     + NoticeStore
+    + JobStore
     + Archive
     + Send
     + Sync

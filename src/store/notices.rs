@@ -13,6 +13,7 @@
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use super::jobs::{Job, JobKind};
 use super::StoreResult;
 use crate::model::{Inbox, Millis, NoticeCounts, NoticeGroup, NoticeRange, ObjectId};
 
@@ -130,4 +131,22 @@ pub struct NoticeClaim {
     pub job: NoticeJob,
     pub worker: String,
     pub lease_ms: Millis,
+}
+
+impl NoticeJob {
+    /// As a job of the queue: keyed by its source, queued when it happened.
+    pub fn to_job(&self) -> StoreResult<Job> {
+        Job::new(
+            JobKind::Notice,
+            &self.tenant,
+            &self.source.key(),
+            self,
+            self.at,
+        )
+    }
+
+    /// The notice job a queued job carries.
+    pub fn of_job(job: &Job) -> StoreResult<NoticeJob> {
+        job.payload()
+    }
 }

@@ -27,6 +27,7 @@ mod relay;
 mod relevancy;
 mod scopes;
 mod security;
+mod store_jobs;
 mod store_models;
 mod store_notices;
 mod store_suite;

@@ -30,6 +30,7 @@ mod archive;
 mod cache;
 mod graph;
 mod group_feeds;
+mod jobs;
 mod keys;
 mod notices;
 mod queues;
@@ -53,7 +54,7 @@ use super::{ErrorKind, StoreError, StoreResult};
 
 /// The column families, each one concern.
 pub mod families {
-    /// Format marker.
+    /// Format marker, and the versions of layouts migrated on open.
     pub const META: &str = "meta";
     /// Users, edges, groups, memberships, assignments, supervisors (tagged).
     pub const GRAPH: &str = "graph";
@@ -61,8 +62,12 @@ pub mod families {
     pub const ACTIONS: &str = "actions";
     /// `(tenant, refId, actionId)`: slices.
     pub const REFS: &str = "refs";
-    /// Fan-outs and bumps still to do, with their leases (tagged).
+    /// Fan-outs, bumps and cleanups still to do, with their leases, and
+    /// the expiry indexes (tagged).
     pub const QUEUE: &str = "queue";
+    /// The job queue: jobs with their leases, and the due index (tagged;
+    /// see `jobs.rs`).
+    pub const JOBS: &str = "jobs";
     /// `(tenant, owner, relevancy desc, actionId desc)` → change stamp and
     /// reason: a reader's feed in the order it is read.
     pub const TIMELINE: &str = "timeline";
@@ -81,12 +86,13 @@ pub mod families {
     /// user commented on, the latest discussed first.
     pub const DISCUSSIONS: &str = "discussions";
 
-    pub const ALL: [&str; 11] = [
+    pub const ALL: [&str; 12] = [
         META,
         GRAPH,
         ACTIONS,
         REFS,
         QUEUE,
+        JOBS,
         TIMELINE,
         ITEMS,
         CHANGES,
@@ -202,7 +208,7 @@ impl EmbeddedStore {
         };
         inner.index_outboxes()?;
         inner.count_unfollows()?;
-        let released = inner.release_leases()?;
+        let released = inner.release_leases()? + inner.release_jobs()?;
         if released > 0 {
             tracing::info!(
                 released,

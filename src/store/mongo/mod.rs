@@ -19,7 +19,9 @@
 //! - `group_feeds` (one document per slot of a group's ring) and
 //!   `group_counters` (each group's last post number);
 //! - `notice_groups` (one document per notice group, its members inside),
-//!   `inboxes` (one per user) and `notice_jobs` (the notice job queue).
+//!   `inboxes` (one per user) and `notice_jobs` (the notice job queue);
+//! - `jobs`: the job queue (see `jobs.rs`), one document per waiting or
+//!   leased job.
 //!
 //! No call needs a multi-document transaction, so a standalone `mongod` works as
 //! well as a replica set: a delivery that races a hide or delete checks the
@@ -39,6 +41,7 @@ mod events;
 mod graph;
 mod group_feeds;
 mod indexes;
+mod jobs;
 mod layout;
 mod notices;
 mod queues;
@@ -157,6 +160,8 @@ pub struct MongoStore {
     notice_groups: Collection<Document>,
     inboxes: Collection<Inbox>,
     notice_jobs: Collection<notices::JobDoc>,
+    /// The job queue (see [`jobs`]).
+    jobs: Collection<jobs::JobDoc>,
     /// Commands sent, by name. A std mutex: the driver calls the handler
     /// synchronously and the critical section is one map update.
     commands: Arc<Mutex<BTreeMap<String, u64>>>,
@@ -561,6 +566,7 @@ impl MongoStore {
             notice_groups: db.collection("notice_groups"),
             inboxes: db.collection("inboxes"),
             notice_jobs: db.collection("notice_jobs"),
+            jobs: db.collection("jobs"),
             event_log: Arc::new(events::MongoEventLog::new(db.collection("events"))),
             db,
             commands,

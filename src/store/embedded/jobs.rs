@@ -1,0 +1,332 @@
+//! The job queue in the `jobs` family: each job under
+//! `(JOB, kind, tenant, key)` with its lease, and a due index
+//! `(DUE, kind, until, queued, tenant, key)` (empty values) that a claim
+//! reads in order and stops at the first lease still running. Every step
+//! decides under the lock of the job's key.
+
+use async_trait::async_trait;
+use rocksdb::WriteBatch;
+use serde::{Deserialize, Serialize};
+
+use super::families::JOBS;
+use super::keys::{self, Key, Reader};
+use super::{EmbeddedStore, Inner};
+use crate::model::Millis;
+use crate::store::jobs::{lease_lost, Job, JobBacklog, JobKind, JobStore, Lease};
+use crate::store::StoreResult;
+
+/// Tags that share the `jobs` family.
+mod tag {
+    pub const JOB: u8 = 0;
+    pub const DUE: u8 = 1;
+}
+
+fn kind_byte(kind: JobKind) -> u8 {
+    match kind {
+        JobKind::Notice => 0,
+        JobKind::Cleanup => 1,
+        JobKind::Bump => 2,
+        JobKind::FanOut => 3,
+    }
+}
+
+fn kind_of(byte: u8) -> StoreResult<JobKind> {
+    match byte {
+        0 => Ok(JobKind::Notice),
+        1 => Ok(JobKind::Cleanup),
+        2 => Ok(JobKind::Bump),
+        3 => Ok(JobKind::FanOut),
+        _ => Err(keys::corrupt("job kind")),
+    }
+}
+
+fn job_key(kind: JobKind, tenant: &str, key: &str) -> Vec<u8> {
+    Key::tag(tag::JOB)
+        .byte(kind_byte(kind))
+        .str(tenant)
+        .last(key)
+        .into_vec()
+}
+
+fn due_key(kind: JobKind, until: Millis, queued: Millis, tenant: &str, key: &str) -> Vec<u8> {
+    Key::tag(tag::DUE)
+        .byte(kind_byte(kind))
+        .num(until)
+        .num(queued)
+        .str(tenant)
+        .last(key)
+        .into_vec()
+}
+
+/// A job as stored: its payload and lease (its kind, tenant and key are
+/// its key's).
+#[derive(Serialize, Deserialize)]
+struct Stored {
+    payload: String,
+    queued: Millis,
+    /// `Millis::MIN` while it waits, else the lease's end.
+    until: Millis,
+    /// Whoever claimed it last.
+    worker: Option<String>,
+}
+
+impl Stored {
+    fn job(&self, kind: JobKind, tenant: &str, key: &str) -> Job {
+        Job {
+            kind,
+            tenant: tenant.to_owned(),
+            key: key.to_owned(),
+            payload: self.payload.clone(),
+            queued: self.queued,
+        }
+    }
+}
+
+impl Inner {
+    fn stored_job(&self, key: &[u8]) -> StoreResult<Option<Stored>> {
+        self.get(JOBS, key)?
+            .map(|v| keys::decode_record(&v))
+            .transpose()
+    }
+
+    /// Writes a job with its due entry into `batch`, over `old` (its record
+    /// as stored, whose due entry goes).
+    fn put_job(
+        &self,
+        batch: &mut WriteBatch,
+        job: &Job,
+        old: Option<&Stored>,
+        stored: &Stored,
+    ) -> StoreResult<()> {
+        let (kind, t, k) = (job.kind, job.tenant.as_str(), job.key.as_str());
+        if let Some(old) = old {
+            batch.delete_cf(self.cf(JOBS), due_key(kind, old.until, old.queued, t, k));
+        }
+        batch.put_cf(
+            self.cf(JOBS),
+            job_key(kind, t, k),
+            keys::encode_record(stored)?,
+        );
+        batch.put_cf(
+            self.cf(JOBS),
+            due_key(kind, stored.until, stored.queued, t, k),
+            [],
+        );
+        Ok(())
+    }
+
+    fn enqueue(&self, job: &Job) -> StoreResult<bool> {
+        let key = job_key(job.kind, &job.tenant, &job.key);
+        let _lock = self.lock(&[&key]);
+        if self.exists(JOBS, &key)? {
+            return Ok(false);
+        }
+        let stored = Stored {
+            payload: job.payload.clone(),
+            queued: job.queued,
+            until: Millis::MIN,
+            worker: None,
+        };
+        let mut batch = WriteBatch::default();
+        self.put_job(&mut batch, job, None, &stored)?;
+        self.commit(batch)?;
+        Ok(true)
+    }
+
+    fn claim(
+        &self,
+        kind: JobKind,
+        worker: &str,
+        now: Millis,
+        lease_ms: Millis,
+        limit: usize,
+    ) -> StoreResult<Vec<Lease>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        // Read without a lock: an idle worker polls, and polling must not
+        // queue behind writers. Each one is looked at again under its lock.
+        let prefix = Key::tag(tag::DUE).byte(kind_byte(kind)).into_vec();
+        let mut due = Vec::new();
+        let mut past_due = false;
+        self.scan_prefix(JOBS, &prefix, &prefix, usize::MAX, |k, _| {
+            if past_due || due.len() >= limit {
+                return Ok(());
+            }
+            let mut r = Reader(&k[prefix.len()..]);
+            if r.num()? > now {
+                // Ordered by the lease's end: none after this is due.
+                past_due = true;
+                return Ok(());
+            }
+            r.num()?;
+            let tenant = r.str()?.to_owned();
+            due.push((tenant, r.last()?.to_owned()));
+            Ok(())
+        })?;
+        if due.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys: Vec<Vec<u8>> = due.iter().map(|(t, k)| job_key(kind, t, k)).collect();
+        let _lock = self.lock(&keys);
+        let until = now.saturating_add(lease_ms);
+        let mut batch = WriteBatch::default();
+        let mut leases = Vec::with_capacity(due.len());
+        for ((tenant, key), stored_at) in due.iter().zip(&keys) {
+            let Some(old) = self.stored_job(stored_at)? else {
+                continue;
+            };
+            if old.until > now {
+                continue;
+            }
+            let job = old.job(kind, tenant, key);
+            let stored = Stored {
+                payload: old.payload.clone(),
+                queued: old.queued,
+                until,
+                worker: Some(worker.to_owned()),
+            };
+            self.put_job(&mut batch, &job, Some(&old), &stored)?;
+            leases.push(Lease {
+                job,
+                worker: worker.to_owned(),
+                lease_ms,
+                taken_over: old.worker.is_some(),
+            });
+        }
+        // Not synced: a claim lost in a crash is claimed again.
+        self.commit_unsynced(batch)?;
+        Ok(leases)
+    }
+
+    /// The job `lease` names, as stored, if `lease`'s worker holds it;
+    /// `LeaseLost` if another does, `None` if it is gone.
+    fn held(&self, lease: &Lease) -> StoreResult<Option<Stored>> {
+        let job = &lease.job;
+        let Some(stored) = self.stored_job(&job_key(job.kind, &job.tenant, &job.key))? else {
+            return Ok(None);
+        };
+        if stored.worker.as_deref() != Some(lease.worker.as_str()) {
+            return Err(lease_lost(job, stored.worker.as_deref()));
+        }
+        Ok(Some(stored))
+    }
+
+    fn renew(&self, lease: &Lease, now: Millis) -> StoreResult<()> {
+        let job = &lease.job;
+        let _lock = self.lock(&[job_key(job.kind, &job.tenant, &job.key)]);
+        let Some(old) = self.held(lease)? else {
+            return Err(lease_lost(job, None));
+        };
+        let stored = Stored {
+            until: now.saturating_add(lease.lease_ms),
+            worker: old.worker.clone(),
+            payload: old.payload.clone(),
+            queued: old.queued,
+        };
+        let mut batch = WriteBatch::default();
+        self.put_job(&mut batch, job, Some(&old), &stored)?;
+        // Not synced: a lease lost in a crash is released at open anyway.
+        self.commit_unsynced(batch)
+    }
+
+    fn finish(&self, lease: &Lease) -> StoreResult<()> {
+        let job = &lease.job;
+        let key = job_key(job.kind, &job.tenant, &job.key);
+        let _lock = self.lock(&[&key]);
+        let Some(old) = self.held(lease)? else {
+            return Ok(());
+        };
+        let mut batch = WriteBatch::default();
+        batch.delete_cf(self.cf(JOBS), &key);
+        batch.delete_cf(
+            self.cf(JOBS),
+            due_key(job.kind, old.until, old.queued, &job.tenant, &job.key),
+        );
+        self.commit(batch)
+    }
+
+    fn backlog(&self, kind: JobKind) -> StoreResult<JobBacklog> {
+        let prefix = Key::tag(tag::JOB).byte(kind_byte(kind)).into_vec();
+        let mut backlog = JobBacklog::default();
+        self.scan_prefix(JOBS, &prefix, &prefix, usize::MAX, |_, v| {
+            let stored: Stored = keys::decode_record(v)?;
+            backlog.jobs += 1;
+            backlog.oldest = Some(
+                backlog
+                    .oldest
+                    .map_or(stored.queued, |o| o.min(stored.queued)),
+            );
+            Ok(())
+        })?;
+        Ok(backlog)
+    }
+
+    /// Ends every lease at once: called at open, when no worker can hold one,
+    /// since the store belongs to this one process. The holder's name stays
+    /// (the next claim says `taken_over`). Returns how many were held.
+    pub(super) fn release_jobs(&self) -> StoreResult<usize> {
+        let prefix = [tag::JOB];
+        let mut batch = WriteBatch::default();
+        let mut released = 0;
+        self.scan_prefix(JOBS, &prefix, &prefix, usize::MAX, |k, v| {
+            let stored: Stored = keys::decode_record(v)?;
+            if stored.until == Millis::MIN {
+                return Ok(());
+            }
+            let mut r = Reader(&k[1..]);
+            let kind = kind_of(r.byte()?)?;
+            let tenant = r.str()?;
+            let key = r.last()?;
+            let job = stored.job(kind, tenant, key);
+            let waiting = Stored {
+                until: Millis::MIN,
+                worker: stored.worker.clone(),
+                payload: stored.payload.clone(),
+                queued: stored.queued,
+            };
+            self.put_job(&mut batch, &job, Some(&stored), &waiting)?;
+            released += 1;
+            Ok(())
+        })?;
+        if released > 0 {
+            self.commit(batch)?;
+        }
+        Ok(released)
+    }
+}
+
+#[async_trait]
+impl JobStore for EmbeddedStore {
+    async fn enqueue(&self, job: &Job) -> StoreResult<bool> {
+        let job = job.clone();
+        self.blocking(move |db| db.enqueue(&job)).await
+    }
+
+    async fn claim(
+        &self,
+        kind: JobKind,
+        worker: &str,
+        now: Millis,
+        lease_ms: Millis,
+        limit: usize,
+    ) -> StoreResult<Vec<Lease>> {
+        let worker = worker.to_owned();
+        self.blocking(move |db| db.claim(kind, &worker, now, lease_ms, limit))
+            .await
+    }
+
+    async fn renew(&self, lease: &Lease, now: Millis) -> StoreResult<()> {
+        let lease = lease.clone();
+        self.blocking(move |db| db.renew(&lease, now)).await
+    }
+
+    async fn finish(&self, lease: &Lease) -> StoreResult<()> {
+        let lease = lease.clone();
+        self.blocking(move |db| db.finish(&lease)).await
+    }
+
+    async fn backlog(&self, kind: JobKind) -> StoreResult<JobBacklog> {
+        self.blocking(move |db| db.backlog(kind)).await
+    }
+}
