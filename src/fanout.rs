@@ -28,7 +28,9 @@ use crate::metrics::Metrics;
 use crate::model::{Action, Bump, Millis, Position, Reason, ReasonKind};
 use crate::notify::{self, NoticeRules};
 use crate::relevancy::{self, BumpRules};
-use crate::store::{Backfill, BumpClaim, Claim, Delivery, Ended, ErrorKind, Store, StoreResult};
+use crate::store::{
+    Backfill, BumpClaim, Claim, Delivery, Ended, ErrorKind, JobKind, NoticeJob, Store, StoreResult,
+};
 use crate::timeline::{audience, follow, groups, Expiry, FeedModel};
 
 /// How a worker runs.
@@ -296,30 +298,31 @@ impl Worker {
         shutdown: &CancellationToken,
         failure: &mut Option<crate::store::StoreError>,
     ) -> StoreResult<usize> {
-        let claims = self
+        let leases = self
             .store
-            .claim_notice_jobs(
+            .claim(
+                JobKind::Notice,
                 &self.config.id,
                 self.clock.now(),
                 self.config.lease_ms,
                 self.config.claim_limit,
             )
             .await?;
-        let claimed = claims.len();
-        for claim in claims {
+        let claimed = leases.len();
+        for lease in leases {
             if shutdown.is_cancelled() {
                 break;
             }
-            let job = &claim.job;
             let done = async {
+                let job = NoticeJob::of_job(&lease.job)?;
                 let notices =
-                    notify::for_job(self.store.as_ref(), &self.config.notice_rules, job).await?;
+                    notify::for_job(self.store.as_ref(), &self.config.notice_rules, &job).await?;
                 self.notify(&job.tenant, notices).await?;
-                self.store.finish_notice_job(&claim).await
+                self.store.finish(&lease).await
             }
             .await;
             self.metrics.job("notice", done.is_ok());
-            note_outcome(done, "notice", &job.source.key(), failure);
+            note_outcome(done, "notice", &lease.job.key, failure);
         }
         Ok(claimed)
     }

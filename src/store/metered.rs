@@ -14,9 +14,9 @@ use crate::metrics::Metrics;
 use super::jobs::{Job, JobBacklog, JobKind, JobStore, Lease};
 use super::{
     ActionStore, Archive, Backfill, BumpClaim, Claim, Cut, Delivery, Direction, FeedRange,
-    GraphStore, GroupFeedStore, JoinOutcome, NoticeClaim, NoticeJob, NoticeStore, Outbox, Posted,
-    QueueStore, ReactionStore, Record, River, RiverStore, SourceStore, Store, StoreResult,
-    TimelineStore, Unfollow, UnfollowClaim,
+    GraphStore, GroupFeedStore, JoinOutcome, NoticeStore, Outbox, Posted, QueueStore,
+    ReactionStore, Record, River, RiverStore, SourceStore, Store, StoreResult, TimelineStore,
+    Unfollow, UnfollowClaim,
 };
 use crate::model::{
     Action, Comment, Counts, EdgeKind, FeedItem, Group, Inbox, Membership, MembershipRole, Millis,
@@ -76,9 +76,6 @@ ops!(
     trim_notices,
     inbox,
     put_inbox,
-    queue_notice_job,
-    claim_notice_jobs,
-    finish_notice_job,
     meta,
     set_meta,
     edges_among,
@@ -917,30 +914,6 @@ impl NoticeStore for Metered {
 
     async fn put_inbox(&self, inbox: &Inbox) -> StoreResult<bool> {
         self.timed(Op::put_inbox, self.inner.put_inbox(inbox)).await
-    }
-
-    async fn queue_notice_job(&self, job: &NoticeJob) -> StoreResult<()> {
-        self.timed(Op::queue_notice_job, self.inner.queue_notice_job(job))
-            .await
-    }
-
-    async fn claim_notice_jobs(
-        &self,
-        worker: &str,
-        now: Millis,
-        lease_ms: Millis,
-        limit: usize,
-    ) -> StoreResult<Vec<NoticeClaim>> {
-        self.timed(
-            Op::claim_notice_jobs,
-            self.inner.claim_notice_jobs(worker, now, lease_ms, limit),
-        )
-        .await
-    }
-
-    async fn finish_notice_job(&self, claim: &NoticeClaim) -> StoreResult<()> {
-        self.timed(Op::finish_notice_job, self.inner.finish_notice_job(claim))
-            .await
     }
 }
 

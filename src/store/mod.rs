@@ -27,7 +27,7 @@ use async_trait::async_trait;
 pub use error::{ErrorKind, StoreError, StoreResult};
 pub use group_feeds::GroupFeedStore;
 pub use jobs::{Job, JobBacklog, JobKind, JobStore, Lease};
-pub use notices::{NoticeClaim, NoticeJob, NoticeSource, NoticeStore};
+pub use notices::{NoticeJob, NoticeSource, NoticeStore};
 pub use sources::{Cut, Outbox, Posted, River, RiverStore, SourceStore};
 
 /// The concern traits, for calling a store's methods.

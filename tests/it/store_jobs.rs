@@ -258,3 +258,82 @@ each_case_on_both_backends!(
     kinds_are_independent,
     tenants_are_independent,
 );
+
+/// A MongoDB database written before the job queue, with a notice job
+/// waiting and one leased (documents of that release's shape, inserted
+/// raw), opens with both pending: the waiting one due now, the leased one
+/// when its lease runs out, taken over. The move is noted and made once.
+#[tokio::test]
+async fn earlier_mongodb_notice_jobs_are_moved_once() {
+    use bson::{doc, oid::ObjectId};
+    use riverfeed::store::NoticeJob;
+
+    let Some(base) = crate::common::mongodb_uri() else {
+        return;
+    };
+    let url = crate::common::mongodb_database_uri(&base, "jobs_earlier_notice_jobs");
+    let client = ::mongodb::Client::with_uri_str(&url).await.expect("client");
+    let db = client.default_database().expect("a database in the URI");
+    let liked = ObjectId::new();
+    db.collection("notice_jobs")
+        .insert_many([
+            doc! {
+                "_id": ObjectId::new(),
+                "tenant": T,
+                "key": format!("l:{liked}:rita"),
+                "job": {
+                    "tenant": T,
+                    "source": { "kind": "like", "actionId": liked, "user": "rita" },
+                    "at": 10_i64,
+                },
+                "until": i64::MIN,
+            },
+            doc! {
+                "_id": ObjectId::new(),
+                "tenant": T,
+                "key": "a:mary:john",
+                "job": {
+                    "tenant": T,
+                    "source": { "kind": "assigned", "refId": "mary", "user": "john", "by": "ann" },
+                    "at": 20_i64,
+                },
+                "until": 5_000_i64,
+                "worker": "w1",
+            },
+        ])
+        .await
+        .expect("earlier jobs inserted");
+    let result = async {
+        let store = riverfeed::store::open(&url).await?;
+        let now = store.claim(JobKind::Notice, "w2", 1_000, LEASE, 10).await?;
+        ensure!(
+            keys(&now) == [format!("l:{liked}:rita")],
+            "the waiting one: {now:?}"
+        );
+        let job = NoticeJob::of_job(&now[0].job)?;
+        ensure!(job.at == 10 && !now[0].taken_over, "{job:?}");
+        store.finish(&now[0]).await?;
+        let later = store.claim(JobKind::Notice, "w2", 5_000, LEASE, 10).await?;
+        ensure!(
+            keys(&later) == ["a:mary:john"] && later[0].taken_over,
+            "the leased one, once its lease ran out: {later:?}"
+        );
+        ensure!(store.backlog(JobKind::Notice).await?.jobs == 1);
+        let left = db
+            .list_collection_names()
+            .await?
+            .into_iter()
+            .any(|name| name == "notice_jobs");
+        ensure!(!left, "the earlier collection is gone");
+        drop(store);
+        // Opened again: nothing moved twice.
+        let store = riverfeed::store::open(&url).await?;
+        ensure!(store.backlog(JobKind::Notice).await?.jobs == 1);
+        Ok(())
+    }
+    .await;
+    crate::common::drop_database(&db).await;
+    if let Err(err) = result {
+        panic!("{err:#}");
+    }
+}

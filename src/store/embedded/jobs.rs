@@ -2,24 +2,31 @@
 //! `(JOB, kind, tenant, key)` with its lease, and a due index
 //! `(DUE, kind, until, queued, tenant, key)` (empty values) that a claim
 //! reads in order and stops at the first lease still running. Every step
-//! decides under the lock of the job's key.
+//! decides under the lock of the job's key. Also the migrations that
+//! brought earlier queues here, recorded under `meta`.
 
 use async_trait::async_trait;
 use rocksdb::WriteBatch;
 use serde::{Deserialize, Serialize};
 
-use super::families::JOBS;
-use super::keys::{self, Key, Reader};
+use super::families::{JOBS, META, QUEUE};
+use super::keys::{self, queue, Key, Reader};
 use super::{EmbeddedStore, Inner};
 use crate::model::Millis;
 use crate::store::jobs::{lease_lost, Job, JobBacklog, JobKind, JobStore, Lease};
-use crate::store::StoreResult;
+use crate::store::{NoticeJob, StoreResult};
 
 /// Tags that share the `jobs` family.
 mod tag {
     pub const JOB: u8 = 0;
     pub const DUE: u8 = 1;
 }
+
+/// The `meta` key of the jobs layout's version: which earlier queues were
+/// moved into the `jobs` family.
+const JOBS_VERSION_KEY: &[u8] = b"jobs-version";
+/// 1: notice jobs moved from the `queue` family.
+const JOBS_VERSION: u8 = 1;
 
 fn kind_byte(kind: JobKind) -> u8 {
     match kind {
@@ -262,6 +269,30 @@ impl Inner {
         Ok(backlog)
     }
 
+    /// Every job of `kind` (of `tenant`, or of all), waiting or leased:
+    /// for export.
+    pub(super) fn jobs_of(
+        &self,
+        kind: JobKind,
+        tenant: Option<&str>,
+        each: &mut dyn FnMut(Job) -> StoreResult<()>,
+    ) -> StoreResult<()> {
+        let of_kind = Key::tag(tag::JOB).byte(kind_byte(kind));
+        let kind_len = of_kind.0.len();
+        let prefix = match tenant {
+            Some(tenant) => of_kind.str(tenant),
+            None => of_kind,
+        }
+        .into_vec();
+        self.scan_prefix(JOBS, &prefix, &prefix, usize::MAX, |k, v| {
+            let mut r = Reader(&k[kind_len..]);
+            let tenant = r.str()?;
+            let key = r.last()?;
+            let stored: Stored = keys::decode_record(v)?;
+            each(stored.job(kind, tenant, key))
+        })
+    }
+
     /// Ends every lease at once: called at open, when no worker can hold one,
     /// since the store belongs to this one process. The holder's name stays
     /// (the next claim says `taken_over`). Returns how many were held.
@@ -293,6 +324,60 @@ impl Inner {
             self.commit(batch)?;
         }
         Ok(released)
+    }
+
+    /// Moves the queues earlier versions kept in the `queue` family into
+    /// `jobs`, once, leases in flight included; the version reached is
+    /// recorded under `meta` in the same batch.
+    pub(super) fn migrate_jobs(&self) -> StoreResult<()> {
+        let version = self.get(META, JOBS_VERSION_KEY)?;
+        let at = match version.as_deref() {
+            None => 0,
+            Some([v]) => *v,
+            Some(_) => return Err(keys::corrupt("jobs version")),
+        };
+        if at >= JOBS_VERSION {
+            return Ok(());
+        }
+        let mut batch = WriteBatch::default();
+        let mut moved = 0usize;
+        if at < 1 {
+            moved += self.move_notice_jobs(&mut batch)?;
+        }
+        batch.put_cf(self.cf(META), JOBS_VERSION_KEY, [JOBS_VERSION]);
+        self.commit(batch)?;
+        if moved > 0 {
+            tracing::info!(moved, "queued jobs moved to the jobs family");
+        }
+        Ok(())
+    }
+
+    /// Notice jobs as the `queue` family held them:
+    /// `(NOTICE_JOB, tenant, source key)` → the job and its lease.
+    fn move_notice_jobs(&self, batch: &mut WriteBatch) -> StoreResult<usize> {
+        #[derive(Deserialize)]
+        struct Earlier {
+            job: NoticeJob,
+            until: Millis,
+            worker: Option<String>,
+        }
+        let prefix = [queue::NOTICE_JOB];
+        let mut moved = 0;
+        self.scan_prefix(QUEUE, &prefix, &prefix, usize::MAX, |k, v| {
+            let earlier: Earlier = keys::decode_record(v)?;
+            let job = earlier.job.to_job()?;
+            let stored = Stored {
+                payload: job.payload.clone(),
+                queued: job.queued,
+                until: earlier.until,
+                worker: earlier.worker,
+            };
+            self.put_job(batch, &job, None, &stored)?;
+            batch.delete_cf(self.cf(QUEUE), k);
+            moved += 1;
+            Ok(())
+        })?;
+        Ok(moved)
     }
 }
 
@@ -328,5 +413,72 @@ impl JobStore for EmbeddedStore {
 
     async fn backlog(&self, kind: JobKind) -> StoreResult<JobBacklog> {
         self.blocking(move |db| db.backlog(kind)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{NoticeSource, StoreError};
+
+    /// A data directory written before the `jobs` family, with a notice job
+    /// waiting and one leased, opens with both pending, the lease released
+    /// with its holder named; the move is recorded and not made twice.
+    #[tokio::test]
+    async fn earlier_notice_jobs_are_moved_once() -> Result<(), StoreError> {
+        #[derive(Serialize)]
+        struct Earlier<'a> {
+            job: &'a NoticeJob,
+            until: Millis,
+            worker: Option<&'a str>,
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let job = |user: &str, at| NoticeJob {
+            tenant: "acme".into(),
+            source: NoticeSource::Assigned {
+                ref_id: "mary".into(),
+                user: user.into(),
+                by: "ann".into(),
+            },
+            at,
+        };
+        let (waiting, held) = (job("john", 10), job("rita", 20));
+        {
+            let store = EmbeddedStore::open(dir.path())?;
+            let db = &store.inner;
+            let mut batch = WriteBatch::default();
+            for (job, until, worker) in [(&waiting, Millis::MIN, None), (&held, 5_000, Some("w1"))]
+            {
+                let key = Key::tag(queue::NOTICE_JOB)
+                    .str(&job.tenant)
+                    .last(&job.source.key())
+                    .into_vec();
+                let earlier = Earlier { job, until, worker };
+                batch.put_cf(db.cf(QUEUE), key, keys::encode_record(&earlier)?);
+            }
+            // As the earlier version left it: no jobs version noted.
+            batch.delete_cf(db.cf(META), JOBS_VERSION_KEY);
+            db.commit(batch)?;
+        }
+        let store = EmbeddedStore::open(dir.path())?;
+        let leases = store.claim(JobKind::Notice, "w2", 0, 1_000, 10).await?;
+        let got: Vec<(NoticeJob, bool)> = leases
+            .iter()
+            .map(|l| Ok((NoticeJob::of_job(&l.job)?, l.taken_over)))
+            .collect::<StoreResult<_>>()?;
+        assert_eq!(got, vec![(waiting, false), (held, true)]);
+        let prefix = [queue::NOTICE_JOB];
+        let mut left = 0;
+        store
+            .inner
+            .scan_prefix(QUEUE, &prefix, &prefix, usize::MAX, |_, _| {
+                left += 1;
+                Ok(())
+            })?;
+        assert_eq!(left, 0, "the earlier entries are gone");
+        drop(store);
+        let store = EmbeddedStore::open(dir.path())?;
+        assert_eq!(store.backlog(JobKind::Notice).await?.jobs, 2, "moved once");
+        Ok(())
     }
 }

@@ -207,6 +207,7 @@ impl EmbeddedStore {
             pending_unfollows: Default::default(),
         };
         inner.index_outboxes()?;
+        inner.migrate_jobs()?;
         inner.count_unfollows()?;
         let released = inner.release_leases()? + inner.release_jobs()?;
         if released > 0 {

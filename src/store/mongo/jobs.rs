@@ -2,7 +2,8 @@
 //! job, unique on `{kind, tenant, key}`; `{kind, until, queued, _id}` orders
 //! the due ones. A claim takes one job per `findAndModify`, so two workers
 //! never take the same one and an empty queue costs one command a round
-//! (and no `find`).
+//! (and no `find`). Also the migration that brought earlier queues here,
+//! recorded in `meta`.
 
 use async_trait::async_trait;
 use bson::{doc, Document};
@@ -13,7 +14,13 @@ use serde::{Deserialize, Serialize};
 use super::{db_err, is_duplicate, MongoStore};
 use crate::model::{Millis, ObjectId};
 use crate::store::jobs::{lease_lost, Job, JobBacklog, JobKind, JobStore, Lease};
-use crate::store::StoreResult;
+use crate::store::{NoticeJob, StoreResult};
+
+/// The `meta` document of the jobs layout's version: which earlier queues
+/// were moved into `jobs`.
+const JOBS_VERSION_ID: &str = "jobs";
+/// 1: notice jobs moved from `notice_jobs`.
+const JOBS_VERSION: i32 = 1;
 
 /// `jobs` as stored.
 #[derive(Debug, Serialize, Deserialize)]
@@ -67,6 +74,83 @@ impl MongoStore {
     async fn holder(&self, job: &Job) -> StoreResult<Option<Option<String>>> {
         let found = self.jobs.find_one(job_filter(job)).await.map_err(db_err)?;
         Ok(found.map(|d| d.worker))
+    }
+
+    /// Every job of `kind` (of `tenant`, or of all), waiting or leased:
+    /// for export.
+    pub(super) async fn jobs_of(
+        &self,
+        kind: JobKind,
+        tenant: Option<&str>,
+    ) -> StoreResult<mongodb::Cursor<JobDoc>> {
+        let mut filter = doc! { "kind": kind.code() };
+        if let Some(tenant) = tenant {
+            filter.insert("tenant", tenant);
+        }
+        self.jobs
+            .find(filter)
+            .sort(doc! { "tenant": 1, "key": 1 })
+            .await
+            .map_err(db_err)
+    }
+
+    /// Moves the queues earlier versions kept in their own collections into
+    /// `jobs`, once, leases in flight included, and notes the version
+    /// reached in `meta`. A move cut short is made again: what it moved
+    /// already is a duplicate and skipped.
+    pub(super) async fn migrate_jobs(&self) -> StoreResult<()> {
+        let noted = self
+            .meta
+            .find_one(doc! { "_id": JOBS_VERSION_ID })
+            .await
+            .map_err(db_err)?
+            .and_then(|d| d.get_i32("version").ok())
+            .unwrap_or(0);
+        if noted >= JOBS_VERSION {
+            return Ok(());
+        }
+        let mut moved = 0usize;
+        if noted < 1 {
+            moved += self.move_notice_jobs().await?;
+        }
+        self.meta
+            .update_one(
+                doc! { "_id": JOBS_VERSION_ID },
+                doc! { "$set": { "version": JOBS_VERSION } },
+            )
+            .upsert(true)
+            .await
+            .map_err(db_err)?;
+        if moved > 0 {
+            tracing::info!(moved, "queued jobs moved to the jobs collection");
+        }
+        Ok(())
+    }
+
+    /// Notice jobs as `notice_jobs` held them: `{tenant, key, job, until,
+    /// worker?}`.
+    async fn move_notice_jobs(&self) -> StoreResult<usize> {
+        #[derive(Deserialize)]
+        struct Earlier {
+            job: NoticeJob,
+            until: Millis,
+            #[serde(default)]
+            worker: Option<String>,
+        }
+        let earlier = self.db.collection::<Earlier>("notice_jobs");
+        let mut cursor = earlier.find(doc! {}).await.map_err(db_err)?;
+        let mut moved = 0;
+        while let Some(found) = cursor.next().await {
+            let found = found.map_err(db_err)?;
+            let job = found.job.to_job()?;
+            let record = JobDoc::new(&job, found.until, found.worker);
+            match self.jobs.insert_one(&record).await {
+                Err(err) if !is_duplicate(&err) => return Err(db_err(err)),
+                _ => moved += 1,
+            }
+        }
+        earlier.drop().await.map_err(db_err)?;
+        Ok(moved)
     }
 }
 

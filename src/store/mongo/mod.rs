@@ -19,7 +19,7 @@
 //! - `group_feeds` (one document per slot of a group's ring) and
 //!   `group_counters` (each group's last post number);
 //! - `notice_groups` (one document per notice group, its members inside),
-//!   `inboxes` (one per user) and `notice_jobs` (the notice job queue);
+//!   `inboxes` (one per user);
 //! - `jobs`: the job queue (see `jobs.rs`), one document per waiting or
 //!   leased job.
 //!
@@ -159,7 +159,6 @@ pub struct MongoStore {
     /// Notice groups, one document each (see [`notices`]).
     notice_groups: Collection<Document>,
     inboxes: Collection<Inbox>,
-    notice_jobs: Collection<notices::JobDoc>,
     /// The job queue (see [`jobs`]).
     jobs: Collection<jobs::JobDoc>,
     /// Commands sent, by name. A std mutex: the driver calls the handler
@@ -565,13 +564,13 @@ impl MongoStore {
             group_counters: db.collection("group_counters"),
             notice_groups: db.collection("notice_groups"),
             inboxes: db.collection("inboxes"),
-            notice_jobs: db.collection("notice_jobs"),
             jobs: db.collection("jobs"),
             event_log: Arc::new(events::MongoEventLog::new(db.collection("events"))),
             db,
             commands,
         };
         store.create_indexes().await?;
+        store.migrate_jobs().await?;
         Ok(store)
     }
 
