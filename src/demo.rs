@@ -273,7 +273,7 @@ async fn reactions(store: &dyn Store, history: &History, ids: &[ObjectId]) -> St
             },
             at: history.actions[action].conducted + LIKED_AFTER,
         };
-        store.queue_notice_job(&job).await
+        store.enqueue(&job.to_job()?).await.map(|_| ())
     })
     .await
 }

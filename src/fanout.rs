@@ -1,6 +1,10 @@
-//! The fan-out worker: turns pending actions into feed items.
+//! The worker: runs the background work the API queues, each kind under a
+//! lease so that any number of workers can share it and a crashed one's
+//! work is taken over when its lease runs out. One round does, in order:
+//! fan-outs, bumps, notice jobs, unfollow and group cleanups, expiry, and
+//! the feed model's upkeep (idle rivers).
 //!
-//! It claims actions with a lease (`IN_PROGRESS`, `lockedUntil`, worker id),
+//! Fan-out: it claims actions with a lease (`IN_PROGRESS`, `lockedUntil`, worker id),
 //! computes each one's audience, writes one feed item per reader in large
 //! batches (each batch one store transaction, extending the lease), publishes
 //! `ADDED` events, and marks the action `DONE`. A worker that dies leaves its
@@ -12,6 +16,14 @@
 //! pick (see [`crate::relevancy`]), publishes `BUMPED` events and marks done.
 //! A bump raises to a fixed target (the comment's time plus the boost), so a
 //! re-run, or two workers at once, change nothing further.
+//!
+//! Notice jobs (a like, an assignment) come from the job queue
+//! ([`crate::store::jobs`]): each writes its notices and is finished.
+//! Cleanups take the items an ended follow, friendship or group brought
+//! out of the reader's feed (reads leave them out from the moment it
+//! ended) and put back those another source still gives. Expiry deletes
+//! actions whose time has come and tells live readers `REMOVED`; upkeep
+//! runs at most once a minute.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -28,7 +40,9 @@ use crate::metrics::Metrics;
 use crate::model::{Action, Bump, Millis, Position, Reason, ReasonKind};
 use crate::notify::{self, NoticeRules};
 use crate::relevancy::{self, BumpRules};
-use crate::store::{Backfill, BumpClaim, Claim, Delivery, Ended, ErrorKind, Store, StoreResult};
+use crate::store::{
+    Backfill, BumpClaim, Claim, Delivery, Ended, ErrorKind, JobKind, NoticeJob, Store, StoreResult,
+};
 use crate::timeline::{audience, follow, groups, Expiry, FeedModel};
 
 /// How a worker runs.
@@ -78,7 +92,7 @@ impl Default for WorkerConfig {
     }
 }
 
-/// The fan-out worker.
+/// The worker: fan-outs, bumps, notice jobs, cleanups, expiry and upkeep.
 #[derive(Clone)]
 pub struct Worker {
     store: Arc<dyn Store>,
@@ -130,9 +144,6 @@ impl Worker {
         }
     }
 
-    /// Works until `shutdown` is cancelled: fans out whatever is due, then waits
-    /// to be woken (a new action) or for the poll interval.
-    #[instrument(skip_all, fields(worker = %self.config.id))]
     /// Counts this worker's deliveries, lease takeovers and jobs into
     /// `metrics` (the process's, for `/metrics`).
     pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
@@ -140,6 +151,10 @@ impl Worker {
         self
     }
 
+    /// Works until `shutdown` is cancelled: does whatever is due, then waits
+    /// to be woken (a new action) or for the poll interval. Everything it
+    /// logs carries its `worker` id.
+    #[instrument(skip_all, fields(worker = %self.config.id))]
     pub async fn run(self, shutdown: CancellationToken) {
         info!(bump_rules = %self.config.bump_rules.describe(), "fan-out worker started");
         let mut backoff = Duration::from_millis(100);
@@ -168,8 +183,9 @@ impl Worker {
         info!("fan-out worker stopped");
     }
 
-    /// Claims what is due (fan-outs, then bumps) and does it. Returns how many
-    /// jobs it claimed.
+    /// Claims what is due (fan-outs, bumps, notice jobs, cleanups, expired
+    /// actions) and does it, and runs the model's upkeep when it is time.
+    /// Returns how many jobs it claimed.
     pub async fn run_once(&self) -> StoreResult<usize> {
         self.run_until(&CancellationToken::new()).await
     }
@@ -296,30 +312,31 @@ impl Worker {
         shutdown: &CancellationToken,
         failure: &mut Option<crate::store::StoreError>,
     ) -> StoreResult<usize> {
-        let claims = self
+        let leases = self
             .store
-            .claim_notice_jobs(
+            .claim(
+                JobKind::Notice,
                 &self.config.id,
                 self.clock.now(),
                 self.config.lease_ms,
                 self.config.claim_limit,
             )
             .await?;
-        let claimed = claims.len();
-        for claim in claims {
+        let claimed = leases.len();
+        for lease in leases {
             if shutdown.is_cancelled() {
                 break;
             }
-            let job = &claim.job;
             let done = async {
+                let job = NoticeJob::of_job(&lease.job)?;
                 let notices =
-                    notify::for_job(self.store.as_ref(), &self.config.notice_rules, job).await?;
+                    notify::for_job(self.store.as_ref(), &self.config.notice_rules, &job).await?;
                 self.notify(&job.tenant, notices).await?;
-                self.store.finish_notice_job(&claim).await
+                self.store.finish(&lease).await
             }
             .await;
             self.metrics.job("notice", done.is_ok());
-            note_outcome(done, "notice", &job.source.key(), failure);
+            note_outcome(done, "notice", &lease.job.key, failure);
         }
         Ok(claimed)
     }

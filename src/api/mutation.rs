@@ -210,7 +210,7 @@ async fn queue_notice(
         source,
         at: state.clock.now(),
     };
-    state.store.queue_notice_job(&job).await.api()?;
+    state.store.enqueue(&job.to_job().api()?).await.api()?;
     state.wake.notify_one();
     Ok(())
 }

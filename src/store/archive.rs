@@ -38,7 +38,7 @@ use async_trait::async_trait;
 use futures_util::stream::{self, BoxStream, TryStreamExt};
 use serde::{Deserialize, Serialize};
 
-use super::{ErrorKind, NoticeJob, NoticeSource, NoticeStore, StoreError, StoreResult};
+use super::{ErrorKind, JobStore, NoticeJob, NoticeSource, NoticeStore, StoreError, StoreResult};
 use crate::model::limits::{check_id, InputError};
 use crate::model::{
     Action, Comment, FeedItem, GroupKind, Inbox, MembershipRole, Millis, NoticeGroup, ObjectId,
@@ -301,7 +301,7 @@ const NOTICE_WRITES_AT_ONCE: usize = 32;
 /// inbox, the first job).
 pub async fn import_notices<S>(store: &S, records: &[Record]) -> StoreResult<()>
 where
-    S: NoticeStore + ?Sized,
+    S: NoticeStore + JobStore + ?Sized,
 {
     let mut seen = HashSet::new();
     let mut keep = vec![false; records.len()];
@@ -323,7 +323,7 @@ where
             match record {
                 Record::NoticeGroup { group } => import_group(store, group).await,
                 Record::Inbox { inbox } => import_inbox(store, inbox).await,
-                Record::NoticeJob { job } => store.queue_notice_job(job).await,
+                Record::NoticeJob { job } => store.enqueue(&job.to_job()?).await.map(|_| ()),
                 _ => Ok(()),
             }
         })

@@ -40,7 +40,7 @@ use futures_util::stream::BoxStream;
 use prometheus_client::metrics::histogram::Histogram;
 
 use super::{
-    ActionStore, Archive, GraphStore, GroupFeedStore, NoticeStore, QueueStore, ReactionStore,
+    ActionStore, Archive, GraphStore, GroupFeedStore, JobStore, NoticeStore, QueueStore, ReactionStore,
     Record, RiverStore, SourceStore, Store, StoreResult, TimelineStore,
 };
 use crate::metrics::Metrics;
@@ -179,6 +179,7 @@ ports!(
     RiverStore,
     GroupFeedStore,
     NoticeStore,
+    JobStore,
     Archive,
 );
 

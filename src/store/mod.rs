@@ -20,6 +20,7 @@ pub mod embedded;
 mod error;
 pub mod event_log;
 pub mod group_feeds;
+pub mod jobs;
 pub mod metered;
 pub mod mongo;
 pub mod notices;
@@ -30,14 +31,15 @@ use std::sync::Arc;
 pub use archive::{Archive, EdgeRecordKind, ItemRecord, Record};
 pub use error::{ErrorKind, StoreError, StoreResult};
 pub use group_feeds::GroupFeedStore;
+pub use jobs::{Job, JobBacklog, JobKind, JobStore, Lease};
 use metered::port;
-pub use notices::{NoticeClaim, NoticeJob, NoticeSource, NoticeStore};
+pub use notices::{NoticeJob, NoticeSource, NoticeStore};
 pub use sources::{Cut, Outbox, Posted, River, RiverStore, SourceStore, DEFAULT_RIVER_SIZE};
 
 /// The concern traits, for calling a store's methods.
 pub mod prelude {
     pub use super::{
-        ActionStore, GraphStore, GroupFeedStore, NoticeStore, QueueStore, ReactionStore,
+        ActionStore, GraphStore, GroupFeedStore, JobStore, NoticeStore, QueueStore, ReactionStore,
         RiverStore, SourceStore, Store, TimelineStore,
     };
 }
@@ -260,6 +262,7 @@ pub trait Store:
     + RiverStore
     + GroupFeedStore
     + NoticeStore
+    + JobStore
     + Archive
     + Send
     + Sync

@@ -1,7 +1,7 @@
 //! Notifications in storage: one record per notice group (its members
-//! inside), one inbox record per user, and a small queue of notice jobs
-//! for what has no job of its own (a like, an assignment; actions and
-//! comments are noticed within their fan-out and bump jobs).
+//! inside), one inbox record per user, and notice jobs (on the job queue,
+//! [`super::jobs`]) for what has no job of its own (a like, an assignment;
+//! actions and comments are noticed within their fan-out and bump jobs).
 //!
 //! Groups and inboxes are written whole under their version (compare and
 //! set): a writer reads one, changes it ([`NoticeGroup::add`],
@@ -12,6 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::jobs::{Job, JobKind};
 use super::metered::port;
 use super::StoreResult;
 use crate::model::{Inbox, Millis, NoticeCounts, NoticeGroup, NoticeRange, ObjectId};
@@ -71,21 +72,6 @@ pub trait NoticeStore: Send + Sync {
     /// Stores `inbox` under the same rule as groups: only over the version
     /// before its own. Returns false if another write came first.
     async fn put_inbox(&self, inbox: &Inbox) -> StoreResult<bool>;
-
-    /// Queues a notice job; queueing one of the same tenant and key while
-    /// it waits changes nothing.
-    async fn queue_notice_job(&self, job: &NoticeJob) -> StoreResult<()>;
-    /// Claims up to `limit` notice jobs that wait, or whose lease ran out
-    /// before `now`, leasing them to `worker` until `now + lease_ms`.
-    async fn claim_notice_jobs(
-        &self,
-        worker: &str,
-        now: Millis,
-        lease_ms: Millis,
-        limit: usize,
-    ) -> StoreResult<Vec<NoticeClaim>>;
-    /// Ends a claimed job. `LeaseLost` if another worker holds it now.
-    async fn finish_notice_job(&self, claim: &NoticeClaim) -> StoreResult<()>;
 }
 }
 
@@ -115,7 +101,7 @@ impl NoticeSource {
     }
 }
 
-/// A queued notice job.
+/// A notice job, as its [`Job`]'s payload.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NoticeJob {
@@ -125,10 +111,20 @@ pub struct NoticeJob {
     pub at: Millis,
 }
 
-/// A worker's claim on one notice job.
-#[derive(Clone, Debug)]
-pub struct NoticeClaim {
-    pub job: NoticeJob,
-    pub worker: String,
-    pub lease_ms: Millis,
+impl NoticeJob {
+    /// As a job of the queue: keyed by its source, queued when it happened.
+    pub fn to_job(&self) -> StoreResult<Job> {
+        Job::new(
+            JobKind::Notice,
+            &self.tenant,
+            &self.source.key(),
+            self,
+            self.at,
+        )
+    }
+
+    /// The notice job a queued job carries.
+    pub fn of_job(job: &Job) -> StoreResult<NoticeJob> {
+        job.payload()
+    }
 }

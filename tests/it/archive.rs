@@ -13,8 +13,8 @@ use riverfeed::model::{
     NoticeReason, ObjectId, Reason, ReasonKind, Scope, User,
 };
 use riverfeed::store::{
-    Delivery, EdgeRecordKind, ErrorKind, FeedRange, NoticeJob, NoticeSource, Record, Store,
-    StoreResult,
+    Delivery, EdgeRecordKind, ErrorKind, FeedRange, JobKind, NoticeJob, NoticeSource, Record,
+    Store, StoreResult,
 };
 
 use crate::common::{Backend, TestStore};
@@ -225,8 +225,8 @@ async fn populate_notices(
         },
         at: NOW + 3_000,
     };
-    store.queue_notice_job(&held).await?;
-    let claimed = store.claim_notice_jobs(WORKER, NOW, LEASE, 10).await?;
+    store.enqueue(&held.to_job()?).await?;
+    let claimed = store.claim(JobKind::Notice, WORKER, NOW, LEASE, 10).await?;
     assert_eq!(claimed.len(), 1, "the held job");
     let waiting = NoticeJob {
         tenant: T.into(),
@@ -236,7 +236,7 @@ async fn populate_notices(
         },
         at: NOW + 4_000,
     };
-    store.queue_notice_job(&waiting).await?;
+    store.enqueue(&waiting.to_job()?).await?;
     Ok((
         vec![likes, comments, assigned, elsewhere],
         inbox,
@@ -716,16 +716,20 @@ async fn assert_notices_imported(target: &dyn Store, p: &Populated) {
     assert!(!inbox.wants(NoticeReason::Like, Some(p.delivered.id), NOW));
 
     let claims = target
-        .claim_notice_jobs("importer", NOW, LEASE, 10)
+        .claim(JobKind::Notice, "importer", NOW, LEASE, 10)
         .await
         .expect("claim notice jobs");
-    let mut got: Vec<String> = claims.iter().map(|c| c.job.source.key()).collect();
+    let jobs: Vec<NoticeJob> = claims
+        .iter()
+        .map(|c| NoticeJob::of_job(&c.job).expect("a notice job"))
+        .collect();
+    let mut got: Vec<String> = jobs.iter().map(|j| j.source.key()).collect();
     got.sort();
     let mut want: Vec<String> = p.jobs.iter().map(|j| j.source.key()).collect();
     want.sort();
     assert_eq!(got, want, "every job waits, the held one too");
-    for claim in &claims {
-        assert!(p.jobs.contains(&claim.job), "{:?} as queued", claim.job);
+    for job in &jobs {
+        assert!(p.jobs.contains(job), "{job:?} as queued");
     }
 }
 
@@ -866,9 +870,12 @@ async fn imported_notices_replace_what_is_stored(backend: Backend) {
     theirs.seen_until = NOW + 99;
     theirs.version = 1;
     assert!(store.put_inbox(&theirs).await.expect("inbox"));
-    store.queue_notice_job(&job).await.expect("queued");
+    store
+        .enqueue(&job.to_job().expect("a job"))
+        .await
+        .expect("queued");
     let held = store
-        .claim_notice_jobs(WORKER, NOW, LEASE, 10)
+        .claim(JobKind::Notice, WORKER, NOW, LEASE, 10)
         .await
         .expect("claimed");
     assert_eq!(held.len(), 1);
@@ -920,13 +927,13 @@ async fn imported_notices_replace_what_is_stored(backend: Backend) {
     }
     // The job queued already is still the worker's: not queued twice.
     assert!(store
-        .claim_notice_jobs("importer", NOW, LEASE, 10)
+        .claim(JobKind::Notice, "importer", NOW, LEASE, 10)
         .await
         .expect("claim")
         .is_empty());
-    store.finish_notice_job(&held[0]).await.expect("finished");
+    store.finish(&held[0]).await.expect("finished");
     assert!(store
-        .claim_notice_jobs("importer", NOW, LEASE, 10)
+        .claim(JobKind::Notice, "importer", NOW, LEASE, 10)
         .await
         .expect("claim")
         .is_empty());

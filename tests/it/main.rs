@@ -27,6 +27,7 @@ mod relay;
 mod relevancy;
 mod scopes;
 mod security;
+mod store_jobs;
 mod store_suite;
 mod stored_codes;
 mod tracing;

@@ -244,6 +244,10 @@ async fn operations_become_spans_without_their_variables_and_log_lines() {
         "a variable's value is in the log:\n{log}"
     );
     drop(ws);
+    // The worker logs within its span: each line names the worker.
+    let line = find_line(&log, &["fan-out worker started"])
+        .unwrap_or_else(|| panic!("the worker's start is not logged:\n{log}"));
+    assert!(line.contains("worker="), "no worker field: {line}");
 
     // The spans were flushed at shutdown; batches would have waited a minute.
     let bodies = posted.lock().unwrap().clone();

@@ -20,13 +20,13 @@ use super::graph::{
     member_of_key, member_of_value, member_value, user_key, user_name, user_value, EDGE_FOLLOWS_IN,
     EDGE_FOLLOWS_OUT, EDGE_FRIEND, EDGE_GROUP_IN, EDGE_GROUP_OUT,
 };
-use super::keys::{self, graph as tag, queue, reaction, ItemState, Key, Lease, Reader};
-use super::notices::decode_job;
+use super::keys::{self, graph as tag, reaction, ItemState, Key, Lease, Reader};
 use super::{EmbeddedStore, Inner};
 use crate::model::{Action, EdgeKind, FanOut, FanOutState, ObjectId, Reason, ReasonKind};
 use crate::store::archive::import_notices;
 use crate::store::{
-    Archive, EdgeRecordKind, ErrorKind, ItemRecord, Record, StoreError, StoreResult,
+    Archive, EdgeRecordKind, ErrorKind, ItemRecord, JobKind, NoticeJob, Record, StoreError,
+    StoreResult,
 };
 
 /// Records in flight between the reading thread and the consumer.
@@ -212,9 +212,10 @@ impl Inner {
                 inbox: keys::decode_record(v)?,
             })
         })?;
-        each(self, QUEUE, Some(queue::NOTICE_JOB), &mut |_, v| {
+        // Waiting or held by a worker: either way still to do.
+        self.jobs_of(JobKind::Notice, tenant, &mut |job| {
             emit(Record::NoticeJob {
-                job: decode_job(v)?,
+                job: NoticeJob::of_job(&job)?,
             })
         })?;
         Ok(())

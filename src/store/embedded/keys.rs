@@ -65,7 +65,8 @@ pub mod queue {
     /// `(conducted, tenant, action)`: every action, oldest first, for
     /// `--item-ttl`.
     pub const AGE: u8 = 4;
-    /// `(tenant, source key)` → a notice job and its lease.
+    /// `(tenant, source key)` → a notice job and its lease, as earlier
+    /// versions kept them: moved to the `jobs` family at open.
     pub const NOTICE_JOB: u8 = 5;
 }
 

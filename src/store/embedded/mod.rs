@@ -30,6 +30,7 @@ mod archive;
 mod cache;
 mod graph;
 mod group_feeds;
+mod jobs;
 mod keys;
 mod notices;
 mod queues;
@@ -69,11 +70,14 @@ pub mod families {
     pub const ACTIONS: &str = "actions";
     /// `(tenant, refId, actionId)`: slices.
     pub const REFS: &str = "refs";
-    /// Tagged: the work still to do, each with its lease: fan-outs, bumps,
-    /// unfollow cleanups (which are also the unfollows reads apply) and
-    /// notice jobs; and the expiry sweeper's indexes (actions by expiry,
-    /// actions by age for `--item-ttl`).
+    /// Tagged: the work still to do on the queues not yet moved onto the
+    /// job queue, each with its lease: fan-outs, bumps, unfollow cleanups
+    /// (which are also the unfollows reads apply); and the expiry sweeper's
+    /// indexes (actions by expiry, actions by age for `--item-ttl`).
     pub const QUEUE: &str = "queue";
+    /// The job queue: jobs with their leases, and the due index (tagged;
+    /// see `jobs.rs`).
+    pub const JOBS: &str = "jobs";
     /// `(tenant, owner, relevancy desc, actionId desc)` → change stamp and
     /// reason: a reader's feed in the order it is read.
     pub const TIMELINE: &str = "timeline";
@@ -95,12 +99,13 @@ pub mod families {
     /// user commented on, the latest discussed first.
     pub const DISCUSSIONS: &str = "discussions";
 
-    pub const ALL: [&str; 11] = [
+    pub const ALL: [&str; 12] = [
         META,
         GRAPH,
         ACTIONS,
         REFS,
         QUEUE,
+        JOBS,
         TIMELINE,
         ITEMS,
         CHANGES,
@@ -215,8 +220,9 @@ impl EmbeddedStore {
             pending_unfollows: Default::default(),
         };
         inner.index_outboxes()?;
+        inner.migrate_jobs()?;
         inner.count_unfollows()?;
-        let released = inner.release_leases()?;
+        let released = inner.release_leases()? + inner.release_jobs()?;
         if released > 0 {
             tracing::info!(
                 released,

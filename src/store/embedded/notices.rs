@@ -1,18 +1,18 @@
 //! Notifications in the `graph` family: each group whole under its key,
 //! with an index by id and one by position (`last` then id, newest first)
 //! whose value says whether the group is visible and unread; inboxes under
-//! their owner. Notice jobs wait in the `queue` family with their lease.
-//! Every write decides under the lock of its owner's group key (or job key).
+//! their owner (notice jobs are on the job queue, `jobs.rs`). Every write
+//! decides under the lock of its owner's group key.
 
 use async_trait::async_trait;
 use rocksdb::WriteBatch;
 use serde::{Deserialize, Serialize};
 
-use super::families::{GRAPH, QUEUE};
-use super::keys::{self, graph as tag, queue, Key};
+use super::families::GRAPH;
+use super::keys::{self, graph as tag, Key};
 use super::{EmbeddedStore, Inner};
 use crate::model::{Inbox, Millis, NoticeCounts, NoticeGroup, NoticeRange, ObjectId};
-use crate::store::{ErrorKind, NoticeClaim, NoticeJob, NoticeStore, StoreError, StoreResult};
+use crate::store::{NoticeStore, StoreResult};
 
 fn group_key(tenant: &str, owner: &str, key: &str) -> Vec<u8> {
     Key::tag(tag::NOTICE_GROUP)
@@ -49,13 +49,6 @@ fn inbox_key(tenant: &str, owner: &str) -> Vec<u8> {
     Key::tag(tag::INBOX).str(tenant).last(owner).into_vec()
 }
 
-fn job_key(tenant: &str, source: &str) -> Vec<u8> {
-    Key::tag(queue::NOTICE_JOB)
-        .str(tenant)
-        .last(source)
-        .into_vec()
-}
-
 /// What the position index says of a group: its key, and whether it is
 /// listed and unread.
 #[derive(Serialize, Deserialize)]
@@ -64,19 +57,6 @@ struct Entry {
     last: Millis,
     visible: bool,
     unread: bool,
-}
-
-/// A queued job's record: the job itself, without its lease.
-pub(super) fn decode_job(value: &[u8]) -> StoreResult<NoticeJob> {
-    keys::decode_record::<Job>(value).map(|record| record.job)
-}
-
-#[derive(Serialize, Deserialize)]
-struct Job {
-    job: NoticeJob,
-    /// The lease: until when, and whose (none while it waits).
-    until: Millis,
-    worker: Option<String>,
 }
 
 /// Index entries one scan of an owner's groups reads at a time.
@@ -275,87 +255,6 @@ impl Inner {
         self.commit(batch)?;
         Ok(true)
     }
-
-    fn queue_notice_job(&self, job: &NoticeJob) -> StoreResult<()> {
-        let key = job_key(&job.tenant, &job.source.key());
-        let _lock = self.lock(&[&key]);
-        if self.exists(QUEUE, &key)? {
-            return Ok(());
-        }
-        let record = Job {
-            job: job.clone(),
-            until: Millis::MIN,
-            worker: None,
-        };
-        let mut batch = WriteBatch::default();
-        batch.put_cf(self.cf(QUEUE), &key, keys::encode_record(&record)?);
-        self.commit(batch)
-    }
-
-    fn claim_notice_jobs(
-        &self,
-        worker: &str,
-        now: Millis,
-        lease_ms: Millis,
-        limit: usize,
-    ) -> StoreResult<Vec<NoticeClaim>> {
-        let prefix = Key::tag(queue::NOTICE_JOB).into_vec();
-        let mut due = Vec::new();
-        self.scan_prefix(QUEUE, &prefix, &prefix, usize::MAX, |k, v| {
-            if due.len() < limit {
-                let job: Job = keys::decode_record(v)?;
-                if job.until <= now {
-                    due.push(k.to_vec());
-                }
-            }
-            Ok(())
-        })?;
-        let _lock = self.lock(&due);
-        let mut batch = WriteBatch::default();
-        let mut claims = Vec::with_capacity(due.len());
-        for key in due {
-            // Looked at again under the lock: another worker may have come first.
-            let Some(v) = self.get(QUEUE, &key)? else {
-                continue;
-            };
-            let mut job: Job = keys::decode_record(&v)?;
-            if job.until > now {
-                continue;
-            }
-            job.until = now.saturating_add(lease_ms);
-            job.worker = Some(worker.to_owned());
-            batch.put_cf(self.cf(QUEUE), &key, keys::encode_record(&job)?);
-            claims.push(NoticeClaim {
-                job: job.job,
-                worker: worker.to_owned(),
-                lease_ms,
-            });
-        }
-        self.commit_unsynced(batch)?;
-        Ok(claims)
-    }
-
-    fn finish_notice_job(&self, claim: &NoticeClaim) -> StoreResult<()> {
-        let source = claim.job.source.key();
-        let key = job_key(&claim.job.tenant, &source);
-        let _lock = self.lock(&[&key]);
-        let Some(v) = self.get(QUEUE, &key)? else {
-            return Ok(());
-        };
-        let job: Job = keys::decode_record(&v)?;
-        if job.worker.as_deref() != Some(claim.worker.as_str()) {
-            return Err(StoreError::new(
-                ErrorKind::LeaseLost,
-                format!(
-                    "notice job {source} was taken over by {}",
-                    job.worker.as_deref().unwrap_or("nobody")
-                ),
-            ));
-        }
-        let mut batch = WriteBatch::default();
-        batch.delete_cf(self.cf(QUEUE), &key);
-        self.commit(batch)
-    }
 }
 
 #[async_trait]
@@ -419,27 +318,5 @@ impl NoticeStore for EmbeddedStore {
     async fn put_inbox(&self, inbox: &Inbox) -> StoreResult<bool> {
         let inbox = inbox.clone();
         self.blocking(move |db| db.put_inbox(&inbox)).await
-    }
-
-    async fn queue_notice_job(&self, job: &NoticeJob) -> StoreResult<()> {
-        let job = job.clone();
-        self.blocking(move |db| db.queue_notice_job(&job)).await
-    }
-
-    async fn claim_notice_jobs(
-        &self,
-        worker: &str,
-        now: Millis,
-        lease_ms: Millis,
-        limit: usize,
-    ) -> StoreResult<Vec<NoticeClaim>> {
-        let worker = worker.to_owned();
-        self.blocking(move |db| db.claim_notice_jobs(&worker, now, lease_ms, limit))
-            .await
-    }
-
-    async fn finish_notice_job(&self, claim: &NoticeClaim) -> StoreResult<()> {
-        let claim = claim.clone();
-        self.blocking(move |db| db.finish_notice_job(&claim)).await
     }
 }

@@ -31,7 +31,8 @@ use crate::model::{EdgeKind, FanOut, FanOutState, FeedItem};
 use crate::store::archive::import_notices;
 use crate::store::codes::{EDGE_KIND, GROUP_KIND};
 use crate::store::{
-    Archive, EdgeRecordKind, ErrorKind, ItemRecord, Record, StoreError, StoreResult,
+    Archive, EdgeRecordKind, ErrorKind, ItemRecord, JobKind, NoticeJob, Record, StoreError,
+    StoreResult,
 };
 
 /// A stream that runs `open` (a query) only when it is first polled, then
@@ -428,16 +429,12 @@ impl Archive for MongoStore {
             }))
         });
         let notice_jobs = section(async move {
-            let cursor = self
-                .notice_jobs
-                .find(tenant_filter(tenant))
-                .sort(doc! { "tenant": 1, "key": 1 })
-                .await
-                .map_err(db_err)?;
+            let cursor = self.jobs_of(JobKind::Notice, tenant).await?;
             // Waiting or held by a worker: either way still to do.
             Ok(cursor.map(|found| {
+                let job = found.map_err(db_err)?.into_job()?;
                 Ok(Record::NoticeJob {
-                    job: found.map_err(db_err)?.into_job(),
+                    job: NoticeJob::of_job(&job)?,
                 })
             }))
         });

@@ -142,10 +142,23 @@ impl MongoStore {
             .create_index(index(doc! { "tenant": 1, "owner": 1 }, unique("inbox")))
             .await
             .map_err(db_err)?;
-        self.notice_jobs
+        self.jobs
             .create_indexes([
-                index(doc! { "tenant": 1, "key": 1 }, unique("notice_job")),
-                index(doc! { "until": 1, "_id": 1 }, named("notice_due")),
+                index(doc! { "kind": 1, "tenant": 1, "key": 1 }, unique("job")),
+                index(
+                    doc! { "kind": 1, "until": 1, "queued": 1, "_id": 1 },
+                    named("job_due"),
+                ),
+            ])
+            .await
+            .map_err(db_err)?;
+        self.jobs
+            .create_indexes([
+                index(doc! { "kind": 1, "tenant": 1, "key": 1 }, unique("job")),
+                index(
+                    doc! { "kind": 1, "until": 1, "queued": 1, "_id": 1 },
+                    named("job_due"),
+                ),
             ])
             .await
             .map_err(db_err)?;

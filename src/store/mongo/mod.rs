@@ -26,11 +26,14 @@
 //! - `group_feeds` (one document per slot of a group's ring) and
 //!   `group_counters` (each group's last post number);
 //! - `notice_groups` (one document per notice group, its members inside),
-//!   `inboxes` (one per user) and `notice_jobs` (the notice job queue);
+//!   `inboxes` (one per user);
+//! - `jobs`: the job queue (see `jobs.rs`), one document per waiting or
+//!   leased job;
 //! - `events`: the event log live events cross processes by (see
 //!   `events.rs`), kept a while (TTL);
 //! - `meta`: the deployment's own values, the timeline layout the database
-//!   was written in and whether its entries carry copies of actions.
+//!   was written in, whether its entries carry copies of actions, and the
+//!   versions of layouts migrated on open.
 //!
 //! No call needs a multi-document transaction, so a standalone `mongod` works as
 //! well as a replica set: a delivery that races a hide or delete checks the
@@ -51,6 +54,7 @@ mod events;
 mod graph;
 mod group_feeds;
 mod indexes;
+mod jobs;
 mod layout;
 mod notices;
 mod queues;
@@ -169,7 +173,8 @@ pub struct MongoStore {
     /// Notice groups, one document each (see [`notices`]).
     notice_groups: Collection<Document>,
     inboxes: Collection<Inbox>,
-    notice_jobs: Collection<notices::JobDoc>,
+    /// The job queue (see [`jobs`]).
+    jobs: Collection<jobs::JobDoc>,
     /// Commands sent, by name. A std mutex: the driver calls the handler
     /// synchronously and the critical section is one map update.
     commands: Arc<Mutex<BTreeMap<String, u64>>>,
@@ -577,12 +582,13 @@ impl MongoStore {
             group_counters: db.collection("group_counters"),
             notice_groups: db.collection("notice_groups"),
             inboxes: db.collection("inboxes"),
-            notice_jobs: db.collection("notice_jobs"),
+            jobs: db.collection("jobs"),
             event_log: Arc::new(events::MongoEventLog::new(db.collection("events"))),
             db,
             commands,
         };
         store.create_indexes().await?;
+        store.migrate_jobs().await?;
         Ok(store)
     }
 

@@ -1,45 +1,19 @@
 //! MongoDB: notifications. `notice_groups` holds one document per group,
 //! the group's fields at the top (its id as `_id`) so pages, counts and
 //! trims query `last`, `visible` and `unread` directly; `inboxes` one per
-//! owner; `notice_jobs` one per waiting or leased job, unique on its tenant
-//! and key. Groups and inboxes are written under their version: a new one
+//! owner (notice jobs are on the job queue, `jobs.rs`). Groups and inboxes are written under their version: a new one
 //! is an insert that a unique index refuses twice, a change a replace of
 //! the version before. Only plain finds, counts and single-document writes,
 //! so any wire-protocol server will do.
 
 use async_trait::async_trait;
 use bson::{doc, Document};
-use mongodb::options::ReturnDocument;
 use mongodb::Collection;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::{db_err, is_duplicate, read_all, MongoStore};
 use crate::model::{Inbox, Millis, NoticeCounts, NoticeGroup, NoticeRange, ObjectId};
-use crate::store::{ErrorKind, NoticeClaim, NoticeJob, NoticeStore, StoreError, StoreResult};
-
-/// `notice_jobs` as stored.
-#[derive(Debug, Serialize, Deserialize)]
-pub(super) struct JobDoc {
-    #[serde(rename = "_id")]
-    id: ObjectId,
-    tenant: String,
-    /// The source's key: one job per tenant and key.
-    key: String,
-    job: NoticeJob,
-    /// Claimable once this is not after now: `Millis::MIN` while the job
-    /// waits, the lease's end once claimed.
-    until: Millis,
-    /// Whose lease; absent while the job waits.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    worker: Option<String>,
-}
-
-impl JobDoc {
-    /// The job, without its lease.
-    pub(super) fn into_job(self) -> NoticeJob {
-        self.job
-    }
-}
+use crate::store::{NoticeStore, StoreError, StoreResult};
 
 /// A group as stored: its fields, with its id as `_id` (the order pages
 /// break ties in).
@@ -247,85 +221,5 @@ impl NoticeStore for MongoStore {
     async fn put_inbox(&self, inbox: &Inbox) -> StoreResult<bool> {
         let filter = doc! { "tenant": &inbox.tenant, "owner": &inbox.owner };
         put_versioned(&self.inboxes, filter, inbox.version, inbox).await
-    }
-
-    async fn queue_notice_job(&self, job: &NoticeJob) -> StoreResult<()> {
-        let record = JobDoc {
-            id: ObjectId::new(),
-            tenant: job.tenant.clone(),
-            key: job.source.key(),
-            job: job.clone(),
-            until: Millis::MIN,
-            worker: None,
-        };
-        match self.notice_jobs.insert_one(&record).await {
-            // A duplicate: the job of this key waits (or runs) already.
-            Err(err) if !is_duplicate(&err) => Err(db_err(err)),
-            _ => Ok(()),
-        }
-    }
-
-    async fn claim_notice_jobs(
-        &self,
-        worker: &str,
-        now: Millis,
-        lease_ms: Millis,
-        limit: usize,
-    ) -> StoreResult<Vec<NoticeClaim>> {
-        if limit == 0 {
-            return Ok(Vec::new());
-        }
-        // One job at a time, each taken in one step, as the other queues
-        // are: two workers never take the same job, and an empty queue costs
-        // one command a round.
-        let until = now.saturating_add(lease_ms);
-        let mut claims = Vec::new();
-        while claims.len() < limit {
-            let claimed = self
-                .notice_jobs
-                .find_one_and_update(
-                    doc! { "until": { "$lte": now } },
-                    doc! { "$set": { "until": until, "worker": worker } },
-                )
-                .sort(doc! { "until": 1, "_id": 1 })
-                .return_document(ReturnDocument::After)
-                .await
-                .map_err(db_err)?;
-            let Some(job) = claimed else { break };
-            claims.push(NoticeClaim {
-                job: job.job,
-                worker: worker.to_owned(),
-                lease_ms,
-            });
-        }
-        Ok(claims)
-    }
-
-    async fn finish_notice_job(&self, claim: &NoticeClaim) -> StoreResult<()> {
-        let tenant = claim.job.tenant.as_str();
-        let key = claim.job.source.key();
-        let deleted = self
-            .notice_jobs
-            .delete_one(doc! { "tenant": tenant, "key": &key, "worker": &claim.worker })
-            .await
-            .map_err(db_err)?;
-        if deleted.deleted_count == 1 {
-            return Ok(());
-        }
-        let held = self
-            .notice_jobs
-            .find_one(doc! { "tenant": tenant, "key": &key })
-            .await
-            .map_err(db_err)?;
-        match held {
-            None => Ok(()),
-            Some(job) => Err(StoreError::new(
-                ErrorKind::LeaseLost,
-                format!(
-                    "notice job {key} was taken over by {}",
-                    job.worker.as_deref().unwrap_or("nobody")
-                ),
-            )),
-        }
     }
 }

@@ -48,6 +48,7 @@ use riverfeed::store::prelude::*;
 use riverfeed::store::{Delivery, Direction, FeedRange, StoreSettings};
 
 use crate::common::{Backend, TestStore};
+use crate::store_jobs;
 
 /// One test per case per backend, and per MongoDB layout for the cases that
 /// touch timelines: `store_suite::{embedded, mongodb, time_buckets,
@@ -128,6 +129,14 @@ store_cases! {
         notices::inboxes,
         notices::notice_jobs,
         notices::many_notice_groups,
+        store_jobs::enqueue_is_idempotent,
+        store_jobs::claims_in_order_up_to_the_limit,
+        store_jobs::expired_leases_are_taken_over,
+        store_jobs::lost_leases_cannot_renew_or_finish,
+        store_jobs::finish_removes,
+        store_jobs::backlog_counts_and_oldest,
+        store_jobs::kinds_are_independent,
+        store_jobs::tenants_are_independent,
     ],
     every_layout: [
         fanout::claims_and_leases,

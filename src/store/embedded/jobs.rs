@@ -1,0 +1,484 @@
+//! The job queue in the `jobs` family: each job under
+//! `(JOB, kind, tenant, key)` with its lease, and a due index
+//! `(DUE, kind, until, queued, tenant, key)` (empty values) that a claim
+//! reads in order and stops at the first lease still running. Every step
+//! decides under the lock of the job's key. Also the migrations that
+//! brought earlier queues here, recorded under `meta`.
+
+use async_trait::async_trait;
+use rocksdb::WriteBatch;
+use serde::{Deserialize, Serialize};
+
+use super::families::{JOBS, META, QUEUE};
+use super::keys::{self, queue, Key, Reader};
+use super::{EmbeddedStore, Inner};
+use crate::model::Millis;
+use crate::store::jobs::{lease_lost, Job, JobBacklog, JobKind, JobStore, Lease};
+use crate::store::{NoticeJob, StoreResult};
+
+/// Tags that share the `jobs` family.
+mod tag {
+    pub const JOB: u8 = 0;
+    pub const DUE: u8 = 1;
+}
+
+/// The `meta` key of the jobs layout's version: which earlier queues were
+/// moved into the `jobs` family.
+const JOBS_VERSION_KEY: &[u8] = b"jobs-version";
+/// 1: notice jobs moved from the `queue` family.
+const JOBS_VERSION: u8 = 1;
+
+fn kind_byte(kind: JobKind) -> u8 {
+    match kind {
+        JobKind::Notice => 0,
+        JobKind::Cleanup => 1,
+        JobKind::Bump => 2,
+        JobKind::FanOut => 3,
+    }
+}
+
+fn kind_of(byte: u8) -> StoreResult<JobKind> {
+    match byte {
+        0 => Ok(JobKind::Notice),
+        1 => Ok(JobKind::Cleanup),
+        2 => Ok(JobKind::Bump),
+        3 => Ok(JobKind::FanOut),
+        _ => Err(keys::corrupt("job kind")),
+    }
+}
+
+fn job_key(kind: JobKind, tenant: &str, key: &str) -> Vec<u8> {
+    Key::tag(tag::JOB)
+        .byte(kind_byte(kind))
+        .str(tenant)
+        .last(key)
+        .into_vec()
+}
+
+fn due_key(kind: JobKind, until: Millis, queued: Millis, tenant: &str, key: &str) -> Vec<u8> {
+    Key::tag(tag::DUE)
+        .byte(kind_byte(kind))
+        .num(until)
+        .num(queued)
+        .str(tenant)
+        .last(key)
+        .into_vec()
+}
+
+/// A job as stored: its payload and lease (its kind, tenant and key are
+/// its key's).
+#[derive(Serialize, Deserialize)]
+struct Stored {
+    payload: String,
+    queued: Millis,
+    /// `Millis::MIN` while it waits, else the lease's end.
+    until: Millis,
+    /// Whoever claimed it last.
+    worker: Option<String>,
+}
+
+impl Stored {
+    fn job(&self, kind: JobKind, tenant: &str, key: &str) -> Job {
+        Job {
+            kind,
+            tenant: tenant.to_owned(),
+            key: key.to_owned(),
+            payload: self.payload.clone(),
+            queued: self.queued,
+        }
+    }
+}
+
+impl Inner {
+    fn stored_job(&self, key: &[u8]) -> StoreResult<Option<Stored>> {
+        self.get(JOBS, key)?
+            .map(|v| keys::decode_record(&v))
+            .transpose()
+    }
+
+    /// Writes a job with its due entry into `batch`, over `old` (its record
+    /// as stored, whose due entry goes).
+    fn put_job(
+        &self,
+        batch: &mut WriteBatch,
+        job: &Job,
+        old: Option<&Stored>,
+        stored: &Stored,
+    ) -> StoreResult<()> {
+        let (kind, t, k) = (job.kind, job.tenant.as_str(), job.key.as_str());
+        if let Some(old) = old {
+            batch.delete_cf(self.cf(JOBS), due_key(kind, old.until, old.queued, t, k));
+        }
+        batch.put_cf(
+            self.cf(JOBS),
+            job_key(kind, t, k),
+            keys::encode_record(stored)?,
+        );
+        batch.put_cf(
+            self.cf(JOBS),
+            due_key(kind, stored.until, stored.queued, t, k),
+            [],
+        );
+        Ok(())
+    }
+
+    fn enqueue(&self, job: &Job) -> StoreResult<bool> {
+        let key = job_key(job.kind, &job.tenant, &job.key);
+        let _lock = self.lock(&[&key]);
+        if self.exists(JOBS, &key)? {
+            return Ok(false);
+        }
+        let stored = Stored {
+            payload: job.payload.clone(),
+            queued: job.queued,
+            until: Millis::MIN,
+            worker: None,
+        };
+        let mut batch = WriteBatch::default();
+        self.put_job(&mut batch, job, None, &stored)?;
+        self.commit(batch)?;
+        Ok(true)
+    }
+
+    fn claim(
+        &self,
+        kind: JobKind,
+        worker: &str,
+        now: Millis,
+        lease_ms: Millis,
+        limit: usize,
+    ) -> StoreResult<Vec<Lease>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        // Read without a lock: an idle worker polls, and polling must not
+        // queue behind writers. Each one is looked at again under its lock.
+        let prefix = Key::tag(tag::DUE).byte(kind_byte(kind)).into_vec();
+        let mut due = Vec::new();
+        let mut past_due = false;
+        self.scan_prefix(JOBS, &prefix, &prefix, usize::MAX, |k, _| {
+            if past_due || due.len() >= limit {
+                return Ok(());
+            }
+            let mut r = Reader(&k[prefix.len()..]);
+            if r.num()? > now {
+                // Ordered by the lease's end: none after this is due.
+                past_due = true;
+                return Ok(());
+            }
+            r.num()?;
+            let tenant = r.str()?.to_owned();
+            due.push((tenant, r.last()?.to_owned()));
+            Ok(())
+        })?;
+        if due.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys: Vec<Vec<u8>> = due.iter().map(|(t, k)| job_key(kind, t, k)).collect();
+        let _lock = self.lock(&keys);
+        let until = now.saturating_add(lease_ms);
+        let mut batch = WriteBatch::default();
+        let mut leases = Vec::with_capacity(due.len());
+        for ((tenant, key), stored_at) in due.iter().zip(&keys) {
+            let Some(old) = self.stored_job(stored_at)? else {
+                continue;
+            };
+            if old.until > now {
+                continue;
+            }
+            let job = old.job(kind, tenant, key);
+            let stored = Stored {
+                payload: old.payload.clone(),
+                queued: old.queued,
+                until,
+                worker: Some(worker.to_owned()),
+            };
+            self.put_job(&mut batch, &job, Some(&old), &stored)?;
+            leases.push(Lease {
+                job,
+                worker: worker.to_owned(),
+                lease_ms,
+                taken_over: old.worker.is_some(),
+            });
+        }
+        // Not synced: a claim lost in a crash is claimed again.
+        self.commit_unsynced(batch)?;
+        Ok(leases)
+    }
+
+    /// The job `lease` names, as stored, if `lease`'s worker holds it;
+    /// `LeaseLost` if another does, `None` if it is gone.
+    fn held(&self, lease: &Lease) -> StoreResult<Option<Stored>> {
+        let job = &lease.job;
+        let Some(stored) = self.stored_job(&job_key(job.kind, &job.tenant, &job.key))? else {
+            return Ok(None);
+        };
+        if stored.worker.as_deref() != Some(lease.worker.as_str()) {
+            return Err(lease_lost(job, stored.worker.as_deref()));
+        }
+        Ok(Some(stored))
+    }
+
+    fn renew(&self, lease: &Lease, now: Millis) -> StoreResult<()> {
+        let job = &lease.job;
+        let _lock = self.lock(&[job_key(job.kind, &job.tenant, &job.key)]);
+        let Some(old) = self.held(lease)? else {
+            return Err(lease_lost(job, None));
+        };
+        let stored = Stored {
+            until: now.saturating_add(lease.lease_ms),
+            worker: old.worker.clone(),
+            payload: old.payload.clone(),
+            queued: old.queued,
+        };
+        let mut batch = WriteBatch::default();
+        self.put_job(&mut batch, job, Some(&old), &stored)?;
+        // Not synced: a lease lost in a crash is released at open anyway.
+        self.commit_unsynced(batch)
+    }
+
+    fn finish(&self, lease: &Lease) -> StoreResult<()> {
+        let job = &lease.job;
+        let key = job_key(job.kind, &job.tenant, &job.key);
+        let _lock = self.lock(&[&key]);
+        let Some(old) = self.held(lease)? else {
+            return Ok(());
+        };
+        let mut batch = WriteBatch::default();
+        batch.delete_cf(self.cf(JOBS), &key);
+        batch.delete_cf(
+            self.cf(JOBS),
+            due_key(job.kind, old.until, old.queued, &job.tenant, &job.key),
+        );
+        self.commit(batch)
+    }
+
+    fn backlog(&self, kind: JobKind) -> StoreResult<JobBacklog> {
+        let prefix = Key::tag(tag::JOB).byte(kind_byte(kind)).into_vec();
+        let mut backlog = JobBacklog::default();
+        self.scan_prefix(JOBS, &prefix, &prefix, usize::MAX, |_, v| {
+            let stored: Stored = keys::decode_record(v)?;
+            backlog.jobs += 1;
+            backlog.oldest = Some(
+                backlog
+                    .oldest
+                    .map_or(stored.queued, |o| o.min(stored.queued)),
+            );
+            Ok(())
+        })?;
+        Ok(backlog)
+    }
+
+    /// Every job of `kind` (of `tenant`, or of all), waiting or leased:
+    /// for export.
+    pub(super) fn jobs_of(
+        &self,
+        kind: JobKind,
+        tenant: Option<&str>,
+        each: &mut dyn FnMut(Job) -> StoreResult<()>,
+    ) -> StoreResult<()> {
+        let of_kind = Key::tag(tag::JOB).byte(kind_byte(kind));
+        let kind_len = of_kind.0.len();
+        let prefix = match tenant {
+            Some(tenant) => of_kind.str(tenant),
+            None => of_kind,
+        }
+        .into_vec();
+        self.scan_prefix(JOBS, &prefix, &prefix, usize::MAX, |k, v| {
+            let mut r = Reader(&k[kind_len..]);
+            let tenant = r.str()?;
+            let key = r.last()?;
+            let stored: Stored = keys::decode_record(v)?;
+            each(stored.job(kind, tenant, key))
+        })
+    }
+
+    /// Ends every lease at once: called at open, when no worker can hold one,
+    /// since the store belongs to this one process. The holder's name stays
+    /// (the next claim says `taken_over`). Returns how many were held.
+    pub(super) fn release_jobs(&self) -> StoreResult<usize> {
+        let prefix = [tag::JOB];
+        let mut batch = WriteBatch::default();
+        let mut released = 0;
+        self.scan_prefix(JOBS, &prefix, &prefix, usize::MAX, |k, v| {
+            let stored: Stored = keys::decode_record(v)?;
+            if stored.until == Millis::MIN {
+                return Ok(());
+            }
+            let mut r = Reader(&k[1..]);
+            let kind = kind_of(r.byte()?)?;
+            let tenant = r.str()?;
+            let key = r.last()?;
+            let job = stored.job(kind, tenant, key);
+            let waiting = Stored {
+                until: Millis::MIN,
+                worker: stored.worker.clone(),
+                payload: stored.payload.clone(),
+                queued: stored.queued,
+            };
+            self.put_job(&mut batch, &job, Some(&stored), &waiting)?;
+            released += 1;
+            Ok(())
+        })?;
+        if released > 0 {
+            self.commit(batch)?;
+        }
+        Ok(released)
+    }
+
+    /// Moves the queues earlier versions kept in the `queue` family into
+    /// `jobs`, once, leases in flight included; the version reached is
+    /// recorded under `meta` in the same batch.
+    pub(super) fn migrate_jobs(&self) -> StoreResult<()> {
+        let version = self.get(META, JOBS_VERSION_KEY)?;
+        let at = match version.as_deref() {
+            None => 0,
+            Some([v]) => *v,
+            Some(_) => return Err(keys::corrupt("jobs version")),
+        };
+        if at >= JOBS_VERSION {
+            return Ok(());
+        }
+        let mut batch = WriteBatch::default();
+        let mut moved = 0usize;
+        if at < 1 {
+            moved += self.move_notice_jobs(&mut batch)?;
+        }
+        batch.put_cf(self.cf(META), JOBS_VERSION_KEY, [JOBS_VERSION]);
+        self.commit(batch)?;
+        if moved > 0 {
+            tracing::info!(moved, "queued jobs moved to the jobs family");
+        }
+        Ok(())
+    }
+
+    /// Notice jobs as the `queue` family held them:
+    /// `(NOTICE_JOB, tenant, source key)` → the job and its lease.
+    fn move_notice_jobs(&self, batch: &mut WriteBatch) -> StoreResult<usize> {
+        #[derive(Deserialize)]
+        struct Earlier {
+            job: NoticeJob,
+            until: Millis,
+            worker: Option<String>,
+        }
+        let prefix = [queue::NOTICE_JOB];
+        let mut moved = 0;
+        self.scan_prefix(QUEUE, &prefix, &prefix, usize::MAX, |k, v| {
+            let earlier: Earlier = keys::decode_record(v)?;
+            let job = earlier.job.to_job()?;
+            let stored = Stored {
+                payload: job.payload.clone(),
+                queued: job.queued,
+                until: earlier.until,
+                worker: earlier.worker,
+            };
+            self.put_job(batch, &job, None, &stored)?;
+            batch.delete_cf(self.cf(QUEUE), k);
+            moved += 1;
+            Ok(())
+        })?;
+        Ok(moved)
+    }
+}
+
+#[async_trait]
+impl JobStore for EmbeddedStore {
+    async fn enqueue(&self, job: &Job) -> StoreResult<bool> {
+        let job = job.clone();
+        self.blocking(move |db| db.enqueue(&job)).await
+    }
+
+    async fn claim(
+        &self,
+        kind: JobKind,
+        worker: &str,
+        now: Millis,
+        lease_ms: Millis,
+        limit: usize,
+    ) -> StoreResult<Vec<Lease>> {
+        let worker = worker.to_owned();
+        self.blocking(move |db| db.claim(kind, &worker, now, lease_ms, limit))
+            .await
+    }
+
+    async fn renew(&self, lease: &Lease, now: Millis) -> StoreResult<()> {
+        let lease = lease.clone();
+        self.blocking(move |db| db.renew(&lease, now)).await
+    }
+
+    async fn finish(&self, lease: &Lease) -> StoreResult<()> {
+        let lease = lease.clone();
+        self.blocking(move |db| db.finish(&lease)).await
+    }
+
+    async fn backlog(&self, kind: JobKind) -> StoreResult<JobBacklog> {
+        self.blocking(move |db| db.backlog(kind)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{NoticeSource, StoreError};
+
+    /// A data directory written before the `jobs` family, with a notice job
+    /// waiting and one leased, opens with both pending, the lease released
+    /// with its holder named; the move is recorded and not made twice.
+    #[tokio::test]
+    async fn earlier_notice_jobs_are_moved_once() -> Result<(), StoreError> {
+        #[derive(Serialize)]
+        struct Earlier<'a> {
+            job: &'a NoticeJob,
+            until: Millis,
+            worker: Option<&'a str>,
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let job = |user: &str, at| NoticeJob {
+            tenant: "acme".into(),
+            source: NoticeSource::Assigned {
+                ref_id: "mary".into(),
+                user: user.into(),
+                by: "ann".into(),
+            },
+            at,
+        };
+        let (waiting, held) = (job("john", 10), job("rita", 20));
+        {
+            let store = EmbeddedStore::open(dir.path())?;
+            let db = &store.inner;
+            let mut batch = WriteBatch::default();
+            for (job, until, worker) in [(&waiting, Millis::MIN, None), (&held, 5_000, Some("w1"))]
+            {
+                let key = Key::tag(queue::NOTICE_JOB)
+                    .str(&job.tenant)
+                    .last(&job.source.key())
+                    .into_vec();
+                let earlier = Earlier { job, until, worker };
+                batch.put_cf(db.cf(QUEUE), key, keys::encode_record(&earlier)?);
+            }
+            // As the earlier version left it: no jobs version noted.
+            batch.delete_cf(db.cf(META), JOBS_VERSION_KEY);
+            db.commit(batch)?;
+        }
+        let store = EmbeddedStore::open(dir.path())?;
+        let leases = store.claim(JobKind::Notice, "w2", 0, 1_000, 10).await?;
+        let got: Vec<(NoticeJob, bool)> = leases
+            .iter()
+            .map(|l| Ok((NoticeJob::of_job(&l.job)?, l.taken_over)))
+            .collect::<StoreResult<_>>()?;
+        assert_eq!(got, vec![(waiting, false), (held, true)]);
+        let prefix = [queue::NOTICE_JOB];
+        let mut left = 0;
+        store
+            .inner
+            .scan_prefix(QUEUE, &prefix, &prefix, usize::MAX, |_, _| {
+                left += 1;
+                Ok(())
+            })?;
+        assert_eq!(left, 0, "the earlier entries are gone");
+        drop(store);
+        let store = EmbeddedStore::open(dir.path())?;
+        assert_eq!(store.backlog(JobKind::Notice).await?.jobs, 2, "moved once");
+        Ok(())
+    }
+}

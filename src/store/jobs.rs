@@ -1,0 +1,223 @@
+//! Jobs: one leased queue for every kind of background work.
+//!
+//! A job is `(kind, tenant, key)` and a payload its kind decodes. The worker
+//! claims jobs of one kind under a lease, does them, and finishes them; the
+//! store keeps them, orders them and enforces the lease. What a job *does*
+//! lives above the port (the worker, the timeline layer), once for every
+//! backend. Kinds: [`JobKind`].
+//!
+//! # Lease semantics (the contract `tests/it/store_jobs.rs` holds backends to)
+//! - [`JobStore::enqueue`] is idempotent by kind, tenant and key: while a job
+//!   of that key waits or is leased, queueing it again changes nothing (its
+//!   payload and place included) and answers `false`. Once it is finished, the
+//!   key may be queued again.
+//! - A job is *due* when it waits (never claimed) or its lease ran out
+//!   (`until <= now`). [`JobStore::claim`] leases up to `limit` due jobs of one
+//!   kind to a worker until `now + lease_ms`, waiting jobs first in the order
+//!   they were queued, then expired leases, the longest expired first. A
+//!   claim of a job another worker held says so (`taken_over`): its work may
+//!   be half done, which every handler must tolerate (delivery is idempotent:
+//!   one item per reader and action).
+//! - Two workers never hold one job: a claim is one atomic step per job.
+//! - Only the holder may [`JobStore::renew`] (extend to `now + lease_ms`) or
+//!   [`JobStore::finish`] (remove) a job. The holder is whoever claimed it
+//!   last: a lease that ran out but was not taken over is still its worker's.
+//!   Another worker's lease is `ErrorKind::LeaseLost`, and so is renewing a
+//!   job that is gone (someone else finished it): the caller stops and
+//!   writes nothing more. Finishing a job that is gone is not an error; the
+//!   work is done either way.
+//! - [`JobStore::backlog`] counts the jobs of a kind, waiting or leased, and
+//!   says when the oldest was queued: for `/metrics`.
+//! - Kinds and tenants are independent: a claim of one kind never returns
+//!   another's; the same key in two tenants is two jobs.
+//! - The embedded store belongs to one process: at open, every lease is
+//!   released (its holder's name kept, so the next claim says `taken_over`).
+//!
+//! # Which work runs on it
+//! Notice jobs do. Fan-outs, bumps and unfollow cleanups still run on the
+//! queues of [`super::QueueStore`] and move onto this one kind by kind; the
+//! kinds are declared here already so that the queue's contract covers them.
+//!
+//! # Jobs that must be atomic with a record
+//! A fan-out is queued with its action, a bump with its comment: a record
+//! without its job would never be worked on, and a job without its record
+//! would be claimed for nothing. The backend writes the record and the job
+//! in one step: on the embedded store, one `WriteBatch` (the way every write
+//! there already is); on MongoDB, one multi-document transaction, which any
+//! replica set supports, and Riverfeed already needs a replica set for its
+//! change streams. The alternative, queueing the job first and letting its
+//! handler tolerate a record that never appears, needs a grace period
+//! before a job without its record may be dropped (the record may still
+//! be on its way), which is a timing rule to get wrong; one step has none.
+//!
+//! A worker's batch of writes checks its lease in the same step as the
+//! writes (the embedded store under the job's lock, in the batch's one
+//! `WriteBatch`): a worker that lost its lease writes nothing, and a re-run
+//! by the new holder duplicates nothing.
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use super::metered::port;
+use super::{ErrorKind, StoreError, StoreResult};
+use crate::model::Millis;
+
+/// What a job is for. Each kind is its own queue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum JobKind {
+    /// An action's fan-out: its delivery to every reader.
+    FanOut,
+    /// The bump a comment causes.
+    Bump,
+    /// An unfollow's or a group left's cleanup.
+    Cleanup,
+    /// A notice with no job of its own (a like, an assignment):
+    /// [`super::NoticeJob`].
+    Notice,
+}
+
+impl JobKind {
+    pub const ALL: [JobKind; 4] = [
+        JobKind::FanOut,
+        JobKind::Bump,
+        JobKind::Cleanup,
+        JobKind::Notice,
+    ];
+
+    /// How the kind is stored (and named in `/metrics`).
+    pub fn code(self) -> &'static str {
+        match self {
+            JobKind::FanOut => "fanout",
+            JobKind::Bump => "bump",
+            JobKind::Cleanup => "cleanup",
+            JobKind::Notice => "notice",
+        }
+    }
+
+    /// The kind stored as `code`; an unknown code is corrupt data.
+    pub fn of_code(code: &str) -> StoreResult<JobKind> {
+        JobKind::ALL
+            .into_iter()
+            .find(|k| k.code() == code)
+            .ok_or_else(|| {
+                StoreError::new(
+                    ErrorKind::Internal,
+                    format!("a stored job has an unknown kind {code:?}"),
+                )
+            })
+    }
+}
+
+/// One unit of background work.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Job {
+    pub kind: JobKind,
+    pub tenant: String,
+    /// Unique among the waiting and leased jobs of its kind and tenant.
+    pub key: String,
+    /// What the worker needs to do it, as JSON: the kind decodes it.
+    pub payload: String,
+    /// When it was queued: the order waiting jobs are claimed in.
+    pub queued: Millis,
+}
+
+impl Job {
+    /// A job carrying `payload`.
+    pub fn new<T: Serialize>(
+        kind: JobKind,
+        tenant: &str,
+        key: &str,
+        payload: &T,
+        queued: Millis,
+    ) -> StoreResult<Job> {
+        let payload = serde_json::to_string(payload)
+            .map_err(|e| StoreError::internal(format!("cannot encode a {} job", kind.code()), e))?;
+        Ok(Job {
+            kind,
+            tenant: tenant.to_owned(),
+            key: key.to_owned(),
+            payload,
+            queued,
+        })
+    }
+
+    /// Its payload, as its kind wrote it; corrupt data names the job.
+    pub fn payload<T: DeserializeOwned>(&self) -> StoreResult<T> {
+        serde_json::from_str(&self.payload).map_err(|e| {
+            StoreError::internal(
+                format!(
+                    "corrupt payload of {} job {:?} of tenant {:?}",
+                    self.kind.code(),
+                    self.key,
+                    self.tenant
+                ),
+                e,
+            )
+        })
+    }
+}
+
+/// A job a worker holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lease {
+    pub job: Job,
+    pub worker: String,
+    /// How long each claim or renewal holds it.
+    pub lease_ms: Millis,
+    /// Another worker held it before, and its lease ran out.
+    pub taken_over: bool,
+}
+
+/// The jobs of one kind not finished yet.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct JobBacklog {
+    /// Waiting or leased.
+    pub jobs: u64,
+    /// When the oldest of them was queued.
+    pub oldest: Option<Millis>,
+}
+
+port! {
+/// The job queue. See the module doc for the lease semantics.
+pub trait JobStore: Send + Sync {
+    /// Queues `job` unless one of its kind, tenant and key waits or is
+    /// leased. Returns whether it was queued.
+    async fn enqueue(&self, job: &Job) -> StoreResult<bool>;
+    /// Leases up to `limit` due jobs of `kind` to `worker` until
+    /// `now + lease_ms`: waiting ones in the order queued, then those whose
+    /// lease ran out.
+    async fn claim(
+        &self,
+        kind: JobKind,
+        worker: &str,
+        now: Millis,
+        lease_ms: Millis,
+        limit: usize,
+    ) -> StoreResult<Vec<Lease>>;
+    /// Extends a held lease to `now + lease_ms`. `LeaseLost` if another worker
+    /// holds the job or it is gone.
+    async fn renew(&self, lease: &Lease, now: Millis) -> StoreResult<()>;
+    /// Removes a held job: it is done. `LeaseLost` if another worker holds it;
+    /// nothing if it is gone.
+    async fn finish(&self, lease: &Lease) -> StoreResult<()>;
+    /// How many jobs of `kind` wait or are leased, and the oldest's time.
+    async fn backlog(&self, kind: JobKind) -> StoreResult<JobBacklog>;
+}
+}
+
+/// The error a holder gets when `holder` (or nobody) has its job now.
+pub fn lease_lost(job: &Job, holder: Option<&str>) -> StoreError {
+    let what = format!(
+        "{} job {:?} of tenant {:?}",
+        job.kind.code(),
+        job.key,
+        job.tenant
+    );
+    StoreError::new(
+        ErrorKind::LeaseLost,
+        match holder {
+            Some(worker) => format!("{what} was taken over by {worker}"),
+            None => format!("{what} was finished by another worker"),
+        },
+    )
+}

@@ -1,0 +1,294 @@
+//! The conformance cases of the job queue (`JobStore`): the lease semantics
+//! every kind of background work relies on, written once. The store suite
+//! runs each alone on a fresh store of each backend
+//! (`store_suite::embedded::enqueue_is_idempotent`, …).
+
+use anyhow::{ensure, Context, Result};
+use riverfeed::store::prelude::*;
+use riverfeed::store::{ErrorKind, Job, JobKind, Lease};
+
+use crate::common::{Backend, TestStore};
+
+const T: &str = "jobs";
+const LEASE: i64 = 500;
+
+fn job(kind: JobKind, tenant: &str, key: &str, queued: i64) -> Job {
+    Job::new(kind, tenant, key, &format!("payload of {key}"), queued).expect("a payload")
+}
+
+fn keys(leases: &[Lease]) -> Vec<&str> {
+    leases.iter().map(|l| l.job.key.as_str()).collect()
+}
+
+/// Queueing a job of a waiting or leased key changes nothing, its payload
+/// and place included; a finished key may be queued again.
+pub async fn enqueue_is_idempotent(store: &dyn Store) -> Result<()> {
+    let first = job(JobKind::Notice, T, "a", 10);
+    ensure!(store.enqueue(&first).await?, "queued");
+    let mut again = job(JobKind::Notice, T, "a", 5);
+    again.payload = "\"another\"".into();
+    ensure!(!store.enqueue(&again).await?, "waiting: not queued twice");
+    let leases = store.claim(JobKind::Notice, "w1", 1_000, LEASE, 10).await?;
+    ensure!(leases.len() == 1, "one job: {leases:?}");
+    ensure!(
+        leases[0].job == first,
+        "as first queued: {:?}",
+        leases[0].job
+    );
+    ensure!(
+        leases[0].job.payload::<String>()? == "payload of a",
+        "the payload reads back"
+    );
+    ensure!(!store.enqueue(&again).await?, "leased: not queued twice");
+    store.finish(&leases[0]).await?;
+    ensure!(store.enqueue(&again).await?, "finished: queued again");
+    let leases = store.claim(JobKind::Notice, "w1", 1_000, LEASE, 10).await?;
+    ensure!(leases.len() == 1 && leases[0].job == again, "{leases:?}");
+    Ok(())
+}
+
+/// Waiting jobs are claimed in the order queued, at most `limit` at a time,
+/// each leased to the claiming worker; leased ones are not claimed again.
+pub async fn claims_in_order_up_to_the_limit(store: &dyn Store) -> Result<()> {
+    for (key, queued) in [("c", 30), ("a", 10), ("d", 40), ("b", 20)] {
+        store.enqueue(&job(JobKind::Notice, T, key, queued)).await?;
+    }
+    let first = store.claim(JobKind::Notice, "w1", 1_000, LEASE, 3).await?;
+    ensure!(keys(&first) == ["a", "b", "c"], "{:?}", keys(&first));
+    ensure!(first
+        .iter()
+        .all(|l| l.worker == "w1" && l.lease_ms == LEASE && !l.taken_over));
+    let rest = store.claim(JobKind::Notice, "w2", 1_000, LEASE, 3).await?;
+    ensure!(
+        keys(&rest) == ["d"],
+        "the leased ones wait: {:?}",
+        keys(&rest)
+    );
+    ensure!(store
+        .claim(JobKind::Notice, "w2", 1_000, LEASE, 3)
+        .await?
+        .is_empty());
+    ensure!(store
+        .claim(JobKind::Notice, "w2", 1_000, LEASE, 0)
+        .await?
+        .is_empty());
+    Ok(())
+}
+
+/// A lease that ran out is claimed by the next worker, which is told it
+/// took the job over; one still running is not; renewing extends it.
+pub async fn expired_leases_are_taken_over(store: &dyn Store) -> Result<()> {
+    store.enqueue(&job(JobKind::Notice, T, "a", 10)).await?;
+    store.enqueue(&job(JobKind::Notice, T, "b", 20)).await?;
+    let held = store.claim(JobKind::Notice, "w1", 1_000, LEASE, 10).await?;
+    ensure!(held.len() == 2);
+    // `a` renewed at 1_200 runs to 1_700; `b` runs out at 1_500.
+    store.renew(&held[0], 1_200).await?;
+    ensure!(store
+        .claim(JobKind::Notice, "w2", 1_499, LEASE, 10)
+        .await?
+        .is_empty());
+    let taken = store.claim(JobKind::Notice, "w2", 1_500, LEASE, 10).await?;
+    ensure!(keys(&taken) == ["b"], "{:?}", keys(&taken));
+    ensure!(taken[0].taken_over && taken[0].worker == "w2");
+    let taken = store.claim(JobKind::Notice, "w3", 1_700, LEASE, 10).await?;
+    ensure!(keys(&taken) == ["a"] && taken[0].taken_over);
+    Ok(())
+}
+
+/// Once another worker holds a job, the one that lost it can neither renew
+/// nor finish it (`LeaseLost`), nor renew it once the new holder finished
+/// it; finishing a job that is gone changes nothing. A lease that ran out
+/// but was not taken over is still its holder's.
+pub async fn lost_leases_cannot_renew_or_finish(store: &dyn Store) -> Result<()> {
+    store.enqueue(&job(JobKind::Notice, T, "a", 10)).await?;
+    let old = store.claim(JobKind::Notice, "w1", 1_000, LEASE, 1).await?;
+    let old = old.first().context("claimed")?;
+    store
+        .renew(old, 2_000)
+        .await
+        .context("ran out, not taken over: still w1's")?;
+    let new = store.claim(JobKind::Notice, "w2", 2_500, LEASE, 1).await?;
+    let new = new.first().context("taken over")?;
+    for (what, err) in [
+        ("renew", store.renew(old, 2_600).await.err()),
+        ("finish", store.finish(old).await.err()),
+    ] {
+        let err = err.with_context(|| format!("{what} with a lost lease"))?;
+        ensure!(err.kind == ErrorKind::LeaseLost, "{what}: {err:?}");
+    }
+    store.renew(new, 2_600).await?;
+    store.finish(new).await?;
+    let err = store
+        .renew(old, 2_700)
+        .await
+        .err()
+        .context("renew a gone job")?;
+    ensure!(err.kind == ErrorKind::LeaseLost, "{err:?}");
+    store.finish(old).await.context("finish a gone job")?;
+    Ok(())
+}
+
+/// A finished job is gone: never claimed again, however late.
+pub async fn finish_removes(store: &dyn Store) -> Result<()> {
+    store.enqueue(&job(JobKind::Notice, T, "a", 10)).await?;
+    store.enqueue(&job(JobKind::Notice, T, "b", 20)).await?;
+    let held = store.claim(JobKind::Notice, "w1", 1_000, LEASE, 10).await?;
+    store.finish(&held[0]).await?;
+    let later = store
+        .claim(JobKind::Notice, "w2", 1_000_000, LEASE, 10)
+        .await?;
+    ensure!(keys(&later) == ["b"], "{:?}", keys(&later));
+    store.finish(&later[0]).await?;
+    ensure!(store
+        .claim(JobKind::Notice, "w2", 2_000_000, LEASE, 10)
+        .await?
+        .is_empty());
+    ensure!(store.backlog(JobKind::Notice).await?.jobs == 0);
+    Ok(())
+}
+
+/// The backlog counts a kind's waiting and leased jobs and says when the
+/// oldest was queued.
+pub async fn backlog_counts_and_oldest(store: &dyn Store) -> Result<()> {
+    let empty = store.backlog(JobKind::Cleanup).await?;
+    ensure!(empty.jobs == 0 && empty.oldest.is_none(), "{empty:?}");
+    for (key, queued) in [("b", 20), ("a", 10), ("c", 30)] {
+        store
+            .enqueue(&job(JobKind::Cleanup, T, key, queued))
+            .await?;
+    }
+    let held = store.claim(JobKind::Cleanup, "w1", 1_000, LEASE, 1).await?;
+    let backlog = store.backlog(JobKind::Cleanup).await?;
+    ensure!(
+        backlog.jobs == 3 && backlog.oldest == Some(10),
+        "leased ones count: {backlog:?}"
+    );
+    store.finish(&held[0]).await?;
+    let backlog = store.backlog(JobKind::Cleanup).await?;
+    ensure!(
+        backlog.jobs == 2 && backlog.oldest == Some(20),
+        "{backlog:?}"
+    );
+    Ok(())
+}
+
+/// Each kind is its own queue: the same tenant and key in two kinds are two
+/// jobs, and a claim of one kind never returns another's.
+pub async fn kinds_are_independent(store: &dyn Store) -> Result<()> {
+    for kind in JobKind::ALL {
+        ensure!(store.enqueue(&job(kind, T, "same", 10)).await?, "{kind:?}");
+    }
+    for kind in JobKind::ALL {
+        let leases = store.claim(kind, "w1", 1_000, LEASE, 10).await?;
+        ensure!(
+            leases.len() == 1 && leases[0].job.kind == kind,
+            "{kind:?}: {leases:?}"
+        );
+        ensure!(store.backlog(kind).await?.jobs == 1, "{kind:?}");
+        store.finish(&leases[0]).await?;
+        ensure!(store.backlog(kind).await?.jobs == 0, "{kind:?}");
+    }
+    for kind in JobKind::ALL {
+        ensure!(
+            store.claim(kind, "w1", 9_000, LEASE, 10).await?.is_empty(),
+            "{kind:?} finished"
+        );
+    }
+    Ok(())
+}
+
+/// The same key in two tenants is two jobs, each finished on its own.
+pub async fn tenants_are_independent(store: &dyn Store) -> Result<()> {
+    ensure!(store.enqueue(&job(JobKind::Bump, T, "k", 10)).await?);
+    ensure!(store.enqueue(&job(JobKind::Bump, "other", "k", 20)).await?);
+    let leases = store.claim(JobKind::Bump, "w1", 1_000, LEASE, 10).await?;
+    let tenants: Vec<&str> = leases.iter().map(|l| l.job.tenant.as_str()).collect();
+    ensure!(tenants == [T, "other"], "{tenants:?}");
+    store.finish(&leases[0]).await?;
+    let left = store.claim(JobKind::Bump, "w2", 5_000, LEASE, 10).await?;
+    ensure!(
+        left.len() == 1 && left[0].job.tenant == "other" && left[0].taken_over,
+        "{left:?}"
+    );
+    Ok(())
+}
+
+/// A MongoDB database written before the job queue, with a notice job
+/// waiting and one leased (documents of that release's shape, inserted
+/// raw), opens with both pending: the waiting one due now, the leased one
+/// when its lease runs out, taken over. The move is noted and made once.
+#[tokio::test]
+async fn earlier_mongodb_notice_jobs_are_moved_once() {
+    use bson::{doc, oid::ObjectId};
+    use riverfeed::store::NoticeJob;
+
+    let Some(base) = crate::common::mongodb_uri() else {
+        return;
+    };
+    let url = crate::common::mongodb_database_uri(&base, "jobs_earlier_notice_jobs");
+    let client = ::mongodb::Client::with_uri_str(&url).await.expect("client");
+    let db = client.default_database().expect("a database in the URI");
+    let liked = ObjectId::new();
+    db.collection("notice_jobs")
+        .insert_many([
+            doc! {
+                "_id": ObjectId::new(),
+                "tenant": T,
+                "key": format!("l:{liked}:rita"),
+                "job": {
+                    "tenant": T,
+                    "source": { "kind": "like", "actionId": liked, "user": "rita" },
+                    "at": 10_i64,
+                },
+                "until": i64::MIN,
+            },
+            doc! {
+                "_id": ObjectId::new(),
+                "tenant": T,
+                "key": "a:mary:john",
+                "job": {
+                    "tenant": T,
+                    "source": { "kind": "assigned", "refId": "mary", "user": "john", "by": "ann" },
+                    "at": 20_i64,
+                },
+                "until": 5_000_i64,
+                "worker": "w1",
+            },
+        ])
+        .await
+        .expect("earlier jobs inserted");
+    let result = async {
+        let store = riverfeed::store::open(&url).await?;
+        let now = store.claim(JobKind::Notice, "w2", 1_000, LEASE, 10).await?;
+        ensure!(
+            keys(&now) == [format!("l:{liked}:rita")],
+            "the waiting one: {now:?}"
+        );
+        let job = NoticeJob::of_job(&now[0].job)?;
+        ensure!(job.at == 10 && !now[0].taken_over, "{job:?}");
+        store.finish(&now[0]).await?;
+        let later = store.claim(JobKind::Notice, "w2", 5_000, LEASE, 10).await?;
+        ensure!(
+            keys(&later) == ["a:mary:john"] && later[0].taken_over,
+            "the leased one, once its lease ran out: {later:?}"
+        );
+        ensure!(store.backlog(JobKind::Notice).await?.jobs == 1);
+        let left = db
+            .list_collection_names()
+            .await?
+            .into_iter()
+            .any(|name| name == "notice_jobs");
+        ensure!(!left, "the earlier collection is gone");
+        drop(store);
+        // Opened again: nothing moved twice.
+        let store = riverfeed::store::open(&url).await?;
+        ensure!(store.backlog(JobKind::Notice).await?.jobs == 1);
+        Ok(())
+    }
+    .await;
+    crate::common::drop_database(&db).await;
+    if let Err(err) = result {
+        panic!("{err:#}");
+    }
+}
