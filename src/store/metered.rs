@@ -40,8 +40,8 @@ use futures_util::stream::BoxStream;
 use prometheus_client::metrics::histogram::Histogram;
 
 use super::{
-    ActionStore, Archive, GraphStore, GroupFeedStore, JobStore, NoticeStore, QueueStore, ReactionStore,
-    Record, RiverStore, SourceStore, Store, StoreResult, TimelineStore,
+    ActionStore, Archive, GraphStore, GroupFeedStore, JobStore, NoticeStore, QueueStore,
+    ReactionStore, Record, RiverStore, SourceStore, Store, StoreResult, TimelineStore,
 };
 use crate::metrics::Metrics;
 
@@ -342,7 +342,9 @@ mod tests {
             Op::fan_out_backlog,
             Op::hide_feed_item,
             Op::outboxes,
-            Op::finish_notice_job,
+            Op::put_inbox,
+            Op::claim,
+            Op::backlog,
             Op::import,
         ] {
             assert_eq!(all[op.index], op);

@@ -158,7 +158,6 @@ impl FeedModel {
     pub fn pushes_all(&self) -> bool {
         self.kind == FeedModelKind::Push && self.pulled_below.is_none()
     }
-
 }
 
 /// Keys of what the store remembers of the models a deployment ran.

@@ -7,8 +7,6 @@ use anyhow::{ensure, Context, Result};
 use riverfeed::store::prelude::*;
 use riverfeed::store::{ErrorKind, Job, JobKind, Lease};
 
-use crate::common::{Backend, TestStore};
-
 const T: &str = "jobs";
 const LEASE: i64 = 500;
 
