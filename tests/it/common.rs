@@ -33,6 +33,20 @@ pub const PATIENCE: Duration = Duration::from_secs(15);
 /// is done.
 pub const DELIVERY_PATIENCE: Duration = Duration::from_secs(45);
 
+/// Where the tests' manual clocks start: 2096-10-02, later than any real
+/// now. MongoDB's TTL monitor deletes on the real clock (an expired action
+/// a day after its expiry, a live event an hour after it was logged), so a
+/// test whose clock lay in the real past would race it: its records could
+/// vanish in the middle of the test, whenever the monitor's minute came.
+pub const CLOCK_START: i64 = 4_000_000_000_000;
+
+/// `millis` as the API writes a time (RFC 3339).
+pub fn iso(millis: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(millis)
+        .expect("a time")
+        .to_rfc3339()
+}
+
 /// Which store a test runs on.
 #[derive(Clone, Copy, Debug)]
 pub enum Backend {

@@ -12,10 +12,9 @@ use riverfeed::store::StoreSettings;
 use riverfeed::timeline::{FeedModel, FeedModelKind};
 use serde_json::{json, Value};
 
-use crate::common::{store_url, Backend, Client, Stopped, TestServer};
+use crate::common::{iso, store_url, Backend, Client, Stopped, TestServer, CLOCK_START};
 
-/// 2026-01-01T00:00:00Z.
-const START: i64 = 1_767_225_600_000;
+const START: i64 = CLOCK_START;
 
 const PAGE: &str = "{ feed(first: 20) { edges { node { action { actionId
     descriptor { ... on StatusPost { text } ... on NewApplicant { applicantName } }
@@ -225,12 +224,7 @@ async fn copies_stay_true(layout: TimelineLayout) {
         .upsert_user("carol", "Carol")
         .await;
     bob.follow("ann").await;
-    let story = post(
-        &ann,
-        "story",
-        json!({ "expiresAt": "2026-01-01T00:01:00Z" }),
-    )
-    .await;
+    let story = post(&ann, "story", json!({ "expiresAt": iso(START + 60_000) })).await;
     let hidden = post(&ann, "to hide", json!({})).await;
     let narrowed = post(&ann, "to narrow", json!({})).await;
     let deleted = post(&ann, "to delete", json!({})).await;

@@ -12,16 +12,11 @@ use riverfeed::server::ServeOptions;
 use riverfeed::store::prelude::*;
 use serde_json::{json, Value};
 
-use crate::common::{store_url, Backend, Client, Stopped, TestServer, WsClient, FEED_EVENTS};
+use crate::common::{
+    iso, store_url, Backend, Client, Stopped, TestServer, WsClient, CLOCK_START, FEED_EVENTS,
+};
 
-/// 2026-01-01T00:00:00Z.
-const START: i64 = 1_767_225_600_000;
-
-fn iso(millis: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(millis)
-        .expect("a time")
-        .to_rfc3339()
-}
+const START: i64 = CLOCK_START;
 
 async fn start(
     backend: Backend,

@@ -33,7 +33,7 @@ fn steps(backend: Backend) -> usize {
         Backend::Mongo(_) => 50,
     }
 }
-const START: i64 = 1_750_000_000_000;
+const START: i64 = crate::common::CLOCK_START;
 
 /// One model's server, driven by hand: its worker runs when the test says.
 struct Deployment {

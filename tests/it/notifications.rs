@@ -365,7 +365,7 @@ async fn preferences_and_expiring_mutes(backend: Backend) {
     let Some(stopped) = crate::common::store_url(backend) else {
         return;
     };
-    let clock = Arc::new(ManualClock::new(1_800_000_000_000));
+    let clock = Arc::new(ManualClock::new(crate::common::CLOCK_START));
     let manual = clock.clone();
     let server = TestServer::start_with(
         crate::common::Stopped {
@@ -396,7 +396,7 @@ async fn preferences_and_expiring_mutes(backend: Backend) {
     jobs_done(&server, "notice", 1).await;
     assert!(nodes(&groups(&mary).await).is_empty(), "likes are off");
 
-    let until_at = "2027-01-16T00:00:00Z";
+    let until_at = crate::common::iso(crate::common::CLOCK_START + 24 * 3_600_000);
     let muted = mary
         .data(
             "mutation($id: ID!, $u: DateTime) { muteThread(actionId: $id, until: $u) { mutes { actionId until } } }",
@@ -412,7 +412,7 @@ async fn preferences_and_expiring_mutes(backend: Backend) {
     );
 
     // Past the mute's end, the thread notifies again.
-    let end = chrono::DateTime::parse_from_rfc3339(until_at)
+    let end = chrono::DateTime::parse_from_rfc3339(&until_at)
         .unwrap()
         .timestamp_millis();
     clock.advance(end - clock.now());

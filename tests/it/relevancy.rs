@@ -21,7 +21,7 @@ use crate::store_suite::action;
 
 const T: &str = "acme";
 const HOUR: Millis = 3_600_000;
-const START: Millis = 1_700_000_000_000;
+const START: Millis = crate::common::CLOCK_START;
 
 fn rules() -> BumpRules {
     BumpRules {
