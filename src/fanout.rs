@@ -11,14 +11,14 @@
 //! lease to run out; the next claim takes the action over, and because delivery
 //! skips readers that already have the item, the re-run duplicates nothing.
 //!
-//! Bumps work the same way: every comment queues a bump job, which a worker
-//! claims under a lease, raises the action for the readers the relevancy rules
-//! pick (see [`crate::relevancy`]), publishes `BUMPED` events and marks done.
-//! A bump raises to a fixed target (the comment's time plus the boost), so a
-//! re-run, or two workers at once, change nothing further.
-//!
-//! Notice jobs (a like, an assignment) come from the job queue
-//! ([`crate::store::jobs`]): each writes its notices and is finished.
+//! Bumps and notice jobs come from the job queue ([`crate::store::jobs`]).
+//! Every comment queues a bump job, which a worker claims under a lease,
+//! raises the action for the readers the relevancy rules pick (see
+//! [`crate::relevancy`]), renewing the lease before each batch, publishes
+//! `BUMPED` events and finishes. A bump raises to a fixed target (the
+//! comment's time plus the boost), so a re-run, or two workers at once,
+//! change nothing further. A notice job (a like, an assignment) writes its
+//! notices and is finished.
 //! Cleanups take the items an ended follow, friendship or group brought
 //! out of the reader's feed (reads leave them out from the moment it
 //! ended) and put back those another source still gives. Expiry deletes
@@ -41,7 +41,8 @@ use crate::model::{Action, Bump, Millis, Position, Reason, ReasonKind};
 use crate::notify::{self, NoticeRules};
 use crate::relevancy::{self, BumpRules};
 use crate::store::{
-    Backfill, BumpClaim, Claim, Delivery, Ended, ErrorKind, JobKind, NoticeJob, Store, StoreResult,
+    Backfill, BumpJob, Claim, Delivery, Ended, ErrorKind, JobKind, Lease, NoticeJob, Store,
+    StoreResult,
 };
 use crate::timeline::{audience, follow, groups, Expiry, FeedModel};
 
@@ -261,7 +262,8 @@ impl Worker {
         // items it raises already written.
         let bumps = self
             .store
-            .claim_bumps(
+            .claim(
+                JobKind::Bump,
                 &self.config.id,
                 self.clock.now(),
                 self.config.lease_ms,
@@ -269,13 +271,13 @@ impl Worker {
             )
             .await?;
         claimed += bumps.len();
-        for claim in bumps {
+        for lease in bumps {
             if shutdown.is_cancelled() {
                 break;
             }
-            let done = self.bump(&claim).await;
+            let done = self.bump(&lease).await;
             self.metrics.job("bump", done.is_ok());
-            note_outcome(done, "bump", &claim.comment.id, &mut failure);
+            note_outcome(done, "bump", &lease.job.key, &mut failure);
         }
         claimed += self.notice_jobs(shutdown, &mut failure).await?;
         claimed += self.clean_unfollows(shutdown, &mut failure).await?;
@@ -574,32 +576,34 @@ impl Worker {
         Ok(())
     }
 
-    /// Raises a commented action for the readers the rules pick and marks the
-    /// bump done.
-    pub async fn bump(&self, claim: &BumpClaim) -> StoreResult<()> {
-        let comment = &claim.comment;
+    /// Runs the bump job `lease` holds: the comment's notices, then its
+    /// action raised for the readers the rules pick, in batches, the lease
+    /// renewed before each; then finishes the job. A job whose action is
+    /// gone or hidden has nothing to raise.
+    pub async fn bump(&self, lease: &Lease) -> StoreResult<()> {
+        let BumpJob { tenant, comment } = BumpJob::of_job(&lease.job)?;
         let action = self
             .store
-            .get_actions(&claim.tenant, &[comment.action_id])
+            .get_actions(&tenant, &[comment.action_id])
             .await?
             .pop();
         let Some(action) = action.filter(|a| !a.hidden) else {
-            return self.store.finish_bump(claim).await;
+            return self.store.finish(lease).await;
         };
         let notices = notify::for_comment(
             self.store.as_ref(),
             &self.config.notice_rules,
             &action,
-            comment,
+            &comment,
         )
         .await?;
-        self.notify(&claim.tenant, notices).await?;
+        self.notify(&tenant, notices).await?;
         let rules = &self.config.bump_rules;
-        let targets = relevancy::targets(self.store.as_ref(), rules, &action, comment).await?;
+        let targets = relevancy::targets(self.store.as_ref(), rules, &action, &comment).await?;
         if !self.config.model.pushes_all() {
-            self.place_pulled(&claim.tenant, &action, &targets).await?;
+            self.place_pulled(&tenant, &action, &targets).await?;
         }
-        let deliveries: Vec<Delivery> = targets
+        let raises: Vec<Delivery> = targets
             .iter()
             .filter_map(|(owner, rule)| {
                 let boost = rules.boost(*rule)?;
@@ -620,21 +624,15 @@ impl Worker {
             .collect();
         let mut raised = 0usize;
         let mut shared = None;
-        let batches = deliveries.len().div_ceil(self.config.batch_size.max(1));
-        for (n, chunk) in deliveries.chunks(self.config.batch_size.max(1)).enumerate() {
+        for chunk in raises.chunks(self.config.batch_size.max(1)) {
             let now = self.clock.now();
-            // As with deliveries: the last batch and the finish in one commit.
-            let items = if n + 1 == batches {
-                self.store.bump_and_finish(claim, now, chunk).await?
-            } else {
-                self.store.bump(claim, now, chunk).await?
-            };
+            // Still ours? Another worker that took it over raises the same.
+            self.store.renew(lease, now).await?;
+            let items = self.store.raise(&tenant, action.id, now, chunk).await?;
             raised += items.len();
             self.publish(FeedEventKind::Bumped, &action, items, &mut shared);
         }
-        if batches == 0 {
-            self.store.finish_bump(claim).await?;
-        }
+        self.store.finish(lease).await?;
         debug!(action = %action.id, comment = %comment.id, targets = targets.len(), raised, "bump done");
         Ok(())
     }

@@ -38,7 +38,9 @@ use async_trait::async_trait;
 use futures_util::stream::{self, BoxStream, TryStreamExt};
 use serde::{Deserialize, Serialize};
 
-use super::{ErrorKind, JobStore, NoticeJob, NoticeSource, NoticeStore, StoreError, StoreResult};
+use super::{
+    BumpJob, ErrorKind, JobStore, NoticeJob, NoticeSource, NoticeStore, StoreError, StoreResult,
+};
 use crate::model::limits::{check_id, InputError};
 use crate::model::{
     Action, Comment, FeedItem, GroupKind, Inbox, MembershipRole, Millis, NoticeGroup, ObjectId,
@@ -283,7 +285,9 @@ const NOTICE_ATTEMPTS: usize = 10;
 const NOTICE_WRITES_AT_ONCE: usize = 32;
 
 /// Imports the notification records among `records` through [`NoticeStore`],
-/// for every backend's [`Archive::import`]; other records are skipped.
+/// and queues the bumps of the comments whose bump was still to do
+/// ([`JobStore`]), for every backend's [`Archive::import`], after the
+/// records the jobs belong to; other records are skipped.
 ///
 /// - A group is stored as version 1, as a new group is. Where its owner has a
 ///   group of the same key already (a second import, or a target in use), the
@@ -326,6 +330,24 @@ where
                 Record::NoticeJob { job } => store.enqueue(&job.to_job()?).await.map(|_| ()),
                 _ => Ok(()),
             }
+        })
+        .await?;
+    // A comment's bump still to do is queued again, as `add_comment`
+    // queues it (a second import of it changes nothing).
+    let bumps = records.iter().filter_map(|record| match record {
+        Record::Comment {
+            tenant,
+            comment,
+            bump_queued: true,
+        } => Some(BumpJob {
+            tenant: tenant.clone(),
+            comment: comment.clone(),
+        }),
+        _ => None,
+    });
+    stream::iter(bumps.map(Ok))
+        .try_for_each_concurrent(NOTICE_WRITES_AT_ONCE, |bump| async move {
+            store.enqueue(&bump.to_job()?).await.map(|_| ())
         })
         .await
 }

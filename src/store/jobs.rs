@@ -34,9 +34,10 @@
 //!   released (its holder's name kept, so the next claim says `taken_over`).
 //!
 //! # Which work runs on it
-//! Notice jobs do. Fan-outs, bumps and unfollow cleanups still run on the
-//! queues of [`super::QueueStore`] and move onto this one kind by kind; the
-//! kinds are declared here already so that the queue's contract covers them.
+//! Notice jobs and bumps do. Fan-outs and unfollow cleanups still run on
+//! the queues of [`super::QueueStore`] and move onto this one kind by kind;
+//! the kinds are declared here already so that the queue's contract covers
+//! them.
 //!
 //! # Jobs that must be atomic with a record
 //! A fan-out is queued with its action, a bump with its comment: a record
@@ -50,10 +51,15 @@
 //! before a job without its record may be dropped (the record may still
 //! be on its way), which is a timing rule to get wrong; one step has none.
 //!
-//! A worker's batch of writes checks its lease in the same step as the
-//! writes (the embedded store under the job's lock, in the batch's one
-//! `WriteBatch`): a worker that lost its lease writes nothing, and a re-run
-//! by the new holder duplicates nothing.
+//! A worker renews its lease before each batch of writes, and the writes
+//! are idempotent (a delivery writes one item per reader and action, a
+//! raise only ever raises): a worker that lost its lease stops at its next
+//! batch, and what it wrote meanwhile a re-run by the new holder writes
+//! again to the same effect.
+//!
+//! A job whose record went (a bump whose action was deleted) is claimed,
+//! finds nothing to do, and is finished: deletions need not find the jobs
+//! of what they delete.
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;

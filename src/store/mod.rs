@@ -28,6 +28,8 @@ mod sources;
 
 use std::sync::Arc;
 
+use serde::{Deserialize, Serialize};
+
 pub use archive::{Archive, EdgeRecordKind, ItemRecord, Record};
 pub use error::{ErrorKind, StoreError, StoreResult};
 pub use group_feeds::GroupFeedStore;
@@ -112,13 +114,33 @@ pub struct Backlog {
     pub oldest: Option<Millis>,
 }
 
-/// A worker's claim on the bump one comment causes.
-#[derive(Clone, Debug)]
-pub struct BumpClaim {
+/// The bump a comment causes, as its job carries it: the comment whole
+/// (it is never changed), under the comment's id. The backend queues it
+/// with the comment, in the same step ([`ReactionStore::add_comment`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BumpJob {
     pub tenant: String,
     pub comment: Comment,
-    pub worker: String,
-    pub lease_ms: Millis,
+}
+
+impl BumpJob {
+    pub fn to_job(&self) -> StoreResult<Job> {
+        Job::new(
+            JobKind::Bump,
+            &self.tenant,
+            &self.comment.id.to_hex(),
+            &self.comment,
+            self.comment.created,
+        )
+    }
+
+    /// The bump a queued job carries.
+    pub fn of_job(job: &Job) -> StoreResult<BumpJob> {
+        Ok(BumpJob {
+            tenant: job.tenant.clone(),
+            comment: job.payload()?,
+        })
+    }
 }
 
 /// One feed item to write (a delivery), or to raise (a bump).
@@ -459,8 +481,8 @@ port! {
 /// Comments and likes on actions, counted on the action.
 pub trait ReactionStore: Send + Sync {
     /// Adds a comment and counts it on its action, and queues the bump it
-    /// causes (see [`QueueStore::claim_bumps`]) in the same step. `NotFound` if there
-    /// is no such action. Returns the action's counts after.
+    /// causes (its [`BumpJob`]) in the same step. `NotFound` if there is no
+    /// such action. Returns the action's counts after.
     async fn add_comment(&self, tenant: &str, comment: &Comment) -> StoreResult<Counts>;
     /// Comments on an action, oldest first, after `after`.
     async fn comments(
@@ -500,8 +522,8 @@ pub trait ReactionStore: Send + Sync {
 }
 
 port! {
-/// The fan-out and bump queues: claims under a lease, batches of deliveries
-/// or bumps, and finishing.
+/// The fan-out queue (claims under a lease, batches of deliveries, and
+/// finishing), the raises of a bump, and unfollow cleanups.
 pub trait QueueStore: Send + Sync {
     /// How many actions wait for their fan-out (or are in one), and since
     /// when the oldest: for `/metrics`.
@@ -553,25 +575,18 @@ pub trait QueueStore: Send + Sync {
         Ok(results)
     }
 
-    /// Claims up to `limit` comments whose bump is queued or whose lease ran
-    /// out before `now`, leasing them to `worker` until `now + lease_ms`.
-    async fn claim_bumps(
+    /// Raises `action_id` in each `raises` owner's feed to the given
+    /// relevancy, with the given reason, where that is higher than where the
+    /// item stands; owners without the item (or who hid it) are skipped.
+    /// Stamps what it changed `now`. Returns the items it raised. Only ever
+    /// upwards, so raising again, or two raises at once, end where the
+    /// highest leaves it.
+    async fn raise(
         &self,
-        worker: &str,
+        tenant: &str,
+        action_id: ObjectId,
         now: Millis,
-        lease_ms: Millis,
-        limit: usize,
-    ) -> StoreResult<Vec<BumpClaim>>;
-    /// Raises the claimed comment's action in each `bumps` owner's feed to the
-    /// given relevancy, with the given reason, where that is higher than where
-    /// the item stands; owners without the item (or who hid it) are skipped.
-    /// Stamps what it changed `now` and extends the lease to `now + lease`.
-    /// Returns the items it raised. `LeaseLost` if another worker holds the job.
-    async fn bump(
-        &self,
-        claim: &BumpClaim,
-        now: Millis,
-        bumps: &[Delivery],
+        raises: &[Delivery],
     ) -> StoreResult<Vec<FeedItem>>;
     /// Claims up to `limit` unfollow cleanups that are queued or whose lease
     /// ran out before `now`, leasing them to `worker` until `now + lease_ms`.
@@ -597,20 +612,6 @@ pub trait QueueStore: Send + Sync {
         claim: &UnfollowClaim,
         action_ids: &[ObjectId],
     ) -> StoreResult<Vec<FeedItem>>;
-    /// Marks a claimed bump done. `LeaseLost` if another worker holds it now.
-    async fn finish_bump(&self, claim: &BumpClaim) -> StoreResult<()>;
-    /// `bump`, then `finish_bump`: the last batch of a bump, in one step (one
-    /// commit) where the backend can.
-    async fn bump_and_finish(
-        &self,
-        claim: &BumpClaim,
-        now: Millis,
-        bumps: &[Delivery],
-    ) -> StoreResult<Vec<FeedItem>> {
-        let raised = self.bump(claim, now, bumps).await?;
-        self.finish_bump(claim).await?;
-        Ok(raised)
-    }
 }
 }
 

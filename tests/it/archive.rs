@@ -13,8 +13,8 @@ use riverfeed::model::{
     NoticeReason, ObjectId, Reason, ReasonKind, Scope, User,
 };
 use riverfeed::store::{
-    Delivery, EdgeRecordKind, ErrorKind, FeedRange, JobKind, NoticeJob, NoticeSource, Record,
-    Store, StoreResult,
+    BumpJob, Delivery, EdgeRecordKind, ErrorKind, FeedRange, JobKind, NoticeJob, NoticeSource,
+    Record, Store, StoreResult,
 };
 
 use crate::common::{Backend, TestStore};
@@ -344,8 +344,10 @@ async fn populate(store: &dyn Store) -> StoreResult<Populated> {
         created: NOW + 1_000,
     };
     store.add_comment(T, &bumped).await?;
-    let bump_claims = store.claim_bumps(WORKER, NOW + 1_000, LEASE, 10).await?;
-    assert_eq!(bump_claims.len(), 1);
+    let bump_jobs = store
+        .claim(JobKind::Bump, WORKER, NOW + 1_000, LEASE, 10)
+        .await?;
+    assert_eq!(bump_jobs.len(), 1);
     let reason = Reason {
         kind: ReasonKind::Bumped,
         actor_id: "ann".into(),
@@ -356,8 +358,9 @@ async fn populate(store: &dyn Store) -> StoreResult<Populated> {
         }),
     };
     let raised = store
-        .bump_and_finish(
-            &bump_claims[0],
+        .raise(
+            T,
+            delivered.id,
             NOW + 1_000,
             &[Delivery {
                 owner: "bob".into(),
@@ -367,6 +370,7 @@ async fn populate(store: &dyn Store) -> StoreResult<Populated> {
         )
         .await?;
     assert_eq!(raised.len(), 1, "bob's item raised");
+    store.finish(&bump_jobs[0]).await?;
     // A comment whose bump is still queued.
     let queued = Comment {
         id: ObjectId::new(),
@@ -649,14 +653,14 @@ async fn assert_imported_store_works(source: &dyn Store, target: &dyn Store, p: 
         "the pending fan-out"
     );
     let bumps = target
-        .claim_bumps("importer", NOW + 10_000, LEASE, 10)
+        .claim(JobKind::Bump, "importer", NOW + 10_000, LEASE, 10)
         .await
         .expect("claim bumps");
-    assert_eq!(
-        bumps.iter().map(|b| b.comment.id).collect::<Vec<_>>(),
-        [p.queued.id],
-        "the queued bump"
-    );
+    let bumped: Vec<Comment> = bumps
+        .iter()
+        .map(|b| BumpJob::of_job(&b.job).expect("a bump job").comment)
+        .collect();
+    assert_eq!(bumped, std::slice::from_ref(&p.queued), "the queued bump");
     assert_notices_imported(target, p).await;
 }
 

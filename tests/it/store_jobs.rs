@@ -290,3 +290,94 @@ async fn earlier_mongodb_notice_jobs_are_moved_once() {
         panic!("{err:#}");
     }
 }
+
+/// A MongoDB database of the release before bumps were jobs (notice jobs
+/// moved already): a bump waiting and one leased, kept as fields of their
+/// comments with an index of their own, open as jobs carrying their
+/// comments, the leased one due when its lease runs out; the fields and the
+/// index go, and the move is recorded.
+#[tokio::test]
+async fn earlier_mongodb_bumps_are_moved_once() {
+    use bson::{doc, oid::ObjectId, DateTime};
+    use riverfeed::store::BumpJob;
+
+    let Some(base) = crate::common::mongodb_uri() else {
+        return;
+    };
+    let url = crate::common::mongodb_database_uri(&base, "jobs_earlier_bumps");
+    let client = ::mongodb::Client::with_uri_str(&url).await.expect("client");
+    let db = client.default_database().expect("a database in the URI");
+    let (action, waiting, held) = (ObjectId::new(), ObjectId::new(), ObjectId::new());
+    let comments = db.collection::<bson::Document>("comments");
+    comments
+        .insert_many([
+            doc! {
+                "_id": waiting, "tenant": T, "actionId": action, "authorId": "rita",
+                "text": "one", "created": DateTime::from_millis(10),
+                "bumpDue": DateTime::from_millis(0),
+            },
+            doc! {
+                "_id": held, "tenant": T, "actionId": action, "authorId": "john",
+                "text": "two", "created": DateTime::from_millis(20),
+                "bumpDue": DateTime::from_millis(5_000), "bumpWorker": "w1",
+            },
+        ])
+        .await
+        .expect("earlier comments inserted");
+    comments
+        .create_index(
+            ::mongodb::IndexModel::builder()
+                .keys(doc! { "bumpDue": 1, "_id": 1 })
+                .options(
+                    ::mongodb::options::IndexOptions::builder()
+                        .name("bumpable".to_owned())
+                        .partial_filter_expression(doc! { "bumpDue": { "$exists": true } })
+                        .build(),
+                )
+                .build(),
+        )
+        .await
+        .expect("the earlier index");
+    db.collection::<bson::Document>("meta")
+        .insert_one(doc! { "_id": "jobs", "version": 1 })
+        .await
+        .expect("the earlier version");
+    let result = async {
+        let store = riverfeed::store::open(&url).await?;
+        let now = store.claim(JobKind::Bump, "w2", 1_000, LEASE, 10).await?;
+        ensure!(keys(&now) == [waiting.to_hex()], "the waiting one: {now:?}");
+        let bump = BumpJob::of_job(&now[0].job)?;
+        ensure!(
+            bump.tenant == T
+                && bump.comment.text == "one"
+                && bump.comment.created == 10
+                && !now[0].taken_over,
+            "{bump:?}"
+        );
+        store.finish(&now[0]).await?;
+        let later = store.claim(JobKind::Bump, "w2", 5_000, LEASE, 10).await?;
+        ensure!(
+            keys(&later) == [held.to_hex()] && later[0].taken_over,
+            "the leased one, once its lease ran out: {later:?}"
+        );
+        let left = comments
+            .count_documents(doc! { "bumpDue": { "$exists": true } })
+            .await?;
+        ensure!(left == 0, "the earlier fields are gone");
+        let indexes = comments.list_index_names().await?;
+        ensure!(
+            !indexes.iter().any(|n| n == "bumpable"),
+            "the earlier index is gone: {indexes:?}"
+        );
+        drop(store);
+        // Opened again: nothing moved twice.
+        let store = riverfeed::store::open(&url).await?;
+        ensure!(store.backlog(JobKind::Bump).await?.jobs == 1);
+        Ok(())
+    }
+    .await;
+    crate::common::drop_database(&db).await;
+    if let Err(err) = result {
+        panic!("{err:#}");
+    }
+}

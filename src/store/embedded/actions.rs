@@ -103,10 +103,6 @@ pub(super) fn pending_key(tenant: &str, id: Oid) -> Vec<u8> {
     Key::tag(queue::FAN_OUT).oid(id).last(tenant).into_vec()
 }
 
-pub(super) fn bump_key(tenant: &str, comment: Oid) -> Vec<u8> {
-    Key::tag(queue::BUMP).oid(comment).last(tenant).into_vec()
-}
-
 pub(super) fn comment_key(tenant: &str, action: Oid, comment: Oid) -> Vec<u8> {
     Key::tag(reaction::COMMENT)
         .str(tenant)
@@ -124,7 +120,7 @@ pub(super) fn like_key(tenant: &str, action: Oid, user: &str) -> Vec<u8> {
 }
 
 /// The lock that guards everything decided about one action: its record,
-/// lease, items, reactions and queued bumps.
+/// lease, items and reactions.
 pub(super) fn action_lock(tenant: &str, id: Oid) -> Vec<u8> {
     action_key(tenant, id)
 }
@@ -325,12 +321,11 @@ impl Inner {
         batch.delete_cf(self.cf(ACTIONS), action_key(tenant, oid));
         self.unindex_action(&mut batch, &action);
         batch.delete_cf(self.cf(QUEUE), pending_key(tenant, oid));
-        // Comments go, and with each its queued bump; then likes.
+        // Comments go (a bump still queued finds its action gone), then
+        // likes.
         let thread = Key::tag(reaction::COMMENT).str(tenant).oid(oid).into_vec();
         let reactions = self.cf(REACTIONS);
         self.scan_prefix(REACTIONS, &thread, &thread, usize::MAX, |k, _| {
-            let comment = Reader(&k[thread.len()..]).oid()?;
-            batch.delete_cf(self.cf(QUEUE), bump_key(tenant, comment));
             batch.delete_cf(reactions, k);
             Ok(())
         })?;

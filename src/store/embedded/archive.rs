@@ -13,7 +13,7 @@ use futures_util::StreamExt;
 use rocksdb::WriteBatch;
 use tokio::sync::mpsc;
 
-use super::actions::{action_lock, bump_key, comment_key, like_key, pending_key};
+use super::actions::{action_lock, comment_key, like_key, pending_key};
 use super::families::{ACTIONS, GRAPH, ITEMS, QUEUE, REACTIONS};
 use super::graph::{
     decode_member_of, edge_codes, edge_key, ensure_user_in, group_kind_code, member_key,
@@ -153,7 +153,7 @@ impl Inner {
         each(self, REACTIONS, Some(reaction::COMMENT), &mut |r, v| {
             let tenant = r.str()?.to_owned();
             let comment: crate::model::Comment = keys::decode_record(v)?;
-            let bump_queued = self.exists(QUEUE, &bump_key(&tenant, comment.id.bytes()))?;
+            let bump_queued = self.job_queued(JobKind::Bump, &tenant, &comment.id.to_hex())?;
             emit(Record::Comment {
                 tenant,
                 comment,
@@ -349,9 +349,7 @@ impl Inner {
                     actions.push(action);
                 }
                 Record::Comment {
-                    tenant,
-                    comment,
-                    bump_queued,
+                    tenant, comment, ..
                 } => {
                     let (a, c) = (comment.action_id.bytes(), comment.id.bytes());
                     batch.put_cf(
@@ -359,16 +357,8 @@ impl Inner {
                         comment_key(tenant, a, c),
                         keys::encode_record(comment)?,
                     );
-                    if *bump_queued {
-                        let lease = Lease {
-                            until: 0,
-                            worker: String::new(),
-                            action: Some(a),
-                        };
-                        batch.put_cf(self.cf(QUEUE), bump_key(tenant, c), lease.encode());
-                    } else {
-                        batch.delete_cf(self.cf(QUEUE), bump_key(tenant, c));
-                    }
+                    // Its bump, if queued, is queued after the records
+                    // (`import_notices`).
                 }
                 Record::Like {
                     tenant,

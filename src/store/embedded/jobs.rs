@@ -9,12 +9,12 @@ use async_trait::async_trait;
 use rocksdb::WriteBatch;
 use serde::{Deserialize, Serialize};
 
-use super::families::{JOBS, META, QUEUE};
+use super::families::{JOBS, META, QUEUE, REACTIONS};
 use super::keys::{self, queue, Key, Reader};
 use super::{EmbeddedStore, Inner};
-use crate::model::Millis;
+use crate::model::{Comment, Millis};
 use crate::store::jobs::{lease_lost, Job, JobBacklog, JobKind, JobStore, Lease};
-use crate::store::{NoticeJob, StoreResult};
+use crate::store::{BumpJob, NoticeJob, StoreResult};
 
 /// Tags that share the `jobs` family.
 mod tag {
@@ -25,8 +25,8 @@ mod tag {
 /// The `meta` key of the jobs layout's version: which earlier queues were
 /// moved into the `jobs` family.
 const JOBS_VERSION_KEY: &[u8] = b"jobs-version";
-/// 1: notice jobs moved from the `queue` family.
-const JOBS_VERSION: u8 = 1;
+/// 1: notice jobs moved from the `queue` family; 2: bumps too.
+const JOBS_VERSION: u8 = 2;
 
 fn kind_byte(kind: JobKind) -> u8 {
     match kind {
@@ -120,6 +120,24 @@ impl Inner {
             [],
         );
         Ok(())
+    }
+
+    /// Queues `job` in `batch`, with the record it belongs to: the caller
+    /// holds that record's lock, and the job's key is new (it is the
+    /// record's).
+    pub(super) fn queue_in(&self, batch: &mut WriteBatch, job: &Job) -> StoreResult<()> {
+        let stored = Stored {
+            payload: job.payload.clone(),
+            queued: job.queued,
+            until: Millis::MIN,
+            worker: None,
+        };
+        self.put_job(batch, job, None, &stored)
+    }
+
+    /// Whether a job of `kind` and `key` waits or is leased: for export.
+    pub(super) fn job_queued(&self, kind: JobKind, tenant: &str, key: &str) -> StoreResult<bool> {
+        self.exists(JOBS, &job_key(kind, tenant, key))
     }
 
     fn enqueue(&self, job: &Job) -> StoreResult<bool> {
@@ -344,6 +362,9 @@ impl Inner {
         if at < 1 {
             moved += self.move_notice_jobs(&mut batch)?;
         }
+        if at < 2 {
+            moved += self.move_bumps(&mut batch)?;
+        }
         batch.put_cf(self.cf(META), JOBS_VERSION_KEY, [JOBS_VERSION]);
         self.commit(batch)?;
         if moved > 0 {
@@ -374,6 +395,51 @@ impl Inner {
             };
             self.put_job(batch, &job, None, &stored)?;
             batch.delete_cf(self.cf(QUEUE), k);
+            moved += 1;
+            Ok(())
+        })?;
+        Ok(moved)
+    }
+
+    /// Bumps as the `queue` family held them: `(BUMP, comment, tenant)` →
+    /// the lease (its action inside); the comment itself is read from
+    /// `reactions`. A bump whose comment is gone had nothing left to do.
+    fn move_bumps(&self, batch: &mut WriteBatch) -> StoreResult<usize> {
+        let prefix = [queue::BUMP];
+        let mut moved = 0;
+        self.scan_prefix(QUEUE, &prefix, &prefix, usize::MAX, |k, v| {
+            batch.delete_cf(self.cf(QUEUE), k);
+            let mut r = Reader(&k[1..]);
+            let comment = r.oid()?;
+            let tenant = r.last()?;
+            let lease = keys::Lease::decode(v)?;
+            let Some(action) = lease.action else {
+                return Ok(());
+            };
+            let Some(record) = self.get(
+                REACTIONS,
+                &super::actions::comment_key(tenant, action, comment),
+            )?
+            else {
+                return Ok(());
+            };
+            let comment: Comment = keys::decode_record(&record)?;
+            let job = BumpJob {
+                tenant: tenant.to_owned(),
+                comment,
+            }
+            .to_job()?;
+            let stored = Stored {
+                payload: job.payload.clone(),
+                queued: job.queued,
+                until: if lease.until > 0 {
+                    lease.until
+                } else {
+                    Millis::MIN
+                },
+                worker: Some(lease.worker).filter(|w| !w.is_empty()),
+            };
+            self.put_job(batch, &job, None, &stored)?;
             moved += 1;
             Ok(())
         })?;
@@ -479,6 +545,72 @@ mod tests {
         drop(store);
         let store = EmbeddedStore::open(dir.path())?;
         assert_eq!(store.backlog(JobKind::Notice).await?.jobs, 2, "moved once");
+        Ok(())
+    }
+
+    /// A data directory of the release before bumps were jobs (notice jobs
+    /// moved already), with a bump waiting, one leased and one whose
+    /// comment is gone, opens with the first two queued as jobs carrying
+    /// their comments, the held one's holder named; the move is recorded.
+    #[tokio::test]
+    async fn earlier_bumps_are_moved_once() -> Result<(), StoreError> {
+        use crate::model::ObjectId;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let action = ObjectId::new();
+        let comment = |text: &str, created| Comment {
+            id: ObjectId::new(),
+            action_id: action,
+            author_id: "rita".into(),
+            text: text.into(),
+            created,
+        };
+        let (waiting, held, gone) = (comment("one", 10), comment("two", 20), comment("x", 30));
+        {
+            let store = EmbeddedStore::open(dir.path())?;
+            let db = &store.inner;
+            let mut batch = WriteBatch::default();
+            for (c, until, worker) in [(&waiting, 0, ""), (&held, 5_000, "w1"), (&gone, 0, "")] {
+                let key = Key::tag(queue::BUMP)
+                    .oid(c.id.bytes())
+                    .last("acme")
+                    .into_vec();
+                let lease = keys::Lease {
+                    until,
+                    worker: worker.into(),
+                    action: Some(action.bytes()),
+                };
+                batch.put_cf(db.cf(QUEUE), key, lease.encode());
+                if c.text != "x" {
+                    batch.put_cf(
+                        db.cf(REACTIONS),
+                        super::super::actions::comment_key("acme", action.bytes(), c.id.bytes()),
+                        keys::encode_record(c)?,
+                    );
+                }
+            }
+            // As that release left it: its notice jobs moved, nothing more.
+            batch.put_cf(db.cf(META), JOBS_VERSION_KEY, [1]);
+            db.commit(batch)?;
+        }
+        let store = EmbeddedStore::open(dir.path())?;
+        let leases = store.claim(JobKind::Bump, "w2", 0, 1_000, 10).await?;
+        let got: Vec<(Comment, bool)> = leases
+            .iter()
+            .map(|l| Ok((BumpJob::of_job(&l.job)?.comment, l.taken_over)))
+            .collect::<StoreResult<_>>()?;
+        assert_eq!(got, vec![(waiting, false), (held, true)]);
+        let prefix = [queue::BUMP];
+        let mut left = 0;
+        store
+            .inner
+            .scan_prefix(QUEUE, &prefix, &prefix, usize::MAX, |_, _| {
+                left += 1;
+                Ok(())
+            })?;
+        assert_eq!(left, 0, "the earlier entries are gone");
+        drop(store);
+        let store = EmbeddedStore::open(dir.path())?;
+        assert_eq!(store.backlog(JobKind::Bump).await?.jobs, 2, "moved once");
         Ok(())
     }
 }

@@ -55,6 +55,8 @@ pub mod graph {
 /// Tags that share the `queue` family.
 pub mod queue {
     pub const FAN_OUT: u8 = 0;
+    /// `(comment, tenant)` → a bump and its lease, as earlier versions kept
+    /// them: moved to the `jobs` family at open.
     pub const BUMP: u8 = 1;
     /// `(tenant, reader, edge kind, actor)`: an unfollow whose cleanup has
     /// not run, with its lease.

@@ -71,12 +71,12 @@ pub mod families {
     /// `(tenant, refId, actionId)`: slices.
     pub const REFS: &str = "refs";
     /// Tagged: the work still to do on the queues not yet moved onto the
-    /// job queue, each with its lease: fan-outs, bumps, unfollow cleanups
-    /// (which are also the unfollows reads apply); and the expiry sweeper's
+    /// job queue, each with its lease: fan-outs, unfollow cleanups (which
+    /// are also the unfollows reads apply); and the expiry sweeper's
     /// indexes (actions by expiry, actions by age for `--item-ttl`).
     pub const QUEUE: &str = "queue";
-    /// The job queue: jobs with their leases, and the due index (tagged;
-    /// see `jobs.rs`).
+    /// The job queue: jobs with their leases (a comment's bump, a notice
+    /// job), and the due index (tagged; see `jobs.rs`).
     pub const JOBS: &str = "jobs";
     /// `(tenant, owner, relevancy desc, actionId desc)` → change stamp and
     /// reason: a reader's feed in the order it is read.

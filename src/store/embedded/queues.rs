@@ -1,5 +1,5 @@
-//! The fan-out and bump queues and their leases, and writing feed items for a
-//! claimed action.
+//! The fan-out queue and its leases, writing feed items for a claimed
+//! action, and raising them for a bump.
 //!
 //! A delivery writes three keys: the reader's timeline entry, the action's
 //! item entry (who has it, where it stands) and the reader's change entry.
@@ -8,12 +8,12 @@
 
 use rocksdb::WriteBatch;
 
-use super::actions::{action_lock, bump_key, comment_key, pending_key};
-use super::families::{ITEMS, QUEUE, REACTIONS};
+use super::actions::{action_lock, pending_key};
+use super::families::{ITEMS, QUEUE};
 use super::keys::{self, queue, ItemState, Key, Lease, Oid, Reader};
 use super::Inner;
-use crate::model::{Action, Comment, FanOut, FanOutState, FeedItem, Millis, ObjectId, Reason};
-use crate::store::{BumpClaim, Claim, Delivery, ErrorKind, StoreError, StoreResult};
+use crate::model::{Action, FanOut, FanOutState, FeedItem, Millis, ObjectId, Reason};
+use crate::store::{Claim, Delivery, ErrorKind, StoreError, StoreResult};
 
 /// What one job of a batch did, for the cache and the caller.
 pub(super) struct Done {
@@ -55,13 +55,13 @@ impl Inner {
 
     /// Ends every lease at once: called at open, when no worker can hold
     /// one, since the store belongs to this one process. A process killed
-    /// in the middle of a fan-out, a bump or a cleanup leaves its leases
+    /// in the middle of a fan-out or a cleanup leaves its leases
     /// behind; its restart takes the work up again now rather than when
     /// they run out. The holder's name stays (a takeover is told as such).
     pub(super) fn release_leases(&self) -> StoreResult<usize> {
         let mut batch = WriteBatch::default();
         let mut released = 0;
-        for tag in [queue::FAN_OUT, queue::BUMP, queue::UNFOLLOW] {
+        for tag in [queue::FAN_OUT, queue::UNFOLLOW] {
             let mut opts = rocksdb::ReadOptions::default();
             opts.set_iterate_upper_bound([tag + 1]);
             let mut it = self.db.raw_iterator_cf_opt(self.cf(QUEUE), opts);
@@ -378,95 +378,18 @@ impl Inner {
         Ok(results)
     }
 
-    pub(super) fn claim_bumps(
+    /// Raises the action's items for `raises`, only upwards, in one synced
+    /// batch under the action's lock.
+    pub(super) fn raise(
         &self,
-        worker: &str,
-        now: Millis,
-        lease_ms: Millis,
-        limit: usize,
-    ) -> StoreResult<Vec<BumpClaim>> {
-        let due = self.due(queue::BUMP, now, limit)?;
-        if due.is_empty() {
-            return Ok(Vec::new());
-        }
-        let locks: Vec<Vec<u8>> = due
-            .iter()
-            .filter_map(|(t, _, lease)| lease.action.map(|a| action_lock(t, a)))
-            .collect();
-        let _lock = self.lock(&locks);
-        let until = now + lease_ms;
-        let mut batch = WriteBatch::default();
-        let mut claims = Vec::with_capacity(due.len());
-        for (tenant, id, _) in due {
-            let key = bump_key(&tenant, id);
-            let job = match self.get(QUEUE, &key)? {
-                Some(v) => Lease::decode(&v)?,
-                None => continue,
-            };
-            let Some(action) = job.action.filter(|_| job.until <= now) else {
-                continue;
-            };
-            let Some(comment) = self.get(REACTIONS, &comment_key(&tenant, action, id))? else {
-                // Its comment is gone: nothing to bump.
-                batch.delete_cf(self.cf(QUEUE), &key);
-                continue;
-            };
-            let comment: Comment = keys::decode_record(&comment)?;
-            let lease = Lease {
-                until,
-                worker: worker.to_owned(),
-                action: Some(action),
-            };
-            batch.put_cf(self.cf(QUEUE), &key, lease.encode());
-            claims.push(BumpClaim {
-                tenant,
-                comment,
-                worker: worker.to_owned(),
-                lease_ms,
-            });
-        }
-        self.commit_unsynced(batch)?;
-        Ok(claims)
-    }
-
-    /// Checks that a bump claim still holds its job. `Ok(false)` when the job
-    /// is gone with its comment, `Err(LeaseLost)` when another worker owns it.
-    fn bump_held(&self, claim: &BumpClaim) -> StoreResult<bool> {
-        let key = bump_key(&claim.tenant, claim.comment.id.bytes());
-        let held = self.holder(&key, &claim.worker, || {
-            format!("bump for comment {}", claim.comment.id)
-        })?;
-        Ok(held.is_some())
-    }
-
-    /// Raises items for a claimed bump, and extends its lease or (`finish`)
-    /// ends the job, in one synced batch.
-    pub(super) fn bump(
-        &self,
-        claim: &BumpClaim,
+        t: &str,
+        id: ObjectId,
         now: Millis,
         bumps: &[Delivery],
-        finish: bool,
     ) -> StoreResult<Vec<FeedItem>> {
-        let t = claim.tenant.as_str();
-        let id = claim.comment.action_id;
         let oid = id.bytes();
         let _lock = self.lock(&[action_lock(t, oid)]);
-        if !self.bump_held(claim)? {
-            return Ok(Vec::new());
-        }
         let mut batch = WriteBatch::default();
-        let job = bump_key(t, claim.comment.id.bytes());
-        if finish {
-            batch.delete_cf(self.cf(QUEUE), &job);
-        } else {
-            let lease = Lease {
-                until: now + claim.lease_ms,
-                worker: claim.worker.clone(),
-                action: Some(oid),
-            };
-            batch.put_cf(self.cf(QUEUE), &job, lease.encode());
-        }
         let mut key = Vec::with_capacity(64);
         let item_keys: Vec<Vec<u8>> = bumps
             .iter()
@@ -517,7 +440,9 @@ impl Inner {
                 copy: None,
             });
         }
-        self.commit(batch)?;
+        if !raised.is_empty() {
+            self.commit(batch)?;
+        }
         Ok(raised)
     }
 }

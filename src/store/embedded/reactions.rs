@@ -2,12 +2,12 @@
 
 use rocksdb::WriteBatch;
 
-use super::actions::{action_lock, bump_key, comment_key, like_key};
-use super::families::{DISCUSSIONS, QUEUE, REACTIONS};
-use super::keys::{self, reaction, Key, Lease, Oid, Reader};
+use super::actions::{action_lock, comment_key, like_key};
+use super::families::{DISCUSSIONS, REACTIONS};
+use super::keys::{self, reaction, Key, Oid, Reader};
 use super::Inner;
 use crate::model::{Comment, Counts, ObjectId, Position};
-use crate::store::{FeedRange, StoreResult};
+use crate::store::{BumpJob, FeedRange, StoreResult};
 
 impl Inner {
     pub(super) fn add_comment(&self, tenant: &str, comment: &Comment) -> StoreResult<Counts> {
@@ -21,16 +21,11 @@ impl Inner {
             comment_key(tenant, a, comment.id.bytes()),
             keys::encode_record(comment)?,
         );
-        let lease = Lease {
-            until: 0,
-            worker: String::new(),
-            action: Some(a),
+        let bump = BumpJob {
+            tenant: tenant.to_owned(),
+            comment: comment.clone(),
         };
-        batch.put_cf(
-            self.cf(QUEUE),
-            bump_key(tenant, comment.id.bytes()),
-            lease.encode(),
-        );
+        self.queue_in(&mut batch, &bump.to_job()?)?;
         self.put_action(&mut batch, &action)?;
         self.note_discussion(&mut batch, tenant, comment)?;
         self.commit(batch)?;

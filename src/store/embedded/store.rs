@@ -9,9 +9,8 @@ use crate::model::{
     ObjectId, Position, Scope, Stamp, User,
 };
 use crate::store::{
-    ActionStore, Backfill, BumpClaim, Claim, Delivery, Direction, FeedRange, GraphStore,
-    JoinOutcome, QueueStore, ReactionStore, Store, StoreResult, TimelineStore, Unfollow,
-    UnfollowClaim,
+    ActionStore, Backfill, Claim, Delivery, Direction, FeedRange, GraphStore, JoinOutcome,
+    QueueStore, ReactionStore, Store, StoreResult, TimelineStore, Unfollow, UnfollowClaim,
 };
 
 /// Owned copies of borrowed arguments, for work moved to the blocking pool.
@@ -334,26 +333,15 @@ impl QueueStore for EmbeddedStore {
         .await
     }
 
-    async fn claim_bumps(
+    async fn raise(
         &self,
-        worker: &str,
+        tenant: &str,
+        action_id: ObjectId,
         now: Millis,
-        lease_ms: Millis,
-        limit: usize,
-    ) -> StoreResult<Vec<BumpClaim>> {
-        owned!(worker);
-        self.blocking(move |db| db.claim_bumps(&worker, now, lease_ms, limit))
-            .await
-    }
-
-    async fn bump(
-        &self,
-        claim: &BumpClaim,
-        now: Millis,
-        bumps: &[Delivery],
+        raises: &[Delivery],
     ) -> StoreResult<Vec<FeedItem>> {
-        owned!(claim, bumps);
-        self.blocking(move |db| db.bump(&claim, now, &bumps, false))
+        owned!(tenant, raises);
+        self.blocking(move |db| db.raise(&tenant, action_id, now, &raises))
             .await
     }
 
@@ -381,23 +369,6 @@ impl QueueStore for EmbeddedStore {
     ) -> StoreResult<Vec<FeedItem>> {
         let (claim, ids) = (claim.clone(), action_ids.to_vec());
         self.blocking(move |db| db.clean_named(&claim, &ids)).await
-    }
-
-    async fn finish_bump(&self, claim: &BumpClaim) -> StoreResult<()> {
-        owned!(claim);
-        self.blocking(move |db| db.bump(&claim, 0, &[], true).map(drop))
-            .await
-    }
-
-    async fn bump_and_finish(
-        &self,
-        claim: &BumpClaim,
-        now: Millis,
-        bumps: &[Delivery],
-    ) -> StoreResult<Vec<FeedItem>> {
-        owned!(claim, bumps);
-        self.blocking(move |db| db.bump(&claim, now, &bumps, true))
-            .await
     }
 }
 

@@ -6,17 +6,17 @@
 //!
 //! Imported documents are written in the shapes the API writes them (see the
 //! collections in `mod.rs`): a queued fan-out has `fanOut.lockedUntil` at the
-//! epoch, a queued bump has `bumpDue` at the epoch, a hidden item sits at the
-//! tombstone relevancy. Notification records (notice groups, inboxes, notice
-//! jobs) are written last, one at a time through [`crate::store::NoticeStore`]
-//! as every backend writes them (see [`crate::store::archive::import_notices`]):
+//! epoch, a hidden item sits at the tombstone relevancy. Notification
+//! records (notice groups, inboxes, notice jobs) and queued bumps are written
+//! last, one at a time through [`crate::store::NoticeStore`] and
+//! [`crate::store::JobStore`] as every backend writes them (see [`crate::store::archive::import_notices`]):
 //! groups and inboxes under their version (an insert, or where one is stored
 //! already an insert refused, a read and a replace) rather than as upserts.
 
 use std::future::{ready, Future};
 
 use async_trait::async_trait;
-use bson::{doc, Bson, DateTime, Document};
+use bson::{doc, Bson, Document};
 use futures_util::stream::{self, BoxStream, Stream, StreamExt, TryStreamExt};
 
 use super::bulk::upsert_all;
@@ -24,8 +24,8 @@ use super::graph::stored_role;
 use super::layout::Stored;
 use super::notices::group_of;
 use super::{
-    code_of, db_err, epoch, group_kind_name, kind_name, role_name, ActionDoc, CommentDoc,
-    MongoStore, TOMBSTONE,
+    code_of, db_err, group_kind_name, kind_name, role_name, ActionDoc, CommentDoc, MongoStore,
+    TOMBSTONE,
 };
 use crate::model::{EdgeKind, FanOut, FanOutState, FeedItem};
 use crate::store::archive::import_notices;
@@ -179,25 +179,12 @@ impl Statements {
                     .push(upsert(doc! { "_id": action.id }, document));
             }
             Record::Comment {
-                tenant,
-                comment,
-                bump_queued,
+                tenant, comment, ..
             } => {
-                let document = encode(
-                    &CommentDoc {
-                        id: comment.id,
-                        tenant: tenant.clone(),
-                        action_id: comment.action_id,
-                        author_id: comment.author_id.clone(),
-                        text: comment.text.clone(),
-                        created: DateTime::from_millis(comment.created),
-                        // Queued as `add_comment` queues it; the action's
-                        // counts come with the action's record.
-                        bump_due: bump_queued.then(epoch),
-                        bump_worker: None,
-                    },
-                    "a comment",
-                )?;
+                // The action's counts come with the action's record; its
+                // bump, if queued, is queued after the records
+                // (`import_notices`).
+                let document = encode(&CommentDoc::new(tenant, comment), "a comment")?;
                 self.comments
                     .push(upsert(doc! { "_id": comment.id }, document));
             }
@@ -359,10 +346,16 @@ impl Archive for MongoStore {
                 .sort(doc! { "tenant": 1, "actionId": 1, "_id": 1 })
                 .await
                 .map_err(db_err)?;
-            Ok(cursor.map(|found| {
+            // Queued or held by a worker: either way still to do.
+            let mut queued = std::collections::HashSet::new();
+            let mut bumps = self.jobs_of(JobKind::Bump, tenant).await?;
+            while let Some(job) = bumps.next().await {
+                let job = job.map_err(db_err)?.into_job()?;
+                queued.insert((job.tenant, job.key));
+            }
+            Ok(cursor.map(move |found| {
                 let doc = found.map_err(db_err)?;
-                // Queued or held by a worker: either way still to do.
-                let bump_queued = doc.bump_due.is_some();
+                let bump_queued = queued.contains(&(doc.tenant.clone(), doc.id.to_hex()));
                 Ok(Record::Comment {
                     tenant: doc.tenant.clone(),
                     comment: doc.into_comment(),

@@ -2,7 +2,7 @@
 
 use bson::{doc, Document};
 use mongodb::options::IndexOptions;
-use mongodb::IndexModel;
+use mongodb::{Collection, IndexModel};
 
 use super::{db_err, MongoStore, INDEX_NOT_FOUND};
 use crate::store::StoreResult;
@@ -195,18 +195,11 @@ impl MongoStore {
             ])
             .await
             .map_err(db_err)?;
-        let bumpable = IndexOptions::builder()
-            .name("bumpable".to_owned())
-            .partial_filter_expression(doc! { "bumpDue": { "$exists": true } })
-            .build();
         self.comments
-            .create_indexes([
-                index(
-                    doc! { "tenant": 1, "actionId": 1, "_id": 1 },
-                    named("thread"),
-                ),
-                index(doc! { "bumpDue": 1, "_id": 1 }, bumpable),
-            ])
+            .create_index(index(
+                doc! { "tenant": 1, "actionId": 1, "_id": 1 },
+                named("thread"),
+            ))
             .await
             .map_err(db_err)?;
         self.unfollows
@@ -260,17 +253,26 @@ impl MongoStore {
             .await
             .map_err(db_err)?;
         self.event_log.create_indexes().await?;
-        // Earlier versions kept an unused `outbox` index by id; `actor_outbox`
-        // (by when the action happened) replaces it.
-        if let Err(err) = self.actions.drop_index("outbox").await {
-            let absent = matches!(
+        // Earlier versions kept an unused `outbox` index by id (`actor_outbox`,
+        // by when the action happened, replaces it), and an index of queued
+        // bumps on comments (bumps are jobs now).
+        drop_earlier(&self.actions, "outbox").await?;
+        drop_earlier(&self.comments, "bumpable").await?;
+        Ok(())
+    }
+}
+
+/// Drops an index earlier versions made, if it is there.
+async fn drop_earlier<T: Send + Sync>(collection: &Collection<T>, name: &str) -> StoreResult<()> {
+    match collection.drop_index(name).await {
+        Err(err)
+            if !(matches!(
                 err.kind.as_ref(),
                 mongodb::error::ErrorKind::Command(c) if c.code == INDEX_NOT_FOUND
-            ) || err.to_string().contains("not found");
-            if !absent {
-                return Err(db_err(err));
-            }
+            ) || err.to_string().contains("not found")) =>
+        {
+            Err(db_err(err))
         }
-        Ok(())
+        _ => Ok(()),
     }
 }

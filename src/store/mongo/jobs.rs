@@ -12,15 +12,16 @@ use mongodb::options::ReturnDocument;
 use serde::{Deserialize, Serialize};
 
 use super::{db_err, is_duplicate, MongoStore};
-use crate::model::{Millis, ObjectId};
+use crate::model::{Comment, Millis, ObjectId};
 use crate::store::jobs::{lease_lost, Job, JobBacklog, JobKind, JobStore, Lease};
-use crate::store::{NoticeJob, StoreResult};
+use crate::store::{BumpJob, NoticeJob, StoreResult};
 
 /// The `meta` document of the jobs layout's version: which earlier queues
 /// were moved into `jobs`.
 const JOBS_VERSION_ID: &str = "jobs";
-/// 1: notice jobs moved from `notice_jobs`.
-const JOBS_VERSION: i32 = 1;
+/// 1: notice jobs moved from `notice_jobs`; 2: bumps moved off their
+/// comments.
+const JOBS_VERSION: i32 = 2;
 
 /// `jobs` as stored.
 #[derive(Debug, Serialize, Deserialize)]
@@ -40,7 +41,7 @@ pub(super) struct JobDoc {
 }
 
 impl JobDoc {
-    fn new(job: &Job, until: Millis, worker: Option<String>) -> JobDoc {
+    pub(super) fn new(job: &Job, until: Millis, worker: Option<String>) -> JobDoc {
         JobDoc {
             id: ObjectId::new(),
             kind: job.kind.code().to_owned(),
@@ -113,6 +114,9 @@ impl MongoStore {
         if noted < 1 {
             moved += self.move_notice_jobs().await?;
         }
+        if noted < 2 {
+            moved += self.move_bumps().await?;
+        }
         self.meta
             .update_one(
                 doc! { "_id": JOBS_VERSION_ID },
@@ -150,6 +154,63 @@ impl MongoStore {
             }
         }
         earlier.drop().await.map_err(db_err)?;
+        Ok(moved)
+    }
+}
+
+impl MongoStore {
+    /// Bumps as earlier versions kept them: fields of their comment,
+    /// `bumpDue` (the epoch while queued, the lease's end once claimed) and
+    /// `bumpWorker`. Each becomes a job (a duplicate, from a move cut
+    /// short, is skipped), then the fields go.
+    async fn move_bumps(&self) -> StoreResult<usize> {
+        #[derive(Deserialize)]
+        struct Earlier {
+            #[serde(rename = "_id")]
+            id: ObjectId,
+            tenant: String,
+            #[serde(rename = "actionId")]
+            action_id: ObjectId,
+            #[serde(rename = "authorId")]
+            author_id: String,
+            text: String,
+            created: bson::DateTime,
+            #[serde(rename = "bumpDue")]
+            bump_due: bson::DateTime,
+            #[serde(rename = "bumpWorker", default)]
+            bump_worker: Option<String>,
+        }
+        let queued = doc! { "bumpDue": { "$exists": true } };
+        let earlier = self.db.collection::<Earlier>("comments");
+        let mut cursor = earlier.find(queued.clone()).await.map_err(db_err)?;
+        let mut moved = 0;
+        while let Some(found) = cursor.next().await {
+            let found = found.map_err(db_err)?;
+            let bump = BumpJob {
+                tenant: found.tenant,
+                comment: Comment {
+                    id: found.id,
+                    action_id: found.action_id,
+                    author_id: found.author_id,
+                    text: found.text,
+                    created: found.created.timestamp_millis(),
+                },
+            };
+            let due = found.bump_due.timestamp_millis();
+            let until = if due > 0 { due } else { Millis::MIN };
+            let record = JobDoc::new(&bump.to_job()?, until, found.bump_worker);
+            match self.jobs.insert_one(&record).await {
+                Err(err) if !is_duplicate(&err) => return Err(db_err(err)),
+                _ => moved += 1,
+            }
+        }
+        earlier
+            .update_many(
+                queued,
+                doc! { "$unset": { "bumpDue": "", "bumpWorker": "" } },
+            )
+            .await
+            .map_err(db_err)?;
         Ok(moved)
     }
 }

@@ -14,8 +14,7 @@
 //!   per reader with a river (its entries capped inside);
 //! - `users`, `edges` (follows, friendships and group follows, both
 //!   directions indexed), `groups`, `memberships`;
-//! - `comments` (a queued bump is fields of its comment: `bumpDue`,
-//!   `bumpWorker`) and `likes` (one per user and action); their counts are
+//! - `comments` and `likes` (one per user and action); their counts are
 //!   kept on the action with `$inc`; `discussions` (one per user and action
 //!   they commented on, at the thread's latest comment);
 //! - `assignments` (a user on a ref); a user's supervisor is a field of `users`;
@@ -28,19 +27,22 @@
 //! - `notice_groups` (one document per notice group, its members inside),
 //!   `inboxes` (one per user);
 //! - `jobs`: the job queue (see `jobs.rs`), one document per waiting or
-//!   leased job;
+//!   leased job (a comment's bump, a notice job);
 //! - `events`: the event log live events cross processes by (see
 //!   `events.rs`), kept a while (TTL);
 //! - `meta`: the deployment's own values, the timeline layout the database
 //!   was written in, whether its entries carry copies of actions, and the
 //!   versions of layouts migrated on open.
 //!
-//! No call needs a multi-document transaction, so a standalone `mongod` works as
-//! well as a replica set: a delivery that races a hide or delete checks the
-//! action again after writing and takes its items back.
+//! One write is a multi-document transaction: a comment with its count and
+//! its bump job (`reactions.rs`); a replica set, which the change streams
+//! need anyway, runs it. Nothing else needs one: a delivery that races a
+//! hide or delete checks the action again after writing and takes its items
+//! back.
 //!
 //! One file per concern: `graph.rs`, `actions.rs`, `reactions.rs`,
-//! `queues.rs` (fan-out and bump leases), `timelines.rs` (feeds),
+//! `queues.rs` (fan-out leases, bumps' raises), `jobs.rs` (the job queue),
+//! `timelines.rs` (feeds),
 //! `sources.rs` and `rivers.rs` (what the feed models read and keep),
 //! `unfollows.rs`, `group_feeds.rs`, `notices.rs`, `indexes.rs` and
 //! `archive.rs` (export and import of whole stores); this file holds the
@@ -230,15 +232,20 @@ struct CommentDoc {
     author_id: String,
     text: String,
     created: DateTime,
-    /// Present while the comment's bump is to do: the epoch while queued, the
-    /// lease's end while a worker holds it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    bump_due: Option<DateTime>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    bump_worker: Option<String>,
 }
 
 impl CommentDoc {
+    fn new(tenant: &str, comment: &Comment) -> CommentDoc {
+        CommentDoc {
+            id: comment.id,
+            tenant: tenant.to_owned(),
+            action_id: comment.action_id,
+            author_id: comment.author_id.clone(),
+            text: comment.text.clone(),
+            created: DateTime::from_millis(comment.created),
+        }
+    }
+
     fn into_comment(self) -> Comment {
         Comment {
             id: self.id,

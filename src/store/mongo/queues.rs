@@ -1,4 +1,5 @@
-//! MongoDB: the fan-out and bump queues, leased by `findOneAndUpdate`.
+//! MongoDB: the fan-out queue, leased by `findOneAndUpdate`, and bumps'
+//! raises.
 
 use async_trait::async_trait;
 use bson::{doc, DateTime};
@@ -7,7 +8,7 @@ use mongodb::options::ReturnDocument;
 
 use crate::model::{Action, FanOut, FanOutState, FeedItem, Millis, ObjectId, Reason};
 use crate::store::{
-    BumpClaim, Claim, Delivery, ErrorKind, QueueStore, StoreError, StoreResult, UnfollowClaim,
+    Claim, Delivery, ErrorKind, QueueStore, StoreError, StoreResult, UnfollowClaim,
 };
 
 use super::layout::copy::same as copies_agree;
@@ -59,49 +60,6 @@ impl MongoStore {
         match renewed {
             Some(doc) => Ok(Some(doc.into())),
             None => self.lease_lost(tenant, id).await.map(|()| None),
-        }
-    }
-
-    /// Checks that `claim` still holds its bump job and extends its lease to
-    /// `until`, or with `None` marks the job done. `Ok(false)` when the comment
-    /// is gone, `LeaseLost` when another worker holds the job.
-    pub(super) async fn renew_bump(
-        &self,
-        claim: &BumpClaim,
-        until: Option<DateTime>,
-    ) -> StoreResult<bool> {
-        let filter = doc! {
-            "_id": claim.comment.id,
-            "tenant": &claim.tenant,
-            "bumpWorker": &claim.worker,
-        };
-        let update = match until {
-            Some(until) => doc! { "$set": { "bumpDue": until } },
-            None => doc! { "$unset": { "bumpDue": "", "bumpWorker": "" } },
-        };
-        let result = self
-            .comments
-            .update_one(filter, update)
-            .await
-            .map_err(db_err)?;
-        if result.matched_count == 1 {
-            return Ok(true);
-        }
-        let current = self
-            .comments
-            .find_one(doc! { "_id": claim.comment.id, "tenant": &claim.tenant })
-            .await
-            .map_err(db_err)?;
-        match current {
-            None => Ok(false),
-            Some(doc) => Err(StoreError::new(
-                ErrorKind::LeaseLost,
-                format!(
-                    "bump for comment {} is held by {}",
-                    claim.comment.id,
-                    doc.bump_worker.as_deref().unwrap_or("nobody (done)")
-                ),
-            )),
         }
     }
 
@@ -285,51 +243,13 @@ impl QueueStore for MongoStore {
         Ok(())
     }
 
-    async fn claim_bumps(
+    async fn raise(
         &self,
-        worker: &str,
-        now: Millis,
-        lease_ms: Millis,
-        limit: usize,
-    ) -> StoreResult<Vec<BumpClaim>> {
-        let until = DateTime::from_millis(now + lease_ms);
-        let mut claims = Vec::new();
-        while claims.len() < limit {
-            let claimed = self
-                .comments
-                .find_one_and_update(
-                    doc! { "bumpDue": { "$lte": DateTime::from_millis(now) } },
-                    doc! { "$set": { "bumpDue": until, "bumpWorker": worker } },
-                )
-                .sort(doc! { "bumpDue": 1, "_id": 1 })
-                .return_document(ReturnDocument::After)
-                .await
-                .map_err(db_err)?;
-            let Some(doc) = claimed else { break };
-            claims.push(BumpClaim {
-                tenant: doc.tenant.clone(),
-                comment: doc.into_comment(),
-                worker: worker.to_owned(),
-                lease_ms,
-            });
-        }
-        Ok(claims)
-    }
-
-    async fn bump(
-        &self,
-        claim: &BumpClaim,
+        tenant: &str,
+        action_id: ObjectId,
         now: Millis,
         bumps: &[Delivery],
     ) -> StoreResult<Vec<FeedItem>> {
-        if !self
-            .renew_bump(claim, Some(DateTime::from_millis(now + claim.lease_ms)))
-            .await?
-        {
-            return Ok(Vec::new());
-        }
-        let tenant = claim.tenant.as_str();
-        let action_id = claim.comment.action_id;
         // Readers a rule matches share their target and reason: one raise
         // for each such group, only upwards, however many workers bump at
         // once.
@@ -381,9 +301,5 @@ impl QueueStore for MongoStore {
         action_ids: &[ObjectId],
     ) -> StoreResult<Vec<FeedItem>> {
         self.clean_named_docs(claim, action_ids).await
-    }
-
-    async fn finish_bump(&self, claim: &BumpClaim) -> StoreResult<()> {
-        self.renew_bump(claim, None).await.map(|_| ())
     }
 }

@@ -1,12 +1,16 @@
-//! MongoDB: comments and likes, counted on their action with `$inc`.
+//! MongoDB: comments and likes, counted on their action with `$inc`; a
+//! comment is written with its count and its bump job in one transaction.
 
 use async_trait::async_trait;
 use bson::{doc, DateTime, Document};
+use futures_util::FutureExt;
+use mongodb::options::ReturnDocument;
 
-use crate::model::{Comment, Counts, ObjectId, Position};
-use crate::store::{FeedRange, ReactionStore, StoreError, StoreResult};
+use crate::model::{Comment, Counts, Millis, ObjectId, Position};
+use crate::store::{BumpJob, FeedRange, ReactionStore, StoreError, StoreResult};
 
-use super::{db_err, epoch, is_duplicate, read_all, within, CommentDoc, MongoStore};
+use super::jobs::JobDoc;
+use super::{db_err, is_duplicate, read_all, within, CommentDoc, MongoStore};
 
 impl MongoStore {
     /// Brings `comment`'s action up to the comment's time in the discussions
@@ -36,32 +40,50 @@ impl MongoStore {
 #[async_trait]
 impl ReactionStore for MongoStore {
     async fn add_comment(&self, tenant: &str, comment: &Comment) -> StoreResult<Counts> {
-        // Count first: a comment on a missing action is never stored.
-        let Some(counts) = self.count(tenant, comment.action_id, "comments", 1).await? else {
+        let record = CommentDoc::new(tenant, comment);
+        let bump = BumpJob {
+            tenant: tenant.to_owned(),
+            comment: comment.clone(),
+        };
+        let job = JobDoc::new(&bump.to_job()?, Millis::MIN, None);
+        // The count, the comment and its bump job in one transaction: none
+        // without the others. The driver runs it again on a transient
+        // error (a write conflict on the action's document).
+        let mut session = self.db.client().start_session().await.map_err(db_err)?;
+        let counts = session
+            .start_transaction()
+            .and_run((self, &record, &job), |session, (store, record, job)| {
+                async move {
+                    let counted = store
+                        .actions
+                        .find_one_and_update(
+                            doc! { "_id": record.action_id, "tenant": &record.tenant },
+                            doc! { "$inc": { "counts.comments": 1 } },
+                        )
+                        .return_document(ReturnDocument::After)
+                        .session(&mut *session)
+                        .await?;
+                    let Some(action) = counted else {
+                        return Ok(None);
+                    };
+                    store
+                        .comments
+                        .insert_one(*record)
+                        .session(&mut *session)
+                        .await?;
+                    store.jobs.insert_one(*job).session(&mut *session).await?;
+                    Ok(Some(action.counts))
+                }
+                .boxed()
+            })
+            .await
+            .map_err(db_err)?;
+        let Some(counts) = counts else {
             return Err(StoreError::not_found(format!(
                 "no action {}",
                 comment.action_id
             )));
         };
-        let stored = self
-            .comments
-            .insert_one(CommentDoc {
-                id: comment.id,
-                tenant: tenant.to_owned(),
-                action_id: comment.action_id,
-                author_id: comment.author_id.clone(),
-                text: comment.text.clone(),
-                created: DateTime::from_millis(comment.created),
-                // The comment is its own bump job: one write queues both.
-                bump_due: Some(epoch()),
-                bump_worker: None,
-            })
-            .await;
-        if let Err(err) = stored {
-            // Keep the count true to the comments stored.
-            let _ = self.count(tenant, comment.action_id, "comments", -1).await;
-            return Err(db_err(err));
-        }
         self.note_discussion(tenant, comment).await?;
         Ok(counts)
     }

@@ -5,7 +5,9 @@
 use anyhow::{ensure, Context, Result};
 use riverfeed::model::{Action, Comment, EdgeKind, ObjectId, Position, Reason, ReasonKind, Stamp};
 use riverfeed::store::prelude::*;
-use riverfeed::store::{Backfill, Delivery, Ended, ErrorKind, FeedRange, River, Unfollow};
+use riverfeed::store::{
+    Backfill, BumpJob, Delivery, Ended, ErrorKind, FeedRange, JobKind, River, Unfollow,
+};
 
 use super::{action, delivery, names, range, sorted, OTHER, T};
 
@@ -607,11 +609,11 @@ pub(super) async fn rivers(store: &dyn Store) -> Result<()> {
     Ok(())
 }
 
-/// A comment queues a bump job, claimed under a lease: it raises the
-/// commented action in each reader's feed where that is higher than where
-/// it stands (never lower), skips readers without the item or who hid it,
-/// and stamps what it changed; a worker that lost the lease raises
-/// nothing; the last batch finishes the job, which is not claimed again.
+/// A comment queues its bump job (carrying the comment) in the step that
+/// stores it. A raise lifts the commented action in each reader's feed
+/// where that is higher than where it stands (never lower), skips readers
+/// without the item or who hid it, and stamps what it changed; raising
+/// again to the same place changes nothing.
 pub(super) async fn bumps(store: &dyn Store) -> Result<()> {
     let tenant = "bump-tenant";
     let old = action(tenant, "bu-bob", 1_000, &[]);
@@ -642,34 +644,47 @@ pub(super) async fn bumps(store: &dyn Store) -> Result<()> {
         created: 5_000,
     };
     store.add_comment(tenant, &comment).await?;
-    let ours = |claims: Vec<riverfeed::store::BumpClaim>| {
-        claims.into_iter().find(|c| c.comment.id == comment.id)
-    };
-    let first = ours(store.claim_bumps("w1", 100, 1_000, 10).await?).context("claimed")?;
-    ensure!(first.tenant == tenant && first.worker == "w1", "{first:?}");
+    // Its bump job carries the comment, under the comment's id.
+    let leases = store.claim(JobKind::Bump, "w1", 100, 1_000, 1_000).await?;
+    let ours: Vec<_> = leases.iter().filter(|l| l.job.tenant == tenant).collect();
+    ensure!(ours.len() == 1, "one bump job: {ours:?}");
+    let job = BumpJob::of_job(&ours[0].job)?;
     ensure!(
-        ours(store.claim_bumps("w2", 200, 1_000, 10).await?).is_none(),
-        "leased"
+        job.comment == comment && ours[0].job.key == comment.id.to_hex(),
+        "{job:?}"
     );
-    // The lease runs out: w2 takes it over, w1 lost it.
-    let taken = ours(store.claim_bumps("w2", 1_200, 1_000, 10).await?).context("taken over")?;
+    // A comment on no action is refused, and queues nothing.
+    let stray = Comment {
+        id: ObjectId::new(),
+        action_id: ObjectId::new(),
+        ..comment.clone()
+    };
+    let err = store
+        .add_comment(tenant, &stray)
+        .await
+        .err()
+        .context("refused")?;
+    ensure!(err.kind == ErrorKind::NotFound, "{err}");
+    ensure!(
+        !store
+            .claim(JobKind::Bump, "w1", 100, 1_000, 1_000)
+            .await?
+            .iter()
+            .any(|l| l.job.tenant == tenant),
+        "nothing queued"
+    );
     let bumped = |owner: &str, relevancy: i64| Delivery {
         owner: owner.into(),
         relevancy,
         reason: Reason::new(ReasonKind::Bumped, "bu-bob"),
     };
-    let err = store
-        .bump(&first, 1_300, &[bumped("bu-ann", 5_000)])
-        .await
-        .err()
-        .context("lease lost")?;
-    ensure!(err.kind == ErrorKind::LeaseLost, "{err}");
 
     // Ann's item goes up; cat's would go down, so stays; dan hid it; fay
     // never had it.
     let raised = store
-        .bump(
-            &taken,
+        .raise(
+            tenant,
+            old.id,
             1_400,
             &[
                 bumped("bu-ann", 5_000),
@@ -723,17 +738,18 @@ pub(super) async fn bumps(store: &dyn Store) -> Result<()> {
     );
     ensure!(feed("bu-fay").await?.is_empty(), "fay");
 
-    // The last batch, with the finish: cat's now goes up too.
+    // Again, as a worker that took the job over would: nothing moves.
+    let again = store
+        .raise(tenant, old.id, 1_500, &[bumped("bu-ann", 5_000)])
+        .await?;
+    ensure!(again.is_empty(), "again: {again:?}");
+    // Cat's now goes up too.
     let last = store
-        .bump_and_finish(&taken, 1_500, &[bumped("bu-cat", 6_000)])
+        .raise(tenant, old.id, 1_600, &[bumped("bu-cat", 6_000)])
         .await?;
     ensure!(
         last.len() == 1 && last[0].owner == "bu-cat" && last[0].relevancy == 6_000,
         "last: {last:?}"
-    );
-    ensure!(
-        ours(store.claim_bumps("w3", 1_000_000, 1_000, 10).await?).is_none(),
-        "a finished job is not claimed again"
     );
     Ok(())
 }
