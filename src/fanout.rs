@@ -42,7 +42,7 @@ use crate::notify::{self, NoticeRules};
 use crate::relevancy::{self, BumpRules};
 use crate::store::{
     Backfill, BumpJob, Claim, Delivery, Ended, ErrorKind, JobKind, Lease, NoticeJob, Store,
-    StoreResult,
+    StoreResult, Unfollow,
 };
 use crate::timeline::{audience, follow, groups, Expiry, FeedModel};
 
@@ -352,21 +352,30 @@ impl Worker {
         shutdown: &CancellationToken,
         failure: &mut Option<crate::store::StoreError>,
     ) -> StoreResult<usize> {
-        let claims = self
+        let leases = self
             .store
-            .claim_unfollows(
+            .claim(
+                JobKind::Cleanup,
                 &self.config.id,
                 self.clock.now(),
                 self.config.lease_ms,
                 self.config.claim_limit,
             )
             .await?;
-        let claimed = claims.len();
-        for claim in claims {
+        let claimed = leases.len();
+        for lease in leases {
             if shutdown.is_cancelled() {
                 break;
             }
-            let u = &claim.unfollow;
+            let u = match Unfollow::of_job(&lease.job) {
+                Ok(u) => u,
+                Err(err) => {
+                    error!(key = %lease.job.key, cause = %err.chain(), "a cleanup job is unreadable");
+                    failure.get_or_insert(err);
+                    continue;
+                }
+            };
+            let u = &u;
             let store = self.store.as_ref();
             let cleaned = if u.kind.names_items() {
                 let expiry = Expiry {
@@ -374,11 +383,11 @@ impl Worker {
                     item_ttl: self.config.item_ttl,
                 };
                 match groups::named_items(store, u, expiry).await {
-                    Ok(ids) => store.clean_named(&claim, &ids).await,
+                    Ok(ids) => store.clean(&lease, Some(&ids)).await,
                     Err(err) => Err(err),
                 }
             } else {
-                store.clean_unfollow(&claim).await
+                store.clean(&lease, None).await
             };
             self.metrics.job("cleanup", cleaned.is_ok());
             match cleaned {

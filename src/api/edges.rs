@@ -11,7 +11,7 @@ use super::{acting_user, require_users, state, viewer};
 use crate::model::limits::check_id;
 use crate::model::EdgeKind;
 use crate::store::Unfollow;
-use crate::timeline::follow;
+use crate::timeline::{follow, unfollow};
 
 /// Adds or removes `kind` edge from the viewer (or `as_user_id`) to `to`
 /// (a user's id, or for a group follow a group's). Returns whether
@@ -83,7 +83,9 @@ pub(super) async fn change(
             } => {
                 // Reads leave the items out from now on; the worker takes
                 // them out of storage.
-                store.start_unfollow(&unfollow).await.api()?;
+                unfollow::start(store, &unfollow, state.clock.now())
+                    .await
+                    .api()?;
                 if !state.model.pushes_all() {
                     follow::announce_unfollow(
                         store,
@@ -104,7 +106,7 @@ pub(super) async fn change(
             }
             EdgeChange::On { .. } => {
                 // Following again ends a pending unfollow (a no-op if none).
-                store.end_unfollow(&unfollow).await.api()?;
+                unfollow::end(store, &unfollow).await.api()?;
                 let edge = follow::NewEdge {
                     tenant: &viewer.tenant,
                     reader,

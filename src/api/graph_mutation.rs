@@ -10,8 +10,8 @@ use super::{acting_user, require_service, state, viewer};
 use crate::model::limits::check_id;
 use crate::model::{EdgeKind, Group, GroupKind, Membership, MembershipRole};
 use crate::store::{JoinOutcome, Unfollow};
-use crate::timeline::groups;
 use crate::timeline::sources::GroupSource;
+use crate::timeline::{groups, unfollow};
 
 #[derive(Default)]
 pub struct GraphMutation;
@@ -158,7 +158,9 @@ impl GraphMutation {
         // may be the one pending.)
         let cleanup = Unfollow::group(&viewer.tenant, &member, &group_id);
         let store = state.store.as_ref();
-        store.start_unfollow(&cleanup).await.api()?;
+        unfollow::start(store, &cleanup, state.clock.now())
+            .await
+            .api()?;
         // Where readers pull, the leave announces what they pulled from the
         // group since they joined: the membership is read before it ends.
         let membership = if state.model.pushes_all() {

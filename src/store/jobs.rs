@@ -28,16 +28,19 @@
 //!   work is done either way.
 //! - [`JobStore::backlog`] counts the jobs of a kind, waiting or leased, and
 //!   says when the oldest was queued: for `/metrics`.
+//! - [`JobStore::cancel`] removes a job whether it waits or is leased; its
+//!   holder's next renewal or finish is `LeaseLost`, or nothing if it is gone.
+//! - [`JobStore::queued`] lists the waiting and leased jobs of a kind and
+//!   tenant under a key prefix, in key order.
 //! - Kinds and tenants are independent: a claim of one kind never returns
 //!   another's; the same key in two tenants is two jobs.
 //! - The embedded store belongs to one process: at open, every lease is
 //!   released (its holder's name kept, so the next claim says `taken_over`).
 //!
 //! # Which work runs on it
-//! Notice jobs and bumps do. Fan-outs and unfollow cleanups still run on
-//! the queues of [`super::QueueStore`] and move onto this one kind by kind;
-//! the kinds are declared here already so that the queue's contract covers
-//! them.
+//! Notice jobs, bumps and cleanups do. Fan-outs still run on the queue of
+//! [`super::QueueStore`] and move onto this one next; the kind is declared
+//! here already so that the queue's contract covers it.
 //!
 //! # Jobs that must be atomic with a record
 //! A fan-out is queued with its action, a bump with its comment: a record
@@ -56,6 +59,12 @@
 //! raise only ever raises): a worker that lost its lease stops at its next
 //! batch, and what it wrote meanwhile a re-run by the new holder writes
 //! again to the same effect.
+//!
+//! A cleanup's job is its record: the pending unfollow reads apply
+//! ([`JobStore::queued`]) until the cleanup finishes it or a re-follow
+//! cancels it. Its removals and its finish are one step where the backend
+//! can (one `WriteBatch` under the job's lock on the embedded store), so a
+//! cancel in between keeps every item.
 //!
 //! A job whose record went (a bump whose action was deleted) is claimed,
 //! finds nothing to do, and is finished: deletions need not find the jobs
@@ -208,6 +217,14 @@ pub trait JobStore: Send + Sync {
     async fn finish(&self, lease: &Lease) -> StoreResult<()>;
     /// How many jobs of `kind` wait or are leased, and the oldest's time.
     async fn backlog(&self, kind: JobKind) -> StoreResult<JobBacklog>;
+    /// Removes a job whatever its state: the work is no longer wanted (a
+    /// re-follow ends the unfollow's cleanup). Its holder, if any, finds
+    /// its lease lost. Returns whether there was one.
+    async fn cancel(&self, kind: JobKind, tenant: &str, key: &str) -> StoreResult<bool>;
+    /// The jobs of `kind` and `tenant` whose key begins with `prefix`,
+    /// waiting or leased, in key order: work not done yet that reads must
+    /// apply (a reader's pending cleanups). Cheap when there are none.
+    async fn queued(&self, kind: JobKind, tenant: &str, prefix: &str) -> StoreResult<Vec<Job>>;
 }
 }
 

@@ -163,10 +163,13 @@ pub struct Backfill {
     pub changed: Millis,
 }
 
+/// Separates the parts of a cleanup job's key.
+const KEY_SEP: char = '\u{1f}';
+
 /// A reader stopped following (or befriending) an actor, or left a group:
 /// the items that came that way leave the reader's feed. Reads leave them
-/// out at once (by the unfollow's record; for a group, by the access check);
-/// a cleanup job takes them out of storage.
+/// out at once (by the pending cleanup job; for a group, by the access
+/// check); the cleanup job takes them out of storage.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Unfollow {
     pub tenant: String,
@@ -201,8 +204,8 @@ impl Ended {
     }
 
     /// Whether its cleanup is told which items to take out
-    /// ([`QueueStore::clean_named`]) rather than taking every item of its
-    /// reason and actor ([`QueueStore::clean_unfollow`]).
+    /// ([`QueueStore::clean`] with `named`) rather than taking every item
+    /// of its reason and actor.
     pub fn names_items(self) -> bool {
         matches!(self, Ended::Group | Ended::Edge(EdgeKind::Group))
     }
@@ -234,6 +237,58 @@ impl Unfollow {
         Unfollow::edge(tenant, reader, EdgeKind::Group, group)
     }
 
+    /// Its cleanup job: a [`JobKind::Cleanup`] job keyed by reader, kind
+    /// and actor, so a reader's pending ones are one key range
+    /// ([`Unfollow::reader_prefix`]). The key says it all; the payload is
+    /// empty.
+    pub fn to_job(&self, queued: Millis) -> StoreResult<Job> {
+        Job::new(JobKind::Cleanup, &self.tenant, &self.key(), &(), queued)
+    }
+
+    /// The key of its cleanup job: `reader␟kind␟actor` (ids hold no control
+    /// characters).
+    pub fn key(&self) -> String {
+        format!(
+            "{}{KEY_SEP}{}{KEY_SEP}{}",
+            self.reader,
+            codes::ENDED.name(self.kind),
+            self.actor
+        )
+    }
+
+    /// Where the keys of `reader`'s cleanup jobs begin.
+    pub fn reader_prefix(reader: &str) -> String {
+        format!("{reader}{KEY_SEP}")
+    }
+
+    /// The unfollow a cleanup job is for; a key of another shape is
+    /// corrupt data.
+    pub fn of_job(job: &Job) -> StoreResult<Unfollow> {
+        let corrupt = || {
+            StoreError::new(
+                ErrorKind::Internal,
+                format!(
+                    "a cleanup job of tenant {:?} has a corrupt key {:?}",
+                    job.tenant, job.key
+                ),
+            )
+        };
+        let mut parts = job.key.splitn(3, KEY_SEP);
+        let (Some(reader), Some(kind), Some(actor)) = (parts.next(), parts.next(), parts.next())
+        else {
+            return Err(corrupt());
+        };
+        Ok(Unfollow {
+            tenant: job.tenant.clone(),
+            reader: reader.to_owned(),
+            actor: actor.to_owned(),
+            kind: codes::ENDED.read_name(
+                kind,
+                format_args!("cleanup job {:?} of tenant {:?}", job.key, job.tenant),
+            )?,
+        })
+    }
+
     /// Whether `item` (of `action`, where known) came by the ended edge.
     /// Never for a membership (reads leave those out by access); for a
     /// group follow, only with the action, which says where it was sent.
@@ -252,14 +307,6 @@ impl Unfollow {
             Ended::Group => false,
         }
     }
-}
-
-/// A worker's claim on one unfollow's cleanup.
-#[derive(Clone, Debug)]
-pub struct UnfollowClaim {
-    pub unfollow: Unfollow,
-    pub worker: String,
-    pub lease_ms: Millis,
 }
 
 /// Outcome of a group-membership change.
@@ -523,7 +570,7 @@ pub trait ReactionStore: Send + Sync {
 
 port! {
 /// The fan-out queue (claims under a lease, batches of deliveries, and
-/// finishing), the raises of a bump, and unfollow cleanups.
+/// finishing), the raises of a bump, and the removals of a cleanup.
 pub trait QueueStore: Send + Sync {
     /// How many actions wait for their fan-out (or are in one), and since
     /// when the oldest: for `/metrics`.
@@ -588,30 +635,17 @@ pub trait QueueStore: Send + Sync {
         now: Millis,
         raises: &[Delivery],
     ) -> StoreResult<Vec<FeedItem>>;
-    /// Claims up to `limit` unfollow cleanups that are queued or whose lease
-    /// ran out before `now`, leasing them to `worker` until `now + lease_ms`.
-    async fn claim_unfollows(
-        &self,
-        worker: &str,
-        now: Millis,
-        lease_ms: Millis,
-        limit: usize,
-    ) -> StoreResult<Vec<UnfollowClaim>>;
-    /// Takes the items the claimed unfollow covers out of the reader's feed
-    /// and ends the unfollow. Returns the items removed. `LeaseLost` if
-    /// another worker holds it; nothing if it ended meanwhile (a re-follow).
-    async fn clean_unfollow(&self, claim: &UnfollowClaim) -> StoreResult<Vec<FeedItem>>;
-    /// Ends a claimed cleanup that names its items (a group left, a group
-    /// no longer followed: [`Ended::names_items`]), taking the reader's
-    /// items of `action_ids` out of their feed (no tombstone: a later
-    /// delivery may bring one back), each only if it still stands for one
-    /// of the ended source's [`Ended::reasons`] and is not hidden. Returns
-    /// the items removed. `LeaseLost` if another worker holds it.
-    async fn clean_named(
-        &self,
-        claim: &UnfollowClaim,
-        action_ids: &[ObjectId],
-    ) -> StoreResult<Vec<FeedItem>>;
+    /// Runs the cleanup `lease` holds (an [`Unfollow`]'s job): takes the
+    /// items it covers out of the reader's feed and finishes the job, in
+    /// one step where the backend can (a re-follow that cancels the job
+    /// meanwhile then keeps every item). An ended follow or friendship
+    /// covers every item of its reason and actor (`named` is `None`); a
+    /// group left or no longer followed ([`Ended::names_items`]) covers the
+    /// `named` items that still stand for one of its [`Ended::reasons`]
+    /// and are not hidden (no tombstone: a later delivery may bring one
+    /// back). Returns the items removed. `LeaseLost` if another worker
+    /// holds the job; nothing if it is gone.
+    async fn clean(&self, lease: &Lease, named: Option<&[ObjectId]>) -> StoreResult<Vec<FeedItem>>;
 }
 }
 
@@ -634,14 +668,6 @@ pub trait TimelineStore: Send + Sync {
         owner: &str,
         range: FeedRange,
     ) -> StoreResult<Vec<FeedItem>>;
-    /// Records an unfollow (an O(1) write) and queues its cleanup; until that
-    /// has run, [`TimelineStore::unfollows`] lists it for reads to apply.
-    async fn start_unfollow(&self, unfollow: &Unfollow) -> StoreResult<()>;
-    /// Ends an unfollow before its cleanup ran (the reader follows again):
-    /// what it covered stays.
-    async fn end_unfollow(&self, unfollow: &Unfollow) -> StoreResult<()>;
-    /// The unfollows of `reader` whose cleanup has not run yet.
-    async fn unfollows(&self, tenant: &str, reader: &str) -> StoreResult<Vec<Unfollow>>;
     /// Puts items into `owner`'s feed, each stamped as it says (a new
     /// follow's backfill, a river built). Actions the reader already has an
     /// item of, or hid, and actions hidden or deleted meanwhile are skipped. Returns the items

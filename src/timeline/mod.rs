@@ -7,7 +7,7 @@
 //! may read ([`Access`]) and the one decision of what their feed shows
 //! ([`Visibility`]), and how a feed changes outside a fan-out ([`follow`]:
 //! a follow's backfill, an unfollow's announcement; [`groups`]: what
-//! leaving a group takes).
+//! leaving a group takes; [`unfollow`]: an ended edge's pending cleanup).
 
 mod access;
 pub mod audience;
@@ -21,6 +21,7 @@ pub mod push;
 pub mod read;
 pub mod rivers;
 pub mod sources;
+pub mod unfollow;
 mod visibility;
 
 pub use access::{Access, Expiry};

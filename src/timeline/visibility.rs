@@ -29,7 +29,7 @@ impl Visibility {
     /// read show both the items and no unfollow.
     pub async fn load(store: &dyn Store, tenant: &str, reader: &str) -> StoreResult<Visibility> {
         Ok(Visibility {
-            ended: store.unfollows(tenant, reader).await?,
+            ended: super::unfollow::pending(store, tenant, reader).await?,
         })
     }
 

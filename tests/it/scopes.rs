@@ -330,7 +330,9 @@ async fn leaving_a_group_takes_its_items_out(backend: Backend) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
         let held = store.feed_page("acme", "carol", everything).await.unwrap();
-        let pending = store.unfollows("acme", "carol").await.unwrap();
+        let pending = riverfeed::timeline::unfollow::pending(store.as_ref(), "acme", "carol")
+            .await
+            .unwrap();
         if pending.is_empty() && held.iter().all(|i| !team.contains(&i.action_id.to_hex())) {
             break;
         }

@@ -212,6 +212,73 @@ pub async fn tenants_are_independent(store: &dyn Store) -> Result<()> {
     Ok(())
 }
 
+/// A cancelled job is gone whether it waited or was leased: its holder
+/// cannot renew it, finishing it is nothing, and its key may be queued
+/// again; cancelling what is not there answers `false`.
+pub async fn cancel_removes_waiting_or_leased(store: &dyn Store) -> Result<()> {
+    for (key, queued) in [("held", 10), ("waits", 20)] {
+        ensure!(
+            store
+                .enqueue(&job(JobKind::Cleanup, T, key, queued))
+                .await?
+        );
+    }
+    let held = store.claim(JobKind::Cleanup, "w1", 1_000, LEASE, 1).await?;
+    let held = held
+        .into_iter()
+        .find(|l| l.job.key == "held")
+        .context("claimed")?;
+    ensure!(store.cancel(JobKind::Cleanup, T, "waits").await?, "waiting");
+    ensure!(store.cancel(JobKind::Cleanup, T, "held").await?, "leased");
+    ensure!(!store.cancel(JobKind::Cleanup, T, "held").await?, "gone");
+    let err = store
+        .renew(&held, 1_100)
+        .await
+        .err()
+        .context("renewing a cancelled job")?;
+    ensure!(err.kind == ErrorKind::LeaseLost, "{err}");
+    store.finish(&held).await?;
+    ensure!(store.backlog(JobKind::Cleanup).await?.jobs == 0);
+    ensure!(
+        store
+            .claim(JobKind::Cleanup, "w2", 9_000, LEASE, 10)
+            .await?
+            .is_empty(),
+        "nothing left to claim"
+    );
+    ensure!(store.enqueue(&job(JobKind::Cleanup, T, "held", 20)).await?);
+    Ok(())
+}
+
+/// `queued` lists the waiting and leased jobs of one kind and tenant whose
+/// key begins with the prefix, in key order, and nothing else.
+pub async fn queued_lists_a_key_prefix(store: &dyn Store) -> Result<()> {
+    ensure!(
+        store.queued(JobKind::Cleanup, T, "ann/").await?.is_empty(),
+        "none yet"
+    );
+    for key in ["ann/b", "ann/a", "anna/x", "bob/a"] {
+        store.enqueue(&job(JobKind::Cleanup, T, key, 10)).await?;
+    }
+    store.enqueue(&job(JobKind::Bump, T, "ann/c", 10)).await?;
+    store
+        .enqueue(&job(JobKind::Cleanup, "other", "ann/d", 10))
+        .await?;
+    store.claim(JobKind::Cleanup, "w1", 1_000, LEASE, 1).await?;
+    let keys = |jobs: Vec<Job>| jobs.into_iter().map(|j| j.key).collect::<Vec<_>>();
+    let anns = keys(store.queued(JobKind::Cleanup, T, "ann/").await?);
+    ensure!(
+        anns == ["ann/a", "ann/b"],
+        "leased or not, in order: {anns:?}"
+    );
+    let all = keys(store.queued(JobKind::Cleanup, T, "").await?);
+    ensure!(
+        all == ["ann/a", "ann/b", "anna/x", "bob/a"],
+        "the empty prefix: {all:?}"
+    );
+    Ok(())
+}
+
 /// A MongoDB database written before the job queue, with a notice job
 /// waiting and one leased (documents of that release's shape, inserted
 /// raw), opens with both pending: the waiting one due now, the leased one
@@ -373,6 +440,87 @@ async fn earlier_mongodb_bumps_are_moved_once() {
         // Opened again: nothing moved twice.
         let store = riverfeed::store::open(&url).await?;
         ensure!(store.backlog(JobKind::Bump).await?.jobs == 1);
+        Ok(())
+    }
+    .await;
+    crate::common::drop_database(&db).await;
+    if let Err(err) = result {
+        panic!("{err:#}");
+    }
+}
+
+/// A MongoDB database of the release before cleanups were jobs: an
+/// unfollow waiting for its cleanup and a group left whose cleanup was
+/// leased, in `unfollows`, open as cleanup jobs that reads apply, the
+/// leased one due when its lease runs out; the collection goes and the
+/// move is recorded.
+#[tokio::test]
+async fn earlier_mongodb_cleanups_are_moved_once() {
+    use bson::{doc, oid::ObjectId, DateTime};
+    use riverfeed::model::EdgeKind;
+    use riverfeed::store::Unfollow;
+    use riverfeed::timeline::unfollow;
+
+    let Some(base) = crate::common::mongodb_uri() else {
+        return;
+    };
+    let url = crate::common::mongodb_database_uri(&base, "jobs_earlier_cleanups");
+    let client = ::mongodb::Client::with_uri_str(&url).await.expect("client");
+    let db = client.default_database().expect("a database in the URI");
+    db.collection::<bson::Document>("unfollows")
+        .insert_many([
+            doc! {
+                "_id": ObjectId::new(), "tenant": T, "reader": "ann", "kind": "follows",
+                "actor": "bob", "lockedUntil": DateTime::from_millis(0), "worker": "",
+            },
+            doc! {
+                "_id": ObjectId::new(), "tenant": T, "reader": "ann", "kind": "group",
+                "actor": "team-1", "lockedUntil": DateTime::from_millis(5_000), "worker": "w1",
+            },
+        ])
+        .await
+        .expect("earlier unfollows inserted");
+    db.collection::<bson::Document>("meta")
+        .insert_one(doc! { "_id": "jobs", "version": 2 })
+        .await
+        .expect("the earlier version");
+    let unfollowed = Unfollow::edge(T, "ann", EdgeKind::Follows, "bob");
+    let left = Unfollow::group(T, "ann", "team-1");
+    let result = async {
+        let store = riverfeed::store::open(&url).await?;
+        let mut pending = unfollow::pending(store.as_ref(), T, "ann").await?;
+        pending.sort_by(|a, b| a.actor.cmp(&b.actor));
+        ensure!(
+            pending == [unfollowed.clone(), left.clone()],
+            "reads apply both: {pending:?}"
+        );
+        let now = store
+            .claim(JobKind::Cleanup, "w2", 1_000, LEASE, 10)
+            .await?;
+        ensure!(
+            keys(&now) == [unfollowed.key()] && !now[0].taken_over,
+            "the waiting one: {now:?}"
+        );
+        store.finish(&now[0]).await?;
+        let later = store
+            .claim(JobKind::Cleanup, "w2", 5_000, LEASE, 10)
+            .await?;
+        ensure!(
+            keys(&later) == [left.key()] && later[0].taken_over,
+            "the leased one, once its lease ran out: {later:?}"
+        );
+        let gone = !db
+            .list_collection_names()
+            .await?
+            .iter()
+            .any(|name| name == "unfollows");
+        ensure!(gone, "the earlier collection is gone");
+        drop(store);
+        let store = riverfeed::store::open(&url).await?;
+        ensure!(
+            store.backlog(JobKind::Cleanup).await?.jobs == 1,
+            "moved once"
+        );
         Ok(())
     }
     .await;

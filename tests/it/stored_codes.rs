@@ -5,7 +5,7 @@
 //! values, from inside the crate: `store::embedded::graph`'s tests.)
 
 use futures_util::TryStreamExt;
-use mongodb::bson::{doc, oid::ObjectId, DateTime, Document};
+use mongodb::bson::{doc, oid::ObjectId, Document};
 use riverfeed::model::{Group, GroupKind, MembershipRole};
 use riverfeed::store::mongo::MongoStore;
 use riverfeed::store::prelude::*;
@@ -39,11 +39,11 @@ async fn mongodb_unknown_codes_are_corrupt_records_named_with_their_code() {
         })
         .await
         .expect("planted");
-    let unfollow = ObjectId::new();
-    db.collection::<Document>("unfollows")
+    db.collection::<Document>("jobs")
         .insert_one(doc! {
-            "_id": unfollow, "tenant": "acme", "reader": "alice", "kind": "mutes",
-            "actor": "bob", "lockedUntil": DateTime::from_millis(0), "worker": "",
+            "_id": ObjectId::new(), "kind": "cleanup", "tenant": "acme",
+            "key": "alice\u{1f}mutes\u{1f}bob", "payload": "null", "queued": 0_i64,
+            "until": i64::MIN,
         })
         .await
         .expect("planted");
@@ -58,13 +58,10 @@ async fn mongodb_unknown_codes_are_corrupt_records_named_with_their_code() {
     ] {
         assert!(err.message.contains(named), "{named} in: {}", err.message);
     }
-    let err = store.unfollows("acme", "alice").await.unwrap_err();
-    for named in [
-        "unfollows",
-        &unfollow.to_hex(),
-        "unfollow kind",
-        "\"mutes\"",
-    ] {
+    let err = riverfeed::timeline::unfollow::pending(&store, "acme", "alice")
+        .await
+        .unwrap_err();
+    for named in ["cleanup job", "alice", "unfollow kind", "\"mutes\""] {
         assert!(err.message.contains(named), "{named} in: {}", err.message);
     }
     // An export meets the membership too, and stops there.

@@ -12,9 +12,12 @@ use serde::{Deserialize, Serialize};
 use super::families::{JOBS, META, QUEUE, REACTIONS};
 use super::keys::{self, queue, Key, Reader};
 use super::{EmbeddedStore, Inner};
+use std::sync::atomic::Ordering;
+
 use crate::model::{Comment, Millis};
+use crate::store::codes::ENDED;
 use crate::store::jobs::{lease_lost, Job, JobBacklog, JobKind, JobStore, Lease};
-use crate::store::{BumpJob, NoticeJob, StoreResult};
+use crate::store::{BumpJob, NoticeJob, StoreResult, Unfollow};
 
 /// Tags that share the `jobs` family.
 mod tag {
@@ -25,8 +28,9 @@ mod tag {
 /// The `meta` key of the jobs layout's version: which earlier queues were
 /// moved into the `jobs` family.
 const JOBS_VERSION_KEY: &[u8] = b"jobs-version";
-/// 1: notice jobs moved from the `queue` family; 2: bumps too.
-const JOBS_VERSION: u8 = 2;
+/// 1: notice jobs moved from the `queue` family; 2: bumps too; 3: unfollow
+/// cleanups too.
+const JOBS_VERSION: u8 = 3;
 
 fn kind_byte(kind: JobKind) -> u8 {
     match kind {
@@ -35,6 +39,11 @@ fn kind_byte(kind: JobKind) -> u8 {
         JobKind::Bump => 2,
         JobKind::FanOut => 3,
     }
+}
+
+/// Where a kind's counter of queued jobs is.
+fn slot(kind: JobKind) -> usize {
+    kind_byte(kind) as usize
 }
 
 fn kind_of(byte: u8) -> StoreResult<JobKind> {
@@ -132,7 +141,63 @@ impl Inner {
             until: Millis::MIN,
             worker: None,
         };
-        self.put_job(batch, job, None, &stored)
+        self.put_job(batch, job, None, &stored)?;
+        // Counted before it is written: `queued` may look in vain, never
+        // miss one.
+        self.counted(job.kind, 1);
+        Ok(())
+    }
+
+    /// Changes the count of `kind`'s queued jobs by `by`.
+    fn counted(&self, kind: JobKind, by: isize) {
+        let counter = &self.queued_jobs[slot(kind)];
+        if by >= 0 {
+            counter.fetch_add(by.unsigned_abs(), Ordering::SeqCst);
+        } else {
+            counter.fetch_sub(by.unsigned_abs(), Ordering::SeqCst);
+        }
+    }
+
+    /// Counts the queued jobs of every kind, at open.
+    pub(super) fn count_jobs(&self) -> StoreResult<()> {
+        for kind in JobKind::ALL {
+            let prefix = Key::tag(tag::JOB).byte(kind_byte(kind)).into_vec();
+            let mut n = 0;
+            self.scan_prefix(JOBS, &prefix, &prefix, usize::MAX, |_, _| {
+                n += 1;
+                Ok(())
+            })?;
+            self.queued_jobs[slot(kind)].store(n, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+
+    /// The lock a job's steps take.
+    pub(super) fn job_lock(job: &Job) -> Vec<u8> {
+        job_key(job.kind, &job.tenant, &job.key)
+    }
+
+    /// Finishes the job `lease` holds in `batch`, with what its work
+    /// writes: `Ok(false)` if it is gone (nothing is to be written),
+    /// `LeaseLost` if another worker holds it. The caller holds
+    /// [`Inner::job_lock`] and, once `batch` is committed, calls
+    /// [`Inner::finished`].
+    pub(super) fn finish_in(&self, batch: &mut WriteBatch, lease: &Lease) -> StoreResult<bool> {
+        let job = &lease.job;
+        let Some(old) = self.held(lease)? else {
+            return Ok(false);
+        };
+        batch.delete_cf(self.cf(JOBS), job_key(job.kind, &job.tenant, &job.key));
+        batch.delete_cf(
+            self.cf(JOBS),
+            due_key(job.kind, old.until, old.queued, &job.tenant, &job.key),
+        );
+        Ok(true)
+    }
+
+    /// Counts a job finished in a batch of the caller's.
+    pub(super) fn finished(&self, job: &Job) {
+        self.counted(job.kind, -1);
     }
 
     /// Whether a job of `kind` and `key` waits or is leased: for export.
@@ -154,7 +219,11 @@ impl Inner {
         };
         let mut batch = WriteBatch::default();
         self.put_job(&mut batch, job, None, &stored)?;
-        self.commit(batch)?;
+        self.counted(job.kind, 1);
+        if let Err(err) = self.commit(batch) {
+            self.counted(job.kind, -1);
+            return Err(err);
+        }
         Ok(true)
     }
 
@@ -259,16 +328,51 @@ impl Inner {
         let job = &lease.job;
         let key = job_key(job.kind, &job.tenant, &job.key);
         let _lock = self.lock(&[&key]);
-        let Some(old) = self.held(lease)? else {
+        let mut batch = WriteBatch::default();
+        if !self.finish_in(&mut batch, lease)? {
             return Ok(());
+        }
+        self.commit(batch)?;
+        self.finished(job);
+        Ok(())
+    }
+
+    fn cancel(&self, kind: JobKind, tenant: &str, key: &str) -> StoreResult<bool> {
+        let at = job_key(kind, tenant, key);
+        let _lock = self.lock(&[&at]);
+        let Some(old) = self.stored_job(&at)? else {
+            return Ok(false);
         };
         let mut batch = WriteBatch::default();
-        batch.delete_cf(self.cf(JOBS), &key);
+        batch.delete_cf(self.cf(JOBS), &at);
         batch.delete_cf(
             self.cf(JOBS),
-            due_key(job.kind, old.until, old.queued, &job.tenant, &job.key),
+            due_key(kind, old.until, old.queued, tenant, key),
         );
-        self.commit(batch)
+        self.commit(batch)?;
+        self.counted(kind, -1);
+        Ok(true)
+    }
+
+    fn queued(&self, kind: JobKind, tenant: &str, prefix: &str) -> StoreResult<Vec<Job>> {
+        // Nearly always none of the kind at all: no read.
+        if self.queued_jobs[slot(kind)].load(Ordering::SeqCst) == 0 {
+            return Ok(Vec::new());
+        }
+        let of_tenant = Key::tag(tag::JOB)
+            .byte(kind_byte(kind))
+            .str(tenant)
+            .into_vec();
+        let under = job_key(kind, tenant, prefix);
+        let mut jobs = Vec::new();
+        self.scan_prefix(JOBS, &under, &under, usize::MAX, |k, v| {
+            let key =
+                std::str::from_utf8(&k[of_tenant.len()..]).map_err(|_| keys::corrupt("job key"))?;
+            let stored: Stored = keys::decode_record(v)?;
+            jobs.push(stored.job(kind, tenant, key));
+            Ok(())
+        })?;
+        Ok(jobs)
     }
 
     fn backlog(&self, kind: JobKind) -> StoreResult<JobBacklog> {
@@ -365,6 +469,9 @@ impl Inner {
         if at < 2 {
             moved += self.move_bumps(&mut batch)?;
         }
+        if at < 3 {
+            moved += self.move_cleanups(&mut batch)?;
+        }
         batch.put_cf(self.cf(META), JOBS_VERSION_KEY, [JOBS_VERSION]);
         self.commit(batch)?;
         if moved > 0 {
@@ -395,6 +502,47 @@ impl Inner {
             };
             self.put_job(batch, &job, None, &stored)?;
             batch.delete_cf(self.cf(QUEUE), k);
+            moved += 1;
+            Ok(())
+        })?;
+        Ok(moved)
+    }
+
+    /// Unfollow cleanups as the `queue` family held them:
+    /// `(UNFOLLOW, tenant, reader, kind code, actor)` → the lease.
+    fn move_cleanups(&self, batch: &mut WriteBatch) -> StoreResult<usize> {
+        let prefix = [queue::UNFOLLOW];
+        let mut moved = 0;
+        self.scan_prefix(QUEUE, &prefix, &prefix, usize::MAX, |k, v| {
+            batch.delete_cf(self.cf(QUEUE), k);
+            let mut r = Reader(&k[1..]);
+            let tenant = r.str()?.to_owned();
+            let reader = r.str()?.to_owned();
+            let code = r.byte()?;
+            let actor = r.last()?.to_owned();
+            let kind = ENDED.read_byte(
+                code,
+                format_args!("queue/unfollow {tenant}/{reader}/{actor}"),
+            )?;
+            let unfollow = Unfollow {
+                tenant,
+                reader,
+                actor,
+                kind,
+            };
+            let lease = keys::Lease::decode(v)?;
+            let job = unfollow.to_job(0)?;
+            let stored = Stored {
+                payload: job.payload.clone(),
+                queued: job.queued,
+                until: if lease.until > 0 {
+                    lease.until
+                } else {
+                    Millis::MIN
+                },
+                worker: Some(lease.worker).filter(|w| !w.is_empty()),
+            };
+            self.put_job(batch, &job, None, &stored)?;
             moved += 1;
             Ok(())
         })?;
@@ -475,6 +623,18 @@ impl JobStore for EmbeddedStore {
     async fn finish(&self, lease: &Lease) -> StoreResult<()> {
         let lease = lease.clone();
         self.blocking(move |db| db.finish(&lease)).await
+    }
+
+    async fn cancel(&self, kind: JobKind, tenant: &str, key: &str) -> StoreResult<bool> {
+        let (tenant, key) = (tenant.to_owned(), key.to_owned());
+        self.blocking(move |db| db.cancel(kind, &tenant, &key))
+            .await
+    }
+
+    async fn queued(&self, kind: JobKind, tenant: &str, prefix: &str) -> StoreResult<Vec<Job>> {
+        let (tenant, prefix) = (tenant.to_owned(), prefix.to_owned());
+        self.blocking(move |db| db.queued(kind, &tenant, &prefix))
+            .await
     }
 
     async fn backlog(&self, kind: JobKind) -> StoreResult<JobBacklog> {
@@ -611,6 +771,68 @@ mod tests {
         drop(store);
         let store = EmbeddedStore::open(dir.path())?;
         assert_eq!(store.backlog(JobKind::Bump).await?.jobs, 2, "moved once");
+        Ok(())
+    }
+
+    /// A data directory of the release before cleanups were jobs, with an
+    /// unfollow waiting for its cleanup and a group left whose cleanup was
+    /// leased, opens with both pending as cleanup jobs (reads apply them),
+    /// the held one's holder named; the move is recorded.
+    #[tokio::test]
+    async fn earlier_cleanups_are_moved_once() -> Result<(), StoreError> {
+        use crate::model::EdgeKind;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let unfollowed = Unfollow::edge("acme", "ann", EdgeKind::Follows, "bob");
+        let left = Unfollow::group("acme", "ann", "team-1");
+        {
+            let store = EmbeddedStore::open(dir.path())?;
+            let db = &store.inner;
+            let mut batch = WriteBatch::default();
+            for (u, until, worker) in [(&unfollowed, 0, ""), (&left, 5_000, "w1")] {
+                let key = Key::tag(queue::UNFOLLOW)
+                    .str(&u.tenant)
+                    .str(&u.reader)
+                    .byte(ENDED.byte(u.kind))
+                    .last(&u.actor)
+                    .into_vec();
+                let lease = keys::Lease {
+                    until,
+                    worker: worker.into(),
+                    action: None,
+                };
+                batch.put_cf(db.cf(QUEUE), key, lease.encode());
+            }
+            // As that release left it: notice jobs and bumps moved.
+            batch.put_cf(db.cf(META), JOBS_VERSION_KEY, [2]);
+            db.commit(batch)?;
+        }
+        let store = EmbeddedStore::open(dir.path())?;
+        let pending: Vec<Unfollow> = store
+            .queued(JobKind::Cleanup, "acme", &Unfollow::reader_prefix("ann"))
+            .await?
+            .iter()
+            .map(Unfollow::of_job)
+            .collect::<StoreResult<_>>()?;
+        assert_eq!(pending.len(), 2, "{pending:?}");
+        assert!(pending.contains(&unfollowed) && pending.contains(&left));
+        let leases = store.claim(JobKind::Cleanup, "w2", 0, 1_000, 10).await?;
+        let held = leases
+            .iter()
+            .find(|l| Unfollow::of_job(&l.job).ok().as_ref() == Some(&left))
+            .expect("the group left");
+        assert!(held.taken_over, "its holder named");
+        let prefix = [queue::UNFOLLOW];
+        let mut left_over = 0;
+        store
+            .inner
+            .scan_prefix(QUEUE, &prefix, &prefix, usize::MAX, |_, _| {
+                left_over += 1;
+                Ok(())
+            })?;
+        assert_eq!(left_over, 0, "the earlier entries are gone");
+        drop(store);
+        let store = EmbeddedStore::open(dir.path())?;
+        assert_eq!(store.backlog(JobKind::Cleanup).await?.jobs, 2, "moved once");
         Ok(())
     }
 }

@@ -58,8 +58,9 @@ pub mod queue {
     /// `(comment, tenant)` → a bump and its lease, as earlier versions kept
     /// them: moved to the `jobs` family at open.
     pub const BUMP: u8 = 1;
-    /// `(tenant, reader, edge kind, actor)`: an unfollow whose cleanup has
-    /// not run, with its lease.
+    /// `(tenant, reader, edge kind, actor)` → an unfollow's cleanup and its
+    /// lease, as earlier versions kept them: moved to the `jobs` family at
+    /// open.
     pub const UNFOLLOW: u8 = 2;
     /// `(expires at, tenant, action)`: actions recorded with an expiry,
     /// soonest first.

@@ -28,6 +28,7 @@
 mod actions;
 mod archive;
 mod cache;
+mod cleanups;
 mod graph;
 mod group_feeds;
 mod jobs;
@@ -39,7 +40,6 @@ mod rivers;
 mod sources;
 mod store;
 mod timelines;
-mod unfollows;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -71,12 +71,12 @@ pub mod families {
     /// `(tenant, refId, actionId)`: slices.
     pub const REFS: &str = "refs";
     /// Tagged: the work still to do on the queues not yet moved onto the
-    /// job queue, each with its lease: fan-outs, unfollow cleanups (which
-    /// are also the unfollows reads apply); and the expiry sweeper's
+    /// job queue, each with its lease: fan-outs; and the expiry sweeper's
     /// indexes (actions by expiry, actions by age for `--item-ttl`).
     pub const QUEUE: &str = "queue";
     /// The job queue: jobs with their leases (a comment's bump, a notice
-    /// job), and the due index (tagged; see `jobs.rs`).
+    /// job, a cleanup, which is also the pending unfollow reads apply), and
+    /// the due index (tagged; see `jobs.rs`).
     pub const JOBS: &str = "jobs";
     /// `(tenant, owner, relevancy desc, actionId desc)` → change stamp and
     /// reason: a reader's feed in the order it is read.
@@ -157,9 +157,10 @@ pub(crate) struct Inner {
     profiles: Versioned<Profile>,
     synced: WriteOptions,
     unsynced: WriteOptions,
-    /// Unfollows whose cleanup has not run, in the whole store: while there
-    /// are none (nearly always), a feed page need not look for the reader's.
-    pending_unfollows: std::sync::atomic::AtomicUsize,
+    /// Jobs waiting or leased, by kind, in the whole store: while there
+    /// are no cleanups (nearly always), a feed page need not look for the
+    /// reader's.
+    queued_jobs: [std::sync::atomic::AtomicUsize; 4],
 }
 
 pub(crate) fn db_err(err: rocksdb::Error) -> StoreError {
@@ -217,11 +218,11 @@ impl EmbeddedStore {
             profiles: Versioned::new(PROFILES_CACHED),
             synced,
             unsynced,
-            pending_unfollows: Default::default(),
+            queued_jobs: Default::default(),
         };
         inner.index_outboxes()?;
         inner.migrate_jobs()?;
-        inner.count_unfollows()?;
+        inner.count_jobs()?;
         let released = inner.release_leases()? + inner.release_jobs()?;
         if released > 0 {
             tracing::info!(

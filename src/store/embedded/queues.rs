@@ -61,7 +61,7 @@ impl Inner {
     pub(super) fn release_leases(&self) -> StoreResult<usize> {
         let mut batch = WriteBatch::default();
         let mut released = 0;
-        for tag in [queue::FAN_OUT, queue::UNFOLLOW] {
+        for tag in [queue::FAN_OUT] {
             let mut opts = rocksdb::ReadOptions::default();
             opts.set_iterate_upper_bound([tag + 1]);
             let mut it = self.db.raw_iterator_cf_opt(self.cf(QUEUE), opts);

@@ -9,8 +9,8 @@ use crate::model::{
     ObjectId, Position, Scope, Stamp, User,
 };
 use crate::store::{
-    ActionStore, Backfill, Claim, Delivery, Direction, FeedRange, GraphStore, JoinOutcome,
-    QueueStore, ReactionStore, Store, StoreResult, TimelineStore, Unfollow, UnfollowClaim,
+    ActionStore, Backfill, Claim, Delivery, Direction, FeedRange, GraphStore, JoinOutcome, Lease,
+    QueueStore, ReactionStore, Store, StoreResult, TimelineStore,
 };
 
 /// Owned copies of borrowed arguments, for work moved to the blocking pool.
@@ -345,30 +345,10 @@ impl QueueStore for EmbeddedStore {
             .await
     }
 
-    async fn claim_unfollows(
-        &self,
-        worker: &str,
-        now: Millis,
-        lease_ms: Millis,
-        limit: usize,
-    ) -> StoreResult<Vec<UnfollowClaim>> {
-        owned!(worker);
-        self.blocking(move |db| db.claim_unfollows(&worker, now, lease_ms, limit))
+    async fn clean(&self, lease: &Lease, named: Option<&[ObjectId]>) -> StoreResult<Vec<FeedItem>> {
+        let (lease, named) = (lease.clone(), named.map(<[ObjectId]>::to_vec));
+        self.blocking(move |db| db.clean(&lease, named.as_deref()))
             .await
-    }
-
-    async fn clean_unfollow(&self, claim: &UnfollowClaim) -> StoreResult<Vec<FeedItem>> {
-        owned!(claim);
-        self.blocking(move |db| db.clean_unfollow(&claim)).await
-    }
-
-    async fn clean_named(
-        &self,
-        claim: &UnfollowClaim,
-        action_ids: &[ObjectId],
-    ) -> StoreResult<Vec<FeedItem>> {
-        let (claim, ids) = (claim.clone(), action_ids.to_vec());
-        self.blocking(move |db| db.clean_named(&claim, &ids)).await
     }
 }
 
@@ -391,20 +371,6 @@ impl TimelineStore for EmbeddedStore {
         range: FeedRange,
     ) -> StoreResult<Vec<FeedItem>> {
         self.inner.feed_page(tenant, owner, range)
-    }
-
-    async fn start_unfollow(&self, unfollow: &Unfollow) -> StoreResult<()> {
-        owned!(unfollow);
-        self.blocking(move |db| db.start_unfollow(&unfollow)).await
-    }
-
-    async fn end_unfollow(&self, unfollow: &Unfollow) -> StoreResult<()> {
-        owned!(unfollow);
-        self.blocking(move |db| db.end_unfollow(&unfollow)).await
-    }
-
-    async fn unfollows(&self, tenant: &str, reader: &str) -> StoreResult<Vec<Unfollow>> {
-        self.inner.unfollows(tenant, reader)
     }
 
     async fn backfill(

@@ -202,16 +202,6 @@ impl MongoStore {
             ))
             .await
             .map_err(db_err)?;
-        self.unfollows
-            .create_indexes([
-                index(
-                    doc! { "tenant": 1, "reader": 1, "kind": 1, "actor": 1 },
-                    unique("unfollow"),
-                ),
-                index(doc! { "lockedUntil": 1 }, named("unfollow_due")),
-            ])
-            .await
-            .map_err(db_err)?;
         self.discussions
             .create_indexes([
                 index(

@@ -13,15 +13,16 @@ use serde::{Deserialize, Serialize};
 
 use super::{db_err, is_duplicate, MongoStore};
 use crate::model::{Comment, Millis, ObjectId};
+use crate::store::codes::ENDED;
 use crate::store::jobs::{lease_lost, Job, JobBacklog, JobKind, JobStore, Lease};
-use crate::store::{BumpJob, NoticeJob, StoreResult};
+use crate::store::{BumpJob, NoticeJob, StoreResult, Unfollow};
 
 /// The `meta` document of the jobs layout's version: which earlier queues
 /// were moved into `jobs`.
 const JOBS_VERSION_ID: &str = "jobs";
 /// 1: notice jobs moved from `notice_jobs`; 2: bumps moved off their
-/// comments.
-const JOBS_VERSION: i32 = 2;
+/// comments; 3: cleanups moved from `unfollows`.
+const JOBS_VERSION: i32 = 3;
 
 /// `jobs` as stored.
 #[derive(Debug, Serialize, Deserialize)]
@@ -65,6 +66,21 @@ impl JobDoc {
     }
 }
 
+/// The first string after every string that begins with `prefix`: the
+/// prefix with its last character that can be raised raised by one (and
+/// what follows it dropped). `None` when there is none (all `char::MAX`).
+fn past_prefix(prefix: &str) -> Option<String> {
+    let mut chars: Vec<char> = prefix.chars().collect();
+    while let Some(last) = chars.pop() {
+        let raised = (u32::from(last) + 1..=u32::from(char::MAX)).find_map(char::from_u32);
+        if let Some(raised) = raised {
+            chars.push(raised);
+            return Some(chars.into_iter().collect());
+        }
+    }
+    None
+}
+
 fn job_filter(job: &Job) -> Document {
     doc! { "kind": job.kind.code(), "tenant": &job.tenant, "key": &job.key }
 }
@@ -75,6 +91,17 @@ impl MongoStore {
     async fn holder(&self, job: &Job) -> StoreResult<Option<Option<String>>> {
         let found = self.jobs.find_one(job_filter(job)).await.map_err(db_err)?;
         Ok(found.map(|d| d.worker))
+    }
+
+    /// Whether `lease`'s worker still holds its job: `false` if it is gone
+    /// (finished, or cancelled), `LeaseLost` if another worker holds it.
+    pub(super) async fn holds(&self, lease: &Lease) -> StoreResult<bool> {
+        let job = &lease.job;
+        match self.holder(job).await? {
+            None => Ok(false),
+            Some(Some(worker)) if worker == lease.worker => Ok(true),
+            Some(holder) => Err(lease_lost(job, holder.as_deref())),
+        }
     }
 
     /// Every job of `kind` (of `tenant`, or of all), waiting or leased:
@@ -116,6 +143,9 @@ impl MongoStore {
         }
         if noted < 2 {
             moved += self.move_bumps().await?;
+        }
+        if noted < 3 {
+            moved += self.move_cleanups().await?;
         }
         self.meta
             .update_one(
@@ -159,6 +189,53 @@ impl MongoStore {
 }
 
 impl MongoStore {
+    /// Unfollow cleanups as earlier versions kept them in `unfollows`:
+    /// `{tenant, reader, kind, actor, lockedUntil, worker}` (`worker` empty
+    /// and `lockedUntil` the epoch while queued). Each becomes a job (a
+    /// duplicate, from a move cut short, is skipped), then the collection
+    /// goes.
+    async fn move_cleanups(&self) -> StoreResult<usize> {
+        #[derive(Deserialize)]
+        struct Earlier {
+            tenant: String,
+            reader: String,
+            kind: String,
+            actor: String,
+            #[serde(rename = "lockedUntil")]
+            locked_until: bson::DateTime,
+            #[serde(default)]
+            worker: String,
+        }
+        let earlier = self.db.collection::<Earlier>("unfollows");
+        let mut cursor = earlier.find(doc! {}).await.map_err(db_err)?;
+        let mut moved = 0;
+        while let Some(found) = cursor.next().await {
+            let found = found.map_err(db_err)?;
+            let unfollow = Unfollow {
+                kind: ENDED.read_name(
+                    &found.kind,
+                    format_args!(
+                        "unfollows {}/{}/{}",
+                        found.tenant, found.reader, found.actor
+                    ),
+                )?,
+                tenant: found.tenant,
+                reader: found.reader,
+                actor: found.actor,
+            };
+            let due = found.locked_until.timestamp_millis();
+            let until = if due > 0 { due } else { Millis::MIN };
+            let worker = Some(found.worker).filter(|w| !w.is_empty());
+            let record = JobDoc::new(&unfollow.to_job(0)?, until, worker);
+            match self.jobs.insert_one(&record).await {
+                Err(err) if !is_duplicate(&err) => return Err(db_err(err)),
+                _ => moved += 1,
+            }
+        }
+        earlier.drop().await.map_err(db_err)?;
+        Ok(moved)
+    }
+
     /// Bumps as earlier versions kept them: fields of their comment,
     /// `bumpDue` (the epoch while queued, the lease's end once claimed) and
     /// `bumpWorker`. Each becomes a job (a duplicate, from a move cut
@@ -297,6 +374,35 @@ impl JobStore for MongoStore {
             None => Ok(()),
             Some(holder) => Err(lease_lost(job, holder.as_deref())),
         }
+    }
+
+    async fn cancel(&self, kind: JobKind, tenant: &str, key: &str) -> StoreResult<bool> {
+        let deleted = self
+            .jobs
+            .delete_one(doc! { "kind": kind.code(), "tenant": tenant, "key": key })
+            .await
+            .map_err(db_err)?;
+        Ok(deleted.deleted_count == 1)
+    }
+
+    async fn queued(&self, kind: JobKind, tenant: &str, prefix: &str) -> StoreResult<Vec<Job>> {
+        // A range of the unique `{kind, tenant, key}` index: keys from
+        // `prefix` up to the first string past every key it begins.
+        let mut key = doc! { "$gte": prefix };
+        if let Some(end) = past_prefix(prefix) {
+            key.insert("$lt", end);
+        }
+        let mut cursor = self
+            .jobs
+            .find(doc! { "kind": kind.code(), "tenant": tenant, "key": key })
+            .sort(doc! { "key": 1 })
+            .await
+            .map_err(db_err)?;
+        let mut jobs = Vec::new();
+        while let Some(found) = cursor.next().await {
+            jobs.push(found.map_err(db_err)?.into_job()?);
+        }
+        Ok(jobs)
     }
 
     async fn backlog(&self, kind: JobKind) -> StoreResult<JobBacklog> {

@@ -18,8 +18,6 @@
 //!   kept on the action with `$inc`; `discussions` (one per user and action
 //!   they commented on, at the thread's latest comment);
 //! - `assignments` (a user on a ref); a user's supervisor is a field of `users`;
-//! - `unfollows` (one per ended edge or membership whose cleanup has not
-//!   run: the record reads apply and the job, with its lease);
 //! - `cuts` (where each of a reader's sources begins for them) and
 //!   `celebrities` (actors no longer fanned out), for the feed models;
 //! - `group_feeds` (one document per slot of a group's ring) and
@@ -27,7 +25,8 @@
 //! - `notice_groups` (one document per notice group, its members inside),
 //!   `inboxes` (one per user);
 //! - `jobs`: the job queue (see `jobs.rs`), one document per waiting or
-//!   leased job (a comment's bump, a notice job);
+//!   leased job (a comment's bump, a notice job, an unfollow's cleanup,
+//!   which is also the record reads apply until it has run);
 //! - `events`: the event log live events cross processes by (see
 //!   `events.rs`), kept a while (TTL);
 //! - `meta`: the deployment's own values, the timeline layout the database
@@ -44,13 +43,14 @@
 //! `queues.rs` (fan-out leases, bumps' raises), `jobs.rs` (the job queue),
 //! `timelines.rs` (feeds),
 //! `sources.rs` and `rivers.rs` (what the feed models read and keep),
-//! `unfollows.rs`, `group_feeds.rs`, `notices.rs`, `indexes.rs` and
+//! `cleanups.rs`, `group_feeds.rs`, `notices.rs`, `indexes.rs` and
 //! `archive.rs` (export and import of whole stores); this file holds the
 //! connection and the stored document shapes.
 
 mod actions;
 mod archive;
 mod bulk;
+mod cleanups;
 mod copies;
 mod events;
 mod graph;
@@ -64,7 +64,6 @@ mod reactions;
 mod rivers;
 mod sources;
 mod timelines;
-mod unfollows;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -154,8 +153,6 @@ pub struct MongoStore {
     /// One per user and action they commented on, at the action's latest
     /// comment.
     discussions: Collection<Document>,
-    /// Ended edges whose cleanup has not run, with its lease.
-    unfollows: Collection<Document>,
     assignments: Collection<Document>,
     /// Where each of a reader's sources begins for them.
     cuts: Collection<Document>,
@@ -580,7 +577,6 @@ impl MongoStore {
             comments: db.collection("comments"),
             likes: db.collection("likes"),
             discussions: db.collection("discussions"),
-            unfollows: db.collection("unfollows"),
             assignments: db.collection("assignments"),
             cuts: db.collection("cuts"),
             celebrities: db.collection("celebrities"),

@@ -7,9 +7,7 @@ use futures_util::StreamExt;
 use mongodb::options::ReturnDocument;
 
 use crate::model::{Action, FanOut, FanOutState, FeedItem, Millis, ObjectId, Reason};
-use crate::store::{
-    Claim, Delivery, ErrorKind, QueueStore, StoreError, StoreResult, UnfollowClaim,
-};
+use crate::store::{Claim, Delivery, ErrorKind, Lease, QueueStore, StoreError, StoreResult};
 
 use super::layout::copy::same as copies_agree;
 use super::{db_err, MongoStore};
@@ -281,25 +279,7 @@ impl QueueStore for MongoStore {
         Ok(raised)
     }
 
-    async fn claim_unfollows(
-        &self,
-        worker: &str,
-        now: Millis,
-        lease_ms: Millis,
-        limit: usize,
-    ) -> StoreResult<Vec<UnfollowClaim>> {
-        self.claim_unfollow_docs(worker, now, lease_ms, limit).await
-    }
-
-    async fn clean_unfollow(&self, claim: &UnfollowClaim) -> StoreResult<Vec<FeedItem>> {
-        self.clean_unfollow_docs(claim).await
-    }
-
-    async fn clean_named(
-        &self,
-        claim: &UnfollowClaim,
-        action_ids: &[ObjectId],
-    ) -> StoreResult<Vec<FeedItem>> {
-        self.clean_named_docs(claim, action_ids).await
+    async fn clean(&self, lease: &Lease, named: Option<&[ObjectId]>) -> StoreResult<Vec<FeedItem>> {
+        self.clean_docs(lease, named).await
     }
 }

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use bson::{doc, Document};
 
 use crate::model::{Action, FeedItem, ObjectId, Stamp};
-use crate::store::{ActionStore, Backfill, FeedRange, StoreResult, TimelineStore, Unfollow};
+use crate::store::{ActionStore, Backfill, FeedRange, StoreResult, TimelineStore};
 
 use super::{read_all, MongoStore};
 
@@ -54,18 +54,6 @@ impl TimelineStore for MongoStore {
         range: FeedRange,
     ) -> StoreResult<Vec<FeedItem>> {
         self.layout.page(tenant, owner, range).await
-    }
-
-    async fn start_unfollow(&self, unfollow: &Unfollow) -> StoreResult<()> {
-        self.start_unfollow_doc(unfollow).await
-    }
-
-    async fn end_unfollow(&self, unfollow: &Unfollow) -> StoreResult<()> {
-        self.end_unfollow_doc(unfollow).await
-    }
-
-    async fn unfollows(&self, tenant: &str, reader: &str) -> StoreResult<Vec<Unfollow>> {
-        self.unfollows_of(tenant, reader).await
     }
 
     async fn backfill(

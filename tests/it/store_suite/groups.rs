@@ -12,7 +12,9 @@ use riverfeed::store::{
     Backfill, Cut, Direction, ErrorKind, FeedRange, JoinOutcome, Outbox, Unfollow,
 };
 
-use super::{names, range, scoped, OTHER, T};
+use riverfeed::timeline::unfollow;
+
+use super::{cleanup_of, names, range, scoped, OTHER, T};
 
 pub(super) async fn groups(store: &dyn Store) -> Result<()> {
     let team = Group {
@@ -142,29 +144,23 @@ pub(super) async fn group_cleanup(store: &dyn Store) -> Result<()> {
         )
         .await?;
     let left = Unfollow::group(T, reader, "mc-team");
-    store.start_unfollow(&left).await?;
-    ensure!(store.unfollows(T, reader).await? == std::slice::from_ref(&left));
-    let claims = store.claim_unfollows("w1", 100, 1_000, 10).await?;
-    let claim = claims
-        .iter()
-        .find(|c| c.unfollow == left)
-        .context("claimed")?
-        .clone();
-    let taken = store.claim_unfollows("w2", 1_200, 1_000, 10).await?;
-    let claim2 = taken
-        .iter()
-        .find(|c| c.unfollow == left)
-        .context("taken over")?
-        .clone();
+    unfollow::start(store, &left, 0).await?;
+    ensure!(unfollow::pending(store, T, reader).await? == std::slice::from_ref(&left));
+    let claim = cleanup_of(store, "w1", 100, &left)
+        .await?
+        .context("claimed")?;
+    let claim2 = cleanup_of(store, "w2", 1_200, &left)
+        .await?
+        .context("taken over")?;
     let named = [team.id, department.id, followed.id, ObjectId::new()];
     let err = store
-        .clean_named(&claim, &named)
+        .clean(&claim, Some(&named))
         .await
         .err()
         .context("lease lost")?;
     ensure!(err.kind == ErrorKind::LeaseLost, "{err}");
     let removed: Vec<ObjectId> = store
-        .clean_named(&claim2, &named)
+        .clean(&claim2, Some(&named))
         .await?
         .iter()
         .map(|i| i.action_id)
@@ -181,9 +177,12 @@ pub(super) async fn group_cleanup(store: &dyn Store) -> Result<()> {
         .map(|i| i.action_id)
         .collect();
     ensure!(rest == [kept.id, followed.id], "rest: {rest:?}");
-    ensure!(store.unfollows(T, reader).await?.is_empty(), "ended");
+    ensure!(
+        unfollow::pending(store, T, reader).await?.is_empty(),
+        "ended"
+    );
     // The job is gone: cleaning it again takes nothing.
-    ensure!(store.clean_named(&claim2, &[kept.id]).await?.is_empty());
+    ensure!(store.clean(&claim2, Some(&[kept.id])).await?.is_empty());
     ensure!(store.feed_page(T, reader, range(10)).await?.len() == 2);
     Ok(())
 }
@@ -340,22 +339,22 @@ pub(super) async fn group_follows(store: &dyn Store) -> Result<()> {
         )
         .await?;
     let ended = Unfollow::group_follow(T, reader, group);
-    store.start_unfollow(&ended).await?;
-    ensure!(store.unfollows(T, reader).await? == std::slice::from_ref(&ended));
-    let claims = store.claim_unfollows("w1", 100, 1_000, 10).await?;
-    let claim = claims
-        .iter()
-        .find(|c| c.unfollow == ended)
-        .context("claimed")?
-        .clone();
-    let removed = store.clean_named(&claim, &[public.id, not_sent.id]).await?;
+    unfollow::start(store, &ended, 0).await?;
+    ensure!(unfollow::pending(store, T, reader).await? == std::slice::from_ref(&ended));
+    let claim = cleanup_of(store, "w1", 100, &ended)
+        .await?
+        .context("claimed")?;
+    let removed = store.clean(&claim, Some(&[public.id, not_sent.id])).await?;
     ensure!(
         removed.len() == 1 && removed[0].action_id == public.id,
         "only the group's: {removed:?}"
     );
     let rest = store.feed_page(T, reader, range(10)).await?;
     ensure!(rest.len() == 1 && rest[0].action_id == not_sent.id);
-    ensure!(store.unfollows(T, reader).await?.is_empty(), "ended");
+    ensure!(
+        unfollow::pending(store, T, reader).await?.is_empty(),
+        "ended"
+    );
     Ok(())
 }
 

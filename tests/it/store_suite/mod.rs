@@ -137,6 +137,8 @@ store_cases! {
         store_jobs::backlog_counts_and_oldest,
         store_jobs::kinds_are_independent,
         store_jobs::tenants_are_independent,
+        store_jobs::cancel_removes_waiting_or_leased,
+        store_jobs::queued_lists_a_key_prefix,
     ],
     every_layout: [
         fanout::claims_and_leases,
@@ -263,6 +265,22 @@ pub fn range(limit: usize) -> FeedRange {
         limit,
         from_oldest: false,
     }
+}
+
+/// The lease on `unfollow`'s cleanup job, if `worker` claims it at `now`
+/// (leased for a second).
+async fn cleanup_of(
+    store: &dyn Store,
+    worker: &str,
+    now: i64,
+    unfollow: &riverfeed::store::Unfollow,
+) -> Result<Option<riverfeed::store::Lease>> {
+    let leases = store
+        .claim(riverfeed::store::JobKind::Cleanup, worker, now, 1_000, 100)
+        .await?;
+    Ok(leases
+        .into_iter()
+        .find(|l| l.job.tenant == unfollow.tenant && l.job.key == unfollow.key()))
 }
 
 fn names(list: &[&str]) -> Vec<String> {

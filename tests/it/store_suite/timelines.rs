@@ -9,7 +9,9 @@ use riverfeed::store::{
     Backfill, BumpJob, Delivery, Ended, ErrorKind, FeedRange, JobKind, River, Unfollow,
 };
 
-use super::{action, delivery, names, range, sorted, OTHER, T};
+use riverfeed::timeline::unfollow;
+
+use super::{action, cleanup_of, delivery, names, range, sorted, OTHER, T};
 
 pub(super) async fn feed_ranges(store: &dyn Store) -> Result<()> {
     let tenant = "range-tenant";
@@ -372,40 +374,32 @@ pub(super) async fn unfollows(store: &dyn Store) -> Result<()> {
         )
         .await?;
     let follows = Unfollow::edge(tenant, reader, EdgeKind::Follows, "u-ned");
-    store.start_unfollow(&follows).await?;
-    ensure!(store.unfollows(tenant, reader).await? == std::slice::from_ref(&follows));
-    ensure!(store.unfollows(tenant, "u-other").await?.is_empty());
-    ensure!(store.unfollows(OTHER, reader).await?.is_empty());
+    unfollow::start(store, &follows, 0).await?;
+    ensure!(unfollow::pending(store, tenant, reader).await? == std::slice::from_ref(&follows));
+    ensure!(unfollow::pending(store, tenant, "u-other")
+        .await?
+        .is_empty());
+    ensure!(unfollow::pending(store, OTHER, reader).await?.is_empty());
 
-    let claims = store.claim_unfollows("w1", 100, 1_000, 10).await?;
-    let claim = claims
-        .iter()
-        .find(|c| c.unfollow == follows)
-        .context("claimed")?
-        .clone();
+    let claim = cleanup_of(store, "w1", 100, &follows)
+        .await?
+        .context("claimed")?;
     ensure!(
-        store
-            .claim_unfollows("w2", 200, 1_000, 10)
-            .await?
-            .iter()
-            .all(|c| c.unfollow != follows),
+        cleanup_of(store, "w2", 200, &follows).await?.is_none(),
         "leased"
     );
     // The lease runs out: w2 takes it over, w1 lost it.
-    let taken = store.claim_unfollows("w2", 1_200, 1_000, 10).await?;
-    let claim2 = taken
-        .iter()
-        .find(|c| c.unfollow == follows)
-        .context("taken over")?
-        .clone();
+    let claim2 = cleanup_of(store, "w2", 1_200, &follows)
+        .await?
+        .context("taken over")?;
     let err = store
-        .clean_unfollow(&claim)
+        .clean(&claim, None)
         .await
         .err()
         .context("lease lost")?;
     ensure!(err.kind == ErrorKind::LeaseLost, "{err}");
     let removed: Vec<ObjectId> = store
-        .clean_unfollow(&claim2)
+        .clean(&claim2, None)
         .await?
         .iter()
         .map(|i| i.action_id)
@@ -421,24 +415,30 @@ pub(super) async fn unfollows(store: &dyn Store) -> Result<()> {
         .map(|i| i.action_id)
         .collect();
     ensure!(left == [other.id, d.id, c.id], "left: {left:?}");
-    ensure!(store.unfollows(tenant, reader).await?.is_empty(), "ended");
+    ensure!(
+        unfollow::pending(store, tenant, reader).await?.is_empty(),
+        "ended"
+    );
 
-    // Ended before its cleanup: nothing is claimed, nothing removed.
+    // Ended before its cleanup (a re-follow): nothing is claimed, nothing
+    // removed; ended while a worker holds it: the worker takes nothing.
     let friends = Unfollow {
         kind: Ended::Edge(EdgeKind::Friend),
         ..follows
     };
-    store.start_unfollow(&friends).await?;
-    store.end_unfollow(&friends).await?;
-    ensure!(store.unfollows(tenant, reader).await?.is_empty());
+    unfollow::start(store, &friends, 0).await?;
+    unfollow::end(store, &friends).await?;
+    ensure!(unfollow::pending(store, tenant, reader).await?.is_empty());
     ensure!(
-        store
-            .claim_unfollows("w1", 5_000, 1_000, 10)
-            .await?
-            .iter()
-            .all(|c| c.unfollow != friends),
+        cleanup_of(store, "w1", 5_000, &friends).await?.is_none(),
         "nothing to claim"
     );
+    unfollow::start(store, &friends, 0).await?;
+    let held = cleanup_of(store, "w1", 6_000, &friends)
+        .await?
+        .context("claimed")?;
+    unfollow::end(store, &friends).await?;
+    ensure!(store.clean(&held, None).await?.is_empty(), "cancelled");
     ensure!(store.feed_page(tenant, reader, range(10)).await?.len() == 3);
     Ok(())
 }
