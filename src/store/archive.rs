@@ -9,9 +9,9 @@
 //! likes, feed items (relevancies, reasons, change stamps, hidden-item
 //! tombstones) and the notification records below. Work in flight is
 //! carried as work to do: a fan-out that was in progress is queued again, as
-//! after a crash; queued bumps and notice jobs stay queued (a job a worker
-//! held waits again). Importing the same records twice leaves one copy of
-//! each.
+//! after a crash; queued bumps, notice jobs and the cleanups of pending
+//! unfollows and group leaves stay queued (a job a worker held waits again).
+//! Importing the same records twice leaves one copy of each.
 //!
 //! Rebuilt on import rather than carried: discussions (from the comments),
 //! group feeds (from the actions), and rivers (on a reader's next read). A
@@ -19,8 +19,7 @@
 //! (the action's actor stands in, as a follow). Not carried, so an import changes what the pulling
 //! models show: cuts and the ranges `keepHistory` kept (a pulling model
 //! then reads a followee's whole outbox), celebrity marks (`hybrid` marks an
-//! actor again at their next action), pending unfollow and group-leave
-//! cleanups (their items stay in storage), and the deployment's `meta`
+//! actor again at their next action), and the deployment's `meta`
 //! values (the feed model last run, MongoDB's timeline layout: the target
 //! keeps its own). Under `push`, which materialises everything, an import is
 //! complete.
@@ -40,6 +39,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     BumpJob, ErrorKind, JobStore, NoticeJob, NoticeSource, NoticeStore, StoreError, StoreResult,
+    Unfollow,
 };
 use crate::model::limits::{check_id, InputError};
 use crate::model::{
@@ -168,6 +168,12 @@ pub enum Record {
     NoticeJob {
         job: NoticeJob,
     },
+    /// An unfollow or a group left whose cleanup has not run, without its
+    /// lease: reads in the target apply it, and a worker there takes its
+    /// items out.
+    Cleanup {
+        unfollow: Unfollow,
+    },
 }
 
 impl Record {
@@ -186,6 +192,7 @@ impl Record {
             Record::NoticeGroup { group } => &group.tenant,
             Record::Inbox { inbox } => &inbox.tenant,
             Record::NoticeJob { job } => &job.tenant,
+            Record::Cleanup { unfollow } => &unfollow.tenant,
         }
     }
 
@@ -238,6 +245,10 @@ impl Record {
                     check_id("by", by)
                 }
             },
+            Record::Cleanup { unfollow } => {
+                check_id("reader", &unfollow.reader)?;
+                check_id("actor", &unfollow.actor)
+            }
         }
     }
 
@@ -256,6 +267,7 @@ impl Record {
             Record::NoticeGroup { .. } => "noticeGroup",
             Record::Inbox { .. } => "inbox",
             Record::NoticeJob { .. } => "noticeJob",
+            Record::Cleanup { .. } => "cleanup",
         }
     }
 }
@@ -265,7 +277,8 @@ impl Record {
 pub trait Archive: Send + Sync {
     /// Every record of `tenant`, or of all tenants, streamed. Users and the
     /// graph come first, then actions, then what refers to actions (comments,
-    /// likes, feed items, then notice groups, inboxes and notice jobs), so
+    /// likes, feed items, then notice groups, inboxes and notice jobs, then
+    /// pending cleanups), so
     /// that an import in stream order never meets a reference to something it
     /// has not written yet.
     fn export<'a>(&'a self, tenant: Option<&'a str>) -> BoxStream<'a, StoreResult<Record>>;
@@ -332,8 +345,18 @@ where
             }
         })
         .await?;
-    // A comment's bump still to do is queued again, as `add_comment`
-    // queues it (a second import of it changes nothing).
+    // A pending cleanup is queued again (reads apply it from now on), and
+    // so is a comment's bump still to do, as `add_comment` queues it (a
+    // second import of either changes nothing).
+    let cleanups = records.iter().filter_map(|record| match record {
+        Record::Cleanup { unfollow } => Some(unfollow),
+        _ => None,
+    });
+    stream::iter(cleanups.map(Ok))
+        .try_for_each_concurrent(NOTICE_WRITES_AT_ONCE, |unfollow| async move {
+            store.enqueue(&unfollow.to_job(0)?).await.map(|_| ())
+        })
+        .await?;
     let bumps = records.iter().filter_map(|record| match record {
         Record::Comment {
             tenant,

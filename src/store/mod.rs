@@ -170,7 +170,7 @@ const KEY_SEP: char = '\u{1f}';
 /// the items that came that way leave the reader's feed. Reads leave them
 /// out at once (by the pending cleanup job; for a group, by the access
 /// check); the cleanup job takes them out of storage.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Unfollow {
     pub tenant: String,
     pub reader: String,
@@ -190,6 +190,23 @@ pub enum Ended {
     /// A membership: the group's `TEAM` / `DEPARTMENT` items the reader may
     /// no longer read go; which ones, the cleanup works out.
     Group,
+}
+
+/// Written by its stored name (`follows`, `friend`, `group`,
+/// `followsGroup`), as archives carry it.
+impl Serialize for Ended {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(codes::ENDED.name(*self))
+    }
+}
+
+impl<'de> Deserialize<'de> for Ended {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        codes::ENDED
+            .read_name(&name, "an unfollow")
+            .map_err(|e| serde::de::Error::custom(e.message))
+    }
 }
 
 impl Ended {

@@ -26,7 +26,7 @@ use crate::model::{Action, EdgeKind, FanOut, FanOutState, ObjectId, Reason, Reas
 use crate::store::archive::import_notices;
 use crate::store::{
     Archive, EdgeRecordKind, ErrorKind, ItemRecord, JobKind, NoticeJob, Record, StoreError,
-    StoreResult,
+    StoreResult, Unfollow,
 };
 
 /// Records in flight between the reading thread and the consumer.
@@ -218,6 +218,11 @@ impl Inner {
                 job: NoticeJob::of_job(&job)?,
             })
         })?;
+        self.jobs_of(JobKind::Cleanup, tenant, &mut |job| {
+            emit(Record::Cleanup {
+                unfollow: Unfollow::of_job(&job)?,
+            })
+        })?;
         Ok(())
     }
 
@@ -397,7 +402,10 @@ impl Inner {
                     );
                 }
                 // Written after the batch, under their versions.
-                Record::NoticeGroup { .. } | Record::Inbox { .. } | Record::NoticeJob { .. } => {}
+                Record::NoticeGroup { .. }
+                | Record::Inbox { .. }
+                | Record::NoticeJob { .. }
+                | Record::Cleanup { .. } => {}
             }
         }
         self.commit(batch)?;

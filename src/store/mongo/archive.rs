@@ -32,7 +32,7 @@ use crate::store::archive::import_notices;
 use crate::store::codes::{EDGE_KIND, GROUP_KIND};
 use crate::store::{
     Archive, EdgeRecordKind, ErrorKind, ItemRecord, JobKind, NoticeJob, Record, StoreError,
-    StoreResult,
+    StoreResult, Unfollow,
 };
 
 /// A stream that runs `open` (a query) only when it is first polled, then
@@ -216,7 +216,10 @@ impl Statements {
                 });
             }
             // Written after the statements, under their versions.
-            Record::NoticeGroup { .. } | Record::Inbox { .. } | Record::NoticeJob { .. } => {}
+            Record::NoticeGroup { .. }
+            | Record::Inbox { .. }
+            | Record::NoticeJob { .. }
+            | Record::Cleanup { .. } => {}
         }
         Ok(())
     }
@@ -431,6 +434,15 @@ impl Archive for MongoStore {
                 })
             }))
         });
+        let cleanups = section(async move {
+            let cursor = self.jobs_of(JobKind::Cleanup, tenant).await?;
+            Ok(cursor.map(|found| {
+                let job = found.map_err(db_err)?.into_job()?;
+                Ok(Record::Cleanup {
+                    unfollow: Unfollow::of_job(&job)?,
+                })
+            }))
+        });
         stream::iter([
             users,
             edges,
@@ -444,6 +456,7 @@ impl Archive for MongoStore {
             notice_groups,
             inboxes,
             notice_jobs,
+            cleanups,
         ])
         .flatten()
         .boxed()
