@@ -1,0 +1,365 @@
+//! Queues of earlier versions, moved into the `jobs` family at open, once,
+//! leases in flight included: notice jobs and bumps from the `queue` family,
+//! then unfollow cleanups. The version reached is recorded under `meta`.
+
+use rocksdb::WriteBatch;
+use serde::Deserialize;
+
+use super::super::families::{META, QUEUE, REACTIONS};
+use super::super::keys::{self, queue, Reader};
+use super::super::Inner;
+use super::{Stored, JOBS_VERSION, JOBS_VERSION_KEY};
+use crate::model::{Comment, Millis};
+use crate::store::codes::ENDED;
+use crate::store::{BumpJob, NoticeJob, StoreResult, Unfollow};
+
+impl Inner {
+    /// Moves the queues earlier versions kept in the `queue` family into
+    /// `jobs`, once, leases in flight included; the version reached is
+    /// recorded under `meta` in the same batch.
+    pub(in crate::store::embedded) fn migrate_jobs(&self) -> StoreResult<()> {
+        let version = self.get(META, JOBS_VERSION_KEY)?;
+        let at = match version.as_deref() {
+            None => 0,
+            Some([v]) => *v,
+            Some(_) => return Err(keys::corrupt("jobs version")),
+        };
+        if at >= JOBS_VERSION {
+            return Ok(());
+        }
+        let mut batch = WriteBatch::default();
+        let mut moved = 0usize;
+        if at < 1 {
+            moved += self.move_notice_jobs(&mut batch)?;
+        }
+        if at < 2 {
+            moved += self.move_bumps(&mut batch)?;
+        }
+        if at < 3 {
+            moved += self.move_cleanups(&mut batch)?;
+        }
+        batch.put_cf(self.cf(META), JOBS_VERSION_KEY, [JOBS_VERSION]);
+        self.commit(batch)?;
+        if moved > 0 {
+            tracing::info!(moved, "queued jobs moved to the jobs family");
+        }
+        Ok(())
+    }
+
+    /// Notice jobs as the `queue` family held them:
+    /// `(NOTICE_JOB, tenant, source key)` → the job and its lease.
+    fn move_notice_jobs(&self, batch: &mut WriteBatch) -> StoreResult<usize> {
+        #[derive(Deserialize)]
+        struct Earlier {
+            job: NoticeJob,
+            until: Millis,
+            worker: Option<String>,
+        }
+        let prefix = [queue::NOTICE_JOB];
+        let mut moved = 0;
+        self.scan_prefix(QUEUE, &prefix, &prefix, usize::MAX, |k, v| {
+            let earlier: Earlier = keys::decode_record(v)?;
+            let job = earlier.job.to_job()?;
+            let stored = Stored {
+                payload: job.payload.clone(),
+                queued: job.queued,
+                until: earlier.until,
+                worker: earlier.worker,
+            };
+            self.put_job(batch, &job, None, &stored)?;
+            batch.delete_cf(self.cf(QUEUE), k);
+            moved += 1;
+            Ok(())
+        })?;
+        Ok(moved)
+    }
+
+    /// Unfollow cleanups as the `queue` family held them:
+    /// `(UNFOLLOW, tenant, reader, kind code, actor)` → the lease.
+    fn move_cleanups(&self, batch: &mut WriteBatch) -> StoreResult<usize> {
+        let prefix = [queue::UNFOLLOW];
+        let mut moved = 0;
+        self.scan_prefix(QUEUE, &prefix, &prefix, usize::MAX, |k, v| {
+            batch.delete_cf(self.cf(QUEUE), k);
+            let mut r = Reader(&k[1..]);
+            let tenant = r.str()?.to_owned();
+            let reader = r.str()?.to_owned();
+            let code = r.byte()?;
+            let actor = r.last()?.to_owned();
+            let kind = ENDED.read_byte(
+                code,
+                format_args!("queue/unfollow {tenant}/{reader}/{actor}"),
+            )?;
+            let unfollow = Unfollow {
+                tenant,
+                reader,
+                actor,
+                kind,
+            };
+            let lease = keys::Lease::decode(v)?;
+            let job = unfollow.to_job(0)?;
+            let stored = Stored {
+                payload: job.payload.clone(),
+                queued: job.queued,
+                until: if lease.until > 0 {
+                    lease.until
+                } else {
+                    Millis::MIN
+                },
+                worker: Some(lease.worker).filter(|w| !w.is_empty()),
+            };
+            self.put_job(batch, &job, None, &stored)?;
+            moved += 1;
+            Ok(())
+        })?;
+        Ok(moved)
+    }
+
+    /// Bumps as the `queue` family held them: `(BUMP, comment, tenant)` →
+    /// the lease (its action inside); the comment itself is read from
+    /// `reactions`. A bump whose comment is gone had nothing left to do.
+    fn move_bumps(&self, batch: &mut WriteBatch) -> StoreResult<usize> {
+        let prefix = [queue::BUMP];
+        let mut moved = 0;
+        self.scan_prefix(QUEUE, &prefix, &prefix, usize::MAX, |k, v| {
+            batch.delete_cf(self.cf(QUEUE), k);
+            let mut r = Reader(&k[1..]);
+            let comment = r.oid()?;
+            let tenant = r.last()?;
+            let lease = keys::Lease::decode(v)?;
+            let Some(action) = lease.action else {
+                return Ok(());
+            };
+            let Some(record) = self.get(
+                REACTIONS,
+                &crate::store::embedded::actions::comment_key(tenant, action, comment),
+            )?
+            else {
+                return Ok(());
+            };
+            let comment: Comment = keys::decode_record(&record)?;
+            let job = BumpJob {
+                tenant: tenant.to_owned(),
+                comment,
+            }
+            .to_job()?;
+            let stored = Stored {
+                payload: job.payload.clone(),
+                queued: job.queued,
+                until: if lease.until > 0 {
+                    lease.until
+                } else {
+                    Millis::MIN
+                },
+                worker: Some(lease.worker).filter(|w| !w.is_empty()),
+            };
+            self.put_job(batch, &job, None, &stored)?;
+            moved += 1;
+            Ok(())
+        })?;
+        Ok(moved)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde::Serialize;
+
+    use super::*;
+    use crate::store::embedded::keys::Key;
+    use crate::store::embedded::EmbeddedStore;
+    use crate::store::{JobKind, JobStore, NoticeSource, StoreError};
+
+    /// A data directory written before the `jobs` family, with a notice job
+    /// waiting and one leased, opens with both pending, the lease released
+    /// with its holder named; the move is recorded and not made twice.
+    #[tokio::test]
+    async fn earlier_notice_jobs_are_moved_once() -> Result<(), StoreError> {
+        #[derive(Serialize)]
+        struct Earlier<'a> {
+            job: &'a NoticeJob,
+            until: Millis,
+            worker: Option<&'a str>,
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let job = |user: &str, at| NoticeJob {
+            tenant: "acme".into(),
+            source: NoticeSource::Assigned {
+                ref_id: "mary".into(),
+                user: user.into(),
+                by: "ann".into(),
+            },
+            at,
+        };
+        let (waiting, held) = (job("john", 10), job("rita", 20));
+        {
+            let store = EmbeddedStore::open(dir.path())?;
+            let db = &store.inner;
+            let mut batch = WriteBatch::default();
+            for (job, until, worker) in [(&waiting, Millis::MIN, None), (&held, 5_000, Some("w1"))]
+            {
+                let key = Key::tag(queue::NOTICE_JOB)
+                    .str(&job.tenant)
+                    .last(&job.source.key())
+                    .into_vec();
+                let earlier = Earlier { job, until, worker };
+                batch.put_cf(db.cf(QUEUE), key, keys::encode_record(&earlier)?);
+            }
+            // As the earlier version left it: no jobs version noted.
+            batch.delete_cf(db.cf(META), JOBS_VERSION_KEY);
+            db.commit(batch)?;
+        }
+        let store = EmbeddedStore::open(dir.path())?;
+        let leases = store.claim(JobKind::Notice, "w2", 0, 1_000, 10).await?;
+        let got: Vec<(NoticeJob, bool)> = leases
+            .iter()
+            .map(|l| Ok((NoticeJob::of_job(&l.job)?, l.taken_over)))
+            .collect::<StoreResult<_>>()?;
+        assert_eq!(got, vec![(waiting, false), (held, true)]);
+        let prefix = [queue::NOTICE_JOB];
+        let mut left = 0;
+        store
+            .inner
+            .scan_prefix(QUEUE, &prefix, &prefix, usize::MAX, |_, _| {
+                left += 1;
+                Ok(())
+            })?;
+        assert_eq!(left, 0, "the earlier entries are gone");
+        drop(store);
+        let store = EmbeddedStore::open(dir.path())?;
+        assert_eq!(store.backlog(JobKind::Notice).await?.jobs, 2, "moved once");
+        Ok(())
+    }
+
+    /// A data directory of the release before bumps were jobs (notice jobs
+    /// moved already), with a bump waiting, one leased and one whose
+    /// comment is gone, opens with the first two queued as jobs carrying
+    /// their comments, the held one's holder named; the move is recorded.
+    #[tokio::test]
+    async fn earlier_bumps_are_moved_once() -> Result<(), StoreError> {
+        use crate::model::ObjectId;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let action = ObjectId::new();
+        let comment = |text: &str, created| Comment {
+            id: ObjectId::new(),
+            action_id: action,
+            author_id: "rita".into(),
+            text: text.into(),
+            created,
+        };
+        let (waiting, held, gone) = (comment("one", 10), comment("two", 20), comment("x", 30));
+        {
+            let store = EmbeddedStore::open(dir.path())?;
+            let db = &store.inner;
+            let mut batch = WriteBatch::default();
+            for (c, until, worker) in [(&waiting, 0, ""), (&held, 5_000, "w1"), (&gone, 0, "")] {
+                let key = Key::tag(queue::BUMP)
+                    .oid(c.id.bytes())
+                    .last("acme")
+                    .into_vec();
+                let lease = keys::Lease {
+                    until,
+                    worker: worker.into(),
+                    action: Some(action.bytes()),
+                };
+                batch.put_cf(db.cf(QUEUE), key, lease.encode());
+                if c.text != "x" {
+                    batch.put_cf(
+                        db.cf(REACTIONS),
+                        crate::store::embedded::actions::comment_key(
+                            "acme",
+                            action.bytes(),
+                            c.id.bytes(),
+                        ),
+                        keys::encode_record(c)?,
+                    );
+                }
+            }
+            // As that release left it: its notice jobs moved, nothing more.
+            batch.put_cf(db.cf(META), JOBS_VERSION_KEY, [1]);
+            db.commit(batch)?;
+        }
+        let store = EmbeddedStore::open(dir.path())?;
+        let leases = store.claim(JobKind::Bump, "w2", 0, 1_000, 10).await?;
+        let got: Vec<(Comment, bool)> = leases
+            .iter()
+            .map(|l| Ok((BumpJob::of_job(&l.job)?.comment, l.taken_over)))
+            .collect::<StoreResult<_>>()?;
+        assert_eq!(got, vec![(waiting, false), (held, true)]);
+        let prefix = [queue::BUMP];
+        let mut left = 0;
+        store
+            .inner
+            .scan_prefix(QUEUE, &prefix, &prefix, usize::MAX, |_, _| {
+                left += 1;
+                Ok(())
+            })?;
+        assert_eq!(left, 0, "the earlier entries are gone");
+        drop(store);
+        let store = EmbeddedStore::open(dir.path())?;
+        assert_eq!(store.backlog(JobKind::Bump).await?.jobs, 2, "moved once");
+        Ok(())
+    }
+
+    /// A data directory of the release before cleanups were jobs, with an
+    /// unfollow waiting for its cleanup and a group left whose cleanup was
+    /// leased, opens with both pending as cleanup jobs (reads apply them),
+    /// the held one's holder named; the move is recorded.
+    #[tokio::test]
+    async fn earlier_cleanups_are_moved_once() -> Result<(), StoreError> {
+        use crate::model::EdgeKind;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let unfollowed = Unfollow::edge("acme", "ann", EdgeKind::Follows, "bob");
+        let left = Unfollow::group("acme", "ann", "team-1");
+        {
+            let store = EmbeddedStore::open(dir.path())?;
+            let db = &store.inner;
+            let mut batch = WriteBatch::default();
+            for (u, until, worker) in [(&unfollowed, 0, ""), (&left, 5_000, "w1")] {
+                let key = Key::tag(queue::UNFOLLOW)
+                    .str(&u.tenant)
+                    .str(&u.reader)
+                    .byte(ENDED.byte(u.kind))
+                    .last(&u.actor)
+                    .into_vec();
+                let lease = keys::Lease {
+                    until,
+                    worker: worker.into(),
+                    action: None,
+                };
+                batch.put_cf(db.cf(QUEUE), key, lease.encode());
+            }
+            // As that release left it: notice jobs and bumps moved.
+            batch.put_cf(db.cf(META), JOBS_VERSION_KEY, [2]);
+            db.commit(batch)?;
+        }
+        let store = EmbeddedStore::open(dir.path())?;
+        let pending: Vec<Unfollow> = store
+            .queued(JobKind::Cleanup, "acme", &Unfollow::reader_prefix("ann"))
+            .await?
+            .iter()
+            .map(Unfollow::of_job)
+            .collect::<StoreResult<_>>()?;
+        assert_eq!(pending.len(), 2, "{pending:?}");
+        assert!(pending.contains(&unfollowed) && pending.contains(&left));
+        let leases = store.claim(JobKind::Cleanup, "w2", 0, 1_000, 10).await?;
+        let held = leases
+            .iter()
+            .find(|l| Unfollow::of_job(&l.job).ok().as_ref() == Some(&left))
+            .expect("the group left");
+        assert!(held.taken_over, "its holder named");
+        let prefix = [queue::UNFOLLOW];
+        let mut left_over = 0;
+        store
+            .inner
+            .scan_prefix(QUEUE, &prefix, &prefix, usize::MAX, |_, _| {
+                left_over += 1;
+                Ok(())
+            })?;
+        assert_eq!(left_over, 0, "the earlier entries are gone");
+        drop(store);
+        let store = EmbeddedStore::open(dir.path())?;
+        assert_eq!(store.backlog(JobKind::Cleanup).await?.jobs, 2, "moved once");
+        Ok(())
+    }
+}
