@@ -279,6 +279,31 @@ pub async fn queued_lists_a_key_prefix(store: &dyn Store) -> Result<()> {
     Ok(())
 }
 
+/// A database of its own for a case that plants what an earlier release
+/// wrote, with its URL; `None` without MongoDB.
+async fn earlier_database(name: &str) -> Option<(String, ::mongodb::Database)> {
+    let base = crate::common::mongodb_uri()?;
+    let url = crate::common::mongodb_database_uri(&base, name);
+    let client = ::mongodb::Client::with_uri_str(&url).await.expect("client");
+    let db = client.default_database().expect("a database in the URI");
+    Some((url, db))
+}
+
+/// The backlog of `kind` once the store is opened again: a migration
+/// recorded as done moves nothing twice.
+async fn reopened_backlog(url: &str, kind: JobKind) -> Result<u64> {
+    let store = riverfeed::store::open(url).await?;
+    Ok(store.backlog(kind).await?.jobs)
+}
+
+/// Drops the case's database, then fails with what went wrong, if anything.
+async fn concluded(db: &::mongodb::Database, result: Result<()>) {
+    crate::common::drop_database(db).await;
+    if let Err(err) = result {
+        panic!("{err:#}");
+    }
+}
+
 /// A MongoDB database written before the job queue, with a notice job
 /// waiting and one leased (documents of that release's shape, inserted
 /// raw), opens with both pending: the waiting one due now, the leased one
@@ -288,12 +313,9 @@ async fn earlier_mongodb_notice_jobs_are_moved_once() {
     use bson::{doc, oid::ObjectId};
     use riverfeed::store::NoticeJob;
 
-    let Some(base) = crate::common::mongodb_uri() else {
+    let Some((url, db)) = earlier_database("jobs_earlier_notice_jobs").await else {
         return;
     };
-    let url = crate::common::mongodb_database_uri(&base, "jobs_earlier_notice_jobs");
-    let client = ::mongodb::Client::with_uri_str(&url).await.expect("client");
-    let db = client.default_database().expect("a database in the URI");
     let liked = ObjectId::new();
     db.collection("notice_jobs")
         .insert_many([
@@ -346,16 +368,14 @@ async fn earlier_mongodb_notice_jobs_are_moved_once() {
             .any(|name| name == "notice_jobs");
         ensure!(!left, "the earlier collection is gone");
         drop(store);
-        // Opened again: nothing moved twice.
-        let store = riverfeed::store::open(&url).await?;
-        ensure!(store.backlog(JobKind::Notice).await?.jobs == 1);
+        ensure!(
+            reopened_backlog(&url, JobKind::Notice).await? == 1,
+            "moved once"
+        );
         Ok(())
     }
     .await;
-    crate::common::drop_database(&db).await;
-    if let Err(err) = result {
-        panic!("{err:#}");
-    }
+    concluded(&db, result).await;
 }
 
 /// A MongoDB database of the release before bumps were jobs (notice jobs
@@ -368,12 +388,9 @@ async fn earlier_mongodb_bumps_are_moved_once() {
     use bson::{doc, oid::ObjectId, DateTime};
     use riverfeed::store::BumpJob;
 
-    let Some(base) = crate::common::mongodb_uri() else {
+    let Some((url, db)) = earlier_database("jobs_earlier_bumps").await else {
         return;
     };
-    let url = crate::common::mongodb_database_uri(&base, "jobs_earlier_bumps");
-    let client = ::mongodb::Client::with_uri_str(&url).await.expect("client");
-    let db = client.default_database().expect("a database in the URI");
     let (action, waiting, held) = (ObjectId::new(), ObjectId::new(), ObjectId::new());
     let comments = db.collection::<bson::Document>("comments");
     comments
@@ -437,16 +454,14 @@ async fn earlier_mongodb_bumps_are_moved_once() {
             "the earlier index is gone: {indexes:?}"
         );
         drop(store);
-        // Opened again: nothing moved twice.
-        let store = riverfeed::store::open(&url).await?;
-        ensure!(store.backlog(JobKind::Bump).await?.jobs == 1);
+        ensure!(
+            reopened_backlog(&url, JobKind::Bump).await? == 1,
+            "moved once"
+        );
         Ok(())
     }
     .await;
-    crate::common::drop_database(&db).await;
-    if let Err(err) = result {
-        panic!("{err:#}");
-    }
+    concluded(&db, result).await;
 }
 
 /// A MongoDB database of the release before cleanups were jobs: an
@@ -461,12 +476,9 @@ async fn earlier_mongodb_cleanups_are_moved_once() {
     use riverfeed::store::Unfollow;
     use riverfeed::timeline::unfollow;
 
-    let Some(base) = crate::common::mongodb_uri() else {
+    let Some((url, db)) = earlier_database("jobs_earlier_cleanups").await else {
         return;
     };
-    let url = crate::common::mongodb_database_uri(&base, "jobs_earlier_cleanups");
-    let client = ::mongodb::Client::with_uri_str(&url).await.expect("client");
-    let db = client.default_database().expect("a database in the URI");
     db.collection::<bson::Document>("unfollows")
         .insert_many([
             doc! {
@@ -516,16 +528,12 @@ async fn earlier_mongodb_cleanups_are_moved_once() {
             .any(|name| name == "unfollows");
         ensure!(gone, "the earlier collection is gone");
         drop(store);
-        let store = riverfeed::store::open(&url).await?;
         ensure!(
-            store.backlog(JobKind::Cleanup).await?.jobs == 1,
+            reopened_backlog(&url, JobKind::Cleanup).await? == 1,
             "moved once"
         );
         Ok(())
     }
     .await;
-    crate::common::drop_database(&db).await;
-    if let Err(err) = result {
-        panic!("{err:#}");
-    }
+    concluded(&db, result).await;
 }

@@ -11,7 +11,24 @@ use super::super::Inner;
 use super::{Stored, JOBS_VERSION, JOBS_VERSION_KEY};
 use crate::model::{Comment, Millis};
 use crate::store::codes::ENDED;
-use crate::store::{BumpJob, NoticeJob, StoreResult, Unfollow};
+use crate::store::{BumpJob, Job, NoticeJob, StoreResult, Unfollow};
+
+impl Stored {
+    /// `job` stored under the lease an earlier queue held it with: waiting
+    /// while that was unclaimed (`until` 0, no worker).
+    fn leased_as(job: &Job, lease: keys::Lease) -> Stored {
+        Stored {
+            payload: job.payload.clone(),
+            queued: job.queued,
+            until: if lease.until > 0 {
+                lease.until
+            } else {
+                Millis::MIN
+            },
+            worker: Some(lease.worker).filter(|w| !w.is_empty()),
+        }
+    }
+}
 
 impl Inner {
     /// Moves the queues earlier versions kept in the `queue` family into
@@ -98,17 +115,7 @@ impl Inner {
             };
             let lease = keys::Lease::decode(v)?;
             let job = unfollow.to_job(0)?;
-            let stored = Stored {
-                payload: job.payload.clone(),
-                queued: job.queued,
-                until: if lease.until > 0 {
-                    lease.until
-                } else {
-                    Millis::MIN
-                },
-                worker: Some(lease.worker).filter(|w| !w.is_empty()),
-            };
-            self.put_job(batch, &job, None, &stored)?;
+            self.put_job(batch, &job, None, &Stored::leased_as(&job, lease))?;
             moved += 1;
             Ok(())
         })?;
@@ -143,17 +150,7 @@ impl Inner {
                 comment,
             }
             .to_job()?;
-            let stored = Stored {
-                payload: job.payload.clone(),
-                queued: job.queued,
-                until: if lease.until > 0 {
-                    lease.until
-                } else {
-                    Millis::MIN
-                },
-                worker: Some(lease.worker).filter(|w| !w.is_empty()),
-            };
-            self.put_job(batch, &job, None, &stored)?;
+            self.put_job(batch, &job, None, &Stored::leased_as(&job, lease))?;
             moved += 1;
             Ok(())
         })?;
@@ -169,6 +166,30 @@ mod tests {
     use crate::store::embedded::keys::Key;
     use crate::store::embedded::EmbeddedStore;
     use crate::store::{JobKind, JobStore, NoticeSource, StoreError};
+
+    /// That nothing is left under the earlier queue's `tag`, and that
+    /// opening the store again moves nothing twice: `jobs` of `kind` wait.
+    async fn moved_once(
+        store: EmbeddedStore,
+        dir: &std::path::Path,
+        tag: u8,
+        kind: JobKind,
+        jobs: u64,
+    ) -> Result<(), StoreError> {
+        let prefix = [tag];
+        let mut left = 0;
+        store
+            .inner
+            .scan_prefix(QUEUE, &prefix, &prefix, usize::MAX, |_, _| {
+                left += 1;
+                Ok(())
+            })?;
+        assert_eq!(left, 0, "the earlier entries are gone");
+        drop(store);
+        let store = EmbeddedStore::open(dir)?;
+        assert_eq!(store.backlog(kind).await?.jobs, jobs, "moved once");
+        Ok(())
+    }
 
     /// A data directory written before the `jobs` family, with a notice job
     /// waiting and one leased, opens with both pending, the lease released
@@ -216,18 +237,7 @@ mod tests {
             .map(|l| Ok((NoticeJob::of_job(&l.job)?, l.taken_over)))
             .collect::<StoreResult<_>>()?;
         assert_eq!(got, vec![(waiting, false), (held, true)]);
-        let prefix = [queue::NOTICE_JOB];
-        let mut left = 0;
-        store
-            .inner
-            .scan_prefix(QUEUE, &prefix, &prefix, usize::MAX, |_, _| {
-                left += 1;
-                Ok(())
-            })?;
-        assert_eq!(left, 0, "the earlier entries are gone");
-        drop(store);
-        let store = EmbeddedStore::open(dir.path())?;
-        assert_eq!(store.backlog(JobKind::Notice).await?.jobs, 2, "moved once");
+        moved_once(store, dir.path(), queue::NOTICE_JOB, JobKind::Notice, 2).await?;
         Ok(())
     }
 
@@ -286,18 +296,7 @@ mod tests {
             .map(|l| Ok((BumpJob::of_job(&l.job)?.comment, l.taken_over)))
             .collect::<StoreResult<_>>()?;
         assert_eq!(got, vec![(waiting, false), (held, true)]);
-        let prefix = [queue::BUMP];
-        let mut left = 0;
-        store
-            .inner
-            .scan_prefix(QUEUE, &prefix, &prefix, usize::MAX, |_, _| {
-                left += 1;
-                Ok(())
-            })?;
-        assert_eq!(left, 0, "the earlier entries are gone");
-        drop(store);
-        let store = EmbeddedStore::open(dir.path())?;
-        assert_eq!(store.backlog(JobKind::Bump).await?.jobs, 2, "moved once");
+        moved_once(store, dir.path(), queue::BUMP, JobKind::Bump, 2).await?;
         Ok(())
     }
 
@@ -348,18 +347,7 @@ mod tests {
             .find(|l| Unfollow::of_job(&l.job).ok().as_ref() == Some(&left))
             .expect("the group left");
         assert!(held.taken_over, "its holder named");
-        let prefix = [queue::UNFOLLOW];
-        let mut left_over = 0;
-        store
-            .inner
-            .scan_prefix(QUEUE, &prefix, &prefix, usize::MAX, |_, _| {
-                left_over += 1;
-                Ok(())
-            })?;
-        assert_eq!(left_over, 0, "the earlier entries are gone");
-        drop(store);
-        let store = EmbeddedStore::open(dir.path())?;
-        assert_eq!(store.backlog(JobKind::Cleanup).await?.jobs, 2, "moved once");
+        moved_once(store, dir.path(), queue::UNFOLLOW, JobKind::Cleanup, 2).await?;
         Ok(())
     }
 }
