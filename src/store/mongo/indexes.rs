@@ -152,16 +152,6 @@ impl MongoStore {
             ])
             .await
             .map_err(db_err)?;
-        self.jobs
-            .create_indexes([
-                index(doc! { "kind": 1, "tenant": 1, "key": 1 }, unique("job")),
-                index(
-                    doc! { "kind": 1, "until": 1, "queued": 1, "_id": 1 },
-                    named("job_due"),
-                ),
-            ])
-            .await
-            .map_err(db_err)?;
         self.celebrities
             .create_index(index(
                 doc! { "tenant": 1, "userId": 1 },
