@@ -4,14 +4,18 @@
 //! fan-outs, bumps, notice jobs, unfollow and group cleanups, expiry, and
 //! the feed model's upkeep (idle rivers).
 //!
-//! Fan-out: it claims actions with a lease (`IN_PROGRESS`, `lockedUntil`, worker id),
-//! computes each one's audience, writes one feed item per reader in large
-//! batches (each batch one store transaction, extending the lease), publishes
-//! `ADDED` events, and marks the action `DONE`. A worker that dies leaves its
-//! lease to run out; the next claim takes the action over, and because delivery
-//! skips readers that already have the item, the re-run duplicates nothing.
+//! All of it comes from the job queue ([`crate::store::jobs`]), each kind
+//! claimed under a lease.
 //!
-//! Bumps and notice jobs come from the job queue ([`crate::store::jobs`]).
+//! Fan-out: every recorded action queues its fan-out job. The worker claims
+//! them, reads their actions, computes each one's audience, writes one feed
+//! item per reader in large batches (each batch one store step that renews
+//! the lease; the last marks the action `DONE` and finishes the job; small
+//! fan-outs share one step), and publishes `ADDED` events. A worker that
+//! dies leaves its lease to run out; the next claim takes the job over, and
+//! because delivery skips readers that already have the item, the re-run
+//! duplicates nothing.
+//!
 //! Every comment queues a bump job, which a worker claims under a lease,
 //! raises the action for the readers the relevancy rules pick (see
 //! [`crate::relevancy`]), renewing the lease before each batch, publishes
@@ -41,8 +45,8 @@ use crate::model::{Action, Bump, Millis, Position, Reason, ReasonKind};
 use crate::notify::{self, NoticeRules};
 use crate::relevancy::{self, BumpRules};
 use crate::store::{
-    Backfill, BumpJob, Claim, Delivery, Ended, ErrorKind, JobKind, Lease, NoticeJob, Store,
-    StoreResult, Unfollow,
+    Backfill, BumpJob, Delivery, DeliveryBatch, Ended, ErrorKind, FanOutJob, JobKind, Lease,
+    NoticeJob, Store, StoreResult, Unfollow,
 };
 use crate::timeline::{audience, follow, groups, Expiry, FeedModel};
 
@@ -112,6 +116,13 @@ pub struct Worker {
     retry: Arc<std::sync::Mutex<Vec<(Claim, u32)>>>,
     /// Deliveries, takeovers and jobs are counted here.
     metrics: Arc<Metrics>,
+}
+
+/// A fan-out this worker holds: its job's lease and the action.
+#[derive(Clone, Debug)]
+pub struct Claim {
+    pub lease: Lease,
+    pub action: Action,
 }
 
 /// Times a failed fan-out is tried again by the worker that holds it;
@@ -199,18 +210,20 @@ impl Worker {
         let mut tries: HashMap<crate::model::ObjectId, u32> =
             retried.iter().map(|(c, n)| (c.action.id, *n)).collect();
         let mut claims: Vec<Claim> = retried.into_iter().map(|(c, _)| c).collect();
-        claims.extend(
-            self.store
-                .claim_fan_out(
-                    &self.config.id,
-                    self.clock.now(),
-                    self.config.lease_ms,
-                    self.config.claim_limit,
-                )
-                .await?,
-        );
-        let mut claimed = claims.len();
-        let takeovers = claims.iter().filter(|c| c.taken_over).count();
+        let leases = self
+            .store
+            .claim(
+                JobKind::FanOut,
+                &self.config.id,
+                self.clock.now(),
+                self.config.lease_ms,
+                self.config.claim_limit,
+            )
+            .await?;
+        let fresh = leases.len();
+        claims.extend(self.actions_of(leases).await?);
+        let mut claimed = claims.len().max(fresh);
+        let takeovers = claims.iter().filter(|c| c.lease.taken_over).count();
         if takeovers > 0 {
             info!(takeovers, "took over fan-outs whose lease ran out");
             self.metrics.lease_takeovers.inc_by(takeovers as u64);
@@ -424,6 +437,40 @@ impl Worker {
         Ok(claimed)
     }
 
+    /// The actions of claimed fan-out jobs, read in one call per tenant. A
+    /// job whose action is gone (deleted since) has nothing to do and is
+    /// finished.
+    async fn actions_of(&self, leases: Vec<Lease>) -> StoreResult<Vec<Claim>> {
+        let mut by_tenant: HashMap<String, Vec<(Lease, crate::model::ObjectId)>> = HashMap::new();
+        for lease in leases {
+            let id = FanOutJob::action_id(&lease.job)?;
+            by_tenant
+                .entry(lease.job.tenant.clone())
+                .or_default()
+                .push((lease, id));
+        }
+        let mut claims = Vec::new();
+        for (tenant, leases) in by_tenant {
+            let ids: Vec<_> = leases.iter().map(|(_, id)| *id).collect();
+            let mut actions: HashMap<_, Action> = self
+                .store
+                .get_actions(&tenant, &ids)
+                .await?
+                .into_iter()
+                .map(|a| (a.id, a))
+                .collect();
+            for (lease, id) in leases {
+                match actions.remove(&id) {
+                    Some(action) => claims.push(Claim { lease, action }),
+                    None => self.store.finish(&lease).await?,
+                }
+            }
+        }
+        // Oldest first, as claimed.
+        claims.sort_by_key(|c| c.action.id);
+        Ok(claims)
+    }
+
     /// Delivers one claimed action to its whole audience and marks it done.
     pub async fn fan_out(&self, claim: &Claim) -> StoreResult<()> {
         let audience = self
@@ -444,14 +491,13 @@ impl Worker {
         claim: &Claim,
         work: impl std::future::Future<Output = StoreResult<T>>,
     ) -> StoreResult<T> {
-        let every = Duration::from_millis((claim.lease_ms / 3).max(1) as u64);
+        let every = Duration::from_millis((claim.lease.lease_ms / 3).max(1) as u64);
         tokio::pin!(work);
         loop {
             tokio::select! {
                 out = &mut work => return out,
                 _ = tokio::time::sleep(every) => {
-                    // An empty delivery renews the lease, or says it is lost.
-                    self.store.deliver(claim, self.clock.now(), &[]).await?;
+                    self.store.renew(&claim.lease, self.clock.now()).await?;
                 }
             }
         }
@@ -509,11 +555,15 @@ impl Worker {
         if group.is_empty() {
             return;
         }
-        let results = match self
-            .store
-            .deliver_all_and_finish(self.clock.now(), &group)
-            .await
-        {
+        let batches: Vec<DeliveryBatch> = group
+            .iter()
+            .map(|(claim, items)| DeliveryBatch {
+                lease: claim.lease.clone(),
+                items: items.clone(),
+                last: true,
+            })
+            .collect();
+        let results = match self.store.deliver(self.clock.now(), &batches).await {
             Ok(results) => results,
             Err(err) => group.iter().map(|_| Err(err.clone())).collect(),
         };
@@ -559,27 +609,22 @@ impl Worker {
         let action = &claim.action;
         let mut delivered = 0usize;
         let mut shared = None;
-        let batch = self.config.batch_size.max(1);
+        let size = self.config.batch_size.max(1);
         let audience_len = audience.len();
-        let batches = audience_len.div_ceil(batch);
+        let batches = audience_len.div_ceil(size);
         let mut readers = audience.into_iter();
-        for n in 0..batches {
-            let deliveries = deliveries(action, readers.by_ref().take(batch).collect());
-            let now = self.clock.now();
-            // The last batch and the end of the fan-out go in one store call:
-            // one commit instead of two.
-            let written = if n + 1 == batches {
-                let jobs = [(claim.clone(), deliveries)];
-                let mut results = self.store.deliver_all_and_finish(now, &jobs).await?;
-                results.pop().unwrap_or_else(|| Ok(Vec::new()))?
-            } else {
-                self.store.deliver(claim, now, &deliveries).await?
+        // At least one batch: the last marks the fan-out done, in the same
+        // store call as its writes (one commit instead of two).
+        for n in 0..batches.max(1) {
+            let batch = DeliveryBatch {
+                lease: claim.lease.clone(),
+                items: deliveries(action, readers.by_ref().take(size).collect()),
+                last: n + 1 >= batches,
             };
+            let mut results = self.store.deliver(self.clock.now(), &[batch]).await?;
+            let written = results.pop().unwrap_or_else(|| Ok(Vec::new()))?;
             delivered += written.len();
             self.publish(FeedEventKind::Added, action, written, &mut shared);
-        }
-        if batches == 0 {
-            self.store.finish_fan_out(claim).await?;
         }
         debug!(action = %action.id, audience = audience_len, delivered, "fan-out done");
         Ok(())

@@ -19,7 +19,7 @@ use crate::model::{
     Action, BumpRule, Comment, EdgeKind, FanOutState, FeedItem, Membership, Millis, ObjectId,
     ReasonKind, Scope, Stamp, User,
 };
-use crate::store::Direction;
+use crate::store::{Direction, JobKind};
 
 pub fn datetime(ms: Millis) -> DateTime<Utc> {
     DateTime::from_timestamp_millis(ms).unwrap_or_default()
@@ -196,12 +196,30 @@ impl ActionNode {
     }
 
     /// Progress of its delivery into readers' feeds.
-    async fn fan_out(&self) -> FanOutNode {
-        FanOutNode {
+    async fn fan_out(&self, ctx: &Context<'_>) -> async_graphql::Result<FanOutNode> {
+        let mut node = FanOutNode {
             state: self.action.fan_out.state,
-            locked_until: self.action.fan_out.locked_until.map(datetime),
-            worker: self.action.fan_out.worker.clone(),
+            locked_until: None,
+            worker: None,
+        };
+        if node.state == FanOutState::Done {
+            return Ok(node);
         }
+        // A fan-out not done is a job: in progress while a worker holds it.
+        let key = self.action.id.to_hex();
+        let queued = state(ctx)?
+            .store
+            .queued(JobKind::FanOut, &self.action.tenant, &key)
+            .await
+            .api()?;
+        let held = queued.into_iter().find(|q| q.job.key == key);
+        node.state = FanOutState::Pending;
+        if let Some(held) = held.and_then(|q| q.held) {
+            node.state = FanOutState::InProgress;
+            node.locked_until = Some(datetime(held.until));
+            node.worker = Some(held.worker);
+        }
+        Ok(node)
     }
 
     /// What happened, typed.

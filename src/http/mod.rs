@@ -33,7 +33,7 @@ use crate::api::rate_limit::Caller;
 use crate::api::{self, AppState, Identity, RiverfeedSchema, Role, Session};
 use crate::auth::Authenticator;
 use crate::store::metered::Metered;
-use crate::store::Store;
+use crate::store::{JobKind, Store};
 
 /// Largest request body accepted.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -599,9 +599,9 @@ async fn metrics(State(state): State<OpsState>) -> impl IntoResponse {
         .live_subscriptions
         .set(state.hub.live_subscriptions() as i64);
     let now = chrono::Utc::now().timestamp_millis();
-    match state.store.fan_out_backlog().await {
+    match state.store.backlog(JobKind::FanOut).await {
         Ok(backlog) => {
-            metrics.fanout_queue_depth.set(backlog.actions as i64);
+            metrics.fanout_queue_depth.set(backlog.jobs as i64);
             let age = backlog.oldest.map_or(0, |at| (now - at).max(0));
             metrics
                 .fanout_oldest_pending_seconds

@@ -59,16 +59,6 @@ impl FanOut {
             worker: None,
         }
     }
-
-    /// True when a worker may claim this fan-out at `now`: never claimed, or its
-    /// lease has run out.
-    pub fn claimable(&self, now: Millis) -> bool {
-        match self.state {
-            FanOutState::Pending => true,
-            FanOutState::InProgress => self.locked_until.is_none_or(|until| until <= now),
-            FanOutState::Done => false,
-        }
-    }
 }
 
 /// Something that happened.

@@ -38,13 +38,13 @@ use futures_util::stream::{self, BoxStream, TryStreamExt};
 use serde::{Deserialize, Serialize};
 
 use super::{
-    BumpJob, ErrorKind, JobStore, NoticeJob, NoticeSource, NoticeStore, StoreError, StoreResult,
-    Unfollow,
+    BumpJob, ErrorKind, FanOutJob, JobStore, NoticeJob, NoticeSource, NoticeStore, StoreError,
+    StoreResult, Unfollow,
 };
 use crate::model::limits::{check_id, InputError};
 use crate::model::{
-    Action, Comment, FeedItem, GroupKind, Inbox, MembershipRole, Millis, NoticeGroup, ObjectId,
-    Reason,
+    Action, Comment, FanOutState, FeedItem, GroupKind, Inbox, MembershipRole, Millis, NoticeGroup,
+    ObjectId, Reason,
 };
 
 /// Which kind of edge a record holds.
@@ -346,8 +346,20 @@ where
         })
         .await?;
     // A pending cleanup is queued again (reads apply it from now on), and
-    // so is a comment's bump still to do, as `add_comment` queues it (a
-    // second import of either changes nothing).
+    // so are an action's fan-out and a comment's bump still to do, as
+    // `insert_action` and `add_comment` queue them (a second import of any
+    // changes nothing).
+    let fan_outs = records.iter().filter_map(|record| match record {
+        Record::Action { action } if action.fan_out.state != FanOutState::Done => {
+            Some(FanOutJob::of(&action.tenant, action.id))
+        }
+        _ => None,
+    });
+    stream::iter(fan_outs)
+        .try_for_each_concurrent(NOTICE_WRITES_AT_ONCE, |job| async move {
+            store.enqueue(&job).await.map(|_| ())
+        })
+        .await?;
     let cleanups = records.iter().filter_map(|record| match record {
         Record::Cleanup { unfollow } => Some(unfollow),
         _ => None,

@@ -38,9 +38,9 @@
 //!   released (its holder's name kept, so the next claim says `taken_over`).
 //!
 //! # Which work runs on it
-//! Notice jobs, bumps and cleanups do. Fan-outs still run on the queue of
-//! [`super::QueueStore`] and move onto this one next; the kind is declared
-//! here already so that the queue's contract covers it.
+//! All of it: fan-outs, bumps, cleanups and notice jobs. What a job writes
+//! to the feed goes through [`super::QueueStore`], which checks the lease in
+//! the same step as the writes.
 //!
 //! # Jobs that must be atomic with a record
 //! A fan-out is queued with its action, a bump with its comment: a record
@@ -172,6 +172,21 @@ impl Job {
     }
 }
 
+/// A job not finished yet, as [`JobStore::queued`] lists it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Queued {
+    pub job: Job,
+    /// Its lease, while one is held (it may have run out).
+    pub held: Option<Held>,
+}
+
+/// A lease as the queue holds it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Held {
+    pub worker: String,
+    pub until: Millis,
+}
+
 /// A job a worker holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Lease {
@@ -224,7 +239,8 @@ pub trait JobStore: Send + Sync {
     /// The jobs of `kind` and `tenant` whose key begins with `prefix`,
     /// waiting or leased, in key order: work not done yet that reads must
     /// apply (a reader's pending cleanups). Cheap when there are none.
-    async fn queued(&self, kind: JobKind, tenant: &str, prefix: &str) -> StoreResult<Vec<Job>>;
+    async fn queued(&self, kind: JobKind, tenant: &str, prefix: &str)
+        -> StoreResult<Vec<Queued>>;
 }
 }
 

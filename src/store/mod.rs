@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 pub use archive::{Archive, EdgeRecordKind, ItemRecord, Record};
 pub use error::{ErrorKind, StoreError, StoreResult};
 pub use group_feeds::GroupFeedStore;
-pub use jobs::{Job, JobBacklog, JobKind, JobStore, Lease};
+pub use jobs::{Held, Job, JobBacklog, JobKind, JobStore, Lease, Queued};
 use metered::port;
 pub use notices::{NoticeJob, NoticeSource, NoticeStore};
 pub use sources::{Cut, Outbox, Posted, River, RiverStore, SourceStore, DEFAULT_RIVER_SIZE};
@@ -95,23 +95,43 @@ impl FeedRange {
     }
 }
 
-/// A worker's claim on one action's fan-out.
-#[derive(Clone, Debug)]
-pub struct Claim {
-    pub action: Action,
-    pub worker: String,
-    pub lease_ms: Millis,
-    /// Another worker held it before, and its lease ran out.
-    pub taken_over: bool,
+/// An action's fan-out, as its job: keyed by the action's id, with nothing
+/// else to carry (the worker reads the action). The backend queues it with
+/// the action, in the same step ([`ActionStore::insert_action`]), and
+/// again when the action's scope changes.
+pub struct FanOutJob;
+
+impl FanOutJob {
+    /// The job of action `id`'s fan-out, queued when it was recorded.
+    pub fn of(tenant: &str, id: ObjectId) -> StoreResult<Job> {
+        Job::new(
+            JobKind::FanOut,
+            tenant,
+            &id.to_hex(),
+            &(),
+            id.timestamp().timestamp_millis(),
+        )
+    }
+
+    /// The action a fan-out job is for; a key that is no id is corrupt.
+    pub fn action_id(job: &Job) -> StoreResult<ObjectId> {
+        ObjectId::parse_str(&job.key).map_err(|e| {
+            StoreError::internal(
+                format!("a fan-out job of tenant {:?} has no action id", job.tenant),
+                e,
+            )
+        })
+    }
 }
 
-/// The actions whose fan-out is not done, in the whole store.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Backlog {
-    /// Pending or in progress.
-    pub actions: u64,
-    /// When the oldest of them was recorded.
-    pub oldest: Option<Millis>,
+/// One batch of a fan-out's deliveries, under the job's lease.
+#[derive(Clone, Debug)]
+pub struct DeliveryBatch {
+    pub lease: Lease,
+    pub items: Vec<Delivery>,
+    /// The fan-out ends with it: the action is marked `Done` and the job
+    /// finished, in the same step as the writes where the backend can.
+    pub last: bool,
 }
 
 /// The bump a comment causes, as its job carries it: the comment whole
@@ -586,58 +606,26 @@ pub trait ReactionStore: Send + Sync {
 }
 
 port! {
-/// The fan-out queue (claims under a lease, batches of deliveries, and
-/// finishing), the raises of a bump, and the removals of a cleanup.
+/// The writes of the feed's jobs: a fan-out's deliveries, a bump's raises
+/// and a cleanup's removals.
 pub trait QueueStore: Send + Sync {
-    /// How many actions wait for their fan-out (or are in one), and since
-    /// when the oldest: for `/metrics`.
-    async fn fan_out_backlog(&self) -> StoreResult<Backlog>;
-
-    /// Claims up to `limit` actions whose fan-out is pending or whose lease ran out
-    /// before `now`, leasing them to `worker` until `now + lease_ms`.
-    async fn claim_fan_out(
-        &self,
-        worker: &str,
-        now: Millis,
-        lease_ms: Millis,
-        limit: usize,
-    ) -> StoreResult<Vec<Claim>>;
-    /// Writes feed items for a claimed action, skipping readers that already have
-    /// one (so a re-run delivers nothing twice; they take the reason that
-    /// applies now, a new scope's, unless theirs is their own or a bump's,
-    /// and keep where it stands), and extends the lease to
-    /// `now + lease`. Returns the items newly written. Fails with `LeaseLost` if
-    /// another worker holds the action now; writes nothing for an action that was
-    /// hidden or deleted meanwhile.
+    /// Writes each batch's feed items for the action its lease's fan-out
+    /// job names, skipping readers that already have one (so a re-run
+    /// delivers nothing twice; they take the reason that applies now, a
+    /// new scope's, unless theirs is their own or a bump's, and keep where
+    /// it stands); writes none for an action hidden or deleted meanwhile.
+    /// A batch that is not the `last` renews its lease to `now + lease_ms`;
+    /// the last marks the action's fan-out `Done` and finishes the job.
+    /// Answers one result per batch, in order, each the items it newly
+    /// wrote: a batch whose lease is lost (another worker holds the job, or
+    /// it is gone) fails alone with `LeaseLost`. Backends that can write
+    /// every batch in one step (one commit) do; an error of the step
+    /// itself fails them all.
     async fn deliver(
         &self,
-        claim: &Claim,
         now: Millis,
-        items: &[Delivery],
-    ) -> StoreResult<Vec<FeedItem>>;
-    /// Marks a claimed fan-out `Done`. `LeaseLost` if another worker holds it now.
-    async fn finish_fan_out(&self, claim: &Claim) -> StoreResult<()>;
-    /// `deliver`, then `finish_fan_out`, for each job: the last batch of a
-    /// fan-out, or several whole small fan-outs, where a commit per action
-    /// would cost more than its writes. Answers one result per job, in order: a
-    /// job whose lease was lost fails alone. Backends that can write them all
-    /// in one step (one commit) do; an error of the step itself fails every
-    /// job.
-    async fn deliver_all_and_finish(
-        &self,
-        now: Millis,
-        jobs: &[(Claim, Vec<Delivery>)],
-    ) -> StoreResult<Vec<StoreResult<Vec<FeedItem>>>> {
-        let mut results = Vec::with_capacity(jobs.len());
-        for (claim, items) in jobs {
-            let done = match self.deliver(claim, now, items).await {
-                Ok(written) => self.finish_fan_out(claim).await.map(|()| written),
-                Err(err) => Err(err),
-            };
-            results.push(done);
-        }
-        Ok(results)
-    }
+        batches: &[DeliveryBatch],
+    ) -> StoreResult<Vec<StoreResult<Vec<FeedItem>>>>;
 
     /// Raises `action_id` in each `raises` owner's feed to the given
     /// relevancy, with the given reason, where that is higher than where the

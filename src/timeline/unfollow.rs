@@ -29,6 +29,6 @@ pub async fn pending(store: &dyn Store, tenant: &str, reader: &str) -> StoreResu
         .queued(JobKind::Cleanup, tenant, &Unfollow::reader_prefix(reader))
         .await?
         .iter()
-        .map(Unfollow::of_job)
+        .map(|q| Unfollow::of_job(&q.job))
         .collect()
 }

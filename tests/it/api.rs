@@ -5,6 +5,7 @@ use std::collections::HashSet;
 
 use riverfeed::descriptor::{Descriptor, StatusPost};
 use riverfeed::model::{FanOut, ObjectId, Scope};
+use riverfeed::store::JobKind;
 use riverfeed::timeline::FeedModelKind;
 use serde_json::{json, Value};
 
@@ -301,17 +302,8 @@ async fn restart_keeps_feeds_and_delivers_what_a_crash_left_pending(backend: Bac
         let store = riverfeed::store::open(&stopped.store)
             .await
             .expect("store opens");
-        for (text, fan_out) in [
-            ("never claimed", FanOut::pending()),
-            (
-                "claimed by a dead worker",
-                FanOut {
-                    state: riverfeed::model::FanOutState::InProgress,
-                    locked_until: Some(now - 1),
-                    worker: Some("dead-worker".into()),
-                },
-            ),
-        ] {
+        // The dead worker's first, claimed with a lease that ran out.
+        for text in ["claimed by a dead worker", "never claimed"] {
             let action = riverfeed::model::Action {
                 id: ObjectId::new(),
                 tenant: "acme".into(),
@@ -324,13 +316,20 @@ async fn restart_keeps_feeds_and_delivers_what_a_crash_left_pending(backend: Bac
                 ref_ids: vec![],
                 tags: vec![],
                 descriptor: Descriptor::StatusPost(StatusPost { text: text.into() }),
-                fan_out,
+                fan_out: FanOut::pending(),
                 counts: Default::default(),
                 expires_at: None,
                 to: Vec::new(),
             };
             store.insert_action(&action).await.expect("insert");
             left.push(action.id.to_hex());
+            if left.len() == 1 {
+                let claimed = store
+                    .claim(JobKind::FanOut, "dead-worker", now - 60_000, 30_000, 1)
+                    .await
+                    .expect("claim");
+                assert_eq!(claimed.len(), 1, "the dead worker's claim");
+            }
         }
     }
 

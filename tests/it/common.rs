@@ -810,3 +810,86 @@ impl OwnMongo {
         )
     }
 }
+
+/// A fan-out job a test holds, as the worker holds one: its lease and its
+/// action.
+#[derive(Clone, Debug)]
+pub struct HeldFanOut {
+    pub lease: riverfeed::store::Lease,
+    pub action: riverfeed::model::Action,
+}
+
+impl HeldFanOut {
+    /// Claims up to `limit` fan-out jobs for `worker`, oldest action first,
+    /// with their actions (a job whose action is gone is left out).
+    pub async fn claim(
+        store: &dyn riverfeed::store::Store,
+        worker: &str,
+        now: i64,
+        lease_ms: i64,
+        limit: usize,
+    ) -> riverfeed::store::StoreResult<Vec<HeldFanOut>> {
+        let leases = store
+            .claim(
+                riverfeed::store::JobKind::FanOut,
+                worker,
+                now,
+                lease_ms,
+                limit,
+            )
+            .await?;
+        let mut held = Vec::new();
+        for lease in leases {
+            let id = riverfeed::store::FanOutJob::action_id(&lease.job)?;
+            if let Some(action) = store.get_actions(&lease.job.tenant, &[id]).await?.pop() {
+                held.push(HeldFanOut { lease, action });
+            }
+        }
+        held.sort_by_key(|h| h.action.id);
+        Ok(held)
+    }
+
+    /// A batch of this fan-out's deliveries.
+    pub fn batch(
+        &self,
+        items: &[riverfeed::store::Delivery],
+        last: bool,
+    ) -> riverfeed::store::DeliveryBatch {
+        riverfeed::store::DeliveryBatch {
+            lease: self.lease.clone(),
+            items: items.to_vec(),
+            last,
+        }
+    }
+
+    /// Writes one batch that is not the last (the lease renewed).
+    pub async fn deliver(
+        &self,
+        store: &dyn riverfeed::store::Store,
+        now: i64,
+        items: &[riverfeed::store::Delivery],
+    ) -> riverfeed::store::StoreResult<Vec<riverfeed::model::FeedItem>> {
+        self.write(store, now, items, false).await
+    }
+
+    /// Writes the last batch (it may be empty): the fan-out is done.
+    pub async fn finish(
+        &self,
+        store: &dyn riverfeed::store::Store,
+        now: i64,
+        items: &[riverfeed::store::Delivery],
+    ) -> riverfeed::store::StoreResult<Vec<riverfeed::model::FeedItem>> {
+        self.write(store, now, items, true).await
+    }
+
+    async fn write(
+        &self,
+        store: &dyn riverfeed::store::Store,
+        now: i64,
+        items: &[riverfeed::store::Delivery],
+        last: bool,
+    ) -> riverfeed::store::StoreResult<Vec<riverfeed::model::FeedItem>> {
+        let mut results = store.deliver(now, &[self.batch(items, last)]).await?;
+        results.pop().expect("one result per batch")
+    }
+}

@@ -265,6 +265,9 @@ async fn copies_stay_true(layout: TimelineLayout) {
         json!({ "id": narrowed }),
     )
     .await;
+    // Its fan-out under the new scope done: the worker's reads are not the
+    // page's.
+    ann.wait_delivered(&narrowed).await;
     ann.data(
         "mutation($id: ID!) { deleteAction(id: $id) }",
         json!({ "id": deleted }),

@@ -10,7 +10,7 @@ use riverfeed::store::mongo::{MongoSettings, TimelineLayout};
 use riverfeed::store::prelude::*;
 use riverfeed::store::{Backfill, Delivery, River, StoreSettings};
 
-use crate::common::{Backend, TestStore};
+use crate::common::{Backend, HeldFanOut, TestStore};
 use crate::store_suite::{action, range};
 
 const T: &str = "layouts";
@@ -39,8 +39,7 @@ async fn deliver(store: &dyn Store, owner: &str, times: &[i64]) -> Result<()> {
         ids.push(a.id);
     }
     let now = times.iter().max().copied().unwrap_or(0) + 1;
-    let claims: Vec<_> = store
-        .claim_fan_out("w1", now, 60_000, 1_000)
+    let claims: Vec<_> = HeldFanOut::claim(store, "w1", now, 60_000, 1_000)
         .await?
         .into_iter()
         .filter(|c| ids.contains(&c.action.id))
@@ -52,11 +51,10 @@ async fn deliver(store: &dyn Store, owner: &str, times: &[i64]) -> Result<()> {
             relevancy: claim.action.conducted,
             reason: Reason::new(ReasonKind::Follows, "poster"),
         };
-        let written = store
-            .deliver(claim, now, std::slice::from_ref(&delivery))
+        let written = claim
+            .finish(store, now, std::slice::from_ref(&delivery))
             .await?;
         ensure!(written.len() == 1, "{written:?}");
-        store.finish_fan_out(claim).await?;
         Ok(())
     });
     futures_util::future::try_join_all(each).await?;

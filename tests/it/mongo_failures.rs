@@ -88,9 +88,9 @@ async fn losing_mongodb_while_serving_answers_unavailable_and_recovers_without_a
 
     // The worker keeps polling through the outage (and backing off): wait
     // until it has tried at least twice while the database was down.
-    let polls = server.store_calls("claim_fan_out").await;
+    let polls = server.store_calls("claim").await;
     let deadline = Instant::now() + PATIENCE;
-    while server.store_calls("claim_fan_out").await < polls + 2 {
+    while server.store_calls("claim").await < polls + 2 {
         assert!(Instant::now() < deadline, "the worker stopped polling");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }

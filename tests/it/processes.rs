@@ -405,6 +405,7 @@ async fn a_worker_killed_in_a_big_fan_out_is_taken_over_and_every_reader_gets_on
 
     let items = db.collection::<mongodb::bson::Document>("feed_items");
     let actions = db.collection::<mongodb::bson::Document>("actions");
+    let jobs = db.collection::<mongodb::bson::Document>("jobs");
     // Wait for the fan-out to be part-way, then kill the worker holding it.
     let deadline = Instant::now() + PATIENCE * 8;
     let (holder, delivered) = loop {
@@ -419,7 +420,12 @@ async fn a_worker_killed_in_a_big_fan_out_is_taken_over_and_every_reader_gets_on
             .expect("stored");
         let fan_out = action.get_document("fanOut").expect("fanOut");
         if delivered > 0 {
-            let worker = fan_out.get_str("worker").expect("held by a worker");
+            let job = jobs
+                .find_one(mongodb::bson::doc! { "kind": "fanout", "key": action_id.to_hex() })
+                .await
+                .expect("job")
+                .expect("the fan-out's job");
+            let worker = job.get_str("worker").expect("held by a worker");
             let holder = workers
                 .iter()
                 .position(|w| worker.starts_with(&format!("worker-{}-", w.pid())))

@@ -241,19 +241,24 @@ async fn never_down(store: Arc<dyn Store>) -> Result<()> {
         "a lower bump changed nothing: {first:?} then {after:?}"
     );
 
-    // Deleting an action leaves a bump still queued with its comment to a
-    // worker, which finds nothing to raise and finishes it.
+    // Deleting an action leaves its fan-out and a bump still queued with
+    // its comment to a worker, which finds nothing to do and finishes them.
     let gone = action(T, "bob", START, &[]);
     store.insert_action(&gone).await?;
     store
         .add_comment(T, &comment(gone.id, "erin", clock.now()))
         .await?;
     store.delete_action(T, gone.id).await?;
-    ensure!(drain(&w).await? == 1, "the bump job, claimed once");
-    let left = store
-        .claim(JobKind::Bump, "late", clock.now() + HOUR, 30_000, 10)
-        .await?;
-    ensure!(left.is_empty(), "no bump outlives its action: {left:?}");
+    ensure!(
+        drain(&w).await? == 2,
+        "the fan-out and bump jobs, claimed once each"
+    );
+    for kind in [JobKind::Bump, JobKind::FanOut] {
+        let left = store
+            .claim(kind, "late", clock.now() + HOUR, 30_000, 10)
+            .await?;
+        ensure!(left.is_empty(), "no job outlives its action: {left:?}");
+    }
     Ok(())
 }
 

@@ -5,7 +5,7 @@
 
 use anyhow::{ensure, Context, Result};
 use riverfeed::store::prelude::*;
-use riverfeed::store::{ErrorKind, Job, JobKind, Lease};
+use riverfeed::store::{ErrorKind, Held, Job, JobKind, Lease, Queued};
 
 const T: &str = "jobs";
 const LEASE: i64 = 500;
@@ -265,8 +265,21 @@ pub async fn queued_lists_a_key_prefix(store: &dyn Store) -> Result<()> {
         .enqueue(&job(JobKind::Cleanup, "other", "ann/d", 10))
         .await?;
     store.claim(JobKind::Cleanup, "w1", 1_000, LEASE, 1).await?;
-    let keys = |jobs: Vec<Job>| jobs.into_iter().map(|j| j.key).collect::<Vec<_>>();
-    let anns = keys(store.queued(JobKind::Cleanup, T, "ann/").await?);
+    let keys = |jobs: Vec<Queued>| jobs.into_iter().map(|q| q.job.key).collect::<Vec<_>>();
+    let queued = store.queued(JobKind::Cleanup, T, "ann/").await?;
+    // One of the two was claimed (which one, of two queued at once, is the
+    // backend's to pick).
+    let mut held: Vec<_> = queued.iter().map(|q| q.held.clone()).collect();
+    held.sort();
+    let leased = Held {
+        worker: "w1".into(),
+        until: 1_000 + LEASE,
+    };
+    ensure!(
+        held == [None, Some(leased)],
+        "the lease, where one is held: {held:?}"
+    );
+    let anns = keys(queued);
     ensure!(
         anns == ["ann/a", "ann/b"],
         "leased or not, in order: {anns:?}"
@@ -530,6 +543,97 @@ async fn earlier_mongodb_cleanups_are_moved_once() {
         drop(store);
         ensure!(
             reopened_backlog(&url, JobKind::Cleanup).await? == 1,
+            "moved once"
+        );
+        Ok(())
+    }
+    .await;
+    concluded(&db, result).await;
+}
+
+/// A MongoDB database of the release before fan-outs were jobs: an action
+/// whose fan-out waits and one whose fan-out was leased (`fanOut.lockedUntil`
+/// and `fanOut.worker` on the action, under the partial `claimable` index)
+/// open as fan-out jobs of their actions, the leased one due when its lease
+/// runs out; the fields and the index go, the actions say their fan-out is
+/// pending, and the move is recorded.
+#[tokio::test]
+async fn earlier_mongodb_fan_outs_are_moved_once() {
+    use bson::{doc, oid::ObjectId, DateTime};
+
+    let Some((url, db)) = earlier_database("jobs_earlier_fan_outs").await else {
+        return;
+    };
+    let (waiting, held) = (ObjectId::new(), ObjectId::new());
+    let actions = db.collection::<bson::Document>("actions");
+    actions
+        .insert_many([
+            doc! {
+                "_id": waiting, "tenant": T,
+                "fanOut": { "state": "PENDING", "lockedUntil": DateTime::from_millis(0) },
+            },
+            doc! {
+                "_id": held, "tenant": T,
+                "fanOut": {
+                    "state": "IN_PROGRESS", "lockedUntil": DateTime::from_millis(5_000),
+                    "worker": "w1",
+                },
+            },
+        ])
+        .await
+        .expect("earlier actions inserted");
+    actions
+        .create_index(
+            ::mongodb::IndexModel::builder()
+                .keys(doc! { "fanOut.lockedUntil": 1, "_id": 1 })
+                .options(
+                    ::mongodb::options::IndexOptions::builder()
+                        .name("claimable".to_owned())
+                        .partial_filter_expression(
+                            doc! { "fanOut.lockedUntil": { "$exists": true } },
+                        )
+                        .build(),
+                )
+                .build(),
+        )
+        .await
+        .expect("the earlier index");
+    db.collection::<bson::Document>("meta")
+        .insert_one(doc! { "_id": "jobs", "version": 3 })
+        .await
+        .expect("the earlier version");
+    let result = async {
+        let store = riverfeed::store::open(&url).await?;
+        let now = store.claim(JobKind::FanOut, "w2", 1_000, LEASE, 10).await?;
+        ensure!(
+            keys(&now) == [waiting.to_hex()] && !now[0].taken_over,
+            "the waiting one: {now:?}"
+        );
+        store.finish(&now[0]).await?;
+        let later = store.claim(JobKind::FanOut, "w2", 5_000, LEASE, 10).await?;
+        ensure!(
+            keys(&later) == [held.to_hex()] && later[0].taken_over,
+            "the leased one, once its lease ran out: {later:?}"
+        );
+        for id in [waiting, held] {
+            let stored = actions
+                .find_one(doc! { "_id": id })
+                .await?
+                .context("the action")?;
+            let fan_out = stored.get_document("fanOut")?;
+            ensure!(
+                *fan_out == doc! { "state": "PENDING" },
+                "the earlier fields are gone: {fan_out}"
+            );
+        }
+        let indexes = actions.list_index_names().await?;
+        ensure!(
+            !indexes.iter().any(|n| n == "claimable"),
+            "the earlier index is gone: {indexes:?}"
+        );
+        drop(store);
+        ensure!(
+            reopened_backlog(&url, JobKind::FanOut).await? == 1,
             "moved once"
         );
         Ok(())

@@ -12,8 +12,8 @@ use riverfeed::model::{
 use riverfeed::store::embedded::EmbeddedStore;
 use riverfeed::timeline::{FeedModel, FeedModelKind};
 
-use crate::common::{Backend, TestStore};
-use riverfeed::store::{Delivery, FeedRange, Store};
+use crate::common::{Backend, HeldFanOut, TestStore};
+use riverfeed::store::{Delivery, FanOutJob, FeedRange, Lease, Store};
 use riverfeed::timeline::audience::Reach;
 use tokio::sync::Notify;
 
@@ -168,7 +168,7 @@ async fn lease_takeover(store: Arc<dyn Store>) -> Result<()> {
     store.insert_action(&a).await?;
 
     // Worker 1 claims, delivers to two readers, and dies without finishing.
-    let claims = store.claim_fan_out("w1", clock.now(), 30_000, 10).await?;
+    let claims = HeldFanOut::claim(&*store, "w1", clock.now(), 30_000, 10).await?;
     let claim = claims.first().context("w1 claims")?;
     // Worker 1's items carry another relevancy than worker 2's would, so a
     // second delivery to the same reader would show as a second item.
@@ -180,7 +180,7 @@ async fn lease_takeover(store: Arc<dyn Store>) -> Result<()> {
             reason: riverfeed::model::Reason::new(ReasonKind::Follows, "bob"),
         })
         .collect();
-    store.deliver(claim, clock.now(), &partial).await?;
+    claim.deliver(&*store, clock.now(), &partial).await?;
 
     // Worker 2 finds nothing while the lease lives…
     let w2 = worker(store.clone(), clock.clone(), "w2", 2);
@@ -201,11 +201,14 @@ async fn lease_takeover(store: Arc<dyn Store>) -> Result<()> {
     ensure!(stored[0].fan_out.state == FanOutState::Done);
 
     // Running the whole fan-out again leaves one item per reader.
-    let rerun = riverfeed::store::Claim {
+    let rerun = riverfeed::fanout::Claim {
+        lease: Lease {
+            job: FanOutJob::of(T, a.id)?,
+            worker: "w3".into(),
+            lease_ms: 30_000,
+            taken_over: false,
+        },
         action: stored[0].clone(),
-        worker: "w3".into(),
-        lease_ms: 30_000,
-        taken_over: false,
     };
     let err = w2.fan_out(&rerun).await.err().context("done is done")?;
     ensure!(err.kind == riverfeed::store::ErrorKind::LeaseLost, "{err}");
@@ -295,13 +298,9 @@ async fn large_audiences_are_delivered_in_batches() -> Result<()> {
     let w = worker(store.clone(), clock, "w", 100);
     ensure!(w.run_once().await? == 1);
     use riverfeed::store::metered::Op;
-    let calls = (
-        metered.calls(Op::deliver),
-        metered.calls(Op::deliver_all_and_finish),
-        metered.calls(Op::finish_fan_out),
-    );
+    let calls = (metered.calls(Op::deliver), metered.calls(Op::finish));
     ensure!(
-        calls == (2, 1, 0),
+        calls == (3, 0),
         "251 readers in batches of 100: two batches, then the last with the finish in one call; got {calls:?}"
     );
     ensure!(feed_len(store.as_ref(), "f249").await? == 1);

@@ -7,10 +7,10 @@ use rocksdb::WriteBatch;
 use super::cache;
 use super::families::{ACTIONS, META, OUTBOX, QUEUE, REACTIONS, REFS};
 use super::graph::ensure_user_in;
-use super::keys::{self, queue, reaction, Key, Lease, Oid, Reader};
+use super::keys::{self, queue, reaction, Key, Oid, Reader};
 use super::Inner;
 use crate::model::{Action, FanOut, FanOutState, FeedItem, Millis, ObjectId, Position, Scope};
-use crate::store::{FeedRange, Outbox, StoreError, StoreResult};
+use crate::store::{FanOutJob, FeedRange, Outbox, StoreError, StoreResult};
 
 /// Under `meta` once every stored action has its lookup entries (the
 /// second generation lists public actions under the groups they were sent
@@ -97,10 +97,6 @@ pub(super) fn action_key(tenant: &str, id: Oid) -> Vec<u8> {
 
 pub(super) fn slice_key(tenant: &str, ref_id: &str, id: Oid) -> Vec<u8> {
     Key::new().str(tenant).str(ref_id).oid(id).into_vec()
-}
-
-pub(super) fn pending_key(tenant: &str, id: Oid) -> Vec<u8> {
-    Key::tag(queue::FAN_OUT).oid(id).last(tenant).into_vec()
 }
 
 pub(super) fn comment_key(tenant: &str, action: Oid, comment: Oid) -> Vec<u8> {
@@ -268,13 +264,10 @@ impl Inner {
         let mut batch = WriteBatch::default();
         self.put_action(&mut batch, action)?;
         self.index_action(&mut batch, action);
+        // Its fan-out job, in the same batch: an action recorded is an
+        // action fanned out, whatever happens next.
         if action.fan_out.state != FanOutState::Done {
-            let lease = Lease {
-                until: action.fan_out.locked_until.unwrap_or(0),
-                worker: action.fan_out.worker.clone().unwrap_or_default(),
-                action: None,
-            };
-            batch.put_cf(self.cf(QUEUE), pending_key(t, id), lease.encode());
+            self.queue_in(&mut batch, &FanOutJob::of(t, action.id)?)?;
         }
         ensure_user_in(&mut batch, self, t, &action.actor_id);
         let _lock = self.lock(&[action_lock(t, id)]);
@@ -320,9 +313,8 @@ impl Inner {
         let removed = self.remove_items(&mut batch, tenant, id)?;
         batch.delete_cf(self.cf(ACTIONS), action_key(tenant, oid));
         self.unindex_action(&mut batch, &action);
-        batch.delete_cf(self.cf(QUEUE), pending_key(tenant, oid));
-        // Comments go (a bump still queued finds its action gone), then
-        // likes.
+        // Comments go (a bump or a fan-out still queued finds its action
+        // gone, and is finished), then likes.
         let thread = Key::tag(reaction::COMMENT).str(tenant).oid(oid).into_vec();
         let reactions = self.cf(REACTIONS);
         self.scan_prefix(REACTIONS, &thread, &thread, usize::MAX, |k, _| {
@@ -348,7 +340,8 @@ impl Inner {
         readers: &[String],
         scope_groups: &[String],
     ) -> StoreResult<Action> {
-        let _lock = self.lock(&[action_lock(tenant, id.bytes())]);
+        let job = FanOutJob::of(tenant, id)?;
+        let _lock = self.lock(&[action_lock(tenant, id.bytes()), Inner::job_lock(&job)]);
         let mut action = self.existing(tenant, id)?;
         let mut batch = WriteBatch::default();
         self.unindex_outboxes_of(&mut batch, &action);
@@ -358,16 +351,9 @@ impl Inner {
         action.fan_out = FanOut::pending();
         self.index_outboxes_of(&mut batch, &action);
         self.put_action(&mut batch, &action)?;
-        let lease = Lease {
-            until: 0,
-            worker: String::new(),
-            action: None,
-        };
-        batch.put_cf(
-            self.cf(QUEUE),
-            pending_key(tenant, id.bytes()),
-            lease.encode(),
-        );
+        // Fanned out again under the new scope: a fan-out under way starts
+        // over (its worker finds its lease lost).
+        self.requeue_in(&mut batch, &job)?;
         self.commit(batch)?;
         self.settle(vec![action.clone()], &[]);
         Ok(action)

@@ -13,14 +13,14 @@ use futures_util::StreamExt;
 use rocksdb::WriteBatch;
 use tokio::sync::mpsc;
 
-use super::actions::{action_lock, comment_key, like_key, pending_key};
-use super::families::{ACTIONS, GRAPH, ITEMS, QUEUE, REACTIONS};
+use super::actions::{action_lock, comment_key, like_key};
+use super::families::{ACTIONS, GRAPH, ITEMS, REACTIONS};
 use super::graph::{
     decode_member_of, edge_codes, edge_key, ensure_user_in, group_kind_code, member_key,
     member_of_key, member_of_value, member_value, user_key, user_name, user_value, EDGE_FOLLOWS_IN,
     EDGE_FOLLOWS_OUT, EDGE_FRIEND, EDGE_GROUP_IN, EDGE_GROUP_OUT,
 };
-use super::keys::{self, graph as tag, reaction, ItemState, Key, Lease, Reader};
+use super::keys::{self, graph as tag, reaction, ItemState, Key, Reader};
 use super::{EmbeddedStore, Inner};
 use crate::model::{Action, EdgeKind, FanOut, FanOutState, ObjectId, Reason, ReasonKind};
 use crate::store::archive::import_notices;
@@ -333,20 +333,11 @@ impl Inner {
                 }
                 Record::Action { action } => {
                     let mut action: Action = action.clone();
-                    let (t, id) = (action.tenant.clone(), action.id.bytes());
-                    // A fan-out that was under way is queued again, as after a crash.
-                    if action.fan_out.state == FanOutState::InProgress {
+                    let t = action.tenant.clone();
+                    // A fan-out not done is queued again after the records
+                    // (`import_notices`), as after a crash.
+                    if action.fan_out.state != FanOutState::Done {
                         action.fan_out = FanOut::pending();
-                    }
-                    if action.fan_out.state == FanOutState::Pending {
-                        let lease = Lease {
-                            until: 0,
-                            worker: String::new(),
-                            action: None,
-                        };
-                        batch.put_cf(self.cf(QUEUE), pending_key(&t, id), lease.encode());
-                    } else {
-                        batch.delete_cf(self.cf(QUEUE), pending_key(&t, id));
                     }
                     ensure_user_in(&mut batch, self, &t, &action.actor_id);
                     self.put_action(&mut batch, &action)?;

@@ -54,6 +54,8 @@ pub mod graph {
 
 /// Tags that share the `queue` family.
 pub mod queue {
+    /// `(action, tenant)` → a fan-out's lease, as earlier versions kept
+    /// them: moved to the `jobs` family at open.
     pub const FAN_OUT: u8 = 0;
     /// `(comment, tenant)` → a bump and its lease, as earlier versions kept
     /// them: moved to the `jobs` family at open.
@@ -394,8 +396,9 @@ pub fn decode_entry(bytes: &[u8], record: impl Display) -> StoreResult<(Millis, 
     ))
 }
 
-/// A queue entry's value: the lease's end, the worker holding it, and for a
-/// bump the action it concerns.
+/// A queue entry's value as earlier versions wrote it (the lease's end,
+/// the worker holding it, and for a bump the action it concerns): read
+/// once, when the entries move to the `jobs` family.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Lease {
     pub until: Millis,
@@ -404,6 +407,7 @@ pub struct Lease {
 }
 
 impl Lease {
+    #[cfg(test)]
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(8 + 13 + self.worker.len());
         out.extend_from_slice(&self.until.to_be_bytes());

@@ -223,7 +223,7 @@ impl EmbeddedStore {
         inner.index_outboxes()?;
         inner.migrate_jobs()?;
         inner.count_jobs()?;
-        let released = inner.release_leases()? + inner.release_jobs()?;
+        let released = inner.release_jobs()?;
         if released > 0 {
             tracing::info!(
                 released,

@@ -1,5 +1,5 @@
-//! The fan-out queue and its leases, writing feed items for a claimed
-//! action, and raising them for a bump.
+//! Writing a fan-out's feed items under its job's lease, and raising them
+//! for a bump.
 //!
 //! A delivery writes three keys: the reader's timeline entry, the action's
 //! item entry (who has it, where it stands) and the reader's change entry.
@@ -8,12 +8,13 @@
 
 use rocksdb::WriteBatch;
 
-use super::actions::{action_lock, pending_key};
-use super::families::{ITEMS, QUEUE};
-use super::keys::{self, queue, ItemState, Key, Lease, Oid, Reader};
+use super::actions::action_lock;
+use super::families::ITEMS;
+use super::keys::{self, ItemState, Key, Oid};
 use super::Inner;
 use crate::model::{Action, FanOut, FanOutState, FeedItem, Millis, ObjectId, Reason};
-use crate::store::{Claim, Delivery, ErrorKind, StoreError, StoreResult};
+use crate::store::jobs::lease_lost;
+use crate::store::{Delivery, DeliveryBatch, ErrorKind, FanOutJob, StoreResult};
 
 /// What one job of a batch did, for the cache and the caller.
 pub(super) struct Done {
@@ -29,228 +30,44 @@ fn refreshes(held: &Reason, now: &Reason) -> bool {
 }
 
 impl Inner {
-    /// Due entries of one queue, oldest first: `(tenant, id, lease)`.
-    fn due(&self, tag: u8, now: Millis, limit: usize) -> StoreResult<Vec<(String, Oid, Lease)>> {
-        let mut opts = rocksdb::ReadOptions::default();
-        opts.set_iterate_upper_bound([tag + 1]);
-        // Read without a lock: an idle worker polls, and polling must not
-        // queue behind writers. The claim checks each one again under its lock.
-        let mut it = self.db.raw_iterator_cf_opt(self.cf(QUEUE), opts);
-        it.seek([tag]);
-        let mut due = Vec::new();
-        while due.len() < limit && it.valid() {
-            if let (Some(k), Some(v)) = (it.key(), it.value()) {
-                let lease = Lease::decode(v)?;
-                if lease.until <= now {
-                    let mut r = Reader(&k[1..]);
-                    let id = r.oid()?;
-                    due.push((r.last()?.to_owned(), id, lease));
-                }
-            }
-            it.next();
-        }
-        it.status().map_err(super::db_err)?;
-        Ok(due)
-    }
-
-    /// Ends every lease at once: called at open, when no worker can hold
-    /// one, since the store belongs to this one process. A process killed
-    /// in the middle of a fan-out or a cleanup leaves its leases
-    /// behind; its restart takes the work up again now rather than when
-    /// they run out. The holder's name stays (a takeover is told as such).
-    pub(super) fn release_leases(&self) -> StoreResult<usize> {
-        let mut batch = WriteBatch::default();
-        let mut released = 0;
-        for tag in [queue::FAN_OUT] {
-            let mut opts = rocksdb::ReadOptions::default();
-            opts.set_iterate_upper_bound([tag + 1]);
-            let mut it = self.db.raw_iterator_cf_opt(self.cf(QUEUE), opts);
-            it.seek([tag]);
-            while it.valid() {
-                if let (Some(k), Some(v)) = (it.key(), it.value()) {
-                    let mut lease = Lease::decode(v)?;
-                    if lease.until > 0 && !lease.worker.is_empty() {
-                        lease.until = 0;
-                        batch.put_cf(self.cf(QUEUE), k, lease.encode());
-                        released += 1;
-                    }
-                }
-                it.next();
-            }
-            it.status().map_err(super::db_err)?;
-        }
-        if released > 0 {
-            self.commit(batch)?;
-        }
-        Ok(released)
-    }
-
-    pub(super) fn fan_out_backlog(&self) -> StoreResult<crate::store::Backlog> {
-        let tag = queue::FAN_OUT;
-        let mut opts = rocksdb::ReadOptions::default();
-        opts.set_iterate_upper_bound([tag + 1]);
-        let mut it = self.db.raw_iterator_cf_opt(self.cf(QUEUE), opts);
-        it.seek([tag]);
-        let mut backlog = crate::store::Backlog::default();
-        while it.valid() {
-            if let Some(k) = it.key() {
-                if backlog.oldest.is_none() {
-                    // Keyed by action id: the first is the oldest recorded.
-                    let id = ObjectId::from_bytes(Reader(&k[1..]).oid()?);
-                    backlog.oldest = Some(id.timestamp().timestamp_millis());
-                }
-                backlog.actions += 1;
-            }
-            it.next();
-        }
-        it.status().map_err(super::db_err)?;
-        Ok(backlog)
-    }
-
-    pub(super) fn claim_fan_out(
-        &self,
-        worker: &str,
-        now: Millis,
-        lease_ms: Millis,
-        limit: usize,
-    ) -> StoreResult<Vec<Claim>> {
-        let due = self.due(queue::FAN_OUT, now, limit)?;
-        if due.is_empty() {
-            return Ok(Vec::new());
-        }
-        let locks: Vec<Vec<u8>> = due.iter().map(|(t, id, _)| action_lock(t, *id)).collect();
-        let _lock = self.lock(&locks);
-        let until = now + lease_ms;
-        let mut batch = WriteBatch::default();
-        let mut claims = Vec::with_capacity(due.len());
-        for (tenant, id, _) in due {
-            let key = pending_key(&tenant, id);
-            let held_by = match self.get(QUEUE, &key)? {
-                Some(v) => Lease::decode(&v)?,
-                None => continue,
-            };
-            if held_by.until > now {
-                continue;
-            }
-            let held_by = held_by.worker;
-            let Some(action) = self.action(&tenant, ObjectId::from_bytes(id))? else {
-                continue;
-            };
-            let lease = Lease {
-                until,
-                worker: worker.to_owned(),
-                action: None,
-            };
-            batch.put_cf(self.cf(QUEUE), &key, lease.encode());
-            let mut action = Action::clone(&action);
-            action.fan_out = FanOut {
-                state: FanOutState::InProgress,
-                locked_until: Some(until),
-                worker: Some(worker.to_owned()),
-            };
-            self.put_action(&mut batch, &action)?;
-            claims.push(Claim {
-                action,
-                worker: worker.to_owned(),
-                lease_ms,
-                taken_over: !held_by.is_empty(),
-            });
-        }
-        // Not synced: a claim lost in a crash is claimed again.
-        self.commit_unsynced(batch)?;
-        self.settle(claims.iter().map(|c| c.action.clone()).collect(), &[]);
-        Ok(claims)
-    }
-
-    /// Checks that `claim` still holds its lease. `Ok(false)` when the action
-    /// is gone (deleted), `Err(LeaseLost)` when another worker owns it or it
-    /// is done.
-    fn lease_held(&self, claim: &Claim) -> StoreResult<bool> {
-        let (t, id) = (claim.action.tenant.as_str(), claim.action.id);
-        let key = pending_key(t, id.bytes());
-        match self.holder(&key, &claim.worker, || format!("fan-out of {id}"))? {
-            Some(()) => Ok(true),
-            None if self.action(t, id)?.is_none() => Ok(false),
-            None => Err(StoreError::new(
-                ErrorKind::LeaseLost,
-                format!("fan-out of {id} was finished by another worker"),
-            )),
-        }
-    }
-
-    /// Whether `worker` holds the queue entry at `key`: `Some` when it does,
-    /// `None` when there is no entry, `LeaseLost` (naming the job with
-    /// `what`) when another worker does.
-    pub(super) fn holder(
-        &self,
-        key: &[u8],
-        worker: &str,
-        what: impl FnOnce() -> String,
-    ) -> StoreResult<Option<()>> {
-        let Some(value) = self.get(QUEUE, key)? else {
-            return Ok(None);
-        };
-        let lease = Lease::decode(&value)?;
-        if lease.worker == worker {
-            return Ok(Some(()));
-        }
-        Err(StoreError::new(
-            ErrorKind::LeaseLost,
-            format!("{} was taken over by {}", what(), lease.worker),
-        ))
-    }
-
-    /// One job of a fan-out: writes `items` into `batch` for a claimed action
-    /// and extends the lease, or (`finish`) ends it. The caller holds the
-    /// action's lock and commits.
-    pub(super) fn deliver_job(
+    /// One batch of a fan-out into `batch`: the job's lease renewed, or
+    /// (the last batch) the job finished and the action marked `Done`,
+    /// then the items written. `LeaseLost`, with nothing written, if the
+    /// worker no longer holds the job. The caller holds the action's and
+    /// the job's locks and commits.
+    fn deliver_batch(
         &self,
         batch: &mut WriteBatch,
-        claim: &Claim,
         now: Millis,
-        items: &[Delivery],
-        finish: bool,
+        delivery: &DeliveryBatch,
     ) -> StoreResult<Done> {
-        let nothing = Done {
+        let lease = &delivery.lease;
+        if delivery.last {
+            if !self.finish_in(batch, lease)? {
+                return Err(lease_lost(&lease.job, None));
+            }
+        } else {
+            self.renew_in(batch, lease, now)?;
+        }
+        let t = lease.job.tenant.as_str();
+        let id = FanOutJob::action_id(&lease.job)?;
+        let mut done = Done {
             written: Vec::new(),
             action: None,
         };
-        if !self.lease_held(claim)? {
-            return Ok(nothing);
-        }
-        let (t, id) = (claim.action.tenant.as_str(), claim.action.id);
         let Some(action) = self.action(t, id)? else {
-            return Ok(nothing);
+            return Ok(done);
         };
-        let mut action = Action::clone(&action);
-        let written = if action.hidden || items.is_empty() {
-            Vec::new()
-        } else {
-            self.write_items(batch, t, id, now, items)?
-        };
-        let pending = pending_key(t, id.bytes());
-        if finish {
-            batch.delete_cf(self.cf(QUEUE), pending);
-            action.fan_out = FanOut {
-                state: FanOutState::Done,
-                locked_until: None,
-                worker: None,
-            };
-        } else {
-            let until = now + claim.lease_ms;
-            let lease = Lease {
-                until,
-                worker: claim.worker.clone(),
-                action: None,
-            };
-            batch.put_cf(self.cf(QUEUE), pending, lease.encode());
-            action.fan_out.locked_until = Some(until);
+        if !action.hidden && !delivery.items.is_empty() {
+            done.written = self.write_items(batch, t, id, now, &delivery.items)?;
         }
-        self.put_action(batch, &action)?;
-        Ok(Done {
-            written,
-            action: Some(action),
-        })
+        if delivery.last && action.fan_out.state != FanOutState::Done {
+            let mut action = Action::clone(&action);
+            action.fan_out = FanOut::done();
+            self.put_action(batch, &action)?;
+            done.action = Some(action);
+        }
+        Ok(done)
     }
 
     /// Whether any reader has (or hid) an item of the action.
@@ -343,24 +160,26 @@ impl Inner {
         Ok(written)
     }
 
-    /// Writes jobs in one batch under their actions' locks. A job whose lease
-    /// was lost fails alone and writes nothing.
-    pub(super) fn deliver_jobs(
+    /// Writes fan-out batches in one `WriteBatch` under their actions' and
+    /// jobs' locks: synced if one ends its fan-out. A batch whose lease was
+    /// lost fails alone and writes nothing.
+    pub(super) fn deliver(
         &self,
         now: Millis,
-        jobs: &[(&Claim, &[Delivery])],
-        finish: bool,
+        batches: &[DeliveryBatch],
     ) -> StoreResult<Vec<StoreResult<Vec<FeedItem>>>> {
-        let locks: Vec<Vec<u8>> = jobs
-            .iter()
-            .map(|(c, _)| action_lock(&c.action.tenant, c.action.id.bytes()))
-            .collect();
+        let mut locks = Vec::with_capacity(batches.len() * 2);
+        for b in batches {
+            let job = &b.lease.job;
+            locks.push(action_lock(&job.tenant, FanOutJob::action_id(job)?.bytes()));
+            locks.push(Inner::job_lock(job));
+        }
         let _lock = self.lock(&locks);
         let mut batch = WriteBatch::default();
-        let mut results = Vec::with_capacity(jobs.len());
+        let mut results = Vec::with_capacity(batches.len());
         let mut settled = Vec::new();
-        for (claim, items) in jobs {
-            match self.deliver_job(&mut batch, claim, now, items, finish) {
+        for b in batches {
+            match self.deliver_batch(&mut batch, now, b) {
                 Ok(done) => {
                     settled.extend(done.action);
                     results.push(Ok(done.written));
@@ -369,10 +188,21 @@ impl Inner {
                 Err(err) => return Err(err),
             }
         }
-        if finish {
-            self.commit(batch)?;
-        } else {
+        let finished: Vec<&DeliveryBatch> = batches
+            .iter()
+            .zip(&results)
+            .filter(|(b, r)| b.last && r.is_ok())
+            .map(|(b, _)| b)
+            .collect();
+        if finished.is_empty() {
+            // A lease lost in a crash is released at open anyway, and
+            // what was written is written again by the re-run.
             self.commit_unsynced(batch)?;
+        } else {
+            self.commit(batch)?;
+        }
+        for b in finished {
+            self.finished(&b.lease.job);
         }
         self.settle(settled, &[]);
         Ok(results)

@@ -9,8 +9,8 @@ use crate::model::{
     ObjectId, Position, Scope, Stamp, User,
 };
 use crate::store::{
-    ActionStore, Backfill, Claim, Delivery, Direction, FeedRange, GraphStore, JoinOutcome, Lease,
-    QueueStore, ReactionStore, Store, StoreResult, TimelineStore,
+    ActionStore, Backfill, Delivery, DeliveryBatch, Direction, FeedRange, GraphStore, JoinOutcome,
+    Lease, QueueStore, ReactionStore, Store, StoreResult, TimelineStore,
 };
 
 /// Owned copies of borrowed arguments, for work moved to the blocking pool.
@@ -280,57 +280,13 @@ impl ReactionStore for EmbeddedStore {
 
 #[async_trait]
 impl QueueStore for EmbeddedStore {
-    async fn fan_out_backlog(&self) -> StoreResult<crate::store::Backlog> {
-        self.blocking(|db| db.fan_out_backlog()).await
-    }
-
-    async fn claim_fan_out(
-        &self,
-        worker: &str,
-        now: Millis,
-        lease_ms: Millis,
-        limit: usize,
-    ) -> StoreResult<Vec<Claim>> {
-        owned!(worker);
-        self.blocking(move |db| db.claim_fan_out(&worker, now, lease_ms, limit))
-            .await
-    }
-
     async fn deliver(
         &self,
-        claim: &Claim,
         now: Millis,
-        items: &[Delivery],
-    ) -> StoreResult<Vec<FeedItem>> {
-        owned!(claim, items);
-        self.blocking(move |db| {
-            let mut results = db.deliver_jobs(now, &[(&claim, &items[..])], false)?;
-            results.pop().unwrap_or_else(|| Ok(Vec::new()))
-        })
-        .await
-    }
-
-    async fn finish_fan_out(&self, claim: &Claim) -> StoreResult<()> {
-        owned!(claim);
-        self.blocking(move |db| {
-            let mut results = db.deliver_jobs(0, &[(&claim, &[][..])], true)?;
-            results.pop().unwrap_or_else(|| Ok(Vec::new())).map(drop)
-        })
-        .await
-    }
-
-    async fn deliver_all_and_finish(
-        &self,
-        now: Millis,
-        jobs: &[(Claim, Vec<Delivery>)],
+        batches: &[DeliveryBatch],
     ) -> StoreResult<Vec<StoreResult<Vec<FeedItem>>>> {
-        owned!(jobs);
-        self.blocking(move |db| {
-            let jobs: Vec<(&Claim, &[Delivery])> =
-                jobs.iter().map(|(c, d)| (c, d.as_slice())).collect();
-            db.deliver_jobs(now, &jobs, true)
-        })
-        .await
+        owned!(batches);
+        self.blocking(move |db| db.deliver(now, &batches)).await
     }
 
     async fn raise(

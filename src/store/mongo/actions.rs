@@ -2,12 +2,16 @@
 
 use async_trait::async_trait;
 use bson::{doc, DateTime, Document};
+use futures_util::FutureExt;
 use mongodb::options::ReturnDocument;
 
 use crate::descriptor::NAMED_REF_FIELDS;
-use crate::model::{Action, FeedItem, Millis, ObjectId, Position, Scope};
-use crate::store::{ActionStore, FeedRange, GraphStore, Posted, StoreError, StoreResult};
+use crate::model::{Action, FanOutState, FeedItem, Millis, ObjectId, Position, Scope};
+use crate::store::{
+    ActionStore, FanOutJob, FeedRange, GraphStore, Posted, StoreError, StoreResult,
+};
 
+use super::jobs::JobDoc;
 use super::{dated, db_err, read_all, within, ActionDoc, MongoStore, TIE_SLACK};
 
 impl MongoStore {
@@ -104,8 +108,33 @@ impl MongoStore {
 #[async_trait]
 impl ActionStore for MongoStore {
     async fn insert_action(&self, action: &Action) -> StoreResult<()> {
-        self.actions
-            .insert_one(ActionDoc::from(action))
+        let record = ActionDoc::from(action);
+        if action.fan_out.state == FanOutState::Done {
+            self.actions.insert_one(&record).await.map_err(db_err)?;
+            return self.ensure_user(&action.tenant, &action.actor_id).await;
+        }
+        // The action and its fan-out job in one transaction: none without
+        // the other.
+        let job = JobDoc::new(
+            &FanOutJob::of(&action.tenant, action.id)?,
+            Millis::MIN,
+            None,
+        );
+        let mut session = self.db.client().start_session().await.map_err(db_err)?;
+        session
+            .start_transaction()
+            .and_run((self, &record, &job), |session, (store, record, job)| {
+                async move {
+                    store
+                        .actions
+                        .insert_one(*record)
+                        .session(&mut *session)
+                        .await?;
+                    store.jobs.insert_one(*job).session(&mut *session).await?;
+                    Ok(())
+                }
+                .boxed()
+            })
             .await
             .map_err(db_err)?;
         self.ensure_user(&action.tenant, &action.actor_id).await
@@ -177,22 +206,52 @@ impl ActionStore for MongoStore {
         let scope = bson::to_bson(&scope)
             .map_err(|e| StoreError::internal("MongoDB: cannot encode a scope", e))?;
         self.uncopy(tenant, &[id]).await?;
-        let updated = self
-            .actions
-            .find_one_and_update(
-                doc! { "_id": id, "tenant": tenant },
-                doc! {
-                    "$set": {
-                        "scope": scope,
-                        "readers": readers,
-                        "scopeGroups": scope_groups,
-                        "fanOut.state": "PENDING",
-                        "fanOut.lockedUntil": DateTime::from_millis(0),
-                    },
-                    "$unset": { "fanOut.worker": "" },
+        let change = doc! {
+            "$set": {
+                "scope": scope,
+                "readers": readers,
+                "scopeGroups": scope_groups,
+                "fanOut.state": "PENDING",
+            },
+            "$unset": { "fanOut.lockedUntil": "", "fanOut.worker": "" },
+        };
+        // Fanned out again under the new scope, in the same transaction: a
+        // fan-out under way starts over (its worker finds its lease lost).
+        let job = FanOutJob::of(tenant, id)?;
+        let requeue = doc! {
+            "$set": { "payload": &job.payload, "queued": job.queued, "until": Millis::MIN },
+            "$unset": { "worker": "" },
+        };
+        let filter = doc! { "kind": job.kind.code(), "tenant": tenant, "key": &job.key };
+        let mut session = self.db.client().start_session().await.map_err(db_err)?;
+        let updated = session
+            .start_transaction()
+            .and_run(
+                (self, &change, &filter, &requeue),
+                |session, (store, change, filter, requeue)| {
+                    async move {
+                        let updated = store
+                            .actions
+                            .find_one_and_update(
+                                doc! { "_id": id, "tenant": tenant },
+                                (*change).clone(),
+                            )
+                            .return_document(ReturnDocument::After)
+                            .session(&mut *session)
+                            .await?;
+                        if updated.is_some() {
+                            store
+                                .jobs
+                                .update_one((*filter).clone(), (*requeue).clone())
+                                .upsert(true)
+                                .session(&mut *session)
+                                .await?;
+                        }
+                        Ok(updated)
+                    }
+                    .boxed()
                 },
             )
-            .return_document(ReturnDocument::After)
             .await
             .map_err(db_err)?;
         let updated = updated

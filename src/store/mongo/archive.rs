@@ -5,9 +5,9 @@
 //! same records replaces rather than duplicates.
 //!
 //! Imported documents are written in the shapes the API writes them (see the
-//! collections in `mod.rs`): a queued fan-out has `fanOut.lockedUntil` at the
-//! epoch, a hidden item sits at the tombstone relevancy. Notification
-//! records (notice groups, inboxes, notice jobs) and queued bumps are written
+//! collections in `mod.rs`): a hidden item sits at the tombstone relevancy.
+//! Notification records (notice groups, inboxes, notice jobs) and queued
+//! fan-outs, bumps and cleanups are written
 //! last, one at a time through [`crate::store::NoticeStore`] and
 //! [`crate::store::JobStore`] as every backend writes them (see [`crate::store::archive::import_notices`]):
 //! groups and inboxes under their version (an insert, or where one is stored
@@ -168,10 +168,11 @@ impl Statements {
             }
             Record::Action { action } => {
                 let mut action = action.clone();
-                // A fan-out a worker held when the records were taken is
-                // queued again, as after a crash: a worker of this store runs
-                // it, and delivery skips readers who have the item.
-                if action.fan_out.state == FanOutState::InProgress {
+                // A fan-out not done when the records were taken is queued
+                // again after the records (`import_notices`), as after a
+                // crash: a worker of this store runs it, and delivery skips
+                // readers who have the item.
+                if action.fan_out.state != FanOutState::Done {
                     action.fan_out = FanOut::pending();
                 }
                 let document = encode(&ActionDoc::from(&action), "an action")?;

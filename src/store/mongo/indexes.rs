@@ -41,10 +41,6 @@ impl MongoStore {
             .name("expiry".to_owned())
             .expire_after(std::time::Duration::from_secs(EXPIRY_GRACE_SECS))
             .build();
-        let claimable = IndexOptions::builder()
-            .name("claimable".to_owned())
-            .partial_filter_expression(doc! { "fanOut.lockedUntil": { "$exists": true } })
-            .build();
         self.actions
             .create_indexes([
                 index(doc! { "tenant": 1, "refIds": 1, "_id": -1 }, named("slice")),
@@ -64,7 +60,6 @@ impl MongoStore {
                     doc! { "tenant": 1, "to": 1, "conducted": -1, "_id": -1 },
                     named("sent_outbox"),
                 ),
-                index(doc! { "fanOut.lockedUntil": 1, "_id": 1 }, claimable),
                 index(doc! { "descriptor.raterId": 1 }, sparse("descriptor_rater")),
                 // What the expiry sweeper reads: by expiry, and by age.
                 index(doc! { "expireAt": 1 }, expiry),
@@ -234,9 +229,10 @@ impl MongoStore {
             .map_err(db_err)?;
         self.event_log.create_indexes().await?;
         // Earlier versions kept an unused `outbox` index by id (`actor_outbox`,
-        // by when the action happened, replaces it), and an index of queued
-        // bumps on comments (bumps are jobs now).
+        // by when the action happened, replaces it), and indexes of queued
+        // fan-outs on actions and bumps on comments (both are jobs now).
         drop_earlier(&self.actions, "outbox").await?;
+        drop_earlier(&self.actions, "claimable").await?;
         drop_earlier(&self.comments, "bumpable").await?;
         Ok(())
     }

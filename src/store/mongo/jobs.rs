@@ -14,15 +14,16 @@ use serde::{Deserialize, Serialize};
 use super::{db_err, is_duplicate, MongoStore};
 use crate::model::{Comment, Millis, ObjectId};
 use crate::store::codes::ENDED;
-use crate::store::jobs::{lease_lost, Job, JobBacklog, JobKind, JobStore, Lease};
-use crate::store::{BumpJob, NoticeJob, StoreResult, Unfollow};
+use crate::store::jobs::{lease_lost, Held, Job, JobBacklog, JobKind, JobStore, Lease, Queued};
+use crate::store::{BumpJob, FanOutJob, NoticeJob, StoreResult, Unfollow};
 
 /// The `meta` document of the jobs layout's version: which earlier queues
 /// were moved into `jobs`.
 const JOBS_VERSION_ID: &str = "jobs";
 /// 1: notice jobs moved from `notice_jobs`; 2: bumps moved off their
-/// comments; 3: cleanups moved from `unfollows`.
-const JOBS_VERSION: i32 = 3;
+/// comments; 3: cleanups moved from `unfollows`; 4: fan-outs moved off
+/// their actions.
+const JOBS_VERSION: i32 = 4;
 
 /// `jobs` as stored.
 #[derive(Debug, Serialize, Deserialize)]
@@ -147,6 +148,9 @@ impl MongoStore {
         if noted < 3 {
             moved += self.move_cleanups().await?;
         }
+        if noted < 4 {
+            moved += self.move_fan_outs().await?;
+        }
         self.meta
             .update_one(
                 doc! { "_id": JOBS_VERSION_ID },
@@ -233,6 +237,59 @@ impl MongoStore {
             }
         }
         earlier.drop().await.map_err(db_err)?;
+        Ok(moved)
+    }
+
+    /// Fan-outs as earlier versions kept them: `fanOut.lockedUntil` (the
+    /// epoch while queued, the lease's end once claimed) and
+    /// `fanOut.worker` on their action. Each becomes a job (a duplicate,
+    /// from a move cut short, is skipped), then the fields go and the
+    /// action says only that its fan-out is pending.
+    async fn move_fan_outs(&self) -> StoreResult<usize> {
+        #[derive(Deserialize)]
+        struct Lease {
+            #[serde(rename = "lockedUntil")]
+            locked_until: bson::DateTime,
+            #[serde(default)]
+            worker: Option<String>,
+        }
+        #[derive(Deserialize)]
+        struct Earlier {
+            #[serde(rename = "_id")]
+            id: ObjectId,
+            tenant: String,
+            #[serde(rename = "fanOut")]
+            fan_out: Lease,
+        }
+        let open = doc! { "fanOut.lockedUntil": { "$exists": true } };
+        let earlier = self.db.collection::<Earlier>("actions");
+        let mut cursor = earlier
+            .find(open.clone())
+            .projection(doc! { "tenant": 1, "fanOut": 1 })
+            .await
+            .map_err(db_err)?;
+        let mut moved = 0;
+        while let Some(found) = cursor.next().await {
+            let found = found.map_err(db_err)?;
+            let due = found.fan_out.locked_until.timestamp_millis();
+            let until = if due > 0 { due } else { Millis::MIN };
+            let job = FanOutJob::of(&found.tenant, found.id)?;
+            let record = JobDoc::new(&job, until, found.fan_out.worker);
+            match self.jobs.insert_one(&record).await {
+                Err(err) if !is_duplicate(&err) => return Err(db_err(err)),
+                _ => moved += 1,
+            }
+        }
+        earlier
+            .update_many(
+                open,
+                doc! {
+                    "$set": { "fanOut.state": "PENDING" },
+                    "$unset": { "fanOut.lockedUntil": "", "fanOut.worker": "" },
+                },
+            )
+            .await
+            .map_err(db_err)?;
         Ok(moved)
     }
 
@@ -385,7 +442,7 @@ impl JobStore for MongoStore {
         Ok(deleted.deleted_count == 1)
     }
 
-    async fn queued(&self, kind: JobKind, tenant: &str, prefix: &str) -> StoreResult<Vec<Job>> {
+    async fn queued(&self, kind: JobKind, tenant: &str, prefix: &str) -> StoreResult<Vec<Queued>> {
         // A range of the unique `{kind, tenant, key}` index: keys from
         // `prefix` up to the first string past every key it begins.
         let mut key = doc! { "$gte": prefix };
@@ -400,7 +457,18 @@ impl JobStore for MongoStore {
             .map_err(db_err)?;
         let mut jobs = Vec::new();
         while let Some(found) = cursor.next().await {
-            jobs.push(found.map_err(db_err)?.into_job()?);
+            let found = found.map_err(db_err)?;
+            let held = match (&found.worker, found.until) {
+                (Some(worker), until) if until != Millis::MIN => Some(Held {
+                    worker: worker.clone(),
+                    until,
+                }),
+                _ => None,
+            };
+            jobs.push(Queued {
+                job: found.into_job()?,
+                held,
+            });
         }
         Ok(jobs)
     }

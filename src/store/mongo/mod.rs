@@ -3,8 +3,7 @@
 //!
 //! Collections (created with their indexes at start-up, idempotently):
 //! - `actions`: one document per action, the descriptor embedded with a `type`
-//!   tag; `fanOut.lockedUntil` exists only while the fan-out is open, so a
-//!   partial index on it holds just the claimable work; the outboxes the
+//!   tag and whether its fan-out is done (the fan-out is a job); the outboxes the
 //!   feed models pull are indexes on `actorId`, `scopeGroups` and `readers`
 //!   (newest first);
 //! - readers' timelines, as `--timeline-layout` keeps them (see
@@ -25,19 +24,21 @@
 //! - `notice_groups` (one document per notice group, its members inside),
 //!   `inboxes` (one per user);
 //! - `jobs`: the job queue (see `jobs.rs`), one document per waiting or
-//!   leased job (a comment's bump, a notice job, an unfollow's cleanup,
-//!   which is also the record reads apply until it has run);
+//!   leased job (an action's fan-out, a comment's bump, a notice job, an
+//!   unfollow's cleanup, which is also the record reads apply until it has
+//!   run);
 //! - `events`: the event log live events cross processes by (see
 //!   `events.rs`), kept a while (TTL);
 //! - `meta`: the deployment's own values, the timeline layout the database
 //!   was written in, whether its entries carry copies of actions, and the
 //!   versions of layouts migrated on open.
 //!
-//! One write is a multi-document transaction: a comment with its count and
-//! its bump job (`reactions.rs`); a replica set, which the change streams
-//! need anyway, runs it. Nothing else needs one: a delivery that races a
-//! hide or delete checks the action again after writing and takes its items
-//! back.
+//! Three writes are multi-document transactions: an action with its fan-out
+//! job, a change of scope with the job queued again (`actions.rs`), and a
+//! comment with its count and its bump job (`reactions.rs`); a replica set,
+//! which the change streams need anyway, runs them. Nothing else needs one:
+//! a delivery that races a hide or delete checks the action again after
+//! writing and takes its items back.
 //!
 //! One file per concern: `graph.rs`, `actions.rs`, `reactions.rs`,
 //! `queues.rs` (fan-out leases, bumps' raises), `jobs.rs` (the job queue),
@@ -210,8 +211,8 @@ struct ActionDoc {
 #[serde(rename_all = "camelCase")]
 struct FanOutDoc {
     state: FanOutState,
-    /// Present while the fan-out is open: the epoch while pending, the lease's
-    /// end while in progress.
+    /// Earlier versions' lease, present while the fan-out was open: moved
+    /// to its job at start-up (`jobs.rs`), never written now.
     #[serde(skip_serializing_if = "Option::is_none")]
     locked_until: Option<DateTime>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -277,22 +278,14 @@ struct FeedItemDoc {
 
 impl From<&Action> for ActionDoc {
     fn from(a: &Action) -> Self {
-        let fan_out = match a.fan_out.state {
-            FanOutState::Pending => FanOutDoc {
-                state: FanOutState::Pending,
-                locked_until: Some(DateTime::from_millis(0)),
-                worker: None,
+        // Whether it is done; a fan-out's lease is its job's.
+        let fan_out = FanOutDoc {
+            state: match a.fan_out.state {
+                FanOutState::Done => FanOutState::Done,
+                _ => FanOutState::Pending,
             },
-            FanOutState::InProgress => FanOutDoc {
-                state: FanOutState::InProgress,
-                locked_until: Some(DateTime::from_millis(a.fan_out.locked_until.unwrap_or(0))),
-                worker: a.fan_out.worker.clone(),
-            },
-            FanOutState::Done => FanOutDoc {
-                state: FanOutState::Done,
-                locked_until: None,
-                worker: None,
-            },
+            locked_until: None,
+            worker: None,
         };
         ActionDoc {
             id: a.id,
@@ -316,16 +309,9 @@ impl From<&Action> for ActionDoc {
 
 impl From<ActionDoc> for Action {
     fn from(d: ActionDoc) -> Self {
-        let fan_out = FanOut {
-            state: d.fan_out.state,
-            locked_until: match d.fan_out.state {
-                FanOutState::InProgress => d.fan_out.locked_until.map(|t| t.timestamp_millis()),
-                _ => None,
-            },
-            worker: match d.fan_out.state {
-                FanOutState::InProgress => d.fan_out.worker,
-                _ => None,
-            },
+        let fan_out = match d.fan_out.state {
+            FanOutState::Done => FanOut::done(),
+            _ => FanOut::pending(),
         };
         Action {
             id: d.id,

@@ -1,13 +1,14 @@
-//! MongoDB: the fan-out queue, leased by `findOneAndUpdate`, and bumps'
+//! MongoDB: a fan-out's deliveries under its job's lease, and bumps'
 //! raises.
 
 use async_trait::async_trait;
-use bson::{doc, DateTime};
-use futures_util::StreamExt;
-use mongodb::options::ReturnDocument;
+use bson::doc;
 
-use crate::model::{Action, FanOut, FanOutState, FeedItem, Millis, ObjectId, Reason};
-use crate::store::{Claim, Delivery, ErrorKind, Lease, QueueStore, StoreError, StoreResult};
+use crate::model::{Action, FeedItem, Millis, ObjectId, Reason};
+use crate::store::jobs::lease_lost;
+use crate::store::{
+    Delivery, DeliveryBatch, ErrorKind, FanOutJob, JobStore, Lease, QueueStore, StoreResult,
+};
 
 use super::layout::copy::same as copies_agree;
 use super::{db_err, MongoStore};
@@ -32,139 +33,55 @@ impl MongoStore {
         Ok(())
     }
 
-    /// Checks `claim` still holds its lease and extends it to `until`. `Ok(None)`
-    /// when the action is gone, `LeaseLost` when another worker holds it.
-    pub(super) async fn renew_lease(
+    /// One batch of a fan-out: the job's lease renewed (or, for the last,
+    /// checked), the items written, and for the last the action marked
+    /// `Done` and the job finished. `LeaseLost`, with nothing written, if
+    /// the worker no longer holds the job.
+    async fn deliver_batch(
         &self,
-        claim: &Claim,
-        until: Millis,
-    ) -> StoreResult<Option<Action>> {
-        let id = claim.action.id;
-        let tenant = claim.action.tenant.as_str();
-        let renewed = self
-            .actions
-            .find_one_and_update(
-                doc! {
-                    "_id": id,
-                    "tenant": tenant,
-                    "fanOut.state": "IN_PROGRESS",
-                    "fanOut.worker": &claim.worker,
-                },
-                doc! { "$set": { "fanOut.lockedUntil": DateTime::from_millis(until) } },
-            )
-            .return_document(ReturnDocument::After)
-            .await
-            .map_err(db_err)?;
-        match renewed {
-            Some(doc) => Ok(Some(doc.into())),
-            None => self.lease_lost(tenant, id).await.map(|()| None),
-        }
-    }
-
-    /// Explains a failed lease check: `Ok` if the action was deleted, else `LeaseLost`.
-    pub(super) async fn lease_lost(&self, tenant: &str, id: ObjectId) -> StoreResult<()> {
-        match self.find_action(tenant, id).await? {
-            None => Ok(()),
-            Some(action) => Err(StoreError::new(
-                ErrorKind::LeaseLost,
-                format!(
-                    "fan-out of {id} is {:?} by {}",
-                    action.fan_out.state,
-                    action.fan_out.worker.as_deref().unwrap_or("nobody")
-                ),
-            )),
-        }
-    }
-}
-
-#[async_trait]
-impl QueueStore for MongoStore {
-    async fn claim_fan_out(
-        &self,
-        worker: &str,
         now: Millis,
-        lease_ms: Millis,
-        limit: usize,
-    ) -> StoreResult<Vec<Claim>> {
-        let until = DateTime::from_millis(now + lease_ms);
-        let mut claims = Vec::new();
-        // One findAndModify per action: each claim is atomic, so two workers
-        // never hold the same action.
-        while claims.len() < limit {
-            let claimed = self
-                .actions
-                .find_one_and_update(
-                    doc! { "fanOut.lockedUntil": { "$lte": DateTime::from_millis(now) } },
-                    doc! { "$set": {
-                        "fanOut.state": "IN_PROGRESS",
-                        "fanOut.lockedUntil": until,
-                        "fanOut.worker": worker,
-                    } },
+        batch: &DeliveryBatch,
+    ) -> StoreResult<Vec<FeedItem>> {
+        let lease = &batch.lease;
+        if !batch.last {
+            JobStore::renew(self, lease, now).await?;
+        } else if !self.holds(lease).await? {
+            return Err(lease_lost(&lease.job, None));
+        }
+        let tenant = lease.job.tenant.as_str();
+        let id = FanOutJob::action_id(&lease.job)?;
+        let written = match self.find_action(tenant, id).await? {
+            Some(action) if !action.hidden && !batch.items.is_empty() => {
+                self.write_deliveries(&action, now, &batch.items).await?
+            }
+            _ => Vec::new(),
+        };
+        if batch.last {
+            // Done before the job goes: a crash in between leaves the job,
+            // whose re-run writes nothing new and finishes it.
+            self.actions
+                .update_one(
+                    doc! { "_id": id, "tenant": tenant },
+                    doc! { "$set": { "fanOut.state": "DONE" } },
                 )
-                .sort(doc! { "fanOut.lockedUntil": 1, "_id": 1 })
-                .return_document(ReturnDocument::Before)
                 .await
                 .map_err(db_err)?;
-            let Some(before) = claimed else { break };
-            let taken_over = before.fan_out.worker.is_some();
-            let mut action: Action = before.into();
-            action.fan_out = FanOut {
-                state: FanOutState::InProgress,
-                locked_until: Some(now + lease_ms),
-                worker: Some(worker.to_owned()),
-            };
-            claims.push(Claim {
-                action,
-                worker: worker.to_owned(),
-                lease_ms,
-                taken_over,
-            });
+            JobStore::finish(self, lease).await?;
         }
-        Ok(claims)
+        Ok(written)
     }
 
-    async fn fan_out_backlog(&self) -> StoreResult<crate::store::Backlog> {
-        // One aggregate over the open fan-outs' partial index: how many,
-        // and the smallest id (the oldest recorded).
-        let mut cursor = self
-            .actions
-            .aggregate([
-                doc! { "$match": { "fanOut.lockedUntil": { "$exists": true } } },
-                doc! { "$group": { "_id": null, "n": { "$sum": 1 }, "oldest": { "$min": "$_id" } } },
-            ])
-            .await
-            .map_err(db_err)?;
-        let Some(found) = cursor.next().await else {
-            return Ok(crate::store::Backlog::default());
-        };
-        let found = found.map_err(db_err)?;
-        let actions = found
-            .get_i32("n")
-            .map(i64::from)
-            .or_else(|_| found.get_i64("n"))
-            .unwrap_or(0)
-            .max(0) as u64;
-        let oldest = found
-            .get_object_id("oldest")
-            .ok()
-            .map(|id| id.timestamp().timestamp_millis());
-        Ok(crate::store::Backlog { actions, oldest })
-    }
-
-    async fn deliver(
+    /// Writes `items` of `action` (skipping readers who have it, whose
+    /// reason is refreshed), and takes them back if the action was hidden
+    /// or deleted meanwhile. Returns the items newly written.
+    async fn write_deliveries(
         &self,
-        claim: &Claim,
+        action: &Action,
         now: Millis,
         items: &[Delivery],
     ) -> StoreResult<Vec<FeedItem>> {
-        let Some(action) = self.renew_lease(claim, now + claim.lease_ms).await? else {
-            return Ok(Vec::new());
-        };
-        if action.hidden || items.is_empty() {
-            return Ok(Vec::new());
-        }
         let copy = self
-            .copies_of(&action.tenant, &[&action])
+            .copies_of(&action.tenant, &[action])
             .await?
             .remove(&action.id);
         let new: Vec<FeedItem> = items
@@ -183,14 +100,14 @@ impl QueueStore for MongoStore {
         let skipped = self.layout.insert(&action.tenant, &new).await?;
         if !skipped.is_empty() {
             let kept: Vec<&Delivery> = skipped.iter().filter_map(|&i| items.get(i)).collect();
-            self.refresh_reasons(&action, &kept).await?;
+            self.refresh_reasons(action, &kept).await?;
         }
         // Hidden or deleted while we wrote: take the items back. Changed
         // otherwise: copy it again (the change may have copied before our
         // write landed).
         let now_stored = self.find_action(&action.tenant, action.id).await?;
         if let Some(stored) = now_stored.as_ref().filter(|a| !a.hidden) {
-            if copy.is_some() && !copies_agree(&action, stored) {
+            if copy.is_some() && !copies_agree(action, stored) {
                 self.recopy(&action.tenant, &[action.id]).await?;
             }
         }
@@ -215,30 +132,23 @@ impl QueueStore for MongoStore {
             })
             .collect())
     }
+}
 
-    async fn finish_fan_out(&self, claim: &Claim) -> StoreResult<()> {
-        let id = claim.action.id;
-        let tenant = claim.action.tenant.as_str();
-        let finished = self
-            .actions
-            .update_one(
-                doc! {
-                    "_id": id,
-                    "tenant": tenant,
-                    "fanOut.state": "IN_PROGRESS",
-                    "fanOut.worker": &claim.worker,
-                },
-                doc! {
-                    "$set": { "fanOut.state": "DONE" },
-                    "$unset": { "fanOut.lockedUntil": "", "fanOut.worker": "" },
-                },
-            )
-            .await
-            .map_err(db_err)?;
-        if finished.matched_count == 0 {
-            return self.lease_lost(tenant, id).await;
+#[async_trait]
+impl QueueStore for MongoStore {
+    async fn deliver(
+        &self,
+        now: Millis,
+        batches: &[DeliveryBatch],
+    ) -> StoreResult<Vec<StoreResult<Vec<FeedItem>>>> {
+        let mut results = Vec::with_capacity(batches.len());
+        for batch in batches {
+            match self.deliver_batch(now, batch).await {
+                Err(err) if err.kind != ErrorKind::LeaseLost => return Err(err),
+                done => results.push(done),
+            }
         }
-        Ok(())
+        Ok(results)
     }
 
     async fn raise(

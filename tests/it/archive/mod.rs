@@ -18,7 +18,7 @@ use riverfeed::store::{
 
 use riverfeed::timeline::unfollow;
 
-use crate::common::{Backend, TestStore};
+use crate::common::{Backend, HeldFanOut, TestStore};
 
 mod notices;
 
@@ -154,7 +154,7 @@ async fn populate(store: &dyn Store) -> StoreResult<Populated> {
     for action in [&delivered, &hidden_for_bob, &elsewhere] {
         store.insert_action(action).await?;
     }
-    let claims = store.claim_fan_out(WORKER, NOW, LEASE, 10).await?;
+    let claims = HeldFanOut::claim(store, WORKER, NOW, LEASE, 10).await?;
     assert_eq!(claims.len(), 3, "all three claimed");
     for claim in &claims {
         let a = &claim.action;
@@ -172,8 +172,7 @@ async fn populate(store: &dyn Store) -> StoreResult<Populated> {
         } else {
             vec![deliver_to("olga", a.conducted, ReasonKind::Own, "olga")]
         };
-        store.deliver(claim, NOW, &items).await?;
-        store.finish_fan_out(claim).await?;
+        claim.finish(store, NOW, &items).await?;
     }
     let hidden = store.hide_feed_item(T, "bob", hidden_for_bob.id).await?;
     assert!(hidden.is_some(), "bob hid the item");
@@ -496,8 +495,7 @@ async fn assert_imported_store_works(source: &dyn Store, target: &dyn Store, p: 
             .len(),
         1
     );
-    let claims = target
-        .claim_fan_out("importer", NOW, LEASE, 10)
+    let claims = HeldFanOut::claim(target, "importer", NOW, LEASE, 10)
         .await
         .expect("claim");
     let claimed: HashSet<ObjectId> = claims.iter().map(|c| c.action.id).collect();

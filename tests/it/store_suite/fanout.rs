@@ -4,53 +4,71 @@
 use anyhow::{ensure, Context, Result};
 use riverfeed::model::{FanOutState, Reason, ReasonKind};
 use riverfeed::store::prelude::*;
-use riverfeed::store::{Delivery, ErrorKind};
+use riverfeed::store::{Delivery, ErrorKind, Held, JobKind};
 
 use super::{action, delivery, range};
+use crate::common::HeldFanOut;
 
-pub(super) async fn claims_and_leases(store: &dyn Store) -> Result<()> {
+/// A recorded action is a fan-out job of its own, claimed under a lease;
+/// a worker that lost the lease writes nothing, and the last batch of the
+/// one that holds it marks the action done and ends the job. (The lease
+/// rules themselves are the job queue's cases.)
+pub(super) async fn an_action_is_a_fan_out_job(store: &dyn Store) -> Result<()> {
     // Work left by other cases may be claimable too; this case looks only at
     // its own tenant.
     let tenant = "lease-tenant";
     let a = action(tenant, "l-bob", 1_000, &[]);
     store.insert_action(&a).await?;
     let now = 1_000_000;
-    let mine = |claims: Vec<riverfeed::store::Claim>| {
+    let mine = |claims: Vec<HeldFanOut>| {
         claims
             .into_iter()
-            .filter(|c| c.action.tenant == tenant)
+            .filter(|c| c.lease.job.tenant == tenant)
             .collect::<Vec<_>>()
     };
-    let claimed = mine(store.claim_fan_out("w1", now, 30_000, 100).await?);
+    let claimed = mine(HeldFanOut::claim(store, "w1", now, 30_000, 100).await?);
     ensure!(claimed.len() == 1, "pending action is claimed: {claimed:?}");
     let claim = claimed.into_iter().next().context("claim")?;
-    ensure!(claim.action.fan_out.state == FanOutState::InProgress);
-    ensure!(claim.action.fan_out.worker.as_deref() == Some("w1"));
-    ensure!(claim.action.fan_out.locked_until == Some(now + 30_000));
+    ensure!(claim.action.id == a.id, "{claim:?}");
+    let held = store
+        .queued(JobKind::FanOut, tenant, &a.id.to_hex())
+        .await?;
     ensure!(
-        mine(store.claim_fan_out("w2", now + 29_999, 30_000, 100).await?).is_empty(),
-        "a live lease is not taken over"
+        held.len() == 1
+            && held[0].held
+                == Some(Held {
+                    worker: "w1".into(),
+                    until: now + 30_000
+                }),
+        "the job says who holds it: {held:?}"
     );
-    let taken = mine(store.claim_fan_out("w2", now + 30_000, 30_000, 100).await?);
+    let taken = mine(HeldFanOut::claim(store, "w2", now + 30_000, 30_000, 100).await?);
     ensure!(taken.len() == 1, "an expired lease is taken over");
-    let err = store
-        .deliver(&claim, now + 30_001, &[delivery("l-alice", 1_000)])
+    let err = claim
+        .deliver(store, now + 30_001, &[delivery("l-alice", 1_000)])
         .await
         .err()
         .context("the old worker must not deliver")?;
     ensure!(err.kind == ErrorKind::LeaseLost, "{err}");
-    ensure!(store.finish_fan_out(&claim).await.err().map(|e| e.kind) == Some(ErrorKind::LeaseLost));
-    let new_claim = &taken[0];
-    store.finish_fan_out(new_claim).await?;
+    let err = claim.finish(store, now + 30_001, &[]).await.err();
+    ensure!(err.map(|e| e.kind) == Some(ErrorKind::LeaseLost));
+    ensure!(
+        store
+            .feed_page(tenant, "l-alice", range(5))
+            .await?
+            .is_empty(),
+        "nothing written by the worker that lost it"
+    );
+    let stored = store.get_actions(tenant, &[a.id]).await?;
+    ensure!(
+        stored[0].fan_out.state == FanOutState::Pending,
+        "{stored:?}"
+    );
+    taken[0].finish(store, now + 30_002, &[]).await?;
     let stored = store.get_actions(tenant, &[a.id]).await?;
     ensure!(stored[0].fan_out.state == FanOutState::Done, "{stored:?}");
     ensure!(
-        mine(
-            store
-                .claim_fan_out("w3", now + 1_000_000, 30_000, 100)
-                .await?
-        )
-        .is_empty(),
+        mine(HeldFanOut::claim(store, "w3", now + 1_000_000, 30_000, 100).await?).is_empty(),
         "done actions are never claimed again"
     );
     Ok(())
@@ -60,16 +78,15 @@ pub(super) async fn delivery_is_idempotent(store: &dyn Store) -> Result<()> {
     let tenant = "idem-tenant";
     let a = action(tenant, "i-bob", 5_000, &[]);
     store.insert_action(&a).await?;
-    let claim = store
-        .claim_fan_out("w1", 10, 30_000, 100)
+    let claim = HeldFanOut::claim(store, "w1", 10, 30_000, 100)
         .await?
         .into_iter()
         .find(|c| c.action.id == a.id)
         .context("claimed")?;
     let items = [delivery("i-alice", 5_000), delivery("i-carol", 5_000)];
-    let first = store.deliver(&claim, 20, &items).await?;
+    let first = claim.deliver(store, 20, &items).await?;
     ensure!(first.len() == 2, "{first:?}");
-    let again = store.deliver(&claim, 30, &items).await?;
+    let again = claim.deliver(store, 30, &items).await?;
     ensure!(again.is_empty(), "a re-run writes nothing: {again:?}");
     let feed = store.feed_page(tenant, "i-alice", range(10)).await?;
     ensure!(feed.len() == 1 && feed[0].action_id == a.id, "{feed:?}");
@@ -80,16 +97,14 @@ pub(super) async fn delivery_is_idempotent(store: &dyn Store) -> Result<()> {
         relevancy: 5_000,
         reason: Reason::new(ReasonKind::Own, "i-bob"),
     };
-    store
-        .deliver(&claim, 40, std::slice::from_ref(&own))
-        .await?;
+    claim.deliver(store, 40, std::slice::from_ref(&own)).await?;
     let named = |owner: &str| Delivery {
         owner: owner.into(),
         relevancy: 5_000,
         reason: Reason::new(ReasonKind::Restricted, "i-bob"),
     };
-    let rescoped = store
-        .deliver(&claim, 50, &[named("i-alice"), named("i-bob")])
+    let rescoped = claim
+        .deliver(store, 50, &[named("i-alice"), named("i-bob")])
         .await?;
     ensure!(rescoped.is_empty(), "still nothing new: {rescoped:?}");
     let feed = store.feed_page(tenant, "i-alice", range(10)).await?;
@@ -104,7 +119,7 @@ pub(super) async fn delivery_is_idempotent(store: &dyn Store) -> Result<()> {
     ensure!(carol[0].reason.kind == ReasonKind::Follows, "{carol:?}");
     let bob = store.feed_page(tenant, "i-bob", range(10)).await?;
     ensure!(bob[0].reason.kind == ReasonKind::Own, "own stays: {bob:?}");
-    store.finish_fan_out(&claim).await?;
+    claim.finish(store, 60, &[]).await?;
     Ok(())
 }
 
@@ -115,21 +130,17 @@ pub(super) async fn large_batches(store: &dyn Store) -> Result<()> {
     let tenant = "large-tenant";
     let a = action(tenant, "lg-bob", 9_000, &[]);
     store.insert_action(&a).await?;
-    let claim = store
-        .claim_fan_out("w1", 10, 30_000, 100)
+    let claim = HeldFanOut::claim(store, "w1", 10, 30_000, 100)
         .await?
         .into_iter()
         .find(|c| c.action.id == a.id)
         .context("claimed")?;
     let owner = |n: usize| format!("lg-{n:05}");
     let items: Vec<Delivery> = (0..9_500).map(|n| delivery(&owner(n), 9_000)).collect();
-    let first = store.deliver(&claim, 20, &items[..5_000]).await?;
+    let first = claim.deliver(store, 20, &items[..5_000]).await?;
     ensure!(first.len() == 5_000, "first batch: {}", first.len());
     // Overlaps the first by 500 readers.
-    let finished = store
-        .deliver_all_and_finish(30, &[(claim.clone(), items[4_500..].to_vec())])
-        .await?;
-    let second = finished.into_iter().next().context("one result")??;
+    let second = claim.finish(store, 30, &items[4_500..]).await?;
     ensure!(second.len() == 4_500, "second batch: {}", second.len());
     let mut owners: Vec<&str> = first
         .iter()
@@ -158,27 +169,23 @@ pub(super) async fn batches_and_groups(store: &dyn Store) -> Result<()> {
     let tenant = "batch-tenant";
     let big = action(tenant, "b-bob", 1_000, &[]);
     store.insert_action(&big).await?;
-    let mine = |claims: Vec<riverfeed::store::Claim>| {
+    let mine = |claims: Vec<HeldFanOut>| {
         claims
             .into_iter()
-            .filter(|c| c.action.tenant == tenant)
+            .filter(|c| c.lease.job.tenant == tenant)
             .collect::<Vec<_>>()
     };
-    let claim = mine(store.claim_fan_out("w1", 0, 30_000, 100).await?)
+    let claim = mine(HeldFanOut::claim(store, "w1", 0, 30_000, 100).await?)
         .pop()
         .context("claimed")?;
     let readers: Vec<String> = (0..7).map(|n| format!("b-reader-{n}")).collect();
     let items: Vec<Delivery> = readers.iter().map(|r| delivery(r, 1_000)).collect();
-    ensure!(store.deliver(&claim, 1, &items[0..3]).await?.len() == 3);
+    ensure!(claim.deliver(store, 1, &items[0..3]).await?.len() == 3);
     // A re-run overlapping what is there writes only the new readers.
-    let rerun = store.deliver(&claim, 2, &items[2..5]).await?;
+    let rerun = claim.deliver(store, 2, &items[2..5]).await?;
     ensure!(rerun.len() == 2, "{rerun:?}");
-    let last = [(claim.clone(), items[5..].to_vec())];
-    let finished = store.deliver_all_and_finish(3, &last).await?;
-    ensure!(
-        matches!(finished.as_slice(), [Ok(written)] if written.len() == 2),
-        "{finished:?}"
-    );
+    let finished = claim.finish(store, 3, &items[5..]).await?;
+    ensure!(finished.len() == 2, "{finished:?}");
     let removed = store.delete_action(tenant, big.id).await?;
     let mut owners: Vec<_> = removed.into_iter().map(|i| i.owner).collect();
     owners.sort();
@@ -197,22 +204,22 @@ pub(super) async fn batches_and_groups(store: &dyn Store) -> Result<()> {
     for a in &small {
         store.insert_action(a).await?;
     }
-    let mut claims = mine(store.claim_fan_out("w1", 100, 30_000, 100).await?);
-    claims.sort_by_key(|c| c.action.conducted);
+    let mut claims = mine(HeldFanOut::claim(store, "w1", 100, 30_000, 100).await?);
     ensure!(claims.len() == 3, "{claims:?}");
     let lost = claims[1].action.id;
-    claims[1].worker = "w2".into();
+    claims[1].lease.worker = "w2".into();
     let jobs: Vec<_> = claims
         .iter()
-        .map(|c| {
+        .zip(&small)
+        .map(|(c, a)| {
             let d = Delivery {
-                relevancy: c.action.conducted,
+                relevancy: a.conducted,
                 ..delivery("b-dave", 0)
             };
-            (c.clone(), vec![d])
+            c.batch(&[d], true)
         })
         .collect();
-    let results = store.deliver_all_and_finish(200, &jobs).await?;
+    let results = store.deliver(200, &jobs).await?;
     ensure!(results.len() == 3);
     ensure!(
         results[0].as_ref().is_ok_and(|w| w.len() == 1),
@@ -244,13 +251,13 @@ pub(super) async fn batches_and_groups(store: &dyn Store) -> Result<()> {
         .collect();
     for (id, state) in states {
         let want = if id == lost {
-            FanOutState::InProgress
+            FanOutState::Pending
         } else {
             FanOutState::Done
         };
         ensure!(state == want, "{id}: {state:?}");
     }
-    claims[1].worker = "w1".into();
-    store.finish_fan_out(&claims[1]).await?;
+    claims[1].lease.worker = "w1".into();
+    claims[1].finish(store, 300, &[]).await?;
     Ok(())
 }

@@ -47,7 +47,7 @@ use riverfeed::store::mongo::{MongoSettings, TimelineLayout};
 use riverfeed::store::prelude::*;
 use riverfeed::store::{Delivery, Direction, FeedRange, StoreSettings};
 
-use crate::common::{Backend, TestStore};
+use crate::common::{Backend, HeldFanOut, TestStore};
 use crate::store_jobs;
 
 /// One test per case per backend, and per MongoDB layout for the cases that
@@ -141,7 +141,7 @@ store_cases! {
         store_jobs::queued_lists_a_key_prefix,
     ],
     every_layout: [
-        fanout::claims_and_leases,
+        fanout::an_action_is_a_fan_out_job,
         fanout::delivery_is_idempotent,
         fanout::large_batches,
         fanout::batches_and_groups,
@@ -322,7 +322,7 @@ async fn embedded_store_keeps_everything_across_reopen() -> Result<()> {
             .await?
             == ["p-alice"]
     );
-    let claims = store.claim_fan_out("w", 0, 1_000, 10).await?;
+    let claims = HeldFanOut::claim(&store, "w", 0, 1_000, 10).await?;
     ensure!(claims.len() == 1, "the pending action survived the reopen");
     Ok(())
 }

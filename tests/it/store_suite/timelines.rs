@@ -12,6 +12,7 @@ use riverfeed::store::{
 use riverfeed::timeline::unfollow;
 
 use super::{action, cleanup_of, delivery, names, range, sorted, OTHER, T};
+use crate::common::HeldFanOut;
 
 pub(super) async fn feed_ranges(store: &dyn Store) -> Result<()> {
     let tenant = "range-tenant";
@@ -20,16 +21,14 @@ pub(super) async fn feed_ranges(store: &dyn Store) -> Result<()> {
     for (i, relevancy) in [100, 200, 200, 300, 400].into_iter().enumerate() {
         let a = action(tenant, "r-bob", relevancy, &[]);
         store.insert_action(&a).await?;
-        let claim = store
-            .claim_fan_out("w", 0, 30_000, 100)
+        let claim = HeldFanOut::claim(store, "w", 0, 30_000, 100)
             .await?
             .into_iter()
             .find(|c| c.action.id == a.id)
             .with_context(|| format!("claim {i}"))?;
-        store
-            .deliver(&claim, 0, &[delivery("r-alice", relevancy)])
+        claim
+            .finish(store, 0, &[delivery("r-alice", relevancy)])
             .await?;
-        store.finish_fan_out(&claim).await?;
         ids.push((relevancy, a.id));
     }
     let newest_first: Vec<Position> = ids
@@ -101,12 +100,11 @@ pub(super) async fn many_ties(store: &dyn Store) -> Result<()> {
         store.insert_action(&a).await?;
         ids.push(a.id);
     }
-    let claims = store.claim_fan_out("w", 0, 30_000, 100).await?;
-    for claim in claims.iter().filter(|c| c.action.tenant == tenant) {
-        store
-            .deliver(claim, 0, &[delivery("t-alice", 7_000)])
+    let claims = HeldFanOut::claim(store, "w", 0, 30_000, 100).await?;
+    for claim in claims.iter().filter(|c| c.lease.job.tenant == tenant) {
+        claim
+            .finish(store, 0, &[delivery("t-alice", 7_000)])
             .await?;
-        store.finish_fan_out(claim).await?;
     }
     ids.sort_by_key(|id| id.bytes());
     let newest_first: Vec<ObjectId> = ids.iter().rev().copied().collect();
@@ -174,11 +172,10 @@ pub(super) async fn hide_and_delete(store: &dyn Store) -> Result<()> {
     let b = action(tenant, "h-bob", 2_000, &["h-ref"]);
     store.insert_action(&a).await?;
     store.insert_action(&b).await?;
-    let claims: Vec<_> = store
-        .claim_fan_out("w", 0, 30_000, 100)
+    let claims: Vec<_> = HeldFanOut::claim(store, "w", 0, 30_000, 100)
         .await?
         .into_iter()
-        .filter(|c| c.action.tenant == tenant)
+        .filter(|c| c.lease.job.tenant == tenant)
         .collect();
     ensure!(claims.len() == 2);
     let readers = [delivery("h-alice", 0), delivery("h-carol", 0)];
@@ -190,7 +187,7 @@ pub(super) async fn hide_and_delete(store: &dyn Store) -> Result<()> {
                 ..d.clone()
             })
             .collect();
-        store.deliver(claim, 0, &items).await?;
+        claim.deliver(store, 0, &items).await?;
     }
 
     // One reader's item, read alone.
@@ -214,8 +211,8 @@ pub(super) async fn hide_and_delete(store: &dyn Store) -> Result<()> {
         .await?
         .is_none());
     let claim_b = claims.iter().find(|c| c.action.id == b.id).context("b")?;
-    let again = store
-        .deliver(claim_b, 0, &[delivery("h-alice", 2_000)])
+    let again = claim_b
+        .deliver(store, 0, &[delivery("h-alice", 2_000)])
         .await?;
     ensure!(again.is_empty(), "a hidden item is not delivered again");
     let alice = store.feed_page(tenant, "h-alice", range(10)).await?;
@@ -228,8 +225,8 @@ pub(super) async fn hide_and_delete(store: &dyn Store) -> Result<()> {
     owners.sort();
     ensure!(owners == ["h-alice", "h-carol"], "{owners:?}");
     let claim_a = claims.iter().find(|c| c.action.id == a.id).context("a")?;
-    ensure!(store
-        .deliver(claim_a, 0, &[delivery("h-dave", 1_000)])
+    ensure!(claim_a
+        .deliver(store, 0, &[delivery("h-dave", 1_000)])
         .await?
         .is_empty());
     ensure!(store.get_actions(tenant, &[a.id]).await?[0].hidden);
@@ -257,8 +254,8 @@ pub(super) async fn hide_and_delete(store: &dyn Store) -> Result<()> {
         .context("second delete")?;
     ensure!(err.kind == ErrorKind::NotFound, "{err}");
     ensure!(
-        store
-            .deliver(claim_b, 0, &[delivery("h-erin", 2_000)])
+        claim_b
+            .deliver(store, 0, &[delivery("h-erin", 2_000)])
             .await?
             .is_empty(),
         "a deleted action is not delivered"
@@ -621,18 +618,16 @@ pub(super) async fn bumps(store: &dyn Store) -> Result<()> {
     for a in [&old, &newer] {
         store.insert_action(a).await?;
     }
-    let claims: Vec<_> = store
-        .claim_fan_out("w", 0, 30_000, 100)
+    let claims: Vec<_> = HeldFanOut::claim(store, "w", 0, 30_000, 100)
         .await?
         .into_iter()
-        .filter(|c| c.action.tenant == tenant)
+        .filter(|c| c.lease.job.tenant == tenant)
         .collect();
     ensure!(claims.len() == 2, "{claims:?}");
     for claim in &claims {
         let at = claim.action.conducted;
         let readers = ["bu-ann", "bu-cat", "bu-dan"].map(|r| delivery(r, at));
-        store.deliver(claim, 10, &readers).await?;
-        store.finish_fan_out(claim).await?;
+        claim.finish(store, 10, &readers).await?;
     }
     store.hide_feed_item(tenant, "bu-dan", old.id).await?;
 

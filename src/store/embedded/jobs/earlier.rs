@@ -1,6 +1,6 @@
 //! Queues of earlier versions, moved into the `jobs` family at open, once,
-//! leases in flight included: notice jobs and bumps from the `queue` family,
-//! then unfollow cleanups. The version reached is recorded under `meta`.
+//! leases in flight included: notice jobs, bumps, unfollow cleanups and
+//! fan-outs from the `queue` family. The version reached is recorded under `meta`.
 
 use rocksdb::WriteBatch;
 use serde::Deserialize;
@@ -9,9 +9,9 @@ use super::super::families::{META, QUEUE, REACTIONS};
 use super::super::keys::{self, queue, Reader};
 use super::super::Inner;
 use super::{Stored, JOBS_VERSION, JOBS_VERSION_KEY};
-use crate::model::{Comment, Millis};
+use crate::model::{Comment, Millis, ObjectId};
 use crate::store::codes::ENDED;
-use crate::store::{BumpJob, Job, NoticeJob, StoreResult, Unfollow};
+use crate::store::{BumpJob, FanOutJob, Job, NoticeJob, StoreResult, Unfollow};
 
 impl Stored {
     /// `job` stored under the lease an earlier queue held it with: waiting
@@ -54,6 +54,9 @@ impl Inner {
         }
         if at < 3 {
             moved += self.move_cleanups(&mut batch)?;
+        }
+        if at < 4 {
+            moved += self.move_fan_outs(&mut batch)?;
         }
         batch.put_cf(self.cf(META), JOBS_VERSION_KEY, [JOBS_VERSION]);
         self.commit(batch)?;
@@ -115,6 +118,24 @@ impl Inner {
             };
             let lease = keys::Lease::decode(v)?;
             let job = unfollow.to_job(0)?;
+            self.put_job(batch, &job, None, &Stored::leased_as(&job, lease))?;
+            moved += 1;
+            Ok(())
+        })?;
+        Ok(moved)
+    }
+
+    /// Fan-outs as the `queue` family held them: `(FAN_OUT, action,
+    /// tenant)` → the lease.
+    fn move_fan_outs(&self, batch: &mut WriteBatch) -> StoreResult<usize> {
+        let prefix = [queue::FAN_OUT];
+        let mut moved = 0;
+        self.scan_prefix(QUEUE, &prefix, &prefix, usize::MAX, |k, v| {
+            batch.delete_cf(self.cf(QUEUE), k);
+            let mut r = Reader(&k[1..]);
+            let id = ObjectId::from_bytes(r.oid()?);
+            let job = FanOutJob::of(r.last()?, id)?;
+            let lease = keys::Lease::decode(v)?;
             self.put_job(batch, &job, None, &Stored::leased_as(&job, lease))?;
             moved += 1;
             Ok(())
@@ -247,7 +268,6 @@ mod tests {
     /// their comments, the held one's holder named; the move is recorded.
     #[tokio::test]
     async fn earlier_bumps_are_moved_once() -> Result<(), StoreError> {
-        use crate::model::ObjectId;
         let dir = tempfile::tempdir().expect("tempdir");
         let action = ObjectId::new();
         let comment = |text: &str, created| Comment {
@@ -337,7 +357,7 @@ mod tests {
             .queued(JobKind::Cleanup, "acme", &Unfollow::reader_prefix("ann"))
             .await?
             .iter()
-            .map(Unfollow::of_job)
+            .map(|q| Unfollow::of_job(&q.job))
             .collect::<StoreResult<_>>()?;
         assert_eq!(pending.len(), 2, "{pending:?}");
         assert!(pending.contains(&unfollowed) && pending.contains(&left));
@@ -348,6 +368,45 @@ mod tests {
             .expect("the group left");
         assert!(held.taken_over, "its holder named");
         moved_once(store, dir.path(), queue::UNFOLLOW, JobKind::Cleanup, 2).await?;
+        Ok(())
+    }
+
+    /// A data directory of the release before fan-outs were jobs, with a
+    /// fan-out waiting and one leased, opens with both queued as fan-out
+    /// jobs of their actions, the held one's holder named; the move is
+    /// recorded.
+    #[tokio::test]
+    async fn earlier_fan_outs_are_moved_once() -> Result<(), StoreError> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (waiting, held) = (ObjectId::new(), ObjectId::new());
+        {
+            let store = EmbeddedStore::open(dir.path())?;
+            let db = &store.inner;
+            let mut batch = WriteBatch::default();
+            for (id, until, worker) in [(waiting, 0, ""), (held, 5_000, "w1")] {
+                let key = Key::tag(queue::FAN_OUT).oid(id.bytes()).last("acme");
+                let lease = keys::Lease {
+                    until,
+                    worker: worker.into(),
+                    action: None,
+                };
+                batch.put_cf(db.cf(QUEUE), key.into_vec(), lease.encode());
+            }
+            // As that release left it: every other queue moved.
+            batch.put_cf(db.cf(META), JOBS_VERSION_KEY, [3]);
+            db.commit(batch)?;
+        }
+        let store = EmbeddedStore::open(dir.path())?;
+        let leases = store.claim(JobKind::FanOut, "w2", 0, 1_000, 10).await?;
+        let mut got: Vec<(ObjectId, bool)> = leases
+            .iter()
+            .map(|l| Ok((FanOutJob::action_id(&l.job)?, l.taken_over)))
+            .collect::<StoreResult<_>>()?;
+        got.sort();
+        let mut want = vec![(waiting, false), (held, true)];
+        want.sort();
+        assert_eq!(got, want);
+        moved_once(store, dir.path(), queue::FAN_OUT, JobKind::FanOut, 2).await?;
         Ok(())
     }
 }

@@ -15,7 +15,7 @@ use super::{EmbeddedStore, Inner};
 use std::sync::atomic::Ordering;
 
 use crate::model::Millis;
-use crate::store::jobs::{lease_lost, Job, JobBacklog, JobKind, JobStore, Lease};
+use crate::store::jobs::{lease_lost, Held, Job, JobBacklog, JobKind, JobStore, Lease, Queued};
 use crate::store::StoreResult;
 
 mod earlier;
@@ -30,8 +30,8 @@ mod tag {
 /// moved into the `jobs` family.
 const JOBS_VERSION_KEY: &[u8] = b"jobs-version";
 /// 1: notice jobs moved from the `queue` family; 2: bumps too; 3: unfollow
-/// cleanups too.
-const JOBS_VERSION: u8 = 3;
+/// cleanups too; 4: fan-outs too.
+const JOBS_VERSION: u8 = 4;
 
 fn kind_byte(kind: JobKind) -> u8 {
     match kind {
@@ -146,6 +146,25 @@ impl Inner {
         // Counted before it is written: `queued` may look in vain, never
         // miss one.
         self.counted(job.kind, 1);
+        Ok(())
+    }
+
+    /// Queues `job` in `batch` afresh, waiting, over a job of its key that
+    /// waits or is leased (whose holder then finds its lease lost): the
+    /// work starts over (an action's fan-out under its new scope). The
+    /// caller holds [`Inner::job_lock`].
+    pub(super) fn requeue_in(&self, batch: &mut WriteBatch, job: &Job) -> StoreResult<()> {
+        let old = self.stored_job(&job_key(job.kind, &job.tenant, &job.key))?;
+        let stored = Stored {
+            payload: job.payload.clone(),
+            queued: job.queued,
+            until: Millis::MIN,
+            worker: None,
+        };
+        self.put_job(batch, job, old.as_ref(), &stored)?;
+        if old.is_none() {
+            self.counted(job.kind, 1);
+        }
         Ok(())
     }
 
@@ -307,9 +326,16 @@ impl Inner {
         Ok(Some(stored))
     }
 
-    fn renew(&self, lease: &Lease, now: Millis) -> StoreResult<()> {
+    /// Renews the lease `lease` holds in `batch`, to `now + lease_ms`:
+    /// `LeaseLost` if another worker holds the job or it is gone. The caller
+    /// holds [`Inner::job_lock`].
+    pub(super) fn renew_in(
+        &self,
+        batch: &mut WriteBatch,
+        lease: &Lease,
+        now: Millis,
+    ) -> StoreResult<()> {
         let job = &lease.job;
-        let _lock = self.lock(&[job_key(job.kind, &job.tenant, &job.key)]);
         let Some(old) = self.held(lease)? else {
             return Err(lease_lost(job, None));
         };
@@ -319,8 +345,13 @@ impl Inner {
             payload: old.payload.clone(),
             queued: old.queued,
         };
+        self.put_job(batch, job, Some(&old), &stored)
+    }
+
+    fn renew(&self, lease: &Lease, now: Millis) -> StoreResult<()> {
+        let _lock = self.lock(&[Inner::job_lock(&lease.job)]);
         let mut batch = WriteBatch::default();
-        self.put_job(&mut batch, job, Some(&old), &stored)?;
+        self.renew_in(&mut batch, lease, now)?;
         // Not synced: a lease lost in a crash is released at open anyway.
         self.commit_unsynced(batch)
     }
@@ -355,7 +386,7 @@ impl Inner {
         Ok(true)
     }
 
-    fn queued(&self, kind: JobKind, tenant: &str, prefix: &str) -> StoreResult<Vec<Job>> {
+    fn queued(&self, kind: JobKind, tenant: &str, prefix: &str) -> StoreResult<Vec<Queued>> {
         // Nearly always none of the kind at all: no read.
         if self.queued_jobs[slot(kind)].load(Ordering::SeqCst) == 0 {
             return Ok(Vec::new());
@@ -370,7 +401,17 @@ impl Inner {
             let key =
                 std::str::from_utf8(&k[of_tenant.len()..]).map_err(|_| keys::corrupt("job key"))?;
             let stored: Stored = keys::decode_record(v)?;
-            jobs.push(stored.job(kind, tenant, key));
+            let held = match (&stored.worker, stored.until) {
+                (Some(worker), until) if until != Millis::MIN => Some(Held {
+                    worker: worker.clone(),
+                    until,
+                }),
+                _ => None,
+            };
+            jobs.push(Queued {
+                job: stored.job(kind, tenant, key),
+                held,
+            });
             Ok(())
         })?;
         Ok(jobs)
@@ -486,7 +527,7 @@ impl JobStore for EmbeddedStore {
             .await
     }
 
-    async fn queued(&self, kind: JobKind, tenant: &str, prefix: &str) -> StoreResult<Vec<Job>> {
+    async fn queued(&self, kind: JobKind, tenant: &str, prefix: &str) -> StoreResult<Vec<Queued>> {
         // Every feed page asks, and nearly always there are none: answered
         // here, without a trip to the blocking pool.
         if self.inner.queued_jobs[slot(kind)].load(Ordering::SeqCst) == 0 {
