@@ -210,20 +210,11 @@ impl Worker {
         let mut tries: HashMap<crate::model::ObjectId, u32> =
             retried.iter().map(|(c, n)| (c.action.id, *n)).collect();
         let mut claims: Vec<Claim> = retried.into_iter().map(|(c, _)| c).collect();
-        let leases = self
-            .store
-            .claim(
-                JobKind::FanOut,
-                &self.config.id,
-                self.clock.now(),
-                self.config.lease_ms,
-                self.config.claim_limit,
-            )
-            .await?;
-        let fresh = leases.len();
+        let leases = self.claim(JobKind::FanOut).await?;
+        // Each job claimed counts, one whose action is gone too.
+        let mut claimed = claims.len() + leases.len();
+        let takeovers = leases.iter().filter(|l| l.taken_over).count();
         claims.extend(self.actions_of(leases).await?);
-        let mut claimed = claims.len().max(fresh);
-        let takeovers = claims.iter().filter(|c| c.lease.taken_over).count();
         if takeovers > 0 {
             info!(takeovers, "took over fan-outs whose lease ran out");
             self.metrics.lease_takeovers.inc_by(takeovers as u64);
@@ -273,16 +264,7 @@ impl Worker {
         }
         // Bumps after deliveries: a comment on a fresh action then finds the
         // items it raises already written.
-        let bumps = self
-            .store
-            .claim(
-                JobKind::Bump,
-                &self.config.id,
-                self.clock.now(),
-                self.config.lease_ms,
-                self.config.claim_limit,
-            )
-            .await?;
+        let bumps = self.claim(JobKind::Bump).await?;
         claimed += bumps.len();
         for lease in bumps {
             if shutdown.is_cancelled() {
@@ -327,16 +309,7 @@ impl Worker {
         shutdown: &CancellationToken,
         failure: &mut Option<crate::store::StoreError>,
     ) -> StoreResult<usize> {
-        let leases = self
-            .store
-            .claim(
-                JobKind::Notice,
-                &self.config.id,
-                self.clock.now(),
-                self.config.lease_ms,
-                self.config.claim_limit,
-            )
-            .await?;
+        let leases = self.claim(JobKind::Notice).await?;
         let claimed = leases.len();
         for lease in leases {
             if shutdown.is_cancelled() {
@@ -365,16 +338,7 @@ impl Worker {
         shutdown: &CancellationToken,
         failure: &mut Option<crate::store::StoreError>,
     ) -> StoreResult<usize> {
-        let leases = self
-            .store
-            .claim(
-                JobKind::Cleanup,
-                &self.config.id,
-                self.clock.now(),
-                self.config.lease_ms,
-                self.config.claim_limit,
-            )
-            .await?;
+        let leases = self.claim(JobKind::Cleanup).await?;
         let claimed = leases.len();
         for lease in leases {
             if shutdown.is_cancelled() {
@@ -435,6 +399,15 @@ impl Worker {
             }
         }
         Ok(claimed)
+    }
+
+    /// Claims up to the claim limit of `kind`'s due jobs for this worker.
+    async fn claim(&self, kind: JobKind) -> StoreResult<Vec<Lease>> {
+        let now = self.clock.now();
+        let (id, config) = (&self.config.id, &self.config);
+        self.store
+            .claim(kind, id, now, config.lease_ms, config.claim_limit)
+            .await
     }
 
     /// The actions of claimed fan-out jobs, read in one call per tenant. A

@@ -19,7 +19,7 @@ use crate::model::{
     Action, BumpRule, Comment, EdgeKind, FanOutState, FeedItem, Membership, Millis, ObjectId,
     ReasonKind, Scope, Stamp, User,
 };
-use crate::store::{Direction, JobKind};
+use crate::store::{Direction, Held, JobKind};
 
 pub fn datetime(ms: Millis) -> DateTime<Utc> {
     DateTime::from_timestamp_millis(ms).unwrap_or_default()
@@ -196,30 +196,12 @@ impl ActionNode {
     }
 
     /// Progress of its delivery into readers' feeds.
-    async fn fan_out(&self, ctx: &Context<'_>) -> async_graphql::Result<FanOutNode> {
-        let mut node = FanOutNode {
+    async fn fan_out(&self) -> FanOutNode {
+        FanOutNode {
+            tenant: self.action.tenant.clone(),
+            id: self.action.id,
             state: self.action.fan_out.state,
-            locked_until: None,
-            worker: None,
-        };
-        if node.state == FanOutState::Done {
-            return Ok(node);
         }
-        // A fan-out not done is a job: in progress while a worker holds it.
-        let key = self.action.id.to_hex();
-        let queued = state(ctx)?
-            .store
-            .queued(JobKind::FanOut, &self.action.tenant, &key)
-            .await
-            .api()?;
-        let held = queued.into_iter().find(|q| q.job.key == key);
-        node.state = FanOutState::Pending;
-        if let Some(held) = held.and_then(|q| q.held) {
-            node.state = FanOutState::InProgress;
-            node.locked_until = Some(datetime(held.until));
-            node.worker = Some(held.worker);
-        }
-        Ok(node)
     }
 
     /// What happened, typed.
@@ -331,14 +313,51 @@ impl CommentNode {
 }
 
 /// Delivery progress of an action.
-#[derive(SimpleObject)]
-#[graphql(name = "FanOut")]
 pub struct FanOutNode {
-    pub state: FanOutState,
-    /// End of the current worker's lease, while `IN_PROGRESS`.
-    pub locked_until: Option<DateTime<Utc>>,
-    /// The worker holding the lease, while `IN_PROGRESS`.
-    pub worker: Option<String>,
+    tenant: String,
+    id: ObjectId,
+    state: FanOutState,
+}
+
+impl FanOutNode {
+    /// The lease of the fan-out's job, while a worker holds one: read only
+    /// when asked for (the state is the action's own).
+    async fn lease(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<Held>> {
+        if self.state == FanOutState::Done {
+            return Ok(None);
+        }
+        let key = self.id.to_hex();
+        let queued = state(ctx)?
+            .store
+            .queued(JobKind::FanOut, &self.tenant, &key)
+            .await
+            .api()?;
+        Ok(queued
+            .into_iter()
+            .find(|q| q.job.key == key)
+            .and_then(|q| q.held))
+    }
+}
+
+/// Delivery progress of an action.
+#[Object(name = "FanOut")]
+impl FanOutNode {
+    async fn state(&self) -> FanOutState {
+        self.state
+    }
+
+    /// End of the current worker's lease, while one holds the fan-out.
+    async fn locked_until(
+        &self,
+        ctx: &Context<'_>,
+    ) -> async_graphql::Result<Option<DateTime<Utc>>> {
+        Ok(self.lease(ctx).await?.map(|held| datetime(held.until)))
+    }
+
+    /// The worker holding the lease, while one holds the fan-out.
+    async fn worker(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<String>> {
+        Ok(self.lease(ctx).await?.map(|held| held.worker))
+    }
 }
 
 /// Why an item stands where it is in a feed: how it came (`FOLLOWS`, `TEAM`…),

@@ -26,7 +26,8 @@ pub enum Scope {
 pub enum FanOutState {
     /// Waiting for a worker.
     Pending,
-    /// Claimed by a worker whose lease runs until `lockedUntil`.
+    /// Part of it written: a worker delivers it batch by batch, under a
+    /// lease (`lockedUntil`).
     InProgress,
     /// Delivered to every reader.
     Done,

@@ -187,6 +187,20 @@ pub struct Held {
     pub until: Millis,
 }
 
+impl Held {
+    /// The lease a stored job holds: none while it waits (its end is
+    /// `Millis::MIN`, whoever held it before).
+    pub fn of(worker: Option<&str>, until: Millis) -> Option<Held> {
+        match worker {
+            Some(worker) if until != Millis::MIN => Some(Held {
+                worker: worker.to_owned(),
+                until,
+            }),
+            _ => None,
+        }
+    }
+}
+
 /// A job a worker holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Lease {

@@ -709,3 +709,51 @@ crate::under_other_models!(
     feed_events_stream_added_and_removed,
     a_feed_page_loads_its_actions_in_one_batch,
 );
+
+/// A fan-out's lease shows on its action while a worker holds its job
+/// (`lockedUntil`, `worker`, read from the job), beside how far it got
+/// (`state`, the action's own): here a worker of another process.
+#[tokio::test]
+async fn a_held_fan_out_shows_its_lease() {
+    let Some((url, dir)) = crate::common::store_url(Backend::Mongo("api_fan_out_lease")) else {
+        return;
+    };
+    let server = TestServer::start_with(
+        crate::common::Stopped {
+            store: url.clone(),
+            dir,
+        },
+        |listen| riverfeed::server::ServeOptions {
+            worker: None,
+            ..riverfeed::server::ServeOptions::new(listen)
+        },
+    )
+    .await;
+    let bob = server.client("acme", "bob");
+    let id = bob.post_status("held", json!({})).await;
+    let query = "query($id: ID!) { action(id: $id) { fanOut { state lockedUntil worker } } }";
+    let data = bob.data(query, json!({ "id": id })).await;
+    assert_eq!(
+        data["action"]["fanOut"],
+        json!({ "state": "PENDING", "lockedUntil": null, "worker": null }),
+        "queued, not held"
+    );
+    let other = riverfeed::store::open(&url).await.expect("the store");
+    let now = chrono::Utc::now().timestamp_millis();
+    let held = other
+        .claim(JobKind::FanOut, "w-elsewhere", now, 60_000, 10)
+        .await
+        .expect("claim");
+    assert_eq!(held.len(), 1, "its job");
+    let data = bob.data(query, json!({ "id": id })).await;
+    let fan_out = &data["action"]["fanOut"];
+    assert_eq!(
+        fan_out["state"], "PENDING",
+        "nothing written yet: {fan_out}"
+    );
+    assert_eq!(fan_out["worker"], "w-elsewhere", "{fan_out}");
+    let until = fan_out["lockedUntil"].as_str().expect("a lease's end");
+    let until = chrono::DateTime::parse_from_rfc3339(until).expect("a time");
+    assert_eq!(until.timestamp_millis(), now + 60_000, "{fan_out}");
+    server.stop().await;
+}

@@ -61,9 +61,19 @@ impl Inner {
         if !action.hidden && !delivery.items.is_empty() {
             done.written = self.write_items(batch, t, id, now, &delivery.items)?;
         }
-        if delivery.last && action.fan_out.state != FanOutState::Done {
+        // Done with the last batch; in progress from the first of several.
+        let state = if delivery.last {
+            FanOutState::Done
+        } else {
+            FanOutState::InProgress
+        };
+        if action.fan_out.state != state {
             let mut action = Action::clone(&action);
-            action.fan_out = FanOut::done();
+            action.fan_out = FanOut {
+                state,
+                locked_until: None,
+                worker: None,
+            };
             self.put_action(batch, &action)?;
             done.action = Some(action);
         }

@@ -458,13 +458,7 @@ impl JobStore for MongoStore {
         let mut jobs = Vec::new();
         while let Some(found) = cursor.next().await {
             let found = found.map_err(db_err)?;
-            let held = match (&found.worker, found.until) {
-                (Some(worker), until) if until != Millis::MIN => Some(Held {
-                    worker: worker.clone(),
-                    until,
-                }),
-                _ => None,
-            };
+            let held = Held::of(found.worker.as_deref(), found.until);
             jobs.push(Queued {
                 job: found.into_job()?,
                 held,

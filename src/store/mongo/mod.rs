@@ -278,12 +278,9 @@ struct FeedItemDoc {
 
 impl From<&Action> for ActionDoc {
     fn from(a: &Action) -> Self {
-        // Whether it is done; a fan-out's lease is its job's.
+        // How far it got; a fan-out's lease is its job's.
         let fan_out = FanOutDoc {
-            state: match a.fan_out.state {
-                FanOutState::Done => FanOutState::Done,
-                _ => FanOutState::Pending,
-            },
+            state: a.fan_out.state,
             locked_until: None,
             worker: None,
         };
@@ -309,9 +306,10 @@ impl From<&Action> for ActionDoc {
 
 impl From<ActionDoc> for Action {
     fn from(d: ActionDoc) -> Self {
-        let fan_out = match d.fan_out.state {
-            FanOutState::Done => FanOut::done(),
-            _ => FanOut::pending(),
+        let fan_out = FanOut {
+            state: d.fan_out.state,
+            locked_until: None,
+            worker: None,
         };
         Action {
             id: d.id,

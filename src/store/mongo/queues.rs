@@ -4,10 +4,11 @@
 use async_trait::async_trait;
 use bson::doc;
 
-use crate::model::{Action, FeedItem, Millis, ObjectId, Reason};
+use crate::model::{Action, FanOutState, FeedItem, Millis, ObjectId, Reason};
 use crate::store::jobs::lease_lost;
 use crate::store::{
-    Delivery, DeliveryBatch, ErrorKind, FanOutJob, JobStore, Lease, QueueStore, StoreResult,
+    Delivery, DeliveryBatch, ErrorKind, FanOutJob, JobStore, Lease, QueueStore, StoreError,
+    StoreResult,
 };
 
 use super::layout::copy::same as copies_agree;
@@ -50,22 +51,38 @@ impl MongoStore {
         }
         let tenant = lease.job.tenant.as_str();
         let id = FanOutJob::action_id(&lease.job)?;
-        let written = match self.find_action(tenant, id).await? {
-            Some(action) if !action.hidden && !batch.items.is_empty() => {
-                self.write_deliveries(&action, now, &batch.items).await?
+        let Some(action) = self.find_action(tenant, id).await? else {
+            // Deleted: nothing to write, the job done.
+            if batch.last {
+                JobStore::finish(self, lease).await?;
             }
-            _ => Vec::new(),
+            return Ok(Vec::new());
         };
-        if batch.last {
-            // Done before the job goes: a crash in between leaves the job,
-            // whose re-run writes nothing new and finishes it.
+        let written = if !action.hidden && !batch.items.is_empty() {
+            self.write_deliveries(&action, now, &batch.items).await?
+        } else {
+            Vec::new()
+        };
+        // Done with the last batch (before the job goes: a crash in between
+        // leaves the job, whose re-run writes nothing new and finishes it);
+        // in progress from the first of several.
+        let state = if batch.last {
+            FanOutState::Done
+        } else {
+            FanOutState::InProgress
+        };
+        if action.fan_out.state != state {
+            let code = bson::to_bson(&state)
+                .map_err(|e| StoreError::internal("MongoDB: cannot encode a fan-out state", e))?;
             self.actions
                 .update_one(
                     doc! { "_id": id, "tenant": tenant },
-                    doc! { "$set": { "fanOut.state": "DONE" } },
+                    doc! { "$set": { "fanOut.state": code } },
                 )
                 .await
                 .map_err(db_err)?;
+        }
+        if batch.last {
             JobStore::finish(self, lease).await?;
         }
         Ok(written)
