@@ -437,6 +437,8 @@ pub(super) async fn rename_ref(store: &dyn Store) -> Result<()> {
             position_id: "pos-1".into(),
             position_name: "Engineer".into(),
         });
+        // Fanned out already: the case is the rename's, not the queue's.
+        a.fan_out = riverfeed::model::FanOut::done();
         a
     };
     for _ in 0..1_100 {

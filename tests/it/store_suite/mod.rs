@@ -139,9 +139,9 @@ store_cases! {
         store_jobs::tenants_are_independent,
         store_jobs::cancel_removes_waiting_or_leased,
         store_jobs::queued_lists_a_key_prefix,
+        fanout::an_action_is_a_fan_out_job,
     ],
     every_layout: [
-        fanout::an_action_is_a_fan_out_job,
         fanout::delivery_is_idempotent,
         fanout::large_batches,
         fanout::batches_and_groups,
