@@ -20,7 +20,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::model::{Action, BumpRule, Comment, GroupKind, Millis};
-use crate::store::{Store, StoreResult};
+use crate::store::{Direction, Store, StoreResult};
 
 const MINUTE: Millis = 60_000;
 const HOUR: Millis = 60 * MINUTE;
@@ -222,7 +222,7 @@ pub async fn targets(
                 }
             }
             BumpRule::Supervisor => {
-                for user in store.supervisees(tenant, by).await? {
+                for user in store.supervision(tenant, Direction::In, by).await? {
                     add(user, rule);
                 }
             }

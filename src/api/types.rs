@@ -654,9 +654,10 @@ impl UserNode {
         let viewer = viewer(ctx)?;
         let supervisor = state(ctx)?
             .store
-            .supervisor(&viewer.tenant, &self.id)
+            .supervision(&viewer.tenant, Direction::Out, &self.id)
             .await
-            .api()?;
+            .api()?
+            .pop();
         match supervisor {
             Some(id) => Ok(Some(user_node(ctx, &id).await?)),
             None => Ok(None),

@@ -490,10 +490,15 @@ pub trait GraphStore: Send + Sync {
         user: &str,
         supervisor: Option<&str>,
     ) -> StoreResult<()>;
-    /// `user`'s supervisor, if any.
-    async fn supervisor(&self, tenant: &str, user: &str) -> StoreResult<Option<String>>;
-    /// The users `supervisor` supervises, ordered by id.
-    async fn supervisees(&self, tenant: &str, supervisor: &str) -> StoreResult<Vec<String>>;
+    /// Along supervision, as [`GraphStore::edges`] along edges: `Out`,
+    /// `user`'s supervisor (none or one); `In`, the users `user`
+    /// supervises, ordered by id.
+    async fn supervision(
+        &self,
+        tenant: &str,
+        direction: Direction,
+        user: &str,
+    ) -> StoreResult<Vec<String>>;
 }
 }
 

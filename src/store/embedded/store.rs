@@ -148,14 +148,21 @@ impl GraphStore for EmbeddedStore {
             .await
     }
 
-    async fn supervisor(&self, tenant: &str, user: &str) -> StoreResult<Option<String>> {
-        self.inner.supervisor(tenant, user)
-    }
-
-    async fn supervisees(&self, tenant: &str, supervisor: &str) -> StoreResult<Vec<String>> {
-        owned!(tenant, supervisor);
-        self.blocking(move |db| db.supervisees(&tenant, &supervisor))
-            .await
+    async fn supervision(
+        &self,
+        tenant: &str,
+        direction: Direction,
+        user: &str,
+    ) -> StoreResult<Vec<String>> {
+        match direction {
+            // One point read.
+            Direction::Out => Ok(self.inner.supervisor(tenant, user)?.into_iter().collect()),
+            Direction::In => {
+                owned!(tenant, user);
+                self.blocking(move |db| db.supervisees(&tenant, &user))
+                    .await
+            }
+        }
     }
 }
 

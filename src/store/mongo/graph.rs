@@ -328,16 +328,24 @@ impl GraphStore for MongoStore {
         }
     }
 
-    async fn supervisor(&self, tenant: &str, user: &str) -> StoreResult<Option<String>> {
-        let doc = self
-            .users
-            .find_one(doc! { "tenant": tenant, "userId": user })
-            .await
-            .map_err(db_err)?;
-        Ok(doc.and_then(|d| d.get_str("supervisorId").ok().map(str::to_owned)))
-    }
-
-    async fn supervisees(&self, tenant: &str, supervisor: &str) -> StoreResult<Vec<String>> {
+    async fn supervision(
+        &self,
+        tenant: &str,
+        direction: Direction,
+        user: &str,
+    ) -> StoreResult<Vec<String>> {
+        if direction == Direction::Out {
+            let doc = self
+                .users
+                .find_one(doc! { "tenant": tenant, "userId": user })
+                .await
+                .map_err(db_err)?;
+            return Ok(doc
+                .and_then(|d| d.get_str("supervisorId").ok().map(str::to_owned))
+                .into_iter()
+                .collect());
+        }
+        let supervisor = user;
         let docs: Vec<Document> = read_all(
             self.users
                 .find(doc! { "tenant": tenant, "supervisorId": supervisor })

@@ -484,8 +484,11 @@ async fn assert_imported_store_works(source: &dyn Store, target: &dyn Store, p: 
         [p.delivered.id]
     );
     assert_eq!(
-        target.supervisor(T, "bob").await.expect("supervisor"),
-        Some("ann".into())
+        target
+            .supervision(T, riverfeed::store::Direction::Out, "bob")
+            .await
+            .expect("supervisor"),
+        ["ann"]
     );
     assert_eq!(
         target

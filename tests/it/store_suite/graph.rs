@@ -263,11 +263,25 @@ pub(super) async fn assignments_and_supervisors(store: &dyn Store) -> Result<()>
     ensure!(store.assignments(t, "rita").await? == ["app-1"]);
     ensure!(store.assignees(OTHER, &["app-1".into()]).await?.is_empty());
 
-    ensure!(store.supervisor(t, "rita").await?.is_none());
+    let supervisor = |t: &'static str, user: &'static str| async move {
+        store.supervision(t, Direction::Out, user).await
+    };
+    ensure!(supervisor(t, "rita").await?.is_empty());
     store.set_supervisor(t, "rita", Some("boss")).await?;
-    ensure!(store.supervisor(t, "rita").await?.as_deref() == Some("boss"));
-    ensure!(store.supervisor(OTHER, "rita").await?.is_none());
+    store.set_supervisor(t, "ann", Some("boss")).await?;
+    ensure!(supervisor(t, "rita").await? == ["boss"]);
+    ensure!(supervisor(OTHER, "rita").await?.is_empty());
+    let supervised = store.supervision(t, Direction::In, "boss").await?;
+    ensure!(supervised == ["ann", "rita"], "in order: {supervised:?}");
+    // A new supervisor replaces the one before, in both directions.
+    store.set_supervisor(t, "ann", Some("chief")).await?;
+    ensure!(supervisor(t, "ann").await? == ["chief"]);
+    ensure!(store.supervision(t, Direction::In, "boss").await? == ["rita"]);
     store.set_supervisor(t, "rita", None).await?;
-    ensure!(store.supervisor(t, "rita").await?.is_none());
+    ensure!(supervisor(t, "rita").await?.is_empty());
+    ensure!(store
+        .supervision(t, Direction::In, "boss")
+        .await?
+        .is_empty());
     Ok(())
 }
