@@ -216,7 +216,10 @@ pub async fn targets(
         match rule {
             BumpRule::Assigned => {
                 if !action.ref_ids.is_empty() {
-                    for (_, user) in store.assignees(tenant, &action.ref_ids).await? {
+                    for (_, user) in store
+                        .assignment(tenant, Direction::In, &action.ref_ids)
+                        .await?
+                    {
                         add(user, rule);
                     }
                 }

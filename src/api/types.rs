@@ -671,11 +671,16 @@ impl UserNode {
         if self.id != viewer.user && !viewer.acts_for_others() {
             return Ok(Vec::new());
         }
-        state(ctx)?
+        let assigned = state(ctx)?
             .store
-            .assignments(&viewer.tenant, &self.id)
+            .assignment(
+                &viewer.tenant,
+                Direction::Out,
+                std::slice::from_ref(&self.id),
+            )
             .await
-            .api()
+            .api()?;
+        Ok(assigned.into_iter().map(|(_, ref_id)| ref_id).collect())
     }
 
     /// The teams and departments this user belongs to. Others see only the

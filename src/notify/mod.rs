@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use crate::descriptor::Descriptor;
 use crate::events::{Event, Hub, NoticeEvent, Topic};
 use crate::model::{Action, Comment, Millis, Notice, NoticeGroup, NoticeReason, ObjectId};
-use crate::store::{ErrorKind, NoticeJob, NoticeSource, Store, StoreError, StoreResult};
+use crate::store::{Direction, ErrorKind, NoticeJob, NoticeSource, Store, StoreError, StoreResult};
 pub use rules::NoticeRules;
 
 /// Page size when reading an action's comments.
@@ -84,7 +84,11 @@ pub async fn for_action(
         }
         Descriptor::ApplicantHired(d) if rules.on(NoticeReason::Hired) => {
             let assignees = store
-                .assignees(&action.tenant, std::slice::from_ref(&d.applicant_id))
+                .assignment(
+                    &action.tenant,
+                    Direction::In,
+                    std::slice::from_ref(&d.applicant_id),
+                )
                 .await?;
             for (_, user) in assignees {
                 to(&user, NoticeReason::Hired, &d.applicant_id);
@@ -175,7 +179,11 @@ pub async fn for_job(
         NoticeSource::Assigned { ref_id, user, by } => {
             if !rules.on(NoticeReason::Assigned)
                 || user == by
-                || !store.assignments(tenant, user).await?.contains(ref_id)
+                || !store
+                    .assignment(tenant, Direction::Out, std::slice::from_ref(user))
+                    .await?
+                    .iter()
+                    .any(|(_, assigned)| assigned == ref_id)
             {
                 return Ok(Vec::new());
             }

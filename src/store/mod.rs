@@ -475,14 +475,15 @@ pub trait GraphStore: Send + Sync {
         ref_id: &str,
         on: bool,
     ) -> StoreResult<bool>;
-    /// The users assigned to any of `ref_ids`, as `(ref_id, user)`.
-    async fn assignees(
+    /// Along assignments, for each of `ids`: `Out`, the refs each user is
+    /// assigned to; `In`, the users assigned to each ref. As `(id, other)`
+    /// pairs, ordered by both. One round trip.
+    async fn assignment(
         &self,
         tenant: &str,
-        ref_ids: &[String],
+        direction: Direction,
+        ids: &[String],
     ) -> StoreResult<Vec<(String, String)>>;
-    /// The refs `user` is assigned to, ordered by id.
-    async fn assignments(&self, tenant: &str, user: &str) -> StoreResult<Vec<String>>;
     /// Sets (or, with `None`, clears) `user`'s supervisor.
     async fn set_supervisor(
         &self,

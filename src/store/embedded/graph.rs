@@ -447,24 +447,29 @@ impl Inner {
         Ok(true)
     }
 
-    pub(super) fn assignees(
+    /// Along assignments from each of `ids`: `Out` from users to the refs
+    /// they are assigned to, `In` from refs to their users.
+    pub(super) fn assignment(
         &self,
         tenant: &str,
-        ref_ids: &[String],
+        direction: Direction,
+        ids: &[String],
     ) -> StoreResult<Vec<(String, String)>> {
+        let tag = match direction {
+            Direction::Out => tag::ASSIGNMENT,
+            Direction::In => tag::ASSIGNED_TO,
+        };
+        let mut ids: Vec<&String> = ids.iter().collect();
+        ids.sort();
+        ids.dedup();
         let mut out = Vec::new();
-        for r in ref_ids {
-            let prefix = Key::tag(tag::ASSIGNED_TO).str(tenant).str(r).into_vec();
-            for user in self.list_last(prefix, None, usize::MAX)? {
-                out.push((r.clone(), user));
+        for id in ids {
+            let prefix = Key::tag(tag).str(tenant).str(id).into_vec();
+            for other in self.list_last(prefix, None, usize::MAX)? {
+                out.push((id.clone(), other));
             }
         }
         Ok(out)
-    }
-
-    pub(super) fn assignments(&self, tenant: &str, user: &str) -> StoreResult<Vec<String>> {
-        let prefix = Key::tag(tag::ASSIGNMENT).str(tenant).str(user).into_vec();
-        self.list_last(prefix, None, usize::MAX)
     }
 
     pub(super) fn set_supervisor(

@@ -122,18 +122,15 @@ impl GraphStore for EmbeddedStore {
             .await
     }
 
-    async fn assignees(
+    async fn assignment(
         &self,
         tenant: &str,
-        ref_ids: &[String],
+        direction: Direction,
+        ids: &[String],
     ) -> StoreResult<Vec<(String, String)>> {
-        owned!(tenant, ref_ids);
-        self.blocking(move |db| db.assignees(&tenant, &ref_ids))
+        owned!(tenant, ids);
+        self.blocking(move |db| db.assignment(&tenant, direction, &ids))
             .await
-    }
-
-    async fn assignments(&self, tenant: &str, user: &str) -> StoreResult<Vec<String>> {
-        self.inner.assignments(tenant, user)
     }
 
     async fn set_supervisor(

@@ -268,35 +268,31 @@ impl GraphStore for MongoStore {
         }
     }
 
-    async fn assignees(
+    async fn assignment(
         &self,
         tenant: &str,
-        ref_ids: &[String],
+        direction: Direction,
+        ids: &[String],
     ) -> StoreResult<Vec<(String, String)>> {
+        let (from, to) = match direction {
+            Direction::Out => ("userId", "refId"),
+            Direction::In => ("refId", "userId"),
+        };
         let docs: Vec<Document> = read_all(
             self.assignments
-                .find(doc! { "tenant": tenant, "refId": { "$in": ref_ids } }),
+                .find(doc! { "tenant": tenant, from: { "$in": ids } })
+                .sort(doc! { from: 1, to: 1 }),
         )
         .await?;
         Ok(docs
             .into_iter()
             .filter_map(|d| {
                 Some((
-                    d.get_str("refId").ok()?.to_owned(),
-                    d.get_str("userId").ok()?.to_owned(),
+                    d.get_str(from).ok()?.to_owned(),
+                    d.get_str(to).ok()?.to_owned(),
                 ))
             })
             .collect())
-    }
-
-    async fn assignments(&self, tenant: &str, user: &str) -> StoreResult<Vec<String>> {
-        self.strings(
-            &self.assignments,
-            doc! { "tenant": tenant, "userId": user },
-            "refId",
-            usize::MAX,
-        )
-        .await
     }
 
     async fn set_supervisor(

@@ -246,22 +246,39 @@ pub(super) async fn assignments_and_supervisors(store: &dyn Store) -> Result<()>
     );
     ensure!(store.set_assignment(t, "rita", "app-2", true).await?);
     ensure!(store.set_assignment(t, "sam", "app-2", true).await?);
-    ensure!(store.assignments(t, "rita").await? == ["app-1", "app-2"]);
-    let mut on = store
-        .assignees(t, &["app-2".into(), "app-9".into()])
+    let pairs = |list: &[(&str, &str)]| {
+        list.iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect::<Vec<_>>()
+    };
+    let refs_of = store
+        .assignment(t, Direction::Out, &names(&["sam", "rita"]))
         .await?;
-    on.sort();
     ensure!(
-        on == [
-            ("app-2".to_string(), "rita".to_string()),
-            ("app-2".to_string(), "sam".to_string())
-        ],
-        "{on:?}"
+        refs_of == pairs(&[("rita", "app-1"), ("rita", "app-2"), ("sam", "app-2")]),
+        "by user, then ref: {refs_of:?}"
+    );
+    let on = store
+        .assignment(t, Direction::In, &names(&["app-9", "app-2"]))
+        .await?;
+    ensure!(
+        on == pairs(&[("app-2", "rita"), ("app-2", "sam")]),
+        "by ref, then user: {on:?}"
     );
     ensure!(store.set_assignment(t, "rita", "app-2", false).await?);
     ensure!(!store.set_assignment(t, "rita", "app-2", false).await?);
-    ensure!(store.assignments(t, "rita").await? == ["app-1"]);
-    ensure!(store.assignees(OTHER, &["app-1".into()]).await?.is_empty());
+    let rita = store
+        .assignment(t, Direction::Out, &names(&["rita"]))
+        .await?;
+    ensure!(rita == pairs(&[("rita", "app-1")]), "{rita:?}");
+    let on = store
+        .assignment(t, Direction::In, &names(&["app-2"]))
+        .await?;
+    ensure!(on == pairs(&[("app-2", "sam")]), "both sides: {on:?}");
+    ensure!(store
+        .assignment(OTHER, Direction::In, &names(&["app-1"]))
+        .await?
+        .is_empty());
 
     let supervisor = |t: &'static str, user: &'static str| async move {
         store.supervision(t, Direction::Out, user).await
