@@ -225,7 +225,8 @@ impl Worker {
         // Audiences that fit in one batch are gathered and written together,
         // one commit for many actions; larger ones go batch by batch.
         let batch = self.config.batch_size.max(1);
-        let mut group: Vec<(Claim, Vec<Delivery>)> = Vec::new();
+        // The claims of a group, and their last (only) batches.
+        let mut group: (Vec<Claim>, Vec<DeliveryBatch>) = Default::default();
         let mut grouped = 0usize;
         for claim in claims {
             if shutdown.is_cancelled() {
@@ -254,8 +255,12 @@ impl Worker {
                 grouped = 0;
             }
             grouped += audience.len();
-            let deliveries = deliveries(&claim.action, audience);
-            group.push((claim, deliveries));
+            group.1.push(DeliveryBatch {
+                lease: claim.lease.clone(),
+                items: deliveries(&claim.action, audience),
+                last: true,
+            });
+            group.0.push(claim);
         }
         // Claimed before any cancellation: finishing them is one commit.
         self.deliver_group(group, &mut tries, &mut failure).await;
@@ -517,32 +522,24 @@ impl Worker {
         Ok(planned.readers)
     }
 
-    /// Delivers several whole fan-outs in one store call and publishes what
-    /// each wrote.
+    /// Delivers several whole fan-outs in one store call (`claims` and
+    /// their last batches, in the same order) and publishes what each wrote.
     async fn deliver_group(
         &self,
-        group: Vec<(Claim, Vec<Delivery>)>,
+        (claims, batches): (Vec<Claim>, Vec<DeliveryBatch>),
         tries: &mut HashMap<crate::model::ObjectId, u32>,
         failure: &mut Option<crate::store::StoreError>,
     ) {
-        if group.is_empty() {
+        if claims.is_empty() {
             return;
         }
-        let batches: Vec<DeliveryBatch> = group
-            .iter()
-            .map(|(claim, items)| DeliveryBatch {
-                lease: claim.lease.clone(),
-                items: items.clone(),
-                last: true,
-            })
-            .collect();
         let results = match self.store.deliver(self.clock.now(), &batches).await {
             Ok(results) => results,
-            Err(err) => group.iter().map(|_| Err(err.clone())).collect(),
+            Err(err) => claims.iter().map(|_| Err(err.clone())).collect(),
         };
-        for ((claim, deliveries), done) in group.iter().zip(results) {
+        for ((claim, batch), done) in claims.iter().zip(&batches).zip(results) {
             let done = done.map(|written| {
-                debug!(action = %claim.action.id, audience = deliveries.len(), delivered = written.len(), "fan-out done");
+                debug!(action = %claim.action.id, audience = batch.items.len(), delivered = written.len(), "fan-out done");
                 self.publish(FeedEventKind::Added, &claim.action, written, &mut None);
             });
             self.fanned_out(claim, done, tries, failure);
