@@ -9,6 +9,7 @@ use crate::model::{Inbox, Millis, NoticeGroup, NoticeRange, ObjectId};
 use crate::store::{Store, StoreResult};
 
 use super::{contended, RETRIES};
+use crate::store::Records;
 
 /// What to mark or archive: a whole group, or one member of it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

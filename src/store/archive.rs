@@ -27,9 +27,9 @@
 //! Notifications travel as whole records: each notice group with its members
 //! (read and archived ones included), each user's inbox (seen watermark,
 //! preferences, mutes, markers) and each queued notice job. They are written
-//! through [`NoticeStore`], the way every backend writes them, by
-//! [`import_notices`]: groups and inboxes under their version (compare and
-//! set), jobs as queued.
+//! through [`NoticeStore`] and [`Records`], the way every backend writes
+//! them, by [`import_notices`]: groups and inboxes under their version
+//! (compare and set), jobs as queued.
 
 use std::collections::HashSet;
 
@@ -41,6 +41,7 @@ use super::{
     BumpJob, ErrorKind, FanOutJob, JobStore, NoticeJob, NoticeSource, NoticeStore, StoreError,
     StoreResult, Unfollow,
 };
+use super::{RecordStore, Records};
 use crate::model::limits::{check_id, InputError};
 use crate::model::{
     Action, Comment, FanOutState, FeedItem, GroupKind, Inbox, MembershipRole, Millis, NoticeGroup,
@@ -318,7 +319,7 @@ const NOTICE_WRITES_AT_ONCE: usize = 32;
 /// inbox, the first job).
 pub async fn import_notices<S>(store: &S, records: &[Record]) -> StoreResult<()>
 where
-    S: NoticeStore + JobStore + ?Sized,
+    S: NoticeStore + JobStore + RecordStore + ?Sized,
 {
     let mut seen = HashSet::new();
     let mut keep = vec![false; records.len()];
@@ -438,7 +439,7 @@ where
 
 async fn import_inbox<S>(store: &S, inbox: &Inbox) -> StoreResult<()>
 where
-    S: NoticeStore + ?Sized,
+    S: RecordStore + ?Sized,
 {
     let mut inbox = inbox.clone();
     inbox.version = 1;

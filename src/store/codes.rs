@@ -11,6 +11,7 @@
 
 use std::fmt::{Debug, Display};
 
+use super::RecordKind;
 use super::{Ended, StoreError, StoreResult};
 use crate::model::{BumpRule, EdgeKind, GroupKind, MembershipRole, ReasonKind};
 
@@ -93,6 +94,17 @@ pub const EDGE_KIND: Codes<EdgeKind> = Codes {
     ],
 };
 
+/// What a record holds.
+pub const RECORD_KIND: Codes<RecordKind> = Codes {
+    what: "record kind",
+    rows: &[
+        (RecordKind::Meta, 0, "meta"),
+        (RecordKind::Cut, 1, "cut"),
+        (RecordKind::Celebrity, 2, "celebrity"),
+        (RecordKind::Inbox, 3, "inbox"),
+    ],
+};
+
 /// What an unfollow ended: the edge's kind, or a membership (`group`).
 pub const ENDED: Codes<Ended> = Codes {
     what: "unfollow kind",
@@ -163,6 +175,7 @@ mod tests {
     fn every_variant_has_one_code_each_way() {
         holds(&GROUP_KIND, &[GroupKind::Team, GroupKind::Department]);
         holds(&ROLE, &[MembershipRole::Member, MembershipRole::Lead]);
+        holds(&RECORD_KIND, &crate::store::RecordKind::ALL);
         holds(
             &EDGE_KIND,
             &[EdgeKind::Follows, EdgeKind::Friend, EdgeKind::Group],

@@ -41,7 +41,7 @@ use prometheus_client::metrics::histogram::Histogram;
 
 use super::{
     ActionStore, Archive, GraphStore, GroupFeedStore, JobStore, NoticeStore, QueueStore,
-    ReactionStore, Record, RiverStore, SourceStore, Store, StoreResult, TimelineStore,
+    ReactionStore, Record, RecordStore, RiverStore, SourceStore, Store, StoreResult, TimelineStore,
 };
 use crate::metrics::Metrics;
 
@@ -180,6 +180,7 @@ ports!(
     GroupFeedStore,
     NoticeStore,
     JobStore,
+    RecordStore,
     Archive,
 );
 
@@ -341,9 +342,10 @@ mod tests {
             Op::raise,
             Op::hide_feed_item,
             Op::outboxes,
-            Op::put_inbox,
+            Op::trim_notices,
             Op::claim,
             Op::backlog,
+            Op::put_record,
             Op::import,
         ] {
             assert_eq!(all[op.index], op);

@@ -24,6 +24,7 @@ pub mod jobs;
 pub mod metered;
 pub mod mongo;
 pub mod notices;
+pub mod records;
 mod sources;
 
 use std::sync::Arc;
@@ -36,13 +37,14 @@ pub use group_feeds::GroupFeedStore;
 pub use jobs::{Held, Job, JobBacklog, JobKind, JobStore, Lease, Queued};
 use metered::port;
 pub use notices::{NoticeJob, NoticeSource, NoticeStore};
+pub use records::{RecordKind, RecordStore, Records, Stored};
 pub use sources::{Cut, Outbox, Posted, River, RiverStore, SourceStore, DEFAULT_RIVER_SIZE};
 
 /// The concern traits, for calling a store's methods.
 pub mod prelude {
     pub use super::{
         ActionStore, GraphStore, GroupFeedStore, JobStore, NoticeStore, QueueStore, ReactionStore,
-        RiverStore, SourceStore, Store, TimelineStore,
+        RecordStore, Records, RiverStore, SourceStore, Store, TimelineStore,
     };
 }
 
@@ -369,6 +371,7 @@ pub trait Store:
     + GroupFeedStore
     + NoticeStore
     + JobStore
+    + RecordStore
     + Archive
     + Send
     + Sync

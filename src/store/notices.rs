@@ -1,5 +1,5 @@
 //! Notifications in storage: one record per notice group (its members
-//! inside), one inbox record per user, and notice jobs (on the job queue,
+//! inside), one inbox per user (a [record](super::records)), and notice jobs (on the job queue,
 //! [`super::jobs`]) for what has no job of its own (a like, an assignment;
 //! actions and comments are noticed within their fan-out and bump jobs).
 //!
@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::jobs::{Job, JobKind};
 use super::metered::port;
 use super::StoreResult;
-use crate::model::{Inbox, Millis, NoticeCounts, NoticeGroup, NoticeRange, ObjectId};
+use crate::model::{Millis, NoticeCounts, NoticeGroup, NoticeRange, ObjectId};
 
 /// Groups a user keeps by default (`--notification-groups`): beyond them
 /// the oldest go.
@@ -67,11 +67,6 @@ pub trait NoticeStore: Send + Sync {
         keep: usize,
     ) -> StoreResult<Vec<ObjectId>>;
 
-    /// `owner`'s inbox; a fresh one (version 0) if never stored.
-    async fn inbox(&self, tenant: &str, owner: &str) -> StoreResult<Inbox>;
-    /// Stores `inbox` under the same rule as groups: only over the version
-    /// before its own. Returns false if another write came first.
-    async fn put_inbox(&self, inbox: &Inbox) -> StoreResult<bool>;
 }
 }
 

@@ -1,6 +1,6 @@
 //! What the feed models read and keep beside the materialised timelines:
-//! where each of a reader's sources begins for them ([`Cut`]), which actors
-//! are never fanned out (celebrities), outboxes (an actor's, a group's, the
+//! where each of a reader's sources begins for them ([`Cut`], kept as a
+//! [record](super::records)), outboxes (an actor's, a group's, the
 //! actions naming a reader, those sent to a group) read many at once, and rivers (timelines
 //! materialised only for readers active lately).
 
@@ -74,32 +74,6 @@ pub trait SourceStore: Send + Sync {
         readers: &[String],
         actor: &str,
     ) -> StoreResult<Vec<String>>;
-    /// Sets a cut of `reader`: the standing edge's (no `until`), replacing
-    /// it; or a range an ended edge kept (with `until`), beside the ranges
-    /// kept before (one per `until`).
-    async fn set_cut(&self, tenant: &str, reader: &str, cut: &Cut) -> StoreResult<()>;
-    /// Clears `reader`'s cuts for the `kind` edge to `actor`: the standing
-    /// one and every kept range.
-    async fn clear_cut(
-        &self,
-        tenant: &str,
-        reader: &str,
-        kind: EdgeKind,
-        actor: &str,
-    ) -> StoreResult<()>;
-    /// Every cut of `reader`: per edge, the standing one (if set) and the
-    /// ranges kept.
-    async fn cuts(&self, tenant: &str, reader: &str) -> StoreResult<Vec<Cut>>;
-    /// Notes that `user`'s actions are no longer fanned out to followers
-    /// (hybrid). For good: their readers merge their outbox in from then on.
-    async fn mark_celebrity(&self, tenant: &str, user: &str) -> StoreResult<()>;
-    /// Which of `users` are marked celebrities.
-    async fn celebrities(&self, tenant: &str, users: &[String]) -> StoreResult<Vec<String>>;
-    /// A small value the deployment keeps about itself (the feed model it
-    /// last ran…), by key.
-    async fn meta(&self, key: &str) -> StoreResult<Option<Vec<u8>>>;
-    /// Sets a [`SourceStore::meta`] value.
-    async fn set_meta(&self, key: &str, value: &[u8]) -> StoreResult<()>;
     /// Which of `users` are members of `group_id`, each with when their
     /// membership began. One round trip.
     async fn members_among(

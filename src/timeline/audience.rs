@@ -9,6 +9,7 @@ use crate::model::{Action, EdgeKind, FeedItem, Reason, ReasonKind, Scope};
 use crate::store::{Direction, Store, StoreResult};
 
 use super::sources::{Followed, Source, Sources};
+use crate::store::Records;
 
 /// Page size when reading followers and group members for an audience.
 pub(super) const AUDIENCE_PAGE: usize = 10_000;

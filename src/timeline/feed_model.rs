@@ -33,6 +33,7 @@ use async_trait::async_trait;
 use super::audience::Audience;
 use super::read::Plan;
 use crate::model::{Action, EdgeKind, Millis, Position};
+use crate::store::Records;
 use crate::store::{Store, StoreResult};
 
 /// What a feed model decides: who the fan-out writes for, how a feed is

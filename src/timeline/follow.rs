@@ -13,6 +13,7 @@ use crate::model::{EdgeKind, FeedItem, Millis, ObjectId, Position, Reason, Scope
 use crate::store::{Backfill, Cut, FeedRange, Outbox, Store, StoreResult};
 
 use super::sources;
+use crate::store::Records;
 
 /// Actions a follow shows at once unless the request or `--follow-backfill`
 /// says otherwise.

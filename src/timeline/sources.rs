@@ -9,6 +9,7 @@ use crate::model::{
     Action, EdgeKind, FeedItem, GroupKind, Membership, ObjectId, Position, Reason, ReasonKind,
     Scope,
 };
+use crate::store::Records;
 use crate::store::{Cut, Direction, FeedRange, Outbox, Store, StoreResult};
 
 /// Edges read per store call while listing a reader's sources.

@@ -882,3 +882,21 @@ impl HeldFanOut {
         results.pop().expect("one result per batch")
     }
 }
+
+/// A database of its own for a case that plants what an earlier release
+/// wrote, with its URL; `None` without MongoDB.
+pub async fn earlier_database(name: &str) -> Option<(String, ::mongodb::Database)> {
+    let base = mongodb_uri()?;
+    let url = mongodb_database_uri(&base, name);
+    let client = ::mongodb::Client::with_uri_str(&url).await.expect("client");
+    let db = client.default_database().expect("a database in the URI");
+    Some((url, db))
+}
+
+/// Drops the case's database, then fails with what went wrong, if anything.
+pub async fn concluded(db: &::mongodb::Database, result: anyhow::Result<()>) {
+    drop_database(db).await;
+    if let Err(err) = result {
+        panic!("{err:#}");
+    }
+}

@@ -28,6 +28,7 @@ mod relevancy;
 mod scopes;
 mod security;
 mod store_jobs;
+mod store_records;
 mod store_suite;
 mod stored_codes;
 mod tracing;

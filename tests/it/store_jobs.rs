@@ -7,6 +7,8 @@ use anyhow::{ensure, Context, Result};
 use riverfeed::store::prelude::*;
 use riverfeed::store::{ErrorKind, Held, Job, JobKind, Lease, Queued};
 
+use crate::common::{concluded, earlier_database};
+
 const T: &str = "jobs";
 const LEASE: i64 = 500;
 
@@ -292,29 +294,11 @@ pub async fn queued_lists_a_key_prefix(store: &dyn Store) -> Result<()> {
     Ok(())
 }
 
-/// A database of its own for a case that plants what an earlier release
-/// wrote, with its URL; `None` without MongoDB.
-async fn earlier_database(name: &str) -> Option<(String, ::mongodb::Database)> {
-    let base = crate::common::mongodb_uri()?;
-    let url = crate::common::mongodb_database_uri(&base, name);
-    let client = ::mongodb::Client::with_uri_str(&url).await.expect("client");
-    let db = client.default_database().expect("a database in the URI");
-    Some((url, db))
-}
-
 /// The backlog of `kind` once the store is opened again: a migration
 /// recorded as done moves nothing twice.
 async fn reopened_backlog(url: &str, kind: JobKind) -> Result<u64> {
     let store = riverfeed::store::open(url).await?;
     Ok(store.backlog(kind).await?.jobs)
-}
-
-/// Drops the case's database, then fails with what went wrong, if anything.
-async fn concluded(db: &::mongodb::Database, result: Result<()>) {
-    crate::common::drop_database(db).await;
-    if let Err(err) = result {
-        panic!("{err:#}");
-    }
 }
 
 /// A MongoDB database written before the job queue, with a notice job

@@ -20,6 +20,7 @@ use super::types::ActionNode;
 use super::{loaders, state, viewer, AppState, Viewer};
 use crate::model::limits::page_size;
 use crate::model::{Inbox, MarkerFeed, NoticeGroup, NoticeRange, ObjectId, Position};
+use crate::store::Records;
 
 pub use live::NotificationSubscription;
 pub use mutation::NotificationMutation;

@@ -14,19 +14,21 @@ use rocksdb::WriteBatch;
 use tokio::sync::mpsc;
 
 use super::actions::{action_lock, comment_key, like_key};
-use super::families::{ACTIONS, GRAPH, ITEMS, REACTIONS};
+use super::families::{ACTIONS, GRAPH, ITEMS, REACTIONS, RECORDS};
 use super::graph::{
     decode_member_of, edge_codes, edge_key, ensure_user_in, group_kind_code, member_key,
     member_of_key, member_of_value, member_value, user_key, user_name, user_value, EDGE_FOLLOWS_IN,
     EDGE_FOLLOWS_OUT, EDGE_FRIEND, EDGE_GROUP_IN, EDGE_GROUP_OUT,
 };
 use super::keys::{self, graph as tag, reaction, ItemState, Key, Reader};
-use super::{EmbeddedStore, Inner};
+use super::{records, EmbeddedStore, Inner};
 use crate::model::{Action, EdgeKind, FanOut, FanOutState, ObjectId, Reason, ReasonKind};
 use crate::store::archive::import_notices;
+use crate::store::codes::RECORD_KIND;
+use crate::store::records::decode_inbox;
 use crate::store::{
-    Archive, EdgeRecordKind, ErrorKind, ItemRecord, JobKind, NoticeJob, Record, StoreError,
-    StoreResult, Unfollow,
+    Archive, EdgeRecordKind, ErrorKind, ItemRecord, JobKind, NoticeJob, Record, RecordKind,
+    StoreError, StoreResult, Unfollow,
 };
 
 /// Records in flight between the reading thread and the consumer.
@@ -207,9 +209,12 @@ impl Inner {
                 group: keys::decode_record(v)?,
             })
         })?;
-        each(self, GRAPH, Some(tag::INBOX), &mut |_, v| {
+        let inboxes = RECORD_KIND.byte(RecordKind::Inbox);
+        each(self, RECORDS, Some(inboxes), &mut |r, v| {
+            let (tenant, owner) = (r.str()?, r.last()?);
+            let stored = records::decode(v)?;
             emit(Record::Inbox {
-                inbox: keys::decode_record(v)?,
+                inbox: decode_inbox(&stored, tenant, owner)?,
             })
         })?;
         // Waiting or held by a worker: either way still to do.

@@ -585,28 +585,18 @@ mod tests {
         for named in ["graph/member acme/g1/bob", "membership role code 7"] {
             assert!(err.message.contains(named), "{named} in: {}", err.message);
         }
-        // A cut under an unknown edge code.
-        let mut key = Key::tag(tag::CUT)
-            .str("acme")
-            .str("alice")
-            .byte(EDGE_FOLLOWS_IN)
-            .last("dave")
-            .into_vec();
-        let value = db
-            .get(
-                GRAPH,
-                &Key::tag(tag::CUT)
-                    .str("acme")
-                    .str("alice")
-                    .byte(0)
-                    .last("carol")
-                    .into_vec(),
-            )
-            .unwrap()
+        // A cut under an unknown edge name.
+        let key = "alice\u{1f}followedBy\u{1f}dave";
+        let body = Some(crate::store::records::encode_cut(&[]));
+        store
+            .put_record(crate::store::RecordKind::Cut, "acme", key, body, None)
+            .await
             .unwrap();
-        put(std::mem::take(&mut key), &value);
         let err = store.cuts("acme", "alice").await.unwrap_err();
-        for named in ["graph/cut acme/alice/dave", "edge kind code 1"] {
+        for named in [
+            "cut acme/alice/followedBy/dave",
+            "edge kind code \"followedBy\"",
+        ] {
             assert!(err.message.contains(named), "{named} in: {}", err.message);
         }
         // A user value of an unknown shape.

@@ -36,6 +36,7 @@ mod keys;
 mod notices;
 mod queues;
 mod reactions;
+mod records;
 mod rivers;
 mod sources;
 mod store;
@@ -56,15 +57,17 @@ use super::{ErrorKind, StoreError, StoreResult};
 /// several kinds of record, each key starting with its kind's tag (see
 /// `keys.rs`: `graph`, `queue`, `reaction`).
 pub mod families {
-    /// The store's format (`format`), markers of one-time rebuilds done at
-    /// open, and the deployment's own values (`deployment/<key>`:
-    /// [`SourceStore::meta`](crate::store::SourceStore::meta)).
+    /// The store's format (`format`) and markers of one-time rebuilds and
+    /// moves done at open.
     pub const META: &str = "meta";
+    /// `(kind, tenant, key)` → version and body: the
+    /// [records](crate::store::records) (cuts, celebrities, inboxes, the
+    /// deployment's own values).
+    pub const RECORDS: &str = "records";
     /// Tagged: users, edges (both ways), groups, members and memberships,
-    /// assignments (both ways), supervisors (both ways); the pull side's
-    /// cuts, celebrities and rivers; group feed rings (counter, slots, and
-    /// which actions they hold); notice groups (by key, by id, in reading
-    /// order) and inboxes.
+    /// assignments (both ways), supervisors (both ways); rivers; group feed
+    /// rings (counter, slots, and which actions they hold); notice groups
+    /// (by key, by id, in reading order).
     pub const GRAPH: &str = "graph";
     /// `(tenant, actionId)` → the action.
     pub const ACTIONS: &str = "actions";
@@ -99,8 +102,9 @@ pub mod families {
     /// user commented on, the latest discussed first.
     pub const DISCUSSIONS: &str = "discussions";
 
-    pub const ALL: [&str; 12] = [
+    pub const ALL: [&str; 13] = [
         META,
+        RECORDS,
         GRAPH,
         ACTIONS,
         REFS,
@@ -222,6 +226,7 @@ impl EmbeddedStore {
         };
         inner.index_outboxes()?;
         inner.migrate_jobs()?;
+        inner.migrate_records()?;
         inner.count_jobs()?;
         let released = inner.release_jobs()?;
         if released > 0 {

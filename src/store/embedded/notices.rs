@@ -1,8 +1,8 @@
 //! Notifications in the `graph` family: each group whole under its key,
 //! with an index by id and one by position (`last` then id, newest first)
-//! whose value says whether the group is visible and unread; inboxes under
-//! their owner (notice jobs are on the job queue, `jobs.rs`). Every write
-//! decides under the lock of its owner's group key.
+//! whose value says whether the group is visible and unread (inboxes are
+//! records, notice jobs are on the job queue). Every write decides under the
+//! lock of its owner's group key.
 
 use async_trait::async_trait;
 use rocksdb::WriteBatch;
@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::families::GRAPH;
 use super::keys::{self, graph as tag, Key};
 use super::{EmbeddedStore, Inner};
-use crate::model::{Inbox, Millis, NoticeCounts, NoticeGroup, NoticeRange, ObjectId};
+use crate::model::{Millis, NoticeCounts, NoticeGroup, NoticeRange, ObjectId};
 use crate::store::{NoticeStore, StoreResult};
 
 fn group_key(tenant: &str, owner: &str, key: &str) -> Vec<u8> {
@@ -43,10 +43,6 @@ fn order_key(tenant: &str, owner: &str, last: Millis, id: ObjectId) -> Vec<u8> {
     key.extend_from_slice(&(!(last as u64 ^ (1 << 63))).to_be_bytes());
     key.extend(id.bytes().iter().map(|b| !b));
     key
-}
-
-fn inbox_key(tenant: &str, owner: &str) -> Vec<u8> {
-    Key::tag(tag::INBOX).str(tenant).last(owner).into_vec()
 }
 
 /// What the position index says of a group: its key, and whether it is
@@ -235,26 +231,6 @@ impl Inner {
         }
         Ok(gone)
     }
-
-    fn inbox(&self, tenant: &str, owner: &str) -> StoreResult<Inbox> {
-        match self.get(GRAPH, &inbox_key(tenant, owner))? {
-            Some(v) => keys::decode_record(&v),
-            None => Ok(Inbox::new(tenant, owner)),
-        }
-    }
-
-    fn put_inbox(&self, inbox: &Inbox) -> StoreResult<bool> {
-        let key = inbox_key(&inbox.tenant, &inbox.owner);
-        let _lock = self.lock(&[&key]);
-        let stored = self.inbox(&inbox.tenant, &inbox.owner)?;
-        if stored.version + 1 != inbox.version {
-            return Ok(false);
-        }
-        let mut batch = WriteBatch::default();
-        batch.put_cf(self.cf(GRAPH), &key, keys::encode_record(inbox)?);
-        self.commit(batch)?;
-        Ok(true)
-    }
 }
 
 #[async_trait]
@@ -309,14 +285,5 @@ impl NoticeStore for EmbeddedStore {
         let (tenant, owner) = (tenant.to_owned(), owner.to_owned());
         self.blocking(move |db| db.trim_notices(&tenant, &owner, keep))
             .await
-    }
-
-    async fn inbox(&self, tenant: &str, owner: &str) -> StoreResult<Inbox> {
-        self.inner.inbox(tenant, owner)
-    }
-
-    async fn put_inbox(&self, inbox: &Inbox) -> StoreResult<bool> {
-        let inbox = inbox.clone();
-        self.blocking(move |db| db.put_inbox(&inbox)).await
     }
 }

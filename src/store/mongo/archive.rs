@@ -23,16 +23,18 @@ use super::bulk::upsert_all;
 use super::graph::stored_role;
 use super::layout::Stored;
 use super::notices::group_of;
+use super::records::{id_range, record_id, stored_of};
 use super::{
     code_of, db_err, group_kind_name, kind_name, role_name, ActionDoc, CommentDoc, MongoStore,
     TOMBSTONE,
 };
 use crate::model::{EdgeKind, FanOut, FanOutState, FeedItem};
 use crate::store::archive::import_notices;
-use crate::store::codes::{EDGE_KIND, GROUP_KIND};
+use crate::store::codes::{EDGE_KIND, GROUP_KIND, RECORD_KIND};
+use crate::store::records::{decode_inbox, SEPARATOR};
 use crate::store::{
-    Archive, EdgeRecordKind, ErrorKind, ItemRecord, JobKind, NoticeJob, Record, StoreError,
-    StoreResult, Unfollow,
+    Archive, EdgeRecordKind, ErrorKind, ItemRecord, JobKind, NoticeJob, Record, RecordKind,
+    StoreError, StoreResult, Unfollow,
 };
 
 /// A stream that runs `open` (a query) only when it is first polled, then
@@ -413,15 +415,23 @@ impl Archive for MongoStore {
             }))
         });
         let inboxes = section(async move {
+            let prefix = match tenant {
+                Some(tenant) => record_id(RecordKind::Inbox, tenant, ""),
+                None => format!("{}{SEPARATOR}", RECORD_KIND.name(RecordKind::Inbox)),
+            };
             let cursor = self
-                .inboxes
-                .find(tenant_filter(tenant))
-                .sort(doc! { "tenant": 1, "owner": 1 })
+                .records
+                .find(id_range(&prefix))
+                .sort(doc! { "_id": 1 })
                 .await
                 .map_err(db_err)?;
             Ok(cursor.map(|found| {
+                let found = found.map_err(db_err)?;
+                let id = found.get_str("_id").unwrap_or_default();
+                let mut parts = id.splitn(3, SEPARATOR).skip(1);
+                let (tenant, owner) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
                 Ok(Record::Inbox {
-                    inbox: found.map_err(db_err)?,
+                    inbox: decode_inbox(&stored_of(&found)?, tenant, owner)?,
                 })
             }))
         });

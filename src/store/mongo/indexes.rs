@@ -99,13 +99,6 @@ impl MongoStore {
             ])
             .await
             .map_err(db_err)?;
-        self.cuts
-            .create_index(index(
-                doc! { "tenant": 1, "reader": 1, "kind": 1, "actor": 1 },
-                unique("cut"),
-            ))
-            .await
-            .map_err(db_err)?;
         self.group_feeds
             .create_indexes([
                 index(doc! { "tenant": 1, "group": 1, "slot": 1 }, unique("slot")),
@@ -133,10 +126,6 @@ impl MongoStore {
             ])
             .await
             .map_err(db_err)?;
-        self.inboxes
-            .create_index(index(doc! { "tenant": 1, "owner": 1 }, unique("inbox")))
-            .await
-            .map_err(db_err)?;
         self.jobs
             .create_indexes([
                 index(doc! { "kind": 1, "tenant": 1, "key": 1 }, unique("job")),
@@ -145,13 +134,6 @@ impl MongoStore {
                     named("job_due"),
                 ),
             ])
-            .await
-            .map_err(db_err)?;
-        self.celebrities
-            .create_index(index(
-                doc! { "tenant": 1, "userId": 1 },
-                unique("celebrity"),
-            ))
             .await
             .map_err(db_err)?;
         // Rivers were once records in `rivers` beside items in the layout;

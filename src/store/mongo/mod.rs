@@ -17,20 +17,18 @@
 //!   kept on the action with `$inc`; `discussions` (one per user and action
 //!   they commented on, at the thread's latest comment);
 //! - `assignments` (a user on a ref); a user's supervisor is a field of `users`;
-//! - `cuts` (where each of a reader's sources begins for them) and
-//!   `celebrities` (actors no longer fanned out), for the feed models;
+//! - `records`: values kept by key under a version (see `records.rs`):
+//!   cuts, celebrities, inboxes and the deployment's own values;
 //! - `group_feeds` (one document per slot of a group's ring) and
 //!   `group_counters` (each group's last post number);
-//! - `notice_groups` (one document per notice group, its members inside),
-//!   `inboxes` (one per user);
+//! - `notice_groups` (one document per notice group, its members inside);
 //! - `jobs`: the job queue (see `jobs.rs`), one document per waiting or
 //!   leased job (an action's fan-out, a comment's bump, a notice job, an
 //!   unfollow's cleanup, which is also the record reads apply until it has
 //!   run);
 //! - `events`: the event log live events cross processes by (see
 //!   `events.rs`), kept a while (TTL);
-//! - `meta`: the deployment's own values, the timeline layout the database
-//!   was written in, whether its entries carry copies of actions, and the
+//! - `meta`: the timeline layout the database was written in, whether its entries carry copies of actions, and the
 //!   versions of layouts migrated on open.
 //!
 //! Three writes are multi-document transactions: an action with its fan-out
@@ -42,7 +40,7 @@
 //!
 //! One file per concern: `graph.rs`, `actions.rs`, `reactions.rs`,
 //! `queues.rs` (fan-out leases, bumps' raises), `jobs.rs` (the job queue),
-//! `timelines.rs` (feeds),
+//! `timelines.rs` (feeds), `records.rs`,
 //! `sources.rs` and `rivers.rs` (what the feed models read and keep),
 //! `cleanups.rs`, `group_feeds.rs`, `notices.rs`, `indexes.rs` and
 //! `archive.rs` (export and import of whole stores); this file holds the
@@ -62,6 +60,7 @@ mod layout;
 mod notices;
 mod queues;
 mod reactions;
+mod records;
 mod rivers;
 mod sources;
 mod timelines;
@@ -83,8 +82,8 @@ use super::codes::{Codes, EDGE_KIND, GROUP_KIND, ROLE};
 use super::{ErrorKind, Store, StoreError, StoreResult};
 use crate::descriptor::Descriptor;
 use crate::model::{
-    Action, Comment, Counts, EdgeKind, FanOut, FanOutState, FeedItem, GroupKind, Inbox,
-    MembershipRole, Millis, ObjectId, Reason, Scope,
+    Action, Comment, Counts, EdgeKind, FanOut, FanOutState, FeedItem, GroupKind, MembershipRole,
+    Millis, ObjectId, Reason, Scope,
 };
 
 pub use layout::{TimelineLayout, DEFAULT_BUCKET_SIZE};
@@ -155,14 +154,11 @@ pub struct MongoStore {
     /// comment.
     discussions: Collection<Document>,
     assignments: Collection<Document>,
-    /// Where each of a reader's sources begins for them.
-    cuts: Collection<Document>,
-    /// Actors no longer fanned out to followers (hybrid).
-    celebrities: Collection<Document>,
-    /// Readers' river records.
+    /// Records by key (see [`records`]).
+    records: Collection<Document>,
     /// Readers' rivers, on `timeline_cache` (the layout reaches them too).
     rivers: layout::RiverCache,
-    /// Small values the deployment keeps about itself.
+    /// The store's own notes: its layout, what it migrated.
     meta: Collection<Document>,
     /// Groups' rings: one document per slot.
     group_feeds: Collection<Document>,
@@ -172,7 +168,6 @@ pub struct MongoStore {
     group_counters: Collection<Document>,
     /// Notice groups, one document each (see [`notices`]).
     notice_groups: Collection<Document>,
-    inboxes: Collection<Inbox>,
     /// The job queue (see [`jobs`]).
     jobs: Collection<jobs::JobDoc>,
     /// Commands sent, by name. A std mutex: the driver calls the handler
@@ -562,13 +557,11 @@ impl MongoStore {
             likes: db.collection("likes"),
             discussions: db.collection("discussions"),
             assignments: db.collection("assignments"),
-            cuts: db.collection("cuts"),
-            celebrities: db.collection("celebrities"),
+            records: db.collection("records"),
             meta: db.collection("meta"),
             group_feeds: db.collection("group_feeds"),
             group_counters: db.collection("group_counters"),
             notice_groups: db.collection("notice_groups"),
-            inboxes: db.collection("inboxes"),
             jobs: db.collection("jobs"),
             event_log: Arc::new(events::MongoEventLog::new(db.collection("events"))),
             db,
@@ -576,6 +569,7 @@ impl MongoStore {
         };
         store.create_indexes().await?;
         store.migrate_jobs().await?;
+        store.migrate_records().await?;
         Ok(store)
     }
 

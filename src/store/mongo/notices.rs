@@ -12,7 +12,7 @@ use mongodb::Collection;
 use serde::Serialize;
 
 use super::{db_err, is_duplicate, read_all, MongoStore};
-use crate::model::{Inbox, Millis, NoticeCounts, NoticeGroup, NoticeRange, ObjectId};
+use crate::model::{Millis, NoticeCounts, NoticeGroup, NoticeRange, ObjectId};
 use crate::store::{NoticeStore, StoreError, StoreResult};
 
 /// A group as stored: its fields, with its id as `_id` (the order pages
@@ -207,19 +207,5 @@ impl NoticeStore for MongoStore {
                 .map_err(db_err)?;
         }
         Ok(ids)
-    }
-
-    async fn inbox(&self, tenant: &str, owner: &str) -> StoreResult<Inbox> {
-        let stored = self
-            .inboxes
-            .find_one(doc! { "tenant": tenant, "owner": owner })
-            .await
-            .map_err(db_err)?;
-        Ok(stored.unwrap_or_else(|| Inbox::new(tenant, owner)))
-    }
-
-    async fn put_inbox(&self, inbox: &Inbox) -> StoreResult<bool> {
-        let filter = doc! { "tenant": &inbox.tenant, "owner": &inbox.owner };
-        put_versioned(&self.inboxes, filter, inbox.version, inbox).await
     }
 }

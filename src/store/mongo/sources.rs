@@ -1,22 +1,20 @@
-//! MongoDB: what the feed models read beside the timelines: edges looked up
-//! for many readers at once, cuts (`cuts`), celebrities (`celebrities`), and
-//! many outbox ranges at once.
+//! MongoDB: what the feed models read beside the timelines: edges and
+//! members looked up for many readers at once, and many outbox ranges at
+//! once.
 
 use async_trait::async_trait;
 use bson::{doc, Document};
 use futures_util::future::try_join_all;
-use mongodb::options::UpdateOptions;
 
 use crate::model::{EdgeKind, Millis, Position, Scope};
-use crate::store::{Cut, FeedRange, Outbox, Posted, SourceStore, StoreResult};
+use crate::store::{FeedRange, Outbox, Posted, SourceStore, StoreResult};
 
 /// How a scope is stored.
 fn scope_name(scope: Scope) -> bson::Bson {
     bson::to_bson(&scope).unwrap_or(bson::Bson::Null)
 }
 
-use super::{code_of, db_err, kind_name, read_all, MongoStore};
-use crate::store::codes::EDGE_KIND;
+use super::{kind_name, read_all, MongoStore};
 
 /// A position as a subdocument. The relevancy is a plain number: the
 /// bounds (`Position::MIN`, `MAX`) lie outside what dates can hold.
@@ -47,126 +45,6 @@ impl SourceStore for MongoStore {
             "tenant": tenant, "kind": kind_name(kind), "from": { "$in": readers }, "to": actor,
         };
         self.strings(&self.edges, filter, "from", usize::MAX).await
-    }
-
-    async fn set_cut(&self, tenant: &str, reader: &str, cut: &Cut) -> StoreResult<()> {
-        let filter = doc! {
-            "tenant": tenant, "reader": reader, "kind": kind_name(cut.kind), "actor": &cut.actor,
-        };
-        // One document per edge: the standing cut at its top, the ranges
-        // ended edges kept in `kept` (one per end).
-        let set = match cut.until {
-            Some(until) => {
-                let range = doc! {
-                    "since": position_doc(cut.since),
-                    "began": position_doc(cut.began),
-                    "until": position_doc(until),
-                };
-                self.cuts
-                    .update_one(
-                        filter.clone(),
-                        doc! { "$pull": { "kept": { "until": position_doc(until) } } },
-                    )
-                    .await
-                    .map_err(db_err)?;
-                doc! { "$push": { "kept": range } }
-            }
-            None => doc! {
-                "$set": { "since": position_doc(cut.since), "began": position_doc(cut.began) },
-                "$unset": { "until": "" },
-            },
-        };
-        self.cuts
-            .update_one(filter, set)
-            .with_options(UpdateOptions::builder().upsert(true).build())
-            .await
-            .map_err(db_err)?;
-        Ok(())
-    }
-
-    async fn clear_cut(
-        &self,
-        tenant: &str,
-        reader: &str,
-        kind: EdgeKind,
-        actor: &str,
-    ) -> StoreResult<()> {
-        let filter =
-            doc! { "tenant": tenant, "reader": reader, "kind": kind_name(kind), "actor": actor };
-        self.cuts.delete_one(filter).await.map_err(db_err)?;
-        Ok(())
-    }
-
-    async fn cuts(&self, tenant: &str, reader: &str) -> StoreResult<Vec<Cut>> {
-        let docs = read_all(self.cuts.find(doc! { "tenant": tenant, "reader": reader })).await?;
-        let range = |kind: EdgeKind, actor: &str, d: &Document| {
-            Some(Cut {
-                kind,
-                actor: actor.to_owned(),
-                since: position_of(d.get_document("since").ok()?)?,
-                began: position_of(d.get_document("began").ok()?)?,
-                until: d.get_document("until").ok().and_then(position_of),
-            })
-        };
-        let mut out = Vec::new();
-        for d in &docs {
-            let kind = code_of(&EDGE_KIND, "cuts", d, "kind")?;
-            let Ok(actor) = d.get_str("actor") else {
-                continue;
-            };
-            // The standing cut (or, written before ranges were kept side by
-            // side, one kept range), then the kept ones.
-            out.extend(range(kind, actor, d));
-            for kept in d.get_array("kept").into_iter().flatten() {
-                if let Some(kept) = kept.as_document() {
-                    out.extend(range(kind, actor, kept));
-                }
-            }
-        }
-        Ok(out)
-    }
-
-    async fn mark_celebrity(&self, tenant: &str, user: &str) -> StoreResult<()> {
-        self.celebrities
-            .update_one(
-                doc! { "tenant": tenant, "userId": user },
-                doc! { "$setOnInsert": { "tenant": tenant, "userId": user } },
-            )
-            .with_options(UpdateOptions::builder().upsert(true).build())
-            .await
-            .map_err(db_err)?;
-        Ok(())
-    }
-
-    async fn celebrities(&self, tenant: &str, users: &[String]) -> StoreResult<Vec<String>> {
-        if users.is_empty() {
-            return Ok(Vec::new());
-        }
-        let filter = doc! { "tenant": tenant, "userId": { "$in": users } };
-        self.strings(&self.celebrities, filter, "userId", usize::MAX)
-            .await
-    }
-
-    async fn meta(&self, key: &str) -> StoreResult<Option<Vec<u8>>> {
-        let found = self
-            .meta
-            .find_one(doc! { "_id": key })
-            .await
-            .map_err(db_err)?;
-        Ok(found.and_then(|d| d.get_binary_generic("value").ok().cloned()))
-    }
-
-    async fn set_meta(&self, key: &str, value: &[u8]) -> StoreResult<()> {
-        let value = bson::Binary {
-            subtype: bson::spec::BinarySubtype::Generic,
-            bytes: value.to_vec(),
-        };
-        self.meta
-            .update_one(doc! { "_id": key }, doc! { "$set": { "value": value } })
-            .with_options(UpdateOptions::builder().upsert(true).build())
-            .await
-            .map_err(db_err)?;
-        Ok(())
     }
 
     async fn members_among(

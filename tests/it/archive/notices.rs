@@ -6,7 +6,7 @@ use riverfeed::model::{
     Action, Inbox, Marker, MarkerFeed, Mute, Notice, NoticeGroup, NoticeRange, NoticeReason,
     ObjectId,
 };
-use riverfeed::store::{JobKind, NoticeJob, NoticeSource, Record, Store, StoreResult};
+use riverfeed::store::{JobKind, NoticeJob, NoticeSource, Record, Records, Store, StoreResult};
 
 use super::{Populated, LEASE, NOW, OTHER, T, WORKER};
 use crate::common::{Backend, TestStore};

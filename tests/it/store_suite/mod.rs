@@ -31,12 +31,14 @@
 //! - [`timelines`]: feed ranges, hides and deletes, bumps, backfills,
 //!   unfollows, tombstones, rivers
 //! - [`notices`]: notice groups, inboxes, notice jobs
+//! - [`records`]: records under their versions
 
 mod actions;
 mod fanout;
 mod graph;
 mod groups;
 mod notices;
+mod records;
 mod timelines;
 
 use anyhow::{ensure, Context, Result};
@@ -140,6 +142,7 @@ store_cases! {
         store_jobs::cancel_removes_waiting_or_leased,
         store_jobs::queued_lists_a_key_prefix,
         fanout::an_action_is_a_fan_out_job,
+        records::records_under_versions,
     ],
     every_layout: [
         fanout::delivery_is_idempotent,

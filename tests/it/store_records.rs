@@ -1,0 +1,112 @@
+//! Records written by an earlier release in collections of their own
+//! (MongoDB; the embedded store's case is in `store::embedded::records`).
+
+use anyhow::{ensure, Context};
+use bson::{doc, oid::ObjectId, Binary, Document};
+use riverfeed::model::{EdgeKind, Inbox, Position};
+use riverfeed::store::{Cut, Records};
+
+use crate::common::{concluded, earlier_database};
+
+const T: &str = "acme";
+
+/// A database written before records (cuts with a kept range, a celebrity,
+/// an inbox, a deployment value, each where that release kept it) opens with
+/// each read as it was, once moved: the earlier collections are gone and
+/// the move is noted.
+#[tokio::test]
+async fn earlier_mongodb_records_are_moved_once() {
+    let Some((url, db)) = earlier_database("records_earlier").await else {
+        return;
+    };
+    let at = |r: i64| Position {
+        relevancy: r,
+        action_id: ObjectId::from_bytes([r as u8; 12]),
+    };
+    let position = |p: Position| doc! { "r": p.relevancy, "id": p.action_id };
+    db.collection::<Document>("cuts")
+        .insert_many([
+            doc! {
+                "tenant": T, "reader": "ann", "kind": "follows", "actor": "bob",
+                "since": position(at(5)), "began": position(at(4)),
+                "kept": [{
+                    "since": position(at(1)), "began": position(at(2)),
+                    "until": position(at(3)),
+                }],
+            },
+            doc! {
+                "tenant": T, "reader": "ann", "kind": "friend", "actor": "cy",
+                "since": position(at(6)), "began": position(at(6)),
+            },
+        ])
+        .await
+        .expect("earlier cuts");
+    db.collection::<Document>("celebrities")
+        .insert_one(doc! { "tenant": T, "userId": "bob" })
+        .await
+        .expect("an earlier celebrity");
+    let mut inbox = Inbox::new(T, "ann");
+    inbox.seen_until = 42;
+    inbox.version = 3;
+    db.collection::<Inbox>("inboxes")
+        .insert_one(&inbox)
+        .await
+        .expect("an earlier inbox");
+    let value = Binary {
+        subtype: bson::spec::BinarySubtype::Generic,
+        bytes: b"push".to_vec(),
+    };
+    db.collection::<Document>("meta")
+        .insert_one(doc! { "_id": "last-model", "value": value })
+        .await
+        .expect("an earlier deployment value");
+
+    let result = async {
+        let store = riverfeed::store::open(&url).await?;
+        let mut cuts = store.cuts(T, "ann").await?;
+        cuts.sort_by_key(|c| (c.actor.clone(), c.until.is_none()));
+        let cut = |kind, actor: &str, since, began, until: Option<i64>| Cut {
+            kind,
+            actor: actor.into(),
+            since: at(since),
+            began: at(began),
+            until: until.map(at),
+        };
+        let expected = [
+            cut(EdgeKind::Follows, "bob", 1, 2, Some(3)),
+            cut(EdgeKind::Follows, "bob", 5, 4, None),
+            cut(EdgeKind::Friend, "cy", 6, 6, None),
+        ];
+        ensure!(cuts == expected, "cuts: {cuts:?}");
+        let users = ["bob".to_owned(), "cy".to_owned()];
+        ensure!(store.celebrities(T, &users).await? == ["bob"]);
+        let read = store.inbox(T, "ann").await?;
+        ensure!((read.seen_until, read.version) == (42, 3), "{read:?}");
+        ensure!(store.meta("last-model").await?.as_deref() == Some(&b"push"[..]));
+        let collections = db.list_collection_names().await?;
+        for earlier in ["cuts", "celebrities", "inboxes"] {
+            ensure!(
+                !collections.iter().any(|c| c == earlier),
+                "{earlier} is gone: {collections:?}"
+            );
+        }
+        let noted = db
+            .collection::<Document>("meta")
+            .find_one(doc! { "_id": "records" })
+            .await?
+            .context("the move is noted")?;
+        ensure!(noted.get_i32("version")? == 1, "{noted}");
+        drop(store);
+        // Opened again, nothing moves twice: the inbox written since stays.
+        let store = riverfeed::store::open(&url).await?;
+        let mut changed = store.inbox(T, "ann").await?;
+        changed.version += 1;
+        ensure!(store.put_inbox(&changed).await?);
+        drop(store);
+        let store = riverfeed::store::open(&url).await?;
+        ensure!(store.inbox(T, "ann").await?.version == 4);
+        Ok(())
+    }
+    .await;
+    concluded(&db, result).await;
+}
