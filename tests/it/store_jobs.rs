@@ -96,6 +96,94 @@ pub async fn expired_leases_are_taken_over(store: &dyn Store) -> Result<()> {
     Ok(())
 }
 
+/// A claim reads on from where earlier claims found nothing live, and
+/// what comes behind that point is still seen: a job queued as of before
+/// the jobs claimed and finished ahead of it, and a lease renewed to end
+/// sooner than it did.
+pub async fn claims_see_what_comes_behind_them(store: &dyn Store) -> Result<()> {
+    for (n, key) in ["a", "b", "c"].into_iter().enumerate() {
+        store
+            .enqueue(&job(JobKind::Notice, T, key, 100 + n as i64))
+            .await?;
+        let done = store.claim(JobKind::Notice, "w1", 1_000, LEASE, 10).await?;
+        ensure!(keys(&done) == [key], "{:?}", keys(&done));
+        store.finish(&done[0]).await?;
+    }
+    ensure!(store
+        .claim(JobKind::Notice, "w1", 1_000, LEASE, 10)
+        .await?
+        .is_empty());
+    store.enqueue(&job(JobKind::Notice, T, "early", 5)).await?;
+    let held = store.claim(JobKind::Notice, "w1", 1_000, LEASE, 10).await?;
+    ensure!(keys(&held) == ["early"], "{:?}", keys(&held));
+    // Renewed at 900, the lease runs to 1_400 rather than 1_500.
+    store.renew(&held[0], 900).await?;
+    ensure!(store
+        .claim(JobKind::Notice, "w2", 1_399, LEASE, 10)
+        .await?
+        .is_empty());
+    let taken = store.claim(JobKind::Notice, "w2", 1_400, LEASE, 10).await?;
+    ensure!(
+        keys(&taken) == ["early"] && taken[0].taken_over,
+        "{:?}",
+        keys(&taken)
+    );
+    Ok(())
+}
+
+/// Jobs queued while a worker claims are all claimed, once each: a claim
+/// never passes over a job it could not see yet.
+pub async fn queued_while_claiming_all_claimed(store: &dyn Store) -> Result<()> {
+    const QUEUES: usize = 4;
+    const EACH: usize = 50;
+    let queued = std::sync::atomic::AtomicBool::new(false);
+    let queue = |q: usize| async move {
+        for n in 0..EACH {
+            let key = format!("{q}-{n}");
+            let at = (n * QUEUES + q) as i64;
+            store.enqueue(&job(JobKind::Notice, T, &key, at)).await?;
+        }
+        anyhow::Ok(())
+    };
+    let queueing = async {
+        let done = futures_util::future::try_join_all((0..QUEUES).map(queue)).await;
+        queued.store(true, std::sync::atomic::Ordering::SeqCst);
+        done
+    };
+    let claiming = async {
+        let mut claimed = std::collections::HashSet::new();
+        loop {
+            // Read before the claim: once every job is queued, a claim that
+            // finds nothing ends the run.
+            let all_queued = queued.load(std::sync::atomic::Ordering::SeqCst);
+            let leases = store.claim(JobKind::Notice, "w1", 1_000, LEASE, 16).await?;
+            for lease in &leases {
+                ensure!(
+                    claimed.insert(lease.job.key.clone()),
+                    "{} twice",
+                    lease.job.key
+                );
+                store.finish(lease).await?;
+            }
+            if leases.is_empty() {
+                if all_queued {
+                    return anyhow::Ok(claimed.len());
+                }
+                tokio::task::yield_now().await;
+            }
+        }
+    };
+    let (queueing, claimed) = tokio::join!(queueing, claiming);
+    queueing?;
+    let claimed = claimed?;
+    ensure!(
+        claimed == QUEUES * EACH,
+        "claimed {claimed} of {}",
+        QUEUES * EACH
+    );
+    Ok(())
+}
+
 /// Once another worker holds a job, the one that lost it can neither renew
 /// nor finish it (`LeaseLost`), nor renew it once the new holder finished
 /// it; finishing a job that is gone changes nothing. A lease that ran out

@@ -165,6 +165,8 @@ pub(crate) struct Inner {
     /// are no cleanups (nearly always), a feed page need not look for the
     /// reader's.
     queued_jobs: [std::sync::atomic::AtomicUsize; 4],
+    /// Where claims start reading the job queue's due index.
+    due_floors: jobs::Floors,
 }
 
 pub(crate) fn db_err(err: rocksdb::Error) -> StoreError {
@@ -223,6 +225,7 @@ impl EmbeddedStore {
             synced,
             unsynced,
             queued_jobs: Default::default(),
+            due_floors: Default::default(),
         };
         inner.index_outboxes()?;
         inner.migrate_jobs()?;
@@ -371,12 +374,16 @@ impl Inner {
 
     /// Writes a batch, synced to disk before it returns.
     pub(crate) fn commit(&self, batch: WriteBatch) -> StoreResult<()> {
-        self.db.write_opt(batch, &self.synced).map_err(db_err)
+        let done = self.db.write_opt(batch, &self.synced).map_err(db_err);
+        self.due_floors.settle(done.is_ok());
+        done
     }
 
     /// Writes a batch whose loss in a crash is repaired by redoing its work.
     pub(crate) fn commit_unsynced(&self, batch: WriteBatch) -> StoreResult<()> {
-        self.db.write_opt(batch, &self.unsynced).map_err(db_err)
+        let done = self.db.write_opt(batch, &self.unsynced).map_err(db_err);
+        self.due_floors.settle(done.is_ok());
+        done
     }
 
     /// Values of every key in `[lower, upper)` of a family, in key order, at

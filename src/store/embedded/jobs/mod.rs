@@ -19,6 +19,9 @@ use crate::store::jobs::{lease_lost, Held, Job, JobBacklog, JobKind, JobStore, L
 use crate::store::StoreResult;
 
 mod earlier;
+mod floors;
+
+pub(super) use floors::Floors;
 
 /// Tags that share the `jobs` family.
 mod tag {
@@ -75,6 +78,11 @@ fn due_key(kind: JobKind, until: Millis, queued: Millis, tenant: &str, key: &str
         .into_vec()
 }
 
+/// The regions of a kind's due index: waiting jobs (`until` is
+/// `Millis::MIN`), then leased ones by the lease's end.
+const WAITING: usize = 0;
+const LEASED: usize = 1;
+
 /// A job as stored: its payload and lease (its kind, tenant and key are
 /// its key's).
 #[derive(Serialize, Deserialize)]
@@ -124,11 +132,14 @@ impl Inner {
             job_key(kind, t, k),
             keys::encode_record(stored)?,
         );
-        batch.put_cf(
-            self.cf(JOBS),
-            due_key(kind, stored.until, stored.queued, t, k),
-            [],
-        );
+        let due = due_key(kind, stored.until, stored.queued, t, k);
+        let region = if stored.until == Millis::MIN {
+            WAITING
+        } else {
+            LEASED
+        };
+        Floors::note(slot(kind) * 2 + region, due.clone());
+        batch.put_cf(self.cf(JOBS), due, []);
         Ok(())
     }
 
@@ -261,23 +272,30 @@ impl Inner {
         // Read without a lock: an idle worker polls, and polling must not
         // queue behind writers. Each one is looked at again under its lock.
         // Only the due entries are read (the index is ordered by the lease's
-        // end), at most `limit`: a claim costs the same however long the
-        // queue.
-        let prefix = Key::tag(tag::DUE).byte(kind_byte(kind)).into_vec();
-        let past_due = Key::tag(tag::DUE)
-            .byte(kind_byte(kind))
-            .num(now.saturating_add(1))
-            .into_vec();
+        // end), at most `limit`, from each region's floor: a claim costs the
+        // same however long the queue and however many jobs were done.
+        let at = |until: Millis| {
+            Key::tag(tag::DUE)
+                .byte(kind_byte(kind))
+                .num(until)
+                .into_vec()
+        };
+        let leased_from = at(Millis::MIN.saturating_add(1));
         let mut due = Vec::new();
-        self.scan(JOBS, &prefix, Some(past_due), limit, |k, _| {
-            let mut r = Reader(&k[prefix.len()..]);
-            r.num()?;
-            r.num()?;
-            let tenant = r.str()?.to_owned();
-            due.push((tenant, r.last()?.to_owned()));
-            Ok(())
-        })?;
+        let mut reads = Vec::with_capacity(2);
+        let regions = [
+            (WAITING, at(Millis::MIN), leased_from.clone()),
+            (LEASED, leased_from, at(now.saturating_add(1))),
+        ];
+        for (region, begin, end) in regions {
+            if due.len() < limit {
+                reads.push(self.read_due(kind, region, begin..end, limit, &mut due)?);
+            }
+        }
         if due.is_empty() {
+            for (read, to) in reads {
+                read.raise(to);
+            }
             return Ok(Vec::new());
         }
         let keys: Vec<Vec<u8>> = due.iter().map(|(t, k)| job_key(kind, t, k)).collect();
@@ -309,7 +327,51 @@ impl Inner {
         }
         // Not synced: a claim lost in a crash is claimed again.
         self.commit_unsynced(batch)?;
+        for (read, to) in reads {
+            read.raise(to);
+        }
         Ok(leases)
+    }
+
+    /// Reads the due entries of one region of `kind`'s index, from its
+    /// floor (within `bounds`) to its end, into `due` (up to `limit` in
+    /// all). Returns the read, and how far it shows nothing else lives: to
+    /// the first entry read, or, if the read came to its end, to the end
+    /// (once what it found is claimed, moved to its lease's end, or found
+    /// gone).
+    fn read_due(
+        &self,
+        kind: JobKind,
+        region: usize,
+        bounds: std::ops::Range<Vec<u8>>,
+        limit: usize,
+        due: &mut Vec<(String, String)>,
+    ) -> StoreResult<(floors::Reading<'_>, Vec<u8>)> {
+        let prefix = Key::tag(tag::DUE).byte(kind_byte(kind)).into_vec();
+        let std::ops::Range { start: begin, end } = bounds;
+        let read = self.due_floors.read(slot(kind) * 2 + region, begin);
+        let before = due.len();
+        let mut first = None;
+        self.scan(
+            JOBS,
+            &read.start,
+            Some(end.clone()),
+            limit - before,
+            |k, _| {
+                first.get_or_insert_with(|| k.to_vec());
+                let mut r = Reader(&k[prefix.len()..]);
+                r.num()?;
+                r.num()?;
+                let tenant = r.str()?.to_owned();
+                due.push((tenant, r.last()?.to_owned()));
+                Ok(())
+            },
+        )?;
+        let read_to = match first {
+            Some(first) if due.len() == limit => first,
+            _ => end,
+        };
+        Ok((read, read_to))
     }
 
     /// The job `lease` names, as stored, if `lease`'s worker holds it;
