@@ -414,6 +414,10 @@ async fn seed_inboxes(bench: &Bench, args: &BenchArgs) -> anyhow::Result<Vec<See
     let rules = &bench.notice_rules;
     let want = args.notice_groups.clamp(1, rules.groups_kept);
     let now = chrono::Utc::now().timestamp_millis();
+    // A spec's notices spread over the hour before `now` on their day, but
+    // never back across midnight (UTC, as the rules' days): a group split
+    // in two there would give a reader more groups than asked for.
+    let spread = HOUR.min(now.rem_euclid(DAY)).max(1);
     let seen_until = now - 2 * HOUR;
     let mut rng = Rng::new(args.seed ^ 0x5eed);
     let mut inboxes = Vec::new();
@@ -426,8 +430,8 @@ async fn seed_inboxes(bench: &Bench, args: &BenchArgs) -> anyhow::Result<Vec<See
     for (r, reader) in readers.iter().enumerate() {
         let mut groups: HashMap<String, NoticeGroup> = HashMap::new();
         let mut spec = 0usize;
-        // Notices of one spec may fall on either side of a midnight: keys
-        // are the rules', so groups come out as the worker would make them.
+        // Keys are the rules', so groups come out as the worker would make
+        // them.
         while groups.len() < want && spec < want * 4 {
             let reason = reasons[spec % 3];
             let of = if reason == NoticeReason::Reply {
@@ -439,7 +443,7 @@ async fn seed_inboxes(bench: &Bench, args: &BenchArgs) -> anyhow::Result<Vec<See
             let day = (spec / (3 * of.len())) as Millis;
             let members = 1 + rng.below(5);
             for m in 0..members {
-                let at = now - day * DAY - rng.between(0, HOUR);
+                let at = now - day * DAY - rng.between(0, spread);
                 let notice = Notice {
                     id: ObjectId::new(),
                     source: format!("bench:{spec}:{m}"),
