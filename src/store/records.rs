@@ -89,7 +89,7 @@ pub trait RecordStore: Send + Sync {
 }
 
 /// The key of `reader`'s cut of the `kind` edge to `actor`.
-fn cut_key(reader: &str, kind: EdgeKind, actor: &str) -> String {
+pub(crate) fn cut_key(reader: &str, kind: EdgeKind, actor: &str) -> String {
     format!(
         "{reader}{SEPARATOR}{}{SEPARATOR}{actor}",
         EDGE_KIND.name(kind)

@@ -14,7 +14,7 @@ use super::keys::{self, graph as tag, Key, Reader};
 use super::{db_err, EmbeddedStore, Inner};
 use crate::model::{Inbox, Position};
 use crate::store::codes::{EDGE_KIND, RECORD_KIND};
-use crate::store::records::{encode_cut, CutRange, SEPARATOR};
+use crate::store::records::{cut_key, encode_cut, CutRange};
 use crate::store::{RecordKind, RecordStore, StoreResult, Stored};
 
 /// The `meta` key of the records version reached.
@@ -136,10 +136,7 @@ impl Inner {
             let code = r.byte()?;
             let actor = r.last()?;
             let kind = EDGE_KIND.read_byte(code, format_args!("graph/cut {tenant}/{reader}"))?;
-            let key = format!(
-                "{reader}{SEPARATOR}{}{SEPARATOR}{actor}",
-                EDGE_KIND.name(kind)
-            );
+            let key = cut_key(reader, kind, actor);
             let body = encode_cut(&earlier_ranges(v)?);
             batch.put_cf(
                 self.cf(RECORDS),

@@ -17,7 +17,7 @@ use super::sources::position_of;
 use super::{code_of, db_err, is_duplicate, read_all, MongoStore};
 use crate::model::Inbox;
 use crate::store::codes::{EDGE_KIND, RECORD_KIND};
-use crate::store::records::{encode_cut, encode_inbox, CutRange, SEPARATOR};
+use crate::store::records::{cut_key, encode_cut, encode_inbox, CutRange, SEPARATOR};
 use crate::store::{RecordKind, RecordStore, StoreError, StoreResult, Stored};
 
 /// The `meta` document noting the records version reached.
@@ -254,10 +254,7 @@ impl MongoStore {
             for kept in d.get_array("kept").into_iter().flatten() {
                 ranges.extend(kept.as_document().and_then(range));
             }
-            let key = format!(
-                "{reader}{SEPARATOR}{}{SEPARATOR}{actor}",
-                EDGE_KIND.name(kind)
-            );
+            let key = cut_key(reader, kind, actor);
             self.keep(
                 record_id(RecordKind::Cut, tenant, &key),
                 1,
