@@ -201,6 +201,7 @@ impl ActionNode {
             tenant: self.action.tenant.clone(),
             id: self.action.id,
             state: self.action.fan_out.state,
+            lease: tokio::sync::OnceCell::new(),
         }
     }
 
@@ -317,25 +318,36 @@ pub struct FanOutNode {
     tenant: String,
     id: ObjectId,
     state: FanOutState,
+    /// The job's lease, once read.
+    lease: tokio::sync::OnceCell<Option<Held>>,
 }
 
 impl FanOutNode {
     /// The lease of the fan-out's job, while a worker holds one: read only
-    /// when asked for (the state is the action's own).
+    /// when asked for (the state is the action's own), and once for both
+    /// fields that show it.
     async fn lease(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<Held>> {
         if self.state == FanOutState::Done {
             return Ok(None);
         }
-        let key = self.id.to_hex();
-        let queued = state(ctx)?
-            .store
-            .queued(JobKind::FanOut, &self.tenant, &key)
-            .await
-            .api()?;
-        Ok(queued
-            .into_iter()
-            .find(|q| q.job.key == key)
-            .and_then(|q| q.held))
+        let held = self
+            .lease
+            .get_or_try_init::<async_graphql::Error, _, _>(|| async {
+                let key = self.id.to_hex();
+                let queued = state(ctx)?
+                    .store
+                    .queued(JobKind::FanOut, &self.tenant, &key)
+                    .await
+                    .api()?;
+                async_graphql::Result::Ok(
+                    queued
+                        .into_iter()
+                        .find(|q| q.job.key == key)
+                        .and_then(|q| q.held),
+                )
+            })
+            .await?;
+        Ok(held.clone())
     }
 }
 

@@ -86,14 +86,11 @@ impl RecordStore for MongoStore {
         let ids: Vec<String> = keys.iter().map(|k| record_id(kind, tenant, k)).collect();
         let found: Vec<Document> =
             read_all(self.records.find(doc! { "_id": { "$in": &ids } })).await?;
-        let mut out = vec![None; ids.len()];
+        let mut by_id = std::collections::HashMap::with_capacity(found.len());
         for d in &found {
-            let id = d.get_str("_id").unwrap_or_default();
-            if let Some(at) = ids.iter().position(|i| i == id) {
-                out[at] = Some(stored_of(d)?);
-            }
+            by_id.insert(d.get_str("_id").unwrap_or_default(), stored_of(d)?);
         }
-        Ok(out)
+        Ok(ids.iter().map(|id| by_id.remove(id.as_str())).collect())
     }
 
     async fn records_under(
