@@ -27,6 +27,7 @@ use crate::model::{
     Scope, User,
 };
 use crate::relevancy::BumpRules;
+use crate::store::Graph;
 use crate::store::{JoinOutcome, NoticeJob, NoticeSource, Store, StoreError, StoreResult};
 use crate::timeline::FeedModel;
 

@@ -20,6 +20,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::model::{Action, BumpRule, Comment, GroupKind, Millis};
+use crate::store::Graph;
 use crate::store::{Direction, Store, StoreResult};
 
 const MINUTE: Millis = 60_000;

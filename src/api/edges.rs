@@ -10,6 +10,7 @@ use super::global_id::{opt_user_id_arg, user_id_arg};
 use super::{acting_user, require_users, state, viewer};
 use crate::model::limits::check_id;
 use crate::model::EdgeKind;
+use crate::store::Graph;
 use crate::store::Records;
 use crate::store::Unfollow;
 use crate::timeline::{follow, unfollow};

@@ -22,7 +22,7 @@ use super::types::{
 use super::{state, Viewer};
 use crate::model::limits::{check_id, page_size};
 use crate::model::{Action, Millis, ObjectId, Position, Stamp};
-use crate::store::FeedRange;
+use crate::store::{FeedRange, Outbox};
 use crate::timeline::home;
 use crate::timeline::read::MAX_ROUNDS;
 
@@ -265,7 +265,11 @@ pub async fn ranked(
             from_oldest: false,
         };
         let mut positions = match source {
-            Ranked::Actor(actor) => store.outbox(&viewer.tenant, actor, range).await,
+            Ranked::Actor(actor) => {
+                let read = [(Outbox::Actor(actor.to_string()), range)];
+                let found = store.outboxes(&viewer.tenant, &read).await;
+                found.map(|mut found| found.remove(0).into_iter().map(|p| p.position).collect())
+            }
             Ranked::Discussions => store.discussions(&viewer.tenant, &viewer.user, range).await,
             Ranked::Group(group) => {
                 let size = state(ctx)?.group_feed_size;

@@ -9,6 +9,7 @@ use super::global_id::opt_user_id_arg;
 use super::{acting_user, require_service, state, viewer};
 use crate::model::limits::check_id;
 use crate::model::{EdgeKind, Group, GroupKind, Membership, MembershipRole};
+use crate::store::Graph;
 use crate::store::{JoinOutcome, Unfollow};
 use crate::timeline::sources::GroupSource;
 use crate::timeline::{groups, unfollow};

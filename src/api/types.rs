@@ -19,6 +19,7 @@ use crate::model::{
     Action, BumpRule, Comment, EdgeKind, FanOutState, FeedItem, Membership, Millis, ObjectId,
     ReasonKind, Scope, Stamp, User,
 };
+use crate::store::Graph;
 use crate::store::{Direction, Held, JobKind};
 
 pub fn datetime(ms: Millis) -> DateTime<Utc> {

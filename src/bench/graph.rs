@@ -7,6 +7,7 @@ use serde_json::{json, Value};
 use super::stats::{Rng, Zipf};
 use super::{Bench, TENANT};
 use crate::model::EdgeKind;
+use crate::store::Graph as _;
 
 /// Edges written per bulk call (one store transaction when embedded).
 const EDGE_CHUNK: usize = 50_000;

@@ -37,15 +37,16 @@ use async_trait::async_trait;
 use futures_util::stream::{self, BoxStream, TryStreamExt};
 use serde::{Deserialize, Serialize};
 
+use super::relations::membership_of;
 use super::{
     BumpJob, ErrorKind, FanOutJob, JobStore, NoticeJob, NoticeSource, NoticeStore, StoreError,
     StoreResult, Unfollow,
 };
-use super::{RecordStore, Records};
+use super::{RecordStore, Records, Relation};
 use crate::model::limits::{check_id, InputError};
 use crate::model::{
-    Action, Comment, FanOutState, FeedItem, GroupKind, Inbox, MembershipRole, Millis, NoticeGroup,
-    ObjectId, Reason,
+    Action, Comment, EdgeKind, FanOutState, FeedItem, GroupKind, Inbox, MembershipRole, Millis,
+    NoticeGroup, ObjectId, Reason,
 };
 
 /// Which kind of edge a record holds.
@@ -386,6 +387,51 @@ where
             store.enqueue(&bump.to_job()?).await.map(|_| ())
         })
         .await
+}
+
+/// The record that carries one relation as a backend keeps it (from its
+/// outgoing side); `None` for the second side of a friendship, which the
+/// first one carries.
+pub fn relation_record(
+    relation: Relation,
+    tenant: String,
+    from: String,
+    to: String,
+    attrs: &[u8],
+) -> StoreResult<Option<Record>> {
+    let edge = |kind| Record::Edge {
+        tenant: tenant.clone(),
+        kind,
+        from: from.clone(),
+        to: to.clone(),
+    };
+    Ok(Some(match relation {
+        Relation::Edge(EdgeKind::Follows) => edge(EdgeRecordKind::Follows),
+        Relation::Edge(EdgeKind::Friend) if from < to => edge(EdgeRecordKind::Friend),
+        Relation::Edge(EdgeKind::Friend) => return Ok(None),
+        Relation::Edge(EdgeKind::Group) => edge(EdgeRecordKind::Group),
+        Relation::Member => {
+            let membership = membership_of(&tenant, &from, &to, attrs)?;
+            Record::Membership {
+                tenant,
+                group: to,
+                group_kind: membership.kind,
+                user: from,
+                role: membership.role,
+                since: membership.since,
+            }
+        }
+        Relation::Assigned => Record::Assignment {
+            tenant,
+            user: from,
+            ref_id: to,
+        },
+        Relation::ReportsTo => Record::Supervisor {
+            tenant,
+            user: from,
+            supervisor: to,
+        },
+    }))
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]

@@ -11,8 +11,8 @@
 
 use std::fmt::{Debug, Display};
 
-use super::RecordKind;
 use super::{Ended, StoreError, StoreResult};
+use super::{RecordKind, Relation};
 use crate::model::{BumpRule, EdgeKind, GroupKind, MembershipRole, ReasonKind};
 
 /// The stored codes of one enum.
@@ -102,6 +102,20 @@ pub const RECORD_KIND: Codes<RecordKind> = Codes {
         (RecordKind::Cut, 1, "cut"),
         (RecordKind::Celebrity, 2, "celebrity"),
         (RecordKind::Inbox, 3, "inbox"),
+        (RecordKind::Group, 4, "group"),
+    ],
+};
+
+/// What a relation says.
+pub const RELATION: Codes<Relation> = Codes {
+    what: "relation",
+    rows: &[
+        (Relation::Edge(EdgeKind::Follows), 0, "follows"),
+        (Relation::Edge(EdgeKind::Friend), 1, "friend"),
+        (Relation::Edge(EdgeKind::Group), 2, "followsGroup"),
+        (Relation::Member, 3, "member"),
+        (Relation::Assigned, 4, "assigned"),
+        (Relation::ReportsTo, 5, "reportsTo"),
     ],
 };
 
@@ -176,6 +190,7 @@ mod tests {
         holds(&GROUP_KIND, &[GroupKind::Team, GroupKind::Department]);
         holds(&ROLE, &[MembershipRole::Member, MembershipRole::Lead]);
         holds(&RECORD_KIND, &crate::store::RecordKind::ALL);
+        holds(&RELATION, &Relation::ALL);
         holds(
             &EDGE_KIND,
             &[EdgeKind::Follows, EdgeKind::Friend, EdgeKind::Group],

@@ -40,8 +40,9 @@ use futures_util::stream::BoxStream;
 use prometheus_client::metrics::histogram::Histogram;
 
 use super::{
-    ActionStore, Archive, GraphStore, GroupFeedStore, JobStore, NoticeStore, QueueStore,
-    ReactionStore, Record, RecordStore, RiverStore, SourceStore, Store, StoreResult, TimelineStore,
+    ActionStore, Archive, GroupFeedStore, JobStore, NoticeStore, QueueStore, ReactionStore, Record,
+    RecordStore, RelationStore, RiverStore, SourceStore, Store, StoreResult, TimelineStore,
+    UserStore,
 };
 use crate::metrics::Metrics;
 
@@ -170,7 +171,8 @@ macro_rules! ports {
 
 ports!(
     Store,
-    GraphStore,
+    UserStore,
+    RelationStore,
     ActionStore,
     ReactionStore,
     QueueStore,

@@ -1,6 +1,6 @@
 //! The storage port: one object-safe trait, used as `Arc<dyn Store>`, that every
 //! backend implements and the API and the fan-out worker are written against.
-//! It is the sum of one trait per concern ([`GraphStore`], [`ActionStore`],
+//! It is the sum of one trait per concern ([`RelationStore`], [`ActionStore`],
 //! [`ReactionStore`], [`QueueStore`], [`TimelineStore`], [`NoticeStore`], …); bring
 //! [`prelude`] into scope to call them.
 //!
@@ -25,6 +25,7 @@ pub mod metered;
 pub mod mongo;
 pub mod notices;
 pub mod records;
+pub mod relations;
 mod sources;
 
 use std::sync::Arc;
@@ -38,19 +39,21 @@ pub use jobs::{Held, Job, JobBacklog, JobKind, JobStore, Lease, Queued};
 use metered::port;
 pub use notices::{NoticeJob, NoticeSource, NoticeStore};
 pub use records::{RecordKind, RecordStore, Records, Stored};
+pub use relations::{Change, Graph, Related, Relation, RelationStore, UserStore};
 pub use sources::{Cut, Outbox, Posted, River, RiverStore, SourceStore, DEFAULT_RIVER_SIZE};
 
 /// The concern traits, for calling a store's methods.
 pub mod prelude {
     pub use super::{
-        ActionStore, GraphStore, GroupFeedStore, JobStore, NoticeStore, QueueStore, ReactionStore,
-        RecordStore, Records, RiverStore, SourceStore, Store, TimelineStore,
+        ActionStore, Graph, GroupFeedStore, JobStore, NoticeStore, QueueStore, ReactionStore,
+        RecordStore, Records, RelationStore, RiverStore, SourceStore, Store, TimelineStore,
+        UserStore,
     };
 }
 
 use crate::model::{
-    Action, Comment, Counts, EdgeKind, FeedItem, Group, Membership, MembershipRole, Millis,
-    ObjectId, Position, Reason, ReasonKind, Scope, Stamp, User,
+    Action, Comment, Counts, EdgeKind, FeedItem, Group, Membership, Millis, ObjectId, Position,
+    Reason, ReasonKind, Scope, Stamp,
 };
 
 /// Which way to follow an edge.
@@ -361,7 +364,8 @@ port! {
 /// to one tenant, except the fan-out claim, which serves all tenants. Export
 /// and import of whole stores are their own concern, in [`Archive`].
 pub trait Store:
-    GraphStore
+    UserStore
+    + RelationStore
     + ActionStore
     + ReactionStore
     + QueueStore
@@ -415,98 +419,6 @@ pub struct Footprint {
 }
 
 port! {
-/// Users and how they relate: follows and friendships, groups, assignments
-/// to refs, supervisors.
-pub trait GraphStore: Send + Sync {
-    /// Creates or replaces a user's display profile.
-    async fn upsert_user(&self, tenant: &str, user: &User) -> StoreResult<()>;
-    /// Records that a user exists, keeping any profile it already has.
-    async fn ensure_user(&self, tenant: &str, id: &str) -> StoreResult<()>;
-    /// The users that exist among `ids`, in no particular order.
-    async fn get_users(&self, tenant: &str, ids: &[String]) -> StoreResult<Vec<User>>;
-
-    /// Adds (`on`) or removes an edge; a friendship is stored both ways.
-    /// Returns whether anything changed.
-    async fn set_edge(
-        &self,
-        tenant: &str,
-        kind: EdgeKind,
-        from: &str,
-        to: &str,
-        on: bool,
-    ) -> StoreResult<bool>;
-    /// Neighbours of `user` along `kind` edges, ordered by id, after `after`.
-    async fn edges(
-        &self,
-        tenant: &str,
-        kind: EdgeKind,
-        direction: Direction,
-        user: &str,
-        after: Option<&str>,
-        limit: usize,
-    ) -> StoreResult<Vec<String>>;
-    /// Adds a user to a group, creating the group on first join. A new
-    /// membership begins at `since`; a member's keeps its start and takes
-    /// the new role.
-    async fn join_group(
-        &self,
-        tenant: &str,
-        group: &Group,
-        user: &str,
-        role: MembershipRole,
-        since: Millis,
-    ) -> StoreResult<JoinOutcome>;
-    /// Returns whether the user was a member.
-    async fn leave_group(&self, tenant: &str, group_id: &str, user: &str) -> StoreResult<bool>;
-    /// Members of a group, ordered by id, after `after`.
-    async fn group_members(
-        &self,
-        tenant: &str,
-        group_id: &str,
-        after: Option<&str>,
-        limit: usize,
-    ) -> StoreResult<Vec<String>>;
-    /// The groups a user belongs to.
-    async fn memberships(&self, tenant: &str, user: &str) -> StoreResult<Vec<Membership>>;
-
-    /// Assigns (`on`) or unassigns `user` to `ref_id` (a recruiter to an
-    /// applicant…). Returns whether anything changed.
-    async fn set_assignment(
-        &self,
-        tenant: &str,
-        user: &str,
-        ref_id: &str,
-        on: bool,
-    ) -> StoreResult<bool>;
-    /// Along assignments, for each of `ids`: `Out`, the refs each user is
-    /// assigned to; `In`, the users assigned to each ref. As `(id, other)`
-    /// pairs, ordered by both. One round trip.
-    async fn assignment(
-        &self,
-        tenant: &str,
-        direction: Direction,
-        ids: &[String],
-    ) -> StoreResult<Vec<(String, String)>>;
-    /// Sets (or, with `None`, clears) `user`'s supervisor.
-    async fn set_supervisor(
-        &self,
-        tenant: &str,
-        user: &str,
-        supervisor: Option<&str>,
-    ) -> StoreResult<()>;
-    /// Along supervision, as [`GraphStore::edges`] along edges: `Out`,
-    /// `user`'s supervisor (none or one); `In`, the users `user`
-    /// supervises, ordered by id.
-    async fn supervision(
-        &self,
-        tenant: &str,
-        direction: Direction,
-        user: &str,
-    ) -> StoreResult<Vec<String>>;
-}
-}
-
-port! {
 /// Actions, stored once: their records, scopes and the slices by ref.
 pub trait ActionStore: Send + Sync {
     /// Stores a new action (its fan-out `Pending`) and notes its actor as a user.
@@ -539,17 +451,6 @@ pub trait ActionStore: Send + Sync {
         before: Option<ObjectId>,
         limit: usize,
     ) -> StoreResult<Vec<ObjectId>>;
-
-    /// A range of `actor`'s actions (their outbox), newest first by when they
-    /// happened: each as its position, `conducted` then id. Hidden actions are
-    /// in it (their actor still sees them); who else may see an action is the
-    /// caller's to check. One round trip.
-    async fn outbox(
-        &self,
-        tenant: &str,
-        actor: &str,
-        range: FeedRange,
-    ) -> StoreResult<Vec<Position>>;
 
     /// Up to `limit` actions, across tenants, whose expiry (their own
     /// `expires_at`, or `item_ttl` after `conducted`) lies at or before

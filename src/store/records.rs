@@ -7,6 +7,8 @@
 //!   and the ranges ended edges kept (`<reader> <kind> <actor>`);
 //! - **celebrities**: actors no longer fanned out to followers (`<user>`);
 //! - **inboxes**: a user's notification state (`<owner>`);
+//! - **groups**: a group's kind (`<group>`), read and set by
+//!   [`Graph::join_group`](super::Graph::join_group);
 //! - **meta**: small values the deployment keeps about itself (the feed
 //!   model it last ran…), outside any tenant.
 //!
@@ -32,14 +34,17 @@ pub enum RecordKind {
     Celebrity,
     /// A user's inbox.
     Inbox,
+    /// A group's kind, given by its first join (`<group>`).
+    Group,
 }
 
 impl RecordKind {
-    pub const ALL: [RecordKind; 4] = [
+    pub const ALL: [RecordKind; 5] = [
         RecordKind::Meta,
         RecordKind::Cut,
         RecordKind::Celebrity,
         RecordKind::Inbox,
+        RecordKind::Group,
     ];
 }
 

@@ -63,25 +63,8 @@ pub struct River {
 }
 
 port! {
-/// The graph as the pull side of the models reads it.
+/// Outboxes as the pull side of the models reads them.
 pub trait SourceStore: Send + Sync {
-    /// Which of `readers` have a `kind` edge to `actor` (follow it, or are
-    /// its friends). One round trip.
-    async fn edges_among(
-        &self,
-        tenant: &str,
-        kind: EdgeKind,
-        readers: &[String],
-        actor: &str,
-    ) -> StoreResult<Vec<String>>;
-    /// Which of `users` are members of `group_id`, each with when their
-    /// membership began. One round trip.
-    async fn members_among(
-        &self,
-        tenant: &str,
-        group_id: &str,
-        users: &[String],
-    ) -> StoreResult<Vec<(String, Millis)>>;
     /// Several outbox ranges at once, one answer per read in order: what a
     /// pulled page reads. Backends that can read them in one step do.
     async fn outboxes(

@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 
 use crate::model::{Action, Millis, Scope};
+use crate::store::Graph;
 use crate::store::{Store, StoreResult};
 
 /// When a read happens, and how long actions live: what expiry is judged

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use crate::events::{FeedEventKind, Hub, Signal};
 use crate::model::{Action, EdgeKind, FeedItem, Reason, ReasonKind, Scope};
+use crate::store::Graph;
 use crate::store::{Direction, Store, StoreResult};
 
 use super::sources::{Followed, Source, Sources};

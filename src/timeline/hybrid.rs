@@ -9,6 +9,7 @@ use super::feed_model::{FeedModel, FeedStrategy};
 use super::read::Plan;
 use super::sources;
 use crate::model::{Action, EdgeKind, Millis, Position, Scope};
+use crate::store::Graph;
 use crate::store::Records;
 use crate::store::{Direction, Store, StoreResult};
 

@@ -9,6 +9,7 @@ use crate::model::{
     Action, EdgeKind, FeedItem, GroupKind, Membership, ObjectId, Position, Reason, ReasonKind,
     Scope,
 };
+use crate::store::Graph;
 use crate::store::Records;
 use crate::store::{Cut, Direction, FeedRange, Outbox, Store, StoreResult};
 

@@ -12,6 +12,7 @@ use riverfeed::model::{
     ReasonKind, Stamp,
 };
 use riverfeed::relevancy::BumpRules;
+use riverfeed::store::Graph;
 use riverfeed::store::{FeedRange, JobKind, Store};
 use riverfeed::timeline::{FeedModel, FeedModelKind};
 use tokio::sync::Notify;

@@ -1,10 +1,11 @@
-//! Records written by an earlier release in collections of their own
-//! (MongoDB; the embedded store's case is in `store::embedded::records`).
+//! Records and relations written by an earlier release in collections of
+//! their own (MongoDB; the embedded store's cases are in
+//! `store::embedded::records` and `store::embedded::relations`).
 
 use anyhow::{ensure, Context};
 use bson::{doc, oid::ObjectId, Binary, Document};
-use riverfeed::model::{EdgeKind, Inbox, Position};
-use riverfeed::store::{Cut, Records};
+use riverfeed::model::{EdgeKind, Group, GroupKind, Inbox, Membership, MembershipRole, Position};
+use riverfeed::store::{Cut, Direction, Graph, JoinOutcome, Records};
 
 use crate::common::{concluded, earlier_database};
 
@@ -105,6 +106,117 @@ async fn earlier_mongodb_records_are_moved_once() {
         drop(store);
         let store = riverfeed::store::open(&url).await?;
         ensure!(store.inbox(T, "ann").await?.version == 4);
+        Ok(())
+    }
+    .await;
+    concluded(&db, result).await;
+}
+
+/// A database written before relations (follows, a friendship stored both
+/// ways, a group follow, a membership with its role and start, an
+/// assignment, a supervisor on the user's document, a group's kind in
+/// `groups`) opens with the graph read as it was: both ends of each
+/// relation, memberships whole, the group's kind kept (a join of the other
+/// kind is refused). The earlier collections are gone and the move noted.
+#[tokio::test]
+async fn earlier_mongodb_relations_are_moved_once() {
+    let Some((url, db)) = earlier_database("relations_earlier").await else {
+        return;
+    };
+    let edge = |kind: &str, from: &str, to: &str| {
+        doc! { "tenant": T, "kind": kind, "from": from, "to": to }
+    };
+    db.collection::<Document>("edges")
+        .insert_many([
+            edge("follows", "ann", "bob"),
+            edge("friend", "ann", "cy"),
+            edge("friend", "cy", "ann"),
+            edge("followsGroup", "ann", "news"),
+        ])
+        .await
+        .expect("earlier edges");
+    db.collection::<Document>("groups")
+        .insert_one(doc! { "tenant": T, "groupId": "eng", "kind": "TEAM" })
+        .await
+        .expect("an earlier group");
+    db.collection::<Document>("memberships")
+        .insert_one(doc! {
+            "tenant": T, "groupId": "eng", "userId": "ann",
+            "kind": "TEAM", "role": "LEAD", "since": 7_i64,
+        })
+        .await
+        .expect("an earlier membership");
+    db.collection::<Document>("assignments")
+        .insert_one(doc! { "tenant": T, "userId": "bob", "refId": "applicant-1" })
+        .await
+        .expect("an earlier assignment");
+    db.collection::<Document>("users")
+        .insert_many([
+            doc! { "tenant": T, "userId": "ann", "name": "Ann" },
+            doc! { "tenant": T, "userId": "bob", "name": null, "supervisorId": "ann" },
+        ])
+        .await
+        .expect("earlier users");
+
+    let result = async {
+        for _ in 0..2 {
+            let store = riverfeed::store::open(&url).await?;
+            let (out, into) = (Direction::Out, Direction::In);
+            let edges = |kind, direction, user: &'static str| {
+                let store = store.clone();
+                async move { store.edges(T, kind, direction, user, None, 10).await }
+            };
+            ensure!(edges(EdgeKind::Follows, into, "bob").await? == ["ann"]);
+            ensure!(edges(EdgeKind::Friend, out, "cy").await? == ["ann"]);
+            ensure!(edges(EdgeKind::Friend, out, "ann").await? == ["cy"]);
+            ensure!(edges(EdgeKind::Group, into, "news").await? == ["ann"]);
+            let memberships = store.memberships(T, "ann").await?;
+            let expected = Membership {
+                group_id: "eng".into(),
+                kind: GroupKind::Team,
+                role: MembershipRole::Lead,
+                since: 7,
+            };
+            ensure!(memberships == [expected], "{memberships:?}");
+            let department = Group {
+                id: "eng".into(),
+                kind: GroupKind::Department,
+            };
+            let joined = store
+                .join_group(T, &department, "bob", MembershipRole::Member, 9)
+                .await?;
+            ensure!(
+                matches!(
+                    joined,
+                    JoinOutcome::KindMismatch(Group {
+                        kind: GroupKind::Team,
+                        ..
+                    })
+                ),
+                "{joined:?}"
+            );
+            let assigned = store
+                .assignment(T, into, &["applicant-1".to_owned()])
+                .await?;
+            ensure!(assigned == [("applicant-1".into(), "bob".into())]);
+            ensure!(store.supervision(T, out, "bob").await? == ["ann"]);
+            ensure!(store.supervision(T, into, "ann").await? == ["bob"]);
+            let users = store.get_users(T, &["ann".to_owned()]).await?;
+            ensure!(users[0].name.as_deref() == Some("Ann"), "{users:?}");
+            let collections = db.list_collection_names().await?;
+            for earlier in ["edges", "memberships", "assignments", "groups"] {
+                ensure!(
+                    !collections.iter().any(|c| c == earlier),
+                    "{earlier} is gone: {collections:?}"
+                );
+            }
+        }
+        let noted = db
+            .collection::<Document>("meta")
+            .find_one(doc! { "_id": "relations" })
+            .await?
+            .context("the move is noted")?;
+        ensure!(noted.get_i32("version")? == 1, "{noted}");
         Ok(())
     }
     .await;

@@ -2,10 +2,11 @@
 //! (planted with a raw write, as corruption or a newer release would leave
 //! it) fails its read with an error naming the record and the code, never
 //! reads as some default. (The embedded store's case plants raw RocksDB
-//! values, from inside the crate: `store::embedded::graph`'s tests.)
+//! values, from inside the crate: `store::embedded::users`'s tests.)
 
 use futures_util::TryStreamExt;
-use mongodb::bson::{doc, oid::ObjectId, Document};
+use mongodb::bson::spec::BinarySubtype;
+use mongodb::bson::{doc, oid::ObjectId, Binary, Document};
 use riverfeed::model::{Group, GroupKind, MembershipRole};
 use riverfeed::store::mongo::MongoStore;
 use riverfeed::store::prelude::*;
@@ -31,11 +32,15 @@ async fn mongodb_unknown_codes_are_corrupt_records_named_with_their_code() {
         .await
         .expect("joins");
     let db = store.database().clone();
-    let membership = ObjectId::new();
-    db.collection::<Document>("memberships")
+    // A membership of a group kind no release wrote (code 9).
+    let attrs = Binary {
+        subtype: BinarySubtype::Generic,
+        bytes: vec![9, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+    };
+    db.collection::<Document>("relations")
         .insert_one(doc! {
-            "_id": membership, "tenant": "acme", "groupId": "g2", "userId": "bob",
-            "kind": "SQUAD", "role": "MEMBER", "since": 0_i64,
+            "_id": "member\u{1f}acme\u{1f}bob\u{1f}g2",
+            "t": "acme", "r": "member", "f": "bob", "o": "g2", "a": attrs,
         })
         .await
         .expect("planted");
@@ -50,12 +55,7 @@ async fn mongodb_unknown_codes_are_corrupt_records_named_with_their_code() {
 
     let err = store.memberships("acme", "bob").await.unwrap_err();
     assert_eq!(err.kind, ErrorKind::Internal);
-    for named in [
-        "memberships",
-        &membership.to_hex(),
-        "group kind",
-        "\"SQUAD\"",
-    ] {
+    for named in ["membership acme/bob/g2", "group kind code 9"] {
         assert!(err.message.contains(named), "{named} in: {}", err.message);
     }
     let err = riverfeed::timeline::unfollow::pending(&store, "acme", "alice")
@@ -71,7 +71,7 @@ async fn mongodb_unknown_codes_are_corrupt_records_named_with_their_code() {
         .await
         .unwrap_err();
     assert!(
-        err.message.contains(&membership.to_hex()),
+        err.message.contains("membership acme/bob/g2"),
         "{}",
         err.message
     );

@@ -15,20 +15,19 @@ use tokio::sync::mpsc;
 
 use super::actions::{action_lock, comment_key, like_key};
 use super::families::{ACTIONS, GRAPH, ITEMS, REACTIONS, RECORDS};
-use super::graph::{
-    decode_member_of, edge_codes, edge_key, ensure_user_in, group_kind_code, member_key,
-    member_of_key, member_of_value, member_value, user_key, user_name, user_value, EDGE_FOLLOWS_IN,
-    EDGE_FOLLOWS_OUT, EDGE_FRIEND, EDGE_GROUP_IN, EDGE_GROUP_OUT,
-};
 use super::keys::{self, graph as tag, reaction, ItemState, Key, Reader};
+use super::relations::{delete_relation, put_relation};
+use super::users::{ensure_user_in, user_key, user_name, user_value};
 use super::{records, EmbeddedStore, Inner};
 use crate::model::{Action, EdgeKind, FanOut, FanOutState, ObjectId, Reason, ReasonKind};
 use crate::store::archive::import_notices;
-use crate::store::codes::RECORD_KIND;
+use crate::store::archive::relation_record;
+use crate::store::codes::{GROUP_KIND, RECORD_KIND, RELATION};
 use crate::store::records::decode_inbox;
+use crate::store::relations::membership_attrs;
 use crate::store::{
     Archive, EdgeRecordKind, ErrorKind, ItemRecord, JobKind, NoticeJob, Record, RecordKind,
-    StoreError, StoreResult, Unfollow,
+    Relation, StoreError, StoreResult, Unfollow,
 };
 
 /// Records in flight between the reading thread and the consumer.
@@ -77,76 +76,26 @@ impl Inner {
             let name = user_name(v, format_args!("graph/user {tenant}/{id}"))?;
             emit(Record::User { tenant, id, name })
         })?;
-        each(self, GRAPH, Some(tag::EDGE), &mut |r, _| {
-            let tenant = r.str()?.to_owned();
-            let code = r.byte()?;
-            let (user, other) = (r.str()?.to_owned(), r.last()?.to_owned());
-            match code {
-                EDGE_FOLLOWS_OUT => emit(Record::Edge {
-                    tenant,
-                    kind: EdgeRecordKind::Follows,
-                    from: user,
-                    to: other,
-                }),
-                EDGE_FRIEND if user < other => emit(Record::Edge {
-                    tenant,
-                    kind: EdgeRecordKind::Friend,
-                    from: user,
-                    to: other,
-                }),
-                EDGE_GROUP_OUT => emit(Record::Edge {
-                    tenant,
-                    kind: EdgeRecordKind::Group,
-                    from: user,
-                    to: other,
-                }),
-                // The other side of an edge listed by its outgoing one.
-                EDGE_FRIEND | EDGE_FOLLOWS_IN | EDGE_GROUP_IN => Ok(()),
-                code => Err(StoreError::corrupt(
-                    format_args!("graph/edge {tenant}/{user}/{other}"),
-                    format_args!("unknown edge code {code}"),
-                )),
+        for relation in Relation::ALL {
+            let prefix = Key::tag(tag::RELATION_OUT).byte(RELATION.byte(relation));
+            let prefix = match tenant {
+                Some(tenant) => prefix.str(tenant),
+                None => prefix,
             }
-        })?;
-        each(self, GRAPH, Some(tag::MEMBER_OF), &mut |r, v| {
-            let (tenant, user, group) = (
-                r.str()?.to_owned(),
-                r.str()?.to_owned(),
-                r.last()?.to_owned(),
-            );
-            let record = format_args!("graph/member-of {tenant}/{user}/{group}");
-            let membership = decode_member_of(group.clone(), v, record)?;
-            emit(Record::Membership {
-                tenant,
-                group: membership.group_id,
-                group_kind: membership.kind,
-                user,
-                role: membership.role,
-                since: membership.since,
-            })
-        })?;
-        each(self, GRAPH, Some(tag::ASSIGNMENT), &mut |r, _| {
-            let (tenant, user, ref_id) = (
-                r.str()?.to_owned(),
-                r.str()?.to_owned(),
-                r.last()?.to_owned(),
-            );
-            emit(Record::Assignment {
-                tenant,
-                user,
-                ref_id,
-            })
-        })?;
-        each(self, GRAPH, Some(tag::SUPERVISOR), &mut |r, v| {
-            let (tenant, user) = (r.str()?.to_owned(), r.last()?.to_owned());
-            let supervisor =
-                String::from_utf8(v.to_vec()).map_err(|_| keys::corrupt("supervisor"))?;
-            emit(Record::Supervisor {
-                tenant,
-                user,
-                supervisor,
-            })
-        })?;
+            .into_vec();
+            self.scan_prefix(GRAPH, &prefix, &prefix, usize::MAX, |k, v| {
+                let mut r = Reader(&k[2..]);
+                let (tenant, from, to) = (
+                    r.str()?.to_owned(),
+                    r.str()?.to_owned(),
+                    r.last()?.to_owned(),
+                );
+                match relation_record(relation, tenant, from, to, v)? {
+                    Some(record) => emit(record),
+                    None => Ok(()),
+                }
+            })?;
+        }
         each(self, ACTIONS, None, &mut |_, v| {
             emit(Record::Action {
                 action: keys::decode_record(v)?,
@@ -249,13 +198,16 @@ impl Inner {
                     from,
                     to,
                 } => {
-                    let (fwd, back) = edge_codes(match kind {
+                    let kind = match kind {
                         EdgeRecordKind::Follows => EdgeKind::Follows,
                         EdgeRecordKind::Friend => EdgeKind::Friend,
                         EdgeRecordKind::Group => EdgeKind::Group,
-                    });
-                    batch.put_cf(graph, edge_key(tenant, fwd, from, to), []);
-                    batch.put_cf(graph, edge_key(tenant, back, to, from), []);
+                    };
+                    let relation = Relation::Edge(kind);
+                    put_relation(&mut batch, self, relation, tenant, (from, to), &[]);
+                    if kind == EdgeKind::Friend {
+                        put_relation(&mut batch, self, relation, tenant, (to, from), &[]);
+                    }
                     ensure_user_in(&mut batch, self, tenant, from);
                 }
                 Record::Membership {
@@ -266,20 +218,24 @@ impl Inner {
                     role,
                     since,
                 } => {
+                    let mut value = 1u64.to_be_bytes().to_vec();
+                    value.push(GROUP_KIND.byte(*group_kind));
                     batch.put_cf(
-                        graph,
-                        Key::tag(tag::GROUP).str(tenant).last(group).into_vec(),
-                        [group_kind_code(*group_kind)],
+                        self.cf(RECORDS),
+                        Key::tag(RECORD_KIND.byte(RecordKind::Group))
+                            .str(tenant)
+                            .last(group)
+                            .into_vec(),
+                        value,
                     );
-                    batch.put_cf(
-                        graph,
-                        member_key(tenant, group, user),
-                        member_value(*role, *since),
-                    );
-                    batch.put_cf(
-                        graph,
-                        member_of_key(tenant, user, group),
-                        member_of_value(*group_kind, *role, *since),
+                    let attrs = membership_attrs(*group_kind, *role, *since);
+                    put_relation(
+                        &mut batch,
+                        self,
+                        Relation::Member,
+                        tenant,
+                        (user, group),
+                        &attrs,
                     );
                     ensure_user_in(&mut batch, self, tenant, user);
                 }
@@ -288,23 +244,13 @@ impl Inner {
                     user,
                     ref_id,
                 } => {
-                    batch.put_cf(
-                        graph,
-                        Key::tag(tag::ASSIGNED_TO)
-                            .str(tenant)
-                            .str(ref_id)
-                            .last(user)
-                            .into_vec(),
-                        [],
-                    );
-                    batch.put_cf(
-                        graph,
-                        Key::tag(tag::ASSIGNMENT)
-                            .str(tenant)
-                            .str(user)
-                            .last(ref_id)
-                            .into_vec(),
-                        [],
+                    put_relation(
+                        &mut batch,
+                        self,
+                        Relation::Assigned,
+                        tenant,
+                        (user, ref_id),
+                        &[],
                     );
                 }
                 Record::Supervisor {
@@ -312,29 +258,19 @@ impl Inner {
                     user,
                     supervisor,
                 } => {
-                    let key = Key::tag(tag::SUPERVISOR).str(tenant).last(user).into_vec();
-                    if let Some(previous) = self.get(GRAPH, &key)? {
-                        let previous =
-                            String::from_utf8(previous).map_err(|_| keys::corrupt("supervisor"))?;
-                        batch.delete_cf(
-                            graph,
-                            Key::tag(tag::SUPERVISEE)
-                                .str(tenant)
-                                .str(&previous)
-                                .last(user)
-                                .into_vec(),
+                    // One supervisor: the one the target had goes.
+                    let had = self.supervisors(tenant, user)?;
+                    for previous in had.iter().filter(|p| *p != supervisor) {
+                        delete_relation(
+                            &mut batch,
+                            self,
+                            Relation::ReportsTo,
+                            tenant,
+                            (user, previous),
                         );
                     }
-                    batch.put_cf(graph, key, supervisor.as_bytes());
-                    batch.put_cf(
-                        graph,
-                        Key::tag(tag::SUPERVISEE)
-                            .str(tenant)
-                            .str(supervisor)
-                            .last(user)
-                            .into_vec(),
-                        [],
-                    );
+                    let pair = (user.as_str(), supervisor.as_str());
+                    put_relation(&mut batch, self, Relation::ReportsTo, tenant, pair, &[]);
                 }
                 Record::Action { action } => {
                     let mut action: Action = action.clone();

@@ -19,14 +19,16 @@ pub type Oid = [u8; 12];
 /// Tags that share the `graph` family.
 pub mod graph {
     pub const USER: u8 = 0;
-    pub const EDGE: u8 = 1;
-    pub const GROUP: u8 = 2;
-    pub const MEMBER: u8 = 3;
-    pub const MEMBER_OF: u8 = 4;
-    pub const ASSIGNED_TO: u8 = 5;
-    pub const ASSIGNMENT: u8 = 6;
-    pub const SUPERVISOR: u8 = 7;
-    pub const SUPERVISEE: u8 = 8;
+    /// Tags 1 to 8 held edges, groups' kinds, memberships, assignments
+    /// and supervisors before relations: moved at open (see `relations.rs`).
+    pub const EARLIER_EDGE: u8 = 1;
+    pub const EARLIER_GROUP: u8 = 2;
+    pub const EARLIER_MEMBER: u8 = 3;
+    pub const EARLIER_MEMBER_OF: u8 = 4;
+    pub const EARLIER_ASSIGNED_TO: u8 = 5;
+    pub const EARLIER_ASSIGNMENT: u8 = 6;
+    pub const EARLIER_SUPERVISOR: u8 = 7;
+    pub const EARLIER_SUPERVISEE: u8 = 8;
     /// `(tenant, reader, edge code, actor)` → the position the actor's
     /// actions begin after for the reader.
     pub const CUT: u8 = 9;
@@ -50,6 +52,10 @@ pub mod graph {
     pub const NOTICE_ORDER: u8 = 17;
     /// `(tenant, owner)` → the owner's inbox.
     pub const INBOX: u8 = 18;
+    /// `(relation, tenant, from, to)` → its attributes.
+    pub const RELATION_OUT: u8 = 19;
+    /// `(relation, tenant, to, from)` → its attributes.
+    pub const RELATION_IN: u8 = 20;
 }
 
 /// Tags that share the `queue` family.

@@ -11,7 +11,7 @@
 //! read-modify-write of its own. Every step that reads, decides and writes
 //! (leases, counts, idempotent delivery, bumps, tombstones) holds a lock for
 //! the key range it decides on: one of [`STRIPES`] mutexes picked by the
-//! action (or, for the graph, by the edge, group or user). Everything a
+//! action (or, for the graph, by the relation or user). Everything a
 //! fan-out batch writes belongs to one action, so a batch of ten thousand
 //! deliveries takes one lock, where a transaction database would lock and
 //! check ten thousand keys. Reads take no lock and see whole batches only.
@@ -29,7 +29,6 @@ mod actions;
 mod archive;
 mod cache;
 mod cleanups;
-mod graph;
 mod group_feeds;
 mod jobs;
 mod keys;
@@ -37,10 +36,12 @@ mod notices;
 mod queues;
 mod reactions;
 mod records;
+mod relations;
 mod rivers;
 mod sources;
 mod store;
 mod timelines;
+mod users;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -61,11 +62,12 @@ pub mod families {
     /// moves done at open.
     pub const META: &str = "meta";
     /// `(kind, tenant, key)` → version and body: the
-    /// [records](crate::store::records) (cuts, celebrities, inboxes, the
-    /// deployment's own values).
+    /// [records](crate::store::records) (cuts, celebrities, inboxes, groups'
+    /// kinds, the deployment's own values).
     pub const RECORDS: &str = "records";
-    /// Tagged: users, edges (both ways), groups, members and memberships,
-    /// assignments (both ways), supervisors (both ways); rivers; group feed
+    /// Tagged: users; [relations](crate::store::relations) (follows,
+    /// friendships, group follows, memberships, assignments, supervisors),
+    /// each from both ends; rivers; group feed
     /// rings (counter, slots, and which actions they hold); notice groups
     /// (by key, by id, in reading order).
     pub const GRAPH: &str = "graph";
@@ -230,6 +232,7 @@ impl EmbeddedStore {
         inner.index_outboxes()?;
         inner.migrate_jobs()?;
         inner.migrate_records()?;
+        inner.migrate_relations()?;
         inner.count_jobs()?;
         let released = inner.release_jobs()?;
         if released > 0 {
@@ -301,7 +304,7 @@ fn open_db(path: &PathBuf, options: &EmbeddedOptions) -> StoreResult<DB> {
                 cf.set_write_buffer_size(64 << 20);
             }
             families::GRAPH => {
-                cf.set_merge_operator_associative("riverfeed.user", graph::merge_user);
+                cf.set_merge_operator_associative("riverfeed.user", users::merge_user);
                 cf.set_write_buffer_size(16 << 20);
             }
             _ => cf.set_write_buffer_size(32 << 20),

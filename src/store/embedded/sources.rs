@@ -1,14 +1,12 @@
-//! What the feed models read beside the timelines: edges and members looked
-//! up for many readers at once, and many outbox ranges in one blocking step.
+//! What the feed models read beside the timelines: many outbox ranges in
+//! one blocking step.
 
 use async_trait::async_trait;
 use rocksdb::WriteBatch;
 
-use super::families::{GRAPH, OUTBOX};
-use super::graph::{decode_member, edge_codes, edge_key, member_key};
+use super::families::OUTBOX;
 use super::keys::{self};
 use super::{db_err, EmbeddedStore, Inner};
-use crate::model::{EdgeKind, Millis};
 use crate::store::{FeedRange, Outbox, Posted, SourceStore, StoreResult};
 
 /// The ids whose flag is set.
@@ -31,22 +29,7 @@ impl Inner {
             .collect()
     }
 
-    fn edges_among(
-        &self,
-        tenant: &str,
-        kind: EdgeKind,
-        readers: &[String],
-        actor: &str,
-    ) -> StoreResult<Vec<String>> {
-        let (out, _) = edge_codes(kind);
-        let keys: Vec<Vec<u8>> = readers
-            .iter()
-            .map(|r| edge_key(tenant, out, r, actor))
-            .collect();
-        Ok(picked(readers, self.exist_many(GRAPH, &keys)?))
-    }
-
-    fn outboxes(
+    pub(super) fn outboxes(
         &self,
         tenant: &str,
         reads: &[(Outbox, FeedRange)],
@@ -66,30 +49,6 @@ impl Inner {
                 })
             })
             .collect()
-    }
-
-    fn members_among(
-        &self,
-        tenant: &str,
-        group_id: &str,
-        users: &[String],
-    ) -> StoreResult<Vec<(String, Millis)>> {
-        let keys: Vec<Vec<u8>> = users
-            .iter()
-            .map(|u| member_key(tenant, group_id, u))
-            .collect();
-        let cf = self.cf(GRAPH);
-        let mut out = Vec::new();
-        for (user, found) in users
-            .iter()
-            .zip(self.db.batched_multi_get_cf(cf, &keys, false))
-        {
-            if let Some(value) = found.map_err(db_err)? {
-                let record = format_args!("graph/member {tenant}/{group_id}/{user}");
-                out.push((user.clone(), decode_member(&value, record)?.1));
-            }
-        }
-        Ok(out)
     }
 }
 
@@ -116,33 +75,6 @@ impl EmbeddedStore {
 
 #[async_trait]
 impl SourceStore for EmbeddedStore {
-    async fn edges_among(
-        &self,
-        tenant: &str,
-        kind: EdgeKind,
-        readers: &[String],
-        actor: &str,
-    ) -> StoreResult<Vec<String>> {
-        if readers.is_empty() {
-            return Ok(Vec::new());
-        }
-        let (tenant, readers, actor) = (tenant.to_owned(), readers.to_vec(), actor.to_owned());
-        self.blocking(move |db| db.edges_among(&tenant, kind, &readers, &actor))
-            .await
-    }
-
-    async fn members_among(
-        &self,
-        tenant: &str,
-        group_id: &str,
-        users: &[String],
-    ) -> StoreResult<Vec<(String, Millis)>> {
-        if users.is_empty() {
-            return Ok(Vec::new());
-        }
-        self.inner.members_among(tenant, group_id, users)
-    }
-
     async fn outboxes(
         &self,
         tenant: &str,

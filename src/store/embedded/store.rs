@@ -5,12 +5,11 @@ use async_trait::async_trait;
 
 use super::EmbeddedStore;
 use crate::model::{
-    Action, Comment, Counts, EdgeKind, FeedItem, Group, Membership, MembershipRole, Millis,
-    ObjectId, Position, Scope, Stamp, User,
+    Action, Comment, Counts, FeedItem, Millis, ObjectId, Position, Scope, Stamp, User,
 };
 use crate::store::{
-    ActionStore, Backfill, Delivery, DeliveryBatch, Direction, FeedRange, GraphStore, JoinOutcome,
-    Lease, QueueStore, ReactionStore, Store, StoreResult, TimelineStore,
+    ActionStore, Backfill, Delivery, DeliveryBatch, FeedRange, Lease, QueueStore, ReactionStore,
+    Store, StoreResult, TimelineStore, UserStore,
 };
 
 /// Owned copies of borrowed arguments, for work moved to the blocking pool.
@@ -30,7 +29,7 @@ impl Store for EmbeddedStore {
 }
 
 #[async_trait]
-impl GraphStore for EmbeddedStore {
+impl UserStore for EmbeddedStore {
     async fn upsert_user(&self, tenant: &str, user: &User) -> StoreResult<()> {
         owned!(tenant, user);
         self.blocking(move |db| db.upsert_user(&tenant, &user))
@@ -44,122 +43,6 @@ impl GraphStore for EmbeddedStore {
 
     async fn get_users(&self, tenant: &str, ids: &[String]) -> StoreResult<Vec<User>> {
         self.inner.get_users(tenant, ids)
-    }
-
-    async fn set_edge(
-        &self,
-        tenant: &str,
-        kind: EdgeKind,
-        from: &str,
-        to: &str,
-        on: bool,
-    ) -> StoreResult<bool> {
-        owned!(tenant, from, to);
-        self.blocking(move |db| db.set_edge(&tenant, kind, &from, &to, on))
-            .await
-    }
-
-    async fn edges(
-        &self,
-        tenant: &str,
-        kind: EdgeKind,
-        direction: Direction,
-        user: &str,
-        after: Option<&str>,
-        limit: usize,
-    ) -> StoreResult<Vec<String>> {
-        owned!(tenant, user);
-        let after = after.map(str::to_owned);
-        self.blocking(move |db| db.edges(&tenant, kind, direction, &user, after.as_deref(), limit))
-            .await
-    }
-
-    async fn join_group(
-        &self,
-        tenant: &str,
-        group: &Group,
-        user: &str,
-        role: MembershipRole,
-        since: Millis,
-    ) -> StoreResult<JoinOutcome> {
-        owned!(tenant, group, user);
-        self.blocking(move |db| db.join_group(&tenant, &group, &user, role, since))
-            .await
-    }
-
-    async fn leave_group(&self, tenant: &str, group_id: &str, user: &str) -> StoreResult<bool> {
-        owned!(tenant, group_id, user);
-        self.blocking(move |db| db.leave_group(&tenant, &group_id, &user))
-            .await
-    }
-
-    async fn group_members(
-        &self,
-        tenant: &str,
-        group_id: &str,
-        after: Option<&str>,
-        limit: usize,
-    ) -> StoreResult<Vec<String>> {
-        owned!(tenant, group_id);
-        let after = after.map(str::to_owned);
-        self.blocking(move |db| db.group_members(&tenant, &group_id, after.as_deref(), limit))
-            .await
-    }
-
-    async fn memberships(&self, tenant: &str, user: &str) -> StoreResult<Vec<Membership>> {
-        self.inner.memberships(tenant, user)
-    }
-
-    async fn set_assignment(
-        &self,
-        tenant: &str,
-        user: &str,
-        ref_id: &str,
-        on: bool,
-    ) -> StoreResult<bool> {
-        owned!(tenant, user, ref_id);
-        self.blocking(move |db| db.set_assignment(&tenant, &user, &ref_id, on))
-            .await
-    }
-
-    async fn assignment(
-        &self,
-        tenant: &str,
-        direction: Direction,
-        ids: &[String],
-    ) -> StoreResult<Vec<(String, String)>> {
-        owned!(tenant, ids);
-        self.blocking(move |db| db.assignment(&tenant, direction, &ids))
-            .await
-    }
-
-    async fn set_supervisor(
-        &self,
-        tenant: &str,
-        user: &str,
-        supervisor: Option<&str>,
-    ) -> StoreResult<()> {
-        owned!(tenant, user);
-        let supervisor = supervisor.map(str::to_owned);
-        self.blocking(move |db| db.set_supervisor(&tenant, &user, supervisor.as_deref()))
-            .await
-    }
-
-    async fn supervision(
-        &self,
-        tenant: &str,
-        direction: Direction,
-        user: &str,
-    ) -> StoreResult<Vec<String>> {
-        match direction {
-            // One point read.
-            Direction::Out => Ok(self.inner.supervisor(tenant, user)?.into_iter().collect()),
-            Direction::In => {
-                owned!(tenant, user);
-                self.blocking(move |db| db.supervisees(&tenant, &user))
-                    .await
-            }
-        }
     }
 }
 
@@ -215,15 +98,6 @@ impl ActionStore for EmbeddedStore {
     ) -> StoreResult<Vec<(Millis, String, ObjectId)>> {
         self.blocking(move |db| db.expired(now, item_ttl, limit))
             .await
-    }
-
-    async fn outbox(
-        &self,
-        tenant: &str,
-        actor: &str,
-        range: FeedRange,
-    ) -> StoreResult<Vec<Position>> {
-        self.inner.outbox(tenant, actor, range)
     }
 
     async fn rename_ref(&self, tenant: &str, ref_id: &str, name: &str) -> StoreResult<u64> {

@@ -7,9 +7,7 @@ use mongodb::options::ReturnDocument;
 
 use crate::descriptor::NAMED_REF_FIELDS;
 use crate::model::{Action, FanOutState, FeedItem, Millis, ObjectId, Position, Scope};
-use crate::store::{
-    ActionStore, FanOutJob, FeedRange, GraphStore, Posted, StoreError, StoreResult,
-};
+use crate::store::{ActionStore, FanOutJob, FeedRange, Posted, StoreError, StoreResult, UserStore};
 
 use super::jobs::JobDoc;
 use super::{dated, db_err, read_all, within, ActionDoc, MongoStore, TIE_SLACK};
@@ -285,17 +283,6 @@ impl ActionStore for MongoStore {
             .into_iter()
             .filter_map(|d| d.get_object_id("_id").ok())
             .collect())
-    }
-
-    async fn outbox(
-        &self,
-        tenant: &str,
-        actor: &str,
-        range: FeedRange,
-    ) -> StoreResult<Vec<Position>> {
-        let all = doc! { "tenant": tenant, "actorId": actor };
-        let posted = self.ranked_actions(all, range).await?;
-        Ok(posted.into_iter().map(|p| p.position).collect())
     }
 
     async fn expired(

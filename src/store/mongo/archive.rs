@@ -20,21 +20,19 @@ use bson::{doc, Bson, Document};
 use futures_util::stream::{self, BoxStream, Stream, StreamExt, TryStreamExt};
 
 use super::bulk::upsert_all;
-use super::graph::stored_role;
 use super::layout::Stored;
 use super::notices::group_of;
 use super::records::{id_range, record_id, stored_of};
-use super::{
-    code_of, db_err, group_kind_name, kind_name, role_name, ActionDoc, CommentDoc, MongoStore,
-    TOMBSTONE,
-};
+use super::relations::{attrs_of, keep_relation, relation_doc, replace_relation};
+use super::{db_err, ActionDoc, CommentDoc, MongoStore, TOMBSTONE};
 use crate::model::{EdgeKind, FanOut, FanOutState, FeedItem};
-use crate::store::archive::import_notices;
-use crate::store::codes::{EDGE_KIND, GROUP_KIND, RECORD_KIND};
+use crate::store::archive::{import_notices, relation_record};
+use crate::store::codes::{GROUP_KIND, RECORD_KIND, RELATION};
 use crate::store::records::{decode_inbox, SEPARATOR};
+use crate::store::relations::membership_attrs;
 use crate::store::{
     Archive, EdgeRecordKind, ErrorKind, ItemRecord, JobKind, NoticeJob, Record, RecordKind,
-    StoreError, StoreResult, Unfollow,
+    Relation, StoreError, StoreResult, Unfollow,
 };
 
 /// A stream that runs `open` (a query) only when it is first polled, then
@@ -90,10 +88,11 @@ fn upsert(q: Document, u: Document) -> Document {
 #[derive(Default)]
 struct Statements {
     users: Vec<Document>,
-    edges: Vec<Document>,
-    groups: Vec<Document>,
-    memberships: Vec<Document>,
-    assignments: Vec<Document>,
+    /// Each user's one supervisor: the others the target has go first.
+    supervisors: Vec<Document>,
+    relations: Vec<Document>,
+    /// Groups' kinds.
+    records: Vec<Document>,
     actions: Vec<Document>,
     comments: Vec<Document>,
     likes: Vec<Document>,
@@ -117,19 +116,23 @@ impl Statements {
                 from,
                 to,
             } => {
-                let (kind, both) = match kind {
-                    EdgeRecordKind::Follows => (kind_name(EdgeKind::Follows), false),
-                    EdgeRecordKind::Friend => (kind_name(EdgeKind::Friend), true),
-                    EdgeRecordKind::Group => (kind_name(EdgeKind::Group), false),
+                let kind = match kind {
+                    EdgeRecordKind::Follows => EdgeKind::Follows,
+                    EdgeRecordKind::Friend => EdgeKind::Friend,
+                    EdgeRecordKind::Group => EdgeKind::Group,
                 };
                 let mut pairs = vec![(from, to)];
-                if both {
+                if kind == EdgeKind::Friend {
                     pairs.push((to, from));
                 }
                 for (from, to) in pairs {
-                    let edge = doc! { "tenant": tenant, "kind": kind, "from": from, "to": to };
-                    self.edges.push(upsert(edge.clone(), edge));
+                    let relation = relation_doc(Relation::Edge(kind), tenant, from, to, &[]);
+                    self.relations.push(keep_relation(relation));
                 }
+                self.users.push(upsert(
+                    doc! { "tenant": tenant, "userId": from },
+                    doc! { "$setOnInsert": { "name": Bson::Null } },
+                ));
             }
             Record::Membership {
                 tenant,
@@ -139,14 +142,20 @@ impl Statements {
                 role,
                 since,
             } => {
-                let kind = group_kind_name(*group_kind);
-                self.groups.push(upsert(
-                    doc! { "tenant": tenant, "groupId": group },
-                    doc! { "$set": { "kind": kind } },
+                let body = bson::Binary {
+                    subtype: bson::spec::BinarySubtype::Generic,
+                    bytes: vec![GROUP_KIND.byte(*group_kind)],
+                };
+                self.records.push(upsert(
+                    doc! { "_id": record_id(RecordKind::Group, tenant, group) },
+                    doc! { "$set": { "body": body }, "$setOnInsert": { "v": 1_i64 } },
                 ));
-                self.memberships.push(upsert(
-                    doc! { "tenant": tenant, "groupId": group, "userId": user },
-                    doc! { "$set": { "kind": kind, "role": role_name(*role), "since": since } },
+                let attrs = membership_attrs(*group_kind, *role, *since);
+                let relation = relation_doc(Relation::Member, tenant, user, group, &attrs);
+                self.relations.push(replace_relation(relation));
+                self.users.push(upsert(
+                    doc! { "tenant": tenant, "userId": user },
+                    doc! { "$setOnInsert": { "name": Bson::Null } },
                 ));
             }
             Record::Assignment {
@@ -154,19 +163,22 @@ impl Statements {
                 user,
                 ref_id,
             } => {
-                let assignment = doc! { "tenant": tenant, "refId": ref_id, "userId": user };
-                self.assignments
-                    .push(upsert(assignment.clone(), assignment));
+                let relation = relation_doc(Relation::Assigned, tenant, user, ref_id, &[]);
+                self.relations.push(keep_relation(relation));
             }
             Record::Supervisor {
                 tenant,
                 user,
                 supervisor,
             } => {
-                self.users.push(upsert(
-                    doc! { "tenant": tenant, "userId": user },
-                    doc! { "$set": { "supervisorId": supervisor } },
-                ));
+                self.supervisors.push(doc! {
+                    "t": tenant,
+                    "r": RELATION.name(Relation::ReportsTo),
+                    "f": user,
+                    "o": { "$ne": supervisor },
+                });
+                let relation = relation_doc(Relation::ReportsTo, tenant, user, supervisor, &[]);
+                self.relations.push(keep_relation(relation));
             }
             Record::Action { action } => {
                 let mut action = action.clone();
@@ -249,89 +261,36 @@ impl Archive for MongoStore {
                 })
             }))
         });
-        let edges = section(async move {
-            let cursor = self
-                .edges
-                .find(tenant_filter(tenant))
-                .sort(doc! { "tenant": 1, "kind": 1, "from": 1, "to": 1 })
-                .await
-                .map_err(db_err)?;
-            Ok(cursor.filter_map(|found| {
-                ready(
-                    (|| {
-                        let doc = found.map_err(db_err)?;
-                        let (from, to) = (field(&doc, "from", "edge")?, field(&doc, "to", "edge")?);
-                        let kind = match code_of(&EDGE_KIND, "edges", &doc, "kind")? {
-                            EdgeKind::Follows => EdgeRecordKind::Follows,
-                            // Stored both ways: the pair once, from the smaller id.
-                            EdgeKind::Friend if from < to => EdgeRecordKind::Friend,
-                            EdgeKind::Friend => return Ok(None),
-                            EdgeKind::Group => EdgeRecordKind::Group,
-                        };
-                        Ok(Some(Record::Edge {
-                            tenant: field(&doc, "tenant", "edge")?,
-                            kind,
-                            from,
-                            to,
-                        }))
-                    })()
-                    .transpose(),
-                )
-            }))
-        });
-        let memberships = section(async move {
-            let cursor = self
-                .memberships
-                .find(tenant_filter(tenant))
-                .sort(doc! { "tenant": 1, "groupId": 1, "userId": 1 })
-                .await
-                .map_err(db_err)?;
-            Ok(cursor.map(|found| {
-                let doc = found.map_err(db_err)?;
-                Ok(Record::Membership {
-                    tenant: field(&doc, "tenant", "membership")?,
-                    group: field(&doc, "groupId", "membership")?,
-                    group_kind: code_of(&GROUP_KIND, "memberships", &doc, "kind")?,
-                    user: field(&doc, "userId", "membership")?,
-                    role: stored_role(&doc)?,
-                    since: doc.get_i64("since").unwrap_or(0),
+        // One relation after another, in the order records are listed.
+        let relations = stream::iter(Relation::ALL)
+            .flat_map(move |relation| {
+                section(async move {
+                    let mut filter = tenant.map_or_else(Document::new, |t| doc! { "t": t });
+                    filter.insert("r", RELATION.name(relation));
+                    let cursor = self
+                        .relations
+                        .find(filter)
+                        .sort(doc! { "t": 1, "r": 1, "f": 1, "o": 1 })
+                        .await
+                        .map_err(db_err)?;
+                    Ok(cursor.filter_map(move |found| {
+                        ready(
+                            (|| {
+                                let doc = found.map_err(db_err)?;
+                                relation_record(
+                                    relation,
+                                    field(&doc, "t", "relation")?,
+                                    field(&doc, "f", "relation")?,
+                                    field(&doc, "o", "relation")?,
+                                    &attrs_of(&doc),
+                                )
+                            })()
+                            .transpose(),
+                        )
+                    }))
                 })
-            }))
-        });
-        let assignments = section(async move {
-            let cursor = self
-                .assignments
-                .find(tenant_filter(tenant))
-                .sort(doc! { "tenant": 1, "userId": 1, "refId": 1 })
-                .await
-                .map_err(db_err)?;
-            Ok(cursor.map(|found| {
-                let doc = found.map_err(db_err)?;
-                Ok(Record::Assignment {
-                    tenant: field(&doc, "tenant", "assignment")?,
-                    user: field(&doc, "userId", "assignment")?,
-                    ref_id: field(&doc, "refId", "assignment")?,
-                })
-            }))
-        });
-        let supervisors = section(async move {
-            let mut filter = tenant_filter(tenant);
-            filter.insert("supervisorId", doc! { "$exists": true });
-            let cursor = self
-                .users
-                .find(filter)
-                .sort(doc! { "tenant": 1, "userId": 1 })
-                .await
-                .map_err(db_err)?;
-            Ok(cursor.map(|found| {
-                let doc = found.map_err(db_err)?;
-                Ok(Record::Supervisor {
-                    tenant: field(&doc, "tenant", "user")?,
-                    user: field(&doc, "userId", "user")?,
-                    supervisor: field(&doc, "supervisorId", "user")?,
-                })
-            }))
-        });
+            })
+            .boxed();
         let actions = section(async move {
             let cursor = self
                 .actions
@@ -456,10 +415,7 @@ impl Archive for MongoStore {
         });
         stream::iter([
             users,
-            edges,
-            memberships,
-            assignments,
-            supervisors,
+            relations,
             actions,
             comments,
             likes,
@@ -480,21 +436,25 @@ impl Archive for MongoStore {
         }
         let Statements {
             users,
-            edges,
-            groups,
-            memberships,
-            assignments,
+            supervisors,
+            relations,
+            records: group_kinds,
             actions,
             comments,
             likes,
             feed_items,
         } = statements;
+        for (collection, statements) in [("users", users), ("records", group_kinds)] {
+            upsert_all(&self.db, collection, statements).await?;
+        }
+        for chunk in supervisors.chunks(1000) {
+            self.relations
+                .delete_many(doc! { "$or": chunk })
+                .await
+                .map_err(db_err)?;
+        }
         for (collection, statements) in [
-            ("users", users),
-            ("edges", edges),
-            ("groups", groups),
-            ("memberships", memberships),
-            ("assignments", assignments),
+            ("relations", relations),
             ("actions", actions),
             ("comments", comments),
             ("likes", likes),

@@ -12,7 +12,7 @@ use bson::doc;
 
 use super::{db_err, MongoStore};
 use crate::model::{Action, ActionCopy, ObjectId};
-use crate::store::{ActionStore, GraphStore, StoreResult};
+use crate::store::{ActionStore, StoreResult, UserStore};
 
 /// The `meta` key noting that a database's timelines carry copies.
 const EMBED_KEY: &str = "embed-actions";

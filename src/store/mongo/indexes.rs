@@ -77,24 +77,18 @@ impl MongoStore {
             .map_err(db_err)?;
         self.layout.create_indexes(self.embeds).await?;
         self.users
-            .create_indexes([
-                index(doc! { "tenant": 1, "userId": 1 }, unique("user")),
-                index(
-                    doc! { "tenant": 1, "supervisorId": 1, "userId": 1 },
-                    named("supervisees"),
-                ),
-            ])
+            .create_indexes([index(doc! { "tenant": 1, "userId": 1 }, unique("user"))])
             .await
             .map_err(db_err)?;
-        self.edges
+        self.relations
             .create_indexes([
                 index(
-                    doc! { "tenant": 1, "kind": 1, "from": 1, "to": 1 },
-                    unique("edge_out"),
+                    doc! { "t": 1, "r": 1, "f": 1, "o": 1 },
+                    named("relation_out"),
                 ),
                 index(
-                    doc! { "tenant": 1, "kind": 1, "to": 1, "from": 1 },
-                    named("edge_in"),
+                    doc! { "t": 1, "r": 1, "o": 1, "f": 1 },
+                    named("relation_in"),
                 ),
             ])
             .await
@@ -145,23 +139,6 @@ impl MongoStore {
             .drop()
             .await
             .map_err(db_err)?;
-        self.groups
-            .create_index(index(doc! { "tenant": 1, "groupId": 1 }, unique("group")))
-            .await
-            .map_err(db_err)?;
-        self.memberships
-            .create_indexes([
-                index(
-                    doc! { "tenant": 1, "groupId": 1, "userId": 1 },
-                    unique("member"),
-                ),
-                index(
-                    doc! { "tenant": 1, "userId": 1, "groupId": 1 },
-                    named("member_of"),
-                ),
-            ])
-            .await
-            .map_err(db_err)?;
         self.comments
             .create_index(index(
                 doc! { "tenant": 1, "actionId": 1, "_id": 1 },
@@ -196,23 +173,11 @@ impl MongoStore {
             ])
             .await
             .map_err(db_err)?;
-        self.assignments
-            .create_indexes([
-                index(
-                    doc! { "tenant": 1, "refId": 1, "userId": 1 },
-                    unique("assigned_to"),
-                ),
-                index(
-                    doc! { "tenant": 1, "userId": 1, "refId": 1 },
-                    named("assignments"),
-                ),
-            ])
-            .await
-            .map_err(db_err)?;
         self.event_log.create_indexes().await?;
         // Earlier versions kept an unused `outbox` index by id (`actor_outbox`,
         // by when the action happened, replaces it), and indexes of queued
         // fan-outs on actions and bumps on comments (both are jobs now).
+        drop_earlier(&self.users, "supervisees").await?;
         drop_earlier(&self.actions, "outbox").await?;
         drop_earlier(&self.actions, "claimable").await?;
         drop_earlier(&self.comments, "bumpable").await?;

@@ -11,14 +11,15 @@
 //!   on `{tenant, owner, actionId}` so a re-run delivers nothing twice),
 //!   `timed_buckets` or `sized_buckets`; and `timeline_cache`, one document
 //!   per reader with a river (its entries capped inside);
-//! - `users`, `edges` (follows, friendships and group follows, both
-//!   directions indexed), `groups`, `memberships`;
+//! - `users` (display profiles) and `relations` (follows, friendships,
+//!   group follows, memberships, assignments to refs, supervisors: one
+//!   document each, indexed from both ends; see `relations.rs`);
 //! - `comments` and `likes` (one per user and action); their counts are
 //!   kept on the action with `$inc`; `discussions` (one per user and action
 //!   they commented on, at the thread's latest comment);
-//! - `assignments` (a user on a ref); a user's supervisor is a field of `users`;
 //! - `records`: values kept by key under a version (see `records.rs`):
-//!   cuts, celebrities, inboxes and the deployment's own values;
+//!   cuts, celebrities, inboxes, groups' kinds and the deployment's own
+//!   values;
 //! - `group_feeds` (one document per slot of a group's ring) and
 //!   `group_counters` (each group's last post number);
 //! - `notice_groups` (one document per notice group, its members inside);
@@ -52,7 +53,6 @@ mod bulk;
 mod cleanups;
 mod copies;
 mod events;
-mod graph;
 mod group_feeds;
 mod indexes;
 mod jobs;
@@ -61,9 +61,11 @@ mod notices;
 mod queues;
 mod reactions;
 mod records;
+mod relations;
 mod rivers;
 mod sources;
 mod timelines;
+mod users;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -78,12 +80,11 @@ use mongodb::options::{ClientOptions, ReturnDocument};
 use mongodb::{Client, Collection, Database};
 use serde::{Deserialize, Serialize};
 
-use super::codes::{Codes, EDGE_KIND, GROUP_KIND, ROLE};
+use super::codes::Codes;
 use super::{ErrorKind, Store, StoreError, StoreResult};
 use crate::descriptor::Descriptor;
 use crate::model::{
-    Action, Comment, Counts, EdgeKind, FanOut, FanOutState, FeedItem, GroupKind, MembershipRole,
-    Millis, ObjectId, Reason, Scope,
+    Action, Comment, Counts, FanOut, FanOutState, FeedItem, Millis, ObjectId, Reason, Scope,
 };
 
 pub use layout::{TimelineLayout, DEFAULT_BUCKET_SIZE};
@@ -145,15 +146,13 @@ pub struct MongoStore {
     /// Readers' timelines, in the layout the deployment picked.
     layout: Box<dyn layout::Layout>,
     users: Collection<Document>,
-    edges: Collection<Document>,
-    groups: Collection<Document>,
-    memberships: Collection<Document>,
+    /// Relations, kept from both ends (see [`relations`]).
+    relations: Collection<Document>,
     comments: Collection<CommentDoc>,
     likes: Collection<Document>,
     /// One per user and action they commented on, at the action's latest
     /// comment.
     discussions: Collection<Document>,
-    assignments: Collection<Document>,
     /// Records by key (see [`records`]).
     records: Collection<Document>,
     /// Readers' rivers, on `timeline_cache` (the layout reaches them too).
@@ -417,18 +416,6 @@ fn is_duplicate(err: &mongodb::error::Error) -> bool {
     matches!(&*err.kind, K::Write(WriteFailure::WriteError(e)) if e.code == DUPLICATE_KEY)
 }
 
-fn kind_name(kind: EdgeKind) -> &'static str {
-    EDGE_KIND.name(kind)
-}
-
-fn group_kind_name(kind: GroupKind) -> &'static str {
-    GROUP_KIND.name(kind)
-}
-
-fn role_name(role: MembershipRole) -> &'static str {
-    ROLE.name(role)
-}
-
 /// A stored document, for messages: its collection and `_id`.
 struct DocAt<'a>(&'a str, &'a Document);
 
@@ -550,13 +537,10 @@ impl MongoStore {
             rivers,
             embeds,
             users: db.collection("users"),
-            edges: db.collection("edges"),
-            groups: db.collection("groups"),
-            memberships: db.collection("memberships"),
+            relations: db.collection("relations"),
             comments: db.collection("comments"),
             likes: db.collection("likes"),
             discussions: db.collection("discussions"),
-            assignments: db.collection("assignments"),
             records: db.collection("records"),
             meta: db.collection("meta"),
             group_feeds: db.collection("group_feeds"),
@@ -570,6 +554,7 @@ impl MongoStore {
         store.create_indexes().await?;
         store.migrate_jobs().await?;
         store.migrate_records().await?;
+        store.migrate_relations().await?;
         Ok(store)
     }
 
@@ -649,27 +634,6 @@ impl MongoStore {
             .await
             .map_err(db_err)?;
         Ok(updated.map(|doc| doc.counts))
-    }
-
-    async fn strings(
-        &self,
-        collection: &Collection<Document>,
-        filter: Document,
-        field: &str,
-        limit: usize,
-    ) -> StoreResult<Vec<String>> {
-        let docs: Vec<Document> = read_all(
-            collection
-                .find(filter)
-                .sort(doc! { field: 1 })
-                .limit(i64::try_from(limit).unwrap_or(i64::MAX))
-                .projection(doc! { field: 1, "_id": 0 }),
-        )
-        .await?;
-        Ok(docs
-            .into_iter()
-            .filter_map(|d| d.get_str(field).ok().map(str::to_owned))
-            .collect())
     }
 }
 

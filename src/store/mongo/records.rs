@@ -11,7 +11,6 @@
 use async_trait::async_trait;
 use bson::spec::BinarySubtype;
 use bson::{doc, Binary, Bson, Document};
-use futures_util::TryStreamExt;
 
 use super::sources::position_of;
 use super::{code_of, db_err, is_duplicate, read_all, MongoStore};
@@ -221,17 +220,6 @@ impl MongoStore {
             .await
             .map_err(db_err)?;
         Ok(())
-    }
-
-    async fn earlier(&self, collection: &str) -> StoreResult<Vec<Document>> {
-        self.db
-            .collection::<Document>(collection)
-            .find(doc! {})
-            .await
-            .map_err(db_err)?
-            .try_collect()
-            .await
-            .map_err(db_err)
     }
 
     async fn move_cuts(&self) -> StoreResult<usize> {

@@ -1,12 +1,11 @@
-//! MongoDB: what the feed models read beside the timelines: edges and
-//! members looked up for many readers at once, and many outbox ranges at
-//! once.
+//! MongoDB: what the feed models read beside the timelines: many outbox
+//! ranges at once.
 
 use async_trait::async_trait;
 use bson::{doc, Document};
 use futures_util::future::try_join_all;
 
-use crate::model::{EdgeKind, Millis, Position, Scope};
+use crate::model::{Position, Scope};
 use crate::store::{FeedRange, Outbox, Posted, SourceStore, StoreResult};
 
 /// How a scope is stored.
@@ -14,7 +13,7 @@ fn scope_name(scope: Scope) -> bson::Bson {
     bson::to_bson(&scope).unwrap_or(bson::Bson::Null)
 }
 
-use super::{kind_name, read_all, MongoStore};
+use super::MongoStore;
 
 /// A position as a subdocument. The relevancy is a plain number: the
 /// bounds (`Position::MIN`, `MAX`) lie outside what dates can hold.
@@ -31,47 +30,6 @@ pub(super) fn position_of(d: &Document) -> Option<Position> {
 
 #[async_trait]
 impl SourceStore for MongoStore {
-    async fn edges_among(
-        &self,
-        tenant: &str,
-        kind: EdgeKind,
-        readers: &[String],
-        actor: &str,
-    ) -> StoreResult<Vec<String>> {
-        if readers.is_empty() {
-            return Ok(Vec::new());
-        }
-        let filter = doc! {
-            "tenant": tenant, "kind": kind_name(kind), "from": { "$in": readers }, "to": actor,
-        };
-        self.strings(&self.edges, filter, "from", usize::MAX).await
-    }
-
-    async fn members_among(
-        &self,
-        tenant: &str,
-        group_id: &str,
-        users: &[String],
-    ) -> StoreResult<Vec<(String, Millis)>> {
-        if users.is_empty() {
-            return Ok(Vec::new());
-        }
-        let filter = doc! { "tenant": tenant, "groupId": group_id, "userId": { "$in": users } };
-        let docs = read_all(
-            self.memberships
-                .find(filter)
-                .projection(doc! { "userId": 1, "since": 1 }),
-        )
-        .await?;
-        Ok(docs
-            .iter()
-            .filter_map(|d| {
-                let user = d.get_str("userId").ok()?.to_owned();
-                Some((user, d.get_i64("since").unwrap_or(0)))
-            })
-            .collect())
-    }
-
     async fn outboxes(
         &self,
         tenant: &str,

@@ -11,6 +11,7 @@ use riverfeed::model::{
     Action, Bump, BumpRule, Comment, Counts, EdgeKind, FanOut, FanOutState, Group, GroupKind,
     Inbox, MembershipRole, NoticeGroup, ObjectId, Reason, ReasonKind, Scope, User,
 };
+use riverfeed::store::Graph;
 use riverfeed::store::{
     BumpJob, Delivery, EdgeRecordKind, ErrorKind, FeedRange, JobKind, NoticeJob, Record, Store,
     StoreResult, Unfollow,

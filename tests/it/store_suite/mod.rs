@@ -145,6 +145,7 @@ store_cases! {
         store_jobs::queued_lists_a_key_prefix,
         fanout::an_action_is_a_fan_out_job,
         records::records_under_versions,
+        records::relations_from_both_ends,
     ],
     every_layout: [
         fanout::delivery_is_idempotent,

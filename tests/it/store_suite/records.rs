@@ -1,8 +1,10 @@
-//! Records: values kept by key under a version, on which cuts, celebrities,
-//! inboxes and the deployment's values are written.
+//! Records (values kept by key under a version, on which cuts, celebrities,
+//! inboxes, groups' kinds and the deployment's values are written) and
+//! relations (kept from both ends, on which the graph is written).
 
 use anyhow::{ensure, Result};
-use riverfeed::store::{RecordKind, Store, Stored};
+use riverfeed::model::EdgeKind;
+use riverfeed::store::{Change, Direction, RecordKind, Related, Relation, Store, Stored};
 
 use super::T;
 
@@ -111,5 +113,109 @@ pub(super) async fn records_under_versions(store: &dyn Store) -> Result<()> {
     );
     let again = store.records(cut, T, std::slice::from_ref(&b)).await?;
     ensure!(again[0].as_ref().map(|s| s.version) == Some(1), "{again:?}");
+    Ok(())
+}
+
+/// Relations are kept from both ends. A change answers with what stood
+/// before (the attributes, or none); a batch of changes is made whole. Reads
+/// from many ids come ordered by id then other end, each tagged with the
+/// index of its id, after `after` and up to `limit` in all; reads among
+/// others answer per other in order. Relations, tenants and directions do
+/// not mix.
+pub(super) async fn relations_from_both_ends(store: &dyn Store) -> Result<()> {
+    let follows = Relation::Edge(EdgeKind::Follows);
+    let change = |relation, from: &str, to: &str, attrs: Option<&[u8]>| Change {
+        relation,
+        from: from.into(),
+        to: to.into(),
+        attrs: attrs.map(<[u8]>::to_vec),
+    };
+    let before = store
+        .relate(
+            T,
+            &[
+                change(follows, "ann", "cy", Some(b"")),
+                change(follows, "ann", "bob", Some(b"")),
+                change(follows, "dan", "bob", Some(b"")),
+                change(Relation::Member, "ann", "g1", Some(b"m1")),
+            ],
+        )
+        .await?;
+    ensure!(before == [None, None, None, None], "{before:?}");
+    let before = store
+        .relate(T, &[change(Relation::Member, "ann", "g1", Some(b"m2"))])
+        .await?;
+    ensure!(before == [Some(b"m1".to_vec())], "{before:?}");
+    store
+        .relate("other", &[change(follows, "ann", "eve", Some(b""))])
+        .await?;
+
+    let ids = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let pairs = |found: Vec<Related>| {
+        found
+            .into_iter()
+            .map(|r| (r.of, r.other))
+            .collect::<Vec<_>>()
+    };
+    let out = store
+        .related(T, follows, Direction::Out, &ids(&["dan", "ann"]), None, 10)
+        .await?;
+    ensure!(
+        pairs(out) == [(1, "bob".into()), (1, "cy".into()), (0, "bob".into())],
+        "ordered by id, then the other end"
+    );
+    let out = store
+        .related(T, follows, Direction::Out, &ids(&["ann"]), Some("bob"), 10)
+        .await?;
+    ensure!(pairs(out) == [(0, "cy".into())], "after");
+    let into = store
+        .related(T, follows, Direction::In, &ids(&["bob"]), None, 1)
+        .await?;
+    ensure!(pairs(into) == [(0, "ann".into())], "limit");
+    let members = store
+        .related(T, Relation::Member, Direction::In, &ids(&["g1"]), None, 10)
+        .await?;
+    ensure!(
+        members
+            == [Related {
+                of: 0,
+                other: "ann".into(),
+                attrs: b"m2".to_vec(),
+            }],
+        "{members:?}"
+    );
+
+    let among = store
+        .related_among(
+            T,
+            follows,
+            Direction::In,
+            "bob",
+            &ids(&["eve", "dan", "ann"]),
+        )
+        .await?;
+    ensure!(
+        among == [None, Some(Vec::new()), Some(Vec::new())],
+        "{among:?}"
+    );
+    let among = store
+        .related_among(T, follows, Direction::Out, "ann", &ids(&["eve"]))
+        .await?;
+    ensure!(among == [None], "another tenant's relation: {among:?}");
+
+    let before = store
+        .relate(
+            T,
+            &[
+                change(follows, "ann", "bob", None),
+                change(follows, "ann", "nobody", None),
+            ],
+        )
+        .await?;
+    ensure!(before == [Some(Vec::new()), None], "{before:?}");
+    let into = store
+        .related(T, follows, Direction::In, &ids(&["bob"]), None, 10)
+        .await?;
+    ensure!(pairs(into) == [(0, "dan".into())], "both ends go");
     Ok(())
 }

@@ -1,0 +1,443 @@
+//! Relations in the `graph` family, each kept from both ends:
+//! `(relation, tenant, from, to)` under one tag and `(relation, tenant, to,
+//! from)` under another, both holding the attributes. A change reads what
+//! stood and writes both keys under their locks, in one synced batch.
+//!
+//! Earlier versions kept each relation under tags of its own (edges,
+//! memberships both ways, assignments both ways, supervisors and their
+//! reports) and a group's kind under `graph`: they are moved here and to
+//! the records at open, once (relations version 1 in `meta`).
+
+use async_trait::async_trait;
+use rocksdb::WriteBatch;
+
+use super::families::{GRAPH, META, RECORDS};
+use super::keys::{self, graph as tag, Key, Reader};
+use super::{db_err, EmbeddedStore, Inner};
+use crate::model::EdgeKind;
+use crate::store::codes::{RECORD_KIND, RELATION};
+use crate::store::{Change, Direction, RecordKind, Related, Relation, RelationStore, StoreResult};
+
+/// The `meta` key of the relations version reached.
+const RELATIONS_VERSION_KEY: &[u8] = b"relations-version";
+const RELATIONS_VERSION: u8 = 1;
+
+fn side(direction: Direction) -> u8 {
+    match direction {
+        Direction::Out => tag::RELATION_OUT,
+        Direction::In => tag::RELATION_IN,
+    }
+}
+
+/// The key of `id`'s side of a relation with `other`.
+pub(super) fn relation_key(
+    direction: Direction,
+    relation: Relation,
+    tenant: &str,
+    id: &str,
+    other: &str,
+) -> Vec<u8> {
+    Key::tag(side(direction))
+        .byte(RELATION.byte(relation))
+        .str(tenant)
+        .str(id)
+        .last(other)
+        .into_vec()
+}
+
+/// Puts both sides of `from` → `to` into a batch.
+pub(super) fn put_relation(
+    batch: &mut WriteBatch,
+    inner: &Inner,
+    relation: Relation,
+    tenant: &str,
+    (from, to): (&str, &str),
+    attrs: &[u8],
+) {
+    let cf = inner.cf(GRAPH);
+    batch.put_cf(
+        cf,
+        relation_key(Direction::Out, relation, tenant, from, to),
+        attrs,
+    );
+    batch.put_cf(
+        cf,
+        relation_key(Direction::In, relation, tenant, to, from),
+        attrs,
+    );
+}
+
+/// Deletes both sides of `from` → `to` in a batch.
+pub(super) fn delete_relation(
+    batch: &mut WriteBatch,
+    inner: &Inner,
+    relation: Relation,
+    tenant: &str,
+    (from, to): (&str, &str),
+) {
+    let cf = inner.cf(GRAPH);
+    batch.delete_cf(cf, relation_key(Direction::Out, relation, tenant, from, to));
+    batch.delete_cf(cf, relation_key(Direction::In, relation, tenant, to, from));
+}
+
+impl Inner {
+    /// The supervisors `user` reports to (one, unless a race left two).
+    pub(super) fn supervisors(&self, tenant: &str, user: &str) -> StoreResult<Vec<String>> {
+        let ids = [user.to_owned()];
+        let found = self.related(
+            tenant,
+            Relation::ReportsTo,
+            Direction::Out,
+            &ids,
+            None,
+            usize::MAX,
+        )?;
+        Ok(found.into_iter().map(|r| r.other).collect())
+    }
+
+    fn relate(&self, tenant: &str, changes: &[Change]) -> StoreResult<Vec<Option<Vec<u8>>>> {
+        let outs: Vec<Vec<u8>> = changes
+            .iter()
+            .map(|c| relation_key(Direction::Out, c.relation, tenant, &c.from, &c.to))
+            .collect();
+        let _lock = self.lock(&outs);
+        let before: Vec<Option<Vec<u8>>> = self
+            .db
+            .batched_multi_get_cf(self.cf(GRAPH), &outs, false)
+            .into_iter()
+            .map(|found| Ok(found.map_err(db_err)?.map(|v| v.to_vec())))
+            .collect::<StoreResult<_>>()?;
+        let cf = self.cf(GRAPH);
+        let mut batch = WriteBatch::default();
+        for (change, out) in changes.iter().zip(&outs) {
+            let back = relation_key(
+                Direction::In,
+                change.relation,
+                tenant,
+                &change.to,
+                &change.from,
+            );
+            match &change.attrs {
+                Some(attrs) => {
+                    batch.put_cf(cf, out, attrs);
+                    batch.put_cf(cf, back, attrs);
+                }
+                None => {
+                    batch.delete_cf(cf, out);
+                    batch.delete_cf(cf, back);
+                }
+            }
+        }
+        self.commit(batch)?;
+        Ok(before)
+    }
+
+    fn related(
+        &self,
+        tenant: &str,
+        relation: Relation,
+        direction: Direction,
+        ids: &[String],
+        after: Option<&str>,
+        limit: usize,
+    ) -> StoreResult<Vec<Related>> {
+        let mut order: Vec<usize> = (0..ids.len()).collect();
+        order.sort_by(|&a, &b| ids[a].cmp(&ids[b]));
+        order.dedup_by(|a, b| ids[*a] == ids[*b]);
+        let mut out = Vec::new();
+        for of in order {
+            if out.len() >= limit {
+                break;
+            }
+            let prefix = Key::tag(side(direction))
+                .byte(RELATION.byte(relation))
+                .str(tenant)
+                .str(&ids[of])
+                .into_vec();
+            let lower = match after {
+                Some(a) => keys::after(&Key(prefix.clone()).last(a).0),
+                None => prefix.clone(),
+            };
+            self.scan_prefix(GRAPH, &prefix, &lower, limit - out.len(), |k, v| {
+                out.push(Related {
+                    of,
+                    other: Reader(&k[prefix.len()..]).last()?.to_owned(),
+                    attrs: v.to_vec(),
+                });
+                Ok(())
+            })?;
+        }
+        Ok(out)
+    }
+
+    fn related_among(
+        &self,
+        tenant: &str,
+        relation: Relation,
+        direction: Direction,
+        id: &str,
+        others: &[String],
+    ) -> StoreResult<Vec<Option<Vec<u8>>>> {
+        let keys: Vec<Vec<u8>> = others
+            .iter()
+            .map(|o| relation_key(direction, relation, tenant, id, o))
+            .collect();
+        self.db
+            .batched_multi_get_cf(self.cf(GRAPH), &keys, false)
+            .into_iter()
+            .map(|found| Ok(found.map_err(db_err)?.map(|v| v.to_vec())))
+            .collect()
+    }
+
+    /// Moves the relations earlier versions kept under tags of their own,
+    /// and groups' kinds, once, in one batch with the version reached.
+    pub(super) fn migrate_relations(&self) -> StoreResult<()> {
+        match self.get(META, RELATIONS_VERSION_KEY)?.as_deref() {
+            Some([v]) if *v >= RELATIONS_VERSION => return Ok(()),
+            Some([_]) | None => {}
+            Some(_) => return Err(keys::corrupt("relations version")),
+        }
+        let mut batch = WriteBatch::default();
+        let mut moved = 0;
+        let graph = self.cf(GRAPH);
+        let mut each = |earlier: u8, f: Move<'_>| {
+            let prefix = [earlier];
+            self.scan_prefix(GRAPH, &prefix, &prefix, usize::MAX, |k, v| {
+                f(&mut batch, Reader(&k[1..]), v)?;
+                batch.delete_cf(graph, k);
+                moved += 1;
+                Ok(())
+            })
+        };
+        // Edges: the outgoing side of each names the relation; the
+        // incoming sides go with their keys (a friendship's two outgoing
+        // sides are its two relations).
+        each(tag::EARLIER_EDGE, &mut |batch, mut r, _| {
+            let tenant = r.str()?;
+            let code = r.byte()?;
+            let (user, other) = (r.str()?, r.last()?);
+            let kind = match code {
+                EARLIER_FOLLOWS_OUT => EdgeKind::Follows,
+                EARLIER_FRIEND => EdgeKind::Friend,
+                EARLIER_GROUP_OUT => EdgeKind::Group,
+                EARLIER_FOLLOWS_IN | EARLIER_GROUP_IN => return Ok(()),
+                _ => return Err(keys::corrupt("earlier edge code")),
+            };
+            put_relation(
+                batch,
+                self,
+                Relation::Edge(kind),
+                tenant,
+                (user, other),
+                &[],
+            );
+            Ok(())
+        })?;
+        // Memberships: a user's side holds the kind, the role and the start.
+        each(tag::EARLIER_MEMBER_OF, &mut |batch, mut r, v| {
+            let (tenant, user, group) = (r.str()?, r.str()?, r.last()?);
+            put_relation(batch, self, Relation::Member, tenant, (user, group), v);
+            Ok(())
+        })?;
+        each(tag::EARLIER_MEMBER, &mut |_, _, _| Ok(()))?;
+        each(tag::EARLIER_ASSIGNMENT, &mut |batch, mut r, _| {
+            let (tenant, user, ref_id) = (r.str()?, r.str()?, r.last()?);
+            put_relation(batch, self, Relation::Assigned, tenant, (user, ref_id), &[]);
+            Ok(())
+        })?;
+        each(tag::EARLIER_ASSIGNED_TO, &mut |_, _, _| Ok(()))?;
+        each(tag::EARLIER_SUPERVISOR, &mut |batch, mut r, v| {
+            let (tenant, user) = (r.str()?, r.last()?);
+            let supervisor = std::str::from_utf8(v).map_err(|_| keys::corrupt("supervisor"))?;
+            put_relation(
+                batch,
+                self,
+                Relation::ReportsTo,
+                tenant,
+                (user, supervisor),
+                &[],
+            );
+            Ok(())
+        })?;
+        each(tag::EARLIER_SUPERVISEE, &mut |_, _, _| Ok(()))?;
+        // A group's kind, as a record at version 1.
+        let records = self.cf(RECORDS);
+        each(tag::EARLIER_GROUP, &mut |batch, mut r, v| {
+            let (tenant, group) = (r.str()?, r.last()?);
+            let key = Key::tag(RECORD_KIND.byte(RecordKind::Group))
+                .str(tenant)
+                .last(group)
+                .into_vec();
+            let mut value = 1u64.to_be_bytes().to_vec();
+            value.extend_from_slice(v);
+            batch.put_cf(records, key, value);
+            Ok(())
+        })?;
+        batch.put_cf(self.cf(META), RELATIONS_VERSION_KEY, [RELATIONS_VERSION]);
+        self.commit(batch)?;
+        if moved > 0 {
+            tracing::info!(moved, "graph entries moved to relations");
+        }
+        Ok(())
+    }
+}
+
+/// Moves one earlier entry (its key after the tag, and its value).
+type Move<'a> = &'a mut dyn FnMut(&mut WriteBatch, Reader, &[u8]) -> StoreResult<()>;
+
+/// The longest read done in place.
+const PAGE_IN_PLACE: usize = 1024;
+
+/// The edge codes earlier versions keyed each side by.
+const EARLIER_FOLLOWS_OUT: u8 = 0;
+const EARLIER_FOLLOWS_IN: u8 = 1;
+const EARLIER_FRIEND: u8 = 2;
+const EARLIER_GROUP_OUT: u8 = 3;
+const EARLIER_GROUP_IN: u8 = 4;
+
+#[async_trait]
+impl RelationStore for EmbeddedStore {
+    async fn relate(&self, tenant: &str, changes: &[Change]) -> StoreResult<Vec<Option<Vec<u8>>>> {
+        if changes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (tenant, changes) = (tenant.to_owned(), changes.to_vec());
+        self.blocking(move |db| db.relate(&tenant, &changes)).await
+    }
+
+    async fn related(
+        &self,
+        tenant: &str,
+        relation: Relation,
+        direction: Direction,
+        ids: &[String],
+        after: Option<&str>,
+        limit: usize,
+    ) -> StoreResult<Vec<Related>> {
+        // A page in place; longer reads (every follower…) off the async
+        // threads.
+        if limit <= PAGE_IN_PLACE {
+            return (self.inner).related(tenant, relation, direction, ids, after, limit);
+        }
+        let (tenant, ids, after) = (tenant.to_owned(), ids.to_vec(), after.map(str::to_owned));
+        self.blocking(move |db| {
+            db.related(&tenant, relation, direction, &ids, after.as_deref(), limit)
+        })
+        .await
+    }
+
+    async fn related_among(
+        &self,
+        tenant: &str,
+        relation: Relation,
+        direction: Direction,
+        id: &str,
+        others: &[String],
+    ) -> StoreResult<Vec<Option<Vec<u8>>>> {
+        self.inner
+            .related_among(tenant, relation, direction, id, others)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Group, GroupKind, Membership, MembershipRole};
+    use crate::store::relations::membership_attrs;
+    use crate::store::{Graph, JoinOutcome};
+
+    /// A store as an earlier version left it: follows, a friendship, a
+    /// group follow, a membership (a user's side with the kind, a group's
+    /// without), an assignment and a supervisor, each both ways under tags
+    /// of their own, and a group's kind, with no relations version noted.
+    /// Open moves them once; the graph reads as it was.
+    #[tokio::test]
+    async fn earlier_relations_are_moved_once() -> StoreResult<()> {
+        let dir = tempfile::tempdir().expect("temp dir");
+        {
+            let store = EmbeddedStore::open(dir.path())?;
+            let db = &store.inner;
+            let mut batch = WriteBatch::default();
+            let cf = db.cf(GRAPH);
+            let edge = |code: u8, user: &str, other: &str| {
+                Key::tag(tag::EARLIER_EDGE)
+                    .str("t")
+                    .byte(code)
+                    .str(user)
+                    .last(other)
+                    .into_vec()
+            };
+            let three =
+                |tag: u8, a: &str, b: &str| Key::tag(tag).str("t").str(a).last(b).into_vec();
+            for key in [
+                edge(EARLIER_FOLLOWS_OUT, "ann", "bob"),
+                edge(EARLIER_FOLLOWS_IN, "bob", "ann"),
+                edge(EARLIER_FRIEND, "ann", "cy"),
+                edge(EARLIER_FRIEND, "cy", "ann"),
+                edge(EARLIER_GROUP_OUT, "ann", "news"),
+                edge(EARLIER_GROUP_IN, "news", "ann"),
+                three(tag::EARLIER_ASSIGNMENT, "bob", "applicant-1"),
+                three(tag::EARLIER_ASSIGNED_TO, "applicant-1", "bob"),
+                three(tag::EARLIER_SUPERVISEE, "ann", "bob"),
+            ] {
+                batch.put_cf(cf, key, []);
+            }
+            let team = membership_attrs(GroupKind::Team, MembershipRole::Lead, 7);
+            batch.put_cf(cf, three(tag::EARLIER_MEMBER_OF, "ann", "eng"), &team);
+            batch.put_cf(cf, three(tag::EARLIER_MEMBER, "eng", "ann"), &team[1..]);
+            let supervisor = Key::tag(tag::EARLIER_SUPERVISOR).str("t").last("bob");
+            batch.put_cf(cf, supervisor.into_vec(), b"ann");
+            let group = Key::tag(tag::EARLIER_GROUP).str("t").last("eng");
+            batch.put_cf(cf, group.into_vec(), [0]);
+            batch.delete_cf(db.cf(META), RELATIONS_VERSION_KEY);
+            db.commit(batch)?;
+        }
+        for _ in 0..2 {
+            let store = EmbeddedStore::open(dir.path())?;
+            let (out, into) = (Direction::Out, Direction::In);
+            let edges = |kind, direction, user| store.edges("t", kind, direction, user, None, 10);
+            assert_eq!(edges(EdgeKind::Follows, into, "bob").await?, ["ann"]);
+            assert_eq!(edges(EdgeKind::Follows, out, "ann").await?, ["bob"]);
+            assert_eq!(edges(EdgeKind::Friend, into, "cy").await?, ["ann"]);
+            assert_eq!(edges(EdgeKind::Friend, out, "ann").await?, ["cy"]);
+            assert_eq!(edges(EdgeKind::Group, into, "news").await?, ["ann"]);
+            let membership = Membership {
+                group_id: "eng".into(),
+                kind: GroupKind::Team,
+                role: MembershipRole::Lead,
+                since: 7,
+            };
+            assert_eq!(store.memberships("t", "ann").await?, [membership]);
+            let ann = ["ann".to_owned()];
+            assert_eq!(
+                store.members_among("t", "eng", &ann).await?,
+                [("ann".into(), 7)]
+            );
+            let department = Group {
+                id: "eng".into(),
+                kind: GroupKind::Department,
+            };
+            let joined = store
+                .join_group("t", &department, "bob", MembershipRole::Member, 9)
+                .await?;
+            assert!(matches!(joined, JoinOutcome::KindMismatch(_)), "{joined:?}");
+            let applicant = ["applicant-1".to_owned()];
+            let assigned = store.assignment("t", into, &applicant).await?;
+            assert_eq!(assigned, [("applicant-1".into(), "bob".into())]);
+            assert_eq!(store.supervision("t", out, "bob").await?, ["ann"]);
+            assert_eq!(store.supervision("t", into, "ann").await?, ["bob"]);
+            // Nothing is left under the earlier tags.
+            for earlier in 1..=8 {
+                let mut left = 0;
+                store
+                    .inner
+                    .scan_prefix(GRAPH, &[earlier], &[earlier], 1, |_, _| {
+                        left += 1;
+                        Ok(())
+                    })?;
+                assert_eq!(left, 0, "tag {earlier}");
+            }
+        }
+        Ok(())
+    }
+}

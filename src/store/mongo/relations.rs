@@ -1,0 +1,349 @@
+//! MongoDB: relations in `relations`, one document each: `_id` is the
+//! relation's name, the tenant and both ends joined by the records'
+//! separator; `t`, `r`, `f` and `o` repeat them for the two indexes that
+//! read a relation from either end, and `a` holds the attributes (absent
+//! when there are none).
+//!
+//! Earlier versions kept edges, memberships and assignments in collections
+//! of their own, supervisors on the users' documents and groups' kinds in
+//! `groups`: they are moved here and to the records at open, once
+//! (`relations` in `meta`), and the earlier collections dropped.
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use bson::spec::BinarySubtype;
+use bson::{doc, Binary, Bson, Document};
+use futures_util::TryStreamExt;
+use mongodb::options::ReturnDocument;
+
+use super::bulk::upsert_all;
+use super::records::record_id;
+use super::{code_of, db_err, read_all, MongoStore};
+use crate::model::MembershipRole;
+use crate::store::codes::{EDGE_KIND, GROUP_KIND, RELATION, ROLE};
+use crate::store::records::SEPARATOR;
+use crate::store::relations::membership_attrs;
+use crate::store::{
+    Change, Direction, RecordKind, Related, Relation, RelationStore, StoreError, StoreResult,
+};
+
+/// The `meta` document noting the relations version reached.
+const RELATIONS_VERSION_ID: &str = "relations";
+const RELATIONS_VERSION: i32 = 1;
+
+/// The `_id` of `from` → `to`.
+fn relation_id(relation: Relation, tenant: &str, from: &str, to: &str) -> String {
+    format!(
+        "{}{SEPARATOR}{tenant}{SEPARATOR}{from}{SEPARATOR}{to}",
+        RELATION.name(relation)
+    )
+}
+
+/// A relation's document whole.
+pub(super) fn relation_doc(
+    relation: Relation,
+    tenant: &str,
+    from: &str,
+    to: &str,
+    attrs: &[u8],
+) -> Document {
+    let mut d = doc! {
+        "_id": relation_id(relation, tenant, from, to),
+        "t": tenant,
+        "r": RELATION.name(relation),
+        "f": from,
+        "o": to,
+    };
+    if !attrs.is_empty() {
+        d.insert(
+            "a",
+            Binary {
+                subtype: BinarySubtype::Generic,
+                bytes: attrs.to_vec(),
+            },
+        );
+    }
+    d
+}
+
+/// A relation's attributes as its document holds them.
+pub(super) fn attrs_of(d: &Document) -> Vec<u8> {
+    match d.get("a") {
+        Some(Bson::Binary(b)) => b.bytes.clone(),
+        _ => Vec::new(),
+    }
+}
+
+/// The upsert statement that writes a relation unless it is there.
+pub(super) fn keep_relation(d: Document) -> Document {
+    let id = d.get("_id").cloned().unwrap_or(Bson::Null);
+    doc! { "q": { "_id": id }, "u": { "$setOnInsert": d }, "upsert": true }
+}
+
+/// The upsert statement that writes a relation whole.
+pub(super) fn replace_relation(d: Document) -> Document {
+    let id = d.get("_id").cloned().unwrap_or(Bson::Null);
+    doc! { "q": { "_id": id }, "u": d, "upsert": true }
+}
+
+/// The field holding an end, from `direction`'s start: the id asked about,
+/// then the other end.
+fn ends(direction: Direction) -> (&'static str, &'static str) {
+    match direction {
+        Direction::Out => ("f", "o"),
+        Direction::In => ("o", "f"),
+    }
+}
+
+#[async_trait]
+impl RelationStore for MongoStore {
+    async fn relate(&self, tenant: &str, changes: &[Change]) -> StoreResult<Vec<Option<Vec<u8>>>> {
+        let mut before = Vec::with_capacity(changes.len());
+        for c in changes {
+            let id = relation_id(c.relation, tenant, &c.from, &c.to);
+            let had = match &c.attrs {
+                Some(attrs) => self
+                    .relations
+                    .find_one_and_replace(
+                        doc! { "_id": &id },
+                        relation_doc(c.relation, tenant, &c.from, &c.to, attrs),
+                    )
+                    .upsert(true)
+                    .return_document(ReturnDocument::Before)
+                    .await
+                    .map_err(db_err)?,
+                None => self
+                    .relations
+                    .find_one_and_delete(doc! { "_id": &id })
+                    .await
+                    .map_err(db_err)?,
+            };
+            before.push(had.as_ref().map(attrs_of));
+        }
+        Ok(before)
+    }
+
+    async fn related(
+        &self,
+        tenant: &str,
+        relation: Relation,
+        direction: Direction,
+        ids: &[String],
+        after: Option<&str>,
+        limit: usize,
+    ) -> StoreResult<Vec<Related>> {
+        if ids.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let (id, other) = ends(direction);
+        let mut filter = doc! { "t": tenant, "r": RELATION.name(relation) };
+        match ids {
+            [one] => filter.insert(id, one),
+            many => filter.insert(id, doc! { "$in": many }),
+        };
+        if let Some(after) = after {
+            filter.insert(other, doc! { "$gt": after });
+        }
+        let mut find = self
+            .relations
+            .find(filter)
+            .sort(doc! { id: 1, other: 1 })
+            .projection(doc! { "_id": 0, id: 1, other: 1, "a": 1 });
+        if limit < i64::MAX as usize {
+            find = find.limit(limit as i64);
+        }
+        let found: Vec<Document> = read_all(find).await?;
+        let index: HashMap<&str, usize> = ids
+            .iter()
+            .enumerate()
+            .rev()
+            .map(|(i, id)| (id.as_str(), i))
+            .collect();
+        found
+            .iter()
+            .map(|d| {
+                let corrupt = || StoreError::corrupt("relations", "a relation without its ends");
+                let of = d.get_str(id).ok().and_then(|i| index.get(i));
+                Ok(Related {
+                    of: *of.ok_or_else(corrupt)?,
+                    other: d.get_str(other).map_err(|_| corrupt())?.to_owned(),
+                    attrs: attrs_of(d),
+                })
+            })
+            .collect()
+    }
+
+    async fn related_among(
+        &self,
+        tenant: &str,
+        relation: Relation,
+        direction: Direction,
+        id: &str,
+        others: &[String],
+    ) -> StoreResult<Vec<Option<Vec<u8>>>> {
+        if others.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<String> = others
+            .iter()
+            .map(|other| match direction {
+                Direction::Out => relation_id(relation, tenant, id, other),
+                Direction::In => relation_id(relation, tenant, other, id),
+            })
+            .collect();
+        let found: Vec<Document> = read_all(
+            self.relations
+                .find(doc! { "_id": { "$in": &ids } })
+                .projection(doc! { "a": 1 }),
+        )
+        .await?;
+        let mut by_id: HashMap<&str, Vec<u8>> = found
+            .iter()
+            .filter_map(|d| Some((d.get_str("_id").ok()?, attrs_of(d))))
+            .collect();
+        Ok(ids.iter().map(|id| by_id.remove(id.as_str())).collect())
+    }
+}
+
+impl MongoStore {
+    /// Moves the relations earlier versions kept elsewhere into
+    /// `relations`, and groups' kinds into the records, once. A move cut
+    /// short is made again: what it moved already is kept.
+    pub(super) async fn migrate_relations(&self) -> StoreResult<()> {
+        let noted = self
+            .meta
+            .find_one(doc! { "_id": RELATIONS_VERSION_ID })
+            .await
+            .map_err(db_err)?
+            .and_then(|d| d.get_i32("version").ok())
+            .unwrap_or(0);
+        if noted >= RELATIONS_VERSION {
+            return Ok(());
+        }
+        let mut moved = Vec::new();
+        let field = |d: &Document, name: &str, collection: &str| -> StoreResult<String> {
+            d.get_str(name).map(str::to_owned).map_err(|_| {
+                StoreError::corrupt(
+                    format_args!("{collection}/{:?}", d.get("_id")),
+                    format_args!("no {name}"),
+                )
+            })
+        };
+        for d in self.earlier("edges").await? {
+            let kind = code_of(&EDGE_KIND, "edges", &d, "kind")?;
+            let (tenant, from, to) = (
+                field(&d, "tenant", "edges")?,
+                field(&d, "from", "edges")?,
+                field(&d, "to", "edges")?,
+            );
+            moved.push(relation_doc(Relation::Edge(kind), &tenant, &from, &to, &[]));
+        }
+        for d in self.earlier("memberships").await? {
+            let (tenant, group, user) = (
+                field(&d, "tenant", "memberships")?,
+                field(&d, "groupId", "memberships")?,
+                field(&d, "userId", "memberships")?,
+            );
+            let kind = code_of(&GROUP_KIND, "memberships", &d, "kind")?;
+            let role = match d.contains_key("role") {
+                true => code_of(&ROLE, "memberships", &d, "role")?,
+                false => MembershipRole::Member,
+            };
+            let attrs = membership_attrs(kind, role, d.get_i64("since").unwrap_or(0));
+            moved.push(relation_doc(
+                Relation::Member,
+                &tenant,
+                &user,
+                &group,
+                &attrs,
+            ));
+        }
+        for d in self.earlier("assignments").await? {
+            let (tenant, user, ref_id) = (
+                field(&d, "tenant", "assignments")?,
+                field(&d, "userId", "assignments")?,
+                field(&d, "refId", "assignments")?,
+            );
+            moved.push(relation_doc(
+                Relation::Assigned,
+                &tenant,
+                &user,
+                &ref_id,
+                &[],
+            ));
+        }
+        let supervised = doc! { "supervisorId": { "$exists": true } };
+        for d in read_all(self.users.find(supervised.clone())).await? {
+            let (tenant, user, supervisor) = (
+                field(&d, "tenant", "users")?,
+                field(&d, "userId", "users")?,
+                field(&d, "supervisorId", "users")?,
+            );
+            let relation = Relation::ReportsTo;
+            moved.push(relation_doc(relation, &tenant, &user, &supervisor, &[]));
+        }
+        let count = moved.len();
+        upsert_all(
+            &self.db,
+            "relations",
+            moved.into_iter().map(keep_relation).collect(),
+        )
+        .await?;
+        let mut kinds = Vec::new();
+        let with_kind = doc! { "kind": { "$exists": true } };
+        let groups = self.db.collection::<Document>("groups");
+        for d in read_all(groups.find(with_kind)).await? {
+            let (tenant, group) = (
+                field(&d, "tenant", "groups")?,
+                field(&d, "groupId", "groups")?,
+            );
+            let kind = code_of(&GROUP_KIND, "groups", &d, "kind")?;
+            let body = Binary {
+                subtype: BinarySubtype::Generic,
+                bytes: vec![GROUP_KIND.byte(kind)],
+            };
+            kinds.push(doc! {
+                "q": { "_id": record_id(RecordKind::Group, &tenant, &group) },
+                "u": { "$setOnInsert": { "v": 1_i64, "body": body } },
+                "upsert": true,
+            });
+        }
+        upsert_all(&self.db, "records", kinds).await?;
+        self.users
+            .update_many(supervised, doc! { "$unset": { "supervisorId": "" } })
+            .await
+            .map_err(db_err)?;
+        for earlier in ["edges", "memberships", "assignments", "groups"] {
+            self.db
+                .collection::<Document>(earlier)
+                .drop()
+                .await
+                .map_err(db_err)?;
+        }
+        self.meta
+            .update_one(
+                doc! { "_id": RELATIONS_VERSION_ID },
+                doc! { "$set": { "version": RELATIONS_VERSION } },
+            )
+            .upsert(true)
+            .await
+            .map_err(db_err)?;
+        if count > 0 {
+            tracing::info!(moved = count, "graph documents moved to relations");
+        }
+        Ok(())
+    }
+
+    /// Every document of an earlier collection.
+    pub(super) async fn earlier(&self, collection: &str) -> StoreResult<Vec<Document>> {
+        self.db
+            .collection::<Document>(collection)
+            .find(doc! {})
+            .await
+            .map_err(db_err)?
+            .try_collect()
+            .await
+            .map_err(db_err)
+    }
+}
