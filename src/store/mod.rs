@@ -4,11 +4,17 @@
 //! [`ReactionStore`], [`QueueStore`], [`TimelineStore`], [`NoticeStore`], …); bring
 //! [`prelude`] into scope to call them.
 //!
+//! Some concerns are primitives that rules are written on, once, above the
+//! backends: [records](records) (keyed values under a version: cuts,
+//! celebrities, inboxes, groups' kinds) and [relations](relations) (the
+//! graph, from both ends); [`Records`] and [`Graph`] hold what each kind
+//! means and how it changes, for every backend.
+//!
 //! Backends: [`embedded`] (RocksDB, the default) and [`mongo`]. [`open`] picks
 //! one from a URL; [`metered`] wraps any of them and counts and times every
 //! call. Each trait is declared through `metered::port!`, which meters it as
 //! it declares it (see [`metered`] for adding one). The conformance suite in
-//! `tests/it/store_suite.rs` holds every backend to the same contract.
+//! `tests/it/store_suite/` holds every backend to the same contract.
 //!
 //! Enums are stored by the codes in `codes.rs`, one table per enum for both
 //! backends, read strictly: an unknown code is a corrupt record

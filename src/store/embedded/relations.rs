@@ -314,9 +314,11 @@ impl RelationStore for EmbeddedStore {
         after: Option<&str>,
         limit: usize,
     ) -> StoreResult<Vec<Related>> {
-        // A page in place; longer reads (every follower…) off the async
-        // threads.
-        if limit <= PAGE_IN_PLACE {
+        // A page in place, and a user's own groups and supervisor (few by
+        // nature); longer reads (every follower…) off the async threads.
+        let own = direction == Direction::Out
+            && matches!(relation, Relation::Member | Relation::ReportsTo);
+        if limit <= PAGE_IN_PLACE || own {
             return (self.inner).related(tenant, relation, direction, ids, after, limit);
         }
         let (tenant, ids, after) = (tenant.to_owned(), ids.to_vec(), after.map(str::to_owned));

@@ -255,7 +255,7 @@ impl TimelineStore for EmbeddedStore {
 impl EmbeddedStore {
     /// Adds many follow edges `(follower, followed)` in one synced batch: bulk
     /// loading (the benchmark's follow graphs), where a commit per edge would
-    /// spend its time in syncs. Same records as [`Store::set_edge`]: both
+    /// spend its time in syncs. Same relations as [`Graph::set_edge`](crate::store::Graph::set_edge): both
     /// directions, and the follower noted as a user.
     pub async fn follow_many(&self, tenant: &str, edges: Vec<(String, String)>) -> StoreResult<()> {
         owned!(tenant);
