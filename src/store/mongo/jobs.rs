@@ -128,13 +128,7 @@ impl MongoStore {
     /// reached in `meta`. A move cut short is made again: what it moved
     /// already is a duplicate and skipped.
     pub(super) async fn migrate_jobs(&self) -> StoreResult<()> {
-        let noted = self
-            .meta
-            .find_one(doc! { "_id": JOBS_VERSION_ID })
-            .await
-            .map_err(db_err)?
-            .and_then(|d| d.get_i32("version").ok())
-            .unwrap_or(0);
+        let noted = self.noted_version(JOBS_VERSION_ID).await?;
         if noted >= JOBS_VERSION {
             return Ok(());
         }
@@ -151,14 +145,7 @@ impl MongoStore {
         if noted < 4 {
             moved += self.move_fan_outs().await?;
         }
-        self.meta
-            .update_one(
-                doc! { "_id": JOBS_VERSION_ID },
-                doc! { "$set": { "version": JOBS_VERSION } },
-            )
-            .upsert(true)
-            .await
-            .map_err(db_err)?;
+        self.note_version(JOBS_VERSION_ID, JOBS_VERSION).await?;
         if moved > 0 {
             tracing::info!(moved, "queued jobs moved to the jobs collection");
         }

@@ -635,6 +635,26 @@ impl MongoStore {
             .map_err(db_err)?;
         Ok(updated.map(|doc| doc.counts))
     }
+
+    /// The version a one-time move noted in `meta` under `id` (0: none).
+    async fn noted_version(&self, id: &str) -> StoreResult<i32> {
+        let noted = self
+            .meta
+            .find_one(doc! { "_id": id })
+            .await
+            .map_err(db_err)?;
+        Ok(noted.and_then(|d| d.get_i32("version").ok()).unwrap_or(0))
+    }
+
+    /// Notes in `meta` that a one-time move reached `version`.
+    async fn note_version(&self, id: &str, version: i32) -> StoreResult<()> {
+        self.meta
+            .update_one(doc! { "_id": id }, doc! { "$set": { "version": version } })
+            .upsert(true)
+            .await
+            .map_err(db_err)?;
+        Ok(())
+    }
 }
 
 #[async_trait]

@@ -174,13 +174,7 @@ impl MongoStore {
     /// Moves the records earlier versions kept elsewhere into `records`,
     /// once. A move cut short is made again: what it moved already is kept.
     pub(super) async fn migrate_records(&self) -> StoreResult<()> {
-        let noted = self
-            .meta
-            .find_one(doc! { "_id": RECORDS_VERSION_ID })
-            .await
-            .map_err(db_err)?
-            .and_then(|d| d.get_i32("version").ok())
-            .unwrap_or(0);
+        let noted = self.noted_version(RECORDS_VERSION_ID).await?;
         if noted >= RECORDS_VERSION {
             return Ok(());
         }
@@ -195,14 +189,8 @@ impl MongoStore {
                 .await
                 .map_err(db_err)?;
         }
-        self.meta
-            .update_one(
-                doc! { "_id": RECORDS_VERSION_ID },
-                doc! { "$set": { "version": RECORDS_VERSION } },
-            )
-            .upsert(true)
-            .await
-            .map_err(db_err)?;
+        self.note_version(RECORDS_VERSION_ID, RECORDS_VERSION)
+            .await?;
         if moved > 0 {
             tracing::info!(moved, "records moved to the records collection");
         }

@@ -211,13 +211,7 @@ impl MongoStore {
     /// `relations`, and groups' kinds into the records, once. A move cut
     /// short is made again: what it moved already is kept.
     pub(super) async fn migrate_relations(&self) -> StoreResult<()> {
-        let noted = self
-            .meta
-            .find_one(doc! { "_id": RELATIONS_VERSION_ID })
-            .await
-            .map_err(db_err)?
-            .and_then(|d| d.get_i32("version").ok())
-            .unwrap_or(0);
+        let noted = self.noted_version(RELATIONS_VERSION_ID).await?;
         if noted >= RELATIONS_VERSION {
             return Ok(());
         }
@@ -321,14 +315,8 @@ impl MongoStore {
                 .await
                 .map_err(db_err)?;
         }
-        self.meta
-            .update_one(
-                doc! { "_id": RELATIONS_VERSION_ID },
-                doc! { "$set": { "version": RELATIONS_VERSION } },
-            )
-            .upsert(true)
-            .await
-            .map_err(db_err)?;
+        self.note_version(RELATIONS_VERSION_ID, RELATIONS_VERSION)
+            .await?;
         if count > 0 {
             tracing::info!(moved = count, "graph documents moved to relations");
         }
