@@ -401,11 +401,6 @@ pub trait Store:
         Vec::new()
     }
 
-    /// Checks that the backend answers.
-    async fn ping(&self) -> StoreResult<()> {
-        Ok(())
-    }
-
     /// What the materialised timelines hold and the store's size on disk
     /// (the feed models' costs, for the bench). Counts every item; not for
     /// a hot path.

@@ -697,14 +697,6 @@ impl Store for MongoStore {
             documents: number("objects") as u64,
         })
     }
-
-    async fn ping(&self) -> StoreResult<()> {
-        self.db
-            .run_command(doc! { "ping": 1 })
-            .await
-            .map(|_| ())
-            .map_err(db_err)
-    }
 }
 
 #[cfg(test)]
