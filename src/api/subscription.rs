@@ -242,12 +242,13 @@ impl FeedSubscription {
         let mut replay = VecDeque::new();
         let mut replayed = HashMap::new();
         if let Some(after) = after {
-            let changes = live
-                .state
-                .feeds()
-                .changes(&viewer.tenant, &viewer.user, after, MAX_REPLAY)
-                .await
-                .api()?;
+            // Boxed: the subscription's stream holds this resolver's state for
+            // as long as it lives, so the replay's reads (a plan, changes,
+            // visibility) must not be laid out inline in every idle
+            // subscriber.
+            let changes = live.state.feeds();
+            let changes = changes.changes(&viewer.tenant, &viewer.user, after, MAX_REPLAY);
+            let changes = Box::pin(changes).await.api()?;
             let Some(items) = changes else {
                 return Err(coded(
                     LAGGED,
