@@ -100,16 +100,12 @@ impl Live {
             };
             let store = self.state.store.as_ref();
             let expiry = self.state.expiry();
-            match Access::load(
-                store,
-                &self.viewer.tenant,
-                &self.viewer.user,
-                [action],
-                expiry,
-            )
-            .await
-            .api()
-            {
+            let (tenant, user) = (&self.viewer.tenant, &self.viewer.user);
+            // Boxed, as every read a live stream makes: an idle subscriber
+            // holds the stream's state, which would otherwise lay the
+            // read's out inline.
+            let access = Box::pin(Access::load(store, tenant, user, [action], expiry));
+            match access.await.api() {
                 Ok(access) if access.can_read(action) => return Some(Ok(node)),
                 Ok(_) => continue,
                 Err(err) => return Some(Err(err)),
@@ -330,7 +326,9 @@ impl FeedSubscription {
             .pop()
             .filter(|a| !a.hidden);
         let readable = match &action {
-            Some(action) => access(ctx, viewer, [action]).await?.can_read(action),
+            Some(action) => Box::pin(access(ctx, viewer, [action]))
+                .await?
+                .can_read(action),
             None => false,
         };
         if !readable {

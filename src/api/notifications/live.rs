@@ -67,7 +67,9 @@ impl NoticeStream {
                 self.started = true;
                 NoticeEvent::default()
             };
-            if let Err(err) = self.expand(change).await {
+            // Boxed: an idle subscriber holds this stream's state, which
+            // would otherwise lay the reads out inline.
+            if let Err(err) = Box::pin(self.expand(change)).await {
                 return Some((Err(err), self));
             }
         }
