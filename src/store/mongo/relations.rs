@@ -102,11 +102,14 @@ impl RelationStore for MongoStore {
         let mut before = Vec::with_capacity(changes.len());
         for c in changes {
             let id = relation_id(c.relation, tenant, &c.from, &c.to);
+            // With the shard key (`t`, `o`), so a sharded cluster sends it to
+            // one shard.
+            let filter = doc! { "_id": &id, "t": tenant, "o": &c.to };
             let had = match &c.attrs {
                 Some(attrs) => self
                     .relations
                     .find_one_and_replace(
-                        doc! { "_id": &id },
+                        filter,
                         relation_doc(c.relation, tenant, &c.from, &c.to, attrs),
                     )
                     .upsert(true)
@@ -115,7 +118,7 @@ impl RelationStore for MongoStore {
                     .map_err(db_err)?,
                 None => self
                     .relations
-                    .find_one_and_delete(doc! { "_id": &id })
+                    .find_one_and_delete(filter)
                     .await
                     .map_err(db_err)?,
             };
@@ -192,12 +195,14 @@ impl RelationStore for MongoStore {
                 Direction::In => relation_id(relation, tenant, other, id),
             })
             .collect();
-        let found: Vec<Document> = read_all(
-            self.relations
-                .find(doc! { "_id": { "$in": &ids } })
-                .projection(doc! { "a": 1 }),
-        )
-        .await?;
+        // With the shard key where it is one value (`In`: the other end is
+        // `id`), so a sharded cluster reads one shard.
+        let mut among = doc! { "_id": { "$in": &ids }, "t": tenant };
+        if direction == Direction::In {
+            among.insert("o", id);
+        }
+        let found: Vec<Document> =
+            read_all(self.relations.find(among).projection(doc! { "a": 1 })).await?;
         let mut by_id: HashMap<&str, Vec<u8>> = found
             .iter()
             .filter_map(|d| Some((d.get_str("_id").ok()?, attrs_of(d))))
