@@ -16,18 +16,19 @@ use tokio::sync::mpsc;
 use super::actions::{action_lock, comment_key, like_key};
 use super::families::{ACTIONS, GRAPH, ITEMS, REACTIONS, RECORDS};
 use super::keys::{self, graph as tag, reaction, ItemState, Key, Reader};
-use super::relations::{delete_relation, put_relation};
+use super::records::put_first;
+use super::relations::{delete_relation, put_relation, relation_prefix};
 use super::users::{ensure_user_in, user_key, user_name, user_value};
 use super::{records, EmbeddedStore, Inner};
 use crate::model::{Action, EdgeKind, FanOut, FanOutState, ObjectId, Reason, ReasonKind};
 use crate::store::archive::import_notices;
 use crate::store::archive::relation_record;
-use crate::store::codes::{GROUP_KIND, RECORD_KIND, RELATION};
+use crate::store::codes::{GROUP_KIND, RECORD_KIND};
 use crate::store::records::decode_inbox;
 use crate::store::relations::membership_attrs;
 use crate::store::{
-    Archive, EdgeRecordKind, ErrorKind, ItemRecord, JobKind, NoticeJob, Record, RecordKind,
-    Relation, StoreError, StoreResult, Unfollow,
+    Archive, Direction, EdgeRecordKind, ErrorKind, ItemRecord, JobKind, NoticeJob, Record,
+    RecordKind, Relation, StoreError, StoreResult, Unfollow,
 };
 
 /// Records in flight between the reading thread and the consumer.
@@ -77,7 +78,7 @@ impl Inner {
             emit(Record::User { tenant, id, name })
         })?;
         for relation in Relation::ALL {
-            let prefix = Key::tag(tag::RELATION_OUT).byte(RELATION.byte(relation));
+            let prefix = relation_prefix(Direction::Out, relation);
             let prefix = match tenant {
                 Some(tenant) => prefix.str(tenant),
                 None => prefix,
@@ -218,16 +219,8 @@ impl Inner {
                     role,
                     since,
                 } => {
-                    let mut value = 1u64.to_be_bytes().to_vec();
-                    value.push(GROUP_KIND.byte(*group_kind));
-                    batch.put_cf(
-                        self.cf(RECORDS),
-                        Key::tag(RECORD_KIND.byte(RecordKind::Group))
-                            .str(tenant)
-                            .last(group)
-                            .into_vec(),
-                        value,
-                    );
+                    let kind = [GROUP_KIND.byte(*group_kind)];
+                    put_first(&mut batch, self, RecordKind::Group, (tenant, group), &kind);
                     let attrs = membership_attrs(*group_kind, *role, *since);
                     put_relation(
                         &mut batch,

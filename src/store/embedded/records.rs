@@ -46,6 +46,22 @@ pub(super) fn decode(value: &[u8]) -> StoreResult<Stored> {
     })
 }
 
+/// Puts a record at its first version into a batch (a move at open, an
+/// import).
+pub(super) fn put_first(
+    batch: &mut WriteBatch,
+    inner: &Inner,
+    kind: RecordKind,
+    (tenant, key): (&str, &str),
+    body: &[u8],
+) {
+    batch.put_cf(
+        inner.cf(RECORDS),
+        record_key(kind, tenant, key),
+        encode(1, body),
+    );
+}
+
 impl Inner {
     fn records(
         &self,

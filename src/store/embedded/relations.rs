@@ -11,11 +11,12 @@
 use async_trait::async_trait;
 use rocksdb::WriteBatch;
 
-use super::families::{GRAPH, META, RECORDS};
+use super::families::{GRAPH, META};
 use super::keys::{self, graph as tag, Key, Reader};
+use super::records::put_first;
 use super::{db_err, EmbeddedStore, Inner};
 use crate::model::EdgeKind;
-use crate::store::codes::{RECORD_KIND, RELATION};
+use crate::store::codes::RELATION;
 use crate::store::{Change, Direction, RecordKind, Related, Relation, RelationStore, StoreResult};
 
 /// The `meta` key of the relations version reached.
@@ -29,6 +30,11 @@ fn side(direction: Direction) -> u8 {
     }
 }
 
+/// The start of every key of one side of `relation`.
+pub(super) fn relation_prefix(direction: Direction, relation: Relation) -> Key {
+    Key::tag(side(direction)).byte(RELATION.byte(relation))
+}
+
 /// The key of `id`'s side of a relation with `other`.
 pub(super) fn relation_key(
     direction: Direction,
@@ -37,8 +43,7 @@ pub(super) fn relation_key(
     id: &str,
     other: &str,
 ) -> Vec<u8> {
-    Key::tag(side(direction))
-        .byte(RELATION.byte(relation))
+    relation_prefix(direction, relation)
         .str(tenant)
         .str(id)
         .last(other)
@@ -101,31 +106,13 @@ impl Inner {
             .map(|c| relation_key(Direction::Out, c.relation, tenant, &c.from, &c.to))
             .collect();
         let _lock = self.lock(&outs);
-        let before: Vec<Option<Vec<u8>>> = self
-            .db
-            .batched_multi_get_cf(self.cf(GRAPH), &outs, false)
-            .into_iter()
-            .map(|found| Ok(found.map_err(db_err)?.map(|v| v.to_vec())))
-            .collect::<StoreResult<_>>()?;
-        let cf = self.cf(GRAPH);
+        let before = self.attrs_at(&outs)?;
         let mut batch = WriteBatch::default();
-        for (change, out) in changes.iter().zip(&outs) {
-            let back = relation_key(
-                Direction::In,
-                change.relation,
-                tenant,
-                &change.to,
-                &change.from,
-            );
-            match &change.attrs {
-                Some(attrs) => {
-                    batch.put_cf(cf, out, attrs);
-                    batch.put_cf(cf, back, attrs);
-                }
-                None => {
-                    batch.delete_cf(cf, out);
-                    batch.delete_cf(cf, back);
-                }
+        for c in changes {
+            let ends = (c.from.as_str(), c.to.as_str());
+            match &c.attrs {
+                Some(attrs) => put_relation(&mut batch, self, c.relation, tenant, ends, attrs),
+                None => delete_relation(&mut batch, self, c.relation, tenant, ends),
             }
         }
         self.commit(batch)?;
@@ -149,8 +136,7 @@ impl Inner {
             if out.len() >= limit {
                 break;
             }
-            let prefix = Key::tag(side(direction))
-                .byte(RELATION.byte(relation))
+            let prefix = relation_prefix(direction, relation)
                 .str(tenant)
                 .str(&ids[of])
                 .into_vec();
@@ -182,8 +168,13 @@ impl Inner {
             .iter()
             .map(|o| relation_key(direction, relation, tenant, id, o))
             .collect();
+        self.attrs_at(&keys)
+    }
+
+    /// The attributes stored at each of `keys`, in order. One multi-get.
+    fn attrs_at(&self, keys: &[Vec<u8>]) -> StoreResult<Vec<Option<Vec<u8>>>> {
         self.db
-            .batched_multi_get_cf(self.cf(GRAPH), &keys, false)
+            .batched_multi_get_cf(self.cf(GRAPH), keys, false)
             .into_iter()
             .map(|found| Ok(found.map_err(db_err)?.map(|v| v.to_vec())))
             .collect()
@@ -260,17 +251,10 @@ impl Inner {
             Ok(())
         })?;
         each(tag::EARLIER_SUPERVISEE, &mut |_, _, _| Ok(()))?;
-        // A group's kind, as a record at version 1.
-        let records = self.cf(RECORDS);
+        // A group's kind, as a record at its first version.
         each(tag::EARLIER_GROUP, &mut |batch, mut r, v| {
             let (tenant, group) = (r.str()?, r.last()?);
-            let key = Key::tag(RECORD_KIND.byte(RecordKind::Group))
-                .str(tenant)
-                .last(group)
-                .into_vec();
-            let mut value = 1u64.to_be_bytes().to_vec();
-            value.extend_from_slice(v);
-            batch.put_cf(records, key, value);
+            put_first(batch, self, RecordKind::Group, (tenant, group), v);
             Ok(())
         })?;
         batch.put_cf(self.cf(META), RELATIONS_VERSION_KEY, [RELATIONS_VERSION]);
