@@ -36,6 +36,7 @@ mod sources;
 
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 pub use archive::{Archive, EdgeRecordKind, ItemRecord, Record};
@@ -46,14 +47,16 @@ use metered::port;
 pub use notices::{NoticeJob, NoticeSource, NoticeStore};
 pub use records::{RecordKind, RecordStore, Records, Stored};
 pub use relations::{Change, Graph, Related, Relation, RelationStore, UserStore};
-pub use sources::{Cut, Outbox, Posted, River, RiverStore, SourceStore, DEFAULT_RIVER_SIZE};
+pub use sources::{
+    Cut, Outbox, Posted, River, RiverCut, RiverStore, SourceStore, DEFAULT_RIVER_SIZE,
+};
 
 /// The concern traits, for calling a store's methods.
 pub mod prelude {
     pub use super::{
         ActionStore, Graph, GroupFeedStore, JobStore, NoticeStore, QueueStore, ReactionStore,
         RecordStore, Records, RelationStore, RiverStore, SourceStore, Store, TimelineStore,
-        UserStore,
+        Timelines, UserStore,
     };
 }
 
@@ -565,24 +568,30 @@ pub trait QueueStore: Send + Sync {
 }
 }
 
+/// What a [`TimelineStore::timeline`] read answers of one reader's visible
+/// items.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimelineRead {
+    /// A range of the home feed, newest first.
+    Range(FeedRange),
+    /// The items that changed (were delivered or bumped) after a stamp, in
+    /// the order they changed, at most `limit`.
+    ChangedAfter { after: Stamp, limit: usize },
+    /// The item of one action, as the timeline holds it: none where it
+    /// holds none or a hidden tombstone (an item a pull model merges at
+    /// read is not held).
+    Item(ObjectId),
+}
+
 port! {
 /// Readers' feeds as materialised: ranges, changes since a stamp, hidden items.
 pub trait TimelineStore: Send + Sync {
-    /// Items of `owner`'s feed that changed (were delivered or bumped) after
-    /// `after`, in the order they changed, at most `limit`.
-    async fn feed_changes(
+    /// What `read` asks of `owner`'s visible items. One round trip.
+    async fn timeline(
         &self,
         tenant: &str,
         owner: &str,
-        after: Stamp,
-        limit: usize,
-    ) -> StoreResult<Vec<FeedItem>>;
-    /// A range of `owner`'s home feed, newest first. One round trip.
-    async fn feed_page(
-        &self,
-        tenant: &str,
-        owner: &str,
-        range: FeedRange,
+        read: TimelineRead,
     ) -> StoreResult<Vec<FeedItem>>;
     /// Puts items into `owner`'s feed, each stamped as it says (a new
     /// follow's backfill, a river built). Actions the reader already has an
@@ -603,15 +612,6 @@ pub trait TimelineStore: Send + Sync {
         owner: &str,
         action_ids: &[ObjectId],
     ) -> StoreResult<Vec<ObjectId>>;
-    /// `owner`'s visible item of one action, as the timeline holds it: none
-    /// where it holds none or a hidden tombstone (an item a pull model merges
-    /// at read is not held). One round trip.
-    async fn feed_item(
-        &self,
-        tenant: &str,
-        owner: &str,
-        action_id: ObjectId,
-    ) -> StoreResult<Option<FeedItem>>;
     /// Removes one action from `owner`'s feed for good, materialised or not:
     /// a tombstone stays, so no later delivery, backfill or pull brings it
     /// back. Returns the item if one was materialised.
@@ -623,6 +623,48 @@ pub trait TimelineStore: Send + Sync {
     ) -> StoreResult<Option<FeedItem>>;
 }
 }
+
+/// The timeline reads by what they ask, over [`TimelineStore::timeline`].
+/// Every [`TimelineStore`] has them.
+#[async_trait]
+pub trait Timelines: TimelineStore {
+    /// A range of `owner`'s home feed, newest first. One round trip.
+    async fn feed_page(
+        &self,
+        tenant: &str,
+        owner: &str,
+        range: FeedRange,
+    ) -> StoreResult<Vec<FeedItem>> {
+        self.timeline(tenant, owner, TimelineRead::Range(range))
+            .await
+    }
+
+    /// Items of `owner`'s feed that changed after `after`, in the order
+    /// they changed, at most `limit`.
+    async fn feed_changes(
+        &self,
+        tenant: &str,
+        owner: &str,
+        after: Stamp,
+        limit: usize,
+    ) -> StoreResult<Vec<FeedItem>> {
+        let read = TimelineRead::ChangedAfter { after, limit };
+        self.timeline(tenant, owner, read).await
+    }
+
+    /// `owner`'s visible item of one action, as the timeline holds it.
+    async fn feed_item(
+        &self,
+        tenant: &str,
+        owner: &str,
+        action_id: ObjectId,
+    ) -> StoreResult<Option<FeedItem>> {
+        let read = TimelineRead::Item(action_id);
+        Ok(self.timeline(tenant, owner, read).await?.pop())
+    }
+}
+
+impl<T: TimelineStore + ?Sized> Timelines for T {}
 
 /// Opens the store a URL names: `embedded:<dir>`, or a `mongodb://` /
 /// `mongodb+srv://` URI (database from its path, `riverfeed` by default).

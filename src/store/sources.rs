@@ -75,6 +75,15 @@ pub trait SourceStore: Send + Sync {
 }
 }
 
+/// How much of a river [`RiverStore::cut_river`] leaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RiverCut {
+    /// The newest this many items stay; the river stays.
+    Keep(usize),
+    /// The river goes: its record and every item of it.
+    Drop,
+}
+
 port! {
 /// Rivers: which readers have one, building, touching, trimming and
 /// dropping them. A river's items are the timeline's items that came from a
@@ -83,22 +92,18 @@ port! {
 /// dropping or trimming a river removes those only (own and bumped items
 /// stay).
 pub trait RiverStore: Send + Sync {
-    /// `reader`'s river, if they have one.
-    async fn river(&self, tenant: &str, reader: &str) -> StoreResult<Option<River>>;
+    /// The rivers of `readers`, one answer per reader in order (`None`
+    /// where they have none). One round trip.
+    async fn rivers(&self, tenant: &str, readers: &[String]) -> StoreResult<Vec<Option<River>>>;
     /// Creates or replaces `reader`'s river record.
     async fn put_river(&self, tenant: &str, reader: &str, river: &River) -> StoreResult<()>;
-    /// Which of `readers` have a river. One round trip.
-    async fn rivers_among(&self, tenant: &str, readers: &[String]) -> StoreResult<Vec<String>>;
     /// Up to `limit` rivers (tenant, reader) last touched before `before`,
     /// across tenants.
     async fn idle_rivers(&self, before: Millis, limit: usize)
         -> StoreResult<Vec<(String, String)>>;
-    /// Removes `reader`'s river: its record and its items. Returns how many
-    /// items went.
-    async fn drop_river(&self, tenant: &str, reader: &str) -> StoreResult<u64>;
-    /// Keeps the newest `keep` items of `reader`'s river and removes the
-    /// rest, moving `complete_from` up to the oldest kept. Returns how many
-    /// items went.
-    async fn trim_river(&self, tenant: &str, reader: &str, keep: usize) -> StoreResult<u64>;
+    /// Trims `reader`'s river as `cut` says: keeps its newest items and
+    /// moves `complete_from` up to the oldest kept, or drops it, record and
+    /// items. Returns how many items went.
+    async fn cut_river(&self, tenant: &str, reader: &str, cut: RiverCut) -> StoreResult<u64>;
 }
 }

@@ -10,7 +10,7 @@ use super::access::{Access, Expiry};
 use super::sources::GroupSource;
 use crate::events::{FeedEventKind, Hub, Signal};
 use crate::model::{FeedItem, ObjectId, Position, Reason};
-use crate::store::{Ended, FeedRange, Outbox, Store, StoreResult, Unfollow};
+use crate::store::{Ended, FeedRange, Outbox, Store, StoreResult, Timelines, Unfollow};
 
 /// Timeline items read per step.
 const STEP: usize = 1_000;

@@ -19,7 +19,7 @@ use super::read::{self, Entry, Plan, MAX_ROUNDS};
 use super::visibility::Visibility;
 use crate::clock::Clock;
 use crate::model::{Action, FeedItem, Millis, ObjectId, Position, Reason, Stamp};
-use crate::store::{FeedRange, Store, StoreResult};
+use crate::store::{FeedRange, Store, StoreResult, Timelines};
 
 /// What reading home feeds needs of the deployment.
 #[derive(Clone, Copy)]

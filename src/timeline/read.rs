@@ -5,7 +5,7 @@
 
 use super::sources::{self, newest_first_within, Sources};
 use crate::model::{Action, FeedItem, ObjectId, Position, ReasonKind, Scope, Stamp};
-use crate::store::{FeedRange, Store, StoreResult};
+use crate::store::{FeedRange, Store, StoreResult, Timelines};
 
 /// Store rounds one page may take to get past items the reader cannot see.
 pub const MAX_ROUNDS: usize = 4;

@@ -13,7 +13,7 @@ use super::read::still_pulled;
 use super::read::Plan;
 use super::sources::{self, Sources};
 use crate::model::{Action, EdgeKind, Millis, Position, Reason};
-use crate::store::{Backfill, FeedRange, River, Store, StoreResult};
+use crate::store::{Backfill, FeedRange, River, RiverCut, Store, StoreResult};
 
 /// The `rivers` model, with its settings.
 pub struct Rivers(pub FeedModel);
@@ -30,7 +30,14 @@ impl FeedStrategy for Rivers {
             .collect();
         let mut active = Vec::new();
         for chunk in pullers.chunks(AUDIENCE_PAGE) {
-            active.extend(store.rivers_among(&action.tenant, chunk).await?);
+            let rivers = store.rivers(&action.tenant, chunk).await?;
+            active.extend(
+                chunk
+                    .iter()
+                    .zip(rivers)
+                    .filter(|(_, river)| river.is_some())
+                    .map(|(reader, _)| reader.clone()),
+            );
         }
         active.sort_unstable();
         readers.retain(|(r, kind)| !kind.pulled() || active.binary_search(r).is_ok());
@@ -60,13 +67,21 @@ impl FeedStrategy for Rivers {
         _: EdgeKind,
         _: &str,
     ) -> StoreResult<Option<Position>> {
-        Ok(store.river(tenant, reader).await?.map(|r| r.complete_from))
+        Ok(river_of(store, tenant, reader)
+            .await?
+            .map(|r| r.complete_from))
     }
 
     /// Drops the rivers idle for `--river-idle`.
     async fn upkeep(&self, store: &dyn Store, now: Millis) -> StoreResult<usize> {
         sweep(store, &self.0, now).await
     }
+}
+
+/// `reader`'s river, if they have one.
+async fn river_of(store: &dyn Store, tenant: &str, reader: &str) -> StoreResult<Option<River>> {
+    let readers = [reader.to_owned()];
+    Ok(store.rivers(tenant, &readers).await?.pop().flatten())
 }
 
 /// Rivers dropped per sweep step.
@@ -81,7 +96,7 @@ pub async fn open(
     reader: &str,
     now: Millis,
 ) -> StoreResult<(River, Option<Sources>)> {
-    let river = match store.river(tenant, reader).await? {
+    let river = match river_of(store, tenant, reader).await? {
         None => {
             let all = sources::load(store, tenant, reader).await?;
             let river = build(store, model, tenant, reader, &all, now).await?;
@@ -97,9 +112,10 @@ pub async fn open(
                 ..river
             };
             store.put_river(tenant, reader, &touched).await?;
-            store.trim_river(tenant, reader, model.river_size).await?;
+            let cut = RiverCut::Keep(model.river_size);
+            store.cut_river(tenant, reader, cut).await?;
             // Trimming may have raised where the river is complete from.
-            store.river(tenant, reader).await?.unwrap_or(touched)
+            river_of(store, tenant, reader).await?.unwrap_or(touched)
         }
     };
     Ok((river, None))
@@ -171,7 +187,7 @@ pub async fn sweep(store: &dyn Store, model: &FeedModel, now: Millis) -> StoreRe
     loop {
         let idle = store.idle_rivers(before, SWEEP_STEP).await?;
         for (tenant, reader) in &idle {
-            let items = store.drop_river(tenant, reader).await?;
+            let items = store.cut_river(tenant, reader, RiverCut::Drop).await?;
             debug!(tenant, reader, items, "idle river dropped");
         }
         dropped += idle.len();

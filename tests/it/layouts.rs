@@ -8,9 +8,10 @@ use futures_util::TryStreamExt;
 use riverfeed::model::{ObjectId, Position, Reason, ReasonKind};
 use riverfeed::store::mongo::{MongoSettings, TimelineLayout};
 use riverfeed::store::prelude::*;
-use riverfeed::store::{Backfill, Delivery, River, StoreSettings};
+use riverfeed::store::{Backfill, Delivery, River, RiverCut, StoreSettings};
 
 use crate::common::{Backend, HeldFanOut, TestStore};
+use crate::store_suite::timelines::river_of;
 use crate::store_suite::{action, range};
 
 const T: &str = "layouts";
@@ -175,7 +176,7 @@ async fn rivers_keep_their_size(test: &TestStore) -> Result<()> {
         relevancy: 1_000 + k as i64 * 100,
         action_id: ids[k],
     };
-    let river = store.river(T, reader).await?.context("a river")?;
+    let river = river_of(store, T, reader).await?.context("a river")?;
     ensure!(
         river.complete_from == at(2),
         "complete from the last kept: {river:?}"
@@ -183,11 +184,11 @@ async fn rivers_keep_their_size(test: &TestStore) -> Result<()> {
     // Hidden: out of the page, and the river still complete from there.
     store.hide_feed_item(T, reader, ids[3]).await?;
     ensure!(page(store, reader).await? == [ids[4], ids[2]]);
-    let river = store.river(T, reader).await?.context("a river")?;
+    let river = river_of(store, T, reader).await?.context("a river")?;
     ensure!(river.complete_from == at(2), "{river:?}");
     // A compaction drops the hidden entry's place and keeps the floor.
-    store.trim_river(T, reader, 3).await?;
-    let river = store.river(T, reader).await?.context("a river")?;
+    store.cut_river(T, reader, RiverCut::Keep(3)).await?;
+    let river = river_of(store, T, reader).await?.context("a river")?;
     ensure!(river.complete_from == at(2), "{river:?}");
     ensure!(page(store, reader).await? == [ids[4], ids[2]]);
     // A newer delivery: into the river; one to a reader without a river
@@ -197,7 +198,7 @@ async fn rivers_keep_their_size(test: &TestStore) -> Result<()> {
     ensure!(page(store, reader).await?.len() == 3);
     ensure!(store.feed_page(T, "r-no-river", range(10)).await?.len() == 1);
     // Dropped: its items go with it.
-    ensure!(store.drop_river(T, reader).await? == 3);
+    ensure!(store.cut_river(T, reader, RiverCut::Drop).await? == 3);
     ensure!(page(store, reader).await?.is_empty());
     Ok(())
 }

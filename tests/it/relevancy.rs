@@ -12,8 +12,8 @@ use riverfeed::model::{
     ReasonKind, Stamp,
 };
 use riverfeed::relevancy::BumpRules;
-use riverfeed::store::Graph;
 use riverfeed::store::{FeedRange, JobKind, Store};
+use riverfeed::store::{Graph, Timelines};
 use riverfeed::timeline::{FeedModel, FeedModelKind};
 use tokio::sync::Notify;
 

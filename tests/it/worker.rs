@@ -10,7 +10,7 @@ use riverfeed::model::{
     EdgeKind, FanOutState, Group, GroupKind, MembershipRole, ReasonKind, Scope,
 };
 use riverfeed::store::embedded::EmbeddedStore;
-use riverfeed::store::Graph;
+use riverfeed::store::{Graph, Timelines};
 use riverfeed::timeline::{FeedModel, FeedModelKind};
 
 use crate::common::{Backend, HeldFanOut, TestStore};

@@ -106,7 +106,7 @@ impl Inner {
             .map(|c| relation_key(Direction::Out, c.relation, tenant, &c.from, &c.to))
             .collect();
         let _lock = self.lock(&outs);
-        let before = self.attrs_at(&outs)?;
+        let before = self.graph_values(&outs)?;
         let mut batch = WriteBatch::default();
         for c in changes {
             let ends = (c.from.as_str(), c.to.as_str());
@@ -168,11 +168,12 @@ impl Inner {
             .iter()
             .map(|o| relation_key(direction, relation, tenant, id, o))
             .collect();
-        self.attrs_at(&keys)
+        self.graph_values(&keys)
     }
 
-    /// The attributes stored at each of `keys`, in order. One multi-get.
-    fn attrs_at(&self, keys: &[Vec<u8>]) -> StoreResult<Vec<Option<Vec<u8>>>> {
+    /// The values stored at each of `keys` in the `graph` family, in order.
+    /// One multi-get.
+    pub(super) fn graph_values(&self, keys: &[Vec<u8>]) -> StoreResult<Vec<Option<Vec<u8>>>> {
         self.db
             .batched_multi_get_cf(self.cf(GRAPH), keys, false)
             .into_iter()

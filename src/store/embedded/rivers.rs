@@ -8,10 +8,9 @@ use rocksdb::WriteBatch;
 use super::actions::action_lock;
 use super::families::{GRAPH, ITEMS};
 use super::keys::{self, graph as tag, ItemState, Key, Reader};
-use super::sources::picked;
 use super::{EmbeddedStore, Inner};
 use crate::model::{FeedItem, Millis};
-use crate::store::{FeedRange, River, RiverStore, StoreResult};
+use crate::store::{FeedRange, River, RiverCut, RiverStore, StoreResult};
 
 /// Timeline entries read per step while dropping or trimming a river.
 const STEP: usize = 2_000;
@@ -125,22 +124,22 @@ impl Inner {
 
 #[async_trait]
 impl RiverStore for EmbeddedStore {
-    async fn river(&self, tenant: &str, reader: &str) -> StoreResult<Option<River>> {
-        self.inner.river(tenant, reader)
+    async fn rivers(&self, tenant: &str, readers: &[String]) -> StoreResult<Vec<Option<River>>> {
+        if let [reader] = readers {
+            return Ok(vec![self.inner.river(tenant, reader)?]);
+        }
+        let keys: Vec<Vec<u8>> = readers.iter().map(|r| river_key(tenant, r)).collect();
+        self.blocking(move |db| {
+            db.graph_values(&keys)?
+                .into_iter()
+                .map(|v| v.map(|v| decode_river(&v)).transpose())
+                .collect()
+        })
+        .await
     }
 
     async fn put_river(&self, tenant: &str, reader: &str, river: &River) -> StoreResult<()> {
         self.write_one(GRAPH, river_key(tenant, reader), Some(encode_river(river)))
-            .await
-    }
-
-    async fn rivers_among(&self, tenant: &str, readers: &[String]) -> StoreResult<Vec<String>> {
-        if readers.is_empty() {
-            return Ok(Vec::new());
-        }
-        let keys: Vec<Vec<u8>> = readers.iter().map(|r| river_key(tenant, r)).collect();
-        let readers = readers.to_vec();
-        self.blocking(move |db| Ok(picked(&readers, db.exist_many(GRAPH, &keys)?)))
             .await
     }
 
@@ -165,15 +164,12 @@ impl RiverStore for EmbeddedStore {
         .await
     }
 
-    async fn drop_river(&self, tenant: &str, reader: &str) -> StoreResult<u64> {
+    async fn cut_river(&self, tenant: &str, reader: &str, cut: RiverCut) -> StoreResult<u64> {
         let (tenant, reader) = (tenant.to_owned(), reader.to_owned());
-        self.blocking(move |db| db.cut_river(&tenant, &reader, 0, true))
-            .await
-    }
-
-    async fn trim_river(&self, tenant: &str, reader: &str, keep: usize) -> StoreResult<u64> {
-        let (tenant, reader) = (tenant.to_owned(), reader.to_owned());
-        self.blocking(move |db| db.cut_river(&tenant, &reader, keep, false))
-            .await
+        self.blocking(move |db| match cut {
+            RiverCut::Keep(keep) => db.cut_river(&tenant, &reader, keep, false),
+            RiverCut::Drop => db.cut_river(&tenant, &reader, 0, true),
+        })
+        .await
     }
 }

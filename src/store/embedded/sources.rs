@@ -9,15 +9,6 @@ use super::keys::{self};
 use super::{db_err, EmbeddedStore, Inner};
 use crate::store::{FeedRange, Outbox, Posted, SourceStore, StoreResult};
 
-/// The ids whose flag is set.
-pub(super) fn picked(ids: &[String], found: Vec<bool>) -> Vec<String> {
-    ids.iter()
-        .zip(found)
-        .filter(|(_, f)| *f)
-        .map(|(id, _)| id.clone())
-        .collect()
-}
-
 impl Inner {
     /// Which of `keys` exist in `family`, as flags in order. One multi-get.
     pub(super) fn exist_many(&self, family: &str, keys: &[Vec<u8>]) -> StoreResult<Vec<bool>> {

@@ -4,12 +4,10 @@
 use async_trait::async_trait;
 
 use super::EmbeddedStore;
-use crate::model::{
-    Action, Comment, Counts, FeedItem, Millis, ObjectId, Position, Scope, Stamp, User,
-};
+use crate::model::{Action, Comment, Counts, FeedItem, Millis, ObjectId, Position, Scope, User};
 use crate::store::{
     ActionStore, Backfill, Delivery, DeliveryBatch, FeedRange, Lease, QueueStore, ReactionStore,
-    Store, StoreResult, TimelineStore, UserStore,
+    Store, StoreResult, TimelineRead, TimelineStore, UserStore,
 };
 
 /// Owned copies of borrowed arguments, for work moved to the blocking pool.
@@ -188,23 +186,23 @@ impl QueueStore for EmbeddedStore {
 
 #[async_trait]
 impl TimelineStore for EmbeddedStore {
-    async fn feed_changes(
+    async fn timeline(
         &self,
         tenant: &str,
         owner: &str,
-        after: Stamp,
-        limit: usize,
+        read: TimelineRead,
     ) -> StoreResult<Vec<FeedItem>> {
-        self.inner.feed_changes(tenant, owner, after, limit)
-    }
-
-    async fn feed_page(
-        &self,
-        tenant: &str,
-        owner: &str,
-        range: FeedRange,
-    ) -> StoreResult<Vec<FeedItem>> {
-        self.inner.feed_page(tenant, owner, range)
+        match read {
+            TimelineRead::Range(range) => self.inner.feed_page(tenant, owner, range),
+            TimelineRead::ChangedAfter { after, limit } => {
+                self.inner.feed_changes(tenant, owner, after, limit)
+            }
+            TimelineRead::Item(id) => Ok(self
+                .inner
+                .feed_item(tenant, owner, id)?
+                .into_iter()
+                .collect()),
+        }
     }
 
     async fn backfill(
@@ -229,15 +227,6 @@ impl TimelineStore for EmbeddedStore {
             return Ok(Vec::new());
         }
         self.inner.materialised(tenant, owner, action_ids)
-    }
-
-    async fn feed_item(
-        &self,
-        tenant: &str,
-        owner: &str,
-        action_id: ObjectId,
-    ) -> StoreResult<Option<FeedItem>> {
-        self.inner.feed_item(tenant, owner, action_id)
     }
 
     async fn hide_feed_item(

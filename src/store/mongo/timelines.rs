@@ -6,8 +6,8 @@ use std::collections::{HashMap, HashSet};
 use async_trait::async_trait;
 use bson::{doc, Document};
 
-use crate::model::{Action, FeedItem, ObjectId, Stamp};
-use crate::store::{ActionStore, Backfill, FeedRange, StoreResult, TimelineStore};
+use crate::model::{Action, FeedItem, ObjectId};
+use crate::store::{ActionStore, Backfill, StoreResult, TimelineRead, TimelineStore};
 
 use super::{read_all, MongoStore};
 
@@ -37,23 +37,24 @@ impl MongoStore {
 
 #[async_trait]
 impl TimelineStore for MongoStore {
-    async fn feed_changes(
+    async fn timeline(
         &self,
         tenant: &str,
         owner: &str,
-        after: Stamp,
-        limit: usize,
+        read: TimelineRead,
     ) -> StoreResult<Vec<FeedItem>> {
-        self.layout.changes(tenant, owner, after, limit).await
-    }
-
-    async fn feed_page(
-        &self,
-        tenant: &str,
-        owner: &str,
-        range: FeedRange,
-    ) -> StoreResult<Vec<FeedItem>> {
-        self.layout.page(tenant, owner, range).await
+        match read {
+            TimelineRead::Range(range) => self.layout.page(tenant, owner, range).await,
+            TimelineRead::ChangedAfter { after, limit } => {
+                self.layout.changes(tenant, owner, after, limit).await
+            }
+            TimelineRead::Item(id) => Ok(self
+                .layout
+                .item(tenant, owner, id)
+                .await?
+                .into_iter()
+                .collect()),
+        }
     }
 
     async fn backfill(
@@ -132,15 +133,6 @@ impl TimelineStore for MongoStore {
     ) -> StoreResult<Vec<ObjectId>> {
         let held = self.layout.holders(tenant, &[owner], action_ids).await?;
         Ok(held.into_iter().map(|(_, a)| a).collect())
-    }
-
-    async fn feed_item(
-        &self,
-        tenant: &str,
-        owner: &str,
-        action_id: ObjectId,
-    ) -> StoreResult<Option<FeedItem>> {
-        self.layout.item(tenant, owner, action_id).await
     }
 
     async fn hide_feed_item(

@@ -11,11 +11,11 @@ use riverfeed::model::{
     Action, Bump, BumpRule, Comment, Counts, EdgeKind, FanOut, FanOutState, Group, GroupKind,
     Inbox, MembershipRole, NoticeGroup, ObjectId, Reason, ReasonKind, Scope, User,
 };
-use riverfeed::store::Graph;
 use riverfeed::store::{
     BumpJob, Delivery, EdgeRecordKind, ErrorKind, FeedRange, JobKind, NoticeJob, Record, Store,
     StoreResult, Unfollow,
 };
+use riverfeed::store::{Graph, Timelines};
 
 use riverfeed::timeline::unfollow;
 

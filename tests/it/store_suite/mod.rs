@@ -39,7 +39,7 @@ mod graph;
 mod groups;
 mod notices;
 mod records;
-mod timelines;
+pub(crate) mod timelines;
 
 use anyhow::{ensure, Context, Result};
 use riverfeed::descriptor::{Descriptor, StatusPost};

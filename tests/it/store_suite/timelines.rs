@@ -6,12 +6,12 @@ use anyhow::{ensure, Context, Result};
 use riverfeed::model::{Action, Comment, EdgeKind, ObjectId, Position, Reason, ReasonKind, Stamp};
 use riverfeed::store::prelude::*;
 use riverfeed::store::{
-    Backfill, BumpJob, Delivery, Ended, ErrorKind, FeedRange, JobKind, River, Unfollow,
+    Backfill, BumpJob, Delivery, Ended, ErrorKind, FeedRange, JobKind, River, RiverCut, Unfollow,
 };
 
 use riverfeed::timeline::unfollow;
 
-use super::{action, cleanup_of, delivery, names, range, sorted, OTHER, T};
+use super::{action, cleanup_of, delivery, names, range, OTHER, T};
 use crate::common::HeldFanOut;
 
 pub(super) async fn feed_ranges(store: &dyn Store) -> Result<()> {
@@ -487,15 +487,28 @@ pub(super) async fn tombstones(store: &dyn Store) -> Result<()> {
     Ok(())
 }
 
+/// `reader`'s river, if they have one.
+pub(crate) async fn river_of(
+    store: &dyn Store,
+    tenant: &str,
+    reader: &str,
+) -> Result<Option<River>> {
+    Ok(store
+        .rivers(tenant, &[reader.to_owned()])
+        .await?
+        .pop()
+        .flatten())
+}
+
 pub(super) async fn rivers(store: &dyn Store) -> Result<()> {
     let reader = "mr-rita";
-    ensure!(store.river(T, reader).await?.is_none());
+    ensure!(river_of(store, T, reader).await?.is_none());
     let river = River {
         complete_from: Position::MAX,
         touched: 1_000,
     };
     store.put_river(T, reader, &river).await?;
-    ensure!(store.river(T, reader).await? == Some(river));
+    ensure!(river_of(store, T, reader).await? == Some(river));
     store
         .put_river(
             T,
@@ -506,15 +519,16 @@ pub(super) async fn rivers(store: &dyn Store) -> Result<()> {
             },
         )
         .await?;
+    let ron = River {
+        touched: 9_000,
+        ..river
+    };
     let among = store
-        .rivers_among(T, &names(&[reader, "mr-ron", "mr-none"]))
+        .rivers(T, &names(&[reader, "mr-ron", "mr-none"]))
         .await?;
-    ensure!(sorted(among) == names(&[reader, "mr-ron"]), "rivers among");
+    ensure!(among == [Some(river), Some(ron), None], "rivers: {among:?}");
     ensure!(
-        store
-            .rivers_among(OTHER, &names(&[reader]))
-            .await?
-            .is_empty(),
+        store.rivers(OTHER, &names(&[reader])).await? == [None],
         "per tenant"
     );
     let idle = store.idle_rivers(5_000, 10).await?;
@@ -568,7 +582,10 @@ pub(super) async fn rivers(store: &dyn Store) -> Result<()> {
 
     // Trim to the newest three river items: two go, the rest stays, and
     // the river is complete from the oldest kept.
-    ensure!(store.trim_river(T, reader, 3).await? == 2, "trimmed two");
+    ensure!(
+        store.cut_river(T, reader, RiverCut::Keep(3)).await? == 2,
+        "trimmed two"
+    );
     let left: Vec<ObjectId> = store
         .feed_page(T, reader, range(20))
         .await?
@@ -577,7 +594,7 @@ pub(super) async fn rivers(store: &dyn Store) -> Result<()> {
         .collect();
     ensure!(left.len() == 5, "three river items, own, bumped: {left:?}");
     ensure!(!left.contains(&river_items[0].action_id) && !left.contains(&river_items[1].action_id));
-    let after = store.river(T, reader).await?.context("still a river")?;
+    let after = river_of(store, T, reader).await?.context("still a river")?;
     ensure!(
         after.complete_from
             == Position {
@@ -587,12 +604,15 @@ pub(super) async fn rivers(store: &dyn Store) -> Result<()> {
         "complete from the oldest kept: {after:?}"
     );
     // Trimming within the cap changes nothing.
-    ensure!(store.trim_river(T, reader, 3).await? == 0);
+    ensure!(store.cut_river(T, reader, RiverCut::Keep(3)).await? == 0);
 
     // Dropping takes the rest of the river and the record; own and bumped
     // items and the tombstone stay.
-    ensure!(store.drop_river(T, reader).await? == 3, "dropped three");
-    ensure!(store.river(T, reader).await?.is_none());
+    ensure!(
+        store.cut_river(T, reader, RiverCut::Drop).await? == 3,
+        "dropped three"
+    );
+    ensure!(river_of(store, T, reader).await?.is_none());
     let left = store.feed_page(T, reader, range(20)).await?;
     let kinds: Vec<ReasonKind> = left.iter().map(|i| i.reason.kind).collect();
     ensure!(

@@ -133,38 +133,35 @@ impl RiverCache {
             .map_err(db_err)
     }
 
-    /// `reader`'s river record: where it is complete from (its `from`, or
-    /// the last entry of a full array if higher) and when it was touched.
-    pub(in crate::store::mongo) async fn river(
+    /// The river records of `readers`, in order: where each is complete
+    /// from (its `from`, or the last entry of a full array if higher) and
+    /// when it was touched. One query per [`NAMED`] readers.
+    pub(in crate::store::mongo) async fn rivers(
         &self,
         tenant: &str,
-        reader: &str,
-    ) -> StoreResult<Option<River>> {
+        readers: &[String],
+    ) -> StoreResult<Vec<Option<River>>> {
         let last = i64::try_from(self.cap - 1).unwrap_or(i64::MAX);
-        let found = self
-            .coll
-            .find_one(doc! { "_id": cache_id(tenant, reader) })
-            .projection(doc! { "from": 1, "touched": 1, "e": { "$slice": [last, 1] } })
-            .await
-            .map_err(db_err)?;
-        Ok(found.and_then(|d| {
-            let from = position_of(d.get_document("from").ok()?)?;
-            let floor = d
-                .get_array("e")
-                .ok()
-                .and_then(|e| e.first())
-                .and_then(Bson::as_document)
-                .and_then(|e| {
-                    Some(Position {
-                        relevancy: e.get_datetime("r").ok()?.timestamp_millis(),
-                        action_id: e.get_object_id("a").ok()?,
-                    })
-                });
-            Some(River {
-                complete_from: floor.map_or(from, |f| from.max(f)),
-                touched: d.get_datetime("touched").ok()?.timestamp_millis(),
-            })
-        }))
+        let mut found: HashMap<String, River> = HashMap::new();
+        for chunk in readers.chunks(NAMED) {
+            let ids: Vec<String> = chunk.iter().map(|r| cache_id(tenant, r)).collect();
+            let docs = read_all(
+                self.coll
+                    .find(doc! { "_id": { "$in": ids } })
+                    .projection(doc! {
+                        "reader": 1,
+                        "from": 1,
+                        "touched": 1,
+                        "e": { "$slice": [last, 1] },
+                    }),
+            )
+            .await?;
+            found.extend(
+                docs.iter()
+                    .filter_map(|d| Some((d.get_str("reader").ok()?.to_owned(), river_of(d)?))),
+            );
+        }
+        Ok(readers.iter().map(|r| found.remove(r)).collect())
     }
 
     /// Creates `reader`'s river (empty) or sets its record.
@@ -193,29 +190,6 @@ impl RiverCache {
             .await
             .map_err(db_err)?;
         Ok(())
-    }
-
-    /// Which of `readers` have a river.
-    pub(in crate::store::mongo) async fn among(
-        &self,
-        tenant: &str,
-        readers: &[&str],
-    ) -> StoreResult<HashSet<String>> {
-        let mut out = HashSet::new();
-        for chunk in readers.chunks(NAMED) {
-            let ids: Vec<String> = chunk.iter().map(|r| cache_id(tenant, r)).collect();
-            let docs = read_all(
-                self.coll
-                    .find(doc! { "_id": { "$in": ids } })
-                    .projection(doc! { "reader": 1 }),
-            )
-            .await?;
-            out.extend(
-                docs.iter()
-                    .filter_map(|d| d.get_str("reader").ok().map(str::to_owned)),
-            );
-        }
-        Ok(out)
     }
 
     /// Up to `limit` rivers (tenant, reader) last touched before `before`.
@@ -530,4 +504,24 @@ impl RiverCache {
         self.coll.create_indexes(models).await.map_err(db_err)?;
         Ok(())
     }
+}
+
+/// A river record as [`RiverCache::rivers`] projects it.
+fn river_of(d: &Document) -> Option<River> {
+    let from = position_of(d.get_document("from").ok()?)?;
+    let floor = d
+        .get_array("e")
+        .ok()
+        .and_then(|e| e.first())
+        .and_then(Bson::as_document)
+        .and_then(|e| {
+            Some(Position {
+                relevancy: e.get_datetime("r").ok()?.timestamp_millis(),
+                action_id: e.get_object_id("a").ok()?,
+            })
+        });
+    Some(River {
+        complete_from: floor.map_or(from, |f| from.max(f)),
+        touched: d.get_datetime("touched").ok()?.timestamp_millis(),
+    })
 }
