@@ -72,6 +72,26 @@ pub struct Related {
     pub attrs: Vec<u8>,
 }
 
+/// Which other ends a [`RelationStore::related`] read answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Others<'a> {
+    /// Every one, in order, after `after`; at most `limit` in all.
+    After {
+        after: Option<&'a str>,
+        limit: usize,
+    },
+    /// Those of these that the relation joins to the id.
+    Among(&'a [String]),
+}
+
+impl Others<'_> {
+    /// Every other end.
+    pub const ALL: Others<'static> = Others::After {
+        after: None,
+        limit: usize::MAX,
+    };
+}
+
 port! {
 /// Relations kept from both ends.
 pub trait RelationStore: Send + Sync {
@@ -80,28 +100,17 @@ pub trait RelationStore: Send + Sync {
     /// had before (`None`: it did not stand).
     async fn relate(&self, tenant: &str, changes: &[Change]) -> StoreResult<Vec<Option<Vec<u8>>>>;
     /// Along `relation` from each of `ids`: `Out`, what each relates to;
-    /// `In`, what relates to each. Ordered by the id, then the other end;
-    /// other ends after `after` only; at most `limit` in all. One round trip.
+    /// `In`, what relates to each; the other ends `others` says. Ordered
+    /// by the id, then the other end (among given ones: in their order).
+    /// One round trip.
     async fn related(
         &self,
         tenant: &str,
         relation: Relation,
         direction: Direction,
         ids: &[String],
-        after: Option<&str>,
-        limit: usize,
+        others: Others<'_>,
     ) -> StoreResult<Vec<Related>>;
-    /// For each of `others`, in order, the attributes of its relation with
-    /// `id` if it stands: `Out`, `id` → other; `In`, other → `id`. One round
-    /// trip.
-    async fn related_among(
-        &self,
-        tenant: &str,
-        relation: Relation,
-        direction: Direction,
-        id: &str,
-        others: &[String],
-    ) -> StoreResult<Vec<Option<Vec<u8>>>>;
 }
 }
 
@@ -196,8 +205,7 @@ pub trait Graph: RelationStore + UserStore + RecordStore {
                 Relation::Edge(kind),
                 edge_direction(kind, direction),
                 &[user.to_owned()],
-                after,
-                limit,
+                Others::After { after, limit },
             )
             .await?;
         Ok(others.into_iter().map(|r| r.other).collect())
@@ -216,15 +224,12 @@ pub trait Graph: RelationStore + UserStore + RecordStore {
             return Ok(Vec::new());
         }
         let direction = edge_direction(kind, Direction::In);
+        let actor = [actor.to_owned()];
+        let among = Others::Among(readers);
         let found = self
-            .related_among(tenant, Relation::Edge(kind), direction, actor, readers)
+            .related(tenant, Relation::Edge(kind), direction, &actor, among)
             .await?;
-        Ok(readers
-            .iter()
-            .zip(found)
-            .filter(|(_, attrs)| attrs.is_some())
-            .map(|(reader, _)| reader.clone())
-            .collect())
+        Ok(found.into_iter().map(|r| r.other).collect())
     }
 
     /// Adds a user to a group, creating the group (of `group.kind`) on
@@ -248,10 +253,16 @@ pub trait Graph: RelationStore + UserStore + RecordStore {
         self.ensure_user(tenant, user).await?;
         let ids = [group.id.clone()];
         let held = self
-            .related_among(tenant, Relation::Member, Direction::Out, user, &ids)
+            .related(
+                tenant,
+                Relation::Member,
+                Direction::Out,
+                &[user.to_owned()],
+                Others::Among(&ids),
+            )
             .await?;
-        let since = match held.into_iter().next().flatten() {
-            Some(attrs) => membership_of(tenant, user, &group.id, &attrs)?.since,
+        let since = match held.into_iter().next() {
+            Some(r) => membership_of(tenant, user, &group.id, &r.attrs)?.since,
             None => since,
         };
         let attrs = membership_attrs(kind, role, since);
@@ -281,7 +292,13 @@ pub trait Graph: RelationStore + UserStore + RecordStore {
     ) -> StoreResult<Vec<String>> {
         let ids = [group_id.to_owned()];
         let members = self
-            .related(tenant, Relation::Member, Direction::In, &ids, after, limit)
+            .related(
+                tenant,
+                Relation::Member,
+                Direction::In,
+                &ids,
+                Others::After { after, limit },
+            )
             .await?;
         Ok(members.into_iter().map(|r| r.other).collect())
     }
@@ -297,15 +314,20 @@ pub trait Graph: RelationStore + UserStore + RecordStore {
         if users.is_empty() {
             return Ok(Vec::new());
         }
+        let group = [group_id.to_owned()];
         let found = self
-            .related_among(tenant, Relation::Member, Direction::In, group_id, users)
+            .related(
+                tenant,
+                Relation::Member,
+                Direction::In,
+                &group,
+                Others::Among(users),
+            )
             .await?;
         let mut members = Vec::new();
-        for (user, attrs) in users.iter().zip(found) {
-            if let Some(attrs) = attrs {
-                let since = membership_of(tenant, user, group_id, &attrs)?.since;
-                members.push((user.clone(), since));
-            }
+        for r in found {
+            let since = membership_of(tenant, &r.other, group_id, &r.attrs)?.since;
+            members.push((r.other, since));
         }
         Ok(members)
     }
@@ -313,18 +335,11 @@ pub trait Graph: RelationStore + UserStore + RecordStore {
     /// The groups a user belongs to, ordered by id.
     async fn memberships(&self, tenant: &str, user: &str) -> StoreResult<Vec<Membership>> {
         let ids = [user.to_owned()];
-        self.related(
-            tenant,
-            Relation::Member,
-            Direction::Out,
-            &ids,
-            None,
-            usize::MAX,
-        )
-        .await?
-        .into_iter()
-        .map(|r| membership_of(tenant, user, &r.other, &r.attrs))
-        .collect()
+        self.related(tenant, Relation::Member, Direction::Out, &ids, Others::ALL)
+            .await?
+            .into_iter()
+            .map(|r| membership_of(tenant, user, &r.other, &r.attrs))
+            .collect()
     }
 
     /// Assigns (`on`) or unassigns `user` to `ref_id`. Returns whether
@@ -353,7 +368,7 @@ pub trait Graph: RelationStore + UserStore + RecordStore {
             return Ok(Vec::new());
         }
         let found = self
-            .related(tenant, Relation::Assigned, direction, ids, None, usize::MAX)
+            .related(tenant, Relation::Assigned, direction, ids, Others::ALL)
             .await?;
         Ok(found
             .into_iter()
@@ -393,14 +408,7 @@ pub trait Graph: RelationStore + UserStore + RecordStore {
     ) -> StoreResult<Vec<String>> {
         let ids = [user.to_owned()];
         let found = self
-            .related(
-                tenant,
-                Relation::ReportsTo,
-                direction,
-                &ids,
-                None,
-                usize::MAX,
-            )
+            .related(tenant, Relation::ReportsTo, direction, &ids, Others::ALL)
             .await?;
         Ok(found.into_iter().map(|r| r.other).collect())
     }

@@ -389,7 +389,7 @@ async fn a_feed_page_loads_its_actions_in_one_batch(backend: Backend) {
 
     // Without actor names: the item range (with the reader's pending
     // unfollows, read alongside), then the page's actions.
-    let pages_before = server.store_calls("feed_page").await;
+    let pages_before = server.store_calls("timeline").await;
     let loads_before = server.store_calls("get_actions").await;
     let users_before = server.store_calls("get_users").await;
     let finds_before = finds().await;
@@ -400,7 +400,7 @@ async fn a_feed_page_loads_its_actions_in_one_batch(backend: Backend) {
         )
         .await;
     assert_eq!(data["feed"]["edges"].as_array().unwrap().len(), 25);
-    assert_eq!(server.store_calls("feed_page").await - pages_before, 1);
+    assert_eq!(server.store_calls("timeline").await - pages_before, 1);
     assert_eq!(
         server.store_calls("get_actions").await - loads_before,
         u64::from(!copies),

@@ -17,7 +17,9 @@ use super::records::put_first;
 use super::{db_err, EmbeddedStore, Inner};
 use crate::model::EdgeKind;
 use crate::store::codes::RELATION;
-use crate::store::{Change, Direction, RecordKind, Related, Relation, RelationStore, StoreResult};
+use crate::store::{
+    Change, Direction, Others, RecordKind, Related, Relation, RelationStore, StoreResult,
+};
 
 /// The `meta` key of the relations version reached.
 const RELATIONS_VERSION_KEY: &[u8] = b"relations-version";
@@ -156,19 +158,34 @@ impl Inner {
         Ok(out)
     }
 
-    fn related_among(
+    /// The relations of each of `ids` with those of `others` that stand,
+    /// by id then in the order of `others`. One multi-get.
+    fn among(
         &self,
         tenant: &str,
         relation: Relation,
         direction: Direction,
-        id: &str,
+        ids: &[String],
         others: &[String],
-    ) -> StoreResult<Vec<Option<Vec<u8>>>> {
-        let keys: Vec<Vec<u8>> = others
-            .iter()
-            .map(|o| relation_key(direction, relation, tenant, id, o))
+    ) -> StoreResult<Vec<Related>> {
+        let pairs: Vec<(usize, &String)> = (0..ids.len())
+            .flat_map(|of| others.iter().map(move |other| (of, other)))
             .collect();
-        self.graph_values(&keys)
+        let keys: Vec<Vec<u8>> = pairs
+            .iter()
+            .map(|(of, other)| relation_key(direction, relation, tenant, &ids[*of], other))
+            .collect();
+        Ok(pairs
+            .into_iter()
+            .zip(self.graph_values(&keys)?)
+            .filter_map(|((of, other), attrs)| {
+                Some(Related {
+                    of,
+                    other: other.clone(),
+                    attrs: attrs?,
+                })
+            })
+            .collect())
     }
 
     /// The values stored at each of `keys` in the `graph` family, in order.
@@ -296,9 +313,14 @@ impl RelationStore for EmbeddedStore {
         relation: Relation,
         direction: Direction,
         ids: &[String],
-        after: Option<&str>,
-        limit: usize,
+        others: Others<'_>,
     ) -> StoreResult<Vec<Related>> {
+        let (after, limit) = match others {
+            Others::Among(others) => {
+                return self.inner.among(tenant, relation, direction, ids, others)
+            }
+            Others::After { after, limit } => (after, limit),
+        };
         // A page in place, and a user's own groups and supervisor (few by
         // nature); longer reads (every follower…) off the async threads.
         let own = direction == Direction::Out
@@ -311,18 +333,6 @@ impl RelationStore for EmbeddedStore {
             db.related(&tenant, relation, direction, &ids, after.as_deref(), limit)
         })
         .await
-    }
-
-    async fn related_among(
-        &self,
-        tenant: &str,
-        relation: Relation,
-        direction: Direction,
-        id: &str,
-        others: &[String],
-    ) -> StoreResult<Vec<Option<Vec<u8>>>> {
-        self.inner
-            .related_among(tenant, relation, direction, id, others)
     }
 }
 

@@ -25,7 +25,8 @@ use crate::store::codes::{EDGE_KIND, GROUP_KIND, RELATION, ROLE};
 use crate::store::records::SEPARATOR;
 use crate::store::relations::membership_attrs;
 use crate::store::{
-    Change, Direction, RecordKind, Related, Relation, RelationStore, StoreError, StoreResult,
+    Change, Direction, Others, RecordKind, Related, Relation, RelationStore, StoreError,
+    StoreResult,
 };
 
 /// The `meta` document noting the relations version reached.
@@ -133,6 +134,30 @@ impl RelationStore for MongoStore {
         relation: Relation,
         direction: Direction,
         ids: &[String],
+        others: Others<'_>,
+    ) -> StoreResult<Vec<Related>> {
+        match others {
+            Others::After { after, limit } => {
+                self.related_after(tenant, relation, direction, ids, after, limit)
+                    .await
+            }
+            Others::Among(others) => {
+                self.related_among(tenant, relation, direction, ids, others)
+                    .await
+            }
+        }
+    }
+}
+
+impl MongoStore {
+    /// Every relation of `ids` along `relation`, in order, other ends
+    /// after `after`, at most `limit`.
+    async fn related_after(
+        &self,
+        tenant: &str,
+        relation: Relation,
+        direction: Direction,
+        ids: &[String],
         after: Option<&str>,
         limit: usize,
     ) -> StoreResult<Vec<Related>> {
@@ -177,28 +202,37 @@ impl RelationStore for MongoStore {
             .collect()
     }
 
+    /// The relations of each of `ids` with those of `others` that stand,
+    /// by id then in the order of `others`, read by `_id`.
     async fn related_among(
         &self,
         tenant: &str,
         relation: Relation,
         direction: Direction,
-        id: &str,
+        ids: &[String],
         others: &[String],
-    ) -> StoreResult<Vec<Option<Vec<u8>>>> {
-        if others.is_empty() {
+    ) -> StoreResult<Vec<Related>> {
+        if ids.is_empty() || others.is_empty() {
             return Ok(Vec::new());
         }
-        let ids: Vec<String> = others
+        let pairs: Vec<(usize, &String, String)> = ids
             .iter()
-            .map(|other| match direction {
-                Direction::Out => relation_id(relation, tenant, id, other),
-                Direction::In => relation_id(relation, tenant, other, id),
+            .enumerate()
+            .flat_map(|(of, id)| {
+                others.iter().map(move |other| {
+                    let key = match direction {
+                        Direction::Out => relation_id(relation, tenant, id, other),
+                        Direction::In => relation_id(relation, tenant, other, id),
+                    };
+                    (of, other, key)
+                })
             })
             .collect();
-        // With the shard key where it is one value (`In`: the other end is
-        // `id`), so a sharded cluster reads one shard.
-        let mut among = doc! { "_id": { "$in": &ids }, "t": tenant };
-        if direction == Direction::In {
+        let keys: Vec<&str> = pairs.iter().map(|(_, _, key)| key.as_str()).collect();
+        // With the shard key where it is one value (`In` from one id: the
+        // other end is that id), so a sharded cluster reads one shard.
+        let mut among = doc! { "_id": { "$in": &keys }, "t": tenant };
+        if let (Direction::In, [id]) = (direction, ids) {
             among.insert("o", id);
         }
         let found: Vec<Document> =
@@ -207,11 +241,18 @@ impl RelationStore for MongoStore {
             .iter()
             .filter_map(|d| Some((d.get_str("_id").ok()?, attrs_of(d))))
             .collect();
-        Ok(ids.iter().map(|id| by_id.remove(id.as_str())).collect())
+        Ok(pairs
+            .iter()
+            .filter_map(|(of, other, key)| {
+                Some(Related {
+                    of: *of,
+                    other: (*other).clone(),
+                    attrs: by_id.remove(key.as_str())?,
+                })
+            })
+            .collect())
     }
-}
 
-impl MongoStore {
     /// Moves the relations earlier versions kept elsewhere into
     /// `relations`, and groups' kinds into the records, once. A move cut
     /// short is made again: what it moved already is kept.
