@@ -45,7 +45,7 @@ pub use group_feeds::GroupFeedStore;
 pub use jobs::{Held, Job, JobBacklog, JobKind, JobStore, Lease, Queued};
 use metered::port;
 pub use notices::{NoticeJob, NoticeSource, NoticeStore};
-pub use records::{RecordKind, RecordStore, Records, Stored};
+pub use records::{Keys, RecordKind, RecordStore, Records, Stored};
 pub use relations::{Change, Graph, Others, Related, Relation, RelationStore, UserStore};
 pub use sources::{
     Cut, Outbox, Posted, River, RiverCut, RiverStore, SourceStore, DEFAULT_RIVER_SIZE,

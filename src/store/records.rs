@@ -56,26 +56,29 @@ pub struct Stored {
     pub body: Vec<u8>,
 }
 
+/// Which records a [`RecordStore::records`] read names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Keys<'a> {
+    /// These keys.
+    These(&'a [String]),
+    /// Every key that begins with this.
+    Under(&'a str),
+}
+
 /// Joins the parts of a key.
 pub const SEPARATOR: char = '\u{1f}';
 
 port! {
 /// Records kept by key under a version.
 pub trait RecordStore: Send + Sync {
-    /// The records of `kind` under `keys`, one answer per key, in order.
+    /// The records of `kind` that `keys` names and that exist, each with
+    /// its key: of given keys in their order, under a prefix in key order.
     /// One round trip.
     async fn records(
         &self,
         kind: RecordKind,
         tenant: &str,
-        keys: &[String],
-    ) -> StoreResult<Vec<Option<Stored>>>;
-    /// Every record of `kind` whose key begins with `prefix`, in key order.
-    async fn records_under(
-        &self,
-        kind: RecordKind,
-        tenant: &str,
-        prefix: &str,
+        keys: Keys<'_>,
     ) -> StoreResult<Vec<(String, Stored)>>;
     /// Writes one record whole (`body`), or removes it (`None`). With
     /// `expect`, only if the version stored is that one (0: none is
@@ -153,12 +156,27 @@ pub fn decode_inbox(stored: &Stored, tenant: &str, owner: &str) -> StoreResult<I
 /// backend. Every [`RecordStore`] has them.
 #[async_trait]
 pub trait Records: RecordStore {
+    /// The record of `kind` under `key`, if there is one.
+    async fn record(
+        &self,
+        kind: RecordKind,
+        tenant: &str,
+        key: &str,
+    ) -> StoreResult<Option<Stored>> {
+        let keys = [key.to_owned()];
+        let found = self.records(kind, tenant, Keys::These(&keys)).await?;
+        Ok(found.into_iter().next().map(|(_, stored)| stored))
+    }
+
     /// Every cut of `reader`: per edge, the standing one (if set) and the
     /// ranges kept.
     async fn cuts(&self, tenant: &str, reader: &str) -> StoreResult<Vec<Cut>> {
         let prefix = format!("{reader}{SEPARATOR}");
         let mut out = Vec::new();
-        for (key, stored) in self.records_under(RecordKind::Cut, tenant, &prefix).await? {
+        for (key, stored) in self
+            .records(RecordKind::Cut, tenant, Keys::Under(&prefix))
+            .await?
+        {
             let record = format!("cut {tenant}/{}", key.replace(SEPARATOR, "/"));
             let mut parts = key[prefix.len()..].splitn(2, SEPARATOR);
             let (Some(code), Some(actor)) = (parts.next(), parts.next()) else {
@@ -184,11 +202,7 @@ pub trait Records: RecordStore {
     async fn set_cut(&self, tenant: &str, reader: &str, cut: &Cut) -> StoreResult<()> {
         let key = cut_key(reader, cut.kind, &cut.actor);
         loop {
-            let stored = self
-                .records(RecordKind::Cut, tenant, std::slice::from_ref(&key))
-                .await?
-                .pop()
-                .flatten();
+            let stored = self.record(RecordKind::Cut, tenant, &key).await?;
             let (version, mut ranges) = match stored {
                 Some(stored) => (stored.version, decode_cut(&stored.body, &key)?),
                 None => (0, Vec::new()),
@@ -240,20 +254,16 @@ pub trait Records: RecordStore {
         if users.is_empty() {
             return Ok(Vec::new());
         }
-        let found = self.records(RecordKind::Celebrity, tenant, users).await?;
-        Ok(users
-            .iter()
-            .zip(found)
-            .filter(|(_, f)| f.is_some())
-            .map(|(u, _)| u.clone())
-            .collect())
+        let found = self
+            .records(RecordKind::Celebrity, tenant, Keys::These(users))
+            .await?;
+        Ok(found.into_iter().map(|(user, _)| user).collect())
     }
 
     /// A small value the deployment keeps about itself, by key.
     async fn meta(&self, key: &str) -> StoreResult<Option<Vec<u8>>> {
-        let keys = [key.to_owned()];
-        let found = self.records(RecordKind::Meta, "", &keys).await?;
-        Ok(found.into_iter().next().flatten().map(|s| s.body))
+        let found = self.record(RecordKind::Meta, "", key).await?;
+        Ok(found.map(|s| s.body))
     }
 
     /// Sets a [`Records::meta`] value.
@@ -265,13 +275,7 @@ pub trait Records: RecordStore {
 
     /// `owner`'s inbox; a fresh one (version 0) if never stored.
     async fn inbox(&self, tenant: &str, owner: &str) -> StoreResult<Inbox> {
-        let keys = [owner.to_owned()];
-        match self
-            .records(RecordKind::Inbox, tenant, &keys)
-            .await?
-            .pop()
-            .flatten()
-        {
+        match self.record(RecordKind::Inbox, tenant, owner).await? {
             Some(stored) => decode_inbox(&stored, tenant, owner),
             None => Ok(Inbox::new(tenant, owner)),
         }

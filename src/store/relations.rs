@@ -15,7 +15,7 @@ use async_trait::async_trait;
 
 use super::codes::{GROUP_KIND, ROLE};
 use super::metered::port;
-use super::{Direction, JoinOutcome, RecordKind, RecordStore, StoreError, StoreResult};
+use super::{Direction, JoinOutcome, RecordKind, RecordStore, Records, StoreError, StoreResult};
 use crate::model::{EdgeKind, Group, GroupKind, Membership, MembershipRole, Millis, User};
 
 /// What a relation says.
@@ -433,9 +433,7 @@ async fn group_kind<S: RecordStore + ?Sized>(
 ) -> StoreResult<GroupKind> {
     let record = format!("group {tenant}/{}", group.id);
     loop {
-        let keys = [group.id.clone()];
-        let stored = store.records(RecordKind::Group, tenant, &keys).await?;
-        if let Some(stored) = stored.into_iter().next().flatten() {
+        if let Some(stored) = store.record(RecordKind::Group, tenant, &group.id).await? {
             let [code] = stored.body[..] else {
                 return Err(StoreError::corrupt(
                     &record,

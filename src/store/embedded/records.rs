@@ -15,7 +15,7 @@ use super::{db_err, EmbeddedStore, Inner};
 use crate::model::{Inbox, Position};
 use crate::store::codes::{EDGE_KIND, RECORD_KIND};
 use crate::store::records::{cut_key, encode_cut, CutRange};
-use crate::store::{RecordKind, RecordStore, StoreResult, Stored};
+use crate::store::{Keys, RecordKind, RecordStore, StoreResult, Stored};
 
 /// The `meta` key of the records version reached.
 const RECORDS_VERSION_KEY: &[u8] = b"records-version";
@@ -67,22 +67,22 @@ impl Inner {
         &self,
         kind: RecordKind,
         tenant: &str,
-        keys: &[String],
-    ) -> StoreResult<Vec<Option<Stored>>> {
-        let keys: Vec<Vec<u8>> = keys.iter().map(|k| record_key(kind, tenant, k)).collect();
-        self.db
-            .batched_multi_get_cf(self.cf(RECORDS), &keys, false)
-            .into_iter()
-            .map(|found| found.map_err(db_err)?.map(|v| decode(&v)).transpose())
-            .collect()
-    }
-
-    fn records_under(
-        &self,
-        kind: RecordKind,
-        tenant: &str,
-        prefix: &str,
+        keys: Keys<'_>,
     ) -> StoreResult<Vec<(String, Stored)>> {
+        let prefix = match keys {
+            Keys::Under(prefix) => prefix,
+            Keys::These(keys) => {
+                let at: Vec<Vec<u8>> = keys.iter().map(|k| record_key(kind, tenant, k)).collect();
+                let found = self.db.batched_multi_get_cf(self.cf(RECORDS), &at, false);
+                let mut out = Vec::new();
+                for (key, value) in keys.iter().zip(found) {
+                    if let Some(value) = value.map_err(db_err)? {
+                        out.push((key.clone(), decode(&value)?));
+                    }
+                }
+                return Ok(out);
+            }
+        };
         let start = record_key(kind, tenant, prefix);
         let keys_from = start.len() - prefix.len();
         let mut out = Vec::new();
@@ -237,18 +237,9 @@ impl RecordStore for EmbeddedStore {
         &self,
         kind: RecordKind,
         tenant: &str,
-        keys: &[String],
-    ) -> StoreResult<Vec<Option<Stored>>> {
-        self.inner.records(kind, tenant, keys)
-    }
-
-    async fn records_under(
-        &self,
-        kind: RecordKind,
-        tenant: &str,
-        prefix: &str,
+        keys: Keys<'_>,
     ) -> StoreResult<Vec<(String, Stored)>> {
-        self.inner.records_under(kind, tenant, prefix)
+        self.inner.records(kind, tenant, keys)
     }
 
     async fn put_record(

@@ -17,7 +17,7 @@ use super::{code_of, db_err, is_duplicate, read_all, MongoStore};
 use crate::model::Inbox;
 use crate::store::codes::{EDGE_KIND, RECORD_KIND};
 use crate::store::records::{cut_key, encode_cut, encode_inbox, CutRange, SEPARATOR};
-use crate::store::{RecordKind, RecordStore, StoreError, StoreResult, Stored};
+use crate::store::{Keys, RecordKind, RecordStore, StoreError, StoreResult, Stored};
 
 /// The `meta` document noting the records version reached.
 const RECORDS_VERSION_ID: &str = "records";
@@ -77,11 +77,25 @@ impl RecordStore for MongoStore {
         &self,
         kind: RecordKind,
         tenant: &str,
-        keys: &[String],
-    ) -> StoreResult<Vec<Option<Stored>>> {
-        if keys.is_empty() {
-            return Ok(Vec::new());
-        }
+        keys: Keys<'_>,
+    ) -> StoreResult<Vec<(String, Stored)>> {
+        let keys = match keys {
+            Keys::These([]) => return Ok(Vec::new()),
+            Keys::These(keys) => keys,
+            Keys::Under(prefix) => {
+                let start = record_id(kind, tenant, prefix);
+                let keys_from = start.len() - prefix.len();
+                let found: Vec<Document> =
+                    read_all(self.records.find(id_range(&start)).sort(doc! { "_id": 1 })).await?;
+                return found
+                    .iter()
+                    .map(|d| {
+                        let id = d.get_str("_id").unwrap_or_default();
+                        Ok((id[keys_from..].to_owned(), stored_of(d)?))
+                    })
+                    .collect();
+            }
+        };
         let ids: Vec<String> = keys.iter().map(|k| record_id(kind, tenant, k)).collect();
         let found: Vec<Document> =
             read_all(self.records.find(doc! { "_id": { "$in": &ids } })).await?;
@@ -89,26 +103,11 @@ impl RecordStore for MongoStore {
         for d in &found {
             by_id.insert(d.get_str("_id").unwrap_or_default(), stored_of(d)?);
         }
-        Ok(ids.iter().map(|id| by_id.remove(id.as_str())).collect())
-    }
-
-    async fn records_under(
-        &self,
-        kind: RecordKind,
-        tenant: &str,
-        prefix: &str,
-    ) -> StoreResult<Vec<(String, Stored)>> {
-        let start = record_id(kind, tenant, prefix);
-        let keys_from = start.len() - prefix.len();
-        let found: Vec<Document> =
-            read_all(self.records.find(id_range(&start)).sort(doc! { "_id": 1 })).await?;
-        found
+        Ok(keys
             .iter()
-            .map(|d| {
-                let id = d.get_str("_id").unwrap_or_default();
-                Ok((id[keys_from..].to_owned(), stored_of(d)?))
-            })
-            .collect()
+            .zip(&ids)
+            .filter_map(|(key, id)| Some((key.clone(), by_id.remove(id.as_str())?)))
+            .collect())
     }
 
     async fn put_record(
