@@ -17,6 +17,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use tokio::sync::{mpsc, Notify};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -26,8 +27,8 @@ use crate::clock::Clock;
 use crate::events::{Hub, Signal};
 use crate::metrics::Metrics;
 use crate::model::{EdgeKind, Millis, ObjectId};
-use crate::store::event_log::{EventLog, LogTail, LogToken};
-use crate::store::{ErrorKind, Store, StoreResult};
+use crate::store::event_log::{EventLog, LogToken, Tail, TailEnd};
+use crate::store::{ErrorKind, Store, StoreError, StoreResult};
 use crate::timeline::sources::GroupSource;
 use crate::timeline::{audience, follow, groups, Expiry};
 
@@ -157,7 +158,7 @@ async fn forward_work(ctx: RelayContext, shutdown: CancellationToken) {
 async fn receive(
     log: Arc<dyn EventLog>,
     origin: String,
-    mut tail: Box<dyn LogTail>,
+    mut tail: Tail,
     ctx: RelayContext,
     shutdown: CancellationToken,
 ) {
@@ -169,6 +170,14 @@ async fn receive(
             next = tail.next() => next,
             _ = shutdown.cancelled() => return,
         };
+        // A tail ends with an error; one that just stopped says nothing
+        // of where it stood.
+        let next = next.unwrap_or_else(|| {
+            Err(Box::new(TailEnd {
+                error: StoreError::new(ErrorKind::Unavailable, "the event log's tail ended"),
+                position: None,
+            }))
+        });
         match next {
             Ok(logged) => {
                 match last.get_mut(&logged.origin) {
@@ -185,8 +194,11 @@ async fn receive(
                     warn!(cause = %err.chain(), "a relayed event could not be told to its readers");
                 }
             }
-            Err(err) => {
-                let from = tail.position();
+            Err(end) => {
+                let TailEnd {
+                    error: err,
+                    position: from,
+                } = *end;
                 warn!(cause = %err.chain(), resumable = from.is_some(), "the event log's tail failed; reopening it");
                 match reopen(&*log, &origin, from, &ctx, &shutdown).await {
                     Some(reopened) => tail = reopened,
@@ -206,7 +218,7 @@ async fn reopen(
     mut from: Option<LogToken>,
     ctx: &RelayContext,
     shutdown: &CancellationToken,
-) -> Option<Box<dyn LogTail>> {
+) -> Option<Tail> {
     let mut backoff = Duration::from_millis(100);
     loop {
         tokio::select! {

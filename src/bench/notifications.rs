@@ -30,7 +30,7 @@ use super::stats::{Latencies, Rng, Summary};
 use super::{Bench, BenchArgs, TENANT};
 use crate::model::{Millis, Notice, NoticeGroup, NoticeRange, NoticeReason, ObjectId};
 use crate::notify::NoticeRules;
-use crate::store::Store;
+use crate::store::{NoticeSelect, Notices, Store};
 
 /// Status posts each owner gets likes and comments on.
 pub const ACTIONS_PER_OWNER: usize = 2;
@@ -337,7 +337,9 @@ async fn notices_of(store: &dyn Store, rules: &NoticeRules, owner: &str) -> anyh
         limit: rules.groups_kept,
         unread_only: false,
     };
-    let groups = store.notice_page(TENANT, owner, range).await?;
+    let groups = store
+        .notice_groups(TENANT, owner, NoticeSelect::Page(range))
+        .await?;
     Ok(groups.iter().map(|g| u64::from(g.visible)).sum())
 }
 

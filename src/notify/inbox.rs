@@ -6,10 +6,9 @@
 
 use crate::events::NoticeEvent;
 use crate::model::{Inbox, Millis, NoticeGroup, NoticeRange, ObjectId};
-use crate::store::{Store, StoreResult};
+use crate::store::{NoticeSelect, Notices, Records, Store, StoreResult};
 
 use super::{contended, RETRIES};
-use crate::store::Records;
 
 /// What to mark or archive: a whole group, or one member of it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,7 +66,9 @@ pub async fn mark_all_read(
             limit: 100,
             unread_only: true,
         };
-        let page = store.notice_page(tenant, owner, range).await?;
+        let page = store
+            .notice_groups(tenant, owner, NoticeSelect::Page(range))
+            .await?;
         let Some(last) = page.last() else {
             break;
         };
@@ -123,7 +124,11 @@ async fn changed_one(
     apply: &impl Fn(&mut NoticeGroup, Option<&[ObjectId]>) -> bool,
 ) -> StoreResult<Option<NoticeGroup>> {
     for _ in 0..RETRIES {
-        let Some(mut group) = store.notice_groups(tenant, owner, &[id]).await?.pop() else {
+        let Some(mut group) = store
+            .notice_groups(tenant, owner, NoticeSelect::Ids(&[id]))
+            .await?
+            .pop()
+        else {
             return Ok(None);
         };
         if !apply(&mut group, members) {

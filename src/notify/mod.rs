@@ -21,9 +21,10 @@ use std::collections::BTreeMap;
 use crate::descriptor::Descriptor;
 use crate::events::{Event, Hub, NoticeEvent, Topic};
 use crate::model::{Action, Comment, Millis, Notice, NoticeGroup, NoticeReason, ObjectId};
-use crate::store::Graph;
-use crate::store::Records;
-use crate::store::{Direction, ErrorKind, NoticeJob, NoticeSource, Store, StoreError, StoreResult};
+use crate::store::{
+    Direction, ErrorKind, Graph, NoticeJob, NoticeSource, Notices, Records, Store, StoreError,
+    StoreResult,
+};
 pub use rules::NoticeRules;
 
 /// Page size when reading an action's comments.

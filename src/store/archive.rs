@@ -42,7 +42,7 @@ use super::{
     BumpJob, ErrorKind, FanOutJob, JobStore, NoticeJob, NoticeSource, NoticeStore, StoreError,
     StoreResult, Unfollow,
 };
-use super::{RecordStore, Records, Relation};
+use super::{Notices, RecordStore, Records, Relation};
 use crate::model::limits::{check_id, InputError};
 use crate::model::{
     Action, Comment, EdgeKind, FanOutState, FeedItem, GroupKind, Inbox, MembershipRole, Millis,

@@ -4,8 +4,9 @@
 //! process and has none; MongoDB's is a collection read by a change stream.
 
 use async_trait::async_trait;
+use futures_util::stream::BoxStream;
 
-use super::StoreResult;
+use super::{StoreError, StoreResult};
 use crate::events::Signal;
 use crate::model::{Millis, ObjectId};
 
@@ -28,6 +29,20 @@ pub struct Logged {
     pub serial: ObjectId,
 }
 
+/// Why a tail ended, and where it stood: a tail opened again from
+/// `position` misses nothing.
+#[derive(Clone, Debug)]
+pub struct TailEnd {
+    pub error: StoreError,
+    /// Just after the last signal the tail yielded, or later where the
+    /// backend can tell (nothing skipped either way); none if it cannot.
+    pub position: Option<LogToken>,
+}
+
+/// An open tail of the log: the signals other processes append, waiting
+/// for each, until an error ends it (its last item; none follows).
+pub type Tail = BoxStream<'static, Result<Logged, Box<TailEnd>>>;
+
 #[async_trait]
 pub trait EventLog: Send + Sync {
     /// Appends `signals` of process `origin`, in order, at `at`, each with
@@ -42,17 +57,5 @@ pub trait EventLog: Send + Sync {
 
     /// Reads what processes other than `origin` append: from just after
     /// `after`, or from now.
-    async fn tail(&self, origin: &str, after: Option<LogToken>) -> StoreResult<Box<dyn LogTail>>;
-}
-
-/// An open tail of the log.
-#[async_trait]
-pub trait LogTail: Send {
-    /// The next signal, waiting for one. An error ends the tail: open
-    /// another from [`LogTail::position`].
-    async fn next(&mut self) -> StoreResult<Logged>;
-
-    /// Where this tail stands: just after the last signal it returned, or
-    /// later where the backend can tell (nothing skipped either way).
-    fn position(&self) -> Option<LogToken>;
+    async fn tail(&self, origin: &str, after: Option<LogToken>) -> StoreResult<Tail>;
 }

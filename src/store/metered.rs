@@ -345,7 +345,7 @@ mod tests {
             Op::raise,
             Op::hide_feed_item,
             Op::outboxes,
-            Op::trim_notices,
+            Op::write_notice_group,
             Op::claim,
             Op::backlog,
             Op::put_record,

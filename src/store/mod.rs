@@ -44,7 +44,7 @@ pub use error::{ErrorKind, StoreError, StoreResult};
 pub use group_feeds::GroupFeedStore;
 pub use jobs::{Held, Job, JobBacklog, JobKind, JobStore, Lease, Queued};
 use metered::port;
-pub use notices::{NoticeJob, NoticeSource, NoticeStore};
+pub use notices::{NoticeJob, NoticeSelect, NoticeSource, NoticeStore, NoticeWrite, Notices};
 pub use records::{Keys, RecordKind, RecordStore, Records, Stored};
 pub use relations::{Change, Graph, Others, Related, Relation, RelationStore, UserStore};
 pub use sources::{
@@ -54,9 +54,9 @@ pub use sources::{
 /// The concern traits, for calling a store's methods.
 pub mod prelude {
     pub use super::{
-        ActionStore, Graph, GroupFeedStore, JobStore, NoticeStore, QueueStore, ReactionStore,
-        RecordStore, Records, RelationStore, RiverStore, SourceStore, Store, TimelineStore,
-        Timelines, UserStore,
+        ActionStore, Graph, GroupFeedStore, JobStore, NoticeStore, Notices, QueueStore,
+        ReactionStore, RecordStore, Records, RelationStore, RiverStore, SourceStore, Store,
+        TimelineStore, Timelines, UserStore,
     };
 }
 

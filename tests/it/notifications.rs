@@ -11,6 +11,7 @@ use riverfeed::model::{Notice, NoticeRange, NoticeReason, ObjectId};
 use riverfeed::notify::{self, NoticeRules};
 use riverfeed::server::ServeOptions;
 use riverfeed::store::prelude::*;
+use riverfeed::store::NoticeSelect;
 use serde_json::{json, Value};
 
 use crate::common::{first_error_code, Backend, Client, TestServer, TestStore, WsClient, PATIENCE};
@@ -711,7 +712,10 @@ async fn writes_are_idempotent_race_safe_and_capped(backend: Backend) {
         limit: 10,
         unread_only: false,
     };
-    let page = store.notice_page(T, "mary", range).await.expect("page");
+    let page = store
+        .notice_groups(T, "mary", NoticeSelect::Page(range))
+        .await
+        .expect("page");
     assert_eq!(page.len(), 1);
     assert_eq!(
         (page[0].visible, page[0].unread, page[0].members.len()),
@@ -729,7 +733,10 @@ async fn writes_are_idempotent_race_safe_and_capped(backend: Backend) {
             assert_eq!(done[0].change.removed.len(), 1, "day {d} trims one");
         }
     }
-    let page = store.notice_page(T, "mary", range).await.expect("page");
+    let page = store
+        .notice_groups(T, "mary", NoticeSelect::Page(range))
+        .await
+        .expect("page");
     assert_eq!(page.len(), 3);
     assert!(page.iter().all(|g| g.last > day + 86_400_000));
     test.remove().await;

@@ -13,6 +13,7 @@ use crate::api::subscription::{until_error, Live};
 use crate::api::viewer;
 use crate::events::{Event, NoticeEvent, Topic};
 use crate::model::{NoticeGroup, ObjectId};
+use crate::store::NoticeSelect;
 
 /// What happened to the viewer's notifications.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Enum)]
@@ -85,7 +86,7 @@ impl NoticeStream {
             Vec::new()
         } else {
             store
-                .notice_groups(&viewer.tenant, &viewer.user, &ids)
+                .notice_groups(&viewer.tenant, &viewer.user, NoticeSelect::Ids(&ids))
                 .await
                 .api()?
         };

@@ -20,7 +20,7 @@ use super::types::ActionNode;
 use super::{loaders, state, viewer, AppState, Viewer};
 use crate::model::limits::page_size;
 use crate::model::{Inbox, MarkerFeed, NoticeGroup, NoticeRange, ObjectId, Position};
-use crate::store::Records;
+use crate::store::{NoticeSelect, Records};
 
 pub use live::NotificationSubscription;
 pub use mutation::NotificationMutation;
@@ -78,7 +78,7 @@ pub async fn group_node(
     let store = state(ctx)?.store.as_ref();
     let ids = [id];
     let (groups, inbox) = tokio::join!(
-        store.notice_groups(&viewer.tenant, &viewer.user, &ids),
+        store.notice_groups(&viewer.tenant, &viewer.user, NoticeSelect::Ids(&ids)),
         store.inbox(&viewer.tenant, &viewer.user)
     );
     let seen_until = inbox.api()?.seen_until;
@@ -122,7 +122,7 @@ impl NotificationQuery {
         };
         let store = state.store.as_ref();
         let (page, counted) = tokio::join!(
-            store.notice_page(&viewer.tenant, &viewer.user, range),
+            store.notice_groups(&viewer.tenant, &viewer.user, NoticeSelect::Page(range)),
             counts(state, viewer)
         );
         let (mut page, (inbox, counted)) = (page.api()?, counted?);

@@ -16,6 +16,7 @@ use crate::events::NoticeEvent;
 use crate::model::limits::MAX_LIST_LEN;
 use crate::model::{Marker, MarkerFeed, Mute, NoticeReason};
 use crate::notify::{self, inbox, inbox::Target};
+use crate::store::NoticeSelect;
 
 /// Reads `ids` (group or notification global ids) as targets.
 fn targets(ids: &[ID]) -> async_graphql::Result<Vec<Target>> {
@@ -69,7 +70,11 @@ async fn changed(
 ) -> async_graphql::Result<NotificationsChanged> {
     let store = state.store.as_ref();
     let groups = store
-        .notice_groups(&viewer.tenant, &viewer.user, &change.updated)
+        .notice_groups(
+            &viewer.tenant,
+            &viewer.user,
+            NoticeSelect::Ids(&change.updated),
+        )
         .await
         .api()?;
     let (inbox, c) = counts(state, viewer).await?;

@@ -2,7 +2,7 @@
 //! with an index by id and one by position (`last` then id, newest first)
 //! whose value says whether the group is visible and unread (inboxes are
 //! records, notice jobs are on the job queue). Every write decides under the
-//! lock of its owner's group key.
+//! lock of its owner's group key, a removal as well as a put.
 
 use async_trait::async_trait;
 use rocksdb::WriteBatch;
@@ -12,7 +12,7 @@ use super::families::GRAPH;
 use super::keys::{self, graph as tag, Key};
 use super::{EmbeddedStore, Inner};
 use crate::model::{Millis, NoticeCounts, NoticeGroup, NoticeRange, ObjectId};
-use crate::store::{NoticeStore, StoreResult};
+use crate::store::{NoticeSelect, NoticeStore, NoticeWrite, StoreResult};
 
 fn group_key(tenant: &str, owner: &str, key: &str) -> Vec<u8> {
     Key::tag(tag::NOTICE_GROUP)
@@ -91,7 +91,8 @@ impl Inner {
         Ok(groups)
     }
 
-    fn put_notice_group(&self, group: &NoticeGroup) -> StoreResult<bool> {
+    /// Puts `group`, or removes it, under its version (see [`NoticeWrite`]).
+    fn write_notice_group(&self, group: &NoticeGroup, remove: bool) -> StoreResult<bool> {
         let (t, o) = (group.tenant.as_str(), group.owner.as_str());
         let key = group_key(t, o, &group.key);
         let _lock = self.lock(&[&key]);
@@ -102,14 +103,18 @@ impl Inner {
         let cf = self.cf(GRAPH);
         let mut batch = WriteBatch::default();
         match &stored {
-            None if group.version != 1 => return Ok(false),
-            None => {}
-            Some(old) => {
-                if old.version + 1 != group.version || old.id != group.id {
-                    return Ok(false);
-                }
+            None if !remove && group.version == 1 => {}
+            Some(old) if !remove && old.version + 1 == group.version && old.id == group.id => {
                 batch.delete_cf(cf, order_key(t, o, old.last, old.id));
             }
+            Some(old) if remove && old.version == group.version && old.id == group.id => {
+                batch.delete_cf(cf, &key);
+                batch.delete_cf(cf, id_key(t, o, old.id));
+                batch.delete_cf(cf, order_key(t, o, old.last, old.id));
+                self.commit(batch)?;
+                return Ok(true);
+            }
+            _ => return Ok(false),
         }
         batch.put_cf(cf, &key, keys::encode_record(group)?);
         batch.put_cf(cf, id_key(t, o, group.id), group.key.as_bytes());
@@ -178,13 +183,7 @@ impl Inner {
             }
             Ok(keys_listed.len() < range.limit)
         })?;
-        let mut page = Vec::with_capacity(keys_listed.len());
-        for key in keys_listed {
-            if let Some(group) = self.notice_group(tenant, owner, &key)? {
-                page.push(group);
-            }
-        }
-        Ok(page)
+        self.groups_of_keys(tenant, owner, keys_listed)
     }
 
     fn notice_counts(
@@ -204,67 +203,70 @@ impl Inner {
         Ok(counts)
     }
 
-    fn trim_notices(&self, tenant: &str, owner: &str, keep: usize) -> StoreResult<Vec<ObjectId>> {
-        let mut beyond = Vec::new();
+    fn beyond(&self, tenant: &str, owner: &str, keep: usize) -> StoreResult<Vec<NoticeGroup>> {
+        let mut keys_beyond = Vec::new();
         let mut seen = 0usize;
         self.entries(tenant, owner, None, |e| {
             seen += 1;
             if seen > keep {
-                beyond.push(e.key);
+                keys_beyond.push(e.key);
             }
             Ok(true)
         })?;
-        let mut gone = Vec::new();
-        for key in beyond {
-            let gkey = group_key(tenant, owner, &key);
-            let _lock = self.lock(&[&gkey]);
-            let Some(group) = self.notice_group(tenant, owner, &key)? else {
-                continue;
-            };
-            let cf = self.cf(GRAPH);
-            let mut batch = WriteBatch::default();
-            batch.delete_cf(cf, &gkey);
-            batch.delete_cf(cf, id_key(tenant, owner, group.id));
-            batch.delete_cf(cf, order_key(tenant, owner, group.last, group.id));
-            self.commit(batch)?;
-            gone.push(group.id);
+        self.groups_of_keys(tenant, owner, keys_beyond)
+    }
+
+    /// The groups stored under `keys`, in their order.
+    fn groups_of_keys(
+        &self,
+        tenant: &str,
+        owner: &str,
+        keys: Vec<String>,
+    ) -> StoreResult<Vec<NoticeGroup>> {
+        let mut groups = Vec::with_capacity(keys.len());
+        for key in keys {
+            if let Some(group) = self.notice_group(tenant, owner, &key)? {
+                groups.push(group);
+            }
         }
-        Ok(gone)
+        Ok(groups)
+    }
+
+    fn select(
+        &self,
+        tenant: &str,
+        owner: &str,
+        select: NoticeSelect<'_>,
+    ) -> StoreResult<Vec<NoticeGroup>> {
+        match select {
+            NoticeSelect::Key(key) => {
+                Ok(self.notice_group(tenant, owner, key)?.into_iter().collect())
+            }
+            NoticeSelect::Ids(ids) => self.notice_groups(tenant, owner, ids),
+            NoticeSelect::Page(range) => self.notice_page(tenant, owner, range),
+            NoticeSelect::Beyond(keep) => self.beyond(tenant, owner, keep),
+        }
     }
 }
 
 #[async_trait]
 impl NoticeStore for EmbeddedStore {
-    async fn notice_group(
-        &self,
-        tenant: &str,
-        owner: &str,
-        key: &str,
-    ) -> StoreResult<Option<NoticeGroup>> {
-        self.inner.notice_group(tenant, owner, key)
-    }
-
     async fn notice_groups(
         &self,
         tenant: &str,
         owner: &str,
-        ids: &[ObjectId],
+        select: NoticeSelect<'_>,
     ) -> StoreResult<Vec<NoticeGroup>> {
-        self.inner.notice_groups(tenant, owner, ids)
+        self.inner.select(tenant, owner, select)
     }
 
-    async fn put_notice_group(&self, group: &NoticeGroup) -> StoreResult<bool> {
-        let group = group.clone();
-        self.blocking(move |db| db.put_notice_group(&group)).await
-    }
-
-    async fn notice_page(
-        &self,
-        tenant: &str,
-        owner: &str,
-        range: NoticeRange,
-    ) -> StoreResult<Vec<NoticeGroup>> {
-        self.inner.notice_page(tenant, owner, range)
+    async fn write_notice_group(&self, write: NoticeWrite<'_>) -> StoreResult<bool> {
+        let (group, remove) = match write {
+            NoticeWrite::Put(group) => (group.clone(), false),
+            NoticeWrite::Remove(group) => (group.clone(), true),
+        };
+        self.blocking(move |db| db.write_notice_group(&group, remove))
+            .await
     }
 
     async fn notice_counts(
@@ -274,16 +276,5 @@ impl NoticeStore for EmbeddedStore {
         seen_until: Millis,
     ) -> StoreResult<NoticeCounts> {
         self.inner.notice_counts(tenant, owner, seen_until)
-    }
-
-    async fn trim_notices(
-        &self,
-        tenant: &str,
-        owner: &str,
-        keep: usize,
-    ) -> StoreResult<Vec<ObjectId>> {
-        let (tenant, owner) = (tenant.to_owned(), owner.to_owned());
-        self.blocking(move |db| db.trim_notices(&tenant, &owner, keep))
-            .await
     }
 }

@@ -14,7 +14,7 @@ use mongodb::Collection;
 use super::db_err;
 use crate::events::Signal;
 use crate::model::{Millis, ObjectId};
-use crate::store::event_log::{EventLog, LogTail, LogToken, Logged};
+use crate::store::event_log::{EventLog, LogToken, Logged, Tail, TailEnd};
 use crate::store::{ErrorKind, StoreError, StoreResult};
 
 /// How long signals stay in `events` after they were appended.
@@ -80,7 +80,7 @@ impl EventLog for MongoEventLog {
         Ok(())
     }
 
-    async fn tail(&self, origin: &str, after: Option<LogToken>) -> StoreResult<Box<dyn LogTail>> {
+    async fn tail(&self, origin: &str, after: Option<LogToken>) -> StoreResult<Tail> {
         let pipeline = [doc! { "$match": {
             "operationType": "insert",
             "fullDocument.o": { "$ne": origin },
@@ -98,7 +98,24 @@ impl EventLog for MongoEventLog {
             .resume_after(token)
             .await
             .map_err(db_err)?;
-        Ok(Box::new(MongoTail { stream }))
+        // The change stream until it fails; then, once, why and where it
+        // stood, and nothing more.
+        Ok(
+            futures_util::stream::unfold(Some(stream), |stream| async move {
+                let mut stream = stream?;
+                match next(&mut stream).await {
+                    Ok(logged) => Some((Ok(logged), Some(stream))),
+                    Err(error) => {
+                        let position = stream
+                            .resume_token()
+                            .and_then(|token| bson::to_bson(&token).ok())
+                            .map(LogToken);
+                        Some((Err(Box::new(TailEnd { error, position })), None))
+                    }
+                }
+            })
+            .boxed(),
+        )
     }
 }
 
@@ -117,53 +134,43 @@ fn already_there(err: &mongodb::error::Error) -> Option<usize> {
     }
 }
 
-struct MongoTail {
-    stream: ChangeStream<ChangeStreamEvent<Document>>,
-}
-
-#[async_trait]
-impl LogTail for MongoTail {
-    async fn next(&mut self) -> StoreResult<Logged> {
-        loop {
-            let event = match self.stream.next().await {
-                Some(event) => event.map_err(db_err)?,
-                None => {
-                    return Err(StoreError::new(
-                        ErrorKind::Unavailable,
-                        "the change stream on events ended",
-                    ))
-                }
-            };
-            let Some(doc) = event.full_document else {
-                continue;
-            };
-            let at = doc.get_datetime("at").map_or(0, |at| at.timestamp_millis());
-            let body = doc.get_document("s").map_err(|e| {
-                StoreError::from_source(ErrorKind::Internal, "an event without its signal", e)
-            })?;
-            let (Ok(serial), Ok(origin)) = (doc.get_object_id("_id"), doc.get_str("o")) else {
-                tracing::warn!("skipping an event without its serial or origin");
-                continue;
-            };
-            match bson::from_document::<Signal>(body.clone()) {
-                Ok(signal) => {
-                    return Ok(Logged {
-                        signal,
-                        at,
-                        origin: origin.to_owned(),
-                        serial,
-                    })
-                }
-                // From a newer version of Riverfeed: not for this one.
-                Err(err) => {
-                    tracing::warn!(cause = %err, "skipping a signal this version does not read")
-                }
+/// The next signal the change stream carries, passing over what this
+/// version does not read.
+async fn next(stream: &mut ChangeStream<ChangeStreamEvent<Document>>) -> StoreResult<Logged> {
+    loop {
+        let event = match stream.next().await {
+            Some(event) => event.map_err(db_err)?,
+            None => {
+                return Err(StoreError::new(
+                    ErrorKind::Unavailable,
+                    "the change stream on events ended",
+                ))
+            }
+        };
+        let Some(doc) = event.full_document else {
+            continue;
+        };
+        let at = doc.get_datetime("at").map_or(0, |at| at.timestamp_millis());
+        let body = doc.get_document("s").map_err(|e| {
+            StoreError::from_source(ErrorKind::Internal, "an event without its signal", e)
+        })?;
+        let (Ok(serial), Ok(origin)) = (doc.get_object_id("_id"), doc.get_str("o")) else {
+            tracing::warn!("skipping an event without its serial or origin");
+            continue;
+        };
+        match bson::from_document::<Signal>(body.clone()) {
+            Ok(signal) => {
+                return Ok(Logged {
+                    signal,
+                    at,
+                    origin: origin.to_owned(),
+                    serial,
+                })
+            }
+            // From a newer version of Riverfeed: not for this one.
+            Err(err) => {
+                tracing::warn!(cause = %err, "skipping a signal this version does not read")
             }
         }
-    }
-
-    fn position(&self) -> Option<LogToken> {
-        let token = self.stream.resume_token()?;
-        bson::to_bson(&token).ok().map(LogToken)
     }
 }

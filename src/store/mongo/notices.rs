@@ -1,10 +1,11 @@
 //! MongoDB: notifications. `notice_groups` holds one document per group,
 //! the group's fields at the top (its id as `_id`) so pages, counts and
 //! trims query `last`, `visible` and `unread` directly; `inboxes` one per
-//! owner (notice jobs are on the job queue, `jobs.rs`). Groups and inboxes are written under their version: a new one
-//! is an insert that a unique index refuses twice, a change a replace of
-//! the version before. Only plain finds, counts and single-document writes,
-//! so any wire-protocol server will do.
+//! owner (notice jobs are on the job queue, `jobs.rs`). Groups and inboxes
+//! are written under their version: a new one is an insert that a unique
+//! index refuses twice, a change a replace of the version before, a
+//! removal a delete of the version read. Only plain finds, counts and
+//! single-document writes, so any wire-protocol server will do.
 
 use async_trait::async_trait;
 use bson::{doc, Document};
@@ -12,8 +13,8 @@ use mongodb::Collection;
 use serde::Serialize;
 
 use super::{db_err, is_duplicate, read_all, MongoStore};
-use crate::model::{Millis, NoticeCounts, NoticeGroup, NoticeRange, ObjectId};
-use crate::store::{NoticeStore, StoreError, StoreResult};
+use crate::model::{Millis, NoticeCounts, NoticeGroup, NoticeRange};
+use crate::store::{NoticeSelect, NoticeStore, NoticeWrite, StoreError, StoreResult};
 
 /// A group as stored: its fields, with its id as `_id` (the order pages
 /// break ties in).
@@ -72,57 +73,7 @@ where
     }
 }
 
-#[async_trait]
-impl NoticeStore for MongoStore {
-    async fn notice_group(
-        &self,
-        tenant: &str,
-        owner: &str,
-        key: &str,
-    ) -> StoreResult<Option<NoticeGroup>> {
-        self.notice_groups
-            .find_one(doc! { "tenant": tenant, "owner": owner, "key": key })
-            .await
-            .map_err(db_err)?
-            .map(group_of)
-            .transpose()
-    }
-
-    async fn notice_groups(
-        &self,
-        tenant: &str,
-        owner: &str,
-        ids: &[ObjectId],
-    ) -> StoreResult<Vec<NoticeGroup>> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        groups_of(
-            read_all(
-                self.notice_groups
-                    .find(doc! { "_id": { "$in": ids }, "tenant": tenant, "owner": owner }),
-            )
-            .await?,
-        )
-    }
-
-    async fn put_notice_group(&self, group: &NoticeGroup) -> StoreResult<bool> {
-        // The key too: a version is only ever written over its own group.
-        let filter = doc! {
-            "_id": group.id,
-            "tenant": &group.tenant,
-            "owner": &group.owner,
-            "key": &group.key,
-        };
-        put_versioned(
-            &self.notice_groups,
-            filter,
-            group.version,
-            &group_doc(group)?,
-        )
-        .await
-    }
-
+impl MongoStore {
     async fn notice_page(
         &self,
         tenant: &str,
@@ -156,6 +107,73 @@ impl NoticeStore for MongoStore {
             .await?,
         )
     }
+}
+
+#[async_trait]
+impl NoticeStore for MongoStore {
+    async fn notice_groups(
+        &self,
+        tenant: &str,
+        owner: &str,
+        select: NoticeSelect<'_>,
+    ) -> StoreResult<Vec<NoticeGroup>> {
+        let found = match select {
+            NoticeSelect::Key(key) => {
+                let filter = doc! { "tenant": tenant, "owner": owner, "key": key };
+                let found = self.notice_groups.find_one(filter).await.map_err(db_err)?;
+                found.into_iter().collect()
+            }
+            NoticeSelect::Ids([]) => Vec::new(),
+            NoticeSelect::Ids(ids) => {
+                let filter = doc! { "_id": { "$in": ids }, "tenant": tenant, "owner": owner };
+                read_all(self.notice_groups.find(filter)).await?
+            }
+            NoticeSelect::Page(range) => return self.notice_page(tenant, owner, range).await,
+            NoticeSelect::Beyond(keep) => {
+                read_all(
+                    self.notice_groups
+                        .find(doc! { "tenant": tenant, "owner": owner })
+                        .sort(doc! { "last": -1, "_id": -1 })
+                        .skip(u64::try_from(keep).unwrap_or(u64::MAX)),
+                )
+                .await?
+            }
+        };
+        groups_of(found)
+    }
+
+    async fn write_notice_group(&self, write: NoticeWrite<'_>) -> StoreResult<bool> {
+        // The key too: a version is only ever written over its own group.
+        let filter = |group: &NoticeGroup| {
+            doc! {
+                "_id": group.id,
+                "tenant": &group.tenant,
+                "owner": &group.owner,
+                "key": &group.key,
+            }
+        };
+        match write {
+            NoticeWrite::Put(group) => {
+                put_versioned(
+                    &self.notice_groups,
+                    filter(group),
+                    group.version,
+                    &group_doc(group)?,
+                )
+                .await
+            }
+            NoticeWrite::Remove(group) => {
+                let mut filter = filter(group);
+                filter.insert("version", int(group.version));
+                let deleted = self
+                    .notice_groups
+                    .delete_one(filter)
+                    .await
+                    .map_err(db_err)?;
+                Ok(deleted.deleted_count == 1)
+            }
+        }
+    }
 
     async fn notice_counts(
         &self,
@@ -180,32 +198,5 @@ impl NoticeStore for MongoStore {
                 .await
                 .map_err(db_err)?,
         })
-    }
-
-    async fn trim_notices(
-        &self,
-        tenant: &str,
-        owner: &str,
-        keep: usize,
-    ) -> StoreResult<Vec<ObjectId>> {
-        let beyond: Vec<Document> = read_all(
-            self.notice_groups
-                .find(doc! { "tenant": tenant, "owner": owner })
-                .sort(doc! { "last": -1, "_id": -1 })
-                .skip(u64::try_from(keep).unwrap_or(u64::MAX))
-                .projection(doc! { "_id": 1 }),
-        )
-        .await?;
-        let ids: Vec<ObjectId> = beyond
-            .iter()
-            .filter_map(|d| d.get_object_id("_id").ok())
-            .collect();
-        if !ids.is_empty() {
-            self.notice_groups
-                .delete_many(doc! { "_id": { "$in": &ids }, "tenant": tenant, "owner": owner })
-                .await
-                .map_err(db_err)?;
-        }
-        Ok(ids)
     }
 }

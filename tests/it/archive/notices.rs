@@ -6,7 +6,9 @@ use riverfeed::model::{
     Action, Inbox, Marker, MarkerFeed, Mute, Notice, NoticeGroup, NoticeRange, NoticeReason,
     ObjectId,
 };
-use riverfeed::store::{JobKind, NoticeJob, NoticeSource, Record, Records, Store, StoreResult};
+use riverfeed::store::{
+    JobKind, NoticeJob, NoticeSelect, NoticeSource, Notices, Record, Records, Store, StoreResult,
+};
 
 use super::{Populated, LEASE, NOW, OTHER, T, WORKER};
 use crate::common::{Backend, TestStore};
@@ -191,7 +193,7 @@ pub(super) async fn assert_notices_imported(target: &dyn Store, p: &Populated) {
         assert!(got.version >= 1, "stored under a version: {got:?}");
         assert_eq!(unversioned(got), unversioned(want.clone()));
         let by_id = target
-            .notice_groups(&want.tenant, &want.owner, &[want.id])
+            .notice_groups(&want.tenant, &want.owner, NoticeSelect::Ids(&[want.id]))
             .await
             .expect("groups by id");
         assert_eq!(by_id.len(), 1, "found by its id");
@@ -202,7 +204,7 @@ pub(super) async fn assert_notices_imported(target: &dyn Store, p: &Populated) {
         unread_only: false,
     };
     let page: Vec<NoticeGroup> = target
-        .notice_page(T, "ann", range)
+        .notice_groups(T, "ann", NoticeSelect::Page(range))
         .await
         .expect("page")
         .into_iter()
@@ -213,7 +215,10 @@ pub(super) async fn assert_notices_imported(target: &dyn Store, p: &Populated) {
         [&p.groups[1], &p.groups[0]].map(|g| unversioned(g.clone())),
         "ann's page, newest first"
     );
-    let bob = target.notice_page(T, "bob", range).await.expect("page");
+    let bob = target
+        .notice_groups(T, "bob", NoticeSelect::Page(range))
+        .await
+        .expect("page");
     assert!(bob.is_empty(), "bob's group stays archived");
     let counts = target
         .notice_counts(T, "ann", p.inbox.seen_until)
@@ -346,14 +351,14 @@ async fn imported_notices_replace_what_is_stored(backend: Backend) {
             "round {round}: the archive's members and counts"
         );
         let page = store
-            .notice_page(
+            .notice_groups(
                 T,
                 "ann",
-                NoticeRange {
+                NoticeSelect::Page(NoticeRange {
                     before: None,
                     limit: 10,
                     unread_only: false,
-                },
+                }),
             )
             .await
             .expect("page");

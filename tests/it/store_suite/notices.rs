@@ -1,5 +1,5 @@
-//! Cases of notifications: notice groups written under their version,
-//! listed, counted and trimmed; inboxes; the notice job queue.
+//! Cases of notifications: notice groups written and removed under their
+//! version, listed, counted and trimmed; inboxes; the notice job queue.
 
 use anyhow::{ensure, Context, Result};
 use riverfeed::model::{
@@ -7,7 +7,7 @@ use riverfeed::model::{
     ObjectId,
 };
 use riverfeed::store::prelude::*;
-use riverfeed::store::{JobKind, NoticeJob, NoticeSource};
+use riverfeed::store::{JobKind, NoticeJob, NoticeSelect, NoticeSource, NoticeWrite};
 
 const T: &str = "notices";
 
@@ -60,7 +60,10 @@ pub(super) async fn notice_versions(store: &dyn Store) -> Result<()> {
         !store.put_notice_group(&rival).await?,
         "a second group of one key"
     );
-    ensure!(store.notice_groups(T, owner, &[rival.id]).await?.is_empty());
+    ensure!(store
+        .notice_groups(T, owner, NoticeSelect::Ids(&[rival.id]))
+        .await?
+        .is_empty());
 
     // A change over the version read is stored; one over a stale version is not.
     let mut stale = g.clone();
@@ -82,13 +85,20 @@ pub(super) async fn notice_versions(store: &dyn Store) -> Result<()> {
     // By id, confined to the owner and the tenant.
     let other = group(store, owner, "k2", &[40]).await?;
     let mut got = store
-        .notice_groups(T, owner, &[g.id, other.id, ObjectId::new()])
+        .notice_groups(
+            T,
+            owner,
+            NoticeSelect::Ids(&[g.id, other.id, ObjectId::new()]),
+        )
         .await?;
     got.sort_by_key(|g| g.key.clone());
     ensure!(got == vec![g.clone(), other.clone()], "{got:?}");
-    ensure!(store.notice_groups(T, "v-john", &[g.id]).await?.is_empty());
     ensure!(store
-        .notice_groups("elsewhere", owner, &[g.id])
+        .notice_groups(T, "v-john", NoticeSelect::Ids(&[g.id]))
+        .await?
+        .is_empty());
+    ensure!(store
+        .notice_groups("elsewhere", owner, NoticeSelect::Ids(&[g.id]))
         .await?
         .is_empty());
     ensure!(store.notice_group("elsewhere", owner, "k").await?.is_none());
@@ -109,21 +119,27 @@ pub(super) async fn notice_pages(store: &dyn Store) -> Result<()> {
     group(store, "p-john", "x", &[500]).await?;
 
     let keys = |gs: &[NoticeGroup]| gs.iter().map(|g| g.key.clone()).collect::<Vec<_>>();
-    let page = store.notice_page(T, owner, range(10)).await?;
+    let page = store
+        .notice_groups(T, owner, NoticeSelect::Page(range(10)))
+        .await?;
     ensure!(keys(&page) == ["b", "d", "c", "a"], "{:?}", keys(&page));
     ensure!(page[0] == b, "groups come whole");
-    let first = store.notice_page(T, owner, range(2)).await?;
+    let first = store
+        .notice_groups(T, owner, NoticeSelect::Page(range(2)))
+        .await?;
     ensure!(keys(&first) == ["b", "d"]);
-    let none = store.notice_page(T, "p-john", range(0)).await?;
+    let none = store
+        .notice_groups(T, "p-john", NoticeSelect::Page(range(0)))
+        .await?;
     ensure!(none.is_empty(), "a page of 0: {:?}", keys(&none));
     let rest = store
-        .notice_page(
+        .notice_groups(
             T,
             owner,
-            NoticeRange {
+            NoticeSelect::Page(NoticeRange {
                 before: Some(first[1].position()),
                 ..range(10)
-            },
+            }),
         )
         .await?;
     ensure!(keys(&rest) == ["c", "a"], "{:?}", keys(&rest));
@@ -138,13 +154,13 @@ pub(super) async fn notice_pages(store: &dyn Store) -> Result<()> {
     half.version = 2;
     ensure!(store.put_notice_group(&half).await?);
     let unread = store
-        .notice_page(
+        .notice_groups(
             T,
             owner,
-            NoticeRange {
+            NoticeSelect::Page(NoticeRange {
                 unread_only: true,
                 ..range(10)
-            },
+            }),
         )
         .await?;
     ensure!(keys(&unread) == ["b", "d", "a"], "{:?}", keys(&unread));
@@ -218,8 +234,36 @@ pub(super) async fn notice_trimming(store: &dyn Store) -> Result<()> {
     ensure!(store.notice_group(T, owner, "g2").await?.is_some());
     ensure!(store.notice_group(T, "t-john", "g0").await?.is_some());
     ensure!(store.trim_notices(T, owner, 3).await?.is_empty());
-    let page = store.notice_page(T, owner, range(10)).await?;
+    let page = store
+        .notice_groups(T, owner, NoticeSelect::Page(range(10)))
+        .await?;
     ensure!(page.len() == 2, "g2 and g3 listed, g4 archived");
+
+    // A removal is of the version read: one over a stale version is refused.
+    let g2 = &made[2];
+    let mut newer = g2.clone();
+    newer.mark_read(None);
+    newer.version = 2;
+    ensure!(store.put_notice_group(&newer).await?);
+    ensure!(
+        !store.write_notice_group(NoticeWrite::Remove(g2)).await?,
+        "a removal of a stale version"
+    );
+    ensure!(
+        store
+            .write_notice_group(NoticeWrite::Remove(&newer))
+            .await?
+    );
+    ensure!(store.notice_group(T, owner, "g2").await?.is_none());
+    let by_id = NoticeSelect::Ids(std::slice::from_ref(&g2.id));
+    ensure!(store.notice_groups(T, owner, by_id).await?.is_empty());
+    ensure!(
+        store
+            .notice_groups(T, owner, NoticeSelect::Page(range(10)))
+            .await?
+            .len()
+            == 1
+    );
     // Its key is free again: a new group of it may be stored.
     group(store, owner, "g0", &[5]).await?;
     Ok(())
@@ -330,18 +374,24 @@ pub(super) async fn many_notice_groups(store: &dyn Store) -> Result<()> {
         "{got:?}"
     );
     let page = store
-        .notice_page(
+        .notice_groups(
             T,
             owner,
-            NoticeRange {
+            NoticeSelect::Page(NoticeRange {
                 before: Some((10_000 + 20, ObjectId::from_bytes([0; 12]))),
                 ..range(100)
-            },
+            }),
         )
         .await?;
     ensure!(page.len() == 20, "the 20 oldest: {}", page.len());
     ensure!(page[0].key == "g019" && page[19].key == "g000");
     ensure!(store.trim_notices(T, owner, 70).await?.len() == 80);
-    ensure!(store.notice_page(T, owner, range(200)).await?.len() == 70);
+    ensure!(
+        store
+            .notice_groups(T, owner, NoticeSelect::Page(range(200)))
+            .await?
+            .len()
+            == 70
+    );
     Ok(())
 }
