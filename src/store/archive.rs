@@ -431,6 +431,16 @@ pub fn relation_record(
             user: from,
             supervisor: to,
         },
+        Relation::Likes => Record::Like {
+            action_id: ObjectId::parse_str(&to).map_err(|_| {
+                StoreError::corrupt(
+                    format_args!("like {tenant}/{from}"),
+                    format_args!("an action id {to:?}"),
+                )
+            })?,
+            tenant,
+            user: from,
+        },
     }))
 }
 

@@ -116,6 +116,7 @@ pub const RELATION: Codes<Relation> = Codes {
         (Relation::Member, 3, "member"),
         (Relation::Assigned, 4, "assigned"),
         (Relation::ReportsTo, 5, "reportsTo"),
+        (Relation::Likes, 6, "likes"),
     ],
 };
 

@@ -509,13 +509,6 @@ pub trait ReactionStore: Send + Sync {
         user: &str,
         range: FeedRange,
     ) -> StoreResult<Vec<Position>>;
-    /// Which of `action_ids` `user` likes.
-    async fn liked(
-        &self,
-        tenant: &str,
-        user: &str,
-        action_ids: &[ObjectId],
-    ) -> StoreResult<Vec<ObjectId>>;
 }
 }
 

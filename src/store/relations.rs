@@ -9,14 +9,18 @@
 //!   role and when the membership began; the group's kind is a record of
 //!   its own, set by the first join;
 //! - **assignments** (user → ref);
-//! - **supervision** (user → their one supervisor).
+//! - **supervision** (user → their one supervisor);
+//! - **likes** (user → action), written with the action's count by
+//!   [`ReactionStore::set_like`](super::ReactionStore::set_like).
 
 use async_trait::async_trait;
 
 use super::codes::{GROUP_KIND, ROLE};
 use super::metered::port;
 use super::{Direction, JoinOutcome, RecordKind, RecordStore, Records, StoreError, StoreResult};
-use crate::model::{EdgeKind, Group, GroupKind, Membership, MembershipRole, Millis, User};
+use crate::model::{
+    EdgeKind, Group, GroupKind, Membership, MembershipRole, Millis, ObjectId, User,
+};
 
 /// What a relation says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -29,16 +33,20 @@ pub enum Relation {
     Assigned,
     /// A user reports to their supervisor.
     ReportsTo,
+    /// A user likes an action (its id in hex). Set and ended with the
+    /// action's like count ([`ReactionStore::set_like`](super::ReactionStore::set_like)).
+    Likes,
 }
 
 impl Relation {
-    pub const ALL: [Relation; 6] = [
+    pub const ALL: [Relation; 7] = [
         Relation::Edge(EdgeKind::Follows),
         Relation::Edge(EdgeKind::Friend),
         Relation::Edge(EdgeKind::Group),
         Relation::Member,
         Relation::Assigned,
         Relation::ReportsTo,
+        Relation::Likes,
     ];
 }
 
@@ -411,6 +419,33 @@ pub trait Graph: RelationStore + UserStore + RecordStore {
             .related(tenant, Relation::ReportsTo, direction, &ids, Others::ALL)
             .await?;
         Ok(found.into_iter().map(|r| r.other).collect())
+    }
+
+    /// Which of `action_ids` `user` likes. One round trip.
+    async fn liked(
+        &self,
+        tenant: &str,
+        user: &str,
+        action_ids: &[ObjectId],
+    ) -> StoreResult<Vec<ObjectId>> {
+        if action_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let hex: Vec<String> = action_ids.iter().map(|id| id.to_hex()).collect();
+        let found = self
+            .related(
+                tenant,
+                Relation::Likes,
+                Direction::Out,
+                &[user.to_owned()],
+                Others::Among(&hex),
+            )
+            .await?;
+        let mut at = hex.iter().zip(action_ids);
+        Ok(found
+            .into_iter()
+            .filter_map(|r| at.find(|(h, _)| **h == r.other).map(|(_, id)| *id))
+            .collect())
     }
 }
 

@@ -115,7 +115,7 @@ async fn earlier_mongodb_records_are_moved_once() {
 /// A database written before relations (follows, a friendship stored both
 /// ways, a group follow, a membership with its role and start, an
 /// assignment, a supervisor on the user's document, a group's kind in
-/// `groups`) opens with the graph read as it was: both ends of each
+/// `groups`, a like in `likes`) opens with the graph read as it was: both ends of each
 /// relation, memberships whole, the group's kind kept (a join of the other
 /// kind is refused). The earlier collections are gone and the move noted.
 #[tokio::test]
@@ -146,6 +146,11 @@ async fn earlier_mongodb_relations_are_moved_once() {
         })
         .await
         .expect("an earlier membership");
+    let liked = ObjectId::from_bytes([7; 12]);
+    db.collection::<Document>("likes")
+        .insert_one(doc! { "tenant": T, "actionId": liked, "userId": "cy" })
+        .await
+        .expect("a like");
     db.collection::<Document>("assignments")
         .insert_one(doc! { "tenant": T, "userId": "bob", "refId": "applicant-1" })
         .await
@@ -204,7 +209,9 @@ async fn earlier_mongodb_relations_are_moved_once() {
             let users = store.get_users(T, &["ann".to_owned()]).await?;
             ensure!(users[0].name.as_deref() == Some("Ann"), "{users:?}");
             let collections = db.list_collection_names().await?;
-            for earlier in ["edges", "memberships", "assignments", "groups"] {
+            ensure!(store.liked(T, "cy", &[liked]).await? == [liked], "liked");
+            ensure!(store.liked(T, "ann", &[liked]).await?.is_empty());
+            for earlier in ["edges", "memberships", "assignments", "groups", "likes"] {
                 ensure!(
                     !collections.iter().any(|c| c == earlier),
                     "{earlier} is gone: {collections:?}"
@@ -216,7 +223,7 @@ async fn earlier_mongodb_relations_are_moved_once() {
             .find_one(doc! { "_id": "relations" })
             .await?
             .context("the move is noted")?;
-        ensure!(noted.get_i32("version")? == 1, "{noted}");
+        ensure!(noted.get_i32("version")? == 2, "{noted}");
         Ok(())
     }
     .await;

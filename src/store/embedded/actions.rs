@@ -5,12 +5,13 @@ use std::sync::Arc;
 use rocksdb::WriteBatch;
 
 use super::cache;
-use super::families::{ACTIONS, META, OUTBOX, QUEUE, REACTIONS, REFS};
+use super::families::{ACTIONS, GRAPH, META, OUTBOX, QUEUE, REACTIONS, REFS};
 use super::keys::{self, queue, reaction, Key, Oid, Reader};
+use super::relations::{delete_relation, relation_prefix};
 use super::users::ensure_user_in;
 use super::Inner;
 use crate::model::{Action, FanOut, FanOutState, FeedItem, Millis, ObjectId, Scope};
-use crate::store::{FanOutJob, Outbox, StoreError, StoreResult};
+use crate::store::{Direction, FanOutJob, Outbox, Relation, StoreError, StoreResult};
 
 /// Under `meta` once every stored action has its lookup entries (the
 /// second generation lists public actions under the groups they were sent
@@ -104,14 +105,6 @@ pub(super) fn comment_key(tenant: &str, action: Oid, comment: Oid) -> Vec<u8> {
         .str(tenant)
         .oid(action)
         .oid(comment)
-        .into_vec()
-}
-
-pub(super) fn like_key(tenant: &str, action: Oid, user: &str) -> Vec<u8> {
-    Key::tag(reaction::LIKE)
-        .str(tenant)
-        .oid(action)
-        .last(user)
         .into_vec()
 }
 
@@ -313,11 +306,19 @@ impl Inner {
             Ok(())
         })?;
         self.drop_discussion(&mut batch, tenant, oid)?;
-        let likes = Key::tag(reaction::LIKE).str(tenant).oid(oid).into_vec();
-        self.scan_prefix(REACTIONS, &likes, &likes, usize::MAX, |k, _| {
-            batch.delete_cf(reactions, k);
+        let hex = id.to_hex();
+        let likers = relation_prefix(Direction::In, Relation::Likes)
+            .str(tenant)
+            .str(&hex)
+            .into_vec();
+        let mut users = Vec::new();
+        self.scan_prefix(GRAPH, &likers, &likers, usize::MAX, |k, _| {
+            users.push(Reader(&k[likers.len()..]).last()?.to_owned());
             Ok(())
         })?;
+        for user in &users {
+            delete_relation(&mut batch, self, Relation::Likes, tenant, (user, &hex));
+        }
         self.commit(batch)?;
         self.settle(Vec::new(), &[id]);
         Ok(removed)

@@ -13,7 +13,7 @@ use futures_util::StreamExt;
 use rocksdb::WriteBatch;
 use tokio::sync::mpsc;
 
-use super::actions::{action_lock, comment_key, like_key};
+use super::actions::{action_lock, comment_key};
 use super::families::{ACTIONS, GRAPH, ITEMS, REACTIONS, RECORDS};
 use super::keys::{self, graph as tag, reaction, ItemState, Key, Reader};
 use super::records::put_first;
@@ -51,6 +51,34 @@ fn tenant_prefix(tag: Option<u8>, tenant: Option<&str>) -> Vec<u8> {
 type Send<'a> = &'a mut dyn FnMut(Record) -> bool;
 
 impl Inner {
+    /// Every relation of one kind (of one tenant, or all), as the records
+    /// that carry it.
+    fn export_relations(
+        &self,
+        relation: Relation,
+        tenant: Option<&str>,
+        emit: &mut dyn FnMut(Record) -> StoreResult<()>,
+    ) -> StoreResult<()> {
+        let prefix = relation_prefix(Direction::Out, relation);
+        let prefix = match tenant {
+            Some(tenant) => prefix.str(tenant),
+            None => prefix,
+        }
+        .into_vec();
+        self.scan_prefix(GRAPH, &prefix, &prefix, usize::MAX, |k, v| {
+            let mut r = Reader(&k[2..]);
+            let (tenant, from, to) = (
+                r.str()?.to_owned(),
+                r.str()?.to_owned(),
+                r.last()?.to_owned(),
+            );
+            match relation_record(relation, tenant, from, to, v)? {
+                Some(record) => emit(record),
+                None => Ok(()),
+            }
+        })
+    }
+
     fn export_all(&self, tenant: Option<&str>, send: Send<'_>) -> StoreResult<()> {
         let mut emit = |record: Record| {
             if send(record) {
@@ -77,25 +105,10 @@ impl Inner {
             let name = user_name(v, format_args!("graph/user {tenant}/{id}"))?;
             emit(Record::User { tenant, id, name })
         })?;
-        for relation in Relation::ALL {
-            let prefix = relation_prefix(Direction::Out, relation);
-            let prefix = match tenant {
-                Some(tenant) => prefix.str(tenant),
-                None => prefix,
-            }
-            .into_vec();
-            self.scan_prefix(GRAPH, &prefix, &prefix, usize::MAX, |k, v| {
-                let mut r = Reader(&k[2..]);
-                let (tenant, from, to) = (
-                    r.str()?.to_owned(),
-                    r.str()?.to_owned(),
-                    r.last()?.to_owned(),
-                );
-                match relation_record(relation, tenant, from, to, v)? {
-                    Some(record) => emit(record),
-                    None => Ok(()),
-                }
-            })?;
+        // Likes refer to actions: they follow the comments.
+        let graph = Relation::ALL.into_iter().filter(|r| *r != Relation::Likes);
+        for relation in graph {
+            self.export_relations(relation, tenant, &mut emit)?;
         }
         each(self, ACTIONS, None, &mut |_, v| {
             emit(Record::Action {
@@ -112,15 +125,7 @@ impl Inner {
                 bump_queued,
             })
         })?;
-        each(self, REACTIONS, Some(reaction::LIKE), &mut |r, _| {
-            let tenant = r.str()?.to_owned();
-            let action_id = ObjectId::from_bytes(r.oid()?);
-            emit(Record::Like {
-                tenant,
-                action_id,
-                user: r.last()?.to_owned(),
-            })
-        })?;
+        self.export_relations(Relation::Likes, tenant, &mut emit)?;
         let mut key = Vec::with_capacity(64);
         each(self, ITEMS, None, &mut |r, v| {
             let tenant = r.str()?.to_owned();
@@ -295,11 +300,9 @@ impl Inner {
                     action_id,
                     user,
                 } => {
-                    batch.put_cf(
-                        self.cf(REACTIONS),
-                        like_key(tenant, action_id.bytes(), user),
-                        [],
-                    );
+                    let pair = (user.as_str(), action_id.to_hex());
+                    let pair = (pair.0, pair.1.as_str());
+                    put_relation(&mut batch, self, Relation::Likes, tenant, pair, &[]);
                 }
                 Record::FeedItem { tenant, item } => {
                     let (o, id) = (item.owner.as_str(), item.action_id.bytes());

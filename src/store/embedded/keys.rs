@@ -84,7 +84,9 @@ pub mod queue {
 /// Tags that share the `reactions` family.
 pub mod reaction {
     pub const COMMENT: u8 = 0;
-    pub const LIKE: u8 = 1;
+    /// `(tenant, action, user)`: a like, as versions before likes were
+    /// relations kept them; moved to the `graph` family at open.
+    pub const EARLIER_LIKE: u8 = 1;
     /// `(tenant, action, user)` → the time the user's discussions entry for
     /// the action stands at.
     pub const PARTICIPANT: u8 = 2;

@@ -2,12 +2,13 @@
 
 use rocksdb::WriteBatch;
 
-use super::actions::{action_lock, comment_key, like_key};
-use super::families::{DISCUSSIONS, REACTIONS};
+use super::actions::{action_lock, comment_key};
+use super::families::{DISCUSSIONS, GRAPH, REACTIONS};
 use super::keys::{self, reaction, Key, Oid, Reader};
+use super::relations::{delete_relation, put_relation, relation_key};
 use super::Inner;
 use crate::model::{Comment, Counts, ObjectId, Position};
-use crate::store::{BumpJob, FeedRange, StoreResult};
+use crate::store::{BumpJob, Direction, FeedRange, Relation, StoreResult};
 
 impl Inner {
     pub(super) fn add_comment(&self, tenant: &str, comment: &Comment) -> StoreResult<Counts> {
@@ -67,16 +68,17 @@ impl Inner {
         let a = action_id.bytes();
         let _lock = self.lock(&[action_lock(tenant, a)]);
         let mut action = self.existing(tenant, action_id)?;
-        let key = like_key(tenant, a, user);
-        if self.exists(REACTIONS, &key)? == on {
+        let hex = action_id.to_hex();
+        let key = relation_key(Direction::Out, Relation::Likes, tenant, user, &hex);
+        if self.exists(GRAPH, &key)? == on {
             return Ok((false, action.counts));
         }
         let mut batch = WriteBatch::default();
         if on {
-            batch.put_cf(self.cf(REACTIONS), &key, []);
+            put_relation(&mut batch, self, Relation::Likes, tenant, (user, &hex), &[]);
             action.counts.likes += 1;
         } else {
-            batch.delete_cf(self.cf(REACTIONS), &key);
+            delete_relation(&mut batch, self, Relation::Likes, tenant, (user, &hex));
             action.counts.likes = action.counts.likes.saturating_sub(1);
         }
         self.put_action(&mut batch, &action)?;
@@ -84,28 +86,6 @@ impl Inner {
         let counts = action.counts;
         self.settle(vec![action], &[]);
         Ok((true, counts))
-    }
-
-    pub(super) fn liked(
-        &self,
-        tenant: &str,
-        user: &str,
-        action_ids: &[ObjectId],
-    ) -> StoreResult<Vec<ObjectId>> {
-        let keys: Vec<Vec<u8>> = action_ids
-            .iter()
-            .map(|id| like_key(tenant, id.bytes(), user))
-            .collect();
-        let found = self
-            .db
-            .batched_multi_get_cf(self.cf(REACTIONS), &keys, false);
-        let mut out = Vec::new();
-        for (&id, value) in action_ids.iter().zip(found) {
-            if value.map_err(super::db_err)?.is_some() {
-                out.push(id);
-            }
-        }
-        Ok(out)
     }
 
     /// Brings `comment`'s action up to the comment's time in the discussions

@@ -11,11 +11,11 @@
 use async_trait::async_trait;
 use rocksdb::WriteBatch;
 
-use super::families::{GRAPH, META};
-use super::keys::{self, graph as tag, Key, Reader};
+use super::families::{GRAPH, META, REACTIONS};
+use super::keys::{self, graph as tag, reaction, Key, Reader};
 use super::records::put_first;
 use super::{db_err, EmbeddedStore, Inner};
-use crate::model::EdgeKind;
+use crate::model::{EdgeKind, ObjectId};
 use crate::store::codes::RELATION;
 use crate::store::{
     Change, Direction, Others, RecordKind, Related, Relation, RelationStore, StoreResult,
@@ -23,7 +23,7 @@ use crate::store::{
 
 /// The `meta` key of the relations version reached.
 const RELATIONS_VERSION_KEY: &[u8] = b"relations-version";
-const RELATIONS_VERSION: u8 = 1;
+const RELATIONS_VERSION: u8 = 2;
 
 fn side(direction: Direction) -> u8 {
     match direction {
@@ -275,6 +275,21 @@ impl Inner {
             put_first(batch, self, RecordKind::Group, (tenant, group), v);
             Ok(())
         })?;
+        // Likes, kept in the `reactions` family before they were relations
+        // (version 2).
+        let likes = [reaction::EARLIER_LIKE];
+        let reactions = self.cf(REACTIONS);
+        self.scan_prefix(REACTIONS, &likes, &likes, usize::MAX, |k, _| {
+            let mut r = Reader(&k[1..]);
+            let tenant = r.str()?;
+            let action = ObjectId::from_bytes(r.oid()?).to_hex();
+            let user = r.last()?;
+            let pair = (user, action.as_str());
+            put_relation(&mut batch, self, Relation::Likes, tenant, pair, &[]);
+            batch.delete_cf(reactions, k);
+            moved += 1;
+            Ok(())
+        })?;
         batch.put_cf(self.cf(META), RELATIONS_VERSION_KEY, [RELATIONS_VERSION]);
         self.commit(batch)?;
         if moved > 0 {
@@ -346,10 +361,12 @@ mod tests {
     /// A store as an earlier version left it: follows, a friendship, a
     /// group follow, a membership (a user's side with the kind, a group's
     /// without), an assignment and a supervisor, each both ways under tags
-    /// of their own, and a group's kind, with no relations version noted.
-    /// Open moves them once; the graph reads as it was.
+    /// of their own, a group's kind, and a like in the `reactions` family,
+    /// with no relations version noted. Open moves them once; the graph
+    /// reads as it was.
     #[tokio::test]
     async fn earlier_relations_are_moved_once() -> StoreResult<()> {
+        const LIKED: ObjectId = ObjectId::from_bytes([7; 12]);
         let dir = tempfile::tempdir().expect("temp dir");
         {
             let store = EmbeddedStore::open(dir.path())?;
@@ -386,6 +403,11 @@ mod tests {
             batch.put_cf(cf, supervisor.into_vec(), b"ann");
             let group = Key::tag(tag::EARLIER_GROUP).str("t").last("eng");
             batch.put_cf(cf, group.into_vec(), [0]);
+            let like = Key::tag(reaction::EARLIER_LIKE)
+                .str("t")
+                .oid(LIKED.bytes())
+                .last("cy");
+            batch.put_cf(db.cf(REACTIONS), like.into_vec(), []);
             batch.delete_cf(db.cf(META), RELATIONS_VERSION_KEY);
             db.commit(batch)?;
         }
@@ -423,6 +445,8 @@ mod tests {
             assert_eq!(assigned, [("applicant-1".into(), "bob".into())]);
             assert_eq!(store.supervision("t", out, "bob").await?, ["ann"]);
             assert_eq!(store.supervision("t", into, "ann").await?, ["bob"]);
+            assert_eq!(store.liked("t", "cy", &[LIKED]).await?, [LIKED]);
+            assert!(store.liked("t", "ann", &[LIKED]).await?.is_empty());
             // Nothing is left under the earlier tags.
             for earlier in 1..=8 {
                 let mut left = 0;
@@ -434,6 +458,15 @@ mod tests {
                     })?;
                 assert_eq!(left, 0, "tag {earlier}");
             }
+            let likes = [reaction::EARLIER_LIKE];
+            let mut left = 0;
+            store
+                .inner
+                .scan_prefix(REACTIONS, &likes, &likes, 1, |_, _| {
+                    left += 1;
+                    Ok(())
+                })?;
+            assert_eq!(left, 0, "earlier likes");
         }
         Ok(())
     }

@@ -143,15 +143,6 @@ impl ReactionStore for EmbeddedStore {
     ) -> StoreResult<Vec<Position>> {
         self.inner.discussions(tenant, user, range)
     }
-
-    async fn liked(
-        &self,
-        tenant: &str,
-        user: &str,
-        action_ids: &[ObjectId],
-    ) -> StoreResult<Vec<ObjectId>> {
-        self.inner.liked(tenant, user, action_ids)
-    }
 }
 
 #[async_trait]

@@ -7,7 +7,10 @@ use mongodb::options::ReturnDocument;
 
 use crate::descriptor::NAMED_REF_FIELDS;
 use crate::model::{Action, FanOutState, FeedItem, Millis, ObjectId, Position, Scope};
-use crate::store::{ActionStore, FanOutJob, FeedRange, Posted, StoreError, StoreResult, UserStore};
+use crate::store::codes::RELATION;
+use crate::store::{
+    ActionStore, FanOutJob, FeedRange, Posted, Relation, StoreError, StoreResult, UserStore,
+};
 
 use super::jobs::JobDoc;
 use super::{dated, db_err, read_all, within, ActionDoc, MongoStore, TIE_SLACK};
@@ -182,10 +185,8 @@ impl ActionStore for MongoStore {
             .delete_many(reactions.clone())
             .await
             .map_err(db_err)?;
-        self.likes
-            .delete_many(reactions.clone())
-            .await
-            .map_err(db_err)?;
+        let likes = doc! { "t": tenant, "r": RELATION.name(Relation::Likes), "o": id.to_hex() };
+        self.relations.delete_many(likes).await.map_err(db_err)?;
         self.discussions
             .delete_many(reactions)
             .await

@@ -95,7 +95,6 @@ struct Statements {
     records: Vec<Document>,
     actions: Vec<Document>,
     comments: Vec<Document>,
-    likes: Vec<Document>,
     /// Readers' items, written by the timeline layout.
     feed_items: Vec<Stored>,
 }
@@ -208,8 +207,9 @@ impl Statements {
                 action_id,
                 user,
             } => {
-                let like = doc! { "tenant": tenant, "actionId": action_id, "userId": user };
-                self.likes.push(upsert(like.clone(), like));
+                let action = action_id.to_hex();
+                let relation = relation_doc(Relation::Likes, tenant, user, &action, &[]);
+                self.relations.push(keep_relation(relation));
             }
             Record::FeedItem { tenant, item } => {
                 let relevancy = if item.hidden {
@@ -262,35 +262,39 @@ impl Archive for MongoStore {
             }))
         });
         // One relation after another, in the order records are listed.
-        let relations = stream::iter(Relation::ALL)
-            .flat_map(move |relation| {
-                section(async move {
-                    let mut filter = tenant.map_or_else(Document::new, |t| doc! { "t": t });
-                    filter.insert("r", RELATION.name(relation));
-                    let cursor = self
-                        .relations
-                        .find(filter)
-                        .sort(doc! { "t": 1, "r": 1, "f": 1, "o": 1 })
-                        .await
-                        .map_err(db_err)?;
-                    Ok(cursor.filter_map(move |found| {
-                        ready(
-                            (|| {
-                                let doc = found.map_err(db_err)?;
-                                relation_record(
-                                    relation,
-                                    field(&doc, "t", "relation")?,
-                                    field(&doc, "f", "relation")?,
-                                    field(&doc, "o", "relation")?,
-                                    &attrs_of(&doc),
-                                )
-                            })()
-                            .transpose(),
-                        )
-                    }))
-                })
+        let relations_of = move |relation: Relation| {
+            section(async move {
+                let mut filter = tenant.map_or_else(Document::new, |t| doc! { "t": t });
+                filter.insert("r", RELATION.name(relation));
+                let cursor = self
+                    .relations
+                    .find(filter)
+                    .sort(doc! { "t": 1, "r": 1, "f": 1, "o": 1 })
+                    .await
+                    .map_err(db_err)?;
+                Ok(cursor.filter_map(move |found| {
+                    ready(
+                        (|| {
+                            let doc = found.map_err(db_err)?;
+                            relation_record(
+                                relation,
+                                field(&doc, "t", "relation")?,
+                                field(&doc, "f", "relation")?,
+                                field(&doc, "o", "relation")?,
+                                &attrs_of(&doc),
+                            )
+                        })()
+                        .transpose(),
+                    )
+                }))
             })
+        };
+        // Likes refer to actions: they follow the comments.
+        let relations = stream::iter(Relation::ALL)
+            .filter(|r| ready(*r != Relation::Likes))
+            .flat_map(relations_of)
             .boxed();
+        let likes = relations_of(Relation::Likes);
         let actions = section(async move {
             let cursor = self
                 .actions
@@ -325,24 +329,6 @@ impl Archive for MongoStore {
                     tenant: doc.tenant.clone(),
                     comment: doc.into_comment(),
                     bump_queued,
-                })
-            }))
-        });
-        let likes = section(async move {
-            let cursor = self
-                .likes
-                .find(tenant_filter(tenant))
-                .sort(doc! { "tenant": 1, "actionId": 1, "userId": 1 })
-                .await
-                .map_err(db_err)?;
-            Ok(cursor.map(|found| {
-                let doc = found.map_err(db_err)?;
-                Ok(Record::Like {
-                    tenant: field(&doc, "tenant", "like")?,
-                    action_id: doc
-                        .get_object_id("actionId")
-                        .map_err(|_| corrupt("like", &doc))?,
-                    user: field(&doc, "userId", "like")?,
                 })
             }))
         });
@@ -441,7 +427,6 @@ impl Archive for MongoStore {
             records: group_kinds,
             actions,
             comments,
-            likes,
             feed_items,
         } = statements;
         for (collection, statements) in [("users", users), ("records", group_kinds)] {
@@ -457,7 +442,6 @@ impl Archive for MongoStore {
             ("relations", relations),
             ("actions", actions),
             ("comments", comments),
-            ("likes", likes),
         ] {
             upsert_all(&self.db, collection, statements).await?;
         }

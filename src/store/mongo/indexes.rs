@@ -160,19 +160,6 @@ impl MongoStore {
             ])
             .await
             .map_err(db_err)?;
-        self.likes
-            .create_indexes([
-                index(
-                    doc! { "tenant": 1, "actionId": 1, "userId": 1 },
-                    unique("one_like"),
-                ),
-                index(
-                    doc! { "tenant": 1, "userId": 1, "actionId": 1 },
-                    named("liked"),
-                ),
-            ])
-            .await
-            .map_err(db_err)?;
         self.event_log.create_indexes().await?;
         // Earlier versions kept an unused `outbox` index by id (`actor_outbox`,
         // by when the action happened, replaces it), and indexes of queued

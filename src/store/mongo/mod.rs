@@ -12,10 +12,10 @@
 //!   `timed_buckets` or `sized_buckets`; and `timeline_cache`, one document
 //!   per reader with a river (its entries capped inside);
 //! - `users` (display profiles) and `relations` (follows, friendships,
-//!   group follows, memberships, assignments to refs, supervisors: one
-//!   document each, indexed from both ends; see `relations.rs`);
-//! - `comments` and `likes` (one per user and action); their counts are
-//!   kept on the action with `$inc`; `discussions` (one per user and action
+//!   group follows, memberships, assignments to refs, supervisors, likes:
+//!   one document each, indexed from both ends; see `relations.rs`);
+//! - `comments`; comments' and likes' counts are kept on the action with
+//!   `$inc`; `discussions` (one per user and action
 //!   they commented on, at the thread's latest comment);
 //! - `records`: values kept by key under a version (see `records.rs`):
 //!   cuts, celebrities, inboxes, groups' kinds and the deployment's own
@@ -149,7 +149,6 @@ pub struct MongoStore {
     /// Relations, kept from both ends (see [`relations`]).
     relations: Collection<Document>,
     comments: Collection<CommentDoc>,
-    likes: Collection<Document>,
     /// One per user and action they commented on, at the action's latest
     /// comment.
     discussions: Collection<Document>,
@@ -539,7 +538,6 @@ impl MongoStore {
             users: db.collection("users"),
             relations: db.collection("relations"),
             comments: db.collection("comments"),
-            likes: db.collection("likes"),
             discussions: db.collection("discussions"),
             records: db.collection("records"),
             meta: db.collection("meta"),

@@ -7,10 +7,12 @@ use futures_util::FutureExt;
 use mongodb::options::ReturnDocument;
 
 use crate::model::{Comment, Counts, Millis, ObjectId, Position};
-use crate::store::{BumpJob, FeedRange, ReactionStore, StoreError, StoreResult};
+use crate::store::{
+    BumpJob, Change, FeedRange, ReactionStore, Relation, RelationStore, StoreError, StoreResult,
+};
 
 use super::jobs::JobDoc;
-use super::{db_err, is_duplicate, read_all, within, CommentDoc, MongoStore};
+use super::{db_err, read_all, within, CommentDoc, MongoStore};
 
 impl MongoStore {
     /// Brings `comment`'s action up to the comment's time in the discussions
@@ -119,21 +121,14 @@ impl ReactionStore for MongoStore {
         let Some(action) = self.find_action(tenant, action_id).await? else {
             return Err(StoreError::not_found(format!("no action {action_id}")));
         };
-        let like = doc! { "tenant": tenant, "actionId": action_id, "userId": user };
-        let changed = if on {
-            match self.likes.insert_one(like).await {
-                Ok(_) => true,
-                Err(err) if is_duplicate(&err) => false,
-                Err(err) => return Err(db_err(err)),
-            }
-        } else {
-            self.likes
-                .delete_one(like)
-                .await
-                .map_err(db_err)?
-                .deleted_count
-                > 0
+        let like = Change {
+            relation: Relation::Likes,
+            from: user.to_owned(),
+            to: action_id.to_hex(),
+            attrs: on.then(Vec::new),
         };
+        let had = self.relate(tenant, &[like]).await?;
+        let changed = had.first().is_some_and(Option::is_some) != on;
         if !changed {
             return Ok((false, action.counts));
         }
@@ -173,23 +168,5 @@ impl ReactionStore for MongoStore {
             positions.reverse();
         }
         Ok(positions)
-    }
-
-    async fn liked(
-        &self,
-        tenant: &str,
-        user: &str,
-        action_ids: &[ObjectId],
-    ) -> StoreResult<Vec<ObjectId>> {
-        let docs: Vec<Document> = read_all(
-            self.likes
-                .find(doc! { "tenant": tenant, "userId": user, "actionId": { "$in": action_ids } })
-                .projection(doc! { "actionId": 1, "_id": 0 }),
-        )
-        .await?;
-        Ok(docs
-            .into_iter()
-            .filter_map(|d| d.get_object_id("actionId").ok())
-            .collect())
     }
 }

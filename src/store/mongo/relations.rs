@@ -31,7 +31,7 @@ use crate::store::{
 
 /// The `meta` document noting the relations version reached.
 const RELATIONS_VERSION_ID: &str = "relations";
-const RELATIONS_VERSION: i32 = 1;
+const RELATIONS_VERSION: i32 = 2;
 
 /// The `_id` of `from` → `to`.
 fn relation_id(relation: Relation, tenant: &str, from: &str, to: &str) -> String {
@@ -313,6 +313,20 @@ impl MongoStore {
                 &[],
             ));
         }
+        for d in self.earlier("likes").await? {
+            let (tenant, user) = (field(&d, "tenant", "likes")?, field(&d, "userId", "likes")?);
+            let action = d.get_object_id("actionId").map_err(|_| {
+                StoreError::corrupt(format_args!("likes/{:?}", d.get("_id")), "no actionId")
+            })?;
+            let relation = Relation::Likes;
+            moved.push(relation_doc(
+                relation,
+                &tenant,
+                &user,
+                &action.to_hex(),
+                &[],
+            ));
+        }
         let supervised = doc! { "supervisorId": { "$exists": true } };
         for d in read_all(self.users.find(supervised.clone())).await? {
             let (tenant, user, supervisor) = (
@@ -354,7 +368,7 @@ impl MongoStore {
             .update_many(supervised, doc! { "$unset": { "supervisorId": "" } })
             .await
             .map_err(db_err)?;
-        for earlier in ["edges", "memberships", "assignments", "groups"] {
+        for earlier in ["edges", "memberships", "assignments", "groups", "likes"] {
             self.db
                 .collection::<Document>(earlier)
                 .drop()
