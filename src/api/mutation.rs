@@ -20,7 +20,7 @@ use crate::descriptor::{Descriptor, DescriptorInput};
 use crate::events::ActionEventKind;
 use crate::model::limits::{check_id, check_ids, check_text};
 use crate::model::{Action, Comment, Counts, FanOut, GroupKind, ObjectId, Scope, User};
-use crate::store::Graph;
+use crate::store::{Graph, Timelines};
 use crate::store::{NoticeJob, NoticeSource};
 use crate::timeline::home::pulled_item;
 

@@ -513,8 +513,8 @@ pub trait ReactionStore: Send + Sync {
 }
 
 port! {
-/// The writes of the feed's jobs: a fan-out's deliveries, a bump's raises
-/// and a cleanup's removals.
+/// The writes of the feed's jobs done under their leases: a fan-out's
+/// deliveries and a cleanup's removals.
 pub trait QueueStore: Send + Sync {
     /// Writes each batch's feed items for the action its lease's fan-out
     /// job names, skipping readers that already have one (so a re-run
@@ -534,19 +534,6 @@ pub trait QueueStore: Send + Sync {
         batches: &[DeliveryBatch],
     ) -> StoreResult<Vec<StoreResult<Vec<FeedItem>>>>;
 
-    /// Raises `action_id` in each `raises` owner's feed to the given
-    /// relevancy, with the given reason, where that is higher than where the
-    /// item stands; owners without the item (or who hid it) are skipped.
-    /// Stamps what it changed `now`. Returns the items it raised. Only ever
-    /// upwards, so raising again, or two raises at once, end where the
-    /// highest leaves it.
-    async fn raise(
-        &self,
-        tenant: &str,
-        action_id: ObjectId,
-        now: Millis,
-        raises: &[Delivery],
-    ) -> StoreResult<Vec<FeedItem>>;
     /// Runs the cleanup `lease` holds (an [`Unfollow`]'s job): takes the
     /// items it covers out of the reader's feed and finishes the job, in
     /// one step where the backend can (a re-follow that cancels the job
@@ -576,6 +563,35 @@ pub enum TimelineRead {
     Item(ObjectId),
 }
 
+/// A change to readers' timelines, as [`TimelineStore::write_timeline`]
+/// makes it.
+#[derive(Clone, Copy, Debug)]
+pub enum TimelineWrite<'a> {
+    /// Puts items into `owner`'s feed, each stamped as it says (a new
+    /// follow's backfill, a river built). Actions the reader already has
+    /// an item of, or hid, and actions hidden or deleted meanwhile are
+    /// skipped. Answers the items written, in the order asked.
+    Backfill {
+        owner: &'a str,
+        items: &'a [Backfill],
+    },
+    /// Raises `action_id` in each `raises` owner's feed to the given
+    /// relevancy, with the given reason, where that is higher than where
+    /// the item stands; owners without the item (or who hid it) are
+    /// skipped. Stamps what it changed `now`. Answers the items raised.
+    /// Only ever upwards, so raising again, or two raises at once, end
+    /// where the highest leaves it.
+    Raise {
+        action_id: ObjectId,
+        now: Millis,
+        raises: &'a [Delivery],
+    },
+    /// Removes one action from `owner`'s feed for good, materialised or
+    /// not: a tombstone stays, so no later delivery, backfill or pull
+    /// brings it back. Answers the item if one was materialised.
+    Hide { owner: &'a str, action_id: ObjectId },
+}
+
 port! {
 /// Readers' feeds as materialised: ranges, changes since a stamp, hidden items.
 pub trait TimelineStore: Send + Sync {
@@ -586,16 +602,6 @@ pub trait TimelineStore: Send + Sync {
         owner: &str,
         read: TimelineRead,
     ) -> StoreResult<Vec<FeedItem>>;
-    /// Puts items into `owner`'s feed, each stamped as it says (a new
-    /// follow's backfill, a river built). Actions the reader already has an
-    /// item of, or hid, and actions hidden or deleted meanwhile are skipped. Returns the items
-    /// written, in the order asked.
-    async fn backfill(
-        &self,
-        tenant: &str,
-        owner: &str,
-        items: &[Backfill],
-    ) -> StoreResult<Vec<FeedItem>>;
     /// Which of `action_ids` `owner`'s timeline holds, as an item or as a
     /// hidden tombstone: a pulled entry of one of them is already placed
     /// (or hidden) and is left out. One round trip.
@@ -605,19 +611,18 @@ pub trait TimelineStore: Send + Sync {
         owner: &str,
         action_ids: &[ObjectId],
     ) -> StoreResult<Vec<ObjectId>>;
-    /// Removes one action from `owner`'s feed for good, materialised or not:
-    /// a tombstone stays, so no later delivery, backfill or pull brings it
-    /// back. Returns the item if one was materialised.
-    async fn hide_feed_item(
+    /// Makes one change to `tenant`'s timelines (see [`TimelineWrite`]).
+    /// Returns the items it changed, as they stand after it.
+    async fn write_timeline(
         &self,
         tenant: &str,
-        owner: &str,
-        action_id: ObjectId,
-    ) -> StoreResult<Option<FeedItem>>;
+        write: TimelineWrite<'_>,
+    ) -> StoreResult<Vec<FeedItem>>;
 }
 }
 
-/// The timeline reads by what they ask, over [`TimelineStore::timeline`].
+/// The timeline reads and writes by what they do, over
+/// [`TimelineStore::timeline`] and [`TimelineStore::write_timeline`].
 /// Every [`TimelineStore`] has them.
 #[async_trait]
 pub trait Timelines: TimelineStore {
@@ -654,6 +659,45 @@ pub trait Timelines: TimelineStore {
     ) -> StoreResult<Option<FeedItem>> {
         let read = TimelineRead::Item(action_id);
         Ok(self.timeline(tenant, owner, read).await?.pop())
+    }
+
+    /// Backfills `owner`'s feed: see [`TimelineWrite::Backfill`].
+    async fn backfill(
+        &self,
+        tenant: &str,
+        owner: &str,
+        items: &[Backfill],
+    ) -> StoreResult<Vec<FeedItem>> {
+        let write = TimelineWrite::Backfill { owner, items };
+        self.write_timeline(tenant, write).await
+    }
+
+    /// Raises an action in readers' feeds: see [`TimelineWrite::Raise`].
+    async fn raise(
+        &self,
+        tenant: &str,
+        action_id: ObjectId,
+        now: Millis,
+        raises: &[Delivery],
+    ) -> StoreResult<Vec<FeedItem>> {
+        let write = TimelineWrite::Raise {
+            action_id,
+            now,
+            raises,
+        };
+        self.write_timeline(tenant, write).await
+    }
+
+    /// Hides one action in `owner`'s feed for good: see
+    /// [`TimelineWrite::Hide`].
+    async fn hide_feed_item(
+        &self,
+        tenant: &str,
+        owner: &str,
+        action_id: ObjectId,
+    ) -> StoreResult<Option<FeedItem>> {
+        let write = TimelineWrite::Hide { owner, action_id };
+        Ok(self.write_timeline(tenant, write).await?.pop())
     }
 }
 

@@ -10,7 +10,7 @@
 
 use crate::events::{FeedEventKind, Hub, Signal};
 use crate::model::{EdgeKind, FeedItem, Millis, ObjectId, Position, Reason, Scope};
-use crate::store::{Backfill, Cut, FeedRange, Outbox, Store, StoreResult};
+use crate::store::{Backfill, Cut, FeedRange, Outbox, Store, StoreResult, Timelines};
 
 use super::sources;
 use crate::store::Records;

@@ -13,7 +13,7 @@ use super::read::still_pulled;
 use super::read::Plan;
 use super::sources::{self, Sources};
 use crate::model::{Action, EdgeKind, Millis, Position, Reason};
-use crate::store::{Backfill, FeedRange, River, RiverCut, Store, StoreResult};
+use crate::store::{Backfill, FeedRange, River, RiverCut, Store, StoreResult, Timelines};
 
 /// The `rivers` model, with its settings.
 pub struct Rivers(pub FeedModel);

@@ -6,8 +6,8 @@ use async_trait::async_trait;
 use super::EmbeddedStore;
 use crate::model::{Action, Comment, Counts, FeedItem, Millis, ObjectId, Position, Scope, User};
 use crate::store::{
-    ActionStore, Backfill, Delivery, DeliveryBatch, FeedRange, Lease, QueueStore, ReactionStore,
-    Store, StoreResult, TimelineRead, TimelineStore, UserStore,
+    ActionStore, DeliveryBatch, FeedRange, Lease, QueueStore, ReactionStore, Store, StoreResult,
+    TimelineRead, TimelineStore, TimelineWrite, UserStore,
 };
 
 /// Owned copies of borrowed arguments, for work moved to the blocking pool.
@@ -156,18 +156,6 @@ impl QueueStore for EmbeddedStore {
         self.blocking(move |db| db.deliver(now, &batches)).await
     }
 
-    async fn raise(
-        &self,
-        tenant: &str,
-        action_id: ObjectId,
-        now: Millis,
-        raises: &[Delivery],
-    ) -> StoreResult<Vec<FeedItem>> {
-        owned!(tenant, raises);
-        self.blocking(move |db| db.raise(&tenant, action_id, now, &raises))
-            .await
-    }
-
     async fn clean(&self, lease: &Lease, named: Option<&[ObjectId]>) -> StoreResult<Vec<FeedItem>> {
         let (lease, named) = (lease.clone(), named.map(<[ObjectId]>::to_vec));
         self.blocking(move |db| db.clean(&lease, named.as_deref()))
@@ -196,16 +184,34 @@ impl TimelineStore for EmbeddedStore {
         }
     }
 
-    async fn backfill(
+    async fn write_timeline(
         &self,
         tenant: &str,
-        owner: &str,
-        items: &[Backfill],
+        write: TimelineWrite<'_>,
     ) -> StoreResult<Vec<FeedItem>> {
-        owned!(tenant, owner);
-        let items = items.to_vec();
-        self.blocking(move |db| db.backfill(&tenant, &owner, &items))
-            .await
+        let tenant = tenant.to_owned();
+        match write {
+            TimelineWrite::Backfill { owner, items } => {
+                let (owner, items) = (owner.to_owned(), items.to_vec());
+                self.blocking(move |db| db.backfill(&tenant, &owner, &items))
+                    .await
+            }
+            TimelineWrite::Raise {
+                action_id,
+                now,
+                raises,
+            } => {
+                let raises = raises.to_vec();
+                self.blocking(move |db| db.raise(&tenant, action_id, now, &raises))
+                    .await
+            }
+            TimelineWrite::Hide { owner, action_id } => {
+                let owner = owner.to_owned();
+                self.blocking(move |db| db.hide_feed_item(&tenant, &owner, action_id))
+                    .await
+                    .map(|hidden| hidden.into_iter().collect())
+            }
+        }
     }
 
     async fn materialised(
@@ -218,17 +224,6 @@ impl TimelineStore for EmbeddedStore {
             return Ok(Vec::new());
         }
         self.inner.materialised(tenant, owner, action_ids)
-    }
-
-    async fn hide_feed_item(
-        &self,
-        tenant: &str,
-        owner: &str,
-        action_id: ObjectId,
-    ) -> StoreResult<Option<FeedItem>> {
-        owned!(tenant, owner);
-        self.blocking(move |db| db.hide_feed_item(&tenant, &owner, action_id))
-            .await
     }
 }
 

@@ -15,6 +15,46 @@ use super::layout::copy::same as copies_agree;
 use super::{db_err, MongoStore};
 
 impl MongoStore {
+    /// Raises `action_id` in readers' feeds: see
+    /// [`TimelineWrite::Raise`](crate::store::TimelineWrite::Raise).
+    pub(super) async fn raise(
+        &self,
+        tenant: &str,
+        action_id: ObjectId,
+        now: Millis,
+        bumps: &[Delivery],
+    ) -> StoreResult<Vec<FeedItem>> {
+        // Readers a rule matches share their target and reason: one raise
+        // for each such group, only upwards, however many workers bump at
+        // once.
+        let mut groups: Vec<(&Delivery, Vec<&str>)> = Vec::new();
+        for bump in bumps {
+            match groups
+                .iter_mut()
+                .find(|(first, _)| first.relevancy == bump.relevancy && first.reason == bump.reason)
+            {
+                Some((_, owners)) => owners.push(&bump.owner),
+                None => groups.push((bump, vec![&bump.owner])),
+            }
+        }
+        let mut raised = Vec::new();
+        for (bump, owners) in groups {
+            raised.extend(
+                self.layout
+                    .raise(
+                        tenant,
+                        action_id,
+                        &owners,
+                        bump.relevancy,
+                        &bump.reason,
+                        now,
+                    )
+                    .await?,
+            );
+        }
+        Ok(raised)
+    }
+
     /// Readers a re-run found holding the item keep it, and take the reason
     /// that applies now (a new scope's) unless theirs is their own or a
     /// bump's. One update per distinct reason.
@@ -166,44 +206,6 @@ impl QueueStore for MongoStore {
             }
         }
         Ok(results)
-    }
-
-    async fn raise(
-        &self,
-        tenant: &str,
-        action_id: ObjectId,
-        now: Millis,
-        bumps: &[Delivery],
-    ) -> StoreResult<Vec<FeedItem>> {
-        // Readers a rule matches share their target and reason: one raise
-        // for each such group, only upwards, however many workers bump at
-        // once.
-        let mut groups: Vec<(&Delivery, Vec<&str>)> = Vec::new();
-        for bump in bumps {
-            match groups
-                .iter_mut()
-                .find(|(first, _)| first.relevancy == bump.relevancy && first.reason == bump.reason)
-            {
-                Some((_, owners)) => owners.push(&bump.owner),
-                None => groups.push((bump, vec![&bump.owner])),
-            }
-        }
-        let mut raised = Vec::new();
-        for (bump, owners) in groups {
-            raised.extend(
-                self.layout
-                    .raise(
-                        tenant,
-                        action_id,
-                        &owners,
-                        bump.relevancy,
-                        &bump.reason,
-                        now,
-                    )
-                    .await?,
-            );
-        }
-        Ok(raised)
     }
 
     async fn clean(&self, lease: &Lease, named: Option<&[ObjectId]>) -> StoreResult<Vec<FeedItem>> {

@@ -7,56 +7,15 @@ use async_trait::async_trait;
 use bson::{doc, Document};
 
 use crate::model::{Action, FeedItem, ObjectId};
-use crate::store::{ActionStore, Backfill, StoreResult, TimelineRead, TimelineStore};
+use crate::store::{
+    ActionStore, Backfill, StoreResult, TimelineRead, TimelineStore, TimelineWrite,
+};
 
 use super::{read_all, MongoStore};
 
 impl MongoStore {
-    /// Which of `ids` are actions of `tenant` that are not hidden.
-    async fn visible_actions(
-        &self,
-        tenant: &str,
-        ids: &[ObjectId],
-    ) -> StoreResult<HashSet<ObjectId>> {
-        if ids.is_empty() {
-            return Ok(HashSet::new());
-        }
-        let docs: Vec<Document> = read_all(
-            self.actions
-                .clone_with_type::<Document>()
-                .find(doc! { "tenant": tenant, "_id": { "$in": ids }, "hidden": { "$ne": true } })
-                .projection(doc! { "_id": 1 }),
-        )
-        .await?;
-        Ok(docs
-            .into_iter()
-            .filter_map(|d| d.get_object_id("_id").ok())
-            .collect())
-    }
-}
-
-#[async_trait]
-impl TimelineStore for MongoStore {
-    async fn timeline(
-        &self,
-        tenant: &str,
-        owner: &str,
-        read: TimelineRead,
-    ) -> StoreResult<Vec<FeedItem>> {
-        match read {
-            TimelineRead::Range(range) => self.layout.page(tenant, owner, range).await,
-            TimelineRead::ChangedAfter { after, limit } => {
-                self.layout.changes(tenant, owner, after, limit).await
-            }
-            TimelineRead::Item(id) => Ok(self
-                .layout
-                .item(tenant, owner, id)
-                .await?
-                .into_iter()
-                .collect()),
-        }
-    }
-
+    /// Backfills `owner`'s feed: see
+    /// [`TimelineWrite::Backfill`](crate::store::TimelineWrite::Backfill).
     async fn backfill(
         &self,
         tenant: &str,
@@ -125,6 +84,72 @@ impl TimelineStore for MongoStore {
             .collect())
     }
 
+    /// Which of `ids` are actions of `tenant` that are not hidden.
+    async fn visible_actions(
+        &self,
+        tenant: &str,
+        ids: &[ObjectId],
+    ) -> StoreResult<HashSet<ObjectId>> {
+        if ids.is_empty() {
+            return Ok(HashSet::new());
+        }
+        let docs: Vec<Document> = read_all(
+            self.actions
+                .clone_with_type::<Document>()
+                .find(doc! { "tenant": tenant, "_id": { "$in": ids }, "hidden": { "$ne": true } })
+                .projection(doc! { "_id": 1 }),
+        )
+        .await?;
+        Ok(docs
+            .into_iter()
+            .filter_map(|d| d.get_object_id("_id").ok())
+            .collect())
+    }
+}
+
+#[async_trait]
+impl TimelineStore for MongoStore {
+    async fn timeline(
+        &self,
+        tenant: &str,
+        owner: &str,
+        read: TimelineRead,
+    ) -> StoreResult<Vec<FeedItem>> {
+        match read {
+            TimelineRead::Range(range) => self.layout.page(tenant, owner, range).await,
+            TimelineRead::ChangedAfter { after, limit } => {
+                self.layout.changes(tenant, owner, after, limit).await
+            }
+            TimelineRead::Item(id) => Ok(self
+                .layout
+                .item(tenant, owner, id)
+                .await?
+                .into_iter()
+                .collect()),
+        }
+    }
+
+    async fn write_timeline(
+        &self,
+        tenant: &str,
+        write: TimelineWrite<'_>,
+    ) -> StoreResult<Vec<FeedItem>> {
+        match write {
+            TimelineWrite::Backfill { owner, items } => self.backfill(tenant, owner, items).await,
+            TimelineWrite::Raise {
+                action_id,
+                now,
+                raises,
+            } => self.raise(tenant, action_id, now, raises).await,
+            TimelineWrite::Hide { owner, action_id } => Ok(self
+                .layout
+                .hide(tenant, owner, action_id)
+                .await?
+                .into_iter()
+                .collect()),
+        }
+    }
+
     async fn materialised(
         &self,
         tenant: &str,
@@ -133,14 +158,5 @@ impl TimelineStore for MongoStore {
     ) -> StoreResult<Vec<ObjectId>> {
         let held = self.layout.holders(tenant, &[owner], action_ids).await?;
         Ok(held.into_iter().map(|(_, a)| a).collect())
-    }
-
-    async fn hide_feed_item(
-        &self,
-        tenant: &str,
-        owner: &str,
-        action_id: ObjectId,
-    ) -> StoreResult<Option<FeedItem>> {
-        self.layout.hide(tenant, owner, action_id).await
     }
 }
