@@ -48,7 +48,7 @@ pub use notices::{NoticeJob, NoticeSelect, NoticeSource, NoticeStore, NoticeWrit
 pub use records::{Keys, RecordKind, RecordStore, Records, Stored};
 pub use relations::{Change, Graph, Others, Related, Relation, RelationStore, UserStore};
 pub use sources::{
-    Cut, Outbox, Posted, River, RiverCut, RiverStore, SourceStore, DEFAULT_RIVER_SIZE,
+    Cut, Outbox, Posted, River, RiverStore, RiverWrite, SourceStore, DEFAULT_RIVER_SIZE,
 };
 
 /// The concern traits, for calling a store's methods.

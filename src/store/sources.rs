@@ -75,12 +75,16 @@ pub trait SourceStore: Send + Sync {
 }
 }
 
-/// How much of a river [`RiverStore::cut_river`] leaves.
+/// A change to one reader's river, as [`RiverStore::write_river`] makes
+/// it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RiverCut {
-    /// The newest this many items stay; the river stays.
+pub enum RiverWrite {
+    /// Creates or replaces the river's record.
+    Put(River),
+    /// Keeps the newest this many of its items and removes the rest,
+    /// moving `complete_from` up to the oldest kept.
     Keep(usize),
-    /// The river goes: its record and every item of it.
+    /// Removes the river: its record and every item of it.
     Drop,
 }
 
@@ -95,15 +99,13 @@ pub trait RiverStore: Send + Sync {
     /// The rivers of `readers`, one answer per reader in order (`None`
     /// where they have none). One round trip.
     async fn rivers(&self, tenant: &str, readers: &[String]) -> StoreResult<Vec<Option<River>>>;
-    /// Creates or replaces `reader`'s river record.
-    async fn put_river(&self, tenant: &str, reader: &str, river: &River) -> StoreResult<()>;
     /// Up to `limit` rivers (tenant, reader) last touched before `before`,
     /// across tenants.
     async fn idle_rivers(&self, before: Millis, limit: usize)
         -> StoreResult<Vec<(String, String)>>;
-    /// Trims `reader`'s river as `cut` says: keeps its newest items and
-    /// moves `complete_from` up to the oldest kept, or drops it, record and
-    /// items. Returns how many items went.
-    async fn cut_river(&self, tenant: &str, reader: &str, cut: RiverCut) -> StoreResult<u64>;
+    /// Changes `reader`'s river as `write` says. Returns how many items
+    /// went.
+    async fn write_river(&self, tenant: &str, reader: &str, write: RiverWrite)
+        -> StoreResult<u64>;
 }
 }

@@ -13,7 +13,7 @@ use super::read::still_pulled;
 use super::read::Plan;
 use super::sources::{self, Sources};
 use crate::model::{Action, EdgeKind, Millis, Position, Reason};
-use crate::store::{Backfill, FeedRange, River, RiverCut, Store, StoreResult, Timelines};
+use crate::store::{Backfill, FeedRange, River, RiverWrite, Store, StoreResult, Timelines};
 
 /// The `rivers` model, with its settings.
 pub struct Rivers(pub FeedModel);
@@ -111,9 +111,11 @@ pub async fn open(
                 touched: now,
                 ..river
             };
-            store.put_river(tenant, reader, &touched).await?;
-            let cut = RiverCut::Keep(model.river_size);
-            store.cut_river(tenant, reader, cut).await?;
+            store
+                .write_river(tenant, reader, RiverWrite::Put(touched))
+                .await?;
+            let cut = RiverWrite::Keep(model.river_size);
+            store.write_river(tenant, reader, cut).await?;
             // Trimming may have raised where the river is complete from.
             river_of(store, tenant, reader).await?.unwrap_or(touched)
         }
@@ -137,7 +139,9 @@ async fn build(
         complete_from: Position::MAX,
         touched: now,
     };
-    store.put_river(tenant, reader, &building).await?;
+    store
+        .write_river(tenant, reader, RiverWrite::Put(building))
+        .await?;
     let range = FeedRange {
         older_than: None,
         newer_than: None,
@@ -175,7 +179,9 @@ async fn build(
         complete_from,
         touched: now,
     };
-    store.put_river(tenant, reader, &river).await?;
+    store
+        .write_river(tenant, reader, RiverWrite::Put(river))
+        .await?;
     debug!(tenant, reader, items = written.len(), "river built");
     Ok(river)
 }
@@ -187,7 +193,7 @@ pub async fn sweep(store: &dyn Store, model: &FeedModel, now: Millis) -> StoreRe
     loop {
         let idle = store.idle_rivers(before, SWEEP_STEP).await?;
         for (tenant, reader) in &idle {
-            let items = store.cut_river(tenant, reader, RiverCut::Drop).await?;
+            let items = store.write_river(tenant, reader, RiverWrite::Drop).await?;
             debug!(tenant, reader, items, "idle river dropped");
         }
         dropped += idle.len();

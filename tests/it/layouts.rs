@@ -8,7 +8,7 @@ use futures_util::TryStreamExt;
 use riverfeed::model::{ObjectId, Position, Reason, ReasonKind};
 use riverfeed::store::mongo::{MongoSettings, TimelineLayout};
 use riverfeed::store::prelude::*;
-use riverfeed::store::{Backfill, Delivery, River, RiverCut, StoreSettings};
+use riverfeed::store::{Backfill, Delivery, River, RiverWrite, StoreSettings};
 
 use crate::common::{Backend, HeldFanOut, TestStore};
 use crate::store_suite::timelines::river_of;
@@ -148,7 +148,9 @@ async fn rivers_keep_their_size(test: &TestStore) -> Result<()> {
         complete_from: Position::MAX,
         touched: 1_000,
     };
-    store.put_river(T, reader, &building).await?;
+    store
+        .write_river(T, reader, RiverWrite::Put(building))
+        .await?;
     let mut ids: Vec<ObjectId> = Vec::new();
     let mut items = Vec::new();
     for k in 0..5 {
@@ -167,7 +169,9 @@ async fn rivers_keep_their_size(test: &TestStore) -> Result<()> {
         complete_from: Position::MIN,
         ..building
     };
-    store.put_river(T, reader, &complete).await?;
+    store
+        .write_river(T, reader, RiverWrite::Put(complete))
+        .await?;
     ensure!(
         page(store, reader).await? == [ids[4], ids[3], ids[2]],
         "the newest three"
@@ -187,7 +191,7 @@ async fn rivers_keep_their_size(test: &TestStore) -> Result<()> {
     let river = river_of(store, T, reader).await?.context("a river")?;
     ensure!(river.complete_from == at(2), "{river:?}");
     // A compaction drops the hidden entry's place and keeps the floor.
-    store.cut_river(T, reader, RiverCut::Keep(3)).await?;
+    store.write_river(T, reader, RiverWrite::Keep(3)).await?;
     let river = river_of(store, T, reader).await?.context("a river")?;
     ensure!(river.complete_from == at(2), "{river:?}");
     ensure!(page(store, reader).await? == [ids[4], ids[2]]);
@@ -198,7 +202,7 @@ async fn rivers_keep_their_size(test: &TestStore) -> Result<()> {
     ensure!(page(store, reader).await?.len() == 3);
     ensure!(store.feed_page(T, "r-no-river", range(10)).await?.len() == 1);
     // Dropped: its items go with it.
-    ensure!(store.cut_river(T, reader, RiverCut::Drop).await? == 3);
+    ensure!(store.write_river(T, reader, RiverWrite::Drop).await? == 3);
     ensure!(page(store, reader).await?.is_empty());
     Ok(())
 }

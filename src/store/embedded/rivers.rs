@@ -10,7 +10,7 @@ use super::families::{GRAPH, ITEMS};
 use super::keys::{self, graph as tag, ItemState, Key, Reader};
 use super::{EmbeddedStore, Inner};
 use crate::model::{FeedItem, Millis};
-use crate::store::{FeedRange, River, RiverCut, RiverStore, StoreResult};
+use crate::store::{FeedRange, River, RiverStore, RiverWrite, StoreResult};
 
 /// Timeline entries read per step while dropping or trimming a river.
 const STEP: usize = 2_000;
@@ -138,11 +138,6 @@ impl RiverStore for EmbeddedStore {
         .await
     }
 
-    async fn put_river(&self, tenant: &str, reader: &str, river: &River) -> StoreResult<()> {
-        self.write_one(GRAPH, river_key(tenant, reader), Some(encode_river(river)))
-            .await
-    }
-
     async fn idle_rivers(
         &self,
         before: Millis,
@@ -164,12 +159,23 @@ impl RiverStore for EmbeddedStore {
         .await
     }
 
-    async fn cut_river(&self, tenant: &str, reader: &str, cut: RiverCut) -> StoreResult<u64> {
+    async fn write_river(&self, tenant: &str, reader: &str, write: RiverWrite) -> StoreResult<u64> {
         let (tenant, reader) = (tenant.to_owned(), reader.to_owned());
-        self.blocking(move |db| match cut {
-            RiverCut::Keep(keep) => db.cut_river(&tenant, &reader, keep, false),
-            RiverCut::Drop => db.cut_river(&tenant, &reader, 0, true),
-        })
-        .await
+        match write {
+            RiverWrite::Put(river) => {
+                let key = river_key(&tenant, &reader);
+                self.write_one(GRAPH, key, Some(encode_river(&river)))
+                    .await
+                    .map(|()| 0)
+            }
+            RiverWrite::Keep(keep) => {
+                self.blocking(move |db| db.cut_river(&tenant, &reader, keep, false))
+                    .await
+            }
+            RiverWrite::Drop => {
+                self.blocking(move |db| db.cut_river(&tenant, &reader, 0, true))
+                    .await
+            }
+        }
     }
 }

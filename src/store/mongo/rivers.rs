@@ -5,16 +5,12 @@ use async_trait::async_trait;
 
 use super::MongoStore;
 use crate::model::Millis;
-use crate::store::{River, RiverCut, RiverStore, StoreResult};
+use crate::store::{River, RiverStore, RiverWrite, StoreResult};
 
 #[async_trait]
 impl RiverStore for MongoStore {
     async fn rivers(&self, tenant: &str, readers: &[String]) -> StoreResult<Vec<Option<River>>> {
         self.rivers.rivers(tenant, readers).await
-    }
-
-    async fn put_river(&self, tenant: &str, reader: &str, river: &River) -> StoreResult<()> {
-        self.rivers.put(tenant, reader, river).await
     }
 
     async fn idle_rivers(
@@ -25,10 +21,11 @@ impl RiverStore for MongoStore {
         self.rivers.idle(before, limit).await
     }
 
-    async fn cut_river(&self, tenant: &str, reader: &str, cut: RiverCut) -> StoreResult<u64> {
-        match cut {
-            RiverCut::Keep(keep) => self.rivers.compact(tenant, reader, keep).await,
-            RiverCut::Drop => self.rivers.drop(tenant, reader).await,
+    async fn write_river(&self, tenant: &str, reader: &str, write: RiverWrite) -> StoreResult<u64> {
+        match write {
+            RiverWrite::Put(river) => self.rivers.put(tenant, reader, &river).await.map(|()| 0),
+            RiverWrite::Keep(keep) => self.rivers.compact(tenant, reader, keep).await,
+            RiverWrite::Drop => self.rivers.drop(tenant, reader).await,
         }
     }
 }

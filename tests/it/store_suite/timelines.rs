@@ -6,7 +6,7 @@ use anyhow::{ensure, Context, Result};
 use riverfeed::model::{Action, Comment, EdgeKind, ObjectId, Position, Reason, ReasonKind, Stamp};
 use riverfeed::store::prelude::*;
 use riverfeed::store::{
-    Backfill, BumpJob, Delivery, Ended, ErrorKind, FeedRange, JobKind, River, RiverCut, Unfollow,
+    Backfill, BumpJob, Delivery, Ended, ErrorKind, FeedRange, JobKind, River, RiverWrite, Unfollow,
 };
 
 use riverfeed::timeline::unfollow;
@@ -507,22 +507,13 @@ pub(super) async fn rivers(store: &dyn Store) -> Result<()> {
         complete_from: Position::MAX,
         touched: 1_000,
     };
-    store.put_river(T, reader, &river).await?;
+    store.write_river(T, reader, RiverWrite::Put(river)).await?;
     ensure!(river_of(store, T, reader).await? == Some(river));
-    store
-        .put_river(
-            T,
-            "mr-ron",
-            &River {
-                touched: 9_000,
-                ..river
-            },
-        )
-        .await?;
     let ron = River {
         touched: 9_000,
         ..river
     };
+    store.write_river(T, "mr-ron", RiverWrite::Put(ron)).await?;
     let among = store
         .rivers(T, &names(&[reader, "mr-ron", "mr-none"]))
         .await?;
@@ -578,12 +569,14 @@ pub(super) async fn rivers(store: &dyn Store) -> Result<()> {
         complete_from: Position::MIN,
         ..river
     };
-    store.put_river(T, reader, &complete).await?;
+    store
+        .write_river(T, reader, RiverWrite::Put(complete))
+        .await?;
 
     // Trim to the newest three river items: two go, the rest stays, and
     // the river is complete from the oldest kept.
     ensure!(
-        store.cut_river(T, reader, RiverCut::Keep(3)).await? == 2,
+        store.write_river(T, reader, RiverWrite::Keep(3)).await? == 2,
         "trimmed two"
     );
     let left: Vec<ObjectId> = store
@@ -604,12 +597,12 @@ pub(super) async fn rivers(store: &dyn Store) -> Result<()> {
         "complete from the oldest kept: {after:?}"
     );
     // Trimming within the cap changes nothing.
-    ensure!(store.cut_river(T, reader, RiverCut::Keep(3)).await? == 0);
+    ensure!(store.write_river(T, reader, RiverWrite::Keep(3)).await? == 0);
 
     // Dropping takes the rest of the river and the record; own and bumped
     // items and the tombstone stay.
     ensure!(
-        store.cut_river(T, reader, RiverCut::Drop).await? == 3,
+        store.write_river(T, reader, RiverWrite::Drop).await? == 3,
         "dropped three"
     );
     ensure!(river_of(store, T, reader).await?.is_none());
