@@ -338,7 +338,7 @@ mod tests {
         assert_eq!(names.len(), all.len(), "op labels repeat");
         // Each constant is the operation the list has at its place.
         for op in [
-            Op::footprint,
+            Op::stats,
             Op::relate,
             Op::upsert_user,
             Op::deliver,

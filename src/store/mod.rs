@@ -396,19 +396,35 @@ pub trait Store:
         None
     }
 
-    /// Backend-specific counters for `/metrics` (MongoDB: commands sent by name).
-    fn backend_metrics(&self) -> Vec<(String, u64)> {
-        Vec::new()
-    }
-
-    /// What the materialised timelines hold and the store's size on disk
-    /// (the feed models' costs, for the bench). Counts every item; not for
-    /// a hot path.
-    async fn footprint(&self) -> StoreResult<Footprint>;
+    /// The backend's counters (MongoDB: commands sent, by name), for
+    /// `/metrics` and the bench, and with [`Measure::Footprint`] what the
+    /// materialised timelines hold and the store's size on disk (the feed
+    /// models' costs, for the bench), which counts every item: not for a
+    /// hot path.
+    async fn stats(&self, measure: Measure) -> StoreResult<Stats>;
 }
 }
 
-/// What a store holds, as [`Store::footprint`] measures it.
+/// How much [`Store::stats`] measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Measure {
+    /// The backend's counters alone: cheap, for every `/metrics` scrape.
+    Counters,
+    /// The counters and the [`Footprint`], which counts every item.
+    Footprint,
+}
+
+/// What [`Store::stats`] answers.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Backend-specific counters, by name (MongoDB: commands sent, read
+    /// after the footprint's own; none elsewhere).
+    pub counters: Vec<(String, u64)>,
+    /// What the store holds, if [`Measure::Footprint`] asked for it.
+    pub footprint: Option<Footprint>,
+}
+
+/// What a store holds, as [`Store::stats`] measures it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Footprint {
     /// Materialised feed items (timeline entries), hidden tombstones aside.

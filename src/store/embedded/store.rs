@@ -8,8 +8,8 @@ use crate::model::{
     Action, Comment, Counts, FeedItem, Millis, ObjectId, Position, Scope, Stamp, User,
 };
 use crate::store::{
-    ActionStore, Backfill, Delivery, DeliveryBatch, FeedRange, Lease, QueueStore, ReactionStore,
-    Store, StoreResult, TimelineStore, UserStore,
+    ActionStore, Backfill, Delivery, DeliveryBatch, FeedRange, Lease, Measure, QueueStore,
+    ReactionStore, Stats, Store, StoreResult, TimelineStore, UserStore,
 };
 
 /// Owned copies of borrowed arguments, for work moved to the blocking pool.
@@ -23,8 +23,15 @@ impl Store for EmbeddedStore {
         "embedded"
     }
 
-    async fn footprint(&self) -> StoreResult<crate::store::Footprint> {
-        self.blocking(|db| db.footprint()).await
+    async fn stats(&self, measure: Measure) -> StoreResult<Stats> {
+        let footprint = match measure {
+            Measure::Counters => None,
+            Measure::Footprint => Some(self.blocking(|db| db.footprint()).await?),
+        };
+        Ok(Stats {
+            counters: Vec::new(),
+            footprint,
+        })
     }
 }
 

@@ -667,15 +667,28 @@ impl Store for MongoStore {
         Some(self.event_log.clone())
     }
 
-    fn backend_metrics(&self) -> Vec<(String, u64)> {
-        self.commands
+    async fn stats(&self, measure: super::Measure) -> StoreResult<super::Stats> {
+        let footprint = match measure {
+            super::Measure::Counters => None,
+            super::Measure::Footprint => Some(self.footprint().await?),
+        };
+        let counters = self
+            .commands
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .iter()
             .map(|(name, count)| (name.clone(), *count))
-            .collect()
+            .collect();
+        Ok(super::Stats {
+            counters,
+            footprint,
+        })
     }
+}
 
+impl MongoStore {
+    /// Timeline entries, counted, and the documents and bytes (data and
+    /// indexes) of the database.
     async fn footprint(&self) -> StoreResult<super::Footprint> {
         let feed_items = self.layout.count().await?;
         let stats = self
