@@ -21,7 +21,7 @@ use crate::events::ActionEventKind;
 use crate::model::limits::{check_id, check_ids, check_text};
 use crate::model::{Action, Comment, Counts, FanOut, GroupKind, ObjectId, Scope, User};
 use crate::store::Graph;
-use crate::store::{NoticeJob, NoticeSource};
+use crate::store::{Existing, NoticeJob, NoticeSource};
 use crate::timeline::home::pulled_item;
 
 /// How far in the future `conducted` may lie (clock skew between services).
@@ -301,7 +301,7 @@ impl ActionMutation {
         };
         state(ctx)?
             .store
-            .upsert_user(&viewer.tenant, &user)
+            .put_user(&viewer.tenant, &user, Existing::Replace)
             .await
             .api()?;
         Ok(user.into())

@@ -340,7 +340,7 @@ mod tests {
         for op in [
             Op::stats,
             Op::relate,
-            Op::upsert_user,
+            Op::put_user,
             Op::deliver,
             Op::raise,
             Op::hide_feed_item,

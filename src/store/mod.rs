@@ -45,7 +45,7 @@ pub use jobs::{Held, Job, JobBacklog, JobKind, JobStore, Lease, Queued};
 use metered::port;
 pub use notices::{NoticeJob, NoticeSource, NoticeStore};
 pub use records::{RecordKind, RecordStore, Records, Stored};
-pub use relations::{Change, Graph, Related, Relation, RelationStore, UserStore};
+pub use relations::{Change, Existing, Graph, Related, Relation, RelationStore, UserStore};
 pub use sources::{Cut, Outbox, Posted, River, RiverStore, SourceStore, DEFAULT_RIVER_SIZE};
 
 /// The concern traits, for calling a store's methods.

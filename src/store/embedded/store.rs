@@ -8,8 +8,8 @@ use crate::model::{
     Action, Comment, Counts, FeedItem, Millis, ObjectId, Position, Scope, Stamp, User,
 };
 use crate::store::{
-    ActionStore, Backfill, Delivery, DeliveryBatch, FeedRange, Lease, Measure, QueueStore,
-    ReactionStore, Stats, Store, StoreResult, TimelineStore, UserStore,
+    ActionStore, Backfill, Delivery, DeliveryBatch, Existing, FeedRange, Lease, Measure,
+    QueueStore, ReactionStore, Stats, Store, StoreResult, TimelineStore, UserStore,
 };
 
 /// Owned copies of borrowed arguments, for work moved to the blocking pool.
@@ -37,15 +37,10 @@ impl Store for EmbeddedStore {
 
 #[async_trait]
 impl UserStore for EmbeddedStore {
-    async fn upsert_user(&self, tenant: &str, user: &User) -> StoreResult<()> {
+    async fn put_user(&self, tenant: &str, user: &User, existing: Existing) -> StoreResult<()> {
         owned!(tenant, user);
-        self.blocking(move |db| db.upsert_user(&tenant, &user))
+        self.blocking(move |db| db.put_user(&tenant, &user, existing))
             .await
-    }
-
-    async fn ensure_user(&self, tenant: &str, id: &str) -> StoreResult<()> {
-        owned!(tenant, id);
-        self.blocking(move |db| db.ensure_user(&tenant, &id)).await
     }
 
     async fn get_users(&self, tenant: &str, ids: &[String]) -> StoreResult<Vec<User>> {

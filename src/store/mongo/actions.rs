@@ -6,8 +6,8 @@ use futures_util::FutureExt;
 use mongodb::options::ReturnDocument;
 
 use crate::descriptor::NAMED_REF_FIELDS;
-use crate::model::{Action, FanOutState, FeedItem, Millis, ObjectId, Position, Scope};
-use crate::store::{ActionStore, FanOutJob, FeedRange, Posted, StoreError, StoreResult, UserStore};
+use crate::model::{Action, FanOutState, FeedItem, Millis, ObjectId, Position, Scope, User};
+use crate::store::{ActionStore, FanOutJob, FeedRange, Posted, StoreError, StoreResult};
 
 use super::jobs::JobDoc;
 use super::{dated, db_err, read_all, within, ActionDoc, MongoStore, TIE_SLACK};
@@ -109,7 +109,9 @@ impl ActionStore for MongoStore {
         let record = ActionDoc::from(action);
         if action.fan_out.state == FanOutState::Done {
             self.actions.insert_one(&record).await.map_err(db_err)?;
-            return self.ensure_user(&action.tenant, &action.actor_id).await;
+            return self
+                .note_user(&action.tenant, &User::unnamed(&action.actor_id))
+                .await;
         }
         // The action and its fan-out job in one transaction: none without
         // the other.
@@ -135,7 +137,8 @@ impl ActionStore for MongoStore {
             })
             .await
             .map_err(db_err)?;
-        self.ensure_user(&action.tenant, &action.actor_id).await
+        self.note_user(&action.tenant, &User::unnamed(&action.actor_id))
+            .await
     }
 
     async fn get_actions(&self, tenant: &str, ids: &[ObjectId]) -> StoreResult<Vec<Action>> {
