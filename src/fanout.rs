@@ -46,7 +46,7 @@ use crate::notify::{self, NoticeRules};
 use crate::relevancy::{self, BumpRules};
 use crate::store::{
     Backfill, BumpJob, Delivery, DeliveryBatch, Ended, ErrorKind, FanOutJob, JobKind, Lease,
-    NoticeJob, Store, StoreResult, Unfollow,
+    NoticeJob, Removal, Store, StoreResult, Unfollow,
 };
 use crate::timeline::{audience, follow, groups, Expiry, FeedModel};
 
@@ -727,7 +727,7 @@ impl Worker {
             let Some(action) = store.get_actions(tenant, &[*id]).await?.pop() else {
                 continue;
             };
-            let removed = match store.delete_action(tenant, *id).await {
+            let removed = match store.remove_action(tenant, *id, Removal::Delete).await {
                 Ok(removed) => removed,
                 // Deleted meanwhile.
                 Err(err) if err.kind == ErrorKind::NotFound => continue,

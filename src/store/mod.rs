@@ -435,6 +435,34 @@ pub struct Footprint {
     pub documents: u64,
 }
 
+/// How [`ActionStore::remove_action`] takes an action away. Either way its
+/// feed items go (hidden tombstones with them), and copies of it (MongoDB)
+/// go before the action changes, so none left by a crash still shows it; a
+/// delivery racing the removal checks the action again after writing and
+/// takes its items back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Removal {
+    /// The action stays stored, marked hidden, with its reactions: it
+    /// leaves every feed and slice, and no delivery brings it back.
+    Hide,
+    /// The action goes, with its slice entries, comments, likes and
+    /// discussion entries, in the same step where the backend can (a bump
+    /// or fan-out still queued finds it gone, and is finished).
+    Delete,
+}
+
+impl Removal {
+    /// Whether the action's record and reactions go too.
+    pub fn deletes(self) -> bool {
+        self == Removal::Delete
+    }
+
+    /// The answer for an action that is not there.
+    pub fn not_found(id: ObjectId) -> StoreError {
+        StoreError::not_found(format!("no action {id}"))
+    }
+}
+
 port! {
 /// Actions, stored once: their records, scopes and the slices by ref.
 pub trait ActionStore: Send + Sync {
@@ -442,13 +470,15 @@ pub trait ActionStore: Send + Sync {
     async fn insert_action(&self, action: &Action) -> StoreResult<()>;
     /// The actions that exist among `ids`, in no particular order. One round trip.
     async fn get_actions(&self, tenant: &str, ids: &[ObjectId]) -> StoreResult<Vec<Action>>;
-    /// Marks an action hidden and removes it from every feed. Returns the items
-    /// removed. `NotFound` if there is no such action.
-    async fn hide_action(&self, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>>;
-    /// Deletes an action and, in the same step, its feed items, slice entries and
-    /// reactions.
-    /// Returns the items removed. `NotFound` if there is no such action.
-    async fn delete_action(&self, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>>;
+    /// Takes an action out of every feed, and hides or deletes it as
+    /// `removal` says (see [`Removal`]). Returns the feed items removed;
+    /// `NotFound` ([`Removal::not_found`]) if there is no such action.
+    async fn remove_action(
+        &self,
+        tenant: &str,
+        id: ObjectId,
+        removal: Removal,
+    ) -> StoreResult<Vec<FeedItem>>;
     /// Changes who may see an action and queues its fan-out again, so readers it
     /// now reaches get it (those who have it keep one item). Returns the
     /// updated action; `NotFound` if there is none.

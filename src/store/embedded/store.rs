@@ -9,7 +9,7 @@ use crate::model::{
 };
 use crate::store::{
     ActionStore, Backfill, Delivery, DeliveryBatch, Existing, FeedRange, Lease, Measure,
-    QueueStore, ReactionStore, Stats, Store, StoreResult, TimelineStore, UserStore,
+    QueueStore, ReactionStore, Removal, Stats, Store, StoreResult, TimelineStore, UserStore,
 };
 
 /// Owned copies of borrowed arguments, for work moved to the blocking pool.
@@ -59,14 +59,15 @@ impl ActionStore for EmbeddedStore {
         self.inner.get_actions(tenant, ids)
     }
 
-    async fn hide_action(&self, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>> {
+    async fn remove_action(
+        &self,
+        tenant: &str,
+        id: ObjectId,
+        removal: Removal,
+    ) -> StoreResult<Vec<FeedItem>> {
         owned!(tenant);
-        self.blocking(move |db| db.hide_action(&tenant, id)).await
-    }
-
-    async fn delete_action(&self, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>> {
-        owned!(tenant);
-        self.blocking(move |db| db.delete_action(&tenant, id)).await
+        self.blocking(move |db| db.remove_action(&tenant, id, removal))
+            .await
     }
 
     async fn set_action_scope(

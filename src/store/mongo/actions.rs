@@ -7,7 +7,7 @@ use mongodb::options::ReturnDocument;
 
 use crate::descriptor::NAMED_REF_FIELDS;
 use crate::model::{Action, FanOutState, FeedItem, Millis, ObjectId, Position, Scope, User};
-use crate::store::{ActionStore, FanOutJob, FeedRange, Posted, StoreError, StoreResult};
+use crate::store::{ActionStore, FanOutJob, FeedRange, Posted, Removal, StoreError, StoreResult};
 
 use super::jobs::JobDoc;
 use super::{dated, db_err, read_all, within, ActionDoc, MongoStore, TIE_SLACK};
@@ -150,49 +150,41 @@ impl ActionStore for MongoStore {
         Ok(docs.into_iter().map(Action::from).collect())
     }
 
-    async fn hide_action(&self, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>> {
-        // Copies go first: one left by a crash would still show it.
+    async fn remove_action(
+        &self,
+        tenant: &str,
+        id: ObjectId,
+        removal: Removal,
+    ) -> StoreResult<Vec<FeedItem>> {
+        // Copies first, then the action, then its items (see `Removal`).
         self.uncopy(tenant, &[id]).await?;
-        let updated = self
-            .actions
-            .update_one(
-                doc! { "_id": id, "tenant": tenant },
-                doc! { "$set": { "hidden": true } },
-            )
-            .await
-            .map_err(db_err)?;
-        if updated.matched_count == 0 {
-            return Err(StoreError::not_found(format!("no action {id}")));
+        let action = doc! { "_id": id, "tenant": tenant };
+        let found = if removal.deletes() {
+            let deleted = self.actions.delete_one(action).await.map_err(db_err)?;
+            deleted.deleted_count
+        } else {
+            let hidden = doc! { "$set": { "hidden": true } };
+            let updated = self
+                .actions
+                .update_one(action, hidden)
+                .await
+                .map_err(db_err)?;
+            updated.matched_count
+        };
+        if found == 0 {
+            return Err(Removal::not_found(id));
         }
-        self.layout.remove(tenant, None, &[id]).await
-    }
-
-    async fn delete_action(&self, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>> {
-        // Its copies go first (one left by a crash would still show it),
-        // then the action: a delivery racing this one checks it again after
-        // writing and takes its items back.
-        self.uncopy(tenant, &[id]).await?;
-        let deleted = self
-            .actions
-            .delete_one(doc! { "_id": id, "tenant": tenant })
-            .await
-            .map_err(db_err)?;
-        if deleted.deleted_count == 0 {
-            return Err(StoreError::not_found(format!("no action {id}")));
+        if removal.deletes() {
+            let reactions = doc! { "tenant": tenant, "actionId": id };
+            let comments = self.comments.delete_many(reactions.clone());
+            comments.await.map_err(db_err)?;
+            for reacted in [&self.likes, &self.discussions] {
+                reacted
+                    .delete_many(reactions.clone())
+                    .await
+                    .map_err(db_err)?;
+            }
         }
-        let reactions = doc! { "tenant": tenant, "actionId": id };
-        self.comments
-            .delete_many(reactions.clone())
-            .await
-            .map_err(db_err)?;
-        self.likes
-            .delete_many(reactions.clone())
-            .await
-            .map_err(db_err)?;
-        self.discussions
-            .delete_many(reactions)
-            .await
-            .map_err(db_err)?;
         self.layout.remove(tenant, None, &[id]).await
     }
 
