@@ -44,6 +44,7 @@ use crate::metrics::Metrics;
 use crate::model::{Action, Bump, Millis, Position, Reason, ReasonKind};
 use crate::notify::{self, NoticeRules};
 use crate::relevancy::{self, BumpRules};
+use crate::store::GroupFeeds;
 use crate::store::{
     Backfill, BumpJob, Delivery, DeliveryBatch, Ended, ErrorKind, FanOutJob, JobKind, Lease,
     NoticeJob, Removal, Store, StoreResult, Unfollow,

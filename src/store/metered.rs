@@ -40,9 +40,8 @@ use futures_util::stream::BoxStream;
 use prometheus_client::metrics::histogram::Histogram;
 
 use super::{
-    ActionStore, Archive, GroupFeedStore, JobStore, NoticeStore, QueueStore, ReactionStore, Record,
-    RecordStore, RelationStore, RiverStore, SourceStore, Store, StoreResult, TimelineStore,
-    UserStore,
+    ActionStore, Archive, JobStore, NoticeStore, QueueStore, ReactionStore, Record, RecordStore,
+    RelationStore, RiverStore, SourceStore, Store, StoreResult, TimelineStore, UserStore,
 };
 use crate::metrics::Metrics;
 
@@ -179,7 +178,6 @@ ports!(
     TimelineStore,
     SourceStore,
     RiverStore,
-    GroupFeedStore,
     NoticeStore,
     JobStore,
     RecordStore,

@@ -40,7 +40,7 @@ use serde::{Deserialize, Serialize};
 
 pub use archive::{Archive, EdgeRecordKind, ItemRecord, Record};
 pub use error::{ErrorKind, StoreError, StoreResult};
-pub use group_feeds::GroupFeedStore;
+pub use group_feeds::GroupFeeds;
 pub use jobs::{Held, Job, JobBacklog, JobKind, JobStore, Lease, Queued};
 use metered::port;
 pub use notices::{NoticeJob, NoticeSource, NoticeStore};
@@ -51,7 +51,7 @@ pub use sources::{Cut, Outbox, Posted, River, RiverStore, SourceStore, DEFAULT_R
 /// The concern traits, for calling a store's methods.
 pub mod prelude {
     pub use super::{
-        ActionStore, Graph, GroupFeedStore, JobStore, NoticeStore, QueueStore, ReactionStore,
+        ActionStore, Graph, GroupFeeds, JobStore, NoticeStore, QueueStore, ReactionStore,
         RecordStore, Records, RelationStore, RiverStore, SourceStore, Store, TimelineStore,
         UserStore,
     };
@@ -378,7 +378,6 @@ pub trait Store:
     + TimelineStore
     + SourceStore
     + RiverStore
-    + GroupFeedStore
     + NoticeStore
     + JobStore
     + RecordStore
