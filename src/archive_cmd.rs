@@ -24,6 +24,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 
 use crate::model::{FanOutState, Position};
+use crate::store::GroupFeeds;
 use crate::store::{self, ErrorKind, Record, Store, StoreError, StoreResult};
 
 /// Records per import batch unless `--batch` says otherwise.

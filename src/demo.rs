@@ -28,7 +28,9 @@ use crate::model::{
 };
 use crate::relevancy::BumpRules;
 use crate::store::Graph;
-use crate::store::{JoinOutcome, NoticeJob, NoticeSource, Store, StoreError, StoreResult};
+use crate::store::{
+    Existing, JoinOutcome, NoticeJob, NoticeSource, Store, StoreError, StoreResult,
+};
 use crate::timeline::FeedModel;
 
 /// The tenant the demo lives in.
@@ -145,7 +147,7 @@ async fn people(store: &dyn Store, roster: &Roster, history: &History) -> StoreR
             id: person.id.into(),
             name: Some(person.name.into()),
         };
-        store.upsert_user(TENANT, &user).await
+        store.put_user(TENANT, &user, Existing::Replace).await
     })
     .await?;
     // One at a time: the first join creates the group.

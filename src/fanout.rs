@@ -44,9 +44,10 @@ use crate::metrics::Metrics;
 use crate::model::{Action, Bump, Millis, Position, Reason, ReasonKind};
 use crate::notify::{self, NoticeRules};
 use crate::relevancy::{self, BumpRules};
+use crate::store::GroupFeeds;
 use crate::store::{
     Backfill, BumpJob, Delivery, DeliveryBatch, Ended, ErrorKind, FanOutJob, JobKind, Lease,
-    NoticeJob, Store, StoreResult, Timelines, Unfollow,
+    NoticeJob, Removal, Store, StoreResult, Timelines, Unfollow,
 };
 use crate::timeline::{audience, follow, groups, Expiry, FeedModel};
 
@@ -727,7 +728,7 @@ impl Worker {
             let Some(action) = store.get_actions(tenant, &[*id]).await?.pop() else {
                 continue;
             };
-            let removed = match store.delete_action(tenant, *id).await {
+            let removed = match store.remove_action(tenant, *id, Removal::Delete).await {
                 Ok(removed) => removed,
                 // Deleted meanwhile.
                 Err(err) if err.kind == ErrorKind::NotFound => continue,

@@ -22,6 +22,7 @@ use super::types::{
 use super::{state, Viewer};
 use crate::model::limits::{check_id, page_size};
 use crate::model::{Action, Millis, ObjectId, Position, Stamp};
+use crate::store::GroupFeeds;
 use crate::store::{FeedRange, Outbox};
 use crate::timeline::home;
 use crate::timeline::read::MAX_ROUNDS;

@@ -20,8 +20,7 @@ use crate::descriptor::{Descriptor, DescriptorInput};
 use crate::events::ActionEventKind;
 use crate::model::limits::{check_id, check_ids, check_text};
 use crate::model::{Action, Comment, Counts, FanOut, GroupKind, ObjectId, Scope, User};
-use crate::store::{Graph, Timelines};
-use crate::store::{NoticeJob, NoticeSource};
+use crate::store::{Existing, Graph, NoticeJob, NoticeSource, Removal, Timelines};
 use crate::timeline::home::pulled_item;
 
 /// How far in the future `conducted` may lie (clock skew between services).
@@ -301,7 +300,7 @@ impl ActionMutation {
         };
         state(ctx)?
             .store
-            .upsert_user(&viewer.tenant, &user)
+            .put_user(&viewer.tenant, &user, Existing::Replace)
             .await
             .api()?;
         Ok(user.into())
@@ -408,7 +407,11 @@ impl ActionMutation {
         let state = state(ctx)?;
         let id = action_id_arg("id", &id)?;
         let mut action = own_action(ctx, viewer, id).await?;
-        let removed = state.store.hide_action(&viewer.tenant, id).await.api()?;
+        let removed = state
+            .store
+            .remove_action(&viewer.tenant, id, Removal::Hide)
+            .await
+            .api()?;
         publish_action_removed(state, &action, removed).await?;
         action.hidden = true;
         Ok(ActionNode::new(action))
@@ -450,7 +453,11 @@ impl ActionMutation {
         let state = state(ctx)?;
         let oid = action_id_arg("id", &id)?;
         let action = own_action(ctx, viewer, oid).await?;
-        let removed = state.store.delete_action(&viewer.tenant, oid).await.api()?;
+        let removed = state
+            .store
+            .remove_action(&viewer.tenant, oid, Removal::Delete)
+            .await
+            .api()?;
         publish_action_removed(state, &action, removed).await?;
         Ok(ID(oid.to_hex()))
     }

@@ -17,6 +17,7 @@ use serde_json::json;
 use super::graph::{self, Graph};
 use super::stats::{Latencies, Rng, Summary};
 use super::{Bench, BenchArgs};
+use crate::store::Measure;
 
 /// Readers paging at once.
 const READERS: usize = 16;
@@ -53,8 +54,9 @@ pub struct LayoutResult {
 }
 
 /// MongoDB commands sent so far, by name.
-fn commands(bench: &Bench) -> BTreeMap<String, u64> {
-    bench.store.backend_metrics().into_iter().collect()
+async fn commands(bench: &Bench) -> anyhow::Result<BTreeMap<String, u64>> {
+    let stats = bench.store.stats(Measure::Counters).await?;
+    Ok(stats.counters.into_iter().collect())
 }
 
 fn sent(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>, names: &[&str]) -> u64 {
@@ -73,11 +75,13 @@ pub async fn run(
 ) -> anyhow::Result<LayoutResult> {
     let graph = Graph::generate(args.users, args.max_follows, args.seed);
     graph::load_follows(bench, &graph).await?;
-    let stored = bench.store.footprint().await?;
-    let sent_before = commands(bench);
+    let (stored, before) = bench.stats().await?;
     let load = super::load::run(bench, &graph, args).await?;
-    let sent_after = commands(bench);
-    let stored_after = bench.store.footprint().await?;
+    let (stored_after, after) = bench.stats().await?;
+    let (sent_before, sent_after) = (
+        before.counters.into_iter().collect(),
+        after.counters.into_iter().collect(),
+    );
     let deliveries = load.deliveries.max(1) as f64;
 
     let (pages, page, secs, reads) = read_pages(bench, args, &graph, layout).await?;
@@ -114,7 +118,7 @@ async fn read_pages(
     readers.sort_unstable();
     anyhow::ensure!(!readers.is_empty(), "no reader follows anyone");
     let spinner = bench.ui.spinner(&format!("{name}: pages"));
-    let before = commands(bench);
+    let before = commands(bench).await?;
     let started = Instant::now();
     let until = started + args.duration;
     let client = &bench.client;
@@ -142,6 +146,10 @@ async fn read_pages(
     }
     let secs = started.elapsed().as_secs_f64();
     spinner.finish();
-    let reads = sent(&before, &commands(bench), &["find", "getMore", "aggregate"]);
+    let reads = sent(
+        &before,
+        &commands(bench).await?,
+        &["find", "getMore", "aggregate"],
+    );
     Ok((all.len() as u64, all.summary(), secs, reads))
 }

@@ -46,7 +46,7 @@ use crate::config::ServeArgs;
 use crate::server::{self, Server};
 use crate::store::embedded::EmbeddedStore;
 use crate::store::mongo::{redact, MongoStore};
-use crate::store::Store;
+use crate::store::{Footprint, Measure, Stats, Store};
 
 /// The tenant every workload runs in.
 pub const TENANT: &str = "bench";
@@ -185,6 +185,20 @@ pub struct Bench {
     pub ui: Ui,
     /// The rules the server's worker writes notices by.
     pub notice_rules: crate::notify::NoticeRules,
+}
+
+impl Bench {
+    /// What the store holds now, and the backend's counters.
+    pub async fn stats(&self) -> anyhow::Result<(Footprint, Stats)> {
+        let stats = self.store.stats(Measure::Footprint).await?;
+        let footprint = stats.footprint.context("the store measured no footprint")?;
+        Ok((footprint, stats))
+    }
+
+    /// What the store holds now.
+    pub async fn footprint(&self) -> anyhow::Result<Footprint> {
+        Ok(self.stats().await?.0)
+    }
 }
 
 /// Progress bars, or nothing when quiet.

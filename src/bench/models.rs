@@ -124,7 +124,7 @@ pub async fn run(
     }
 
     // The load.
-    let before = bench.store.footprint().await?;
+    let before = bench.footprint().await?;
     let plan = super::load::plan(&graph, args.actions, args.seed ^ 0x0de1);
     let bar = ui.bar(plan.len() as u64, &format!("{name}: recordAction"));
     let started = Instant::now();
@@ -148,7 +148,7 @@ pub async fn run(
         .await?;
     bar.finish();
     let delivered_secs = (finished - started).as_secs_f64();
-    let after = bench.store.footprint().await?;
+    let after = bench.footprint().await?;
     let deliveries = after.feed_items.saturating_sub(before.feed_items);
 
     // Dormant readers come back: each reads once.
@@ -169,7 +169,7 @@ pub async fn run(
     let (active_c1, _) = active_reads(bench, args, &active, 1, name).await?;
     let (active_c16, c16_rate) = active_reads(bench, args, &active, 16, name).await?;
     let (star_done, star_seen) = star_actions(bench, &star, &watcher, name).await?;
-    let end = bench.store.footprint().await?;
+    let end = bench.footprint().await?;
     let users = graph.users + fans + 1;
     Ok(ModelResult {
         model: name.to_owned(),

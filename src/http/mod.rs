@@ -33,7 +33,7 @@ use crate::api::rate_limit::Caller;
 use crate::api::{self, AppState, Identity, RiverfeedSchema, Role, Session};
 use crate::auth::Authenticator;
 use crate::store::metered::Metered;
-use crate::store::{JobKind, Records, Store};
+use crate::store::{JobKind, Measure, Records, Store};
 
 /// Largest request body accepted.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -625,7 +625,13 @@ async fn metrics(State(state): State<OpsState>) -> impl IntoResponse {
             op.name()
         ));
     }
-    let backend = state.metered.backend_metrics();
+    let backend = match state.metered.stats(Measure::Counters).await {
+        Ok(stats) => stats.counters,
+        Err(err) => {
+            tracing::warn!(cause = %err.chain(), "cannot read the store's counters");
+            Vec::new()
+        }
+    };
     if !backend.is_empty() {
         out.push_str(
             "# HELP riverfeed_mongodb_commands Commands sent to MongoDB, per command.\n\

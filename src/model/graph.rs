@@ -10,6 +10,16 @@ pub struct User {
     pub name: Option<String>,
 }
 
+impl User {
+    /// A user known by id alone, with no display name.
+    pub fn unnamed(id: &str) -> User {
+        User {
+            id: id.to_owned(),
+            name: None,
+        }
+    }
+}
+
 /// Kinds of edge from a user: to another user, or to a group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum EdgeKind {

@@ -103,6 +103,7 @@ pub const RECORD_KIND: Codes<RecordKind> = Codes {
         (RecordKind::Celebrity, 2, "celebrity"),
         (RecordKind::Inbox, 3, "inbox"),
         (RecordKind::Group, 4, "group"),
+        (RecordKind::GroupFeed, 5, "groupFeed"),
     ],
 };
 

@@ -40,9 +40,8 @@ use futures_util::stream::BoxStream;
 use prometheus_client::metrics::histogram::Histogram;
 
 use super::{
-    ActionStore, Archive, GroupFeedStore, JobStore, NoticeStore, QueueStore, ReactionStore, Record,
-    RecordStore, RelationStore, RiverStore, SourceStore, Store, StoreResult, TimelineStore,
-    UserStore,
+    ActionStore, Archive, JobStore, NoticeStore, QueueStore, ReactionStore, Record, RecordStore,
+    RelationStore, RiverStore, SourceStore, Store, StoreResult, TimelineStore, UserStore,
 };
 use crate::metrics::Metrics;
 
@@ -179,7 +178,6 @@ ports!(
     TimelineStore,
     SourceStore,
     RiverStore,
-    GroupFeedStore,
     NoticeStore,
     JobStore,
     RecordStore,
@@ -338,9 +336,9 @@ mod tests {
         assert_eq!(names.len(), all.len(), "op labels repeat");
         // Each constant is the operation the list has at its place.
         for op in [
-            Op::footprint,
+            Op::stats,
             Op::relate,
-            Op::upsert_user,
+            Op::put_user,
             Op::deliver,
             Op::write_timeline,
             Op::outboxes,

@@ -41,12 +41,12 @@ use serde::{Deserialize, Serialize};
 
 pub use archive::{Archive, EdgeRecordKind, ItemRecord, Record};
 pub use error::{ErrorKind, StoreError, StoreResult};
-pub use group_feeds::GroupFeedStore;
+pub use group_feeds::GroupFeeds;
 pub use jobs::{Held, Job, JobBacklog, JobKind, JobStore, Lease, Queued};
 use metered::port;
 pub use notices::{NoticeJob, NoticeSelect, NoticeSource, NoticeStore, NoticeWrite, Notices};
 pub use records::{Keys, RecordKind, RecordStore, Records, Stored};
-pub use relations::{Change, Graph, Others, Related, Relation, RelationStore, UserStore};
+pub use relations::{Change, Existing, Graph, Others, Related, Relation, RelationStore, UserStore};
 pub use sources::{
     Cut, Outbox, Posted, River, RiverStore, RiverWrite, SourceStore, DEFAULT_RIVER_SIZE,
 };
@@ -54,9 +54,9 @@ pub use sources::{
 /// The concern traits, for calling a store's methods.
 pub mod prelude {
     pub use super::{
-        ActionStore, Graph, GroupFeedStore, JobStore, NoticeStore, Notices, QueueStore,
-        ReactionStore, RecordStore, Records, RelationStore, RiverStore, SourceStore, Store,
-        TimelineStore, Timelines, UserStore,
+        ActionStore, Graph, GroupFeeds, JobStore, NoticeStore, Notices, QueueStore, ReactionStore,
+        RecordStore, Records, RelationStore, RiverStore, SourceStore, Store, TimelineStore,
+        Timelines, UserStore,
     };
 }
 
@@ -381,7 +381,6 @@ pub trait Store:
     + TimelineStore
     + SourceStore
     + RiverStore
-    + GroupFeedStore
     + NoticeStore
     + JobStore
     + RecordStore
@@ -399,19 +398,35 @@ pub trait Store:
         None
     }
 
-    /// Backend-specific counters for `/metrics` (MongoDB: commands sent by name).
-    fn backend_metrics(&self) -> Vec<(String, u64)> {
-        Vec::new()
-    }
-
-    /// What the materialised timelines hold and the store's size on disk
-    /// (the feed models' costs, for the bench). Counts every item; not for
-    /// a hot path.
-    async fn footprint(&self) -> StoreResult<Footprint>;
+    /// The backend's counters (MongoDB: commands sent, by name), for
+    /// `/metrics` and the bench, and with [`Measure::Footprint`] what the
+    /// materialised timelines hold and the store's size on disk (the feed
+    /// models' costs, for the bench), which counts every item: not for a
+    /// hot path.
+    async fn stats(&self, measure: Measure) -> StoreResult<Stats>;
 }
 }
 
-/// What a store holds, as [`Store::footprint`] measures it.
+/// How much [`Store::stats`] measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Measure {
+    /// The backend's counters alone: cheap, for every `/metrics` scrape.
+    Counters,
+    /// The counters and the [`Footprint`], which counts every item.
+    Footprint,
+}
+
+/// What [`Store::stats`] answers.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Backend-specific counters, by name (MongoDB: commands sent, read
+    /// after the footprint's own; none elsewhere).
+    pub counters: Vec<(String, u64)>,
+    /// What the store holds, if [`Measure::Footprint`] asked for it.
+    pub footprint: Option<Footprint>,
+}
+
+/// What a store holds, as [`Store::stats`] measures it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Footprint {
     /// Materialised feed items (timeline entries), hidden tombstones aside.
@@ -422,6 +437,34 @@ pub struct Footprint {
     pub documents: u64,
 }
 
+/// How [`ActionStore::remove_action`] takes an action away. Either way its
+/// feed items go (hidden tombstones with them), and copies of it (MongoDB)
+/// go before the action changes, so none left by a crash still shows it; a
+/// delivery racing the removal checks the action again after writing and
+/// takes its items back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Removal {
+    /// The action stays stored, marked hidden, with its reactions: it
+    /// leaves every feed and slice, and no delivery brings it back.
+    Hide,
+    /// The action goes, with its slice entries, comments, likes and
+    /// discussion entries, in the same step where the backend can (a bump
+    /// or fan-out still queued finds it gone, and is finished).
+    Delete,
+}
+
+impl Removal {
+    /// Whether the action's record and reactions go too.
+    pub fn deletes(self) -> bool {
+        self == Removal::Delete
+    }
+
+    /// The answer for an action that is not there.
+    pub fn not_found(id: ObjectId) -> StoreError {
+        StoreError::not_found(format!("no action {id}"))
+    }
+}
+
 port! {
 /// Actions, stored once: their records, scopes and the slices by ref.
 pub trait ActionStore: Send + Sync {
@@ -429,13 +472,15 @@ pub trait ActionStore: Send + Sync {
     async fn insert_action(&self, action: &Action) -> StoreResult<()>;
     /// The actions that exist among `ids`, in no particular order. One round trip.
     async fn get_actions(&self, tenant: &str, ids: &[ObjectId]) -> StoreResult<Vec<Action>>;
-    /// Marks an action hidden and removes it from every feed. Returns the items
-    /// removed. `NotFound` if there is no such action.
-    async fn hide_action(&self, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>>;
-    /// Deletes an action and, in the same step, its feed items, slice entries and
-    /// reactions.
-    /// Returns the items removed. `NotFound` if there is no such action.
-    async fn delete_action(&self, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>>;
+    /// Takes an action out of every feed, and hides or deletes it as
+    /// `removal` says (see [`Removal`]). Returns the feed items removed;
+    /// `NotFound` ([`Removal::not_found`]) if there is no such action.
+    async fn remove_action(
+        &self,
+        tenant: &str,
+        id: ObjectId,
+        removal: Removal,
+    ) -> StoreResult<Vec<FeedItem>>;
     /// Changes who may see an action and queues its fan-out again, so readers it
     /// now reaches get it (those who have it keep one item). Returns the
     /// updated action; `NotFound` if there is none.

@@ -9,6 +9,8 @@
 //! - **inboxes**: a user's notification state (`<owner>`);
 //! - **groups**: a group's kind (`<group>`), read and set by
 //!   [`Graph::join_group`](super::Graph::join_group);
+//! - **group feeds**: a group's ring of last posts (`<group>`), posted to
+//!   and read by [`GroupFeeds`](super::group_feeds::GroupFeeds);
 //! - **meta**: small values the deployment keeps about itself (the feed
 //!   model it last ran…), outside any tenant.
 //!
@@ -36,15 +38,19 @@ pub enum RecordKind {
     Inbox,
     /// A group's kind, given by its first join (`<group>`).
     Group,
+    /// A group's feed, its ring of last posts (`<group>`; see
+    /// [`group_feeds`](super::group_feeds)).
+    GroupFeed,
 }
 
 impl RecordKind {
-    pub const ALL: [RecordKind; 5] = [
+    pub const ALL: [RecordKind; 6] = [
         RecordKind::Meta,
         RecordKind::Cut,
         RecordKind::Celebrity,
         RecordKind::Inbox,
         RecordKind::Group,
+        RecordKind::GroupFeed,
     ];
 }
 

@@ -125,13 +125,22 @@ pub trait RelationStore: Send + Sync {
 port! {
 /// Users and their display profiles.
 pub trait UserStore: Send + Sync {
-    /// Creates or replaces a user's display profile.
-    async fn upsert_user(&self, tenant: &str, user: &User) -> StoreResult<()>;
-    /// Records that a user exists, keeping any profile it already has.
-    async fn ensure_user(&self, tenant: &str, id: &str) -> StoreResult<()>;
+    /// Writes a user with its display profile; a user already stored is
+    /// replaced or kept as `existing` says.
+    async fn put_user(&self, tenant: &str, user: &User, existing: Existing) -> StoreResult<()>;
     /// The users that exist among `ids`, in no particular order.
     async fn get_users(&self, tenant: &str, ids: &[String]) -> StoreResult<Vec<User>>;
 }
+}
+
+/// What [`UserStore::put_user`] does to a user already stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Existing {
+    /// Its profile is replaced by the one given.
+    Replace,
+    /// It stays as it is: the user is written only where none is (so
+    /// noting that a user exists keeps any profile it has).
+    Keep,
 }
 
 /// A membership's attributes: the group's kind, the role and the start
@@ -185,7 +194,8 @@ pub trait Graph: RelationStore + UserStore + RecordStore {
         on: bool,
     ) -> StoreResult<bool> {
         if on {
-            self.ensure_user(tenant, from).await?;
+            self.put_user(tenant, &User::unnamed(from), Existing::Keep)
+                .await?;
         }
         let relation = Relation::Edge(kind);
         let attrs = on.then(Vec::new);
@@ -258,7 +268,8 @@ pub trait Graph: RelationStore + UserStore + RecordStore {
                 kind,
             }));
         }
-        self.ensure_user(tenant, user).await?;
+        self.put_user(tenant, &User::unnamed(user), Existing::Keep)
+            .await?;
         let ids = [group.id.clone()];
         let held = self
             .related(
@@ -392,7 +403,8 @@ pub trait Graph: RelationStore + UserStore + RecordStore {
         user: &str,
         supervisor: Option<&str>,
     ) -> StoreResult<()> {
-        self.ensure_user(tenant, user).await?;
+        self.put_user(tenant, &User::unnamed(user), Existing::Keep)
+            .await?;
         let had = self.supervision(tenant, Direction::Out, user).await?;
         let mut changes: Vec<Change> = had
             .iter()

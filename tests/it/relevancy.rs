@@ -12,6 +12,7 @@ use riverfeed::model::{
     ReasonKind, Stamp,
 };
 use riverfeed::relevancy::BumpRules;
+use riverfeed::store::Removal;
 use riverfeed::store::{FeedRange, JobKind, Store};
 use riverfeed::store::{Graph, Timelines};
 use riverfeed::timeline::{FeedModel, FeedModelKind};
@@ -249,7 +250,7 @@ async fn never_down(store: Arc<dyn Store>) -> Result<()> {
     store
         .add_comment(T, &comment(gone.id, "erin", clock.now()))
         .await?;
-    store.delete_action(T, gone.id).await?;
+    store.remove_action(T, gone.id, Removal::Delete).await?;
     ensure!(
         drain(&w).await? == 2,
         "the fan-out and bump jobs, claimed once each"

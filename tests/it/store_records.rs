@@ -5,7 +5,7 @@
 use anyhow::{ensure, Context};
 use bson::{doc, oid::ObjectId, Binary, Document};
 use riverfeed::model::{EdgeKind, Group, GroupKind, Inbox, Membership, MembershipRole, Position};
-use riverfeed::store::{Cut, Direction, Graph, JoinOutcome, Records};
+use riverfeed::store::{Cut, Direction, FeedRange, Graph, GroupFeeds, JoinOutcome, Records};
 
 use crate::common::{concluded, earlier_database};
 
@@ -224,6 +224,66 @@ async fn earlier_mongodb_relations_are_moved_once() {
             .await?
             .context("the move is noted")?;
         ensure!(noted.get_i32("version")? == 2, "{noted}");
+        Ok(())
+    }
+    .await;
+    concluded(&db, result).await;
+}
+
+/// A database written before group feeds were records (a group's ring of
+/// size 3 in `group_feeds`, one document per slot, its counter in
+/// `group_counters`) opens with the ring read as it was, a post going on
+/// from its counter; the earlier collections are gone and the move noted.
+#[tokio::test]
+async fn earlier_mongodb_group_feeds_are_moved_once() {
+    let Some((url, db)) = earlier_database("group_feeds_earlier").await else {
+        return;
+    };
+    let at = |r: i64| Position {
+        relevancy: r,
+        action_id: ObjectId::from_bytes([r as u8; 12]),
+    };
+    let slot = |slot: i64, n: i64, r: i64| {
+        doc! { "tenant": T, "group": "g", "slot": slot, "n": n, "r": r, "id": at(r).action_id }
+    };
+    db.collection::<Document>("group_feeds")
+        .insert_many([slot(1, 4, 4), slot(2, 2, 2), slot(0, 3, 3)])
+        .await
+        .expect("an earlier ring");
+    db.collection::<Document>("group_counters")
+        .insert_one(doc! { "tenant": T, "group": "g", "n": 4_i64 })
+        .await
+        .expect("an earlier counter");
+    let all = FeedRange {
+        older_than: None,
+        newer_than: None,
+        limit: 10,
+        from_oldest: false,
+    };
+    let result = async {
+        let store = riverfeed::store::open(&url).await?;
+        let feed = store.group_feed(T, "g", 3, all).await?;
+        ensure!(feed == [at(4), at(3), at(2)], "{feed:?}");
+        ensure!(!store.post_to_group(T, "g", at(3), 3).await?, "held");
+        // Post 5 takes slot 2, replacing post 2.
+        ensure!(store.post_to_group(T, "g", at(5), 3).await?);
+        drop(store);
+        let store = riverfeed::store::open(&url).await?;
+        let feed = store.group_feed(T, "g", 3, all).await?;
+        ensure!(feed == [at(5), at(4), at(3)], "{feed:?}");
+        let collections = db.list_collection_names().await?;
+        for earlier in ["group_feeds", "group_counters"] {
+            ensure!(
+                !collections.iter().any(|c| c == earlier),
+                "{earlier} is gone: {collections:?}"
+            );
+        }
+        let noted = db
+            .collection::<Document>("meta")
+            .find_one(doc! { "_id": "groupFeeds" })
+            .await?
+            .context("the move is noted")?;
+        ensure!(noted.get_i32("version")? == 1, "{noted}");
         Ok(())
     }
     .await;

@@ -11,7 +11,7 @@ use super::relations::{delete_relation, relation_prefix};
 use super::users::ensure_user_in;
 use super::Inner;
 use crate::model::{Action, FanOut, FanOutState, FeedItem, Millis, ObjectId, Scope};
-use crate::store::{Direction, FanOutJob, Outbox, Relation, StoreError, StoreResult};
+use crate::store::{Direction, FanOutJob, Outbox, Relation, Removal, StoreError, StoreResult};
 
 /// Under `meta` once every stored action has its lookup entries (the
 /// second generation lists public actions under the groups they were sent
@@ -277,28 +277,31 @@ impl Inner {
         }
     }
 
-    pub(super) fn hide_action(&self, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>> {
-        let _lock = self.lock(&[action_lock(tenant, id.bytes())]);
-        let mut action = self.existing(tenant, id)?;
-        action.hidden = true;
-        let mut batch = WriteBatch::default();
-        self.put_action(&mut batch, &action)?;
-        let removed = self.remove_items(&mut batch, tenant, id)?;
-        self.commit(batch)?;
-        self.settle(vec![action], &[]);
-        Ok(removed)
-    }
-
-    pub(super) fn delete_action(&self, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>> {
+    /// Hides or deletes an action with its items, in one batch.
+    pub(super) fn remove_action(
+        &self,
+        tenant: &str,
+        id: ObjectId,
+        removal: Removal,
+    ) -> StoreResult<Vec<FeedItem>> {
         let oid = id.bytes();
         let _lock = self.lock(&[action_lock(tenant, oid)]);
-        let action = self.existing(tenant, id)?;
+        let Some(action) = self.action(tenant, id)? else {
+            return Err(Removal::not_found(id));
+        };
         let mut batch = WriteBatch::default();
         let removed = self.remove_items(&mut batch, tenant, id)?;
+        if !removal.deletes() {
+            let mut action = Action::clone(&action);
+            action.hidden = true;
+            self.put_action(&mut batch, &action)?;
+            self.commit(batch)?;
+            self.settle(vec![action], &[]);
+            return Ok(removed);
+        }
         batch.delete_cf(self.cf(ACTIONS), action_key(tenant, oid));
         self.unindex_action(&mut batch, &action);
-        // Comments go (a bump or a fan-out still queued finds its action
-        // gone, and is finished), then likes.
+        // Comments go, then likes.
         let thread = Key::tag(reaction::COMMENT).str(tenant).oid(oid).into_vec();
         let reactions = self.cf(REACTIONS);
         self.scan_prefix(REACTIONS, &thread, &thread, usize::MAX, |k, _| {

@@ -36,7 +36,9 @@ pub mod graph {
     pub const CELEBRITY: u8 = 10;
     /// `(tenant, reader)` → the reader's river record.
     pub const RIVER: u8 = 11;
-    /// `(tenant, group)` → the number of the group's last post.
+    /// Tags 12 to 14 held group feeds' rings before they were records:
+    /// moved at open (see `group_feeds.rs`). `(tenant, group)` → the
+    /// number of the group's last post.
     pub const RING_COUNTER: u8 = 12;
     /// `(tenant, group, slot)` → the post's number and the action's
     /// position: one slot of a group's ring.

@@ -67,8 +67,7 @@ pub mod families {
     pub const RECORDS: &str = "records";
     /// Tagged: users; [relations](crate::store::relations) (follows,
     /// friendships, group follows, memberships, assignments, supervisors),
-    /// each from both ends; rivers; group feed
-    /// rings (counter, slots, and which actions they hold); notice groups
+    /// each from both ends; rivers; notice groups
     /// (by key, by id, in reading order).
     pub const GRAPH: &str = "graph";
     /// `(tenant, actionId)` → the action.
@@ -233,6 +232,7 @@ impl EmbeddedStore {
         inner.migrate_jobs()?;
         inner.migrate_records()?;
         inner.migrate_relations()?;
+        inner.migrate_group_feeds()?;
         inner.count_jobs()?;
         let released = inner.release_jobs()?;
         if released > 0 {

@@ -6,8 +6,8 @@ use async_trait::async_trait;
 use super::EmbeddedStore;
 use crate::model::{Action, Comment, Counts, FeedItem, Millis, ObjectId, Position, Scope, User};
 use crate::store::{
-    ActionStore, DeliveryBatch, FeedRange, Lease, QueueStore, ReactionStore, Store, StoreResult,
-    TimelineRead, TimelineStore, TimelineWrite, UserStore,
+    ActionStore, DeliveryBatch, Existing, FeedRange, Lease, Measure, QueueStore, ReactionStore,
+    Removal, Stats, Store, StoreResult, TimelineRead, TimelineStore, TimelineWrite, UserStore,
 };
 
 /// Owned copies of borrowed arguments, for work moved to the blocking pool.
@@ -21,22 +21,24 @@ impl Store for EmbeddedStore {
         "embedded"
     }
 
-    async fn footprint(&self) -> StoreResult<crate::store::Footprint> {
-        self.blocking(|db| db.footprint()).await
+    async fn stats(&self, measure: Measure) -> StoreResult<Stats> {
+        let footprint = match measure {
+            Measure::Counters => None,
+            Measure::Footprint => Some(self.blocking(|db| db.footprint()).await?),
+        };
+        Ok(Stats {
+            counters: Vec::new(),
+            footprint,
+        })
     }
 }
 
 #[async_trait]
 impl UserStore for EmbeddedStore {
-    async fn upsert_user(&self, tenant: &str, user: &User) -> StoreResult<()> {
+    async fn put_user(&self, tenant: &str, user: &User, existing: Existing) -> StoreResult<()> {
         owned!(tenant, user);
-        self.blocking(move |db| db.upsert_user(&tenant, &user))
+        self.blocking(move |db| db.put_user(&tenant, &user, existing))
             .await
-    }
-
-    async fn ensure_user(&self, tenant: &str, id: &str) -> StoreResult<()> {
-        owned!(tenant, id);
-        self.blocking(move |db| db.ensure_user(&tenant, &id)).await
     }
 
     async fn get_users(&self, tenant: &str, ids: &[String]) -> StoreResult<Vec<User>> {
@@ -55,14 +57,15 @@ impl ActionStore for EmbeddedStore {
         self.inner.get_actions(tenant, ids)
     }
 
-    async fn hide_action(&self, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>> {
+    async fn remove_action(
+        &self,
+        tenant: &str,
+        id: ObjectId,
+        removal: Removal,
+    ) -> StoreResult<Vec<FeedItem>> {
         owned!(tenant);
-        self.blocking(move |db| db.hide_action(&tenant, id)).await
-    }
-
-    async fn delete_action(&self, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>> {
-        owned!(tenant);
-        self.blocking(move |db| db.delete_action(&tenant, id)).await
+        self.blocking(move |db| db.remove_action(&tenant, id, removal))
+            .await
     }
 
     async fn set_action_scope(

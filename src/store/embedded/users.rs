@@ -11,20 +11,20 @@ use super::keys::{graph as tag, Key};
 use super::relations::put_relation;
 use super::{families::GRAPH, Inner};
 use crate::model::{EdgeKind, User};
-use crate::store::{Relation, StoreError, StoreResult};
+use crate::store::{Existing, Relation, StoreError, StoreResult};
 
 /// A user value with no display name: "this user exists".
 const NO_NAME: &[u8] = &[0];
 
 /// Merges "this user exists" into a user record: a record that is there
-/// (with or without a name) wins. So noting a user is a blind write that
-/// never reads, and never erases a profile.
+/// (with or without a name) wins, else the first merged. So noting a user
+/// is a blind write that never reads, and never erases a profile.
 pub(super) fn merge_user(
     _key: &[u8],
     existing: Option<&[u8]>,
-    _ops: &MergeOperands,
+    ops: &MergeOperands,
 ) -> Option<Vec<u8>> {
-    Some(existing.unwrap_or(NO_NAME).to_vec())
+    Some(existing.or(ops.iter().next()).unwrap_or(NO_NAME).to_vec())
 }
 
 pub(super) fn user_value(name: Option<&str>) -> Vec<u8> {
@@ -64,8 +64,24 @@ pub(super) fn ensure_user_in(batch: &mut WriteBatch, inner: &Inner, tenant: &str
 }
 
 impl Inner {
-    pub(super) fn upsert_user(&self, tenant: &str, user: &User) -> StoreResult<()> {
+    pub(super) fn put_user(
+        &self,
+        tenant: &str,
+        user: &User,
+        existing: Existing,
+    ) -> StoreResult<()> {
         let key = user_key(tenant, &user.id);
+        if existing == Existing::Keep {
+            // A read first: most calls find the user and need no synced
+            // write. One that finds none merges, so a user written
+            // meanwhile stays as it is (and so does the cache).
+            if self.exists(GRAPH, &key)? {
+                return Ok(());
+            }
+            let mut batch = WriteBatch::default();
+            batch.merge_cf(self.cf(GRAPH), &key, user_value(user.name.as_deref()));
+            return self.commit(batch);
+        }
         // Under the user's lock, so the cache ends as the last commit left it.
         let _lock = self.lock(&[&key]);
         let mut batch = WriteBatch::default();
@@ -81,19 +97,10 @@ impl Inner {
         Ok(())
     }
 
-    pub(super) fn ensure_user(&self, tenant: &str, id: &str) -> StoreResult<()> {
-        // A read first: most calls find the user and need no synced write.
-        if self.exists(GRAPH, &user_key(tenant, id))? {
-            return Ok(());
-        }
-        let mut batch = WriteBatch::default();
-        ensure_user_in(&mut batch, self, tenant, id);
-        self.commit(batch)
-    }
-
     /// Users with their display names, from the cache where it has them.
     /// Noting that a user exists never changes a cached name (see
-    /// [`merge_user`]), so only [`Inner::upsert_user`] and imports update it.
+    /// [`merge_user`]), so only a replacing [`Inner::put_user`] and imports
+    /// update it.
     pub(super) fn get_users(&self, tenant: &str, ids: &[String]) -> StoreResult<Vec<User>> {
         let mut out = Vec::with_capacity(ids.len());
         let mut missed = Vec::new();

@@ -6,10 +6,10 @@ use futures_util::FutureExt;
 use mongodb::options::ReturnDocument;
 
 use crate::descriptor::NAMED_REF_FIELDS;
-use crate::model::{Action, FanOutState, FeedItem, Millis, ObjectId, Position, Scope};
+use crate::model::{Action, FanOutState, FeedItem, Millis, ObjectId, Position, Scope, User};
 use crate::store::codes::RELATION;
 use crate::store::{
-    ActionStore, FanOutJob, FeedRange, Posted, Relation, StoreError, StoreResult, UserStore,
+    ActionStore, FanOutJob, FeedRange, Posted, Relation, Removal, StoreError, StoreResult,
 };
 
 use super::jobs::JobDoc;
@@ -112,7 +112,9 @@ impl ActionStore for MongoStore {
         let record = ActionDoc::from(action);
         if action.fan_out.state == FanOutState::Done {
             self.actions.insert_one(&record).await.map_err(db_err)?;
-            return self.ensure_user(&action.tenant, &action.actor_id).await;
+            return self
+                .note_user(&action.tenant, &User::unnamed(&action.actor_id))
+                .await;
         }
         // The action and its fan-out job in one transaction: none without
         // the other.
@@ -138,7 +140,8 @@ impl ActionStore for MongoStore {
             })
             .await
             .map_err(db_err)?;
-        self.ensure_user(&action.tenant, &action.actor_id).await
+        self.note_user(&action.tenant, &User::unnamed(&action.actor_id))
+            .await
     }
 
     async fn get_actions(&self, tenant: &str, ids: &[ObjectId]) -> StoreResult<Vec<Action>> {
@@ -150,47 +153,39 @@ impl ActionStore for MongoStore {
         Ok(docs.into_iter().map(Action::from).collect())
     }
 
-    async fn hide_action(&self, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>> {
-        // Copies go first: one left by a crash would still show it.
+    async fn remove_action(
+        &self,
+        tenant: &str,
+        id: ObjectId,
+        removal: Removal,
+    ) -> StoreResult<Vec<FeedItem>> {
+        // Copies first, then the action, then its items (see `Removal`).
         self.uncopy(tenant, &[id]).await?;
-        let updated = self
-            .actions
-            .update_one(
-                doc! { "_id": id, "tenant": tenant },
-                doc! { "$set": { "hidden": true } },
-            )
-            .await
-            .map_err(db_err)?;
-        if updated.matched_count == 0 {
-            return Err(StoreError::not_found(format!("no action {id}")));
+        let action = doc! { "_id": id, "tenant": tenant };
+        let found = if removal.deletes() {
+            let deleted = self.actions.delete_one(action).await.map_err(db_err)?;
+            deleted.deleted_count
+        } else {
+            let hidden = doc! { "$set": { "hidden": true } };
+            let updated = self
+                .actions
+                .update_one(action, hidden)
+                .await
+                .map_err(db_err)?;
+            updated.matched_count
+        };
+        if found == 0 {
+            return Err(Removal::not_found(id));
         }
-        self.layout.remove(tenant, None, &[id]).await
-    }
-
-    async fn delete_action(&self, tenant: &str, id: ObjectId) -> StoreResult<Vec<FeedItem>> {
-        // Its copies go first (one left by a crash would still show it),
-        // then the action: a delivery racing this one checks it again after
-        // writing and takes its items back.
-        self.uncopy(tenant, &[id]).await?;
-        let deleted = self
-            .actions
-            .delete_one(doc! { "_id": id, "tenant": tenant })
-            .await
-            .map_err(db_err)?;
-        if deleted.deleted_count == 0 {
-            return Err(StoreError::not_found(format!("no action {id}")));
+        if removal.deletes() {
+            let reactions = doc! { "tenant": tenant, "actionId": id };
+            let comments = self.comments.delete_many(reactions.clone());
+            comments.await.map_err(db_err)?;
+            let discussions = self.discussions.delete_many(reactions);
+            discussions.await.map_err(db_err)?;
+            let likes = doc! { "t": tenant, "r": RELATION.name(Relation::Likes), "o": id.to_hex() };
+            self.relations.delete_many(likes).await.map_err(db_err)?;
         }
-        let reactions = doc! { "tenant": tenant, "actionId": id };
-        self.comments
-            .delete_many(reactions.clone())
-            .await
-            .map_err(db_err)?;
-        let likes = doc! { "t": tenant, "r": RELATION.name(Relation::Likes), "o": id.to_hex() };
-        self.relations.delete_many(likes).await.map_err(db_err)?;
-        self.discussions
-            .delete_many(reactions)
-            .await
-            .map_err(db_err)?;
         self.layout.remove(tenant, None, &[id]).await
     }
 

@@ -93,17 +93,6 @@ impl MongoStore {
             ])
             .await
             .map_err(db_err)?;
-        self.group_feeds
-            .create_indexes([
-                index(doc! { "tenant": 1, "group": 1, "slot": 1 }, unique("slot")),
-                index(doc! { "tenant": 1, "group": 1, "id": 1 }, named("held")),
-            ])
-            .await
-            .map_err(db_err)?;
-        self.group_counters
-            .create_index(index(doc! { "tenant": 1, "group": 1 }, unique("counter")))
-            .await
-            .map_err(db_err)?;
         // A group's key is unique per owner (a second new group of a key is
         // refused); pages, counts and trims read an owner's groups newest
         // first.

@@ -18,10 +18,8 @@
 //!   `$inc`; `discussions` (one per user and action
 //!   they commented on, at the thread's latest comment);
 //! - `records`: values kept by key under a version (see `records.rs`):
-//!   cuts, celebrities, inboxes, groups' kinds and the deployment's own
-//!   values;
-//! - `group_feeds` (one document per slot of a group's ring) and
-//!   `group_counters` (each group's last post number);
+//!   cuts, celebrities, inboxes, groups' kinds, group feeds' rings and the
+//!   deployment's own values;
 //! - `notice_groups` (one document per notice group, its members inside);
 //! - `jobs`: the job queue (see `jobs.rs`), one document per waiting or
 //!   leased job (an action's fan-out, a comment's bump, a notice job, an
@@ -158,12 +156,8 @@ pub struct MongoStore {
     rivers: layout::RiverCache,
     /// The store's own notes: its layout, what it migrated.
     meta: Collection<Document>,
-    /// Groups' rings: one document per slot.
-    group_feeds: Collection<Document>,
     /// Signals between processes (see [`events`]).
     event_log: Arc<events::MongoEventLog>,
-    /// The number of each group's last post.
-    group_counters: Collection<Document>,
     /// Notice groups, one document each (see [`notices`]).
     notice_groups: Collection<Document>,
     /// The job queue (see [`jobs`]).
@@ -541,8 +535,6 @@ impl MongoStore {
             discussions: db.collection("discussions"),
             records: db.collection("records"),
             meta: db.collection("meta"),
-            group_feeds: db.collection("group_feeds"),
-            group_counters: db.collection("group_counters"),
             notice_groups: db.collection("notice_groups"),
             jobs: db.collection("jobs"),
             event_log: Arc::new(events::MongoEventLog::new(db.collection("events"))),
@@ -553,6 +545,7 @@ impl MongoStore {
         store.migrate_jobs().await?;
         store.migrate_records().await?;
         store.migrate_relations().await?;
+        store.migrate_group_feeds().await?;
         Ok(store)
     }
 
@@ -665,15 +658,28 @@ impl Store for MongoStore {
         Some(self.event_log.clone())
     }
 
-    fn backend_metrics(&self) -> Vec<(String, u64)> {
-        self.commands
+    async fn stats(&self, measure: super::Measure) -> StoreResult<super::Stats> {
+        let footprint = match measure {
+            super::Measure::Counters => None,
+            super::Measure::Footprint => Some(self.footprint().await?),
+        };
+        let counters = self
+            .commands
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .iter()
             .map(|(name, count)| (name.clone(), *count))
-            .collect()
+            .collect();
+        Ok(super::Stats {
+            counters,
+            footprint,
+        })
     }
+}
 
+impl MongoStore {
+    /// Timeline entries, counted, and the documents and bytes (data and
+    /// indexes) of the database.
     async fn footprint(&self) -> StoreResult<super::Footprint> {
         let feed_items = self.layout.count().await?;
         let stats = self

@@ -197,7 +197,7 @@ impl MongoStore {
     }
 
     /// Writes a moved record unless it is there already.
-    async fn keep(&self, id: String, version: i64, body: Vec<u8>) -> StoreResult<()> {
+    pub(super) async fn keep(&self, id: String, version: i64, body: Vec<u8>) -> StoreResult<()> {
         self.records
             .update_one(
                 doc! { "_id": &id },

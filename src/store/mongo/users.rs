@@ -4,13 +4,16 @@ use async_trait::async_trait;
 use bson::{doc, Bson, Document};
 
 use crate::model::User;
-use crate::store::{StoreResult, UserStore};
+use crate::store::{Existing, StoreResult, UserStore};
 
 use super::{db_err, is_duplicate, read_all, MongoStore};
 
 #[async_trait]
 impl UserStore for MongoStore {
-    async fn upsert_user(&self, tenant: &str, user: &User) -> StoreResult<()> {
+    async fn put_user(&self, tenant: &str, user: &User, existing: Existing) -> StoreResult<()> {
+        if existing == Existing::Keep {
+            return self.note_user(tenant, user).await;
+        }
         let name = user.name.as_deref().map_or(Bson::Null, Bson::from);
         let filter = doc! { "tenant": tenant, "userId": &user.id };
         let update = doc! { "$set": { "name": name } };
@@ -37,23 +40,6 @@ impl UserStore for MongoStore {
         Ok(())
     }
 
-    async fn ensure_user(&self, tenant: &str, id: &str) -> StoreResult<()> {
-        let result = self
-            .users
-            .update_one(
-                doc! { "tenant": tenant, "userId": id },
-                doc! { "$setOnInsert": { "name": Bson::Null } },
-            )
-            .upsert(true)
-            .await;
-        match result {
-            // Two upserts racing: the loser's insert hits the unique index, and
-            // the user exists, which is all this call promises.
-            Err(err) if is_duplicate(&err) => Ok(()),
-            other => other.map(|_| ()).map_err(db_err),
-        }
-    }
-
     async fn get_users(&self, tenant: &str, ids: &[String]) -> StoreResult<Vec<User>> {
         let docs: Vec<Document> = read_all(
             self.users
@@ -69,5 +55,34 @@ impl UserStore for MongoStore {
                 })
             })
             .collect())
+    }
+}
+
+impl MongoStore {
+    /// Writes `user` only where none is: the user exists after, with the
+    /// profile it had if it had one.
+    pub(super) async fn note_user(&self, tenant: &str, user: &User) -> StoreResult<()> {
+        let name = user.name.as_deref().map_or(Bson::Null, Bson::from);
+        let result = self
+            .users
+            .update_one(
+                doc! { "tenant": tenant, "userId": &user.id },
+                doc! { "$setOnInsert": { "name": name } },
+            )
+            .upsert(true)
+            .await;
+        match result {
+            // A name new to the store goes into the copies of the user's
+            // actions too.
+            Ok(written) if written.upserted_id.is_some() && user.name.is_some() => {
+                self.rename_in_copies(tenant, &user.id, user.name.as_deref())
+                    .await
+            }
+            Ok(_) => Ok(()),
+            // Two upserts racing: the loser's insert hits the unique index, and
+            // the user exists, which is all this call promises.
+            Err(err) if is_duplicate(&err) => Ok(()),
+            Err(err) => Err(db_err(err)),
+        }
     }
 }

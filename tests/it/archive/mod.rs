@@ -12,8 +12,8 @@ use riverfeed::model::{
     Inbox, MembershipRole, NoticeGroup, ObjectId, Reason, ReasonKind, Scope, User,
 };
 use riverfeed::store::{
-    BumpJob, Delivery, EdgeRecordKind, ErrorKind, FeedRange, JobKind, NoticeJob, Record, Store,
-    StoreResult, Unfollow,
+    BumpJob, Delivery, EdgeRecordKind, ErrorKind, Existing, FeedRange, JobKind, NoticeJob, Record,
+    Store, StoreResult, Unfollow,
 };
 use riverfeed::store::{Graph, Timelines};
 
@@ -95,26 +95,34 @@ struct Populated {
 /// worker would.
 async fn populate(store: &dyn Store) -> StoreResult<Populated> {
     store
-        .upsert_user(
+        .put_user(
             T,
             &User {
                 id: "ann".into(),
                 name: Some("Ann Archer".into()),
             },
+            Existing::Replace,
         )
         .await?;
     store
-        .upsert_user(
+        .put_user(
             T,
             &User {
                 id: "cid".into(),
                 name: Some("Cid".into()),
             },
+            Existing::Replace,
         )
         .await?;
-    store.ensure_user(T, "bob").await?;
-    store.ensure_user(T, "dan").await?;
-    store.ensure_user(OTHER, "olga").await?;
+    store
+        .put_user(T, &User::unnamed("bob"), Existing::Keep)
+        .await?;
+    store
+        .put_user(T, &User::unnamed("dan"), Existing::Keep)
+        .await?;
+    store
+        .put_user(OTHER, &User::unnamed("olga"), Existing::Keep)
+        .await?;
 
     store
         .set_edge(T, EdgeKind::Follows, "bob", "ann", true)

@@ -6,6 +6,7 @@ use anyhow::{ensure, Context, Result};
 use riverfeed::descriptor::Descriptor;
 use riverfeed::model::{Action, Comment, Counts, ObjectId, Position, Scope};
 use riverfeed::store::prelude::*;
+use riverfeed::store::Removal;
 use riverfeed::store::{ErrorKind, FeedRange, Outbox, Posted};
 
 use super::{action, names, range, scoped, OTHER, T};
@@ -125,8 +126,8 @@ pub(super) async fn outboxes(store: &dyn Store) -> Result<()> {
     ensure!(between == newest_first[1..3], "between: {between:?}");
 
     // Hidden stays (its actor still sees it); deleted goes.
-    store.hide_action(T, a2.id).await?;
-    store.delete_action(T, a1.id).await?;
+    store.remove_action(T, a2.id, Removal::Hide).await?;
+    store.remove_action(T, a1.id, Removal::Delete).await?;
     let after = outbox(store, T, "o-olga", range(10)).await?;
     let expected: Vec<Position> = newest_first
         .iter()
@@ -247,7 +248,9 @@ pub(super) async fn scoped_outboxes(store: &dyn Store) -> Result<()> {
     store
         .set_action_scope(T, public.id, Scope::Restricted, &names(&["ms-eve"]), &[])
         .await?;
-    store.delete_action(T, department.id).await?;
+    store
+        .remove_action(T, department.id, Removal::Delete)
+        .await?;
     let got = read(all()).await?;
     ensure!(got[0].is_empty(), "group x after: {:?}", got[0]);
     ensure!(got[1] == [at(&later)], "group y after: {:?}", got[1]);
@@ -360,7 +363,7 @@ pub(super) async fn reactions(store: &dyn Store) -> Result<()> {
     );
 
     // Deleting the action takes its reactions with it.
-    store.delete_action(tenant, a.id).await?;
+    store.remove_action(tenant, a.id, Removal::Delete).await?;
     ensure!(store.comments(tenant, a.id, None, 10).await?.is_empty());
     ensure!(store.liked(tenant, "x-alice", &[a.id]).await?.is_empty());
     Ok(())
@@ -428,7 +431,7 @@ pub(super) async fn discussions(store: &dyn Store) -> Result<()> {
         .discussions(OTHER, "d-dana", range(10))
         .await?
         .is_empty());
-    store.delete_action(tenant, b.id).await?;
+    store.remove_action(tenant, b.id, Removal::Delete).await?;
     ensure!(
         store.discussions(tenant, "d-dana", range(10)).await? == [at(&a, 2_300)],
         "gone with the action"
@@ -536,11 +539,11 @@ pub(super) async fn expiries(store: &dyn Store) -> Result<()> {
         aged == [soon.id, later.id, lasting.id],
         "by age too: {aged:?}"
     );
-    store.delete_action(T, soon.id).await?;
+    store.remove_action(T, soon.id, Removal::Delete).await?;
     let left = ids(store.expired(BASE + 500, None, 1_000).await?);
     ensure!(left == [later.id], "deleted ones go: {left:?}");
     for (tenant, id) in [(OTHER, later.id), (T, lasting.id)] {
-        store.delete_action(tenant, id).await?;
+        store.remove_action(tenant, id, Removal::Delete).await?;
     }
     Ok(())
 }

@@ -4,6 +4,7 @@
 use anyhow::{ensure, Context, Result};
 use riverfeed::model::{FanOutState, Reason, ReasonKind};
 use riverfeed::store::prelude::*;
+use riverfeed::store::Removal;
 use riverfeed::store::{Delivery, ErrorKind, Held, JobKind};
 
 use super::{action, delivery, range};
@@ -168,7 +169,7 @@ pub(super) async fn large_batches(store: &dyn Store) -> Result<()> {
             owner(n)
         );
     }
-    let removed = store.delete_action(tenant, a.id).await?;
+    let removed = store.remove_action(tenant, a.id, Removal::Delete).await?;
     ensure!(removed.len() == 3_000, "removed {}", removed.len());
     Ok(())
 }
@@ -196,7 +197,7 @@ pub(super) async fn batches_and_groups(store: &dyn Store) -> Result<()> {
     ensure!(rerun.len() == 2, "{rerun:?}");
     let finished = claim.finish(store, 3, &items[5..]).await?;
     ensure!(finished.len() == 2, "{finished:?}");
-    let removed = store.delete_action(tenant, big.id).await?;
+    let removed = store.remove_action(tenant, big.id, Removal::Delete).await?;
     let mut owners: Vec<_> = removed.into_iter().map(|i| i.owner).collect();
     owners.sort();
     ensure!(

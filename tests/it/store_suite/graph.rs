@@ -4,22 +4,27 @@
 use anyhow::{ensure, Result};
 use riverfeed::model::{EdgeKind, ObjectId, Position, User};
 use riverfeed::store::prelude::*;
-use riverfeed::store::{Cut, Direction};
+use riverfeed::store::{Cut, Direction, Existing};
 
 use super::{names, sorted, OTHER, T};
 
 pub(super) async fn users(store: &dyn Store) -> Result<()> {
     store
-        .upsert_user(
+        .put_user(
             T,
             &User {
                 id: "u-ann".into(),
                 name: Some("Ann".into()),
             },
+            Existing::Replace,
         )
         .await?;
-    store.ensure_user(T, "u-ann").await?;
-    store.ensure_user(T, "u-ben").await?;
+    store
+        .put_user(T, &User::unnamed("u-ann"), Existing::Keep)
+        .await?;
+    store
+        .put_user(T, &User::unnamed("u-ben"), Existing::Keep)
+        .await?;
     let mut found = store
         .get_users(T, &["u-ann".into(), "u-ben".into(), "u-nobody".into()])
         .await?;
@@ -36,7 +41,24 @@ pub(super) async fn users(store: &dyn Store) -> Result<()> {
                     name: None
                 },
             ],
-        "ensure_user keeps profiles and creates missing users: {found:?}"
+        "a kept user keeps its profile, a missing one is created: {found:?}"
+    );
+    // Kept with a name: named where it is new, as it was where it is not.
+    let named = |id: &str, name: &str| User {
+        id: id.into(),
+        name: Some(name.into()),
+    };
+    store
+        .put_user(T, &named("u-cy", "Cy"), Existing::Keep)
+        .await?;
+    store
+        .put_user(T, &named("u-ann", "Someone"), Existing::Keep)
+        .await?;
+    let mut found = store.get_users(T, &["u-ann".into(), "u-cy".into()]).await?;
+    found.sort_by(|a, b| a.id.cmp(&b.id));
+    ensure!(
+        found == [named("u-ann", "Ann"), named("u-cy", "Cy")],
+        "kept with a name: {found:?}"
     );
     ensure!(
         store.get_users(OTHER, &["u-ann".into()]).await?.is_empty(),

@@ -8,6 +8,7 @@ use riverfeed::model::{
     Scope,
 };
 use riverfeed::store::prelude::*;
+use riverfeed::store::Removal;
 use riverfeed::store::{
     Backfill, Cut, Direction, ErrorKind, FeedRange, JoinOutcome, Outbox, Unfollow,
 };
@@ -314,7 +315,7 @@ pub(super) async fn group_follows(store: &dyn Store) -> Result<()> {
         .set_action_scope(T, team.id, Scope::Public, &[], &[])
         .await?;
     ensure!(read(group).await? == [at(&team), at(&public)], "public now");
-    store.delete_action(T, team.id).await?;
+    store.remove_action(T, team.id, Removal::Delete).await?;
     ensure!(read(group).await? == [at(&public)], "deleted");
     let elsewhere = store
         .outboxes(OTHER, &[(Outbox::Sent(group.to_owned()), range(10))])

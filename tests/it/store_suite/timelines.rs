@@ -5,6 +5,7 @@
 use anyhow::{ensure, Context, Result};
 use riverfeed::model::{Action, Comment, EdgeKind, ObjectId, Position, Reason, ReasonKind, Stamp};
 use riverfeed::store::prelude::*;
+use riverfeed::store::Removal;
 use riverfeed::store::{
     Backfill, BumpJob, Delivery, Ended, ErrorKind, FeedRange, JobKind, River, RiverWrite, Unfollow,
 };
@@ -220,7 +221,7 @@ pub(super) async fn hide_and_delete(store: &dyn Store) -> Result<()> {
     ensure!(store.feed_page(tenant, "h-carol", range(10)).await?.len() == 2);
 
     // Hiding an action takes it out of every feed and stops further delivery.
-    let removed = store.hide_action(tenant, a.id).await?;
+    let removed = store.remove_action(tenant, a.id, Removal::Hide).await?;
     let mut owners: Vec<_> = removed.iter().map(|i| i.owner.as_str()).collect();
     owners.sort();
     ensure!(owners == ["h-alice", "h-carol"], "{owners:?}");
@@ -236,7 +237,7 @@ pub(super) async fn hide_and_delete(store: &dyn Store) -> Result<()> {
         .is_empty());
 
     // Deleting cascades to feed items and slices.
-    let removed = store.delete_action(tenant, b.id).await?;
+    let removed = store.remove_action(tenant, b.id, Removal::Delete).await?;
     ensure!(
         removed.iter().map(|i| i.owner.as_str()).eq(["h-carol"]),
         "only visible items are reported: {removed:?}"
@@ -248,7 +249,7 @@ pub(super) async fn hide_and_delete(store: &dyn Store) -> Result<()> {
         .is_empty());
     ensure!(store.slice(tenant, "h-ref", None, 10).await? == [a.id]);
     let err = store
-        .delete_action(tenant, b.id)
+        .remove_action(tenant, b.id, Removal::Delete)
         .await
         .err()
         .context("second delete")?;
@@ -261,7 +262,7 @@ pub(super) async fn hide_and_delete(store: &dyn Store) -> Result<()> {
         "a deleted action is not delivered"
     );
     let err = store
-        .hide_action(OTHER, a.id)
+        .remove_action(OTHER, a.id, Removal::Hide)
         .await
         .err()
         .context("other tenant")?;
@@ -291,8 +292,8 @@ pub(super) async fn backfills(store: &dyn Store) -> Result<()> {
         .await?;
     ensure!(earlier.len() == 2, "earlier: {earlier:?}");
     store.hide_feed_item(T, reader, hid.id).await?;
-    store.hide_action(T, hidden.id).await?;
-    store.delete_action(T, deleted.id).await?;
+    store.remove_action(T, hidden.id, Removal::Hide).await?;
+    store.remove_action(T, deleted.id, Removal::Delete).await?;
 
     let asked = [&new, &hidden, &deleted, &had, &hid, &mid, &old].map(|a| fill(a, 50));
     let written = store.backfill(T, reader, &asked).await?;
