@@ -27,10 +27,10 @@ use crate::model::{
     Scope, User,
 };
 use crate::relevancy::BumpRules;
-use crate::store::Graph;
 use crate::store::{
     Existing, JoinOutcome, NoticeJob, NoticeSource, Store, StoreError, StoreResult,
 };
+use crate::store::{Graph, Reactions};
 use crate::timeline::FeedModel;
 
 /// The tenant the demo lives in.

@@ -46,7 +46,7 @@ use crate::notify::{self, NoticeRules};
 use crate::relevancy::{self, BumpRules};
 use crate::store::GroupFeeds;
 use crate::store::{
-    Backfill, BumpJob, Delivery, DeliveryBatch, Ended, ErrorKind, FanOutJob, JobKind, Lease,
+    Backfill, BumpJob, Delivery, DeliveryBatch, Ended, ErrorKind, FanOutJob, JobKind, Jobs, Lease,
     NoticeJob, Removal, Store, StoreResult, Timelines, Unfollow,
 };
 use crate::timeline::{audience, follow, groups, Expiry, FeedModel};

@@ -272,7 +272,7 @@ pub async fn start_with_store(
         demo: options.demo,
     };
     let router = http::router(state);
-    info!(%addr, store = store.backend(), "riverfeed listening");
+    info!(%addr, store = store.backend().name, "riverfeed listening");
     let task = serve_until_stopped(listener, router, shutdown.clone(), tracker);
     Ok(Server {
         addr,
@@ -318,7 +318,7 @@ pub async fn start_worker(mut options: ServeOptions) -> anyhow::Result<Server> {
         metrics,
         connections: Arc::default(),
     });
-    info!(%addr, store = store.backend(), "riverfeed worker running");
+    info!(%addr, store = store.backend().name, "riverfeed worker running");
     let task = serve_until_stopped(listener, router, shutdown.clone(), tracker);
     Ok(Server {
         addr,
@@ -375,7 +375,7 @@ async fn start_relay(
     shutdown: &CancellationToken,
     tracker: &TaskTracker,
 ) -> anyhow::Result<()> {
-    if let Some(log) = relay.store.event_log() {
+    if let Some(log) = relay.store.backend().event_log {
         crate::relay::start(relay, log, shutdown.clone(), tracker)
             .await
             .context("cannot open the event log's change stream")?;

@@ -20,7 +20,7 @@ use crate::descriptor::{Descriptor, DescriptorInput};
 use crate::events::ActionEventKind;
 use crate::model::limits::{check_id, check_ids, check_text};
 use crate::model::{Action, Comment, Counts, FanOut, GroupKind, ObjectId, Scope, User};
-use crate::store::{Existing, Graph, NoticeJob, NoticeSource, Removal, Timelines};
+use crate::store::{Existing, Graph, NoticeJob, NoticeSource, Reactions, Removal, Timelines};
 use crate::timeline::home::pulled_item;
 
 /// How far in the future `conducted` may lie (clock skew between services).

@@ -580,7 +580,7 @@ const HEALTH_KEY: &str = "health";
 /// 200 when the store answers a read (one round trip to MongoDB), 503 when
 /// it does not.
 async fn healthz(State(state): State<OpsState>) -> Response {
-    let store = state.store.backend();
+    let store = state.store.backend().name;
     match state.store.meta(HEALTH_KEY).await {
         Ok(_) => Json(json!({ "status": "ok", "store": store })).into_response(),
         Err(err) => (

@@ -20,7 +20,7 @@
 //!   one item per reader and action).
 //! - Two workers never hold one job: a claim is one atomic step per job.
 //! - Only the holder may [`JobStore::renew`] (extend to `now + lease_ms`) or
-//!   [`JobStore::finish`] (remove) a job. The holder is whoever claimed it
+//!   [`Jobs::finish`] (remove) a job. The holder is whoever claimed it
 //!   last: a lease that ran out but was not taken over is still its worker's.
 //!   Another worker's lease is `ErrorKind::LeaseLost`, and so is renewing a
 //!   job that is gone (someone else finished it): the caller stops and
@@ -28,7 +28,7 @@
 //!   work is done either way.
 //! - [`JobStore::backlog`] counts the jobs of a kind, waiting or leased, and
 //!   says when the oldest was queued: for `/metrics`.
-//! - [`JobStore::cancel`] removes a job whether it waits or is leased; its
+//! - [`Jobs::cancel`] removes a job whether it waits or is leased; its
 //!   holder's next renewal or finish is `LeaseLost`, or nothing if it is gone.
 //! - [`JobStore::queued`] lists the waiting and leased jobs of a kind and
 //!   tenant under a key prefix, in key order.
@@ -70,6 +70,7 @@
 //! finds nothing to do, and is finished: deletions need not find the jobs
 //! of what they delete.
 
+use async_trait::async_trait;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -221,6 +222,40 @@ pub struct JobBacklog {
     pub oldest: Option<Millis>,
 }
 
+/// How a job ends, as [`JobStore::end`] ends it.
+#[derive(Clone, Copy, Debug)]
+pub enum JobEnd<'a> {
+    /// Its holder finished it: it is removed. `LeaseLost` if another
+    /// worker holds it; nothing if it is gone.
+    Finished(&'a Lease),
+    /// The work is no longer wanted (a re-follow ends the unfollow's
+    /// cleanup): it is removed whatever its state, and its holder, if any,
+    /// finds its lease lost.
+    Cancelled {
+        kind: JobKind,
+        tenant: &'a str,
+        key: &'a str,
+    },
+}
+
+/// The ends of jobs by what they are, over [`JobStore::end`]. Every
+/// [`JobStore`] has them.
+#[async_trait]
+pub trait Jobs: JobStore {
+    /// Removes a held job: it is done. See [`JobEnd::Finished`].
+    async fn finish(&self, lease: &Lease) -> StoreResult<()> {
+        self.end(JobEnd::Finished(lease)).await.map(drop)
+    }
+
+    /// Removes a job whatever its state. Returns whether there was one.
+    /// See [`JobEnd::Cancelled`].
+    async fn cancel(&self, kind: JobKind, tenant: &str, key: &str) -> StoreResult<bool> {
+        self.end(JobEnd::Cancelled { kind, tenant, key }).await
+    }
+}
+
+impl<T: JobStore + ?Sized> Jobs for T {}
+
 port! {
 /// The job queue. See the module doc for the lease semantics.
 pub trait JobStore: Send + Sync {
@@ -241,15 +276,10 @@ pub trait JobStore: Send + Sync {
     /// Extends a held lease to `now + lease_ms`. `LeaseLost` if another worker
     /// holds the job or it is gone.
     async fn renew(&self, lease: &Lease, now: Millis) -> StoreResult<()>;
-    /// Removes a held job: it is done. `LeaseLost` if another worker holds it;
-    /// nothing if it is gone.
-    async fn finish(&self, lease: &Lease) -> StoreResult<()>;
+    /// Ends a job as `end` says. Returns whether there was one to end.
+    async fn end(&self, end: JobEnd<'_>) -> StoreResult<bool>;
     /// How many jobs of `kind` wait or are leased, and the oldest's time.
     async fn backlog(&self, kind: JobKind) -> StoreResult<JobBacklog>;
-    /// Removes a job whatever its state: the work is no longer wanted (a
-    /// re-follow ends the unfollow's cleanup). Its holder, if any, finds
-    /// its lease lost. Returns whether there was one.
-    async fn cancel(&self, kind: JobKind, tenant: &str, key: &str) -> StoreResult<bool>;
     /// The jobs of `kind` and `tenant` whose key begins with `prefix`,
     /// waiting or leased, in key order: work not done yet that reads must
     /// apply (a reader's pending cleanups). Cheap when there are none.

@@ -42,7 +42,7 @@ use serde::{Deserialize, Serialize};
 pub use archive::{Archive, EdgeRecordKind, ItemRecord, Record};
 pub use error::{ErrorKind, StoreError, StoreResult};
 pub use group_feeds::GroupFeeds;
-pub use jobs::{Held, Job, JobBacklog, JobKind, JobStore, Lease, Queued};
+pub use jobs::{Held, Job, JobBacklog, JobEnd, JobKind, JobStore, Jobs, Lease, Queued};
 use metered::port;
 pub use notices::{NoticeJob, NoticeSelect, NoticeSource, NoticeStore, NoticeWrite, Notices};
 pub use records::{Keys, RecordKind, RecordStore, Records, Stored};
@@ -54,9 +54,9 @@ pub use sources::{
 /// The concern traits, for calling a store's methods.
 pub mod prelude {
     pub use super::{
-        ActionStore, Graph, GroupFeeds, JobStore, NoticeStore, Notices, QueueStore, ReactionStore,
-        RecordStore, Records, RelationStore, RiverStore, SourceStore, Store, TimelineStore,
-        Timelines, UserStore,
+        ActionStore, Graph, GroupFeeds, JobStore, Jobs, NoticeStore, Notices, QueueStore,
+        ReactionStore, Reactions, RecordStore, Records, RelationStore, RiverStore, SourceStore,
+        Store, TimelineStore, Timelines, UserStore,
     };
 }
 
@@ -389,14 +389,8 @@ pub trait Store:
     + Sync
     + 'static
 {
-    /// A short name of the backend, for logs.
-    fn backend(&self) -> &'static str;
-
-    /// The log live events travel by between processes sharing this
-    /// store; `None` where the store is one process's (embedded).
-    fn event_log(&self) -> Option<Arc<dyn event_log::EventLog>> {
-        None
-    }
+    /// Which backend this is, and what it offers beside the port.
+    fn backend(&self) -> Backend;
 
     /// The backend's counters (MongoDB: commands sent, by name), for
     /// `/metrics` and the bench, and with [`Measure::Footprint`] what the
@@ -424,6 +418,16 @@ pub struct Stats {
     pub counters: Vec<(String, u64)>,
     /// What the store holds, if [`Measure::Footprint`] asked for it.
     pub footprint: Option<Footprint>,
+}
+
+/// A backend as [`Store::backend`] describes it.
+#[derive(Clone)]
+pub struct Backend {
+    /// A short name, for logs.
+    pub name: &'static str,
+    /// The log live events travel by between processes sharing the store;
+    /// `None` where the store is one process's (embedded).
+    pub event_log: Option<Arc<dyn event_log::EventLog>>,
 }
 
 /// What a store holds, as [`Store::stats`] measures it.
@@ -520,13 +524,57 @@ pub trait ActionStore: Send + Sync {
 }
 }
 
+/// A reaction to an action, as [`ReactionStore::react`] makes it.
+#[derive(Clone, Copy, Debug)]
+pub enum Reaction<'a> {
+    /// A comment, with the bump it causes (its [`BumpJob`]) queued in the
+    /// same step. Always a change.
+    Comment(&'a Comment),
+    /// `user` likes (`on`) or unlikes an action; a user likes an action at
+    /// most once.
+    Like {
+        action_id: ObjectId,
+        user: &'a str,
+        on: bool,
+    },
+}
+
+/// The reactions by what they are, over [`ReactionStore::react`]. Every
+/// [`ReactionStore`] has them.
+#[async_trait]
+pub trait Reactions: ReactionStore {
+    /// Adds a comment: see [`Reaction::Comment`]. Returns the counts after.
+    async fn add_comment(&self, tenant: &str, comment: &Comment) -> StoreResult<Counts> {
+        let (_, counts) = self.react(tenant, Reaction::Comment(comment)).await?;
+        Ok(counts)
+    }
+
+    /// Likes or unlikes an action: see [`Reaction::Like`].
+    async fn set_like(
+        &self,
+        tenant: &str,
+        action_id: ObjectId,
+        user: &str,
+        on: bool,
+    ) -> StoreResult<(bool, Counts)> {
+        let like = Reaction::Like {
+            action_id,
+            user,
+            on,
+        };
+        self.react(tenant, like).await
+    }
+}
+
+impl<T: ReactionStore + ?Sized> Reactions for T {}
+
 port! {
 /// Comments and likes on actions, counted on the action.
 pub trait ReactionStore: Send + Sync {
-    /// Adds a comment and counts it on its action, and queues the bump it
-    /// causes (its [`BumpJob`]) in the same step. `NotFound` if there is no
-    /// such action. Returns the action's counts after.
-    async fn add_comment(&self, tenant: &str, comment: &Comment) -> StoreResult<Counts>;
+    /// Makes one reaction (see [`Reaction`]) and counts it on its action.
+    /// Returns whether anything changed and the action's counts after.
+    /// `NotFound` if there is no such action.
+    async fn react(&self, tenant: &str, reaction: Reaction<'_>) -> StoreResult<(bool, Counts)>;
     /// Comments on an action, oldest first, after `after`.
     async fn comments(
         &self,
@@ -535,16 +583,6 @@ pub trait ReactionStore: Send + Sync {
         after: Option<ObjectId>,
         limit: usize,
     ) -> StoreResult<Vec<Comment>>;
-    /// Likes (`on`) or unlikes an action for `user`; a user likes an action at
-    /// most once. Returns whether anything changed and the counts after.
-    /// `NotFound` if there is no such action.
-    async fn set_like(
-        &self,
-        tenant: &str,
-        action_id: ObjectId,
-        user: &str,
-        on: bool,
-    ) -> StoreResult<(bool, Counts)>;
     /// A range of `user`'s discussions: the actions they commented on, each
     /// at the time of its latest comment by anyone, newest first. One round
     /// trip.

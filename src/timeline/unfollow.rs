@@ -4,7 +4,7 @@
 //! meanwhile ([`super::Visibility`]); following again cancels it.
 
 use crate::model::Millis;
-use crate::store::{JobKind, Store, StoreResult, Unfollow};
+use crate::store::{JobKind, Jobs, Store, StoreResult, Unfollow};
 
 /// Queues `unfollow`'s cleanup: from now on, reads apply it. Nothing
 /// changes if it is pending already.

@@ -14,7 +14,7 @@ use riverfeed::model::{
 use riverfeed::relevancy::BumpRules;
 use riverfeed::store::Removal;
 use riverfeed::store::{FeedRange, JobKind, Store};
-use riverfeed::store::{Graph, Timelines};
+use riverfeed::store::{Graph, Reactions, Timelines};
 use riverfeed::timeline::{FeedModel, FeedModelKind};
 use tokio::sync::Notify;
 

@@ -299,7 +299,7 @@ async fn large_audiences_are_delivered_in_batches() -> Result<()> {
     let w = worker(store.clone(), clock, "w", 100);
     ensure!(w.run_once().await? == 1);
     use riverfeed::store::metered::Op;
-    let calls = (metered.calls(Op::deliver), metered.calls(Op::finish));
+    let calls = (metered.calls(Op::deliver), metered.calls(Op::end));
     ensure!(
         calls == (3, 0),
         "251 readers in batches of 100: two batches, then the last with the finish in one call; got {calls:?}"

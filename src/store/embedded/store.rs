@@ -6,8 +6,9 @@ use async_trait::async_trait;
 use super::EmbeddedStore;
 use crate::model::{Action, Comment, Counts, FeedItem, Millis, ObjectId, Position, Scope, User};
 use crate::store::{
-    ActionStore, DeliveryBatch, Existing, FeedRange, Lease, Measure, QueueStore, ReactionStore,
-    Removal, Stats, Store, StoreResult, TimelineRead, TimelineStore, TimelineWrite, UserStore,
+    ActionStore, Backend, DeliveryBatch, Existing, FeedRange, Lease, Measure, QueueStore, Reaction,
+    ReactionStore, Removal, Stats, Store, StoreResult, TimelineRead, TimelineStore, TimelineWrite,
+    UserStore,
 };
 
 /// Owned copies of borrowed arguments, for work moved to the blocking pool.
@@ -17,8 +18,11 @@ macro_rules! owned {
 
 #[async_trait]
 impl Store for EmbeddedStore {
-    fn backend(&self) -> &'static str {
-        "embedded"
+    fn backend(&self) -> Backend {
+        Backend {
+            name: "embedded",
+            event_log: None,
+        }
     }
 
     async fn stats(&self, measure: Measure) -> StoreResult<Stats> {
@@ -110,10 +114,26 @@ impl ActionStore for EmbeddedStore {
 
 #[async_trait]
 impl ReactionStore for EmbeddedStore {
-    async fn add_comment(&self, tenant: &str, comment: &Comment) -> StoreResult<Counts> {
-        owned!(tenant, comment);
-        self.blocking(move |db| db.add_comment(&tenant, &comment))
-            .await
+    async fn react(&self, tenant: &str, reaction: Reaction<'_>) -> StoreResult<(bool, Counts)> {
+        let tenant = tenant.to_owned();
+        match reaction {
+            Reaction::Comment(comment) => {
+                let comment = comment.clone();
+                let counts = self
+                    .blocking(move |db| db.add_comment(&tenant, &comment))
+                    .await?;
+                Ok((true, counts))
+            }
+            Reaction::Like {
+                action_id,
+                user,
+                on,
+            } => {
+                let user = user.to_owned();
+                self.blocking(move |db| db.set_like(&tenant, action_id, &user, on))
+                    .await
+            }
+        }
     }
 
     async fn comments(
@@ -124,18 +144,6 @@ impl ReactionStore for EmbeddedStore {
         limit: usize,
     ) -> StoreResult<Vec<Comment>> {
         self.inner.comments(tenant, action_id, after, limit)
-    }
-
-    async fn set_like(
-        &self,
-        tenant: &str,
-        action_id: ObjectId,
-        user: &str,
-        on: bool,
-    ) -> StoreResult<(bool, Counts)> {
-        owned!(tenant, user);
-        self.blocking(move |db| db.set_like(&tenant, action_id, &user, on))
-            .await
     }
 
     async fn discussions(

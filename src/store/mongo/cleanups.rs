@@ -5,7 +5,7 @@
 //! item.
 
 use crate::model::{FeedItem, ObjectId};
-use crate::store::{JobStore, Lease, StoreResult, Unfollow};
+use crate::store::{Lease, StoreResult, Unfollow};
 
 use super::layout::Which;
 use super::MongoStore;

@@ -14,7 +14,9 @@ use serde::{Deserialize, Serialize};
 use super::{db_err, is_duplicate, MongoStore};
 use crate::model::{Comment, Millis, ObjectId};
 use crate::store::codes::ENDED;
-use crate::store::jobs::{lease_lost, Held, Job, JobBacklog, JobKind, JobStore, Lease, Queued};
+use crate::store::jobs::{
+    lease_lost, Held, Job, JobBacklog, JobEnd, JobKind, JobStore, Lease, Queued,
+};
 use crate::store::{BumpJob, FanOutJob, NoticeJob, StoreResult, Unfollow};
 
 /// The `meta` document of the jobs layout's version: which earlier queues
@@ -406,27 +408,18 @@ impl JobStore for MongoStore {
         Err(lease_lost(job, holder.as_deref()))
     }
 
-    async fn finish(&self, lease: &Lease) -> StoreResult<()> {
-        let job = &lease.job;
-        let mut filter = job_filter(job);
-        filter.insert("worker", &lease.worker);
-        let deleted = self.jobs.delete_one(filter).await.map_err(db_err)?;
-        if deleted.deleted_count == 1 {
-            return Ok(());
+    async fn end(&self, end: JobEnd<'_>) -> StoreResult<bool> {
+        match end {
+            JobEnd::Finished(lease) => self.finish(lease).await.map(|()| true),
+            JobEnd::Cancelled { kind, tenant, key } => {
+                let deleted = self
+                    .jobs
+                    .delete_one(doc! { "kind": kind.code(), "tenant": tenant, "key": key })
+                    .await
+                    .map_err(db_err)?;
+                Ok(deleted.deleted_count == 1)
+            }
         }
-        match self.holder(job).await? {
-            None => Ok(()),
-            Some(holder) => Err(lease_lost(job, holder.as_deref())),
-        }
-    }
-
-    async fn cancel(&self, kind: JobKind, tenant: &str, key: &str) -> StoreResult<bool> {
-        let deleted = self
-            .jobs
-            .delete_one(doc! { "kind": kind.code(), "tenant": tenant, "key": key })
-            .await
-            .map_err(db_err)?;
-        Ok(deleted.deleted_count == 1)
     }
 
     async fn queued(&self, kind: JobKind, tenant: &str, prefix: &str) -> StoreResult<Vec<Queued>> {
@@ -480,5 +473,22 @@ impl JobStore for MongoStore {
             jobs,
             oldest: number("oldest"),
         })
+    }
+}
+
+impl MongoStore {
+    /// Removes a held job: see [`JobEnd::Finished`].
+    pub(super) async fn finish(&self, lease: &Lease) -> StoreResult<()> {
+        let job = &lease.job;
+        let mut filter = job_filter(job);
+        filter.insert("worker", &lease.worker);
+        let deleted = self.jobs.delete_one(filter).await.map_err(db_err)?;
+        if deleted.deleted_count == 1 {
+            return Ok(());
+        }
+        match self.holder(job).await? {
+            None => Ok(()),
+            Some(holder) => Err(lease_lost(job, holder.as_deref())),
+        }
     }
 }

@@ -650,12 +650,11 @@ impl MongoStore {
 
 #[async_trait]
 impl Store for MongoStore {
-    fn backend(&self) -> &'static str {
-        "mongodb"
-    }
-
-    fn event_log(&self) -> Option<Arc<dyn crate::store::event_log::EventLog>> {
-        Some(self.event_log.clone())
+    fn backend(&self) -> super::Backend {
+        super::Backend {
+            name: "mongodb",
+            event_log: Some(self.event_log.clone()),
+        }
     }
 
     async fn stats(&self, measure: super::Measure) -> StoreResult<super::Stats> {

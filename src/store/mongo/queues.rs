@@ -94,7 +94,7 @@ impl MongoStore {
         let Some(action) = self.find_action(tenant, id).await? else {
             // Deleted: nothing to write, the job done.
             if batch.last {
-                JobStore::finish(self, lease).await?;
+                self.finish(lease).await?;
             }
             return Ok(Vec::new());
         };
@@ -123,7 +123,7 @@ impl MongoStore {
                 .map_err(db_err)?;
         }
         if batch.last {
-            JobStore::finish(self, lease).await?;
+            self.finish(lease).await?;
         }
         Ok(written)
     }

@@ -8,7 +8,8 @@ use mongodb::options::ReturnDocument;
 
 use crate::model::{Comment, Counts, Millis, ObjectId, Position};
 use crate::store::{
-    BumpJob, Change, FeedRange, ReactionStore, Relation, RelationStore, StoreError, StoreResult,
+    BumpJob, Change, FeedRange, Reaction, ReactionStore, Relation, RelationStore, StoreError,
+    StoreResult,
 };
 
 use super::jobs::JobDoc;
@@ -41,6 +42,72 @@ impl MongoStore {
 
 #[async_trait]
 impl ReactionStore for MongoStore {
+    async fn react(&self, tenant: &str, reaction: Reaction<'_>) -> StoreResult<(bool, Counts)> {
+        match reaction {
+            Reaction::Comment(comment) => Ok((true, self.add_comment(tenant, comment).await?)),
+            Reaction::Like {
+                action_id,
+                user,
+                on,
+            } => self.set_like(tenant, action_id, user, on).await,
+        }
+    }
+
+    async fn comments(
+        &self,
+        tenant: &str,
+        action_id: ObjectId,
+        after: Option<ObjectId>,
+        limit: usize,
+    ) -> StoreResult<Vec<Comment>> {
+        let mut filter = doc! { "tenant": tenant, "actionId": action_id };
+        if let Some(after) = after {
+            filter.insert("_id", doc! { "$gt": after });
+        }
+        let docs: Vec<CommentDoc> = read_all(
+            self.comments
+                .find(filter)
+                .sort(doc! { "_id": 1 })
+                .limit(i64::try_from(limit).unwrap_or(i64::MAX)),
+        )
+        .await?;
+        Ok(docs.into_iter().map(CommentDoc::into_comment).collect())
+    }
+
+    async fn discussions(
+        &self,
+        tenant: &str,
+        user: &str,
+        range: FeedRange,
+    ) -> StoreResult<Vec<Position>> {
+        let all = doc! { "tenant": tenant, "userId": user };
+        let exact = within(all, ("latest", "actionId"), &range);
+        let direction = if range.from_oldest { 1 } else { -1 };
+        let docs: Vec<Document> = read_all(
+            self.discussions
+                .find(exact)
+                .sort(doc! { "latest": direction, "actionId": direction })
+                .limit(i64::try_from(range.limit).unwrap_or(i64::MAX)),
+        )
+        .await?;
+        let mut positions: Vec<Position> = docs
+            .into_iter()
+            .filter_map(|d| {
+                Some(Position {
+                    relevancy: d.get_datetime("latest").ok()?.timestamp_millis(),
+                    action_id: d.get_object_id("actionId").ok()?,
+                })
+            })
+            .collect();
+        if range.from_oldest {
+            positions.reverse();
+        }
+        Ok(positions)
+    }
+}
+
+impl MongoStore {
+    /// Adds a comment: see [`Reaction::Comment`].
     async fn add_comment(&self, tenant: &str, comment: &Comment) -> StoreResult<Counts> {
         let record = CommentDoc::new(tenant, comment);
         let bump = BumpJob {
@@ -90,27 +157,7 @@ impl ReactionStore for MongoStore {
         Ok(counts)
     }
 
-    async fn comments(
-        &self,
-        tenant: &str,
-        action_id: ObjectId,
-        after: Option<ObjectId>,
-        limit: usize,
-    ) -> StoreResult<Vec<Comment>> {
-        let mut filter = doc! { "tenant": tenant, "actionId": action_id };
-        if let Some(after) = after {
-            filter.insert("_id", doc! { "$gt": after });
-        }
-        let docs: Vec<CommentDoc> = read_all(
-            self.comments
-                .find(filter)
-                .sort(doc! { "_id": 1 })
-                .limit(i64::try_from(limit).unwrap_or(i64::MAX)),
-        )
-        .await?;
-        Ok(docs.into_iter().map(CommentDoc::into_comment).collect())
-    }
-
+    /// Likes or unlikes an action: see [`Reaction::Like`].
     async fn set_like(
         &self,
         tenant: &str,
@@ -137,36 +184,5 @@ impl ReactionStore for MongoStore {
             .await?
             .unwrap_or(action.counts);
         Ok((true, counts))
-    }
-
-    async fn discussions(
-        &self,
-        tenant: &str,
-        user: &str,
-        range: FeedRange,
-    ) -> StoreResult<Vec<Position>> {
-        let all = doc! { "tenant": tenant, "userId": user };
-        let exact = within(all, ("latest", "actionId"), &range);
-        let direction = if range.from_oldest { 1 } else { -1 };
-        let docs: Vec<Document> = read_all(
-            self.discussions
-                .find(exact)
-                .sort(doc! { "latest": direction, "actionId": direction })
-                .limit(i64::try_from(range.limit).unwrap_or(i64::MAX)),
-        )
-        .await?;
-        let mut positions: Vec<Position> = docs
-            .into_iter()
-            .filter_map(|d| {
-                Some(Position {
-                    relevancy: d.get_datetime("latest").ok()?.timestamp_millis(),
-                    action_id: d.get_object_id("actionId").ok()?,
-                })
-            })
-            .collect();
-        if range.from_oldest {
-            positions.reverse();
-        }
-        Ok(positions)
     }
 }

@@ -15,7 +15,7 @@ use riverfeed::store::{
     BumpJob, Delivery, EdgeRecordKind, ErrorKind, Existing, FeedRange, JobKind, NoticeJob, Record,
     Store, StoreResult, Unfollow,
 };
-use riverfeed::store::{Graph, Timelines};
+use riverfeed::store::{Graph, Jobs, Reactions, Timelines};
 
 use riverfeed::timeline::unfollow;
 

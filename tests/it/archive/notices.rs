@@ -7,7 +7,8 @@ use riverfeed::model::{
     ObjectId,
 };
 use riverfeed::store::{
-    JobKind, NoticeJob, NoticeSelect, NoticeSource, Notices, Record, Records, Store, StoreResult,
+    JobKind, Jobs, NoticeJob, NoticeSelect, NoticeSource, Notices, Record, Records, Store,
+    StoreResult,
 };
 
 use super::{Populated, LEASE, NOW, OTHER, T, WORKER};

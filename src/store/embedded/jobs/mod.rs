@@ -15,7 +15,9 @@ use super::{EmbeddedStore, Inner};
 use std::sync::atomic::Ordering;
 
 use crate::model::Millis;
-use crate::store::jobs::{lease_lost, Held, Job, JobBacklog, JobKind, JobStore, Lease, Queued};
+use crate::store::jobs::{
+    lease_lost, Held, Job, JobBacklog, JobEnd, JobKind, JobStore, Lease, Queued,
+};
 use crate::store::StoreResult;
 
 mod earlier;
@@ -575,15 +577,20 @@ impl JobStore for EmbeddedStore {
         self.blocking(move |db| db.renew(&lease, now)).await
     }
 
-    async fn finish(&self, lease: &Lease) -> StoreResult<()> {
-        let lease = lease.clone();
-        self.blocking(move |db| db.finish(&lease)).await
-    }
-
-    async fn cancel(&self, kind: JobKind, tenant: &str, key: &str) -> StoreResult<bool> {
-        let (tenant, key) = (tenant.to_owned(), key.to_owned());
-        self.blocking(move |db| db.cancel(kind, &tenant, &key))
-            .await
+    async fn end(&self, end: JobEnd<'_>) -> StoreResult<bool> {
+        match end {
+            JobEnd::Finished(lease) => {
+                let lease = lease.clone();
+                self.blocking(move |db| db.finish(&lease))
+                    .await
+                    .map(|()| true)
+            }
+            JobEnd::Cancelled { kind, tenant, key } => {
+                let (tenant, key) = (tenant.to_owned(), key.to_owned());
+                self.blocking(move |db| db.cancel(kind, &tenant, &key))
+                    .await
+            }
+        }
     }
 
     async fn queued(&self, kind: JobKind, tenant: &str, prefix: &str) -> StoreResult<Vec<Queued>> {
