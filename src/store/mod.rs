@@ -6,9 +6,20 @@
 //!
 //! Some concerns are primitives that rules are written on, once, above the
 //! backends: [records](records) (keyed values under a version: cuts,
-//! celebrities, inboxes, groups' kinds) and [relations](relations) (the
-//! graph, from both ends); [`Records`] and [`Graph`] hold what each kind
-//! means and how it changes, for every backend.
+//! celebrities, inboxes, groups' kinds, group feeds' rings) and
+//! [relations](relations) (the graph and likes, from both ends); [`Records`],
+//! [`GroupFeeds`] and [`Graph`] hold what each kind means and how it changes,
+//! for every backend.
+//!
+//! Each entity has one read, told what to answer by a selector
+//! ([`TimelineRead`], [`Others`], [`Keys`], [`NoticeSelect`]), and one write,
+//! told what to change ([`TimelineWrite`], [`RiverWrite`], [`NoticeWrite`],
+//! [`Reaction`], [`Removal`], [`JobEnd`]), beside the queries a primitive
+//! cannot serve well, each named for what it answers (outboxes, slices,
+//! expired actions, discussions, notice counts, idle rivers). Callers use
+//! the names of what they do through traits every store has ([`Timelines`],
+//! [`Reactions`], [`Jobs`], [`Notices`]), so a backend writes each entry
+//! point once.
 //!
 //! Backends: [`embedded`] (RocksDB, the default) and [`mongo`]. [`open`] picks
 //! one from a URL; [`metered`] wraps any of them and counts and times every
