@@ -163,14 +163,7 @@ mod tests {
                 [at(5), at(4), at(3)]
             );
             for earlier in [tag::RING_COUNTER, tag::RING_SLOT, tag::RING_ACTION] {
-                let prefix = [earlier];
-                let mut left = 0;
-                store
-                    .inner
-                    .scan_prefix(GRAPH, &prefix, &prefix, usize::MAX, |_, _| {
-                        left += 1;
-                        Ok(())
-                    })?;
+                let left = store.inner.count_under(GRAPH, &[earlier])?;
                 assert_eq!(left, 0, "tag {earlier} is empty");
             }
         }

@@ -428,6 +428,18 @@ impl Inner {
         self.scan(family, lower, keys::successor(prefix), limit, each)
     }
 
+    /// How many keys lie under `prefix` in `family` (for tests that check
+    /// a migration left nothing behind).
+    #[cfg(test)]
+    pub(crate) fn count_under(&self, family: &str, prefix: &[u8]) -> StoreResult<usize> {
+        let mut n = 0;
+        self.scan_prefix(family, prefix, prefix, usize::MAX, |_, _| {
+            n += 1;
+            Ok(())
+        })?;
+        Ok(n)
+    }
+
     /// Timeline entries, counted, and the bytes of every family's files
     /// and memtables.
     fn footprint(&self) -> StoreResult<crate::store::Footprint> {

@@ -449,23 +449,12 @@ mod tests {
             assert!(store.liked("t", "ann", &[LIKED]).await?.is_empty());
             // Nothing is left under the earlier tags.
             for earlier in 1..=8 {
-                let mut left = 0;
-                store
-                    .inner
-                    .scan_prefix(GRAPH, &[earlier], &[earlier], 1, |_, _| {
-                        left += 1;
-                        Ok(())
-                    })?;
+                let left = store.inner.count_under(GRAPH, &[earlier])?;
                 assert_eq!(left, 0, "tag {earlier}");
             }
-            let likes = [reaction::EARLIER_LIKE];
-            let mut left = 0;
-            store
+            let left = store
                 .inner
-                .scan_prefix(REACTIONS, &likes, &likes, 1, |_, _| {
-                    left += 1;
-                    Ok(())
-                })?;
+                .count_under(REACTIONS, &[reaction::EARLIER_LIKE])?;
             assert_eq!(left, 0, "earlier likes");
         }
         Ok(())

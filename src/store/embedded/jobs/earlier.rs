@@ -197,14 +197,7 @@ mod tests {
         kind: JobKind,
         jobs: u64,
     ) -> Result<(), StoreError> {
-        let prefix = [tag];
-        let mut left = 0;
-        store
-            .inner
-            .scan_prefix(QUEUE, &prefix, &prefix, usize::MAX, |_, _| {
-                left += 1;
-                Ok(())
-            })?;
+        let left = store.inner.count_under(QUEUE, &[tag])?;
         assert_eq!(left, 0, "the earlier entries are gone");
         drop(store);
         let store = EmbeddedStore::open(dir)?;
