@@ -34,8 +34,9 @@ pub mod graph {
     pub const CUT: u8 = 9;
     /// `(tenant, user)`: an actor no longer fanned out to followers.
     pub const CELEBRITY: u8 = 10;
-    /// `(tenant, reader)` → the reader's river record.
-    pub const RIVER: u8 = 11;
+    /// `(tenant, reader)` held the reader's river record before rivers had
+    /// a family of their own: moved at open (see `rivers.rs`).
+    pub const EARLIER_RIVER: u8 = 11;
     /// Tags 12 to 14 held group feeds' rings before they were records:
     /// moved at open (see `group_feeds.rs`). `(tenant, group)` → the
     /// number of the group's last post.

@@ -67,9 +67,13 @@ pub mod families {
     pub const RECORDS: &str = "records";
     /// Tagged: users; [relations](crate::store::relations) (follows,
     /// friendships, group follows, memberships, assignments, supervisors),
-    /// each from both ends; rivers; notice groups
-    /// (by key, by id, in reading order).
+    /// each from both ends; notice groups (by key, by id, in reading order).
     pub const GRAPH: &str = "graph";
+    /// `(tenant, reader)` → the reader's river record. A family of its own:
+    /// a fan-out asks it about every follower, most of whom have none, and
+    /// those misses stay in a small family's memtable and filters rather
+    /// than in the files of the whole graph.
+    pub const RIVERS: &str = "rivers";
     /// `(tenant, actionId)` → the action.
     pub const ACTIONS: &str = "actions";
     /// `(tenant, refId, actionId)`: slices.
@@ -103,10 +107,11 @@ pub mod families {
     /// user commented on, the latest discussed first.
     pub const DISCUSSIONS: &str = "discussions";
 
-    pub const ALL: [&str; 13] = [
+    pub const ALL: [&str; 14] = [
         META,
         RECORDS,
         GRAPH,
+        RIVERS,
         ACTIONS,
         REFS,
         QUEUE,
@@ -233,6 +238,7 @@ impl EmbeddedStore {
         inner.migrate_records()?;
         inner.migrate_relations()?;
         inner.migrate_group_feeds()?;
+        inner.move_rivers()?;
         inner.count_jobs()?;
         let released = inner.release_jobs()?;
         if released > 0 {

@@ -14,7 +14,7 @@ use rocksdb::WriteBatch;
 use super::families::{GRAPH, META, REACTIONS};
 use super::keys::{self, graph as tag, reaction, Key, Reader};
 use super::records::put_first;
-use super::{db_err, EmbeddedStore, Inner};
+use super::{EmbeddedStore, Inner};
 use crate::model::{EdgeKind, ObjectId};
 use crate::store::codes::RELATION;
 use crate::store::{
@@ -108,7 +108,7 @@ impl Inner {
             .map(|c| relation_key(Direction::Out, c.relation, tenant, &c.from, &c.to))
             .collect();
         let _lock = self.lock(&outs);
-        let before = self.graph_values(&outs)?;
+        let before = self.values(GRAPH, &outs)?;
         let mut batch = WriteBatch::default();
         for c in changes {
             let ends = (c.from.as_str(), c.to.as_str());
@@ -177,7 +177,7 @@ impl Inner {
             .collect();
         Ok(pairs
             .into_iter()
-            .zip(self.graph_values(&keys)?)
+            .zip(self.values(GRAPH, &keys)?)
             .filter_map(|((of, other), attrs)| {
                 Some(Related {
                     of,
@@ -186,16 +186,6 @@ impl Inner {
                 })
             })
             .collect())
-    }
-
-    /// The values stored at each of `keys` in the `graph` family, in order.
-    /// One multi-get.
-    pub(super) fn graph_values(&self, keys: &[Vec<u8>]) -> StoreResult<Vec<Option<Vec<u8>>>> {
-        self.db
-            .batched_multi_get_cf(self.cf(GRAPH), keys, false)
-            .into_iter()
-            .map(|found| Ok(found.map_err(db_err)?.map(|v| v.to_vec())))
-            .collect()
     }
 
     /// Moves the relations earlier versions kept under tags of their own,

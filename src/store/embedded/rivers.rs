@@ -1,4 +1,4 @@
-//! Rivers: one record per reader who has one (in the `graph` family), and
+//! Rivers: one record per reader who has one (in the `rivers` family), and
 //! their items, which are the timeline's items that came from a pulled
 //! source and were not bumped.
 
@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use rocksdb::WriteBatch;
 
 use super::actions::action_lock;
-use super::families::{GRAPH, ITEMS};
+use super::families::{GRAPH, ITEMS, RIVERS};
 use super::keys::{self, graph as tag, ItemState, Key, Reader};
 use super::{EmbeddedStore, Inner};
 use crate::model::{FeedItem, Millis};
@@ -16,7 +16,7 @@ use crate::store::{FeedRange, River, RiverStore, RiverWrite, StoreResult};
 const STEP: usize = 2_000;
 
 fn river_key(tenant: &str, reader: &str) -> Vec<u8> {
-    Key::tag(tag::RIVER).str(tenant).last(reader).into_vec()
+    Key::new().str(tenant).last(reader).into_vec()
 }
 
 fn encode_river(river: &River) -> Vec<u8> {
@@ -43,8 +43,27 @@ fn in_river(item: &FeedItem) -> bool {
 }
 
 impl Inner {
+    /// Moves the river records earlier versions kept in the `graph` family
+    /// to `rivers`, in one batch. Once moved, the seek finds none.
+    pub(super) fn move_rivers(&self) -> StoreResult<()> {
+        let prefix = [tag::EARLIER_RIVER];
+        let mut batch = WriteBatch::default();
+        let mut moved = 0;
+        self.scan_prefix(GRAPH, &prefix, &prefix, usize::MAX, |k, v| {
+            batch.put_cf(self.cf(RIVERS), &k[1..], v);
+            batch.delete_cf(self.cf(GRAPH), k);
+            moved += 1;
+            Ok(())
+        })?;
+        if moved > 0 {
+            self.commit(batch)?;
+            tracing::info!(moved, "rivers moved to the rivers family");
+        }
+        Ok(())
+    }
+
     fn river(&self, tenant: &str, reader: &str) -> StoreResult<Option<River>> {
-        self.get(GRAPH, &river_key(tenant, reader))?
+        self.get(RIVERS, &river_key(tenant, reader))?
             .map(|v| decode_river(&v))
             .transpose()
     }
@@ -110,11 +129,11 @@ impl Inner {
         let mut batch = WriteBatch::default();
         let record = river_key(tenant, reader);
         if drop {
-            batch.delete_cf(self.cf(GRAPH), &record);
+            batch.delete_cf(self.cf(RIVERS), &record);
         } else if removed > 0 {
             if let (Some(mut river), Some(oldest)) = (self.river(tenant, reader)?, oldest_kept) {
                 river.complete_from = river.complete_from.max(oldest);
-                batch.put_cf(self.cf(GRAPH), &record, encode_river(&river));
+                batch.put_cf(self.cf(RIVERS), &record, encode_river(&river));
             }
         }
         self.commit(batch)?;
@@ -130,7 +149,7 @@ impl RiverStore for EmbeddedStore {
         }
         let keys: Vec<Vec<u8>> = readers.iter().map(|r| river_key(tenant, r)).collect();
         self.blocking(move |db| {
-            db.graph_values(&keys)?
+            db.values(RIVERS, &keys)?
                 .into_iter()
                 .map(|v| v.map(|v| decode_river(&v)).transpose())
                 .collect()
@@ -144,11 +163,10 @@ impl RiverStore for EmbeddedStore {
         limit: usize,
     ) -> StoreResult<Vec<(String, String)>> {
         self.blocking(move |db| {
-            let prefix = Key::tag(tag::RIVER).into_vec();
             let mut out = Vec::new();
-            db.scan_prefix(GRAPH, &prefix, &prefix, usize::MAX, |k, v| {
+            db.scan(RIVERS, &[], None, usize::MAX, |k, v| {
                 if out.len() < limit && decode_river(v)?.touched < before {
-                    let mut r = Reader(&k[prefix.len()..]);
+                    let mut r = Reader(k);
                     let tenant = r.str()?.to_owned();
                     out.push((tenant, r.last()?.to_owned()));
                 }
@@ -164,7 +182,7 @@ impl RiverStore for EmbeddedStore {
         match write {
             RiverWrite::Put(river) => {
                 let key = river_key(&tenant, &reader);
-                self.write_one(GRAPH, key, Some(encode_river(&river)))
+                self.write_one(RIVERS, key, Some(encode_river(&river)))
                     .await
                     .map(|()| 0)
             }
@@ -177,5 +195,48 @@ impl RiverStore for EmbeddedStore {
                     .await
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ObjectId, Position};
+
+    /// A store as an earlier version left it, with two readers' rivers in
+    /// `graph`: open moves them to `rivers`, where reads, the idle sweep
+    /// and writes find them, and leaves none behind.
+    #[tokio::test]
+    async fn earlier_rivers_are_moved_to_their_family() -> StoreResult<()> {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let river = |r: i64| River {
+            complete_from: Position {
+                relevancy: r,
+                action_id: ObjectId::from_bytes([r as u8; 12]),
+            },
+            touched: r * 1000,
+        };
+        {
+            let store = EmbeddedStore::open(dir.path())?;
+            let db = &store.inner;
+            let mut batch = WriteBatch::default();
+            for (reader, r) in [("ann", 5), ("bob", 7)] {
+                let key = Key::tag(tag::EARLIER_RIVER).str("t").last(reader);
+                batch.put_cf(db.cf(GRAPH), key.into_vec(), encode_river(&river(r)));
+            }
+            db.commit(batch)?;
+        }
+        let store = EmbeddedStore::open(dir.path())?;
+        let readers = ["ann".to_owned(), "bob".to_owned(), "cy".to_owned()];
+        assert_eq!(
+            store.rivers("t", &readers).await?,
+            [Some(river(5)), Some(river(7)), None]
+        );
+        assert_eq!(store.inner.count_under(GRAPH, &[tag::EARLIER_RIVER])?, 0);
+        let idle = store.idle_rivers(6000, 10).await?;
+        assert_eq!(idle, [("t".to_owned(), "ann".to_owned())]);
+        store.write_river("t", "ann", RiverWrite::Drop).await?;
+        assert_eq!(store.rivers("t", &readers[..1]).await?, [None]);
+        Ok(())
     }
 }

@@ -11,6 +11,20 @@ use crate::store::{FeedRange, Outbox, Posted, SourceStore, StoreResult};
 
 impl Inner {
     /// Which of `keys` exist in `family`, as flags in order. One multi-get.
+    /// The values stored at each of `keys` in `family`, in order. One
+    /// multi-get.
+    pub(super) fn values(
+        &self,
+        family: &str,
+        keys: &[Vec<u8>],
+    ) -> StoreResult<Vec<Option<Vec<u8>>>> {
+        self.db
+            .batched_multi_get_cf(self.cf(family), keys, false)
+            .into_iter()
+            .map(|found| Ok(found.map_err(db_err)?.map(|v| v.to_vec())))
+            .collect()
+    }
+
     pub(super) fn exist_many(&self, family: &str, keys: &[Vec<u8>]) -> StoreResult<Vec<bool>> {
         let cf = self.cf(family);
         self.db
