@@ -314,7 +314,7 @@ pub async fn run_export(
 ) -> anyhow::Result<Tally> {
     let tenant = args.tenant.clone();
     let progress = spinner("exported");
-    let store = store::open_with(store_url, settings)
+    let store = store::open_to_read(store_url, settings)
         .await
         .with_context(|| format!("cannot open the store {}", store::mongo::redact(store_url)))?;
     let tally = write_out(store.export(tenant.as_deref()), &args.out, &progress).await?;

@@ -810,6 +810,19 @@ pub struct StoreSettings {
     pub mongo: mongo::MongoSettings,
 }
 
+/// As [`open_with`], for reading the store whole (an export) while servers
+/// may be using it: MongoDB serves any number of clients, and an embedded
+/// store a server holds is read through a view of it as of one moment.
+pub async fn open_to_read(url: &str, settings: &StoreSettings) -> StoreResult<Arc<dyn Store>> {
+    match url.strip_prefix("embedded:") {
+        Some(dir) => Ok(Arc::new(embedded::EmbeddedStore::open_to_read(
+            std::path::Path::new(dir),
+            &settings.embedded,
+        )?)),
+        None => open_with(url, settings).await,
+    }
+}
+
 /// As [`open`], with the backends' settings.
 pub async fn open_with(url: &str, settings: &StoreSettings) -> StoreResult<Arc<dyn Store>> {
     if let Some(dir) = url.strip_prefix("embedded:") {

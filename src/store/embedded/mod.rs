@@ -173,6 +173,27 @@ pub(crate) struct Inner {
     queued_jobs: [std::sync::atomic::AtomicUsize; 4],
     /// Where claims start reading the job queue's due index.
     due_floors: jobs::Floors,
+    /// A snapshot's own directory (see [`EmbeddedStore::open_snapshot`]),
+    /// removed once the engine is closed.
+    _scratch: Option<tempfile::TempDir>,
+}
+
+impl Inner {
+    fn new(db: DB, scratch: Option<tempfile::TempDir>) -> Self {
+        let mut synced = WriteOptions::default();
+        synced.set_sync(true);
+        Inner {
+            db,
+            locks: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            actions: Versioned::new(ACTIONS_CACHED),
+            profiles: Versioned::new(PROFILES_CACHED),
+            synced,
+            unsynced: WriteOptions::default(),
+            queued_jobs: Default::default(),
+            due_floors: Default::default(),
+            _scratch: scratch,
+        }
+    }
 }
 
 pub(crate) fn db_err(err: rocksdb::Error) -> StoreError {
@@ -197,42 +218,92 @@ impl EmbeddedStore {
         Self::open_engine(dir, options)
     }
 
-    fn open_engine(dir: &Path, options: &EmbeddedOptions) -> StoreResult<Self> {
+    /// Opens the store in `dir` to read it whole (an export): itself, or,
+    /// while a server holds it, a view of it as it stands now
+    /// ([`Self::open_snapshot`]).
+    pub fn open_to_read(dir: &Path, options: &EmbeddedOptions) -> StoreResult<Self> {
+        match Self::open_with(dir, options) {
+            Err(e) if e.message.ends_with(IN_USE) => Self::open_snapshot(dir, options),
+            opened => opened,
+        }
+    }
+
+    /// Opens a read-only view of the store in `dir` as it stands now,
+    /// beside a server that may be writing it: what `riverfeed export`
+    /// reads from a live data directory. The view is the engine's state at
+    /// open (every batch written by then, none after), so an export from it
+    /// is consistent as of one moment while the server goes on serving.
+    /// Every file the view needs is held open, so the server's compactions
+    /// cannot take it away. The store must have been opened by this version
+    /// before (a view makes no one-time moves).
+    pub fn open_snapshot(dir: &Path, options: &EmbeddedOptions) -> StoreResult<Self> {
         let path = dir.join(ENGINE_DIR);
-        let db = open_db(&path, options)?;
+        if !path.join("CURRENT").exists() {
+            return Err(StoreError::new(
+                ErrorKind::Unavailable,
+                format!("{} holds no riverfeed store", dir.display()),
+            ));
+        }
+        let scratch = tempfile::tempdir().map_err(|e| {
+            StoreError::from_source(
+                ErrorKind::Unavailable,
+                "cannot create a temporary directory",
+                e,
+            )
+        })?;
+        let (mut db_opts, descriptors) = engine_options(options);
+        db_opts.set_max_open_files(-1);
+        let db = DB::open_cf_descriptors_as_secondary(
+            &db_opts,
+            &path,
+            &scratch.path().to_path_buf(),
+            descriptors,
+        )
+        .and_then(|db| db.try_catch_up_with_primary().map(|()| db))
+        .map_err(|e| {
+            StoreError::from_source(
+                ErrorKind::Unavailable,
+                format!("cannot read {} beside the process using it", path.display()),
+                e,
+            )
+        })?;
+        Self::check_format(&db, &path, false)?;
+        Ok(Self {
+            inner: Arc::new(Inner::new(db, Some(scratch))),
+        })
+    }
+
+    /// Refuses a store of another format; writes ours into a new one.
+    fn check_format(db: &DB, path: &Path, writable: bool) -> StoreResult<()> {
         let meta = db.cf_handle(families::META).ok_or_else(missing_family)?;
         match db.get_cf(meta, b"format").map_err(db_err)? {
-            Some(format) if format == FORMAT => {}
-            Some(other) => {
-                return Err(StoreError::new(
-                    ErrorKind::Unavailable,
-                    format!(
-                        "{} holds store format {:?}, which this version does not read",
-                        path.display(),
-                        String::from_utf8_lossy(&other)
-                    ),
-                ))
-            }
-            None => {
+            Some(format) if format == FORMAT => Ok(()),
+            Some(other) => Err(StoreError::new(
+                ErrorKind::Unavailable,
+                format!(
+                    "{} holds store format {:?}, which this version does not read",
+                    path.display(),
+                    String::from_utf8_lossy(&other)
+                ),
+            )),
+            None if writable => {
                 let mut sync = WriteOptions::default();
                 sync.set_sync(true);
                 db.put_cf_opt(meta, b"format", FORMAT, &sync)
-                    .map_err(db_err)?;
+                    .map_err(db_err)
             }
+            None => Err(StoreError::new(
+                ErrorKind::Unavailable,
+                format!("{} holds no riverfeed store", path.display()),
+            )),
         }
-        let mut synced = WriteOptions::default();
-        synced.set_sync(true);
-        let unsynced = WriteOptions::default();
-        let inner = Inner {
-            db,
-            locks: (0..STRIPES).map(|_| Mutex::new(())).collect(),
-            actions: Versioned::new(ACTIONS_CACHED),
-            profiles: Versioned::new(PROFILES_CACHED),
-            synced,
-            unsynced,
-            queued_jobs: Default::default(),
-            due_floors: Default::default(),
-        };
+    }
+
+    fn open_engine(dir: &Path, options: &EmbeddedOptions) -> StoreResult<Self> {
+        let path = dir.join(ENGINE_DIR);
+        let db = open_db(&path, options)?;
+        Self::check_format(&db, &path, true)?;
+        let inner = Inner::new(db, None);
         inner.index_outboxes()?;
         inner.migrate_jobs()?;
         inner.migrate_records()?;
@@ -272,7 +343,8 @@ fn missing_family() -> StoreError {
     )
 }
 
-fn open_db(path: &PathBuf, options: &EmbeddedOptions) -> StoreResult<DB> {
+/// The engine's options and its families' descriptors.
+fn engine_options(options: &EmbeddedOptions) -> (Options, Vec<ColumnFamilyDescriptor>) {
     let cache = Cache::new_lru_cache(options.cache_bytes.max(8 << 20));
     let mut db_opts = Options::default();
     db_opts.create_if_missing(true);
@@ -318,13 +390,17 @@ fn open_db(path: &PathBuf, options: &EmbeddedOptions) -> StoreResult<DB> {
         cf.set_block_based_table_factory(&table);
         ColumnFamilyDescriptor::new(name, cf)
     });
-    DB::open_cf_descriptors(&db_opts, path, descriptors.collect::<Vec<_>>()).map_err(|e| {
+    (db_opts, descriptors.collect())
+}
+
+/// What an open of a data directory that another process holds says.
+const IN_USE: &str = " (another riverfeed process is using this data directory)";
+
+fn open_db(path: &PathBuf, options: &EmbeddedOptions) -> StoreResult<DB> {
+    let (db_opts, descriptors) = engine_options(options);
+    DB::open_cf_descriptors(&db_opts, path, descriptors).map_err(|e| {
         let text = e.to_string();
-        let hint = if text.contains("LOCK") {
-            " (another riverfeed process is using this data directory)"
-        } else {
-            ""
-        };
+        let hint = if text.contains("LOCK") { IN_USE } else { "" };
         StoreError::from_source(
             ErrorKind::Unavailable,
             format!("cannot open {}{hint}", path.display()),

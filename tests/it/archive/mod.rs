@@ -21,6 +21,7 @@ use riverfeed::timeline::unfollow;
 
 use crate::common::{Backend, HeldFanOut, TestStore};
 
+mod live;
 mod notices;
 
 use notices::{assert_notices_imported, populate_notices};
