@@ -142,8 +142,19 @@ impl ServeOptions {
 }
 
 /// Opens the store, binds the listener and starts serving in the background.
+/// A start that fails leaves no data directory behind that it created.
 pub async fn start(options: ServeOptions) -> anyhow::Result<Server> {
-    start_with_store(options.clone(), open_store(&options).await?).await
+    let created = (options.store.strip_prefix("embedded:"))
+        .map(std::path::PathBuf::from)
+        .filter(|dir| !dir.exists());
+    let started = async { start_with_store(options.clone(), open_store(&options).await?).await };
+    let started = started.await;
+    if let (Err(_), Some(dir)) = (&started, created) {
+        if let Err(err) = std::fs::remove_dir_all(&dir) {
+            warn!(dir = %dir.display(), %err, "cannot remove the data directory of a failed start");
+        }
+    }
+    started
 }
 
 /// Opens the store `options` name, with what its feed model asks of it.

@@ -281,6 +281,22 @@ async fn demo_mode_refuses_tokens() {
     );
 }
 
+/// A start that fails (here: its port is taken) leaves no data directory
+/// of its own behind, so the next start is a first start again.
+#[tokio::test]
+async fn a_failed_start_leaves_no_data_directory_behind() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("data");
+    let mut options = ServeOptions::new(format!("embedded:{}", dir.display()));
+    options.listen = taken.local_addr().unwrap();
+    let Err(err) = server::start(options).await else {
+        panic!("started on a port in use");
+    };
+    assert!(format!("{err:#}").contains("cannot listen"), "{err:#}");
+    assert!(!dir.exists(), "{} left behind", dir.display());
+}
+
 #[tokio::test]
 async fn the_demo_page_and_its_files_are_served() {
     let Some(server) = TestServer::start(Backend::Embedded).await else {
