@@ -162,6 +162,47 @@ mod tests {
         assert!(Cli::try_parse_from(["riverfeed", "migrate", "--data-dir", "old"]).is_err());
     }
 
+    /// `.env.example` holds every variable the binary reads, and only those
+    /// (each flag's environment twin, of every command, and the log
+    /// filter), and a value it sets is the flag's default.
+    #[test]
+    fn the_env_example_lists_every_variable_read() {
+        use clap::CommandFactory;
+        use std::collections::BTreeMap;
+        type Defaults = BTreeMap<String, Option<String>>;
+        fn envs(command: &clap::Command, out: &mut Defaults) {
+            for arg in command.get_arguments() {
+                if let Some(env) = arg.get_env() {
+                    let default = arg.get_default_values().first();
+                    let default = default.map(|v| v.to_string_lossy().into_owned());
+                    out.insert(env.to_string_lossy().into_owned(), default);
+                }
+            }
+            for sub in command.get_subcommands().filter(|c| !c.is_hide_set()) {
+                envs(sub, out);
+            }
+        }
+        let mut read = Defaults::from([("RUST_LOG".to_owned(), None)]);
+        envs(&Cli::command(), &mut read);
+        let mut listed = Defaults::new();
+        for line in include_str!("../.env.example").lines() {
+            let set = !line.starts_with('#');
+            let Some((name, value)) = line.trim_start_matches(['#', ' ']).split_once('=') else {
+                continue;
+            };
+            if !name.is_empty() && name.chars().all(|c| c.is_ascii_uppercase() || c == '_') {
+                listed.insert(name.to_owned(), set.then(|| value.to_owned()));
+            }
+        }
+        let names = |m: &Defaults| m.keys().cloned().collect::<Vec<_>>();
+        assert_eq!(names(&listed), names(&read), "variables in .env.example");
+        for (name, value) in &listed {
+            if let (Some(value), Some(Some(default))) = (value, read.get(name)) {
+                assert_eq!(value, default, "{name} in .env.example is not the default");
+            }
+        }
+    }
+
     #[test]
     fn demo_mode_is_for_dev_mode_only() {
         let cli = Cli::try_parse_from(["riverfeed", "serve", "--demo"]).expect("parses");

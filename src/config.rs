@@ -190,7 +190,8 @@ pub struct ServeArgs {
         hide_env_values = true
     )]
     pub cursor_key: Option<String>,
-    /// Websocket connections open at once.
+    /// Live connections open at once: websockets, event streams and multipart
+    /// responses together.
     #[arg(long, env = "RIVERFEED_MAX_CONNECTIONS", default_value_t = 10_000, global = true,
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub max_connections: u32,
