@@ -131,3 +131,66 @@ async fn the_readme_tour_works_verbatim() {
     );
     server.stop().await;
 }
+
+/// The anchors of a page's headings, as the link targets give them.
+fn anchors(page: &str) -> Vec<String> {
+    page.lines()
+        .filter_map(|line| {
+            line.trim_start_matches('#')
+                .strip_prefix(' ')
+                .filter(|_| line.starts_with('#'))
+        })
+        .map(|title| {
+            title
+                .to_lowercase()
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric() || *c == ' ' || *c == '-')
+                .map(|c| if c == ' ' { '-' } else { c })
+                .collect()
+        })
+        .collect()
+}
+
+/// Every relative link in the README and the pages under `docs/` reaches a
+/// file that exists and, where it names one, a heading of it: moving a
+/// section to another page cannot leave a link behind.
+#[test]
+fn the_readme_and_docs_links_resolve() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut pages = vec![root.join("README.md")];
+    for entry in std::fs::read_dir(root.join("docs")).expect("docs") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|e| e == "md") {
+            pages.push(path);
+        }
+    }
+    let mut broken = Vec::new();
+    for page in &pages {
+        let text = std::fs::read_to_string(page).expect("page");
+        let dir = page.parent().expect("dir");
+        for link in text
+            .split("](")
+            .skip(1)
+            .filter_map(|rest| rest.split(')').next())
+        {
+            if link.contains("://") || link.starts_with("mailto:") || link.contains(' ') {
+                continue;
+            }
+            let (path, fragment) = link.split_once('#').unwrap_or((link, ""));
+            let target = if path.is_empty() {
+                page.clone()
+            } else {
+                dir.join(path)
+            };
+            let found = target.exists()
+                && (fragment.is_empty()
+                    || anchors(&std::fs::read_to_string(&target).unwrap_or_default())
+                        .iter()
+                        .any(|a| a == fragment));
+            if !found {
+                broken.push(format!("{}: {link}", page.display()));
+            }
+        }
+    }
+    assert!(broken.is_empty(), "links that lead nowhere: {broken:#?}");
+}
