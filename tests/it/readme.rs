@@ -194,3 +194,69 @@ fn the_readme_and_docs_links_resolve() {
     }
     assert!(broken.is_empty(), "links that lead nowhere: {broken:#?}");
 }
+
+/// The README's table of every query, mutation and subscription: its
+/// arguments and type as the served schema has them, and the first sentence
+/// of its description. What is deprecated is left out: the table shows the
+/// names to use.
+fn operations_table() -> String {
+    use async_graphql::parser::types::{TypeKind, TypeSystemDefinition};
+    let deprecated = |directives: &[async_graphql::Positioned<
+        async_graphql::parser::types::ConstDirective,
+    >]| { directives.iter().any(|d| d.node.name.node == "deprecated") };
+    let schema = async_graphql::parser::parse_schema(riverfeed::api::sdl()).expect("SDL parses");
+    let mut table = String::from("| operation | what it answers |\n|---|---|\n");
+    for root in ["Query", "Mutation", "Subscription"] {
+        let fields = schema.definitions.iter().find_map(|d| match d {
+            TypeSystemDefinition::Type(t) if t.node.name.node == root => match &t.node.kind {
+                TypeKind::Object(o) => Some(&o.fields),
+                _ => None,
+            },
+            _ => None,
+        });
+        for field in fields.expect("root type") {
+            let field = &field.node;
+            if deprecated(&field.directives) {
+                continue;
+            }
+            let args: Vec<String> = field
+                .arguments
+                .iter()
+                .filter(|a| !deprecated(&a.node.directives))
+                .map(|a| format!("{}: {}", a.node.name.node, a.node.ty.node))
+                .collect();
+            let args = if args.is_empty() {
+                String::new()
+            } else {
+                format!("({})", args.join(", "))
+            };
+            let description = field.description.as_ref().map_or("", |d| d.node.as_str());
+            let first = description
+                .split_inclusive(". ")
+                .next()
+                .unwrap_or_default()
+                .replace('\n', " ")
+                .replace('|', "\\|");
+            let kind = root.to_lowercase();
+            table.push_str(&format!(
+                "| `{kind} {}{args}: {}` | {} |\n",
+                field.name.node,
+                field.ty.node,
+                first.trim()
+            ));
+        }
+    }
+    table
+}
+
+/// The README lists every operation with its signature, as the schema has
+/// them: a renamed argument or a new field cannot leave it behind.
+#[test]
+fn the_readme_lists_every_operation_with_its_signature() {
+    let table = operations_table();
+    let readme = include_str!("../../README.md");
+    assert!(
+        readme.contains(&table),
+        "the README's operations table differs from the schema; it should read:\n\n{table}"
+    );
+}
