@@ -131,8 +131,9 @@ pub(super) async fn change(
     Ok(true)
 }
 
-/// A group can be followed once it exists (someone joined it).
-async fn require_group(
+/// A group exists once someone joins it: it can be followed and its feed
+/// read; any other id is `NOT_FOUND`.
+pub(super) async fn require_group(
     state: &super::AppState,
     tenant: &str,
     group: &str,

@@ -131,9 +131,146 @@ fn is_transport_error(message: &str) -> bool {
     message.contains("not supported on this transport")
 }
 
+/// How to write a `DateTime`, said where one does not parse.
+const DATETIME_FORMAT: &str = "a DateTime is an RFC 3339 date and time with its offset, \
+     such as \"2026-11-28T09:30:00Z\" or \"2026-11-28T10:30:00.250+01:00\"";
+
+/// What async-graphql says of a `@oneOf` input given more or fewer than one
+/// field.
+const ONE_OF: &str = "Oneof input objects requires have exactly one field";
+
+/// Says in plain words how to mend what async-graphql reports tersely: a
+/// `DateTime` that does not parse, and a `@oneOf` input given more or fewer
+/// than one field (naming the fields given, when `request` has them).
+fn explain(err: &mut ServerError, request: Option<&(String, Variables)>) {
+    if err.message.starts_with("Failed to parse \"DateTime\"") && !err.message.ends_with('"') {
+        err.message = format!("{}: {DATETIME_FORMAT}", err.message);
+    } else if err.message.contains(ONE_OF) {
+        let path = err.message.split('"').nth(1).unwrap_or_default().to_owned();
+        let given = request.and_then(|(query, variables)| one_of_given(query, variables, &path));
+        err.message = match given {
+            Some(given) if given.is_empty() => {
+                format!("`{path}` takes exactly one of its fields (it is a @oneOf input); none was given")
+            }
+            Some(given) => format!(
+                "`{path}` takes exactly one of its fields (it is a @oneOf input), but {} were given: {}",
+                given.len(),
+                given.iter().map(|f| format!("`{f}`")).collect::<Vec<_>>().join(", ")
+            ),
+            None => format!("`{path}` takes exactly one of its fields (it is a @oneOf input)"),
+        };
+    }
+}
+
+/// The fields given (not null) to the input at `path` (an argument, then
+/// the input fields within it) of any field of `query`, variables resolved.
+fn one_of_given(query: &str, variables: &Variables, path: &str) -> Option<Vec<String>> {
+    use async_graphql::parser::types::{Selection, SelectionSet};
+    use async_graphql::{Name, Value};
+    let (argument, within) = path.split_once('.').map_or((path, ""), |(a, w)| (a, w));
+    let document = async_graphql::parser::parse_query(query).ok()?;
+    fn walk<'d>(set: &'d SelectionSet, out: &mut Vec<&'d async_graphql::parser::types::Field>) {
+        for item in &set.items {
+            match &item.node {
+                Selection::Field(f) => {
+                    out.push(&f.node);
+                    walk(&f.node.selection_set.node, out);
+                }
+                Selection::InlineFragment(f) => walk(&f.node.selection_set.node, out),
+                Selection::FragmentSpread(_) => {}
+            }
+        }
+    }
+    let mut fields = Vec::new();
+    for (_, operation) in document.operations.iter() {
+        walk(&operation.node.selection_set.node, &mut fields);
+    }
+    for fragment in document.fragments.values() {
+        walk(&fragment.node.selection_set.node, &mut fields);
+    }
+    fields.into_iter().find_map(|field| {
+        let value = field.get_argument(argument)?.node.clone();
+        let mut value = value
+            .into_const_with(|name: Name| variables.get(&name).cloned().ok_or(()))
+            .ok()?;
+        for step in within.split('.').filter(|s| !s.is_empty()) {
+            let Value::Object(mut object) = value else {
+                return None;
+            };
+            value = object.shift_remove(step)?;
+        }
+        let Value::Object(object) = value else {
+            return None;
+        };
+        let given: Vec<String> = object
+            .into_iter()
+            .filter(|(_, v)| *v != Value::Null)
+            .map(|(k, _)| k.to_string())
+            .collect();
+        (given.len() != 1).then_some(given)
+    })
+}
+
+/// Edits between two names, a swap of neighbours counting one (so `frist`
+/// is one from `first`).
+fn distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            d[i][j] = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                d[i][j] = d[i][j].min(d[i - 2][j - 2] + 1);
+            }
+        }
+    }
+    d[a.len()][b.len()]
+}
+
+/// Adds the nearest name to an unknown argument or field that async-graphql
+/// found no suggestion for (a swapped pair of letters, say).
+fn suggest(err: &mut ServerError, registry: &async_graphql::registry::Registry) {
+    let message = &err.message;
+    if message.contains("Did you mean") {
+        return;
+    }
+    let quoted: Vec<&str> = message.split('"').skip(1).step_by(2).collect();
+    let fields = |ty: &str| registry.types.get(ty).and_then(|t| t.fields());
+    let (wrong, options): (&str, Vec<&str>) = match quoted.as_slice() {
+        [arg, field, ty] if message.starts_with("Unknown argument") => {
+            let Some(field) = fields(ty).and_then(|f| f.get(*field)) else {
+                return;
+            };
+            (arg, field.args.keys().map(String::as_str).collect())
+        }
+        [field, ty] if message.starts_with("Unknown field") => {
+            let Some(fields) = fields(ty) else { return };
+            (field, fields.keys().map(String::as_str).collect())
+        }
+        _ => return,
+    };
+    let nearest = options
+        .into_iter()
+        .map(|option| (distance(wrong, option), option))
+        .filter(|(d, _)| *d <= (wrong.chars().count() / 3).max(1))
+        .min();
+    if let Some((_, name)) = nearest {
+        err.message = format!("{} Did you mean \"{name}\"?", err.message);
+    }
+}
+
 /// Tags errors that carry no code: what async-graphql reports about the
 /// request itself is the client's; anything else is ours.
-fn tag_response(mut response: Response) -> Response {
+fn tag_response(mut response: Response, request: Option<&(String, Variables)>) -> Response {
     for err in &mut response.errors {
         let code = if is_input_error(&err.message) {
             BAD_USER_INPUT
@@ -143,6 +280,7 @@ fn tag_response(mut response: Response) -> Response {
             INTERNAL
         };
         tag(err, code);
+        explain(err, request);
     }
     response
 }
@@ -152,16 +290,31 @@ pub struct ErrorCodes;
 
 impl ExtensionFactory for ErrorCodes {
     fn create(&self) -> Arc<dyn Extension> {
-        Arc::new(ErrorCodesExtension)
+        Arc::new(ErrorCodesExtension::default())
     }
 }
 
-struct ErrorCodesExtension;
+#[derive(Default)]
+struct ErrorCodesExtension {
+    /// The request's document and variables, kept to say what was given
+    /// where an input is refused.
+    request: std::sync::Mutex<Option<(String, Variables)>>,
+}
+
+impl ErrorCodesExtension {
+    fn request(&self) -> Option<(String, Variables)> {
+        self.request.lock().ok()?.clone()
+    }
+}
 
 #[async_trait::async_trait]
 impl Extension for ErrorCodesExtension {
     async fn request(&self, ctx: &ExtensionContext<'_>, next: NextRequest<'_>) -> Response {
-        tag_response(next.run(ctx).await)
+        let response = next.run(ctx).await;
+        let request = (!response.errors.is_empty())
+            .then(|| self.request())
+            .flatten();
+        tag_response(response, request.as_ref())
     }
 
     fn subscribe<'s>(
@@ -170,7 +323,9 @@ impl Extension for ErrorCodesExtension {
         stream: BoxStream<'s, Response>,
         next: NextSubscribe<'_>,
     ) -> BoxStream<'s, Response> {
-        next.run(ctx, stream).map(tag_response).boxed()
+        next.run(ctx, stream)
+            .map(|response| tag_response(response, None))
+            .boxed()
     }
 
     async fn parse_query(
@@ -180,6 +335,9 @@ impl Extension for ErrorCodesExtension {
         variables: &Variables,
         next: NextParseQuery<'_>,
     ) -> ServerResult<ExecutableDocument> {
+        if let Ok(mut kept) = self.request.lock() {
+            *kept = Some((query.to_owned(), variables.clone()));
+        }
         next.run(ctx, query, variables).await.map_err(|mut err| {
             tag(&mut err, PARSE_FAILED);
             err
@@ -192,6 +350,7 @@ impl Extension for ErrorCodesExtension {
         next: NextValidation<'_>,
     ) -> Result<ValidationResult, Vec<ServerError>> {
         next.run(ctx).await.map_err(|mut errs| {
+            let request = self.request();
             for err in &mut errs {
                 let code = if is_input_error(&err.message) {
                     BAD_USER_INPUT
@@ -199,6 +358,8 @@ impl Extension for ErrorCodesExtension {
                     VALIDATION_FAILED
                 };
                 tag(err, code);
+                explain(err, request.as_ref());
+                suggest(err, &ctx.schema_env.registry);
             }
             errs
         })

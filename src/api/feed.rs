@@ -243,6 +243,7 @@ pub async fn ranked(
         Ranked::Discussions => ListId::discussions(cursors, &viewer.tenant, &viewer.user),
         Ranked::Group(group) => {
             check_id("groupId", group).api()?;
+            super::edges::require_group(state(ctx)?, &viewer.tenant, group).await?;
             ListId::group(cursors, &viewer.tenant, group)
         }
     };

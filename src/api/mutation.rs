@@ -367,6 +367,9 @@ impl ActionMutation {
             ));
         }
         let expires_at = input.expires_at.map(|t| t.timestamp_millis());
+        if input.conducted.is_none() && expires_at.is_some_and(|at| at <= now) {
+            return Err(bad_input("input.expiresAt must be in the future"));
+        }
         if expires_at.is_some_and(|at| at <= conducted) {
             return Err(bad_input("input.expiresAt must be after input.conducted"));
         }

@@ -146,7 +146,7 @@ fn encoding_failed(err: serde_json::Error) -> Response {
     tracing::error!(cause = %err, "cannot encode a GraphQL response");
     http_error(
         StatusCode::INTERNAL_SERVER_ERROR,
-        "INTERNAL",
+        "INTERNAL_SERVER_ERROR",
         "the response could not be encoded",
     )
 }

@@ -18,7 +18,8 @@ pub enum Target {
 }
 
 impl Target {
-    fn group(self) -> ObjectId {
+    /// The group the target is, or is in.
+    pub fn group(self) -> ObjectId {
         match self {
             Target::Group(g) | Target::Member { group: g, .. } => g,
         }

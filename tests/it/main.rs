@@ -6,6 +6,7 @@ mod bench;
 mod common;
 mod demo;
 mod embed;
+mod errors;
 mod expiry;
 mod follow;
 mod garbage;

@@ -340,14 +340,33 @@ async fn read_seen_archived_and_paged(backend: Backend) {
     let left = nodes(&groups(&mary).await);
     assert_eq!(left.len(), 2);
     assert!(left.iter().all(|g| g["id"] != page[0]["id"]));
-    let others = server
-        .client(T, "rita")
-        .data(
-            "mutation($ids: [ID!]!) { markRead(ids: $ids) { groups { id } } }",
-            json!({ "ids": [page[1]["id"]] }),
-        )
+    // Another user's group answers as a group that never was: not found,
+    // and nothing changes for its owner.
+    let mark = "mutation($ids: [ID!]!) { markRead(ids: $ids) { groups { id } } }";
+    let rita = server.client(T, "rita");
+    let unread = |g: &Value| g["unreadCount"].clone();
+    let before = nodes(&groups(&mary).await)
+        .iter()
+        .map(unread)
+        .collect::<Vec<_>>();
+    let others = rita
+        .error_code(mark, json!({ "ids": [page[1]["id"]] }))
         .await;
-    assert_eq!(others["markRead"]["groups"], json!([]));
+    assert_eq!(others, "NOT_FOUND");
+    let never = {
+        use base64::Engine;
+        let key = format!("NotificationGroup:{}", ObjectId::new().to_hex());
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(key)
+    };
+    assert_eq!(
+        mary.error_code(mark, json!({ "ids": [never] })).await,
+        "NOT_FOUND"
+    );
+    let after = nodes(&groups(&mary).await)
+        .iter()
+        .map(unread)
+        .collect::<Vec<_>>();
+    assert_eq!(before, after, "nothing changed");
     let bad = mary
         .post(
             "mutation($ids: [ID!]!) { markRead(ids: $ids) { unreadCount } }",

@@ -260,3 +260,41 @@ fn the_readme_lists_every_operation_with_its_signature() {
         "the README's operations table differs from the schema; it should read:\n\n{table}"
     );
 }
+
+/// The README's table of error codes lists every code the server answers
+/// with, and no other: the codes are the string constants of the API's
+/// errors and the literals the HTTP layer refuses requests with.
+#[test]
+fn the_readme_lists_every_error_code() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut sources = vec![root.join("api/error.rs")];
+    for entry in std::fs::read_dir(root.join("http")).expect("src/http") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|e| e == "rs") {
+            sources.push(path);
+        }
+    }
+    let mut answered = std::collections::BTreeSet::new();
+    for source in sources {
+        let text = std::fs::read_to_string(&source).expect("source");
+        // Header values and build variables are not codes.
+        let lines = text
+            .lines()
+            .filter(|l| !l.contains("from_static") && !l.contains("env!"));
+        for literal in lines.flat_map(|line| line.split('"').skip(1).step_by(2)) {
+            if literal.len() > 3 && literal.chars().all(|c| c.is_ascii_uppercase() || c == '_') {
+                answered.insert(literal.to_owned());
+            }
+        }
+    }
+    let readme = include_str!("../../README.md");
+    let start = readme.find("\n## Errors").expect("an Errors section");
+    let section = &readme[start..];
+    let section = &section[..section[1..].find("\n## ").map_or(section.len(), |i| i + 1)];
+    let listed: std::collections::BTreeSet<String> = section
+        .lines()
+        .filter_map(|line| line.strip_prefix("| `"))
+        .filter_map(|rest| rest.split_once('`').map(|(code, _)| code.to_owned()))
+        .collect();
+    assert_eq!(listed, answered, "codes in the README's Errors table");
+}

@@ -38,6 +38,33 @@ fn targets(ids: &[ID]) -> async_graphql::Result<Vec<Target>> {
         .collect()
 }
 
+/// Reads `ids` as targets among the viewer's notifications: an id of
+/// nothing of theirs (another user's, or none at all) is `NOT_FOUND`, and
+/// the mark or archive changes nothing.
+async fn owned(
+    state: &AppState,
+    viewer: &Viewer,
+    ids: &[ID],
+) -> async_graphql::Result<Vec<Target>> {
+    let targets = targets(ids)?;
+    let mut groups: Vec<_> = targets.iter().map(|t| t.group()).collect();
+    groups.sort_unstable();
+    groups.dedup();
+    let found = (state.store)
+        .notice_groups(&viewer.tenant, &viewer.user, NoticeSelect::Ids(&groups))
+        .await
+        .api()?;
+    for (id, target) in ids.iter().zip(&targets) {
+        if !found.iter().any(|g| g.id == target.group()) {
+            return Err(not_found(format!(
+                "no notification {:?} of yours",
+                id.as_str()
+            )));
+        }
+    }
+    Ok(targets)
+}
+
 /// What a mark or an archive does.
 enum Change<'a> {
     Read(&'a [ID]),
@@ -54,9 +81,13 @@ async fn change(
     let (viewer, state) = (viewer(ctx)?, state(ctx)?);
     let (store, tenant, owner) = (state.store.as_ref(), &viewer.tenant, &viewer.user);
     let change = match what {
-        Change::Read(ids) => inbox::mark_read(store, tenant, owner, &targets(ids)?).await,
+        Change::Read(ids) => {
+            inbox::mark_read(store, tenant, owner, &owned(state, viewer, ids).await?).await
+        }
         Change::AllRead => inbox::mark_all_read(store, tenant, owner).await,
-        Change::Archive(ids) => inbox::archive(store, tenant, owner, &targets(ids)?).await,
+        Change::Archive(ids) => {
+            inbox::archive(store, tenant, owner, &owned(state, viewer, ids).await?).await
+        }
     }
     .api()?;
     changed(state, viewer, change).await
@@ -134,7 +165,8 @@ impl NotificationMutation {
     }
 
     /// Marks notifications read: whole groups, or single notifications, by
-    /// their ids (at most 100). Ids of nothing of the viewer's change nothing.
+    /// their ids (at most 100). An id of nothing of the viewer's is
+    /// `NOT_FOUND`, and then nothing changes.
     async fn mark_read(
         &self,
         ctx: &Context<'_>,
@@ -153,7 +185,8 @@ impl NotificationMutation {
 
     /// Archives notifications (groups or single ones): they are no longer
     /// listed or counted. A later notification of the same key shows the
-    /// group again, with only what is new.
+    /// group again, with only what is new. An id of nothing of the viewer's
+    /// is `NOT_FOUND`, and then nothing changes.
     async fn archive(
         &self,
         ctx: &Context<'_>,
