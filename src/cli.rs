@@ -25,6 +25,43 @@ pub struct Cli {
     pub serve: ServeArgs,
 }
 
+impl Cli {
+    /// Parses the process's arguments. The server's flags stand on every
+    /// command, before or after it; the help of a command that only opens
+    /// a store (`export`, `import`) shows the store's flags alone.
+    pub fn parse_args() -> Self {
+        use clap::FromArgMatches;
+        let matches = Self::shown().get_matches();
+        Self::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    }
+
+    /// The command line, with what each command's help shows.
+    fn shown() -> clap::Command {
+        use clap::CommandFactory;
+        // The flags that open a store; an import also rebuilds group feeds.
+        const STORE: [&str; 6] = [
+            "data_dir",
+            "store",
+            "cache_size",
+            "timeline_layout",
+            "bucket_size",
+            "embed_actions",
+        ];
+        let mut command = Self::command();
+        command.build();
+        for (name, also) in [("export", None), ("import", Some("group_feed_size"))] {
+            command = command.mut_subcommand(name, |sub| {
+                sub.mut_args(|arg| {
+                    let id = arg.get_id().as_str();
+                    let own = STORE.contains(&id) || Some(id) == also || !arg.is_global_set();
+                    arg.hide(!own)
+                })
+            });
+        }
+        command
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve the GraphQL API and run the fan-out worker (the default).
@@ -201,6 +238,49 @@ mod tests {
                 assert_eq!(value, default, "{name} in .env.example is not the default");
             }
         }
+    }
+
+    /// `export --help` and `import --help` show their own flags and the
+    /// store's, not the server's (which they still accept).
+    #[test]
+    fn archive_commands_show_their_own_flags() {
+        let mut command = Cli::shown();
+        for (name, shown, hidden) in [
+            (
+                "export",
+                ["--tenant", "--out", "--data-dir", "--store"],
+                "--group-feed-size",
+            ),
+            (
+                "import",
+                ["--in", "--batch", "--store", "--group-feed-size"],
+                "--tenant",
+            ),
+        ] {
+            let help = command
+                .find_subcommand_mut(name)
+                .expect("command")
+                .render_long_help()
+                .to_string();
+            for flag in shown {
+                assert!(help.contains(flag), "{name} --help lacks {flag}");
+            }
+            for flag in [
+                hidden,
+                "--listen",
+                "--jwt-secret",
+                "--feed-model",
+                "--rate-limit",
+            ] {
+                assert!(
+                    !help.contains(&format!("{flag} ")),
+                    "{name} --help shows {flag}"
+                );
+            }
+        }
+        let cli = Cli::try_parse_from(["riverfeed", "export", "--listen", "127.0.0.1:9"])
+            .expect("still accepted");
+        assert_eq!(cli.serve.listen.port(), 9);
     }
 
     #[test]

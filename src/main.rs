@@ -1,7 +1,6 @@
 //! The `riverfeed` binary: parse the command line, start logging (and traces),
 //! hand over to the library.
 
-use clap::Parser;
 use riverfeed::cli::{Cli, Command};
 use riverfeed::config::ServeArgs;
 use riverfeed::observe::{Observe, Tracing};
@@ -14,7 +13,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+    let cli = Cli::parse_args();
     match cli.command {
         Some(Command::Schema) => {
             print!("{}", riverfeed::api::sdl());
