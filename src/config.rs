@@ -74,7 +74,7 @@ pub struct ServeArgs {
     #[arg(long, env = "RIVERFEED_RIVER_IDLE", default_value = "24h", global = true,
           value_parser = parse_duration)]
     pub river_idle: Duration,
-    /// Actions older than this leave every feed, slice and `action(id)`:
+    /// Actions older than this leave every feed, slice and `action(actionId)`:
     /// `30d`, `12h`…; off by default.
     #[arg(long, env = "RIVERFEED_ITEM_TTL", global = true, value_parser = parse_duration)]
     pub item_ttl: Option<Duration>,

@@ -65,9 +65,9 @@
       }
     } ${ACTION_FIELDS}`,
     comments: `query Comments($id: ID!) {
-      action(id: $id) { actionId commentCount likeCount comments(first: 100) { nodes { ${COMMENT_FIELDS} } } }
+      action(actionId: $id) { actionId commentCount likeCount comments(first: 100) { nodes { ${COMMENT_FIELDS} } } }
     }`,
-    counts: 'query Counts($id: ID!) { action(id: $id) { actionId commentCount likeCount viewerHasLiked } }',
+    counts: 'query Counts($id: ID!) { action(actionId: $id) { actionId commentCount likeCount viewerHasLiked } }',
     post: 'mutation Post($input: RecordActionInput!) { recordAction(input: $input) { actionId } }',
     comment: `mutation Comment($id: ID!, $text: String!) { comment(actionId: $id, text: $text) { ${COMMENT_FIELDS} } }`,
     like: 'mutation Like($id: ID!) { like(actionId: $id) { actionId commentCount likeCount viewerHasLiked } }',

@@ -284,3 +284,21 @@ mod tests {
         assert_eq!(before(ObjectId::from_bytes([0; 12])), None);
     }
 }
+
+/// An argument renamed into the API's one vocabulary (`actionId`, `userId`…)
+/// whose old name (`id`) still works for one release, deprecated: both are
+/// optional in the schema, and exactly one must be given. Returns the name
+/// given, for later messages, with its value.
+pub fn renamed_arg<T>(
+    (name, value): (&'static str, Option<T>),
+    (old_name, old_value): (&'static str, Option<T>),
+) -> async_graphql::Result<(&'static str, T)> {
+    match (value, old_value) {
+        (Some(value), None) => Ok((name, value)),
+        (None, Some(value)) => Ok((old_name, value)),
+        (Some(_), Some(_)) => Err(bad_input(format!(
+            "give `{name}` or its deprecated old name `{old_name}`, not both"
+        ))),
+        (None, None) => Err(bad_input(format!("`{name}` is required"))),
+    }
+}

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 
 use super::access::access;
 use super::error::{bad_input, forbidden, not_found, ApiResultExt};
-use super::global_id::{action_id_arg, opt_user_id_arg, user_id_arg};
+use super::global_id::{action_id_arg, opt_user_id_arg, renamed_arg, user_id_arg};
 use super::graph_mutation::GraphMutation;
 use super::notifications::NotificationMutation;
 use super::publish::{
@@ -41,7 +41,9 @@ pub struct ActionMutation;
 #[derive(InputObject)]
 pub struct UpsertUserInput {
     /// The application's id of the user (or the user's global id).
-    pub id: ID,
+    pub user_id: Option<ID>,
+    #[graphql(deprecation = "Use `userId`.")]
+    pub id: Option<ID>,
     pub name: String,
 }
 
@@ -65,7 +67,7 @@ pub struct RecordActionInput {
     /// When it happened; now by default. After 1970, at most five minutes ahead.
     pub conducted: Option<DateTime<Utc>>,
     /// When it stops being shown anywhere (a story, a job post that
-    /// closes): it leaves every feed, slice and `action(id)` then. After
+    /// closes): it leaves every feed, slice and `action(actionId)` then. After
     /// `conducted`; never by default.
     pub expires_at: Option<DateTime<Utc>>,
     /// Groups to post it to: it stands in their `groupFeed`s (a TEAM or
@@ -291,7 +293,8 @@ impl ActionMutation {
         input: UpsertUserInput,
     ) -> async_graphql::Result<UserNode> {
         let viewer = viewer(ctx)?;
-        let id = user_id_arg("input.id", &input.id)?;
+        let (field, id) = renamed_arg(("input.userId", input.user_id), ("input.id", input.id))?;
+        let id = user_id_arg(field, &id)?;
         let id = acting_user(viewer, Some(&id))?;
         check_text("input.name", &input.name).api()?;
         let user = User {
@@ -405,10 +408,16 @@ impl ActionMutation {
 
     /// Hides an action (the actor's, or any for `service` and `admin`): it
     /// leaves every feed and slice at once.
-    async fn hide_action(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<ActionNode> {
+    async fn hide_action(
+        &self,
+        ctx: &Context<'_>,
+        action_id: Option<ID>,
+        #[graphql(deprecation = "Use `actionId`.")] id: Option<ID>,
+    ) -> async_graphql::Result<ActionNode> {
         let viewer = viewer(ctx)?;
         let state = state(ctx)?;
-        let id = action_id_arg("id", &id)?;
+        let (field, id) = renamed_arg(("actionId", action_id), ("id", id))?;
+        let id = action_id_arg(field, &id)?;
         let mut action = own_action(ctx, viewer, id).await?;
         let removed = state
             .store
@@ -426,13 +435,15 @@ impl ActionMutation {
     async fn set_action_scope(
         &self,
         ctx: &Context<'_>,
-        id: ID,
+        action_id: Option<ID>,
+        #[graphql(deprecation = "Use `actionId`.")] id: Option<ID>,
         scope: Scope,
         #[graphql(default)] readers: Vec<ID>,
     ) -> async_graphql::Result<ActionNode> {
         let viewer = viewer(ctx)?;
         let state = state(ctx)?;
-        let id = action_id_arg("id", &id)?;
+        let (field, id) = renamed_arg(("actionId", action_id), ("id", id))?;
+        let id = action_id_arg(field, &id)?;
         let action = own_action(ctx, viewer, id).await?;
         let readers = readers
             .iter()
@@ -451,10 +462,16 @@ impl ActionMutation {
 
     /// Deletes an action (the actor's, or any for `service` and `admin`) with all
     /// its feed items. Returns its id.
-    async fn delete_action(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<ID> {
+    async fn delete_action(
+        &self,
+        ctx: &Context<'_>,
+        action_id: Option<ID>,
+        #[graphql(deprecation = "Use `actionId`.")] id: Option<ID>,
+    ) -> async_graphql::Result<ID> {
         let viewer = viewer(ctx)?;
         let state = state(ctx)?;
-        let oid = action_id_arg("id", &id)?;
+        let (field, id) = renamed_arg(("actionId", action_id), ("id", id))?;
+        let oid = action_id_arg(field, &id)?;
         let action = own_action(ctx, viewer, oid).await?;
         let removed = state
             .store

@@ -1,6 +1,6 @@
 //! Relay object identification: the `Node` interface, and what `node(id:)`
 //! and `nodes(ids:)` find by a global id, under the rules the other reads
-//! apply: an action as `action(id:)` shows it, a user as `user(id:)`, a
+//! apply: an action as `action(actionId:)` shows it, a user as `user(userId:)`, a
 //! comment to whoever may read its action, a feed item to its owner (or
 //! `admin`) as `feed` shows it, a notification (group) to its owner.
 

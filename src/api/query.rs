@@ -10,7 +10,7 @@ use super::notifications::NotificationQuery;
 use super::access::access;
 use super::error::{bad_input, forbidden, ApiResultExt};
 use super::feed::{self, Paging};
-use super::global_id::{action_id_arg, opt_user_id_arg, user_id_arg};
+use super::global_id::{action_id_arg, opt_user_id_arg, renamed_arg, user_id_arg};
 use super::node::{self, Node};
 use super::page_cost;
 use super::types::{user_node, ActionConnection, ActionNode, FeedItemConnection, UserNode};
@@ -139,11 +139,17 @@ impl CoreQuery {
         feed::ranked(ctx, viewer, feed::Ranked::Discussions, first, after).await
     }
 
-    /// One action, or null if there is none you may see. `id` is its
-    /// `actionId` or its global `id`.
-    async fn action(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<Option<ActionNode>> {
+    /// One action, or null if there is none you may see. `actionId` is its
+    /// own id or its global `id`.
+    async fn action(
+        &self,
+        ctx: &Context<'_>,
+        action_id: Option<ID>,
+        #[graphql(deprecation = "Use `actionId`.")] id: Option<ID>,
+    ) -> async_graphql::Result<Option<ActionNode>> {
         let viewer = viewer(ctx)?;
-        let id = action_id_arg("id", &id)?;
+        let (field, id) = renamed_arg(("actionId", action_id), ("id", id))?;
+        let id = action_id_arg(field, &id)?;
         let Some(action) = loaders(ctx)?.actions.load_one(id).await.api()? else {
             return Ok(None);
         };
@@ -153,22 +159,29 @@ impl CoreQuery {
 
     /// Several actions, in the order asked, null where there is none you may see.
     /// At most 100; action ids or global ids.
-    #[graphql(complexity = "ids.len().max(1) * child_complexity.max(1)")]
+    #[graphql(complexity = "action_ids
+        .as_ref()
+        .or(ids.as_ref())
+        .map_or(1, Vec::len)
+        .max(1)
+        * child_complexity.max(1)")]
     async fn actions(
         &self,
         ctx: &Context<'_>,
-        ids: Vec<ID>,
+        action_ids: Option<Vec<ID>>,
+        #[graphql(deprecation = "Use `actionIds`.")] ids: Option<Vec<ID>>,
     ) -> async_graphql::Result<Vec<Option<ActionNode>>> {
         let viewer = viewer(ctx)?;
+        let (field, ids) = renamed_arg(("actionIds", action_ids), ("ids", ids))?;
         if ids.len() > MAX_LIST_LEN {
             return Err(bad_input(format!(
-                "ids has {} entries; at most {MAX_LIST_LEN} are allowed",
+                "{field} has {} entries; at most {MAX_LIST_LEN} are allowed",
                 ids.len()
             )));
         }
         let ids = ids
             .iter()
-            .map(|id| action_id_arg("ids", id))
+            .map(|id| action_id_arg(field, id))
             .collect::<Result<Vec<_>, _>>()?;
         let found = loaders(ctx)?
             .actions
@@ -187,10 +200,16 @@ impl CoreQuery {
     }
 
     /// A user of the viewer's tenant, or null if Riverfeed has never heard of
-    /// them. `id` is the application's id of the user or the user's global `id`.
-    async fn user(&self, ctx: &Context<'_>, id: ID) -> async_graphql::Result<Option<UserNode>> {
+    /// them. `userId` is the application's id of the user or the user's global `id`.
+    async fn user(
+        &self,
+        ctx: &Context<'_>,
+        user_id: Option<ID>,
+        #[graphql(deprecation = "Use `userId`.")] id: Option<ID>,
+    ) -> async_graphql::Result<Option<UserNode>> {
         viewer(ctx)?;
-        let id = user_id_arg("id", &id)?;
+        let (field, id) = renamed_arg(("userId", user_id), ("id", id))?;
+        let id = user_id_arg(field, &id)?;
         let user = loaders(ctx)?.users.load_one(id).await.api()?;
         Ok(user.map(UserNode::from))
     }

@@ -140,7 +140,7 @@ impl Gql {
                 .data(
                     SERVICE_USER,
                     true,
-                    "query($ids: [ID!]!) { actions(ids: $ids) { actionId fanOut { state } } }",
+                    "query($ids: [ID!]!) { actions(actionIds: $ids) { actionId fanOut { state } } }",
                     &json!({ "ids": chunk }),
                 )
                 .await?;

@@ -81,7 +81,7 @@ async fn measure(
         .data(
             ACTOR,
             false,
-            "mutation($u: ID!) { upsertUser(input: {id: $u, name: \"Relay actor\"}) { id } }",
+            "mutation($u: ID!) { upsertUser(input: {userId: $u, name: \"Relay actor\"}) { id } }",
             &json!({ "u": ACTOR }),
         )
         .await?;

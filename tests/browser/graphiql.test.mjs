@@ -141,9 +141,9 @@ after(async () => {
 test('GraphiQL runs from the server alone and switches users with the picker', async () => {
   const base = await startServer();
   await gql(base, { 'x-riverfeed-tenant': 'acme', 'x-riverfeed-user': 'alice' },
-    'mutation { upsertUser(input: {id: "alice", name: "Alice Adams"}) { id } }');
+    'mutation { upsertUser(input: {userId: "alice", name: "Alice Adams"}) { id } }');
   await gql(base, { 'x-riverfeed-tenant': 'acme', 'x-riverfeed-user': 'bob' },
-    'mutation { upsertUser(input: {id: "bob", name: "Bob Builder"}) { id } }');
+    'mutation { upsertUser(input: {userId: "bob", name: "Bob Builder"}) { id } }');
 
   const { page, problems } = await openGraphiql(base, '/graphiql?tenant=acme&user=alice');
   assert.equal(await page.getByTestId('tenant').inputValue(), 'acme');
@@ -177,7 +177,7 @@ test('a bearer token goes on requests and in connection_init', async () => {
   const token = execFileSync(BIN, ['token', '--tenant', 'acme', '--user', 'carol', '--secret', SECRET])
     .toString().trim();
   await gql(base, { authorization: `Bearer ${token}` },
-    'mutation { upsertUser(input: {id: "carol", name: "Carol Chen"}) { id } }');
+    'mutation { upsertUser(input: {userId: "carol", name: "Carol Chen"}) { id } }');
 
   const { page, problems } = await openGraphiql(base, '/graphiql');
   const sent = [];

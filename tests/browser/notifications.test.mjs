@@ -156,7 +156,7 @@ const INBOX = `{ notifications(first: 100) {
 const OWN = `query($id: ID!) { actorFeed(userId: $id, first: 50) {
   nodes { actionId scope descriptor { __typename } }
 } }`;
-const LIKED = 'query($id: ID!) { action(id: $id) { viewerHasLiked } }';
+const LIKED = 'query($id: ID!) { action(actionId: $id) { viewerHasLiked } }';
 const LIKE = 'mutation($id: ID!) { like(actionId: $id) { likeCount } }';
 
 /**

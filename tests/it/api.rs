@@ -53,7 +53,7 @@ async fn a_follower_sees_the_followed_users_action(backend: Backend) {
     assert!(ids.is_empty(), "tenants are separate: {ids:?}");
     let data = other_alice
         .data(
-            "query($id: ID!) { action(id: $id) { actionId } }",
+            "query($id: ID!) { action(actionId: $id) { actionId } }",
             json!({ "id": id }),
         )
         .await;
@@ -268,7 +268,7 @@ async fn feed_events_stream_added_and_removed(backend: Backend) {
 
     let data = bob
         .data(
-            "mutation($id: ID!) { deleteAction(id: $id) }",
+            "mutation($id: ID!) { deleteAction(actionId: $id) }",
             json!({ "id": id }),
         )
         .await;
@@ -452,7 +452,7 @@ async fn followers_and_following(backend: Backend) {
     for user in ["zoe", "amy", "kim"] {
         server.client("acme", user).follow("bob").await;
     }
-    let query = "query($after: String) { user(id: \"bob\") { name followers(first: 2, after: $after) { edges { node { userId } } pageInfo { hasNextPage endCursor } } } }";
+    let query = "query($after: String) { user(userId: \"bob\") { name followers(first: 2, after: $after) { edges { node { userId } } pageInfo { hasNextPage endCursor } } } }";
     let data = bob.data(query, json!({ "after": null })).await;
     let ids = |d: &Value| -> Vec<String> {
         d["user"]["followers"]["edges"]
@@ -469,7 +469,7 @@ async fn followers_and_following(backend: Backend) {
     assert_eq!(ids(&data), ["zoe"]);
     let data = bob
         .data(
-            "{ user(id: \"amy\") { following { edges { node { userId name } } } } }",
+            "{ user(userId: \"amy\") { following { edges { node { userId name } } } } }",
             json!({}),
         )
         .await;
@@ -478,7 +478,7 @@ async fn followers_and_following(backend: Backend) {
         json!({ "userId": "bob", "name": "Bob" })
     );
     let data = bob
-        .data("{ user(id: \"nobody\") { userId } }", json!({}))
+        .data("{ user(userId: \"nobody\") { userId } }", json!({}))
         .await;
     assert_eq!(data["user"], Value::Null);
     let amy = server.client("acme", "amy");
@@ -630,7 +630,7 @@ async fn readers_comment_and_like(backend: Backend) {
         false
     );
 
-    let thread = "query($id: ID!, $after: String) { action(id: $id) { comments(first: 2, after: $after) { edges { node { text } } pageInfo { hasNextPage endCursor } } } }";
+    let thread = "query($id: ID!, $after: String) { action(actionId: $id) { comments(first: 2, after: $after) { edges { node { text } } pageInfo { hasNextPage endCursor } } } }";
     let first = bob.data(thread, json!({ "id": id, "after": null })).await;
     let texts = |d: &Value| -> Vec<String> {
         d["action"]["comments"]["edges"]
@@ -731,7 +731,7 @@ async fn a_held_fan_out_shows_its_lease() {
     .await;
     let bob = server.client("acme", "bob");
     let id = bob.post_status("held", json!({})).await;
-    let query = "query($id: ID!) { action(id: $id) { fanOut { state lockedUntil worker } } }";
+    let query = "query($id: ID!) { action(actionId: $id) { fanOut { state lockedUntil worker } } }";
     let data = bob.data(query, json!({ "id": id })).await;
     assert_eq!(
         data["action"]["fanOut"],
@@ -755,5 +755,94 @@ async fn a_held_fan_out_shows_its_lease() {
     let until = fan_out["lockedUntil"].as_str().expect("a lease's end");
     let until = chrono::DateTime::parse_from_rfc3339(until).expect("a time");
     assert_eq!(until.timestamp_millis(), now + 60_000, "{fan_out}");
+    server.stop().await;
+}
+
+/// Arguments that name an action or a user are `actionId` / `userId`; the old
+/// `id` (and `ids`) still works for one release, deprecated, and exactly one
+/// of the two must be given. Argument names live above the storage port, so
+/// one backend proves them; the rest of the suite uses the new names.
+#[tokio::test]
+async fn renamed_arguments_keep_their_old_names_deprecated() {
+    let Some(server) = TestServer::start(Backend::Embedded).await else {
+        return;
+    };
+    let bob = server.client("acme", "bob");
+    let data = bob
+        .data(
+            "mutation { upsertUser(input: {id: \"bob\", name: \"Bob\"}) { userId } }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(data["upsertUser"]["userId"], "bob", "the old input field");
+    let id = bob.post_status("shipped it", json!({})).await;
+    let data = bob
+        .data(
+            "query($id: ID!) { action(id: $id) { actionId } }",
+            json!({ "id": id }),
+        )
+        .await;
+    assert_eq!(data["action"]["actionId"], json!(id), "the old argument");
+
+    let both = "query($id: ID!) { action(actionId: $id, id: $id) { actionId } }";
+    let body = bob.post(both, json!({ "id": id })).await;
+    assert_eq!(body["errors"][0]["extensions"]["code"], "BAD_USER_INPUT");
+    assert_eq!(
+        body["errors"][0]["message"],
+        "give `actionId` or its deprecated old name `id`, not both"
+    );
+    let body = bob.post("{ action { actionId } }", json!({})).await;
+    assert_eq!(body["errors"][0]["extensions"]["code"], "BAD_USER_INPUT");
+    assert_eq!(body["errors"][0]["message"], "`actionId` is required");
+
+    let data = bob
+        .data(
+            "{ query: __type(name: \"Query\") { ...Args } mutation: __type(name: \"Mutation\") { ...Args }
+               input: __type(name: \"UpsertUserInput\") { name inputFields(includeDeprecated: true) { name isDeprecated deprecationReason } } }
+             fragment Args on __Type { name fields { name args(includeDeprecated: true) { name isDeprecated deprecationReason } } }",
+            json!({}),
+        )
+        .await;
+    let mut deprecated = Vec::new();
+    for root in ["query", "mutation"] {
+        for field in data[root]["fields"].as_array().expect("fields") {
+            for arg in field["args"].as_array().expect("args") {
+                if arg["isDeprecated"] == true {
+                    deprecated.push(format!(
+                        "{}.{}({}): {}",
+                        data[root]["name"].as_str().unwrap_or_default(),
+                        field["name"].as_str().unwrap_or_default(),
+                        arg["name"].as_str().unwrap_or_default(),
+                        arg["deprecationReason"].as_str().unwrap_or_default()
+                    ));
+                }
+            }
+        }
+    }
+    for field in data["input"]["inputFields"]
+        .as_array()
+        .expect("input fields")
+    {
+        if field["isDeprecated"] == true {
+            deprecated.push(format!(
+                "UpsertUserInput.{}: {}",
+                field["name"].as_str().unwrap_or_default(),
+                field["deprecationReason"].as_str().unwrap_or_default()
+            ));
+        }
+    }
+    deprecated.sort();
+    assert_eq!(
+        deprecated,
+        [
+            "Mutation.deleteAction(id): Use `actionId`.",
+            "Mutation.hideAction(id): Use `actionId`.",
+            "Mutation.setActionScope(id): Use `actionId`.",
+            "Query.action(id): Use `actionId`.",
+            "Query.actions(ids): Use `actionIds`.",
+            "Query.user(id): Use `userId`.",
+            "UpsertUserInput.id: Use `userId`.",
+        ]
+    );
     server.stop().await;
 }

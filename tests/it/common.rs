@@ -406,7 +406,7 @@ impl Client {
 
     pub async fn upsert_user(&self, id: &str, name: &str) {
         self.data(
-            "mutation($id: ID!, $name: String!) { upsertUser(input: {id: $id, name: $name}) { id } }",
+            "mutation($id: ID!, $name: String!) { upsertUser(input: {userId: $id, name: $name}) { id } }",
             json!({ "id": id, "name": name }),
         )
         .await;
@@ -455,7 +455,7 @@ impl Client {
         loop {
             let data = self
                 .data(
-                    "query($id: ID!) { action(id: $id) { fanOut { state } } }",
+                    "query($id: ID!) { action(actionId: $id) { fanOut { state } } }",
                     json!({ "id": action_id }),
                 )
                 .await;

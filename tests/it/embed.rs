@@ -256,12 +256,12 @@ async fn copies_stay_true(layout: TimelineLayout) {
         .await;
     // Hidden, narrowed to another reader, deleted.
     ann.data(
-        "mutation($id: ID!) { hideAction(id: $id) { id } }",
+        "mutation($id: ID!) { hideAction(actionId: $id) { id } }",
         json!({ "id": hidden }),
     )
     .await;
     ann.data(
-        "mutation($id: ID!) { setActionScope(id: $id, scope: RESTRICTED, readers: [\"carol\"]) { id } }",
+        "mutation($id: ID!) { setActionScope(actionId: $id, scope: RESTRICTED, readers: [\"carol\"]) { id } }",
         json!({ "id": narrowed }),
     )
     .await;
@@ -269,7 +269,7 @@ async fn copies_stay_true(layout: TimelineLayout) {
     // page's.
     ann.wait_delivered(&narrowed).await;
     ann.data(
-        "mutation($id: ID!) { deleteAction(id: $id) }",
+        "mutation($id: ID!) { deleteAction(actionId: $id) }",
         json!({ "id": deleted }),
     )
     .await;

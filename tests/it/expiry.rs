@@ -43,7 +43,7 @@ async fn shown(reader: &Client, id: &str) -> [bool; 4] {
                 feed(first: 50) { edges { node { actionId } } }
                 slice(refId: \"job-1\", first: 50) { edges { node { actionId } } }
                 actorFeed(userId: \"ann\", first: 50) { edges { node { actionId } } }
-                action(id: $id) { actionId }
+                action(actionId: $id) { actionId }
             }",
             json!({ "id": id }),
         )
@@ -109,7 +109,7 @@ async fn an_action_leaves_everything_when_it_expires(backend: Backend) {
     let lasting = post(&server, "lasting", json!({})).await;
     let data = bob
         .data(
-            "query($id: ID!) { action(id: $id) { expiresAt } }",
+            "query($id: ID!) { action(actionId: $id) { expiresAt } }",
             json!({ "id": story }),
         )
         .await;

@@ -56,7 +56,7 @@ async fn a_new_follow_shows_recent_actions_the_reader_may_see(backend: Backend) 
         .post_status("hidden", json!({ "conducted": "2026-01-04T00:00:00Z" }))
         .await;
     bob.data(
-        "mutation($id: ID!) { hideAction(id: $id) { id } }",
+        "mutation($id: ID!) { hideAction(actionId: $id) { id } }",
         json!({ "id": hidden }),
     )
     .await;

@@ -24,12 +24,12 @@ fn case<'a>(name: &'static str, query: &'a str, variables: Value, code: &'static
 const FEED: &str = "query($first: Int, $after: String, $last: Int, $before: String) { feed(first: $first, after: $after, last: $last, before: $before) { edges { cursor } } }";
 const SLICE: &str =
     "query($ref: String!, $first: Int, $after: String) { slice(refId: $ref, first: $first, after: $after) { edges { cursor } } }";
-const ACTION: &str = "query($id: ID!) { action(id: $id) { actionId } }";
-const ACTIONS: &str = "query($ids: [ID!]!) { actions(ids: $ids) { actionId } }";
-const USER: &str = "query($id: ID!) { user(id: $id) { id } }";
+const ACTION: &str = "query($id: ID!) { action(actionId: $id) { actionId } }";
+const ACTIONS: &str = "query($ids: [ID!]!) { actions(actionIds: $ids) { actionId } }";
+const USER: &str = "query($id: ID!) { user(userId: $id) { id } }";
 const FOLLOWERS: &str = "query($first: Int, $after: String) { viewer { followers(first: $first, after: $after) { edges { cursor } } } }";
 const UPSERT: &str =
-    "mutation($id: ID!, $name: String!) { upsertUser(input: {id: $id, name: $name}) { id } }";
+    "mutation($id: ID!, $name: String!) { upsertUser(input: {userId: $id, name: $name}) { id } }";
 const RECORD: &str =
     "mutation($input: RecordActionInput!) { recordAction(input: $input) { actionId } }";
 const FOLLOW: &str = "mutation($u: ID!) { follow(userId: $u) }";
@@ -39,8 +39,8 @@ const UNFRIEND: &str = "mutation($u: ID!) { unfriend(userId: $u) }";
 const JOIN: &str =
     "mutation($g: ID!, $k: GroupKind!) { joinGroup(groupId: $g, kind: $k) { groupId } }";
 const LEAVE: &str = "mutation($g: ID!) { leaveGroup(groupId: $g) }";
-const HIDE: &str = "mutation($id: ID!) { hideAction(id: $id) { id } }";
-const DELETE: &str = "mutation($id: ID!) { deleteAction(id: $id) }";
+const HIDE: &str = "mutation($id: ID!) { hideAction(actionId: $id) { id } }";
+const DELETE: &str = "mutation($id: ID!) { deleteAction(actionId: $id) }";
 const HIDE_ITEM: &str = "mutation($id: ID!) { hideFeedItem(actionId: $id) }";
 
 fn status(text: Value) -> Value {

@@ -89,7 +89,7 @@ async fn members_and_others_read_a_group_feed(backend: Backend) {
     assert!(!group_feed(&ann, "t1", 10).await.contains(&elsewhere));
     let data = cat
         .data(
-            "query($id: ID!) { action(id: $id) { to } }",
+            "query($id: ID!) { action(actionId: $id) { to } }",
             json!({ "id": public }),
         )
         .await;

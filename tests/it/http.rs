@@ -80,7 +80,7 @@ async fn responses_follow_graphql_over_http() {
         json!({ "n": "many" }),
     );
     let not_found = query(
-        "{ action(id: \"6b0000000000000000000000\") { actionId } }",
+        "{ action(actionId: \"6b0000000000000000000000\") { actionId } }",
         json!({}),
     );
 

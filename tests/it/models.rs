@@ -357,7 +357,7 @@ async fn play(d: &mut Deployment, step: &Step) {
             d.server
                 .service(TENANT)
                 .post(
-                    "mutation($id: ID!) { hideAction(id: $id) { id } }",
+                    "mutation($id: ID!) { hideAction(actionId: $id) { id } }",
                     json!({ "id": d.actions[*action] }),
                 )
                 .await;
@@ -408,7 +408,7 @@ async fn play(d: &mut Deployment, step: &Step) {
                 .service(TENANT)
                 .post(
                     "mutation($id: ID!, $s: Scope!, $r: [ID!]!) {
-                        setActionScope(id: $id, scope: $s, readers: $r) { id } }",
+                        setActionScope(actionId: $id, scope: $s, readers: $r) { id } }",
                     json!({ "id": d.actions[*action], "s": scope, "r": readers }),
                 )
                 .await;

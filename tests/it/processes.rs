@@ -268,7 +268,7 @@ async fn two_apis_and_two_workers(model: &str) {
 
     // Hidden through A: alice, on B, is told it left her feed.
     bob.data(
-        "mutation($id: ID!) { hideAction(id: $id) { id } }",
+        "mutation($id: ID!) { hideAction(actionId: $id) { id } }",
         json!({ "id": two }),
     )
     .await;
@@ -452,7 +452,7 @@ async fn a_worker_killed_in_a_big_fan_out_is_taken_over_and_every_reader_gets_on
     loop {
         let data = bob
             .data(
-                "query($id: ID!) { action(id: $id) { fanOut { state } } }",
+                "query($id: ID!) { action(actionId: $id) { fanOut { state } } }",
                 json!({ "id": id }),
             )
             .await;

@@ -45,7 +45,7 @@ async fn an_actor_feed_shows_what_the_viewer_may_see_newest_first(backend: Backe
         .post_status("hidden", json!({ "conducted": "2026-01-05T00:00:00Z" }))
         .await;
     bob.data(
-        "mutation($id: ID!) { hideAction(id: $id) { id } }",
+        "mutation($id: ID!) { hideAction(actionId: $id) { id } }",
         json!({ "id": hidden }),
     )
     .await;
@@ -183,7 +183,7 @@ async fn discussions_list_what_the_viewer_commented_on_latest_first(backend: Bac
     // One alice may no longer see leaves her list; carol's cursor is not hers.
     server.service("acme").upsert_user("carol", "Carol").await;
     bob.data(
-        "mutation($id: ID!) { setActionScope(id: $id, scope: RESTRICTED, readers: [\"carol\"]) { id } }",
+        "mutation($id: ID!) { setActionScope(actionId: $id, scope: RESTRICTED, readers: [\"carol\"]) { id } }",
         json!({ "id": third }),
     )
     .await;

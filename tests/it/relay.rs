@@ -159,7 +159,7 @@ async fn arguments_take_raw_and_global_ids_alike(backend: Backend) {
     let alice = server.client("acme", "alice");
     let bob = server.client("acme", "bob");
 
-    let query = "query($id: ID!) { action(id: $id) { id actionId } }";
+    let query = "query($id: ID!) { action(actionId: $id) { id actionId } }";
     for id in [json!(s.action_id), s.action.clone()] {
         let data = alice.data(query, json!({ "id": id })).await;
         assert_eq!(
@@ -170,7 +170,7 @@ async fn arguments_take_raw_and_global_ids_alike(backend: Backend) {
     }
     let data = alice
         .data(
-            "query($ids: [ID!]!) { actions(ids: $ids) { actionId } }",
+            "query($ids: [ID!]!) { actions(actionIds: $ids) { actionId } }",
             json!({ "ids": [s.action_id, s.action] }),
         )
         .await;
@@ -191,7 +191,7 @@ async fn arguments_take_raw_and_global_ids_alike(backend: Backend) {
     // User arguments alike: a user's global id where its raw id goes.
     let data = alice
         .data(
-            "query($u: ID!) { user(id: $u) { userId } actorFeed(userId: $u) { nodes { actionId } } }",
+            "query($u: ID!) { user(userId: $u) { userId } actorFeed(userId: $u) { nodes { actionId } } }",
             json!({ "u": s.user }),
         )
         .await;
@@ -209,7 +209,7 @@ async fn arguments_take_raw_and_global_ids_alike(backend: Backend) {
     assert_eq!(data["unfollow"], true);
     let data = bob
         .data(
-            "mutation($u: ID!) { upsertUser(input: {id: $u, name: \"Robert\"}) { id userId name } }",
+            "mutation($u: ID!) { upsertUser(input: {userId: $u, name: \"Robert\"}) { id userId name } }",
             json!({ "u": s.user }),
         )
         .await;
@@ -219,7 +219,7 @@ async fn arguments_take_raw_and_global_ids_alike(backend: Backend) {
     );
     let data = alice
         .data(
-            "query($a: ID!) { user(id: $a) { id } }",
+            "query($a: ID!) { user(userId: $a) { id } }",
             json!({ "a": "alice" }),
         )
         .await;
@@ -242,12 +242,18 @@ async fn a_global_id_of_another_type_is_refused(backend: Backend) {
     let alice = server.client("acme", "alice");
 
     let cases = [
-        ("query($id: ID!) { action(id: $id) { id } }", s.user.clone()),
         (
-            "query($id: ID!) { action(id: $id) { id } }",
+            "query($id: ID!) { action(actionId: $id) { id } }",
+            s.user.clone(),
+        ),
+        (
+            "query($id: ID!) { action(actionId: $id) { id } }",
             s.comment.clone(),
         ),
-        ("query($id: ID!) { user(id: $id) { id } }", s.action.clone()),
+        (
+            "query($id: ID!) { user(userId: $id) { id } }",
+            s.action.clone(),
+        ),
         ("mutation($id: ID!) { follow(userId: $id) }", s.item.clone()),
         (
             "mutation($id: ID!) { comment(actionId: $id, text: \"x\") { id } }",

@@ -37,7 +37,7 @@ async fn team_scope_reaches_team_members_and_not_other_followers(backend: Backen
         assert_eq!(ids.contains(&id), expect, "feed: {ids:?}");
         let data = reader
             .data(
-                "query($id: ID!) { action(id: $id) { actionId } }",
+                "query($id: ID!) { action(actionId: $id) { actionId } }",
                 json!({ "id": id }),
             )
             .await;
@@ -81,14 +81,14 @@ async fn restricted_actions_reach_only_their_readers(backend: Backend) {
     assert!(!carol.feed_ids("").await.0.contains(&id));
     let data = carol
         .data(
-            "query($id: ID!) { actions(ids: [$id]) { actionId } }",
+            "query($id: ID!) { actions(actionIds: [$id]) { actionId } }",
             json!({ "id": id }),
         )
         .await;
     assert_eq!(data["actions"], json!([null]));
     let data = bob
         .data(
-            "query($id: ID!) { action(id: $id) { readers } }",
+            "query($id: ID!) { action(actionId: $id) { readers } }",
             json!({ "id": id }),
         )
         .await;
@@ -115,14 +115,14 @@ async fn hiding_removes_from_feeds_and_only_the_actor_may(backend: Backend) {
 
     let code = alice
         .error_code(
-            "mutation($id: ID!) { hideAction(id: $id) { id } }",
+            "mutation($id: ID!) { hideAction(actionId: $id) { id } }",
             json!({ "id": first }),
         )
         .await;
     assert_eq!(code, "FORBIDDEN");
     let code = alice
         .error_code(
-            "mutation($id: ID!) { deleteAction(id: $id) }",
+            "mutation($id: ID!) { deleteAction(actionId: $id) }",
             json!({ "id": first }),
         )
         .await;
@@ -130,7 +130,7 @@ async fn hiding_removes_from_feeds_and_only_the_actor_may(backend: Backend) {
 
     let data = bob
         .data(
-            "mutation($id: ID!) { hideAction(id: $id) { hidden } }",
+            "mutation($id: ID!) { hideAction(actionId: $id) { hidden } }",
             json!({ "id": first }),
         )
         .await;
@@ -155,7 +155,7 @@ async fn hiding_removes_from_feeds_and_only_the_actor_may(backend: Backend) {
     );
     let data = alice
         .data(
-            "query($id: ID!) { action(id: $id) { actionId } }",
+            "query($id: ID!) { action(actionId: $id) { actionId } }",
             json!({ "id": first }),
         )
         .await;
@@ -219,7 +219,7 @@ async fn pages_move_past_items_the_viewer_can_no_longer_read(backend: Backend) {
     assert_eq!(carol.feed_ids("").await.0.len(), 8);
     for id in &team {
         dan.data(
-            "mutation($id: ID!) { setActionScope(id: $id, scope: RESTRICTED, readers: [\"dan\"]) { id } }",
+            "mutation($id: ID!) { setActionScope(actionId: $id, scope: RESTRICTED, readers: [\"dan\"]) { id } }",
             json!({ "id": id }),
         )
         .await;

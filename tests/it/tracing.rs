@@ -184,7 +184,7 @@ async fn operations_become_spans_without_their_variables_and_log_lines() {
         recordAction(input: {descriptor: {statusPost: {text: $text}}}) { id } }";
     let data = alice.data(post, json!({ "text": marker })).await;
     assert!(data["recordAction"]["id"].is_string(), "{data}");
-    let missing = "query Missing($id: ID!) { action(id: $id) { id } }";
+    let missing = "query Missing($id: ID!) { action(actionId: $id) { id } }";
     let body = alice.post(missing, json!({ "id": marker })).await;
     assert!(body["errors"].is_array(), "{body}");
     alice.data("{ viewer { id } }", json!({})).await;

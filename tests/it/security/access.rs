@@ -15,13 +15,13 @@ async fn roles_decide_who_acts_for_whom(backend: Backend) {
     let admin = bearer(&server, &token("acme", "support", &["admin"]));
     service
         .data(
-            "mutation { bob: upsertUser(input: {id: \"bob\", name: \"Bob\"}) { id } carol: upsertUser(input: {id: \"carol\", name: \"Carol\"}) { id } }",
+            "mutation { bob: upsertUser(input: {userId: \"bob\", name: \"Bob\"}) { id } carol: upsertUser(input: {userId: \"carol\", name: \"Carol\"}) { id } }",
             json!({}),
         )
         .await;
 
     let forbidden_for_users = [
-        ("upsert someone else", "mutation { upsertUser(input: {id: \"bob\", name: \"Mallory\"}) { id } }"),
+        ("upsert someone else", "mutation { upsertUser(input: {userId: \"bob\", name: \"Mallory\"}) { id } }"),
         ("record as someone else", "mutation { recordAction(input: {actorId: \"bob\", descriptor: {statusPost: {text: \"I quit\"}}}) { actionId } }"),
         ("follow for someone else", "mutation { follow(userId: \"carol\", asUserId: \"bob\") }"),
         ("befriend for someone else", "mutation { befriend(userId: \"carol\", asUserId: \"bob\") }"),
@@ -57,7 +57,7 @@ async fn roles_decide_who_acts_for_whom(backend: Backend) {
     );
     alice
         .data(
-            "mutation { upsertUser(input: {id: \"alice\", name: \"Alice\"}) { id } }",
+            "mutation { upsertUser(input: {userId: \"alice\", name: \"Alice\"}) { id } }",
             json!({}),
         )
         .await;
@@ -111,7 +111,7 @@ async fn roles_decide_who_acts_for_whom(backend: Backend) {
         )
         .await;
     assert_eq!(first_error_code(&body).as_deref(), Some("BAD_USER_INPUT"));
-    let of_bob = "{ user(id: \"bob\") { assignments supervisor { userId } } }";
+    let of_bob = "{ user(userId: \"bob\") { assignments supervisor { userId } } }";
     assert_eq!(
         bob_view(&server).data(of_bob, json!({})).await["user"],
         json!({ "assignments": ["app-1"], "supervisor": { "userId": "carol" } })
@@ -129,7 +129,7 @@ async fn roles_decide_who_acts_for_whom(backend: Backend) {
     service
         .data("mutation { joinGroup(groupId: \"all-hands\", kind: DEPARTMENT, userId: \"alice\") { groupId } }", json!({}))
         .await;
-    let groups = "{ user(id: \"bob\") { groups { groupId } } }";
+    let groups = "{ user(userId: \"bob\") { groups { groupId } } }";
     let seen = alice.data(groups, json!({})).await;
     assert_eq!(
         seen["user"]["groups"],
@@ -174,7 +174,7 @@ async fn tenants_never_see_each_other(backend: Backend) {
     for (other, label) in [(id.as_str(), "acme's action"), (missing, "no action")] {
         let data = globex_alice
             .data(
-                "query($id: ID!) { action(id: $id) { actionId } actions(ids: [$id]) { actionId } }",
+                "query($id: ID!) { action(actionId: $id) { actionId } actions(actionIds: [$id]) { actionId } }",
                 json!({ "id": other }),
             )
             .await;
@@ -184,8 +184,8 @@ async fn tenants_never_see_each_other(backend: Backend) {
             "{label}"
         );
         for mutation in [
-            "mutation($id: ID!) { hideAction(id: $id) { id } }",
-            "mutation($id: ID!) { deleteAction(id: $id) }",
+            "mutation($id: ID!) { hideAction(actionId: $id) { id } }",
+            "mutation($id: ID!) { deleteAction(actionId: $id) }",
         ] {
             let body = globex_service.post(mutation, json!({ "id": other })).await;
             assert_eq!(
@@ -204,7 +204,7 @@ async fn tenants_never_see_each_other(backend: Backend) {
     assert_eq!(data["hideFeedItem"], false);
     let data = globex_alice
         .data(
-            "{ slice(refId: \"applicant-7\") { edges { cursor } } user(id: \"bob\") { userId } }",
+            "{ slice(refId: \"applicant-7\") { edges { cursor } } user(userId: \"bob\") { userId } }",
             json!({}),
         )
         .await;
@@ -259,7 +259,7 @@ async fn hidden_actions_leave_feeds_slices_and_subscriptions_at_once(backend: Ba
     server.wait_live_topics(1).await;
 
     bob.data(
-        "mutation($id: ID!) { hideAction(id: $id) { id } }",
+        "mutation($id: ID!) { hideAction(actionId: $id) { id } }",
         json!({ "id": id }),
     )
     .await;
@@ -283,7 +283,7 @@ async fn hidden_actions_leave_feeds_slices_and_subscriptions_at_once(backend: Ba
     // The actor still sees it, marked hidden.
     let data = bob
         .data(
-            "query($id: ID!) { action(id: $id) { hidden } }",
+            "query($id: ID!) { action(actionId: $id) { hidden } }",
             json!({ "id": id }),
         )
         .await;
@@ -307,7 +307,7 @@ async fn narrowing_an_action_takes_it_from_readers_at_once(backend: Backend) {
     bob.wait_delivered(&id).await;
     assert_eq!(alice.feed_ids("").await.0, vec![id.clone()]);
 
-    let change = "mutation($id: ID!, $readers: [ID!]) { setActionScope(id: $id, scope: RESTRICTED, readers: $readers) { scope } }";
+    let change = "mutation($id: ID!, $readers: [ID!]) { setActionScope(actionId: $id, scope: RESTRICTED, readers: $readers) { scope } }";
     // Alice may read it but not change it.
     let body = alice
         .post(change, json!({ "id": id, "readers": ["alice"] }))
@@ -333,7 +333,7 @@ async fn narrowing_an_action_takes_it_from_readers_at_once(backend: Backend) {
     );
     let body = alice
         .post(
-            "mutation($id: ID!) { deleteAction(id: $id) }",
+            "mutation($id: ID!) { deleteAction(actionId: $id) }",
             json!({ "id": id }),
         )
         .await;
@@ -347,7 +347,7 @@ async fn narrowing_an_action_takes_it_from_readers_at_once(backend: Backend) {
     assert!(alice.feed_ids("").await.0.is_empty());
     let data = alice
         .data(
-            "query($id: ID!) { action(id: $id) { actionId } slice(refId: \"position-3\") { edges { cursor } } }",
+            "query($id: ID!) { action(actionId: $id) { actionId } slice(refId: \"position-3\") { edges { cursor } } }",
             json!({ "id": id }),
         )
         .await;
