@@ -177,6 +177,24 @@ pub fn before(id: ObjectId) -> Option<ObjectId> {
     None
 }
 
+/// An argument renamed into the API's one vocabulary (`actionId`, `userId`…)
+/// whose old name (`id`) still works for one release, deprecated: both are
+/// optional in the schema, and exactly one must be given. Returns the name
+/// given, for later messages, with its value.
+pub fn renamed_arg<T>(
+    (name, value): (&'static str, Option<T>),
+    (old_name, old_value): (&'static str, Option<T>),
+) -> async_graphql::Result<(&'static str, T)> {
+    match (value, old_value) {
+        (Some(value), None) => Ok((name, value)),
+        (None, Some(value)) => Ok((old_name, value)),
+        (Some(_), Some(_)) => Err(bad_input(format!(
+            "give `{name}` or its deprecated old name `{old_name}`, not both"
+        ))),
+        (None, None) => Err(bad_input(format!("`{name}` is required"))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -282,23 +300,5 @@ mod tests {
         let one = ObjectId::parse_str("65f000000000000000000100").unwrap();
         assert_eq!(before(one).unwrap().to_hex(), "65f0000000000000000000ff");
         assert_eq!(before(ObjectId::from_bytes([0; 12])), None);
-    }
-}
-
-/// An argument renamed into the API's one vocabulary (`actionId`, `userId`…)
-/// whose old name (`id`) still works for one release, deprecated: both are
-/// optional in the schema, and exactly one must be given. Returns the name
-/// given, for later messages, with its value.
-pub fn renamed_arg<T>(
-    (name, value): (&'static str, Option<T>),
-    (old_name, old_value): (&'static str, Option<T>),
-) -> async_graphql::Result<(&'static str, T)> {
-    match (value, old_value) {
-        (Some(value), None) => Ok((name, value)),
-        (None, Some(value)) => Ok((old_name, value)),
-        (Some(_), Some(_)) => Err(bad_input(format!(
-            "give `{name}` or its deprecated old name `{old_name}`, not both"
-        ))),
-        (None, None) => Err(bad_input(format!("`{name}` is required"))),
     }
 }
