@@ -179,10 +179,10 @@ pub struct ServeArgs {
     /// Schema introspection: on in dev mode, off with tokens, unless set.
     #[arg(long, env = "RIVERFEED_INTROSPECTION", global = true)]
     pub introspection: Option<bool>,
-    /// Secret cursors are sealed with (32 bytes or more). Every process serving
-    /// the same clients needs the same one for cursors to carry over, and
-    /// across restarts; by default it is derived from --jwt-secret, or random
-    /// per process.
+    /// Secret cursors are sealed with (32 bytes or more). By default the
+    /// deployment draws a key at its first start and keeps it in its store,
+    /// so cursors survive restarts and open on every process; a new key
+    /// (setting or changing this) makes earlier cursors invalid.
     #[arg(
         long,
         env = "RIVERFEED_CURSOR_KEY",
@@ -377,11 +377,7 @@ impl ServeArgs {
                 "--cursor-key must be at least 32 bytes long"
             );
         }
-        options.cursor_secret = self
-            .cursor_key
-            .as_ref()
-            .or(self.jwt_secret.as_ref())
-            .map(|secret| secret.as_bytes().to_vec());
+        options.cursor_secret = self.cursor_key.as_ref().map(|key| key.as_bytes().to_vec());
         options.ws_limits = WsLimits {
             max_connections: self.max_connections as usize,
             max_subscriptions: self.max_subscriptions as usize,

@@ -65,8 +65,8 @@ pub struct ServeOptions {
     /// Schema introspection; `None` means on in dev mode, off with tokens.
     pub introspection: Option<bool>,
     pub ws_limits: WsLimits,
-    /// Secret the cursor key is derived from; `None` means a random key, so
-    /// cursors do not outlive the process.
+    /// `--cursor-key`: secret the cursor key is derived from; `None` means
+    /// the key the deployment keeps in its store (drawn at its first start).
     pub cursor_secret: Option<Vec<u8>>,
     /// Seed the `demo` tenant before serving (dev mode only).
     pub demo: bool,
@@ -215,6 +215,12 @@ pub async fn start_with_store(
             .await
             .context("cannot seed the demo tenant")?;
     }
+    let cursors = match &options.cursor_secret {
+        Some(secret) => CursorKey::from_secret(secret),
+        None => CursorKey::kept(store.as_ref())
+            .await
+            .context("cannot read or keep the cursor key in the store")?,
+    };
     let (listener, addr) = bind(options.listen).await?;
 
     let shutdown = CancellationToken::new();
@@ -227,10 +233,7 @@ pub async fn start_with_store(
         wake: Arc::new(Notify::new()),
         follow_backfill: options.follow_backfill,
         model: options.model,
-        cursors: Arc::new(match &options.cursor_secret {
-            Some(secret) => CursorKey::from_secret(secret),
-            None => CursorKey::random(),
-        }),
+        cursors: Arc::new(cursors),
         item_ttl: item_ttl_ms(options.item_ttl),
         group_feed_size: options.group_feed_size,
         notice_rules: Arc::new(options.notice_rules.clone()),

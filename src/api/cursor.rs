@@ -2,16 +2,25 @@
 //!
 //! A cursor says which list it belongs to (the kind of list and a hash of its
 //! identity: tenant and owner, or tenant and ref id…) and a position in it. It is
-//! sealed with ChaCha20-Poly1305 under the server's cursor key, so a client can
-//! neither read it (a page that skipped items the viewer may not read still
-//! ends on their position) nor forge one; a cursor of another list, or one that
-//! was edited, is refused with `BAD_USER_INPUT`. The position is a key
+//! sealed with ChaCha20-Poly1305 under the deployment's cursor key, so a client
+//! can neither read it (a page that skipped items the viewer may not read still
+//! ends on their position) nor forge one. The position is a key
 //! (`relevancy`, `actionId`), so pages stay correct while items arrive.
+//!
+//! The key is `--cursor-key`'s, or else one the deployment drew at its first
+//! start and keeps in its store ([`CursorKey::kept`]): every process of a
+//! deployment, and a process across restarts, seals and opens with the same
+//! key. A cursor opens with its key's id in clear (four bytes of a hash of
+//! the key), so one that does not open says why ([`Invalid`]): it was sealed
+//! under another key (the key changed), it was damaged, or it belongs to
+//! another list. Each is refused with `BAD_USER_INPUT`, and
+//! `extensions.cursor` names the cause.
 //!
 //! Edges and events carry a [`LazyCursor`]: what to seal, sealed only when a
 //! client selects the cursor. Nonces are a random prefix drawn per process
 //! and a counter, so sealing makes no system call.
 
+use async_graphql::ErrorExtensions;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use ring::aead::{Aad, LessSafeKey, Nonce, UnboundKey, CHACHA20_POLY1305, NONCE_LEN};
@@ -22,13 +31,22 @@ use ring::rand::{SecureRandom, SystemRandom};
 
 use super::error::bad_input;
 use crate::model::{ObjectId, Position, Stamp};
+use crate::store::{Records, Store, StoreResult};
 
 const VERSION: u8 = 2;
+
+/// The bytes of a key's id, in clear at the head of each cursor.
+const KEY_ID_LEN: usize = 4;
+
+/// The deployment value the drawn key is kept under.
+const KEPT_KEY: &str = "cursor-key";
 
 /// The key cursors are sealed with. Processes that serve the same clients
 /// (and a process across restarts) need the same key for cursors to carry over.
 pub struct CursorKey {
     key: LessSafeKey,
+    /// Which key this is, as far as a cursor can tell: a hash of it.
+    id: [u8; KEY_ID_LEN],
     random: SystemRandom,
     /// Nonces: a random 64-bit prefix, drawn again whenever the 32-bit
     /// counter after it wraps, so no nonce repeats within a process, and two
@@ -37,9 +55,52 @@ pub struct CursorKey {
     counter: AtomicU64,
 }
 
+/// Why a cursor is refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Invalid {
+    /// Sealed under another key: the deployment's key changed since.
+    OtherKey,
+    /// Not a cursor as the server gave it: cut short, edited, or made up.
+    Damaged,
+    /// A good cursor of another list (another feed, owner or field).
+    OtherList,
+}
+
+impl Invalid {
+    /// `extensions.cursor` of the error.
+    pub fn name(self) -> &'static str {
+        match self {
+            Invalid::OtherKey => "OTHER_KEY",
+            Invalid::Damaged => "DAMAGED",
+            Invalid::OtherList => "OTHER_LIST",
+        }
+    }
+
+    /// The API error for `cursor`.
+    fn error(self, cursor: &str) -> async_graphql::Error {
+        let message = match self {
+            Invalid::OtherKey => format!(
+                "cursor {cursor:?} was issued under another cursor key: the server's key \
+                 changed since (--cursor-key was set or changed, or the store is another \
+                 one), and cursors of the old key do not open; start again without a cursor"
+            ),
+            Invalid::Damaged => format!(
+                "cursor {cursor:?} is damaged (cut short or edited); pass a cursor back \
+                 exactly as the server gave it, or start again without one"
+            ),
+            Invalid::OtherList => format!(
+                "cursor {cursor:?} belongs to another list; cursors only page the list \
+                 (and the field) that issued them"
+            ),
+        };
+        let reason = self.name();
+        bad_input(message).extend_with(|_, e| e.set("cursor", reason))
+    }
+}
+
 impl CursorKey {
-    /// A key derived from secret material (a configured cursor key, or the
-    /// token secret).
+    /// A key derived from secret material: `--cursor-key`'s, or the one the
+    /// deployment keeps.
     pub fn from_secret(secret: &[u8]) -> Self {
         let mut material = b"riverfeed cursor key\0".to_vec();
         material.extend_from_slice(secret);
@@ -47,17 +108,27 @@ impl CursorKey {
         Self::from_bytes(digest.as_ref())
     }
 
-    /// A fresh random key: cursors last as long as this process.
+    /// The key the deployment keeps in `store`: drawn at random by the first
+    /// process that asks, read back by every other and after every restart.
+    pub async fn kept(store: &dyn Store) -> StoreResult<Self> {
+        let drawn = random_bytes();
+        let secret = store.meta_or_insert(KEPT_KEY, &drawn).await?;
+        Ok(Self::from_secret(&secret))
+    }
+
+    /// A fresh random key: cursors last as long as it does.
+    #[cfg(test)]
     pub fn random() -> Self {
-        let mut bytes = [0u8; 32];
-        SystemRandom::new()
-            .fill(&mut bytes)
-            .expect("the system random source works");
-        Self::from_bytes(&bytes)
+        Self::from_bytes(&random_bytes())
     }
 
     fn from_bytes(bytes: &[u8]) -> Self {
         let key = UnboundKey::new(&CHACHA20_POLY1305, bytes).expect("a 32-byte key");
+        let mut named = b"riverfeed cursor key id\0".to_vec();
+        named.extend_from_slice(bytes);
+        let digest = ring::digest::digest(&ring::digest::SHA256, &named);
+        let mut id = [0u8; KEY_ID_LEN];
+        id.copy_from_slice(&digest.as_ref()[..KEY_ID_LEN]);
         let random = SystemRandom::new();
         let mut prefix = [0u8; 8];
         random
@@ -65,6 +136,7 @@ impl CursorKey {
             .expect("the system random source works");
         Self {
             key: LessSafeKey::new(key),
+            id,
             random,
             prefix: Mutex::new(prefix),
             counter: AtomicU64::new(0),
@@ -85,6 +157,7 @@ impl CursorKey {
         nonce
     }
 
+    /// The key's id, the nonce, then what is sealed.
     fn seal(&self, mut plain: Vec<u8>) -> String {
         let nonce = self.nonce();
         self.key
@@ -94,24 +167,42 @@ impl CursorKey {
                 &mut plain,
             )
             .expect("sealing a short buffer works");
-        let mut out = nonce.to_vec();
+        let mut out = Vec::with_capacity(KEY_ID_LEN + NONCE_LEN + plain.len());
+        out.extend_from_slice(&self.id);
+        out.extend_from_slice(&nonce);
         out.extend_from_slice(&plain);
         URL_SAFE_NO_PAD.encode(out)
     }
 
-    fn open(&self, cursor: &str) -> Option<Vec<u8>> {
-        let mut bytes = URL_SAFE_NO_PAD.decode(cursor).ok()?;
-        if bytes.len() < NONCE_LEN {
-            return None;
+    fn open(&self, cursor: &str) -> Result<Vec<u8>, Invalid> {
+        let bytes = URL_SAFE_NO_PAD
+            .decode(cursor)
+            .map_err(|_| Invalid::Damaged)?;
+        let tag = CHACHA20_POLY1305.tag_len();
+        if bytes.len() < KEY_ID_LEN + NONCE_LEN + tag {
+            return Err(Invalid::Damaged);
         }
-        let mut sealed = bytes.split_off(NONCE_LEN);
-        let nonce = Nonce::try_assume_unique_for_key(&bytes).ok()?;
+        let (id, rest) = bytes.split_at(KEY_ID_LEN);
+        if id != self.id {
+            return Err(Invalid::OtherKey);
+        }
+        let (nonce, sealed) = rest.split_at(NONCE_LEN);
+        let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| Invalid::Damaged)?;
+        let mut sealed = sealed.to_vec();
         let plain = self
             .key
             .open_in_place(nonce, Aad::empty(), &mut sealed)
-            .ok()?;
-        Some(plain.to_vec())
+            .map_err(|_| Invalid::Damaged)?;
+        Ok(plain.to_vec())
     }
+}
+
+fn random_bytes() -> [u8; 32] {
+    let mut bytes = [0u8; 32];
+    SystemRandom::new()
+        .fill(&mut bytes)
+        .expect("the system random source works");
+    bytes
 }
 
 /// The lists that have cursors.
@@ -235,15 +326,12 @@ impl<'k> ListId<'k> {
     }
 
     fn decode<'a>(&self, cursor: &str, buf: &'a mut Vec<u8>) -> async_graphql::Result<&'a [u8]> {
-        let invalid = || bad_input(format!("cursor {cursor:?} is not valid"));
-        *buf = self.key.open(cursor).ok_or_else(invalid)?;
+        *buf = self.key.open(cursor).map_err(|why| why.error(cursor))?;
         if buf.len() < 10 || buf[0] != VERSION {
-            return Err(invalid());
+            return Err(Invalid::Damaged.error(cursor));
         }
         if buf[1] != self.kind as u8 || buf[2..10] != self.hash.to_be_bytes() {
-            return Err(bad_input(format!(
-                "cursor {cursor:?} belongs to another list; cursors only page the list that issued them"
-            )));
+            return Err(Invalid::OtherList.error(cursor));
         }
         Ok(&buf[10..])
     }
@@ -278,10 +366,8 @@ impl<'k> ListId<'k> {
         let bytes = self.decode(cursor, &mut buf)?;
         let (time, id) = bytes
             .split_first_chunk::<8>()
-            .ok_or_else(|| bad_input(format!("cursor {cursor:?} is not valid")))?;
-        let id: [u8; 12] = id
-            .try_into()
-            .map_err(|_| bad_input(format!("cursor {cursor:?} is not valid")))?;
+            .ok_or_else(|| Invalid::Damaged.error(cursor))?;
+        let id: [u8; 12] = id.try_into().map_err(|_| Invalid::Damaged.error(cursor))?;
         Ok((i64::from_be_bytes(*time), ObjectId::from_bytes(id)))
     }
 
@@ -294,7 +380,7 @@ impl<'k> ListId<'k> {
         let bytes = self.decode(cursor, &mut buf)?;
         let id: [u8; 12] = bytes
             .try_into()
-            .map_err(|_| bad_input(format!("cursor {cursor:?} is not valid")))?;
+            .map_err(|_| Invalid::Damaged.error(cursor))?;
         Ok(ObjectId::from_bytes(id))
     }
 
@@ -305,8 +391,7 @@ impl<'k> ListId<'k> {
     pub fn decode_string(&self, cursor: &str) -> async_graphql::Result<String> {
         let mut buf = Vec::new();
         let bytes = self.decode(cursor, &mut buf)?;
-        String::from_utf8(bytes.to_vec())
-            .map_err(|_| bad_input(format!("cursor {cursor:?} is not valid")))
+        String::from_utf8(bytes.to_vec()).map_err(|_| Invalid::Damaged.error(cursor))
     }
 }
 
@@ -356,8 +441,21 @@ impl LazyCursor {
 mod tests {
     use super::*;
 
+    /// What `extensions.cursor` says of a refused cursor.
+    fn cause(err: async_graphql::Error) -> String {
+        let extensions = err.extensions.expect("extensions");
+        assert_eq!(
+            extensions.get("code"),
+            Some(&async_graphql::Value::from("BAD_USER_INPUT"))
+        );
+        match extensions.get("cursor") {
+            Some(async_graphql::Value::String(name)) => name.clone(),
+            other => panic!("no cursor cause: {other:?} ({})", err.message),
+        }
+    }
+
     #[test]
-    fn round_trips_and_refuses_other_lists_and_edits() {
+    fn round_trips_and_refuses_other_lists_keys_and_edits() {
         let key = CursorKey::random();
         let home = ListId::home(&key, "acme", "alice");
         let position = Position {
@@ -370,46 +468,60 @@ mod tests {
         let other = ListId::home(&key, "acme", "bob");
         let err = other.decode_position(&cursor).unwrap_err();
         assert!(err.message.contains("another list"), "{}", err.message);
+        assert_eq!(cause(err), "OTHER_LIST");
         let other_tenant = ListId::home(&key, "globex", "alice");
-        assert!(other_tenant.decode_position(&cursor).is_err());
+        assert_eq!(
+            cause(other_tenant.decode_position(&cursor).unwrap_err()),
+            "OTHER_LIST"
+        );
 
-        let mut bytes = URL_SAFE_NO_PAD.decode(&cursor).unwrap();
-        bytes[12] ^= 1;
-        let edited = URL_SAFE_NO_PAD.encode(bytes);
-        assert!(home
-            .decode_position(&edited)
-            .unwrap_err()
-            .message
-            .contains("not valid"));
-        assert!(home.decode_position("garbage!").is_err());
-        assert!(home.decode_position("").is_err());
+        // An edit anywhere past the key's id (the nonce, what is sealed, the
+        // tag), a cut, or what is no cursor at all: damaged.
+        let raw = URL_SAFE_NO_PAD.decode(&cursor).unwrap();
+        for at in [KEY_ID_LEN, KEY_ID_LEN + NONCE_LEN, raw.len() - 1] {
+            let mut bytes = raw.clone();
+            bytes[at] ^= 1;
+            let err = home
+                .decode_position(&URL_SAFE_NO_PAD.encode(bytes))
+                .unwrap_err();
+            assert!(err.message.contains("damaged"), "{}", err.message);
+            assert_eq!(cause(err), "DAMAGED");
+        }
+        let cut = URL_SAFE_NO_PAD.encode(&raw[..raw.len() - 1]);
+        for damaged in [cut.as_str(), "garbage!", ""] {
+            assert_eq!(cause(home.decode_position(damaged).unwrap_err()), "DAMAGED");
+        }
 
         let users = ListId::users(&key, "acme", "followers", "bob");
         let c = users.string_cursor("zoë");
         assert_eq!(users.decode_string(&c).unwrap(), "zoë");
 
         // Sealed: the position cannot be read off the cursor, and another
-        // server key does not open it.
-        let raw = URL_SAFE_NO_PAD.decode(&cursor).unwrap();
+        // key does not open it, saying so.
         let id = position.action_id.bytes();
         assert!(
             !raw.windows(12).any(|w| w == id),
             "the action id is not in clear"
         );
         let other_key = CursorKey::random();
-        assert!(ListId::home(&other_key, "acme", "alice")
+        let err = ListId::home(&other_key, "acme", "alice")
             .decode_position(&cursor)
-            .is_err());
+            .unwrap_err();
+        assert!(
+            err.message.contains("another cursor key"),
+            "{}",
+            err.message
+        );
+        assert_eq!(cause(err), "OTHER_KEY");
         // A lazy cursor seals to one that opens as the eager one does, and
         // no two seals share a nonce.
         let lazy = home.lazy_position(position).seal(&key);
         assert_eq!(home.decode_position(&lazy).unwrap(), position);
         let again = home.lazy_position(position).seal(&key);
         assert_ne!(lazy, again, "a fresh nonce each time");
-        assert_ne!(
-            URL_SAFE_NO_PAD.decode(&lazy).unwrap()[..NONCE_LEN],
-            URL_SAFE_NO_PAD.decode(&again).unwrap()[..NONCE_LEN]
-        );
+        let nonce =
+            |c: &str| URL_SAFE_NO_PAD.decode(c).unwrap()[KEY_ID_LEN..][..NONCE_LEN].to_vec();
+        assert_ne!(nonce(&lazy), nonce(&again));
         let same = CursorKey::from_secret(b"configured");
         let again = CursorKey::from_secret(b"configured");
         let sealed = ListId::home(&same, "acme", "alice").position_cursor(position);

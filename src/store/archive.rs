@@ -20,8 +20,8 @@
 //! models show: cuts and the ranges `keepHistory` kept (a pulling model
 //! then reads a followee's whole outbox), celebrity marks (`hybrid` marks an
 //! actor again at their next action), and the deployment's `meta`
-//! values (the feed model last run, MongoDB's timeline layout: the target
-//! keeps its own). Under `push`, which materialises everything, an import is
+//! values (the feed model last run, MongoDB's timeline layout, the cursor
+//! key: the target keeps its own). Under `push`, which materialises everything, an import is
 //! complete.
 //!
 //! Notifications travel as whole records: each notice group with its members

@@ -12,7 +12,7 @@
 //! - **group feeds**: a group's ring of last posts (`<group>`), posted to
 //!   and read by [`GroupFeeds`](super::group_feeds::GroupFeeds);
 //! - **meta**: small values the deployment keeps about itself (the feed
-//!   model it last ran…), outside any tenant.
+//!   model it last ran, its cursor key…), outside any tenant.
 //!
 //! A key's parts are joined by a unit separator (U+001F): ids never hold
 //! control characters, so a key splits back into its parts and a prefix of
@@ -277,6 +277,24 @@ pub trait Records: RecordStore {
         self.put_record(RecordKind::Meta, "", key, Some(value.to_vec()), None)
             .await
             .map(drop)
+    }
+
+    /// The [`Records::meta`] value under `key`, storing `value` first if
+    /// none is: of processes that start at once, the first write wins (a
+    /// write over no version) and every one answers what that write stored.
+    async fn meta_or_insert(&self, key: &str, value: &[u8]) -> StoreResult<Vec<u8>> {
+        loop {
+            if let Some(kept) = self.meta(key).await? {
+                return Ok(kept);
+            }
+            let body = Some(value.to_vec());
+            if self
+                .put_record(RecordKind::Meta, "", key, body, Some(0))
+                .await?
+            {
+                return Ok(value.to_vec());
+            }
+        }
     }
 
     /// `owner`'s inbox; a fresh one (version 0) if never stored.

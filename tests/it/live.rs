@@ -330,7 +330,7 @@ fn in_process_stream(
         wake: Arc::new(Notify::new()),
         follow_backfill: 0,
         model: riverfeed::timeline::FeedModel::default(),
-        cursors: Arc::new(CursorKey::random()),
+        cursors: Arc::new(CursorKey::from_secret(b"in-process stream")),
         item_ttl: None,
         group_feed_size: 1_000,
         notice_rules: Arc::default(),

@@ -4,6 +4,7 @@ mod api;
 mod archive;
 mod bench;
 mod common;
+mod cursors;
 mod demo;
 mod embed;
 mod errors;

@@ -19,9 +19,6 @@ use crate::common::{
 };
 
 const T: &str = "acme";
-/// Every API process seals cursors with this, so a cursor from one is good
-/// on another.
-const CURSOR_KEY: &str = "processes-test-cursor-key-0123456789abcdef";
 
 /// One `riverfeed` child process.
 struct Proc {
@@ -48,7 +45,6 @@ impl Proc {
         let child = Command::new(env!("CARGO_BIN_EXE_riverfeed"))
             .arg(command)
             .args(["--listen", &format!("127.0.0.1:{port}"), "--store", store])
-            .args(["--cursor-key", CURSOR_KEY])
             .args(extra)
             .env("RUST_LOG", "info")
             .env("RUST_BACKTRACE", "0")
@@ -510,6 +506,8 @@ async fn a_worker_killed_in_a_big_fan_out_is_taken_over_and_every_reader_gets_on
     }
 }
 
+/// No process is given `--cursor-key`: B opens A's resume cursors with the
+/// key the deployment keeps in its database.
 #[tokio::test]
 async fn clients_of_a_killed_api_resume_on_the_other_with_no_gap_and_no_repeat() {
     let Some(uri) = database("procs_api_killed") else {
