@@ -33,7 +33,8 @@ pub enum Origins {
     /// credentials allowed.
     Listed(Vec<String>),
     /// Dev mode's default: pages on this machine (`localhost`, `127.0.0.1`,
-    /// `[::1]`, any port, and local files, whose origin is `null`).
+    /// `[::1]`, any port). Not `null`, the origin of a local file but also of
+    /// a sandboxed frame or a `data:` page that any site can open.
     Loopback,
     /// The default with tokens: no other origin.
     SameOnly,
@@ -81,12 +82,9 @@ impl Origins {
         match self {
             Self::Any => true,
             Self::Listed(list) => list.iter().any(|o| o.eq_ignore_ascii_case(origin)),
-            Self::Loopback => {
-                origin == "null"
-                    || origin
-                        .split_once("://")
-                        .is_some_and(|(_, authority)| super::is_loopback(authority))
-            }
+            Self::Loopback => origin.split_once("://").is_some_and(|(scheme, authority)| {
+                matches!(scheme, "http" | "https") && super::is_loopback(authority)
+            }),
             Self::SameOnly => false,
         }
     }
@@ -180,5 +178,59 @@ pub async fn guard(State(state): State<HttpState>, request: Request, next: Next)
 fn vary(origins: &Origins, headers: &mut HeaderMap) {
     if *origins != Origins::Any {
         headers.append(header::VARY, HeaderValue::from_static("origin"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Origins;
+
+    #[test]
+    fn origins_are_parsed_exactly_or_refused_with_the_reason() {
+        assert_eq!(Origins::parse(" * ").unwrap(), Origins::Any);
+        assert_eq!(
+            Origins::parse("https://App.example.com/, http://localhost:5173").unwrap(),
+            Origins::Listed(vec![
+                "https://app.example.com".into(),
+                "http://localhost:5173".into()
+            ])
+        );
+        for (list, says) in [
+            (" , ", "is empty"),
+            ("*,https://app.example.com", "`*` alone"),
+            ("app.example.com", "not an origin"),
+            ("https://app.example.com/feed", "not an origin"),
+            ("ftp://app.example.com", "not an origin"),
+            ("https://user@app.example.com", "not an origin"),
+        ] {
+            let err = Origins::parse(list).expect_err(list).to_string();
+            assert!(err.contains(says), "{list}: {err}");
+        }
+    }
+
+    #[test]
+    fn dev_mode_allows_pages_on_this_machine_only() {
+        for origin in [
+            "http://localhost:5173",
+            "http://127.0.0.1:3000",
+            "https://[::1]:8443",
+            "http://localhost",
+        ] {
+            assert!(Origins::Loopback.allows(origin), "{origin}");
+        }
+        for origin in [
+            "null",
+            "https://evil.example",
+            "http://localhost.evil.example",
+            "http://127.0.0.1.evil.example:80",
+            "file://localhost",
+        ] {
+            assert!(!Origins::Loopback.allows(origin), "{origin}");
+        }
+        assert!(!Origins::SameOnly.allows("http://localhost:5173"));
+        let listed = Origins::parse("https://app.example.com").unwrap();
+        assert!(listed.allows("https://APP.example.com"));
+        assert!(!listed.allows("https://app.example.com:8443"));
+        assert!(!listed.allows("http://app.example.com"));
     }
 }
