@@ -158,6 +158,13 @@ pub struct ServeArgs {
     /// as any user.
     #[arg(long, env = "RIVERFEED_INSECURE_DEV", global = true)]
     pub insecure_dev: bool,
+    /// Web origins whose pages may call the API (CORS), comma separated and
+    /// exact (https://app.example.com,http://localhost:5173), or `*` for any
+    /// origin without credentials. By default pages on this machine
+    /// (localhost, 127.0.0.1, [::1], any port) in dev mode, and none but the
+    /// server's own with tokens. Websockets follow the same rule.
+    #[arg(long, env = "RIVERFEED_CORS_ORIGINS", global = true)]
+    pub cors_origins: Option<String>,
     /// Check HS256 tokens with this shared secret (leaves dev mode).
     #[arg(
         long,
@@ -358,6 +365,11 @@ impl ServeArgs {
         options.group_feed_size = self.group_feed_size as usize;
         options.notice_rules = self.notice_rules()?;
         options.insecure_dev = self.insecure_dev;
+        options.cors_origins = self
+            .cors_origins
+            .as_deref()
+            .map(crate::http::cors::Origins::parse)
+            .transpose()?;
         let bump_rules = self.bump_rules()?;
         options.worker = (!self.no_worker).then(|| WorkerConfig {
             lease_ms: self.fanout_lease_secs as i64 * 1000,

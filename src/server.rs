@@ -60,6 +60,9 @@ pub struct ServeOptions {
     pub clock: Arc<dyn Clock>,
     /// Let dev mode listen beyond loopback.
     pub insecure_dev: bool,
+    /// `--cors-origins`: the web origins that may call; `None` means pages
+    /// on this machine in dev mode, none but the server's own with tokens.
+    pub cors_origins: Option<crate::http::cors::Origins>,
     /// How callers prove who they are: dev-mode headers or JWTs.
     pub auth: Arc<Authenticator>,
     /// Schema introspection; `None` means on in dev mode, off with tokens.
@@ -94,6 +97,7 @@ impl ServeOptions {
             notice_rules: crate::notify::NoticeRules::default(),
             clock: Arc::new(SystemClock),
             insecure_dev: false,
+            cors_origins: None,
             auth: Arc::new(Authenticator::Dev),
             introspection: None,
             ws_limits: WsLimits::default(),
@@ -283,6 +287,16 @@ pub async fn start_with_store(
         limits: options.ws_limits,
         connections,
         loopback_only: options.auth.is_dev() && !options.insecure_dev,
+        origins: Arc::new(
+            options
+                .cors_origins
+                .clone()
+                .unwrap_or(if options.auth.is_dev() {
+                    http::cors::Origins::Loopback
+                } else {
+                    http::cors::Origins::SameOnly
+                }),
+        ),
         demo: options.demo,
     };
     let router = http::router(state);

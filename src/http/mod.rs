@@ -2,6 +2,7 @@
 //! `/metrics`, `/demo/`), dev-mode identity from headers, and websocket
 //! connections that end with the server.
 
+pub mod cors;
 mod graphiql;
 pub mod persisted;
 mod respond;
@@ -53,8 +54,10 @@ pub struct HttpState {
     pub limits: WsLimits,
     /// Open websocket connections, against `limits.max_connections`.
     pub connections: Arc<AtomicUsize>,
-    /// Dev mode on loopback: answer only loopback hosts and origins.
+    /// Dev mode on loopback: answer only requests sent to a loopback host.
     pub loopback_only: bool,
+    /// The web origins that may call besides the server's own.
+    pub origins: Arc<cors::Origins>,
     /// The server seeded the demo tenant (`--demo`).
     pub demo: bool,
     /// Persisted operations: the APQ cache and the trusted documents.
@@ -172,6 +175,7 @@ pub fn router(state: HttpState) -> Router {
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(middleware::from_fn_with_state(state.clone(), cors::guard))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             loopback_guard,
@@ -193,32 +197,20 @@ fn is_loopback(authority: &str) -> bool {
 
 /// In dev mode anyone who reaches the server can claim any identity, so it
 /// must only be reachable from this machine: a request naming another host
-/// (DNS rebinding) or sent by a page of another origin (a cross-site
-/// websocket) is refused. With tokens, the token is the credential and any
-/// origin may call.
+/// (DNS rebinding) is refused. Which pages may call is [`cors::guard`]'s
+/// rule, for dev mode as for tokens.
 async fn loopback_guard(State(state): State<HttpState>, request: Request, next: Next) -> Response {
-    if state.loopback_only {
-        let header = |name: header::HeaderName| {
-            request
-                .headers()
-                .get(name)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned)
-        };
-        let host_ok = header(header::HOST).is_none_or(|host| is_loopback(&host));
-        let origin_ok = header(header::ORIGIN).is_none_or(|origin| {
-            origin == "null"
-                || origin
-                    .split_once("://")
-                    .is_some_and(|(_, authority)| is_loopback(authority))
-        });
-        if !host_ok || !origin_ok {
-            return http_error(
-                StatusCode::FORBIDDEN,
-                "FORBIDDEN",
-                "dev mode answers requests from this machine only (loopback host and origin)",
-            );
-        }
+    let host_ok = request
+        .headers()
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .is_none_or(is_loopback);
+    if state.loopback_only && !host_ok {
+        return http_error(
+            StatusCode::FORBIDDEN,
+            "FORBIDDEN",
+            "dev mode answers requests from this machine only (a loopback host)",
+        );
     }
     next.run(request).await
 }

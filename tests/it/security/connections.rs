@@ -129,6 +129,8 @@ async fn dev_mode_answers_only_this_machine() {
         ),
         // A page of another site calling the local server.
         (None, Some("https://evil.example"), 403),
+        // A sandboxed frame or a `data:` page, which any site can open.
+        (None, Some("null"), 403),
     ] {
         let response = ask(host, origin).await.unwrap();
         assert_eq!(
@@ -141,6 +143,24 @@ async fn dev_mode_answers_only_this_machine() {
             assert_eq!(first_error_code(&body).as_deref(), Some("FORBIDDEN"));
         }
     }
+    // A page on another port of this machine, such as a frontend's dev
+    // server, is let in without a flag.
+    let answer = http
+        .request(reqwest::Method::OPTIONS, &url)
+        .header("origin", "http://localhost:5173")
+        .header("access-control-request-method", "POST")
+        .header(
+            "access-control-request-headers",
+            "content-type,x-riverfeed-tenant,x-riverfeed-user",
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 204);
+    assert_eq!(
+        answer.headers()["access-control-allow-origin"],
+        "http://localhost:5173"
+    );
     // The same for a cross-site websocket.
     let upgrade = http
         .get(format!("{}/graphql/ws", server.base))

@@ -4,9 +4,11 @@
 //! - [`tokens`]: which tokens are accepted, over HTTP and websockets
 //! - [`access`]: roles, tenants, and access to actions hidden or narrowed
 //! - [`connections`]: dev mode kept to this machine, websocket caps
+//! - [`cors`]: which web pages may call
 
 mod access;
 mod connections;
+mod cors;
 mod tokens;
 
 use std::sync::Arc;
