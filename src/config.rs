@@ -238,6 +238,17 @@ pub struct ServeArgs {
         global = true
     )]
     pub trusted_documents_mode: crate::http::persisted::TrustMode,
+    /// Bytes of query text kept for automatic persisted queries (their
+    /// hashes answer from it), in all; the oldest go first. A query is kept
+    /// only once its request was authenticated and its document validated.
+    #[arg(long, env = "RIVERFEED_APQ_CACHE_BYTES", default_value = "8MiB", global = true,
+          value_parser = parse_bytes)]
+    pub apq_cache_bytes: usize,
+    /// Longest GraphQL document a request may send as text (trusted
+    /// documents aside); a longer one is refused with PAYLOAD_TOO_LARGE.
+    #[arg(long, env = "RIVERFEED_MAX_DOCUMENT_BYTES", default_value = "64KiB", global = true,
+          value_parser = parse_bytes)]
+    pub max_document_bytes: usize,
     /// Send a span per GraphQL operation (named and tagged as OpenTelemetry's
     /// GraphQL conventions say; the document, never its variables) to this
     /// OTLP/HTTP collector: its base URL, as `http://127.0.0.1:4318`, spans
@@ -415,13 +426,31 @@ impl ServeArgs {
                 "trusted documents loaded"
             );
         }
-        options.persisted = Arc::new(crate::http::persisted::Persisted::new(trusted));
+        anyhow::ensure!(
+            (1024..=crate::http::MAX_BODY_BYTES).contains(&self.max_document_bytes),
+            "--max-document-bytes must be from 1KiB to the body limit, {} bytes",
+            crate::http::MAX_BODY_BYTES
+        );
+        let limits = crate::http::persisted::Limits {
+            apq_cache_bytes: self.apq_cache_bytes,
+            max_document_bytes: self.max_document_bytes,
+        };
+        options.persisted = Arc::new(crate::http::persisted::Persisted::new(trusted, limits));
         Ok(options)
     }
 }
 
-/// A byte count, bare or with a binary unit (`KiB`, `MiB`, `GiB`).
+/// A cache size: a byte count ([`parse_bytes`]) of 8 MiB or more.
 pub(crate) fn parse_size(text: &str) -> Result<usize, String> {
+    let bytes = parse_bytes(text)?;
+    if bytes < 8 << 20 {
+        return Err(format!("{} is out of range: at least 8MiB", text.trim()));
+    }
+    Ok(bytes)
+}
+
+/// A byte count, bare or with a binary unit (`KiB`, `MiB`, `GiB`).
+pub(crate) fn parse_bytes(text: &str) -> Result<usize, String> {
     let text = text.trim();
     let split = text
         .find(|c: char| !c.is_ascii_digit())
@@ -439,6 +468,5 @@ pub(crate) fn parse_size(text: &str) -> Result<usize, String> {
     };
     number
         .checked_mul(scale)
-        .filter(|&n| n >= 8 << 20)
-        .ok_or_else(|| format!("{text} is out of range: at least 8MiB"))
+        .ok_or_else(|| format!("{text} is out of range"))
 }

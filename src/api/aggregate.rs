@@ -14,14 +14,14 @@
 use async_graphql::{Context, Object, ID};
 use chrono::{DateTime, Utc};
 
+use super::cost::{bounded_first, first_cost, page_cost};
 use super::cursor::{LazyCursor, ListId};
 use super::error::ApiResultExt;
 use super::feed::{self, Paging};
 use super::page::{connection, PageInfo};
-use super::page_cost;
 use super::types::{datetime, user_node, ActionNode, ActionSlot, FeedItemNode, UserNode};
 use super::{state, viewer};
-use crate::model::limits::{page_size, MAX_PAGE};
+use crate::model::limits::{page_size, DEFAULT_PAGE, MAX_PAGE};
 
 /// Feed items one page of groups reads at most: a page ends there even if
 /// it holds fewer groups than asked for.
@@ -75,9 +75,12 @@ impl FeedItemGroupNode {
             .map(|n| n.action.descriptor.type_name())
     }
 
-    /// Its items, newest first.
-    async fn items(&self) -> &[FeedItemNode] {
-        &self.items
+    /// Its items, newest first: at most `first` (25 by default, at most
+    /// 100); `count` says how many it holds.
+    #[graphql(complexity = "first_cost(first, DEFAULT_PAGE, MAX_PAGE, child_complexity)")]
+    async fn items(&self, first: Option<i32>) -> async_graphql::Result<&[FeedItemNode]> {
+        let first = bounded_first(first, DEFAULT_PAGE, MAX_PAGE)?;
+        Ok(&self.items[..first.min(self.items.len())])
     }
 
     async fn count(&self) -> usize {
@@ -85,16 +88,16 @@ impl FeedItemGroupNode {
     }
 
     /// Who did its actions, the most recent first: at most `first` (3 by
-    /// default).
+    /// default, at most 100).
+    #[graphql(complexity = "first_cost(Some(first), 3, MAX_PAGE, child_complexity)")]
     async fn actors(
         &self,
         ctx: &Context<'_>,
         #[graphql(default = 3)] first: i32,
     ) -> async_graphql::Result<Vec<UserNode>> {
-        let first = usize::try_from(first)
-            .map_err(|_| super::error::bad_input("first must not be negative"))?;
+        let first = bounded_first(Some(first), 3, MAX_PAGE)?;
         let mut users = Vec::new();
-        for actor in self.actor_ids().into_iter().take(first.min(MAX_PAGE)) {
+        for actor in self.actor_ids().into_iter().take(first) {
             users.push(user_node(ctx, actor).await?);
         }
         Ok(users)

@@ -34,6 +34,9 @@ pub const TOO_MANY_SUBSCRIPTIONS: &str = "TOO_MANY_SUBSCRIPTIONS";
 pub const INTROSPECTION_DISABLED: &str = "INTROSPECTION_DISABLED";
 pub const PARSE_FAILED: &str = "GRAPHQL_PARSE_FAILED";
 pub const VALIDATION_FAILED: &str = "GRAPHQL_VALIDATION_FAILED";
+/// Most validation errors one response carries; one more says how many
+/// were left out.
+pub const MAX_VALIDATION_ERRORS: usize = 20;
 pub const RATE_LIMITED: &str = "RATE_LIMITED";
 /// A write over a version other than the one the client read.
 pub const CONFLICT: &str = "CONFLICT";
@@ -351,6 +354,8 @@ impl Extension for ErrorCodesExtension {
     ) -> Result<ValidationResult, Vec<ServerError>> {
         next.run(ctx).await.map_err(|mut errs| {
             let request = self.request();
+            let left_out = errs.len().saturating_sub(MAX_VALIDATION_ERRORS);
+            errs.truncate(MAX_VALIDATION_ERRORS);
             for err in &mut errs {
                 let code = if is_input_error(&err.message) {
                     BAD_USER_INPUT
@@ -360,6 +365,12 @@ impl Extension for ErrorCodesExtension {
                 tag(err, code);
                 explain(err, request.as_ref());
                 suggest(err, &ctx.schema_env.registry);
+            }
+            if left_out > 0 {
+                errs.push(coded_server_error(
+                    VALIDATION_FAILED,
+                    format!("{left_out} more validation errors left out; mend these first"),
+                ));
             }
             errs
         })

@@ -6,6 +6,7 @@
 
 mod access;
 mod aggregate;
+mod cost;
 pub mod cursor;
 mod edges;
 pub mod error;
@@ -54,19 +55,6 @@ pub const MAX_DEPTH: usize = 16;
 pub const MAX_COMPLEXITY: usize = 50_000;
 /// Most operations in one batched HTTP request.
 pub const MAX_BATCH: usize = 16;
-
-/// Cost of a paged field: its children once per item of the largest page it
-/// may return (an absent or bad size counts as the default, which the
-/// resolver then refuses if bad).
-pub(crate) fn page_cost(size: Option<i32>, child_complexity: usize) -> usize {
-    let items = size
-        .filter(|n| (0..=crate::model::limits::MAX_PAGE as i32).contains(n))
-        .map_or(crate::model::limits::DEFAULT_PAGE, |n| n as usize);
-    items
-        .max(1)
-        .saturating_mul(child_complexity)
-        .saturating_add(1)
-}
 
 /// What the API shares across requests.
 #[derive(Clone)]

@@ -8,11 +8,11 @@ use super::aggregate::AggregateQuery;
 use super::notifications::NotificationQuery;
 
 use super::access::access;
+use super::cost::page_cost;
 use super::error::{bad_input, forbidden, ApiResultExt};
 use super::feed::{self, Paging};
 use super::global_id::{action_id_arg, opt_user_id_arg, renamed_arg, user_id_arg};
 use super::node::{self, Node};
-use super::page_cost;
 use super::types::{user_node, ActionConnection, ActionNode, FeedItemConnection, UserNode};
 use super::{loaders, viewer, Role, Viewer};
 use crate::model::limits::MAX_LIST_LEN;

@@ -8,7 +8,11 @@
 //! taken from the bucket before the operation runs, a subscription's once
 //! when it starts. An operation the bucket cannot pay for is refused with
 //! `RATE_LIMITED` and the seconds to wait, which HTTP answers as `429` with
-//! `Retry-After`. Every answer says where the caller stands in
+//! `Retry-After`. A request that fails before it runs (it does not parse,
+//! breaks a document limit or does not validate) has no complexity; it pays
+//! by the size of its document instead ([`FAILED_BYTES_PER_UNIT`]), and a
+//! caller whose bucket could not pay that much is refused before the server
+//! reads the document at all. Every answer says where the caller stands in
 //! `RateLimit-Policy` and `RateLimit` headers (the IETF draft's structured
 //! form: the policy's quota `q` and window `w`, the remaining `r` and the
 //! seconds `t` until the bucket is full).
@@ -20,10 +24,14 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use std::any::TypeId;
+
 use async_graphql::extensions::{
-    Extension, ExtensionContext, ExtensionFactory, NextRequest, NextValidation,
+    Extension, ExtensionContext, ExtensionFactory, NextParseQuery, NextPrepareRequest, NextRequest,
+    NextValidation,
 };
-use async_graphql::{Response, ServerError, ValidationResult};
+use async_graphql::parser::types::ExecutableDocument;
+use async_graphql::{Request, Response, ServerError, ServerResult, ValidationResult, Variables};
 use axum::http::{HeaderName, HeaderValue};
 use tokio::sync::oneshot;
 
@@ -176,6 +184,11 @@ impl RateLimiter {
     /// Takes `cost` from the caller's bucket if it holds that much; `None`
     /// when the caller's role has no budget.
     pub fn charge(&self, caller: &Caller, cost: u64, now: Instant) -> Option<Standing> {
+        self.settle(caller, cost, now, Settle::Pay)
+    }
+
+    /// Where the caller stands against `cost`, the bucket as it is.
+    fn settle(&self, caller: &Caller, cost: u64, now: Instant, how: Settle) -> Option<Standing> {
         let budget = *self.budgets.get(&caller.role)?;
         let capacity = budget.cost as f64;
         let rate = budget.rate();
@@ -197,11 +210,18 @@ impl RateLimiter {
         bucket.tokens = (bucket.tokens + elapsed * rate).min(capacity);
         bucket.at = now;
         let cost = cost as f64;
-        let retry_after = if bucket.tokens >= cost {
-            bucket.tokens -= cost;
-            None
-        } else {
-            Some(((cost - bucket.tokens) / rate).ceil().max(1.0) as u64)
+        let short = bucket.tokens < cost;
+        let retry_after = match how {
+            Settle::Spent => {
+                bucket.tokens = (bucket.tokens - cost).max(0.0);
+                None
+            }
+            _ if short => Some(((cost - bucket.tokens) / rate).ceil().max(1.0) as u64),
+            Settle::Pay => {
+                bucket.tokens -= cost;
+                None
+            }
+            Settle::Check => None,
         };
         Some(Standing {
             budget,
@@ -212,6 +232,26 @@ impl RateLimiter {
     }
 }
 
+/// How a cost meets a bucket.
+#[derive(Clone, Copy)]
+enum Settle {
+    /// Taken if the bucket holds it all, else refused.
+    Pay,
+    /// Refused if the bucket does not hold it, taken in no case.
+    Check,
+    /// Work already done: taken, down to an empty bucket.
+    Spent,
+}
+
+/// What a request that fails before it runs (it does not parse, breaks a
+/// limit or does not validate) costs: a unit per this many bytes of its
+/// document. Its work grows with its text, and it has no complexity.
+pub const FAILED_BYTES_PER_UNIT: usize = 64;
+
+fn failed_cost(query: &str) -> u64 {
+    (query.len() / FAILED_BYTES_PER_UNIT).max(1) as u64
+}
+
 /// The extension, installed on the schema when there are budgets.
 pub struct RateLimit(pub Arc<RateLimiter>);
 
@@ -220,6 +260,7 @@ impl ExtensionFactory for RateLimit {
         Arc::new(Charged {
             limiter: self.0.clone(),
             standing: Mutex::new(None),
+            unpaid: Mutex::new(None),
         })
     }
 }
@@ -228,16 +269,117 @@ impl ExtensionFactory for RateLimit {
 struct Charged {
     limiter: Arc<RateLimiter>,
     standing: Mutex<Option<Standing>>,
+    /// Who pays, and what, if the request fails before it runs.
+    unpaid: Mutex<Option<(Caller, u64)>>,
+}
+
+impl Charged {
+    /// Charges a request that failed before it ran by the size of its
+    /// document (once), and keeps where its caller stands for the headers.
+    fn charge_failure(&self, ctx: &ExtensionContext<'_>) {
+        let unpaid = self.unpaid.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let Some((caller, cost)) = unpaid else {
+            return;
+        };
+        let standing = self
+            .limiter
+            .settle(&caller, cost, Instant::now(), Settle::Spent);
+        if let Some(admission) = ctx.data_opt::<Admission>() {
+            admission.tell(standing);
+        }
+        *self.standing.lock().unwrap_or_else(|e| e.into_inner()) = standing;
+    }
+}
+
+/// The refusal of an operation its caller's bucket cannot pay for.
+fn refusal(cost: u64, standing: &Standing, after: u64) -> ServerError {
+    let mut error = coded_server_error(
+        RATE_LIMITED,
+        format!(
+            "rate limit: this operation costs {cost} and {} is left of {} per {} s; retry in {after} s",
+            standing.remaining,
+            standing.budget.cost,
+            standing.budget.window.as_secs().max(1),
+        ),
+    );
+    if let Some(extensions) = error.extensions.as_mut() {
+        extensions.set("retryAfter", after);
+        extensions.set("cost", cost);
+    }
+    error
 }
 
 #[async_trait::async_trait]
 impl Extension for Charged {
+    /// Before any work on the document: a caller whose bucket could not pay
+    /// for it failing is refused at once, and what it sent is noted so that
+    /// a failure is charged by its size.
+    async fn prepare_request(
+        &self,
+        ctx: &ExtensionContext<'_>,
+        request: Request,
+        next: NextPrepareRequest<'_>,
+    ) -> ServerResult<Request> {
+        let caller = request
+            .data
+            .get(&TypeId::of::<Caller>())
+            .and_then(|data| data.downcast_ref::<Caller>())
+            .cloned();
+        if let Some(caller) = caller {
+            let cost = failed_cost(&request.query);
+            let standing = self
+                .limiter
+                .settle(&caller, cost, Instant::now(), Settle::Check);
+            if let Some(standing) = standing {
+                if let Some(after) = standing.retry_after {
+                    *self.standing.lock().unwrap_or_else(|e| e.into_inner()) = Some(standing);
+                    let admission = request
+                        .data
+                        .get(&TypeId::of::<Admission>())
+                        .and_then(|data| data.downcast_ref::<Admission>());
+                    if let Some(admission) = admission {
+                        admission.tell(Some(standing));
+                    }
+                    return Err(refusal(cost, &standing, after));
+                }
+            }
+            *self.unpaid.lock().unwrap_or_else(|e| e.into_inner()) = Some((caller, cost));
+        }
+        let prepared = next.run(ctx, request).await;
+        if prepared.is_err() {
+            self.charge_failure(ctx);
+        }
+        prepared
+    }
+
+    async fn parse_query(
+        &self,
+        ctx: &ExtensionContext<'_>,
+        query: &str,
+        variables: &Variables,
+        next: NextParseQuery<'_>,
+    ) -> ServerResult<ExecutableDocument> {
+        let parsed = next.run(ctx, query, variables).await;
+        if parsed.is_err() {
+            self.charge_failure(ctx);
+        }
+        parsed
+    }
+
     async fn validation(
         &self,
         ctx: &ExtensionContext<'_>,
         next: NextValidation<'_>,
     ) -> Result<ValidationResult, Vec<ServerError>> {
-        let validated = next.run(ctx).await?;
+        let validated = match next.run(ctx).await {
+            Ok(validated) => validated,
+            Err(errors) => {
+                self.charge_failure(ctx);
+                return Err(errors);
+            }
+        };
+        // It runs: its complexity is what it costs.
+        self.unpaid.lock().unwrap_or_else(|e| e.into_inner()).take();
         let cost = validated.complexity.max(1) as u64;
         let standing = ctx
             .data_opt::<Caller>()
@@ -251,22 +393,7 @@ impl Extension for Charged {
         *self.standing.lock().unwrap_or_else(|e| e.into_inner()) = Some(standing);
         match standing.retry_after {
             None => Ok(validated),
-            Some(after) => {
-                let mut error = coded_server_error(
-                    RATE_LIMITED,
-                    format!(
-                        "rate limit: this operation costs {cost} and {} is left of {} per {} s; retry in {after} s",
-                        standing.remaining,
-                        standing.budget.cost,
-                        standing.budget.window.as_secs().max(1),
-                    ),
-                );
-                if let Some(extensions) = error.extensions.as_mut() {
-                    extensions.set("retryAfter", after);
-                    extensions.set("cost", cost);
-                }
-                Err(vec![error])
-            }
+            Some(after) => Err(vec![refusal(cost, &standing, after)]),
         }
     }
 

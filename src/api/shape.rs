@@ -25,12 +25,23 @@ use async_graphql::ValidationResult;
 use async_graphql::{Name, Request, ServerError, ServerResult};
 
 use super::error::{coded_server_error, BAD_USER_INPUT, VALIDATION_FAILED};
+use super::{Identity, Session};
+use crate::http::persisted::Registration;
 
 /// Most fields one operation may select, counted with fragments expanded and
 /// every alias counted. GraphiQL's introspection query is about 150.
 pub const MAX_FIELDS: usize = 3_000;
 /// Most root fields (aliases included) one mutation may carry.
 pub const MAX_MUTATION_FIELDS: usize = 16;
+/// Most fields written in a document, each counted once where it is written
+/// (in every operation and fragment, used or not).
+pub const MAX_DOCUMENT_FIELDS: usize = MAX_FIELDS;
+/// Most aliases in a document.
+pub const MAX_ALIASES: usize = 256;
+/// Most directives in a document (`@include`, `@skip`, `@defer`…).
+pub const MAX_DIRECTIVES: usize = 64;
+/// Most arguments in a document, variable definitions included.
+pub const MAX_ARGUMENTS: usize = 1_000;
 
 /// Query texts whose parsed documents are kept.
 pub const PARSE_CACHE_ENTRIES: usize = 256;
@@ -148,8 +159,80 @@ impl<'a> Sizer<'a> {
     }
 }
 
-/// Checks every operation of a document against the limits.
+/// What a document writes, each part counted once where it stands: the
+/// work validation does (and the errors it can answer with) grows with it.
+#[derive(Default)]
+struct Tally {
+    fields: usize,
+    aliases: usize,
+    directives: usize,
+    arguments: usize,
+}
+
+impl Tally {
+    fn of(document: &ExecutableDocument) -> Self {
+        let mut tally = Self::default();
+        for (_, operation) in document.operations.iter() {
+            let operation = &operation.node;
+            tally.directives += operation.directives.len();
+            tally.arguments += operation.variable_definitions.len();
+            for variable in &operation.variable_definitions {
+                tally.directives += variable.node.directives.len();
+            }
+            tally.set(&operation.selection_set.node);
+        }
+        for fragment in document.fragments.values() {
+            tally.directives += fragment.node.directives.len();
+            tally.set(&fragment.node.selection_set.node);
+        }
+        tally
+    }
+
+    fn set(&mut self, set: &SelectionSet) {
+        for item in &set.items {
+            match &item.node {
+                Selection::Field(field) => {
+                    let field = &field.node;
+                    self.fields += 1;
+                    self.aliases += usize::from(field.alias.is_some());
+                    self.directives += field.directives.len();
+                    self.arguments += field.arguments.len();
+                    self.set(&field.selection_set.node);
+                }
+                Selection::InlineFragment(fragment) => {
+                    self.directives += fragment.node.directives.len();
+                    self.set(&fragment.node.selection_set.node);
+                }
+                Selection::FragmentSpread(spread) => {
+                    self.directives += spread.node.directives.len();
+                }
+            }
+        }
+    }
+
+    /// The first bound the document passes, as the error that says so.
+    fn check(&self) -> Result<(), ServerError> {
+        for (count, most, what) in [
+            (self.fields, MAX_DOCUMENT_FIELDS, "fields"),
+            (self.aliases, MAX_ALIASES, "aliases"),
+            (self.directives, MAX_DIRECTIVES, "directives"),
+            (self.arguments, MAX_ARGUMENTS, "arguments and variables"),
+        ] {
+            if count > most {
+                return Err(coded_server_error(
+                    VALIDATION_FAILED,
+                    format!("the document writes {count} {what}; at most {most} are allowed"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Checks a document against the limits: what it writes, then every
+/// operation with its fragments expanded.
 pub fn check(document: &ExecutableDocument) -> Result<(), ServerError> {
+    Tally::of(document).check()?;
     let mut sizer = Sizer {
         document,
         sizes: HashMap::new(),
@@ -249,7 +332,9 @@ impl Extension for QueryShapeExtension {
     }
 
     /// Answers from an earlier validation of the same text and operation when
-    /// the request has no variables; keeps only successes.
+    /// the request has no variables; keeps only successes. A query sent with
+    /// its APQ hash is kept for the hash here, once it is known valid and its
+    /// caller authenticated: no one without an identity can fill the cache.
     async fn validation(
         &self,
         ctx: &ExtensionContext<'_>,
@@ -260,14 +345,25 @@ impl Extension for QueryShapeExtension {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take();
-        let Some(key) = key else {
-            return next.run(ctx).await;
+        let result = match key {
+            None => next.run(ctx).await?,
+            Some(key) => match self.parsed.validated(&key) {
+                Some(result) => result,
+                None => {
+                    let result = next.run(ctx).await?;
+                    keep_bounded(&self.parsed.validated, &key, result);
+                    result
+                }
+            },
         };
-        if let Some(result) = self.parsed.validated(&key) {
-            return Ok(result);
+        if let Some(registration) = ctx.data_opt::<Registration>() {
+            let authenticated = ctx
+                .data_opt::<Session>()
+                .is_some_and(|session| matches!(session.identity, Identity::Viewer(_)));
+            if authenticated {
+                registration.keep();
+            }
         }
-        let result = next.run(ctx).await?;
-        keep_bounded(&self.parsed.validated, &key, result);
         Ok(result)
     }
 }
@@ -316,6 +412,37 @@ mod tests {
         assert!(
             started.elapsed() < std::time::Duration::from_secs(1),
             "sized once each"
+        );
+    }
+
+    #[test]
+    fn what_a_document_writes_is_bounded_before_validation() {
+        // Unknown fields in a fragment no operation uses: each would be an
+        // error of its own, and none is expanded into an operation.
+        let unused: String = (0..=MAX_DOCUMENT_FIELDS)
+            .map(|i| format!("f{i} "))
+            .collect();
+        let err = check(&parse(&format!(
+            "{{ viewer {{ id }} }} fragment U on Query {{ {unused} }}"
+        )))
+        .expect_err("too many fields");
+        assert!(err.message.contains("fields"), "{}", err.message);
+        let aliases: String = (0..=MAX_ALIASES)
+            .map(|i| format!("a{i}: __typename "))
+            .collect();
+        let err = check(&parse(&format!("{{ {aliases} }}"))).expect_err("too many aliases");
+        assert!(err.message.contains("aliases"), "{}", err.message);
+        let directives = "@skip(if: false) ".repeat(MAX_DIRECTIVES + 1);
+        let err = check(&parse(&format!("{{ __typename {directives} }}")))
+            .expect_err("too many directives");
+        assert!(err.message.contains("directives"), "{}", err.message);
+        let arguments: String = (0..=MAX_ARGUMENTS).map(|i| format!("a{i}: 1 ")).collect();
+        let err = check(&parse(&format!("{{ viewer({arguments}) {{ id }} }}")))
+            .expect_err("too many arguments");
+        assert!(err.message.contains("arguments"), "{}", err.message);
+        assert_eq!(
+            err.extensions.as_ref().and_then(|e| e.get("code")),
+            Some(&async_graphql::Value::from(VALIDATION_FAILED))
         );
     }
 

@@ -7,14 +7,16 @@ use async_graphql::{Context, Object, SimpleObject, ID};
 use chrono::{DateTime, Utc};
 
 use super::access::access;
+use super::cost::{list_cost, page_cost};
 use super::cursor::{CursorKey, LazyCursor, ListId};
 use super::error::ApiResultExt;
 use super::global_id::GlobalId;
 use super::page::{connection, PageInfo};
-use super::{loaders, page_cost, state, viewer};
+use super::{loaders, state, viewer};
 use crate::descriptor::Descriptor;
 use crate::events::{ActionEvent, ActionEventKind, FeedEvent, FeedEventKind};
 use crate::model::limits::page_size;
+use crate::model::limits::MAX_LIST_LEN;
 use crate::model::{
     Action, BumpRule, Comment, EdgeKind, FanOutState, FeedItem, Membership, Millis, ObjectId,
     ReasonKind, Scope, Stamp, User,
@@ -696,14 +698,16 @@ impl UserNode {
         Ok(assigned.into_iter().map(|(_, ref_id)| ref_id).collect())
     }
 
-    /// The teams and departments this user belongs to. Others see only the
-    /// groups they share with the user; the user, `service` and `admin` see all.
+    /// The teams and departments this user belongs to (at most 100). Others
+    /// see only the groups they share with the user; the user, `service`
+    /// and `admin` see all.
+    #[graphql(complexity = "list_cost(MAX_LIST_LEN, child_complexity)")]
     async fn groups(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<Membership>> {
         let viewer = viewer(ctx)?;
         let store = &state(ctx)?.store;
         let groups = store.memberships(&viewer.tenant, &self.id).await.api()?;
         if self.id == viewer.user || viewer.acts_for_others() {
-            return Ok(groups);
+            return Ok(groups.into_iter().take(MAX_LIST_LEN).collect());
         }
         let mine: Vec<String> = store
             .memberships(&viewer.tenant, &viewer.user)
@@ -715,6 +719,7 @@ impl UserNode {
         Ok(groups
             .into_iter()
             .filter(|m| mine.contains(&m.group_id))
+            .take(MAX_LIST_LEN)
             .collect())
     }
 }

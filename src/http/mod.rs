@@ -306,17 +306,16 @@ async fn run(
 }
 
 /// A request with nothing to run: a malformed one is a 400 whatever the
-/// media type (the body is not a GraphQL request); the others (a persisted
+/// media type (the body is not a GraphQL request), an overlong document a
+/// 413; the others (a persisted
 /// operation not found or not trusted) are GraphQL responses with their code.
 fn refusal(media: respond::Media, refused: &persisted::Refused) -> Response {
-    if refused.code == "BAD_REQUEST" {
-        return http_error(
-            StatusCode::BAD_REQUEST,
-            refused.code,
-            refused.message.clone(),
-        );
-    }
-    respond::single(media, refused.response())
+    let status = match refused.code {
+        "BAD_REQUEST" => StatusCode::BAD_REQUEST,
+        "PAYLOAD_TOO_LARGE" => StatusCode::PAYLOAD_TOO_LARGE,
+        _ => return respond::single(media, refused.response()),
+    };
+    http_error(status, refused.code, refused.message.clone())
 }
 
 fn not_a_request(detail: impl std::fmt::Display) -> Response {

@@ -13,6 +13,13 @@
 //!
 //! Every transport (POST, GET, server-sent events, multipart, websocket)
 //! turns the JSON it received into a request here, so the rules hold on all.
+//!
+//! What a caller sends can cost the process memory only once it has proven
+//! who it is: a query sent with its APQ hash is kept after the request was
+//! authenticated and its document validated (see [`Registration`]), never
+//! before, and the cache is bounded in bytes as well as entries. A document
+//! sent as text is at most [`Limits::max_document_bytes`] long, far below
+//! the body limit.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::Path;
@@ -23,6 +30,28 @@ use serde_json::{Map, Value};
 
 /// APQ documents kept per process; the oldest go first.
 pub const APQ_CACHE_ENTRIES: usize = 10_000;
+/// Bytes of APQ documents kept per process by default (`--apq-cache-bytes`).
+pub const DEFAULT_APQ_CACHE_BYTES: usize = 8 * 1024 * 1024;
+/// Longest document sent as text, by default (`--max-document-bytes`).
+pub const DEFAULT_MAX_DOCUMENT_BYTES: usize = 64 * 1024;
+
+/// The bounds of what callers send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Bytes of query text the APQ cache holds, in all.
+    pub apq_cache_bytes: usize,
+    /// Longest query text a request may send (trusted documents aside).
+    pub max_document_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            apq_cache_bytes: DEFAULT_APQ_CACHE_BYTES,
+            max_document_bytes: DEFAULT_MAX_DOCUMENT_BYTES,
+        }
+    }
+}
 
 /// What `--trusted-documents-mode` says to do with a document outside the
 /// manifest.
@@ -143,44 +172,86 @@ impl TrustedDocuments {
     }
 }
 
-/// A bounded map of APQ hash → query text: the oldest entry goes first.
+/// A bounded map of APQ hash → query text: the oldest entry goes first
+/// when it holds [`APQ_CACHE_ENTRIES`] entries or its bytes would pass
+/// `max_bytes`.
 #[derive(Default)]
 struct ApqCache {
     entries: HashMap<String, Arc<str>>,
     order: VecDeque<String>,
+    bytes: usize,
+    max_bytes: usize,
 }
 
 impl ApqCache {
+    fn new(max_bytes: usize) -> Self {
+        Self {
+            max_bytes,
+            ..Self::default()
+        }
+    }
+
     fn get(&self, hash: &str) -> Option<Arc<str>> {
         self.entries.get(hash).cloned()
     }
 
     fn insert(&mut self, hash: String, query: Arc<str>) {
-        if self.entries.contains_key(&hash) {
+        let size = hash.len() + query.len();
+        if self.entries.contains_key(&hash) || size > self.max_bytes {
             return;
         }
-        while self.order.len() >= APQ_CACHE_ENTRIES {
-            if let Some(oldest) = self.order.pop_front() {
-                self.entries.remove(&oldest);
+        while self.order.len() >= APQ_CACHE_ENTRIES || self.bytes + size > self.max_bytes {
+            let Some(oldest) = self.order.pop_front() else {
+                break;
+            };
+            if let Some(query) = self.entries.remove(&oldest) {
+                self.bytes -= oldest.len() + query.len();
             }
         }
+        self.bytes += size;
         self.order.push_back(hash.clone());
         self.entries.insert(hash, query);
     }
 }
 
+/// A query sent with its APQ hash, to keep once the request proved worth
+/// it: its caller authenticated and its document valid. The request carries
+/// it as data; the schema's validation step calls [`Registration::keep`].
+pub struct Registration {
+    cache: Arc<Mutex<ApqCache>>,
+    hash: String,
+    query: Arc<str>,
+}
+
+impl Registration {
+    /// Keeps the query under its hash.
+    pub fn keep(&self) {
+        self.cache
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(self.hash.clone(), self.query.clone());
+    }
+}
+
 /// Turns received JSON into the request to run.
-#[derive(Default)]
 pub struct Persisted {
-    apq: Mutex<ApqCache>,
+    apq: Arc<Mutex<ApqCache>>,
     trusted: Option<TrustedDocuments>,
+    limits: Limits,
+}
+
+impl Default for Persisted {
+    fn default() -> Self {
+        Self::new(None, Limits::default())
+    }
 }
 
 impl Persisted {
-    pub fn new(trusted: Option<TrustedDocuments>) -> Self {
+    pub fn new(trusted: Option<TrustedDocuments>, limits: Limits) -> Self {
         Self {
-            apq: Mutex::default(),
+            apq: Arc::new(Mutex::new(ApqCache::new(limits.apq_cache_bytes))),
             trusted,
+            limits,
         }
     }
 
@@ -194,12 +265,15 @@ impl Persisted {
                 "a GraphQL request is a JSON object with a `query` string",
             ));
         };
-        let (query, trusted) = self.document(&mut raw)?;
+        let (query, trusted, registration) = self.document(&mut raw)?;
         raw.insert("query".into(), Value::String(query.to_string()));
-        let request: async_graphql::Request =
-            serde_json::from_value(Value::Object(raw)).map_err(|err| {
+        let mut request: async_graphql::Request = serde_json::from_value(Value::Object(raw))
+            .map_err(|err| {
                 Refused::new("BAD_REQUEST", format!("the request is malformed: {err}"))
             })?;
+        if let Some(registration) = registration {
+            request = request.data(registration);
+        }
         if !trusted {
             if let Some(manifest) = &self.trusted {
                 let name = request.operation_name.as_deref().unwrap_or("(unnamed)");
@@ -221,8 +295,13 @@ impl Persisted {
         Ok(request)
     }
 
-    /// The request's document and whether the manifest holds it.
-    fn document(&self, raw: &mut Map<String, Value>) -> Result<(Arc<str>, bool), Refused> {
+    /// The request's document, whether the manifest holds it, and the APQ
+    /// registration to make if the request proves worth it.
+    #[allow(clippy::type_complexity)]
+    fn document(
+        &self,
+        raw: &mut Map<String, Value>,
+    ) -> Result<(Arc<str>, bool, Option<Registration>), Refused> {
         let named = ["documentId", "doc_id"]
             .iter()
             .find_map(|field| raw.remove(*field).map(|id| (*field, id)));
@@ -234,7 +313,7 @@ impl Persisted {
                 ));
             };
             return match self.trusted.as_ref().and_then(|m| m.get(&id)) {
-                Some(document) => Ok((document, true)),
+                Some(document) => Ok((document, true, None)),
                 None => Err(Refused::new(
                     "TRUSTED_DOCUMENT_NOT_FOUND",
                     if self.trusted.is_some() {
@@ -248,7 +327,24 @@ impl Persisted {
         let query = match raw.get("query") {
             None | Some(Value::Null) => None,
             Some(Value::String(query)) if query.is_empty() => None,
-            Some(Value::String(query)) => Some(Arc::<str>::from(query.as_str())),
+            Some(Value::String(query)) => {
+                if query.len() > self.limits.max_document_bytes
+                    && !self
+                        .trusted
+                        .as_ref()
+                        .is_some_and(|m| m.holds_text(&sha256_hex(query)))
+                {
+                    return Err(Refused::new(
+                        "PAYLOAD_TOO_LARGE",
+                        format!(
+                            "the query is {} bytes long; this server takes documents of at most {} bytes (--max-document-bytes)",
+                            query.len(),
+                            self.limits.max_document_bytes
+                        ),
+                    ));
+                }
+                Some(Arc::<str>::from(query.as_str()))
+            }
             Some(_) => return Err(Refused::new("BAD_REQUEST", "`query` must be a string")),
         };
         let Some(hash) = apq_hash(raw)? else {
@@ -262,7 +358,7 @@ impl Persisted {
                 .trusted
                 .as_ref()
                 .is_some_and(|m| m.holds_text(&sha256_hex(&query)));
-            return Ok((query, trusted));
+            return Ok((query, trusted, None));
         };
         match query {
             Some(query) => {
@@ -273,22 +369,21 @@ impl Persisted {
                     ));
                 }
                 let trusted = self.trusted.as_ref().is_some_and(|m| m.holds_text(&hash));
-                if trusted
+                let registration = (trusted
                     || self
                         .trusted
                         .as_ref()
-                        .is_none_or(|m| m.mode == TrustMode::Log)
-                {
-                    self.apq
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .insert(hash, query.clone());
-                }
-                Ok((query, trusted))
+                        .is_none_or(|m| m.mode == TrustMode::Log))
+                .then(|| Registration {
+                    cache: self.apq.clone(),
+                    hash,
+                    query: query.clone(),
+                });
+                Ok((query, trusted, registration))
             }
             None => {
                 if let Some(document) = self.trusted.as_ref().and_then(|m| m.get(&hash)) {
-                    return Ok((document, true));
+                    return Ok((document, true, None));
                 }
                 let cached = self
                     .apq
@@ -298,7 +393,7 @@ impl Persisted {
                 match cached {
                     Some(query) => {
                         let trusted = self.trusted.as_ref().is_some_and(|m| m.holds_text(&hash));
-                        Ok((query, trusted))
+                        Ok((query, trusted, None))
                     }
                     // Apollo's clients look for this message, or this code.
                     None => Err(Refused::new(
@@ -377,8 +472,20 @@ mod tests {
         result.expect_err("refused").code
     }
 
+    /// The registration a request would make, if it proved worth it.
+    fn registration(persisted: &Persisted, raw: Value) -> Option<Registration> {
+        let Value::Object(mut raw) = raw else {
+            panic!("an object")
+        };
+        persisted.document(&mut raw).expect("a document").2
+    }
+
+    fn apq(query: &str) -> Value {
+        json!({ "query": query, "extensions": { "persistedQuery": { "version": 1, "sha256Hash": sha256_hex(query) } } })
+    }
+
     #[test]
-    fn apq_registers_then_serves_by_hash() {
+    fn apq_registers_once_the_request_proves_worth_it_then_serves_by_hash() {
         let persisted = Persisted::default();
         let hash = sha256_hex(FEED);
         let by_hash =
@@ -387,10 +494,68 @@ mod tests {
             code(persisted.request(by_hash.clone())),
             "PERSISTED_QUERY_NOT_FOUND"
         );
-        let mut register = by_hash.clone();
-        register["query"] = json!(FEED);
-        assert_eq!(persisted.request(register).expect("registered").query, FEED);
+        // Sent with its text, the query runs, but is not kept yet.
+        assert_eq!(persisted.request(apq(FEED)).expect("runs").query, FEED);
+        assert_eq!(
+            code(persisted.request(by_hash.clone())),
+            "PERSISTED_QUERY_NOT_FOUND"
+        );
+        registration(&persisted, apq(FEED))
+            .expect("a registration")
+            .keep();
         assert_eq!(persisted.request(by_hash).expect("by hash").query, FEED);
+    }
+
+    #[test]
+    fn the_apq_cache_is_bounded_in_bytes() {
+        let limits = Limits {
+            apq_cache_bytes: 64 * 1024,
+            ..Limits::default()
+        };
+        let persisted = Persisted::new(None, limits);
+        let queries: Vec<String> = (0..40)
+            .map(|i| format!("{{ a{i}: __typename {} }}", "__typename ".repeat(400)))
+            .collect();
+        for query in &queries {
+            registration(&persisted, apq(query)).expect("kept").keep();
+        }
+        let cache = persisted.apq.lock().unwrap();
+        assert!(cache.bytes <= limits.apq_cache_bytes, "{}", cache.bytes);
+        let kept: usize = cache.entries.iter().map(|(h, q)| h.len() + q.len()).sum();
+        assert_eq!(kept, cache.bytes);
+        // The newest stay, the oldest went.
+        assert!(cache.get(&sha256_hex(&queries[39])).is_some());
+        assert!(cache.get(&sha256_hex(&queries[0])).is_none());
+        assert!(cache.entries.len() < queries.len());
+    }
+
+    #[test]
+    fn a_document_longer_than_the_limit_is_refused() {
+        let persisted = Persisted::new(
+            None,
+            Limits {
+                max_document_bytes: 1024,
+                ..Limits::default()
+            },
+        );
+        let long = format!("{{ {} }}", "__typename ".repeat(200));
+        let refused = persisted
+            .request(json!({ "query": long }))
+            .expect_err("too long");
+        assert_eq!(refused.code, "PAYLOAD_TOO_LARGE");
+        assert!(
+            refused.message.contains("--max-document-bytes"),
+            "{}",
+            refused.message
+        );
+        assert!(persisted.request(json!({ "query": FEED })).is_ok());
+        // A trusted document is the server's own, whatever its length.
+        let manifest =
+            TrustedDocuments::parse(&json!({ "big": long }).to_string(), TrustMode::Enforce)
+                .expect("manifest");
+        let persisted = Persisted::new(Some(manifest), persisted.limits);
+        assert!(persisted.request(json!({ "documentId": "big" })).is_ok());
+        assert!(persisted.request(json!({ "query": long })).is_ok());
     }
 
     #[test]
@@ -405,7 +570,7 @@ mod tests {
 
     #[test]
     fn enforce_runs_manifest_documents_only() {
-        let persisted = Persisted::new(Some(manifest(TrustMode::Enforce)));
+        let persisted = Persisted::new(Some(manifest(TrustMode::Enforce)), Limits::default());
         for by_id in [
             json!({ "documentId": "f1" }),
             json!({ "doc_id": "f1" }),
@@ -445,7 +610,7 @@ mod tests {
 
     #[test]
     fn log_mode_runs_anything() {
-        let persisted = Persisted::new(Some(manifest(TrustMode::Log)));
+        let persisted = Persisted::new(Some(manifest(TrustMode::Log)), Limits::default());
         let request = persisted.request(json!({ "query": "{ viewer { id } }" }));
         assert_eq!(request.expect("runs").query, "{ viewer { id } }");
     }
@@ -456,9 +621,10 @@ mod tests {
             "format": "apollo-persisted-query-manifest", "version": 1,
             "operations": [{ "id": "abc", "name": "Feed", "type": "query", "body": FEED }]
         });
-        let persisted = Persisted::new(Some(
-            TrustedDocuments::parse(&text.to_string(), TrustMode::Enforce).expect("manifest"),
-        ));
+        let persisted = Persisted::new(
+            Some(TrustedDocuments::parse(&text.to_string(), TrustMode::Enforce).expect("manifest")),
+            Limits::default(),
+        );
         assert_eq!(
             persisted
                 .request(json!({ "documentId": "abc" }))

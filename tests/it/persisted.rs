@@ -102,7 +102,7 @@ async fn with_manifest(mode: TrustMode) -> TestServer {
     let (store, dir) = store_url(Backend::Embedded).expect("embedded");
     TestServer::start_with(Stopped { store, dir }, |store| {
         let mut options = ServeOptions::new(store);
-        options.persisted = Arc::new(Persisted::new(Some(trusted)));
+        options.persisted = Arc::new(Persisted::new(Some(trusted), Default::default()));
         options
     })
     .await

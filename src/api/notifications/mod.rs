@@ -12,10 +12,13 @@ mod nodes;
 use async_graphql::{Context, Object};
 
 use super::access::access;
+use super::cost::{list_cost, page_cost};
 use super::cursor::ListId;
 use super::error::ApiResultExt;
 use super::page::PageInfo;
-use super::page_cost;
+
+/// The feeds a marker is kept for: one marker each at most.
+const MARKER_FEEDS: usize = 2;
 use super::types::ActionNode;
 use super::{loaders, state, viewer, AppState, Viewer};
 use crate::model::limits::page_size;
@@ -180,6 +183,7 @@ impl NotificationQuery {
 
     /// Where the viewer stopped reading: the markers of `feeds` (all, by
     /// default) that were ever set.
+    #[graphql(complexity = "list_cost(MARKER_FEEDS, child_complexity)")]
     async fn markers(
         &self,
         ctx: &Context<'_>,

@@ -332,4 +332,4 @@ impl NotificationMutation {
 }
 
 /// Threads one user may have muted at once.
-const MAX_MUTES: usize = 500;
+pub(super) const MAX_MUTES: usize = 500;

@@ -1,15 +1,17 @@
 //! The notification types: groups, notifications, counts, preferences,
 //! markers.
 
-use async_graphql::{Context, Object, SimpleObject, ID};
+use async_graphql::{ComplexObject, Context, Object, SimpleObject, ID};
 use chrono::{DateTime, Utc};
 
+use super::mutation::MAX_MUTES;
 use super::readable;
-use crate::api::error::bad_input;
+use crate::api::cost::{bounded_first, first_cost, list_cost};
 use crate::api::global_id::GlobalId;
 use crate::api::page::connection;
 use crate::api::types::{datetime, user_node, ActionNode, UserNode};
-use crate::model::limits::MAX_LIST_LEN;
+use crate::model::limits::{DEFAULT_PAGE, MAX_LIST_LEN};
+use crate::model::MEMBERS_KEPT;
 use crate::model::{
     Inbox, Marker, MarkerFeed, Millis, Notice, NoticeGroup, NoticeReason, ObjectId,
 };
@@ -82,20 +84,17 @@ impl NotificationGroupNode {
         self.group.shown().find_map(|m| m.ref_id.as_deref())
     }
 
-    /// Who did it, the most recent first: at most `first` (3 by default).
+    /// Who did it, the most recent first: at most `first` (3 by default,
+    /// at most 100).
+    #[graphql(complexity = "first_cost(Some(first), 3, MAX_LIST_LEN, child_complexity)")]
     async fn actors(
         &self,
         ctx: &Context<'_>,
         #[graphql(default = 3)] first: i32,
     ) -> async_graphql::Result<Vec<UserNode>> {
-        let first = usize::try_from(first).map_err(|_| bad_input("first must not be negative"))?;
+        let first = bounded_first(Some(first), 3, MAX_LIST_LEN)?;
         let mut users = Vec::new();
-        for actor in self
-            .group
-            .actors()
-            .into_iter()
-            .take(first.min(MAX_LIST_LEN))
-        {
+        for actor in self.group.actors().into_iter().take(first) {
             users.push(user_node(ctx, actor).await?);
         }
         Ok(users)
@@ -135,16 +134,14 @@ impl NotificationGroupNode {
         self.group.unread == 0
     }
 
-    /// Its notifications, newest first: at most `first` (all it keeps, up
-    /// to 200, by default).
+    /// Its notifications, newest first: at most `first` (25 by default; a
+    /// group keeps up to 200, which `first: 200` lists whole).
+    #[graphql(complexity = "first_cost(first, DEFAULT_PAGE, MEMBERS_KEPT, child_complexity)")]
     async fn notifications(
         &self,
         first: Option<i32>,
     ) -> async_graphql::Result<Vec<NotificationNode>> {
-        let first = match first {
-            Some(n) => usize::try_from(n).map_err(|_| bad_input("first must not be negative"))?,
-            None => usize::MAX,
-        };
+        let first = bounded_first(first, DEFAULT_PAGE, MEMBERS_KEPT)?;
         Ok(self
             .group
             .shown()
@@ -226,8 +223,9 @@ pub struct NotificationCounts {
 
 /// What a mark or an archive changed.
 #[derive(SimpleObject)]
+#[graphql(complex)]
 pub struct NotificationsChanged {
-    /// The groups changed and still listed, as they are now.
+    #[graphql(skip)]
     pub groups: Vec<NotificationGroupNode>,
     /// Ids of the groups archived through: no longer listed.
     pub removed: Vec<ID>,
@@ -244,13 +242,33 @@ pub struct MuteNode {
     pub until: Option<DateTime<Utc>>,
 }
 
+#[ComplexObject]
+impl NotificationsChanged {
+    /// The groups changed and still listed, as they are now: at most one
+    /// per id marked.
+    #[graphql(complexity = "list_cost(MAX_LIST_LEN, child_complexity)")]
+    async fn groups(&self) -> &[NotificationGroupNode] {
+        &self.groups
+    }
+}
+
 /// What the viewer chose to hear of.
 #[derive(SimpleObject)]
+#[graphql(complex)]
 pub struct NotificationPreferences {
     /// Reasons the viewer is not notified for.
     pub disabled: Vec<NoticeReason>,
-    /// Threads muted now (expired mutes are left out).
+    #[graphql(skip)]
     pub mutes: Vec<MuteNode>,
+}
+
+#[ComplexObject]
+impl NotificationPreferences {
+    /// Threads muted now (expired mutes are left out); at most 500.
+    #[graphql(complexity = "list_cost(MAX_MUTES, child_complexity)")]
+    async fn mutes(&self) -> &[MuteNode] {
+        &self.mutes
+    }
 }
 
 impl NotificationPreferences {

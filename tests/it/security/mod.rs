@@ -5,10 +5,12 @@
 //! - [`access`]: roles, tenants, and access to actions hidden or narrowed
 //! - [`connections`]: dev mode kept to this machine, websocket caps
 //! - [`cors`]: which web pages may call
+//! - [`requests`]: what one request may cost the server
 
 mod access;
 mod connections;
 mod cors;
+mod requests;
 mod tokens;
 
 use std::sync::Arc;
