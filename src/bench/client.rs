@@ -186,6 +186,16 @@ impl Gql {
     pub fn ws_url(&self) -> String {
         format!("ws://{}/graphql/ws", self.addr)
     }
+
+    /// The server's address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The HTTP client, for requests outside GraphQL.
+    pub fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
 }
 
 pub type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;

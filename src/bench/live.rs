@@ -190,7 +190,7 @@ async fn one_size(
 }
 
 /// Starts `program live-subscribers` for `count` users.
-fn spawn_subscribers(
+pub(super) fn spawn_subscribers(
     program: &Path,
     url: &str,
     prefix: &str,
@@ -210,7 +210,7 @@ fn spawn_subscribers(
 
 /// The subscriber process's next line; its exit, before it was asked to, is
 /// an error.
-async fn next_line(
+pub(super) async fn next_line(
     lines: &mut tokio::io::Lines<BufReader<ChildStdout>>,
     child: &mut Child,
 ) -> anyhow::Result<String> {

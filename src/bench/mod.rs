@@ -7,7 +7,7 @@
 //! measured goes through the server.
 //!
 //! One file per workload ([`load`], [`ramp`], [`sustained`], [`reads`],
-//! [`live`], [`notifications`]); [`graph`] builds the data they share, [`client`] speaks to the
+//! [`live`], [`notifications`], [`soak`]); [`graph`] builds the data they share, [`client`] speaks to the
 //! server, [`report`] and [`plot`] write the results (the model and layout
 //! comparisons' sections in [`models_report`] and [`layouts_report`]), all from
 //! the parts in [`figures`].
@@ -27,6 +27,7 @@ pub mod ramp;
 pub mod reads;
 pub mod relay;
 pub mod report;
+pub mod soak;
 pub mod stats;
 pub mod sustained;
 
@@ -101,9 +102,15 @@ pub struct BenchArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "load,ramp,sustained,reads,live,notifications"
+        default_value = "load,ramp,sustained,reads,live,notifications,soak"
     )]
     pub workloads: Vec<Workload>,
+    /// How long the soak holds its subscribers under hostile requests.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub soak: Duration,
+    /// Live subscribers the soak holds.
+    #[arg(long, default_value_t = 1_000)]
+    pub soak_subscribers: usize,
     /// Users whose posts the notifications workload likes and comments on
     /// (2 posts each, 5 likes and 4 comments on each post).
     #[arg(long, default_value_t = 100)]
@@ -155,6 +162,7 @@ pub enum Workload {
     Reads,
     Live,
     Notifications,
+    Soak,
 }
 
 /// Everything a run measured; `results.json` is this, serialised.
@@ -168,6 +176,8 @@ pub struct Results {
     pub live: Option<Vec<live::LiveResult>>,
     #[serde(default)]
     pub notifications: Option<notifications::NotificationsResult>,
+    #[serde(default)]
+    pub soak: Option<soak::SoakResult>,
     #[serde(default)]
     pub models: Option<Vec<models::ModelResult>>,
     #[serde(default)]
@@ -287,6 +297,12 @@ pub async fn run(args: &BenchArgs, serve: &ServeArgs) -> anyhow::Result<Results>
         args.live.iter().copied().max().unwrap_or(0)
     } else {
         0
+    };
+    // The soak's subscribers, and the connections its hostile clients hold.
+    let most_live = if wants(Workload::Soak) {
+        most_live.max(args.soak_subscribers + 2 * 256)
+    } else {
+        most_live
     };
     // The server holds one socket per live subscriber; the subscribers' own
     // ends are in a child process, which raises its own limit.
@@ -523,6 +539,9 @@ async fn run_workloads(
     }
     if wants(Workload::Notifications) {
         results.notifications = Some(notifications::run(bench, args).await?);
+    }
+    if wants(Workload::Soak) {
+        results.soak = Some(soak::run(bench, args).await?);
     }
     Ok(())
 }

@@ -180,7 +180,45 @@ pub fn check_targets(r: &Results) -> Vec<TargetCheck> {
             memory.value.push_str(", too few to judge");
         }
     }
+    checks.extend(soak_targets(r.soak.as_ref()));
     checks
+}
+
+/// The soak's targets: health answered promptly, memory flat, and every
+/// subscriber still served, while hostile requests come in.
+fn soak_targets(soak: Option<&super::soak::SoakResult>) -> Vec<TargetCheck> {
+    vec![
+        check(
+            "/healthz under hostile requests, p99",
+            "<= 50 ms",
+            soak.map(|x| {
+                (
+                    format!(
+                        "{:.1} ms (max {:.1} ms, {} subscribers, {:.0} s)",
+                        x.healthz.p99_ms, x.healthz.max_ms, x.subscribers, x.secs
+                    ),
+                    x.healthz.p99_ms <= 50.0 && x.delivered == x.subscribers,
+                )
+            }),
+        ),
+        check(
+            "resident memory through the soak",
+            "flat: within 10% of its start",
+            soak.map(|x| {
+                let grew = x.rss_end_bytes as f64 / x.rss_start_bytes.max(1) as f64 - 1.0;
+                (
+                    format!(
+                        "{:+.1}% ({} MiB to {} MiB, at most {} MiB)",
+                        grew * 100.0,
+                        x.rss_start_bytes >> 20,
+                        x.rss_end_bytes >> 20,
+                        x.rss_max_bytes >> 20
+                    ),
+                    grew <= 0.10,
+                )
+            }),
+        ),
+    ]
 }
 
 fn verdict(pass: Option<bool>) -> &'static str {
@@ -356,6 +394,36 @@ fn figures(r: &Results) -> Vec<(String, String, String)> {
                     } else {
                         String::new()
                     }
+                ),
+            );
+        }
+    }
+    if let Some(x) = &r.soak {
+        row(
+            "soak",
+            format!(
+                "{} subscribers for {:.0} s under hostile requests",
+                x.subscribers, x.secs
+            ),
+            format!(
+                "/healthz p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms; RSS {} MiB to {} MiB (at most {} MiB); {} of {} subscribers served after",
+                x.healthz.p50_ms,
+                x.healthz.p99_ms,
+                x.healthz.max_ms,
+                x.rss_start_bytes >> 20,
+                x.rss_end_bytes >> 20,
+                x.rss_max_bytes >> 20,
+                x.delivered,
+                x.subscribers
+            ),
+        );
+        for hostile in &x.hostile {
+            row(
+                "soak",
+                hostile.kind.clone(),
+                format!(
+                    "{} sent, {} refused or closed by the server",
+                    hostile.sent, hostile.refused
                 ),
             );
         }

@@ -45,6 +45,10 @@ async fn a_tiny_bench_runs_every_workload_and_writes_its_report() {
         "4",
         "--notice-groups",
         "30",
+        "--soak",
+        "1s",
+        "--soak-subscribers",
+        "20",
         "--quiet",
         // The subscribers' process is this package's binary: the test
         // harness is not `riverfeed`.
@@ -81,6 +85,7 @@ async fn a_tiny_bench_runs_every_workload_and_writes_its_report() {
         "reads",
         "live",
         "notifications",
+        "soak",
     ] {
         assert!(
             !json[workload].is_null(),
@@ -105,7 +110,18 @@ async fn a_tiny_bench_runs_every_workload_and_writes_its_report() {
     assert_eq!(live["last_latency"]["count"], 2);
     assert_eq!(json["notifications"]["write"]["notices"], 4 * 2 * 15);
     assert_eq!(json["notifications"]["page"]["failures"], 0);
-    assert_eq!(json["targets"].as_array().expect("targets").len(), 7);
+    let soak = &json["soak"];
+    assert_eq!(
+        soak["delivered"], 20,
+        "every subscriber served after the soak"
+    );
+    let hostile = soak["hostile"].as_array().expect("hostile kinds");
+    assert_eq!(hostile.len(), 5);
+    for kind in hostile {
+        assert!(kind["sent"].as_u64() > Some(0), "{kind}");
+    }
+    assert!(soak["healthz"]["count"].as_u64() > Some(0), "{soak}");
+    assert_eq!(json["targets"].as_array().expect("targets").len(), 9);
     let report = std::fs::read_to_string(out.path().join("report.md")).expect("report.md");
     assert!(report.contains("embedded store"), "{report}");
 }
