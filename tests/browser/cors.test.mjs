@@ -9,16 +9,13 @@
 
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { createServer } from 'node:http';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, dirname, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { chromium } from 'playwright-core';
+import { startServer } from '../clients/server.mjs';
 
-const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-const BIN = process.env.RIVERFEED_BIN || join(ROOT, 'target/debug/riverfeed');
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 
 const scratch = [];
@@ -37,34 +34,6 @@ function pageServer() {
   });
   pageServers.push(server);
   return new Promise((done) => server.listen(0, '127.0.0.1', () => done(`http://127.0.0.1:${server.address().port}`)));
-}
-
-/** Starts `riverfeed serve` in dev mode with `args`; resolves with its base URL. */
-function startRiverfeed(args) {
-  const dataDir = mkdtempSync(join(tmpdir(), 'riverfeed-cors-data-'));
-  scratch.push(dataDir);
-  riverfeed = spawn(BIN, ['serve', '--data-dir', dataDir, '--listen', '127.0.0.1:0', ...args], {
-    env: { ...process.env, RUST_LOG: 'info', NO_COLOR: '1' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let log = '';
-  return new Promise((done, fail) => {
-    const timer = setTimeout(() => fail(new Error(`the server did not listen in time:\n${log}`)), 30_000);
-    const read = (chunk) => {
-      log += chunk.toString().replace(/\u001b\[[0-9;]*m/g, '');
-      const match = log.match(/riverfeed listening.*?addr=(127\.0\.0\.1:\d+)/);
-      if (match) {
-        clearTimeout(timer);
-        done(`http://${match[1]}`);
-      }
-    };
-    riverfeed.stdout.on('data', read);
-    riverfeed.stderr.on('data', read);
-    riverfeed.on('exit', (code) => {
-      clearTimeout(timer);
-      fail(new Error(`the server exited with ${code}:\n${log}`));
-    });
-  });
 }
 
 /** Opens a page of `origin` in the browser. */
@@ -101,7 +70,8 @@ const FEED = '{ feed(first: 20) { eventsCursor nodes { action { actionId } } } }
 before(async () => {
   listed = await pageServer();
   unlisted = await pageServer();
-  api = await startRiverfeed(['--cors-origins', listed]);
+  riverfeed = await startServer(['--cors-origins', listed]);
+  api = riverfeed.base;
   const profile = mkdtempSync(join(tmpdir(), 'riverfeed-cors-chromium-'));
   scratch.push(profile);
   browser = await chromium.launchPersistentContext(profile, {
@@ -116,11 +86,7 @@ before(async () => {
 
 after(async () => {
   if (browser) await browser.close();
-  if (riverfeed && riverfeed.exitCode === null) {
-    const exited = new Promise((done) => riverfeed.once('exit', done));
-    riverfeed.kill('SIGTERM');
-    await exited;
-  }
+  if (riverfeed) await riverfeed.stop();
   for (const server of pageServers) server.close();
   for (const dir of scratch) rmSync(dir, { recursive: true, force: true });
 });
