@@ -34,6 +34,10 @@ pub enum TrustMode {
     Enforce,
 }
 
+/// Marks a request whose document is one of the trusted documents (its
+/// operations are labelled by name in `/metrics`).
+pub struct TrustedDocument;
+
 /// Why a request has no document to run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Refused {
@@ -196,11 +200,13 @@ impl Persisted {
         };
         let (query, trusted) = self.document(&mut raw)?;
         raw.insert("query".into(), Value::String(query.to_string()));
-        let request: async_graphql::Request =
-            serde_json::from_value(Value::Object(raw)).map_err(|err| {
+        let mut request: async_graphql::Request = serde_json::from_value(Value::Object(raw))
+            .map_err(|err| {
                 Refused::new("BAD_REQUEST", format!("the request is malformed: {err}"))
             })?;
-        if !trusted {
+        if trusted {
+            request = request.data(TrustedDocument);
+        } else {
             if let Some(manifest) = &self.trusted {
                 let name = request.operation_name.as_deref().unwrap_or("(unnamed)");
                 match manifest.mode {
