@@ -5,10 +5,12 @@
 //! - [`access`]: roles, tenants, and access to actions hidden or narrowed
 //! - [`connections`]: dev mode kept to this machine, websocket caps
 //! - [`cors`]: which web pages may call
+//! - [`ids`]: ids kept in one Unicode form, hidden characters refused
 
 mod access;
 mod connections;
 mod cors;
+mod ids;
 mod tokens;
 
 use std::sync::Arc;
