@@ -270,7 +270,9 @@ pub enum Authenticator {
     Jwt(Box<JwtVerifier>),
 }
 
-fn bearer(value: &str) -> Option<&str> {
+/// The token of an `Authorization: Bearer <token>` value (any case of the
+/// scheme).
+pub(crate) fn bearer(value: &str) -> Option<&str> {
     let (scheme, token) = value.trim().split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }

@@ -139,7 +139,7 @@ async fn metrics_guard(State(token): State<Arc<str>>, request: Request, next: Ne
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
+        .and_then(crate::auth::bearer)
         .unwrap_or_default();
     let same = sent.len() == token.len()
         && sent
