@@ -18,7 +18,7 @@ use jsonwebtoken::errors::ErrorKind as JwtErrorKind;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
 
-use crate::model::limits::check_id;
+use crate::model::limits::normalize_id;
 
 /// Header (and `connection_init` key) naming the tenant in dev mode.
 pub const TENANT_HEADER: &str = "x-riverfeed-tenant";
@@ -149,15 +149,15 @@ impl From<String> for Audience {
 /// Turns a tenant, a user and role names into a viewer, checking the ids.
 /// No role names means `user`; unknown names are ignored.
 fn viewer(tenant: &str, user: &str, roles: Option<&[String]>) -> Result<Viewer, String> {
-    check_id("tenant", tenant).map_err(|e| e.0)?;
-    check_id("user", user).map_err(|e| e.0)?;
+    let tenant = normalize_id("tenant", tenant).map_err(|e| e.0)?;
+    let user = normalize_id("user", user).map_err(|e| e.0)?;
     let roles = match roles {
         None => BTreeSet::from([Role::User]),
         Some(names) => names.iter().filter_map(|n| Role::parse(n)).collect(),
     };
     Ok(Viewer {
-        tenant: tenant.to_owned(),
-        user: user.to_owned(),
+        tenant,
+        user,
         roles,
         expires_at: None,
     })
@@ -270,7 +270,9 @@ pub enum Authenticator {
     Jwt(Box<JwtVerifier>),
 }
 
-fn bearer(value: &str) -> Option<&str> {
+/// The token of an `Authorization: Bearer <token>` value (any case of the
+/// scheme).
+pub(crate) fn bearer(value: &str) -> Option<&str> {
     let (scheme, token) = value.trim().split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }

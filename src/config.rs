@@ -255,6 +255,19 @@ pub struct ServeArgs {
     /// going to `/v1/traces` under it. `serve` and `worker`; off by default.
     #[arg(long, env = "RIVERFEED_OTLP_ENDPOINT", global = true)]
     pub otlp_endpoint: Option<String>,
+    /// Serve `/metrics` on this address (`127.0.0.1:9100`) instead of beside
+    /// the API (`serve`) or `/healthz` (`worker`).
+    #[arg(long, env = "RIVERFEED_METRICS_LISTEN", global = true)]
+    pub metrics_listen: Option<SocketAddr>,
+    /// A scrape of `/metrics` must send `Authorization: Bearer <token>`
+    /// (16 bytes or more); without it, 401 `UNAUTHENTICATED`.
+    #[arg(
+        long,
+        env = "RIVERFEED_METRICS_TOKEN",
+        global = true,
+        hide_env_values = true
+    )]
+    pub metrics_token: Option<String>,
     /// Seed the `demo` tenant with a recruiting organisation (once, when it
     /// is empty) for the web demo at /demo/. Dev mode only.
     #[arg(long, env = "RIVERFEED_DEMO", global = true)]
@@ -436,6 +449,16 @@ impl ServeArgs {
             max_document_bytes: self.max_document_bytes,
         };
         options.persisted = Arc::new(crate::http::persisted::Persisted::new(trusted, limits));
+        if let Some(token) = &self.metrics_token {
+            anyhow::ensure!(
+                token.len() >= 16,
+                "--metrics-token must be at least 16 bytes long"
+            );
+        }
+        options.metrics_access = crate::http::MetricsAccess {
+            listen: self.metrics_listen,
+            token: self.metrics_token.as_deref().map(Arc::from),
+        };
         Ok(options)
     }
 }

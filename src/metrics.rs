@@ -3,8 +3,9 @@
 //! subscriptions, the relay between processes and store call latencies.
 //! One [`Metrics`] per process, shared by the API, the worker and the relay.
 
+use std::collections::HashSet;
 use std::sync::atomic::AtomicU64;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -14,12 +15,21 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
+/// Operation names outside the trusted documents that get series of their
+/// own: the first this many distinct names a process sees. Any caller names
+/// its operations, so each new name would otherwise add series for good.
+pub const MAX_OPERATION_NAMES: usize = 100;
+
+/// The name label of operations beyond [`MAX_OPERATION_NAMES`].
+pub const OTHER_OPERATION: &str = "other";
+
 /// A GraphQL operation, as requests are counted and timed.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OperationLabels {
     /// `query`, `mutation` or `subscription`.
     pub r#type: String,
-    /// The operation's name, or `anonymous`.
+    /// The operation's name (see [`Metrics::graphql_request`]), or
+    /// `anonymous`.
     pub name: String,
 }
 
@@ -71,6 +81,9 @@ pub struct Metrics {
     pub relay_lag_seconds: Histogram,
     pub relay_reconnects: Counter,
     store_seconds: Family<StoreLabels, Histogram>,
+    /// The untrusted operation names that have series of their own, at most
+    /// [`MAX_OPERATION_NAMES`]. A std mutex: held for a lookup or an insert.
+    operation_names: Mutex<HashSet<String>>,
 }
 
 fn latency_buckets() -> impl Iterator<Item = f64> {
@@ -204,27 +217,61 @@ impl Metrics {
             relay_lag_seconds,
             relay_reconnects,
             store_seconds,
+            operation_names: Mutex::default(),
         }
     }
 
-    /// One GraphQL request answered.
-    pub fn graphql_request(&self, r#type: &str, name: &str, ok: bool, took: Option<Duration>) {
-        let name = if name.is_empty() { "anonymous" } else { name };
-        self.graphql_requests
-            .get_or_create(&RequestLabels {
-                r#type: r#type.to_owned(),
-                name: name.to_owned(),
-                outcome: if ok { "ok" } else { "error" }.to_owned(),
-            })
-            .inc();
+    /// The name label of an operation: its name when it comes from the
+    /// trusted documents (a fixed set) or is among the first
+    /// [`MAX_OPERATION_NAMES`] others seen, `other` beyond them, `anonymous`
+    /// without one.
+    fn operation_label(&self, name: &str, trusted: bool) -> String {
+        if name.is_empty() {
+            return "anonymous".to_owned();
+        }
+        if trusted {
+            return name.to_owned();
+        }
+        let mut names = self
+            .operation_names
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if names.contains(name) {
+            return name.to_owned();
+        }
+        if names.len() < MAX_OPERATION_NAMES {
+            names.insert(name.to_owned());
+            return name.to_owned();
+        }
+        OTHER_OPERATION.to_owned()
+    }
+
+    /// One GraphQL request answered; `trusted` when its document is one of
+    /// the trusted documents.
+    pub fn graphql_request(
+        &self,
+        r#type: &str,
+        name: &str,
+        trusted: bool,
+        ok: bool,
+        took: Option<Duration>,
+    ) {
+        let name = self.operation_label(name, trusted);
         if let Some(took) = took {
             self.graphql_seconds
                 .get_or_create(&OperationLabels {
                     r#type: r#type.to_owned(),
-                    name: name.to_owned(),
+                    name: name.clone(),
                 })
                 .observe(took.as_secs_f64());
         }
+        self.graphql_requests
+            .get_or_create(&RequestLabels {
+                r#type: r#type.to_owned(),
+                name,
+                outcome: if ok { "ok" } else { "error" }.to_owned(),
+            })
+            .inc();
     }
 
     /// One background job done (`ok`) or failed.

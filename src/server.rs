@@ -80,6 +80,8 @@ pub struct ServeOptions {
     pub rate_limits: Vec<(crate::auth::Role, crate::api::rate_limit::Budget)>,
     /// The APQ cache and `--trusted-documents`.
     pub persisted: Arc<crate::http::persisted::Persisted>,
+    /// `--metrics-listen` and `--metrics-token`.
+    pub metrics_access: http::MetricsAccess,
 }
 
 impl ServeOptions {
@@ -106,6 +108,7 @@ impl ServeOptions {
             store_settings: crate::store::StoreSettings::default(),
             rate_limits: Vec::new(),
             persisted: Arc::default(),
+            metrics_access: http::MetricsAccess::default(),
         }
     }
 }
@@ -114,6 +117,9 @@ impl ServeOptions {
 pub struct Server {
     /// The address it listens on (the real port when asked for port 0).
     pub addr: SocketAddr,
+    /// Where `/metrics` is served when it has a listener of its own
+    /// (`--metrics-listen`).
+    pub metrics_addr: Option<SocketAddr>,
     /// Store call counters.
     pub metered: Arc<Metered>,
     shutdown: CancellationToken,
@@ -279,6 +285,7 @@ pub async fn start_with_store(
             hub: app.hub.clone(),
             metrics,
             connections: connections.clone(),
+            metrics_access: options.metrics_access.clone(),
         },
         app,
         shutdown: shutdown.clone(),
@@ -299,11 +306,13 @@ pub async fn start_with_store(
         ),
         demo: options.demo,
     };
+    let metrics_addr = serve_metrics(&state.ops, &shutdown, &tracker).await?;
     let router = http::router(state);
     info!(%addr, store = store.backend().name, "riverfeed listening");
     let task = serve_until_stopped(listener, router, shutdown.clone(), tracker);
     Ok(Server {
         addr,
+        metrics_addr,
         metered,
         shutdown,
         task,
@@ -339,17 +348,21 @@ pub async fn start_worker(mut options: ServeOptions) -> anyhow::Result<Server> {
     start_relay(relay, &shutdown, &tracker).await?;
     let worker = worker_for(&options, config, &store, &hub, &wake, &metrics);
     tracker.spawn(worker.run(shutdown.clone()));
-    let router = http::ops_router(OpsState {
+    let ops = OpsState {
         store: store.clone(),
         metered: metered.clone(),
         hub,
         metrics,
         connections: Arc::default(),
-    });
+        metrics_access: options.metrics_access.clone(),
+    };
+    let metrics_addr = serve_metrics(&ops, &shutdown, &tracker).await?;
+    let router = http::ops_router(ops);
     info!(%addr, store = store.backend().name, "riverfeed worker running");
     let task = serve_until_stopped(listener, router, shutdown.clone(), tracker);
     Ok(Server {
         addr,
+        metrics_addr,
         metered,
         shutdown,
         task,
@@ -366,6 +379,40 @@ async fn bind(
         .with_context(|| format!("cannot listen on {listen}"))?;
     let addr = listener.local_addr()?;
     Ok((listener, addr))
+}
+
+/// Serves `/metrics` on its own listener when `--metrics-listen` asks for
+/// one, until `shutdown`; the address it got.
+async fn serve_metrics(
+    ops: &OpsState,
+    shutdown: &CancellationToken,
+    tracker: &TaskTracker,
+) -> anyhow::Result<Option<SocketAddr>> {
+    let Some(listen) = ops.metrics_access.listen else {
+        return Ok(None);
+    };
+    let (listener, addr) = bind(listen).await.context("--metrics-listen")?;
+    let router = http::metrics_router(ops.clone());
+    let shutdown = shutdown.clone();
+    tracker.spawn(async move {
+        let serve = axum::serve(listener, router)
+            .with_graceful_shutdown(shutdown.clone().cancelled_owned())
+            .into_future();
+        // As the API's listener: a scrape that never ends does not hold
+        // shutdown up.
+        let deadline = async {
+            shutdown.cancelled().await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+        };
+        tokio::select! {
+            served = serve => if let Err(err) = served {
+                warn!(cause = %err, "the metrics listener failed");
+            },
+            _ = deadline => {}
+        }
+    });
+    info!(%addr, "metrics served on their own listener");
+    Ok(Some(addr))
 }
 
 /// Why `riverfeed worker` is refused on the embedded store.

@@ -8,7 +8,7 @@ use async_graphql::{Context, ID};
 use super::error::{bad_input, not_found, ApiResultExt};
 use super::global_id::{opt_user_id_arg, user_id_arg};
 use super::{acting_user, require_users, state, viewer};
-use crate::model::limits::check_id;
+use crate::model::limits::normalize_id;
 use crate::model::EdgeKind;
 use crate::store::Graph;
 use crate::store::Records;
@@ -30,8 +30,7 @@ pub(super) async fn change(
     let me = opt_user_id_arg("asUserId", as_user_id.as_ref())?;
     let me = acting_user(viewer, me.as_deref())?;
     let other = if kind == EdgeKind::Group {
-        check_id("groupId", &to).api()?;
-        to.0
+        normalize_id("groupId", &to).api()?
     } else {
         user_id_arg("userId", &to)?
     };

@@ -20,7 +20,7 @@ use super::types::{
     FeedItemNode,
 };
 use super::{state, Viewer};
-use crate::model::limits::{check_id, page_size};
+use crate::model::limits::{normalize_id, page_size};
 use crate::model::{Action, Millis, ObjectId, Position, Stamp};
 use crate::store::GroupFeeds;
 use crate::store::{FeedRange, Outbox};
@@ -160,7 +160,7 @@ pub async fn slice(
     first: Option<i32>,
     after: Option<String>,
 ) -> async_graphql::Result<ActionConnection> {
-    check_id("refId", ref_id).api()?;
+    let ref_id = &normalize_id("refId", ref_id).api()?;
     let limit = page_size("first", first).api()?;
     let list = ListId::slice(&state(ctx)?.cursors, &viewer.tenant, ref_id);
     let after = after.as_deref().map(|c| list.decode_id(c)).transpose()?;
@@ -236,13 +236,9 @@ pub async fn ranked(
 ) -> async_graphql::Result<ActionConnection> {
     let cursors = &state(ctx)?.cursors;
     let list = match source {
-        Ranked::Actor(actor) => {
-            check_id("userId", actor).api()?;
-            ListId::actor(cursors, &viewer.tenant, actor)
-        }
+        Ranked::Actor(actor) => ListId::actor(cursors, &viewer.tenant, actor),
         Ranked::Discussions => ListId::discussions(cursors, &viewer.tenant, &viewer.user),
         Ranked::Group(group) => {
-            check_id("groupId", group).api()?;
             super::edges::require_group(state(ctx)?, &viewer.tenant, group).await?;
             ListId::group(cursors, &viewer.tenant, group)
         }

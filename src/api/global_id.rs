@@ -18,7 +18,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 
 use super::error::bad_input;
-use crate::model::limits::check_id;
+use crate::model::limits::normalize_id;
 use crate::model::ObjectId;
 
 /// What a global id names.
@@ -154,8 +154,7 @@ pub fn user_id_arg(field: &str, id: &ID) -> async_graphql::Result<String> {
         Some(other) => return Err(wrong_type(field, &other, "a user")),
         None => id.0.clone(),
     };
-    check_id(field, &raw).map_err(|e| bad_input(e.0))?;
-    Ok(raw)
+    normalize_id(field, &raw).map_err(|e| bad_input(e.0))
 }
 
 /// An optional user argument, as [`user_id_arg`].

@@ -7,7 +7,7 @@ use super::edges::{self, EdgeChange};
 use super::error::{bad_input, ApiResultExt};
 use super::global_id::opt_user_id_arg;
 use super::{acting_user, require_service, state, viewer};
-use crate::model::limits::check_id;
+use crate::model::limits::normalize_id;
 use crate::model::{EdgeKind, Group, GroupKind, Membership, MembershipRole};
 use crate::store::Graph;
 use crate::store::{JoinOutcome, Unfollow};
@@ -117,11 +117,8 @@ impl GraphMutation {
         require_service(viewer, "joinGroup")?;
         let member = opt_user_id_arg("userId", user_id.as_ref())?;
         let member = acting_user(viewer, member.as_deref())?;
-        check_id("groupId", &group_id).api()?;
-        let group = Group {
-            id: group_id.0,
-            kind,
-        };
+        let group_id = normalize_id("groupId", &group_id).api()?;
+        let group = Group { id: group_id, kind };
         let state = state(ctx)?;
         let now = state.clock.now();
         match state
@@ -151,7 +148,7 @@ impl GraphMutation {
         let viewer = viewer(ctx)?;
         let member = opt_user_id_arg("userId", user_id.as_ref())?;
         let member = acting_user(viewer, member.as_deref())?;
-        check_id("groupId", &group_id).api()?;
+        let group_id = normalize_id("groupId", &group_id).api()?;
         let state = state(ctx)?;
         // The cleanup is queued first: should the leave not follow, it
         // finds everything still readable and takes nothing. (Nor is it

@@ -262,11 +262,11 @@ pub(crate) fn viewer<'a>(ctx: &Context<'a>) -> async_graphql::Result<&'a Viewer>
 pub(crate) fn acting_user(viewer: &Viewer, as_user: Option<&str>) -> async_graphql::Result<String> {
     match as_user {
         None => Ok(viewer.user.clone()),
-        Some(user) if user == viewer.user => Ok(viewer.user.clone()),
         Some(user) => {
-            crate::model::limits::check_id("user id", user).map_err(|e| error::bad_input(e.0))?;
-            if viewer.acts_for_others() {
-                Ok(user.to_owned())
+            let user = crate::model::limits::normalize_id("user id", user)
+                .map_err(|e| error::bad_input(e.0))?;
+            if user == viewer.user || viewer.acts_for_others() {
+                Ok(user)
             } else {
                 Err(error::forbidden(
                     "acting for another user needs the service or admin role",

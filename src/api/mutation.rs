@@ -18,7 +18,7 @@ use super::types::{user_node, ActionNode, UserNode};
 use super::{acting_user, require_service, require_users, state, viewer, AppState, Viewer};
 use crate::descriptor::{Descriptor, DescriptorInput};
 use crate::events::ActionEventKind;
-use crate::model::limits::{check_id, check_ids, check_text};
+use crate::model::limits::{check_text, normalize_id, normalize_ids};
 use crate::model::{Action, Comment, Counts, FanOut, GroupKind, ObjectId, Scope, User};
 use crate::store::{Existing, Graph, NoticeJob, NoticeSource, Reactions, Removal, Timelines};
 use crate::timeline::home::pulled_item;
@@ -158,8 +158,7 @@ async fn resolve_scope(
     scope: Scope,
     readers: Vec<String>,
 ) -> async_graphql::Result<(Vec<String>, Vec<String>)> {
-    let readers = dedup(readers);
-    check_ids("readers", &readers).api()?;
+    let readers = dedup(normalize_ids("readers", readers).api()?);
     let groups = match scope {
         Scope::Restricted => {
             if readers.is_empty() {
@@ -229,7 +228,7 @@ impl ActionMutation {
         require_service(viewer, if on { "assign" } else { "unassign" })?;
         let state = state(ctx)?;
         let user = user_id_arg("userId", &user_id)?;
-        check_id("refId", &ref_id).api()?;
+        let ref_id = normalize_id("refId", &ref_id).api()?;
         if on {
             require_users(state, viewer, std::slice::from_ref(&user)).await?;
         }
@@ -320,7 +319,7 @@ impl ActionMutation {
         let state = state(ctx)?;
         let actor = opt_user_id_arg("input.actorId", input.actor_id.as_ref())?;
         let actor = acting_user(viewer, actor.as_deref())?;
-        let descriptor = Descriptor::from(input.descriptor);
+        let mut descriptor = Descriptor::from(input.descriptor);
         descriptor.validate().api()?;
         // A user speaks for itself only: a rating it records is its own. The
         // application's backend (service) records for anyone.
@@ -340,12 +339,10 @@ impl ActionMutation {
             .iter()
             .map(|id| user_id_arg("input.readers", id))
             .collect::<async_graphql::Result<Vec<String>>>()?;
-        let ref_ids = dedup(input.ref_ids);
-        let tags = dedup(input.tags);
-        check_ids("input.refIds", &ref_ids).api()?;
-        check_ids("input.tags", &tags).api()?;
-        let to = dedup(input.to.into_iter().map(|id| id.0).collect());
-        check_ids("input.to", &to).api()?;
+        let ref_ids = dedup(normalize_ids("input.refIds", input.ref_ids).api()?);
+        let tags = dedup(normalize_ids("input.tags", input.tags).api()?);
+        let to = input.to.into_iter().map(|id| id.0).collect();
+        let to = dedup(normalize_ids("input.to", to).api()?);
         if !to.is_empty() && !viewer.acts_for_others() {
             let mine = state
                 .store
@@ -493,7 +490,7 @@ impl ActionMutation {
     ) -> async_graphql::Result<u64> {
         let viewer = viewer(ctx)?;
         require_service(viewer, "renameRef")?;
-        check_id("refId", &ref_id).api()?;
+        let ref_id = normalize_id("refId", &ref_id).api()?;
         if name.trim().is_empty() {
             return Err(bad_input("name must not be empty"));
         }

@@ -15,7 +15,7 @@ use super::global_id::{action_id_arg, opt_user_id_arg, renamed_arg, user_id_arg}
 use super::node::{self, Node};
 use super::types::{user_node, ActionConnection, ActionNode, FeedItemConnection, UserNode};
 use super::{loaders, viewer, Role, Viewer};
-use crate::model::limits::MAX_LIST_LEN;
+use crate::model::limits::{normalize_id, MAX_LIST_LEN};
 use crate::model::ObjectId;
 
 /// What can be read. Arguments that name an action or a user take its own
@@ -122,6 +122,7 @@ impl CoreQuery {
         after: Option<String>,
     ) -> async_graphql::Result<ActionConnection> {
         let viewer = viewer(ctx)?;
+        let group_id = normalize_id("groupId", &group_id).api()?;
         feed::ranked(ctx, viewer, feed::Ranked::Group(&group_id), first, after).await
     }
 

@@ -149,16 +149,19 @@ pub struct Standing {
     pub retry_after: Option<u64>,
 }
 
+/// The headers that say where a caller stands (besides `Retry-After`).
+pub const STANDING_HEADERS: [&str; 2] = ["ratelimit-policy", "ratelimit"];
+
 impl Standing {
     /// The `RateLimit-Policy`, `RateLimit` (and `Retry-After`) headers.
     pub fn headers(&self) -> Vec<(HeaderName, HeaderValue)> {
         let mut headers = vec![
             (
-                HeaderName::from_static("ratelimit-policy"),
+                HeaderName::from_static(STANDING_HEADERS[0]),
                 HeaderValue::from_str(&self.budget.policy()).ok(),
             ),
             (
-                HeaderName::from_static("ratelimit"),
+                HeaderName::from_static(STANDING_HEADERS[1]),
                 HeaderValue::from_str(&format!("\"cost\";r={};t={}", self.remaining, self.full_in))
                     .ok(),
             ),

@@ -22,7 +22,7 @@ use super::global_id::action_id_arg;
 use super::types::{ActionEventNode, ActionNode, FeedEventNode, SliceEventNode};
 use super::{session, state, viewer, AppState, SubscriptionPermit, Viewer};
 use crate::events::{Event, FeedEvent, FeedEventKind, Lagged, Topic};
-use crate::model::limits::check_id;
+use crate::model::limits::normalize_id;
 use crate::model::{Action, Millis, ObjectId, ReasonKind, Stamp};
 
 /// At most this many changes are replayed on resuming; a reader further
@@ -293,15 +293,9 @@ impl FeedSubscription {
         ctx: &Context<'_>,
         ref_id: ID,
     ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<SliceEventNode>>> {
-        check_id("refId", &ref_id).api()?;
+        let ref_id = normalize_id("refId", &ref_id).api()?;
         let tenant = viewer(ctx)?.tenant.clone();
-        let live = Live::open(
-            ctx,
-            Topic::Slice {
-                tenant,
-                ref_id: ref_id.0,
-            },
-        )?;
+        let live = Live::open(ctx, Topic::Slice { tenant, ref_id })?;
         Ok(until_error(live, |mut live| async move {
             let next = live.next_readable(slice_event).await?;
             Some((next, live))

@@ -24,6 +24,7 @@ use futures_util::{Stream, StreamExt as _};
 use tracing::field::Empty;
 use tracing::{info, Instrument as _, Span};
 
+use crate::http::persisted::TrustedDocument;
 use crate::metrics::Metrics;
 use crate::observe::{OPERATION_LOG, OPERATION_SPAN};
 
@@ -77,6 +78,9 @@ struct Seen {
     operations: Vec<(String, &'static str)>,
     /// The operation the request asked for by name.
     chosen: Option<String>,
+    /// The document is one of the trusted documents: its operation names
+    /// are a fixed set, labelled as they are in `/metrics`.
+    trusted: bool,
     /// Answered as one response (a query or mutation over HTTP); otherwise
     /// a stream (a subscription, or anything sent over a websocket).
     answered: bool,
@@ -191,7 +195,7 @@ impl Extension for Measured {
             let (ty, name) = seen.operation();
             let ok = response.errors.is_empty();
             op.metrics
-                .graphql_request(ty, name, ok, Some(op.started.elapsed()));
+                .graphql_request(ty, name, seen.trusted, ok, Some(op.started.elapsed()));
         }
         let mut codes = Vec::new();
         add_codes(&mut codes, &response.errors);
@@ -222,10 +226,16 @@ impl Extension for Measured {
         request: Request,
         next: NextPrepareRequest<'_>,
     ) -> ServerResult<Request> {
-        self.0.seen().chosen = request
-            .operation_name
-            .as_deref()
-            .map(|n| n.chars().take(MAX_NAME).collect());
+        {
+            let mut seen = self.0.seen();
+            seen.chosen = request
+                .operation_name
+                .as_deref()
+                .map(|n| n.chars().take(MAX_NAME).collect());
+            seen.trusted = request
+                .data
+                .contains_key(&std::any::TypeId::of::<TrustedDocument>());
+        }
         next.run(ctx, request).await
     }
 
@@ -243,7 +253,8 @@ impl Extension for Measured {
             Ok(document) => document,
             Err(err) => {
                 if streamed {
-                    op.metrics.graphql_request("unknown", "", false, None);
+                    op.metrics
+                        .graphql_request("unknown", "", false, false, None);
                 }
                 return Err(err);
             }
@@ -267,7 +278,8 @@ impl Extension for Measured {
             // Counted as it starts (a subscription has no one duration).
             let seen = op.seen();
             let (ty, name) = seen.operation();
-            op.metrics.graphql_request(ty, name, true, None);
+            op.metrics
+                .graphql_request(ty, name, seen.trusted, true, None);
         }
         Ok(document)
     }

@@ -14,11 +14,12 @@ use serde::{Deserialize, Serialize};
 pub use recruiting::{ApplicantHired, ApplicantRatingRequested, ApplicationRating, NewApplicant};
 pub use social::StatusPost;
 
-use crate::model::limits::{check_id, check_text, InputError};
+use crate::model::limits::{check_text, normalize_id_in, InputError};
 
 /// Validation every descriptor runs before its action is stored.
 pub trait Validate {
-    fn validate(&self) -> Result<(), InputError>;
+    /// Checks the descriptor, and puts its ids in their one form.
+    fn validate(&mut self) -> Result<(), InputError>;
 
     /// Fields that say who did the thing (`raterId`, `hiredById`…), as
     /// `(field, user id)`: a user recording for itself must be the one named.
@@ -82,7 +83,7 @@ macro_rules! descriptors {
                 }
             }
 
-            pub fn validate(&self) -> Result<(), InputError> {
+            pub fn validate(&mut self) -> Result<(), InputError> {
                 match self {
                     $(Descriptor::$variant(d) => d.validate(),)+
                 }
@@ -122,9 +123,9 @@ descriptors!(
     ApplicantRatingRequested,
 );
 
-/// Checks an id field of a descriptor.
-pub(crate) fn id(field: &str, value: &str) -> Result<(), InputError> {
-    check_id(field, value)
+/// Checks an id field of a descriptor, putting it in its one form.
+pub(crate) fn id(field: &str, value: &mut String) -> Result<(), InputError> {
+    normalize_id_in(field, value)
 }
 
 /// Checks a text field of a descriptor.

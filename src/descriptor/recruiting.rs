@@ -7,7 +7,7 @@ use async_graphql::{InputObject, SimpleObject};
 use serde::{Deserialize, Serialize};
 
 use super::{id, text, NamedRef, Validate};
-use crate::model::limits::{check_ids, InputError};
+use crate::model::limits::{normalize_ids, InputError};
 
 /// Someone rated an applicant for a position.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, SimpleObject, InputObject)]
@@ -29,10 +29,10 @@ pub struct ApplicationRating {
 }
 
 impl Validate for ApplicationRating {
-    fn validate(&self) -> Result<(), InputError> {
-        id("applicationRating.raterId", &self.rater_id)?;
-        id("applicationRating.positionId", &self.position_id)?;
-        id("applicationRating.applicantId", &self.applicant_id)?;
+    fn validate(&mut self) -> Result<(), InputError> {
+        id("applicationRating.raterId", &mut self.rater_id)?;
+        id("applicationRating.positionId", &mut self.position_id)?;
+        id("applicationRating.applicantId", &mut self.applicant_id)?;
         text("applicationRating.raterName", &self.rater_name)?;
         text("applicationRating.positionName", &self.position_name)?;
         text("applicationRating.applicantName", &self.applicant_name)?;
@@ -43,7 +43,8 @@ impl Validate for ApplicationRating {
                 self.rating_score
             )));
         }
-        check_ids("applicationRating.tags", &self.tags)
+        self.tags = normalize_ids("applicationRating.tags", std::mem::take(&mut self.tags))?;
+        Ok(())
     }
 
     fn done_by(&self) -> Vec<(&'static str, &str)> {
@@ -81,9 +82,9 @@ pub struct NewApplicant {
 }
 
 impl Validate for NewApplicant {
-    fn validate(&self) -> Result<(), InputError> {
-        id("newApplicant.applicantId", &self.applicant_id)?;
-        id("newApplicant.positionId", &self.position_id)?;
+    fn validate(&mut self) -> Result<(), InputError> {
+        id("newApplicant.applicantId", &mut self.applicant_id)?;
+        id("newApplicant.positionId", &mut self.position_id)?;
         text("newApplicant.applicantName", &self.applicant_name)?;
         text("newApplicant.positionName", &self.position_name)
     }
@@ -120,10 +121,10 @@ pub struct ApplicantHired {
 }
 
 impl Validate for ApplicantHired {
-    fn validate(&self) -> Result<(), InputError> {
-        id("applicantHired.applicantId", &self.applicant_id)?;
-        id("applicantHired.positionId", &self.position_id)?;
-        id("applicantHired.hiredById", &self.hired_by_id)?;
+    fn validate(&mut self) -> Result<(), InputError> {
+        id("applicantHired.applicantId", &mut self.applicant_id)?;
+        id("applicantHired.positionId", &mut self.position_id)?;
+        id("applicantHired.hiredById", &mut self.hired_by_id)?;
         text("applicantHired.applicantName", &self.applicant_name)?;
         text("applicantHired.positionName", &self.position_name)?;
         text("applicantHired.hiredByName", &self.hired_by_name)
@@ -173,13 +174,16 @@ pub struct ApplicantRatingRequested {
 }
 
 impl Validate for ApplicantRatingRequested {
-    fn validate(&self) -> Result<(), InputError> {
-        id("applicantRatingRequested.applicantId", &self.applicant_id)?;
-        id("applicantRatingRequested.positionId", &self.position_id)?;
-        id("applicantRatingRequested.raterId", &self.rater_id)?;
+    fn validate(&mut self) -> Result<(), InputError> {
+        id(
+            "applicantRatingRequested.applicantId",
+            &mut self.applicant_id,
+        )?;
+        id("applicantRatingRequested.positionId", &mut self.position_id)?;
+        id("applicantRatingRequested.raterId", &mut self.rater_id)?;
         id(
             "applicantRatingRequested.requestedById",
-            &self.requested_by_id,
+            &mut self.requested_by_id,
         )?;
         text(
             "applicantRatingRequested.applicantName",

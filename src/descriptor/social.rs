@@ -15,7 +15,7 @@ pub struct StatusPost {
 }
 
 impl Validate for StatusPost {
-    fn validate(&self) -> Result<(), InputError> {
+    fn validate(&mut self) -> Result<(), InputError> {
         if self.text.trim().is_empty() {
             return Err(InputError::new("statusPost.text must not be empty"));
         }

@@ -75,6 +75,19 @@ pub struct OpsState {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Open websocket connections (none in a worker).
     pub connections: Arc<AtomicUsize>,
+    /// Where `/metrics` is served, and who may read it.
+    pub metrics_access: MetricsAccess,
+}
+
+/// Where `/metrics` is served and who may read it: operators, not callers
+/// of the API.
+#[derive(Clone, Debug, Default)]
+pub struct MetricsAccess {
+    /// `--metrics-listen`: served on this address alone, not beside the API
+    /// (or a worker's `/healthz`).
+    pub listen: Option<SocketAddr>,
+    /// `--metrics-token`: a scrape must send `Authorization: Bearer <token>`.
+    pub token: Option<Arc<str>>,
 }
 
 impl axum::extract::FromRef<HttpState> for OpsState {
@@ -87,10 +100,66 @@ impl axum::extract::FromRef<HttpState> for OpsState {
 pub fn ops_router(state: OpsState) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
-        .route("/metrics", get(metrics))
+        .merge(metrics_beside(&state))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
+}
+
+/// The router of `--metrics-listen`: `/metrics` only.
+pub fn metrics_router(state: OpsState) -> Router {
+    metrics_routes(&state)
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+}
+
+/// `/metrics`, behind the token when there is one.
+fn metrics_routes<S: Clone + Send + Sync + 'static>(state: &OpsState) -> Router<S> {
+    let routes = Router::new().route("/metrics", get(metrics));
+    let routes = match state.metrics_access.token.clone() {
+        Some(token) => routes.route_layer(middleware::from_fn_with_state(token, metrics_guard)),
+        None => routes,
+    };
+    routes.with_state(state.clone())
+}
+
+/// `/metrics` to serve beside other routes: none when it has a listener of
+/// its own.
+fn metrics_beside<S: Clone + Send + Sync + 'static>(state: &OpsState) -> Router<S> {
+    match state.metrics_access.listen {
+        Some(_) => Router::new(),
+        None => metrics_routes(state),
+    }
+}
+
+/// Lets a scrape through with the metrics token only. The comparison takes
+/// the same time wherever the tokens differ.
+async fn metrics_guard(State(token): State<Arc<str>>, request: Request, next: Next) -> Response {
+    let sent = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(crate::auth::bearer)
+        .unwrap_or_default();
+    let same = sent.len() == token.len()
+        && sent
+            .bytes()
+            .zip(token.bytes())
+            .fold(0u8, |diff, (a, b)| diff | (a ^ b))
+            == 0;
+    if same {
+        return next.run(request).await;
+    }
+    let mut refused = http_error(
+        StatusCode::UNAUTHORIZED,
+        "UNAUTHENTICATED",
+        "/metrics needs the metrics token (--metrics-token): send Authorization: Bearer <token>",
+    );
+    refused.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        header::HeaderValue::from_static("Bearer"),
+    );
+    refused
 }
 
 /// Bounds and timers of live connections.
@@ -164,7 +233,7 @@ pub fn router(state: HttpState) -> Router {
         .route("/graphiql", get(graphiql::page))
         .route("/graphiql/assets/{file}", get(graphiql::asset))
         .route("/healthz", get(healthz))
-        .route("/metrics", get(metrics))
+        .merge(metrics_beside(&state.ops))
         .route(
             "/demo",
             get(|| async { axum::response::Redirect::permanent("/demo/") }),

@@ -63,6 +63,10 @@ pub enum TrustMode {
     Enforce,
 }
 
+/// Marks a request whose document is one of the trusted documents (its
+/// operations are labelled by name in `/metrics`).
+pub struct TrustedDocument;
+
 /// Why a request has no document to run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Refused {
@@ -274,7 +278,9 @@ impl Persisted {
         if let Some(registration) = registration {
             request = request.data(registration);
         }
-        if !trusted {
+        if trusted {
+            request = request.data(TrustedDocument);
+        } else {
             if let Some(manifest) = &self.trusted {
                 let name = request.operation_name.as_deref().unwrap_or("(unnamed)");
                 match manifest.mode {

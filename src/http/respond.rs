@@ -118,14 +118,43 @@ pub fn single(media: Media, response: GqlResponse) -> Response {
     typed(media, status, headers, &body)
 }
 
-/// A batch's responses as `media` (always 200: each carries its errors).
+/// A batch's responses as `media`: 200, each carrying its errors, unless
+/// the rate limit refused every one of them (429, as a single refused
+/// request). Where the caller stands goes in the headers as for one request:
+/// `RateLimit-Policy` and `RateLimit` after the batch's last charge, and
+/// `Retry-After` (the longest wait) when any item was refused.
 pub fn batch(media: Media, response: BatchResponse) -> Response {
-    match response {
-        BatchResponse::Single(one) => single(media, one),
-        BatchResponse::Batch(all) => match serde_json::to_value(&all) {
-            Ok(body) => typed(media, StatusCode::OK, HeaderMap::new(), &body),
-            Err(err) => encoding_failed(err),
-        },
+    let all = match response {
+        BatchResponse::Single(one) => return single(media, one),
+        BatchResponse::Batch(all) => all,
+    };
+    let mut headers = HeaderMap::new();
+    let mut retry_after: Option<u64> = None;
+    let mut refused = 0;
+    for one in &all {
+        // Only the rate limit's own headers: what else an item set belongs
+        // to it alone.
+        for (name, value) in &one.http_headers {
+            if crate::api::rate_limit::STANDING_HEADERS.contains(&name.as_str()) {
+                headers.insert(name.clone(), value.clone());
+            }
+        }
+        if let Some(after) = crate::api::rate_limit::refused_for(one) {
+            refused += 1;
+            retry_after = retry_after.max(Some(after));
+        }
+    }
+    if let Some(after) = retry_after {
+        headers.insert(header::RETRY_AFTER, HeaderValue::from(after));
+    }
+    let status = if refused > 0 && refused == all.len() {
+        StatusCode::TOO_MANY_REQUESTS
+    } else {
+        StatusCode::OK
+    };
+    match serde_json::to_value(&all) {
+        Ok(body) => typed(media, status, headers, &body),
+        Err(err) => encoding_failed(err),
     }
 }
 

@@ -61,15 +61,49 @@ pub fn check_text(field: &str, value: &str) -> Result<(), InputError> {
     Ok(())
 }
 
-/// A list of ids: at most 100, each a valid id.
-pub fn check_ids(field: &str, values: &[String]) -> Result<(), InputError> {
+/// An id as a client gives it, made the one form it is kept under: an id
+/// holding an invisible or bidi control character (a format character,
+/// Unicode's `Cf`: zero-width spaces and joiners, U+2060, U+FEFF, the bidi
+/// embeddings, overrides, isolates and marks…) is refused, naming it; any
+/// other is put in Unicode's NFC and checked as [`check_id`] checks. So ids
+/// that look the same are the same: `e` + U+0301 and `é` name one user.
+pub fn normalize_id(field: &str, value: &str) -> Result<String, InputError> {
+    use unicode_normalization::UnicodeNormalization as _;
+    use unicode_properties::{GeneralCategory, UnicodeGeneralCategory as _};
+
+    if let Some(hidden) = value
+        .chars()
+        .find(|c| c.general_category() == GeneralCategory::Format)
+    {
+        return Err(InputError::new(format!(
+            "{field} contains U+{:04X}, an invisible or bidi control character; ids must not",
+            hidden as u32
+        )));
+    }
+    let value = if unicode_normalization::is_nfc(value) {
+        value.to_owned()
+    } else {
+        value.nfc().collect()
+    };
+    check_id(field, &value)?;
+    Ok(value)
+}
+
+/// Puts an id in place in the form [`normalize_id`] gives it.
+pub fn normalize_id_in(field: &str, value: &mut String) -> Result<(), InputError> {
+    *value = normalize_id(field, value)?;
+    Ok(())
+}
+
+/// A list of ids: at most 100, each as [`normalize_id`] gives it.
+pub fn normalize_ids(field: &str, values: Vec<String>) -> Result<Vec<String>, InputError> {
     if values.len() > MAX_LIST_LEN {
         return Err(InputError::new(format!(
             "{field} has {} entries; at most {MAX_LIST_LEN} are allowed",
             values.len()
         )));
     }
-    values.iter().try_for_each(|v| check_id(field, v))
+    values.iter().map(|v| normalize_id(field, v)).collect()
 }
 
 /// A page size: 0 to 100, 25 when absent.
@@ -96,6 +130,26 @@ mod tests {
         assert!(check_id("id", "a\u{0}b").is_err());
         assert!(check_id("id", &"x".repeat(MAX_ID_BYTES)).is_ok());
         assert!(check_id("id", &"x".repeat(MAX_ID_BYTES + 1)).is_err());
+    }
+
+    #[test]
+    fn ids_that_look_alike_are_one_and_hidden_characters_are_refused() {
+        assert_eq!(normalize_id("id", "e\u{301}"), Ok("\u{e9}".to_owned()));
+        assert_eq!(normalize_id("id", "\u{e9}"), Ok("\u{e9}".to_owned()));
+        for (hidden, named) in [
+            ("bob\u{200B}", "U+200B"),
+            ("\u{202E}bob", "U+202E"),
+            ("b\u{2066}ob", "U+2066"),
+            ("bo\u{FEFF}b", "U+FEFF"),
+            ("b\u{61C}ob", "U+061C"),
+            ("b\u{AD}ob", "U+00AD"),
+        ] {
+            let refused = normalize_id("user", hidden).expect_err(hidden);
+            assert!(refused.0.contains(named), "{refused}");
+        }
+        // The length is the normalised one's.
+        assert!(normalize_id("id", &"e\u{301}".repeat(MAX_ID_BYTES / 2)).is_ok());
+        assert!(normalize_id("id", " bob").is_err());
     }
 
     #[test]

@@ -150,3 +150,186 @@ fn metric_names(text: &str) -> BTreeSet<String> {
     }
     names
 }
+
+/// The series of one metric family in a scrape.
+fn series(text: &str, family: &str) -> Vec<String> {
+    text.lines()
+        .filter(|line| line.starts_with(family))
+        .map(|line| line.rsplit_once(' ').expect("a sample").0.to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn operation_names_cannot_add_series_without_bound() {
+    use riverfeed::http::persisted::{Persisted, TrustMode, TrustedDocuments};
+    use riverfeed::metrics::MAX_OPERATION_NAMES;
+
+    let (store, dir) = crate::common::store_url(Backend::Embedded).expect("embedded");
+    let server = TestServer::start_with(crate::common::Stopped { store, dir }, |store| {
+        let mut options = riverfeed::server::ServeOptions::new(store);
+        // `log`: the trusted document runs, and so does anything else.
+        let manifest = r#"{ "kept": "query Trusted { __typename }" }"#;
+        options.persisted = std::sync::Arc::new(Persisted::new(
+            Some(TrustedDocuments::parse(manifest, TrustMode::Log).expect("manifest")),
+            Default::default(),
+        ));
+        options
+    })
+    .await;
+    let bob = server.client("acme", "bob");
+    let sent = MAX_OPERATION_NAMES + 110;
+    for n in 0..sent {
+        bob.data(&format!("query Probe{n} {{ __typename }}"), json!({}))
+            .await;
+    }
+    let trusted = reqwest::Client::new()
+        .post(format!("{}/graphql", server.base))
+        .header("x-riverfeed-tenant", "acme")
+        .header("x-riverfeed-user", "bob")
+        .json(&json!({ "documentId": "kept" }))
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(trusted.status(), 200);
+
+    let text = scrape(&server).await;
+    let counted = series(&text, "riverfeed_graphql_requests_total{");
+    assert!(
+        counted.len() <= MAX_OPERATION_NAMES + 2,
+        "{} series for {sent} names",
+        counted.len()
+    );
+    let timed = series(&text, "riverfeed_graphql_request_duration_seconds_count{");
+    assert!(timed.len() <= MAX_OPERATION_NAMES + 2, "{}", timed.len());
+    let ok = |name: &str| {
+        format!("riverfeed_graphql_requests_total{{type=\"query\",name=\"{name}\",outcome=\"ok\"}}")
+    };
+    // The first names keep their own series; the rest are `other`; a
+    // trusted document's operation is named whatever came before.
+    assert_eq!(sample(&text, &ok("Probe0")), Some(1.0), "{text}");
+    assert_eq!(sample(&text, &ok(&format!("Probe{}", sent - 1))), None);
+    assert_eq!(sample(&text, &ok("other")), Some(110.0), "{text}");
+    assert_eq!(sample(&text, &ok("Trusted")), Some(1.0), "{text}");
+    server.stop().await;
+}
+
+/// A server whose `/metrics` is guarded as `access` says.
+async fn guarded(access: riverfeed::http::MetricsAccess) -> TestServer {
+    let (store, dir) = crate::common::store_url(Backend::Embedded).expect("embedded");
+    TestServer::start_with(crate::common::Stopped { store, dir }, |store| {
+        let mut options = riverfeed::server::ServeOptions::new(store);
+        options.metrics_access = access;
+        options
+    })
+    .await
+}
+
+#[tokio::test]
+async fn metrics_need_their_token_when_one_is_set() {
+    let token = "a-scrape-token-of-some-length";
+    let server = guarded(riverfeed::http::MetricsAccess {
+        listen: None,
+        token: Some(token.into()),
+    })
+    .await;
+    let url = format!("{}/metrics", server.base);
+    let client = reqwest::Client::new();
+    for sent in [None, Some("Bearer wrong-token"), Some(token)] {
+        let mut request = client.get(&url);
+        if let Some(sent) = sent {
+            request = request.header("authorization", sent);
+        }
+        let refused = request.send().await.expect("sent");
+        assert_eq!(refused.status(), 401, "{sent:?}");
+        assert_eq!(refused.headers()["www-authenticate"], "Bearer");
+        let body: serde_json::Value = refused.json().await.expect("JSON");
+        assert_eq!(body["errors"][0]["extensions"]["code"], "UNAUTHENTICATED");
+    }
+    let scraped = client
+        .get(&url)
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(scraped.status(), 200);
+    assert!(scraped.text().await.expect("body").ends_with("# EOF\n"));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn metrics_can_have_a_listener_of_their_own() {
+    let server = guarded(riverfeed::http::MetricsAccess {
+        listen: Some(([127, 0, 0, 1], 0).into()),
+        token: None,
+    })
+    .await;
+    let own = server.server.metrics_addr.expect("a metrics listener");
+    assert_ne!(own, server.server.addr);
+    let beside_api = reqwest::get(format!("{}/metrics", server.base))
+        .await
+        .expect("sent");
+    assert_eq!(beside_api.status(), 404);
+    let scraped = reqwest::get(format!("http://{own}/metrics"))
+        .await
+        .expect("sent");
+    assert_eq!(scraped.status(), 200);
+    assert!(scraped
+        .text()
+        .await
+        .expect("body")
+        .contains("riverfeed_live_connections"));
+    // Nothing of the API is served there.
+    let api = reqwest::get(format!("http://{own}/graphql?query=%7B__typename%7D"))
+        .await
+        .expect("sent");
+    assert_eq!(api.status(), 404);
+    server.stop().await;
+}
+
+/// A worker process (MongoDB: the embedded store has no separate workers)
+/// serves its metrics on their own listener, behind the token, as `serve`.
+#[tokio::test]
+async fn a_worker_serves_its_metrics_as_told() {
+    let Some((store, _)) =
+        crate::common::store_url(Backend::Mongo("a_worker_serves_its_metrics_as_told"))
+    else {
+        return;
+    };
+    let token = "a-worker-scrape-token";
+    let mut options = riverfeed::server::ServeOptions::new(store.clone());
+    options.metrics_access = riverfeed::http::MetricsAccess {
+        listen: Some(([127, 0, 0, 1], 0).into()),
+        token: Some(token.into()),
+    };
+    let worker = riverfeed::server::start_worker(options)
+        .await
+        .expect("worker starts");
+    let own = worker.metrics_addr.expect("a metrics listener");
+    let healthz = reqwest::get(format!("http://{}/healthz", worker.addr))
+        .await
+        .expect("sent");
+    assert_eq!(healthz.status(), 200);
+    let beside = reqwest::get(format!("http://{}/metrics", worker.addr))
+        .await
+        .expect("sent");
+    assert_eq!(beside.status(), 404);
+    let client = reqwest::Client::new();
+    let url = format!("http://{own}/metrics");
+    let refused = client.get(&url).send().await.expect("sent");
+    assert_eq!(refused.status(), 401);
+    let scraped = client
+        .get(&url)
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("sent");
+    assert_eq!(scraped.status(), 200);
+    worker.stop().await.expect("worker stops");
+    let db = riverfeed::store::mongo::MongoStore::connect(
+        &store,
+        &crate::common::test_store_settings().mongo,
+    )
+    .await
+    .expect("reconnect to drop the test database");
+    crate::common::drop_database(db.database()).await;
+}

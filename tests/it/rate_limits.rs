@@ -178,3 +178,61 @@ async fn a_caller_over_budget_gets_429_with_when_to_retry() {
     assert_eq!(error["payload"][0]["extensions"]["code"], "RATE_LIMITED");
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_batch_refused_by_the_rate_limit_says_so_in_its_status_and_headers() {
+    let server = start().await;
+    let alice = token("alice", &[]);
+    exhaust(&server, &alice).await;
+    let batch = |queries: &[&str]| {
+        let items: Vec<Value> = queries.iter().map(|q| json!({ "query": q })).collect();
+        let server = &server;
+        let alice = &alice;
+        async move {
+            let response = send(server, alice, "application/json", Value::Array(items)).await;
+            Answer {
+                status: response.status().as_u16(),
+                headers: response.headers().clone(),
+                body: response.json().await.expect("JSON"),
+            }
+        }
+    };
+
+    // Every item refused: the batch is refused, with when to retry.
+    let refused = batch(&[COSTLY, COSTLY]).await;
+    assert_eq!(refused.status, 429, "{}", refused.body);
+    assert!(
+        header(&refused, "retry-after")
+            .parse::<u64>()
+            .expect("seconds")
+            >= 1
+    );
+    assert_eq!(
+        header(&refused, "ratelimit-policy"),
+        "\"cost\";q=50000;w=3600"
+    );
+    for item in refused.body.as_array().expect("a batch answer") {
+        assert_eq!(item["errors"][0]["extensions"]["code"], "RATE_LIMITED");
+    }
+
+    // One item runs, one is refused: 200, and the headers still tell.
+    let partly = batch(&["{ viewer { id } }", COSTLY]).await;
+    assert_eq!(partly.status, 200, "{}", partly.body);
+    assert!(
+        partly.body[0]["data"]["viewer"]["id"].is_string(),
+        "{}",
+        partly.body
+    );
+    assert_eq!(
+        partly.body[1]["errors"][0]["extensions"]["code"],
+        "RATE_LIMITED"
+    );
+    assert!(
+        header(&partly, "retry-after")
+            .parse::<u64>()
+            .expect("seconds")
+            >= 1
+    );
+    remaining(&partly);
+    server.stop().await;
+}

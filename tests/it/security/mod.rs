@@ -6,10 +6,12 @@
 //! - [`connections`]: dev mode kept to this machine, websocket caps
 //! - [`cors`]: which web pages may call
 //! - [`requests`]: what one request may cost the server
+//! - [`ids`]: ids kept in one Unicode form, hidden characters refused
 
 mod access;
 mod connections;
 mod cors;
+mod ids;
 mod requests;
 mod tokens;
 
