@@ -118,9 +118,14 @@ pub struct TokenArgs {
 impl TokenArgs {
     pub fn mint(&self) -> anyhow::Result<String> {
         let now = chrono::Utc::now().timestamp().max(0) as u64;
+        // The server refuses a token whose ids it would refuse as arguments:
+        // mint none of those, and mint ids in the form the server keeps.
+        let id = |flag: &str, value: &str| {
+            crate::model::limits::normalize_id(flag, value).map_err(anyhow::Error::msg)
+        };
         let claims = Claims {
-            sub: self.user.clone(),
-            tenant: self.tenant.clone(),
+            sub: id("--user", &self.user)?,
+            tenant: id("--tenant", &self.tenant)?,
             roles: (!self.roles.is_empty()).then(|| self.roles.clone()),
             exp: now + self.ttl_secs,
             iat: Some(now),
@@ -140,6 +145,30 @@ mod tests {
 
     use super::*;
     use crate::config::parse_size;
+
+    #[test]
+    fn a_token_is_minted_for_ids_the_server_accepts_only() {
+        let mint = |user: &str| {
+            Cli::try_parse_from([
+                "riverfeed",
+                "token",
+                "--tenant",
+                "acme",
+                "--user",
+                user,
+                "--secret",
+                "a-secret-of-at-least-thirty-two-bytes!!",
+            ])
+            .map(|cli| match cli.command {
+                Some(Command::Token(args)) => args.mint(),
+                _ => panic!("the token command"),
+            })
+            .expect("flags parse")
+        };
+        assert!(mint("alice").is_ok());
+        let err = mint("bob\u{200B}").expect_err("refused").to_string();
+        assert!(err.contains("U+200B"), "{err}");
+    }
 
     #[test]
     fn serve_flags_go_before_or_after_the_subcommand() {
