@@ -197,8 +197,9 @@ pub struct ServeArgs {
         hide_env_values = true
     )]
     pub cursor_key: Option<String>,
-    /// Live connections open at once: websockets, event streams and multipart
-    /// responses together.
+    /// Live connections open at once: websockets (once their
+    /// `connection_init` is accepted), event streams and multipart responses
+    /// together.
     #[arg(long, env = "RIVERFEED_MAX_CONNECTIONS", default_value_t = 10_000, global = true,
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub max_connections: u32,
@@ -208,7 +209,7 @@ pub struct ServeArgs {
     pub max_subscriptions: u32,
     /// How long a new websocket may take to send `connection_init` before it
     /// is closed with 4408.
-    #[arg(long, env = "RIVERFEED_WS_INIT_TIMEOUT", default_value = "10s", global = true,
+    #[arg(long, env = "RIVERFEED_WS_INIT_TIMEOUT", default_value = "5s", global = true,
           value_parser = parse_duration)]
     pub ws_init_timeout: Duration,
     /// How often the server pings each websocket (graphql-transport-ws
@@ -216,6 +217,15 @@ pub struct ServeArgs {
     #[arg(long, env = "RIVERFEED_WS_PING_INTERVAL", default_value = "15s", global = true,
           value_parser = parse_duration)]
     pub ws_ping_interval: Duration,
+    /// Websockets open at once that have not had their `connection_init`
+    /// accepted; beyond it an upgrade is refused (503 TOO_MANY_CONNECTIONS).
+    #[arg(long, env = "RIVERFEED_MAX_PENDING_CONNECTIONS", default_value_t = 1_000,
+          global = true, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_pending_connections: u32,
+    /// Of those, from one client address (an IPv6 /64 counts as one).
+    #[arg(long, env = "RIVERFEED_MAX_PENDING_CONNECTIONS_PER_ADDRESS", default_value_t = 32,
+          global = true, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_pending_connections_per_address: u32,
     /// A role's budget of query cost: `ROLE=COST/WINDOW`, as in
     /// `user=20000/1m`. Repeat for each role (user, service, admin); a
     /// caller pays at its highest role's budget, and roles without one are
@@ -392,6 +402,8 @@ impl ServeArgs {
         options.cursor_secret = self.cursor_key.as_ref().map(|key| key.as_bytes().to_vec());
         options.ws_limits = WsLimits {
             max_connections: self.max_connections as usize,
+            max_pending: self.max_pending_connections as usize,
+            max_pending_per_address: self.max_pending_connections_per_address as usize,
             max_subscriptions: self.max_subscriptions as usize,
             init_timeout: self.ws_init_timeout,
             ping_interval: self.ws_ping_interval,

@@ -286,6 +286,10 @@ pub async fn start_with_store(
         auth: options.auth.clone(),
         limits: options.ws_limits,
         connections,
+        pending: http::gate::Gate::new(
+            options.ws_limits.max_pending,
+            options.ws_limits.max_pending_per_address,
+        ),
         loopback_only: options.auth.is_dev() && !options.insecure_dev,
         origins: Arc::new(
             options

@@ -3,6 +3,7 @@
 //! connections that end with the server.
 
 pub mod cors;
+pub mod gate;
 mod graphiql;
 pub mod persisted;
 mod respond;
@@ -52,8 +53,11 @@ pub struct HttpState {
     pub tracker: TaskTracker,
     pub auth: Arc<Authenticator>,
     pub limits: WsLimits,
-    /// Open websocket connections, against `limits.max_connections`.
+    /// Open live connections (authenticated websockets, event streams,
+    /// multipart responses), against `limits.max_connections`.
     pub connections: Arc<AtomicUsize>,
+    /// Websockets upgraded whose `connection_init` is not yet accepted.
+    pub pending: Arc<gate::Gate>,
     /// Dev mode on loopback: answer only requests sent to a loopback host.
     pub loopback_only: bool,
     /// The web origins that may call besides the server's own.
@@ -96,9 +100,13 @@ pub fn ops_router(state: OpsState) -> Router {
 /// Bounds and timers of live connections.
 #[derive(Clone, Copy, Debug)]
 pub struct WsLimits {
-    /// Live connections open at once, in total: websockets, event streams
-    /// and multipart responses.
+    /// Live connections open at once, in total: websockets (once their
+    /// `connection_init` is accepted), event streams and multipart responses.
     pub max_connections: usize,
+    /// Websockets open at once whose `connection_init` is not yet accepted.
+    pub max_pending: usize,
+    /// Of those, from one client address.
+    pub max_pending_per_address: usize,
     /// Subscriptions at once on one websocket connection.
     pub max_subscriptions: usize,
     /// How long a new websocket may take to send `connection_init`.
@@ -111,6 +119,8 @@ impl Default for WsLimits {
     fn default() -> Self {
         Self {
             max_connections: 10_000,
+            max_pending: 1_000,
+            max_pending_per_address: 32,
             max_subscriptions: 16,
             init_timeout: ws::DEFAULT_INIT_TIMEOUT,
             ping_interval: ws::DEFAULT_PING_INTERVAL,
@@ -479,9 +489,32 @@ async fn graphql_ws(
             format!("websocket subscriptions speak the {} subprotocol: offer it in Sec-WebSocket-Protocol", ws::PROTOCOL),
         );
     }
-    let slot = match ConnectionSlot::for_request(&state) {
-        Ok(slot) => slot,
-        Err(full) => return full,
+    // Not a live connection yet: until its `connection_init` is accepted it
+    // holds a place among the pending upgrades, bounded per address.
+    let ip = peer
+        .as_ref()
+        .map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |info| info.0.ip());
+    let pending = match state.pending.admit(ip) {
+        Ok(ticket) => ticket,
+        Err(full) => {
+            let message = match full {
+                gate::Full::Total => format!(
+                    "this server holds at most {} websockets awaiting connection_init; \
+                     try again later",
+                    state.pending.total()
+                ),
+                gate::Full::Address => format!(
+                    "one address may hold at most {} websockets awaiting connection_init; \
+                     send connection_init on those open, or try again later",
+                    state.pending.per_address()
+                ),
+            };
+            return http_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "TOO_MANY_CONNECTIONS",
+                message,
+            );
+        }
     };
     let peer = peer.ok().map(|info| info.0.ip().to_string());
     let tracker = state.tracker.clone();
@@ -496,8 +529,7 @@ async fn graphql_ws(
         .read_buffer_size(1024)
         .on_upgrade(move |socket| {
             tracker.track_future(async move {
-                ws::serve(socket, state, peer).await;
-                drop(slot);
+                ws::serve(socket, state, peer, pending).await;
             })
         })
 }

@@ -3,7 +3,8 @@
 //!
 //! - [`tokens`]: which tokens are accepted, over HTTP and websockets
 //! - [`access`]: roles, tenants, and access to actions hidden or narrowed
-//! - [`connections`]: dev mode kept to this machine, websocket caps
+//! - [`connections`]: dev mode kept to this machine, websocket caps,
+//!   bare upgrades kept apart from authenticated connections
 //! - [`cors`]: which web pages may call
 
 mod access;
