@@ -226,6 +226,33 @@ pub struct ServeArgs {
     #[arg(long, env = "RIVERFEED_MAX_PENDING_CONNECTIONS_PER_ADDRESS", default_value_t = 32,
           global = true, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub max_pending_connections_per_address: u32,
+    /// How long a request's headers may take to arrive, from the
+    /// connection's opening or, kept alive, from their first byte; then the
+    /// connection is closed.
+    #[arg(long, env = "RIVERFEED_HEADER_TIMEOUT", default_value = "10s", global = true,
+          value_parser = parse_duration)]
+    pub header_timeout: Duration,
+    /// How long a request's whole body may take to arrive after its
+    /// headers; then it is answered 408 REQUEST_TIMEOUT.
+    #[arg(long, env = "RIVERFEED_BODY_TIMEOUT", default_value = "30s", global = true,
+          value_parser = parse_duration)]
+    pub body_timeout: Duration,
+    /// How long a kept-alive connection may wait for its next request
+    /// before it is closed.
+    #[arg(long, env = "RIVERFEED_IDLE_TIMEOUT", default_value = "60s", global = true,
+          value_parser = parse_duration)]
+    pub idle_timeout: Duration,
+    /// HTTP connections open at once (live ones included); beyond it a new
+    /// connection is closed at accept. Default: --max-connections plus
+    /// --max-pending-connections plus 1024 for plain requests.
+    #[arg(long, env = "RIVERFEED_MAX_HTTP_CONNECTIONS", global = true,
+          value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    pub max_http_connections: Option<u32>,
+    /// HTTP connections open at once from one client address (an IPv6 /64
+    /// counts as one).
+    #[arg(long, env = "RIVERFEED_MAX_HTTP_CONNECTIONS_PER_ADDRESS", default_value_t = 256,
+          global = true, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    pub max_http_connections_per_address: u32,
     /// A role's budget of query cost: `ROLE=COST/WINDOW`, as in
     /// `user=20000/1m`. Repeat for each role (user, service, admin); a
     /// caller pays at its highest role's budget, and roles without one are
@@ -412,6 +439,7 @@ impl ServeArgs {
             !self.ws_init_timeout.is_zero() && !self.ws_ping_interval.is_zero(),
             "--ws-init-timeout and --ws-ping-interval must be longer than zero"
         );
+        options.listen_limits = self.listen_limits()?;
         options.rate_limits = self.rate_limits.clone();
         let trusted = self
             .trusted_documents
@@ -429,6 +457,28 @@ impl ServeArgs {
         }
         options.persisted = Arc::new(crate::http::persisted::Persisted::new(trusted));
         Ok(options)
+    }
+}
+
+impl ServeArgs {
+    /// The timeouts and caps of HTTP connections.
+    fn listen_limits(&self) -> anyhow::Result<crate::http::listen::ListenLimits> {
+        let live = self.max_connections as u64 + self.max_pending_connections as u64;
+        if let Some(total) = self.max_http_connections {
+            anyhow::ensure!(
+                total as u64 > live,
+                "--max-http-connections ({total}) must be larger than --max-connections plus \
+                 --max-pending-connections ({live}): each live or pending connection holds an \
+                 HTTP connection, and plain requests need room beside them"
+            );
+        }
+        Ok(crate::http::listen::ListenLimits {
+            header_timeout: self.header_timeout,
+            body_timeout: self.body_timeout,
+            idle_timeout: self.idle_timeout,
+            max_connections: self.max_http_connections.map(|n| n as usize),
+            max_connections_per_address: self.max_http_connections_per_address as usize,
+        })
     }
 }
 

@@ -1,7 +1,7 @@
 //! Running the service: open the store, start the fan-out worker and the HTTP
 //! server, and stop all of it together.
 
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -68,6 +68,8 @@ pub struct ServeOptions {
     /// Schema introspection; `None` means on in dev mode, off with tokens.
     pub introspection: Option<bool>,
     pub ws_limits: WsLimits,
+    /// Timeouts and caps of HTTP connections.
+    pub listen_limits: http::listen::ListenLimits,
     /// `--cursor-key`: secret the cursor key is derived from; `None` means
     /// the key the deployment keeps in its store (drawn at its first start).
     pub cursor_secret: Option<Vec<u8>>,
@@ -101,6 +103,7 @@ impl ServeOptions {
             auth: Arc::new(Authenticator::Dev),
             introspection: None,
             ws_limits: WsLimits::default(),
+            listen_limits: http::listen::ListenLimits::default(),
             cursor_secret: None,
             demo: false,
             store_settings: crate::store::StoreSettings::default(),
@@ -305,7 +308,7 @@ pub async fn start_with_store(
     };
     let router = http::router(state);
     info!(%addr, store = store.backend().name, "riverfeed listening");
-    let task = serve_until_stopped(listener, router, shutdown.clone(), tracker);
+    let task = serve_until_stopped(listener, router, &options, shutdown.clone(), tracker);
     Ok(Server {
         addr,
         metered,
@@ -351,7 +354,7 @@ pub async fn start_worker(mut options: ServeOptions) -> anyhow::Result<Server> {
         connections: Arc::default(),
     });
     info!(%addr, store = store.backend().name, "riverfeed worker running");
-    let task = serve_until_stopped(listener, router, shutdown.clone(), tracker);
+    let task = serve_until_stopped(listener, router, &options, shutdown.clone(), tracker);
     Ok(Server {
         addr,
         metered,
@@ -419,36 +422,35 @@ async fn start_relay(
 fn serve_until_stopped(
     listener: tokio::net::TcpListener,
     router: axum::Router,
+    options: &ServeOptions,
     shutdown: CancellationToken,
     tracker: TaskTracker,
 ) -> JoinHandle<anyhow::Result<()>> {
+    let limits = options.listen_limits;
+    let total = limits.total(&options.ws_limits);
     tokio::spawn({
         let shutdown = shutdown.clone();
         async move {
-            let router = router.into_make_service_with_connect_info::<std::net::SocketAddr>();
-            let serve = axum::serve(listener, router)
-                .with_graceful_shutdown(shutdown.clone().cancelled_owned())
-                .into_future();
+            let serve = http::listen::serve(listener, router, limits, total, shutdown.clone());
             // Graceful shutdown waits for requests in flight; a client that
             // never finishes its request must not keep the process alive.
             let deadline = async {
                 shutdown.cancelled().await;
                 tokio::time::sleep(SHUTDOWN_GRACE).await;
             };
-            let served = tokio::select! {
-                served = serve => served,
+            tokio::select! {
+                _ = serve => {}
                 _ = deadline => {
                     warn!(grace = ?SHUTDOWN_GRACE, "requests still open at shutdown were cut off");
-                    Ok(())
                 }
-            };
+            }
             // The HTTP server returns when asked to stop (or failed): end the
             // worker and every websocket task, and wait for them.
             shutdown.cancel();
             tracker.close();
             tracker.wait().await;
             info!("riverfeed stopped");
-            served.context("HTTP server failed")
+            Ok(())
         }
     })
 }

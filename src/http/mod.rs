@@ -5,6 +5,7 @@
 pub mod cors;
 pub mod gate;
 mod graphiql;
+pub mod listen;
 pub mod persisted;
 mod respond;
 mod stream;
@@ -347,12 +348,22 @@ async fn graphql_post(
         Err(refused) => return refused,
     };
     let peer = peer_of(&request);
-    let Ok(bytes) = axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES).await else {
-        return http_error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "PAYLOAD_TOO_LARGE",
-            format!("request body is larger than {MAX_BODY_BYTES} bytes"),
-        );
+    let bytes = match axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES).await {
+        Ok(bytes) => bytes,
+        Err(err) if listen::timed_out(&err) => {
+            return http_error(
+                StatusCode::REQUEST_TIMEOUT,
+                "REQUEST_TIMEOUT",
+                "the request body did not arrive within the server's body timeout",
+            )
+        }
+        Err(_) => {
+            return http_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "PAYLOAD_TOO_LARGE",
+                format!("request body is larger than {MAX_BODY_BYTES} bytes"),
+            )
+        }
     };
     if bytes.is_empty() {
         return not_a_request("it is empty");

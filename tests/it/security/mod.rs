@@ -6,10 +6,12 @@
 //! - [`connections`]: dev mode kept to this machine, websocket caps,
 //!   bare upgrades kept apart from authenticated connections
 //! - [`cors`]: which web pages may call
+//! - [`slow_clients`]: header, body and idle timeouts, connections per address
 
 mod access;
 mod connections;
 mod cors;
+mod slow_clients;
 mod tokens;
 
 use std::sync::Arc;
