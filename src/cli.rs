@@ -357,4 +357,24 @@ mod tests {
             assert!(Cli::try_parse_from(&bad).is_err(), "{bad:?}");
         }
     }
+
+    #[test]
+    fn the_http_connection_cap_leaves_room_for_live_connections() {
+        let options = |args: &[&str]| {
+            let mut all = vec!["riverfeed"];
+            all.extend_from_slice(args);
+            Cli::try_parse_from(all).expect("parses").serve.options()
+        };
+        let defaults = options(&[]).unwrap();
+        assert_eq!(
+            defaults.listen_limits.total(&defaults.ws_limits),
+            10_000 + 1_000 + 1_024
+        );
+        let small = options(&["--max-connections", "100", "--max-http-connections", "1200"]);
+        assert_eq!(small.unwrap().listen_limits.max_connections, Some(1200));
+        let err = options(&["--max-http-connections", "11000"])
+            .err()
+            .expect("no room for plain requests");
+        assert!(err.to_string().contains("--max-http-connections"), "{err}");
+    }
 }

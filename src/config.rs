@@ -197,8 +197,9 @@ pub struct ServeArgs {
         hide_env_values = true
     )]
     pub cursor_key: Option<String>,
-    /// Live connections open at once: websockets, event streams and multipart
-    /// responses together.
+    /// Live connections open at once: websockets (once their
+    /// `connection_init` is accepted), event streams and multipart responses
+    /// together.
     #[arg(long, env = "RIVERFEED_MAX_CONNECTIONS", default_value_t = 10_000, global = true,
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     pub max_connections: u32,
@@ -208,7 +209,7 @@ pub struct ServeArgs {
     pub max_subscriptions: u32,
     /// How long a new websocket may take to send `connection_init` before it
     /// is closed with 4408.
-    #[arg(long, env = "RIVERFEED_WS_INIT_TIMEOUT", default_value = "10s", global = true,
+    #[arg(long, env = "RIVERFEED_WS_INIT_TIMEOUT", default_value = "5s", global = true,
           value_parser = parse_duration)]
     pub ws_init_timeout: Duration,
     /// How often the server pings each websocket (graphql-transport-ws
@@ -216,6 +217,42 @@ pub struct ServeArgs {
     #[arg(long, env = "RIVERFEED_WS_PING_INTERVAL", default_value = "15s", global = true,
           value_parser = parse_duration)]
     pub ws_ping_interval: Duration,
+    /// Websockets open at once that have not had their `connection_init`
+    /// accepted; beyond it an upgrade is refused (503 TOO_MANY_CONNECTIONS).
+    #[arg(long, env = "RIVERFEED_MAX_PENDING_CONNECTIONS", default_value_t = 1_000,
+          global = true, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_pending_connections: u32,
+    /// Of those, from one client address (an IPv6 /64 counts as one).
+    #[arg(long, env = "RIVERFEED_MAX_PENDING_CONNECTIONS_PER_ADDRESS", default_value_t = 32,
+          global = true, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_pending_connections_per_address: u32,
+    /// How long a request's headers may take to arrive, from the
+    /// connection's opening or, kept alive, from their first byte; then the
+    /// connection is closed.
+    #[arg(long, env = "RIVERFEED_HEADER_TIMEOUT", default_value = "10s", global = true,
+          value_parser = parse_duration)]
+    pub header_timeout: Duration,
+    /// How long a request's whole body may take to arrive after its
+    /// headers; then it is answered 408 REQUEST_TIMEOUT.
+    #[arg(long, env = "RIVERFEED_BODY_TIMEOUT", default_value = "30s", global = true,
+          value_parser = parse_duration)]
+    pub body_timeout: Duration,
+    /// How long a kept-alive connection may wait for its next request
+    /// before it is closed.
+    #[arg(long, env = "RIVERFEED_IDLE_TIMEOUT", default_value = "60s", global = true,
+          value_parser = parse_duration)]
+    pub idle_timeout: Duration,
+    /// HTTP connections open at once (live ones included); beyond it a new
+    /// connection is closed at accept. Default: --max-connections plus
+    /// --max-pending-connections plus 1024 for plain requests.
+    #[arg(long, env = "RIVERFEED_MAX_HTTP_CONNECTIONS", global = true,
+          value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    pub max_http_connections: Option<u32>,
+    /// HTTP connections open at once from one client address (an IPv6 /64
+    /// counts as one).
+    #[arg(long, env = "RIVERFEED_MAX_HTTP_CONNECTIONS_PER_ADDRESS", default_value_t = 256,
+          global = true, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+    pub max_http_connections_per_address: u32,
     /// A role's budget of query cost: `ROLE=COST/WINDOW`, as in
     /// `user=20000/1m`. Repeat for each role (user, service, admin); a
     /// caller pays at its highest role's budget, and roles without one are
@@ -416,6 +453,8 @@ impl ServeArgs {
         options.cursor_secret = self.cursor_key.as_ref().map(|key| key.as_bytes().to_vec());
         options.ws_limits = WsLimits {
             max_connections: self.max_connections as usize,
+            max_pending: self.max_pending_connections as usize,
+            max_pending_per_address: self.max_pending_connections_per_address as usize,
             max_subscriptions: self.max_subscriptions as usize,
             init_timeout: self.ws_init_timeout,
             ping_interval: self.ws_ping_interval,
@@ -424,6 +463,7 @@ impl ServeArgs {
             !self.ws_init_timeout.is_zero() && !self.ws_ping_interval.is_zero(),
             "--ws-init-timeout and --ws-ping-interval must be longer than zero"
         );
+        options.listen_limits = self.listen_limits()?;
         options.rate_limits = self.rate_limits.clone();
         let trusted = self
             .trusted_documents
@@ -460,6 +500,28 @@ impl ServeArgs {
             token: self.metrics_token.as_deref().map(Arc::from),
         };
         Ok(options)
+    }
+}
+
+impl ServeArgs {
+    /// The timeouts and caps of HTTP connections.
+    fn listen_limits(&self) -> anyhow::Result<crate::http::listen::ListenLimits> {
+        let live = self.max_connections as u64 + self.max_pending_connections as u64;
+        if let Some(total) = self.max_http_connections {
+            anyhow::ensure!(
+                total as u64 > live,
+                "--max-http-connections ({total}) must be larger than --max-connections plus \
+                 --max-pending-connections ({live}): each live or pending connection holds an \
+                 HTTP connection, and plain requests need room beside them"
+            );
+        }
+        Ok(crate::http::listen::ListenLimits {
+            header_timeout: self.header_timeout,
+            body_timeout: self.body_timeout,
+            idle_timeout: self.idle_timeout,
+            max_connections: self.max_http_connections.map(|n| n as usize),
+            max_connections_per_address: self.max_http_connections_per_address as usize,
+        })
     }
 }
 

@@ -1,7 +1,7 @@
 //! Running the service: open the store, start the fan-out worker and the HTTP
 //! server, and stop all of it together.
 
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -68,6 +68,8 @@ pub struct ServeOptions {
     /// Schema introspection; `None` means on in dev mode, off with tokens.
     pub introspection: Option<bool>,
     pub ws_limits: WsLimits,
+    /// Timeouts and caps of HTTP connections.
+    pub listen_limits: http::listen::ListenLimits,
     /// `--cursor-key`: secret the cursor key is derived from; `None` means
     /// the key the deployment keeps in its store (drawn at its first start).
     pub cursor_secret: Option<Vec<u8>>,
@@ -103,6 +105,7 @@ impl ServeOptions {
             auth: Arc::new(Authenticator::Dev),
             introspection: None,
             ws_limits: WsLimits::default(),
+            listen_limits: http::listen::ListenLimits::default(),
             cursor_secret: None,
             demo: false,
             store_settings: crate::store::StoreSettings::default(),
@@ -293,6 +296,10 @@ pub async fn start_with_store(
         auth: options.auth.clone(),
         limits: options.ws_limits,
         connections,
+        pending: http::gate::Gate::new(
+            options.ws_limits.max_pending,
+            options.ws_limits.max_pending_per_address,
+        ),
         loopback_only: options.auth.is_dev() && !options.insecure_dev,
         origins: Arc::new(
             options
@@ -306,10 +313,11 @@ pub async fn start_with_store(
         ),
         demo: options.demo,
     };
-    let metrics_addr = serve_metrics(&state.ops, &shutdown, &tracker).await?;
+    let metrics_addr =
+        serve_metrics(&state.ops, options.listen_limits, &shutdown, &tracker).await?;
     let router = http::router(state);
     info!(%addr, store = store.backend().name, "riverfeed listening");
-    let task = serve_until_stopped(listener, router, shutdown.clone(), tracker);
+    let task = serve_until_stopped(listener, router, &options, shutdown.clone(), tracker);
     Ok(Server {
         addr,
         metrics_addr,
@@ -356,10 +364,10 @@ pub async fn start_worker(mut options: ServeOptions) -> anyhow::Result<Server> {
         connections: Arc::default(),
         metrics_access: options.metrics_access.clone(),
     };
-    let metrics_addr = serve_metrics(&ops, &shutdown, &tracker).await?;
+    let metrics_addr = serve_metrics(&ops, options.listen_limits, &shutdown, &tracker).await?;
     let router = http::ops_router(ops);
     info!(%addr, store = store.backend().name, "riverfeed worker running");
-    let task = serve_until_stopped(listener, router, shutdown.clone(), tracker);
+    let task = serve_until_stopped(listener, router, &options, shutdown.clone(), tracker);
     Ok(Server {
         addr,
         metrics_addr,
@@ -382,9 +390,12 @@ async fn bind(
 }
 
 /// Serves `/metrics` on its own listener when `--metrics-listen` asks for
-/// one, until `shutdown`; the address it got.
+/// one, until `shutdown`, with the API's timeouts and per-address cap (and
+/// room for [`http::listen::REQUEST_ROOM`] scrapes at once); the address it
+/// got.
 async fn serve_metrics(
     ops: &OpsState,
+    limits: http::listen::ListenLimits,
     shutdown: &CancellationToken,
     tracker: &TaskTracker,
 ) -> anyhow::Result<Option<SocketAddr>> {
@@ -395,9 +406,13 @@ async fn serve_metrics(
     let router = http::metrics_router(ops.clone());
     let shutdown = shutdown.clone();
     tracker.spawn(async move {
-        let serve = axum::serve(listener, router)
-            .with_graceful_shutdown(shutdown.clone().cancelled_owned())
-            .into_future();
+        let serve = http::listen::serve(
+            listener,
+            router,
+            limits,
+            http::listen::REQUEST_ROOM,
+            shutdown.clone(),
+        );
         // As the API's listener: a scrape that never ends does not hold
         // shutdown up.
         let deadline = async {
@@ -405,9 +420,7 @@ async fn serve_metrics(
             tokio::time::sleep(SHUTDOWN_GRACE).await;
         };
         tokio::select! {
-            served = serve => if let Err(err) = served {
-                warn!(cause = %err, "the metrics listener failed");
-            },
+            _ = serve => {}
             _ = deadline => {}
         }
     });
@@ -462,36 +475,35 @@ async fn start_relay(
 fn serve_until_stopped(
     listener: tokio::net::TcpListener,
     router: axum::Router,
+    options: &ServeOptions,
     shutdown: CancellationToken,
     tracker: TaskTracker,
 ) -> JoinHandle<anyhow::Result<()>> {
+    let limits = options.listen_limits;
+    let total = limits.total(&options.ws_limits);
     tokio::spawn({
         let shutdown = shutdown.clone();
         async move {
-            let router = router.into_make_service_with_connect_info::<std::net::SocketAddr>();
-            let serve = axum::serve(listener, router)
-                .with_graceful_shutdown(shutdown.clone().cancelled_owned())
-                .into_future();
+            let serve = http::listen::serve(listener, router, limits, total, shutdown.clone());
             // Graceful shutdown waits for requests in flight; a client that
             // never finishes its request must not keep the process alive.
             let deadline = async {
                 shutdown.cancelled().await;
                 tokio::time::sleep(SHUTDOWN_GRACE).await;
             };
-            let served = tokio::select! {
-                served = serve => served,
+            tokio::select! {
+                _ = serve => {}
                 _ = deadline => {
                     warn!(grace = ?SHUTDOWN_GRACE, "requests still open at shutdown were cut off");
-                    Ok(())
                 }
-            };
+            }
             // The HTTP server returns when asked to stop (or failed): end the
             // worker and every websocket task, and wait for them.
             shutdown.cancel();
             tracker.close();
             tracker.wait().await;
             info!("riverfeed stopped");
-            served.context("HTTP server failed")
+            Ok(())
         }
     })
 }

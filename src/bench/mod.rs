@@ -469,6 +469,11 @@ async fn start(
     options.auth = Arc::new(Authenticator::Dev);
     options.insecure_dev = false;
     options.ws_limits.max_connections = options.ws_limits.max_connections.max(most_live + 64);
+    // Every simulated client comes from loopback: one address may hold them all.
+    let live = options.ws_limits.max_connections;
+    options.ws_limits.max_pending_per_address = options.ws_limits.max_pending;
+    options.listen_limits.max_connections_per_address =
+        options.listen_limits.total(&options.ws_limits).max(live);
     if let Some(model) = model {
         options.model = model;
     }

@@ -3,7 +3,9 @@
 //! connections that end with the server.
 
 pub mod cors;
+pub mod gate;
 mod graphiql;
+pub mod listen;
 pub mod persisted;
 mod respond;
 mod stream;
@@ -52,8 +54,11 @@ pub struct HttpState {
     pub tracker: TaskTracker,
     pub auth: Arc<Authenticator>,
     pub limits: WsLimits,
-    /// Open websocket connections, against `limits.max_connections`.
+    /// Open live connections (authenticated websockets, event streams,
+    /// multipart responses), against `limits.max_connections`.
     pub connections: Arc<AtomicUsize>,
+    /// Websockets upgraded whose `connection_init` is not yet accepted.
+    pub pending: Arc<gate::Gate>,
     /// Dev mode on loopback: answer only requests sent to a loopback host.
     pub loopback_only: bool,
     /// The web origins that may call besides the server's own.
@@ -165,9 +170,13 @@ async fn metrics_guard(State(token): State<Arc<str>>, request: Request, next: Ne
 /// Bounds and timers of live connections.
 #[derive(Clone, Copy, Debug)]
 pub struct WsLimits {
-    /// Live connections open at once, in total: websockets, event streams
-    /// and multipart responses.
+    /// Live connections open at once, in total: websockets (once their
+    /// `connection_init` is accepted), event streams and multipart responses.
     pub max_connections: usize,
+    /// Websockets open at once whose `connection_init` is not yet accepted.
+    pub max_pending: usize,
+    /// Of those, from one client address.
+    pub max_pending_per_address: usize,
     /// Subscriptions at once on one websocket connection.
     pub max_subscriptions: usize,
     /// How long a new websocket may take to send `connection_init`.
@@ -180,6 +189,8 @@ impl Default for WsLimits {
     fn default() -> Self {
         Self {
             max_connections: 10_000,
+            max_pending: 1_000,
+            max_pending_per_address: 32,
             max_subscriptions: 16,
             init_timeout: ws::DEFAULT_INIT_TIMEOUT,
             ping_interval: ws::DEFAULT_PING_INTERVAL,
@@ -405,12 +416,22 @@ async fn graphql_post(
         Err(refused) => return refused,
     };
     let peer = peer_of(&request);
-    let Ok(bytes) = axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES).await else {
-        return http_error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "PAYLOAD_TOO_LARGE",
-            format!("request body is larger than {MAX_BODY_BYTES} bytes"),
-        );
+    let bytes = match axum::body::to_bytes(request.into_body(), MAX_BODY_BYTES).await {
+        Ok(bytes) => bytes,
+        Err(err) if listen::timed_out(&err) => {
+            return http_error(
+                StatusCode::REQUEST_TIMEOUT,
+                "REQUEST_TIMEOUT",
+                "the request body did not arrive within the server's body timeout",
+            )
+        }
+        Err(_) => {
+            return http_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "PAYLOAD_TOO_LARGE",
+                format!("request body is larger than {MAX_BODY_BYTES} bytes"),
+            )
+        }
     };
     if bytes.is_empty() {
         return not_a_request("it is empty");
@@ -547,9 +568,32 @@ async fn graphql_ws(
             format!("websocket subscriptions speak the {} subprotocol: offer it in Sec-WebSocket-Protocol", ws::PROTOCOL),
         );
     }
-    let slot = match ConnectionSlot::for_request(&state) {
-        Ok(slot) => slot,
-        Err(full) => return full,
+    // Not a live connection yet: until its `connection_init` is accepted it
+    // holds a place among the pending upgrades, bounded per address.
+    let ip = peer
+        .as_ref()
+        .map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |info| info.0.ip());
+    let pending = match state.pending.admit(ip) {
+        Ok(ticket) => ticket,
+        Err(full) => {
+            let message = match full {
+                gate::Full::Total => format!(
+                    "this server holds at most {} websockets awaiting connection_init; \
+                     try again later",
+                    state.pending.total()
+                ),
+                gate::Full::Address => format!(
+                    "one address may hold at most {} websockets awaiting connection_init; \
+                     send connection_init on those open, or try again later",
+                    state.pending.per_address()
+                ),
+            };
+            return http_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "TOO_MANY_CONNECTIONS",
+                message,
+            );
+        }
     };
     let peer = peer.ok().map(|info| info.0.ip().to_string());
     let tracker = state.tracker.clone();
@@ -564,8 +608,7 @@ async fn graphql_ws(
         .read_buffer_size(1024)
         .on_upgrade(move |socket| {
             tracker.track_future(async move {
-                ws::serve(socket, state, peer).await;
-                drop(slot);
+                ws::serve(socket, state, peer, pending).await;
             })
         })
 }

@@ -9,7 +9,14 @@
 //! - `4408` no `connection_init` within `--ws-init-timeout`;
 //! - `4409` a `subscribe` with the id of a running operation;
 //! - `4429` a second `connection_init`;
+//! - `1013` (try again later) a `connection_init` accepted while the server
+//!   holds `--max-connections` live connections already;
 //! - `1001` the server shuts down.
+//!
+//! Until its `connection_init` is accepted, a websocket holds a place among
+//! the pending upgrades (`--max-pending-connections`, in total and per
+//! client address), not among the live connections: a caller without an
+//! identity cannot fill the pool authenticated clients are served from.
 //!
 //! The server pings every `--ws-ping-interval` (proxies drop idle
 //! connections) and ends a connection that let two pings go unanswered.
@@ -26,7 +33,8 @@ use serde_json::{json, Value};
 use tokio::time::{Instant, MissedTickBehavior};
 use tokio_stream::StreamMap;
 
-use super::HttpState;
+use super::gate::Ticket;
+use super::{ConnectionSlot, HttpState};
 use crate::api::rate_limit::Caller;
 use crate::api::{Identity, Session};
 
@@ -43,11 +51,13 @@ type Close = (u16, String);
 type Results = BoxStream<'static, Option<GqlResponse>>;
 
 /// One connection, until it closes or the server shuts down.
-pub async fn serve(socket: WebSocket, state: HttpState, peer: Option<String>) {
+pub async fn serve(socket: WebSocket, state: HttpState, peer: Option<String>, pending: Ticket) {
     let (mut sink, mut stream) = socket.split();
     let mut connection = Connection {
         state,
         peer,
+        pending: Some(pending),
+        slot: None,
         session: None,
         caller: None,
         initialised: false,
@@ -69,6 +79,11 @@ struct Connection {
     state: HttpState,
     /// The client's address, for rate limits in dev mode.
     peer: Option<String>,
+    /// Its place among the pending upgrades, until `connection_init` is
+    /// accepted.
+    pending: Option<Ticket>,
+    /// Its place among the live connections, from then on.
+    slot: Option<ConnectionSlot>,
     /// The acknowledged connection's data (its session).
     session: Option<Arc<Data>>,
     /// Who the acknowledged connection is, for rate limits.
@@ -183,6 +198,20 @@ impl Connection {
                     return Err((4400, "invalid message: `payload` must be an object".into()));
                 }
                 let session = self.authenticate(&payload)?;
+                let limits = self.state.limits;
+                let slot = ConnectionSlot::take(&self.state.connections, limits.max_connections)
+                    .ok_or_else(|| {
+                        (
+                            1013,
+                            format!(
+                                "TOO_MANY_CONNECTIONS: this server holds at most {} live \
+                                 connections; try again later",
+                                limits.max_connections
+                            ),
+                        )
+                    })?;
+                self.slot = Some(slot);
+                self.pending = None;
                 self.caller = Some(super::caller(
                     &self.state,
                     &session.identity,
@@ -290,5 +319,5 @@ async fn send(sink: &mut Sink, message: &Value) -> Result<(), axum::Error> {
 }
 
 /// Defaults of `--ws-init-timeout` and `--ws-ping-interval`.
-pub const DEFAULT_INIT_TIMEOUT: Duration = Duration::from_secs(10);
+pub const DEFAULT_INIT_TIMEOUT: Duration = Duration::from_secs(5);
 pub const DEFAULT_PING_INTERVAL: Duration = Duration::from_secs(15);

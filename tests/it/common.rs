@@ -516,14 +516,46 @@ impl WsClient {
 
     /// Opens a connection and sends nothing.
     pub async fn open(url: &str) -> Self {
+        Self::open_from(url, None).await
+    }
+
+    /// As [`WsClient::connect`], from the local address `from` (another
+    /// client to the server, as `127.0.0.2` is on loopback).
+    pub async fn connect_from(url: &str, from: std::net::IpAddr, payload: Value) -> Self {
+        let mut client = Self::open_from(url, Some(from)).await;
+        client
+            .send(json!({ "type": "connection_init", "payload": payload }))
+            .await;
+        let ack = client.next().await.expect("connection_ack");
+        assert_eq!(ack["type"], "connection_ack", "{ack}");
+        client
+    }
+
+    async fn open_from(url: &str, from: Option<std::net::IpAddr>) -> Self {
         let mut request = url.into_client_request().expect("ws request");
         let protocol = "graphql-transport-ws";
         request
             .headers_mut()
             .insert("sec-websocket-protocol", protocol.parse().expect("header"));
-        let (socket, response) = tokio_tungstenite::connect_async(request)
-            .await
-            .expect("websocket connects");
+        let uri = request.uri();
+        let server: std::net::SocketAddr = format!(
+            "{}:{}",
+            uri.host().expect("host"),
+            uri.port_u16().expect("port")
+        )
+        .parse()
+        .expect("an IP server address");
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        if let Some(from) = from {
+            socket
+                .bind((from, 0).into())
+                .expect("bind the local address");
+        }
+        let stream = socket.connect(server).await.expect("connects");
+        let (socket, response) =
+            tokio_tungstenite::client_async(request, MaybeTlsStream::Plain(stream))
+                .await
+                .expect("websocket connects");
         assert_eq!(
             response.headers()["sec-websocket-protocol"],
             protocol,

@@ -22,21 +22,15 @@ async fn connections_and_subscriptions_are_capped(backend: Backend) {
     let payload = json!({ "token": token("acme", "alice", &[]) });
     let mut first = WsClient::connect(&server.ws_url(), payload.clone()).await;
     let _second = WsClient::connect(&server.ws_url(), payload.clone()).await;
-    let refused = reqwest::Client::new()
-        .get(format!("{}/graphql/ws", server.base))
-        .header("connection", "upgrade")
-        .header("upgrade", "websocket")
-        .header("sec-websocket-version", "13")
-        .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==")
-        .header("sec-websocket-protocol", "graphql-transport-ws")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(refused.status(), 503);
-    let body: Value = refused.json().await.unwrap();
-    assert_eq!(
-        first_error_code(&body).as_deref(),
-        Some("TOO_MANY_CONNECTIONS")
+    // A third is upgraded, but its `connection_init` finds the pool full:
+    // "try again later", which graphql-ws clients retry.
+    let closed = WsClient::refused(&server.ws_url(), payload.clone()).await;
+    assert_eq!(closed["code"], 1013, "{closed}");
+    assert!(
+        closed["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("TOO_MANY_CONNECTIONS")),
+        "{closed}"
     );
 
     // A connection's subscriptions start concurrently: which of the three is
@@ -73,6 +67,79 @@ async fn connections_and_subscriptions_are_capped(backend: Backend) {
 }
 
 crate::on_both_backends!(connections_and_subscriptions_are_capped);
+
+/// A websocket upgrade that will send nothing: the upgrade request alone.
+async fn bare_upgrade(server: &TestServer) -> reqwest::Response {
+    reqwest::Client::new()
+        .get(format!("{}/graphql/ws", server.base))
+        .header("connection", "upgrade")
+        .header("upgrade", "websocket")
+        .header("sec-websocket-version", "13")
+        .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==")
+        .header("sec-websocket-protocol", "graphql-transport-ws")
+        .send()
+        .await
+        .unwrap()
+}
+
+/// Websockets that never send `connection_init` wait among the pending
+/// upgrades, bounded per address: twice the live pool of them leaves it
+/// free for a user with a token, over a websocket and an event stream
+/// (which holds no pending place: its request carries its identity).
+#[tokio::test]
+async fn bare_upgrades_cannot_fill_the_live_connections() {
+    let limits = WsLimits {
+        max_connections: 4,
+        max_pending: 64,
+        max_pending_per_address: 8,
+        // The bare upgrades stay for the whole test.
+        init_timeout: std::time::Duration::from_secs(60),
+        ..WsLimits::default()
+    };
+    let server = start(Backend::Embedded, hs256(), |o| o.ws_limits = limits)
+        .await
+        .expect("embedded");
+    let mut bare = Vec::new();
+    for _ in 0..8 {
+        bare.push(WsClient::open(&server.ws_url()).await);
+    }
+    // One more from the same address is refused at the upgrade.
+    let refused = bare_upgrade(&server).await;
+    assert_eq!(refused.status(), 503);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(
+        first_error_code(&body).as_deref(),
+        Some("TOO_MANY_CONNECTIONS"),
+        "{body}"
+    );
+
+    let token = token("acme", "alice", &[]);
+    // Another client's websocket is served (the same address holds its
+    // share of pending upgrades already).
+    let other = "127.0.0.2".parse().unwrap();
+    let mut socket =
+        WsClient::connect_from(&server.ws_url(), other, json!({ "token": token })).await;
+    socket
+        .send(json!({ "type": "ping", "payload": { "still": "here" } }))
+        .await;
+    let pong = socket.next_any().await.expect("a pong");
+    assert_eq!(pong["type"], "pong", "{pong}");
+    let stream = reqwest::Client::new()
+        .post(format!("{}/graphql", server.base))
+        .header("authorization", format!("Bearer {token}"))
+        .header("accept", "text/event-stream")
+        .json(&json!({ "query": "subscription { feedEvents { kind } }" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    assert!(stream.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/event-stream"));
+    drop((bare, stream));
+    server.stop().await;
+}
 
 #[tokio::test]
 async fn dev_mode_stays_on_loopback_unless_told_otherwise() {

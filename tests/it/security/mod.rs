@@ -3,16 +3,19 @@
 //!
 //! - [`tokens`]: which tokens are accepted, over HTTP and websockets
 //! - [`access`]: roles, tenants, and access to actions hidden or narrowed
-//! - [`connections`]: dev mode kept to this machine, websocket caps
+//! - [`connections`]: dev mode kept to this machine, websocket caps,
+//!   bare upgrades kept apart from authenticated connections
 //! - [`cors`]: which web pages may call
 //! - [`requests`]: what one request may cost the server
 //! - [`ids`]: ids kept in one Unicode form, hidden characters refused
+//! - [`slow_clients`]: header, body and idle timeouts, connections per address
 
 mod access;
 mod connections;
 mod cors;
 mod ids;
 mod requests;
+mod slow_clients;
 mod tokens;
 
 use std::sync::Arc;
