@@ -38,10 +38,16 @@ pub struct SoakResult {
     /// `/healthz` round trips during the soak.
     pub healthz: Summary,
     /// The server's resident memory once the subscribers were connected,
-    /// at its highest during the soak, and at its end.
+    /// half-way through (caches and buffers filled), at its highest, and at
+    /// the end: bounded memory stops growing, so the second half is flat.
     pub rss_start_bytes: u64,
+    #[serde(default)]
+    pub rss_half_bytes: u64,
     pub rss_max_bytes: u64,
     pub rss_end_bytes: u64,
+    /// Resident memory each second: `(seconds into the soak, bytes)`.
+    #[serde(default)]
+    pub rss_samples: Vec<(f64, u64)>,
     /// Subscribers the closing action reached, of `subscribers`.
     pub delivered: usize,
 }
@@ -114,6 +120,8 @@ pub async fn run(bench: &Bench, args: &BenchArgs) -> anyhow::Result<SoakResult> 
     let bar = bench.ui.spinner("soak: hostile requests");
     let started = Instant::now();
     let (mut healthz, mut rss_max) = (Latencies::default(), rss_start);
+    let (mut rss_samples, mut next_sample) = (Vec::new(), Duration::ZERO);
+    let mut rss_half = None;
     while started.elapsed() < args.soak {
         let asked = Instant::now();
         let answer = http.get(format!("{base}/healthz")).send().await;
@@ -122,7 +130,16 @@ pub async fn run(bench: &Bench, args: &BenchArgs) -> anyhow::Result<SoakResult> 
             "/healthz failed during the soak"
         );
         healthz.record(asked.elapsed());
-        rss_max = rss_max.max(resident_bytes());
+        let rss = resident_bytes();
+        rss_max = rss_max.max(rss);
+        let at = started.elapsed();
+        if at >= next_sample {
+            rss_samples.push((at.as_secs_f64(), rss));
+            next_sample += Duration::from_secs(1);
+        }
+        if rss_half.is_none() && at >= args.soak / 2 {
+            rss_half = Some(rss);
+        }
         bar.inc(1);
         tokio::time::sleep(PROBE_EVERY.saturating_sub(asked.elapsed())).await;
     }
@@ -163,7 +180,9 @@ pub async fn run(bench: &Bench, args: &BenchArgs) -> anyhow::Result<SoakResult> 
         hostile,
         healthz: healthz.summary(),
         rss_start_bytes: rss_start,
+        rss_half_bytes: rss_half.unwrap_or(rss_end),
         rss_max_bytes: rss_max,
+        rss_samples,
         rss_end_bytes: rss_end,
         delivered,
     })
