@@ -505,13 +505,7 @@ impl WsClient {
     /// Connects, sends `connection_init` with `payload` and waits for the
     /// server's `connection_ack`.
     pub async fn connect(url: &str, payload: Value) -> Self {
-        let mut client = Self::open(url).await;
-        client
-            .send(json!({ "type": "connection_init", "payload": payload }))
-            .await;
-        let ack = client.next().await.expect("connection_ack");
-        assert_eq!(ack["type"], "connection_ack", "{ack}");
-        client
+        Self::open(url).await.init(payload).await
     }
 
     /// Opens a connection and sends nothing.
@@ -522,13 +516,16 @@ impl WsClient {
     /// As [`WsClient::connect`], from the local address `from` (another
     /// client to the server, as `127.0.0.2` is on loopback).
     pub async fn connect_from(url: &str, from: std::net::IpAddr, payload: Value) -> Self {
-        let mut client = Self::open_from(url, Some(from)).await;
-        client
-            .send(json!({ "type": "connection_init", "payload": payload }))
+        Self::open_from(url, Some(from)).await.init(payload).await
+    }
+
+    /// Sends `connection_init` with `payload` and waits for the ack.
+    async fn init(mut self, payload: Value) -> Self {
+        self.send(json!({ "type": "connection_init", "payload": payload }))
             .await;
-        let ack = client.next().await.expect("connection_ack");
+        let ack = self.next().await.expect("connection_ack");
         assert_eq!(ack["type"], "connection_ack", "{ack}");
-        client
+        self
     }
 
     async fn open_from(url: &str, from: Option<std::net::IpAddr>) -> Self {
