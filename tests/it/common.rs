@@ -248,6 +248,7 @@ impl TestServer {
         stopped: Stopped,
         options: impl FnOnce(String) -> ServeOptions,
     ) -> Self {
+        show_server_logs();
         let mut options = options(stopped.store.clone());
         if options.store_settings.mongo == MongoSettings::default() {
             options.store_settings.mongo = test_store_settings().mongo;
@@ -736,6 +737,20 @@ pub async fn metric_at(base: &str, name: &str) -> f64 {
             (key == name).then(|| value.parse().expect("numeric metric"))
         })
         .unwrap_or_else(|| panic!("no metric {name} in:\n{text}"))
+}
+
+/// With `RUST_LOG` set, the servers' logs go with each test's output (shown
+/// for a test that fails): how to see why a server under test misbehaved.
+fn show_server_logs() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if let Ok(filter) = std::env::var("RUST_LOG") {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+                .with_test_writer()
+                .try_init();
+        }
+    });
 }
 
 /// A loopback port free when asked (bound and released).
