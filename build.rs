@@ -50,8 +50,10 @@ fn main() {
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("set by cargo"));
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=src/http/graphiql/package.json");
+    // The lock file says what is installed. `node_modules` is not watched:
+    // the `npm ci` below rewrites it, which would make the next build run
+    // this script again and rebuild the crate for nothing.
     println!("cargo:rerun-if-changed=src/http/graphiql/package-lock.json");
-    println!("cargo:rerun-if-changed=src/http/graphiql/node_modules/.package-lock.json");
 
     install(&dir);
 
