@@ -237,6 +237,10 @@ impl Registration {
     }
 }
 
+/// A request's document: its text, whether the manifest holds it, and the
+/// APQ registration to make if the request proves worth it.
+type Document = (Arc<str>, bool, Option<Registration>);
+
 /// Turns received JSON into the request to run.
 pub struct Persisted {
     apq: Arc<Mutex<ApqCache>>,
@@ -303,11 +307,7 @@ impl Persisted {
 
     /// The request's document, whether the manifest holds it, and the APQ
     /// registration to make if the request proves worth it.
-    #[allow(clippy::type_complexity)]
-    fn document(
-        &self,
-        raw: &mut Map<String, Value>,
-    ) -> Result<(Arc<str>, bool, Option<Registration>), Refused> {
+    fn document(&self, raw: &mut Map<String, Value>) -> Result<Document, Refused> {
         let named = ["documentId", "doc_id"]
             .iter()
             .find_map(|field| raw.remove(*field).map(|id| (*field, id)));

@@ -8,6 +8,20 @@ use crate::common::{store_url, Backend, Client, Stopped, TestServer, WsClient};
 const FEED_EVENTS: &str =
     "subscription($after: String) { feedEvents(after: $after) { kind resumeCursor item { actionId } } }";
 
+/// Alice follows bob, who posts `texts`, each delivered before the next:
+/// their action ids, oldest first.
+async fn alice_follows_bob_who_posts(alice: &Client, bob: &Client, texts: &[&str]) -> Vec<String> {
+    bob.upsert_user("bob", "Bob").await;
+    alice.follow("bob").await;
+    let mut posted = Vec::new();
+    for text in texts {
+        let id = bob.post_status(text, json!({})).await;
+        bob.wait_delivered(&id).await;
+        posted.push(id);
+    }
+    posted
+}
+
 /// The end cursor of `client`'s first feed page of one item.
 async fn first_page_cursor(client: &Client) -> String {
     let (_, page) = client.feed_ids("(first: 1)").await;
@@ -51,16 +65,8 @@ async fn cursors_and_resume_tokens_survive_a_restart() {
     let Some(server) = TestServer::start(Backend::Embedded).await else {
         return;
     };
-    let alice = server.client("acme", "alice");
-    let bob = server.client("acme", "bob");
-    bob.upsert_user("bob", "Bob").await;
-    alice.follow("bob").await;
-    let mut posted = Vec::new();
-    for text in ["one", "two"] {
-        let id = bob.post_status(text, json!({})).await;
-        bob.wait_delivered(&id).await;
-        posted.push(id);
-    }
+    let (alice, bob) = (server.client("acme", "alice"), server.client("acme", "bob"));
+    let posted = alice_follows_bob_who_posts(&alice, &bob, &["one", "two"]).await;
     let page = first_page_cursor(&alice).await;
     let mut ws = WsClient::as_user(&server.ws_url(), "acme", "alice").await;
     ws.subscribe_with("feed", FEED_EVENTS, json!({ "after": null }))
@@ -110,14 +116,9 @@ async fn servers_starting_at_once_on_one_database_share_the_key() {
         TestServer::start_on(on(&store))
     );
     let bob = a.client("acme", "bob");
-    bob.upsert_user("bob", "Bob").await;
-    a.client("acme", "alice").follow("bob").await;
-    let mut posted = Vec::new();
-    for text in ["one", "two", "three"] {
-        let id = bob.post_status(text, json!({})).await;
-        bob.wait_delivered(&id).await;
-        posted.push(id);
-    }
+    let posted =
+        alice_follows_bob_who_posts(&a.client("acme", "alice"), &bob, &["one", "two", "three"])
+            .await;
     let from_a = first_page_cursor(&a.client("acme", "alice")).await;
     let (page, info) = b
         .client("acme", "alice")
@@ -141,14 +142,8 @@ async fn a_refused_cursor_says_why() {
     let Some(server) = TestServer::start(Backend::Embedded).await else {
         return;
     };
-    let alice = server.client("acme", "alice");
-    let bob = server.client("acme", "bob");
-    bob.upsert_user("bob", "Bob").await;
-    alice.follow("bob").await;
-    for text in ["one", "two"] {
-        let id = bob.post_status(text, json!({})).await;
-        bob.wait_delivered(&id).await;
-    }
+    let (alice, bob) = (server.client("acme", "alice"), server.client("acme", "bob"));
+    alice_follows_bob_who_posts(&alice, &bob, &["one", "two"]).await;
     let cursor = first_page_cursor(&alice).await;
 
     let (cause, message) = refused(&bob, "feed", &cursor).await;
