@@ -260,9 +260,13 @@ impl Feeds<'_> {
         let mut items = store.feed_changes(tenant, reader, after, limit + 1).await?;
         if let Some(plan) = plan {
             // What the reader pulls is not in their timeline's changes.
-            let pulled = plan
+            let mut pulled = plan
                 .changes(store, tenant, reader, after, limit + 1)
                 .await?;
+            // A river built meanwhile may hold some of them already.
+            let held: std::collections::HashSet<ObjectId> =
+                items.iter().map(|i| i.action_id).collect();
+            pulled.retain(|i| !held.contains(&i.action_id));
             items.extend(pulled);
             items.sort_by_key(|i| i.stamp());
         }

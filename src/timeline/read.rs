@@ -248,7 +248,9 @@ impl Plan {
 
 /// Drops the pulled entries whose action the reader's timeline holds
 /// elsewhere (raised by a bump) or as hidden. One store call, if any entry
-/// was pulled.
+/// was pulled, and one more per entry the timeline holds: it may hold it
+/// where it was pulled, written since the page read the timeline (a river
+/// being built beside the read), and then it stays.
 pub async fn settle(
     store: &dyn Store,
     tenant: &str,
@@ -264,6 +266,25 @@ pub async fn settle(
         return Ok(());
     }
     let held = store.materialised(tenant, reader, &pulled).await?;
-    entries.retain(|e| !(e.pulled && held.contains(&e.item.action_id)));
+    if held.is_empty() {
+        return Ok(());
+    }
+    let where_held = futures_util::future::try_join_all(
+        held.iter().map(|id| store.feed_item(tenant, reader, *id)),
+    )
+    .await?;
+    let in_place: std::collections::HashSet<(ObjectId, Position)> = where_held
+        .into_iter()
+        .flatten()
+        .map(|i| (i.action_id, i.position()))
+        .collect();
+    entries.retain_mut(|e| {
+        if !(e.pulled && held.contains(&e.item.action_id)) {
+            return true;
+        }
+        let stays = in_place.contains(&(e.item.action_id, e.item.position()));
+        e.pulled = !stays;
+        stays
+    });
     Ok(())
 }

@@ -58,7 +58,9 @@ impl FeedStrategy for Rivers {
         Ok(Plan::pulling_below(river.complete_from, built_from))
     }
 
-    /// Within the reader's river, if they have one.
+    /// Within the reader's river, if they have one: all of it while the
+    /// river is being built (its build may have read the sources before
+    /// this edge).
     async fn written_from(
         &self,
         store: &dyn Store,
@@ -69,7 +71,10 @@ impl FeedStrategy for Rivers {
     ) -> StoreResult<Option<Position>> {
         Ok(river_of(store, tenant, reader)
             .await?
-            .map(|r| r.complete_from))
+            .map(|r| match r.complete_from {
+                Position::MAX => Position::MIN,
+                from => from,
+            }))
     }
 
     /// Drops the rivers idle for `--river-idle`.
@@ -98,8 +103,7 @@ pub async fn open(
 ) -> StoreResult<(River, Option<Sources>)> {
     let river = match river_of(store, tenant, reader).await? {
         None => {
-            let all = sources::load(store, tenant, reader).await?;
-            let river = build(store, model, tenant, reader, &all, now).await?;
+            let (river, all) = build(store, model, tenant, reader, now).await?;
             return Ok((river, Some(all)));
         }
         Some(river) => river,
@@ -126,15 +130,15 @@ pub async fn open(
 /// Builds `reader`'s river: first a record saying nothing is complete yet
 /// (so the fan-out starts delivering to it, and reads pull everything),
 /// then the newest actions of the sources, then the record saying from
-/// where the river is complete.
+/// where the river is complete. Returns it, with the sources it was built
+/// from.
 async fn build(
     store: &dyn Store,
     model: &FeedModel,
     tenant: &str,
     reader: &str,
-    all: &Sources,
     now: Millis,
-) -> StoreResult<River> {
+) -> StoreResult<(River, Sources)> {
     let building = River {
         complete_from: Position::MAX,
         touched: now,
@@ -142,13 +146,17 @@ async fn build(
     store
         .write_river(tenant, reader, RiverWrite::Put(building))
         .await?;
+    // Read after the record: an edge made before it is among them, and
+    // one made after it finds the river being built and writes what it
+    // brings into it ([`Rivers::written_from`]).
+    let all = sources::load(store, tenant, reader).await?;
     let range = FeedRange {
         older_than: None,
         newer_than: None,
         limit: model.river_size + 1,
         from_oldest: false,
     };
-    let mut scanned = sources::pull(store, tenant, reader, all, range).await?;
+    let mut scanned = sources::pull(store, tenant, reader, &all, range).await?;
     let complete_from = if scanned.len() > model.river_size {
         scanned.truncate(model.river_size);
         scanned.last().map_or(Position::MIN, |i| i.position())
@@ -183,7 +191,7 @@ async fn build(
         .write_river(tenant, reader, RiverWrite::Put(river))
         .await?;
     debug!(tenant, reader, items = written.len(), "river built");
-    Ok(river)
+    Ok((river, all))
 }
 
 /// Drops the rivers not read for `river_idle`. Returns how many.

@@ -57,6 +57,22 @@ impl Layout for Cached {
                     }
                 }
                 self.rivers.push(tenant, &fresh).await?;
+                // Looked for again once pushed: one the layout came to hold
+                // meanwhile (hidden, or raised, while this was under way)
+                // goes out of the river. A hide writes its tombstone before
+                // it marks the river's entry gone, so one of the two sees
+                // the other.
+                if !fresh.is_empty() {
+                    let pushed: Vec<ObjectId> = fresh.iter().map(|i| i.action_id).collect();
+                    let readers: HashSet<&str> = fresh.iter().map(|i| i.owner.as_str()).collect();
+                    let readers: Vec<&str> = readers.into_iter().collect();
+                    let since = self.base.holders(tenant, &readers, &pushed).await?;
+                    for (owner, id) in since {
+                        self.rivers
+                            .mark_gone(bson::doc! { "_id": cache_id(tenant, &owner) }, &[id])
+                            .await?;
+                    }
+                }
             }
         }
         let rest: Vec<usize> = (0..items.len()).filter(|i| !taken.contains(i)).collect();
@@ -150,8 +166,9 @@ impl Layout for Cached {
     }
 
     async fn hide(&self, tenant: &str, owner: &str, id: ObjectId) -> StoreResult<Option<FeedItem>> {
-        // Out of the river, and a tombstone in the layout (which outlives
-        // the river).
+        // A tombstone in the layout (which outlives the river), then out
+        // of the river: a delivery into the river under way meanwhile sees
+        // the tombstone once it has pushed (see `insert`).
         let in_river = self
             .rivers
             .naming(tenant, Some(&[owner]), &[id])
@@ -159,15 +176,13 @@ impl Layout for Cached {
             .iter()
             .flat_map(|r| r.live().filter(|i| i.action_id == id).collect::<Vec<_>>())
             .next();
-        if in_river.is_some() {
-            self.rivers
-                .mark_gone(
-                    bson::doc! { "_id": cache_id(tenant, owner) },
-                    std::slice::from_ref(&id),
-                )
-                .await?;
-        }
         let below = self.base.hide(tenant, owner, id).await?;
+        self.rivers
+            .mark_gone(
+                bson::doc! { "_id": cache_id(tenant, owner) },
+                std::slice::from_ref(&id),
+            )
+            .await?;
         Ok(in_river.or(below))
     }
 
