@@ -75,6 +75,10 @@ pub struct ServeOptions {
     pub cursor_secret: Option<Vec<u8>>,
     /// Seed the `demo` tenant before serving (dev mode only).
     pub demo: bool,
+    /// A response answered from memory at `POST /bench/reference`: only
+    /// `riverfeed bench` sets it, to measure what the HTTP stack alone
+    /// serves beside what a feed page costs.
+    pub reference_page: Option<Arc<http::ReferencePage>>,
     /// The backends' settings (the embedded store's cache, MongoDB's
     /// timeline layout).
     pub store_settings: crate::store::StoreSettings,
@@ -108,6 +112,7 @@ impl ServeOptions {
             listen_limits: http::listen::ListenLimits::default(),
             cursor_secret: None,
             demo: false,
+            reference_page: None,
             store_settings: crate::store::StoreSettings::default(),
             rate_limits: Vec::new(),
             persisted: Arc::default(),
@@ -312,6 +317,7 @@ pub async fn start_with_store(
                 }),
         ),
         demo: options.demo,
+        reference_page: options.reference_page.clone(),
     };
     let metrics_addr =
         serve_metrics(&state.ops, options.listen_limits, &shutdown, &tracker).await?;

@@ -81,6 +81,26 @@ impl Gql {
         Ok(body)
     }
 
+    /// Posts `query` to the bench's in-memory route (`/bench/reference`) as
+    /// [`Gql::send_as`] posts it to `/graphql`, and reads the answer as `T`.
+    pub async fn reference_as<T: serde::de::DeserializeOwned>(
+        &self,
+        user: &str,
+        query: &str,
+        variables: &Value,
+    ) -> anyhow::Result<T> {
+        let response = self
+            .http
+            .post(format!("{}/bench/reference", self.base))
+            .header("x-riverfeed-tenant", &self.tenant)
+            .header("x-riverfeed-user", user)
+            .json(&json!({ "query": query, "variables": variables }))
+            .send()
+            .await
+            .context("reference request failed")?;
+        Ok(response.json().await.context("the reference is not JSON")?)
+    }
+
     /// As [`Gql::send`], but a response with `errors` is an error; returns `data`.
     pub async fn data(
         &self,

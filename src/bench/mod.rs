@@ -195,6 +195,8 @@ pub struct Bench {
     pub ui: Ui,
     /// The rules the server's worker writes notices by.
     pub notice_rules: crate::notify::NoticeRules,
+    /// What the server's `/bench/reference` answers.
+    pub reference: Arc<crate::http::ReferencePage>,
 }
 
 impl Bench {
@@ -478,6 +480,8 @@ async fn start(
         options.model = model;
     }
     let notice_rules = options.notice_rules.clone();
+    let reference = Arc::new(crate::http::ReferencePage::default());
+    options.reference_page = Some(reference.clone());
     let server = server::start_with_store(options, store.clone()).await?;
     let client = client::Gql::new(server.addr, TENANT)?;
     let bench = Bench {
@@ -487,6 +491,7 @@ async fn start(
         client,
         ui,
         notice_rules,
+        reference,
     };
 
     Ok((bench, backing, url))

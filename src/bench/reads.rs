@@ -44,6 +44,14 @@ pub struct ReadsResult {
     pub items_per_page: f64,
     pub pages_per_sec: f64,
     pub latency: Summary,
+    /// The same client and HTTP stack answered from memory with a body of
+    /// a typical page's size (`/bench/reference`), at this concurrency:
+    /// what the server could serve if a page cost nothing to make.
+    #[serde(default)]
+    pub reference_per_sec: f64,
+    /// The size of that body, in bytes.
+    #[serde(default)]
+    pub reference_bytes: usize,
 }
 
 /// Reads one feed page as `user`; the round trip, or why it failed.
@@ -88,12 +96,60 @@ async fn read_page_items(client: &Gql, user: &str) -> Result<(Duration, usize), 
     Ok((latency, edges.len()))
 }
 
+/// Pages of this many readers are read to pick the reference's body.
+const REFERENCE_SAMPLE: usize = 64;
+
+/// Keeps the median-size page of a sample of readers as the body the
+/// reference route answers. Returns its size.
+async fn keep_reference(bench: &Bench, graph: &Graph, seed: u64) -> anyhow::Result<usize> {
+    let mut rng = Rng::new(seed ^ 0x5eed_0f_7e7e);
+    let mut bodies = Vec::with_capacity(REFERENCE_SAMPLE);
+    for _ in 0..REFERENCE_SAMPLE {
+        let user = graph::user_id(rng.below(graph.users));
+        let page: Value = bench
+            .client
+            .send_as(&user, false, FEED_QUERY, &json!({}))
+            .await?;
+        bodies.push(serde_json::to_vec(&page)?);
+    }
+    bodies.sort_by_key(Vec::len);
+    let median = bodies.swap_remove(bodies.len() / 2);
+    let len = median.len();
+    bench.reference.set(median.into());
+    Ok(len)
+}
+
+/// The reference route's rate at `concurrency`, read as a feed page is.
+async fn reference_rate(bench: &Bench, concurrency: usize, duration: Duration) -> f64 {
+    let started = Instant::now();
+    let until = started + duration;
+    let tasks = (0..concurrency).map(|_| async move {
+        let mut served = 0u64;
+        while Instant::now() < until {
+            let page: anyhow::Result<PageResponse> = bench
+                .client
+                .reference_as("reference", FEED_QUERY, &json!({}))
+                .await;
+            if page.is_ok_and(|p| p.data.and_then(|d| d.feed).is_some()) {
+                served += 1;
+            }
+        }
+        served
+    });
+    let served: u64 = futures_util::future::join_all(tasks)
+        .await
+        .into_iter()
+        .sum();
+    served as f64 / started.elapsed().as_secs_f64()
+}
+
 pub async fn run(
     bench: &Bench,
     graph: &Graph,
     args: &BenchArgs,
 ) -> anyhow::Result<Vec<ReadsResult>> {
     let mut results = Vec::new();
+    let reference_bytes = keep_reference(bench, graph, args.seed).await?;
     for &concurrency in &args.concurrency {
         let concurrency = concurrency.max(1);
         let spinner = bench
@@ -138,6 +194,7 @@ pub async fn run(
         }
         let pages = latencies.len() as u64;
         let latency = latencies.summary();
+        let reference_per_sec = reference_rate(bench, concurrency, args.duration / 2).await;
         spinner.finish_with_message(format!(
             "reads: concurrency {concurrency}: {:.0} pages/s",
             pages as f64 / secs
@@ -154,6 +211,8 @@ pub async fn run(
             },
             pages_per_sec: pages as f64 / secs,
             latency,
+            reference_per_sec,
+            reference_bytes,
         });
     }
     Ok(results)

@@ -69,6 +69,24 @@ pub struct HttpState {
     pub persisted: Arc<persisted::Persisted>,
     /// The schema charges operations to rate limits.
     pub rate_limited: bool,
+    /// What `POST /bench/reference` answers, under `riverfeed bench` only.
+    pub reference_page: Option<Arc<ReferencePage>>,
+}
+
+/// A response body kept in memory and answered as it is: the bench's
+/// measure of the HTTP stack alone (the same listener, router, layers and
+/// client as a feed page), with a body of the page's size.
+#[derive(Debug, Default)]
+pub struct ReferencePage(std::sync::RwLock<axum::body::Bytes>);
+
+impl ReferencePage {
+    pub fn set(&self, body: axum::body::Bytes) {
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = body;
+    }
+
+    fn body(&self) -> axum::body::Bytes {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
 }
 
 /// What `/healthz` and `/metrics` read: all a worker process serves.
@@ -237,7 +255,16 @@ impl Drop for ConnectionSlot {
 
 /// The whole HTTP surface.
 pub fn router(state: HttpState) -> Router {
-    Router::new()
+    let mut router = Router::new();
+    if let Some(page) = state.reference_page.clone() {
+        router = router.route(
+            "/bench/reference",
+            axum::routing::post(move || async move {
+                ([(header::CONTENT_TYPE, "application/json")], page.body())
+            }),
+        );
+    }
+    router
         .route("/", get(index))
         .route("/graphql", get(graphql_get).post(graphql_post))
         .route("/graphql/ws", get(graphql_ws))

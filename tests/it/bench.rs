@@ -103,6 +103,9 @@ async fn a_tiny_bench_runs_every_workload_and_writes_its_report() {
         assert!(read["pages"].as_u64() > Some(0), "{read}");
         assert_eq!(read["failures"], 0, "{read}");
         assert!(read["items_per_page"].as_f64() > Some(0.0), "{read}");
+        // The in-memory reference of a page's size, measured beside it.
+        assert!(read["reference_per_sec"].as_f64() > Some(0.0), "{read}");
+        assert!(read["reference_bytes"].as_u64() > Some(100), "{read}");
     }
     let live = &json["live"][0];
     assert_eq!(live["subscribers"], 20);
@@ -121,7 +124,7 @@ async fn a_tiny_bench_runs_every_workload_and_writes_its_report() {
         assert!(kind["sent"].as_u64() > Some(0), "{kind}");
     }
     assert!(soak["healthz"]["count"].as_u64() > Some(0), "{soak}");
-    assert_eq!(json["targets"].as_array().expect("targets").len(), 9);
+    assert_eq!(json["targets"].as_array().expect("targets").len(), 10);
     let report = std::fs::read_to_string(out.path().join("report.md")).expect("report.md");
     assert!(report.contains("embedded store"), "{report}");
 }
