@@ -180,6 +180,19 @@ pub fn check_targets(r: &Results) -> Vec<TargetCheck> {
             memory.value.push_str(", too few to judge");
         }
     }
+    checks.push(check(
+        "notices written from a queued burst",
+        ">= 20,000 notices/s",
+        r.notifications
+            .as_ref()
+            .and_then(|n| n.queued.as_ref())
+            .map(|q| {
+                (
+                    format!("{:.0} notices/s", q.notices_per_sec),
+                    q.notices_per_sec >= 20_000.0,
+                )
+            }),
+    ));
     checks.extend(soak_targets(r.soak.as_ref()));
     checks
 }
@@ -373,6 +386,19 @@ fn figures(r: &Results) -> Vec<(String, String, String)> {
                 w.written_secs, w.notices_per_sec
             ),
         );
+        if let Some(q) = &n.queued {
+            row(
+                "notifications",
+                format!(
+                    "the same, queued at once: {} likes + {} comments, {} notices",
+                    q.likes, q.comments, q.notices
+                ),
+                format!(
+                    "{:.2} s from the import ({:.2} s of it), {:.0} notices/s",
+                    q.written_secs, q.queue_secs, q.notices_per_sec
+                ),
+            );
+        }
         for (what, x) in [
             ("notificationCounts", &n.counts),
             ("notifications(first: 20)", &n.page),
