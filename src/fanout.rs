@@ -134,9 +134,12 @@ pub struct Claim {
 /// claimed batch costs a few syncs rather than a few per job.
 const JOBS_AT_ONCE: usize = 64;
 
-/// A claimed job, read: what it does next, its tenant and the notices it
-/// owes (or why it could not be read).
-type Owing<T> = (Lease, StoreResult<(T, String, Vec<notify::Addressed>)>);
+/// What a claimed job owes once read: what it does next, its tenant and
+/// the notices it owes (or why it could not be read).
+type Owed<T> = StoreResult<(T, String, Vec<notify::Addressed>)>;
+
+/// A claimed job and what it owes.
+type Owing<T> = (Lease, Owed<T>);
 
 /// A bump whose action is there to raise.
 struct Bumped {
@@ -374,8 +377,9 @@ impl Worker {
         owing: Vec<Owing<T>>,
         failure: &mut Option<crate::store::StoreError>,
     ) -> Vec<(Lease, T)> {
-        let mut by_tenant: HashMap<String, (Vec<(Lease, T)>, Vec<notify::Addressed>)> =
-            HashMap::new();
+        // Per tenant: its jobs, and all their notices.
+        type Tenant<T> = (Vec<(Lease, T)>, Vec<notify::Addressed>);
+        let mut by_tenant: HashMap<String, Tenant<T>> = HashMap::new();
         for (lease, owed) in owing {
             match owed {
                 Ok((next, tenant, notices)) => {
@@ -714,10 +718,7 @@ impl Worker {
     /// What the bump job `lease` holds needs: its action and comment (none
     /// if the action is gone or hidden: nothing to raise, nobody to tell),
     /// and whom the comment notifies.
-    async fn read_bump(
-        &self,
-        lease: &Lease,
-    ) -> StoreResult<(Option<Bumped>, String, Vec<notify::Addressed>)> {
+    async fn read_bump(&self, lease: &Lease) -> Owed<Option<Bumped>> {
         let BumpJob { tenant, comment } = BumpJob::of_job(&lease.job)?;
         let action = self
             .store
