@@ -34,6 +34,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures_util::{stream, StreamExt};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, instrument, warn};
@@ -41,7 +42,7 @@ use tracing::{debug, error, info, instrument, warn};
 use crate::clock::Clock;
 use crate::events::{FeedEventKind, Hub};
 use crate::metrics::Metrics;
-use crate::model::{Action, Bump, Millis, Position, Reason, ReasonKind};
+use crate::model::{Action, Bump, Comment, Millis, Position, Reason, ReasonKind};
 use crate::notify::{self, NoticeRules};
 use crate::relevancy::{self, BumpRules};
 use crate::store::GroupFeeds;
@@ -124,6 +125,26 @@ pub struct Worker {
 pub struct Claim {
     pub lease: Lease,
     pub action: Action,
+}
+
+/// Jobs of one kind (bumps, notice jobs) run at once, as many as one claim
+/// takes by default. Their reads overlap, and their synced writes wait
+/// together: the engine makes one sync of the writes waiting at once
+/// (RocksDB's write groups; MongoDB's requests run side by side), so a
+/// claimed batch costs a few syncs rather than a few per job.
+const JOBS_AT_ONCE: usize = 64;
+
+/// What a claimed job owes once read: what it does next, its tenant and
+/// the notices it owes (or why it could not be read).
+type Owed<T> = StoreResult<(T, String, Vec<notify::Addressed>)>;
+
+/// A claimed job and what it owes.
+type Owing<T> = (Lease, Owed<T>);
+
+/// A bump whose action is there to raise.
+struct Bumped {
+    action: Action,
+    comment: Comment,
 }
 
 /// Times a failed fan-out is tried again by the worker that holds it;
@@ -270,16 +291,7 @@ impl Worker {
         }
         // Bumps after deliveries: a comment on a fresh action then finds the
         // items it raises already written.
-        let bumps = self.claim(JobKind::Bump).await?;
-        claimed += bumps.len();
-        for lease in bumps {
-            if shutdown.is_cancelled() {
-                break;
-            }
-            let done = self.bump(&lease).await;
-            self.metrics.job("bump", done.is_ok());
-            note_outcome(done, "bump", &lease.job.key, &mut failure);
-        }
+        claimed += self.bumps(shutdown, &mut failure).await?;
         claimed += self.notice_jobs(shutdown, &mut failure).await?;
         claimed += self.clean_unfollows(shutdown, &mut failure).await?;
         claimed += self.expire().await?;
@@ -308,8 +320,10 @@ impl Worker {
         Ok(())
     }
 
-    /// Claims notice jobs (likes, assignments) and runs them. Returns how
-    /// many were claimed.
+    /// Claims notice jobs (likes, assignments) and runs them together:
+    /// whom each notifies is read for all at once, their notices written by
+    /// one [`notify::deliver`] per tenant, and the jobs finished at once.
+    /// Returns how many were claimed.
     async fn notice_jobs(
         &self,
         shutdown: &CancellationToken,
@@ -317,22 +331,81 @@ impl Worker {
     ) -> StoreResult<usize> {
         let leases = self.claim(JobKind::Notice).await?;
         let claimed = leases.len();
-        for lease in leases {
-            if shutdown.is_cancelled() {
-                break;
-            }
-            let done = async {
-                let job = NoticeJob::of_job(&lease.job)?;
-                let notices =
-                    notify::for_job(self.store.as_ref(), &self.config.notice_rules, &job).await?;
-                self.notify(&job.tenant, notices).await?;
-                self.store.finish(&lease).await
-            }
+        if shutdown.is_cancelled() {
+            return Ok(claimed);
+        }
+        let (store, rules) = (self.store.as_ref(), &self.config.notice_rules);
+        let owing = stream::iter(leases)
+            .map(|lease| async move {
+                let owed = async {
+                    let job = NoticeJob::of_job(&lease.job)?;
+                    let notices = notify::for_job(store, rules, &job).await?;
+                    Ok(((), job.tenant, notices))
+                }
+                .await;
+                (lease, owed)
+            })
+            .buffered(JOBS_AT_ONCE)
+            .collect()
             .await;
+        let written = self.notify_jobs("notice", owing, failure).await;
+        let finished: Vec<(Lease, StoreResult<()>)> = stream::iter(written)
+            .map(|(lease, ())| async move {
+                let done = self.store.finish(&lease).await;
+                (lease, done)
+            })
+            .buffer_unordered(JOBS_AT_ONCE)
+            .collect()
+            .await;
+        for (lease, done) in finished {
             self.metrics.job("notice", done.is_ok());
             note_outcome(done, "notice", &lease.job.key, failure);
         }
         Ok(claimed)
+    }
+
+    /// Writes the notices of claimed jobs, read at once ([`Owing`]): one
+    /// [`notify::deliver`] per tenant for all of them, so the writes of
+    /// many jobs share their syncs and a group many notices go to is
+    /// written once. Returns the jobs whose notices are written, each with
+    /// what it does next; those that failed are counted and noted (run
+    /// again once their lease runs out; a notice is written once however
+    /// often its job runs).
+    async fn notify_jobs<T>(
+        &self,
+        kind: &'static str,
+        owing: Vec<Owing<T>>,
+        failure: &mut Option<crate::store::StoreError>,
+    ) -> Vec<(Lease, T)> {
+        // Per tenant: its jobs, and all their notices.
+        type Tenant<T> = (Vec<(Lease, T)>, Vec<notify::Addressed>);
+        let mut by_tenant: HashMap<String, Tenant<T>> = HashMap::new();
+        for (lease, owed) in owing {
+            match owed {
+                Ok((next, tenant, notices)) => {
+                    let (jobs, all) = by_tenant.entry(tenant).or_default();
+                    jobs.push((lease, next));
+                    all.extend(notices);
+                }
+                Err(err) => {
+                    self.metrics.job(kind, false);
+                    note_outcome(Err(err), kind, &lease.job.key, failure);
+                }
+            }
+        }
+        let mut ready = Vec::new();
+        for (tenant, (jobs, notices)) in by_tenant {
+            match self.notify(&tenant, notices).await {
+                Ok(()) => ready.extend(jobs),
+                Err(err) => {
+                    for (lease, _) in jobs {
+                        self.metrics.job(kind, false);
+                        note_outcome(Err(err.clone()), kind, &lease.job.key, failure);
+                    }
+                }
+            }
+        }
+        ready
     }
 
     /// Claims unfollow cleanups and runs them: each takes the items that came
@@ -601,11 +674,51 @@ impl Worker {
         Ok(())
     }
 
-    /// Runs the bump job `lease` holds: the comment's notices, then its
-    /// action raised for the readers the rules pick, in batches, the lease
-    /// renewed before each; then finishes the job. A job whose action is
-    /// gone or hidden has nothing to raise.
-    pub async fn bump(&self, lease: &Lease) -> StoreResult<()> {
+    /// Claims bump jobs and runs them together: each comment's action and
+    /// whom it notifies are read for all at once, their notices written by
+    /// one [`notify::deliver`] per tenant, then each action raised
+    /// ([`Worker::raise`]), many at once. Returns how many were claimed.
+    async fn bumps(
+        &self,
+        shutdown: &CancellationToken,
+        failure: &mut Option<crate::store::StoreError>,
+    ) -> StoreResult<usize> {
+        let leases = self.claim(JobKind::Bump).await?;
+        let claimed = leases.len();
+        if shutdown.is_cancelled() {
+            return Ok(claimed);
+        }
+        let owing = stream::iter(leases)
+            .map(|lease| async move {
+                let owed = self.read_bump(&lease).await;
+                (lease, owed)
+            })
+            .buffered(JOBS_AT_ONCE)
+            .collect()
+            .await;
+        let noticed = self.notify_jobs("bump", owing, failure).await;
+        if shutdown.is_cancelled() {
+            return Ok(claimed);
+        }
+        let raised: Vec<(Lease, StoreResult<()>)> = stream::iter(noticed)
+            .map(|(lease, bumped)| async move {
+                let done = self.raise(&lease, bumped).await;
+                (lease, done)
+            })
+            .buffer_unordered(JOBS_AT_ONCE)
+            .collect()
+            .await;
+        for (lease, done) in raised {
+            self.metrics.job("bump", done.is_ok());
+            note_outcome(done, "bump", &lease.job.key, failure);
+        }
+        Ok(claimed)
+    }
+
+    /// What the bump job `lease` holds needs: its action and comment (none
+    /// if the action is gone or hidden: nothing to raise, nobody to tell),
+    /// and whom the comment notifies.
+    async fn read_bump(&self, lease: &Lease) -> Owed<Option<Bumped>> {
         let BumpJob { tenant, comment } = BumpJob::of_job(&lease.job)?;
         let action = self
             .store
@@ -613,7 +726,7 @@ impl Worker {
             .await?
             .pop();
         let Some(action) = action.filter(|a| !a.hidden) else {
-            return self.store.finish(lease).await;
+            return Ok((None, tenant, Vec::new()));
         };
         let notices = notify::for_comment(
             self.store.as_ref(),
@@ -622,7 +735,18 @@ impl Worker {
             &comment,
         )
         .await?;
-        self.notify(&tenant, notices).await?;
+        Ok((Some(Bumped { action, comment }), tenant, notices))
+    }
+
+    /// Runs the rest of the bump job `lease` holds, its notices written:
+    /// the action raised for the readers the rules pick, in batches, the
+    /// lease renewed before each; then finishes the job. Two raises of one
+    /// action at once end where the higher leaves it.
+    async fn raise(&self, lease: &Lease, bumped: Option<Bumped>) -> StoreResult<()> {
+        let Some(Bumped { action, comment }) = bumped else {
+            return self.store.finish(lease).await;
+        };
+        let tenant = action.tenant.clone();
         let rules = &self.config.bump_rules;
         let targets = relevancy::targets(self.store.as_ref(), rules, &action, &comment).await?;
         if !self.config.model.pushes_all() {

@@ -20,6 +20,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use futures_util::{stream, StreamExt, TryStreamExt};
 use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
@@ -28,9 +29,10 @@ use serde_json::{json, Value};
 use super::client::Gql;
 use super::stats::{Latencies, Rng, Summary};
 use super::{Bench, BenchArgs, TENANT};
-use crate::model::{Millis, Notice, NoticeGroup, NoticeRange, NoticeReason, ObjectId};
+
+use crate::model::{Comment, Millis, Notice, NoticeGroup, NoticeRange, NoticeReason, ObjectId};
 use crate::notify::NoticeRules;
-use crate::store::{NoticeSelect, Notices, Store};
+use crate::store::{NoticeJob, NoticeSelect, NoticeSource, Notices, Record, Store};
 
 /// Status posts each owner gets likes and comments on.
 pub const ACTIONS_PER_OWNER: usize = 2;
@@ -73,6 +75,9 @@ const COMMENT: &str =
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct NotificationsResult {
     pub write: WriteResult,
+    /// Absent from runs before the queued burst was measured.
+    #[serde(default)]
+    pub queued: Option<QueuedResult>,
     pub counts: NoticeReadResult,
     pub page: NoticeReadResult,
 }
@@ -101,6 +106,21 @@ pub struct WriteResult {
     pub notices_per_sec: f64,
 }
 
+/// The same burst on other owners' posts, queued at once: what the worker
+/// writes when the notices do not wait for the mutations that cause them.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct QueuedResult {
+    pub likes: usize,
+    pub comments: usize,
+    pub notices: u64,
+    /// Storing the likes and comments and queueing their jobs (one import).
+    pub queue_secs: f64,
+    /// From the start of the import until every notice owed was in the
+    /// store.
+    pub written_secs: f64,
+    pub notices_per_sec: f64,
+}
+
 /// One query read by [`CLIENTS`] clients from readers with many groups.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct NoticeReadResult {
@@ -120,6 +140,7 @@ pub struct NoticeReadResult {
 
 pub async fn run(bench: &Bench, args: &BenchArgs) -> anyhow::Result<NotificationsResult> {
     let write = burst(bench, args).await?;
+    let queued = queued(bench, args).await?;
     let inboxes = seed_inboxes(bench, args).await?;
     warm_up(bench, &inboxes).await?;
     let phase = (args.duration / 2).max(Duration::from_millis(100));
@@ -150,6 +171,7 @@ pub async fn run(bench: &Bench, args: &BenchArgs) -> anyhow::Result<Notification
     };
     Ok(NotificationsResult {
         write,
+        queued: Some(queued),
         counts: result(counts),
         page: result(page),
     })
@@ -209,8 +231,8 @@ struct Thread {
     steps: Vec<(String, bool)>,
 }
 
-/// `n` different fans.
-fn fans(rng: &mut Rng, n: usize) -> Vec<String> {
+/// `n` different fans, named `{prefix}{n}`.
+fn fans(rng: &mut Rng, n: usize, prefix: &str) -> Vec<String> {
     let mut chosen: Vec<usize> = Vec::with_capacity(n);
     while chosen.len() < n.min(FANS) {
         let fan = rng.below(FANS);
@@ -218,7 +240,35 @@ fn fans(rng: &mut Rng, n: usize) -> Vec<String> {
             chosen.push(fan);
         }
     }
-    chosen.into_iter().map(|f| format!("nfan{f}")).collect()
+    chosen.into_iter().map(|f| format!("{prefix}{f}")).collect()
+}
+
+/// Each action's likes and comments, from fans drawn by `seed` (named
+/// `{fan}{n}`).
+fn threads(
+    owners: &[String],
+    actions: Vec<Vec<String>>,
+    seed: u64,
+    fan: &str,
+) -> Vec<(String, Thread)> {
+    let mut rng = Rng::new(seed);
+    let mut threads: Vec<(String, Thread)> = Vec::new();
+    for (owner, ids) in owners.iter().zip(actions) {
+        for action in ids {
+            let mut steps: Vec<(String, bool)> = fans(&mut rng, LIKES, fan)
+                .into_iter()
+                .map(|f| (f, false))
+                .collect();
+            // Comments go between the likes, in the order drawn.
+            let commenters = fans(&mut rng, COMMENTS, fan);
+            for (k, fan) in commenters.into_iter().enumerate() {
+                let at = (k * 2 + 1).min(steps.len());
+                steps.insert(at, (fan, true));
+            }
+            threads.push((owner.clone(), Thread { action, steps }));
+        }
+    }
+    threads
 }
 
 /// The notices owed per user for `threads` on actions by their owners, by
@@ -249,23 +299,7 @@ async fn burst(bench: &Bench, args: &BenchArgs) -> anyhow::Result<WriteResult> {
         .map(|i| format!("nowner{i}"))
         .collect();
     let actions = post(bench, &owners, ACTIONS_PER_OWNER, "notifications: posts").await?;
-    let mut rng = Rng::new(args.seed ^ 0x1ce);
-    let mut threads: Vec<(String, Thread)> = Vec::new();
-    for (owner, ids) in owners.iter().zip(actions) {
-        for action in ids {
-            let mut steps: Vec<(String, bool)> = fans(&mut rng, LIKES)
-                .into_iter()
-                .map(|f| (f, false))
-                .collect();
-            // Comments go between the likes, in the order drawn.
-            let commenters = fans(&mut rng, COMMENTS);
-            for (k, fan) in commenters.into_iter().enumerate() {
-                let at = (k * 2 + 1).min(steps.len());
-                steps.insert(at, (fan, true));
-            }
-            threads.push((owner.clone(), Thread { action, steps }));
-        }
-    }
+    let threads = threads(&owners, actions, args.seed ^ 0x1ce, "nfan");
     let owed = owed(&bench.notice_rules, &threads);
     let total = |pick: fn(&(u64, u64, u64)) -> u64| owed.values().map(pick).sum::<u64>();
     let (like_notices, comment_notices, reply_notices) =
@@ -324,6 +358,87 @@ async fn burst(bench: &Bench, args: &BenchArgs) -> anyhow::Result<WriteResult> {
         mutate_secs,
         mutations_per_sec: latencies.len() as f64 / mutate_secs,
         mutation_latency: latencies.summary(),
+        written_secs,
+        notices_per_sec: notices as f64 / written_secs,
+    })
+}
+
+/// The burst again, on the posts of other owners, with every like and
+/// comment stored and its job queued at once: one import of the records a
+/// restore would bring (likes, comments with their bumps to do, notice
+/// jobs), the last like sent through the API instead, which wakes the
+/// worker. Timed from the import until every notice owed is written: the
+/// worker's own pace, which the burst above cannot show once the notices
+/// keep up with the mutations.
+async fn queued(bench: &Bench, args: &BenchArgs) -> anyhow::Result<QueuedResult> {
+    let owners: Vec<String> = (0..args.notice_owners.max(1))
+        .map(|i| format!("nqowner{i}"))
+        .collect();
+    let actions = post(bench, &owners, ACTIONS_PER_OWNER, "notifications: queued").await?;
+    // Fans of their own, who have none of the first burst's replies.
+    let threads = threads(&owners, actions, args.seed ^ 0x9e0, "nqfan");
+    let owed = owed(&bench.notice_rules, &threads);
+    let notices = owed.values().map(|(l, c, r)| l + c + r).sum::<u64>();
+    let now = chrono::Utc::now().timestamp_millis();
+    let mut records = Vec::new();
+    let mut last_like = None;
+    for (_, thread) in &threads {
+        let action_id = action_oid(&thread.action)?;
+        for (n, (fan, comment)) in thread.steps.iter().enumerate() {
+            let tenant = TENANT.to_owned();
+            if *comment {
+                // Ids made in order: each comment is later than the ones
+                // before it on its action, as the replies owed assume.
+                let comment = Comment {
+                    id: ObjectId::new(),
+                    action_id,
+                    author_id: fan.clone(),
+                    text: format!("Well done! ({n})"),
+                    created: now,
+                };
+                records.push(Record::Comment {
+                    tenant,
+                    comment,
+                    bump_queued: true,
+                });
+            } else {
+                last_like = Some((action_id, fan.clone(), records.len()));
+                records.push(Record::Like {
+                    tenant: tenant.clone(),
+                    action_id,
+                    user: fan.clone(),
+                });
+                let source = NoticeSource::Like {
+                    action_id,
+                    user: fan.clone(),
+                };
+                let job = NoticeJob {
+                    tenant,
+                    source,
+                    at: now,
+                };
+                records.push(Record::NoticeJob { job });
+            }
+        }
+    }
+    // The last like goes through the API, and wakes the worker.
+    let (action_id, user, at) = last_like.context("the queued burst has no like")?;
+    records.drain(at..at + 2);
+    let likes = threads.len() * LIKES;
+    let comments = threads.len() * COMMENTS;
+
+    let started = Instant::now();
+    bench.store.import(&records).await?;
+    let queue_secs = started.elapsed().as_secs_f64();
+    let vars = json!({ "id": action_id.to_hex() });
+    bench.client.data(&user, false, LIKE, &vars).await?;
+    let finished = wait_written(bench, &owed, notices).await?;
+    let written_secs = (finished - started).as_secs_f64();
+    Ok(QueuedResult {
+        likes,
+        comments,
+        notices,
+        queue_secs,
         written_secs,
         notices_per_sec: notices as f64 / written_secs,
     })

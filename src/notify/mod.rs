@@ -18,6 +18,8 @@ pub mod rules;
 
 use std::collections::BTreeMap;
 
+use futures_util::{stream, StreamExt, TryStreamExt};
+
 use crate::descriptor::Descriptor;
 use crate::events::{Event, Hub, NoticeEvent, Topic};
 use crate::model::{Action, Comment, Millis, Notice, NoticeGroup, NoticeReason, ObjectId};
@@ -204,9 +206,18 @@ pub struct Delivered {
     pub change: NoticeEvent,
 }
 
+/// Owners whose groups [`deliver`] writes at once. Each owner's writes are
+/// synced commits; the engine merges the commits waiting together into one
+/// sync (RocksDB's write groups; MongoDB's requests run side by side), so a
+/// burst costs a sync per round of owners rather than per notice. One
+/// owner's groups are written one after another: they are trimmed together.
+const OWNERS_AT_ONCE: usize = 64;
+
 /// Writes `notices` (of `tenant`) into their owners' groups, as the owners'
 /// preferences at `now` allow, trimming an owner's oldest groups when one
-/// is created. Returns what changed, per owner, for live events.
+/// is created. The notices of one group are added to it together, in one
+/// write; many owners are written at once. Returns what changed, per owner
+/// (in owner order), for live events.
 pub async fn deliver(
     store: &dyn Store,
     rules: &NoticeRules,
@@ -218,56 +229,78 @@ pub async fn deliver(
     for (owner, n) in notices {
         by_owner.entry(owner).or_default().push(n);
     }
-    let mut delivered = Vec::new();
-    for (owner, notices) in by_owner {
-        let inbox = store.inbox(tenant, &owner).await?;
-        let mut change = NoticeEvent::default();
-        for n in notices {
-            if !inbox.wants(n.reason, n.action_id, now) {
-                continue;
-            }
-            let key = rules.notice_key(&n);
-            let written = add(store, tenant, &owner, &key, n).await?;
-            match written {
-                Some((id, true)) => {
-                    change.added.push(id);
-                    change.removed.extend(
-                        store
-                            .trim_notices(tenant, &owner, rules.groups_kept)
-                            .await?,
-                    );
-                }
-                Some((id, false))
-                    if !change.added.contains(&id) && !change.updated.contains(&id) =>
-                {
-                    change.updated.push(id)
-                }
-                _ => {}
-            }
-        }
-        if change != NoticeEvent::default() {
-            delivered.push(Delivered { owner, change });
-        }
-    }
-    Ok(delivered)
+    let written: Vec<Option<Delivered>> = stream::iter(by_owner)
+        .map(|(owner, notices)| deliver_to(store, rules, tenant, owner, notices, now))
+        .buffered(OWNERS_AT_ONCE)
+        .try_collect()
+        .await?;
+    Ok(written.into_iter().flatten().collect())
 }
 
-/// Adds one notice to the group of `key`, creating it if need be. Returns
-/// the group's id and whether it was created; none if the group holds the
-/// notice's source already.
+/// [`deliver`] to one owner: the notices their inbox wants, by group.
+async fn deliver_to(
+    store: &dyn Store,
+    rules: &NoticeRules,
+    tenant: &str,
+    owner: String,
+    notices: Vec<Notice>,
+    now: Millis,
+) -> StoreResult<Option<Delivered>> {
+    let inbox = store.inbox(tenant, &owner).await?;
+    // By group key, in the order they came.
+    let mut by_key: Vec<(String, Vec<Notice>)> = Vec::new();
+    for n in notices {
+        if !inbox.wants(n.reason, n.action_id, now) {
+            continue;
+        }
+        let key = rules.notice_key(&n);
+        match by_key.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, same)) => same.push(n),
+            None => by_key.push((key, vec![n])),
+        }
+    }
+    let mut change = NoticeEvent::default();
+    for (key, notices) in by_key {
+        match add(store, tenant, &owner, &key, notices).await? {
+            Some((id, true)) => {
+                change.added.push(id);
+                change.removed.extend(
+                    store
+                        .trim_notices(tenant, &owner, rules.groups_kept)
+                        .await?,
+                );
+            }
+            Some((id, false)) if !change.added.contains(&id) && !change.updated.contains(&id) => {
+                change.updated.push(id)
+            }
+            _ => {}
+        }
+    }
+    Ok((change != NoticeEvent::default()).then_some(Delivered { owner, change }))
+}
+
+/// Adds notices to the group of `key`, creating it if need be, in one
+/// write. Returns the group's id and whether it was created; none if the
+/// group holds every notice's source already.
 async fn add(
     store: &dyn Store,
     tenant: &str,
     owner: &str,
     key: &str,
-    notice: Notice,
+    notices: Vec<Notice>,
 ) -> StoreResult<Option<(ObjectId, bool)>> {
+    let Some(reason) = notices.first().map(|n| n.reason) else {
+        return Ok(None);
+    };
     for _ in 0..RETRIES {
         let stored = store.notice_group(tenant, owner, key).await?;
         let created = stored.is_none();
-        let mut group =
-            stored.unwrap_or_else(|| NoticeGroup::new(tenant, owner, key, notice.reason));
-        if !group.add(notice.clone()) {
+        let mut group = stored.unwrap_or_else(|| NoticeGroup::new(tenant, owner, key, reason));
+        let mut added = false;
+        for n in &notices {
+            added |= group.add(n.clone());
+        }
+        if !added {
             return Ok(None);
         }
         group.version += 1;

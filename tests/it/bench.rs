@@ -225,6 +225,11 @@ async fn a_tiny_notifications_bench_writes_what_is_owed_and_reads_it() {
     assert_eq!(w.notices, 180);
     assert_eq!(w.mutation_latency.count, 108);
     assert!(w.notices_per_sec > 0.0);
+    // The same burst queued at once, on other owners' posts: every notice
+    // owed written (the workload fails otherwise), one like sent by HTTP.
+    let q = n.queued.as_ref().expect("the queued burst ran");
+    assert_eq!((q.likes, q.comments, q.notices), (60, 48, 180));
+    assert!(q.written_secs >= q.queue_secs && q.notices_per_sec > 0.0);
     for (what, x) in [("counts", &n.counts), ("page", &n.page)] {
         assert_eq!(x.failures, 0, "{what}");
         assert!(x.requests > 0, "{what}");
@@ -238,5 +243,6 @@ async fn a_tiny_notifications_bench_writes_what_is_owed_and_reads_it() {
     assert_eq!(n.page.items_per_answer, 20.0);
     let report = std::fs::read_to_string(out.path().join("report.md")).expect("report.md");
     assert!(report.contains("notices written"), "{report}");
+    assert!(report.contains("queued at once"), "{report}");
     assert!(report.contains("notifications(first: 20)"), "{report}");
 }
