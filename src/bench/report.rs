@@ -147,20 +147,20 @@ pub fn check_targets(r: &Results) -> Vec<TargetCheck> {
         ),
         check(
             "live delivery to 10,000, p99 to the last",
-            "<= 250 ms",
+            "<= 200 ms",
             most_live.map(|x| {
                 (
                     format!(
                         "{:.1} ms ({} subscribers)",
                         x.last_latency.p99_ms, x.subscribers
                     ),
-                    x.last_latency.p99_ms <= 250.0 && x.missed == 0 && x.subscribers >= 10_000,
+                    x.last_latency.p99_ms <= 200.0 && x.missed == 0 && x.subscribers >= 10_000,
                 )
             }),
         ),
         check(
             "idle subscriber resident memory",
-            "<= 16 KiB each",
+            "<= 12 KiB each",
             most_live.map(|x| {
                 (
                     format!(
@@ -168,7 +168,7 @@ pub fn check_targets(r: &Results) -> Vec<TargetCheck> {
                         x.bytes_per_subscriber / 1024.0,
                         x.subscribers
                     ),
-                    x.bytes_per_subscriber <= 16.0 * 1024.0,
+                    x.bytes_per_subscriber <= 12.0 * 1024.0,
                 )
             }),
         ),

@@ -84,6 +84,10 @@ impl Template {
     }
 }
 
+/// Where one selection's template is: made by the first subscriber that
+/// asks, `None` when it could not be made.
+pub type Slot = Arc<OnceCell<Option<Arc<Template>>>>;
+
 /// The templates of one event (or of events alike but for their reader),
 /// one per selection that asked for it. A selection whose template could
 /// not be made (its execution failed) holds `None`: its subscribers execute
@@ -93,12 +97,12 @@ pub struct Renders {
     /// A std mutex: held for a scan of a few entries, never across an await.
     /// The cells are async: the first subscriber of a selection renders it,
     /// the others wait for that instead of rendering it again.
-    slots: Mutex<Vec<(Arc<str>, Arc<OnceCell<Option<Arc<Template>>>>)>>,
+    slots: Mutex<Vec<(Arc<str>, Slot)>>,
 }
 
 impl Renders {
     /// The cell of the selection `shape`.
-    pub fn slot(&self, shape: &Arc<str>) -> Arc<OnceCell<Option<Arc<Template>>>> {
+    pub fn slot(&self, shape: &Arc<str>) -> Slot {
         let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((_, cell)) = slots
             .iter()
@@ -115,5 +119,36 @@ impl Renders {
 impl std::fmt::Debug for Renders {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Renders")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_template_takes_each_value_where_its_marker_was_and_keeps_the_rest() {
+        let prefix = "\"hole-7:";
+        let json = r#"{"a":"hole-7:1","b":["hole-7:0","hole-7:9","hole-7:1"],"c":"hole-7:x"}"#;
+        let template = Template::cut(json, prefix, 2);
+        assert!(template.uses(0) && template.uses(1) && !template.uses(2));
+        let values = [Some(r#""zero""#.to_owned()), Some("1".to_owned())];
+        assert_eq!(
+            template.fill(&values),
+            r#"{"a":1,"b":["zero","hole-7:9",1],"c":"hole-7:x"}"#,
+            "a digit past `kinds` or no digit is text"
+        );
+        assert_eq!(Template::cut("[]", prefix, 2).fill(&values), "[]");
+    }
+
+    #[test]
+    fn one_selection_has_one_slot_per_event() {
+        let renders = Renders::default();
+        let (a, b) = (Arc::<str>::from("{kind}"), Arc::<str>::from("{kind}"));
+        assert!(Arc::ptr_eq(&renders.slot(&a), &renders.slot(&b)));
+        assert!(!Arc::ptr_eq(
+            &renders.slot(&a),
+            &renders.slot(&"{item}".into())
+        ));
     }
 }
