@@ -144,7 +144,7 @@ impl Connection {
                         // Serialised once for every subscriber of the event,
                         // with this one's own values written in.
                         Some((_, Some(payload))) => {
-                            self.answered.insert(id.clone());
+                            self.answer(&id);
                             next_message(&id, &payload)
                         }
                         // A request that failed before it ran (it did not
@@ -156,7 +156,7 @@ impl Connection {
                             error_message(&id, response).to_string()
                         }
                         Some((response, None)) => {
-                            self.answered.insert(id.clone());
+                            self.answer(&id);
                             json!({ "id": id, "type": "next", "payload": response }).to_string()
                         }
                         None => {
@@ -266,6 +266,14 @@ impl Connection {
                 Ok(Vec::new())
             }
             other => Err((4400, format!("invalid message type {other:?}"))),
+        }
+    }
+
+    /// Notes that operation `id` sent a result (its id copied once, not
+    /// for every event).
+    fn answer(&mut self, id: &str) {
+        if !self.answered.contains(id) {
+            self.answered.insert(id.to_owned());
         }
     }
 
