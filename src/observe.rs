@@ -16,7 +16,7 @@ use opentelemetry_otlp::{Protocol, WithExportConfig as _};
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use opentelemetry_sdk::Resource;
 use tracing::Metadata;
-use tracing_subscriber::filter::{filter_fn, EnvFilter, FilterExt as _};
+use tracing_subscriber::filter::{filter_fn, EnvFilter, FilterExt as _, LevelFilter};
 use tracing_subscriber::fmt::writer::BoxMakeWriter;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
@@ -55,7 +55,12 @@ impl Observe {
     pub fn init(&self) -> anyhow::Result<Tracing> {
         let filter = EnvFilter::try_from_default_env()
             .unwrap_or_else(|_| EnvFilter::new(self.default_level));
-        let not_operation_span = filter_fn(|meta| !is_operation_span(meta));
+        // With a hint, the pair's hint is the level filter's: without one,
+        // the `log` records of the libraries (tungstenite traces every frame
+        // it reads and writes) would all be built and filtered at run time,
+        // several per websocket message.
+        let not_operation_span =
+            filter_fn(|meta| !is_operation_span(meta)).with_max_level_hint(LevelFilter::TRACE);
         // Colours for a terminal only, not for a file or a log collector.
         let (writer, ansi) = if self.stderr {
             (
@@ -87,7 +92,8 @@ impl Observe {
             // unstarted until it closes, a span takes its name as late as the
             // document parses (a started one would keep its first).
             .with_context_activation(false)
-            .with_filter(filter_fn(is_operation_span));
+            // Operation spans are `info` spans.
+            .with_filter(filter_fn(is_operation_span).with_max_level_hint(LevelFilter::INFO));
         tracing_subscriber::registry()
             .with(logs)
             .with(spans)

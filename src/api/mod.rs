@@ -13,6 +13,7 @@ pub mod error;
 mod feed;
 mod global_id;
 mod graph_mutation;
+pub mod live;
 mod loader;
 mod mutation;
 mod node;

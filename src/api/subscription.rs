@@ -19,6 +19,7 @@ use super::cursor::ListId;
 use super::error::{coded, not_found, ApiResultExt, LAGGED, UNAUTHENTICATED};
 use super::feed::EVENTS_GRACE_MS;
 use super::global_id::action_id_arg;
+use super::live::{LiveFeedEvent, Plan, Splice};
 use super::types::{ActionEventNode, ActionNode, FeedEventNode, SliceEventNode};
 use super::{session, state, viewer, AppState, SubscriptionPermit, Viewer};
 use crate::events::{Event, FeedEvent, FeedEventKind, Lagged, Topic};
@@ -146,10 +147,13 @@ struct FeedStream {
     after: Option<Stamp>,
     /// The newest change passed on, for resume cursors.
     resume: Stamp,
+    /// The selection's plan and the transport's splice, when live events
+    /// may be rendered from their templates.
+    shared: Option<(Arc<Plan>, Splice)>,
 }
 
 impl FeedStream {
-    async fn next(&mut self) -> Option<async_graphql::Result<FeedEventNode>> {
+    async fn next(&mut self) -> Option<async_graphql::Result<LiveFeedEvent>> {
         if let Some(event) = self.replay.pop_front() {
             return Some(Ok(self.node(&event)));
         }
@@ -190,11 +194,18 @@ impl FeedStream {
     }
 
     /// The event's node, its resume cursor moved past it.
-    fn node(&mut self, event: &FeedEvent) -> FeedEventNode {
+    fn node(&mut self, event: &FeedEvent) -> LiveFeedEvent {
         if event.kind != FeedEventKind::Removed && event.item.stamp() > self.resume {
             self.resume = event.item.stamp();
         }
-        FeedEventNode::new(event, self.resume, &self.live.state.cursors)
+        let node = FeedEventNode::new(event, self.resume, &self.live.state.cursors);
+        let shared = match (&self.shared, &event.shared) {
+            (Some((plan, splice)), Some(renders)) => {
+                Some((plan.clone(), splice.clone(), renders.clone()))
+            }
+            _ => None,
+        };
+        LiveFeedEvent { node, shared }
     }
 
     /// Whether a live event repeats what the replay (or the cursor)
@@ -229,7 +240,7 @@ impl FeedSubscription {
         &self,
         ctx: &Context<'_>,
         after: Option<String>,
-    ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<FeedEventNode>>> {
+    ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<LiveFeedEvent>>> {
         let viewer = viewer(ctx)?;
         let (tenant, reader) = (viewer.tenant.clone(), viewer.user.clone());
         let list = ListId::feed_changes(&state(ctx)?.cursors, &tenant, &reader);
@@ -265,6 +276,7 @@ impl FeedSubscription {
                     tenant: viewer.tenant.clone(),
                     item,
                     action: None,
+                    shared: None,
                 });
             }
         }
@@ -279,6 +291,7 @@ impl FeedSubscription {
                 changed: state(ctx)?.clock.now() - EVENTS_GRACE_MS,
                 action_id: ObjectId::from_bytes([0; 12]),
             }),
+            shared: Plan::of(ctx).zip(ctx.data_opt::<Splice>().cloned()),
         };
         Ok(until_error(feed, |mut feed| async move {
             let next = feed.next().await?;

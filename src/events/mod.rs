@@ -18,6 +18,7 @@
 //! and relays, `deliver*` (for what came from another process) delivers here
 //! only.
 
+pub mod shared;
 pub mod signal;
 
 use std::collections::{HashMap, VecDeque};
@@ -49,6 +50,10 @@ pub struct FeedEvent {
     pub item: FeedItem,
     /// The item's action, when the publisher has it at hand.
     pub action: Option<Arc<Action>>,
+    /// Its result per selection, shared with the events of the same
+    /// publication whose items differ only in their reader (see
+    /// [`shared`]); `None` for an event no other subscriber receives.
+    pub shared: Option<Arc<shared::Renders>>,
 }
 
 /// What happened to an action.
@@ -315,17 +320,36 @@ impl Hub {
             tenant: tenant.to_owned(),
             reader: String::new(),
         };
+        // The items seen with a listener, but for their reader, each with
+        // the renders its readers share: a fan-out's items are all alike.
+        let mut alike: Vec<(FeedItem, Arc<shared::Renders>)> = Vec::new();
         for item in items {
             if let Topic::Feed { reader, .. } = &mut topic {
                 reader.clear();
                 reader.push_str(&item.owner);
             }
             if let Some(inboxes) = topics.get(&topic) {
+                // The last few only: a publication of unlike items (a
+                // removal of many actions) must not scan all it has seen.
+                let found = alike
+                    .iter()
+                    .rev()
+                    .take(8)
+                    .find(|(seen, _)| alike_but_reader(seen, &item));
+                let shared = match found {
+                    Some((_, shared)) => shared.clone(),
+                    None => {
+                        let shared = Arc::new(shared::Renders::default());
+                        alike.push((item.clone(), shared.clone()));
+                        shared
+                    }
+                };
                 let event = Arc::new(Event::Feed(FeedEvent {
                     kind,
                     tenant: tenant.to_owned(),
                     item,
                     action: action.cloned(),
+                    shared: Some(shared),
                 }));
                 for inbox in inboxes {
                     inbox.deliver(&event, self.capacity);
@@ -368,6 +392,15 @@ impl Hub {
     pub fn live_topics(&self) -> usize {
         self.topics.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
+}
+
+/// Whether two items are the same but for their reader (and what depends
+/// on the reader alone).
+fn alike_but_reader(a: &FeedItem, b: &FeedItem) -> bool {
+    a.action_id == b.action_id
+        && a.relevancy == b.relevancy
+        && a.changed == b.changed
+        && a.reason == b.reason
 }
 
 impl Drop for Subscription {
@@ -416,6 +449,7 @@ mod tests {
                 copy: None,
             },
             action: None,
+            shared: None,
         }
     }
 

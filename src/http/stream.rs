@@ -27,6 +27,7 @@ use futures_util::StreamExt;
 use tokio::sync::oneshot;
 
 use super::{ConnectionSlot, HttpState};
+use crate::api::live::Splice;
 use crate::api::rate_limit::{self, Admission, Standing};
 
 /// How often an idle event stream sends a comment line.
@@ -102,7 +103,8 @@ pub async fn respond(state: &HttpState, streaming: Streaming, request: GqlReques
     } else {
         (None, request)
     };
-    let mut results = state.schema.execute_stream(request);
+    let splice = Splice::default();
+    let mut results = state.schema.execute_stream(request.data(splice.clone()));
     // Before the status goes out: was the operation admitted? The rate limit
     // says so as it charges; a request that fails sooner answers at once.
     let mut first: Option<GqlResponse> = None;
@@ -127,7 +129,14 @@ pub async fn respond(state: &HttpState, streaming: Streaming, request: GqlReques
             .boxed(),
         None => results,
     };
-    let results = results.take_until(state.shutdown.clone().cancelled_owned());
+    // Each result with its serialised form when it was rendered from a
+    // template (see `crate::api::live`), taken as the result comes.
+    let results = results
+        .take_until(state.shutdown.clone().cancelled_owned())
+        .map(move |response| Event {
+            spliced: splice.take(),
+            response,
+        });
     let (content_type, body) = match streaming {
         Streaming::EventStream => (
             "text/event-stream; charset=utf-8",
@@ -158,18 +167,37 @@ pub async fn respond(state: &HttpState, streaming: Streaming, request: GqlReques
     response
 }
 
+/// A result of the operation, and its serialised form when it has one.
+struct Event {
+    response: GqlResponse,
+    spliced: Option<String>,
+}
+
+impl Event {
+    /// The result as JSON.
+    fn json(&self) -> String {
+        match &self.spliced {
+            Some(json) => json.clone(),
+            None => match serde_json::to_string(&self.response) {
+                Ok(json) => json,
+                Err(err) => {
+                    tracing::error!(cause = %err, "cannot encode a GraphQL response");
+                    String::new()
+                }
+            },
+        }
+    }
+}
+
 /// What comes next on a stream: a result, a beat of an idle one, or the end.
 enum Step {
-    Result(Box<GqlResponse>),
+    Result(Box<Event>),
     Beat,
     End,
 }
 
 /// Results interleaved with beats every `every` of silence, then `End`.
-fn with_beats(
-    results: BoxStream<'static, GqlResponse>,
-    every: Duration,
-) -> BoxStream<'static, Step> {
+fn with_beats(results: BoxStream<'static, Event>, every: Duration) -> BoxStream<'static, Step> {
     futures_util::stream::unfold(Some(results), move |results| async move {
         let mut results = results?;
         tokio::select! {
@@ -184,7 +212,7 @@ fn with_beats(
 }
 
 fn event_stream(
-    results: BoxStream<'static, GqlResponse>,
+    results: BoxStream<'static, Event>,
     slot: ConnectionSlot,
 ) -> BoxStream<'static, Bytes> {
     with_beats(results, SSE_KEEPALIVE)
@@ -192,12 +220,9 @@ fn event_stream(
             // The slot is held for as long as the body streams.
             let _held = &slot;
             Bytes::from(match step {
-                Step::Result(response) => match serde_json::to_string(&response) {
-                    Ok(json) => format!("event: next\ndata: {json}\n\n"),
-                    Err(err) => {
-                        tracing::error!(cause = %err, "cannot encode a GraphQL response");
-                        String::new()
-                    }
+                Step::Result(event) => match event.json() {
+                    json if json.is_empty() => json,
+                    json => format!("event: next\ndata: {json}\n\n"),
                 },
                 Step::Beat => ":\n\n".to_owned(),
                 Step::End => "event: complete\ndata:\n\n".to_owned(),
@@ -207,7 +232,7 @@ fn event_stream(
 }
 
 fn multipart(
-    results: BoxStream<'static, GqlResponse>,
+    results: BoxStream<'static, Event>,
     slot: ConnectionSlot,
 ) -> BoxStream<'static, Bytes> {
     const PART: &str = "\r\n--graphql\r\ncontent-type: application/json; charset=utf-8\r\n\r\n";
@@ -215,10 +240,13 @@ fn multipart(
         .map(move |step| {
             let _held = &slot;
             Bytes::from(match step {
-                Step::Result(response) => {
-                    let payload = serde_json::json!({ "payload": response });
-                    format!("{PART}{payload}")
-                }
+                Step::Result(event) => match &event.spliced {
+                    Some(json) => format!("{PART}{{\"payload\":{json}}}"),
+                    None => {
+                        let payload = serde_json::json!({ "payload": event.response });
+                        format!("{PART}{payload}")
+                    }
+                },
                 Step::Beat => format!("{PART}{{}}"),
                 Step::End => "\r\n--graphql--\r\n".to_owned(),
             })

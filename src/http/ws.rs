@@ -35,6 +35,7 @@ use tokio_stream::StreamMap;
 
 use super::gate::Ticket;
 use super::{ConnectionSlot, HttpState};
+use crate::api::live::Splice;
 use crate::api::rate_limit::Caller;
 use crate::api::{Identity, Session};
 
@@ -47,8 +48,9 @@ const MAX_ID: usize = 128;
 /// A close: its code and reason.
 type Close = (u16, String);
 
-/// One operation's results; `None` marks its end.
-type Results = BoxStream<'static, Option<GqlResponse>>;
+/// One operation's results, each with its serialised form when it was
+/// rendered from a template (see [`crate::api::live`]); `None` marks its end.
+type Results = BoxStream<'static, Option<(GqlResponse, Option<String>)>>;
 
 /// One connection, until it closes or the server shuts down.
 pub async fn serve(socket: WebSocket, state: HttpState, peer: Option<String>, pending: Ticket) {
@@ -139,25 +141,31 @@ impl Connection {
                 }
                 Some((id, result)) = self.operations.next(), if !self.operations.is_empty() => {
                     let message = match result {
+                        // Serialised once for every subscriber of the event,
+                        // with this one's own values written in.
+                        Some((_, Some(payload))) => {
+                            self.answer(&id);
+                            next_message(&id, &payload)
+                        }
                         // A request that failed before it ran (it did not
                         // parse or validate, or was refused) is an `error`,
                         // which ends the operation.
-                        Some(response) if !self.answered.contains(&id)
+                        Some((response, None)) if !self.answered.contains(&id)
                             && super::respond::failed_before_running(&response) => {
                             self.operations.remove(&id);
-                            error_message(&id, response)
+                            error_message(&id, response).to_string()
                         }
-                        Some(response) => {
-                            self.answered.insert(id.clone());
-                            json!({ "id": id, "type": "next", "payload": response })
+                        Some((response, None)) => {
+                            self.answer(&id);
+                            json!({ "id": id, "type": "next", "payload": response }).to_string()
                         }
                         None => {
                             self.operations.remove(&id);
                             self.answered.remove(&id);
-                            json!({ "id": id, "type": "complete" })
+                            json!({ "id": id, "type": "complete" }).to_string()
                         }
                     };
-                    if send(sink, &message).await.is_err() {
+                    if send_text(sink, message).await.is_err() {
                         return None;
                     }
                 }
@@ -261,6 +269,14 @@ impl Connection {
         }
     }
 
+    /// Notes that operation `id` sent a result (its id copied once, not
+    /// for every event).
+    fn answer(&mut self, id: &str) {
+        if !self.answered.contains(id) {
+            self.answered.insert(id.to_owned());
+        }
+    }
+
     /// The session for a `connection_init` payload, or a 4403 close.
     fn authenticate(&self, payload: &Value) -> Result<Session, Close> {
         let state = &self.state;
@@ -286,11 +302,13 @@ impl Connection {
             Some(caller) => request.data(caller.clone()),
             None => request,
         };
+        let splice = Splice::default();
+        let request = request.data(splice.clone());
         let results = self
             .state
             .schema
             .execute_stream_with_session_data(request, session)
-            .map(Some)
+            .map(move |response| Some((response, splice.take())))
             .chain(futures_util::stream::once(async { None }));
         self.operations.insert(id, results.boxed());
         None
@@ -314,8 +332,19 @@ fn operation_id(message: &Value) -> Result<String, Close> {
     }
 }
 
+/// A `next` message around a payload serialised already, as `json!` would
+/// write it.
+fn next_message(id: &str, payload: &str) -> String {
+    let id = Value::from(id).to_string();
+    format!(r#"{{"id":{id},"type":"next","payload":{payload}}}"#)
+}
+
 async fn send(sink: &mut Sink, message: &Value) -> Result<(), axum::Error> {
-    sink.send(Message::Text(message.to_string().into())).await
+    send_text(sink, message.to_string()).await
+}
+
+async fn send_text(sink: &mut Sink, message: String) -> Result<(), axum::Error> {
+    sink.send(Message::Text(message.into())).await
 }
 
 /// Defaults of `--ws-init-timeout` and `--ws-ping-interval`.

@@ -5,8 +5,9 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use futures_util::StreamExt;
-use riverfeed::api::cursor::CursorKey;
-use riverfeed::api::{schema, AppState, Identity, Role, Session, Viewer};
+use riverfeed::api::cursor::{CursorKey, ListId};
+use riverfeed::api::live::Splice;
+use riverfeed::api::{schema, AppState, Identity, RiverfeedSchema, Role, Session, Viewer};
 use riverfeed::clock::SystemClock;
 use riverfeed::events::{FeedEventKind, Hub};
 use riverfeed::model::{FeedItem, ObjectId, Reason, ReasonKind};
@@ -320,6 +321,23 @@ fn in_process_stream(
     futures_util::stream::BoxStream<'static, async_graphql::Response>,
     tempfile::TempDir,
 ) {
+    let (hub, state, schema, dir) = in_process(capacity);
+    let request = async_graphql::Request::new(feed_events(None))
+        .data(Session::new(Identity::Viewer(viewer("alice")), &state));
+    (hub, schema.execute_stream(request), dir)
+}
+
+fn viewer(user: &str) -> Viewer {
+    Viewer {
+        tenant: "acme".into(),
+        user: user.into(),
+        roles: [Role::User].into(),
+        expires_at: None,
+    }
+}
+
+/// A server's API in-process, on a hub of `capacity`.
+fn in_process(capacity: usize) -> (Arc<Hub>, AppState, RiverfeedSchema, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("temp dir");
     let store = Arc::new(EmbeddedStore::open(dir.path()).expect("store"));
     let hub = Hub::new(capacity);
@@ -337,15 +355,111 @@ fn in_process_stream(
         metrics: Arc::default(),
     };
     let schema = schema(state.clone(), false, None);
-    let viewer = Viewer {
-        tenant: "acme".into(),
-        user: "alice".into(),
-        roles: [Role::User].into(),
-        expires_at: None,
-    };
-    let request = async_graphql::Request::new(feed_events(None))
-        .data(Session::new(Identity::Viewer(viewer), &state));
-    (hub, schema.execute_stream(request), dir)
+    (hub, state, schema, dir)
+}
+
+/// A subscriber's events are the same JSON whether its selection is
+/// executed for it or filled into a template another subscriber's
+/// execution made: for selections with aliases, fragments, every value of
+/// the reader's own and none, and one the templates do not take (`action`,
+/// which is the viewer's), for two readers of one fan-out. Cursors are
+/// sealed with a fresh nonce each time, so they are compared by what they
+/// open to.
+#[tokio::test]
+async fn a_templated_event_is_the_json_of_its_own_execution() {
+    let (hub, state, schema, _dir) = in_process(16);
+    let selections = [
+        "subscription { feedEvents { kind resumeCursor item { __typename id ownerId cursor actionId relevancy reason { kind actorId rule by at } } } }",
+        "subscription { e: feedEvents { k: kind ...F item { o: ownerId a: actionId } } } fragment F on FeedEvent { item { why: reason { actorId } ... on FeedItem { c: cursor } } r: resumeCursor }",
+        "subscription { feedEvents { kind } }",
+        "subscription { feedEvents { kind item { actionId action { actionId } } } }",
+    ];
+    let readers = ["alice", "carol"];
+    // Per selection and reader: one stream that may use templates (it has
+    // a splice, as the transports give), one executed as before.
+    let mut streams = Vec::new();
+    for (s, selection) in selections.iter().enumerate() {
+        for reader in readers {
+            for templated in [true, false] {
+                let session = Session::new(Identity::Viewer(viewer(reader)), &state);
+                let mut request = async_graphql::Request::new(*selection).data(session);
+                let splice = templated.then(Splice::default);
+                if let Some(splice) = &splice {
+                    request = request.data(splice.clone());
+                }
+                let mut stream = schema.execute_stream(request);
+                assert!(futures_util::poll!(stream.next()).is_pending());
+                streams.push((s, reader, splice, stream));
+            }
+        }
+    }
+    assert_eq!(hub.live_subscriptions(), streams.len());
+    let action = ObjectId::new();
+    // Changed later than the streams' start, which resume cursors start
+    // from before the first change: every stream's cursor moves to it.
+    let changed = 4_000_000_000_000;
+    let items = readers.map(|reader| FeedItem {
+        owner: reader.into(),
+        ..item_for_alice(action, changed)
+    });
+    hub.publish_feed_items(FeedEventKind::Added, "acme", None, items);
+    let cursors = &state.cursors;
+    let mut filled = vec![0; selections.len()];
+    let mut results: Vec<(usize, &str, Value)> = Vec::new();
+    for (s, reader, splice, stream) in &mut streams {
+        let response = stream.next().await.expect("an event");
+        let json = match splice.as_ref().and_then(Splice::take) {
+            Some(json) => {
+                filled[*s] += 1;
+                json
+            }
+            None => serde_json::to_string(&response).expect("json"),
+        };
+        let mut value: Value = serde_json::from_str(&json).expect("the event is JSON");
+        assert!(value.get("errors").is_none(), "{value}");
+        open_cursors(&mut value, cursors, reader);
+        results.push((*s, reader, value));
+    }
+    for pair in results.chunks(2) {
+        let [(s, reader, templated), (_, _, executed)] = pair else {
+            unreachable!("streams come in pairs")
+        };
+        assert_eq!(templated, executed, "selection {s}, {reader}");
+    }
+    // The first reader's execution made each template, which the second filled.
+    assert_eq!(
+        filled,
+        [1, 1, 1, 0],
+        "the action is the viewer's: no template"
+    );
+    let ids: HashSet<String> = results
+        .iter()
+        .filter(|(s, _, _)| *s == 0)
+        .map(|(_, _, v)| v["data"]["feedEvents"]["item"]["id"].to_string())
+        .collect();
+    assert_eq!(ids.len(), 2, "each reader's item has its own id: {ids:?}");
+}
+
+/// `value` with every cursor of `reader`'s feed replaced by what it opens to.
+fn open_cursors(value: &mut Value, cursors: &CursorKey, reader: &str) {
+    match value {
+        Value::String(text) => {
+            let home = ListId::home(cursors, "acme", reader);
+            let changes = ListId::feed_changes(cursors, "acme", reader);
+            if let Ok(position) = home.decode_position(text) {
+                *text = format!("position {position:?}");
+            } else if let Ok(stamp) = changes.decode_stamp(text) {
+                *text = format!("stamp {stamp:?}");
+            }
+        }
+        Value::Object(object) => object
+            .values_mut()
+            .for_each(|v| open_cursors(v, cursors, reader)),
+        Value::Array(values) => values
+            .iter_mut()
+            .for_each(|v| open_cursors(v, cursors, reader)),
+        _ => {}
+    }
 }
 
 fn item_for_alice(action_id: ObjectId, changed: i64) -> FeedItem {

@@ -386,3 +386,121 @@ async fn the_websocket_pings_answers_pings_and_reports_bad_operations() {
     }
     server.stop().await;
 }
+
+/// Subscribers of one fan-out, on the websocket and on server-sent events,
+/// with different selections (aliases, the reader's own values or none),
+/// each get their selection's JSON: the same as an execution of it for them
+/// alone (a directive keeps a subscription off the shared templates).
+/// Cursors are sealed afresh each time: they are compared as present.
+#[tokio::test]
+async fn subscribers_of_one_event_each_get_the_json_of_their_own_selection() {
+    let server = server().await;
+    let service = server.service("acme");
+    for (id, name) in [("alice", "Alice"), ("bob", "Bob"), ("carol", "Carol")] {
+        service.upsert_user(id, name).await;
+    }
+    for reader in ["alice", "carol"] {
+        server.client("acme", reader).follow("bob").await;
+    }
+    let selections = [
+        "kind resumeCursor item { id ownerId cursor actionId }",
+        "k: kind item { a: actionId why: reason { kind actorId } }",
+    ];
+    // Each selection as sent, and with a directive: executed per subscriber.
+    let query = |alias: &str, selection: &str, executed: bool| {
+        let directive = if executed { " @include(if: true)" } else { "" };
+        format!("subscription {{ {alias}feedEvents{directive} {{ {selection} }} }}")
+    };
+    let mut sockets = Vec::new();
+    for reader in ["alice", "carol"] {
+        let mut ws = WsClient::as_user(&server.ws_url(), "acme", reader).await;
+        for (s, selection) in selections.iter().enumerate() {
+            for executed in [false, true] {
+                let id = format!("{s}-{executed}");
+                let alias = if s == 1 { "e: " } else { "" };
+                ws.subscribe(&id, &query(alias, selection, executed)).await;
+            }
+        }
+        sockets.push((reader, ws));
+    }
+    let mut streams = Vec::new();
+    for executed in [false, true] {
+        let body = json!({ "query": query("", selections[0], executed) });
+        streams.push(Streamed::open(&server, "text/event-stream", body).await);
+    }
+    let subscriptions = 2 * 2 * selections.len() as u64 + 2;
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while server.metric("riverfeed_live_subscriptions").await < subscriptions {
+        assert!(tokio::time::Instant::now() < deadline, "subscriptions open");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let action = server
+        .client("acme", "bob")
+        .post_status("for everyone", json!({}))
+        .await;
+
+    // The payloads of a socket by operation id, cursors marked as present.
+    let mut got: Vec<(String, Value)> = Vec::new();
+    for (reader, ws) in &mut sockets {
+        for _ in 0..2 * selections.len() {
+            let message = ws.next().await.expect("an event");
+            assert_eq!(message["type"], "next", "{message}");
+            let id = message["id"].as_str().unwrap().to_owned();
+            got.push((
+                format!("ws {reader} {id}"),
+                blank_cursors(message["payload"].clone()),
+            ));
+        }
+    }
+    for (executed, stream) in streams.iter_mut().enumerate() {
+        let (name, data) = stream.event().await.expect("an event");
+        assert_eq!(name, "next");
+        got.push((
+            format!("sse alice 0-{}", executed == 1),
+            blank_cursors(data),
+        ));
+    }
+    got.sort_by(|a, b| a.0.cmp(&b.0));
+    for pair in got.chunks(2) {
+        let [(shared_name, shared), (executed_name, executed)] = pair else {
+            unreachable!("in pairs")
+        };
+        assert!(executed_name.ends_with("true") && shared_name.ends_with("false"));
+        assert!(shared.get("errors").is_none(), "{shared_name}: {shared}");
+        assert_eq!(shared, executed, "{shared_name}");
+    }
+    let event = |name: &str| got.iter().find(|(n, _)| n == name).unwrap().1.clone();
+    let alice = &event("ws alice 0-false")["data"]["feedEvents"];
+    let carol = &event("ws carol 0-false")["data"]["feedEvents"];
+    assert_eq!(alice["item"]["ownerId"], "alice");
+    assert_eq!(carol["item"]["ownerId"], "carol");
+    assert_ne!(alice["item"]["id"], carol["item"]["id"]);
+    assert_eq!(alice["item"]["actionId"], action.as_str());
+    assert_eq!(
+        event("ws carol 1-false")["data"]["e"],
+        json!({ "k": "ADDED", "item": { "a": action, "why": { "kind": "FOLLOWS", "actorId": "bob" } } })
+    );
+    server.stop().await;
+}
+
+/// `value` with every `cursor` and `resumeCursor` string replaced by a mark.
+fn blank_cursors(mut value: Value) -> Value {
+    fn walk(value: &mut Value) {
+        match value {
+            Value::Object(object) => {
+                for (key, value) in object.iter_mut() {
+                    if key == "cursor" || key == "resumeCursor" {
+                        assert!(value.as_str().is_some_and(|c| !c.is_empty()), "{value}");
+                        *value = json!("a cursor");
+                    } else {
+                        walk(value);
+                    }
+                }
+            }
+            Value::Array(values) => values.iter_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    walk(&mut value);
+    value
+}
