@@ -124,7 +124,7 @@ async fn a_tiny_bench_runs_every_workload_and_writes_its_report() {
         assert!(kind["sent"].as_u64() > Some(0), "{kind}");
     }
     assert!(soak["healthz"]["count"].as_u64() > Some(0), "{soak}");
-    assert_eq!(json["targets"].as_array().expect("targets").len(), 10);
+    assert_eq!(json["targets"].as_array().expect("targets").len(), 11);
     let report = std::fs::read_to_string(out.path().join("report.md")).expect("report.md");
     assert!(report.contains("embedded store"), "{report}");
 }
