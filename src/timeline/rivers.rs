@@ -1,6 +1,7 @@
 //! Rivers: a reader's timeline materialised only while they read. Built
-//! from the reader's sources on their first read (the newest `river_size`
-//! actions they give), kept up by fan-out while it exists, trimmed back to
+//! from the reader's sources on their first read (the newest
+//! [`RIVER_START`] actions they give, two pages), kept up by fan-out while
+//! it exists (so it grows as they keep reading), trimmed back to
 //! `river_size` as they read, and dropped by the sweeper once they have not
 //! read for `river_idle`. Below a river, reads continue from the sources.
 
@@ -89,6 +90,12 @@ async fn river_of(store: &dyn Store, tenant: &str, reader: &str) -> StoreResult<
     Ok(store.rivers(tenant, &readers).await?.pop().flatten())
 }
 
+/// Actions a river starts with, at most (and at most `river_size`): two
+/// pages. A reader's first read pays for the build, so it merges no more
+/// than a page or two would; below, reads go on merging the sources, and
+/// above, the fan-out fills the river.
+pub const RIVER_START: usize = 50;
+
 /// Rivers dropped per sweep step.
 const SWEEP_STEP: usize = 1_000;
 
@@ -150,15 +157,16 @@ async fn build(
     // one made after it finds the river being built and writes what it
     // brings into it ([`Rivers::written_from`]).
     let all = sources::load(store, tenant, reader).await?;
+    let start = model.river_size.min(RIVER_START);
     let range = FeedRange {
         older_than: None,
         newer_than: None,
-        limit: model.river_size + 1,
+        limit: start + 1,
         from_oldest: false,
     };
     let mut scanned = sources::pull(store, tenant, reader, &all, range).await?;
-    let complete_from = if scanned.len() > model.river_size {
-        scanned.truncate(model.river_size);
+    let complete_from = if scanned.len() > start {
+        scanned.truncate(start);
         scanned.last().map_or(Position::MIN, |i| i.position())
     } else {
         Position::MIN
