@@ -98,7 +98,7 @@ impl Gql {
             .send()
             .await
             .context("reference request failed")?;
-        Ok(response.json().await.context("the reference is not JSON")?)
+        response.json().await.context("the reference is not JSON")
     }
 
     /// As [`Gql::send`], but a response with `errors` is an error; returns `data`.

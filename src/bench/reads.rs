@@ -102,7 +102,7 @@ const REFERENCE_SAMPLE: usize = 64;
 /// Keeps the median-size page of a sample of readers as the body the
 /// reference route answers. Returns its size.
 async fn keep_reference(bench: &Bench, graph: &Graph, seed: u64) -> anyhow::Result<usize> {
-    let mut rng = Rng::new(seed ^ 0x5eed_0f_7e7e);
+    let mut rng = Rng::new(seed ^ 0x005e_ed0f_7e7e);
     let mut bodies = Vec::with_capacity(REFERENCE_SAMPLE);
     for _ in 0..REFERENCE_SAMPLE {
         let user = graph::user_id(rng.below(graph.users));
