@@ -349,19 +349,39 @@ impl Worker {
             .collect()
             .await;
         let written = self.notify_jobs("notice", owing, failure).await;
-        let finished: Vec<(Lease, StoreResult<()>)> = stream::iter(written)
-            .map(|(lease, ())| async move {
-                let done = self.store.finish(&lease).await;
-                (lease, done)
+        self.end_jobs("notice", written, failure, |lease, ()| async move {
+            self.store.finish(&lease).await
+        })
+        .await;
+        Ok(claimed)
+    }
+
+    /// Runs the last step of claimed jobs of `kind`, `JOBS_AT_ONCE` at a
+    /// time (so their synced writes share syncs), and counts and notes how
+    /// each ended.
+    async fn end_jobs<T, F, Fut>(
+        &self,
+        kind: &'static str,
+        jobs: Vec<(Lease, T)>,
+        failure: &mut Option<crate::store::StoreError>,
+        last: F,
+    ) where
+        F: Fn(Lease, T) -> Fut,
+        Fut: std::future::Future<Output = StoreResult<()>>,
+    {
+        let ended: Vec<(String, StoreResult<()>)> = stream::iter(jobs)
+            .map(|(lease, t)| {
+                let key = lease.job.key.clone();
+                let done = last(lease, t);
+                async move { (key, done.await) }
             })
             .buffer_unordered(JOBS_AT_ONCE)
             .collect()
             .await;
-        for (lease, done) in finished {
-            self.metrics.job("notice", done.is_ok());
-            note_outcome(done, "notice", &lease.job.key, failure);
+        for (key, done) in ended {
+            self.metrics.job(kind, done.is_ok());
+            note_outcome(done, kind, &key, failure);
         }
-        Ok(claimed)
     }
 
     /// Writes the notices of claimed jobs, read at once ([`Owing`]): one
@@ -700,18 +720,10 @@ impl Worker {
         if shutdown.is_cancelled() {
             return Ok(claimed);
         }
-        let raised: Vec<(Lease, StoreResult<()>)> = stream::iter(noticed)
-            .map(|(lease, bumped)| async move {
-                let done = self.raise(&lease, bumped).await;
-                (lease, done)
-            })
-            .buffer_unordered(JOBS_AT_ONCE)
-            .collect()
-            .await;
-        for (lease, done) in raised {
-            self.metrics.job("bump", done.is_ok());
-            note_outcome(done, "bump", &lease.job.key, failure);
-        }
+        self.end_jobs("bump", noticed, failure, |lease, bumped| async move {
+            self.raise(&lease, bumped).await
+        })
+        .await;
         Ok(claimed)
     }
 
