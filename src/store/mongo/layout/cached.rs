@@ -5,7 +5,7 @@
 //! the layout does not hold), or, for a moment during a bump that moves it
 //! from the river to the layout, in both; reads keep the higher.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use async_trait::async_trait;
 use futures_util::stream::BoxStream;
@@ -66,10 +66,13 @@ impl Layout for Cached {
                     let pushed: Vec<ObjectId> = fresh.iter().map(|i| i.action_id).collect();
                     let readers: HashSet<&str> = fresh.iter().map(|i| i.owner.as_str()).collect();
                     let readers: Vec<&str> = readers.into_iter().collect();
-                    let since = self.base.holders(tenant, &readers, &pushed).await?;
-                    for (owner, id) in since {
+                    let mut since: HashMap<String, Vec<ObjectId>> = HashMap::new();
+                    for (owner, id) in self.base.holders(tenant, &readers, &pushed).await? {
+                        since.entry(owner).or_default().push(id);
+                    }
+                    for (owner, ids) in since {
                         self.rivers
-                            .mark_gone(bson::doc! { "_id": cache_id(tenant, &owner) }, &[id])
+                            .mark_gone(bson::doc! { "_id": cache_id(tenant, &owner) }, &ids)
                             .await?;
                     }
                 }
