@@ -88,6 +88,9 @@ pub enum Command {
     /// Holds live subscribers for `bench` in a process of their own.
     #[command(hide = true)]
     LiveSubscribers(crate::bench::live::SubscribersArgs),
+    /// Reads feed pages for `bench` from a process of its own.
+    #[command(hide = true)]
+    ReadLoad(crate::bench::reads::ReadLoadArgs),
 }
 
 #[derive(Clone, Debug, Args)]

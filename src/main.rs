@@ -43,6 +43,10 @@ async fn main() -> anyhow::Result<()> {
                 .map(drop)
         }
         Some(Command::LiveSubscribers(args)) => riverfeed::bench::live::subscribers(&args).await,
+        Some(Command::ReadLoad(args)) => {
+            quiet_logs();
+            riverfeed::bench::reads::read_load(&args).await
+        }
         Some(Command::Worker) => worker(cli.serve).await,
         Some(Command::Serve) | None => serve(cli.serve).await,
     }

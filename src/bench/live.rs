@@ -99,10 +99,7 @@ async fn one_size(
 
     let bar = bench.ui.bar(size as u64, &format!("live: connect {size}"));
     let started = std::time::Instant::now();
-    let program = match &args.subscribers_program {
-        Some(program) => program.clone(),
-        None => std::env::current_exe().context("cannot find this program to run subscribers")?,
-    };
+    let program = args.client_program()?;
     let mut child = spawn_subscribers(
         &program,
         &bench.client.ws_url(),

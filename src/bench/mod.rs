@@ -89,12 +89,13 @@ pub struct BenchArgs {
     /// Actions timed per live subscriber count.
     #[arg(long, default_value_t = 10)]
     pub live_repeats: usize,
-    /// The program that holds the live subscribers' connections, run as
-    /// `<program> live-subscribers …`: this `riverfeed` binary by default.
-    /// Keeping them in their own process leaves the server's memory, and its
-    /// open-files limit, to the server.
+    /// The program that runs the clients in a process of their own, as
+    /// `<program> live-subscribers …` (the live subscribers' connections)
+    /// and `<program> read-load …` (the reads' load generator): this
+    /// `riverfeed` binary by default. Apart, the server's CPU time, memory
+    /// and open-files limit are the server's own.
     #[arg(long, hide = true)]
-    pub subscribers_program: Option<PathBuf>,
+    pub client_program: Option<PathBuf>,
     /// Most deliveries the sustained workload queues before it stops posting.
     #[arg(long, default_value_t = 4_000_000)]
     pub sustained_deliveries: u64,
@@ -197,6 +198,19 @@ pub struct Bench {
     pub notice_rules: crate::notify::NoticeRules,
     /// What the server's `/bench/reference` answers.
     pub reference: Arc<crate::http::ReferencePage>,
+    /// Deliveries the worker writes in one batch (`--fanout-batch`).
+    pub fanout_batch: usize,
+}
+
+impl BenchArgs {
+    /// The program that runs clients in their own process
+    /// (`--client-program`, else this one).
+    pub fn client_program(&self) -> anyhow::Result<PathBuf> {
+        match &self.client_program {
+            Some(program) => Ok(program.clone()),
+            None => std::env::current_exe().context("cannot find this program to run clients"),
+        }
+    }
 }
 
 impl Bench {
@@ -492,6 +506,7 @@ async fn start(
         ui,
         notice_rules,
         reference,
+        fanout_batch: serve.fanout_batch as usize,
     };
 
     Ok((bench, backing, url))

@@ -1,16 +1,25 @@
 //! Feed reads over HTTP: `feed(first: 25)` with actions, actors and
 //! descriptors, by random load users, at each concurrency for `--duration`.
 //! A response with GraphQL `errors` is a failure, not a page.
+//!
+//! The load comes from a process of its own (`riverfeed read-load`), so the
+//! server's figures and CPU time are the server's; both share the machine's
+//! cores, and the report says how many each kept busy.
 
+use std::net::SocketAddr;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use anyhow::Context as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use tokio::process::Command;
 
 use super::client::Gql;
 use super::graph::{self, Graph};
-use super::stats::{Latencies, Rng, Summary};
-use super::{Bench, BenchArgs};
+use super::stats::{cpu_seconds, Latencies, Rng, Summary};
+use super::{Bench, BenchArgs, TENANT};
+use crate::duration::parse_duration;
 
 /// The descriptor fields a frontend shows, each kind's.
 macro_rules! descriptor_fields {
@@ -52,6 +61,13 @@ pub struct ReadsResult {
     /// The size of that body, in bytes.
     #[serde(default)]
     pub reference_bytes: usize,
+    /// Cores the server's process kept busy meanwhile (CPU seconds per
+    /// second), and the load generator's, which runs in a process of its
+    /// own on the same machine.
+    #[serde(default)]
+    pub server_cores: f64,
+    #[serde(default)]
+    pub load_cores: f64,
 }
 
 /// Reads one feed page as `user`; the round trip, or why it failed.
@@ -119,28 +135,159 @@ async fn keep_reference(bench: &Bench, graph: &Graph, seed: u64) -> anyhow::Resu
     Ok(len)
 }
 
-/// The reference route's rate at `concurrency`, read as a feed page is.
-async fn reference_rate(bench: &Bench, concurrency: usize, duration: Duration) -> f64 {
+/// Flags of the hidden `read-load` command: the reads workload's load
+/// generator, in a process of its own.
+#[derive(Clone, Debug, clap::Args)]
+pub struct ReadLoadArgs {
+    /// The server's address.
+    #[arg(long)]
+    pub addr: SocketAddr,
+    #[arg(long)]
+    pub tenant: String,
+    /// Readers are drawn from the load graph's first `users` users.
+    #[arg(long)]
+    pub users: usize,
+    /// Requests in flight at once.
+    #[arg(long)]
+    pub concurrency: usize,
+    /// How long to read: "10s", "500ms".
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Duration,
+    #[arg(long)]
+    pub seed: u64,
+    /// Read the reference route (a page's body from memory) instead of
+    /// feed pages.
+    #[arg(long)]
+    pub reference: bool,
+}
+
+/// What the load generator measured, printed as one line of JSON.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct LoadOutcome {
+    pub secs: f64,
+    pub pages: u64,
+    pub failures: u64,
+    /// Feed items in the pages read, all told.
+    pub items: u64,
+    pub latency: Summary,
+    /// Why the first failed page failed.
+    pub first_failure: Option<String>,
+    /// The load generator's own CPU time meanwhile, in seconds.
+    pub cpu_secs: f64,
+}
+
+/// The `read-load` process: reads for `--duration` at `--concurrency` and
+/// prints a [`LoadOutcome`].
+pub async fn read_load(args: &ReadLoadArgs) -> anyhow::Result<()> {
+    let client = Gql::new(args.addr, &args.tenant)?;
+    let cpu = cpu_seconds();
     let started = Instant::now();
-    let until = started + duration;
-    let tasks = (0..concurrency).map(|_| async move {
-        let mut served = 0u64;
-        while Instant::now() < until {
-            let page: anyhow::Result<PageResponse> = bench
-                .client
-                .reference_as("reference", FEED_QUERY, &json!({}))
-                .await;
-            if page.is_ok_and(|p| p.data.and_then(|d| d.feed).is_some()) {
-                served += 1;
+    let until = started + args.duration;
+    let tasks = (0..args.concurrency.max(1)).map(|task| {
+        let client = &client;
+        async move {
+            let mut rng = Rng::new(args.seed ^ ((args.concurrency as u64) << 20) ^ task as u64);
+            let (mut latencies, mut failures, mut items) = (Latencies::default(), 0u64, 0u64);
+            let mut first_failure = None;
+            while Instant::now() < until {
+                let read = if args.reference {
+                    read_reference(client).await
+                } else {
+                    read_page_items(client, &graph::user_id(rng.below(args.users))).await
+                };
+                match read {
+                    Ok((latency, n)) => {
+                        latencies.record(latency);
+                        items += n as u64;
+                    }
+                    Err(why) => {
+                        failures += 1;
+                        first_failure.get_or_insert(why);
+                    }
+                }
             }
+            (latencies, failures, items, first_failure)
         }
-        served
     });
-    let served: u64 = futures_util::future::join_all(tasks)
+    let outcomes = futures_util::future::join_all(tasks).await;
+    let secs = started.elapsed().as_secs_f64();
+    let mut latencies = Latencies::default();
+    let (mut failures, mut items, mut first_failure) = (0, 0, None);
+    for (l, f, i, why) in outcomes {
+        latencies.extend(l);
+        failures += f;
+        items += i;
+        first_failure = first_failure.or(why);
+    }
+    let outcome = LoadOutcome {
+        secs,
+        pages: latencies.len() as u64,
+        failures,
+        items,
+        latency: latencies.summary(),
+        first_failure,
+        cpu_secs: cpu_seconds() - cpu,
+    };
+    println!("{}", serde_json::to_string(&outcome)?);
+    Ok(())
+}
+
+/// One read of the reference route, checked as a feed page is.
+async fn read_reference(client: &Gql) -> Result<(Duration, usize), String> {
+    let sent = Instant::now();
+    let page: PageResponse = client
+        .reference_as("reference", FEED_QUERY, &json!({}))
         .await
-        .into_iter()
-        .sum();
-    served as f64 / started.elapsed().as_secs_f64()
+        .map_err(|e| format!("{e:#}"))?;
+    let latency = sent.elapsed();
+    let edges = page
+        .data
+        .and_then(|d| d.feed)
+        .ok_or_else(|| "no feed in the reference's body".to_owned())?
+        .edges;
+    Ok((latency, edges.len()))
+}
+
+/// Runs `read-load` against the bench's server and returns what it
+/// measured, with the CPU time this process (the server) used meanwhile.
+async fn in_own_process(
+    bench: &Bench,
+    graph: &Graph,
+    args: &BenchArgs,
+    concurrency: usize,
+    duration: Duration,
+    reference: bool,
+) -> anyhow::Result<(LoadOutcome, f64)> {
+    let program = args.client_program()?;
+    let mut command = Command::new(&program);
+    command
+        .arg("read-load")
+        .args(["--addr", &bench.server.addr.to_string(), "--tenant", TENANT])
+        .args(["--users", &graph.users.to_string()])
+        .args(["--concurrency", &concurrency.to_string()])
+        .args(["--duration", &format!("{}ms", duration.as_millis().max(1))])
+        .args(["--seed", &args.seed.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true);
+    if reference {
+        command.arg("--reference");
+    }
+    let cpu = cpu_seconds();
+    let output = command
+        .output()
+        .await
+        .with_context(|| format!("cannot run the load generator {}", program.display()))?;
+    let server_cpu = cpu_seconds() - cpu;
+    anyhow::ensure!(
+        output.status.success(),
+        "the load generator failed ({})",
+        output.status
+    );
+    let outcome = serde_json::from_slice(&output.stdout)
+        .context("the load generator's report is not what it should print")?;
+    Ok((outcome, server_cpu))
 }
 
 pub async fn run(
@@ -155,64 +302,33 @@ pub async fn run(
         let spinner = bench
             .ui
             .spinner(&format!("reads: concurrency {concurrency}"));
-        let started = Instant::now();
-        let until = started + args.duration;
-        let tasks = (0..concurrency).map(|task| {
-            let spinner = &spinner;
-            async move {
-                let mut rng = Rng::new(args.seed ^ ((concurrency as u64) << 20) ^ task as u64);
-                let (mut latencies, mut failures, mut items) = (Latencies::default(), 0u64, 0u64);
-                let mut first_failure = None;
-                while Instant::now() < until {
-                    let user = graph::user_id(rng.below(graph.users));
-                    match read_page_items(&bench.client, &user).await {
-                        Ok((latency, n)) => {
-                            latencies.record(latency);
-                            items += n as u64;
-                            spinner.inc(1);
-                        }
-                        Err(why) => {
-                            failures += 1;
-                            first_failure.get_or_insert(why);
-                        }
-                    }
-                }
-                (latencies, failures, items, first_failure)
-            }
-        });
-        let outcomes = futures_util::future::join_all(tasks).await;
-        let secs = started.elapsed().as_secs_f64();
-        let mut latencies = Latencies::default();
-        let (mut failures, mut items) = (0, 0);
-        for (l, f, i, why) in outcomes {
-            latencies.extend(l);
-            failures += f;
-            items += i;
-            if let Some(why) = why {
-                bench.ui.say(&format!("reads: a page failed: {why}"));
-            }
+        let (load, server_cpu) =
+            in_own_process(bench, graph, args, concurrency, args.duration, false).await?;
+        if let Some(why) = &load.first_failure {
+            bench.ui.say(&format!("reads: a page failed: {why}"));
         }
-        let pages = latencies.len() as u64;
-        let latency = latencies.summary();
-        let reference_per_sec = reference_rate(bench, concurrency, args.duration / 2).await;
+        let (reference, _) =
+            in_own_process(bench, graph, args, concurrency, args.duration / 2, true).await?;
+        let pages_per_sec = load.pages as f64 / load.secs;
         spinner.finish_with_message(format!(
-            "reads: concurrency {concurrency}: {:.0} pages/s",
-            pages as f64 / secs
+            "reads: concurrency {concurrency}: {pages_per_sec:.0} pages/s"
         ));
         results.push(ReadsResult {
             concurrency,
-            secs,
-            pages,
-            failures,
-            items_per_page: if pages == 0 {
+            secs: load.secs,
+            pages: load.pages,
+            failures: load.failures,
+            items_per_page: if load.pages == 0 {
                 0.0
             } else {
-                items as f64 / pages as f64
+                load.items as f64 / load.pages as f64
             },
-            pages_per_sec: pages as f64 / secs,
-            latency,
-            reference_per_sec,
+            pages_per_sec,
+            latency: load.latency,
+            reference_per_sec: reference.pages as f64 / reference.secs,
             reference_bytes,
+            server_cores: server_cpu / load.secs,
+            load_cores: load.cpu_secs / load.secs,
         });
     }
     Ok(results)

@@ -201,6 +201,23 @@ pub fn check_targets(r: &Results) -> Vec<TargetCheck> {
                 )
             }),
     ));
+    let notices = r.notifications.as_ref();
+    checks.push(check(
+        "notifications(first: 20), p50",
+        "<= 1 ms",
+        notices.map(|n| {
+            let p50 = n.page.latency.p50_ms;
+            (format!("{p50:.3} ms"), p50 <= 1.0)
+        }),
+    ));
+    checks.push(check(
+        "notificationCounts, p50",
+        "<= 0.2 ms",
+        notices.map(|n| {
+            let p50 = n.counts.latency.p50_ms;
+            (format!("{p50:.3} ms"), p50 <= 0.2)
+        }),
+    ));
     checks.extend(soak_targets(r.soak.as_ref()));
     checks
 }
@@ -332,6 +349,16 @@ fn figures(r: &Results) -> Vec<(String, String, String)> {
                 s.reader_latency.p99_ms
             ),
         );
+        if let Some(engine) = s.engine_per_sec {
+            row(
+                "sustained",
+                "the engine alone: a delivery's keys in the worker's batches".to_owned(),
+                format!(
+                    "{engine:.0} deliveries/s; the worker reached {:.0}% of it",
+                    100.0 * s.deliveries_per_sec / engine.max(f64::MIN_POSITIVE)
+                ),
+            );
+        }
     }
     for x in r.reads.iter().flatten() {
         row(
@@ -339,7 +366,7 @@ fn figures(r: &Results) -> Vec<(String, String, String)> {
             format!("feed(first: 25), concurrency {}", x.concurrency),
             format!(
                 "{:.0} pages/s, p50 {:.3} ms, p99 {:.3} ms, p99.9 {:.3} ms, {} failures, {:.1} items/page; \
-                 {:.0}% of the same-size response from memory ({:.0}/s, {} bytes)",
+                 {:.0}% of the same-size response from memory ({:.0}/s, {} bytes);                  cores busy: server {:.2}, load generator {:.2}",
                 x.pages_per_sec,
                 x.latency.p50_ms,
                 x.latency.p99_ms,
@@ -348,7 +375,9 @@ fn figures(r: &Results) -> Vec<(String, String, String)> {
                 x.items_per_page,
                 100.0 * x.pages_per_sec / x.reference_per_sec.max(f64::MIN_POSITIVE),
                 x.reference_per_sec,
-                x.reference_bytes
+                x.reference_bytes,
+                x.server_cores,
+                x.load_cores
             ),
         );
     }
@@ -560,11 +589,17 @@ pub fn markdown(r: &Results) -> String {
          - **sustained**: 8 posting tasks record actions from actors drawn by popularity \
          (Zipf) for the set duration or until the delivery budget is queued, while 4 tasks read \
          feeds; deliveries are the actors' followers plus themselves, over the time from the \
-         first post to the last action done.\n\
+         first post to the last action done. The engine alone is then timed writing as many \
+         deliveries' keys (at least 100,000, at most 1,000,000) in the worker's batches \
+         (`--fanout-batch`), unsynced, with nothing else running (embedded store).\n\
          - **reads**: `feed(first: 25)` with actions, actors and descriptors, by random users; \
          latency is the whole HTTP round trip, with the response read whole and parsed as JSON \
          (edges counted, errors kept, the rest skipped as a rendering client would); a response \
-         with `errors` is a failure.\n\
+         with `errors` is a failure. The load comes from a process of its own \
+         (`riverfeed read-load`), on the same cores; the cores each kept busy are its CPU time \
+         and the server process's over the run. The reference is that process reading \
+         `/bench/reference`, which answers the median of 64 sampled pages' bodies from \
+         memory through the same HTTP stack, for half the duration.\n\
          - **live**: one websocket per subscriber (graphql-transport-ws, `feedEvents`); time from \
          sending `recordAction` to the `ADDED` event read by the last subscriber, which the \
          subscribers' process stamps with the wall clock both processes share. Memory per \

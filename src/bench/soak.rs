@@ -72,10 +72,7 @@ pub async fn run(bench: &Bench, args: &BenchArgs) -> anyhow::Result<SoakResult> 
     )
     .await?;
     let base_topics = bench.client.live_topics().await?;
-    let program = match &args.subscribers_program {
-        Some(program) => program.clone(),
-        None => std::env::current_exe().context("cannot find this program to run subscribers")?,
-    };
+    let program = args.client_program()?;
     let mut child = spawn_subscribers(&program, &bench.client.ws_url(), "soak-", size)?;
     let mut lines = BufReader::new(child.stdout.take().context("subscriber output")?).lines();
     loop {

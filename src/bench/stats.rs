@@ -113,6 +113,19 @@ pub fn resident_bytes() -> u64 {
     pages * page.max(0) as u64
 }
 
+/// CPU time this process has used so far, user and system, in seconds.
+pub fn cpu_seconds() -> f64 {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage fills the struct it is given, which is zeroed first
+    // so that it is initialised even if the call fails.
+    let usage = unsafe {
+        libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr());
+        usage.assume_init()
+    };
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    secs(usage.ru_utime) + secs(usage.ru_stime)
+}
+
 /// Raises the open-files limit to at least `wanted` where the system lets us
 /// (the hard limit too, when privileged). Returns the soft limit now in force.
 pub fn raise_fd_limit(wanted: u64) -> u64 {

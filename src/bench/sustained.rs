@@ -4,7 +4,7 @@
 //! delivered the last one.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -13,6 +13,7 @@ use super::graph::{self, Graph};
 use super::reads::read_page;
 use super::stats::{Latencies, Rng, Summary};
 use super::{Bench, BenchArgs};
+use crate::store::embedded::EmbeddedStore;
 
 /// Posting tasks: application backends recording actions.
 const POSTERS: usize = 8;
@@ -34,6 +35,11 @@ pub struct SustainedResult {
     pub reader_pages: u64,
     pub reader_failures: u64,
     pub reader_latency: Summary,
+    /// The engine alone writing a delivery's keys in the worker's batches,
+    /// deliveries per second (embedded store only): the limit the worker's
+    /// rate is set beside.
+    #[serde(default)]
+    pub engine_per_sec: Option<f64>,
 }
 
 pub async fn run(
@@ -118,6 +124,10 @@ pub async fn run(
     let deliveries = queued.load(Ordering::Relaxed);
     let delivered_secs = (done - started).as_secs_f64();
     let mut read_latency = read_latency.into_inner().unwrap_or_else(|e| e.into_inner());
+    let engine_per_sec = match &bench.embedded {
+        Some(store) => Some(engine_rate(store.clone(), deliveries, bench.fanout_batch).await?),
+        None => None,
+    };
     Ok(SustainedResult {
         posters: POSTERS,
         readers: READERS,
@@ -129,5 +139,15 @@ pub async fn run(
         reader_pages: read_latency.len() as u64,
         reader_failures: failures.load(Ordering::Relaxed),
         reader_latency: read_latency.summary(),
+        engine_per_sec,
     })
+}
+
+/// The engine's own rate for as many deliveries as the run made (at least
+/// 100,000, at most 1,000,000), written in batches of `batch`.
+async fn engine_rate(store: Arc<EmbeddedStore>, deliveries: u64, batch: usize) -> anyhow::Result<f64> {
+    let deliveries = (deliveries as usize).clamp(100_000, 1_000_000);
+    let rate = tokio::task::spawn_blocking(move || store.engine_delivery_rate(deliveries, batch))
+        .await??;
+    Ok(rate)
 }

@@ -665,9 +665,16 @@ pub enum TimelineWrite<'a> {
     /// follow's backfill, a river built). Actions the reader already has
     /// an item of, or hid, and actions hidden or deleted meanwhile are
     /// skipped. Answers the items written, in the order asked.
+    ///
+    /// `derived` items are read again from the reader's sources if lost (a
+    /// river being built): the backend need not make them durable before
+    /// it answers. Writes land in the order they are made, so a crash that
+    /// loses them loses whatever was written after them too (the river's
+    /// record saying it is complete), never them alone.
     Backfill {
         owner: &'a str,
         items: &'a [Backfill],
+        derived: bool,
     },
     /// Raises `action_id` in each `raises` owner's feed to the given
     /// relevancy, with the given reason, where that is higher than where
@@ -762,7 +769,27 @@ pub trait Timelines: TimelineStore {
         owner: &str,
         items: &[Backfill],
     ) -> StoreResult<Vec<FeedItem>> {
-        let write = TimelineWrite::Backfill { owner, items };
+        let write = TimelineWrite::Backfill {
+            owner,
+            items,
+            derived: false,
+        };
+        self.write_timeline(tenant, write).await
+    }
+
+    /// Fills `reader`'s river being built: a backfill whose items the
+    /// reader's sources give again (see [`TimelineWrite::Backfill`]).
+    async fn fill_river(
+        &self,
+        tenant: &str,
+        reader: &str,
+        items: &[Backfill],
+    ) -> StoreResult<Vec<FeedItem>> {
+        let write = TimelineWrite::Backfill {
+            owner: reader,
+            items,
+            derived: true,
+        };
         self.write_timeline(tenant, write).await
     }
 

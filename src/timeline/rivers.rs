@@ -190,7 +190,7 @@ async fn build(
             changed: i.relevancy,
         })
         .collect();
-    let written = store.backfill(tenant, reader, &items).await?;
+    let written = store.fill_river(tenant, reader, &items).await?;
     let river = River {
         complete_from,
         touched: now,

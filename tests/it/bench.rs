@@ -50,9 +50,9 @@ async fn a_tiny_bench_runs_every_workload_and_writes_its_report() {
         "--soak-subscribers",
         "20",
         "--quiet",
-        // The subscribers' process is this package's binary: the test
+        // The clients' processes are this package's binary: the test
         // harness is not `riverfeed`.
-        "--subscribers-program",
+        "--client-program",
         env!("CARGO_BIN_EXE_riverfeed"),
         "--out",
         &out_path,
@@ -106,7 +106,14 @@ async fn a_tiny_bench_runs_every_workload_and_writes_its_report() {
         // The in-memory reference of a page's size, measured beside it.
         assert!(read["reference_per_sec"].as_f64() > Some(0.0), "{read}");
         assert!(read["reference_bytes"].as_u64() > Some(100), "{read}");
+        // The load came from a process of its own, which used the CPU
+        // time it reports, and so did the server.
+        assert!(read["load_cores"].as_f64() > Some(0.0), "{read}");
+        assert!(read["server_cores"].as_f64() > Some(0.0), "{read}");
     }
+    // The engine's own rate, measured beside the worker's.
+    let engine = json["sustained"]["engine_per_sec"].as_f64();
+    assert!(engine > Some(0.0), "{}", json["sustained"]);
     let live = &json["live"][0];
     assert_eq!(live["subscribers"], 20);
     assert_eq!(live["missed"], 0, "every subscriber got every event");
@@ -124,7 +131,7 @@ async fn a_tiny_bench_runs_every_workload_and_writes_its_report() {
         assert!(kind["sent"].as_u64() > Some(0), "{kind}");
     }
     assert!(soak["healthz"]["count"].as_u64() > Some(0), "{soak}");
-    assert_eq!(json["targets"].as_array().expect("targets").len(), 11);
+    assert_eq!(json["targets"].as_array().expect("targets").len(), 13);
     let report = std::fs::read_to_string(out.path().join("report.md")).expect("report.md");
     assert!(report.contains("embedded store"), "{report}");
 }

@@ -36,6 +36,7 @@ mod notices;
 mod queues;
 mod reactions;
 mod records;
+mod reference;
 mod relations;
 mod rivers;
 mod sources;

@@ -1,6 +1,13 @@
 //! Rivers: one record per reader who has one (in the `rivers` family), and
 //! their items, which are the timeline's items that came from a pulled
 //! source and were not bumped.
+//!
+//! A river is what the reader's sources give, kept ahead: everything
+//! written here is committed without waiting for a sync. Writes land in
+//! the log in order, so a crash of the machine before the next synced
+//! commit (any fan-out's) loses the newest of them together, and leaves a
+//! river as one of its earlier states: unbuilt, being built (read as if
+//! empty), or less trimmed.
 
 use async_trait::async_trait;
 use rocksdb::WriteBatch;
@@ -120,7 +127,7 @@ impl Inner {
                     );
                     removed += 1;
                 }
-                self.commit(batch)?;
+                self.commit_unsynced(batch)?;
             }
             if page.len() < STEP {
                 break;
@@ -136,7 +143,7 @@ impl Inner {
                 batch.put_cf(self.cf(RIVERS), &record, encode_river(&river));
             }
         }
-        self.commit(batch)?;
+        self.commit_unsynced(batch)?;
         Ok(removed)
     }
 }
@@ -180,11 +187,12 @@ impl RiverStore for EmbeddedStore {
     async fn write_river(&self, tenant: &str, reader: &str, write: RiverWrite) -> StoreResult<u64> {
         let (tenant, reader) = (tenant.to_owned(), reader.to_owned());
         match write {
+            // One key, not synced: written in place, as a read is.
             RiverWrite::Put(river) => {
+                let mut batch = WriteBatch::default();
                 let key = river_key(&tenant, &reader);
-                self.write_one(RIVERS, key, Some(encode_river(&river)))
-                    .await
-                    .map(|()| 0)
+                batch.put_cf(self.inner.cf(RIVERS), key, encode_river(&river));
+                self.inner.commit_unsynced(batch).map(|()| 0)
             }
             RiverWrite::Keep(keep) => {
                 self.blocking(move |db| db.cut_river(&tenant, &reader, keep, false))

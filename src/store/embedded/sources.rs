@@ -2,7 +2,6 @@
 //! one blocking step.
 
 use async_trait::async_trait;
-use rocksdb::WriteBatch;
 
 use super::families::OUTBOX;
 use super::keys::{self};
@@ -57,26 +56,6 @@ impl Inner {
     }
 }
 
-impl EmbeddedStore {
-    /// Puts (or, with `None`, deletes) one key, off the async threads: a
-    /// record that stands alone.
-    pub(super) async fn write_one(
-        &self,
-        family: &'static str,
-        key: Vec<u8>,
-        value: Option<Vec<u8>>,
-    ) -> StoreResult<()> {
-        self.blocking(move |db| {
-            let mut batch = WriteBatch::default();
-            match value {
-                Some(value) => batch.put_cf(db.cf(family), &key, &value),
-                None => batch.delete_cf(db.cf(family), &key),
-            }
-            db.commit(batch)
-        })
-        .await
-    }
-}
 
 #[async_trait]
 impl SourceStore for EmbeddedStore {

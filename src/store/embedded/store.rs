@@ -202,9 +202,13 @@ impl TimelineStore for EmbeddedStore {
     ) -> StoreResult<Vec<FeedItem>> {
         let tenant = tenant.to_owned();
         match write {
-            TimelineWrite::Backfill { owner, items } => {
+            TimelineWrite::Backfill {
+                owner,
+                items,
+                derived,
+            } => {
                 let (owner, items) = (owner.to_owned(), items.to_vec());
-                self.blocking(move |db| db.backfill(&tenant, &owner, &items))
+                self.blocking(move |db| db.backfill(&tenant, &owner, &items, derived))
                     .await
             }
             TimelineWrite::Raise {

@@ -364,6 +364,7 @@ impl Inner {
         tenant: &str,
         owner: &str,
         items: &[Backfill],
+        derived: bool,
     ) -> StoreResult<Vec<FeedItem>> {
         let locks: Vec<Vec<u8>> = items
             .iter()
@@ -404,8 +405,13 @@ impl Inner {
                 copy: None,
             });
         }
-        if !written.is_empty() {
-            self.commit(batch)?;
+        match (written.is_empty(), derived) {
+            (true, _) => {}
+            // Not synced: a later synced commit (any fan-out's) takes it to
+            // disk, and until then only a crash of the machine, not of the
+            // process, could lose it, with everything written after it.
+            (false, true) => self.commit_unsynced(batch)?,
+            (false, false) => self.commit(batch)?,
         }
         Ok(written)
     }

@@ -135,7 +135,9 @@ impl TimelineStore for MongoStore {
         write: TimelineWrite<'_>,
     ) -> StoreResult<Vec<FeedItem>> {
         match write {
-            TimelineWrite::Backfill { owner, items } => self.backfill(tenant, owner, items).await,
+            // MongoDB acknowledges every write as the deployment's write
+            // concern says: derived or not, one path.
+            TimelineWrite::Backfill { owner, items, .. } => self.backfill(tenant, owner, items).await,
             TimelineWrite::Raise {
                 action_id,
                 now,
