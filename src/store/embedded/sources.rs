@@ -56,7 +56,6 @@ impl Inner {
     }
 }
 
-
 #[async_trait]
 impl SourceStore for EmbeddedStore {
     async fn outboxes(

@@ -137,7 +137,9 @@ impl TimelineStore for MongoStore {
         match write {
             // MongoDB acknowledges every write as the deployment's write
             // concern says: derived or not, one path.
-            TimelineWrite::Backfill { owner, items, .. } => self.backfill(tenant, owner, items).await,
+            TimelineWrite::Backfill { owner, items, .. } => {
+                self.backfill(tenant, owner, items).await
+            }
             TimelineWrite::Raise {
                 action_id,
                 now,
