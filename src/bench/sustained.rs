@@ -145,7 +145,11 @@ pub async fn run(
 
 /// The engine's own rate for as many deliveries as the run made (at least
 /// 100,000, at most 1,000,000), written in batches of `batch`.
-async fn engine_rate(store: Arc<EmbeddedStore>, deliveries: u64, batch: usize) -> anyhow::Result<f64> {
+async fn engine_rate(
+    store: Arc<EmbeddedStore>,
+    deliveries: u64,
+    batch: usize,
+) -> anyhow::Result<f64> {
     let deliveries = (deliveries as usize).clamp(100_000, 1_000_000);
     let rate = tokio::task::spawn_blocking(move || store.engine_delivery_rate(deliveries, batch))
         .await??;
