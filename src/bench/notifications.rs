@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use super::client::Gql;
-use super::stats::{Latencies, Rng, Summary};
+use super::stats::{Latencies, Rng, Summary, Tally};
 use super::{Bench, BenchArgs, TENANT};
 
 use crate::model::{Comment, Millis, Notice, NoticeGroup, NoticeRange, NoticeReason, ObjectId};
@@ -774,41 +774,28 @@ async fn read_phase(
         let spinner = &spinner;
         async move {
             let mut rng = Rng::new(seed ^ ((task as u64) << 24));
-            let (mut latencies, mut failures, mut items) = (Latencies::default(), 0u64, 0u64);
-            let mut first_failure = None;
+            let mut tally = Tally::default();
             while Instant::now() < until {
                 let user = rng.pick(readers);
-                match read(&bench.client, user, query).await {
-                    Ok((latency, n)) => {
-                        latencies.record(latency);
-                        items += n as u64;
-                        spinner.inc(1);
-                    }
-                    Err(why) => {
-                        failures += 1;
-                        first_failure.get_or_insert(why);
-                    }
+                if tally.record(read(&bench.client, user, query).await) {
+                    spinner.inc(1);
                 }
             }
-            (latencies, failures, items, first_failure)
+            tally
         }
     });
     let outcomes = futures_util::future::join_all(tasks).await;
     let secs = started.elapsed().as_secs_f64();
-    let mut phase = Phase {
-        secs,
-        latencies: Latencies::default(),
-        failures: 0,
-        items: 0,
-    };
-    for (l, f, i, why) in outcomes {
-        phase.latencies.extend(l);
-        phase.failures += f;
-        phase.items += i;
-        if let Some(why) = why {
-            bench.ui.say(&format!("{message}: a request failed: {why}"));
-        }
+    let tally = outcomes.into_iter().fold(Tally::default(), Tally::merge);
+    if let Some(why) = &tally.first_failure {
+        bench.ui.say(&format!("{message}: a request failed: {why}"));
     }
+    let phase = Phase {
+        secs,
+        latencies: tally.latencies,
+        failures: tally.failures,
+        items: tally.items,
+    };
     spinner.finish_with_message(format!(
         "{message}: {:.0}/s",
         phase.latencies.len() as f64 / secs

@@ -17,7 +17,7 @@ use tokio::process::Command;
 
 use super::client::Gql;
 use super::graph::{self, Graph};
-use super::stats::{cpu_seconds, Latencies, Rng, Summary};
+use super::stats::{cpu_seconds, Rng, Summary, Tally};
 use super::{Bench, BenchArgs, TENANT};
 use crate::duration::parse_duration;
 
@@ -187,45 +187,27 @@ pub async fn read_load(args: &ReadLoadArgs) -> anyhow::Result<()> {
         let client = &client;
         async move {
             let mut rng = Rng::new(args.seed ^ ((args.concurrency as u64) << 20) ^ task as u64);
-            let (mut latencies, mut failures, mut items) = (Latencies::default(), 0u64, 0u64);
-            let mut first_failure = None;
+            let mut tally = Tally::default();
             while Instant::now() < until {
-                let read = if args.reference {
+                tally.record(if args.reference {
                     read_reference(client).await
                 } else {
                     read_page_items(client, &graph::user_id(rng.below(args.users))).await
-                };
-                match read {
-                    Ok((latency, n)) => {
-                        latencies.record(latency);
-                        items += n as u64;
-                    }
-                    Err(why) => {
-                        failures += 1;
-                        first_failure.get_or_insert(why);
-                    }
-                }
+                });
             }
-            (latencies, failures, items, first_failure)
+            tally
         }
     });
     let outcomes = futures_util::future::join_all(tasks).await;
     let secs = started.elapsed().as_secs_f64();
-    let mut latencies = Latencies::default();
-    let (mut failures, mut items, mut first_failure) = (0, 0, None);
-    for (l, f, i, why) in outcomes {
-        latencies.extend(l);
-        failures += f;
-        items += i;
-        first_failure = first_failure.or(why);
-    }
+    let mut tally = outcomes.into_iter().fold(Tally::default(), Tally::merge);
     let outcome = LoadOutcome {
         secs,
-        pages: latencies.len() as u64,
-        failures,
-        items,
-        latency: latencies.summary(),
-        first_failure,
+        pages: tally.latencies.len() as u64,
+        failures: tally.failures,
+        items: tally.items,
+        latency: tally.latencies.summary(),
+        first_failure: tally.first_failure,
         cpu_secs: cpu_seconds() - cpu,
     };
     println!("{}", serde_json::to_string(&outcome)?);

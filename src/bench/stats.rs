@@ -72,6 +72,45 @@ impl Latencies {
     }
 }
 
+/// What one client task of a timed read measured: each answer's round
+/// trip, the failures, the items in the answers, and why the first
+/// failure failed.
+#[derive(Debug, Default)]
+pub struct Tally {
+    pub latencies: Latencies,
+    pub failures: u64,
+    pub items: u64,
+    pub first_failure: Option<String>,
+}
+
+impl Tally {
+    /// Counts one read: its round trip and items, or why it failed.
+    /// Whether it succeeded.
+    pub fn record(&mut self, read: Result<(Duration, usize), String>) -> bool {
+        match read {
+            Ok((latency, items)) => {
+                self.latencies.record(latency);
+                self.items += items as u64;
+                true
+            }
+            Err(why) => {
+                self.failures += 1;
+                self.first_failure.get_or_insert(why);
+                false
+            }
+        }
+    }
+
+    /// Adds another task's tally, keeping the first failure either saw.
+    pub fn merge(mut self, other: Tally) -> Tally {
+        self.latencies.extend(other.latencies);
+        self.failures += other.failures;
+        self.items += other.items;
+        self.first_failure = self.first_failure.or(other.first_failure);
+        self
+    }
+}
+
 /// Ranks `0..n` drawn with probability proportional to `1 / (rank + 1)^s`.
 #[derive(Clone, Debug)]
 pub struct Zipf {
