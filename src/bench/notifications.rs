@@ -294,13 +294,43 @@ fn owed(rules: &NoticeRules, threads: &[(String, Thread)]) -> BTreeMap<String, (
     owed
 }
 
+/// A burst's owners (`{prefix}owner{n}`) with their posts, each post's
+/// likes and comments from fans of the burst's own (`{prefix}fan{n}`, drawn
+/// by `seed`), and the notices that owes each user.
+struct Burst {
+    owners: Vec<String>,
+    threads: Vec<(String, Thread)>,
+    owed: BTreeMap<String, (u64, u64, u64)>,
+}
+
+impl Burst {
+    async fn posted(
+        bench: &Bench,
+        args: &BenchArgs,
+        prefix: &str,
+        seed: u64,
+        label: &str,
+    ) -> anyhow::Result<Burst> {
+        let owners: Vec<String> = (0..args.notice_owners.max(1))
+            .map(|i| format!("{prefix}owner{i}"))
+            .collect();
+        let actions = post(bench, &owners, ACTIONS_PER_OWNER, label).await?;
+        let threads = threads(&owners, actions, args.seed ^ seed, &format!("{prefix}fan"));
+        let owed = owed(&bench.notice_rules, &threads);
+        Ok(Burst {
+            owners,
+            threads,
+            owed,
+        })
+    }
+}
+
 async fn burst(bench: &Bench, args: &BenchArgs) -> anyhow::Result<WriteResult> {
-    let owners: Vec<String> = (0..args.notice_owners.max(1))
-        .map(|i| format!("nowner{i}"))
-        .collect();
-    let actions = post(bench, &owners, ACTIONS_PER_OWNER, "notifications: posts").await?;
-    let threads = threads(&owners, actions, args.seed ^ 0x1ce, "nfan");
-    let owed = owed(&bench.notice_rules, &threads);
+    let Burst {
+        owners,
+        threads,
+        owed,
+    } = Burst::posted(bench, args, "n", 0x1ce, "notifications: posts").await?;
     let total = |pick: fn(&(u64, u64, u64)) -> u64| owed.values().map(pick).sum::<u64>();
     let (like_notices, comment_notices, reply_notices) =
         (total(|o| o.0), total(|o| o.1), total(|o| o.2));
@@ -371,13 +401,9 @@ async fn burst(bench: &Bench, args: &BenchArgs) -> anyhow::Result<WriteResult> {
 /// worker's own pace, which the burst above cannot show once the notices
 /// keep up with the mutations.
 async fn queued(bench: &Bench, args: &BenchArgs) -> anyhow::Result<QueuedResult> {
-    let owners: Vec<String> = (0..args.notice_owners.max(1))
-        .map(|i| format!("nqowner{i}"))
-        .collect();
-    let actions = post(bench, &owners, ACTIONS_PER_OWNER, "notifications: queued").await?;
     // Fans of their own, who have none of the first burst's replies.
-    let threads = threads(&owners, actions, args.seed ^ 0x9e0, "nqfan");
-    let owed = owed(&bench.notice_rules, &threads);
+    let Burst { threads, owed, .. } =
+        Burst::posted(bench, args, "nq", 0x9e0, "notifications: queued").await?;
     let notices = owed.values().map(|(l, c, r)| l + c + r).sum::<u64>();
     let now = chrono::Utc::now().timestamp_millis();
     let mut records = Vec::new();
