@@ -305,6 +305,16 @@ pub struct ServeArgs {
         hide_env_values = true
     )]
     pub metrics_token: Option<String>,
+    /// The action types served: an SDL file of `type … @descriptor`
+    /// definitions (see the README's "Your own action types"). The
+    /// built-in status and recruiting types when absent.
+    #[arg(long, env = "RIVERFEED_DESCRIPTORS", global = true)]
+    pub descriptors: Option<PathBuf>,
+    /// Serve a descriptor file even though stored actions no longer fit it
+    /// (a type removed, a field's type changed): they read as
+    /// `UnknownDescriptor`. Without it such a file is refused at start.
+    #[arg(long, env = "RIVERFEED_ALLOW_DESCRIPTOR_CHANGES", global = true)]
+    pub allow_descriptor_changes: bool,
     /// Seed the `demo` tenant with a recruiting organisation (once, when it
     /// is empty) for the web demo at /demo/. Dev mode only.
     #[arg(long, env = "RIVERFEED_DEMO", global = true)]
@@ -385,6 +395,14 @@ impl ServeArgs {
         Ok(rules)
     }
 
+    /// The descriptor types `--descriptors` names, or the built-in ones.
+    pub fn descriptors(&self) -> anyhow::Result<std::sync::Arc<crate::descriptor::Catalog>> {
+        match &self.descriptors {
+            None => Ok(crate::descriptor::Catalog::builtin()),
+            Some(path) => crate::api::load_descriptors(path).map(std::sync::Arc::new),
+        }
+    }
+
     /// The store URL: `--store`, or the embedded store in the data directory.
     pub fn store_url(&self) -> String {
         self.store
@@ -425,6 +443,8 @@ impl ServeArgs {
         options.item_ttl = self.item_ttl;
         options.group_feed_size = self.group_feed_size as usize;
         options.notice_rules = self.notice_rules()?;
+        options.descriptors = self.descriptors()?;
+        options.allow_descriptor_changes = self.allow_descriptor_changes;
         options.insecure_dev = self.insecure_dev;
         options.cors_origins = self
             .cors_origins

@@ -57,6 +57,24 @@ pub enum Seeded {
     },
 }
 
+/// Refuses `--demo` over a descriptor file without the types the demo's
+/// history records.
+pub fn check_descriptors(catalog: &crate::descriptor::Catalog) -> anyhow::Result<()> {
+    let history = History::generate(&roster(), history::SPAN * 2);
+    if let Some(a) = history
+        .actions
+        .iter()
+        .find(|a| !catalog.conforms(&a.descriptor))
+    {
+        anyhow::bail!(
+            "--demo records {} actions, which the descriptor file does not define as the \
+             built-in file does; run the demo without --descriptors",
+            a.descriptor.type_name()
+        );
+    }
+    Ok(())
+}
+
 /// Seeds the demo tenant unless it already has any of the roster's users,
 /// then delivers every pending action (with a worker of its own, so the
 /// feeds are full before the server answers its first request).

@@ -76,6 +76,9 @@ pub struct WorkerConfig {
     pub group_feed_size: usize,
     /// Who hears of what happened to them, and how it groups.
     pub notice_rules: NoticeRules,
+    /// The descriptor types, whose `@notify` rules say who an action
+    /// notifies.
+    pub descriptors: Arc<crate::descriptor::Catalog>,
 }
 
 impl Default for WorkerConfig {
@@ -95,6 +98,7 @@ impl Default for WorkerConfig {
             item_ttl: None,
             group_feed_size: crate::store::group_feeds::DEFAULT_SIZE,
             notice_rules: NoticeRules::default(),
+            descriptors: crate::descriptor::Catalog::builtin(),
         }
     }
 }
@@ -596,7 +600,13 @@ impl Worker {
             store.post_to_group(&action.tenant, group, at, size).await?;
         }
         // Its notices (a rating request, a hire), likewise written once.
-        let notices = notify::for_action(store, &self.config.notice_rules, action).await?;
+        let notices = notify::for_action(
+            store,
+            &self.config.notice_rules,
+            &self.config.descriptors,
+            action,
+        )
+        .await?;
         self.notify(&action.tenant, notices).await?;
         let planned = self
             .config

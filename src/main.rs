@@ -16,7 +16,7 @@ async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse_args();
     match cli.command {
         Some(Command::Schema) => {
-            print!("{}", riverfeed::api::sdl());
+            print!("{}", riverfeed::api::sdl(&cli.serve.descriptors()?));
             Ok(())
         }
         Some(Command::Token(args)) => {

@@ -88,6 +88,12 @@ pub struct ServeOptions {
     pub persisted: Arc<crate::http::persisted::Persisted>,
     /// `--metrics-listen` and `--metrics-token`.
     pub metrics_access: http::MetricsAccess,
+    /// `--descriptors`: the action types served; the in-process worker
+    /// notifies by their rules.
+    pub descriptors: Arc<crate::descriptor::Catalog>,
+    /// `--allow-descriptor-changes`: serve a descriptor file that stored
+    /// actions no longer fit (they read as `UnknownDescriptor`).
+    pub allow_descriptor_changes: bool,
 }
 
 impl ServeOptions {
@@ -117,6 +123,8 @@ impl ServeOptions {
             rate_limits: Vec::new(),
             persisted: Arc::default(),
             metrics_access: http::MetricsAccess::default(),
+            descriptors: crate::descriptor::Catalog::builtin(),
+            allow_descriptor_changes: false,
         }
     }
 }
@@ -155,6 +163,7 @@ impl ServeOptions {
         let mut settings = self.store_settings.clone();
         settings.mongo.keeps_rivers = self.model.kind == crate::timeline::FeedModelKind::Rivers;
         settings.mongo.river_size = self.model.river_size;
+        settings.mongo.ref_fields = crate::store::mongo::ref_fields(&self.descriptors);
         settings
     }
 }
@@ -204,6 +213,23 @@ pub async fn start_with_store(
     inner: Arc<dyn Store>,
 ) -> anyhow::Result<Server> {
     let (metrics, metered, store) = metered_store(&mut options, inner).await?;
+    let judged = crate::descriptor::compat::judge(
+        store.as_ref(),
+        &options.descriptors,
+        options.allow_descriptor_changes,
+    )
+    .await
+    .context("cannot serve this descriptor file over the stored actions")?;
+    match judged {
+        crate::descriptor::compat::Judged::Same => {}
+        crate::descriptor::compat::Judged::Changed(changes) => {
+            tracing::info!(?changes, "the descriptor file changed; stored actions still read")
+        }
+        crate::descriptor::compat::Judged::Broken { changes, actions } => warn!(
+            ?changes,
+            actions, "the descriptor file changed; stored actions it no longer fits read as UnknownDescriptor"
+        ),
+    }
     if options.auth.is_dev() {
         // Without tokens every caller says who it is in headers: that is for a
         // developer's own machine.
@@ -222,6 +248,9 @@ pub async fn start_with_store(
         );
     }
     anyhow::ensure!(!options.demo || options.auth.is_dev(), DEMO_NEEDS_DEV_MODE);
+    if options.demo {
+        demo::check_descriptors(&options.descriptors)?;
+    }
     if options.demo {
         // Before listening, so the first page load finds full feeds.
         let rules = options
@@ -256,6 +285,7 @@ pub async fn start_with_store(
         group_feed_size: options.group_feed_size,
         notice_rules: Arc::new(options.notice_rules.clone()),
         metrics: metrics.clone(),
+        descriptors: options.descriptors.clone(),
     };
     let relay = RelayContext {
         store: store.clone(),
@@ -452,6 +482,7 @@ fn worker_for(
     config.item_ttl = item_ttl_ms(options.item_ttl);
     config.group_feed_size = options.group_feed_size;
     config.notice_rules = options.notice_rules.clone();
+    config.descriptors = options.descriptors.clone();
     Worker::new(
         store.clone(),
         hub.clone(),

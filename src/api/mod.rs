@@ -79,6 +79,8 @@ pub struct AppState {
     pub notice_rules: Arc<crate::notify::NoticeRules>,
     /// What `/metrics` reports (requests are counted into it).
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// The descriptor types served (`--descriptors`).
+    pub descriptors: Arc<crate::descriptor::Catalog>,
 }
 
 impl AppState {
@@ -109,11 +111,15 @@ pub fn schema(
     rate_limiter: Option<Arc<rate_limit::RateLimiter>>,
 ) -> RiverfeedSchema {
     let metrics = state.metrics.clone();
-    let mut builder = Schema::build(
-        QueryRoot::default(),
-        MutationRoot::default(),
-        SubscriptionRoot::default(),
-    )
+    let descriptors = state.descriptors.clone();
+    let mut builder = crate::descriptor::with_catalog(&descriptors, || {
+        Schema::build(
+            QueryRoot::default(),
+            MutationRoot::default(),
+            SubscriptionRoot::default(),
+        )
+    })
+    .data(descriptors)
     .data(state)
     // Outermost, so that it sees every error with its code and the
     // validation result even when the shape check answers it from its
@@ -139,15 +145,53 @@ pub fn schema(
     }
 }
 
-/// The SDL of the schema, as `riverfeed schema` prints it.
-pub fn sdl() -> String {
-    Schema::build(
-        QueryRoot::default(),
-        MutationRoot::default(),
-        SubscriptionRoot::default(),
-    )
+/// The SDL of the schema served with `descriptors`, as `riverfeed schema`
+/// prints it.
+pub fn sdl(descriptors: &Arc<crate::descriptor::Catalog>) -> String {
+    crate::descriptor::with_catalog(descriptors, || {
+        Schema::build(
+            QueryRoot::default(),
+            MutationRoot::default(),
+            SubscriptionRoot::default(),
+        )
+    })
     .finish()
     .sdl()
+}
+
+/// Reads a descriptor file, refusing one with an error (with its line and
+/// column) or with a type whose name the rest of the schema holds.
+pub fn load_descriptors(path: &std::path::Path) -> anyhow::Result<crate::descriptor::Catalog> {
+    let source = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("cannot read the descriptor file {}: {e}", path.display()))?;
+    let at = |e: crate::descriptor::CatalogError| anyhow::anyhow!("{}:{e}", path.display());
+    let catalog = crate::descriptor::Catalog::parse(&source).map_err(at)?;
+    catalog.check_names(&schema_names()).map_err(at)?;
+    Ok(catalog)
+}
+
+/// The type names of the schema besides the descriptor types: what a
+/// descriptor file may not define.
+fn schema_names() -> std::collections::HashSet<String> {
+    use async_graphql::parser::types::TypeSystemDefinition;
+    let builtin = crate::descriptor::Catalog::builtin();
+    let document = async_graphql::parser::parse_schema(sdl(&builtin)).expect("the schema parses");
+    let mut names: std::collections::HashSet<String> = document
+        .definitions
+        .into_iter()
+        .filter_map(|d| match d {
+            TypeSystemDefinition::Type(t) => Some(t.node.name.node.to_string()),
+            _ => None,
+        })
+        .collect();
+    for ty in builtin.types() {
+        names.remove(&ty.name);
+        names.remove(&ty.input_name());
+    }
+    for e in builtin.enums() {
+        names.remove(&e.name);
+    }
+    names
 }
 
 /// What one request (or one websocket connection) carries: its identity and,

@@ -16,7 +16,7 @@ use super::publish::{
 use super::types::CommentNode;
 use super::types::{user_node, ActionNode, UserNode};
 use super::{acting_user, require_service, require_users, state, viewer, AppState, Viewer};
-use crate::descriptor::{Descriptor, DescriptorInput};
+use crate::descriptor::DescriptorInput;
 use crate::events::ActionEventKind;
 use crate::model::limits::{check_text, normalize_id, normalize_ids};
 use crate::model::{Action, Comment, Counts, FanOut, GroupKind, ObjectId, Scope, User};
@@ -59,7 +59,8 @@ pub struct RecordActionInput {
     /// or global ids).
     #[graphql(default)]
     pub readers: Vec<ID>,
-    /// Ids of the objects it refers to, for slices.
+    /// Ids of the objects it refers to, for slices; the ids its descriptor
+    /// holds in `@slice` fields join them.
     #[graphql(default)]
     pub ref_ids: Vec<String>,
     #[graphql(default)]
@@ -319,13 +320,13 @@ impl ActionMutation {
         let state = state(ctx)?;
         let actor = opt_user_id_arg("input.actorId", input.actor_id.as_ref())?;
         let actor = acting_user(viewer, actor.as_deref())?;
-        let mut descriptor = Descriptor::from(input.descriptor);
-        descriptor.validate().api()?;
+        let descriptor = state.descriptors.record(input.descriptor).api()?;
         // A user speaks for itself only: a rating it records is its own. The
         // application's backend (service) records for anyone.
         if !viewer.acts_for_others() {
-            if let Some((field, _)) = descriptor
-                .done_by()
+            if let Some((field, _)) = state
+                .descriptors
+                .done_by(&descriptor)
                 .into_iter()
                 .find(|(_, id)| *id != actor)
             {
@@ -339,7 +340,9 @@ impl ActionMutation {
             .iter()
             .map(|id| user_id_arg("input.readers", id))
             .collect::<async_graphql::Result<Vec<String>>>()?;
-        let ref_ids = dedup(normalize_ids("input.refIds", input.ref_ids).api()?);
+        let mut ref_ids = normalize_ids("input.refIds", input.ref_ids).api()?;
+        ref_ids.extend(state.descriptors.slice_ids(&descriptor));
+        let ref_ids = dedup(ref_ids);
         let tags = dedup(normalize_ids("input.tags", input.tags).api()?);
         let to = input.to.into_iter().map(|id| id.0).collect();
         let to = dedup(normalize_ids("input.to", to).api()?);
@@ -495,9 +498,11 @@ impl ActionMutation {
             return Err(bad_input("name must not be empty"));
         }
         check_text("name", &name).api()?;
-        state(ctx)?
+        let state = state(ctx)?;
+        let pairs = state.descriptors.named_refs();
+        state
             .store
-            .rename_ref(&viewer.tenant, &ref_id, &name)
+            .rename_ref(&viewer.tenant, &ref_id, &name, pairs)
             .await
             .api()
     }

@@ -5,10 +5,9 @@
 //! history, so tests can rely on it.
 
 use super::roster::{Applicant, Roster};
-use crate::descriptor::{
-    ApplicantHired, ApplicantRatingRequested, ApplicationRating, Descriptor, NewApplicant,
-    StatusPost,
-};
+use serde_json::json;
+
+use crate::descriptor::Descriptor;
 use crate::model::{Millis, Scope};
 use crate::rng::Rng;
 
@@ -260,12 +259,15 @@ fn recruiting(
         readers: Vec::new(),
         ref_ids: refs.clone(),
         tags: vec!["applied"],
-        descriptor: Descriptor::NewApplicant(NewApplicant {
-            applicant_id: applicant.id.into(),
-            applicant_name: applicant.name.into(),
-            position_id: position.id.into(),
-            position_name: position.name.into(),
-        }),
+        descriptor: Descriptor::new(
+            "NewApplicant",
+            json!({
+                "applicantId": applicant.id,
+                "applicantName": applicant.name,
+                "positionId": position.id,
+                "positionName": position.name,
+            }),
+        ),
     });
 
     let mut panel: Vec<&'static str> = position.interviewers.clone();
@@ -293,16 +295,19 @@ fn recruiting(
             readers: readers.into_iter().filter(|r| *r != requester).collect(),
             ref_ids: refs.clone(),
             tags: vec!["rating-request"],
-            descriptor: Descriptor::ApplicantRatingRequested(ApplicantRatingRequested {
-                applicant_id: applicant.id.into(),
-                applicant_name: applicant.name.into(),
-                position_id: position.id.into(),
-                position_name: position.name.into(),
-                rater_id: rater.into(),
-                rater_name: name(rater).into(),
-                requested_by_id: requester.into(),
-                requested_by_name: name(requester).into(),
-            }),
+            descriptor: Descriptor::new(
+                "ApplicantRatingRequested",
+                json!({
+                    "applicantId": applicant.id,
+                    "applicantName": applicant.name,
+                    "positionId": position.id,
+                    "positionName": position.name,
+                    "raterId": rater,
+                    "raterName": name(rater),
+                    "requestedById": requester,
+                    "requestedByName": name(requester),
+                }),
+            ),
         });
         if !rng.chance(85) {
             continue;
@@ -348,17 +353,20 @@ fn recruiting(
             readers,
             ref_ids: refs.clone(),
             tags: vec!["rating"],
-            descriptor: Descriptor::ApplicationRating(ApplicationRating {
-                rater_id: rater.into(),
-                rater_name: name(rater).into(),
-                position_id: position.id.into(),
-                position_name: position.name.into(),
-                applicant_id: applicant.id.into(),
-                applicant_name: applicant.name.into(),
-                rating_score: score,
-                rating_text: (*text).into(),
-                tags: vec![tag.into()],
-            }),
+            descriptor: Descriptor::new(
+                "ApplicationRating",
+                json!({
+                    "raterId": rater,
+                    "raterName": name(rater),
+                    "positionId": position.id,
+                    "positionName": position.name,
+                    "applicantId": applicant.id,
+                    "applicantName": applicant.name,
+                    "ratingScore": score,
+                    "ratingText": *text,
+                    "tags": [tag],
+                }),
+            ),
         });
         scores.push(score);
         last = last.max(rated);
@@ -374,14 +382,17 @@ fn recruiting(
             readers: Vec::new(),
             ref_ids: refs,
             tags: vec!["hired"],
-            descriptor: Descriptor::ApplicantHired(ApplicantHired {
-                applicant_id: applicant.id.into(),
-                applicant_name: applicant.name.into(),
-                position_id: position.id.into(),
-                position_name: position.name.into(),
-                hired_by_id: manager.into(),
-                hired_by_name: name(manager).into(),
-            }),
+            descriptor: Descriptor::new(
+                "ApplicantHired",
+                json!({
+                    "applicantId": applicant.id,
+                    "applicantName": applicant.name,
+                    "positionId": position.id,
+                    "positionName": position.name,
+                    "hiredById": manager,
+                    "hiredByName": name(manager),
+                }),
+            ),
         });
     }
 }
@@ -412,9 +423,7 @@ fn statuses(roster: &Roster, now: Millis, rng: &mut Rng, out: &mut Vec<PlannedAc
             readers: Vec::new(),
             ref_ids: Vec::new(),
             tags: Vec::new(),
-            descriptor: Descriptor::StatusPost(StatusPost {
-                text: (*rng.pick(pool)).into(),
-            }),
+            descriptor: Descriptor::new("StatusPost", json!({ "text": *rng.pick(pool) })),
         });
     }
 }
@@ -434,8 +443,8 @@ fn reactions(
     for _ in 0..28 {
         let index = *rng.pick(&public);
         let action = &actions[index];
-        let pool = match action.descriptor {
-            Descriptor::StatusPost(_) => COMMENTS_STATUS,
+        let pool = match action.descriptor.type_name() {
+            "StatusPost" => COMMENTS_STATUS,
             _ => COMMENTS_RECRUITING,
         };
         // Some actions get a short thread.

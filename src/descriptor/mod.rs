@@ -1,134 +1,167 @@
 //! Descriptors: the typed, denormalised payload of an action.
 //!
-//! Each descriptor is one struct that is at once the stored form, the GraphQL
-//! output object and the GraphQL input object. Adding a type is one struct in a
-//! family file and one line in the `descriptors!` list below, which generates the
-//! `Descriptor` union, the `@oneOf` `DescriptorInput` and the conversions.
+//! The types are not compiled in: a deployment reads them from an SDL file
+//! (`--descriptors`; `default.graphql` when none is given) into a
+//! [`Catalog`], which the schema registers as the `Descriptor` union and
+//! the `@oneOf` `DescriptorInput`, and whose rules check what is recorded.
+//! A stored descriptor is its type's name and its fields, as JSON values:
+//! `{"type": "ApplicationRating", "raterId": "u1", …}`.
 
-mod recruiting;
-mod social;
+pub mod catalog;
+pub mod compat;
+mod graphql;
+mod input;
 
-use async_graphql::{OneofObject, Union};
-use serde::{Deserialize, Serialize};
+use std::fmt;
 
-pub use recruiting::{ApplicantHired, ApplicantRatingRequested, ApplicationRating, NewApplicant};
-pub use social::StatusPost;
+use serde::de::{MapAccess, Visitor};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::{Map, Value as Json};
 
-use crate::model::limits::{check_text, normalize_id_in, InputError};
+pub use catalog::{Catalog, CatalogError};
+pub use graphql::with_catalog;
+pub use input::DescriptorInput;
 
-/// Validation every descriptor runs before its action is stored.
-pub trait Validate {
-    /// Checks the descriptor, and puts its ids in their one form.
-    fn validate(&mut self) -> Result<(), InputError>;
+/// What happened: a descriptor type's name and its fields.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Descriptor {
+    type_name: String,
+    fields: Map<String, Json>,
+}
 
-    /// Fields that say who did the thing (`raterId`, `hiredById`…), as
-    /// `(field, user id)`: a user recording for itself must be the one named.
-    fn done_by(&self) -> Vec<(&'static str, &str)> {
-        Vec::new()
+impl Descriptor {
+    /// A descriptor of `type_name` with `fields` (a JSON object; anything
+    /// else gives no fields). Recorded descriptors come from
+    /// [`Catalog::record`], which checks them.
+    pub fn new(type_name: impl Into<String>, fields: impl Into<Json>) -> Self {
+        let fields = match fields.into() {
+            Json::Object(map) => map,
+            _ => Map::new(),
+        };
+        Self {
+            type_name: type_name.into(),
+            fields,
+        }
     }
 
-    /// The pairs of an id and the name copied next to it (`applicantId` and
-    /// `applicantName`…), by their stored field names.
-    fn named_refs(&mut self) -> Vec<NamedRef<'_>> {
-        Vec::new()
+    /// The stored type tag, e.g. `"ApplicationRating"`.
+    pub fn type_name(&self) -> &str {
+        &self.type_name
+    }
+
+    pub fn fields(&self) -> &Map<String, Json> {
+        &self.fields
+    }
+
+    pub fn field(&self, name: &str) -> Option<&Json> {
+        self.fields.get(name)
+    }
+
+    /// A field holding a string.
+    pub fn str_field(&self, name: &str) -> Option<&str> {
+        self.fields.get(name).and_then(Json::as_str)
+    }
+
+    /// Sets the copied name of `ref_id` to `name` wherever this descriptor
+    /// refers to it, by the `(id field, name field)` pairs the catalog
+    /// gives. Returns how many names changed.
+    pub fn rename(&mut self, ref_id: &str, name: &str, pairs: &[(String, String)]) -> usize {
+        let mut changed = 0;
+        for (id_field, name_field) in pairs {
+            if self.str_field(id_field) != Some(ref_id) {
+                continue;
+            }
+            match self.fields.get_mut(name_field) {
+                Some(Json::String(current)) if current != name => {
+                    name.clone_into(current);
+                    changed += 1;
+                }
+                _ => {}
+            }
+        }
+        changed
     }
 }
 
-/// An id in a descriptor and the display name copied beside it.
-pub struct NamedRef<'a> {
-    pub id_field: &'static str,
-    pub name_field: &'static str,
-    pub id: &'a str,
-    pub name: &'a mut String,
+impl Serialize for Descriptor {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.fields.len() + 1))?;
+        map.serialize_entry("type", &self.type_name)?;
+        for (k, v) in &self.fields {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
 }
 
-/// Every `(id field, name field)` pair any descriptor type has, for backends
-/// that rename in place (MongoDB's `updateMany` per pair).
-pub const NAMED_REF_FIELDS: &[(&str, &str)] = &[
-    ("applicantId", "applicantName"),
-    ("positionId", "positionName"),
-    ("raterId", "raterName"),
-    ("hiredById", "hiredByName"),
-    ("requestedById", "requestedByName"),
-];
+impl<'de> Deserialize<'de> for Descriptor {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Fields;
+        impl<'de> Visitor<'de> for Fields {
+            type Value = Descriptor;
 
-macro_rules! descriptors {
-    ($($variant:ident),+ $(,)?) => {
-        /// What happened, as a tagged union (`type` names the variant when stored).
-        #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, Union)]
-        #[serde(tag = "type")]
-        pub enum Descriptor {
-            $($variant($variant),)+
-        }
-
-        /// Exactly one descriptor to record.
-        #[derive(Clone, Debug, OneofObject)]
-        pub enum DescriptorInput {
-            $($variant($variant),)+
-        }
-
-        impl From<DescriptorInput> for Descriptor {
-            fn from(input: DescriptorInput) -> Self {
-                match input {
-                    $(DescriptorInput::$variant(d) => Descriptor::$variant(d),)+
-                }
-            }
-        }
-
-        impl Descriptor {
-            /// The stored type tag, e.g. `"ApplicationRating"`.
-            pub fn type_name(&self) -> &'static str {
-                match self {
-                    $(Descriptor::$variant(_) => stringify!($variant),)+
-                }
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a descriptor: a map with its `type`")
             }
 
-            pub fn validate(&mut self) -> Result<(), InputError> {
-                match self {
-                    $(Descriptor::$variant(d) => d.validate(),)+
-                }
-            }
-
-            /// Sets the copied name of `ref_id` to `name` wherever this
-            /// descriptor refers to it. Returns how many names changed.
-            pub fn rename(&mut self, ref_id: &str, name: &str) -> usize {
-                let refs = match self {
-                    $(Descriptor::$variant(d) => d.named_refs(),)+
-                };
-                let mut changed = 0;
-                for r in refs {
-                    if r.id == ref_id && r.name != name {
-                        *r.name = name.to_owned();
-                        changed += 1;
+            fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Descriptor, A::Error> {
+                let mut type_name = None;
+                let mut fields = Map::new();
+                while let Some(key) = access.next_key::<String>()? {
+                    if key == "type" {
+                        type_name = Some(access.next_value::<String>()?);
+                    } else {
+                        let value = access.next_value::<Json>()?;
+                        fields.insert(key, value);
                     }
                 }
-                changed
-            }
-
-            /// Fields naming who did the thing, as `(field, user id)`.
-            pub fn done_by(&self) -> Vec<(&'static str, &str)> {
-                match self {
-                    $(Descriptor::$variant(d) => d.done_by(),)+
-                }
+                let type_name = type_name.ok_or_else(|| serde::de::Error::missing_field("type"))?;
+                Ok(Descriptor { type_name, fields })
             }
         }
-    };
+        deserializer.deserialize_map(Fields)
+    }
 }
 
-descriptors!(
-    StatusPost,
-    ApplicationRating,
-    NewApplicant,
-    ApplicantHired,
-    ApplicantRatingRequested,
-);
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
 
-/// Checks an id field of a descriptor, putting it in its one form.
-pub(crate) fn id(field: &str, value: &mut String) -> Result<(), InputError> {
-    normalize_id_in(field, value)
-}
+    use super::*;
 
-/// Checks a text field of a descriptor.
-pub(crate) fn text(field: &str, value: &str) -> Result<(), InputError> {
-    check_text(field, value)
+    #[test]
+    fn rename_touches_only_the_matching_name() {
+        let pairs = Catalog::builtin().named_refs().to_vec();
+        let mut d = Descriptor::new(
+            "ApplicationRating",
+            json!({"raterId": "u1", "raterName": "Una", "positionId": "p1",
+                   "positionName": "Engineer", "applicantId": "a1",
+                   "applicantName": "Mary Fanning", "ratingScore": 4.0}),
+        );
+        assert_eq!(d.rename("a1", "Mary Fanning-Smith", &pairs), 1);
+        assert_eq!(
+            d.rename("a1", "Mary Fanning-Smith", &pairs),
+            0,
+            "no change the second time"
+        );
+        assert_eq!(d.rename("zz", "Nobody", &pairs), 0);
+        assert_eq!(d.str_field("applicantName"), Some("Mary Fanning-Smith"));
+        assert_eq!(d.str_field("raterName"), Some("Una"));
+        assert_eq!(d.str_field("positionName"), Some("Engineer"));
+    }
+
+    #[test]
+    fn the_stored_form_is_the_type_beside_the_fields() {
+        let d = Descriptor::new("StatusPost", json!({"text": "hi"}));
+        let stored = rmp_serde::to_vec_named(&d).unwrap();
+        let back: Descriptor = rmp_serde::from_slice(&stored).unwrap();
+        assert_eq!(back, d);
+        assert_eq!(
+            serde_json::to_value(&d).unwrap(),
+            json!({"type": "StatusPost", "text": "hi"})
+        );
+        let bson = bson::to_document(&d).unwrap();
+        assert_eq!(bson::from_document::<Descriptor>(bson).unwrap(), d);
+    }
 }

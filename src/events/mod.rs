@@ -509,7 +509,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_fan_out_reaches_the_readers_listening_and_shares_its_action() {
-        use crate::descriptor::{Descriptor, StatusPost};
+        use crate::descriptor::Descriptor;
         use crate::model::{Counts, FanOut, Scope};
         let action = Arc::new(Action {
             id: ObjectId::new(),
@@ -522,7 +522,7 @@ mod tests {
             scope_groups: vec![],
             ref_ids: vec![],
             tags: vec![],
-            descriptor: Descriptor::StatusPost(StatusPost { text: "hi".into() }),
+            descriptor: Descriptor::new("StatusPost", serde_json::json!({ "text": "hi" })),
             fan_out: FanOut::pending(),
             counts: Counts::default(),
             expires_at: None,

@@ -294,7 +294,7 @@ impl Signal {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::descriptor::{Descriptor, StatusPost};
+    use crate::descriptor::Descriptor;
     use crate::model::{Counts, FanOut, ReasonKind, Scope};
 
     fn action() -> Action {
@@ -309,7 +309,7 @@ mod tests {
             scope_groups: vec!["team-1".into()],
             ref_ids: vec!["pos-1".into()],
             tags: vec![],
-            descriptor: Descriptor::StatusPost(StatusPost { text: "hi".into() }),
+            descriptor: Descriptor::new("StatusPost", serde_json::json!({ "text": "hi" })),
             fan_out: FanOut::pending(),
             counts: Counts::default(),
             expires_at: Some(1_800_000_000_000),

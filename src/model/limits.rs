@@ -4,8 +4,11 @@ use std::fmt;
 
 /// Longest id (user, tenant, group, ref): 256 bytes.
 pub const MAX_ID_BYTES: usize = 256;
-/// Longest free text (a status, a rating text, a name): 10 KiB.
+/// Longest free text (a status, a rating text, a user's name): 10 KiB.
 pub const MAX_TEXT_BYTES: usize = 10 * 1024;
+/// Longest name or label a descriptor copies (a string field not marked
+/// `@text`): 1 KiB.
+pub const MAX_NAME_BYTES: usize = 1024;
 /// Most entries in a list input (`refIds`, `tags`, `readers`, `ids`).
 pub const MAX_LIST_LEN: usize = 100;
 /// Default page size.
@@ -45,6 +48,17 @@ pub fn check_id(field: &str, value: &str) -> Result<(), InputError> {
     if value.chars().any(char::is_control) || value.trim() != value {
         return Err(InputError::new(format!(
             "{field} must not contain control characters or surrounding whitespace"
+        )));
+    }
+    Ok(())
+}
+
+/// A descriptor's name or label is at most 1 KiB.
+pub fn check_name(field: &str, value: &str) -> Result<(), InputError> {
+    if value.len() > MAX_NAME_BYTES {
+        return Err(InputError::new(format!(
+            "{field} is {} bytes long; names and labels are at most {MAX_NAME_BYTES} bytes",
+            value.len()
         )));
     }
     Ok(())

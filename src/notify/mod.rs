@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 
 use futures_util::{stream, StreamExt, TryStreamExt};
 
-use crate::descriptor::Descriptor;
+use crate::descriptor::catalog::{Catalog, NotifyTo};
 use crate::events::{Event, Hub, NoticeEvent, Topic};
 use crate::model::{Action, Comment, Millis, Notice, NoticeGroup, NoticeReason, ObjectId};
 use crate::store::{
@@ -58,48 +58,49 @@ fn notice(
     }
 }
 
-/// Who an action notifies: the rater a rating request names, the users
-/// assigned to an applicant who was hired. Never the actor.
+/// Who an action notifies, by its type's `@notify` rules: the rater a
+/// rating request names, the users assigned to an applicant who was
+/// hired… Never the actor.
 pub async fn for_action(
     store: &dyn Store,
     rules: &NoticeRules,
+    descriptors: &Catalog,
     action: &Action,
 ) -> StoreResult<Vec<Addressed>> {
     if action.hidden {
         return Ok(Vec::new());
     }
+    let Some(ty) = descriptors.get(action.descriptor.type_name()) else {
+        return Ok(Vec::new());
+    };
     let source = format!("a:{}", action.id);
     let mut out: Vec<Addressed> = Vec::new();
-    let mut to = |owner: &str, reason: NoticeReason, ref_id: &str| {
-        if owner != action.actor_id && rules.on(reason) {
+    for rule in ty.notify.iter().filter(|r| rules.on(r.reason)) {
+        let id = |field: &str| action.descriptor.str_field(field).map(str::to_owned);
+        let ref_id = rule.ref_field.as_deref().and_then(id);
+        let owners = match &rule.to {
+            NotifyTo::User(field) => id(field).into_iter().collect(),
+            NotifyTo::AssignedTo(field) => match id(field) {
+                Some(object) => store
+                    .assignment(&action.tenant, Direction::In, &[object])
+                    .await?
+                    .into_iter()
+                    .map(|(_, user)| user)
+                    .collect(),
+                None => Vec::new(),
+            },
+        };
+        for owner in owners.into_iter().filter(|o| *o != action.actor_id) {
             let mut n = notice(
-                reason,
+                rule.reason,
                 source.clone(),
                 &action.actor_id,
                 Some(action.id),
                 action.conducted,
             );
-            n.ref_id = Some(ref_id.to_owned());
-            out.push((owner.to_owned(), n));
+            n.ref_id.clone_from(&ref_id);
+            out.push((owner, n));
         }
-    };
-    match &action.descriptor {
-        Descriptor::ApplicantRatingRequested(d) => {
-            to(&d.rater_id, NoticeReason::RatingRequested, &d.applicant_id);
-        }
-        Descriptor::ApplicantHired(d) if rules.on(NoticeReason::Hired) => {
-            let assignees = store
-                .assignment(
-                    &action.tenant,
-                    Direction::In,
-                    std::slice::from_ref(&d.applicant_id),
-                )
-                .await?;
-            for (_, user) in assignees {
-                to(&user, NoticeReason::Hired, &d.applicant_id);
-            }
-        }
-        _ => {}
     }
     Ok(out)
 }

@@ -528,10 +528,17 @@ pub trait ActionStore: Send + Sync {
         limit: usize,
     ) -> StoreResult<Vec<(Millis, String, ObjectId)>>;
 
-    /// Sets the display name copied next to `ref_id` (`applicantName` beside
-    /// `applicantId`…) in every action of the tenant that refers to it, in
-    /// batches. Returns how many copied names changed.
-    async fn rename_ref(&self, tenant: &str, ref_id: &str, name: &str) -> StoreResult<u64>;
+    /// Sets the display name copied next to `ref_id` in every action of the
+    /// tenant that refers to it, by the descriptors' `(id field, name
+    /// field)` pairs (`applicantName` beside `applicantId`…), in batches.
+    /// Returns how many copied names changed.
+    async fn rename_ref(
+        &self,
+        tenant: &str,
+        ref_id: &str,
+        name: &str,
+        pairs: &[(String, String)],
+    ) -> StoreResult<u64>;
 }
 }
 

@@ -268,6 +268,17 @@ impl TestServer {
         }
     }
 
+    /// A server started by hand on `stopped`'s store.
+    pub fn from_parts(server: Server, stopped: Stopped) -> Self {
+        let base = format!("http://{}", server.addr);
+        Self {
+            server,
+            store: stopped.store,
+            dir: stopped.dir,
+            base,
+        }
+    }
+
     /// Stops the server, keeping its data to start again on.
     pub async fn stop_keeping_data(self) -> Stopped {
         self.server.stop().await.expect("server stops cleanly");

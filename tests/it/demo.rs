@@ -24,15 +24,14 @@ async fn start_demo(backend: Backend) -> Option<TestServer> {
     Some(TestServer::start_with(Stopped { store, dir }, with_demo).await)
 }
 
-/// The members of the `Descriptor` union, from the schema itself, so a
-/// descriptor type added later must be seeded too.
+/// The types of the built-in descriptor file, so a type added to it must be
+/// seeded too.
 fn descriptor_types() -> BTreeSet<String> {
-    let sdl = riverfeed::api::sdl();
-    let line = sdl
-        .lines()
-        .find_map(|line| line.strip_prefix("union Descriptor = "))
-        .expect("a Descriptor union in the schema");
-    line.split('|').map(|t| t.trim().to_owned()).collect()
+    riverfeed::descriptor::Catalog::builtin()
+        .types()
+        .iter()
+        .map(|t| t.name.clone())
+        .collect()
 }
 
 /// `first` items of `client`'s feed, or all of them.

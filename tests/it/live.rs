@@ -353,6 +353,7 @@ fn in_process(capacity: usize) -> (Arc<Hub>, AppState, RiverfeedSchema, tempfile
         group_feed_size: 1_000,
         notice_rules: Arc::default(),
         metrics: Arc::default(),
+        descriptors: riverfeed::descriptor::Catalog::builtin(),
     };
     let schema = schema(state.clone(), false, None);
     (hub, state, schema, dir)

@@ -6,6 +6,7 @@ mod bench;
 mod common;
 mod cursors;
 mod demo;
+mod descriptors;
 mod embed;
 mod errors;
 mod expiry;

@@ -50,7 +50,17 @@ async fn the_readme_tour_works_verbatim() {
         .into_iter()
         .filter(|b| b.trim_start().starts_with("curl"))
         .collect();
-    let graphql = tour_blocks("graphql");
+    // The descriptor type the tour shows is the built-in file's, as it is.
+    let (types, graphql): (Vec<String>, Vec<String>) = tour_blocks("graphql")
+        .into_iter()
+        .partition(|b| b.contains("@descriptor"));
+    assert_eq!(types.len(), 1, "the tour shows a descriptor type");
+    let default = riverfeed::descriptor::catalog::DEFAULT_SOURCE;
+    assert!(
+        default.contains(types[0].trim()),
+        "the tour's type is not the default file's: {}",
+        types[0]
+    );
     assert!(curls.len() >= 5, "the tour has its curl steps");
 
     // The GraphiQL text and the curl text are the same queries.
@@ -204,7 +214,10 @@ fn operations_table() -> String {
     let deprecated = |directives: &[async_graphql::Positioned<
         async_graphql::parser::types::ConstDirective,
     >]| { directives.iter().any(|d| d.node.name.node == "deprecated") };
-    let schema = async_graphql::parser::parse_schema(riverfeed::api::sdl()).expect("SDL parses");
+    let schema = async_graphql::parser::parse_schema(riverfeed::api::sdl(
+        &riverfeed::descriptor::Catalog::builtin(),
+    ))
+    .expect("SDL parses");
     let mut table = String::from("| operation | what it answers |\n|---|---|\n");
     for root in ["Query", "Mutation", "Subscription"] {
         let fields = schema.definitions.iter().find_map(|d| match d {

@@ -383,7 +383,13 @@ impl Inner {
         Ok(out)
     }
 
-    pub(super) fn rename_ref(&self, tenant: &str, ref_id: &str, name: &str) -> StoreResult<u64> {
+    pub(super) fn rename_ref(
+        &self,
+        tenant: &str,
+        ref_id: &str,
+        name: &str,
+        pairs: &[(String, String)],
+    ) -> StoreResult<u64> {
         // Batches keep each lock and commit short: the fan-out worker and the
         // API get their turn between them.
         const BATCH: usize = 500;
@@ -410,7 +416,7 @@ impl Inner {
                     continue;
                 };
                 let mut current = Action::clone(&current);
-                let renamed = current.descriptor.rename(ref_id, name);
+                let renamed = current.descriptor.rename(ref_id, name, pairs);
                 if renamed > 0 {
                     self.put_action(&mut batch, &current)?;
                     written.push(current);
@@ -432,7 +438,7 @@ impl Inner {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::descriptor::{Descriptor, StatusPost};
+    use crate::descriptor::Descriptor;
     use crate::model::Counts;
     use crate::store::embedded::EmbeddedStore;
     use crate::store::{FeedRange, Outbox};
@@ -449,7 +455,7 @@ mod tests {
             scope_groups: vec![],
             ref_ids: vec![],
             tags: vec![],
-            descriptor: Descriptor::StatusPost(StatusPost { text: "hi".into() }),
+            descriptor: Descriptor::new("StatusPost", serde_json::json!({ "text": "hi" })),
             fan_out: FanOut::pending(),
             counts: Counts::default(),
             expires_at: None,

@@ -130,7 +130,7 @@ impl Profile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::descriptor::{Descriptor, StatusPost};
+    use crate::descriptor::Descriptor;
     use crate::model::{Action, Counts, FanOut, Scope};
 
     fn action(text: &str) -> Action {
@@ -145,7 +145,7 @@ mod tests {
             scope_groups: vec![],
             ref_ids: vec![],
             tags: vec![],
-            descriptor: Descriptor::StatusPost(StatusPost { text: text.into() }),
+            descriptor: Descriptor::new("StatusPost", serde_json::json!({ "text": text })),
             fan_out: FanOut::pending(),
             counts: Counts::default(),
             expires_at: None,

@@ -105,9 +105,16 @@ impl ActionStore for EmbeddedStore {
             .await
     }
 
-    async fn rename_ref(&self, tenant: &str, ref_id: &str, name: &str) -> StoreResult<u64> {
+    async fn rename_ref(
+        &self,
+        tenant: &str,
+        ref_id: &str,
+        name: &str,
+        pairs: &[(String, String)],
+    ) -> StoreResult<u64> {
         owned!(tenant, ref_id, name);
-        self.blocking(move |db| db.rename_ref(&tenant, &ref_id, &name))
+        let pairs = pairs.to_vec();
+        self.blocking(move |db| db.rename_ref(&tenant, &ref_id, &name, &pairs))
             .await
     }
 }

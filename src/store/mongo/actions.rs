@@ -5,7 +5,6 @@ use bson::{doc, DateTime, Document};
 use futures_util::FutureExt;
 use mongodb::options::ReturnDocument;
 
-use crate::descriptor::NAMED_REF_FIELDS;
 use crate::model::{Action, FanOutState, FeedItem, Millis, ObjectId, Position, Scope, User};
 use crate::store::codes::RELATION;
 use crate::store::{
@@ -321,11 +320,17 @@ impl ActionStore for MongoStore {
         Ok(found)
     }
 
-    async fn rename_ref(&self, tenant: &str, ref_id: &str, name: &str) -> StoreResult<u64> {
+    async fn rename_ref(
+        &self,
+        tenant: &str,
+        ref_id: &str,
+        name: &str,
+        pairs: &[(String, String)],
+    ) -> StoreResult<u64> {
         // One updateMany per id / name pair: the server rewrites its matches
         // in place, without shipping actions back and forth.
         let mut changed = 0;
-        for (id_field, name_field) in NAMED_REF_FIELDS {
+        for (id_field, name_field) in pairs {
             let name_path = format!("descriptor.{name_field}");
             // With copies: which actions change, to copy them again after.
             let ids = if self.embeds {

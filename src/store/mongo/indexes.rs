@@ -28,7 +28,7 @@ pub(super) fn unique(name: &str) -> IndexOptions {
 }
 
 impl MongoStore {
-    pub(super) async fn create_indexes(&self) -> StoreResult<()> {
+    pub(super) async fn create_indexes(&self, ref_fields: &[String]) -> StoreResult<()> {
         fn sparse(name: &str) -> IndexOptions {
             IndexOptions::builder()
                 .name(name.to_owned())
@@ -60,19 +60,20 @@ impl MongoStore {
                     doc! { "tenant": 1, "to": 1, "conducted": -1, "_id": -1 },
                     named("sent_outbox"),
                 ),
-                index(doc! { "descriptor.raterId": 1 }, sparse("descriptor_rater")),
                 // What the expiry sweeper reads: by expiry, and by age.
                 index(doc! { "expireAt": 1 }, expiry),
                 index(doc! { "conducted": 1 }, named("age")),
-                index(
-                    doc! { "descriptor.applicantId": 1 },
-                    sparse("descriptor_applicant"),
-                ),
-                index(
-                    doc! { "descriptor.positionId": 1 },
-                    sparse("descriptor_position"),
-                ),
             ])
+            .await
+            .map_err(db_err)?;
+        // Renames find the actions naming an id by these; the built-in
+        // types' were named for the id without its `Id`.
+        let by_ref = ref_fields.iter().map(|field| {
+            let name = format!("descriptor_{}", field.strip_suffix("Id").unwrap_or(field));
+            index(doc! { format!("descriptor.{field}"): 1 }, sparse(&name))
+        });
+        self.actions
+            .create_indexes(by_ref.collect::<Vec<_>>())
             .await
             .map_err(db_err)?;
         self.layout.create_indexes(self.embeds).await?;

@@ -88,7 +88,7 @@ use crate::model::{
 pub use layout::{TimelineLayout, DEFAULT_BUCKET_SIZE};
 
 /// How a MongoDB store keeps readers' timelines.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MongoSettings {
     /// `None`: the layout the database was written in (items for a new
     /// one). A database keeps the layout it began with.
@@ -102,6 +102,9 @@ pub struct MongoSettings {
     /// Whether the feed model keeps rivers (deliveries and reads then look
     /// for them; under another model they do only once a river is made).
     pub keeps_rivers: bool,
+    /// The descriptors' id fields that carry a copied name: indexed, for
+    /// renames to find the actions naming an id.
+    pub ref_fields: Vec<String>,
 }
 
 impl Default for MongoSettings {
@@ -112,8 +115,20 @@ impl Default for MongoSettings {
             embed_actions: false,
             river_size: crate::store::DEFAULT_RIVER_SIZE,
             keeps_rivers: false,
+            ref_fields: ref_fields(&crate::descriptor::Catalog::builtin()),
         }
     }
+}
+
+/// The id fields of `catalog`'s named refs, for [`MongoSettings::ref_fields`].
+pub fn ref_fields(catalog: &crate::descriptor::Catalog) -> Vec<String> {
+    let mut fields: Vec<String> = catalog
+        .named_refs()
+        .iter()
+        .map(|(id, _)| id.clone())
+        .collect();
+    fields.dedup();
+    fields
 }
 
 /// The `meta` key of the layout a database's timelines were written in.
@@ -541,7 +556,7 @@ impl MongoStore {
             db,
             commands,
         };
-        store.create_indexes().await?;
+        store.create_indexes(&settings.ref_fields).await?;
         store.migrate_jobs().await?;
         store.migrate_records().await?;
         store.migrate_relations().await?;

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use futures_util::TryStreamExt;
 use indicatif::ProgressBar;
 use riverfeed::archive_cmd;
-use riverfeed::descriptor::{Descriptor, StatusPost};
+use riverfeed::descriptor::Descriptor;
 use riverfeed::model::{
     Action, Bump, BumpRule, Comment, Counts, EdgeKind, FanOut, FanOutState, Group, GroupKind,
     Inbox, MembershipRole, NoticeGroup, ObjectId, Reason, ReasonKind, Scope, User,
@@ -44,9 +44,10 @@ fn status(tenant: &str, actor: &str, conducted: i64, ref_ids: &[&str]) -> Action
         scope_groups: vec![],
         ref_ids: ref_ids.iter().map(|s| s.to_string()).collect(),
         tags: vec!["t".into()],
-        descriptor: Descriptor::StatusPost(StatusPost {
-            text: format!("{actor} at {conducted}"),
-        }),
+        descriptor: Descriptor::new(
+            "StatusPost",
+            serde_json::json!({ "text": format!("{actor} at {conducted}") }),
+        ),
         fan_out: FanOut::pending(),
         counts: Counts::default(),
         expires_at: None,

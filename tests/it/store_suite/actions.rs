@@ -442,16 +442,24 @@ pub(super) async fn discussions(store: &dyn Store) -> Result<()> {
 
 /// Renames cross batch boundaries: 1,100 actions name the applicant.
 pub(super) async fn rename_ref(store: &dyn Store) -> Result<()> {
-    use riverfeed::descriptor::NewApplicant;
+    let pairs = riverfeed::descriptor::Catalog::builtin()
+        .named_refs()
+        .to_vec();
+    let named = |a: &riverfeed::model::Action, name: &str| {
+        a.descriptor.str_field("applicantName") == Some(name)
+    };
     let tenant = "rename-tenant";
     let applied = |applicant: &str, name: &str| {
         let mut a = action(tenant, "n-rita", 1_000, &[applicant]);
-        a.descriptor = Descriptor::NewApplicant(NewApplicant {
-            applicant_id: applicant.into(),
-            applicant_name: name.into(),
-            position_id: "pos-1".into(),
-            position_name: "Engineer".into(),
-        });
+        a.descriptor = Descriptor::new(
+            "NewApplicant",
+            serde_json::json!({
+                "applicantId": applicant,
+                "applicantName": name,
+                "positionId": "pos-1",
+                "positionName": "Engineer",
+            }),
+        );
         // Fanned out already: the case is the rename's, not the queue's.
         a.fan_out = riverfeed::model::FanOut::done();
         a
@@ -471,30 +479,24 @@ pub(super) async fn rename_ref(store: &dyn Store) -> Result<()> {
     store.insert_action(&elsewhere).await?;
 
     let changed = store
-        .rename_ref(tenant, "app-mary", "Mary Fanning-Smith")
+        .rename_ref(tenant, "app-mary", "Mary Fanning-Smith", &pairs)
         .await?;
     ensure!(changed == 1_100, "{changed} names changed");
     ensure!(
         store
-            .rename_ref(tenant, "app-mary", "Mary Fanning-Smith")
+            .rename_ref(tenant, "app-mary", "Mary Fanning-Smith", &pairs)
             .await?
             == 0
     );
     let page = store.slice(tenant, "app-mary", None, 5).await?;
     for a in store.get_actions(tenant, &page).await? {
-        ensure!(
-            matches!(&a.descriptor, Descriptor::NewApplicant(d) if d.applicant_name == "Mary Fanning-Smith"),
-            "{:?}",
-            a.descriptor
-        );
+        ensure!(named(&a, "Mary Fanning-Smith"), "{:?}", a.descriptor);
     }
     let john = store.get_actions(tenant, &[other.id]).await?;
-    ensure!(
-        matches!(&john[0].descriptor, Descriptor::NewApplicant(d) if d.applicant_name == "John Doe")
-    );
+    ensure!(named(&john[0], "John Doe"));
     let theirs = store.get_actions(OTHER, &[elsewhere.id]).await?;
     ensure!(
-        matches!(&theirs[0].descriptor, Descriptor::NewApplicant(d) if d.applicant_name == "Mary Fanning"),
+        named(&theirs[0], "Mary Fanning"),
         "other tenants are untouched"
     );
     Ok(())

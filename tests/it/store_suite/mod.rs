@@ -42,7 +42,7 @@ mod records;
 pub(crate) mod timelines;
 
 use anyhow::{ensure, Context, Result};
-use riverfeed::descriptor::{Descriptor, StatusPost};
+use riverfeed::descriptor::Descriptor;
 use riverfeed::model::{Action, Counts, EdgeKind, FanOut, ObjectId, Reason, ReasonKind, Scope};
 use riverfeed::store::embedded::EmbeddedStore;
 use riverfeed::store::mongo::{MongoSettings, TimelineLayout};
@@ -246,9 +246,10 @@ pub fn action(tenant: &str, actor: &str, conducted: i64, ref_ids: &[&str]) -> Ac
         scope_groups: vec![],
         ref_ids: ref_ids.iter().map(|s| s.to_string()).collect(),
         tags: vec![],
-        descriptor: Descriptor::StatusPost(StatusPost {
-            text: format!("{actor} at {conducted}"),
-        }),
+        descriptor: Descriptor::new(
+            "StatusPost",
+            serde_json::json!({ "text": format!("{actor} at {conducted}") }),
+        ),
         fan_out: FanOut::pending(),
         counts: Counts::default(),
         expires_at: None,
