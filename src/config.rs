@@ -315,6 +315,12 @@ pub struct ServeArgs {
     /// `UnknownDescriptor`. Without it such a file is refused at start.
     #[arg(long, env = "RIVERFEED_ALLOW_DESCRIPTOR_CHANGES", global = true)]
     pub allow_descriptor_changes: bool,
+    /// Serve as a subgraph of an Apollo Federation v2 supergraph: `_service`
+    /// and `_entities`, with `User` and `Action` as entities (keyed by
+    /// `userId` and `actionId`). `riverfeed schema --federation` prints the
+    /// subgraph SDL a gateway composes.
+    #[arg(long, env = "RIVERFEED_FEDERATION", global = true)]
+    pub federation: bool,
     /// Seed the `demo` tenant with a recruiting organisation (once, when it
     /// is empty) for the web demo at /demo/. Dev mode only.
     #[arg(long, env = "RIVERFEED_DEMO", global = true)]
@@ -445,6 +451,7 @@ impl ServeArgs {
         options.notice_rules = self.notice_rules()?;
         options.descriptors = self.descriptors()?;
         options.allow_descriptor_changes = self.allow_descriptor_changes;
+        options.federation = self.federation;
         options.insecure_dev = self.insecure_dev;
         options.cors_origins = self
             .cors_origins

@@ -16,7 +16,12 @@ async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse_args();
     match cli.command {
         Some(Command::Schema) => {
-            print!("{}", riverfeed::api::sdl(&cli.serve.descriptors()?));
+            let descriptors = cli.serve.descriptors()?;
+            if cli.serve.federation {
+                print!("{}", riverfeed::api::subgraph_sdl(&descriptors));
+            } else {
+                print!("{}", riverfeed::api::sdl(&descriptors));
+            }
             Ok(())
         }
         Some(Command::Token(args)) => {

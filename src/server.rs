@@ -94,6 +94,8 @@ pub struct ServeOptions {
     /// `--allow-descriptor-changes`: serve a descriptor file that stored
     /// actions no longer fit (they read as `UnknownDescriptor`).
     pub allow_descriptor_changes: bool,
+    /// `--federation`: serve as a subgraph of a federated supergraph.
+    pub federation: bool,
 }
 
 impl ServeOptions {
@@ -125,6 +127,7 @@ impl ServeOptions {
             metrics_access: http::MetricsAccess::default(),
             descriptors: crate::descriptor::Catalog::builtin(),
             allow_descriptor_changes: false,
+            federation: false,
         }
     }
 }
@@ -315,6 +318,7 @@ pub async fn start_with_store(
             app.clone(),
             options.introspection.unwrap_or(options.auth.is_dev()),
             rate_limiter,
+            options.federation,
         ),
         persisted: options.persisted.clone(),
         ops: OpsState {

@@ -10,6 +10,7 @@ mod cost;
 pub mod cursor;
 mod edges;
 pub mod error;
+mod federation;
 mod feed;
 mod global_id;
 mod graph_mutation;
@@ -104,28 +105,24 @@ impl AppState {
     }
 }
 
-/// Builds the schema around the shared state.
+/// Builds the schema around the shared state; a subgraph of a federated
+/// supergraph with `federation`.
 pub fn schema(
     state: AppState,
     introspection: bool,
     rate_limiter: Option<Arc<rate_limit::RateLimiter>>,
+    federation: bool,
 ) -> RiverfeedSchema {
     let metrics = state.metrics.clone();
     let descriptors = state.descriptors.clone();
-    let mut builder = crate::descriptor::with_catalog(&descriptors, || {
-        Schema::build(
-            QueryRoot::default(),
-            MutationRoot::default(),
-            SubscriptionRoot::default(),
-        )
-    })
-    .data(descriptors)
-    .data(state)
-    // Outermost, so that it sees every error with its code and the
-    // validation result even when the shape check answers it from its
-    // cache.
-    .extension(telemetry::RequestMetrics(metrics))
-    .extension(error::ErrorCodes);
+    let mut builder = build(&descriptors, federation)
+        .data(descriptors)
+        .data(state)
+        // Outermost, so that it sees every error with its code and the
+        // validation result even when the shape check answers it from its
+        // cache.
+        .extension(telemetry::RequestMetrics(metrics))
+        .extension(error::ErrorCodes);
     // Outside the query shape's: that one answers repeated documents'
     // validation from its cache, and every request must still be charged.
     if let Some(limiter) = rate_limiter {
@@ -148,15 +145,44 @@ pub fn schema(
 /// The SDL of the schema served with `descriptors`, as `riverfeed schema`
 /// prints it.
 pub fn sdl(descriptors: &Arc<crate::descriptor::Catalog>) -> String {
-    crate::descriptor::with_catalog(descriptors, || {
+    build(descriptors, false).finish().sdl()
+}
+
+/// The subgraph SDL a gateway composes (`_service { sdl }`), as
+/// `riverfeed schema --federation` prints it.
+pub fn subgraph_sdl(descriptors: &Arc<crate::descriptor::Catalog>) -> String {
+    build(descriptors, true)
+        .finish()
+        .sdl_with_options(async_graphql::SDLExportOptions::new().federation())
+}
+
+/// The schema's builder, its descriptor types read from `descriptors`,
+/// as a federated subgraph with `federation`.
+fn build(
+    descriptors: &Arc<crate::descriptor::Catalog>,
+    federation: bool,
+) -> async_graphql::SchemaBuilder<QueryRoot, MutationRoot, SubscriptionRoot> {
+    let roots = || {
         Schema::build(
             QueryRoot::default(),
             MutationRoot::default(),
             SubscriptionRoot::default(),
         )
-    })
-    .finish()
-    .sdl()
+    };
+    let builder = crate::descriptor::with_catalog(descriptors, || {
+        if federation {
+            federation::federated(roots)
+        } else {
+            roots()
+        }
+    });
+    if federation {
+        builder
+            .enable_federation()
+            .enable_subscription_in_federation()
+    } else {
+        builder
+    }
 }
 
 /// Reads a descriptor file, refusing one with an error (with its line and

@@ -22,7 +22,12 @@ use crate::model::ObjectId;
 /// id or its global `id`.
 #[derive(MergedObject, Default)]
 #[graphql(name = "Query")]
-pub struct QueryRoot(CoreQuery, AggregateQuery, NotificationQuery);
+pub struct QueryRoot(
+    CoreQuery,
+    AggregateQuery,
+    NotificationQuery,
+    super::federation::FederationQuery,
+);
 
 /// Feeds, slices, actions, users and nodes.
 #[derive(Default)]

@@ -355,7 +355,7 @@ fn in_process(capacity: usize) -> (Arc<Hub>, AppState, RiverfeedSchema, tempfile
         metrics: Arc::default(),
         descriptors: riverfeed::descriptor::Catalog::builtin(),
     };
-    let schema = schema(state.clone(), false, None);
+    let schema = schema(state.clone(), false, None, false);
     (hub, state, schema, dir)
 }
 

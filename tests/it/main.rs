@@ -10,6 +10,7 @@ mod descriptors;
 mod embed;
 mod errors;
 mod expiry;
+mod federation;
 mod follow;
 mod garbage;
 mod group_feeds;
