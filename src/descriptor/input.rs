@@ -32,7 +32,7 @@ impl Catalog {
         }
         let mut fields = serde_json::Map::new();
         for f in &ty.fields {
-            let path = format!("{}.{}", ty.input_key, f.name);
+            let path = Path(&ty.input_key, &f.name);
             let given = input.fields.get(f.name.as_str());
             if let Some(v) = coerce_field(&path, f, given, self.enums())? {
                 fields.insert(f.name.clone(), v);
@@ -116,16 +116,38 @@ pub(super) fn coerce_default(
     value: &ConstValue,
     enums: &[EnumDef],
 ) -> Result<Json, String> {
-    match coerce_field(&def.name, def, Some(value), enums) {
+    match coerce_field(&Path("", &def.name), def, Some(value), enums) {
         Ok(Some(v)) => Ok(v),
         Ok(None) => Err("the default may not be null".into()),
         Err(e) => Err(e.0),
     }
 }
 
+/// Where a value is in the input (`applicationRating.ratingScore`): written
+/// out only when an error names it.
+struct Path<'a>(&'a str, &'a str);
+
+impl std::fmt::Display for Path<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0.is_empty() {
+            f.write_str(self.1)
+        } else {
+            write!(f, "{}.{}", self.0, self.1)
+        }
+    }
+}
+
+/// Runs a check that names its field, naming it only when it fails.
+fn named<T>(
+    path: &Path<'_>,
+    check: impl Fn(&str) -> Result<T, InputError>,
+) -> Result<T, InputError> {
+    check("").or_else(|_| check(&path.to_string()))
+}
+
 /// A field's value as stored, or `None` to leave it out.
 fn coerce_field(
-    path: &str,
+    path: &Path<'_>,
     def: &FieldDef,
     value: Option<&ConstValue>,
     enums: &[EnumDef],
@@ -162,7 +184,7 @@ fn coerce_field(
 }
 
 fn coerce_scalar(
-    path: &str,
+    path: &Path<'_>,
     def: &FieldDef,
     value: &ConstValue,
     enums: &[EnumDef],
@@ -193,15 +215,15 @@ fn coerce_scalar(
                 _ => return Err(wrong()),
             };
             if def.id {
-                return normalize_id(path, &s).map(Json::String);
+                return named(path, |p| normalize_id(p, &s)).map(Json::String);
             }
             if def.non_empty && s.trim().is_empty() {
                 return Err(InputError::new(format!("{path} must not be empty")));
             }
             if def.text {
-                check_text(path, &s)?;
+                named(path, |p| check_text(p, &s))?;
             } else {
-                check_name(path, &s)?;
+                named(path, |p| check_name(p, &s))?;
             }
             Ok(Json::String(s))
         }

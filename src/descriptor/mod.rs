@@ -14,6 +14,7 @@ mod input;
 mod parse;
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::de::{MapAccess, Visitor};
 use serde::ser::SerializeMap;
@@ -24,11 +25,13 @@ pub use catalog::{Catalog, CatalogError};
 pub use graphql::with_catalog;
 pub use input::DescriptorInput;
 
-/// What happened: a descriptor type's name and its fields.
+/// What happened: a descriptor type's name and its fields. Shared, so that
+/// the copies an action makes on its way (cache, events, fan-out) cost no
+/// more than the struct they replaced; a rename copies on write.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Descriptor {
-    type_name: String,
-    fields: Map<String, Json>,
+    type_name: Arc<str>,
+    fields: Arc<Map<String, Json>>,
 }
 
 impl Descriptor {
@@ -41,8 +44,8 @@ impl Descriptor {
             _ => Map::new(),
         };
         Self {
-            type_name: type_name.into(),
-            fields,
+            type_name: Arc::from(type_name.into()),
+            fields: Arc::new(fields),
         }
     }
 
@@ -73,7 +76,7 @@ impl Descriptor {
             if self.str_field(id_field) != Some(ref_id) {
                 continue;
             }
-            match self.fields.get_mut(name_field) {
+            match Arc::make_mut(&mut self.fields).get_mut(name_field) {
                 Some(Json::String(current)) if current != name => {
                     name.clone_into(current);
                     changed += 1;
@@ -88,8 +91,8 @@ impl Descriptor {
 impl Serialize for Descriptor {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut map = serializer.serialize_map(Some(self.fields.len() + 1))?;
-        map.serialize_entry("type", &self.type_name)?;
-        for (k, v) in &self.fields {
+        map.serialize_entry("type", &*self.type_name)?;
+        for (k, v) in self.fields.iter() {
             map.serialize_entry(k, v)?;
         }
         map.end()
@@ -118,7 +121,7 @@ impl<'de> Deserialize<'de> for Descriptor {
                     }
                 }
                 let type_name = type_name.ok_or_else(|| serde::de::Error::missing_field("type"))?;
-                Ok(Descriptor { type_name, fields })
+                Ok(Descriptor::new(type_name, Json::Object(fields)))
             }
         }
         deserializer.deserialize_map(Fields)
