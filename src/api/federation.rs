@@ -13,7 +13,7 @@
 use std::borrow::Cow;
 use std::cell::Cell;
 
-use async_graphql::registry::{MetaType, MetaTypeId, Registry};
+use async_graphql::registry::{MetaTypeId, Registry};
 use async_graphql::{
     ContainerType, Context, ContextSelectionSet, ObjectType, OutputType, Positioned, ServerError,
     ServerResult, Value,
@@ -117,23 +117,8 @@ impl OutputType for FederationQuery {
             registry.add_keys("User", "userId");
             registry.add_keys("Action", "actionId");
         }
-        registry.create_output_type::<Self, _>(MetaTypeId::Object, |_| MetaType::Object {
-            name: "FederationQuery".into(),
-            description: None,
-            fields: Default::default(),
-            cache_control: Default::default(),
-            extends: false,
-            shareable: false,
-            resolvable: true,
-            keys: None,
-            visible: None,
-            inaccessible: false,
-            interface_object: false,
-            tags: Vec::new(),
-            is_subscription: false,
-            rust_typename: Some(std::any::type_name::<Self>()),
-            directive_invocations: Vec::new(),
-            requires_scopes: Vec::new(),
+        registry.create_output_type::<Self, _>(MetaTypeId::Object, |_| {
+            crate::descriptor::meta_object("FederationQuery", None, Default::default())
         })
     }
 

@@ -73,7 +73,8 @@ fn meta_field(name: &str, description: Option<String>, ty: String) -> MetaField 
     }
 }
 
-fn object(
+/// An object type for the schema's registry.
+pub(crate) fn object(
     name: &str,
     description: Option<String>,
     fields: IndexMap<String, MetaField>,

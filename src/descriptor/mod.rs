@@ -22,6 +22,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value as Json};
 
 pub use catalog::{Catalog, CatalogError};
+pub(crate) use graphql::object as meta_object;
 pub use graphql::with_catalog;
 pub use input::DescriptorInput;
 

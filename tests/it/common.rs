@@ -259,13 +259,7 @@ impl TestServer {
             }
         }
         let server = server::start(options).await.expect("server starts");
-        let base = format!("http://{}", server.addr);
-        Self {
-            server,
-            store: stopped.store,
-            dir: stopped.dir,
-            base,
-        }
+        Self::from_parts(server, stopped)
     }
 
     /// A server started by hand on `stopped`'s store.

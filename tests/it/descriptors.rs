@@ -64,6 +64,17 @@ async fn record(client: &Client, delay: Value) -> Value {
         .await
 }
 
+/// Records a delay that must be accepted, and waits for its delivery.
+async fn recorded(client: &Client, delay: Value) -> String {
+    let body = record(client, delay).await;
+    let id = body["data"]["recordAction"]["actionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("recorded: {body}"))
+        .to_owned();
+    client.wait_delivered(&id).await;
+    id
+}
+
 fn delay(days: i64) -> Value {
     json!({
         "orderId": "order-1", "orderName": "Order #1", "days": days,
@@ -95,12 +106,7 @@ async fn own_action_types_are_served_and_checked(backend: Backend) {
 
     // Recorded with the file's rules: the id put in its one form, the
     // default filled, the time in UTC.
-    let body = record(&rita, delay(3)).await;
-    let id = body["data"]["recordAction"]["actionId"]
-        .as_str()
-        .unwrap_or_else(|| panic!("recorded: {body}"))
-        .to_owned();
-    rita.wait_delivered(&id).await;
+    let id = recorded(&rita, delay(3)).await;
     let feed = rita.data(FEED, json!({})).await;
     assert_eq!(
         descriptors(&feed),
@@ -203,12 +209,7 @@ async fn a_changed_file_is_judged_against_stored_actions(backend: Backend) {
     let v1 = file(&files, "v1.graphql", &shipping());
     let server = start(Stopped { store, dir }, &v1, false).await.expect("v1");
     let rita = server.client("acme", "rita");
-    let body = record(&rita, delay(3)).await;
-    let id = body["data"]["recordAction"]["actionId"]
-        .as_str()
-        .unwrap_or_else(|| panic!("recorded: {body}"))
-        .to_owned();
-    rita.wait_delivered(&id).await;
+    let id = recorded(&rita, delay(3)).await;
     let mut stopped = server.stop_keeping_data().await;
 
     // A new optional field: served, and the stored action reads.
