@@ -64,3 +64,4 @@ pub mod rng;
 pub mod server;
 pub mod store;
 pub mod timeline;
+pub mod webhooks;
