@@ -280,10 +280,6 @@ impl Catalog {
         self.by_input_key.get(key).map(|&i| &self.types[i])
     }
 
-    pub fn enum_def(&self, name: &str) -> Option<&EnumDef> {
-        self.enums.iter().find(|e| e.name == name)
-    }
-
     /// Every `(id field, name field)` pair any type has: what a rename
     /// rewrites.
     pub fn named_refs(&self) -> &[(String, String)] {

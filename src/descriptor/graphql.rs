@@ -257,17 +257,21 @@ impl OutputType for Descriptor {
         ctx: &ContextSelectionSet<'_>,
         _field: &Positioned<Field>,
     ) -> ServerResult<Value> {
-        let catalog = match ctx.data_opt::<Arc<Catalog>>() {
-            Some(c) => c.clone(),
-            None => Catalog::builtin(),
+        let builtin;
+        let catalog: &Catalog = match ctx.data_opt::<Arc<Catalog>>() {
+            Some(c) => c,
+            None => {
+                builtin = Catalog::builtin();
+                &builtin
+            }
         };
         let mut out = IndexMap::new();
-        match catalog.get(self.type_name()) {
-            Some(ty) if catalog.conforms(self) => {
+        match catalog.type_of(self) {
+            Some(ty) => {
                 let value = |name: &str| field_value(ty, self, name);
                 select(ctx, ctx.item, &ty.name, &value, &mut out)?;
             }
-            _ => {
+            None => {
                 let value = |name: &str| match name {
                     "type" => Value::String(self.type_name().to_owned()),
                     "json" => {

@@ -80,8 +80,13 @@ impl Catalog {
     /// and each field holds what the type says (or is optional, or has a
     /// default).
     pub fn conforms(&self, d: &Descriptor) -> bool {
+        self.type_of(d).is_some()
+    }
+
+    /// The type a stored descriptor reads as, if it [conforms](Self::conforms).
+    pub fn type_of(&self, d: &Descriptor) -> Option<&TypeDef> {
         self.get(d.type_name())
-            .is_some_and(|ty| conforms(ty, d, self.enums()))
+            .filter(|ty| conforms(ty, d, self.enums()))
     }
 }
 
@@ -101,13 +106,16 @@ fn fits(scalar: &Scalar, v: &Json, enums: &[EnumDef]) -> bool {
         Scalar::Int => v.as_i64().is_some_and(|n| i32::try_from(n).is_ok()),
         Scalar::Float => v.is_number(),
         Scalar::Boolean => v.is_boolean(),
-        Scalar::Enum(name) => v.as_str().is_some_and(|s| {
-            enums
-                .iter()
-                .find(|e| &e.name == name)
-                .is_some_and(|e| e.values.iter().any(|(value, _)| value == s))
-        }),
+        Scalar::Enum(name) => v.as_str().is_some_and(|s| has_value(enums, name, s)),
     }
+}
+
+/// Whether the file's enum `name` has `value`.
+fn has_value(enums: &[EnumDef], name: &str, value: &str) -> bool {
+    enums
+        .iter()
+        .find(|e| e.name == name)
+        .is_some_and(|e| e.values.iter().any(|(v, _)| v == value))
 }
 
 /// A `@default` value as it is stored, checked by the field's rules.
@@ -273,11 +281,7 @@ fn coerce_scalar(
                 ConstValue::String(s) => s.as_str(),
                 _ => return Err(wrong()),
             };
-            let known = enums
-                .iter()
-                .find(|e| &e.name == name)
-                .is_some_and(|e| e.values.iter().any(|(v, _)| v == given));
-            if known {
+            if has_value(enums, name, given) {
                 Ok(Json::String(given.to_owned()))
             } else {
                 Err(wrong())

@@ -55,20 +55,18 @@ pub fn check_id(field: &str, value: &str) -> Result<(), InputError> {
 
 /// A descriptor's name or label is at most 1 KiB.
 pub fn check_name(field: &str, value: &str) -> Result<(), InputError> {
-    if value.len() > MAX_NAME_BYTES {
-        return Err(InputError::new(format!(
-            "{field} is {} bytes long; names and labels are at most {MAX_NAME_BYTES} bytes",
-            value.len()
-        )));
-    }
-    Ok(())
+    check_len(field, value, MAX_NAME_BYTES, "names and labels are")
 }
 
 /// Free text is at most 10 KiB.
 pub fn check_text(field: &str, value: &str) -> Result<(), InputError> {
-    if value.len() > MAX_TEXT_BYTES {
+    check_len(field, value, MAX_TEXT_BYTES, "text is")
+}
+
+fn check_len(field: &str, value: &str, max: usize, what: &str) -> Result<(), InputError> {
+    if value.len() > max {
         return Err(InputError::new(format!(
-            "{field} is {} bytes long; text is at most {MAX_TEXT_BYTES} bytes",
+            "{field} is {} bytes long; {what} at most {max} bytes",
             value.len()
         )));
     }
