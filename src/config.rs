@@ -321,6 +321,11 @@ pub struct ServeArgs {
     /// subgraph SDL a gateway composes.
     #[arg(long, env = "RIVERFEED_FEDERATION", global = true)]
     pub federation: bool,
+    /// Let webhooks go to loopback and private addresses (a receiver on
+    /// this machine or a closed network). Without it such endpoints are
+    /// refused when registered and when sent to.
+    #[arg(long, env = "RIVERFEED_WEBHOOKS_ALLOW_PRIVATE", global = true)]
+    pub webhooks_allow_private: bool,
     /// Seed the `demo` tenant with a recruiting organisation (once, when it
     /// is empty) for the web demo at /demo/. Dev mode only.
     #[arg(long, env = "RIVERFEED_DEMO", global = true)]
@@ -452,6 +457,7 @@ impl ServeArgs {
         options.descriptors = self.descriptors()?;
         options.allow_descriptor_changes = self.allow_descriptor_changes;
         options.federation = self.federation;
+        options.webhooks_allow_private = self.webhooks_allow_private;
         options.insecure_dev = self.insecure_dev;
         options.cors_origins = self
             .cors_origins

@@ -40,7 +40,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, instrument, warn};
 
 use crate::clock::Clock;
-use crate::events::{FeedEventKind, Hub};
+use crate::events::{FeedEventKind, Hub, NoticeEvent};
 use crate::metrics::Metrics;
 use crate::model::{Action, Bump, Comment, Millis, Position, Reason, ReasonKind};
 use crate::notify::{self, NoticeRules};
@@ -51,6 +51,8 @@ use crate::store::{
     NoticeJob, Removal, Store, StoreResult, Timelines, Unfollow,
 };
 use crate::timeline::{audience, follow, groups, Expiry, FeedModel};
+use crate::webhooks::outbox::{self, Event, Outbox};
+use crate::webhooks::EventType;
 
 /// How a worker runs.
 #[derive(Clone, Debug)]
@@ -122,6 +124,8 @@ pub struct Worker {
     retry: Arc<std::sync::Mutex<Vec<(Claim, u32)>>>,
     /// Deliveries, takeovers and jobs are counted here.
     metrics: Arc<Metrics>,
+    /// Where the events of the jobs it runs are queued for webhooks.
+    outbox: Arc<Outbox>,
 }
 
 /// A fan-out this worker holds: its job's lease and the action.
@@ -170,6 +174,7 @@ impl Worker {
         wake: Arc<Notify>,
     ) -> Self {
         Self {
+            outbox: Outbox::new(store.clone(), clock.clone()),
             store,
             hub,
             clock,
@@ -186,6 +191,23 @@ impl Worker {
     /// `metrics` (the process's, for `/metrics`).
     pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
         self.metrics = metrics;
+        self
+    }
+
+    /// The store it works on.
+    pub fn store(&self) -> Arc<dyn Store> {
+        self.store.clone()
+    }
+
+    /// What it counts into.
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.metrics.clone()
+    }
+
+    /// Queues webhook deliveries into `outbox` (the process's, shared with
+    /// its API and its sender).
+    pub fn with_outbox(mut self, outbox: Arc<Outbox>) -> Self {
+        self.outbox = outbox;
         self
     }
 
@@ -315,7 +337,15 @@ impl Worker {
         let store = self.store.as_ref();
         let now = self.clock.now();
         let rules = &self.config.notice_rules;
-        for done in notify::deliver(store, rules, tenant, notices, now).await? {
+        let delivered = notify::deliver(store, rules, tenant, notices, now).await?;
+        // Before the job that owes them is finished: see `webhooks`.
+        self.outbox
+            .tell(tenant, |l| outbox::notice_events(l, tenant, &delivered))
+            .await?;
+        for done in delivered {
+            if done.change == NoticeEvent::default() {
+                continue;
+            }
             self.metrics
                 .notices_written
                 .inc_by(done.change.added.len() as u64 + done.change.updated.len() as u64);
@@ -608,6 +638,11 @@ impl Worker {
         )
         .await?;
         self.notify(&action.tenant, notices).await?;
+        // Its webhook events, before the last delivery finishes the job.
+        let now = self.clock.now();
+        self.outbox
+            .tell(&action.tenant, |l| outbox::action_events(l, action, now))
+            .await?;
         let planned = self
             .config
             .model
@@ -641,6 +676,7 @@ impl Worker {
             Ok(results) => results,
             Err(err) => claims.iter().map(|_| Err(err.clone())).collect(),
         };
+        self.outbox.released();
         for ((claim, batch), done) in claims.iter().zip(&batches).zip(results) {
             let done = done.map(|written| {
                 debug!(action = %claim.action.id, audience = batch.items.len(), delivered = written.len(), "fan-out done");
@@ -700,6 +736,7 @@ impl Worker {
             delivered += written.len();
             self.publish(FeedEventKind::Added, action, written, &mut shared);
         }
+        self.outbox.released();
         debug!(action = %action.id, audience = audience_len, delivered, "fan-out done");
         Ok(())
     }
@@ -769,6 +806,13 @@ impl Worker {
             return self.store.finish(lease).await;
         };
         let tenant = action.tenant.clone();
+        self.outbox
+            .tell(&tenant, |l| {
+                let wanted = l.wants(EventType::CommentAdded);
+                let event = || Event::comment_added(&tenant, &action, &comment);
+                wanted.then(event).into_iter().collect()
+            })
+            .await?;
         let rules = &self.config.bump_rules;
         let targets = relevancy::targets(self.store.as_ref(), rules, &action, &comment).await?;
         if !self.config.model.pushes_all() {

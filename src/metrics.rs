@@ -50,6 +50,13 @@ pub struct JobLabels {
     pub outcome: String,
 }
 
+/// How one webhook delivery attempt ended.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WebhookLabels {
+    /// `sent`, `failed`, `retried`, `dead`.
+    pub outcome: &'static str,
+}
+
 /// A store operation.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StoreLabels {
@@ -72,6 +79,7 @@ pub struct Metrics {
     pub lease_takeovers: Counter,
     pub notices_written: Counter,
     jobs: Family<JobLabels, Counter>,
+    webhooks: Family<WebhookLabels, Counter>,
     pub live_connections: Gauge,
     pub live_subscriptions: Gauge,
     pub lagged_subscriptions: Counter,
@@ -138,6 +146,17 @@ impl Metrics {
             "Background jobs run by this process (fan-outs, bumps, notices, cleanups, expiries), by outcome",
             jobs.clone(),
         );
+        let webhooks = Family::<WebhookLabels, Counter>::default();
+        registry.register(
+            "webhook_deliveries",
+            "Webhook delivery attempts by this process: sent (answered 2xx), failed, \
+             retried (a failure with a retry planned) and dead (given up on after a day)",
+            webhooks.clone(),
+        );
+        // Each outcome shown from the start, at 0.
+        for outcome in ["sent", "failed", "retried", "dead"] {
+            drop(webhooks.get_or_create(&WebhookLabels { outcome }));
+        }
         let live_connections = Gauge::default();
         registry.register(
             "live_connections",
@@ -208,6 +227,7 @@ impl Metrics {
             lease_takeovers,
             notices_written,
             jobs,
+            webhooks,
             live_connections,
             live_subscriptions,
             lagged_subscriptions,
@@ -281,6 +301,13 @@ impl Metrics {
                 job: job.to_owned(),
                 outcome: if ok { "ok" } else { "error" }.to_owned(),
             })
+            .inc();
+    }
+
+    /// One webhook delivery attempt's outcome (see [`WebhookLabels`]).
+    pub fn webhook(&self, outcome: &'static str) {
+        self.webhooks
+            .get_or_create(&WebhookLabels { outcome })
             .inc();
     }
 

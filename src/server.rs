@@ -25,6 +25,8 @@ use crate::relay::RelayContext;
 use crate::store::metered::Metered;
 use crate::store::mongo::redact;
 use crate::store::{self, Store};
+use crate::webhooks::send::{SendConfig, Sender};
+use crate::webhooks::Outbox;
 
 /// Why `--demo` is refused with tokens configured.
 pub const DEMO_NEEDS_DEV_MODE: &str =
@@ -96,6 +98,9 @@ pub struct ServeOptions {
     pub allow_descriptor_changes: bool,
     /// `--federation`: serve as a subgraph of a federated supergraph.
     pub federation: bool,
+    /// `--webhooks-allow-private`: webhooks may go to loopback and private
+    /// addresses.
+    pub webhooks_allow_private: bool,
 }
 
 impl ServeOptions {
@@ -128,6 +133,7 @@ impl ServeOptions {
             descriptors: crate::descriptor::Catalog::builtin(),
             allow_descriptor_changes: false,
             federation: false,
+            webhooks_allow_private: false,
         }
     }
 }
@@ -276,6 +282,7 @@ pub async fn start_with_store(
     let shutdown = CancellationToken::new();
     let tracker = TaskTracker::new();
     let connections: Arc<std::sync::atomic::AtomicUsize> = Arc::default();
+    let outbox = Outbox::new(store.clone(), options.clock.clone());
     let app = AppState {
         store: store.clone(),
         hub: Hub::new(options.event_buffer),
@@ -289,6 +296,8 @@ pub async fn start_with_store(
         notice_rules: Arc::new(options.notice_rules.clone()),
         metrics: metrics.clone(),
         descriptors: options.descriptors.clone(),
+        outbox: outbox.clone(),
+        webhooks_allow_private: options.webhooks_allow_private,
     };
     let relay = RelayContext {
         store: store.clone(),
@@ -303,7 +312,7 @@ pub async fn start_with_store(
     match options.worker.clone() {
         Some(config) => {
             let worker = worker_for(&options, config, &store, &app.hub, &app.wake, &metrics);
-            tracker.spawn(worker.run(shutdown.clone()));
+            start_background(&options, worker, &outbox, &shutdown, &tracker)?;
         }
         None => warn!("no fan-out worker in this process: actions stay pending until one runs"),
     }
@@ -395,7 +404,8 @@ pub async fn start_worker(mut options: ServeOptions) -> anyhow::Result<Server> {
     };
     start_relay(relay, &shutdown, &tracker).await?;
     let worker = worker_for(&options, config, &store, &hub, &wake, &metrics);
-    tracker.spawn(worker.run(shutdown.clone()));
+    let outbox = Outbox::new(store.clone(), options.clock.clone());
+    start_background(&options, worker, &outbox, &shutdown, &tracker)?;
     let ops = OpsState {
         store: store.clone(),
         metered: metered.clone(),
@@ -495,6 +505,32 @@ fn worker_for(
         wake.clone(),
     )
     .with_metrics(metrics.clone())
+}
+
+/// Runs a process's background work: `worker` (telling its events to
+/// `outbox`) and the webhook sender.
+fn start_background(
+    options: &ServeOptions,
+    worker: Worker,
+    outbox: &Arc<Outbox>,
+    shutdown: &CancellationToken,
+    tracker: &TaskTracker,
+) -> anyhow::Result<()> {
+    let config = SendConfig {
+        allow_private: options.webhooks_allow_private,
+        ..SendConfig::default()
+    };
+    let sender = Sender::new(
+        worker.store(),
+        options.clock.clone(),
+        outbox.clone(),
+        worker.metrics(),
+        config,
+    )
+    .context("cannot build the webhook sender's HTTP client")?;
+    tracker.spawn(worker.with_outbox(outbox.clone()).run(shutdown.clone()));
+    tracker.spawn(sender.run(shutdown.clone()));
+    Ok(())
 }
 
 /// Starts relaying live events between processes, where the store has an

@@ -88,6 +88,7 @@ mod tests {
             "the NoticeReason values",
         ),
         ("User.assignments", "MAX_LIST_LEN, as listed by assignments"),
+        ("Webhook.events", "the WebhookEvent values, each once"),
     ];
 
     /// Lists whose length the field returning their parent bounds, and

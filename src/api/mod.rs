@@ -27,6 +27,7 @@ mod shape;
 mod subscription;
 mod telemetry;
 mod types;
+mod webhooks;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -82,6 +83,10 @@ pub struct AppState {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// The descriptor types served (`--descriptors`).
     pub descriptors: Arc<crate::descriptor::Catalog>,
+    /// Where webhook deliveries are queued; told when a webhook changes.
+    pub outbox: Arc<crate::webhooks::Outbox>,
+    /// `--webhooks-allow-private`: endpoints may be loopback or private.
+    pub webhooks_allow_private: bool,
 }
 
 impl AppState {

@@ -30,7 +30,12 @@ const MAX_CLOCK_SKEW_MS: i64 = 5 * 60 * 1000;
 /// action or a user take its own id (`actionId`, `userId`) or its global `id`.
 #[derive(MergedObject, Default)]
 #[graphql(name = "Mutation")]
-pub struct MutationRoot(ActionMutation, GraphMutation, NotificationMutation);
+pub struct MutationRoot(
+    ActionMutation,
+    GraphMutation,
+    NotificationMutation,
+    super::webhooks::WebhookMutation,
+);
 
 /// Actions, reactions and profiles (the social graph is
 /// [`GraphMutation`]'s).

@@ -26,6 +26,7 @@ pub struct QueryRoot(
     CoreQuery,
     AggregateQuery,
     NotificationQuery,
+    super::webhooks::WebhookQuery,
     super::federation::FederationQuery,
 );
 

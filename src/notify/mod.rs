@@ -205,6 +205,9 @@ pub async fn for_job(
 pub struct Delivered {
     pub owner: String,
     pub change: NoticeEvent,
+    /// The notices the owner's preferences let in, written now or before
+    /// (a job run again): what webhooks tell.
+    pub wanted: Vec<Notice>,
 }
 
 /// Owners whose groups [`deliver`] writes at once. Each owner's writes are
@@ -218,7 +221,7 @@ const OWNERS_AT_ONCE: usize = 64;
 /// preferences at `now` allow, trimming an owner's oldest groups when one
 /// is created. The notices of one group are added to it together, in one
 /// write; many owners are written at once. Returns what changed, per owner
-/// (in owner order), for live events.
+/// (in owner order), for live events, with the notices each owner wanted.
 pub async fn deliver(
     store: &dyn Store,
     rules: &NoticeRules,
@@ -250,10 +253,12 @@ async fn deliver_to(
     let inbox = store.inbox(tenant, &owner).await?;
     // By group key, in the order they came.
     let mut by_key: Vec<(String, Vec<Notice>)> = Vec::new();
+    let mut wanted = Vec::new();
     for n in notices {
         if !inbox.wants(n.reason, n.action_id, now) {
             continue;
         }
+        wanted.push(n.clone());
         let key = rules.notice_key(&n);
         match by_key.iter_mut().find(|(k, _)| *k == key) {
             Some((_, same)) => same.push(n),
@@ -277,7 +282,12 @@ async fn deliver_to(
             _ => {}
         }
     }
-    Ok((change != NoticeEvent::default()).then_some(Delivered { owner, change }))
+    let told = change != NoticeEvent::default() || !wanted.is_empty();
+    Ok(told.then_some(Delivered {
+        owner,
+        change,
+        wanted,
+    }))
 }
 
 /// Adds notices to the group of `key`, creating it if need be, in one

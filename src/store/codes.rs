@@ -104,6 +104,8 @@ pub const RECORD_KIND: Codes<RecordKind> = Codes {
         (RecordKind::Inbox, 3, "inbox"),
         (RecordKind::Group, 4, "group"),
         (RecordKind::GroupFeed, 5, "groupFeed"),
+        (RecordKind::Webhook, 6, "webhook"),
+        (RecordKind::DeadDelivery, 7, "deadDelivery"),
     ],
 };
 

@@ -38,7 +38,7 @@
 //!   released (its holder's name kept, so the next claim says `taken_over`).
 //!
 //! # Which work runs on it
-//! All of it: fan-outs, bumps, cleanups and notice jobs. What a job writes
+//! All of it: fan-outs, bumps, cleanups, notice jobs and webhook deliveries. What a job writes
 //! to the feed goes through [`super::QueueStore`], which checks the lease in
 //! the same step as the writes.
 //!
@@ -90,14 +90,18 @@ pub enum JobKind {
     /// A notice with no job of its own (a like, an assignment):
     /// [`super::NoticeJob`].
     Notice,
+    /// One event's delivery to one webhook endpoint
+    /// ([`crate::webhooks::outbox`]).
+    Webhook,
 }
 
 impl JobKind {
-    pub const ALL: [JobKind; 4] = [
+    pub const ALL: [JobKind; 5] = [
         JobKind::FanOut,
         JobKind::Bump,
         JobKind::Cleanup,
         JobKind::Notice,
+        JobKind::Webhook,
     ];
 
     /// How the kind is stored (and named in `/metrics`).
@@ -107,6 +111,7 @@ impl JobKind {
             JobKind::Bump => "bump",
             JobKind::Cleanup => "cleanup",
             JobKind::Notice => "notice",
+            JobKind::Webhook => "webhook",
         }
     }
 

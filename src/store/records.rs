@@ -11,6 +11,9 @@
 //!   [`Graph::join_group`](super::Graph::join_group);
 //! - **group feeds**: a group's ring of last posts (`<group>`), posted to
 //!   and read by [`GroupFeeds`](super::group_feeds::GroupFeeds);
+//! - **webhooks** and their **dead deliveries**: the endpoints a tenant
+//!   registered (`<webhook>`), and the deliveries given up on
+//!   (`<webhook> <message>`), read and written by [`crate::webhooks`];
 //! - **meta**: small values the deployment keeps about itself (the feed
 //!   model it last ran, its cursor key…), outside any tenant.
 //!
@@ -41,16 +44,24 @@ pub enum RecordKind {
     /// A group's feed, its ring of last posts (`<group>`; see
     /// [`group_feeds`](super::group_feeds)).
     GroupFeed,
+    /// A webhook endpoint registered (`<webhook id>`; see
+    /// [`crate::webhooks`]).
+    Webhook,
+    /// A webhook delivery given up on after a day of retries
+    /// (`<webhook id> <message id>`), kept for replay.
+    DeadDelivery,
 }
 
 impl RecordKind {
-    pub const ALL: [RecordKind; 6] = [
+    pub const ALL: [RecordKind; 8] = [
         RecordKind::Meta,
         RecordKind::Cut,
         RecordKind::Celebrity,
         RecordKind::Inbox,
         RecordKind::Group,
         RecordKind::GroupFeed,
+        RecordKind::Webhook,
+        RecordKind::DeadDelivery,
     ];
 }
 

@@ -87,19 +87,27 @@ pub async fn resolve(url: &Url, allow_private: bool) -> Result<Vec<SocketAddr>, 
     if addrs.is_empty() {
         return Err(format!("{host} resolves to no address"));
     }
-    if !allow_private {
-        if let Some((addr, why)) = addrs
-            .iter()
-            .find_map(|a| forbidden(a.ip()).map(|why| (a, why)))
-        {
-            return Err(format!(
-                "{host} resolves to {} ({why}); webhooks go to public addresses only \
-                 (the server's --webhooks-allow-private lifts this)",
-                addr.ip()
-            ));
-        }
-    }
+    check(host, &addrs, allow_private)?;
     Ok(addrs)
+}
+
+/// Refuses `addrs`, which `host` resolved to, if any may not receive
+/// webhooks (unless `allow_private`), naming the first and why.
+pub fn check(host: &str, addrs: &[SocketAddr], allow_private: bool) -> Result<(), String> {
+    if allow_private {
+        return Ok(());
+    }
+    match addrs
+        .iter()
+        .find_map(|a| forbidden(a.ip()).map(|why| (a, why)))
+    {
+        Some((addr, why)) => Err(format!(
+            "{host} resolves to {} ({why}); webhooks go to public addresses only \
+             (the server's --webhooks-allow-private lifts this)",
+            addr.ip()
+        )),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]

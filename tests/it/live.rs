@@ -341,10 +341,13 @@ fn in_process(capacity: usize) -> (Arc<Hub>, AppState, RiverfeedSchema, tempfile
     let dir = tempfile::tempdir().expect("temp dir");
     let store = Arc::new(EmbeddedStore::open(dir.path()).expect("store"));
     let hub = Hub::new(capacity);
+    let clock: Arc<SystemClock> = Arc::new(SystemClock);
     let state = AppState {
+        outbox: riverfeed::webhooks::Outbox::new(store.clone(), clock.clone()),
+        webhooks_allow_private: false,
         store,
         hub: hub.clone(),
-        clock: Arc::new(SystemClock),
+        clock,
         wake: Arc::new(Notify::new()),
         follow_backfill: 0,
         model: riverfeed::timeline::FeedModel::default(),

@@ -37,4 +37,5 @@ mod store_suite;
 mod stored_codes;
 mod tracing;
 mod transports;
+mod webhooks;
 mod worker;

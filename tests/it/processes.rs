@@ -1001,3 +1001,91 @@ async fn the_relay_resumes_from_its_token_after_the_database_restarts() {
     );
     mongo.stop().await;
 }
+
+/// The embedded process killed in the middle of a burst of actions whose
+/// webhooks are being sent: started again, it sends every acknowledged
+/// action's `action.recorded`, and a receiver counting by `webhook-id`
+/// sees each event once (a delivery cut off by the kill comes again under
+/// its id).
+#[tokio::test]
+async fn the_embedded_process_killed_mid_burst_loses_no_webhook() {
+    let dir = tempfile::tempdir().expect("dir");
+    let store = format!("embedded:{}", dir.path().display());
+    let flags = ["--webhooks-allow-private"];
+    let receiver = crate::webhooks::Receiver::start(None).await;
+    // Slower than the burst: deliveries wait, and some are in flight, as
+    // the process dies.
+    receiver.slow_down(100);
+    let mut server = Proc::start_on(free_port(), "serve", &store, &flags).await;
+    let app = Client::at(&server.base, Some((T, "app-backend", Some("service"))));
+    app.data(
+        "mutation($url: String!) { registerWebhook(url: $url, events: [ACTION_RECORDED]) { secret } }",
+        json!({ "url": receiver.url }),
+    )
+    .await;
+    let acknowledged = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let mut burst = Vec::new();
+    for task in 0..4 {
+        let bob = server.client("bob");
+        let acknowledged = acknowledged.clone();
+        burst.push(tokio::spawn(async move {
+            for n in 0..2_000 {
+                let body = bob
+                    .try_post(
+                        "mutation($t: String!) { recordAction(input: {descriptor: {statusPost: {text: $t}}}) { actionId } }",
+                        json!({ "t": format!("burst {task}-{n}") }),
+                    )
+                    .await;
+                match body.and_then(|b| b["data"]["recordAction"]["actionId"].as_str().map(str::to_owned)) {
+                    Some(id) => acknowledged.lock().unwrap().push(id),
+                    None => return,
+                }
+            }
+        }));
+    }
+    // Killed once deliveries are under way.
+    receiver
+        .wait("deliveries under way", |got| got.len() >= 40)
+        .await;
+    server.kill().await;
+    for task in burst {
+        task.await.expect("burst task");
+    }
+    let acknowledged = acknowledged.lock().unwrap().clone();
+    let sent_before = receiver.all().len();
+    assert!(
+        sent_before < acknowledged.len(),
+        "killed mid-burst: {sent_before} sent of {} acknowledged",
+        acknowledged.len()
+    );
+
+    let _server = Proc::start_on(free_port(), "serve", &store, &flags).await;
+    let want: HashSet<&str> = acknowledged.iter().map(String::as_str).collect();
+    let got = receiver
+        .wait("every acknowledged action's event", |got| {
+            let told: HashSet<&str> = got
+                .iter()
+                .filter_map(|r| r.body["data"]["actionId"].as_str())
+                .collect();
+            want.is_subset(&told)
+        })
+        .await;
+    // One id per event, one event per action.
+    let mut by_id: HashMap<&str, HashSet<&str>> = HashMap::new();
+    for r in &got {
+        let action = r.body["data"]["actionId"].as_str().expect("action id");
+        by_id.entry(r.id.as_str()).or_default().insert(action);
+    }
+    assert!(by_id.values().all(|actions| actions.len() == 1));
+    let events: HashSet<&str> = by_id.keys().copied().collect();
+    let told: HashSet<&str> = by_id.values().flatten().copied().collect();
+    assert_eq!(events.len(), told.len(), "each event under one webhook-id");
+    eprintln!(
+        "killed after {} acknowledged actions and {sent_before} deliveries; after restart \
+         {} deliveries carried {} events ({} sent twice, dropped by id)",
+        acknowledged.len(),
+        got.len(),
+        events.len(),
+        got.len() - events.len()
+    );
+}

@@ -171,7 +171,7 @@ pub(crate) struct Inner {
     /// Jobs waiting or leased, by kind, in the whole store: while there
     /// are no cleanups (nearly always), a feed page need not look for the
     /// reader's.
-    queued_jobs: [std::sync::atomic::AtomicUsize; 4],
+    queued_jobs: [std::sync::atomic::AtomicUsize; crate::store::JobKind::ALL.len()],
     /// Where claims start reading the job queue's due index.
     due_floors: jobs::Floors,
     /// A snapshot's own directory (see [`EmbeddedStore::open_snapshot`]),

@@ -22,10 +22,10 @@
 use std::cell::RefCell;
 use std::sync::{Mutex, MutexGuard};
 
-/// Floors of the four job kinds' two regions each.
+/// Floors of the job kinds' two regions each.
 #[derive(Default)]
 pub(in crate::store::embedded) struct Floors {
-    regions: [Mutex<Floor>; 8],
+    regions: [Mutex<Floor>; 2 * crate::store::JobKind::ALL.len()],
 }
 
 #[derive(Default)]

@@ -44,6 +44,7 @@ fn kind_byte(kind: JobKind) -> u8 {
         JobKind::Cleanup => 1,
         JobKind::Bump => 2,
         JobKind::FanOut => 3,
+        JobKind::Webhook => 4,
     }
 }
 
@@ -58,6 +59,7 @@ fn kind_of(byte: u8) -> StoreResult<JobKind> {
         1 => Ok(JobKind::Cleanup),
         2 => Ok(JobKind::Bump),
         3 => Ok(JobKind::FanOut),
+        4 => Ok(JobKind::Webhook),
         _ => Err(keys::corrupt("job kind")),
     }
 }

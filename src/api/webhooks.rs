@@ -1,0 +1,348 @@
+//! Webhooks in the API: registering, listing, rotating, disabling and
+//! replaying, for `service` and `admin` callers of a tenant.
+
+use async_graphql::{Context, Object, SimpleObject, ID};
+use chrono::{DateTime, Utc};
+
+use super::cost::{bounded_first, first_cost, list_cost};
+use super::error::{bad_input, not_found, ApiResultExt};
+use super::types::datetime;
+use super::{require_service, state, viewer, AppState, Viewer};
+use crate::model::limits::MAX_LIST_LEN;
+use crate::store::StoreResult;
+use crate::webhooks::registry::{self, DeadDelivery, Webhook, MAX_WEBHOOKS, ROTATION_GRACE_MS};
+use crate::webhooks::sign::Secret;
+use crate::webhooks::{target, EventType};
+
+/// Longest endpoint URL accepted.
+const MAX_URL_LEN: usize = 2048;
+/// Most dead deliveries one page lists.
+const MAX_DEAD_PAGE: usize = 100;
+
+/// An endpoint that hears the tenant's events.
+pub struct WebhookNode(Webhook);
+
+#[Object(name = "Webhook")]
+impl WebhookNode {
+    /// `wh_` and 24 hex digits.
+    async fn webhook_id(&self) -> ID {
+        ID(self.0.id.clone())
+    }
+
+    async fn url(&self) -> &str {
+        &self.0.url
+    }
+
+    /// The events it hears.
+    async fn events(&self) -> &[EventType] {
+        &self.0.events
+    }
+
+    /// False once disabled: nothing is sent to it, and what comes due
+    /// meanwhile is kept as dead deliveries to replay.
+    async fn enabled(&self) -> bool {
+        self.0.enabled
+    }
+
+    async fn created_at(&self) -> DateTime<Utc> {
+        datetime(self.0.created)
+    }
+
+    /// Until when deliveries are also signed with the secret the last
+    /// rotation replaced; null when only the current one signs.
+    async fn previous_secret_expires_at(&self, ctx: &Context<'_>) -> Option<DateTime<Utc>> {
+        let now = ctx.data_unchecked::<AppState>().clock.now();
+        let (_, until) = self.0.previous.as_ref()?;
+        (*until > now).then(|| datetime(*until))
+    }
+
+    /// Deliveries given up on after a day of retries, oldest message id
+    /// first; `replayDeadDeliveries` sends them again.
+    #[graphql(complexity = "first_cost(Some(first), 20, MAX_DEAD_PAGE, child_complexity)")]
+    async fn dead_deliveries(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(default = 20)] first: i32,
+    ) -> async_graphql::Result<Vec<DeadDeliveryNode>> {
+        let first = bounded_first(Some(first), 20, MAX_DEAD_PAGE)?;
+        let state = state(ctx)?;
+        let tenant = &viewer(ctx)?.tenant;
+        let dead = registry::dead(state.store.as_ref(), tenant, &self.0.id, None)
+            .await
+            .api()?;
+        Ok(dead.into_iter().take(first).map(DeadDeliveryNode).collect())
+    }
+}
+
+/// A delivery given up on.
+pub struct DeadDeliveryNode(DeadDelivery);
+
+#[Object(name = "DeadDelivery")]
+impl DeadDeliveryNode {
+    /// Its `webhook-id`, the same when replayed.
+    async fn message_id(&self) -> ID {
+        ID(self.0.delivery.message.clone())
+    }
+
+    async fn event(&self) -> EventType {
+        self.0.delivery.event
+    }
+
+    /// The JSON body sent.
+    async fn payload(&self) -> &str {
+        &self.0.delivery.body
+    }
+
+    async fn queued_at(&self) -> DateTime<Utc> {
+        datetime(self.0.queued)
+    }
+
+    async fn died_at(&self) -> DateTime<Utc> {
+        datetime(self.0.died)
+    }
+
+    /// Why the last attempt failed.
+    async fn error(&self) -> &str {
+        &self.0.error
+    }
+}
+
+/// A webhook with its signing secret, shown only when it is set.
+#[derive(SimpleObject)]
+pub struct WebhookSecret {
+    pub webhook: WebhookNode,
+    /// `whsec_` and the secret in base64: what a receiver verifies with.
+    pub secret: String,
+}
+
+#[derive(Default)]
+pub struct WebhookQuery;
+
+#[Object]
+impl WebhookQuery {
+    /// The tenant's webhooks. `service` and `admin` only.
+    #[graphql(complexity = "list_cost(MAX_WEBHOOKS, child_complexity)")]
+    async fn webhooks(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<WebhookNode>> {
+        let viewer = viewer(ctx)?;
+        require_service(viewer, "webhooks")?;
+        let hooks = registry::list(state(ctx)?.store.as_ref(), &viewer.tenant)
+            .await
+            .api()?;
+        Ok(hooks.into_iter().map(WebhookNode).collect())
+    }
+
+    /// One webhook, or null. `service` and `admin` only.
+    async fn webhook(
+        &self,
+        ctx: &Context<'_>,
+        webhook_id: ID,
+    ) -> async_graphql::Result<Option<WebhookNode>> {
+        let viewer = viewer(ctx)?;
+        require_service(viewer, "webhook")?;
+        let hook = registry::get(state(ctx)?.store.as_ref(), &viewer.tenant, &webhook_id)
+            .await
+            .api()?;
+        Ok(hook.map(WebhookNode))
+    }
+}
+
+#[derive(Default)]
+pub struct WebhookMutation;
+
+#[Object]
+impl WebhookMutation {
+    /// Registers an endpoint to hear `events`, signed with `secret`
+    /// (`whsec_` and 24 to 64 bytes in base64; drawn when absent). The URL
+    /// must be http or https and reach public addresses only (unless the
+    /// server runs with `--webhooks-allow-private`). At most 16 per
+    /// tenant. `service` and `admin` only.
+    async fn register_webhook(
+        &self,
+        ctx: &Context<'_>,
+        url: String,
+        events: Vec<EventType>,
+        secret: Option<String>,
+    ) -> async_graphql::Result<WebhookSecret> {
+        let (state, viewer) = (state(ctx)?, viewer(ctx)?);
+        require_service(viewer, "registerWebhook")?;
+        check_url(state, &url).await?;
+        let events = check_events(events)?;
+        let secret = secret_arg(secret)?;
+        let store = state.store.as_ref();
+        let tenant = &viewer.tenant;
+        if registry::list(store, tenant).await.api()?.len() >= MAX_WEBHOOKS {
+            return Err(bad_input(format!(
+                "a tenant has at most {MAX_WEBHOOKS} webhooks; disable and reuse one"
+            )));
+        }
+        let hook = Webhook {
+            id: format!("wh_{}", bson::oid::ObjectId::new().to_hex()),
+            url,
+            events,
+            secret: secret.to_text(),
+            previous: None,
+            enabled: true,
+            created: state.clock.now(),
+            version: 0,
+        };
+        registry::put(store, tenant, &hook).await.api()?;
+        state.outbox.forget(tenant);
+        Ok(WebhookSecret {
+            secret: hook.secret.clone(),
+            webhook: WebhookNode(Webhook { version: 1, ..hook }),
+        })
+    }
+
+    /// Replaces a webhook's secret (with `secret`, or one drawn). The old
+    /// one signs beside it for a day, so a receiver can switch without
+    /// refusing a delivery. `service` and `admin` only.
+    async fn rotate_webhook_secret(
+        &self,
+        ctx: &Context<'_>,
+        webhook_id: ID,
+        secret: Option<String>,
+    ) -> async_graphql::Result<WebhookSecret> {
+        let secret = secret_arg(secret)?.to_text();
+        let now = state(ctx)?.clock.now();
+        let hook = change(ctx, "rotateWebhookSecret", &webhook_id, |hook| {
+            let old = std::mem::replace(&mut hook.secret, secret.clone());
+            hook.previous = Some((old, now.saturating_add(ROTATION_GRACE_MS)));
+        })
+        .await?;
+        Ok(WebhookSecret {
+            secret: hook.secret.clone(),
+            webhook: WebhookNode(hook),
+        })
+    }
+
+    /// Stops sending to a webhook; what comes due meanwhile is kept as
+    /// dead deliveries. `service` and `admin` only.
+    async fn disable_webhook(
+        &self,
+        ctx: &Context<'_>,
+        webhook_id: ID,
+    ) -> async_graphql::Result<WebhookNode> {
+        let hook = change(ctx, "disableWebhook", &webhook_id, |h| h.enabled = false).await?;
+        Ok(WebhookNode(hook))
+    }
+
+    /// Sends to a disabled webhook again. `service` and `admin` only.
+    async fn enable_webhook(
+        &self,
+        ctx: &Context<'_>,
+        webhook_id: ID,
+    ) -> async_graphql::Result<WebhookNode> {
+        let hook = change(ctx, "enableWebhook", &webhook_id, |h| h.enabled = true).await?;
+        Ok(WebhookNode(hook))
+    }
+
+    /// Queues a webhook's dead deliveries again (those of `messageIds`, or
+    /// all), with a new day of retries; each keeps its `webhook-id`.
+    /// Returns how many were queued. `service` and `admin` only.
+    async fn replay_dead_deliveries(
+        &self,
+        ctx: &Context<'_>,
+        webhook_id: ID,
+        message_ids: Option<Vec<ID>>,
+    ) -> async_graphql::Result<u64> {
+        let (state, viewer) = (state(ctx)?, viewer(ctx)?);
+        require_service(viewer, "replayDeadDeliveries")?;
+        let ids: Option<Vec<String>> =
+            message_ids.map(|ids| ids.into_iter().map(|i| i.0).collect());
+        if ids.as_ref().is_some_and(|ids| ids.len() > MAX_LIST_LEN) {
+            return Err(bad_input(format!(
+                "messageIds has more than {MAX_LIST_LEN} entries"
+            )));
+        }
+        found(state, viewer, &webhook_id).await?;
+        let replayed = replay(state, &viewer.tenant, &webhook_id, ids.as_deref())
+            .await
+            .api()?;
+        Ok(replayed)
+    }
+}
+
+/// Queues dead deliveries again, each before it is forgotten (a crash in
+/// between keeps it both queued and dead; a replay again queues nothing
+/// twice while it waits).
+async fn replay(
+    state: &AppState,
+    tenant: &str,
+    webhook: &str,
+    messages: Option<&[String]>,
+) -> StoreResult<u64> {
+    let store = state.store.as_ref();
+    let now = state.clock.now();
+    let mut replayed = 0;
+    for dead in registry::dead(store, tenant, webhook, messages).await? {
+        store.enqueue(&dead.delivery.to_job(tenant, now)?).await?;
+        registry::unbury(store, tenant, &dead).await?;
+        replayed += 1;
+    }
+    if replayed > 0 {
+        state.outbox.wake.notify_one();
+    }
+    Ok(replayed)
+}
+
+/// The webhook `id` of the viewer's tenant; `NOT_FOUND` if there is none.
+async fn found(state: &AppState, viewer: &Viewer, id: &str) -> async_graphql::Result<Webhook> {
+    registry::get(state.store.as_ref(), &viewer.tenant, id)
+        .await
+        .api()?
+        .ok_or_else(|| not_found(format!("no webhook {id}")))
+}
+
+/// Changes webhook `id` for a `service` or `admin` caller.
+async fn change(
+    ctx: &Context<'_>,
+    what: &str,
+    id: &str,
+    f: impl Fn(&mut Webhook),
+) -> async_graphql::Result<Webhook> {
+    let (state, viewer) = (state(ctx)?, viewer(ctx)?);
+    require_service(viewer, what)?;
+    let changed = registry::change(state.store.as_ref(), &viewer.tenant, id, f)
+        .await
+        .api()?
+        .ok_or_else(|| not_found(format!("no webhook {id}")))?;
+    state.outbox.forget(&viewer.tenant);
+    Ok(changed)
+}
+
+/// `BAD_USER_INPUT` unless `url` is an endpoint webhooks may go to now.
+async fn check_url(state: &AppState, url: &str) -> async_graphql::Result<()> {
+    if url.len() > MAX_URL_LEN {
+        return Err(bad_input(format!(
+            "url is {} bytes; at most {MAX_URL_LEN} are allowed",
+            url.len()
+        )));
+    }
+    let parsed = target::parse(url).map_err(bad_input)?;
+    target::resolve(&parsed, state.webhooks_allow_private)
+        .await
+        .map_err(bad_input)?;
+    Ok(())
+}
+
+/// The events, each once; `BAD_USER_INPUT` if none.
+fn check_events(mut events: Vec<EventType>) -> async_graphql::Result<Vec<EventType>> {
+    let mut seen = Vec::new();
+    events.retain(|e| {
+        let new = !seen.contains(e);
+        seen.push(*e);
+        new
+    });
+    if events.is_empty() {
+        return Err(bad_input("events must name at least one event"));
+    }
+    Ok(events)
+}
+
+/// A secret given, checked, or one drawn.
+fn secret_arg(secret: Option<String>) -> async_graphql::Result<Secret> {
+    match secret {
+        Some(text) => Secret::parse(&text).map_err(|e| bad_input(format!("secret: {e}"))),
+        None => Ok(Secret::draw()),
+    }
+}

@@ -1,0 +1,333 @@
+//! The sender: claims delivery jobs under a lease, signs each and posts it
+//! to its endpoint, and retries what fails.
+//!
+//! An attempt succeeds when the endpoint answers 2xx within
+//! [`ATTEMPT_TIMEOUT`]. A failure is tried again at the next point of
+//! [`RETRY_AT`], counted from when the event was queued (so the schedule
+//! needs no state beside the job: a restart picks it up where the clock
+//! says); after the last, a day on, the delivery is kept as dead
+//! ([`registry::bury`]) until it is replayed. A job held by a worker that
+//! died is taken over once its lease runs out. Redirects are not followed,
+//! and connections go only to addresses [`target`] allows, checked as they
+//! are resolved for the connection itself.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::{stream, StreamExt};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use super::outbox::{Delivery, Outbox};
+use super::registry::{self, DeadDelivery};
+use super::target;
+use crate::clock::Clock;
+use crate::metrics::Metrics;
+use crate::model::Millis;
+use crate::store::{JobKind, Jobs, Lease, Store, StoreResult};
+
+const SECOND: Millis = 1000;
+const MINUTE: Millis = 60 * SECOND;
+const HOUR: Millis = 60 * MINUTE;
+
+/// When a failed delivery is tried again, counted from when it was queued:
+/// 5 s, 5 min, 30 min, 2 h, 5 h and 10 h after the attempt before, and a
+/// last try a day on. A failure after the last is dead.
+pub const RETRY_AT: [Millis; 7] = [
+    5 * SECOND,
+    5 * SECOND + 5 * MINUTE,
+    5 * SECOND + 35 * MINUTE,
+    5 * SECOND + 2 * HOUR + 35 * MINUTE,
+    5 * SECOND + 7 * HOUR + 35 * MINUTE,
+    5 * SECOND + 17 * HOUR + 35 * MINUTE,
+    24 * HOUR,
+];
+
+/// How long an endpoint has to answer.
+pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
+/// A claim's lease: longer than an attempt takes.
+const LEASE_MS: Millis = 60 * SECOND;
+/// Deliveries claimed, and sent, at once.
+const AT_ONCE: usize = 32;
+/// How soon a delivery held by a job still running is looked at again.
+const HOLD_MS: Millis = 100;
+
+/// How a process's sender runs.
+#[derive(Clone, Debug)]
+pub struct SendConfig {
+    /// Identifies the sender in leases.
+    pub id: String,
+    /// `--webhooks-allow-private`: endpoints on loopback and private
+    /// networks are allowed.
+    pub allow_private: bool,
+    /// How often an idle sender looks for deliveries it was not woken for.
+    pub poll_interval: Duration,
+}
+
+impl Default for SendConfig {
+    fn default() -> Self {
+        SendConfig {
+            id: format!(
+                "webhooks-{}-{}",
+                std::process::id(),
+                bson::oid::ObjectId::new()
+            ),
+            allow_private: false,
+            poll_interval: Duration::from_millis(500),
+        }
+    }
+}
+
+/// Sends the deliveries the outbox queued.
+#[derive(Clone)]
+pub struct Sender {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    outbox: Arc<Outbox>,
+    metrics: Arc<Metrics>,
+    client: reqwest::Client,
+    config: SendConfig,
+}
+
+/// How one attempt went.
+enum Outcome {
+    Sent,
+    /// Not sent yet: it waits for a job still running.
+    Held,
+    /// The webhook is gone: nothing to send to.
+    Gone,
+    /// The webhook is disabled: kept dead at once, to replay.
+    Disabled,
+    Failed(String),
+}
+
+impl Sender {
+    pub fn new(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        outbox: Arc<Outbox>,
+        metrics: Arc<Metrics>,
+        config: SendConfig,
+    ) -> anyhow::Result<Sender> {
+        let client = reqwest::Client::builder()
+            .timeout(ATTEMPT_TIMEOUT)
+            .connect_timeout(ATTEMPT_TIMEOUT / 2)
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("Riverfeed-Webhooks/", env!("CARGO_PKG_VERSION")))
+            .dns_resolver(Arc::new(Checked {
+                allow_private: config.allow_private,
+            }))
+            .build()?;
+        Ok(Sender {
+            store,
+            clock,
+            outbox,
+            metrics,
+            client,
+            config,
+        })
+    }
+
+    /// Sends until `shutdown`: whatever is due, then waits to be woken (a
+    /// delivery queued here) or for the poll interval.
+    pub async fn run(self, shutdown: CancellationToken) {
+        info!(sender = %self.config.id, "webhook sender started");
+        let wake = self.outbox.wake.clone();
+        loop {
+            let claimed = match self.round().await {
+                Ok(n) => n,
+                Err(err) => {
+                    warn!(cause = %err.chain(), "webhook deliveries could not be claimed");
+                    0
+                }
+            };
+            if claimed >= AT_ONCE {
+                continue;
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = wake.notified() => {}
+                _ = tokio::time::sleep(self.config.poll_interval) => {}
+            }
+        }
+        info!("webhook sender stopped");
+    }
+
+    /// Claims the deliveries due and attempts each, many at once. Returns
+    /// how many were claimed.
+    pub async fn round(&self) -> StoreResult<usize> {
+        let now = self.clock.now();
+        let leases = self
+            .store
+            .claim(JobKind::Webhook, &self.config.id, now, LEASE_MS, AT_ONCE)
+            .await?;
+        let claimed = leases.len();
+        stream::iter(leases)
+            .for_each_concurrent(AT_ONCE, |lease| async move {
+                if let Err(err) = self.attempt(&lease).await {
+                    warn!(key = %lease.job.key, cause = %err.chain(), "a webhook delivery could not be settled; it is tried again when its lease runs out");
+                }
+            })
+            .await;
+        Ok(claimed)
+    }
+
+    /// One attempt of the delivery `lease` holds, and what follows from it.
+    async fn attempt(&self, lease: &Lease) -> StoreResult<()> {
+        let delivery: Delivery = lease.job.payload()?;
+        let outcome = self.send(lease, &delivery).await?;
+        let store = self.store.as_ref();
+        let now = self.clock.now();
+        match outcome {
+            Outcome::Sent => {
+                self.metrics.webhook("sent");
+                store.finish(lease).await
+            }
+            Outcome::Gone => store.finish(lease).await,
+            Outcome::Held => store.renew(&lease_for(lease, HOLD_MS), now).await,
+            Outcome::Disabled => {
+                let why = "the webhook was disabled when it came due".to_owned();
+                self.bury(lease, delivery, now, why).await
+            }
+            Outcome::Failed(why) => {
+                self.metrics.webhook("failed");
+                let elapsed = now.saturating_sub(lease.job.queued);
+                match RETRY_AT.iter().find(|&&at| at > elapsed) {
+                    Some(at) => {
+                        debug!(webhook = %delivery.webhook, message = %delivery.message, cause = %why, "webhook delivery failed; retrying");
+                        self.metrics.webhook("retried");
+                        let wait = lease.job.queued.saturating_add(*at) - now;
+                        store.renew(&lease_for(lease, wait), now).await
+                    }
+                    None => {
+                        warn!(webhook = %delivery.webhook, message = %delivery.message, cause = %why, "webhook delivery failed for a day; kept as dead");
+                        self.bury(lease, delivery, now, why).await
+                    }
+                }
+            }
+        }
+    }
+
+    /// Keeps a delivery given up on, then finishes its job (a crash in
+    /// between keeps it twice over the same key: once).
+    async fn bury(
+        &self,
+        lease: &Lease,
+        delivery: Delivery,
+        now: Millis,
+        error: String,
+    ) -> StoreResult<()> {
+        let dead = DeadDelivery {
+            delivery,
+            queued: lease.job.queued,
+            died: now,
+            error,
+        };
+        registry::bury(self.store.as_ref(), &lease.job.tenant, &dead).await?;
+        self.metrics.webhook("dead");
+        self.store.finish(lease).await
+    }
+
+    /// Signs and posts one delivery.
+    async fn send(&self, lease: &Lease, delivery: &Delivery) -> StoreResult<Outcome> {
+        let store = self.store.as_ref();
+        let tenant = &lease.job.tenant;
+        let Some(hook) = registry::get(store, tenant, &delivery.webhook).await? else {
+            return Ok(Outcome::Gone);
+        };
+        if !hook.enabled {
+            return Ok(Outcome::Disabled);
+        }
+        if let Some(hold) = &delivery.hold {
+            let kind = JobKind::of_code(&hold.kind)?;
+            let running = store.queued(kind, tenant, &hold.key).await?;
+            if running.iter().any(|q| q.job.key == hold.key) {
+                return Ok(Outcome::Held);
+            }
+        }
+        let url = match target::parse(&hook.url) {
+            Ok(url) => url,
+            Err(why) => return Ok(Outcome::Failed(why)),
+        };
+        if let Some(ip) = literal_ip(&url) {
+            if let Some(why) = target::forbidden(ip).filter(|_| !self.config.allow_private) {
+                return Ok(Outcome::Failed(format!("{ip} is {why}")));
+            }
+        }
+        let now = self.clock.now();
+        let timestamp = now.div_euclid(1000);
+        let body = delivery.body.as_bytes();
+        let signature: Vec<String> = hook
+            .secrets(now)?
+            .iter()
+            .map(|s| s.sign(&delivery.message, timestamp, body))
+            .collect();
+        let sent = self
+            .client
+            .post(url)
+            .header("content-type", "application/json")
+            .header("webhook-id", &delivery.message)
+            .header("webhook-timestamp", timestamp.to_string())
+            .header("webhook-signature", signature.join(" "))
+            .body(delivery.body.clone())
+            .send()
+            .await;
+        Ok(match sent {
+            Ok(answer) if answer.status().is_success() => Outcome::Sent,
+            Ok(answer) => Outcome::Failed(format!("the endpoint answered {}", answer.status())),
+            Err(err) => Outcome::Failed(describe(&err)),
+        })
+    }
+}
+
+/// `lease` renewed for `ms` from the renewal.
+fn lease_for(lease: &Lease, ms: Millis) -> Lease {
+    Lease {
+        lease_ms: ms.max(1),
+        ..lease.clone()
+    }
+}
+
+/// The URL's host, if it is an address rather than a name (names are
+/// checked as they resolve).
+fn literal_ip(url: &reqwest::Url) -> Option<IpAddr> {
+    let host = url.host_str()?;
+    host.trim_start_matches('[')
+        .trim_end_matches(']')
+        .parse()
+        .ok()
+}
+
+/// A send's error with its causes, as the dead delivery keeps it.
+fn describe(err: &reqwest::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = std::error::Error::source(err);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// Resolves an endpoint's name for the connection, and refuses it if any
+/// address it gives is one webhooks may not reach: the addresses checked
+/// are the ones connected to.
+struct Checked {
+    allow_private: bool,
+}
+
+impl reqwest::dns::Resolve for Checked {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let allow_private = self.allow_private;
+        Box::pin(async move {
+            let host = name.as_str().to_owned();
+            let addrs: Vec<SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            target::check(&host, &addrs, allow_private)?;
+            let addrs: reqwest::dns::Addrs = Box::new(addrs.into_iter());
+            Ok(addrs)
+        })
+    }
+}

@@ -1,0 +1,548 @@
+//! Webhooks: registered by the application's backend, told every event of
+//! the jobs that carry them, signed as Standard Webhooks says, retried for
+//! a day, kept dead after that and replayed; endpoints checked against
+//! private ranges. A receiver in the test counts what reaches it.
+
+use std::sync::atomic::{AtomicU16, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::http::{HeaderMap, StatusCode};
+use riverfeed::clock::ManualClock;
+use riverfeed::server::ServeOptions;
+use riverfeed::webhooks::sign::Secret;
+use serde_json::{json, Value};
+use tokio::time::Instant;
+
+use crate::common::{Backend, Client, Stopped, TestServer, PATIENCE};
+use crate::on_both_backends;
+
+const T: &str = "acme";
+
+/// One request the receiver got.
+#[derive(Clone, Debug)]
+pub struct Received {
+    pub id: String,
+    pub timestamp: i64,
+    pub signature: String,
+    pub raw: String,
+    pub body: Value,
+    /// What it answered.
+    pub status: u16,
+    /// For `action.delivered`: the action's fan-out state when it arrived.
+    pub fan_out: Option<String>,
+}
+
+/// An HTTP endpoint on loopback that keeps every delivery.
+pub struct Receiver {
+    pub url: String,
+    got: Arc<Mutex<Vec<Received>>>,
+    status: Arc<AtomicU16>,
+    /// Milliseconds it takes to answer.
+    delay: Arc<AtomicU64>,
+}
+
+impl Receiver {
+    /// Starts one answering `200`; with `check`, it reads each delivered
+    /// action's fan-out state as the delivery arrives.
+    pub async fn start(check: Option<Client>) -> Receiver {
+        let got: Arc<Mutex<Vec<Received>>> = Arc::default();
+        let status = Arc::new(AtomicU16::new(200));
+        let delay: Arc<AtomicU64> = Arc::default();
+        let (keep, answer, slow) = (got.clone(), status.clone(), delay.clone());
+        let check = Arc::new(check);
+        let handler = move |headers: HeaderMap, raw: String| {
+            let (keep, answer, check) = (keep.clone(), answer.clone(), check.clone());
+            let wait = Duration::from_millis(slow.load(Ordering::SeqCst));
+            async move {
+                tokio::time::sleep(wait).await;
+                let header = |name: &str| {
+                    headers
+                        .get(name)
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or_default()
+                        .to_owned()
+                };
+                let body: Value = serde_json::from_str(&raw).unwrap_or(Value::Null);
+                let fan_out = match (check.as_ref(), body["type"].as_str()) {
+                    (Some(client), Some("action.delivered")) => {
+                        let data = client
+                            .data(
+                                "query($id: ID!) { action(actionId: $id) { fanOut { state } } }",
+                                json!({ "id": body["data"]["actionId"] }),
+                            )
+                            .await;
+                        data["action"]["fanOut"]["state"]
+                            .as_str()
+                            .map(str::to_owned)
+                    }
+                    _ => None,
+                };
+                let status = answer.load(Ordering::SeqCst);
+                keep.lock().unwrap().push(Received {
+                    id: header("webhook-id"),
+                    timestamp: header("webhook-timestamp").parse().unwrap_or(-1),
+                    signature: header("webhook-signature"),
+                    raw,
+                    body,
+                    status,
+                    fan_out,
+                });
+                StatusCode::from_u16(status).expect("status")
+            }
+        };
+        let router = axum::Router::new().route("/hook", axum::routing::post(handler));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let url = format!("http://{}/hook", listener.local_addr().expect("addr"));
+        tokio::spawn(async move { axum::serve(listener, router).await });
+        Receiver {
+            url,
+            got,
+            status,
+            delay,
+        }
+    }
+
+    /// Takes `ms` to answer each request from now on.
+    pub fn slow_down(&self, ms: u64) {
+        self.delay.store(ms, Ordering::SeqCst);
+    }
+
+    /// Answers `status` from now on.
+    pub fn answer(&self, status: u16) {
+        self.status.store(status, Ordering::SeqCst);
+    }
+
+    pub fn all(&self) -> Vec<Received> {
+        self.got.lock().unwrap().clone()
+    }
+
+    /// Waits until what it got satisfies `done`.
+    pub async fn wait(&self, what: &str, done: impl Fn(&[Received]) -> bool) -> Vec<Received> {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let got = self.all();
+            if done(&got) {
+                return got;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "never {what}; got {:#?}",
+                got.iter().map(|r| &r.body).collect::<Vec<_>>()
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+/// The deliveries of one event type.
+fn of_type<'a>(got: &'a [Received], kind: &str) -> Vec<&'a Received> {
+    got.iter().filter(|r| r.body["type"] == kind).collect()
+}
+
+const REGISTER: &str = "mutation($url: String!, $events: [WebhookEvent!]!, $secret: String) {
+    registerWebhook(url: $url, events: $events, secret: $secret) {
+        secret webhook { webhookId url events enabled createdAt previousSecretExpiresAt }
+    }
+}";
+
+const DEAD: &str = "query($id: ID!) { webhook(webhookId: $id) {
+    enabled deadDeliveries { messageId event payload queuedAt diedAt error }
+} }";
+
+/// Registers `url` for `events` as the application's backend; the
+/// webhook's id and secret.
+async fn register(backend: &Client, url: &str, events: Value) -> (String, String) {
+    let data = backend
+        .data(REGISTER, json!({ "url": url, "events": events }))
+        .await;
+    let made = &data["registerWebhook"];
+    (
+        made["webhook"]["webhookId"]
+            .as_str()
+            .expect("id")
+            .to_owned(),
+        made["secret"].as_str().expect("secret").to_owned(),
+    )
+}
+
+/// A server that may send webhooks to loopback, on `backend`'s store, with
+/// `clock` if given.
+async fn start(backend: Backend, clock: Option<Arc<ManualClock>>) -> Option<TestServer> {
+    let (store, dir) = crate::common::store_url(backend)?;
+    Some(
+        TestServer::start_with(Stopped { store, dir }, move |store| {
+            let mut options = ServeOptions::new(store);
+            options.webhooks_allow_private = true;
+            if let Some(clock) = clock {
+                options.clock = clock;
+            }
+            options
+        })
+        .await,
+    )
+}
+
+/// Every kind of event reaches an endpoint that hears it, from each job
+/// that carries one (a fan-out, a comment's bump, a like's notice job),
+/// each once by its `webhook-id`, signed with the endpoint's secret; the
+/// delivered event only once the fan-out is done.
+async fn events_reach_a_registered_endpoint_signed(backend: Backend) {
+    let Some(server) = start(backend, None).await else {
+        return;
+    };
+    let (mary, john) = (server.client(T, "mary"), server.client(T, "john"));
+    let receiver = Receiver::start(Some(mary.clone_headers())).await;
+    let app = server.service(T);
+    let all = json!([
+        "ACTION_RECORDED",
+        "ACTION_DELIVERED",
+        "NOTIFICATION_ADDED",
+        "COMMENT_ADDED"
+    ]);
+    let (hook, secret) = register(&app, &receiver.url, all).await;
+    assert!(
+        hook.starts_with("wh_") && secret.starts_with("whsec_"),
+        "{hook} {secret}"
+    );
+    let listed = app
+        .data("{ webhooks { webhookId url events enabled } }", json!({}))
+        .await;
+    assert_eq!(
+        listed["webhooks"],
+        json!([{ "webhookId": hook, "url": receiver.url, "enabled": true,
+                 "events": ["ACTION_RECORDED", "ACTION_DELIVERED", "NOTIFICATION_ADDED", "COMMENT_ADDED"] }])
+    );
+
+    mary.upsert_user("mary", "Mary Fanning").await;
+    john.follow("mary").await;
+    let action = mary.post_status("Mary Fanning applied", json!({})).await;
+    let comment = john
+        .data(
+            "mutation($id: ID!) { comment(actionId: $id, text: \"Strong profile\") { id } }",
+            json!({ "id": action }),
+        )
+        .await;
+    assert!(comment["comment"]["id"].is_string(), "{comment}");
+    john.data(
+        "mutation($id: ID!) { like(actionId: $id) { actionId } }",
+        json!({ "id": action }),
+    )
+    .await;
+
+    let got = receiver
+        .wait("every event", |got| {
+            let notices = of_type(got, "notification.added");
+            !of_type(got, "action.recorded").is_empty()
+                && !of_type(got, "action.delivered").is_empty()
+                && !of_type(got, "comment.added").is_empty()
+                && notices
+                    .iter()
+                    .any(|n| n.body["data"]["reason"] == "COMMENT")
+                && notices.iter().any(|n| n.body["data"]["reason"] == "LIKE")
+        })
+        .await;
+    let secret = Secret::parse(&secret).expect("secret");
+    for r in &got {
+        assert!(r.id.starts_with("msg_"), "{}", r.id);
+        assert!(
+            secret.verify(&r.id, r.timestamp, r.raw.as_bytes(), &r.signature),
+            "signed: {r:?}"
+        );
+        assert!(r.body["timestamp"].is_string() && r.body["data"]["tenant"] == T);
+    }
+    let recorded = of_type(&got, "action.recorded")[0];
+    assert_eq!(recorded.body["data"]["actionId"], action);
+    assert_eq!(recorded.body["data"]["actorId"], "mary");
+    assert_eq!(
+        recorded.body["data"]["descriptor"],
+        json!({ "type": "StatusPost", "text": "Mary Fanning applied" })
+    );
+    let delivered = of_type(&got, "action.delivered")[0];
+    assert_eq!(
+        delivered.fan_out.as_deref(),
+        Some("DONE"),
+        "sent once the fan-out is done"
+    );
+    let commented = of_type(&got, "comment.added")[0];
+    assert_eq!(commented.body["data"]["text"], "Strong profile");
+    assert_eq!(commented.body["data"]["authorId"], "john");
+    let notices = of_type(&got, "notification.added");
+    assert!(notices.iter().all(|n| n.body["data"]["userId"] == "mary"
+        && n.body["data"]["actorId"] == "john"
+        && n.body["data"]["actionId"] == action));
+    // Each event once: distinct ids, one per event.
+    let mut ids: Vec<&str> = got.iter().map(|r| r.id.as_str()).collect();
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), got.len(), "no event twice");
+    let sent = "riverfeed_webhook_deliveries_total{outcome=\"sent\"}";
+    wait_metric(&server, sent, got.len() as u64).await;
+    server.stop().await;
+}
+
+/// A failing endpoint is retried on the schedule, by the same
+/// `webhook-id`; after a day the delivery is dead, listed with why, and a
+/// replay sends it again.
+async fn failures_are_retried_for_a_day_then_kept_to_replay(backend: Backend) {
+    let clock = Arc::new(ManualClock::new(crate::common::CLOCK_START));
+    let Some(server) = start(backend, Some(clock.clone())).await else {
+        return;
+    };
+    let receiver = Receiver::start(None).await;
+    receiver.answer(503);
+    let app = server.service(T);
+    let (hook, _) = register(&app, &receiver.url, json!(["ACTION_RECORDED"])).await;
+    let metric =
+        |outcome: &str| format!("riverfeed_webhook_deliveries_total{{outcome=\"{outcome}\"}}");
+    let mary = server.client(T, "mary");
+    mary.post_status("First try fails", json!({})).await;
+    let first = receiver.wait("a first attempt", |got| got.len() == 1).await;
+    wait_metric(&server, &metric("retried"), 1).await;
+    // Due again 5 s on.
+    clock.advance(5_000);
+    let second = receiver.wait("a retry", |got| got.len() == 2).await;
+    assert_eq!(second[1].id, first[0].id, "a retry keeps its webhook-id");
+    assert_eq!(second[1].raw, first[0].raw, "and its body");
+    wait_metric(&server, &metric("retried"), 2).await;
+    // A day on, the last attempt fails too: dead.
+    clock.advance(25 * 3_600_000);
+    receiver.wait("a last attempt", |got| got.len() == 3).await;
+    wait_metric(&server, &metric("dead"), 1).await;
+    assert_eq!(server.metric(&metric("failed")).await, 3);
+    let dead = app.data(DEAD, json!({ "id": hook })).await;
+    let dead = &dead["webhook"]["deadDeliveries"];
+    assert_eq!(dead.as_array().map(Vec::len), Some(1), "{dead}");
+    assert_eq!(dead[0]["messageId"], first[0].id.as_str());
+    assert_eq!(dead[0]["event"], "ACTION_RECORDED");
+    assert_eq!(dead[0]["payload"], first[0].raw.as_str());
+    assert!(
+        dead[0]["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("503"),
+        "{dead}"
+    );
+
+    receiver.answer(200);
+    let replayed = app
+        .data(
+            "mutation($id: ID!) { replayDeadDeliveries(webhookId: $id) }",
+            json!({ "id": hook }),
+        )
+        .await;
+    assert_eq!(replayed["replayDeadDeliveries"], 1);
+    let got = receiver.wait("the replay", |got| got.len() == 4).await;
+    assert_eq!(
+        (got[3].id.as_str(), got[3].status),
+        (first[0].id.as_str(), 200)
+    );
+    wait_metric(&server, &metric("sent"), 1).await;
+    let dead = app.data(DEAD, json!({ "id": hook })).await;
+    assert_eq!(dead["webhook"]["deadDeliveries"], json!([]));
+    server.stop().await;
+}
+
+/// Waits until the counter `name` reaches `n`.
+async fn wait_metric(server: &TestServer, name: &str, n: u64) {
+    let deadline = Instant::now() + PATIENCE;
+    while server.metric(name).await < n {
+        assert!(Instant::now() < deadline, "{name} never reached {n}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+on_both_backends!(
+    events_reach_a_registered_endpoint_signed,
+    failures_are_retried_for_a_day_then_kept_to_replay,
+);
+
+/// A rotated secret signs beside the new one for a day; a disabled webhook
+/// is sent nothing, and what came due meanwhile is kept dead to replay.
+#[tokio::test]
+async fn rotation_signs_with_both_secrets_and_disabling_keeps_deliveries() {
+    let Some(server) = start(Backend::Embedded, None).await else {
+        return;
+    };
+    let receiver = Receiver::start(None).await;
+    let app = server.service(T);
+    let old = Secret::draw().to_text();
+    let data = app
+        .data(
+            REGISTER,
+            json!({ "url": receiver.url, "events": ["ACTION_RECORDED"], "secret": old }),
+        )
+        .await;
+    assert_eq!(data["registerWebhook"]["secret"], old.as_str());
+    let hook = data["registerWebhook"]["webhook"]["webhookId"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let rotated = app
+        .data(
+            "mutation($id: ID!) { rotateWebhookSecret(webhookId: $id) {
+                secret webhook { previousSecretExpiresAt } } }",
+            json!({ "id": hook }),
+        )
+        .await;
+    let new = rotated["rotateWebhookSecret"]["secret"]
+        .as_str()
+        .expect("secret")
+        .to_owned();
+    assert_ne!(new, old);
+    assert!(rotated["rotateWebhookSecret"]["webhook"]["previousSecretExpiresAt"].is_string());
+    let mary = server.client(T, "mary");
+    mary.post_status("Signed twice", json!({})).await;
+    let got = receiver.wait("a delivery", |got| got.len() == 1).await;
+    let r = &got[0];
+    assert_eq!(r.signature.split(' ').count(), 2, "{}", r.signature);
+    for secret in [&old, &new] {
+        let secret = Secret::parse(secret).expect("secret");
+        assert!(secret.verify(&r.id, r.timestamp, r.raw.as_bytes(), &r.signature));
+    }
+
+    let disabled = app
+        .data(
+            "mutation($id: ID!) { disableWebhook(webhookId: $id) { enabled } }",
+            json!({ "id": hook }),
+        )
+        .await;
+    assert_eq!(disabled["disableWebhook"]["enabled"], false);
+    mary.post_status("While disabled", json!({})).await;
+    let deadline = Instant::now() + PATIENCE;
+    let dead = loop {
+        let dead = app.data(DEAD, json!({ "id": hook })).await;
+        if dead["webhook"]["deadDeliveries"]
+            .as_array()
+            .is_some_and(|d| d.len() == 1)
+        {
+            break dead;
+        }
+        assert!(Instant::now() < deadline, "never kept: {dead}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(dead["webhook"]["deadDeliveries"][0]["error"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("disabled"));
+    assert_eq!(receiver.all().len(), 1, "nothing sent while disabled");
+    app.data(
+        "mutation($id: ID!) { enableWebhook(webhookId: $id) { enabled } }",
+        json!({ "id": hook }),
+    )
+    .await;
+    app.data(
+        "mutation($id: ID!) { replayDeadDeliveries(webhookId: $id, messageIds: []) }",
+        json!({ "id": hook }),
+    )
+    .await;
+    let replayed = app
+        .data(
+            "mutation($id: ID!) { replayDeadDeliveries(webhookId: $id) }",
+            json!({ "id": hook }),
+        )
+        .await;
+    assert_eq!(replayed["replayDeadDeliveries"], 1);
+    let got = receiver.wait("the replay", |got| got.len() == 2).await;
+    assert_eq!(got[1].body["data"]["descriptor"]["text"], "While disabled");
+    server.stop().await;
+}
+
+/// Only the application's backend registers; endpoints must be http(s)
+/// on public addresses unless the server allows private ones; a tenant
+/// has at most 16; unknown webhooks are `NOT_FOUND`.
+#[tokio::test]
+async fn webhook_calls_are_checked() {
+    let Some((store, dir)) = crate::common::store_url(Backend::Embedded) else {
+        return;
+    };
+    let server = TestServer::start_on(Stopped { store, dir }).await;
+    let app = server.service(T);
+    let register = |url: &str, events: Value, secret: Option<&str>| {
+        let vars = json!({ "url": url, "events": events, "secret": secret });
+        let app = app.clone_headers();
+        async move { app.error_code(REGISTER, vars).await }
+    };
+    let user = server.client(T, "mary");
+    let vars = json!({ "url": "https://example.com/hook", "events": ["ACTION_RECORDED"] });
+    assert_eq!(user.error_code(REGISTER, vars).await, "FORBIDDEN");
+    assert_eq!(
+        user.error_code("{ webhooks { url } }", json!({})).await,
+        "FORBIDDEN"
+    );
+    let recorded = json!(["ACTION_RECORDED"]);
+    for url in [
+        "http://127.0.0.1:9/hook",
+        "http://localhost:9/hook",
+        "http://[::1]:9/hook",
+        "http://10.0.0.1/hook",
+        "http://169.254.169.254/latest/meta-data",
+        "ftp://example.com/hook",
+        "not a url",
+    ] {
+        assert_eq!(
+            register(url, recorded.clone(), None).await,
+            "BAD_USER_INPUT",
+            "{url}"
+        );
+    }
+    let said = app
+        .post(
+            REGISTER,
+            json!({ "url": "http://127.0.0.1:9/hook", "events": recorded }),
+        )
+        .await;
+    assert!(
+        said["errors"][0]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("--webhooks-allow-private"),
+        "{said}"
+    );
+    for id in ["wh_000000000000000000000000", "nope"] {
+        let vars = json!({ "id": id });
+        let rotate = "mutation($id: ID!) { rotateWebhookSecret(webhookId: $id) { secret } }";
+        assert_eq!(app.error_code(rotate, vars.clone()).await, "NOT_FOUND");
+        let replay = "mutation($id: ID!) { replayDeadDeliveries(webhookId: $id) }";
+        assert_eq!(app.error_code(replay, vars).await, "NOT_FOUND");
+    }
+    server.stop().await;
+
+    let Some(server) = start(Backend::Embedded, None).await else {
+        return;
+    };
+    let app = server.service(T);
+    let url = "http://127.0.0.1:9/hook";
+    let vars =
+        |events: Value, secret: &str| json!({ "url": url, "events": events, "secret": secret });
+    assert_eq!(
+        app.error_code(REGISTER, vars(json!([]), "whsec_AAAA"))
+            .await,
+        "BAD_USER_INPUT"
+    );
+    let short = "whsec_c2hvcnQ=";
+    assert_eq!(
+        app.error_code(REGISTER, vars(recorded.clone(), short))
+            .await,
+        "BAD_USER_INPUT"
+    );
+    for _ in 0..16 {
+        register_ok(&app, url).await;
+    }
+    let vars = json!({ "url": url, "events": recorded });
+    assert_eq!(app.error_code(REGISTER, vars).await, "BAD_USER_INPUT");
+    server.stop().await;
+}
+
+async fn register_ok(app: &Client, url: &str) {
+    let data = app
+        .data(
+            REGISTER,
+            json!({ "url": url, "events": ["ACTION_RECORDED", "ACTION_RECORDED"] }),
+        )
+        .await;
+    let events = &data["registerWebhook"]["webhook"]["events"];
+    assert_eq!(events, &json!(["ACTION_RECORDED"]), "each event once");
+}
