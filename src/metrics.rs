@@ -84,6 +84,7 @@ pub struct Metrics {
     pub live_subscriptions: Gauge,
     pub lagged_subscriptions: Counter,
     pub fanout_queue_depth: Gauge,
+    pub webhook_queue_depth: Gauge,
     pub fanout_oldest_pending_seconds: Gauge<f64, AtomicU64>,
     relay_signals: Family<RelayLabels, Counter>,
     pub relay_lag_seconds: Histogram,
@@ -181,6 +182,12 @@ impl Metrics {
             "Actions waiting for their fan-out or in one, in the whole store",
             fanout_queue_depth.clone(),
         );
+        let webhook_queue_depth = Gauge::default();
+        registry.register(
+            "webhook_queue_depth",
+            "Webhook deliveries waiting, being sent or waiting for a retry, in the whole store",
+            webhook_queue_depth.clone(),
+        );
         let fanout_oldest_pending_seconds = Gauge::<f64, AtomicU64>::default();
         registry.register(
             "fanout_oldest_pending_age_seconds",
@@ -232,6 +239,7 @@ impl Metrics {
             live_subscriptions,
             lagged_subscriptions,
             fanout_queue_depth,
+            webhook_queue_depth,
             fanout_oldest_pending_seconds,
             relay_signals,
             relay_lag_seconds,

@@ -743,6 +743,10 @@ async fn metrics(State(state): State<OpsState>) -> impl IntoResponse {
         }
         Err(err) => tracing::warn!(cause = %err.chain(), "cannot read the fan-out backlog"),
     }
+    match state.store.backlog(JobKind::Webhook).await {
+        Ok(backlog) => drop(metrics.webhook_queue_depth.set(backlog.jobs as i64)),
+        Err(err) => tracing::warn!(cause = %err.chain(), "cannot read the webhook backlog"),
+    }
     let mut out = String::new();
     metrics.encode(&mut out);
     out.push_str(

@@ -3,9 +3,10 @@
 //! shared (carrier-grade NAT), multicast and unspecified ranges are refused,
 //! so that a caller cannot point Riverfeed at the network it runs in
 //! (SSRF). `--webhooks-allow-private` lifts that for tests and closed
-//! networks. [`resolve`] gives the addresses it checked, for a sender to
-//! connect to those and no others: a name that resolves differently a
-//! moment later (DNS rebinding) then cannot slip past.
+//! networks. [`resolve`] checks a URL when it is registered; [`check`] is
+//! what the sender's resolver applies to the addresses it connects to, so
+//! a name that resolves differently later (DNS rebinding) cannot slip
+//! past.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 

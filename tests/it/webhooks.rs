@@ -301,6 +301,8 @@ async fn failures_are_retried_for_a_day_then_kept_to_replay(backend: Backend) {
     mary.post_status("First try fails", json!({})).await;
     let first = receiver.wait("a first attempt", |got| got.len() == 1).await;
     wait_metric(&server, &metric("retried"), 1).await;
+    let depth = "riverfeed_webhook_queue_depth";
+    assert_eq!(server.metric(depth).await, 1, "waiting for its retry");
     // Due again 5 s on.
     clock.advance(5_000);
     let second = receiver.wait("a retry", |got| got.len() == 2).await;
@@ -311,6 +313,7 @@ async fn failures_are_retried_for_a_day_then_kept_to_replay(backend: Backend) {
     clock.advance(25 * 3_600_000);
     receiver.wait("a last attempt", |got| got.len() == 3).await;
     wait_metric(&server, &metric("dead"), 1).await;
+    assert_eq!(server.metric(depth).await, 0, "dead: no longer queued");
     assert_eq!(server.metric(&metric("failed")).await, 3);
     let dead = app.data(DEAD, json!({ "id": hook })).await;
     let dead = &dead["webhook"]["deadDeliveries"];
