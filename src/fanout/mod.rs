@@ -28,13 +28,17 @@
 //! ended) and put back those another source still gives. Expiry deletes
 //! actions whose time has come and tells live readers `REMOVED`; upkeep
 //! runs at most once a minute.
+//!
+//! Each job that carries an event (a fan-out, a bump, a notice job) queues
+//! its webhook deliveries ([`crate::webhooks`]) before it is finished.
+//! The bumps and notice jobs are in `jobs`; cleanups, expiry and upkeep in
+//! `upkeep`.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::{stream, StreamExt};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, instrument, warn};
@@ -50,7 +54,10 @@ use crate::store::{
     Backfill, BumpJob, Delivery, DeliveryBatch, Ended, ErrorKind, FanOutJob, JobKind, Jobs, Lease,
     NoticeJob, Removal, Store, StoreResult, Timelines, Unfollow,
 };
-use crate::timeline::{audience, follow, groups, Expiry, FeedModel};
+use crate::timeline::{audience, FeedModel};
+
+mod jobs;
+mod upkeep;
 use crate::webhooks::outbox::{self, Event, Outbox};
 use crate::webhooks::EventType;
 
@@ -135,35 +142,9 @@ pub struct Claim {
     pub action: Action,
 }
 
-/// Jobs of one kind (bumps, notice jobs) run at once, as many as one claim
-/// takes by default. Their reads overlap, and their synced writes wait
-/// together: the engine makes one sync of the writes waiting at once
-/// (RocksDB's write groups; MongoDB's requests run side by side), so a
-/// claimed batch costs a few syncs rather than a few per job.
-const JOBS_AT_ONCE: usize = 64;
-
-/// What a claimed job owes once read: what it does next, its tenant and
-/// the notices it owes (or why it could not be read).
-type Owed<T> = StoreResult<(T, String, Vec<notify::Addressed>)>;
-
-/// A claimed job and what it owes.
-type Owing<T> = (Lease, Owed<T>);
-
-/// A bump whose action is there to raise.
-struct Bumped {
-    action: Action,
-    comment: Comment,
-}
-
 /// Times a failed fan-out is tried again by the worker that holds it;
 /// after that it waits for its lease to run out, and any worker takes it.
 const RETRIES: u32 = 5;
-
-/// How often the feed model's upkeep runs (idle rivers are looked for).
-const SWEEP_EVERY_MS: Millis = 60_000;
-/// How often expired actions are looked for at the latest (actions fanned
-/// out by another process, or before a restart).
-const EXPIRY_CHECK_MS: Millis = 60_000;
 
 impl Worker {
     pub fn new(
@@ -326,212 +307,6 @@ impl Worker {
             Some(err) => Err(err),
             None => Ok(claimed),
         }
-    }
-
-    /// Writes notices into their owners' groups and tells the owners'
-    /// live subscriptions.
-    async fn notify(&self, tenant: &str, notices: Vec<notify::Addressed>) -> StoreResult<()> {
-        if notices.is_empty() {
-            return Ok(());
-        }
-        let store = self.store.as_ref();
-        let now = self.clock.now();
-        let rules = &self.config.notice_rules;
-        let delivered = notify::deliver(store, rules, tenant, notices, now).await?;
-        // Before the job that owes them is finished: see `webhooks`.
-        self.outbox
-            .tell(tenant, |l| outbox::notice_events(l, tenant, &delivered))
-            .await?;
-        for done in delivered {
-            if done.change == NoticeEvent::default() {
-                continue;
-            }
-            self.metrics
-                .notices_written
-                .inc_by(done.change.added.len() as u64 + done.change.updated.len() as u64);
-            notify::publish(&self.hub, tenant, &done.owner, done.change);
-        }
-        Ok(())
-    }
-
-    /// Claims notice jobs (likes, assignments) and runs them together:
-    /// whom each notifies is read for all at once, their notices written by
-    /// one [`notify::deliver`] per tenant, and the jobs finished at once.
-    /// Returns how many were claimed.
-    async fn notice_jobs(
-        &self,
-        shutdown: &CancellationToken,
-        failure: &mut Option<crate::store::StoreError>,
-    ) -> StoreResult<usize> {
-        let leases = self.claim(JobKind::Notice).await?;
-        let claimed = leases.len();
-        if shutdown.is_cancelled() {
-            return Ok(claimed);
-        }
-        let (store, rules) = (self.store.as_ref(), &self.config.notice_rules);
-        let owing = stream::iter(leases)
-            .map(|lease| async move {
-                let owed = async {
-                    let job = NoticeJob::of_job(&lease.job)?;
-                    let notices = notify::for_job(store, rules, &job).await?;
-                    Ok(((), job.tenant, notices))
-                }
-                .await;
-                (lease, owed)
-            })
-            .buffered(JOBS_AT_ONCE)
-            .collect()
-            .await;
-        let written = self.notify_jobs("notice", owing, failure).await;
-        self.end_jobs("notice", written, failure, |lease, ()| async move {
-            self.store.finish(&lease).await
-        })
-        .await;
-        Ok(claimed)
-    }
-
-    /// Runs the last step of claimed jobs of `kind`, `JOBS_AT_ONCE` at a
-    /// time (so their synced writes share syncs), and counts and notes how
-    /// each ended.
-    async fn end_jobs<T, F, Fut>(
-        &self,
-        kind: &'static str,
-        jobs: Vec<(Lease, T)>,
-        failure: &mut Option<crate::store::StoreError>,
-        last: F,
-    ) where
-        F: Fn(Lease, T) -> Fut,
-        Fut: std::future::Future<Output = StoreResult<()>>,
-    {
-        let ended: Vec<(String, StoreResult<()>)> = stream::iter(jobs)
-            .map(|(lease, t)| {
-                let key = lease.job.key.clone();
-                let done = last(lease, t);
-                async move { (key, done.await) }
-            })
-            .buffer_unordered(JOBS_AT_ONCE)
-            .collect()
-            .await;
-        for (key, done) in ended {
-            self.metrics.job(kind, done.is_ok());
-            note_outcome(done, kind, &key, failure);
-        }
-    }
-
-    /// Writes the notices of claimed jobs, read at once ([`Owing`]): one
-    /// [`notify::deliver`] per tenant for all of them, so the writes of
-    /// many jobs share their syncs and a group many notices go to is
-    /// written once. Returns the jobs whose notices are written, each with
-    /// what it does next; those that failed are counted and noted (run
-    /// again once their lease runs out; a notice is written once however
-    /// often its job runs).
-    async fn notify_jobs<T>(
-        &self,
-        kind: &'static str,
-        owing: Vec<Owing<T>>,
-        failure: &mut Option<crate::store::StoreError>,
-    ) -> Vec<(Lease, T)> {
-        // Per tenant: its jobs, and all their notices.
-        type Tenant<T> = (Vec<(Lease, T)>, Vec<notify::Addressed>);
-        let mut by_tenant: HashMap<String, Tenant<T>> = HashMap::new();
-        for (lease, owed) in owing {
-            match owed {
-                Ok((next, tenant, notices)) => {
-                    let (jobs, all) = by_tenant.entry(tenant).or_default();
-                    jobs.push((lease, next));
-                    all.extend(notices);
-                }
-                Err(err) => {
-                    self.metrics.job(kind, false);
-                    note_outcome(Err(err), kind, &lease.job.key, failure);
-                }
-            }
-        }
-        let mut ready = Vec::new();
-        for (tenant, (jobs, notices)) in by_tenant {
-            match self.notify(&tenant, notices).await {
-                Ok(()) => ready.extend(jobs),
-                Err(err) => {
-                    for (lease, _) in jobs {
-                        self.metrics.job(kind, false);
-                        note_outcome(Err(err.clone()), kind, &lease.job.key, failure);
-                    }
-                }
-            }
-        }
-        ready
-    }
-
-    /// Claims unfollow cleanups and runs them: each takes the items that came
-    /// by an ended edge (or, for a group left, the group items the reader may
-    /// no longer read) out of the reader's feed, and a reader online gets
-    /// `REMOVED` for each. Returns how many were claimed.
-    async fn clean_unfollows(
-        &self,
-        shutdown: &CancellationToken,
-        failure: &mut Option<crate::store::StoreError>,
-    ) -> StoreResult<usize> {
-        let leases = self.claim(JobKind::Cleanup).await?;
-        let claimed = leases.len();
-        for lease in leases {
-            if shutdown.is_cancelled() {
-                break;
-            }
-            let u = match Unfollow::of_job(&lease.job) {
-                Ok(u) => u,
-                Err(err) => {
-                    error!(key = %lease.job.key, cause = %err.chain(), "a cleanup job is unreadable");
-                    failure.get_or_insert(err);
-                    continue;
-                }
-            };
-            let u = &u;
-            let store = self.store.as_ref();
-            let cleaned = if u.kind.names_items() {
-                let expiry = Expiry {
-                    now: self.clock.now(),
-                    item_ttl: self.config.item_ttl,
-                };
-                match groups::named_items(store, u, expiry).await {
-                    Ok(ids) => store.clean(&lease, Some(&ids)).await,
-                    Err(err) => Err(err),
-                }
-            } else {
-                store.clean(&lease, None).await
-            };
-            self.metrics.job("cleanup", cleaned.is_ok());
-            match cleaned {
-                Ok(removed) => {
-                    debug!(reader = %u.reader, actor = %u.actor, removed = removed.len(), "unfollow cleaned up");
-                    let now = self.clock.now();
-                    let put_back = match u.kind {
-                        Ended::Edge(_) => {
-                            follow::put_back(store, &u.tenant, &u.reader, &removed, now).await
-                        }
-                        Ended::Group => Ok(Vec::new()),
-                    };
-                    let kept = match put_back {
-                        Ok(kept) => kept,
-                        Err(err) => {
-                            failure.get_or_insert(err);
-                            Vec::new()
-                        }
-                    };
-                    self.hub
-                        .publish_feed_items(FeedEventKind::Removed, &u.tenant, None, removed);
-                    self.hub
-                        .publish_feed_items(FeedEventKind::Added, &u.tenant, None, kept);
-                }
-                Err(err) if err.kind == ErrorKind::LeaseLost => {
-                    warn!(reader = %u.reader, actor = %u.actor, cause = %err.chain(), "lease lost; leaving the cleanup to its new owner");
-                }
-                Err(err) => {
-                    error!(reader = %u.reader, actor = %u.actor, cause = %err.chain(), "an unfollow cleanup failed; it is retried when its lease runs out");
-                    failure.get_or_insert(err);
-                }
-            }
-        }
-        Ok(claimed)
     }
 
     /// Claims up to the claim limit of `kind`'s due jobs for this worker.
@@ -739,196 +514,6 @@ impl Worker {
         self.outbox.released();
         debug!(action = %action.id, audience = audience_len, delivered, "fan-out done");
         Ok(())
-    }
-
-    /// Claims bump jobs and runs them together: each comment's action and
-    /// whom it notifies are read for all at once, their notices written by
-    /// one [`notify::deliver`] per tenant, then each action raised
-    /// ([`Worker::raise`]), many at once. Returns how many were claimed.
-    async fn bumps(
-        &self,
-        shutdown: &CancellationToken,
-        failure: &mut Option<crate::store::StoreError>,
-    ) -> StoreResult<usize> {
-        let leases = self.claim(JobKind::Bump).await?;
-        let claimed = leases.len();
-        if shutdown.is_cancelled() {
-            return Ok(claimed);
-        }
-        let owing = stream::iter(leases)
-            .map(|lease| async move {
-                let owed = self.read_bump(&lease).await;
-                (lease, owed)
-            })
-            .buffered(JOBS_AT_ONCE)
-            .collect()
-            .await;
-        let noticed = self.notify_jobs("bump", owing, failure).await;
-        if shutdown.is_cancelled() {
-            return Ok(claimed);
-        }
-        self.end_jobs("bump", noticed, failure, |lease, bumped| async move {
-            self.raise(&lease, bumped).await
-        })
-        .await;
-        Ok(claimed)
-    }
-
-    /// What the bump job `lease` holds needs: its action and comment (none
-    /// if the action is gone or hidden: nothing to raise, nobody to tell),
-    /// and whom the comment notifies.
-    async fn read_bump(&self, lease: &Lease) -> Owed<Option<Bumped>> {
-        let BumpJob { tenant, comment } = BumpJob::of_job(&lease.job)?;
-        let action = self
-            .store
-            .get_actions(&tenant, &[comment.action_id])
-            .await?
-            .pop();
-        let Some(action) = action.filter(|a| !a.hidden) else {
-            return Ok((None, tenant, Vec::new()));
-        };
-        let notices = notify::for_comment(
-            self.store.as_ref(),
-            &self.config.notice_rules,
-            &action,
-            &comment,
-        )
-        .await?;
-        Ok((Some(Bumped { action, comment }), tenant, notices))
-    }
-
-    /// Runs the rest of the bump job `lease` holds, its notices written:
-    /// the action raised for the readers the rules pick, in batches, the
-    /// lease renewed before each; then finishes the job. Two raises of one
-    /// action at once end where the higher leaves it.
-    async fn raise(&self, lease: &Lease, bumped: Option<Bumped>) -> StoreResult<()> {
-        let Some(Bumped { action, comment }) = bumped else {
-            return self.store.finish(lease).await;
-        };
-        let tenant = action.tenant.clone();
-        self.outbox
-            .tell(&tenant, |l| {
-                let wanted = l.wants(EventType::CommentAdded);
-                let event = || Event::comment_added(&tenant, &action, &comment);
-                wanted.then(event).into_iter().collect()
-            })
-            .await?;
-        let rules = &self.config.bump_rules;
-        let targets = relevancy::targets(self.store.as_ref(), rules, &action, &comment).await?;
-        if !self.config.model.pushes_all() {
-            self.place_pulled(&tenant, &action, &targets).await?;
-        }
-        let raises: Vec<Delivery> = targets
-            .iter()
-            .filter_map(|(owner, rule)| {
-                let boost = rules.boost(*rule)?;
-                Some(Delivery {
-                    owner: owner.clone(),
-                    relevancy: comment.created.saturating_add(boost),
-                    reason: Reason {
-                        kind: ReasonKind::Bumped,
-                        actor_id: action.actor_id.clone(),
-                        bump: Some(Bump {
-                            rule: *rule,
-                            by: comment.author_id.clone(),
-                            at: comment.created,
-                        }),
-                    },
-                })
-            })
-            .collect();
-        let mut raised = 0usize;
-        let mut shared = None;
-        for chunk in raises.chunks(self.config.batch_size.max(1)) {
-            let now = self.clock.now();
-            // Still ours? Another worker that took it over raises the same.
-            self.store.renew(lease, now).await?;
-            let items = self.store.raise(&tenant, action.id, now, chunk).await?;
-            raised += items.len();
-            self.publish(FeedEventKind::Bumped, &action, items, &mut shared);
-        }
-        self.store.finish(lease).await?;
-        debug!(action = %action.id, comment = %comment.id, targets = targets.len(), raised, "bump done");
-        Ok(())
-    }
-
-    /// Puts the action into the timelines of the targets who pull it (not
-    /// materialised there), so the bump raises it for them as for everyone.
-    async fn place_pulled(
-        &self,
-        tenant: &str,
-        action: &Action,
-        targets: &[(String, crate::model::BumpRule)],
-    ) -> StoreResult<()> {
-        let owners: Vec<String> = targets.iter().map(|(o, _)| o.clone()).collect();
-        let store = self.store.as_ref();
-        let now = self.clock.now();
-        for (owner, kind) in audience::pulled_readers(store, action, &owners, true).await? {
-            let item = Backfill {
-                action_id: action.id,
-                relevancy: action.conducted,
-                reason: Reason::new(kind, &action.actor_id),
-                changed: now,
-            };
-            store.backfill(tenant, &owner, &[item]).await?;
-        }
-        Ok(())
-    }
-
-    /// The model's upkeep (rivers: dropping idle ones), at most once a
-    /// minute.
-    async fn upkeep(&self) -> StoreResult<()> {
-        let now = self.clock.now();
-        let last = self.last_sweep.load(Ordering::Relaxed);
-        if now.saturating_sub(last) < SWEEP_EVERY_MS {
-            return Ok(());
-        }
-        self.last_sweep.store(now, Ordering::Relaxed);
-        let model = self.config.model.behaviour();
-        let done = model.upkeep(self.store.as_ref(), now).await?;
-        if done > 0 {
-            info!(model = %self.config.model.kind, done, "feed model upkeep");
-        }
-        Ok(())
-    }
-
-    /// Deletes the actions whose expiry has come (reads have left them out
-    /// since that moment) and tells live readers `REMOVED`: when one this
-    /// worker fanned out comes due, and at least once a minute. Returns how
-    /// many.
-    async fn expire(&self) -> StoreResult<usize> {
-        let store = self.store.as_ref();
-        let now = self.clock.now();
-        if now < self.next_expiry.load(Ordering::Relaxed) {
-            return Ok(0);
-        }
-        let limit = self.config.claim_limit;
-        // A minute ahead: what comes due then says when to look next.
-        let ahead = now.saturating_add(EXPIRY_CHECK_MS);
-        let mut due = store.expired(ahead, self.config.item_ttl, limit).await?;
-        let next = match due.iter().find(|(at, _, _)| *at > now) {
-            Some((at, _, _)) => *at,
-            None if due.len() >= limit => now,
-            None => ahead,
-        };
-        self.next_expiry.store(next, Ordering::Relaxed);
-        due.retain(|(at, _, _)| *at <= now);
-        let pulls = !self.config.model.pushes_all();
-        for (_, tenant, id) in &due {
-            let Some(action) = store.get_actions(tenant, &[*id]).await?.pop() else {
-                continue;
-            };
-            let removed = match store.remove_action(tenant, *id, Removal::Delete).await {
-                Ok(removed) => removed,
-                // Deleted meanwhile.
-                Err(err) if err.kind == ErrorKind::NotFound => continue,
-                Err(err) => return Err(err),
-            };
-            debug!(%tenant, action = %id, items = removed.len(), "expired action deleted");
-            self.metrics.job("expiry", true);
-            audience::announce_removed(store, &self.hub, pulls, &action, removed).await?;
-        }
-        Ok(due.len())
     }
 
     /// Publishes one event per item, all sharing one copy of the action.

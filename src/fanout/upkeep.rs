@@ -1,0 +1,141 @@
+//! The worker's upkeep: unfollow and group cleanups, expiry, and the feed
+//! model's own upkeep (idle rivers).
+
+use super::*;
+use crate::timeline::{follow, groups, Expiry};
+
+/// How often the feed model's upkeep runs (idle rivers are looked for).
+const SWEEP_EVERY_MS: Millis = 60_000;
+/// How often expired actions are looked for at the latest (actions fanned
+/// out by another process, or before a restart).
+const EXPIRY_CHECK_MS: Millis = 60_000;
+
+impl Worker {
+    /// Claims unfollow cleanups and runs them: each takes the items that came
+    /// by an ended edge (or, for a group left, the group items the reader may
+    /// no longer read) out of the reader's feed, and a reader online gets
+    /// `REMOVED` for each. Returns how many were claimed.
+    pub(super) async fn clean_unfollows(
+        &self,
+        shutdown: &CancellationToken,
+        failure: &mut Option<crate::store::StoreError>,
+    ) -> StoreResult<usize> {
+        let leases = self.claim(JobKind::Cleanup).await?;
+        let claimed = leases.len();
+        for lease in leases {
+            if shutdown.is_cancelled() {
+                break;
+            }
+            let u = match Unfollow::of_job(&lease.job) {
+                Ok(u) => u,
+                Err(err) => {
+                    error!(key = %lease.job.key, cause = %err.chain(), "a cleanup job is unreadable");
+                    failure.get_or_insert(err);
+                    continue;
+                }
+            };
+            let u = &u;
+            let store = self.store.as_ref();
+            let cleaned = if u.kind.names_items() {
+                let expiry = Expiry {
+                    now: self.clock.now(),
+                    item_ttl: self.config.item_ttl,
+                };
+                match groups::named_items(store, u, expiry).await {
+                    Ok(ids) => store.clean(&lease, Some(&ids)).await,
+                    Err(err) => Err(err),
+                }
+            } else {
+                store.clean(&lease, None).await
+            };
+            self.metrics.job("cleanup", cleaned.is_ok());
+            match cleaned {
+                Ok(removed) => {
+                    debug!(reader = %u.reader, actor = %u.actor, removed = removed.len(), "unfollow cleaned up");
+                    let now = self.clock.now();
+                    let put_back = match u.kind {
+                        Ended::Edge(_) => {
+                            follow::put_back(store, &u.tenant, &u.reader, &removed, now).await
+                        }
+                        Ended::Group => Ok(Vec::new()),
+                    };
+                    let kept = match put_back {
+                        Ok(kept) => kept,
+                        Err(err) => {
+                            failure.get_or_insert(err);
+                            Vec::new()
+                        }
+                    };
+                    self.hub
+                        .publish_feed_items(FeedEventKind::Removed, &u.tenant, None, removed);
+                    self.hub
+                        .publish_feed_items(FeedEventKind::Added, &u.tenant, None, kept);
+                }
+                Err(err) if err.kind == ErrorKind::LeaseLost => {
+                    warn!(reader = %u.reader, actor = %u.actor, cause = %err.chain(), "lease lost; leaving the cleanup to its new owner");
+                }
+                Err(err) => {
+                    error!(reader = %u.reader, actor = %u.actor, cause = %err.chain(), "an unfollow cleanup failed; it is retried when its lease runs out");
+                    failure.get_or_insert(err);
+                }
+            }
+        }
+        Ok(claimed)
+    }
+
+    /// The model's upkeep (rivers: dropping idle ones), at most once a
+    /// minute.
+    pub(super) async fn upkeep(&self) -> StoreResult<()> {
+        let now = self.clock.now();
+        let last = self.last_sweep.load(Ordering::Relaxed);
+        if now.saturating_sub(last) < SWEEP_EVERY_MS {
+            return Ok(());
+        }
+        self.last_sweep.store(now, Ordering::Relaxed);
+        let model = self.config.model.behaviour();
+        let done = model.upkeep(self.store.as_ref(), now).await?;
+        if done > 0 {
+            info!(model = %self.config.model.kind, done, "feed model upkeep");
+        }
+        Ok(())
+    }
+
+    /// Deletes the actions whose expiry has come (reads have left them out
+    /// since that moment) and tells live readers `REMOVED`: when one this
+    /// worker fanned out comes due, and at least once a minute. Returns how
+    /// many.
+    pub(super) async fn expire(&self) -> StoreResult<usize> {
+        let store = self.store.as_ref();
+        let now = self.clock.now();
+        if now < self.next_expiry.load(Ordering::Relaxed) {
+            return Ok(0);
+        }
+        let limit = self.config.claim_limit;
+        // A minute ahead: what comes due then says when to look next.
+        let ahead = now.saturating_add(EXPIRY_CHECK_MS);
+        let mut due = store.expired(ahead, self.config.item_ttl, limit).await?;
+        let next = match due.iter().find(|(at, _, _)| *at > now) {
+            Some((at, _, _)) => *at,
+            None if due.len() >= limit => now,
+            None => ahead,
+        };
+        self.next_expiry.store(next, Ordering::Relaxed);
+        due.retain(|(at, _, _)| *at <= now);
+        let pulls = !self.config.model.pushes_all();
+        for (_, tenant, id) in &due {
+            let Some(action) = store.get_actions(tenant, &[*id]).await?.pop() else {
+                continue;
+            };
+            let removed = match store.remove_action(tenant, *id, Removal::Delete).await {
+                Ok(removed) => removed,
+                // Deleted meanwhile.
+                Err(err) if err.kind == ErrorKind::NotFound => continue,
+                Err(err) => return Err(err),
+            };
+            debug!(%tenant, action = %id, items = removed.len(), "expired action deleted");
+            self.metrics.job("expiry", true);
+            audience::announce_removed(store, &self.hub, pulls, &action, removed).await?;
+        }
+        Ok(due.len())
+    }
+}
