@@ -321,6 +321,18 @@ pub struct ServeArgs {
     /// subgraph SDL a gateway composes.
     #[arg(long, env = "RIVERFEED_FEDERATION", global = true)]
     pub federation: bool,
+    /// With `--federation`: a type of the product's own subgraph that
+    /// actions refer to by id, as `TYPE=KEYFIELD` (`Applicant=id`), made an
+    /// entity here too with its `activity` (the slice of actions that
+    /// refer to it). Repeat, or comma-separate, for several.
+    #[arg(
+        long = "federation-entity",
+        env = "RIVERFEED_FEDERATION_ENTITIES",
+        global = true,
+        value_delimiter = ',',
+        requires = "federation"
+    )]
+    pub federation_entities: Vec<crate::api::federation::RefEntity>,
     /// Let webhooks go to loopback and private addresses (a receiver on
     /// this machine or a closed network). Without it such endpoints are
     /// refused when registered and when sent to.
@@ -414,6 +426,27 @@ impl ServeArgs {
         }
     }
 
+    /// How the schema is federated (`--federation`, `--federation-entity`),
+    /// its entities checked against the types `descriptors` serves.
+    pub fn federation(
+        &self,
+        descriptors: &crate::descriptor::Catalog,
+    ) -> anyhow::Result<Option<std::sync::Arc<crate::api::federation::Federation>>> {
+        if !self.federation {
+            return Ok(None);
+        }
+        let federation = crate::api::federation::Federation {
+            entities: self.federation_entities.clone(),
+        };
+        let mut taken = crate::api::schema_names();
+        for ty in descriptors.types() {
+            taken.insert(ty.name.clone());
+            taken.insert(ty.input_name());
+        }
+        federation.check(&taken).map_err(anyhow::Error::msg)?;
+        Ok(Some(std::sync::Arc::new(federation)))
+    }
+
     /// The store URL: `--store`, or the embedded store in the data directory.
     pub fn store_url(&self) -> String {
         self.store
@@ -456,7 +489,7 @@ impl ServeArgs {
         options.notice_rules = self.notice_rules()?;
         options.descriptors = self.descriptors()?;
         options.allow_descriptor_changes = self.allow_descriptor_changes;
-        options.federation = self.federation;
+        options.federation = self.federation(&options.descriptors)?;
         options.webhooks_allow_private = self.webhooks_allow_private;
         options.insecure_dev = self.insecure_dev;
         options.cors_origins = self

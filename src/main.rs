@@ -17,10 +17,14 @@ async fn main() -> anyhow::Result<()> {
     match cli.command {
         Some(Command::Schema) => {
             let descriptors = cli.serve.descriptors()?;
-            if cli.serve.federation {
-                print!("{}", riverfeed::api::subgraph_sdl(&descriptors));
-            } else {
-                print!("{}", riverfeed::api::sdl(&descriptors));
+            match cli.serve.federation(&descriptors)? {
+                Some(federation) => {
+                    print!(
+                        "{}",
+                        riverfeed::api::subgraph_sdl(&descriptors, &federation)
+                    )
+                }
+                None => print!("{}", riverfeed::api::sdl(&descriptors)),
             }
             Ok(())
         }

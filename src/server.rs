@@ -96,8 +96,9 @@ pub struct ServeOptions {
     /// `--allow-descriptor-changes`: serve a descriptor file that stored
     /// actions no longer fit (they read as `UnknownDescriptor`).
     pub allow_descriptor_changes: bool,
-    /// `--federation`: serve as a subgraph of a federated supergraph.
-    pub federation: bool,
+    /// `--federation`: serve as a subgraph of a federated supergraph, with
+    /// the product's entities (`--federation-entity`).
+    pub federation: Option<Arc<api::federation::Federation>>,
     /// `--webhooks-allow-private`: webhooks may go to loopback and private
     /// addresses.
     pub webhooks_allow_private: bool,
@@ -132,7 +133,7 @@ impl ServeOptions {
             metrics_access: http::MetricsAccess::default(),
             descriptors: crate::descriptor::Catalog::builtin(),
             allow_descriptor_changes: false,
-            federation: false,
+            federation: None,
             webhooks_allow_private: false,
         }
     }
@@ -327,7 +328,7 @@ pub async fn start_with_store(
             app.clone(),
             options.introspection.unwrap_or(options.auth.is_dev()),
             rate_limiter,
-            options.federation,
+            options.federation.clone(),
         ),
         persisted: options.persisted.clone(),
         ops: OpsState {

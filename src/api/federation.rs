@@ -9,10 +9,19 @@
 //! ([`federated`]); a plain server's schema has neither field. The lookups
 //! answer under the caller's identity, as the gateway forwards it, by the
 //! rules of `user` and `action`.
+//!
+//! The product's own objects that actions refer to (an applicant, a
+//! position) are entities of the product's subgraphs. Each one named with
+//! `--federation-entity Applicant=id` is an entity here too, keyed by the
+//! same field, to which Riverfeed adds `activity`: the slice of actions
+//! whose `refIds` hold its id, as `slice(refId:)` answers it.
 
 use std::borrow::Cow;
-use std::cell::Cell;
+use std::cell::RefCell;
+use std::sync::Arc;
 
+use async_graphql::indexmap::IndexMap;
+use async_graphql::parser::types::{Field, Selection, SelectionSet};
 use async_graphql::registry::{MetaTypeId, Registry};
 use async_graphql::{
     ContainerType, Context, ContextSelectionSet, ObjectType, OutputType, Positioned, ServerError,
@@ -21,24 +30,86 @@ use async_graphql::{
 
 use super::access::access;
 use super::error::ApiResultExt;
-use super::types::{user_node, ActionNode, UserNode};
-use super::{loaders, viewer};
+use super::types::{user_node, ActionConnection, ActionNode, UserNode};
+use super::{feed, loaders, viewer, Viewer};
 use crate::model::limits::normalize_id;
 use crate::model::ObjectId;
 
-thread_local! {
-    static FEDERATING: Cell<bool> = const { Cell::new(false) };
+/// A type a product's subgraph owns, which actions refer to by id: an
+/// entity here too, keyed by the product's field, with its `activity`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RefEntity {
+    pub name: String,
+    /// The key field, as the product's subgraph names it (`id`).
+    pub key: String,
 }
 
-/// Runs `build` (a schema build) with the entities' keys registered.
-pub fn federated<R>(build: impl FnOnce() -> R) -> R {
+impl std::str::FromStr for RefEntity {
+    type Err = String;
+
+    /// `Applicant=id`.
+    fn from_str(text: &str) -> Result<RefEntity, String> {
+        let (name, key) = text
+            .split_once('=')
+            .ok_or_else(|| format!("{text:?} is not TYPE=KEYFIELD (Applicant=id)"))?;
+        let (name, key) = (name.trim(), key.trim());
+        for part in [name, key] {
+            let mut chars = part.chars();
+            let named = chars
+                .next()
+                .is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
+                && chars.all(|c| c == '_' || c.is_ascii_alphanumeric());
+            if !named || part.starts_with("__") {
+                return Err(format!("{part:?} in {text:?} is not a GraphQL name"));
+            }
+        }
+        Ok(RefEntity {
+            name: name.to_owned(),
+            key: key.to_owned(),
+        })
+    }
+}
+
+/// How a federated schema is served: its ref entities.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Federation {
+    pub entities: Vec<RefEntity>,
+}
+
+impl Federation {
+    /// Refuses an entity named like a type the schema has (`User`, a
+    /// descriptor type…), or named twice.
+    pub fn check(&self, taken: &std::collections::HashSet<String>) -> Result<(), String> {
+        let mut seen = std::collections::HashSet::new();
+        for e in &self.entities {
+            if taken.contains(&e.name) {
+                return Err(format!(
+                    "--federation-entity {}: the schema has a type {} already",
+                    e.name, e.name
+                ));
+            }
+            if !seen.insert(&e.name) {
+                return Err(format!("--federation-entity {} is given twice", e.name));
+            }
+        }
+        Ok(())
+    }
+}
+
+thread_local! {
+    static FEDERATING: RefCell<Option<Arc<Federation>>> = const { RefCell::new(None) };
+}
+
+/// Runs `build` (a schema build) with the entities and their keys
+/// registered.
+pub fn federated<R>(federation: &Arc<Federation>, build: impl FnOnce() -> R) -> R {
     struct Reset;
     impl Drop for Reset {
         fn drop(&mut self) {
-            FEDERATING.with(|f| f.set(false));
+            FEDERATING.with(|f| f.borrow_mut().take());
         }
     }
-    FEDERATING.with(|f| f.set(true));
+    FEDERATING.with(|f| *f.borrow_mut() = Some(federation.clone()));
     let _reset = Reset;
     build()
 }
@@ -88,9 +159,137 @@ impl FederationQuery {
                 let node = ActionNode::new(action);
                 Ok(Some(OutputType::resolve(&node, &set, ctx.item).await?))
             }
-            _ => Ok(None),
+            Some(name) => {
+                let Some(federation) = ctx.data_opt::<Arc<Federation>>() else {
+                    return Ok(None);
+                };
+                let Some(entity) = federation.entities.iter().find(|e| e.name == name) else {
+                    return Ok(None);
+                };
+                let viewer = viewer(ctx)?;
+                let Some(id) = key(&entity.key) else {
+                    return Ok(None);
+                };
+                Ok(Some(ref_entity(&set, viewer, entity, id).await?))
+            }
+            None => Ok(None),
         }
     }
+}
+
+/// A ref entity's fields as the `_entities` selection asks them: its key,
+/// and its `activity` resolved as `slice(refId:)` would be.
+async fn ref_entity(
+    set: &ContextSelectionSet<'_>,
+    viewer: &Viewer,
+    entity: &RefEntity,
+    id: &str,
+) -> async_graphql::Result<Value> {
+    let mut fields = Vec::new();
+    collect(set, &set.item.node, &entity.name, &mut fields).map_err(coded)?;
+    let mut out = IndexMap::new();
+    for field in fields {
+        let value = match field.node.name.node.as_str() {
+            "__typename" => Value::String(entity.name.clone()),
+            "activity" => {
+                let ctx = set.with_field(field);
+                let (_, first) = ctx
+                    .param_value::<Option<i32>>("first", None)
+                    .map_err(coded)?;
+                let (_, after) = ctx
+                    .param_value::<Option<String>>("after", None)
+                    .map_err(coded)?;
+                let page: ActionConnection = feed::slice(&ctx, viewer, id, first, after).await?;
+                let inner = ctx.with_selection_set(&field.node.selection_set);
+                OutputType::resolve(&page, &inner, field)
+                    .await
+                    .map_err(coded)?
+            }
+            name if name == entity.key => Value::String(id.to_owned()),
+            _ => Value::Null,
+        };
+        out.insert(field.node.response_key().node.clone(), value);
+    }
+    Ok(Value::Object(out))
+}
+
+/// A field's error as the lookup's, its code kept.
+fn coded(e: ServerError) -> async_graphql::Error {
+    async_graphql::Error {
+        message: e.message,
+        source: e.source,
+        extensions: e.extensions,
+    }
+}
+
+/// The fields a selection asks of `type_name`, following its fragments.
+fn collect<'a>(
+    ctx: &ContextSelectionSet<'a>,
+    set: &'a SelectionSet,
+    type_name: &str,
+    out: &mut Vec<&'a Positioned<Field>>,
+) -> ServerResult<()> {
+    let applies = |on: &str| on == type_name || on == "_Entity";
+    for selection in &set.items {
+        match &selection.node {
+            Selection::Field(field) => out.push(field),
+            Selection::FragmentSpread(spread) => {
+                let name = &spread.node.fragment_name.node;
+                let fragment = ctx.query_env.fragments.get(name).ok_or_else(|| {
+                    ServerError::new(format!(r#"Unknown fragment "{name}"."#), Some(spread.pos))
+                })?;
+                if applies(&fragment.node.type_condition.node.on.node) {
+                    collect(ctx, &fragment.node.selection_set.node, type_name, out)?;
+                }
+            }
+            Selection::InlineFragment(fragment) => {
+                let condition = fragment.node.type_condition.as_ref();
+                if condition.is_none_or(|c| applies(&c.node.on.node)) {
+                    collect(ctx, &fragment.node.selection_set.node, type_name, out)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Registers a ref entity: its key and `activity`.
+fn register(registry: &mut Registry, entity: &RefEntity) {
+    use crate::descriptor::{meta_field, meta_input, meta_object};
+    let connection = <ActionConnection as OutputType>::create_type_info(registry);
+    let mut fields = IndexMap::new();
+    let key = meta_field(
+        &entity.key,
+        Some(format!(
+            "The {}'s id, as actions' `refIds` hold it.",
+            entity.name
+        )),
+        "ID!".to_owned(),
+    );
+    fields.insert(entity.key.clone(), key);
+    let mut activity = meta_field(
+        "activity",
+        Some(format!(
+            "The actions that refer to this {} (whose `refIds` hold its id) that you may \
+             see, newest first: `slice(refId:)` for it.",
+            entity.name
+        )),
+        connection,
+    );
+    for (name, ty) in [("first", "Int"), ("after", "String")] {
+        let arg = meta_input(name, None, ty.to_owned());
+        activity.args.insert(name.to_owned(), arg);
+    }
+    fields.insert("activity".to_owned(), activity);
+    let description = format!(
+        "An object of the product's own subgraph ({}), which actions refer to by its id.",
+        entity.name
+    );
+    registry.types.insert(
+        entity.name.clone(),
+        meta_object(&entity.name, Some(description), fields),
+    );
+    registry.add_keys(&entity.name, &entity.key);
 }
 
 impl ContainerType for FederationQuery {
@@ -111,11 +310,14 @@ impl OutputType for FederationQuery {
     }
 
     fn create_type_info(registry: &mut Registry) -> String {
-        if FEDERATING.with(Cell::get) {
+        if let Some(federation) = FEDERATING.with(|f| f.borrow().clone()) {
             <UserNode as OutputType>::create_type_info(registry);
             <ActionNode as OutputType>::create_type_info(registry);
             registry.add_keys("User", "userId");
             registry.add_keys("Action", "actionId");
+            for entity in &federation.entities {
+                register(registry, entity);
+            }
         }
         registry.create_output_type::<Self, _>(MetaTypeId::Object, |_| {
             crate::descriptor::meta_object("FederationQuery", None, Default::default())

@@ -10,7 +10,7 @@ mod cost;
 pub mod cursor;
 mod edges;
 pub mod error;
-mod federation;
+pub mod federation;
 mod feed;
 mod global_id;
 mod graph_mutation;
@@ -116,11 +116,11 @@ pub fn schema(
     state: AppState,
     introspection: bool,
     rate_limiter: Option<Arc<rate_limit::RateLimiter>>,
-    federation: bool,
+    federation: Option<Arc<federation::Federation>>,
 ) -> RiverfeedSchema {
     let metrics = state.metrics.clone();
     let descriptors = state.descriptors.clone();
-    let mut builder = build(&descriptors, federation)
+    let mut builder = build(&descriptors, federation.as_ref())
         .data(descriptors)
         .data(state)
         // Outermost, so that it sees every error with its code and the
@@ -132,6 +132,9 @@ pub fn schema(
     // validation from its cache, and every request must still be charged.
     if let Some(limiter) = rate_limiter {
         builder = builder.extension(rate_limit::RateLimit(limiter));
+    }
+    if let Some(federation) = federation {
+        builder = builder.data(federation);
     }
     let builder = builder
         .extension(shape::QueryShape::default())
@@ -150,13 +153,16 @@ pub fn schema(
 /// The SDL of the schema served with `descriptors`, as `riverfeed schema`
 /// prints it.
 pub fn sdl(descriptors: &Arc<crate::descriptor::Catalog>) -> String {
-    build(descriptors, false).finish().sdl()
+    build(descriptors, None).finish().sdl()
 }
 
 /// The subgraph SDL a gateway composes (`_service { sdl }`), as
 /// `riverfeed schema --federation` prints it.
-pub fn subgraph_sdl(descriptors: &Arc<crate::descriptor::Catalog>) -> String {
-    build(descriptors, true)
+pub fn subgraph_sdl(
+    descriptors: &Arc<crate::descriptor::Catalog>,
+    federation: &Arc<federation::Federation>,
+) -> String {
+    build(descriptors, Some(federation))
         .finish()
         .sdl_with_options(async_graphql::SDLExportOptions::new().federation())
 }
@@ -165,7 +171,7 @@ pub fn subgraph_sdl(descriptors: &Arc<crate::descriptor::Catalog>) -> String {
 /// as a federated subgraph with `federation`.
 fn build(
     descriptors: &Arc<crate::descriptor::Catalog>,
-    federation: bool,
+    federation: Option<&Arc<federation::Federation>>,
 ) -> async_graphql::SchemaBuilder<QueryRoot, MutationRoot, SubscriptionRoot> {
     let roots = || {
         Schema::build(
@@ -174,14 +180,11 @@ fn build(
             SubscriptionRoot::default(),
         )
     };
-    let builder = crate::descriptor::with_catalog(descriptors, || {
-        if federation {
-            federation::federated(roots)
-        } else {
-            roots()
-        }
+    let builder = crate::descriptor::with_catalog(descriptors, || match federation {
+        Some(federation) => federation::federated(federation, roots),
+        None => roots(),
     });
-    if federation {
+    if federation.is_some() {
         builder
             .enable_federation()
             .enable_subscription_in_federation()
@@ -203,7 +206,7 @@ pub fn load_descriptors(path: &std::path::Path) -> anyhow::Result<crate::descrip
 
 /// The type names of the schema besides the descriptor types: what a
 /// descriptor file may not define.
-fn schema_names() -> std::collections::HashSet<String> {
+pub fn schema_names() -> std::collections::HashSet<String> {
     use async_graphql::parser::types::TypeSystemDefinition;
     let builtin = crate::descriptor::Catalog::builtin();
     let document = async_graphql::parser::parse_schema(sdl(&builtin)).expect("the schema parses");

@@ -51,7 +51,7 @@ fn building() -> Arc<Catalog> {
         .unwrap_or_else(Catalog::builtin)
 }
 
-fn meta_field(name: &str, description: Option<String>, ty: String) -> MetaField {
+pub(crate) fn meta_field(name: &str, description: Option<String>, ty: String) -> MetaField {
     MetaField {
         name: name.to_owned(),
         description,
@@ -99,7 +99,7 @@ pub(crate) fn object(
     }
 }
 
-fn input_value(name: &str, description: Option<String>, ty: String) -> MetaInputValue {
+pub(crate) fn input_value(name: &str, description: Option<String>, ty: String) -> MetaInputValue {
     MetaInputValue {
         name: name.to_owned(),
         description,

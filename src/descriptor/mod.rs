@@ -22,8 +22,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value as Json};
 
 pub use catalog::{Catalog, CatalogError};
-pub(crate) use graphql::object as meta_object;
 pub use graphql::with_catalog;
+pub(crate) use graphql::{input_value as meta_input, meta_field, object as meta_object};
 pub use input::DescriptorInput;
 
 /// What happened: a descriptor type's name and its fields. Shared, so that

@@ -1,7 +1,8 @@
 // Riverfeed as a subgraph of a supergraph: `serve --federation` beside a
-// small user service that owns `User.email`, composed and served by Hive
-// Gateway. Feed queries and a live subscription through the gateway join
-// Riverfeed's actions with the user service's emails.
+// small product service that owns `User.email` and the applicants, composed
+// and served by Hive Gateway. Feed queries and a live subscription through
+// the gateway join Riverfeed's actions with the product's emails, and an
+// applicant of the product's carries its activity from Riverfeed.
 
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
@@ -14,23 +15,30 @@ import { graphql, parse } from 'graphql';
 
 import { PATIENCE, gql, identity, postStatus, startServer } from './server.mjs';
 
-/** The product's own user service: it owns the users' emails. */
+/** The product's own service: it owns the users' emails and the applicants. */
 const USERS_SDL = `
   extend schema @link(url: "https://specs.apollo.dev/federation/v2.3", import: ["@key"])
   type User @key(fields: "userId") {
     userId: String!
     email: String
   }
-  type Query { userCount: Int! }
+  type Applicant @key(fields: "id") {
+    id: ID!
+    name: String!
+  }
+  type Query { applicant(id: ID!): Applicant }
 `;
 
 function startUserService() {
   const schema = buildSubgraphSchema([{
     typeDefs: parse(USERS_SDL),
     resolvers: {
-      Query: { userCount: () => 0 },
+      Query: { applicant: (_, { id }) => ({ id, name: `Applicant ${id}` }) },
       User: {
         __resolveReference: ({ userId }) => ({ userId, email: `${userId}@example.com` }),
+      },
+      Applicant: {
+        __resolveReference: ({ id }) => ({ id, name: `Applicant ${id}` }),
       },
     },
   }]);
@@ -59,7 +67,7 @@ let gateway;
 let gatewayServer;
 
 before(async () => {
-  riverfeed = await startServer(['--federation']);
+  riverfeed = await startServer(['--federation', '--federation-entity', 'Applicant=id']);
   users = await startUserService();
   // The subgraph SDL as a gateway's composition reads it: `_service`.
   const { _service } = await gql(riverfeed.base, 'alice', '{ _service { sdl } }');
@@ -134,6 +142,28 @@ test('a feed through the gateway joins the actor with the user service', async (
     `{ _entities(representations: [{__typename: "Action", actionId: "${id}"}]) { ... on Action { actorId } } }`,
   );
   assert.deepEqual(_entities, [{ actorId: 'bob' }]);
+});
+
+test("the product's applicant carries its activity from Riverfeed", async () => {
+  const { recordAction } = await gql(
+    riverfeed.base,
+    'bob',
+    'mutation { recordAction(input: {descriptor: {statusPost: {text: "Met Mary"}}, refIds: ["app-1"]}) { actionId } }',
+  );
+  const data = await throughGateway(
+    'alice',
+    '{ applicant(id: "app-1") { name activity(first: 5) { edges { node { actionId actor { email } descriptor { ... on StatusPost { text } } } } } } }',
+  );
+  assert.equal(data.applicant.name, 'Applicant app-1');
+  assert.deepEqual(data.applicant.activity.edges, [
+    {
+      node: {
+        actionId: recordAction.actionId,
+        actor: { email: 'bob@example.com' },
+        descriptor: { text: 'Met Mary' },
+      },
+    },
+  ]);
 });
 
 test('a subscription through the gateway carries the joined fields', async () => {

@@ -358,7 +358,7 @@ fn in_process(capacity: usize) -> (Arc<Hub>, AppState, RiverfeedSchema, tempfile
         metrics: Arc::default(),
         descriptors: riverfeed::descriptor::Catalog::builtin(),
     };
-    let schema = schema(state.clone(), false, None, false);
+    let schema = schema(state.clone(), false, None, None);
     (hub, state, schema, dir)
 }
 
