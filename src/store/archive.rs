@@ -24,6 +24,10 @@
 //! key: the target keeps its own). Under `push`, which materialises everything, an import is
 //! complete.
 //!
+//! Webhooks travel too: each registration (its secrets included: an
+//! archive is as secret as the store), each dead delivery, and each
+//! delivery still to send, which imports as waiting ([`import_webhooks`]).
+//!
 //! Notifications travel as whole records: each notice group with its members
 //! (read and archived ones included), each user's inbox (seen watermark,
 //! preferences, mutes, markers) and each queued notice job. They are written
@@ -176,6 +180,23 @@ pub enum Record {
     Cleanup {
         unfollow: Unfollow,
     },
+    /// A webhook registration, its secrets included.
+    Webhook {
+        tenant: String,
+        webhook: crate::webhooks::Webhook,
+    },
+    /// A webhook delivery given up on, kept to replay.
+    DeadDelivery {
+        tenant: String,
+        dead: crate::webhooks::DeadDelivery,
+    },
+    /// A webhook delivery still to send, without its lease: it imports as
+    /// waiting, its day of retries counted from `queued`.
+    WebhookDelivery {
+        tenant: String,
+        delivery: crate::webhooks::outbox::Delivery,
+        queued: Millis,
+    },
 }
 
 impl Record {
@@ -189,7 +210,10 @@ impl Record {
             | Record::Supervisor { tenant, .. }
             | Record::Comment { tenant, .. }
             | Record::Like { tenant, .. }
-            | Record::FeedItem { tenant, .. } => tenant,
+            | Record::FeedItem { tenant, .. }
+            | Record::Webhook { tenant, .. }
+            | Record::DeadDelivery { tenant, .. }
+            | Record::WebhookDelivery { tenant, .. } => tenant,
             Record::Action { action } => &action.tenant,
             Record::NoticeGroup { group } => &group.tenant,
             Record::Inbox { inbox } => &inbox.tenant,
@@ -251,6 +275,15 @@ impl Record {
                 check_id("reader", &unfollow.reader)?;
                 check_id("actor", &unfollow.actor)
             }
+            Record::Webhook { webhook, .. } => crate::webhooks::registry::check(webhook),
+            Record::DeadDelivery { dead, .. } => {
+                check_id("webhook", &dead.delivery.webhook)?;
+                check_id("message", &dead.delivery.message)
+            }
+            Record::WebhookDelivery { delivery, .. } => {
+                check_id("webhook", &delivery.webhook)?;
+                check_id("message", &delivery.message)
+            }
         }
     }
 
@@ -270,6 +303,9 @@ impl Record {
             Record::Inbox { .. } => "inbox",
             Record::NoticeJob { .. } => "noticeJob",
             Record::Cleanup { .. } => "cleanup",
+            Record::Webhook { .. } => "webhook",
+            Record::DeadDelivery { .. } => "deadDelivery",
+            Record::WebhookDelivery { .. } => "webhookDelivery",
         }
     }
 }
@@ -288,6 +324,31 @@ pub trait Archive: Send + Sync {
     /// Writes records as they are. A record that is already there is
     /// replaced, so importing twice leaves one copy.
     async fn import(&self, records: &[Record]) -> StoreResult<()>;
+}
+
+/// Writes the webhook records among `records` through [`RecordStore`] and
+/// [`JobStore`], for every backend's [`Archive::import`]: registrations
+/// and dead deliveries replace what the target has under their keys, and
+/// deliveries are queued as waiting (one queued already stays as it is).
+pub async fn import_webhooks(store: &dyn super::Store, records: &[Record]) -> StoreResult<()> {
+    use crate::webhooks::registry;
+    for record in records {
+        match record {
+            Record::Webhook { tenant, webhook } => {
+                registry::restore(store, tenant, webhook).await?
+            }
+            Record::DeadDelivery { tenant, dead } => registry::bury(store, tenant, dead).await?,
+            Record::WebhookDelivery {
+                tenant,
+                delivery,
+                queued,
+            } => {
+                store.enqueue(&delivery.to_job(tenant, *queued)?).await?;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Tries at writing one group or inbox over what is stored, when other

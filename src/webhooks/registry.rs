@@ -154,6 +154,46 @@ pub async fn change(
     ))
 }
 
+/// Writes `hook` over whatever is stored under its id (an import).
+pub async fn restore(store: &dyn Store, tenant: &str, hook: &Webhook) -> StoreResult<()> {
+    let body = encode(hook, "webhook")?;
+    store
+        .put_record(RecordKind::Webhook, tenant, &hook.id, Some(body), None)
+        .await
+        .map(drop)
+}
+
+/// Checks an imported registration as registering checks it (its URL's
+/// form and its secrets; the addresses are checked when it is sent to).
+pub fn check(hook: &Webhook) -> Result<(), crate::model::limits::InputError> {
+    let bad = |what: String| crate::model::limits::InputError::new(what);
+    crate::model::limits::check_id("id", &hook.id)?;
+    super::target::parse(&hook.url).map_err(bad)?;
+    hook.secrets(i64::MIN).map_err(|e| bad(e.message)).map(drop)
+}
+
+/// A stored record of `kind` (webhook or dead delivery) as an archive
+/// carries it.
+pub fn archived(
+    kind: RecordKind,
+    tenant: &str,
+    key: &str,
+    stored: &crate::store::Stored,
+) -> StoreResult<crate::store::Record> {
+    let what = format!("{kind:?} {tenant}/{}", key.replace(SEPARATOR, "/"));
+    let tenant = tenant.to_owned();
+    match kind {
+        RecordKind::Webhook => Ok(crate::store::Record::Webhook {
+            tenant,
+            webhook: decode(&stored.body, what)?,
+        }),
+        _ => Ok(crate::store::Record::DeadDelivery {
+            tenant,
+            dead: decode(&stored.body, what)?,
+        }),
+    }
+}
+
 fn dead_key(webhook: &str, message: &str) -> String {
     format!("{webhook}{SEPARATOR}{message}")
 }

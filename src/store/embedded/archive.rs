@@ -21,8 +21,8 @@ use super::relations::{delete_relation, put_relation, relation_prefix};
 use super::users::{ensure_user_in, user_key, user_name, user_value};
 use super::{records, EmbeddedStore, Inner};
 use crate::model::{Action, EdgeKind, FanOut, FanOutState, ObjectId, Reason, ReasonKind};
-use crate::store::archive::import_notices;
 use crate::store::archive::relation_record;
+use crate::store::archive::{import_notices, import_webhooks};
 use crate::store::codes::{GROUP_KIND, RECORD_KIND};
 use crate::store::records::decode_inbox;
 use crate::store::relations::membership_attrs;
@@ -183,6 +183,22 @@ impl Inner {
                 unfollow: Unfollow::of_job(&job)?,
             })
         })?;
+        for kind in [RecordKind::Webhook, RecordKind::DeadDelivery] {
+            each(self, RECORDS, Some(RECORD_KIND.byte(kind)), &mut |r, v| {
+                let (tenant, key) = (r.str()?, r.last()?);
+                let stored = records::decode(v)?;
+                emit(crate::webhooks::registry::archived(
+                    kind, tenant, key, &stored,
+                )?)
+            })?;
+        }
+        self.jobs_of(JobKind::Webhook, tenant, &mut |job| {
+            emit(Record::WebhookDelivery {
+                delivery: job.payload()?,
+                tenant: job.tenant,
+                queued: job.queued,
+            })
+        })?;
         Ok(())
     }
 
@@ -333,7 +349,10 @@ impl Inner {
                 Record::NoticeGroup { .. }
                 | Record::Inbox { .. }
                 | Record::NoticeJob { .. }
-                | Record::Cleanup { .. } => {}
+                | Record::Cleanup { .. }
+                | Record::Webhook { .. }
+                | Record::DeadDelivery { .. }
+                | Record::WebhookDelivery { .. } => {}
             }
         }
         self.commit(batch)?;
@@ -389,6 +408,7 @@ impl Archive for EmbeddedStore {
     async fn import(&self, records: &[Record]) -> StoreResult<()> {
         let batch = records.to_vec();
         self.blocking(move |db| db.import(&batch)).await?;
-        import_notices(self, records).await
+        import_notices(self, records).await?;
+        import_webhooks(self, records).await
     }
 }

@@ -26,7 +26,7 @@ use super::records::{id_range, record_id, stored_of};
 use super::relations::{attrs_of, keep_relation, relation_doc, replace_relation};
 use super::{db_err, ActionDoc, CommentDoc, MongoStore, TOMBSTONE};
 use crate::model::{EdgeKind, FanOut, FanOutState, FeedItem};
-use crate::store::archive::{import_notices, relation_record};
+use crate::store::archive::{import_notices, import_webhooks, relation_record};
 use crate::store::codes::{GROUP_KIND, RECORD_KIND, RELATION};
 use crate::store::records::{decode_inbox, SEPARATOR};
 use crate::store::relations::membership_attrs;
@@ -234,7 +234,10 @@ impl Statements {
             Record::NoticeGroup { .. }
             | Record::Inbox { .. }
             | Record::NoticeJob { .. }
-            | Record::Cleanup { .. } => {}
+            | Record::Cleanup { .. }
+            | Record::Webhook { .. }
+            | Record::DeadDelivery { .. }
+            | Record::WebhookDelivery { .. } => {}
         }
         Ok(())
     }
@@ -399,6 +402,40 @@ impl Archive for MongoStore {
                 })
             }))
         });
+        let kept = |kind: RecordKind| {
+            section(async move {
+                let prefix = match tenant {
+                    Some(tenant) => record_id(kind, tenant, ""),
+                    None => format!("{}{SEPARATOR}", RECORD_KIND.name(kind)),
+                };
+                let cursor = self
+                    .records
+                    .find(id_range(&prefix))
+                    .sort(doc! { "_id": 1 })
+                    .await
+                    .map_err(db_err)?;
+                Ok(cursor.map(move |found| {
+                    let found = found.map_err(db_err)?;
+                    let id = found.get_str("_id").unwrap_or_default();
+                    let mut parts = id.splitn(3, SEPARATOR).skip(1);
+                    let (tenant, key) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+                    crate::webhooks::registry::archived(kind, tenant, key, &stored_of(&found)?)
+                }))
+            })
+        };
+        let (webhooks, dead_deliveries) =
+            (kept(RecordKind::Webhook), kept(RecordKind::DeadDelivery));
+        let webhook_deliveries = section(async move {
+            let cursor = self.jobs_of(JobKind::Webhook, tenant).await?;
+            Ok(cursor.map(|found| {
+                let job = found.map_err(db_err)?.into_job()?;
+                Ok(Record::WebhookDelivery {
+                    delivery: job.payload()?,
+                    tenant: job.tenant,
+                    queued: job.queued,
+                })
+            }))
+        });
         stream::iter([
             users,
             relations,
@@ -410,6 +447,9 @@ impl Archive for MongoStore {
             inboxes,
             notice_jobs,
             cleanups,
+            webhooks,
+            dead_deliveries,
+            webhook_deliveries,
         ])
         .flatten()
         .boxed()
@@ -455,6 +495,7 @@ impl Archive for MongoStore {
                 self.note_discussion(tenant, comment).await?;
             }
         }
-        import_notices(self, records).await
+        import_notices(self, records).await?;
+        import_webhooks(self, records).await
     }
 }

@@ -18,6 +18,10 @@ use riverfeed::store::{
 use riverfeed::store::{Graph, Jobs, Reactions, Timelines};
 
 use riverfeed::timeline::unfollow;
+use riverfeed::webhooks::outbox::Delivery as WebhookDelivery;
+use riverfeed::webhooks::registry::{self, DeadDelivery, Webhook};
+use riverfeed::webhooks::sign::Secret;
+use riverfeed::webhooks::EventType;
 
 use crate::common::{Backend, HeldFanOut, TestStore};
 
@@ -91,6 +95,8 @@ struct Populated {
     jobs: Vec<NoticeJob>,
     /// An unfollow whose cleanup has not run (olga stopped following dan).
     cleanup: Unfollow,
+    /// A webhook delivery held by a worker as the records are taken.
+    webhook_delivery: WebhookDelivery,
 }
 
 /// Writes one of everything through the `Store` trait, as the API and the
@@ -241,6 +247,7 @@ async fn populate(store: &dyn Store) -> StoreResult<Populated> {
     let (groups, inbox, jobs) = populate_notices(store, &delivered, &pending).await?;
     let cleanup = Unfollow::edge(T, "olga", EdgeKind::Follows, "dan");
     unfollow::start(store, &cleanup, NOW).await?;
+    let webhook_delivery = populate_webhooks(store).await?;
     Ok(Populated {
         delivered,
         pending,
@@ -250,7 +257,46 @@ async fn populate(store: &dyn Store) -> StoreResult<Populated> {
         inbox,
         jobs,
         cleanup,
+        webhook_delivery,
     })
+}
+
+/// A webhook, one delivery of it dead and one held by a worker.
+async fn populate_webhooks(store: &dyn Store) -> StoreResult<WebhookDelivery> {
+    let hook = Webhook {
+        id: "wh_0123456789abcdef01234567".into(),
+        url: "https://hooks.example.com/riverfeed".into(),
+        events: vec![EventType::ActionRecorded, EventType::CommentAdded],
+        secret: Secret::draw().to_text(),
+        previous: Some((Secret::draw().to_text(), NOW + 1_000)),
+        enabled: true,
+        created: NOW,
+        version: 0,
+    };
+    registry::put(store, T, &hook).await?;
+    let delivery = WebhookDelivery {
+        webhook: hook.id.clone(),
+        message: "msg_0001".into(),
+        event: EventType::ActionRecorded,
+        body: r#"{"type":"action.recorded"}"#.into(),
+        hold: None,
+    };
+    store.enqueue(&delivery.to_job(T, NOW)?).await?;
+    let held = store
+        .claim(JobKind::Webhook, WORKER, NOW, LEASE, 10)
+        .await?;
+    assert_eq!(held.len(), 1);
+    let dead = DeadDelivery {
+        delivery: WebhookDelivery {
+            message: "msg_0002".into(),
+            ..delivery.clone()
+        },
+        queued: NOW - 1_000,
+        died: NOW,
+        error: "the endpoint answered 503 Service Unavailable".into(),
+    };
+    registry::bury(store, T, &dead).await?;
+    Ok(delivery)
 }
 
 async fn export(store: &dyn Store, tenant: Option<&str>) -> Vec<Record> {
@@ -289,7 +335,7 @@ fn multiset(records: &[Record]) -> Vec<String> {
 /// refers to actions.
 #[track_caller]
 fn assert_export_order(records: &[Record]) {
-    const ORDER: [&str; 13] = [
+    const ORDER: [&str; 16] = [
         "user",
         "edge",
         "membership",
@@ -303,6 +349,9 @@ fn assert_export_order(records: &[Record]) {
         "inbox",
         "noticeJob",
         "cleanup",
+        "webhook",
+        "deadDelivery",
+        "webhookDelivery",
     ];
     let ranks: Vec<usize> = records
         .iter()
@@ -337,6 +386,13 @@ fn assert_populated(records: &[Record], p: &Populated) {
     assert_eq!(count("noticeGroup"), 4, "ann's two, bob's archived, olga's");
     assert_eq!(count("inbox"), 1, "ann's");
     assert_eq!(count("noticeJob"), 2, "the held one and the waiting one");
+    assert_eq!(count("webhook"), 1);
+    assert_eq!(count("deadDelivery"), 1);
+    assert!(records.contains(&Record::WebhookDelivery {
+        tenant: T.into(),
+        delivery: p.webhook_delivery.clone(),
+        queued: NOW,
+    }));
     assert!(records.contains(&Record::Cleanup {
         unfollow: p.cleanup.clone(),
     }));
@@ -535,6 +591,29 @@ async fn assert_imported_store_works(source: &dyn Store, target: &dyn Store, p: 
         "the pending cleanup, which reads apply"
     );
     assert_notices_imported(target, p).await;
+    let sends = target
+        .claim(JobKind::Webhook, "importer", NOW, LEASE, 10)
+        .await
+        .expect("claim webhook deliveries");
+    assert_eq!(sends.len(), 1, "the held delivery waits again");
+    let sent: WebhookDelivery = sends[0].job.payload().expect("a delivery");
+    assert_eq!(sent, p.webhook_delivery);
+    let hook = registry::get(target, T, &p.webhook_delivery.webhook)
+        .await
+        .expect("read")
+        .expect("the webhook");
+    let dead = registry::dead(target, T, &hook.id, None)
+        .await
+        .expect("dead");
+    assert_eq!(dead.len(), 1);
+    assert_eq!(
+        (
+            hook.secrets(NOW).expect("secrets").len(),
+            dead[0].delivery.message.as_str()
+        ),
+        (2, "msg_0002"),
+        "its rotated secret and its dead delivery came along"
+    );
 }
 
 /// A bad line stops the import with its line number, before anything of its
