@@ -21,7 +21,6 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 use async_graphql::indexmap::IndexMap;
-use async_graphql::parser::types::{Field, Selection, SelectionSet};
 use async_graphql::registry::{MetaTypeId, Registry};
 use async_graphql::{
     ContainerType, Context, ContextSelectionSet, ObjectType, OutputType, Positioned, ServerError,
@@ -186,7 +185,9 @@ async fn ref_entity(
     id: &str,
 ) -> async_graphql::Result<Value> {
     let mut fields = Vec::new();
-    collect(set, &set.item.node, &entity.name, &mut fields).map_err(coded)?;
+    let applies = |on: &str| on == entity.name || on == "_Entity";
+    crate::descriptor::selected_fields(set, &set.item.node, &applies, &mut |f| fields.push(f))
+        .map_err(coded)?;
     let mut out = IndexMap::new();
     for field in fields {
         let value = match field.node.name.node.as_str() {
@@ -220,37 +221,6 @@ fn coded(e: ServerError) -> async_graphql::Error {
         source: e.source,
         extensions: e.extensions,
     }
-}
-
-/// The fields a selection asks of `type_name`, following its fragments.
-fn collect<'a>(
-    ctx: &ContextSelectionSet<'a>,
-    set: &'a SelectionSet,
-    type_name: &str,
-    out: &mut Vec<&'a Positioned<Field>>,
-) -> ServerResult<()> {
-    let applies = |on: &str| on == type_name || on == "_Entity";
-    for selection in &set.items {
-        match &selection.node {
-            Selection::Field(field) => out.push(field),
-            Selection::FragmentSpread(spread) => {
-                let name = &spread.node.fragment_name.node;
-                let fragment = ctx.query_env.fragments.get(name).ok_or_else(|| {
-                    ServerError::new(format!(r#"Unknown fragment "{name}"."#), Some(spread.pos))
-                })?;
-                if applies(&fragment.node.type_condition.node.on.node) {
-                    collect(ctx, &fragment.node.selection_set.node, type_name, out)?;
-                }
-            }
-            Selection::InlineFragment(fragment) => {
-                let condition = fragment.node.type_condition.as_ref();
-                if condition.is_none_or(|c| applies(&c.node.on.node)) {
-                    collect(ctx, &fragment.node.selection_set.node, type_name, out)?;
-                }
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Registers a ref entity: its key and `activity`.

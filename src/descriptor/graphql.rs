@@ -329,30 +329,41 @@ fn select<'a>(
     out: &mut IndexMap<Name, Value>,
 ) -> ServerResult<()> {
     let applies = |on: &str| on == type_name || on == "Descriptor";
-    for selection in &set.node.items {
+    selected_fields(ctx, &set.node, &applies, &mut |field| {
+        let name = field.node.name.node.as_str();
+        let v = if name == "__typename" {
+            Value::String(type_name.to_owned())
+        } else {
+            value(name)
+        };
+        out.insert(field.node.response_key().node.clone(), v);
+    })
+}
+
+/// Calls `each` with every field a selection asks of an object, following
+/// the fragments whose type condition `applies` to it.
+pub(crate) fn selected_fields<'a>(
+    ctx: &ContextSelectionSet<'a>,
+    set: &'a SelectionSet,
+    applies: &dyn Fn(&str) -> bool,
+    each: &mut dyn FnMut(&'a Positioned<Field>),
+) -> ServerResult<()> {
+    for selection in &set.items {
         match &selection.node {
-            Selection::Field(field) => {
-                let name = field.node.name.node.as_str();
-                let v = if name == "__typename" {
-                    Value::String(type_name.to_owned())
-                } else {
-                    value(name)
-                };
-                out.insert(field.node.response_key().node.clone(), v);
-            }
+            Selection::Field(field) => each(field),
             Selection::FragmentSpread(spread) => {
                 let name = &spread.node.fragment_name.node;
                 let fragment = ctx.query_env.fragments.get(name).ok_or_else(|| {
                     ServerError::new(format!(r#"Unknown fragment "{name}"."#), Some(spread.pos))
                 })?;
                 if applies(&fragment.node.type_condition.node.on.node) {
-                    select(ctx, &fragment.node.selection_set, type_name, value, out)?;
+                    selected_fields(ctx, &fragment.node.selection_set.node, applies, each)?;
                 }
             }
             Selection::InlineFragment(fragment) => {
                 let condition = fragment.node.type_condition.as_ref();
                 if condition.is_none_or(|c| applies(&c.node.on.node)) {
-                    select(ctx, &fragment.node.selection_set, type_name, value, out)?;
+                    selected_fields(ctx, &fragment.node.selection_set.node, applies, each)?;
                 }
             }
         }

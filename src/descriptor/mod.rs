@@ -23,7 +23,9 @@ use serde_json::{Map, Value as Json};
 
 pub use catalog::{Catalog, CatalogError};
 pub use graphql::with_catalog;
-pub(crate) use graphql::{input_value as meta_input, meta_field, object as meta_object};
+pub(crate) use graphql::{
+    input_value as meta_input, meta_field, object as meta_object, selected_fields,
+};
 pub use input::DescriptorInput;
 
 /// What happened: a descriptor type's name and its fields. Shared, so that

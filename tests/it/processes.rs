@@ -626,26 +626,7 @@ async fn the_embedded_process_killed_mid_fan_out_loses_no_acknowledged_action() 
 
     // A burst of recordActions from several clients; the process is killed
     // in the middle of it, with fan-outs under way.
-    let acknowledged = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-    let mut burst = Vec::new();
-    for task in 0..4 {
-        let bob = server.client("bob");
-        let acknowledged = acknowledged.clone();
-        burst.push(tokio::spawn(async move {
-            for n in 0..1_000 {
-                let body = bob
-                    .try_post(
-                        "mutation($t: String!) { recordAction(input: {descriptor: {statusPost: {text: $t}}}) { actionId } }",
-                        json!({ "t": format!("burst {task}-{n}") }),
-                    )
-                    .await;
-                match body.and_then(|b| b["data"]["recordAction"]["actionId"].as_str().map(str::to_owned)) {
-                    Some(id) => acknowledged.lock().unwrap().push(id),
-                    None => return,
-                }
-            }
-        }));
-    }
+    let (acknowledged, burst) = burst_of_actions(&server, 1_000);
     let deadline = Instant::now() + PATIENCE;
     while acknowledged.lock().unwrap().len() < 40 {
         assert!(Instant::now() < deadline, "the burst never got going");
@@ -695,6 +676,39 @@ async fn the_embedded_process_killed_mid_fan_out_loses_no_acknowledged_action() 
         acknowledged.len()
     );
     drop(server);
+}
+
+/// The actions acknowledged so far, by id.
+type Acknowledged = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+
+/// Four clients of bob's, each recording up to `each` status posts one
+/// after another until the process stops answering: the ids acknowledged,
+/// and the tasks.
+fn burst_of_actions(
+    server: &Proc,
+    each: usize,
+) -> (Acknowledged, Vec<tokio::task::JoinHandle<()>>) {
+    let acknowledged = Acknowledged::default();
+    let mut burst = Vec::new();
+    for task in 0..4 {
+        let bob = server.client("bob");
+        let acknowledged = acknowledged.clone();
+        burst.push(tokio::spawn(async move {
+            for n in 0..each {
+                let body = bob
+                    .try_post(
+                        "mutation($t: String!) { recordAction(input: {descriptor: {statusPost: {text: $t}}}) { actionId } }",
+                        json!({ "t": format!("burst {task}-{n}") }),
+                    )
+                    .await;
+                match body.and_then(|b| b["data"]["recordAction"]["actionId"].as_str().map(str::to_owned)) {
+                    Some(id) => acknowledged.lock().unwrap().push(id),
+                    None => return,
+                }
+            }
+        }));
+    }
+    (acknowledged, burst)
 }
 
 /// One step of a fan's part in the notice burst.
@@ -1023,26 +1037,7 @@ async fn the_embedded_process_killed_mid_burst_loses_no_webhook() {
         json!({ "url": receiver.url }),
     )
     .await;
-    let acknowledged = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-    let mut burst = Vec::new();
-    for task in 0..4 {
-        let bob = server.client("bob");
-        let acknowledged = acknowledged.clone();
-        burst.push(tokio::spawn(async move {
-            for n in 0..2_000 {
-                let body = bob
-                    .try_post(
-                        "mutation($t: String!) { recordAction(input: {descriptor: {statusPost: {text: $t}}}) { actionId } }",
-                        json!({ "t": format!("burst {task}-{n}") }),
-                    )
-                    .await;
-                match body.and_then(|b| b["data"]["recordAction"]["actionId"].as_str().map(str::to_owned)) {
-                    Some(id) => acknowledged.lock().unwrap().push(id),
-                    None => return,
-                }
-            }
-        }));
-    }
+    let (acknowledged, burst) = burst_of_actions(&server, 2_000);
     // Killed once deliveries are under way.
     receiver
         .wait("deliveries under way", |got| got.len() >= 40)

@@ -53,6 +53,37 @@ where
         .boxed()
 }
 
+impl MongoStore {
+    /// The records of `kind` (of `tenant`, or of all) in key order, each
+    /// made an archive's by `record` from its tenant, key and body.
+    fn records_section<'a>(
+        &'a self,
+        kind: RecordKind,
+        tenant: Option<&'a str>,
+        record: impl Fn(&str, &str, &crate::store::Stored) -> StoreResult<Record> + Send + Sync + 'a,
+    ) -> BoxStream<'a, StoreResult<Record>> {
+        section(async move {
+            let prefix = match tenant {
+                Some(tenant) => record_id(kind, tenant, ""),
+                None => format!("{}{SEPARATOR}", RECORD_KIND.name(kind)),
+            };
+            let cursor = self
+                .records
+                .find(id_range(&prefix))
+                .sort(doc! { "_id": 1 })
+                .await
+                .map_err(db_err)?;
+            Ok(cursor.map(move |found| {
+                let found = found.map_err(db_err)?;
+                let id = found.get_str("_id").unwrap_or_default();
+                let mut parts = id.splitn(3, SEPARATOR).skip(1);
+                let (tenant, key) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+                record(tenant, key, &stored_of(&found)?)
+            }))
+        })
+    }
+}
+
 fn corrupt(what: &str, doc: &Document) -> StoreError {
     StoreError::new(
         ErrorKind::Internal,
@@ -362,26 +393,10 @@ impl Archive for MongoStore {
                 })
             }))
         });
-        let inboxes = section(async move {
-            let prefix = match tenant {
-                Some(tenant) => record_id(RecordKind::Inbox, tenant, ""),
-                None => format!("{}{SEPARATOR}", RECORD_KIND.name(RecordKind::Inbox)),
-            };
-            let cursor = self
-                .records
-                .find(id_range(&prefix))
-                .sort(doc! { "_id": 1 })
-                .await
-                .map_err(db_err)?;
-            Ok(cursor.map(|found| {
-                let found = found.map_err(db_err)?;
-                let id = found.get_str("_id").unwrap_or_default();
-                let mut parts = id.splitn(3, SEPARATOR).skip(1);
-                let (tenant, owner) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-                Ok(Record::Inbox {
-                    inbox: decode_inbox(&stored_of(&found)?, tenant, owner)?,
-                })
-            }))
+        let inboxes = self.records_section(RecordKind::Inbox, tenant, |tenant, owner, stored| {
+            Ok(Record::Inbox {
+                inbox: decode_inbox(stored, tenant, owner)?,
+            })
         });
         let notice_jobs = section(async move {
             let cursor = self.jobs_of(JobKind::Notice, tenant).await?;
@@ -402,25 +417,10 @@ impl Archive for MongoStore {
                 })
             }))
         });
-        let kept = |kind: RecordKind| {
-            section(async move {
-                let prefix = match tenant {
-                    Some(tenant) => record_id(kind, tenant, ""),
-                    None => format!("{}{SEPARATOR}", RECORD_KIND.name(kind)),
-                };
-                let cursor = self
-                    .records
-                    .find(id_range(&prefix))
-                    .sort(doc! { "_id": 1 })
-                    .await
-                    .map_err(db_err)?;
-                Ok(cursor.map(move |found| {
-                    let found = found.map_err(db_err)?;
-                    let id = found.get_str("_id").unwrap_or_default();
-                    let mut parts = id.splitn(3, SEPARATOR).skip(1);
-                    let (tenant, key) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-                    crate::webhooks::registry::archived(kind, tenant, key, &stored_of(&found)?)
-                }))
+        let kept = |kind| {
+            let archived = crate::webhooks::registry::archived;
+            self.records_section(kind, tenant, move |t, key, stored| {
+                archived(kind, t, key, stored)
             })
         };
         let (webhooks, dead_deliveries) =
