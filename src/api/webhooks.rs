@@ -9,10 +9,11 @@ use super::error::{bad_input, not_found, ApiResultExt};
 use super::types::datetime;
 use super::{require_service, state, viewer, AppState, Viewer};
 use crate::model::limits::MAX_LIST_LEN;
-use crate::store::StoreResult;
-use crate::webhooks::registry::{self, DeadDelivery, Webhook, MAX_WEBHOOKS, ROTATION_GRACE_MS};
+use crate::model::{DeadDelivery, EventType, Webhook};
+use crate::store::{StoreResult, WebhookJob};
+use crate::webhooks::registry::{self, MAX_WEBHOOKS, ROTATION_GRACE_MS};
 use crate::webhooks::sign::Secret;
-use crate::webhooks::{target, EventType};
+use crate::webhooks::target;
 
 /// Longest endpoint URL accepted.
 const MAX_URL_LEN: usize = 2048;
@@ -275,7 +276,9 @@ async fn replay(
     let now = state.clock.now();
     let mut replayed = 0;
     for dead in registry::dead(store, tenant, webhook, messages).await? {
-        store.enqueue(&dead.delivery.to_job(tenant, now)?).await?;
+        store
+            .enqueue(&WebhookJob::of(tenant, &dead.delivery, now)?)
+            .await?;
         registry::unbury(store, tenant, &dead).await?;
         replayed += 1;
     }
@@ -318,7 +321,7 @@ async fn check_url(state: &AppState, url: &str) -> async_graphql::Result<()> {
             url.len()
         )));
     }
-    let parsed = target::parse(url).map_err(bad_input)?;
+    let parsed = Webhook::check_url(url).map_err(bad_input)?;
     target::resolve(&parsed, state.webhooks_allow_private)
         .await
         .map_err(bad_input)?;

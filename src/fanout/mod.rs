@@ -46,7 +46,7 @@ use tracing::{debug, error, info, instrument, warn};
 use crate::clock::Clock;
 use crate::events::{FeedEventKind, Hub, NoticeEvent};
 use crate::metrics::Metrics;
-use crate::model::{Action, Bump, Comment, Millis, Position, Reason, ReasonKind};
+use crate::model::{Action, Bump, Comment, EventType, Millis, Position, Reason, ReasonKind};
 use crate::notify::{self, NoticeRules};
 use crate::relevancy::{self, BumpRules};
 use crate::store::GroupFeeds;
@@ -59,7 +59,6 @@ use crate::timeline::{audience, FeedModel};
 mod jobs;
 mod upkeep;
 use crate::webhooks::outbox::{self, Event, Outbox};
-use crate::webhooks::EventType;
 
 /// How a worker runs.
 #[derive(Clone, Debug)]

@@ -9,6 +9,7 @@ mod graph;
 pub mod limits;
 mod notice;
 mod reaction;
+mod webhook;
 
 pub use action::{Action, FanOut, FanOutState, Scope};
 pub use bson::oid::ObjectId;
@@ -19,6 +20,7 @@ pub use notice::{
     MEMBERS_KEPT,
 };
 pub use reaction::{Comment, Counts};
+pub use webhook::{DeadDelivery, Delivery, EventType, Hold, Webhook};
 
 /// Milliseconds since the Unix epoch.
 pub type Millis = i64;

@@ -41,12 +41,13 @@ use async_trait::async_trait;
 use futures_util::stream::{self, BoxStream, TryStreamExt};
 use serde::{Deserialize, Serialize};
 
+use super::records::SEPARATOR;
 use super::relations::membership_of;
 use super::{
     BumpJob, ErrorKind, FanOutJob, JobStore, NoticeJob, NoticeSource, NoticeStore, StoreError,
     StoreResult, Unfollow,
 };
-use super::{Notices, RecordStore, Records, Relation};
+use super::{Notices, RecordKind, RecordStore, Records, Relation};
 use crate::model::limits::{check_id, InputError};
 use crate::model::{
     Action, Comment, EdgeKind, FanOutState, FeedItem, GroupKind, Inbox, MembershipRole, Millis,
@@ -183,18 +184,18 @@ pub enum Record {
     /// A webhook registration, its secrets included.
     Webhook {
         tenant: String,
-        webhook: crate::webhooks::Webhook,
+        webhook: crate::model::Webhook,
     },
     /// A webhook delivery given up on, kept to replay.
     DeadDelivery {
         tenant: String,
-        dead: crate::webhooks::DeadDelivery,
+        dead: crate::model::DeadDelivery,
     },
     /// A webhook delivery still to send, without its lease: it imports as
     /// waiting, its day of retries counted from `queued`.
     WebhookDelivery {
         tenant: String,
-        delivery: crate::webhooks::outbox::Delivery,
+        delivery: crate::model::Delivery,
         queued: Millis,
     },
 }
@@ -275,7 +276,12 @@ impl Record {
                 check_id("reader", &unfollow.reader)?;
                 check_id("actor", &unfollow.actor)
             }
-            Record::Webhook { webhook, .. } => crate::webhooks::registry::check(webhook),
+            Record::Webhook { webhook, .. } => {
+                check_id("id", &webhook.id)?;
+                crate::model::Webhook::check_url(&webhook.url)
+                    .map(drop)
+                    .map_err(InputError::new)
+            }
             Record::DeadDelivery { dead, .. } => {
                 check_id("webhook", &dead.delivery.webhook)?;
                 check_id("message", &dead.delivery.message)
@@ -330,25 +336,64 @@ pub trait Archive: Send + Sync {
 /// [`JobStore`], for every backend's [`Archive::import`]: registrations
 /// and dead deliveries replace what the target has under their keys, and
 /// deliveries are queued as waiting (one queued already stays as it is).
-pub async fn import_webhooks(store: &dyn super::Store, records: &[Record]) -> StoreResult<()> {
-    use crate::webhooks::registry;
+pub async fn import_webhooks<S>(store: &S, records: &[Record]) -> StoreResult<()>
+where
+    S: JobStore + RecordStore + ?Sized,
+{
+    use super::records::{dead_delivery_key, encode_body};
     for record in records {
         match record {
             Record::Webhook { tenant, webhook } => {
-                registry::restore(store, tenant, webhook).await?
+                let body = encode_body(webhook, "webhook")?;
+                let kind = RecordKind::Webhook;
+                store
+                    .put_record(kind, tenant, &webhook.id, Some(body), None)
+                    .await?;
             }
-            Record::DeadDelivery { tenant, dead } => registry::bury(store, tenant, dead).await?,
+            Record::DeadDelivery { tenant, dead } => {
+                let key = dead_delivery_key(&dead.delivery.webhook, &dead.delivery.message);
+                let body = encode_body(dead, "dead delivery")?;
+                let kind = RecordKind::DeadDelivery;
+                store
+                    .put_record(kind, tenant, &key, Some(body), None)
+                    .await?;
+            }
             Record::WebhookDelivery {
                 tenant,
                 delivery,
                 queued,
             } => {
-                store.enqueue(&delivery.to_job(tenant, *queued)?).await?;
+                store
+                    .enqueue(&super::WebhookJob::of(tenant, delivery, *queued)?)
+                    .await?;
             }
             _ => {}
         }
     }
     Ok(())
+}
+
+/// A stored webhook or dead delivery (by `kind`) as an archive carries it,
+/// for the backends' exports.
+pub fn webhook_record(
+    kind: RecordKind,
+    tenant: &str,
+    key: &str,
+    stored: &super::Stored,
+) -> StoreResult<Record> {
+    match kind {
+        RecordKind::Webhook => Ok(Record::Webhook {
+            webhook: super::records::decode_webhook(stored, tenant, key)?,
+            tenant: tenant.to_owned(),
+        }),
+        _ => Ok(Record::DeadDelivery {
+            dead: super::records::decode_body(
+                &stored.body,
+                format_args!("dead delivery {tenant}/{}", key.replace(SEPARATOR, "/")),
+            )?,
+            tenant: tenant.to_owned(),
+        }),
+    }
 }
 
 /// Tries at writing one group or inbox over what is stored, when other

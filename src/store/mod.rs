@@ -188,6 +188,19 @@ impl BumpJob {
     }
 }
 
+/// A webhook delivery, as its job carries it, keyed by webhook and
+/// message (`<webhook> <message>`): queued by the job that carries its
+/// event, before that job is finished (see [`crate::webhooks`]).
+pub struct WebhookJob;
+
+impl WebhookJob {
+    /// The job of `delivery` in `tenant`, queued at `queued`.
+    pub fn of(tenant: &str, delivery: &crate::model::Delivery, queued: Millis) -> StoreResult<Job> {
+        let key = records::dead_delivery_key(&delivery.webhook, &delivery.message);
+        Job::new(JobKind::Webhook, tenant, &key, delivery, queued)
+    }
+}
+
 /// One feed item to write (a delivery), or to raise (a bump).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Delivery {

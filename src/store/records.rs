@@ -156,6 +156,37 @@ fn decode_cut(body: &[u8], record: &str) -> StoreResult<Vec<CutRange>> {
         .collect())
 }
 
+/// A value as a record's body (MessagePack, by field names).
+pub fn encode_body<T: serde::Serialize>(value: &T, what: &str) -> StoreResult<Vec<u8>> {
+    rmp_serde::to_vec_named(value)
+        .map_err(|e| StoreError::internal(format!("cannot encode a {what}"), e))
+}
+
+/// The value a record's body holds; `record` names it if it is corrupt.
+pub fn decode_body<T: serde::de::DeserializeOwned>(
+    body: &[u8],
+    record: impl std::fmt::Display,
+) -> StoreResult<T> {
+    rmp_serde::from_slice(body).map_err(|e| StoreError::corrupt(record, e.to_string()))
+}
+
+/// The webhook a record holds, at the record's version.
+pub fn decode_webhook(
+    stored: &Stored,
+    tenant: &str,
+    id: &str,
+) -> StoreResult<crate::model::Webhook> {
+    let mut hook: crate::model::Webhook =
+        decode_body(&stored.body, format_args!("webhook {tenant}/{id}"))?;
+    hook.version = stored.version;
+    Ok(hook)
+}
+
+/// The key of a dead delivery's record: `<webhook> <message>`.
+pub fn dead_delivery_key(webhook: &str, message: &str) -> String {
+    format!("{webhook}{SEPARATOR}{message}")
+}
+
 /// An inbox as a record's body.
 pub fn encode_inbox(inbox: &Inbox) -> StoreResult<Vec<u8>> {
     rmp_serde::to_vec_named(inbox).map_err(|e| StoreError::internal("cannot encode an inbox", e))

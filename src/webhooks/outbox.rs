@@ -13,16 +13,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures_util::{stream, StreamExt, TryStreamExt};
-use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
-use super::registry::{self, Webhook};
-use super::EventType;
+use super::registry;
 use crate::clock::Clock;
-use crate::model::{Action, Comment, Millis, Notice};
+use crate::model::{Action, Comment, Delivery, EventType, Hold, Millis, Notice, Webhook};
 use crate::store::records::SEPARATOR;
-use crate::store::{Job, JobKind, Store, StoreResult};
+use crate::store::{JobKind, Store, StoreResult, WebhookJob};
 
 /// How long a process trusts the webhooks it read of a tenant. A change
 /// made in this process is seen at once; one made in another process
@@ -45,37 +43,6 @@ pub struct Event {
     pub data: Value,
     /// A job that must be gone before it is sent.
     pub hold: Option<Hold>,
-}
-
-/// A job a delivery waits for: an action's `delivered` event is queued
-/// before its fan-out's last step, and sent once the fan-out job is gone.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Hold {
-    /// The job's kind, by its code.
-    pub kind: String,
-    pub key: String,
-}
-
-/// One event for one endpoint, as its job carries it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Delivery {
-    pub webhook: String,
-    /// The `webhook-id`: the same for every attempt, and for the same
-    /// event queued again.
-    pub message: String,
-    pub event: EventType,
-    /// The JSON body, fixed when queued.
-    pub body: String,
-    #[serde(default)]
-    pub hold: Option<Hold>,
-}
-
-impl Delivery {
-    /// Its job, queued at `now`, keyed by webhook and message.
-    pub fn to_job(&self, tenant: &str, now: Millis) -> StoreResult<Job> {
-        let key = format!("{}{SEPARATOR}{}", self.webhook, self.message);
-        Job::new(JobKind::Webhook, tenant, &key, self, now)
-    }
 }
 
 /// The message id of `subject`'s `kind` event in `tenant`: `msg_` and 32
@@ -312,7 +279,7 @@ impl Outbox {
                     body: body.clone(),
                     hold: event.hold.clone(),
                 };
-                jobs.push(delivery.to_job(tenant, now)?);
+                jobs.push(WebhookJob::of(tenant, &delivery, now)?);
             }
         }
         let queued = jobs.len();

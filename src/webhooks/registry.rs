@@ -2,14 +2,12 @@
 //! ([`RecordKind::Webhook`], [`RecordKind::DeadDelivery`]), written whole
 //! under their version, the same way on every backend.
 
-use serde::{Deserialize, Serialize};
-
-use super::outbox::Delivery;
 use super::sign::Secret;
-use super::EventType;
-use crate::model::Millis;
-use crate::store::records::SEPARATOR;
-use crate::store::{Keys, RecordKind, Records, Store, StoreError, StoreResult};
+use crate::model::{DeadDelivery, Millis, Webhook};
+use crate::store::records::{
+    dead_delivery_key, decode_body, decode_webhook, encode_body, SEPARATOR,
+};
+use crate::store::{ErrorKind, Keys, RecordKind, Records, Store, StoreError, StoreResult};
 
 /// Webhooks one tenant may register: every event is queued once per
 /// endpoint that hears it.
@@ -19,75 +17,19 @@ pub const MAX_WEBHOOKS: usize = 16;
 /// one, so a receiver can switch over without refusing any.
 pub const ROTATION_GRACE_MS: Millis = 24 * 60 * 60 * 1000;
 
-/// An endpoint registered to hear a tenant's events.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Webhook {
-    /// `wh_` and 24 hex digits.
-    pub id: String,
-    pub url: String,
-    pub events: Vec<EventType>,
-    /// The signing secret (`whsec_…`).
-    pub secret: String,
-    /// The secret the last rotation replaced, and until when it still
-    /// signs beside [`Webhook::secret`].
-    #[serde(default)]
-    pub previous: Option<(String, Millis)>,
-    pub enabled: bool,
-    pub created: Millis,
-    /// The record's version (not stored in the body).
-    #[serde(skip)]
-    pub version: u64,
-}
-
-impl Webhook {
-    /// Whether it hears `event`. A disabled webhook hears it too: its
-    /// deliveries are kept dead when they come due, to replay once it is
-    /// enabled again.
-    pub fn hears(&self, event: EventType) -> bool {
-        self.events.contains(&event)
-    }
-
-    /// The secrets a delivery at `now` is signed with: the current one, and
-    /// the one rotated out while its grace lasts.
-    pub fn secrets(&self, now: Millis) -> StoreResult<Vec<Secret>> {
-        let mut out = vec![self.parse(&self.secret)?];
-        if let Some((old, until)) = &self.previous {
-            if now < *until {
-                out.push(self.parse(old)?);
-            }
+/// The secrets a delivery at `now` is signed with: the current one, and
+/// the one rotated out while its grace lasts.
+pub fn secrets(hook: &Webhook, now: Millis) -> StoreResult<Vec<Secret>> {
+    let parse = |text: &str| {
+        Secret::parse(text).map_err(|e| StoreError::corrupt(format_args!("webhook {}", hook.id), e))
+    };
+    let mut out = vec![parse(&hook.secret)?];
+    if let Some((old, until)) = &hook.previous {
+        if now < *until {
+            out.push(parse(old)?);
         }
-        Ok(out)
     }
-
-    fn parse(&self, text: &str) -> StoreResult<Secret> {
-        Secret::parse(text).map_err(|e| {
-            StoreError::corrupt(format_args!("webhook {}", self.id), format_args!("{e}"))
-        })
-    }
-}
-
-/// A delivery given up on: what was sent, and how it last failed.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DeadDelivery {
-    pub delivery: Delivery,
-    /// When its event was first queued.
-    pub queued: Millis,
-    /// When it was given up on.
-    pub died: Millis,
-    /// Why the last attempt failed.
-    pub error: String,
-}
-
-fn encode<T: Serialize>(value: &T, what: &str) -> StoreResult<Vec<u8>> {
-    rmp_serde::to_vec_named(value)
-        .map_err(|e| StoreError::internal(format!("cannot encode a {what}"), e))
-}
-
-fn decode<T: for<'de> Deserialize<'de>>(
-    body: &[u8],
-    record: impl std::fmt::Display,
-) -> StoreResult<T> {
-    rmp_serde::from_slice(body).map_err(|e| StoreError::corrupt(record, e.to_string()))
+    Ok(out)
 }
 
 /// The tenant's webhooks, in id order.
@@ -97,36 +39,23 @@ pub async fn list(store: &dyn Store, tenant: &str) -> StoreResult<Vec<Webhook>> 
         .await?;
     found
         .into_iter()
-        .map(|(key, stored)| {
-            let mut hook: Webhook = decode(&stored.body, format_args!("webhook {tenant}/{key}"))?;
-            hook.version = stored.version;
-            Ok(hook)
-        })
+        .map(|(key, stored)| decode_webhook(&stored, tenant, &key))
         .collect()
 }
 
 /// One webhook of the tenant, if there is one.
 pub async fn get(store: &dyn Store, tenant: &str, id: &str) -> StoreResult<Option<Webhook>> {
-    let Some(stored) = store.record(RecordKind::Webhook, tenant, id).await? else {
-        return Ok(None);
-    };
-    let mut hook: Webhook = decode(&stored.body, format_args!("webhook {tenant}/{id}"))?;
-    hook.version = stored.version;
-    Ok(Some(hook))
+    let stored = store.record(RecordKind::Webhook, tenant, id).await?;
+    stored.map(|s| decode_webhook(&s, tenant, id)).transpose()
 }
 
 /// Writes `hook` if its version is still the stored one (0: new). Returns
 /// whether it was written; a false is a race lost.
 pub async fn put(store: &dyn Store, tenant: &str, hook: &Webhook) -> StoreResult<bool> {
-    let body = encode(hook, "webhook")?;
+    let body = encode_body(hook, "webhook")?;
+    let expect = Some(hook.version);
     store
-        .put_record(
-            RecordKind::Webhook,
-            tenant,
-            &hook.id,
-            Some(body),
-            Some(hook.version),
-        )
+        .put_record(RecordKind::Webhook, tenant, &hook.id, Some(body), expect)
         .await
 }
 
@@ -149,59 +78,15 @@ pub async fn change(
         }
     }
     Err(StoreError::new(
-        crate::store::ErrorKind::Unavailable,
+        ErrorKind::Unavailable,
         format!("webhook {id} is being changed by others; try again"),
     ))
 }
 
-/// Writes `hook` over whatever is stored under its id (an import).
-pub async fn restore(store: &dyn Store, tenant: &str, hook: &Webhook) -> StoreResult<()> {
-    let body = encode(hook, "webhook")?;
-    store
-        .put_record(RecordKind::Webhook, tenant, &hook.id, Some(body), None)
-        .await
-        .map(drop)
-}
-
-/// Checks an imported registration as registering checks it (its URL's
-/// form and its secrets; the addresses are checked when it is sent to).
-pub fn check(hook: &Webhook) -> Result<(), crate::model::limits::InputError> {
-    let bad = |what: String| crate::model::limits::InputError::new(what);
-    crate::model::limits::check_id("id", &hook.id)?;
-    super::target::parse(&hook.url).map_err(bad)?;
-    hook.secrets(i64::MIN).map_err(|e| bad(e.message)).map(drop)
-}
-
-/// A stored record of `kind` (webhook or dead delivery) as an archive
-/// carries it.
-pub fn archived(
-    kind: RecordKind,
-    tenant: &str,
-    key: &str,
-    stored: &crate::store::Stored,
-) -> StoreResult<crate::store::Record> {
-    let what = format!("{kind:?} {tenant}/{}", key.replace(SEPARATOR, "/"));
-    let tenant = tenant.to_owned();
-    match kind {
-        RecordKind::Webhook => Ok(crate::store::Record::Webhook {
-            tenant,
-            webhook: decode(&stored.body, what)?,
-        }),
-        _ => Ok(crate::store::Record::DeadDelivery {
-            tenant,
-            dead: decode(&stored.body, what)?,
-        }),
-    }
-}
-
-fn dead_key(webhook: &str, message: &str) -> String {
-    format!("{webhook}{SEPARATOR}{message}")
-}
-
 /// Keeps a delivery given up on, to list and replay.
 pub async fn bury(store: &dyn Store, tenant: &str, dead: &DeadDelivery) -> StoreResult<()> {
-    let key = dead_key(&dead.delivery.webhook, &dead.delivery.message);
-    let body = encode(dead, "dead delivery")?;
+    let key = dead_delivery_key(&dead.delivery.webhook, &dead.delivery.message);
+    let body = encode_body(dead, "dead delivery")?;
     store
         .put_record(RecordKind::DeadDelivery, tenant, &key, Some(body), None)
         .await
@@ -216,34 +101,29 @@ pub async fn dead(
     webhook: &str,
     messages: Option<&[String]>,
 ) -> StoreResult<Vec<DeadDelivery>> {
+    let kind = RecordKind::DeadDelivery;
     let found = match messages {
         Some(ids) => {
-            let keys: Vec<String> = ids.iter().map(|m| dead_key(webhook, m)).collect();
-            store
-                .records(RecordKind::DeadDelivery, tenant, Keys::These(&keys))
-                .await?
+            let keys: Vec<String> = ids.iter().map(|m| dead_delivery_key(webhook, m)).collect();
+            store.records(kind, tenant, Keys::These(&keys)).await?
         }
         None => {
             let prefix = format!("{webhook}{SEPARATOR}");
-            store
-                .records(RecordKind::DeadDelivery, tenant, Keys::Under(&prefix))
-                .await?
+            store.records(kind, tenant, Keys::Under(&prefix)).await?
         }
     };
     found
         .into_iter()
         .map(|(key, stored)| {
-            decode(
-                &stored.body,
-                format_args!("dead delivery {tenant}/{}", key.replace(SEPARATOR, "/")),
-            )
+            let record = format!("dead delivery {tenant}/{}", key.replace(SEPARATOR, "/"));
+            decode_body(&stored.body, record)
         })
         .collect()
 }
 
 /// Forgets a dead delivery (replayed).
 pub async fn unbury(store: &dyn Store, tenant: &str, dead: &DeadDelivery) -> StoreResult<()> {
-    let key = dead_key(&dead.delivery.webhook, &dead.delivery.message);
+    let key = dead_delivery_key(&dead.delivery.webhook, &dead.delivery.message);
     store
         .put_record(RecordKind::DeadDelivery, tenant, &key, None, None)
         .await

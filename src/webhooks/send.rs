@@ -19,12 +19,12 @@ use futures_util::{stream, StreamExt};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::outbox::{Delivery, Outbox};
-use super::registry::{self, DeadDelivery};
+use super::outbox::Outbox;
+use super::registry;
 use super::target;
 use crate::clock::Clock;
 use crate::metrics::Metrics;
-use crate::model::Millis;
+use crate::model::{DeadDelivery, Delivery, Millis, Webhook};
 use crate::store::{JobKind, Jobs, Lease, Store, StoreResult};
 
 const SECOND: Millis = 1000;
@@ -246,7 +246,7 @@ impl Sender {
                 return Ok(Outcome::Held);
             }
         }
-        let url = match target::parse(&hook.url) {
+        let url = match Webhook::check_url(&hook.url) {
             Ok(url) => url,
             Err(why) => return Ok(Outcome::Failed(why)),
         };
@@ -258,8 +258,7 @@ impl Sender {
         let now = self.clock.now();
         let timestamp = now.div_euclid(1000);
         let body = delivery.body.as_bytes();
-        let signature: Vec<String> = hook
-            .secrets(now)?
+        let signature: Vec<String> = registry::secrets(&hook, now)?
             .iter()
             .map(|s| s.sign(&delivery.message, timestamp, body))
             .collect();

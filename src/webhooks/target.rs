@@ -59,21 +59,6 @@ fn forbidden_v6(ip: Ipv6Addr) -> Option<&'static str> {
     }
 }
 
-/// Checks an endpoint's URL as written: `http` or `https`, with a host.
-pub fn parse(url: &str) -> Result<Url, String> {
-    let parsed = Url::parse(url).map_err(|e| format!("{url:?} is not a URL: {e}"))?;
-    if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(format!(
-            "a webhook URL is http or https, not {}",
-            parsed.scheme()
-        ));
-    }
-    if parsed.host_str().is_none_or(str::is_empty) {
-        return Err(format!("{url:?} names no host"));
-    }
-    Ok(parsed)
-}
-
 /// The addresses `url` reaches, each allowed unless `allow_private`; an
 /// error names the first address refused and why.
 pub async fn resolve(url: &Url, allow_private: bool) -> Result<Vec<SocketAddr>, String> {
@@ -114,6 +99,7 @@ pub fn check(host: &str, addrs: &[SocketAddr], allow_private: bool) -> Result<()
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::Webhook;
 
     #[test]
     fn private_and_special_ranges_are_refused() {
@@ -144,14 +130,14 @@ mod tests {
 
     #[test]
     fn urls_are_http_with_a_host() {
-        assert!(parse("https://hooks.example.com/riverfeed").is_ok());
+        assert!(Webhook::check_url("https://hooks.example.com/riverfeed").is_ok());
         for bad in [
             "ftp://example.com/",
             "not a url",
             "file:///etc/passwd",
             "http://",
         ] {
-            assert!(parse(bad).is_err(), "{bad}");
+            assert!(Webhook::check_url(bad).is_err(), "{bad}");
         }
     }
 
@@ -162,7 +148,7 @@ mod tests {
             "http://localhost:9/",
             "http://[::1]:9/",
         ] {
-            let url = parse(url).unwrap();
+            let url = Webhook::check_url(url).unwrap();
             let refused = resolve(&url, false).await.unwrap_err();
             assert!(refused.contains("loopback"), "{refused}");
             assert!(!resolve(&url, true).await.unwrap().is_empty());

@@ -362,6 +362,9 @@ on_both_backends!(
     failures_are_retried_for_a_day_then_kept_to_replay,
 );
 
+// Every model fans out through the same job, which tells the events.
+crate::under_other_models!(events_reach_a_registered_endpoint_signed);
+
 /// A rotated secret signs beside the new one for a day; a disabled webhook
 /// is sent nothing, and what came due meanwhile is kept dead to replay.
 #[tokio::test]

@@ -22,7 +22,7 @@ use super::users::{ensure_user_in, user_key, user_name, user_value};
 use super::{records, EmbeddedStore, Inner};
 use crate::model::{Action, EdgeKind, FanOut, FanOutState, ObjectId, Reason, ReasonKind};
 use crate::store::archive::relation_record;
-use crate::store::archive::{import_notices, import_webhooks};
+use crate::store::archive::{import_notices, import_webhooks, webhook_record};
 use crate::store::codes::{GROUP_KIND, RECORD_KIND};
 use crate::store::records::decode_inbox;
 use crate::store::relations::membership_attrs;
@@ -187,9 +187,7 @@ impl Inner {
             each(self, RECORDS, Some(RECORD_KIND.byte(kind)), &mut |r, v| {
                 let (tenant, key) = (r.str()?, r.last()?);
                 let stored = records::decode(v)?;
-                emit(crate::webhooks::registry::archived(
-                    kind, tenant, key, &stored,
-                )?)
+                emit(webhook_record(kind, tenant, key, &stored)?)
             })?;
         }
         self.jobs_of(JobKind::Webhook, tenant, &mut |job| {

@@ -26,7 +26,7 @@ use super::records::{id_range, record_id, stored_of};
 use super::relations::{attrs_of, keep_relation, relation_doc, replace_relation};
 use super::{db_err, ActionDoc, CommentDoc, MongoStore, TOMBSTONE};
 use crate::model::{EdgeKind, FanOut, FanOutState, FeedItem};
-use crate::store::archive::{import_notices, import_webhooks, relation_record};
+use crate::store::archive::{import_notices, import_webhooks, relation_record, webhook_record};
 use crate::store::codes::{GROUP_KIND, RECORD_KIND, RELATION};
 use crate::store::records::{decode_inbox, SEPARATOR};
 use crate::store::relations::membership_attrs;
@@ -418,9 +418,8 @@ impl Archive for MongoStore {
             }))
         });
         let kept = |kind| {
-            let archived = crate::webhooks::registry::archived;
             self.records_section(kind, tenant, move |t, key, stored| {
-                archived(kind, t, key, stored)
+                webhook_record(kind, t, key, stored)
             })
         };
         let (webhooks, dead_deliveries) =

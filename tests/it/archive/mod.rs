@@ -17,11 +17,11 @@ use riverfeed::store::{
 };
 use riverfeed::store::{Graph, Jobs, Reactions, Timelines};
 
+use riverfeed::model::{DeadDelivery, Delivery as WebhookDelivery, EventType, Webhook};
+use riverfeed::store::WebhookJob;
 use riverfeed::timeline::unfollow;
-use riverfeed::webhooks::outbox::Delivery as WebhookDelivery;
-use riverfeed::webhooks::registry::{self, DeadDelivery, Webhook};
+use riverfeed::webhooks::registry;
 use riverfeed::webhooks::sign::Secret;
-use riverfeed::webhooks::EventType;
 
 use crate::common::{Backend, HeldFanOut, TestStore};
 
@@ -281,7 +281,7 @@ async fn populate_webhooks(store: &dyn Store) -> StoreResult<WebhookDelivery> {
         body: r#"{"type":"action.recorded"}"#.into(),
         hold: None,
     };
-    store.enqueue(&delivery.to_job(T, NOW)?).await?;
+    store.enqueue(&WebhookJob::of(T, &delivery, NOW)?).await?;
     let held = store
         .claim(JobKind::Webhook, WORKER, NOW, LEASE, 10)
         .await?;
@@ -608,7 +608,7 @@ async fn assert_imported_store_works(source: &dyn Store, target: &dyn Store, p: 
     assert_eq!(dead.len(), 1);
     assert_eq!(
         (
-            hook.secrets(NOW).expect("secrets").len(),
+            registry::secrets(&hook, NOW).expect("secrets").len(),
             dead[0].delivery.message.as_str()
         ),
         (2, "msg_0002"),
