@@ -185,12 +185,22 @@ async fn two_apis_and_two_workers(model: &str) {
     let Some(uri) = database(&format!("procs_2x2_{model}")) else {
         return;
     };
-    let flags = ["--feed-model", model];
-    let api = ["--no-worker", "--feed-model", model];
+    let private = "--webhooks-allow-private";
+    let flags = ["--feed-model", model, private];
+    let api = ["--no-worker", "--feed-model", model, private];
     let a = Proc::start("serve", &uri, &api).await;
     let b = Proc::start("serve", &uri, &api).await;
     let _w1 = Proc::start("worker", &uri, &flags).await;
     let _w2 = Proc::start("worker", &uri, &flags).await;
+
+    // A webhook registered through A: the workers tell and send its events.
+    let receiver = crate::webhooks::Receiver::start(None).await;
+    Client::at(&a.base, Some((T, "app-backend", Some("service"))))
+        .data(
+            "mutation($url: String!) { registerWebhook(url: $url, events: [ACTION_RECORDED, COMMENT_ADDED]) { secret } }",
+            json!({ "url": receiver.url }),
+        )
+        .await;
 
     let bob = a.client("bob");
     bob.upsert_user("bob", "Bob").await;
@@ -272,6 +282,29 @@ async fn two_apis_and_two_workers(model: &str) {
     let event = &removed["data"]["feedEvents"];
     assert_eq!(event["kind"], "REMOVED", "{removed}");
     assert_eq!(event["item"]["actionId"], two.as_str());
+
+    // Two workers, each event sent once: both actions recorded, the comment.
+    let told = |got: &[crate::webhooks::Received]| {
+        let mut told: Vec<(String, String)> = got
+            .iter()
+            .map(|r| {
+                (
+                    r.body["type"].as_str().unwrap_or_default().to_owned(),
+                    r.id.clone(),
+                )
+            })
+            .collect();
+        told.sort();
+        told
+    };
+    let got = receiver.wait("three events", |got| got.len() >= 3).await;
+    let told = told(&got);
+    let kinds: Vec<&str> = told.iter().map(|(kind, _)| kind.as_str()).collect();
+    assert_eq!(
+        kinds,
+        ["action.recorded", "action.recorded", "comment.added"],
+        "{told:?}"
+    );
     drop_db(&uri).await;
 }
 
