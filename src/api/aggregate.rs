@@ -172,6 +172,7 @@ impl AggregateQuery {
                 after: next.clone(),
                 last: None,
                 before: None,
+                matching: None,
             };
             let page = feed::home(ctx, viewer, paging).await?;
             for edge in page.edges {

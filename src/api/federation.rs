@@ -200,7 +200,8 @@ async fn ref_entity(
                 let (_, after) = ctx
                     .param_value::<Option<String>>("after", None)
                     .map_err(coded)?;
-                let page: ActionConnection = feed::slice(&ctx, viewer, id, first, after).await?;
+                let page: ActionConnection =
+                    feed::slice(&ctx, viewer, id, (first, after, None)).await?;
                 let inner = ctx.with_selection_set(&field.node.selection_set);
                 OutputType::resolve(&page, &inner, field)
                     .await

@@ -20,6 +20,7 @@ use super::types::{
     FeedItemNode,
 };
 use super::{state, Viewer};
+use crate::descriptor::matching::Matching;
 use crate::model::limits::{normalize_id, page_size};
 use crate::model::{Action, Millis, ObjectId, Position, Stamp};
 use crate::store::GroupFeeds;
@@ -38,6 +39,24 @@ pub struct Paging {
     pub after: Option<String>,
     pub last: Option<i32>,
     pub before: Option<String>,
+    /// A keyword filter over the actions' free text.
+    pub matching: Option<String>,
+}
+
+/// `first`, `after` and `matching` of a list of actions.
+pub type ListPaging<'a> = (Option<i32>, Option<String>, Option<&'a str>);
+
+/// The keyword filter `matching` asks for, if any; `BAD_USER_INPUT` if it
+/// is not one.
+fn matching_arg(
+    ctx: &Context<'_>,
+    matching: Option<&str>,
+) -> async_graphql::Result<Option<Matching>> {
+    let catalog = &state(ctx)?.descriptors;
+    matching
+        .map(|m| Matching::parse(m, catalog.clone()))
+        .transpose()
+        .api()
 }
 
 /// Loads a page's actions in one store call. (Not through the request's
@@ -96,10 +115,13 @@ pub async fn home(
         .as_deref()
         .map(|c| list.decode_position(c))
         .transpose()?;
+    let matching = matching_arg(ctx, paging.matching.as_deref())?;
+    // A filter reads the actions' text: copies carry it as well.
     let copies_serve = !NOT_COPIED
         .iter()
         .any(|field| ActionNode::selected(ctx, FEED_ACTIONS, field));
     let request = home::PageRequest {
+        matching: matching.as_ref(),
         older_than: after,
         newer_than: before,
         limit,
@@ -157,10 +179,10 @@ pub async fn slice(
     ctx: &Context<'_>,
     viewer: &Viewer,
     ref_id: &str,
-    first: Option<i32>,
-    after: Option<String>,
+    (first, after, matching): ListPaging<'_>,
 ) -> async_graphql::Result<ActionConnection> {
     let ref_id = &normalize_id("refId", ref_id).api()?;
+    let matching = matching_arg(ctx, matching)?;
     let limit = page_size("first", first).api()?;
     let list = ListId::slice(&state(ctx)?.cursors, &viewer.tenant, ref_id);
     let after = after.as_deref().map(|c| list.decode_id(c)).transpose()?;
@@ -188,7 +210,8 @@ pub async fn slice(
         kept.extend(
             ids.iter()
                 .filter_map(|id| actions.remove(id))
-                .filter(|action| access.can_read(action)),
+                .filter(|action| access.can_read(action))
+                .filter(|action| matching.as_ref().is_none_or(|m| m.matches(action))),
         );
         if kept.len() >= limit || !more {
             break;
@@ -231,9 +254,9 @@ pub async fn ranked(
     ctx: &Context<'_>,
     viewer: &Viewer,
     source: Ranked<'_>,
-    first: Option<i32>,
-    after: Option<String>,
+    (first, after, matching): ListPaging<'_>,
 ) -> async_graphql::Result<ActionConnection> {
+    let matching = matching_arg(ctx, matching)?;
     let cursors = &state(ctx)?.cursors;
     let list = match source {
         Ranked::Actor(actor) => ListId::actor(cursors, &viewer.tenant, actor),
@@ -286,7 +309,8 @@ pub async fn ranked(
         let access = access(ctx, viewer, actions.values()).await?;
         kept.extend(positions.iter().filter_map(|p| {
             let action = actions.remove(&p.action_id)?;
-            access.can_read(&action).then_some((*p, action))
+            let matches = matching.as_ref().is_none_or(|m| m.matches(&action));
+            (matches && access.can_read(&action)).then_some((*p, action))
         }));
         if kept.len() >= limit || !more {
             break;

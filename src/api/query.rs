@@ -47,6 +47,7 @@ impl CoreQuery {
     /// at most 100. `ownerId` (a user id or global id) reads another user's
     /// feed, as they see it (`admin` only).
     #[graphql(complexity = "page_cost(first.or(last), child_complexity)")]
+    #[allow(clippy::too_many_arguments)]
     async fn feed(
         &self,
         ctx: &Context<'_>,
@@ -55,6 +56,13 @@ impl CoreQuery {
         last: Option<i32>,
         before: Option<String>,
         owner_id: Option<ID>,
+        #[graphql(
+            desc = "A keyword filter: only actions whose free text (their descriptor's \
+                          `@text` fields) has a word beginning with each of its words, in any \
+                          case. A filtered page may hold fewer items than asked; page on while \
+                          `hasNextPage`."
+        )]
+        matching: Option<String>,
     ) -> async_graphql::Result<FeedItemConnection> {
         let viewer = viewer(ctx)?;
         let owner = match opt_user_id_arg("ownerId", owner_id.as_ref())? {
@@ -81,6 +89,7 @@ impl CoreQuery {
                 after,
                 last,
                 before,
+                matching,
             },
         )
         .await
@@ -94,9 +103,17 @@ impl CoreQuery {
         ref_id: String,
         first: Option<i32>,
         after: Option<String>,
+        #[graphql(
+            desc = "A keyword filter: only actions whose free text (their descriptor's \
+                          `@text` fields) has a word beginning with each of its words, in any \
+                          case. A filtered page may hold fewer items than asked; page on while \
+                          `hasNextPage`."
+        )]
+        matching: Option<String>,
     ) -> async_graphql::Result<ActionConnection> {
         let viewer = viewer(ctx)?;
-        feed::slice(ctx, viewer, &ref_id, first, after).await
+        let paging = (first, after, matching.as_deref());
+        feed::slice(ctx, viewer, &ref_id, paging).await
     }
 
     /// `userId`'s (a user id or global id) actions that you may see, newest
@@ -109,10 +126,18 @@ impl CoreQuery {
         user_id: ID,
         first: Option<i32>,
         after: Option<String>,
+        #[graphql(
+            desc = "A keyword filter: only actions whose free text (their descriptor's \
+                          `@text` fields) has a word beginning with each of its words, in any \
+                          case. A filtered page may hold fewer items than asked; page on while \
+                          `hasNextPage`."
+        )]
+        matching: Option<String>,
     ) -> async_graphql::Result<ActionConnection> {
         let viewer = viewer(ctx)?;
         let user_id = user_id_arg("userId", &user_id)?;
-        feed::ranked(ctx, viewer, feed::Ranked::Actor(&user_id), first, after).await
+        let paging = (first, after, matching.as_deref());
+        feed::ranked(ctx, viewer, feed::Ranked::Actor(&user_id), paging).await
     }
 
     /// A group's feed: what was posted to it (and its TEAM / DEPARTMENT
@@ -126,10 +151,18 @@ impl CoreQuery {
         group_id: ID,
         first: Option<i32>,
         after: Option<String>,
+        #[graphql(
+            desc = "A keyword filter: only actions whose free text (their descriptor's \
+                          `@text` fields) has a word beginning with each of its words, in any \
+                          case. A filtered page may hold fewer items than asked; page on while \
+                          `hasNextPage`."
+        )]
+        matching: Option<String>,
     ) -> async_graphql::Result<ActionConnection> {
         let viewer = viewer(ctx)?;
         let group_id = normalize_id("groupId", &group_id).api()?;
-        feed::ranked(ctx, viewer, feed::Ranked::Group(&group_id), first, after).await
+        let paging = (first, after, matching.as_deref());
+        feed::ranked(ctx, viewer, feed::Ranked::Group(&group_id), paging).await
     }
 
     /// The actions you commented on that you may still see, the one with the
@@ -141,9 +174,17 @@ impl CoreQuery {
         ctx: &Context<'_>,
         first: Option<i32>,
         after: Option<String>,
+        #[graphql(
+            desc = "A keyword filter: only actions whose free text (their descriptor's \
+                          `@text` fields) has a word beginning with each of its words, in any \
+                          case. A filtered page may hold fewer items than asked; page on while \
+                          `hasNextPage`."
+        )]
+        matching: Option<String>,
     ) -> async_graphql::Result<ActionConnection> {
         let viewer = viewer(ctx)?;
-        feed::ranked(ctx, viewer, feed::Ranked::Discussions, first, after).await
+        let paging = (first, after, matching.as_deref());
+        feed::ranked(ctx, viewer, feed::Ranked::Discussions, paging).await
     }
 
     /// One action, or null if there is none you may see. `actionId` is its

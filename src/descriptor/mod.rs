@@ -11,6 +11,7 @@ pub mod catalog;
 pub mod compat;
 mod graphql;
 mod input;
+pub mod matching;
 mod parse;
 
 use std::fmt;

@@ -33,7 +33,7 @@ pub struct Feeds<'a> {
 
 /// Which page of a home feed to read.
 #[derive(Clone, Copy, Debug)]
-pub struct PageRequest {
+pub struct PageRequest<'a> {
     /// The page starts strictly below (older than) this (`after`).
     pub older_than: Option<Position>,
     /// The page ends strictly above (newer than) this (`before`).
@@ -45,6 +45,8 @@ pub struct PageRequest {
     /// Whether the copies of actions a timeline keeps (`--embed-actions`)
     /// serve the page, or its actions are all loaded.
     pub copies_serve: bool,
+    /// Only the actions whose free text matches (a keyword filter).
+    pub matching: Option<&'a crate::descriptor::matching::Matching>,
 }
 
 /// A page of a home feed, its items decided.
@@ -77,7 +79,7 @@ impl Feeds<'_> {
         &self,
         tenant: &str,
         reader: &str,
-        request: PageRequest,
+        request: PageRequest<'_>,
     ) -> StoreResult<Page> {
         let store = self.store;
         let read_at = self.clock.now();
@@ -135,8 +137,8 @@ impl Feeds<'_> {
                 Access::load(store, tenant, reader, actions.values(), self.expiry()).await?;
             let shown = entries.into_iter().filter_map(|entry| {
                 let action = actions.remove(&entry.item.action_id)?;
-                visibility
-                    .shows(&access, &entry.item, entry.pulled, &action)
+                let matches = request.matching.is_none_or(|m| m.matches(&action));
+                (matches && visibility.shows(&access, &entry.item, entry.pulled, &action))
                     .then(|| (entry.reason_now(&action), action))
             });
             if backwards {

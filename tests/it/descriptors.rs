@@ -126,6 +126,56 @@ async fn own_action_types_are_served_and_checked(backend: Backend) {
         .await;
     assert_eq!(slice["slice"]["edges"][0]["node"]["actionId"], id.as_str());
 
+    // Keyword filters read the `@text` fields (the note), in any case,
+    // every word from its start ("order" is not in "border"); a name (the
+    // order's) is not free text.
+    let mut customs = delay(2);
+    customs["note"] = json!("Held at the border by customs.");
+    let held = recorded(&rita, customs).await;
+    let ids = |data: &Value, list: &str| -> Vec<String> {
+        let edges = data[list]["edges"].as_array().expect("edges");
+        let id = |e: &Value| e["node"]["actionId"].as_str().map(str::to_owned);
+        let item = |e: &Value| e["node"]["action"]["actionId"].as_str().map(str::to_owned);
+        edges
+            .iter()
+            .filter_map(|e| id(e).or_else(|| item(e)))
+            .collect()
+    };
+    let filtered = |query: &str, matching: &str| {
+        let (rita, query) = (rita.clone_headers(), query.to_owned());
+        let vars = json!({ "m": matching });
+        async move { rita.data(&query, vars).await }
+    };
+    let feed = "query($m: String) { feed(first: 10, matching: $m) { edges { node { action { actionId } } } } }";
+    let slice = "query($m: String) { slice(refId: \"order-1\", matching: $m) { edges { node { actionId } } } }";
+    let actor = "query($m: String) { actorFeed(userId: \"rita\", matching: $m) { edges { node { actionId } } } }";
+    assert_eq!(
+        ids(&filtered(feed, "STORM por").await, "feed"),
+        std::slice::from_ref(&id)
+    );
+    assert_eq!(
+        ids(&filtered(slice, "customs").await, "slice"),
+        std::slice::from_ref(&held)
+    );
+    assert_eq!(
+        ids(&filtered(actor, "border customs").await, "actorFeed"),
+        std::slice::from_ref(&held)
+    );
+    assert_eq!(
+        ids(&filtered(feed, "order").await, "feed"),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        ids(&filtered(feed, "storm customs").await, "feed"),
+        Vec::<String>::new()
+    );
+    let blank = rita.post(feed, json!({ "m": "   " })).await;
+    assert_eq!(
+        first_error_code(&blank).as_deref(),
+        Some("BAD_USER_INPUT"),
+        "{blank}"
+    );
+
     // Each rule, with a code: the range, `@doneBy`, an enum value, a
     // field the type does not have, a name past its limit.
     let refused = record(&rita, delay(0)).await;
