@@ -27,7 +27,7 @@
 //! - [`api`]: the GraphQL schema — queries, mutations, subscriptions, cursors,
 //!   loaders, access checks and error codes.
 //! - [`http`]: the axum router — `/graphql`, `/graphql/ws`, `/graphiql`,
-//!   `/healthz`, `/metrics`, `/demo/`.
+//!   `/healthz`, `/readyz`, `/metrics`, `/demo/`.
 //! - [`auth`]: identity — JWT bearer tokens and roles, or dev-mode headers.
 //! - [`server`]: starts and stops the whole service; [`cli`]: the command line
 //!   and its commands; [`config`]: the server's flags; [`duration`]: durations

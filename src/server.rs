@@ -378,8 +378,9 @@ pub async fn start_with_store(
 }
 
 /// Runs the fan-out worker and the background jobs alone (`riverfeed
-/// worker`), answering only `/healthz` and `/metrics` on `options.listen`:
-/// one of any number of workers sharing a MongoDB with the API processes.
+/// worker`), answering only `/healthz`, `/readyz` and `/metrics` on
+/// `options.listen`: one of any number of workers sharing a MongoDB with the
+/// API processes.
 pub async fn start_worker(mut options: ServeOptions) -> anyhow::Result<Server> {
     anyhow::ensure!(
         !options.store.starts_with("embedded:"),

@@ -26,7 +26,13 @@ pub const UNAUTHENTICATED: &str = "UNAUTHENTICATED";
 pub const FORBIDDEN: &str = "FORBIDDEN";
 pub const NOT_FOUND: &str = "NOT_FOUND";
 pub const BAD_USER_INPUT: &str = "BAD_USER_INPUT";
-pub const UNAVAILABLE: &str = "UNAVAILABLE";
+/// The store cannot take the request now (a lost database, a full or
+/// failing disk); answered with 503 and `Retry-After` where the whole
+/// request failed for it.
+pub const STORAGE_UNAVAILABLE: &str = "STORAGE_UNAVAILABLE";
+/// How long a caller refused for [`STORAGE_UNAVAILABLE`] is told to wait,
+/// in seconds: about what the store takes to notice it can go on.
+pub const STORAGE_RETRY_AFTER: u64 = 5;
 pub const INTERNAL: &str = "INTERNAL_SERVER_ERROR";
 pub const LAGGED: &str = "LAGGED";
 pub const BAD_REQUEST: &str = "BAD_REQUEST";
@@ -72,7 +78,10 @@ pub fn store_error(err: &StoreError) -> async_graphql::Error {
         ErrorKind::NotFound => not_found(err.message.clone()),
         ErrorKind::Unavailable => {
             error!(cause = %err.chain(), "store unavailable");
-            coded(UNAVAILABLE, "the store is unavailable; try again shortly")
+            coded(
+                STORAGE_UNAVAILABLE,
+                "the store cannot take this request now; try again shortly",
+            )
         }
         ErrorKind::LeaseLost | ErrorKind::Internal => {
             error!(cause = %err.chain(), "internal store error");

@@ -1,6 +1,6 @@
 //! HTTP: the router (`/graphql`, `/graphql/ws`, `/graphiql`, `/healthz`,
-//! `/metrics`, `/demo/`), dev-mode identity from headers, and websocket
-//! connections that end with the server.
+//! `/readyz`, `/metrics`, `/demo/`), dev-mode identity from headers, and
+//! websocket connections that end with the server.
 
 pub mod cors;
 pub mod gate;
@@ -119,10 +119,11 @@ impl axum::extract::FromRef<HttpState> for OpsState {
     }
 }
 
-/// The router of a worker process: `/healthz` and `/metrics` only.
+/// The router of a worker process: `/healthz`, `/readyz` and `/metrics` only.
 pub fn ops_router(state: OpsState) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
         .merge(metrics_beside(&state))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -271,6 +272,7 @@ pub fn router(state: HttpState) -> Router {
         .route("/graphiql", get(graphiql::page))
         .route("/graphiql/assets/{file}", get(graphiql::asset))
         .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
         .merge(metrics_beside(&state.ops))
         .route(
             "/demo",
@@ -707,15 +709,42 @@ async fn demo_roster(State(state): State<HttpState>) -> Response {
 /// The deployment value `/healthz` reads (none is stored under it).
 const HEALTH_KEY: &str = "health";
 
-/// 200 when the store answers a read (one round trip to MongoDB), 503 when
-/// it does not.
+/// Why the store cannot take requests now, if it cannot: it does not
+/// answer a read (one round trip to MongoDB), or it refuses writes.
+async fn store_fault(store: &dyn Store) -> Option<String> {
+    match store.meta(HEALTH_KEY).await {
+        Ok(_) => store.write_fault(),
+        Err(err) => Some(format!("the store does not answer ({})", err.message)),
+    }
+}
+
+/// Liveness: 200 while the process serves, `ok`, or `degraded` with the
+/// reason while the store cannot take requests (a restart would not mend
+/// that; the store recovers by itself once it can).
 async fn healthz(State(state): State<OpsState>) -> Response {
     let store = state.store.backend().name;
-    match state.store.meta(HEALTH_KEY).await {
-        Ok(_) => Json(json!({ "status": "ok", "store": store })).into_response(),
-        Err(err) => (
+    match store_fault(state.store.as_ref()).await {
+        None => Json(json!({ "status": "ok", "store": store })).into_response(),
+        Some(reason) => {
+            Json(json!({ "status": "degraded", "store": store, "reason": reason })).into_response()
+        }
+    }
+}
+
+/// Readiness: 200 `ready` while the store takes reads and writes, 503 `not
+/// ready` with the reason while it does not, so that a balancer sends
+/// requests elsewhere meanwhile.
+async fn readyz(State(state): State<OpsState>) -> Response {
+    let store = state.store.backend().name;
+    match store_fault(state.store.as_ref()).await {
+        None => Json(json!({ "status": "ready", "store": store })).into_response(),
+        Some(reason) => (
             StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({ "status": "unavailable", "store": store, "error": err.message })),
+            [(
+                header::RETRY_AFTER,
+                api::error::STORAGE_RETRY_AFTER.to_string(),
+            )],
+            Json(json!({ "status": "not ready", "store": store, "reason": reason })),
         )
             .into_response(),
     }

@@ -9,6 +9,7 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use super::http_error;
+use crate::api::error::{STORAGE_RETRY_AFTER, STORAGE_UNAVAILABLE};
 
 /// The legacy type, and what a client without an `Accept` gets.
 pub const JSON: &str = "application/json";
@@ -79,13 +80,44 @@ pub(super) fn failed_before_running(response: &GqlResponse) -> bool {
         && response.errors.iter().all(|e| e.path.is_empty())
 }
 
-/// One GraphQL response as `media`.
+/// Whether any of a response's errors says the store could not take it.
+fn storage_refused(response: &GqlResponse) -> bool {
+    response.errors.iter().any(|error| {
+        error.extensions.as_ref().is_some_and(|extensions| {
+            matches!(
+                extensions.get("code"),
+                Some(async_graphql::Value::String(code)) if code == STORAGE_UNAVAILABLE
+            )
+        })
+    })
+}
+
+/// Whether a request failed as a whole because the store could not take
+/// it: an error says so, and no field was answered (`data` is null, or
+/// every field of it is).
+fn failed_for_storage(response: &GqlResponse) -> bool {
+    use async_graphql::Value;
+    storage_refused(response)
+        && match &response.data {
+            Value::Null => true,
+            Value::Object(fields) => fields.values().all(|v| *v == Value::Null),
+            _ => false,
+        }
+}
+
+/// One GraphQL response as `media`. A request the store could not take
+/// (`STORAGE_UNAVAILABLE`) is told when to try again (`Retry-After`), and
+/// answered 503 when nothing of it was answered.
 pub fn single(media: Media, response: GqlResponse) -> Response {
-    let retry_after = crate::api::rate_limit::refused_for(&response);
-    let request_error = retry_after.is_some()
+    let rate_limited = crate::api::rate_limit::refused_for(&response);
+    let retry_after =
+        rate_limited.or_else(|| storage_refused(&response).then_some(STORAGE_RETRY_AFTER));
+    let request_error = rate_limited.is_some()
         || (media == Media::GraphqlResponseJson && failed_before_running(&response));
-    let status = if retry_after.is_some() {
+    let status = if rate_limited.is_some() {
         StatusCode::TOO_MANY_REQUESTS
+    } else if failed_for_storage(&response) {
+        StatusCode::SERVICE_UNAVAILABLE
     } else if request_error {
         StatusCode::BAD_REQUEST
     } else {
@@ -120,9 +152,11 @@ pub fn single(media: Media, response: GqlResponse) -> Response {
 
 /// A batch's responses as `media`: 200, each carrying its errors, unless
 /// the rate limit refused every one of them (429, as a single refused
-/// request). Where the caller stands goes in the headers as for one request:
+/// request), or every one failed as a whole for the store (503). Where the
+/// caller stands goes in the headers as for one request:
 /// `RateLimit-Policy` and `RateLimit` after the batch's last charge, and
-/// `Retry-After` (the longest wait) when any item was refused.
+/// `Retry-After` (the longest wait) when any item was refused by the rate
+/// limit or the store.
 pub fn batch(media: Media, response: BatchResponse) -> Response {
     let all = match response {
         BatchResponse::Single(one) => return single(media, one),
@@ -131,6 +165,7 @@ pub fn batch(media: Media, response: BatchResponse) -> Response {
     let mut headers = HeaderMap::new();
     let mut retry_after: Option<u64> = None;
     let mut refused = 0;
+    let mut storage_failed = 0;
     for one in &all {
         // Only the rate limit's own headers: what else an item set belongs
         // to it alone.
@@ -142,6 +177,9 @@ pub fn batch(media: Media, response: BatchResponse) -> Response {
         if let Some(after) = crate::api::rate_limit::refused_for(one) {
             refused += 1;
             retry_after = retry_after.max(Some(after));
+        } else if storage_refused(one) {
+            retry_after = retry_after.max(Some(STORAGE_RETRY_AFTER));
+            storage_failed += usize::from(failed_for_storage(one));
         }
     }
     if let Some(after) = retry_after {
@@ -149,6 +187,8 @@ pub fn batch(media: Media, response: BatchResponse) -> Response {
     }
     let status = if refused > 0 && refused == all.len() {
         StatusCode::TOO_MANY_REQUESTS
+    } else if storage_failed > 0 && storage_failed == all.len() {
+        StatusCode::SERVICE_UNAVAILABLE
     } else {
         StatusCode::OK
     };
@@ -178,4 +218,76 @@ fn encoding_failed(err: serde_json::Error) -> Response {
         "INTERNAL_SERVER_ERROR",
         "the response could not be encoded",
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use async_graphql::{Name, ServerError, Value};
+
+    use super::*;
+    use crate::api::error::coded_server_error;
+
+    fn refused_at(field: &str) -> ServerError {
+        let mut err = coded_server_error(STORAGE_UNAVAILABLE, "the store cannot take this");
+        err.path = vec![async_graphql::PathSegment::Field(field.to_owned())];
+        err
+    }
+
+    fn response(fields: &[(&str, Value)], errors: Vec<ServerError>) -> GqlResponse {
+        let data = fields
+            .iter()
+            .map(|(name, value)| (Name::new(name), value.clone()))
+            .collect();
+        let mut response = GqlResponse::new(Value::Object(data));
+        response.errors = errors;
+        response
+    }
+
+    fn retry_after(answer: &Response) -> Option<&str> {
+        answer
+            .headers()
+            .get(header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+    }
+
+    #[test]
+    fn a_request_the_store_refused_whole_is_503_and_a_partial_one_200() {
+        let whole = response(&[("a", Value::Null)], vec![refused_at("a")]);
+        let answer = single(Media::Json, whole);
+        assert_eq!(answer.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(retry_after(&answer), Some("5"));
+
+        let partial = response(
+            &[("a", Value::Null), ("b", Value::from(1))],
+            vec![refused_at("a")],
+        );
+        let answer = single(Media::Json, partial);
+        assert_eq!(answer.status(), StatusCode::OK);
+        assert_eq!(retry_after(&answer), Some("5"));
+
+        let fine = response(&[("a", Value::from(1))], vec![]);
+        let answer = single(Media::Json, fine);
+        assert_eq!(
+            (answer.status(), retry_after(&answer)),
+            (StatusCode::OK, None)
+        );
+    }
+
+    #[test]
+    fn a_batch_is_503_only_when_the_store_refused_every_operation() {
+        let refused = || response(&[("a", Value::Null)], vec![refused_at("a")]);
+        let answered = || response(&[("a", Value::from(1))], vec![]);
+        let answer = batch(
+            Media::Json,
+            BatchResponse::Batch(vec![refused(), refused()]),
+        );
+        assert_eq!(answer.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(retry_after(&answer), Some("5"));
+        let answer = batch(
+            Media::Json,
+            BatchResponse::Batch(vec![refused(), answered()]),
+        );
+        assert_eq!(answer.status(), StatusCode::OK);
+        assert_eq!(retry_after(&answer), Some("5"));
+    }
 }

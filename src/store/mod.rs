@@ -422,6 +422,13 @@ pub trait Store:
     /// models' costs, for the bench), which counts every item: not for a
     /// hot path.
     async fn stats(&self, measure: Measure) -> StoreResult<Stats>;
+
+    /// Why the store refuses writes now (a full or failing disk), if it
+    /// does while it still serves reads: what `/healthz` and `/readyz`
+    /// report beside a store that does not answer at all.
+    fn write_fault(&self) -> Option<String> {
+        None
+    }
 }
 }
 

@@ -14,7 +14,9 @@ use super::read::still_pulled;
 use super::read::Plan;
 use super::sources::{self, Sources};
 use crate::model::{Action, EdgeKind, Millis, Position, Reason};
-use crate::store::{Backfill, FeedRange, River, RiverWrite, Store, StoreResult, Timelines};
+use crate::store::{
+    Backfill, ErrorKind, FeedRange, River, RiverWrite, Store, StoreResult, Timelines,
+};
 
 /// The `rivers` model, with its settings.
 pub struct Rivers(pub FeedModel);
@@ -101,6 +103,10 @@ const SWEEP_STEP: usize = 1_000;
 
 /// `reader`'s river, built now if they have none (with the sources it was
 /// built from); touched and trimmed if it was last touched long enough ago.
+///
+/// Building, touching and trimming are writes a read makes on the way: when
+/// the store refuses writes (a full disk), the read goes on without them,
+/// from the river as it is, or from the sources alone where there is none.
 pub async fn open(
     store: &dyn Store,
     model: &FeedModel,
@@ -110,28 +116,57 @@ pub async fn open(
 ) -> StoreResult<(River, Option<Sources>)> {
     let river = match river_of(store, tenant, reader).await? {
         None => {
-            let (river, all) = build(store, model, tenant, reader, now).await?;
-            return Ok((river, Some(all)));
+            return match build(store, model, tenant, reader, now).await {
+                Ok((river, all)) => Ok((river, Some(all))),
+                Err(err) if err.kind == ErrorKind::Unavailable => {
+                    debug!(tenant, reader, cause = %err, "river not built: read from the sources");
+                    // Complete from nowhere: everything is pulled.
+                    let none = River {
+                        complete_from: Position::MAX,
+                        touched: now,
+                    };
+                    Ok((none, None))
+                }
+                Err(err) => Err(err),
+            };
         }
         Some(river) => river,
     };
     let river = match river {
         river if now - river.touched < model.touch_every_ms() => river,
-        river => {
-            let touched = River {
-                touched: now,
-                ..river
-            };
-            store
-                .write_river(tenant, reader, RiverWrite::Put(touched))
-                .await?;
-            let cut = RiverWrite::Keep(model.river_size);
-            store.write_river(tenant, reader, cut).await?;
-            // Trimming may have raised where the river is complete from.
-            river_of(store, tenant, reader).await?.unwrap_or(touched)
-        }
+        river => match touch(store, model, tenant, reader, river, now).await {
+            Ok(touched) => touched,
+            Err(err) if err.kind == ErrorKind::Unavailable => {
+                debug!(tenant, reader, cause = %err, "river not touched: read as it is");
+                river
+            }
+            Err(err) => return Err(err),
+        },
     };
     Ok((river, None))
+}
+
+/// Marks `river` read now and trims it to `river_size`; returns it as it
+/// then stands.
+async fn touch(
+    store: &dyn Store,
+    model: &FeedModel,
+    tenant: &str,
+    reader: &str,
+    river: River,
+    now: Millis,
+) -> StoreResult<River> {
+    let touched = River {
+        touched: now,
+        ..river
+    };
+    store
+        .write_river(tenant, reader, RiverWrite::Put(touched))
+        .await?;
+    let cut = RiverWrite::Keep(model.river_size);
+    store.write_river(tenant, reader, cut).await?;
+    // Trimming may have raised where the river is complete from.
+    Ok(river_of(store, tenant, reader).await?.unwrap_or(touched))
 }
 
 /// Builds `reader`'s river: first a record saying nothing is complete yet

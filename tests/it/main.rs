@@ -31,6 +31,7 @@ mod relay;
 mod relevancy;
 mod scopes;
 mod security;
+mod storage_faults;
 mod store_jobs;
 mod store_records;
 mod store_suite;

@@ -45,7 +45,7 @@ async fn unreachable_mongodb_at_start_exits_naming_the_host_never_the_password()
 }
 
 #[tokio::test]
-async fn losing_mongodb_while_serving_answers_unavailable_and_recovers_without_a_restart() {
+async fn losing_mongodb_while_serving_answers_storage_unavailable_and_recovers_without_a_restart() {
     let Some(mut mongo) = OwnMongo::new() else {
         return;
     };
@@ -64,27 +64,43 @@ async fn losing_mongodb_while_serving_answers_unavailable_and_recovers_without_a
 
     mongo.stop().await;
     let started = Instant::now();
-    let body = bob
-        .post(
-            "mutation { recordAction(input: {descriptor: {statusPost: {text: \"lost?\"}}}) { actionId } }",
-            json!({}),
-        )
-        .await;
+    let refused = reqwest::Client::new()
+        .post(format!("{}/graphql", server.base))
+        .headers(bob.headers.clone())
+        .json(&json!({
+            "query": "mutation { recordAction(input: {descriptor: {statusPost: {text: \"lost?\"}}}) { actionId } }"
+        }))
+        .send()
+        .await
+        .expect("answered");
     let failed_after = started.elapsed();
+    assert_eq!(refused.status(), 503, "the request failed as a whole");
+    let retry_after = refused
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    assert!(retry_after.is_some_and(|s| s >= 1), "{retry_after:?}");
+    let body: serde_json::Value = refused.json().await.expect("JSON");
     assert_eq!(
         first_error_code(&body).as_deref(),
-        Some("UNAVAILABLE"),
+        Some("STORAGE_UNAVAILABLE"),
         "{body}"
     );
     assert!(
         !body.to_string().contains("127.0.0.1:"),
         "internal details stay in the log: {body}"
     );
-    let health = reqwest::get(format!("{}/healthz", server.base))
-        .await
-        .unwrap();
-    assert_eq!(health.status(), 503);
-    eprintln!("request during the outage answered UNAVAILABLE after {failed_after:?}");
+    let (status, health) = get_json(&server.base, "/healthz").await;
+    assert_eq!(status, 200, "the process lives on: {health}");
+    assert_eq!(health["status"], "degraded", "{health}");
+    assert!(
+        !health.to_string().contains("127.0.0.1:"),
+        "no address in the health report: {health}"
+    );
+    let (status, ready) = get_json(&server.base, "/readyz").await;
+    assert_eq!(status, 503, "{ready}");
+    assert_eq!(ready["status"], "not ready", "{ready}");
+    eprintln!("request during the outage answered STORAGE_UNAVAILABLE after {failed_after:?}");
 
     // The worker keeps polling through the outage (and backing off): wait
     // until it has tried at least twice while the database was down.
@@ -112,6 +128,10 @@ async fn losing_mongodb_while_serving_answers_unavailable_and_recovers_without_a
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     let recovered_after = started.elapsed();
+    let (status, ready) = get_json(&server.base, "/readyz").await;
+    assert_eq!((status, ready["status"].as_str()), (200, Some("ready")));
+    let (status, health) = get_json(&server.base, "/healthz").await;
+    assert_eq!((status, health["status"].as_str()), (200, Some("ok")));
     // …and the worker delivers again.
     bob.wait_delivered(&after).await;
     let (ids, _) = alice.feed_ids("").await;
@@ -123,4 +143,12 @@ async fn losing_mongodb_while_serving_answers_unavailable_and_recovers_without_a
     eprintln!("recovered {recovered_after:?} after the outage began");
     server.stop_keeping_data().await;
     mongo.stop().await;
+}
+
+async fn get_json(base: &str, path: &str) -> (u16, serde_json::Value) {
+    let response = reqwest::get(format!("{base}{path}"))
+        .await
+        .expect("answered");
+    let status = response.status().as_u16();
+    (status, response.json().await.expect("JSON"))
 }

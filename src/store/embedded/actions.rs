@@ -491,7 +491,7 @@ mod tests {
         let (older, newer) = (action("olga", 1_000), action("olga", 2_000));
         {
             let store = EmbeddedStore::open(dir.path()).unwrap();
-            let db = &store.inner;
+            let db = &store.inner().unwrap();
             db.insert_action(&older).unwrap();
             db.insert_action(&newer).unwrap();
             // Back to how an earlier version left it.
@@ -506,6 +506,6 @@ mod tests {
             assert!(olga(db).is_empty());
         }
         let store = EmbeddedStore::open(dir.path()).unwrap();
-        assert_eq!(olga(&store.inner), [newer.id, older.id]);
+        assert_eq!(olga(&store.inner().unwrap()), [newer.id, older.id]);
     }
 }

@@ -389,8 +389,11 @@ impl Inner {
 #[async_trait]
 impl Archive for EmbeddedStore {
     fn export<'a>(&'a self, tenant: Option<&'a str>) -> BoxStream<'a, StoreResult<Record>> {
+        let inner = match self.inner() {
+            Ok(inner) => inner,
+            Err(err) => return futures_util::stream::once(async { Err(err) }).boxed(),
+        };
         let (tx, rx) = mpsc::channel(CHANNEL);
-        let inner = self.inner.clone();
         let tenant = tenant.map(str::to_owned);
         tokio::task::spawn_blocking(move || {
             let mut send = |record: Record| tx.blocking_send(Ok(record)).is_ok();

@@ -126,7 +126,7 @@ mod tests {
         };
         {
             let store = EmbeddedStore::open(dir.path())?;
-            let db = &store.inner;
+            let db = &store.inner().unwrap();
             let graph = db.cf(GRAPH);
             let mut batch = WriteBatch::default();
             let counter = keys::Key::tag(tag::RING_COUNTER).str("t").last("g");
@@ -163,7 +163,7 @@ mod tests {
                 [at(5), at(4), at(3)]
             );
             for earlier in [tag::RING_COUNTER, tag::RING_SLOT, tag::RING_ACTION] {
-                let left = store.inner.count_under(GRAPH, &[earlier])?;
+                let left = store.inner().unwrap().count_under(GRAPH, &[earlier])?;
                 assert_eq!(left, 0, "tag {earlier} is empty");
             }
         }

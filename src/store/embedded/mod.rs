@@ -36,6 +36,7 @@ mod notices;
 mod queues;
 mod reactions;
 mod records;
+mod recovery;
 mod reference;
 mod relations;
 mod rivers;
@@ -155,14 +156,20 @@ impl Default for EmbeddedOptions {
     }
 }
 
-/// The RocksDB-backed store. Cheap to clone: one database behind an `Arc`.
+/// The RocksDB-backed store. Cheap to clone: one database behind an `Arc`,
+/// reopened in place after a storage fault (see [`recovery`]).
 #[derive(Clone)]
 pub struct EmbeddedStore {
-    inner: Arc<Inner>,
+    engine: Arc<recovery::Engine>,
 }
 
 pub(crate) struct Inner {
     db: DB,
+    /// Where a write the disk refused is reported.
+    health: Arc<recovery::Health>,
+    /// A view of a store another engine writes (or wrote): every write is
+    /// refused.
+    read_only: bool,
     locks: Box<[Mutex<()>]>,
     actions: Versioned<crate::model::Action>,
     profiles: Versioned<Profile>,
@@ -180,11 +187,18 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
-    fn new(db: DB, scratch: Option<tempfile::TempDir>) -> Self {
+    fn new(
+        db: DB,
+        scratch: Option<tempfile::TempDir>,
+        health: Arc<recovery::Health>,
+        read_only: bool,
+    ) -> Self {
         let mut synced = WriteOptions::default();
         synced.set_sync(true);
         Inner {
             db,
+            health,
+            read_only,
             locks: (0..STRIPES).map(|_| Mutex::new(())).collect(),
             actions: Versioned::new(ACTIONS_CACHED),
             profiles: Versioned::new(PROFILES_CACHED),
@@ -197,8 +211,18 @@ impl Inner {
     }
 }
 
+/// Classifies an engine error: the disk refusing (full, failing, or the
+/// engine stopped after it refused a write, which it then answers every
+/// write with) is `Unavailable`; anything else `Internal`.
 pub(crate) fn db_err(err: rocksdb::Error) -> StoreError {
-    StoreError::internal("embedded store", err)
+    match err.kind() {
+        rocksdb::ErrorKind::IOError => StoreError::from_source(
+            ErrorKind::Unavailable,
+            "embedded store: the disk refused",
+            err,
+        ),
+        _ => StoreError::internal("embedded store", err),
+    }
 }
 
 impl EmbeddedStore {
@@ -238,6 +262,19 @@ impl EmbeddedStore {
     /// cannot take it away. The store must have been opened by this version
     /// before (a view makes no one-time moves).
     pub fn open_snapshot(dir: &Path, options: &EmbeddedOptions) -> StoreResult<Self> {
+        let health = Arc::new(recovery::Health::default());
+        let view = Self::open_view(dir, options, health.clone())?;
+        Ok(Self {
+            engine: recovery::Engine::start(view, health, None, options.clone()),
+        })
+    }
+
+    /// The engine of a read-only view of the store in `dir`.
+    fn open_view(
+        dir: &Path,
+        options: &EmbeddedOptions,
+        health: Arc<recovery::Health>,
+    ) -> StoreResult<Inner> {
         let path = dir.join(ENGINE_DIR);
         if !path.join("CURRENT").exists() {
             return Err(StoreError::new(
@@ -269,9 +306,7 @@ impl EmbeddedStore {
             )
         })?;
         Self::check_format(&db, &path, false)?;
-        Ok(Self {
-            inner: Arc::new(Inner::new(db, Some(scratch))),
-        })
+        Ok(Inner::new(db, Some(scratch), health, true))
     }
 
     /// Refuses a store of another format; writes ours into a new one.
@@ -301,10 +336,32 @@ impl EmbeddedStore {
     }
 
     fn open_engine(dir: &Path, options: &EmbeddedOptions) -> StoreResult<Self> {
+        let health = Arc::new(recovery::Health::default());
+        let inner = Self::open_inner(dir, options, health.clone(), true)?;
+        Ok(Self {
+            engine: recovery::Engine::start(
+                inner,
+                health,
+                Some(dir.to_path_buf()),
+                options.clone(),
+            ),
+        })
+    }
+
+    /// Opens the engine in `dir`: at start (`fresh`), when jobs a killed
+    /// process held are released, or again after a storage fault, when the
+    /// workers of this process still hold theirs (their leases run out as
+    /// they would).
+    fn open_inner(
+        dir: &Path,
+        options: &EmbeddedOptions,
+        health: Arc<recovery::Health>,
+        fresh: bool,
+    ) -> StoreResult<Inner> {
         let path = dir.join(ENGINE_DIR);
         let db = open_db(&path, options)?;
         Self::check_format(&db, &path, true)?;
-        let inner = Inner::new(db, None);
+        let inner = Inner::new(db, None, health, false);
         inner.index_outboxes()?;
         inner.migrate_jobs()?;
         inner.migrate_records()?;
@@ -312,16 +369,22 @@ impl EmbeddedStore {
         inner.migrate_group_feeds()?;
         inner.move_rivers()?;
         inner.count_jobs()?;
-        let released = inner.release_jobs()?;
-        if released > 0 {
-            tracing::info!(
-                released,
-                "jobs a killed process had under way are taken up again"
-            );
+        if fresh {
+            let released = inner.release_jobs()?;
+            if released > 0 {
+                tracing::info!(
+                    released,
+                    "jobs a killed process had under way are taken up again"
+                );
+            }
         }
-        Ok(Self {
-            inner: Arc::new(inner),
-        })
+        Ok(inner)
+    }
+
+    /// The engine as it is now (`Unavailable` for the moment it is being
+    /// reopened).
+    pub(crate) fn inner(&self) -> StoreResult<Arc<Inner>> {
+        self.engine.current()
     }
 
     /// Runs blocking work off the async threads.
@@ -330,7 +393,7 @@ impl EmbeddedStore {
         T: Send + 'static,
         F: FnOnce(&Inner) -> StoreResult<T> + Send + 'static,
     {
-        let inner = self.inner.clone();
+        let inner = self.inner()?;
         tokio::task::spawn_blocking(move || work(&inner))
             .await
             .map_err(|e| StoreError::internal("embedded store task failed", e))?
@@ -460,16 +523,39 @@ impl Inner {
 
     /// Writes a batch, synced to disk before it returns.
     pub(crate) fn commit(&self, batch: WriteBatch) -> StoreResult<()> {
-        let done = self.db.write_opt(batch, &self.synced).map_err(db_err);
-        self.due_floors.settle(done.is_ok());
-        done
+        self.write(batch, true)
     }
 
     /// Writes a batch whose loss in a crash is repaired by redoing its work.
     pub(crate) fn commit_unsynced(&self, batch: WriteBatch) -> StoreResult<()> {
-        let done = self.db.write_opt(batch, &self.unsynced).map_err(db_err);
+        self.write(batch, false)
+    }
+
+    fn write(&self, batch: WriteBatch, synced: bool) -> StoreResult<()> {
+        if self.read_only {
+            let err = StoreError::new(
+                ErrorKind::Unavailable,
+                "the embedded store is open read-only until it can be reopened",
+            );
+            self.health.fail(&err);
+            return Err(err);
+        }
+        let options = if synced { &self.synced } else { &self.unsynced };
+        let done = self.db.write_opt(batch, options).map_err(db_err);
         self.due_floors.settle(done.is_ok());
+        if let Err(err) = &done {
+            if err.kind == ErrorKind::Unavailable {
+                self.health.fail(err);
+            }
+        }
         done
+    }
+
+    /// Whether the engine takes a synced write now.
+    fn probe(&self) -> StoreResult<()> {
+        let mut batch = WriteBatch::default();
+        batch.put_cf(self.cf(families::META), b"probe", b"");
+        self.commit(batch)
     }
 
     /// Values of every key in `[lower, upper)` of a family, in key order, at

@@ -257,7 +257,7 @@ impl NoticeStore for EmbeddedStore {
         owner: &str,
         select: NoticeSelect<'_>,
     ) -> StoreResult<Vec<NoticeGroup>> {
-        self.inner.select(tenant, owner, select)
+        self.inner()?.select(tenant, owner, select)
     }
 
     async fn write_notice_group(&self, write: NoticeWrite<'_>) -> StoreResult<bool> {
@@ -275,6 +275,6 @@ impl NoticeStore for EmbeddedStore {
         owner: &str,
         seen_until: Millis,
     ) -> StoreResult<NoticeCounts> {
-        self.inner.notice_counts(tenant, owner, seen_until)
+        self.inner()?.notice_counts(tenant, owner, seen_until)
     }
 }

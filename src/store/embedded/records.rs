@@ -239,7 +239,7 @@ impl RecordStore for EmbeddedStore {
         tenant: &str,
         keys: Keys<'_>,
     ) -> StoreResult<Vec<(String, Stored)>> {
-        self.inner.records(kind, tenant, keys)
+        self.inner()?.records(kind, tenant, keys)
     }
 
     async fn put_record(
@@ -275,7 +275,7 @@ mod tests {
         };
         {
             let store = EmbeddedStore::open(dir.path())?;
-            let db = &store.inner;
+            let db = &store.inner().unwrap();
             let mut batch = WriteBatch::default();
             let cut = |reader: &str, code: u8, actor: &str| {
                 Key::tag(tag::CUT)
@@ -350,9 +350,10 @@ mod tests {
             );
             // Nothing is left where it was.
             let earlier = store
-                .inner
+                .inner()
+                .unwrap()
                 .get(META, b"deployment/last-model")?
-                .or(store.inner.get(
+                .or(store.inner().unwrap().get(
                     GRAPH,
                     &Key::tag(tag::CELEBRITY).str("t").last("bob").into_vec(),
                 )?);

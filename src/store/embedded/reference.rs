@@ -24,7 +24,7 @@ impl EmbeddedStore {
     /// batches of `batch`, and returns deliveries per second; then removes
     /// every key it wrote.
     pub fn engine_delivery_rate(&self, deliveries: usize, batch: usize) -> StoreResult<f64> {
-        let inner = &self.inner;
+        let inner = &self.inner()?;
         let rate = inner.write_reference(deliveries, batch.max(1));
         let cleared = inner.clear_scratch();
         let rate = rate?;
@@ -85,7 +85,7 @@ mod tests {
     fn the_reference_writes_what_a_delivery_writes_and_leaves_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let store = EmbeddedStore::open(dir.path()).unwrap();
-        let inner = &store.inner;
+        let inner = &store.inner().unwrap();
         let count = |family: &str| {
             let mut n = 0;
             inner

@@ -322,7 +322,9 @@ impl RelationStore for EmbeddedStore {
     ) -> StoreResult<Vec<Related>> {
         let (after, limit) = match others {
             Others::Among(others) => {
-                return self.inner.among(tenant, relation, direction, ids, others)
+                return self
+                    .inner()?
+                    .among(tenant, relation, direction, ids, others)
             }
             Others::After { after, limit } => (after, limit),
         };
@@ -331,7 +333,9 @@ impl RelationStore for EmbeddedStore {
         let own = direction == Direction::Out
             && matches!(relation, Relation::Member | Relation::ReportsTo);
         if limit <= PAGE_IN_PLACE || own {
-            return (self.inner).related(tenant, relation, direction, ids, after, limit);
+            return self
+                .inner()?
+                .related(tenant, relation, direction, ids, after, limit);
         }
         let (tenant, ids, after) = (tenant.to_owned(), ids.to_vec(), after.map(str::to_owned));
         self.blocking(move |db| {
@@ -360,7 +364,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         {
             let store = EmbeddedStore::open(dir.path())?;
-            let db = &store.inner;
+            let db = &store.inner().unwrap();
             let mut batch = WriteBatch::default();
             let cf = db.cf(GRAPH);
             let edge = |code: u8, user: &str, other: &str| {
@@ -439,11 +443,12 @@ mod tests {
             assert!(store.liked("t", "ann", &[LIKED]).await?.is_empty());
             // Nothing is left under the earlier tags.
             for earlier in 1..=8 {
-                let left = store.inner.count_under(GRAPH, &[earlier])?;
+                let left = store.inner().unwrap().count_under(GRAPH, &[earlier])?;
                 assert_eq!(left, 0, "tag {earlier}");
             }
             let left = store
-                .inner
+                .inner()
+                .unwrap()
                 .count_under(REACTIONS, &[reaction::EARLIER_LIKE])?;
             assert_eq!(left, 0, "earlier likes");
         }

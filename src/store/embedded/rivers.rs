@@ -152,7 +152,7 @@ impl Inner {
 impl RiverStore for EmbeddedStore {
     async fn rivers(&self, tenant: &str, readers: &[String]) -> StoreResult<Vec<Option<River>>> {
         if let [reader] = readers {
-            return Ok(vec![self.inner.river(tenant, reader)?]);
+            return Ok(vec![self.inner()?.river(tenant, reader)?]);
         }
         let keys: Vec<Vec<u8>> = readers.iter().map(|r| river_key(tenant, r)).collect();
         self.blocking(move |db| {
@@ -191,8 +191,9 @@ impl RiverStore for EmbeddedStore {
             RiverWrite::Put(river) => {
                 let mut batch = WriteBatch::default();
                 let key = river_key(&tenant, &reader);
-                batch.put_cf(self.inner.cf(RIVERS), key, encode_river(&river));
-                self.inner.commit_unsynced(batch).map(|()| 0)
+                let inner = self.inner()?;
+                batch.put_cf(inner.cf(RIVERS), key, encode_river(&river));
+                inner.commit_unsynced(batch).map(|()| 0)
             }
             RiverWrite::Keep(keep) => {
                 self.blocking(move |db| db.cut_river(&tenant, &reader, keep, false))
@@ -226,7 +227,7 @@ mod tests {
         };
         {
             let store = EmbeddedStore::open(dir.path())?;
-            let db = &store.inner;
+            let db = &store.inner().unwrap();
             let mut batch = WriteBatch::default();
             for (reader, r) in [("ann", 5), ("bob", 7)] {
                 let key = Key::tag(tag::EARLIER_RIVER).str("t").last(reader);
@@ -240,7 +241,13 @@ mod tests {
             store.rivers("t", &readers).await?,
             [Some(river(5)), Some(river(7)), None]
         );
-        assert_eq!(store.inner.count_under(GRAPH, &[tag::EARLIER_RIVER])?, 0);
+        assert_eq!(
+            store
+                .inner()
+                .unwrap()
+                .count_under(GRAPH, &[tag::EARLIER_RIVER])?,
+            0
+        );
         let idle = store.idle_rivers(6000, 10).await?;
         assert_eq!(idle, [("t".to_owned(), "ann".to_owned())]);
         store.write_river("t", "ann", RiverWrite::Drop).await?;

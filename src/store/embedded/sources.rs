@@ -64,7 +64,7 @@ impl SourceStore for EmbeddedStore {
         reads: &[(Outbox, FeedRange)],
     ) -> StoreResult<Vec<Vec<Posted>>> {
         if reads.len() <= 4 {
-            return self.inner.outboxes(tenant, reads);
+            return self.inner()?.outboxes(tenant, reads);
         }
         let (tenant, reads) = (tenant.to_owned(), reads.to_vec());
         self.blocking(move |db| db.outboxes(&tenant, &reads)).await

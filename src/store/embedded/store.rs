@@ -25,6 +25,10 @@ impl Store for EmbeddedStore {
         }
     }
 
+    fn write_fault(&self) -> Option<String> {
+        self.engine.fault()
+    }
+
     async fn stats(&self, measure: Measure) -> StoreResult<Stats> {
         let footprint = match measure {
             Measure::Counters => None,
@@ -46,7 +50,7 @@ impl UserStore for EmbeddedStore {
     }
 
     async fn get_users(&self, tenant: &str, ids: &[String]) -> StoreResult<Vec<User>> {
-        self.inner.get_users(tenant, ids)
+        self.inner()?.get_users(tenant, ids)
     }
 }
 
@@ -58,7 +62,7 @@ impl ActionStore for EmbeddedStore {
     }
 
     async fn get_actions(&self, tenant: &str, ids: &[ObjectId]) -> StoreResult<Vec<Action>> {
-        self.inner.get_actions(tenant, ids)
+        self.inner()?.get_actions(tenant, ids)
     }
 
     async fn remove_action(
@@ -92,7 +96,7 @@ impl ActionStore for EmbeddedStore {
         before: Option<ObjectId>,
         limit: usize,
     ) -> StoreResult<Vec<ObjectId>> {
-        self.inner.slice(tenant, ref_id, before, limit)
+        self.inner()?.slice(tenant, ref_id, before, limit)
     }
 
     async fn expired(
@@ -150,7 +154,7 @@ impl ReactionStore for EmbeddedStore {
         after: Option<ObjectId>,
         limit: usize,
     ) -> StoreResult<Vec<Comment>> {
-        self.inner.comments(tenant, action_id, after, limit)
+        self.inner()?.comments(tenant, action_id, after, limit)
     }
 
     async fn discussions(
@@ -159,7 +163,7 @@ impl ReactionStore for EmbeddedStore {
         user: &str,
         range: FeedRange,
     ) -> StoreResult<Vec<Position>> {
-        self.inner.discussions(tenant, user, range)
+        self.inner()?.discussions(tenant, user, range)
     }
 }
 
@@ -190,12 +194,12 @@ impl TimelineStore for EmbeddedStore {
         read: TimelineRead,
     ) -> StoreResult<Vec<FeedItem>> {
         match read {
-            TimelineRead::Range(range) => self.inner.feed_page(tenant, owner, range),
+            TimelineRead::Range(range) => self.inner()?.feed_page(tenant, owner, range),
             TimelineRead::ChangedAfter { after, limit } => {
-                self.inner.feed_changes(tenant, owner, after, limit)
+                self.inner()?.feed_changes(tenant, owner, after, limit)
             }
             TimelineRead::Item(id) => Ok(self
-                .inner
+                .inner()?
                 .feed_item(tenant, owner, id)?
                 .into_iter()
                 .collect()),
@@ -245,7 +249,7 @@ impl TimelineStore for EmbeddedStore {
         if action_ids.is_empty() {
             return Ok(Vec::new());
         }
-        self.inner.materialised(tenant, owner, action_ids)
+        self.inner()?.materialised(tenant, owner, action_ids)
     }
 }
 

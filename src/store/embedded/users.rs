@@ -181,7 +181,7 @@ mod tests {
             until: None,
         };
         store.set_cut("acme", "alice", &cut).await.unwrap();
-        let db = &store.inner;
+        let db = &store.inner().unwrap();
         let put = |key: Vec<u8>, value: &[u8]| db.db.put_cf(db.cf(GRAPH), key, value).unwrap();
 
         // A membership of an unknown group kind.

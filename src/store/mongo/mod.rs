@@ -135,7 +135,7 @@ pub fn ref_fields(catalog: &crate::descriptor::Catalog) -> Vec<String> {
 const LAYOUT_KEY: &str = "timeline-layout";
 
 /// Server-selection timeout unless the URI sets `serverSelectionTimeoutMS`:
-/// how long a request waits for a lost database before it answers `UNAVAILABLE`.
+/// how long a request waits for a lost database before it answers `STORAGE_UNAVAILABLE`.
 pub const DEFAULT_SERVER_SELECTION: Duration = Duration::from_secs(2);
 
 const DUPLICATE_KEY: i32 = 11000;

@@ -197,7 +197,7 @@ mod tests {
         kind: JobKind,
         jobs: u64,
     ) -> Result<(), StoreError> {
-        let left = store.inner.count_under(QUEUE, &[tag])?;
+        let left = store.inner().unwrap().count_under(QUEUE, &[tag])?;
         assert_eq!(left, 0, "the earlier entries are gone");
         drop(store);
         let store = EmbeddedStore::open(dir)?;
@@ -229,7 +229,7 @@ mod tests {
         let (waiting, held) = (job("john", 10), job("rita", 20));
         {
             let store = EmbeddedStore::open(dir.path())?;
-            let db = &store.inner;
+            let db = &store.inner().unwrap();
             let mut batch = WriteBatch::default();
             for (job, until, worker) in [(&waiting, Millis::MIN, None), (&held, 5_000, Some("w1"))]
             {
@@ -273,7 +273,7 @@ mod tests {
         let (waiting, held, gone) = (comment("one", 10), comment("two", 20), comment("x", 30));
         {
             let store = EmbeddedStore::open(dir.path())?;
-            let db = &store.inner;
+            let db = &store.inner().unwrap();
             let mut batch = WriteBatch::default();
             for (c, until, worker) in [(&waiting, 0, ""), (&held, 5_000, "w1"), (&gone, 0, "")] {
                 let key = Key::tag(queue::BUMP)
@@ -325,7 +325,7 @@ mod tests {
         let left = Unfollow::group("acme", "ann", "team-1");
         {
             let store = EmbeddedStore::open(dir.path())?;
-            let db = &store.inner;
+            let db = &store.inner().unwrap();
             let mut batch = WriteBatch::default();
             for (u, until, worker) in [(&unfollowed, 0, ""), (&left, 5_000, "w1")] {
                 let key = Key::tag(queue::UNFOLLOW)
@@ -374,7 +374,7 @@ mod tests {
         let (waiting, held) = (ObjectId::new(), ObjectId::new());
         {
             let store = EmbeddedStore::open(dir.path())?;
-            let db = &store.inner;
+            let db = &store.inner().unwrap();
             let mut batch = WriteBatch::default();
             for (id, until, worker) in [(waiting, 0, ""), (held, 5_000, "w1")] {
                 let key = Key::tag(queue::FAN_OUT).oid(id.bytes()).last("acme");

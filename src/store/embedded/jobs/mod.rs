@@ -566,7 +566,7 @@ impl JobStore for EmbeddedStore {
     ) -> StoreResult<Vec<Lease>> {
         // A worker claims every kind each round, and most kinds have none
         // queued: answered here, without a trip to the blocking pool.
-        if self.inner.queued_jobs[slot(kind)].load(Ordering::SeqCst) == 0 {
+        if self.inner()?.queued_jobs[slot(kind)].load(Ordering::SeqCst) == 0 {
             return Ok(Vec::new());
         }
         let worker = worker.to_owned();
@@ -598,7 +598,7 @@ impl JobStore for EmbeddedStore {
     async fn queued(&self, kind: JobKind, tenant: &str, prefix: &str) -> StoreResult<Vec<Queued>> {
         // Every feed page asks, and nearly always there are none: answered
         // here, without a trip to the blocking pool.
-        if self.inner.queued_jobs[slot(kind)].load(Ordering::SeqCst) == 0 {
+        if self.inner()?.queued_jobs[slot(kind)].load(Ordering::SeqCst) == 0 {
             return Ok(Vec::new());
         }
         let (tenant, prefix) = (tenant.to_owned(), prefix.to_owned());
