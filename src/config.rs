@@ -338,6 +338,13 @@ pub struct ServeArgs {
     /// refused when registered and when sent to.
     #[arg(long, env = "RIVERFEED_WEBHOOKS_ALLOW_PRIVATE", global = true)]
     pub webhooks_allow_private: bool,
+    /// Send webhooks through this HTTP proxy (`http://proxy.internal:3128`).
+    /// Without it the environment's proxy variables (`HTTP_PROXY`,
+    /// `HTTPS_PROXY`, `ALL_PROXY`) are ignored and deliveries connect
+    /// directly, each address checked; through a proxy, the proxy decides
+    /// which addresses are reached.
+    #[arg(long, env = "RIVERFEED_WEBHOOKS_PROXY", global = true, value_parser = proxy_url)]
+    pub webhooks_proxy: Option<String>,
     /// Seed the `demo` tenant with a recruiting organisation (once, when it
     /// is empty) for the web demo at /demo/. Dev mode only.
     #[arg(long, env = "RIVERFEED_DEMO", global = true)]
@@ -491,6 +498,7 @@ impl ServeArgs {
         options.allow_descriptor_changes = self.allow_descriptor_changes;
         options.federation = self.federation(&options.descriptors)?;
         options.webhooks_allow_private = self.webhooks_allow_private;
+        options.webhooks_proxy = self.webhooks_proxy.clone();
         options.insecure_dev = self.insecure_dev;
         options.cors_origins = self
             .cors_origins
@@ -620,4 +628,13 @@ pub(crate) fn parse_bytes(text: &str) -> Result<usize, String> {
     number
         .checked_mul(scale)
         .ok_or_else(|| format!("{text} is out of range"))
+}
+
+/// `--webhooks-proxy`: an `http` or `https` URL with a host.
+fn proxy_url(text: &str) -> Result<String, String> {
+    let url = reqwest::Url::parse(text).map_err(|e| format!("not a URL: {e}"))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err("a proxy is an http:// or https:// URL with a host".to_owned());
+    }
+    Ok(text.to_owned())
 }

@@ -85,6 +85,7 @@ pub struct Metrics {
     pub lagged_subscriptions: Counter,
     pub fanout_queue_depth: Gauge,
     pub webhook_queue_depth: Gauge,
+    pub webhook_sender_rounds: Counter,
     pub fanout_oldest_pending_seconds: Gauge<f64, AtomicU64>,
     relay_signals: Family<RelayLabels, Counter>,
     pub relay_lag_seconds: Histogram,
@@ -188,6 +189,13 @@ impl Metrics {
             "Webhook deliveries waiting, being sent or waiting for a retry, in the whole store",
             webhook_queue_depth.clone(),
         );
+        let webhook_sender_rounds = Counter::default();
+        registry.register(
+            "webhook_sender_rounds",
+            "Passes of this process's webhook sender over the deliveries due, each counted \
+             once what it claimed is settled",
+            webhook_sender_rounds.clone(),
+        );
         let fanout_oldest_pending_seconds = Gauge::<f64, AtomicU64>::default();
         registry.register(
             "fanout_oldest_pending_age_seconds",
@@ -240,6 +248,7 @@ impl Metrics {
             lagged_subscriptions,
             fanout_queue_depth,
             webhook_queue_depth,
+            webhook_sender_rounds,
             fanout_oldest_pending_seconds,
             relay_signals,
             relay_lag_seconds,

@@ -102,6 +102,9 @@ pub struct ServeOptions {
     /// `--webhooks-allow-private`: webhooks may go to loopback and private
     /// addresses.
     pub webhooks_allow_private: bool,
+    /// `--webhooks-proxy`: webhooks are sent through this proxy; without
+    /// it, directly, whatever the environment's proxy variables say.
+    pub webhooks_proxy: Option<String>,
 }
 
 impl ServeOptions {
@@ -135,6 +138,7 @@ impl ServeOptions {
             allow_descriptor_changes: false,
             federation: None,
             webhooks_allow_private: false,
+            webhooks_proxy: None,
         }
     }
 }
@@ -520,6 +524,7 @@ fn start_background(
 ) -> anyhow::Result<()> {
     let config = SendConfig {
         allow_private: options.webhooks_allow_private,
+        proxy: options.webhooks_proxy.clone(),
         ..SendConfig::default()
     };
     let sender = Sender::new(

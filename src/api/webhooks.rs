@@ -8,7 +8,7 @@ use super::cost::{bounded_first, first_cost, list_cost};
 use super::error::{bad_input, not_found, ApiResultExt};
 use super::types::datetime;
 use super::{require_service, state, viewer, AppState, Viewer};
-use crate::model::limits::MAX_LIST_LEN;
+use crate::model::limits::{check_id, MAX_LIST_LEN};
 use crate::model::{DeadDelivery, EventType, Webhook};
 use crate::store::{StoreResult, WebhookJob};
 use crate::webhooks::registry::{self, MAX_WEBHOOKS, ROTATION_GRACE_MS};
@@ -57,21 +57,28 @@ impl WebhookNode {
         (*until > now).then(|| datetime(*until))
     }
 
-    /// Deliveries given up on after a day of retries, oldest message id
-    /// first; `replayDeadDeliveries` sends them again.
+    /// Deliveries given up on after a day of retries, in message-id
+    /// order: the first `first` of them, past the message `after` (the
+    /// last `messageId` of the page before) if given. A page shorter than
+    /// `first` is the last. `replayDeadDeliveries` sends them again.
     #[graphql(complexity = "first_cost(Some(first), 20, MAX_DEAD_PAGE, child_complexity)")]
     async fn dead_deliveries(
         &self,
         ctx: &Context<'_>,
         #[graphql(default = 20)] first: i32,
+        after: Option<ID>,
     ) -> async_graphql::Result<Vec<DeadDeliveryNode>> {
         let first = bounded_first(Some(first), 20, MAX_DEAD_PAGE)?;
+        if let Some(after) = &after {
+            check_id("after", after).api()?;
+        }
         let state = state(ctx)?;
         let tenant = &viewer(ctx)?.tenant;
-        let dead = registry::dead(state.store.as_ref(), tenant, &self.0.id, None)
+        let after = after.as_ref().map(|a| a.as_str());
+        let dead = registry::dead(state.store.as_ref(), tenant, &self.0.id, after, first)
             .await
             .api()?;
-        Ok(dead.into_iter().take(first).map(DeadDeliveryNode).collect())
+        Ok(dead.into_iter().map(DeadDeliveryNode).collect())
     }
 }
 
@@ -263,9 +270,10 @@ impl WebhookMutation {
     }
 }
 
-/// Queues dead deliveries again, each before it is forgotten (a crash in
-/// between keeps it both queued and dead; a replay again queues nothing
-/// twice while it waits).
+/// Queues dead deliveries again (those of `messages`, or all, read a page
+/// at a time), each before it is forgotten (a crash in between keeps it
+/// both queued and dead; a replay again queues nothing twice while it
+/// waits).
 async fn replay(
     state: &AppState,
     tenant: &str,
@@ -273,19 +281,41 @@ async fn replay(
     messages: Option<&[String]>,
 ) -> StoreResult<u64> {
     let store = state.store.as_ref();
-    let now = state.clock.now();
     let mut replayed = 0;
-    for dead in registry::dead(store, tenant, webhook, messages).await? {
-        store
-            .enqueue(&WebhookJob::of(tenant, &dead.delivery, now)?)
-            .await?;
-        registry::unbury(store, tenant, &dead).await?;
-        replayed += 1;
+    if let Some(messages) = messages {
+        let dead = registry::dead_of(store, tenant, webhook, messages).await?;
+        replayed += requeue(state, tenant, &dead).await?;
+    } else {
+        let mut after: Option<String> = None;
+        loop {
+            let page =
+                registry::dead(store, tenant, webhook, after.as_deref(), MAX_DEAD_PAGE).await?;
+            replayed += requeue(state, tenant, &page).await?;
+            match page.last() {
+                Some(last) if page.len() == MAX_DEAD_PAGE => {
+                    after = Some(last.delivery.message.clone());
+                }
+                _ => break,
+            }
+        }
     }
     if replayed > 0 {
         state.outbox.wake.notify_one();
     }
     Ok(replayed)
+}
+
+/// Queues `dead` again, each before it is forgotten. Returns how many.
+async fn requeue(state: &AppState, tenant: &str, dead: &[DeadDelivery]) -> StoreResult<u64> {
+    let store = state.store.as_ref();
+    let now = state.clock.now();
+    for dead in dead {
+        store
+            .enqueue(&WebhookJob::of(tenant, &dead.delivery, now)?)
+            .await?;
+        registry::unbury(store, tenant, dead).await?;
+    }
+    Ok(dead.len() as u64)
 }
 
 /// The webhook `id` of the viewer's tenant; `NOT_FOUND` if there is none.

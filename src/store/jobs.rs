@@ -26,6 +26,9 @@
 //!   job that is gone (someone else finished it): the caller stops and
 //!   writes nothing more. Finishing a job that is gone is not an error; the
 //!   work is done either way.
+//! - [`JobStore::defer`] gives a held job back to wait until a time: it is
+//!   due then, held by nobody (the next claim is not `taken_over`), and
+//!   nothing ends that wait early, a restart included.
 //! - [`JobStore::backlog`] counts the jobs of a kind, waiting or leased, and
 //!   says when the oldest was queued: for `/metrics`.
 //! - [`Jobs::cancel`] removes a job whether it waits or is leased; its
@@ -35,7 +38,8 @@
 //! - Kinds and tenants are independent: a claim of one kind never returns
 //!   another's; the same key in two tenants is two jobs.
 //! - The embedded store belongs to one process: at open, every lease is
-//!   released (its holder's name kept, so the next claim says `taken_over`).
+//!   released (its holder's name kept, so the next claim says `taken_over`);
+//!   a deferred job is held by nobody, and keeps its time.
 //!
 //! # Which work runs on it
 //! All of it: fan-outs, bumps, cleanups, notice jobs and webhook deliveries. What a job writes
@@ -281,6 +285,10 @@ pub trait JobStore: Send + Sync {
     /// Extends a held lease to `now + lease_ms`. `LeaseLost` if another worker
     /// holds the job or it is gone.
     async fn renew(&self, lease: &Lease, now: Millis) -> StoreResult<()>;
+    /// Gives a held job back to wait until `at`: nobody holds it, and it is
+    /// due from `at` on, across a restart too (a retry's time). `LeaseLost`
+    /// as for [`JobStore::renew`].
+    async fn defer(&self, lease: &Lease, at: Millis) -> StoreResult<()>;
     /// Ends a job as `end` says. Returns whether there was one to end.
     async fn end(&self, end: JobEnd<'_>) -> StoreResult<bool>;
     /// How many jobs of `kind` wait or are leased, and the oldest's time.

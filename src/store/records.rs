@@ -80,6 +80,14 @@ pub enum Keys<'a> {
     These(&'a [String]),
     /// Every key that begins with this.
     Under(&'a str),
+    /// A page of the keys that begin with `under`: at most `limit`, in key
+    /// order, from the first past `after` (a key under `under`, from the
+    /// first without it).
+    Page {
+        under: &'a str,
+        after: Option<&'a str>,
+        limit: usize,
+    },
 }
 
 /// Joins the parts of a key.
@@ -89,8 +97,8 @@ port! {
 /// Records kept by key under a version.
 pub trait RecordStore: Send + Sync {
     /// The records of `kind` that `keys` names and that exist, each with
-    /// its key: of given keys in their order, under a prefix in key order.
-    /// One round trip.
+    /// its key: of given keys in their order, under a prefix (or a page of
+    /// them) in key order. One round trip.
     async fn records(
         &self,
         kind: RecordKind,

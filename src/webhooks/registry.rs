@@ -7,7 +7,7 @@ use crate::model::{DeadDelivery, Millis, Webhook};
 use crate::store::records::{
     dead_delivery_key, decode_body, decode_webhook, encode_body, SEPARATOR,
 };
-use crate::store::{ErrorKind, Keys, RecordKind, Records, Store, StoreError, StoreResult};
+use crate::store::{ErrorKind, Keys, RecordKind, Records, Store, StoreError, StoreResult, Stored};
 
 /// Webhooks one tenant may register: every event is queued once per
 /// endpoint that hears it.
@@ -93,25 +93,46 @@ pub async fn bury(store: &dyn Store, tenant: &str, dead: &DeadDelivery) -> Store
         .map(drop)
 }
 
-/// The dead deliveries of a webhook, in message-id order; only `messages`
-/// if given.
+/// A page of a webhook's dead deliveries, in message-id order: at most
+/// `limit`, from the first past message `after`. Reads only those.
 pub async fn dead(
     store: &dyn Store,
     tenant: &str,
     webhook: &str,
-    messages: Option<&[String]>,
+    after: Option<&str>,
+    limit: usize,
 ) -> StoreResult<Vec<DeadDelivery>> {
-    let kind = RecordKind::DeadDelivery;
-    let found = match messages {
-        Some(ids) => {
-            let keys: Vec<String> = ids.iter().map(|m| dead_delivery_key(webhook, m)).collect();
-            store.records(kind, tenant, Keys::These(&keys)).await?
-        }
-        None => {
-            let prefix = format!("{webhook}{SEPARATOR}");
-            store.records(kind, tenant, Keys::Under(&prefix)).await?
-        }
+    let under = format!("{webhook}{SEPARATOR}");
+    let after = after.map(|m| dead_delivery_key(webhook, m));
+    let keys = Keys::Page {
+        under: &under,
+        after: after.as_deref(),
+        limit,
     };
+    let found = store
+        .records(RecordKind::DeadDelivery, tenant, keys)
+        .await?;
+    decode_dead(tenant, found)
+}
+
+/// The dead deliveries of `messages` of a webhook, those there are.
+pub async fn dead_of(
+    store: &dyn Store,
+    tenant: &str,
+    webhook: &str,
+    messages: &[String],
+) -> StoreResult<Vec<DeadDelivery>> {
+    let keys: Vec<String> = messages
+        .iter()
+        .map(|m| dead_delivery_key(webhook, m))
+        .collect();
+    let found = store
+        .records(RecordKind::DeadDelivery, tenant, Keys::These(&keys))
+        .await?;
+    decode_dead(tenant, found)
+}
+
+fn decode_dead(tenant: &str, found: Vec<(String, Stored)>) -> StoreResult<Vec<DeadDelivery>> {
     found
         .into_iter()
         .map(|(key, stored)| {

@@ -3,15 +3,23 @@
 //!
 //! An attempt succeeds when the endpoint answers 2xx within
 //! [`ATTEMPT_TIMEOUT`]. A failure is tried again at the next point of
-//! [`RETRY_AT`], counted from when the event was queued (so the schedule
-//! needs no state beside the job: a restart picks it up where the clock
-//! says); after the last, a day on, the delivery is kept as dead
-//! ([`registry::bury`]) until it is replayed. A job held by a worker that
-//! died is taken over once its lease runs out. Redirects are not followed,
-//! and connections go only to addresses [`target`] allows, checked as they
-//! are resolved for the connection itself.
+//! [`RETRY_AT`], counted from when the event was queued: the job is given
+//! back to the queue deferred to that time ([`JobStore::defer`]), which
+//! the store keeps, so a restart tries it then and not before. After the
+//! last point, a day on, the delivery is kept as dead ([`registry::bury`])
+//! until it is replayed. A job held by a worker that died is taken over
+//! once its lease runs out.
+//!
+//! Redirects are not followed, and connections go only to addresses
+//! [`target`] allows, checked as they are resolved for the connection
+//! itself. Proxy variables of the environment (`HTTP_PROXY`, `HTTPS_PROXY`,
+//! `ALL_PROXY`) are ignored: through a proxy, the connection's address
+//! is the proxy's, and that check would see none of the endpoint's. Only
+//! `--webhooks-proxy` sends through one, and then the proxy decides what
+//! is reached (the URL's own check at registration, and of an address in
+//! it at each attempt, still hold).
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -50,7 +58,7 @@ pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 const LEASE_MS: Millis = 60 * SECOND;
 /// Deliveries claimed, and sent, at once.
 const AT_ONCE: usize = 32;
-/// How soon a delivery held by a job still running is looked at again.
+/// How soon a delivery held back by a job still running is looked at again.
 const HOLD_MS: Millis = 100;
 
 /// How a process's sender runs.
@@ -63,6 +71,9 @@ pub struct SendConfig {
     pub allow_private: bool,
     /// How often an idle sender looks for deliveries it was not woken for.
     pub poll_interval: Duration,
+    /// `--webhooks-proxy`: sends through this proxy; none ignores the
+    /// environment's proxy variables and connects directly.
+    pub proxy: Option<String>,
 }
 
 impl Default for SendConfig {
@@ -75,6 +86,7 @@ impl Default for SendConfig {
             ),
             allow_private: false,
             poll_interval: Duration::from_millis(500),
+            proxy: None,
         }
     }
 }
@@ -110,15 +122,20 @@ impl Sender {
         metrics: Arc<Metrics>,
         config: SendConfig,
     ) -> anyhow::Result<Sender> {
-        let client = reqwest::Client::builder()
+        let builder = reqwest::Client::builder()
             .timeout(ATTEMPT_TIMEOUT)
             .connect_timeout(ATTEMPT_TIMEOUT / 2)
             .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("Riverfeed-Webhooks/", env!("CARGO_PKG_VERSION")))
-            .dns_resolver(Arc::new(Checked {
+            .user_agent(concat!("Riverfeed-Webhooks/", env!("CARGO_PKG_VERSION")));
+        let client = match &config.proxy {
+            // The resolver would see only the proxy's name, which the
+            // operator chose: the proxy reaches the endpoints.
+            Some(proxy) => builder.proxy(reqwest::Proxy::all(proxy.as_str())?),
+            None => builder.no_proxy().dns_resolver(Arc::new(Checked {
                 allow_private: config.allow_private,
-            }))
-            .build()?;
+            })),
+        }
+        .build()?;
         Ok(Sender {
             store,
             clock,
@@ -154,8 +171,9 @@ impl Sender {
         info!("webhook sender stopped");
     }
 
-    /// Claims the deliveries due and attempts each, many at once. Returns
-    /// how many were claimed.
+    /// Claims the deliveries due and attempts each, many at once, and
+    /// counts the round once they are settled. Returns how many were
+    /// claimed.
     pub async fn round(&self) -> StoreResult<usize> {
         let now = self.clock.now();
         let leases = self
@@ -170,6 +188,7 @@ impl Sender {
                 }
             })
             .await;
+        self.metrics.webhook_sender_rounds.inc();
         Ok(claimed)
     }
 
@@ -185,7 +204,7 @@ impl Sender {
                 store.finish(lease).await
             }
             Outcome::Gone => store.finish(lease).await,
-            Outcome::Held => store.renew(&lease_for(lease, HOLD_MS), now).await,
+            Outcome::Held => store.defer(lease, now.saturating_add(HOLD_MS)).await,
             Outcome::Disabled => {
                 let why = "the webhook was disabled when it came due".to_owned();
                 self.bury(lease, delivery, now, why).await
@@ -197,8 +216,8 @@ impl Sender {
                     Some(at) => {
                         debug!(webhook = %delivery.webhook, message = %delivery.message, cause = %why, "webhook delivery failed; retrying");
                         self.metrics.webhook("retried");
-                        let wait = lease.job.queued.saturating_add(*at) - now;
-                        store.renew(&lease_for(lease, wait), now).await
+                        let due = lease.job.queued.saturating_add(*at);
+                        store.defer(lease, due).await
                     }
                     None => {
                         warn!(webhook = %delivery.webhook, message = %delivery.message, cause = %why, "webhook delivery failed for a day; kept as dead");
@@ -250,9 +269,11 @@ impl Sender {
             Ok(url) => url,
             Err(why) => return Ok(Outcome::Failed(why)),
         };
-        if let Some(ip) = literal_ip(&url) {
-            if let Some(why) = target::forbidden(ip).filter(|_| !self.config.allow_private) {
-                return Ok(Outcome::Failed(format!("{ip} is {why}")));
+        if let Some(ip) = target::literal_ip(&url) {
+            let host = url.host_str().unwrap_or_default();
+            let at = [SocketAddr::new(ip, 0)];
+            if let Err(why) = target::check(host, &at, self.config.allow_private) {
+                return Ok(Outcome::Failed(why));
             }
         }
         let now = self.clock.now();
@@ -278,24 +299,6 @@ impl Sender {
             Err(err) => Outcome::Failed(describe(&err)),
         })
     }
-}
-
-/// `lease` renewed for `ms` from the renewal.
-fn lease_for(lease: &Lease, ms: Millis) -> Lease {
-    Lease {
-        lease_ms: ms.max(1),
-        ..lease.clone()
-    }
-}
-
-/// The URL's host, if it is an address rather than a name (names are
-/// checked as they resolve).
-fn literal_ip(url: &reqwest::Url) -> Option<IpAddr> {
-    let host = url.host_str()?;
-    host.trim_start_matches('[')
-        .trim_end_matches(']')
-        .parse()
-        .ok()
 }
 
 /// A send's error with its causes, as the dead delivery keeps it.

@@ -38,5 +38,6 @@ mod store_suite;
 mod stored_codes;
 mod tracing;
 mod transports;
+mod webhook_proxy;
 mod webhooks;
 mod worker;

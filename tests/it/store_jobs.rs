@@ -96,6 +96,43 @@ pub async fn expired_leases_are_taken_over(store: &dyn Store) -> Result<()> {
     Ok(())
 }
 
+/// A deferred job is held by nobody and waits for its time: not claimed
+/// before it, claimed at it without a takeover; its old holder can no
+/// longer renew it. Deferring a job another worker holds is `LeaseLost`.
+pub async fn deferred_jobs_wait_for_their_time(store: &dyn Store) -> Result<()> {
+    store.enqueue(&job(JobKind::Webhook, T, "a", 10)).await?;
+    store.enqueue(&job(JobKind::Webhook, T, "b", 20)).await?;
+    let held = store
+        .claim(JobKind::Webhook, "w1", 1_000, LEASE, 10)
+        .await?;
+    ensure!(keys(&held) == ["a", "b"], "{:?}", keys(&held));
+    // `a` waits until 5_000, far past its lease; `b` keeps its lease.
+    store.defer(&held[0], 5_000).await?;
+    let queued = store.queued(JobKind::Webhook, T, "a").await?;
+    ensure!(
+        queued.len() == 1 && queued[0].held.is_none(),
+        "deferred: held by nobody: {queued:?}"
+    );
+    let lost = store.renew(&held[0], 1_100).await.unwrap_err();
+    ensure!(lost.kind == ErrorKind::LeaseLost, "{lost:?}");
+    let taken = store
+        .claim(JobKind::Webhook, "w2", 4_999, LEASE, 10)
+        .await?;
+    ensure!(
+        keys(&taken) == ["b"],
+        "only the lease run out: {:?}",
+        keys(&taken)
+    );
+    let lost = store.defer(&held[1], 9_000).await.unwrap_err();
+    ensure!(lost.kind == ErrorKind::LeaseLost, "w2 holds b: {lost:?}");
+    let due = store
+        .claim(JobKind::Webhook, "w3", 5_000, LEASE, 10)
+        .await?;
+    ensure!(keys(&due) == ["a"], "due at its time: {:?}", keys(&due));
+    ensure!(!due[0].taken_over, "nobody held it");
+    Ok(())
+}
+
 /// A claim reads on from where earlier claims found nothing live, and
 /// what comes behind that point is still seen: a job queued as of before
 /// the jobs claimed and finished ahead of it, and a lease renewed to end

@@ -172,17 +172,20 @@ async fn register(backend: &Client, url: &str, events: Value) -> (String, String
 /// `clock` if given.
 async fn start(backend: Backend, clock: Option<Arc<ManualClock>>) -> Option<TestServer> {
     let (store, dir) = crate::common::store_url(backend)?;
-    Some(
-        TestServer::start_with(Stopped { store, dir }, move |store| {
-            let mut options = ServeOptions::new(store);
-            options.webhooks_allow_private = true;
-            if let Some(clock) = clock {
-                options.clock = clock;
-            }
-            options
-        })
-        .await,
-    )
+    Some(start_on(Stopped { store, dir }, clock).await)
+}
+
+/// As [`start`], on a stopped server's store.
+async fn start_on(stopped: Stopped, clock: Option<Arc<ManualClock>>) -> TestServer {
+    TestServer::start_with(stopped, move |store| {
+        let mut options = ServeOptions::new(store);
+        options.webhooks_allow_private = true;
+        if let Some(clock) = clock {
+            options.clock = clock;
+        }
+        options
+    })
+    .await
 }
 
 /// Every kind of event reaches an endpoint that hears it, from each job
@@ -342,6 +345,108 @@ async fn failures_are_retried_for_a_day_then_kept_to_replay(backend: Backend) {
     server.stop().await;
 }
 
+/// A retry waiting for its time waits across a restart: the restarted
+/// sender passes over it until its time, then tries it.
+async fn retry_times_survive_a_restart(backend: Backend) {
+    let clock = Arc::new(ManualClock::new(crate::common::CLOCK_START));
+    let Some(server) = start(backend, Some(clock.clone())).await else {
+        return;
+    };
+    let receiver = Receiver::start(None).await;
+    receiver.answer(503);
+    let app = server.service(T);
+    register(&app, &receiver.url, json!(["ACTION_RECORDED"])).await;
+    server
+        .client(T, "mary")
+        .post_status("Fails, then waits", json!({}))
+        .await;
+    receiver.wait("a first attempt", |got| got.len() == 1).await;
+    let retried = "riverfeed_webhook_deliveries_total{outcome=\"retried\"}";
+    wait_metric(&server, retried, 1).await;
+
+    let server = start_on(server.stop_keeping_data().await, Some(clock.clone())).await;
+    // Due 5 s after it was queued: a millisecond before, nothing is sent.
+    clock.advance(4_999);
+    sender_passes(&server, 2).await;
+    assert_eq!(receiver.all().len(), 1, "tried again before its time");
+    assert_eq!(server.metric("riverfeed_webhook_queue_depth").await, 1);
+    clock.advance(1);
+    let got = receiver
+        .wait("the retry at its time", |got| got.len() == 2)
+        .await;
+    assert_eq!(got[1].id, got[0].id);
+    server.stop().await;
+}
+
+/// Waits for `n` passes of the sender that begin from now on: the last of
+/// them began after every earlier one had settled, so it saw the clock as
+/// it is now.
+async fn sender_passes(server: &TestServer, n: u64) {
+    let name = "riverfeed_webhook_sender_rounds_total";
+    let from = server.metric(name).await;
+    wait_metric(server, name, from + n).await;
+}
+
+/// More dead deliveries than a page holds: the first page holds `first`
+/// of them, in message-id order, and the rest follow past its last.
+async fn dead_deliveries_come_in_pages(backend: Backend) {
+    let Some(server) = start(backend, None).await else {
+        return;
+    };
+    let receiver = Receiver::start(None).await;
+    let app = server.service(T);
+    let (hook, _) = register(&app, &receiver.url, json!(["ACTION_RECORDED"])).await;
+    let disable = "mutation($id: ID!) { disableWebhook(webhookId: $id) { enabled } }";
+    app.data(disable, json!({ "id": hook })).await;
+    let mary = server.client(T, "mary");
+    for n in 0..5 {
+        mary.post_status(&format!("Kept dead {n}"), json!({})).await;
+    }
+    let page = |first: u64, after: Option<&str>| {
+        let app = app.clone_headers();
+        let vars = json!({ "id": hook, "first": first, "after": after });
+        async move {
+            let data = app
+                .data(
+                    "query($id: ID!, $first: Int!, $after: ID) { webhook(webhookId: $id) {
+                        deadDeliveries(first: $first, after: $after) { messageId } } }",
+                    vars,
+                )
+                .await;
+            data["webhook"]["deadDeliveries"]
+                .as_array()
+                .expect("a list")
+                .iter()
+                .map(|d| d["messageId"].as_str().expect("an id").to_owned())
+                .collect::<Vec<String>>()
+        }
+    };
+    let deadline = Instant::now() + PATIENCE;
+    let all = loop {
+        let all = page(100, None).await;
+        if all.len() == 5 {
+            break all;
+        }
+        assert!(Instant::now() < deadline, "never five dead: {all:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let mut sorted = all.clone();
+    sorted.sort();
+    assert_eq!(all, sorted, "in message-id order");
+    let first = page(2, None).await;
+    assert_eq!(first, all[..2]);
+    let second = page(2, Some(&first[1])).await;
+    assert_eq!(second, all[2..4]);
+    let last = page(2, Some(&second[1])).await;
+    assert_eq!(last, all[4..], "the last page is short");
+    assert_eq!(page(2, Some(&last[0])).await, Vec::<String>::new());
+    let vars = json!({ "id": hook, "after": "" });
+    let empty = "query($id: ID!, $after: ID) { webhook(webhookId: $id) {
+        deadDeliveries(after: $after) { messageId } } }";
+    assert_eq!(app.error_code(empty, vars).await, "BAD_USER_INPUT");
+    server.stop().await;
+}
+
 /// Replays `hook`'s dead deliveries (those of `messages`, or all) as the
 /// application's backend; how many were queued.
 async fn replay(app: &Client, hook: &str, messages: Option<Value>) -> u64 {
@@ -365,6 +470,8 @@ async fn wait_metric(server: &TestServer, name: &str, n: u64) {
 on_both_backends!(
     events_reach_a_registered_endpoint_signed,
     failures_are_retried_for_a_day_then_kept_to_replay,
+    retry_times_survive_a_restart,
+    dead_deliveries_come_in_pages,
 );
 
 // Every model fans out through the same job, which tells the events.
@@ -480,6 +587,15 @@ async fn webhook_calls_are_checked() {
         "http://[::1]:9/hook",
         "http://10.0.0.1/hook",
         "http://169.254.169.254/latest/meta-data",
+        "http://[::127.0.0.1]/hook",
+        "http://[64:ff9b::7f00:1]/hook",
+        "http://[2002:7f00:1::1]/hook",
+        "http://[::ffff:0:7f00:1]/hook",
+        "http://[fec0::1]/hook",
+        "http://[100::1]/hook",
+        "http://192.0.2.1/hook",
+        "http://198.18.0.1/hook",
+        "http://192.0.0.1/hook",
         "ftp://example.com/hook",
         "not a url",
     ] {

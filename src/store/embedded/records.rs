@@ -69,8 +69,13 @@ impl Inner {
         tenant: &str,
         keys: Keys<'_>,
     ) -> StoreResult<Vec<(String, Stored)>> {
-        let prefix = match keys {
-            Keys::Under(prefix) => prefix,
+        let (prefix, after, limit) = match keys {
+            Keys::Under(prefix) => (prefix, None, usize::MAX),
+            Keys::Page {
+                under,
+                after,
+                limit,
+            } => (under, after, limit),
             Keys::These(keys) => {
                 let at: Vec<Vec<u8>> = keys.iter().map(|k| record_key(kind, tenant, k)).collect();
                 let found = self.db.batched_multi_get_cf(self.cf(RECORDS), &at, false);
@@ -85,8 +90,20 @@ impl Inner {
         };
         let start = record_key(kind, tenant, prefix);
         let keys_from = start.len() - prefix.len();
+        // Past `after`: its key and a zero byte is the first key after it.
+        let lower = match after {
+            Some(after) => {
+                let mut past = record_key(kind, tenant, after);
+                past.push(0);
+                past.max(start.clone())
+            }
+            None => start.clone(),
+        };
         let mut out = Vec::new();
-        self.scan_prefix(RECORDS, &start, &start, usize::MAX, |k, v| {
+        if limit == 0 {
+            return Ok(out);
+        }
+        self.scan_prefix(RECORDS, &start, &lower, limit, |k, v| {
             let key = std::str::from_utf8(&k[keys_from..])
                 .map_err(|_| keys::corrupt("record key"))?
                 .to_owned();

@@ -39,7 +39,7 @@ pub(super) struct JobDoc {
     queued: Millis,
     /// `Millis::MIN` while the job waits, the lease's end once claimed.
     until: Millis,
-    /// Whoever claimed it last; absent until then.
+    /// Whoever claimed it last; absent until then, and while deferred.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     worker: Option<String>,
 }
@@ -402,6 +402,26 @@ impl JobStore for MongoStore {
             .await
             .map_err(db_err)?;
         if renewed.matched_count == 1 {
+            return Ok(());
+        }
+        let holder = self.holder(job).await?.flatten();
+        Err(lease_lost(job, holder.as_deref()))
+    }
+
+    async fn defer(&self, lease: &Lease, at: Millis) -> StoreResult<()> {
+        let job = &lease.job;
+        let mut filter = job_filter(job);
+        filter.insert("worker", &lease.worker);
+        // Held by nobody: the next claim is not a takeover.
+        let deferred = self
+            .jobs
+            .update_one(
+                filter,
+                doc! { "$set": { "until": at.max(Millis::MIN + 1) }, "$unset": { "worker": "" } },
+            )
+            .await
+            .map_err(db_err)?;
+        if deferred.matched_count == 1 {
             return Ok(());
         }
         let holder = self.holder(job).await?.flatten();

@@ -83,17 +83,16 @@ impl RecordStore for MongoStore {
             Keys::These([]) => return Ok(Vec::new()),
             Keys::These(keys) => keys,
             Keys::Under(prefix) => {
-                let start = record_id(kind, tenant, prefix);
-                let keys_from = start.len() - prefix.len();
-                let found: Vec<Document> =
-                    read_all(self.records.find(id_range(&start)).sort(doc! { "_id": 1 })).await?;
-                return found
-                    .iter()
-                    .map(|d| {
-                        let id = d.get_str("_id").unwrap_or_default();
-                        Ok((id[keys_from..].to_owned(), stored_of(d)?))
-                    })
-                    .collect();
+                return self.records_under(kind, tenant, prefix, None, None).await
+            }
+            Keys::Page {
+                under,
+                after,
+                limit,
+            } => {
+                return self
+                    .records_under(kind, tenant, under, after, Some(limit))
+                    .await
             }
         };
         let ids: Vec<String> = keys.iter().map(|k| record_id(kind, tenant, k)).collect();
@@ -276,6 +275,44 @@ impl MongoStore {
                 .map_err(db_err)?;
         }
         Ok(docs.len())
+    }
+}
+
+impl MongoStore {
+    /// The records of `kind` whose key begins with `prefix`, in key order:
+    /// past `after` if given, at most `limit` if given.
+    async fn records_under(
+        &self,
+        kind: RecordKind,
+        tenant: &str,
+        prefix: &str,
+        after: Option<&str>,
+        limit: Option<usize>,
+    ) -> StoreResult<Vec<(String, Stored)>> {
+        if limit == Some(0) {
+            return Ok(Vec::new());
+        }
+        let start = record_id(kind, tenant, prefix);
+        let keys_from = start.len() - prefix.len();
+        let filter = match after {
+            Some(after) => {
+                let past = record_id(kind, tenant, after);
+                doc! { "$and": [id_range(&start), { "_id": { "$gt": past } }] }
+            }
+            None => id_range(&start),
+        };
+        let mut find = self.records.find(filter).sort(doc! { "_id": 1 });
+        if let Some(limit) = limit {
+            find = find.limit(i64::try_from(limit).unwrap_or(i64::MAX));
+        }
+        let found: Vec<Document> = read_all(find).await?;
+        found
+            .iter()
+            .map(|d| {
+                let id = d.get_str("_id").unwrap_or_default();
+                Ok((id[keys_from..].to_owned(), stored_of(d)?))
+            })
+            .collect()
     }
 }
 

@@ -602,7 +602,7 @@ async fn assert_imported_store_works(source: &dyn Store, target: &dyn Store, p: 
         .await
         .expect("read")
         .expect("the webhook");
-    let dead = registry::dead(target, T, &hook.id, None)
+    let dead = registry::dead(target, T, &hook.id, None, 100)
         .await
         .expect("dead");
     assert_eq!(dead.len(), 1);

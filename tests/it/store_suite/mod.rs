@@ -134,6 +134,7 @@ store_cases! {
         store_jobs::enqueue_is_idempotent,
         store_jobs::claims_in_order_up_to_the_limit,
         store_jobs::expired_leases_are_taken_over,
+        store_jobs::deferred_jobs_wait_for_their_time,
         store_jobs::claims_see_what_comes_behind_them,
         store_jobs::queued_while_claiming_all_claimed,
         store_jobs::lost_leases_cannot_renew_or_finish,

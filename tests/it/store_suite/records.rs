@@ -104,6 +104,58 @@ pub(super) async fn records_under_versions(store: &dyn Store) -> Result<()> {
     );
     let all = store.records(cut, T, Keys::Under("")).await?;
     ensure!(keys(&all).len() == 3, "the kind's, this tenant's: {all:?}");
+    let page = |after: Option<&'static str>, limit| Keys::Page {
+        under: "",
+        after,
+        limit,
+    };
+    let first = store.records(cut, T, page(None, 2)).await?;
+    ensure!(keys(&first) == keys(&all)[..2], "a first page: {first:?}");
+    let after = first[1].0.clone();
+    let rest = store
+        .records(
+            cut,
+            T,
+            Keys::Page {
+                under: "",
+                after: Some(&after),
+                limit: 2,
+            },
+        )
+        .await?;
+    ensure!(
+        keys(&rest) == keys(&all)[2..],
+        "the rest, past it: {rest:?}"
+    );
+    ensure!(store.records(cut, T, page(None, 0)).await?.is_empty());
+    let under_ann = format!("ann{sep}");
+    let past_all = store
+        .records(
+            cut,
+            T,
+            Keys::Page {
+                under: &under_ann,
+                after: Some("zzz"),
+                limit: 5,
+            },
+        )
+        .await?;
+    ensure!(past_all.is_empty(), "past the prefix: {past_all:?}");
+    let before_all = store
+        .records(
+            cut,
+            T,
+            Keys::Page {
+                under: &under_ann,
+                after: Some("a"),
+                limit: 5,
+            },
+        )
+        .await?;
+    ensure!(
+        keys(&before_all) == [a.as_str(), b.as_str()],
+        "an `after` before the prefix reads from its start: {before_all:?}"
+    );
 
     ensure!(
         !store.put_record(cut, T, &b, None, Some(1)).await?,

@@ -95,7 +95,8 @@ struct Stored {
     queued: Millis,
     /// `Millis::MIN` while it waits, else the lease's end.
     until: Millis,
-    /// Whoever claimed it last.
+    /// Whoever claimed it last; none before the first claim and while it
+    /// is deferred (its `until` then is its time).
     worker: Option<String>,
 }
 
@@ -421,6 +422,28 @@ impl Inner {
         self.commit_unsynced(batch)
     }
 
+    fn defer(&self, lease: &Lease, at: Millis) -> StoreResult<()> {
+        let _lock = self.lock(&[Inner::job_lock(&lease.job)]);
+        let job = &lease.job;
+        let Some(old) = self.held(lease)? else {
+            return Err(lease_lost(job, None));
+        };
+        // Held by nobody, so that the release at open leaves its time be;
+        // `Millis::MIN` is waiting, so the earliest time is one after.
+        let stored = Stored {
+            until: at.max(Millis::MIN + 1),
+            worker: None,
+            payload: old.payload.clone(),
+            queued: old.queued,
+        };
+        let mut batch = WriteBatch::default();
+        self.put_job(&mut batch, job, Some(&old), &stored)?;
+        // Not synced, as a renewal: a process killed keeps it (the write is
+        // in the log); one lost with the machine leaves the lease, which the
+        // release at open ends: the job is tried early, never lost.
+        self.commit_unsynced(batch)
+    }
+
     fn finish(&self, lease: &Lease) -> StoreResult<()> {
         let job = &lease.job;
         let key = job_key(job.kind, &job.tenant, &job.key);
@@ -517,14 +540,16 @@ impl Inner {
 
     /// Ends every lease at once: called at open, when no worker can hold one,
     /// since the store belongs to this one process. The holder's name stays
-    /// (the next claim says `taken_over`). Returns how many were held.
+    /// (the next claim says `taken_over`); a job deferred to a time keeps
+    /// it. Returns how many were held.
     pub(super) fn release_jobs(&self) -> StoreResult<usize> {
         let prefix = [tag::JOB];
         let mut batch = WriteBatch::default();
         let mut released = 0;
         self.scan_prefix(JOBS, &prefix, &prefix, usize::MAX, |k, v| {
             let stored: Stored = keys::decode_record(v)?;
-            if stored.until == Millis::MIN {
+            // Waiting, or deferred to a time (held by nobody): no lease.
+            if stored.until == Millis::MIN || stored.worker.is_none() {
                 return Ok(());
             }
             let mut r = Reader(&k[1..]);
@@ -577,6 +602,11 @@ impl JobStore for EmbeddedStore {
     async fn renew(&self, lease: &Lease, now: Millis) -> StoreResult<()> {
         let lease = lease.clone();
         self.blocking(move |db| db.renew(&lease, now)).await
+    }
+
+    async fn defer(&self, lease: &Lease, at: Millis) -> StoreResult<()> {
+        let lease = lease.clone();
+        self.blocking(move |db| db.defer(&lease, at)).await
     }
 
     async fn end(&self, end: JobEnd<'_>) -> StoreResult<bool> {
