@@ -16,12 +16,34 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
 /// Operation names outside the trusted documents that get series of their
-/// own: the first this many distinct names a process sees. Any caller names
-/// its operations, so each new name would otherwise add series for good.
+/// own: the first this many distinct names of operations that authenticated
+/// and validated. Any caller names its operations, so each new name would
+/// otherwise add series for good.
 pub const MAX_OPERATION_NAMES: usize = 100;
 
-/// The name label of operations beyond [`MAX_OPERATION_NAMES`].
+/// The name label of operations beyond [`MAX_OPERATION_NAMES`], and of
+/// authenticated ones that did not validate under a name without a series.
 pub const OTHER_OPERATION: &str = "other";
+
+/// The name label of every operation sent without a valid identity.
+pub const UNAUTHENTICATED_OPERATION: &str = "unauthenticated";
+
+/// How far a request got in proving itself, which decides its operation's
+/// name label: nothing a caller sends is kept before it has proven who it
+/// is, so only an authenticated, valid operation's name takes a series.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Naming {
+    /// No valid identity: [`UNAUTHENTICATED_OPERATION`], whatever its name.
+    Unauthenticated,
+    /// Authenticated, but it did not validate (or did not parse): its name
+    /// if that has a series already, else [`OTHER_OPERATION`].
+    Authenticated,
+    /// Authenticated and validated: its name may take a series.
+    Validated,
+    /// Authenticated, with one of the trusted documents: their names are a
+    /// fixed set, each its own series.
+    Trusted,
+}
 
 /// A GraphQL operation, as requests are counted and timed.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -258,15 +280,18 @@ impl Metrics {
         }
     }
 
-    /// The name label of an operation: its name when it comes from the
-    /// trusted documents (a fixed set) or is among the first
-    /// [`MAX_OPERATION_NAMES`] others seen, `other` beyond them, `anonymous`
-    /// without one.
-    fn operation_label(&self, name: &str, trusted: bool) -> String {
+    /// The name label of an operation (see [`Naming`]): `unauthenticated`
+    /// without an identity, `anonymous` without a name; its name when it
+    /// comes from the trusted documents (a fixed set) or is among the first
+    /// [`MAX_OPERATION_NAMES`] names of valid operations, `other` beyond them.
+    fn operation_label(&self, name: &str, naming: Naming) -> String {
+        if naming == Naming::Unauthenticated {
+            return UNAUTHENTICATED_OPERATION.to_owned();
+        }
         if name.is_empty() {
             return "anonymous".to_owned();
         }
-        if trusted {
+        if naming == Naming::Trusted {
             return name.to_owned();
         }
         let mut names = self
@@ -276,24 +301,23 @@ impl Metrics {
         if names.contains(name) {
             return name.to_owned();
         }
-        if names.len() < MAX_OPERATION_NAMES {
+        if naming == Naming::Validated && names.len() < MAX_OPERATION_NAMES {
             names.insert(name.to_owned());
             return name.to_owned();
         }
         OTHER_OPERATION.to_owned()
     }
 
-    /// One GraphQL request answered; `trusted` when its document is one of
-    /// the trusted documents.
+    /// One GraphQL request answered, labelled as `naming` allows.
     pub fn graphql_request(
         &self,
         r#type: &str,
         name: &str,
-        trusted: bool,
+        naming: Naming,
         ok: bool,
         took: Option<Duration>,
     ) {
-        let name = self.operation_label(name, trusted);
+        let name = self.operation_label(name, naming);
         if let Some(took) = took {
             self.graphql_seconds
                 .get_or_create(&OperationLabels {

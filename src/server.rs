@@ -349,7 +349,7 @@ pub async fn start_with_store(
         auth: options.auth.clone(),
         limits: options.ws_limits,
         connections,
-        pending: http::gate::Gate::new(
+        pending: http::gate::Gate::replacing(
             options.ws_limits.max_pending,
             options.ws_limits.max_pending_per_address,
         ),

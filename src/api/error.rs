@@ -223,30 +223,10 @@ fn one_of_given(query: &str, variables: &Variables, path: &str) -> Option<Vec<St
     })
 }
 
-/// Edits between two names, a swap of neighbours counting one (so `frist`
-/// is one from `first`).
-fn distance(a: &str, b: &str) -> usize {
-    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
-    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
-    for (i, row) in d.iter_mut().enumerate() {
-        row[0] = i;
-    }
-    for (j, cell) in d[0].iter_mut().enumerate() {
-        *cell = j;
-    }
-    for i in 1..=a.len() {
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            d[i][j] = (d[i - 1][j] + 1)
-                .min(d[i][j - 1] + 1)
-                .min(d[i - 1][j - 1] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                d[i][j] = d[i][j].min(d[i - 2][j - 2] + 1);
-            }
-        }
-    }
-    d[a.len()][b.len()]
-}
+/// Longest unknown name a suggestion is looked for. Every name a document
+/// writes is bounded already (see [`super::shape`]); this keeps the bound
+/// where the comparing is done, each costing the two lengths multiplied.
+const MAX_SUGGESTED_NAME: usize = crate::model::limits::MAX_GRAPHQL_NAME_BYTES;
 
 /// Adds the nearest name to an unknown argument or field that async-graphql
 /// found no suggestion for (a swapped pair of letters, say).
@@ -270,14 +250,27 @@ fn suggest(err: &mut ServerError, registry: &async_graphql::registry::Registry) 
         }
         _ => return,
     };
-    let nearest = options
-        .into_iter()
-        .map(|option| (distance(wrong, option), option))
-        .filter(|(d, _)| *d <= (wrong.chars().count() / 3).max(1))
-        .min();
-    if let Some((_, name)) = nearest {
+    if let Some(name) = nearest(wrong, options) {
         err.message = format!("{} Did you mean \"{name}\"?", err.message);
     }
+}
+
+/// The option nearest `wrong`, if one is near enough: a third of its
+/// characters at most may differ. Names longer than [`MAX_SUGGESTED_NAME`]
+/// are not compared.
+fn nearest<'o>(wrong: &str, options: impl IntoIterator<Item = &'o str>) -> Option<&'o str> {
+    if wrong.len() > MAX_SUGGESTED_NAME {
+        return None;
+    }
+    let most = (wrong.chars().count() / 3).max(1);
+    // Optimal string alignment: a swap of neighbours is one edit, so
+    // `frist` is one from `first`.
+    options
+        .into_iter()
+        .map(|option| (strsim::osa_distance(wrong, option), option))
+        .filter(|(d, _)| *d <= most)
+        .min()
+        .map(|(_, option)| option)
 }
 
 /// Tags errors that carry no code: what async-graphql reports about the
@@ -436,5 +429,62 @@ impl Extension for NoIntrospectionExtension {
             ));
         }
         Ok(document)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use async_graphql::{EmptyMutation, EmptySubscription, Schema, SimpleObject};
+
+    use super::*;
+
+    #[derive(SimpleObject)]
+    struct Root {
+        first: i32,
+        viewer: i32,
+    }
+
+    async fn first_error(query: &str) -> ServerError {
+        let schema = Schema::build(
+            Root {
+                first: 1,
+                viewer: 2,
+            },
+            EmptyMutation,
+            EmptySubscription,
+        )
+        .extension(ErrorCodes)
+        .finish();
+        let mut response = schema.execute(query).await;
+        assert!(!response.errors.is_empty(), "{query} failed");
+        response.errors.remove(0)
+    }
+
+    #[tokio::test]
+    async fn a_swapped_pair_of_letters_is_suggested() {
+        // Two edits for async-graphql's own distance, which suggests nothing;
+        // one swap here.
+        let err = first_error("{ frist }").await;
+        assert!(
+            err.message.ends_with("Did you mean \"first\"?"),
+            "{}",
+            err.message
+        );
+        let err = first_error("{ veiwer }").await;
+        assert!(err.message.contains("\"viewer\""), "{}", err.message);
+        // Nothing near: no suggestion.
+        let err = first_error("{ somethingElse }").await;
+        assert!(!err.message.contains("Did you mean"), "{}", err.message);
+    }
+
+    #[test]
+    fn no_name_past_the_bound_is_compared() {
+        let near = |len: usize| {
+            let wrong = format!("{}ab", "n".repeat(len - 2));
+            let option = format!("{}ba", "n".repeat(len - 2));
+            nearest(&wrong, [option.as_str()]).is_some()
+        };
+        assert!(near(MAX_SUGGESTED_NAME), "one swap apart");
+        assert!(!near(MAX_SUGGESTED_NAME + 1), "as near, but too long");
     }
 }

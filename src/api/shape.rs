@@ -20,13 +20,17 @@ use std::sync::{Arc, Mutex};
 use async_graphql::extensions::{
     Extension, ExtensionContext, ExtensionFactory, NextPrepareRequest, NextValidation,
 };
-use async_graphql::parser::types::{ExecutableDocument, OperationType, Selection, SelectionSet};
+use async_graphql::parser::types::{
+    BaseType, Directive, ExecutableDocument, OperationType, Selection, SelectionSet,
+};
 use async_graphql::ValidationResult;
-use async_graphql::{Name, Request, ServerError, ServerResult};
+use async_graphql::{Name, Positioned, Request, ServerError, ServerResult};
+use async_graphql_value::{ConstValue, Value};
 
 use super::error::{coded_server_error, BAD_USER_INPUT, VALIDATION_FAILED};
 use super::{Identity, Session};
 use crate::http::persisted::Registration;
+use crate::model::limits::MAX_GRAPHQL_NAME_BYTES;
 
 /// Most fields one operation may select, counted with fragments expanded and
 /// every alias counted. GraphiQL's introspection query is about 150.
@@ -167,25 +171,106 @@ struct Tally {
     aliases: usize,
     directives: usize,
     arguments: usize,
+    /// The first name longer than [`MAX_GRAPHQL_NAME_BYTES`]: what it names,
+    /// its first characters and its length.
+    long_name: Option<(&'static str, String, usize)>,
 }
 
 impl Tally {
     fn of(document: &ExecutableDocument) -> Self {
         let mut tally = Self::default();
-        for (_, operation) in document.operations.iter() {
+        for (name, operation) in document.operations.iter() {
+            if let Some(name) = name {
+                tally.name("operation", name);
+            }
             let operation = &operation.node;
-            tally.directives += operation.directives.len();
+            tally.directives(&operation.directives);
             tally.arguments += operation.variable_definitions.len();
             for variable in &operation.variable_definitions {
-                tally.directives += variable.node.directives.len();
+                let variable = &variable.node;
+                tally.name("variable", &variable.name.node);
+                let mut ty = &variable.var_type.node.base;
+                while let BaseType::List(inner) = ty {
+                    ty = &inner.base;
+                }
+                if let BaseType::Named(name) = ty {
+                    tally.name("type", name);
+                }
+                if let Some(value) = &variable.default_value {
+                    tally.const_value(&value.node);
+                }
+                tally.directives(&variable.directives);
             }
             tally.set(&operation.selection_set.node);
         }
-        for fragment in document.fragments.values() {
-            tally.directives += fragment.node.directives.len();
+        for (name, fragment) in &document.fragments {
+            tally.name("fragment", name);
+            tally.name("type", &fragment.node.type_condition.node.on.node);
+            tally.directives(&fragment.node.directives);
             tally.set(&fragment.node.selection_set.node);
         }
         tally
+    }
+
+    /// Notes `name` if it is the first one over the bound.
+    fn name(&mut self, what: &'static str, name: &str) {
+        if name.len() > MAX_GRAPHQL_NAME_BYTES && self.long_name.is_none() {
+            let start: String = name.chars().take(16).collect();
+            self.long_name = Some((what, start, name.len()));
+        }
+    }
+
+    fn directives(&mut self, directives: &[Positioned<Directive>]) {
+        self.directives += directives.len();
+        for directive in directives {
+            self.name("directive", &directive.node.name.node);
+            self.arguments(&directive.node.arguments);
+        }
+    }
+
+    fn arguments(&mut self, arguments: &[(Positioned<Name>, Positioned<Value>)]) {
+        for (name, value) in arguments {
+            self.name("argument", &name.node);
+            self.value(&value.node);
+        }
+    }
+
+    /// The names a value writes: variables, enum values, object fields.
+    /// Walked with a stack of its own: values nest as deep as the text does.
+    fn value(&mut self, value: &Value) {
+        let mut stack = vec![value];
+        while let Some(value) = stack.pop() {
+            match value {
+                Value::Variable(name) => self.name("variable", name),
+                Value::Enum(name) => self.name("enum value", name),
+                Value::List(items) => stack.extend(items),
+                Value::Object(fields) => {
+                    for (name, value) in fields {
+                        self.name("input field", name);
+                        stack.push(value);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// As [`Tally::value`], for a variable's default.
+    fn const_value(&mut self, value: &ConstValue) {
+        let mut stack = vec![value];
+        while let Some(value) = stack.pop() {
+            match value {
+                ConstValue::Enum(name) => self.name("enum value", name),
+                ConstValue::List(items) => stack.extend(items),
+                ConstValue::Object(fields) => {
+                    for (name, value) in fields {
+                        self.name("input field", name);
+                        stack.push(value);
+                    }
+                }
+                _ => {}
+            }
+        }
     }
 
     fn set(&mut self, set: &SelectionSet) {
@@ -195,16 +280,25 @@ impl Tally {
                     let field = &field.node;
                     self.fields += 1;
                     self.aliases += usize::from(field.alias.is_some());
-                    self.directives += field.directives.len();
+                    if let Some(alias) = &field.alias {
+                        self.name("alias", &alias.node);
+                    }
+                    self.name("field", &field.name.node);
+                    self.directives(&field.directives);
                     self.arguments += field.arguments.len();
+                    self.arguments(&field.arguments);
                     self.set(&field.selection_set.node);
                 }
                 Selection::InlineFragment(fragment) => {
-                    self.directives += fragment.node.directives.len();
+                    if let Some(condition) = &fragment.node.type_condition {
+                        self.name("type", &condition.node.on.node);
+                    }
+                    self.directives(&fragment.node.directives);
                     self.set(&fragment.node.selection_set.node);
                 }
                 Selection::FragmentSpread(spread) => {
-                    self.directives += spread.node.directives.len();
+                    self.name("fragment", &spread.node.fragment_name.node);
+                    self.directives(&spread.node.directives);
                 }
             }
         }
@@ -212,6 +306,15 @@ impl Tally {
 
     /// The first bound the document passes, as the error that says so.
     fn check(&self) -> Result<(), ServerError> {
+        if let Some((what, start, len)) = &self.long_name {
+            return Err(coded_server_error(
+                VALIDATION_FAILED,
+                format!(
+                    "the {what} name \"{start}…\" is {len} bytes long; \
+                     a name is at most {MAX_GRAPHQL_NAME_BYTES} bytes"
+                ),
+            ));
+        }
         for (count, most, what) in [
             (self.fields, MAX_DOCUMENT_FIELDS, "fields"),
             (self.aliases, MAX_ALIASES, "aliases"),
@@ -444,6 +547,40 @@ mod tests {
             err.extensions.as_ref().and_then(|e| e.get("code")),
             Some(&async_graphql::Value::from(VALIDATION_FAILED))
         );
+    }
+
+    #[test]
+    fn every_kind_of_name_is_bounded_before_validation() {
+        let long = "n".repeat(MAX_GRAPHQL_NAME_BYTES + 1);
+        for (what, query) in [
+            ("field", format!("{{ {long} }}")),
+            ("alias", format!("{{ {long}: __typename }}")),
+            ("argument", format!("{{ viewer({long}: 1) {{ id }} }}")),
+            ("operation", format!("query {long} {{ __typename }}")),
+            ("variable", format!("query(${long}: ID) {{ __typename }}")),
+            ("type", format!("query($v: {long}) {{ __typename }}")),
+            ("type", format!("{{ ... on {long} {{ __typename }} }}")),
+            ("fragment", format!("{{ ...{long} }}")),
+            ("directive", format!("{{ __typename @{long} }}")),
+            (
+                "enum value",
+                format!("{{ feed(model: {long}) {{ edges {{ cursor }} }} }}"),
+            ),
+            (
+                "input field",
+                format!("{{ viewer(a: {{ b: [{{ {long}: 1 }}] }}) {{ id }} }}"),
+            ),
+        ] {
+            let err = check(&parse(&query)).expect_err(what);
+            assert!(
+                err.message.starts_with(&format!("the {what} name"))
+                    && err.message.contains(&format!("{} bytes long", long.len())),
+                "{what}: {}",
+                err.message
+            );
+        }
+        let fine = "n".repeat(MAX_GRAPHQL_NAME_BYTES);
+        assert!(check(&parse(&format!("query {fine} {{ {fine}: __typename }}"))).is_ok());
     }
 
     #[test]

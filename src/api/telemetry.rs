@@ -24,8 +24,9 @@ use futures_util::{Stream, StreamExt as _};
 use tracing::field::Empty;
 use tracing::{info, Instrument as _, Span};
 
+use super::{Identity, Session};
 use crate::http::persisted::TrustedDocument;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, Naming};
 use crate::observe::{OPERATION_LOG, OPERATION_SPAN};
 
 /// Longest operation name kept as a label; longer ones are cut.
@@ -86,6 +87,8 @@ struct Seen {
     answered: bool,
     /// The validated operation's complexity and depth.
     cost: Option<(usize, usize)>,
+    /// The caller has a valid identity.
+    proven: bool,
 }
 
 fn type_name(ty: OperationType) -> &'static str {
@@ -114,6 +117,38 @@ impl Seen {
 impl Operation {
     fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
         self.seen.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// How far the request proved itself, for its name label: a name takes
+    /// a series of its own only once its caller authenticated and its
+    /// document validated.
+    fn naming(&self) -> Naming {
+        let seen = self.seen();
+        if !seen.proven {
+            Naming::Unauthenticated
+        } else if seen.trusted {
+            Naming::Trusted
+        } else if seen.cost.is_some() {
+            Naming::Validated
+        } else {
+            Naming::Authenticated
+        }
+    }
+
+    /// Counts the operation in `/metrics`, once.
+    fn count(&self, ok: bool, took: Option<std::time::Duration>) {
+        let naming = self.naming();
+        let seen = self.seen();
+        let (ty, name) = seen.operation();
+        self.metrics.graphql_request(ty, name, naming, ok, took);
+    }
+
+    /// A stream's request that failed before it ran: counted now, as
+    /// nothing else will count it.
+    fn count_failed_stream(&self) {
+        if !self.seen().answered {
+            self.count(false, None);
+        }
     }
 
     /// Names the span once the document parsed: `{type} {name}`, or the
@@ -190,13 +225,7 @@ impl Extension for Measured {
         let op = &self.0;
         op.seen().answered = true;
         let response = next.run(ctx).instrument(op.span.clone()).await;
-        {
-            let seen = op.seen();
-            let (ty, name) = seen.operation();
-            let ok = response.errors.is_empty();
-            op.metrics
-                .graphql_request(ty, name, seen.trusted, ok, Some(op.started.elapsed()));
-        }
+        op.count(response.errors.is_empty(), Some(op.started.elapsed()));
         let mut codes = Vec::new();
         add_codes(&mut codes, &response.errors);
         op.finish(&codes, None);
@@ -235,8 +264,21 @@ impl Extension for Measured {
             seen.trusted = request
                 .data
                 .contains_key(&std::any::TypeId::of::<TrustedDocument>());
+            // The request's own session (HTTP), or its connection's (a
+            // websocket's, in the session data).
+            let session = request
+                .data
+                .get(&std::any::TypeId::of::<Session>())
+                .and_then(|data| data.downcast_ref::<Session>())
+                .or_else(|| ctx.data_opt::<Session>());
+            seen.proven =
+                session.is_some_and(|session| matches!(session.identity, Identity::Viewer(_)));
         }
-        next.run(ctx, request).await
+        let prepared = next.run(ctx, request).await;
+        if prepared.is_err() {
+            self.0.count_failed_stream();
+        }
+        prepared
     }
 
     async fn parse_query(
@@ -247,15 +289,10 @@ impl Extension for Measured {
         next: NextParseQuery<'_>,
     ) -> ServerResult<ExecutableDocument> {
         let op = &self.0;
-        let parsed = next.run(ctx, query, variables).await;
-        let streamed = !op.seen().answered;
-        let document = match parsed {
+        let document = match next.run(ctx, query, variables).await {
             Ok(document) => document,
             Err(err) => {
-                if streamed {
-                    op.metrics
-                        .graphql_request("unknown", "", false, false, None);
-                }
+                op.count_failed_stream();
                 return Err(err);
             }
         };
@@ -274,13 +311,6 @@ impl Extension for Measured {
             .collect();
         op.seen().operations = operations;
         op.describe_span(query);
-        if streamed {
-            // Counted as it starts (a subscription has no one duration).
-            let seen = op.seen();
-            let (ty, name) = seen.operation();
-            op.metrics
-                .graphql_request(ty, name, seen.trusted, true, None);
-        }
         Ok(document)
     }
 
@@ -290,9 +320,20 @@ impl Extension for Measured {
         next: NextValidation<'_>,
     ) -> Result<ValidationResult, Vec<ServerError>> {
         let op = &self.0;
-        let result = next.run(ctx).await?;
-        let mut seen = op.seen();
-        seen.cost = Some((result.complexity, result.depth));
+        let result = match next.run(ctx).await {
+            Ok(result) => result,
+            Err(errors) => {
+                op.count_failed_stream();
+                return Err(errors);
+            }
+        };
+        op.seen().cost = Some((result.complexity, result.depth));
+        if !op.seen().answered {
+            // A stream is counted as it starts (a subscription has no one
+            // duration).
+            op.count(true, None);
+        }
+        let seen = op.seen();
         let (ty, name) = seen.operation();
         if ty == "subscription" {
             info!(

@@ -160,6 +160,29 @@ mod tests {
     }
 
     #[test]
+    fn a_name_no_document_could_write_is_refused() {
+        let long = format!(
+            "T{}",
+            "x".repeat(crate::model::limits::MAX_GRAPHQL_NAME_BYTES)
+        );
+        for file in [
+            format!("type {long} @descriptor {{ text: String! }}"),
+            format!(
+                "type Fine @descriptor {{ {} : String! }}",
+                long.to_lowercase()
+            ),
+            format!(
+                "enum E {{ {} }} type Fine @descriptor {{ e: E! }}",
+                long.to_uppercase()
+            ),
+        ] {
+            let err = Catalog::parse(&file).expect_err("too long");
+            assert!(err.message.contains("at most 123 bytes"), "{}", err.message);
+        }
+        assert!(Catalog::parse("type Fine @descriptor { text: String! }").is_ok());
+    }
+
+    #[test]
     fn the_stored_form_is_the_type_beside_the_fields() {
         let d = Descriptor::new("StatusPost", json!({"text": "hi"}));
         let stored = rmp_serde::to_vec_named(&d).unwrap();

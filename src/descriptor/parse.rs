@@ -12,6 +12,7 @@ use async_graphql::{Name, Value as ConstValue};
 use super::catalog::{
     err, Catalog, CatalogError, EnumDef, FieldDef, NotifyRule, NotifyTo, Scalar, TypeDef, UNKNOWN,
 };
+use crate::model::limits::MAX_GRAPHQL_NAME_BYTES;
 use crate::model::NoticeReason;
 
 /// Names the file may not define: the members the schema always has.
@@ -60,9 +61,20 @@ impl Catalog {
                     if ty.extend {
                         return err(pos, "`extend` is not supported in a descriptor file");
                     }
+                    check_length(&ty.name)?;
                     match &ty.kind {
-                        TypeKind::Object(_) => objects.push((pos, ty)),
-                        TypeKind::Enum(_) => enums.push((pos, ty)),
+                        TypeKind::Object(object) => {
+                            for field in &object.fields {
+                                check_length(&field.node.name)?;
+                            }
+                            objects.push((pos, ty))
+                        }
+                        TypeKind::Enum(e) => {
+                            for value in &e.values {
+                                check_length(&value.node.value)?;
+                            }
+                            enums.push((pos, ty))
+                        }
                         _ => {
                             return err(
                                 pos,
@@ -150,6 +162,23 @@ impl Catalog {
         }
         Ok(Catalog::new(types, enum_defs))
     }
+}
+
+/// Longest name a descriptor file may define: its type's input is named
+/// with `Input` added, and documents may write no name longer than
+/// [`MAX_GRAPHQL_NAME_BYTES`].
+const MAX_DESCRIPTOR_NAME: usize = MAX_GRAPHQL_NAME_BYTES - "Input".len();
+
+/// Refuses a name no document could write.
+fn check_length(name: &Positioned<Name>) -> Result<(), CatalogError> {
+    let len = name.node.len();
+    if len > MAX_DESCRIPTOR_NAME {
+        return err(
+            name.pos,
+            format!("a name is at most {MAX_DESCRIPTOR_NAME} bytes; this one is {len}"),
+        );
+    }
+    Ok(())
 }
 
 fn description(d: &Option<Positioned<String>>) -> Option<String> {

@@ -331,10 +331,15 @@ fn http_error(status: StatusCode, code: &str, message: impl Into<String>) -> Res
 }
 
 /// Who pays for a request's operations: the token's tenant and `sub`, or
-/// in dev mode (where anyone may claim any identity) the client's address;
-/// at the rate of their highest role.
+/// without a valid token, and in dev mode (where anyone may claim any
+/// identity), the client's address, an IPv6 /64 counting as one as it does
+/// for connections (a host holds a whole /64); at the rate of their highest
+/// role.
 fn caller(state: &HttpState, identity: &Identity, peer: Option<&str>) -> Caller {
-    let anonymous = || peer.unwrap_or("unknown").to_owned();
+    let anonymous = || match peer.and_then(|peer| peer.parse().ok()) {
+        Some(ip) => gate::ClientKey::of(ip).to_string(),
+        None => peer.unwrap_or("unknown").to_owned(),
+    };
     match identity {
         Identity::Viewer(viewer) => Caller {
             key: if state.auth.is_dev() {

@@ -17,6 +17,9 @@
 //! the pending upgrades (`--max-pending-connections`, in total and per
 //! client address), not among the live connections: a caller without an
 //! identity cannot fill the pool authenticated clients are served from.
+//! When every pending place is taken, a new upgrade takes the oldest one,
+//! whose websocket is closed with `4408` as if its time had run out: a flood
+//! of upgrades cannot keep out a client that sends `connection_init` at once.
 //!
 //! The server pings every `--ws-ping-interval` (proxies drop idle
 //! connections) and ends a connection that let two pings go unanswered.
@@ -116,6 +119,11 @@ impl Connection {
         // Pings sent since the client last answered (or said anything).
         let mut unanswered = 0u32;
         let shutdown = self.state.shutdown.clone();
+        let replaced = self
+            .pending
+            .as_ref()
+            .map(Ticket::told_to_leave)
+            .unwrap_or_default();
         loop {
             tokio::select! {
                 message = stream.next() => {
@@ -171,6 +179,14 @@ impl Connection {
                 }
                 _ = &mut init_deadline, if !self.initialised => {
                     return Some((4408, "connection initialisation timeout".into()));
+                }
+                _ = replaced.cancelled(), if self.pending.is_some() => {
+                    return Some((
+                        4408,
+                        "connection initialisation timeout: newer websockets awaiting \
+                         connection_init took this one's place"
+                            .into(),
+                    ));
                 }
                 _ = pings.tick() => {
                     if unanswered >= 2 {

@@ -526,7 +526,7 @@ impl WsClient {
     }
 
     /// Sends `connection_init` with `payload` and waits for the ack.
-    async fn init(mut self, payload: Value) -> Self {
+    pub async fn init(mut self, payload: Value) -> Self {
         self.send(json!({ "type": "connection_init", "payload": payload }))
             .await;
         let ack = self.next().await.expect("connection_ack");
@@ -535,6 +535,17 @@ impl WsClient {
     }
 
     async fn open_from(url: &str, from: Option<std::net::IpAddr>) -> Self {
+        Self::try_open_from(url, from)
+            .await
+            .expect("websocket connects")
+    }
+
+    /// Opens a connection (from the local address `from`, if given) and
+    /// sends nothing; the error when the server refused the upgrade.
+    pub async fn try_open_from(
+        url: &str,
+        from: Option<std::net::IpAddr>,
+    ) -> Result<Self, tokio_tungstenite::tungstenite::Error> {
         let mut request = url.into_client_request().expect("ws request");
         let protocol = "graphql-transport-ws";
         request
@@ -556,15 +567,13 @@ impl WsClient {
         }
         let stream = socket.connect(server).await.expect("connects");
         let (socket, response) =
-            tokio_tungstenite::client_async(request, MaybeTlsStream::Plain(stream))
-                .await
-                .expect("websocket connects");
+            tokio_tungstenite::client_async(request, MaybeTlsStream::Plain(stream)).await?;
         assert_eq!(
             response.headers()["sec-websocket-protocol"],
             protocol,
             "server picked the asked subprotocol"
         );
-        Self { socket }
+        Ok(Self { socket })
     }
 
     /// Connects and sends `connection_init` with `payload`, expecting the

@@ -213,6 +213,64 @@ async fn operation_names_cannot_add_series_without_bound() {
     server.stop().await;
 }
 
+/// Names sent without a token take none of the series operation names may
+/// have: a client's operation, sent with its token, is named after it.
+#[tokio::test]
+async fn only_an_authenticated_valid_operation_s_name_takes_a_series() {
+    use riverfeed::metrics::{MAX_OPERATION_NAMES, UNAUTHENTICATED_OPERATION};
+
+    use crate::security::{hs256, start, token};
+
+    let server = start(Backend::Embedded, hs256(), |_| {})
+        .await
+        .expect("embedded");
+    let http = reqwest::Client::new();
+    let graphql = format!("{}/graphql", server.base);
+    let post = |token: Option<String>, query: String| {
+        let mut request = http.post(&graphql).json(&json!({ "query": query }));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        async move {
+            let response = request.send().await.expect("sent");
+            assert_eq!(response.status(), 200);
+            response.json::<serde_json::Value>().await.expect("JSON")
+        }
+    };
+    let sent = MAX_OPERATION_NAMES + 50;
+    for n in 0..sent {
+        post(None, format!("query Probe{n} {{ __typename }}")).await;
+    }
+    let alice = token("acme", "alice", &[]);
+    // With a token, a document that does not validate takes no series.
+    let broken = post(Some(alice.clone()), "query Broken { nope }".into()).await;
+    assert!(broken["errors"].is_array(), "{broken}");
+    let mine = post(Some(alice), "query Mine { viewer { userId } }".into()).await;
+    assert_eq!(mine["data"]["viewer"]["userId"], "alice", "{mine}");
+
+    let text = scrape(&server).await;
+    let count = |name: &str, outcome: &str| {
+        sample(
+            &text,
+            &format!(
+                "riverfeed_graphql_requests_total{{type=\"query\",name=\"{name}\",outcome=\"{outcome}\"}}"
+            ),
+        )
+    };
+    assert_eq!(count("Mine", "ok"), Some(1.0), "{text}");
+    assert_eq!(
+        count(UNAUTHENTICATED_OPERATION, "ok"),
+        Some(sent as f64),
+        "{text}"
+    );
+    assert_eq!(count("other", "error"), Some(1.0), "{text}");
+    assert!(
+        !text.contains("Probe") && !text.contains("Broken"),
+        "{text}"
+    );
+    server.stop().await;
+}
+
 /// A server whose `/metrics` is guarded as `access` says.
 async fn guarded(access: riverfeed::http::MetricsAccess) -> TestServer {
     let (store, dir) = crate::common::store_url(Backend::Embedded).expect("embedded");

@@ -149,6 +149,67 @@ async fn bare_upgrades_cannot_fill_the_live_connections() {
     server.stop().await;
 }
 
+/// Bare upgrades from many addresses, each within its per-address share,
+/// take every pending place; a client that upgrades then and sends
+/// `connection_init` at once is still served: it takes the place of the
+/// oldest bare upgrade, which is closed as if its time had run out.
+#[tokio::test]
+async fn a_flood_of_bare_upgrades_from_many_addresses_cannot_keep_a_client_out() {
+    const PLACES: usize = 20;
+    const PER_ADDRESS: usize = 4;
+    let limits = WsLimits {
+        max_pending: PLACES,
+        max_pending_per_address: PER_ADDRESS,
+        // The flood would stay for the whole test.
+        init_timeout: std::time::Duration::from_secs(60),
+        ..WsLimits::default()
+    };
+    let server = start(Backend::Embedded, hs256(), |o| o.ws_limits = limits)
+        .await
+        .expect("embedded");
+    let url = server.ws_url();
+    // Eight addresses, each at its share: 32 upgrades for 20 places.
+    let mut flood = Vec::new();
+    for host in 10..18u8 {
+        for _ in 0..PER_ADDRESS {
+            let from = std::net::IpAddr::from([127, 0, 0, host]);
+            if let Ok(socket) = WsClient::try_open_from(&url, Some(from)).await {
+                flood.push(socket);
+            }
+        }
+    }
+    assert!(flood.len() >= PLACES, "{} upgraded", flood.len());
+
+    // The flood is held open; a client from another address upgrades and
+    // initialises at once, and is served.
+    let from = std::net::IpAddr::from([127, 0, 0, 100]);
+    let client = WsClient::try_open_from(&url, Some(from))
+        .await
+        .expect("upgraded while bare upgrades held every pending place");
+    let mut client = client
+        .init(json!({ "token": token("acme", "alice", &[]) }))
+        .await;
+    client.subscribe("1", "{ viewer { userId } }").await;
+    let answer = client.next().await.expect("an answer");
+    assert_eq!(
+        answer["payload"]["data"]["viewer"]["userId"], "alice",
+        "{answer}"
+    );
+    // Each upgrade past the places took the oldest one's, the client's
+    // too: the oldest of those still pending then was closed as if its
+    // time had run out; the next one still waits.
+    let oldest = flood.len() - PLACES;
+    let closed = flood[oldest].next().await.expect("a close");
+    assert_eq!(closed["type"], "__closed", "{closed}");
+    assert_eq!(closed["code"], 4408, "{closed}");
+    let waiting = &mut flood[oldest + 1];
+    waiting.send(json!({ "type": "ping" })).await;
+    let pong = waiting.next_any().await.expect("a pong");
+    assert_eq!(pong["type"], "pong", "{pong}");
+    drop(flood);
+    server.stop().await;
+}
+
 #[tokio::test]
 async fn dev_mode_stays_on_loopback_unless_told_otherwise() {
     let dir = tempfile::tempdir().unwrap();

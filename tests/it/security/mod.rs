@@ -50,11 +50,11 @@ fn claims(tenant: &str, user: &str, roles: &[&str]) -> Claims {
     }
 }
 
-fn token(tenant: &str, user: &str, roles: &[&str]) -> String {
+pub(crate) fn token(tenant: &str, user: &str, roles: &[&str]) -> String {
     mint_hs256(&claims(tenant, user, roles), SECRET).expect("mint")
 }
 
-async fn start(
+pub(crate) async fn start(
     backend: Backend,
     auth: Authenticator,
     tweak: impl FnOnce(&mut ServeOptions),
@@ -72,7 +72,7 @@ async fn start(
     )
 }
 
-fn hs256() -> Authenticator {
+pub(crate) fn hs256() -> Authenticator {
     Authenticator::Jwt(Box::new(JwtVerifier::hs256(SECRET, None, Some(AUDIENCE))))
 }
 

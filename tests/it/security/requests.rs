@@ -1,7 +1,8 @@
 //! What one request may cost the server: a caller without a token cannot
 //! fill the persisted-query cache, a document is bounded in bytes and in
-//! what it writes, a failing request answers a bounded number of errors and
-//! is charged by its size, and every list is priced.
+//! what it writes (its names' lengths too), a failing request answers a
+//! bounded number of errors and is charged by its size, with or without a
+//! token, and every list is priced.
 
 use std::time::Duration;
 
@@ -10,7 +11,7 @@ use riverfeed::auth::Role;
 use riverfeed::http::persisted::sha256_hex;
 use serde_json::{json, Value};
 
-use super::{as_user, hs256, start, token};
+use super::{as_user, hs256, start, token, VIEWER};
 use crate::common::{first_error_code, Backend, TestServer};
 
 async fn server(budget: Option<u64>) -> TestServer {
@@ -135,15 +136,7 @@ async fn a_failing_request_answers_few_errors_and_pays_by_its_size() {
     assert!(errors.len() <= 21, "{} errors answered", errors.len());
     let last = errors.last().unwrap()["message"].as_str().unwrap();
     assert!(last.contains("more validation errors left out"), "{last}");
-    let remaining = |answer: &Answer| -> u64 {
-        let value = answer.headers["ratelimit"].to_str().unwrap().to_owned();
-        value
-            .split(';')
-            .find_map(|p| p.strip_prefix("r="))
-            .and_then(|r| r.parse().ok())
-            .unwrap_or_else(|| panic!("no r= in {value}"))
-    };
-    let charged = BUDGET - remaining(&answer);
+    let charged = BUDGET - left(&answer);
     assert!(
         charged >= (flood.len() / 64) as u64,
         "a failure of {} bytes was charged {charged}",
@@ -254,5 +247,107 @@ async fn every_list_is_priced_and_bounded() {
     )
     .await;
     assert!(answer.body.get("errors").is_none(), "{}", answer.body);
+    server.stop().await;
+}
+
+/// The `RateLimit` header's `r=`: what is left in the caller's bucket.
+fn left(answer: &Answer) -> u64 {
+    let value = answer.headers["ratelimit"].to_str().unwrap().to_owned();
+    value
+        .split(';')
+        .find_map(|p| p.strip_prefix("r="))
+        .and_then(|r| r.parse().ok())
+        .unwrap_or_else(|| panic!("no r= in {value}"))
+}
+
+#[tokio::test]
+async fn a_long_name_is_refused_before_validation_and_charged_without_a_token() {
+    use riverfeed::model::limits::MAX_GRAPHQL_NAME_BYTES;
+    /// The least budget a role may have.
+    const BUDGET: u64 = 50_000;
+    let server = server(Some(BUDGET)).await;
+    // Each operation of a full batch names one unknown field of 60,000
+    // characters: validation would compare it with every field of the type
+    // to suggest one.
+    let long = "f".repeat(60_000);
+    let batch: Vec<Value> = (0..16)
+        .map(|_| json!({ "query": format!("{{ {long} }}") }))
+        .collect();
+    let answer = send(&server, None, json!(batch)).await;
+    assert_eq!(answer.status, 200);
+    let items = answer.body.as_array().expect("a batch answer");
+    assert_eq!(items.len(), 16);
+    for item in items {
+        assert_eq!(
+            first_error_code(item).as_deref(),
+            Some("GRAPHQL_VALIDATION_FAILED"),
+            "{item:.300}"
+        );
+        let message = item["errors"][0]["message"].as_str().unwrap();
+        // Refused by the document check, before validation: no "Unknown
+        // field" and no suggestion, and the name is not echoed in full.
+        assert!(
+            message.contains("is 60000 bytes long")
+                && message.contains(&format!("at most {MAX_GRAPHQL_NAME_BYTES} bytes")),
+            "{message:.300}"
+        );
+        assert!(!message.contains("Did you mean"), "{message:.300}");
+        assert!(message.len() < 200, "{message:.300}");
+    }
+    // Every operation was charged by its size (937 each), to the caller's
+    // address; the bucket refills by about 14 a second meanwhile.
+    let charged = BUDGET - left(&answer);
+    assert!(
+        charged >= 16 * 900,
+        "a batch of 16 failures of 60 KB was charged {charged}"
+    );
+    // The same for a mutation, and for an argument's name.
+    let answer = send(
+        &server,
+        None,
+        json!({ "query": format!("mutation {{ {long} }}") }),
+    )
+    .await;
+    let message = answer.body["errors"][0]["message"].as_str().unwrap();
+    assert!(message.contains("is 60000 bytes long"), "{message:.300}");
+    let answer = send(
+        &server,
+        None,
+        json!({ "query": format!("{{ viewer({}: 1) {{ userId }} }}", &long[..200]) }),
+    )
+    .await;
+    let message = answer.body["errors"][0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("argument name") && message.contains("is 200 bytes long"),
+        "{message:.300}"
+    );
+    // A name at the bound is validation's to judge, as any unknown name.
+    let answer = send(
+        &server,
+        None,
+        json!({ "query": format!("{{ {} }}", &long[..MAX_GRAPHQL_NAME_BYTES]) }),
+    )
+    .await;
+    let message = answer.body["errors"][0]["message"].as_str().unwrap();
+    assert!(message.starts_with("Unknown field"), "{message:.300}");
+    // Failing again empties the address's bucket: then it is refused before
+    // its document is read, while a caller with a token is served.
+    let mut refused = None;
+    for _ in 0..4 {
+        let answer = send(&server, None, json!(batch)).await;
+        if answer.status == 429 {
+            refused = Some(answer);
+            break;
+        }
+    }
+    let refused = refused.expect("the failures emptied the bucket");
+    assert!(refused.headers.contains_key("retry-after"));
+    let alice = token("acme", "alice", &[]);
+    let answer = send(&server, Some(&alice), json!({ "query": VIEWER })).await;
+    assert_eq!(
+        answer.body["data"]["viewer"]["userId"], "alice",
+        "{}",
+        answer.body
+    );
     server.stop().await;
 }
