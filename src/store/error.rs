@@ -15,7 +15,9 @@ pub enum ErrorKind {
     NotFound,
     /// A fan-out lease was taken over by another worker.
     LeaseLost,
-    /// The backend cannot be reached right now; retrying later may work.
+    /// The backend cannot take the request right now (a lost database, a
+    /// full or failing disk); retrying later may work. Answered
+    /// `STORAGE_UNAVAILABLE`.
     Unavailable,
     /// Anything else: a bug, or stored data that cannot be read
     /// ([`StoreError::corrupt`]).
