@@ -27,6 +27,7 @@ use crate::common::{Backend, HeldFanOut, TestStore};
 
 mod live;
 mod notices;
+mod refusals;
 
 use notices::{assert_notices_imported, populate_notices};
 
