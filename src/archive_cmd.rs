@@ -35,8 +35,8 @@ use tokio::io::{AsyncBufRead, AsyncSeekExt, AsyncWrite, AsyncWriteExt, BufReader
 pub use self::lines::{parse_line, Line, Lines, MAX_LINE_BYTES};
 
 use crate::model::{FanOutState, Position};
-use crate::store::GroupFeeds;
 use crate::store::archive::holds_tenant;
+use crate::store::GroupFeeds;
 use crate::store::{self, ErrorKind, Record, Store, StoreError, StoreResult};
 
 /// Records per import batch unless `--batch` says otherwise.
@@ -218,7 +218,9 @@ pub async fn import_lines<R: AsyncBufRead + Unpin>(
     spool
         .seek(std::io::SeekFrom::Start(0))
         .await
-        .map_err(io_err("cannot read the archive kept while it was checked".into()))?;
+        .map_err(io_err(
+            "cannot read the archive kept while it was checked".into(),
+        ))?;
     write(store, BufReader::new(spool), options, &checked, progress).await
 }
 

@@ -26,7 +26,9 @@ pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 pub enum Line {
     Record(Record),
     /// The end of the archive, after `records` records.
-    End { records: u64 },
+    End {
+        records: u64,
+    },
 }
 
 /// The end line as written: `{"record":"end","records":N}`.
@@ -65,7 +67,9 @@ pub fn parse_line(line: &str, number: u64) -> StoreResult<Line> {
     let suffix = format!(" at line {} column {}", err.line(), err.column());
     let cause = text.strip_suffix(&suffix).unwrap_or(&text);
     let cut = match err.classify() {
-        serde_json::error::Category::Eof => " (the line stops mid-record: the archive was cut short)",
+        serde_json::error::Category::Eof => {
+            " (the line stops mid-record: the archive was cut short)"
+        }
         _ => "",
     };
     Err(StoreError::invalid(format!(
@@ -161,7 +165,10 @@ mod tests {
         let mut lines = Lines::new(tokio::io::BufReader::with_capacity(4096, &long[..]));
         assert_eq!(lines.next_line().await.expect("read"), Some((1, "short")));
         let err = lines.next_line().await.expect_err("too long");
-        assert!(err.message.starts_with("line 2 is longer than 16 MiB"), "{err}");
+        assert!(
+            err.message.starts_with("line 2 is longer than 16 MiB"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -169,7 +176,10 @@ mod tests {
         let end = end_line(3).expect("encodes");
         assert_eq!(end, b"{\"record\":\"end\",\"records\":3}\n");
         let text = std::str::from_utf8(&end).expect("text").trim_end();
-        assert_eq!(parse_line(text, 9).expect("parses"), Line::End { records: 3 });
+        assert_eq!(
+            parse_line(text, 9).expect("parses"),
+            Line::End { records: 3 }
+        );
         let cut = parse_line("{\"record\":\"user\",\"tenant\":\"a", 4).expect_err("cut");
         assert!(cut.message.contains("line 4"), "{cut}");
         assert!(cut.message.contains("cut short"), "{cut}");

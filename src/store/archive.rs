@@ -231,7 +231,8 @@ impl Record {
         match self {
             Record::User { id, name, .. } => {
                 check_kept_id("id", id)?;
-                name.as_deref().map_or(Ok(()), |name| check_text("name", name))
+                name.as_deref()
+                    .map_or(Ok(()), |name| check_text("name", name))
             }
             Record::Edge { from, to, .. } => {
                 check_kept_id("from", from)?;

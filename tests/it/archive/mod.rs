@@ -653,7 +653,10 @@ async fn a_bad_line_names_itself(backend: Backend) {
     assert!(err.message.contains("nothing was imported"), "{err}");
     let ids: Vec<String> = ["u1", "u2", "u3", "u4"].map(String::from).to_vec();
     let users = target.store.get_users(T, &ids).await.expect("users");
-    assert!(users.is_empty(), "nothing, not even the first batch: {users:?}");
+    assert!(
+        users.is_empty(),
+        "nothing, not even the first batch: {users:?}"
+    );
 
     // An id the API would refuse is refused here too, by line.
     let bad_id = "{\"record\":\"user\",\"tenant\":\"arch\",\"id\":\" padded\",\"name\":null}";

@@ -15,8 +15,8 @@ use tokio::process::Command;
 use super::T;
 use crate::common::{store_url, Backend, PATIENCE};
 
-/// Longer than any line an import reads (16 MiB): the name of one user.
-const PAST_THE_BOUND: usize = 17 * 1024 * 1024;
+/// Longer than any line an import reads: the name of one user.
+const PAST_THE_BOUND: usize = archive_cmd::MAX_LINE_BYTES + 1024 * 1024;
 
 /// A store the test reaches only through the command line, as an operator
 /// does: each command is a process of its own, so the embedded store is
@@ -132,7 +132,10 @@ fn after_line(archive: &[u8], n: usize) -> usize {
 #[track_caller]
 fn assert_refused((ok, stderr): &(bool, String), line: usize, reason: &str) {
     assert!(!ok, "refused: {stderr}");
-    assert!(stderr.contains(&format!("line {line}")), "names line {line}: {stderr}");
+    assert!(
+        stderr.contains(&format!("line {line}")),
+        "names line {line}: {stderr}"
+    );
     assert!(stderr.contains(reason), "says {reason:?}: {stderr}");
     assert!(
         stderr.contains("nothing was imported"),
@@ -147,7 +150,9 @@ async fn a_cut_archive_imports_nothing(backend: Backend) {
     let Some(store) = CliStore::new(backend) else {
         return;
     };
-    let users = (0..10).map(|n| user(T, &format!("u{n:02}"), None)).collect();
+    let users = (0..10)
+        .map(|n| user(T, &format!("u{n:02}"), None))
+        .collect();
     let whole = archive_of(users).await;
     let mid_line = &whole[..after_line(&whole, 6) + 15];
     let at_a_line = &whole[..after_line(&whole, 7)];
@@ -208,10 +213,18 @@ async fn an_archive_into_a_tenant_in_use_needs_merge(backend: Backend) {
     let before = store.records_of(T).await;
     assert_eq!(before.len(), 2);
 
-    let renamed = archive_of(vec![user(T, "cid", Some("Cid")), user(T, "ann", Some("Ann"))]).await;
+    let renamed = archive_of(vec![
+        user(T, "cid", Some("Cid")),
+        user(T, "ann", Some("Ann")),
+    ])
+    .await;
     let refused = store.import("renamed.jsonl", &renamed, &[]).await;
     assert_refused(&refused, 1, "--merge");
-    assert!(refused.1.contains(&format!("{T:?}")), "names the tenant: {}", refused.1);
+    assert!(
+        refused.1.contains(&format!("{T:?}")),
+        "names the tenant: {}",
+        refused.1
+    );
     assert_eq!(store.records_of(T).await, before, "unchanged");
 
     let (ok, stderr) = store.import("renamed.jsonl", &renamed, &["--merge"]).await;
@@ -229,7 +242,9 @@ async fn a_line_past_the_bound_is_refused(backend: Backend) {
     };
     let long_name = "n".repeat(PAST_THE_BOUND);
     let archive = archive_of(vec![user(T, "ann", None), user(T, "bob", Some(&long_name))]).await;
-    let refused = store.import("long.jsonl", &archive, &["--batch", "1"]).await;
+    let refused = store
+        .import("long.jsonl", &archive, &["--batch", "1"])
+        .await;
     assert_refused(&refused, 2, "longer than");
     assert_eq!(store.records_of(T).await, Vec::<String>::new());
     store.remove().await;
