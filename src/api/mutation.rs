@@ -488,9 +488,9 @@ impl ActionMutation {
     }
 
     /// Sets the display name copied next to `refId` (an applicant's name beside
-    /// its `applicantId`, a position's…) in every action that refers to it:
-    /// at most 1 KiB, as every copied name. Returns how many copied names
-    /// changed. `service` and `admin` only.
+    /// its `applicantId`, a position's…) in every action that refers to it.
+    /// Returns how many copied names changed. The name is at most 1 KiB, as
+    /// every copied name. `service` and `admin` only.
     async fn rename_ref(
         &self,
         ctx: &Context<'_>,
