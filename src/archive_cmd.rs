@@ -4,14 +4,23 @@
 //!
 //! - `export` writes every record of a store (or of one tenant) to a file or
 //!   stdout.
-//! - `import` reads records and writes them in batches; each batch is parsed
-//!   and checked whole before any of it is written, so a bad line stops the
-//!   import with nothing of its batch written, and names the line.
+//!   The last line counts the records ([`lines`]), so an archive cut short
+//!   is told from a whole one.
+//! - `import` is all or nothing: it reads the whole archive once to check
+//!   it (every line a record the API would have accepted, no line past
+//!   [`MAX_LINE_BYTES`], the end line there and its count right, no tenant
+//!   that holds data already unless `--merge`), and only then reads it again
+//!   to write it, in batches. A refusal names the line and the reason, and
+//!   nothing is written. Neither pass holds more than a batch in memory;
+//!   stdin, which cannot be read twice, is kept in a temporary file
+//!   meanwhile.
 //!
 //! The functions that do the work take a store, a stream or a reader and
 //! answer [`StoreError`]s; the `run_*` functions are the command-line edges.
 
-use std::collections::BTreeMap;
+mod lines;
+
+use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -21,9 +30,12 @@ use clap::Args;
 use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
+use tokio::io::{AsyncBufRead, AsyncSeekExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
+
+pub use self::lines::{parse_line, Line, Lines, MAX_LINE_BYTES};
 
 use crate::model::{FanOutState, Position};
+use crate::store::archive::holds_tenant;
 use crate::store::GroupFeeds;
 use crate::store::{self, ErrorKind, Record, Store, StoreError, StoreResult};
 
@@ -46,10 +58,57 @@ pub struct ImportArgs {
     /// Where to read the records (JSON Lines) from: a file, or `-` for stdin.
     #[arg(long = "in", default_value = "-")]
     pub input: PathBuf,
-    /// Records written per store call; each batch is checked whole first.
+    /// Records written per store call (the whole archive is checked first).
     #[arg(long, default_value_t = DEFAULT_BATCH as u32,
           value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub batch: u32,
+    /// Import into tenants that hold data in the store already: records of
+    /// the same key are replaced, the others kept. Without it, such an
+    /// archive is refused and nothing is written.
+    #[arg(long)]
+    pub merge: bool,
+    /// Accept an archive without the end line exports write (one written
+    /// before they did): whether it was cut short cannot then be told.
+    #[arg(long)]
+    pub no_end_line: bool,
+}
+
+impl ImportArgs {
+    /// How to import, with `group_feed_size` from the server's flags.
+    pub fn options(&self, group_feed_size: usize) -> ImportOptions {
+        ImportOptions {
+            batch: self.batch as usize,
+            group_feed_size,
+            merge: self.merge,
+            no_end_line: self.no_end_line,
+        }
+    }
+}
+
+/// How an import writes, and what it accepts.
+#[derive(Clone, Debug)]
+pub struct ImportOptions {
+    /// Records per store call.
+    pub batch: usize,
+    /// Items kept per group feed, as `serve --group-feed-size`.
+    pub group_feed_size: usize,
+    /// Write into tenants that hold data already (`--merge`).
+    pub merge: bool,
+    /// Accept an archive without its end line (`--no-end-line`).
+    pub no_end_line: bool,
+}
+
+impl ImportOptions {
+    /// Batches of `batch`, other settings at their defaults: a whole
+    /// archive, into tenants that hold nothing.
+    pub fn new(batch: usize, group_feed_size: usize) -> Self {
+        Self {
+            batch,
+            group_feed_size,
+            merge: false,
+            no_end_line: false,
+        }
+    }
 }
 
 /// Records moved, by kind.
@@ -109,7 +168,9 @@ fn io_err(what: String) -> impl FnOnce(std::io::Error) -> StoreError {
     move |err| StoreError::from_source(ErrorKind::Unavailable, what, err)
 }
 
-/// Writes records as JSON Lines to `out`, in stream order, and flushes it.
+/// Writes records as JSON Lines to `out`, in stream order, then the end
+/// line that counts them, and flushes it. A stream that fails leaves no end
+/// line, so what was written is not taken for a whole archive.
 pub async fn write_records<W: AsyncWrite + Unpin>(
     mut records: BoxStream<'_, StoreResult<Record>>,
     out: W,
@@ -130,159 +191,214 @@ pub async fn write_records<W: AsyncWrite + Unpin>(
         tally.add(&record);
         progress.inc(1);
     }
+    out.write_all(&lines::end_line(tally.total())?)
+        .await
+        .map_err(io_err("cannot write the export".into()))?;
     out.flush()
         .await
         .map_err(io_err("cannot write the export".into()))?;
     Ok(tally)
 }
 
-/// Reads one line of an import: a record, checked as the API checks input.
-pub fn parse_line(line: &str, number: u64) -> StoreResult<Record> {
-    let record: Record = serde_json::from_str(line).map_err(|e| {
-        // serde_json ends its message with the position in the text it was
-        // given, which is this one line: say the file's line and the column.
-        let text = e.to_string();
-        let suffix = format!(" at line {} column {}", e.line(), e.column());
-        let cause = text.strip_suffix(&suffix).unwrap_or(&text);
-        StoreError::invalid(format!(
-            "line {number}, column {}: not a record: {cause}",
-            e.column()
-        ))
-    })?;
-    record
-        .check()
-        .map_err(|e| StoreError::invalid(format!("line {number}: {e}")))?;
-    Ok(record)
-}
-
-/// Imports JSON Lines from `input` into `store`, `batch` records per call.
-/// Blank lines are skipped. A line that is not a valid record fails the
-/// import before anything of its batch is written; the batches before it
-/// stay written (importing the whole file again is safe: records replace
-/// themselves).
+/// Imports an archive from `input`, all or nothing (see the module's
+/// docs). `input` is read once, and kept in a temporary file meanwhile to
+/// be read again; [`import_file`] reads a file twice instead.
 pub async fn import_lines<R: AsyncBufRead + Unpin>(
     store: &dyn Store,
     input: R,
-    batch: usize,
-    group_feed_size: usize,
+    options: &ImportOptions,
     progress: &ProgressBar,
 ) -> StoreResult<Tally> {
-    let batch = batch.max(1);
-    let mut lines = input.lines();
-    let mut number = 0u64;
-    let mut pending = Vec::with_capacity(batch);
-    // The first line of the batch being gathered, for messages.
-    let mut batch_start = 1u64;
+    let spool = tempfile::tempfile().map_err(io_err(
+        "cannot create a temporary file to keep the archive in while it is checked".into(),
+    ))?;
+    let mut spool = BufWriter::new(tokio::fs::File::from_std(spool));
+    let checked = check(store, input, options, Some(&mut spool), progress).await?;
+    let mut spool = spool.into_inner();
+    spool
+        .seek(std::io::SeekFrom::Start(0))
+        .await
+        .map_err(io_err(
+            "cannot read the archive kept while it was checked".into(),
+        ))?;
+    write(store, BufReader::new(spool), options, &checked, progress).await
+}
+
+/// Imports the archive in the file at `path`, all or nothing (see the
+/// module's docs): it is read once to be checked and again to be written.
+pub async fn import_file(
+    store: &dyn Store,
+    path: &Path,
+    options: &ImportOptions,
+    progress: &ProgressBar,
+) -> StoreResult<Tally> {
+    let open = || async {
+        tokio::fs::File::open(path)
+            .await
+            .map(BufReader::new)
+            .map_err(io_err(format!("cannot open {}", path.display())))
+    };
+    let checked = check(store, open().await?, options, None, progress).await?;
+    write(store, open().await?, options, &checked, progress).await
+}
+
+/// The first pass: every line read and checked, nothing written. Each line
+/// is copied to `spool` when one is given. Answers what the archive holds.
+async fn check<R: AsyncBufRead + Unpin>(
+    store: &dyn Store,
+    input: R,
+    options: &ImportOptions,
+    mut spool: Option<&mut BufWriter<tokio::fs::File>>,
+    progress: &ProgressBar,
+) -> StoreResult<Tally> {
+    let refused = |err: StoreError| StoreError {
+        message: format!("{}; nothing was imported", err.message),
+        ..err
+    };
+    progress.set_message("(checking the archive: nothing written yet)");
+    let mut lines = Lines::new(input);
     let mut tally = Tally::default();
-    loop {
-        let next = lines.next_line().await.map_err(|e| {
-            StoreError::from_source(
-                ErrorKind::InvalidInput,
-                format!("line {}: cannot read it", number + 1),
-                e,
-            )
-        })?;
-        let Some(line) = next else { break };
-        number += 1;
+    // The tenants met so far: each is looked up in the store once. A
+    // tenant's id is at most 256 bytes, and an archive holds few tenants.
+    let mut tenants = HashSet::new();
+    let mut end = None;
+    while let Some((number, line)) = lines.next_line().await.map_err(refused)? {
+        if let Some(spool) = spool.as_mut() {
+            let copied = async {
+                spool.write_all(line.as_bytes()).await?;
+                spool.write_all(b"\n").await
+            };
+            copied.await.map_err(io_err(
+                "cannot keep the archive in a temporary file while it is checked".into(),
+            ))?;
+        }
         if line.trim().is_empty() {
             continue;
         }
-        let record = parse_line(&line, number).map_err(|err| StoreError {
-            message: format!(
-                "{}; nothing from line {batch_start} on was imported ({} records before it were)",
-                err.message,
-                tally.total()
-            ),
-            ..err
-        })?;
-        pending.push(record);
-        if pending.len() >= batch {
-            write_batch(
-                store,
-                &mut pending,
-                &mut tally,
-                progress,
-                group_feed_size,
-                batch_start,
-            )
-            .await?;
-            batch_start = number + 1;
+        if let Some(at) = end {
+            return Err(refused(StoreError::invalid(format!(
+                "line {number}: a line after the end line (line {at}): the archive was changed"
+            ))));
+        }
+        match parse_line(line, number).map_err(refused)? {
+            Line::End { records } if records == tally.total() => end = Some(number),
+            Line::End { records } => {
+                return Err(refused(StoreError::invalid(format!(
+                    "line {number}: the end line counts {records} records, but {} come before \
+                     it: the archive was changed",
+                    tally.total()
+                ))))
+            }
+            Line::Record(record) => {
+                let tenant = record.tenant();
+                if !options.merge && !tenants.contains(tenant) {
+                    if holds_tenant(store, tenant).await.map_err(refused)? {
+                        return Err(refused(StoreError::invalid(format!(
+                            "line {number}: the tenant {tenant:?} holds data in this store \
+                             already, and the archive would be merged into it; to merge it \
+                             (records of the same key replaced, others kept), import it again \
+                             with --merge"
+                        ))));
+                    }
+                    tenants.insert(tenant.to_owned());
+                }
+                tally.add(&record);
+            }
         }
     }
-    write_batch(
-        store,
-        &mut pending,
-        &mut tally,
-        progress,
-        group_feed_size,
-        batch_start,
-    )
-    .await?;
+    if let Some(spool) = spool {
+        spool.flush().await.map_err(io_err(
+            "cannot keep the archive in a temporary file while it is checked".into(),
+        ))?;
+    }
+    if end.is_none() && !options.no_end_line {
+        let last = lines.number();
+        return Err(refused(StoreError::invalid(match last {
+            0 => "line 1: the archive is empty, without even its end line: it was cut short"
+                .to_owned(),
+            _ => format!(
+                "line {last}: the archive ends there without its end line: it was cut short \
+                 (or written before exports wrote one: if it is whole, import it with \
+                 --no-end-line)"
+            ),
+        })));
+    }
+    progress.set_message("");
     Ok(tally)
 }
 
-/// Imports records from a stream (an export) into `store`, `batch` per call.
-pub async fn import_stream(
+/// The second pass: the checked archive written in batches. Only a store
+/// that fails (or an archive changed since it was checked) stops it midway.
+async fn write<R: AsyncBufRead + Unpin>(
     store: &dyn Store,
-    mut records: BoxStream<'_, StoreResult<Record>>,
-    batch: usize,
-    group_feed_size: usize,
+    input: R,
+    options: &ImportOptions,
+    checked: &Tally,
     progress: &ProgressBar,
 ) -> StoreResult<Tally> {
-    let batch = batch.max(1);
+    let batch = options.batch.max(1);
+    let mut lines = Lines::new(input);
     let mut pending = Vec::with_capacity(batch);
     let mut tally = Tally::default();
-    while let Some(record) = records.next().await {
-        pending.push(record?);
-        if pending.len() >= batch {
-            let start = tally.total() + 1;
-            write_batch(
-                store,
-                &mut pending,
-                &mut tally,
-                progress,
-                group_feed_size,
-                start,
-            )
-            .await?;
-        }
-    }
-    let start = tally.total() + 1;
-    write_batch(
-        store,
-        &mut pending,
-        &mut tally,
-        progress,
-        group_feed_size,
-        start,
-    )
-    .await?;
-    Ok(tally)
-}
-
-async fn write_batch(
-    store: &dyn Store,
-    pending: &mut Vec<Record>,
-    tally: &mut Tally,
-    progress: &ProgressBar,
-    group_feed_size: usize,
-    from: u64,
-) -> StoreResult<()> {
-    if pending.is_empty() {
-        return Ok(());
-    }
-    store.import(pending).await.map_err(|err| StoreError {
+    let partly = |err: StoreError, tally: &Tally| StoreError {
         message: format!(
-            "importing the batch from record {from}: {} ({} records before it were imported)",
+            "{}; {} records before it were imported, so the store holds part of the \
+             archive: once the cause is mended, import the archive again with --merge \
+             (records replace themselves)",
             err.message,
             tally.total()
         ),
+        ..err
+    };
+    while let Some((number, line)) = lines.next_line().await.map_err(|e| partly(e, &tally))? {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match parse_line(line, number).map_err(|e| partly(e, &tally))? {
+            Line::End { .. } => break,
+            Line::Record(record) => pending.push((number, record)),
+        }
+        if pending.len() >= batch {
+            write_batch(store, &mut pending, &mut tally, progress, options)
+                .await
+                .map_err(|e| partly(e, &tally))?;
+        }
+    }
+    write_batch(store, &mut pending, &mut tally, progress, options)
+        .await
+        .map_err(|e| partly(e, &tally))?;
+    if &tally != checked {
+        return Err(partly(
+            StoreError::invalid(format!(
+                "the archive changed while it was imported: {tally} written, {checked} checked"
+            )),
+            &tally,
+        ));
+    }
+    Ok(tally)
+}
+
+/// Writes one batch (records with their line numbers), and the group feeds
+/// its actions stand in.
+async fn write_batch(
+    store: &dyn Store,
+    pending: &mut Vec<(u64, Record)>,
+    tally: &mut Tally,
+    progress: &ProgressBar,
+    options: &ImportOptions,
+) -> StoreResult<()> {
+    let Some(&(from, _)) = pending.first() else {
+        return Ok(());
+    };
+    let records: Vec<Record> = pending.drain(..).map(|(_, record)| record).collect();
+    store.import(&records).await.map_err(|err| StoreError {
+        message: format!("importing the batch from line {from}: {}", err.message),
         ..err
     })?;
     // Group feeds are rebuilt, not carried: each action whose fan-out was
     // done is posted to its groups again, in the order of the archive (a
     // pending one is posted by the worker's fan-out).
-    for record in pending.iter() {
+    for record in &records {
         if let Record::Action { action } = record {
             if action.fan_out.state != FanOutState::Done || action.hidden {
                 continue;
@@ -293,16 +409,15 @@ async fn write_batch(
             };
             for group in action.group_feeds() {
                 store
-                    .post_to_group(&action.tenant, group, at, group_feed_size)
+                    .post_to_group(&action.tenant, group, at, options.group_feed_size)
                     .await?;
             }
         }
     }
-    for record in pending.iter() {
+    for record in &records {
         tally.add(record);
     }
-    progress.inc(pending.len() as u64);
-    pending.clear();
+    progress.inc(records.len() as u64);
     Ok(())
 }
 
@@ -346,7 +461,8 @@ async fn write_out(
     Ok(tally)
 }
 
-/// `riverfeed import`: `--in` into the store at `store_url`.
+/// `riverfeed import`: `--in` into the store at `store_url`, all or
+/// nothing.
 pub async fn run_import(
     args: &ImportArgs,
     store_url: &str,
@@ -357,22 +473,12 @@ pub async fn run_import(
         .await
         .with_context(|| format!("cannot open the store {}", store::mongo::redact(store_url)))?;
     let progress = spinner("imported");
-    let batch = args.batch as usize;
+    let options = args.options(group_feed_size);
     let tally = if args.input == Path::new("-") {
-        import_lines(
-            &*store,
-            BufReader::new(tokio::io::stdin()),
-            batch,
-            group_feed_size,
-            &progress,
-        )
-        .await
+        let stdin = BufReader::new(tokio::io::stdin());
+        import_lines(&*store, stdin, &options, &progress).await
     } else {
-        let file = tokio::fs::File::open(&args.input)
-            .await
-            .with_context(|| format!("cannot open {}", args.input.display()))?;
-        let input = BufReader::new(file);
-        import_lines(&*store, input, batch, group_feed_size, &progress).await
+        import_file(&*store, &args.input, &options, &progress).await
     };
     progress.finish_and_clear();
     let tally = tally.with_context(|| format!("import of {}", args.input.display()))?;

@@ -82,8 +82,9 @@ pub enum Command {
     /// Write every record of a store (or of one tenant) as JSON Lines, to a
     /// file or stdout. `--store` picks the store as for `serve`.
     Export(crate::archive_cmd::ExportArgs),
-    /// Read records (JSON Lines, as `export` writes them) into a store, in
-    /// batches. Importing the same records twice leaves one copy.
+    /// Read records (JSON Lines, as `export` writes them) into a store, all
+    /// or nothing: the whole archive is checked before anything is written.
+    /// A tenant that holds data already takes an archive only with `--merge`.
     Import(crate::archive_cmd::ImportArgs),
     /// Holds live subscribers for `bench` in a process of their own.
     #[command(hide = true)]

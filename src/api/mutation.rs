@@ -18,7 +18,7 @@ use super::types::{user_node, ActionNode, UserNode};
 use super::{acting_user, require_service, require_users, state, viewer, AppState, Viewer};
 use crate::descriptor::DescriptorInput;
 use crate::events::ActionEventKind;
-use crate::model::limits::{check_text, normalize_id, normalize_ids};
+use crate::model::limits::{check_name, check_text, normalize_id, normalize_ids};
 use crate::model::{Action, Comment, Counts, FanOut, GroupKind, ObjectId, Scope, User};
 use crate::store::{Existing, Graph, NoticeJob, NoticeSource, Reactions, Removal, Timelines};
 use crate::timeline::home::pulled_item;
@@ -489,7 +489,8 @@ impl ActionMutation {
 
     /// Sets the display name copied next to `refId` (an applicant's name beside
     /// its `applicantId`, a position's…) in every action that refers to it.
-    /// Returns how many copied names changed. `service` and `admin` only.
+    /// Returns how many copied names changed. The name is at most 1 KiB, as
+    /// every copied name. `service` and `admin` only.
     async fn rename_ref(
         &self,
         ctx: &Context<'_>,
@@ -502,7 +503,9 @@ impl ActionMutation {
         if name.trim().is_empty() {
             return Err(bad_input("name must not be empty"));
         }
-        check_text("name", &name).api()?;
+        // The name is copied into descriptors' name fields, which
+        // `recordAction` caps at 1 KiB: the same cap here.
+        check_name("name", &name).api()?;
         let state = state(ctx)?;
         let pairs = state.descriptors.named_refs();
         state

@@ -109,6 +109,20 @@ pub fn normalize_id(field: &str, value: &str) -> Result<String, InputError> {
     Ok(value)
 }
 
+/// An id that did not come through the API (a record an import reads) as
+/// the API would have kept it: refused where [`normalize_id`] refuses it,
+/// and where it is not the form [`normalize_id`] keeps (Unicode's NFC), so
+/// that nothing is written under an id no client could name.
+pub fn check_kept_id(field: &str, value: &str) -> Result<(), InputError> {
+    let kept = normalize_id(field, value)?;
+    if kept != value {
+        return Err(InputError::new(format!(
+            "{field} {value:?} is not in Unicode NFC ({kept:?} is the same id); ids are kept in NFC"
+        )));
+    }
+    Ok(())
+}
+
 /// Puts an id in place in the form [`normalize_id`] gives it.
 pub fn normalize_id_in(field: &str, value: &mut String) -> Result<(), InputError> {
     *value = normalize_id(field, value)?;
@@ -170,6 +184,16 @@ mod tests {
         // The length is the normalised one's.
         assert!(normalize_id("id", &"e\u{301}".repeat(MAX_ID_BYTES / 2)).is_ok());
         assert!(normalize_id("id", " bob").is_err());
+    }
+
+    #[test]
+    fn a_kept_id_is_one_the_api_would_have_kept() {
+        assert_eq!(check_kept_id("id", "\u{e9}"), Ok(()));
+        let decomposed = check_kept_id("id", "e\u{301}").expect_err("not NFC");
+        assert!(decomposed.0.contains("NFC"), "{decomposed}");
+        let hidden = check_kept_id("id", "bob\u{200B}").expect_err("hidden");
+        assert!(hidden.0.contains("U+200B"), "{hidden}");
+        assert!(check_kept_id("id", &"x".repeat(MAX_ID_BYTES + 1)).is_err());
     }
 
     #[test]

@@ -48,7 +48,7 @@ use super::{
     StoreResult, Unfollow,
 };
 use super::{Notices, RecordKind, RecordStore, Records, Relation};
-use crate::model::limits::{check_id, InputError};
+use crate::model::limits::{check_kept_id, check_text, InputError};
 use crate::model::{
     Action, Comment, EdgeKind, FanOutState, FeedItem, GroupKind, Inbox, MembershipRole, Millis,
     NoticeGroup, ObjectId, Reason,
@@ -223,72 +223,80 @@ impl Record {
         }
     }
 
-    /// Checks the ids a record holds the way the API checks them, so that an
-    /// import never writes what the API would have refused.
+    /// Checks the ids and texts a record holds the way the API checks them
+    /// ([`check_kept_id`], [`check_text`]), so that an import never writes
+    /// what the API would have refused.
     pub fn check(&self) -> Result<(), InputError> {
-        check_id("tenant", self.tenant())?;
+        check_kept_id("tenant", self.tenant())?;
         match self {
-            Record::User { id, .. } => check_id("id", id),
+            Record::User { id, name, .. } => {
+                check_kept_id("id", id)?;
+                name.as_deref()
+                    .map_or(Ok(()), |name| check_text("name", name))
+            }
             Record::Edge { from, to, .. } => {
-                check_id("from", from)?;
-                check_id("to", to)?;
+                check_kept_id("from", from)?;
+                check_kept_id("to", to)?;
                 if from == to {
                     return Err(InputError::new(format!("an edge from {from:?} to itself")));
                 }
                 Ok(())
             }
             Record::Membership { group, user, .. } => {
-                check_id("group", group)?;
-                check_id("user", user)
+                check_kept_id("group", group)?;
+                check_kept_id("user", user)
             }
             Record::Assignment { user, ref_id, .. } => {
-                check_id("user", user)?;
-                check_id("refId", ref_id)
+                check_kept_id("user", user)?;
+                check_kept_id("refId", ref_id)
             }
             Record::Supervisor {
                 user, supervisor, ..
             } => {
-                check_id("user", user)?;
-                check_id("supervisor", supervisor)
+                check_kept_id("user", user)?;
+                check_kept_id("supervisor", supervisor)
             }
-            Record::Action { action } => check_id("actorId", &action.actor_id),
-            Record::Comment { comment, .. } => check_id("authorId", &comment.author_id),
-            Record::Like { user, .. } => check_id("user", user),
-            Record::FeedItem { item, .. } => check_id("owner", &item.owner),
+            Record::Action { action } => check_action(action),
+            Record::Comment { comment, .. } => {
+                check_kept_id("authorId", &comment.author_id)?;
+                check_text("text", &comment.text)
+            }
+            Record::Like { user, .. } => check_kept_id("user", user),
+            Record::FeedItem { item, .. } => check_kept_id("owner", &item.owner),
             Record::NoticeGroup { group } => {
                 // The key is not an id: it joins ids and may be longer.
-                check_id("owner", &group.owner)?;
+                check_kept_id("owner", &group.owner)?;
                 group
                     .members
                     .iter()
-                    .try_for_each(|m| check_id("actor", &m.actor))
+                    .try_for_each(|m| check_kept_id("actor", &m.actor))
             }
-            Record::Inbox { inbox } => check_id("owner", &inbox.owner),
+            Record::Inbox { inbox } => check_kept_id("owner", &inbox.owner),
             Record::NoticeJob { job } => match &job.source {
-                NoticeSource::Like { user, .. } => check_id("user", user),
+                NoticeSource::Like { user, .. } => check_kept_id("user", user),
                 NoticeSource::Assigned { ref_id, user, by } => {
-                    check_id("refId", ref_id)?;
-                    check_id("user", user)?;
-                    check_id("by", by)
+                    check_kept_id("refId", ref_id)?;
+                    check_kept_id("user", user)?;
+                    check_kept_id("by", by)
                 }
             },
             Record::Cleanup { unfollow } => {
-                check_id("reader", &unfollow.reader)?;
-                check_id("actor", &unfollow.actor)
+                check_kept_id("reader", &unfollow.reader)?;
+                check_kept_id("actor", &unfollow.actor)
             }
             Record::Webhook { webhook, .. } => {
-                check_id("id", &webhook.id)?;
+                check_kept_id("id", &webhook.id)?;
                 crate::model::Webhook::check_url(&webhook.url)
                     .map(drop)
                     .map_err(InputError::new)
             }
             Record::DeadDelivery { dead, .. } => {
-                check_id("webhook", &dead.delivery.webhook)?;
-                check_id("message", &dead.delivery.message)
+                check_kept_id("webhook", &dead.delivery.webhook)?;
+                check_kept_id("message", &dead.delivery.message)
             }
             Record::WebhookDelivery { delivery, .. } => {
-                check_id("webhook", &delivery.webhook)?;
-                check_id("message", &delivery.message)
+                check_kept_id("webhook", &delivery.webhook)?;
+                check_kept_id("message", &delivery.message)
             }
         }
     }
@@ -316,6 +324,38 @@ impl Record {
     }
 }
 
+/// An action's ids, and its descriptor's strings: every one is an id, a
+/// name or a text, so none is longer than a text may be (which of them is
+/// which is the descriptor file's to say, and an import does not read it).
+fn check_action(action: &Action) -> Result<(), InputError> {
+    check_kept_id("actorId", &action.actor_id)?;
+    let lists = [
+        ("readers", &action.readers),
+        ("scopeGroups", &action.scope_groups),
+        ("refIds", &action.ref_ids),
+        ("tags", &action.tags),
+        ("to", &action.to),
+    ];
+    for (field, ids) in lists {
+        ids.iter().try_for_each(|id| check_kept_id(field, id))?;
+    }
+    fn strings(field: &str, value: &serde_json::Value) -> Result<(), InputError> {
+        match value {
+            serde_json::Value::String(text) => check_text(field, text),
+            serde_json::Value::Array(items) => items.iter().try_for_each(|v| strings(field, v)),
+            serde_json::Value::Object(fields) => {
+                fields.iter().try_for_each(|(name, v)| strings(name, v))
+            }
+            _ => Ok(()),
+        }
+    }
+    let descriptor = &action.descriptor;
+    descriptor
+        .fields()
+        .iter()
+        .try_for_each(|(name, value)| strings(&format!("{}.{name}", descriptor.type_name()), value))
+}
+
 /// Export and import of whole stores. Part of every [`super::Store`].
 #[async_trait]
 pub trait Archive: Send + Sync {
@@ -330,6 +370,17 @@ pub trait Archive: Send + Sync {
     /// Writes records as they are. A record that is already there is
     /// replaced, so importing twice leaves one copy.
     async fn import(&self, records: &[Record]) -> StoreResult<()>;
+}
+
+/// Whether the store holds anything of `tenant` that an export carries:
+/// the first record of its export, or none.
+pub async fn holds_tenant<S: Archive + ?Sized>(store: &S, tenant: &str) -> StoreResult<bool> {
+    use futures_util::StreamExt as _;
+    match store.export(Some(tenant)).next().await {
+        None => Ok(false),
+        Some(Ok(_)) => Ok(true),
+        Some(Err(err)) => Err(err),
+    }
 }
 
 /// Writes the webhook records among `records` through [`RecordStore`] and

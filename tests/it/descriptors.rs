@@ -224,6 +224,22 @@ async fn own_action_types_are_served_and_checked(backend: Backend) {
         .await;
     let feed = rita.data(FEED, json!({})).await;
     assert_eq!(descriptors(&feed)[0]["orderName"], "Order #1 (gift)");
+    // A new name is capped as a recorded one (1 KiB): a longer one is
+    // refused, and the copies stay as they were.
+    let refused = server
+        .service("acme")
+        .post(
+            "mutation($name: String!) { renameRef(refId: \"order-1\", name: $name) }",
+            json!({ "name": "n".repeat(2_000) }),
+        )
+        .await;
+    assert_eq!(
+        first_error_code(&refused).as_deref(),
+        Some("BAD_USER_INPUT"),
+        "{refused}"
+    );
+    let feed = rita.data(FEED, json!({})).await;
+    assert_eq!(descriptors(&feed)[0]["orderName"], "Order #1 (gift)");
 
     // `@notify`: the customer the action names hears of it.
     let cora = server.client("acme", "cora");

@@ -173,7 +173,8 @@ async fn an_import_rebuilds_group_feeds(backend: Backend) {
     let Some(target) = TestStore::open(Backend::Embedded).await else {
         return;
     };
-    archive_cmd::import_lines(&*target.store, &lines[..], 2, 1_000, &ProgressBar::hidden())
+    let options = archive_cmd::ImportOptions::new(2, 1_000);
+    archive_cmd::import_lines(&*target.store, &lines[..], &options, &ProgressBar::hidden())
         .await
         .expect("imported");
     let after = target

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use riverfeed::archive_cmd::{self, ExportArgs};
+use riverfeed::archive_cmd::{self, ExportArgs, Line};
 use riverfeed::model::{EdgeKind, FanOutState, ReasonKind};
 use riverfeed::store::embedded::EmbeddedStore;
 use riverfeed::store::{Archive, Graph, Record, Store, StoreSettings, Timelines};
@@ -67,11 +67,25 @@ async fn a_live_store_exports_as_of_one_moment() {
     let total = writer.await.expect("writer").expect("writes");
 
     let text = std::fs::read_to_string(&out).expect("export file");
-    let records: Vec<Record> = text
+    let lines: Vec<_> = text
         .lines()
         .enumerate()
-        .map(|(i, line)| archive_cmd::parse_line(line, i as u64 + 1).expect("a record"))
+        .map(|(i, line)| archive_cmd::parse_line(line, i as u64 + 1).expect("a line"))
         .collect();
+    let (end, records) = lines.split_last().expect("an end line");
+    let records: Vec<Record> = records
+        .iter()
+        .map(|line| match line {
+            Line::Record(record) => record.clone(),
+            Line::End { .. } => panic!("an end line before the end"),
+        })
+        .collect();
+    assert_eq!(
+        end,
+        &Line::End {
+            records: tally.total()
+        }
+    );
     assert_eq!(records.len() as u64, tally.total());
     let mut actions: Vec<_> = records
         .iter()

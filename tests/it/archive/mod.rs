@@ -27,6 +27,7 @@ use crate::common::{Backend, HeldFanOut, TestStore};
 
 mod live;
 mod notices;
+mod refusals;
 
 use notices::{assert_notices_imported, populate_notices};
 
@@ -480,7 +481,8 @@ async fn via_json_lines(records: Vec<Record>, target: &dyn Store, batch: usize) 
     )
     .await
     .expect("JSON Lines written");
-    let read = archive_cmd::import_lines(target, &lines[..], batch, 1_000, &ProgressBar::hidden())
+    let options = archive_cmd::ImportOptions::new(batch, 1_000);
+    let read = archive_cmd::import_lines(target, &lines[..], &options, &ProgressBar::hidden())
         .await
         .expect("JSON Lines imported");
     assert_eq!(written, read, "every record written is read");
@@ -616,8 +618,8 @@ async fn assert_imported_store_works(source: &dyn Store, target: &dyn Store, p: 
     );
 }
 
-/// A bad line stops the import with its line number, before anything of its
-/// batch is written.
+/// A bad line stops the import with its line number, before anything is
+/// written: the batches before it included.
 async fn a_bad_line_names_itself(backend: Backend) {
     let Some(target) = TestStore::open(backend).await else {
         return;
@@ -630,6 +632,7 @@ async fn a_bad_line_names_itself(backend: Backend) {
         })
         .expect("encodes")
     };
+    let options = archive_cmd::ImportOptions::new(2, 1_000);
     let input = format!(
         "{}\n{}\n\n{}\n{{\"record\": \"user\", \"tenant\": \"{T}\"}}\n{}\n",
         user("u1"),
@@ -640,33 +643,27 @@ async fn a_bad_line_names_itself(backend: Backend) {
     let err = archive_cmd::import_lines(
         &*target.store,
         input.as_bytes(),
-        2,
-        1_000,
+        &options,
         &ProgressBar::hidden(),
     )
     .await
     .expect_err("line 5 is not a record");
     assert_eq!(err.kind, ErrorKind::InvalidInput);
     assert!(err.message.contains("line 5"), "{err}");
+    assert!(err.message.contains("nothing was imported"), "{err}");
     let ids: Vec<String> = ["u1", "u2", "u3", "u4"].map(String::from).to_vec();
-    let mut users: Vec<String> = target
-        .store
-        .get_users(T, &ids)
-        .await
-        .expect("users")
-        .into_iter()
-        .map(|u| u.id)
-        .collect();
-    users.sort();
-    assert_eq!(users, ["u1", "u2"], "the first batch only");
+    let users = target.store.get_users(T, &ids).await.expect("users");
+    assert!(
+        users.is_empty(),
+        "nothing, not even the first batch: {users:?}"
+    );
 
     // An id the API would refuse is refused here too, by line.
     let bad_id = "{\"record\":\"user\",\"tenant\":\"arch\",\"id\":\" padded\",\"name\":null}";
     let err = archive_cmd::import_lines(
         &*target.store,
         format!("{}\n{bad_id}\n", user("u9")).as_bytes(),
-        10,
-        1_000,
+        &options,
         &ProgressBar::hidden(),
     )
     .await
@@ -679,7 +676,7 @@ async fn a_bad_line_names_itself(backend: Backend) {
             .await
             .expect("users")
             .is_empty(),
-        "nothing of the failed batch"
+        "nothing of the failed import"
     );
     target.remove().await;
 }
