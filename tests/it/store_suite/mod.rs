@@ -113,6 +113,7 @@ store_cases! {
         graph::edges,
         graph::sources_and_cuts,
         graph::assignments_and_supervisors,
+        graph::one_supervisor_at_once,
         groups::groups,
         groups::membership_starts,
         groups::group_rings,
