@@ -27,9 +27,7 @@ use crate::model::{
     Scope, User,
 };
 use crate::relevancy::BumpRules;
-use crate::store::{
-    Existing, JoinOutcome, Store, StoreError, StoreResult,
-};
+use crate::store::{Existing, JoinOutcome, Store, StoreError, StoreResult};
 use crate::store::{Graph, Reactions};
 use crate::timeline::FeedModel;
 

@@ -36,11 +36,7 @@ impl Worker {
 
     /// Runs one claimed cleanup, keeping its lease until the items are out
     /// and the job finished.
-    async fn clean_unfollow(
-        &self,
-        lease: &Lease,
-        failure: &mut Option<crate::store::StoreError>,
-    ) {
+    async fn clean_unfollow(&self, lease: &Lease, failure: &mut Option<crate::store::StoreError>) {
         let u = match Unfollow::of_job(&lease.job) {
             Ok(u) => u,
             Err(err) => {

@@ -211,7 +211,11 @@ async fn build(
 /// each build writes its record only once it has read the sources after
 /// its first record, and the fan-out fills the river from that record on.
 /// Returns how many were built.
-pub async fn finish_builds(store: &dyn Store, model: &FeedModel, now: Millis) -> StoreResult<usize> {
+pub async fn finish_builds(
+    store: &dyn Store,
+    model: &FeedModel,
+    now: Millis,
+) -> StoreResult<usize> {
     sweep(store, model, now).await?;
     let mut built = 0;
     loop {

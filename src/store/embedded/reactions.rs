@@ -8,9 +8,7 @@ use super::keys::{self, reaction, Key, Oid, Reader};
 use super::relations::{delete_relation, put_relation, relation_key};
 use super::Inner;
 use crate::model::{Comment, Counts, Millis, ObjectId, Position};
-use crate::store::{
-    BumpJob, Direction, FeedRange, NoticeJob, NoticeSource, Relation, StoreResult,
-};
+use crate::store::{BumpJob, Direction, FeedRange, NoticeJob, NoticeSource, Relation, StoreResult};
 
 impl Inner {
     pub(super) fn add_comment(&self, tenant: &str, comment: &Comment) -> StoreResult<Counts> {

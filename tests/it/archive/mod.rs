@@ -242,8 +242,12 @@ async fn populate(store: &dyn Store) -> StoreResult<Populated> {
         created: NOW + 2_000,
     };
     store.add_comment(T, &queued).await?;
-    store.set_like(T, delivered.id, "bob", true, NOW + 3_000).await?;
-    store.set_like(T, delivered.id, "dan", true, NOW + 3_000).await?;
+    store
+        .set_like(T, delivered.id, "bob", true, NOW + 3_000)
+        .await?;
+    store
+        .set_like(T, delivered.id, "dan", true, NOW + 3_000)
+        .await?;
     // Their notice jobs ran: the notices populated below stand for theirs.
     for user in ["bob", "dan"] {
         let source = riverfeed::store::NoticeSource::Like {

@@ -309,7 +309,10 @@ pub(super) async fn reactions(store: &dyn Store) -> Result<()> {
             )
     );
     ensure!(
-        !store.set_like(tenant, a.id, "x-alice", true, 5_001).await?.0,
+        !store
+            .set_like(tenant, a.id, "x-alice", true, 5_001)
+            .await?
+            .0,
         "one like per user"
     );
     // The like's notice job came with it, in the same step.
@@ -324,7 +327,10 @@ pub(super) async fn reactions(store: &dyn Store) -> Result<()> {
             queued.len() == 1 && queued[0].held.is_none(),
             "the like's notice job waits: {queued:?}"
         );
-        ensure!(NoticeJob::of_job(&queued[0].job)?.at == at, "timed by the like");
+        ensure!(
+            NoticeJob::of_job(&queued[0].job)?.at == at,
+            "timed by the like"
+        );
         anyhow::Ok(())
     };
     owed(5_000).await?;
@@ -334,7 +340,9 @@ pub(super) async fn reactions(store: &dyn Store) -> Result<()> {
         .claim(JobKind::Notice, "w1", 5_010, 60_000, 10)
         .await?;
     ensure!(held.len() == 1, "{held:?}");
-    store.set_like(tenant, a.id, "x-alice", false, 5_020).await?;
+    store
+        .set_like(tenant, a.id, "x-alice", false, 5_020)
+        .await?;
     store.set_like(tenant, a.id, "x-alice", true, 5_030).await?;
     let ended = store.finish(&held[0]).await;
     ensure!(
@@ -342,9 +350,18 @@ pub(super) async fn reactions(store: &dyn Store) -> Result<()> {
         "{ended:?}"
     );
     owed(5_030).await?;
-    ensure!(store.set_like(tenant, a.id, "x-carol", true, 5_002).await?.1.likes == 2);
     ensure!(
-        store.set_like(tenant, a.id, "x-carol", false, 5_003).await?
+        store
+            .set_like(tenant, a.id, "x-carol", true, 5_002)
+            .await?
+            .1
+            .likes
+            == 2
+    );
+    ensure!(
+        store
+            .set_like(tenant, a.id, "x-carol", false, 5_003)
+            .await?
             == (
                 true,
                 Counts {
@@ -353,7 +370,12 @@ pub(super) async fn reactions(store: &dyn Store) -> Result<()> {
                 }
             )
     );
-    ensure!(!store.set_like(tenant, a.id, "x-carol", false, 5_004).await?.0);
+    ensure!(
+        !store
+            .set_like(tenant, a.id, "x-carol", false, 5_004)
+            .await?
+            .0
+    );
     ensure!(
         store
             .liked(tenant, "x-alice", &[a.id, ObjectId::new()])
