@@ -27,9 +27,7 @@ use crate::model::{
     Scope, User,
 };
 use crate::relevancy::BumpRules;
-use crate::store::{
-    Existing, JoinOutcome, NoticeJob, NoticeSource, Store, StoreError, StoreResult,
-};
+use crate::store::{Existing, JoinOutcome, Store, StoreError, StoreResult};
 use crate::store::{Graph, Reactions};
 use crate::timeline::FeedModel;
 
@@ -285,16 +283,11 @@ async fn reactions(store: &dyn Store, history: &History, ids: &[ObjectId]) -> St
     // Each like notifies its action's actor, as a like through the API
     // does: the worker writes it from the job, a minute after the action.
     concurrently(&history.likes, |&(action, user)| async move {
-        store.set_like(TENANT, ids[action], user, true).await?;
-        let job = NoticeJob {
-            tenant: TENANT.to_owned(),
-            source: NoticeSource::Like {
-                action_id: ids[action],
-                user: user.to_owned(),
-            },
-            at: history.actions[action].conducted + LIKED_AFTER,
-        };
-        store.enqueue(&job.to_job()?).await.map(|_| ())
+        let at = history.actions[action].conducted + LIKED_AFTER;
+        store
+            .set_like(TENANT, ids[action], user, true, at)
+            .await
+            .map(|_| ())
     })
     .await
 }

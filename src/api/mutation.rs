@@ -264,18 +264,16 @@ impl ActionMutation {
         let id = action_id_arg("actionId", &action_id)?;
         let mut action = readable_action(ctx, viewer, id).await?;
         let state = state(ctx)?;
+        // A like owes its notice in the same step: its job is queued with it.
+        let now = state.clock.now();
         let (changed, counts) = state
             .store
-            .set_like(&viewer.tenant, id, &viewer.user, on)
+            .set_like(&viewer.tenant, id, &viewer.user, on, now)
             .await
             .api()?;
         action.counts = counts;
-        if on {
-            let source = NoticeSource::Like {
-                action_id: id,
-                user: viewer.user.clone(),
-            };
-            queue_notice(state, &viewer.tenant, source).await?;
+        if changed && on {
+            state.wake.notify_one();
         }
         if changed {
             let kind = if on {

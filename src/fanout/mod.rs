@@ -261,7 +261,7 @@ impl Worker {
                 break;
             }
             let audience = match self
-                .keeping_lease(&claim, self.audience_of(&claim.action))
+                .keeping_lease(&claim.lease, self.audience_of(&claim.action))
                 .await
             {
                 Ok(audience) => audience,
@@ -272,7 +272,7 @@ impl Worker {
             };
             if audience.len() > batch {
                 let done = self
-                    .keeping_lease(&claim, self.deliver_audience(&claim, audience))
+                    .keeping_lease(&claim.lease, self.deliver_audience(&claim, audience))
                     .await;
                 self.fanned_out(&claim, done, &mut tries, &mut failure);
                 continue;
@@ -310,11 +310,14 @@ impl Worker {
 
     /// Claims up to the claim limit of `kind`'s due jobs for this worker.
     async fn claim(&self, kind: JobKind) -> StoreResult<Vec<Lease>> {
+        self.claim_up_to(kind, self.config.claim_limit).await
+    }
+
+    /// Claims up to `limit` of `kind`'s due jobs for this worker.
+    async fn claim_up_to(&self, kind: JobKind, limit: usize) -> StoreResult<Vec<Lease>> {
         let now = self.clock.now();
-        let (id, config) = (&self.config.id, &self.config);
-        self.store
-            .claim(kind, id, now, config.lease_ms, config.claim_limit)
-            .await
+        let (id, lease_ms) = (&self.config.id, self.config.lease_ms);
+        self.store.claim(kind, id, now, lease_ms, limit).await
     }
 
     /// The actions of claimed fan-out jobs, read in one call per tenant. A
@@ -354,30 +357,36 @@ impl Worker {
     /// Delivers one claimed action to its whole audience and marks it done.
     pub async fn fan_out(&self, claim: &Claim) -> StoreResult<()> {
         let audience = self
-            .keeping_lease(claim, self.audience_of(&claim.action))
+            .keeping_lease(&claim.lease, self.audience_of(&claim.action))
             .await?;
-        self.keeping_lease(claim, self.deliver_audience(claim, audience))
+        self.keeping_lease(&claim.lease, self.deliver_audience(claim, audience))
             .await
     }
 
-    /// Runs `work` on a claimed fan-out, renewing the claim's lease every
-    /// third of it meanwhile: reading a large audience, or writing a batch
-    /// on a slow database, may take longer than the lease, and a lease
-    /// that runs out mid-way hands the work to another worker, which would
-    /// start over and lose it the same way. Ends with `LeaseLost` if the
-    /// lease was lost anyway.
+    /// Runs `work` on a claimed job (a fan-out, a cleanup), renewing its
+    /// lease every third of it meanwhile: reading a large audience or a
+    /// whole feed, or writing a batch on a slow database, may take longer
+    /// than the lease, and a lease that runs out mid-way hands the work to
+    /// another worker, which would run it beside this one and lose it the
+    /// same way. A renewal that fails ends the renewals, not the work: its
+    /// own last step (which finishes the job under the lease) says whether
+    /// the lease was lost, and may have finished the job just before.
     async fn keeping_lease<T>(
         &self,
-        claim: &Claim,
+        lease: &Lease,
         work: impl std::future::Future<Output = StoreResult<T>>,
     ) -> StoreResult<T> {
-        let every = Duration::from_millis((claim.lease.lease_ms / 3).max(1) as u64);
+        let every = Duration::from_millis((lease.lease_ms / 3).max(1) as u64);
+        let mut renewing = true;
         tokio::pin!(work);
         loop {
             tokio::select! {
                 out = &mut work => return out,
-                _ = tokio::time::sleep(every) => {
-                    self.store.renew(&claim.lease, self.clock.now()).await?;
+                _ = tokio::time::sleep(every), if renewing => {
+                    if let Err(err) = self.store.renew(lease, self.clock.now()).await {
+                        debug!(key = %lease.job.key, cause = %err.chain(), "a lease's renewal failed; the work goes on unrenewed");
+                        renewing = false;
+                    }
                 }
             }
         }

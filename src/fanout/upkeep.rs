@@ -14,73 +14,82 @@ impl Worker {
     /// Claims unfollow cleanups and runs them: each takes the items that came
     /// by an ended edge (or, for a group left, the group items the reader may
     /// no longer read) out of the reader's feed, and a reader online gets
-    /// `REMOVED` for each. Returns how many were claimed.
+    /// `REMOVED` for each. A cleanup reads the reader's whole feed, so each
+    /// is claimed when it starts (one claimed with others would wait for
+    /// them while its lease runs) and its lease is renewed while it runs.
+    /// Returns how many were claimed.
     pub(super) async fn clean_unfollows(
         &self,
         shutdown: &CancellationToken,
         failure: &mut Option<crate::store::StoreError>,
     ) -> StoreResult<usize> {
-        let leases = self.claim(JobKind::Cleanup).await?;
-        let claimed = leases.len();
-        for lease in leases {
-            if shutdown.is_cancelled() {
+        let mut claimed = 0;
+        while claimed < self.config.claim_limit && !shutdown.is_cancelled() {
+            let Some(lease) = self.claim_up_to(JobKind::Cleanup, 1).await?.pop() else {
                 break;
-            }
-            let u = match Unfollow::of_job(&lease.job) {
-                Ok(u) => u,
-                Err(err) => {
-                    error!(key = %lease.job.key, cause = %err.chain(), "a cleanup job is unreadable");
-                    failure.get_or_insert(err);
-                    continue;
-                }
             };
-            let u = &u;
-            let store = self.store.as_ref();
-            let cleaned = if u.kind.names_items() {
-                let expiry = Expiry {
-                    now: self.clock.now(),
-                    item_ttl: self.config.item_ttl,
-                };
-                match groups::named_items(store, u, expiry).await {
-                    Ok(ids) => store.clean(&lease, Some(&ids)).await,
-                    Err(err) => Err(err),
-                }
-            } else {
-                store.clean(&lease, None).await
-            };
-            self.metrics.job("cleanup", cleaned.is_ok());
-            match cleaned {
-                Ok(removed) => {
-                    debug!(reader = %u.reader, actor = %u.actor, removed = removed.len(), "unfollow cleaned up");
-                    let now = self.clock.now();
-                    let put_back = match u.kind {
-                        Ended::Edge(_) => {
-                            follow::put_back(store, &u.tenant, &u.reader, &removed, now).await
-                        }
-                        Ended::Group => Ok(Vec::new()),
-                    };
-                    let kept = match put_back {
-                        Ok(kept) => kept,
-                        Err(err) => {
-                            failure.get_or_insert(err);
-                            Vec::new()
-                        }
-                    };
-                    self.hub
-                        .publish_feed_items(FeedEventKind::Removed, &u.tenant, None, removed);
-                    self.hub
-                        .publish_feed_items(FeedEventKind::Added, &u.tenant, None, kept);
-                }
-                Err(err) if err.kind == ErrorKind::LeaseLost => {
-                    warn!(reader = %u.reader, actor = %u.actor, cause = %err.chain(), "lease lost; leaving the cleanup to its new owner");
-                }
-                Err(err) => {
-                    error!(reader = %u.reader, actor = %u.actor, cause = %err.chain(), "an unfollow cleanup failed; it is retried when its lease runs out");
-                    failure.get_or_insert(err);
-                }
-            }
+            claimed += 1;
+            self.clean_unfollow(&lease, failure).await;
         }
         Ok(claimed)
+    }
+
+    /// Runs one claimed cleanup, keeping its lease until the items are out
+    /// and the job finished.
+    async fn clean_unfollow(&self, lease: &Lease, failure: &mut Option<crate::store::StoreError>) {
+        let u = match Unfollow::of_job(&lease.job) {
+            Ok(u) => u,
+            Err(err) => {
+                error!(key = %lease.job.key, cause = %err.chain(), "a cleanup job is unreadable");
+                failure.get_or_insert(err);
+                return;
+            }
+        };
+        let u = &u;
+        let store = self.store.as_ref();
+        let cleaning = async {
+            if !u.kind.names_items() {
+                return store.clean(lease, None).await;
+            }
+            let expiry = Expiry {
+                now: self.clock.now(),
+                item_ttl: self.config.item_ttl,
+            };
+            let ids = groups::named_items(store, u, expiry).await?;
+            store.clean(lease, Some(&ids)).await
+        };
+        let cleaned = self.keeping_lease(lease, cleaning).await;
+        self.metrics.job("cleanup", cleaned.is_ok());
+        match cleaned {
+            Ok(removed) => {
+                debug!(reader = %u.reader, actor = %u.actor, removed = removed.len(), "unfollow cleaned up");
+                let now = self.clock.now();
+                let put_back = match u.kind {
+                    Ended::Edge(_) => {
+                        follow::put_back(store, &u.tenant, &u.reader, &removed, now).await
+                    }
+                    Ended::Group => Ok(Vec::new()),
+                };
+                let kept = match put_back {
+                    Ok(kept) => kept,
+                    Err(err) => {
+                        failure.get_or_insert(err);
+                        Vec::new()
+                    }
+                };
+                self.hub
+                    .publish_feed_items(FeedEventKind::Removed, &u.tenant, None, removed);
+                self.hub
+                    .publish_feed_items(FeedEventKind::Added, &u.tenant, None, kept);
+            }
+            Err(err) if err.kind == ErrorKind::LeaseLost => {
+                warn!(reader = %u.reader, actor = %u.actor, cause = %err.chain(), "lease lost; leaving the cleanup to its new owner");
+            }
+            Err(err) => {
+                error!(reader = %u.reader, actor = %u.actor, cause = %err.chain(), "an unfollow cleanup failed; it is retried when its lease runs out");
+                failure.get_or_insert(err);
+            }
+        }
     }
 
     /// The model's upkeep (rivers: dropping idle ones), at most once a

@@ -569,11 +569,15 @@ pub enum Reaction<'a> {
     /// same step. Always a change.
     Comment(&'a Comment),
     /// `user` likes (`on`) or unlikes an action; a user likes an action at
-    /// most once.
+    /// most once. A like that turns on queues the notice it owes (its
+    /// [`NoticeJob`], at `at`) in the same step, afresh over a job of its
+    /// key that waits or runs: that job's worker may have read the like as
+    /// taken back, so it finds its lease lost and the job runs again.
     Like {
         action_id: ObjectId,
         user: &'a str,
         on: bool,
+        at: Millis,
     },
 }
 
@@ -587,18 +591,20 @@ pub trait Reactions: ReactionStore {
         Ok(counts)
     }
 
-    /// Likes or unlikes an action: see [`Reaction::Like`].
+    /// Likes or unlikes an action at `at`: see [`Reaction::Like`].
     async fn set_like(
         &self,
         tenant: &str,
         action_id: ObjectId,
         user: &str,
         on: bool,
+        at: Millis,
     ) -> StoreResult<(bool, Counts)> {
         let like = Reaction::Like {
             action_id,
             user,
             on,
+            at,
         };
         self.react(tenant, like).await
     }

@@ -119,6 +119,18 @@ pub trait RelationStore: Send + Sync {
         ids: &[String],
         others: Others<'_>,
     ) -> StoreResult<Vec<Related>>;
+    /// Makes `to` the one relation `from` has along `relation` (with no
+    /// attributes), or, with `None`, leaves it none: every other it had is
+    /// ended in the same step, so calls made at once for one `from` leave
+    /// exactly one (the last's). Returns the other ends ended. A relation
+    /// written this way is written this way only.
+    async fn relate_only(
+        &self,
+        tenant: &str,
+        relation: Relation,
+        from: &str,
+        to: Option<&str>,
+    ) -> StoreResult<Vec<String>>;
 }
 }
 
@@ -396,7 +408,8 @@ pub trait Graph: RelationStore + UserStore + RecordStore {
     }
 
     /// Sets (or, with `None`, clears) `user`'s supervisor: the one they
-    /// had, if another, is ended in the same change.
+    /// had, if another, is ended in the same step, so calls made at once
+    /// leave one supervisor (the last set).
     async fn set_supervisor(
         &self,
         tenant: &str,
@@ -405,16 +418,8 @@ pub trait Graph: RelationStore + UserStore + RecordStore {
     ) -> StoreResult<()> {
         self.put_user(tenant, &User::unnamed(user), Existing::Keep)
             .await?;
-        let had = self.supervision(tenant, Direction::Out, user).await?;
-        let mut changes: Vec<Change> = had
-            .iter()
-            .filter(|s| Some(s.as_str()) != supervisor)
-            .map(|s| Change::new(Relation::ReportsTo, user, s, None))
-            .collect();
-        if let Some(s) = supervisor {
-            changes.push(Change::new(Relation::ReportsTo, user, s, Some(Vec::new())));
-        }
-        self.relate(tenant, &changes).await?;
+        self.relate_only(tenant, Relation::ReportsTo, user, supervisor)
+            .await?;
         Ok(())
     }
 

@@ -103,6 +103,10 @@ pub trait RiverStore: Send + Sync {
     /// across tenants.
     async fn idle_rivers(&self, before: Millis, limit: usize)
         -> StoreResult<Vec<(String, String)>>;
+    /// Up to `limit` rivers (tenant, reader) whose record says they are
+    /// being built (complete from nowhere: [`Position::MAX`]), across
+    /// tenants: what a build cut short left.
+    async fn building_rivers(&self, limit: usize) -> StoreResult<Vec<(String, String)>>;
     /// Changes `reader`'s river as `write` says. Returns how many items
     /// went.
     async fn write_river(&self, tenant: &str, reader: &str, write: RiverWrite)

@@ -168,7 +168,8 @@ const PULLED_UNTIL: &str = "pulled-until";
 /// Notes `model` as the one the deployment now runs, at `now`, and returns
 /// it as it must run: `push` after a model that pulled goes on merging the
 /// readers' sources below where the pulling ended (the history no fan-out
-/// wrote), for good.
+/// wrote), for good. Under `rivers`, the builds a crash cut short are
+/// built again ([`rivers::finish_builds`](super::rivers::finish_builds)).
 pub async fn start(store: &dyn Store, mut model: FeedModel, now: Millis) -> StoreResult<FeedModel> {
     let last = store.meta(LAST_MODEL).await?;
     let mut pulled_until = store
@@ -192,6 +193,12 @@ pub async fn start(store: &dyn Store, mut model: FeedModel, now: Millis) -> Stor
     store
         .set_meta(LAST_MODEL, model.kind.name().as_bytes())
         .await?;
+    if model.kind == FeedModelKind::Rivers {
+        let built = super::rivers::finish_builds(store, &model, now).await?;
+        if built > 0 {
+            tracing::info!(built, "rivers a crash left being built, built");
+        }
+    }
     Ok(model)
 }
 

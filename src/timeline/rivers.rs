@@ -4,6 +4,7 @@
 //! it exists (so it grows as they keep reading), trimmed back to
 //! `river_size` as they read, and dropped by the sweeper once they have not
 //! read for `river_idle`. Below a river, reads continue from the sources.
+//! A build a crash cut short is built again when a process starts.
 
 use async_trait::async_trait;
 use tracing::debug;
@@ -235,6 +236,34 @@ async fn build(
         .await?;
     debug!(tenant, reader, items = written.len(), "river built");
     Ok((river, all))
+}
+
+/// Takes up the builds a crash cut short, at start: a river whose record
+/// still says it is being built would be read as pulling everything until
+/// the sweep drops it, and never built. The idle ones go first (as the
+/// sweep would drop them); each other one is built again now. A build
+/// under way in another process meanwhile is safe to build again beside:
+/// each build writes its record only once it has read the sources after
+/// its first record, and the fan-out fills the river from that record on.
+/// Returns how many were built.
+pub async fn finish_builds(
+    store: &dyn Store,
+    model: &FeedModel,
+    now: Millis,
+) -> StoreResult<usize> {
+    sweep(store, model, now).await?;
+    let mut built = 0;
+    loop {
+        let building = store.building_rivers(SWEEP_STEP).await?;
+        for (tenant, reader) in &building {
+            build(store, model, tenant, reader, now).await?;
+            debug!(tenant, reader, "a river left being built, built");
+        }
+        built += building.len();
+        if building.len() < SWEEP_STEP {
+            return Ok(built);
+        }
+    }
 }
 
 /// Drops the rivers not read for `river_idle`. Returns how many.

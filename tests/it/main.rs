@@ -22,6 +22,7 @@ mod metrics;
 mod models;
 mod mongo_failures;
 mod notifications;
+mod owed;
 mod persisted;
 mod processes;
 mod ranked_lists;

@@ -14,7 +14,7 @@ use riverfeed::store::{Graph, Timelines};
 use riverfeed::timeline::{FeedModel, FeedModelKind};
 
 use crate::common::{Backend, HeldFanOut, TestStore};
-use riverfeed::store::{Delivery, FanOutJob, FeedRange, Lease, Store};
+use riverfeed::store::{Delivery, FanOutJob, FeedRange, JobKind, Lease, Store};
 use riverfeed::timeline::audience::Reach;
 use tokio::sync::Notify;
 
@@ -307,4 +307,110 @@ async fn large_audiences_are_delivered_in_batches() -> Result<()> {
     ensure!(feed_len(store.as_ref(), "f249").await? == 1);
     ensure!(feed_len(store.as_ref(), "bob").await? == 1);
     Ok(())
+}
+
+/// A clock that moves a step each time it is read: a worker that reads it
+/// more has worked longer.
+struct Ticking {
+    now: std::sync::atomic::AtomicI64,
+    step: i64,
+}
+
+impl Clock for Ticking {
+    fn now(&self) -> riverfeed::model::Millis {
+        self.now
+            .fetch_add(self.step, std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Ticking {
+    /// The time, without moving it.
+    fn peek(&self) -> riverfeed::model::Millis {
+        self.now.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// Cleanups that take longer all told than a lease: a second worker that
+/// claims meanwhile takes over none that the first holds (it may take the
+/// ones nobody holds yet), and every cleanup is done.
+#[tokio::test]
+async fn long_cleanups_keep_their_leases() -> Result<()> {
+    let Some(test) = TestStore::open(Backend::Embedded).await else {
+        return Ok(());
+    };
+    let store = test.store.clone();
+    const LEASE_MS: i64 = 10_000;
+    const CLEANUPS: usize = 40;
+    // Each read of the clock is a tenth of the lease.
+    let clock = Arc::new(Ticking {
+        now: std::sync::atomic::AtomicI64::new(1_000_000),
+        step: LEASE_MS / 10,
+    });
+    for n in 0..CLEANUPS {
+        let unfollow = riverfeed::store::Unfollow {
+            tenant: T.into(),
+            reader: "ann".into(),
+            actor: format!("actor-{n:02}"),
+            kind: riverfeed::store::Ended::Edge(EdgeKind::Follows),
+        };
+        riverfeed::timeline::unfollow::start(store.as_ref(), &unfollow, 1_000_000).await?;
+    }
+    let first = Worker::new(
+        store.clone(),
+        Hub::new(16),
+        clock.clone(),
+        WorkerConfig {
+            id: "w1".into(),
+            lease_ms: LEASE_MS,
+            claim_limit: 64,
+            ..WorkerConfig::default()
+        },
+        Arc::new(Notify::new()),
+    );
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let ran = async {
+        let ran = first.run_once().await;
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        ran
+    };
+    // Once the first worker has worked longer than a lease, the second
+    // claims whenever it gets a turn, and does at once what it claims; it
+    // notes what it took over.
+    let start = clock.peek();
+    let second = async {
+        let mut taken_over = Vec::new();
+        while !done.load(std::sync::atomic::Ordering::SeqCst) {
+            if clock.peek() <= start + LEASE_MS {
+                tokio::task::yield_now().await;
+                continue;
+            }
+            let leases = store
+                .claim(JobKind::Cleanup, "w2", clock.peek(), LEASE_MS, 64)
+                .await?;
+            for lease in leases {
+                if lease.taken_over {
+                    taken_over.push(lease.job.key.clone());
+                }
+                store.clean(&lease, None).await?;
+            }
+            tokio::task::yield_now().await;
+        }
+        anyhow::Ok(taken_over)
+    };
+    let (ran, taken_over) = tokio::join!(ran, second);
+    let result = async {
+        ran?;
+        let taken_over = taken_over?;
+        ensure!(
+            taken_over.is_empty(),
+            "{} of {CLEANUPS} cleanups taken over from the worker running them: {taken_over:?}",
+            taken_over.len()
+        );
+        let left = store.queued(JobKind::Cleanup, T, "").await?;
+        ensure!(left.is_empty(), "every cleanup done: {} left", left.len());
+        Ok(())
+    }
+    .await;
+    test.remove().await;
+    result
 }

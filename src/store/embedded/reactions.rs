@@ -7,8 +7,8 @@ use super::families::{DISCUSSIONS, GRAPH, REACTIONS};
 use super::keys::{self, reaction, Key, Oid, Reader};
 use super::relations::{delete_relation, put_relation, relation_key};
 use super::Inner;
-use crate::model::{Comment, Counts, ObjectId, Position};
-use crate::store::{BumpJob, Direction, FeedRange, Relation, StoreResult};
+use crate::model::{Comment, Counts, Millis, ObjectId, Position};
+use crate::store::{BumpJob, Direction, FeedRange, NoticeJob, NoticeSource, Relation, StoreResult};
 
 impl Inner {
     pub(super) fn add_comment(&self, tenant: &str, comment: &Comment) -> StoreResult<Counts> {
@@ -64,9 +64,19 @@ impl Inner {
         action_id: ObjectId,
         user: &str,
         on: bool,
+        at: Millis,
     ) -> StoreResult<(bool, Counts)> {
         let a = action_id.bytes();
-        let _lock = self.lock(&[action_lock(tenant, a)]);
+        let notice = NoticeJob {
+            tenant: tenant.to_owned(),
+            source: NoticeSource::Like {
+                action_id,
+                user: user.to_owned(),
+            },
+            at,
+        }
+        .to_job()?;
+        let _lock = self.lock(&[action_lock(tenant, a), Inner::job_lock(&notice)]);
         let mut action = self.existing(tenant, action_id)?;
         let hex = action_id.to_hex();
         let key = relation_key(Direction::Out, Relation::Likes, tenant, user, &hex);
@@ -77,6 +87,7 @@ impl Inner {
         if on {
             put_relation(&mut batch, self, Relation::Likes, tenant, (user, &hex), &[]);
             action.counts.likes += 1;
+            self.requeue_in(&mut batch, &notice)?;
         } else {
             delete_relation(&mut batch, self, Relation::Likes, tenant, (user, &hex));
             action.counts.likes = action.counts.likes.saturating_sub(1);

@@ -88,7 +88,8 @@ pub(super) fn delete_relation(
 }
 
 impl Inner {
-    /// The supervisors `user` reports to (one, unless a race left two).
+    /// The supervisors `user` reports to (one, unless an earlier version's
+    /// race left two).
     pub(super) fn supervisors(&self, tenant: &str, user: &str) -> StoreResult<Vec<String>> {
         let ids = [user.to_owned()];
         let found = self.related(
@@ -119,6 +120,36 @@ impl Inner {
         }
         self.commit(batch)?;
         Ok(before)
+    }
+
+    /// See [`RelationStore::relate_only`]: under the lock of `from`'s side
+    /// of the relation as a whole, what it had is read and replaced in one
+    /// batch, so a second call waits for the first's write.
+    fn relate_only(
+        &self,
+        tenant: &str,
+        relation: Relation,
+        from: &str,
+        to: Option<&str>,
+    ) -> StoreResult<Vec<String>> {
+        let side = relation_prefix(Direction::Out, relation)
+            .str(tenant)
+            .str(from)
+            .into_vec();
+        let _lock = self.lock(&[side]);
+        let ids = [from.to_owned()];
+        let had = self.related(tenant, relation, Direction::Out, &ids, None, usize::MAX)?;
+        let mut batch = WriteBatch::default();
+        let mut ended = Vec::new();
+        for r in had.into_iter().filter(|r| Some(r.other.as_str()) != to) {
+            delete_relation(&mut batch, self, relation, tenant, (from, r.other.as_str()));
+            ended.push(r.other);
+        }
+        if let Some(to) = to {
+            put_relation(&mut batch, self, relation, tenant, (from, to), &[]);
+        }
+        self.commit(batch)?;
+        Ok(ended)
     }
 
     fn related(
@@ -310,6 +341,18 @@ impl RelationStore for EmbeddedStore {
         }
         let (tenant, changes) = (tenant.to_owned(), changes.to_vec());
         self.blocking(move |db| db.relate(&tenant, &changes)).await
+    }
+
+    async fn relate_only(
+        &self,
+        tenant: &str,
+        relation: Relation,
+        from: &str,
+        to: Option<&str>,
+    ) -> StoreResult<Vec<String>> {
+        let (tenant, from, to) = (tenant.to_owned(), from.to_owned(), to.map(str::to_owned));
+        self.blocking(move |db| db.relate_only(&tenant, relation, &from, to.as_deref()))
+            .await
     }
 
     async fn related(

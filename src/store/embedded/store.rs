@@ -139,9 +139,10 @@ impl ReactionStore for EmbeddedStore {
                 action_id,
                 user,
                 on,
+                at,
             } => {
                 let user = user.to_owned();
-                self.blocking(move |db| db.set_like(&tenant, action_id, &user, on))
+                self.blocking(move |db| db.set_like(&tenant, action_id, &user, on, at))
                     .await
             }
         }

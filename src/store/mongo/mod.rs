@@ -74,7 +74,7 @@ use bson::{doc, DateTime, Document};
 use futures_util::TryStreamExt;
 use mongodb::event::command::CommandEvent;
 use mongodb::event::EventHandler;
-use mongodb::options::{ClientOptions, ReturnDocument};
+use mongodb::options::ClientOptions;
 use mongodb::{Client, Collection, Database};
 use serde::{Deserialize, Serialize};
 
@@ -619,27 +619,6 @@ impl MongoStore {
     /// The database this store uses.
     pub fn database(&self) -> &Database {
         &self.db
-    }
-
-    /// Adds `by` to one of an action's counters; the counts after, or `None`
-    /// if there is no such action.
-    async fn count(
-        &self,
-        tenant: &str,
-        id: ObjectId,
-        counter: &str,
-        by: i64,
-    ) -> StoreResult<Option<Counts>> {
-        let updated = self
-            .actions
-            .find_one_and_update(
-                doc! { "_id": id, "tenant": tenant },
-                doc! { "$inc": { format!("counts.{counter}"): by } },
-            )
-            .return_document(ReturnDocument::After)
-            .await
-            .map_err(db_err)?;
-        Ok(updated.map(|doc| doc.counts))
     }
 
     /// The version a one-time move noted in `meta` under `id` (0: none).

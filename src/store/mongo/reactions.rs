@@ -1,18 +1,20 @@
 //! MongoDB: comments and likes, counted on their action with `$inc`; a
-//! comment is written with its count and its bump job in one transaction.
+//! comment is written with its count and its bump job in one transaction,
+//! a like with its count and its notice job.
 
 use async_trait::async_trait;
-use bson::{doc, DateTime, Document};
+use bson::{doc, Bson, DateTime, Document};
 use futures_util::FutureExt;
 use mongodb::options::ReturnDocument;
 
 use crate::model::{Comment, Counts, Millis, ObjectId, Position};
 use crate::store::{
-    BumpJob, Change, FeedRange, Reaction, ReactionStore, Relation, RelationStore, StoreError,
+    BumpJob, FeedRange, NoticeJob, NoticeSource, Reaction, ReactionStore, Relation, StoreError,
     StoreResult,
 };
 
 use super::jobs::JobDoc;
+use super::relations::relation_doc;
 use super::{db_err, read_all, within, CommentDoc, MongoStore};
 
 impl MongoStore {
@@ -49,7 +51,8 @@ impl ReactionStore for MongoStore {
                 action_id,
                 user,
                 on,
-            } => self.set_like(tenant, action_id, user, on).await,
+                at,
+            } => self.set_like(tenant, action_id, user, on, at).await,
         }
     }
 
@@ -157,32 +160,92 @@ impl MongoStore {
         Ok(counts)
     }
 
-    /// Likes or unlikes an action: see [`Reaction::Like`].
+    /// Likes or unlikes an action: see [`Reaction::Like`]. The like, the
+    /// count and, for a like, its notice job, in one transaction: none
+    /// without the others.
     async fn set_like(
         &self,
         tenant: &str,
         action_id: ObjectId,
         user: &str,
         on: bool,
+        at: Millis,
     ) -> StoreResult<(bool, Counts)> {
         let Some(action) = self.find_action(tenant, action_id).await? else {
             return Err(StoreError::not_found(format!("no action {action_id}")));
         };
-        let like = Change {
-            relation: Relation::Likes,
-            from: user.to_owned(),
-            to: action_id.to_hex(),
-            attrs: on.then(Vec::new),
-        };
-        let had = self.relate(tenant, &[like]).await?;
-        let changed = had.first().is_some_and(Option::is_some) != on;
-        if !changed {
-            return Ok((false, action.counts));
+        let hex = action_id.to_hex();
+        let like = relation_doc(Relation::Likes, tenant, user, &hex, &[]);
+        // With the shard key (`t`, `o`), as every write of a relation.
+        let id = like.get("_id").cloned().unwrap_or(Bson::Null);
+        let filter = doc! { "_id": id, "t": tenant, "o": &hex };
+        let by: i64 = if on { 1 } else { -1 };
+        let notice = NoticeJob {
+            tenant: tenant.to_owned(),
+            source: NoticeSource::Like {
+                action_id,
+                user: user.to_owned(),
+            },
+            at,
         }
-        let counts = self
-            .count(tenant, action_id, "likes", if on { 1 } else { -1 })
-            .await?
-            .unwrap_or(action.counts);
-        Ok((true, counts))
+        .to_job()?;
+        // Afresh over a job of its key that waits or runs: its worker finds
+        // its lease lost.
+        let requeue = doc! {
+            "$set": { "payload": &notice.payload, "queued": notice.queued, "until": Millis::MIN },
+            "$unset": { "worker": "" },
+        };
+        let job = doc! { "kind": notice.kind.code(), "tenant": tenant, "key": &notice.key };
+        let mut session = self.db.client().start_session().await.map_err(db_err)?;
+        let counted = session
+            .start_transaction()
+            .and_run(
+                (self, &like, &filter, &requeue, &job),
+                |session, (store, like, filter, requeue, job)| {
+                    async move {
+                        let relations = &store.relations;
+                        let had = if on {
+                            relations
+                                .find_one_and_replace((*filter).clone(), (*like).clone())
+                                .upsert(true)
+                                .session(&mut *session)
+                                .await?
+                        } else {
+                            relations
+                                .find_one_and_delete((*filter).clone())
+                                .session(&mut *session)
+                                .await?
+                        };
+                        if had.is_some() == on {
+                            return Ok(None);
+                        }
+                        let counted = store
+                            .actions
+                            .find_one_and_update(
+                                doc! { "_id": action_id, "tenant": tenant },
+                                doc! { "$inc": { "counts.likes": by } },
+                            )
+                            .return_document(ReturnDocument::After)
+                            .session(&mut *session)
+                            .await?;
+                        if on {
+                            store
+                                .jobs
+                                .update_one((*job).clone(), (*requeue).clone())
+                                .upsert(true)
+                                .session(&mut *session)
+                                .await?;
+                        }
+                        Ok(Some(counted.map(|a| a.counts)))
+                    }
+                    .boxed()
+                },
+            )
+            .await
+            .map_err(db_err)?;
+        Ok(match counted {
+            None => (false, action.counts),
+            Some(counts) => (true, counts.unwrap_or(action.counts)),
+        })
     }
 }

@@ -14,12 +14,12 @@ use std::collections::HashMap;
 use async_trait::async_trait;
 use bson::spec::BinarySubtype;
 use bson::{doc, Binary, Bson, Document};
-use futures_util::TryStreamExt;
+use futures_util::{FutureExt, TryStreamExt};
 use mongodb::options::ReturnDocument;
 
 use super::bulk::upsert_all;
 use super::records::record_id;
-use super::{code_of, db_err, read_all, MongoStore};
+use super::{code_of, db_err, is_duplicate, read_all, MongoStore};
 use crate::model::MembershipRole;
 use crate::store::codes::{EDGE_KIND, GROUP_KIND, RELATION, ROLE};
 use crate::store::records::SEPARATOR;
@@ -128,6 +128,26 @@ impl RelationStore for MongoStore {
         Ok(before)
     }
 
+    async fn relate_only(
+        &self,
+        tenant: &str,
+        relation: Relation,
+        from: &str,
+        to: Option<&str>,
+    ) -> StoreResult<Vec<String>> {
+        // Two calls at once for a `from` no relation stands from yet would
+        // each write a document of its own and neither would conflict: the
+        // duplicate-key error a first guard's insert may meet is the same
+        // race, lost, and the next try finds the guard there.
+        let mut tries = 0;
+        loop {
+            match self.relate_only_once(tenant, relation, from, to).await {
+                Err(err) if is_duplicate(&err) && tries < GUARD_TRIES => tries += 1,
+                done => return done.map_err(db_err),
+            }
+        }
+    }
+
     async fn related(
         &self,
         tenant: &str,
@@ -149,7 +169,92 @@ impl RelationStore for MongoStore {
     }
 }
 
+/// Times [`RelationStore::relate_only`] tries again after losing the race
+/// to write the first guard of a `from`.
+const GUARD_TRIES: usize = 3;
+
 impl MongoStore {
+    /// [`RelationStore::relate_only`], in one transaction that first writes
+    /// the guard of `from`'s side of the relation (a document of its own in
+    /// `relations`, with no `r`, so no read of a relation finds it): two
+    /// calls at once both write it, so the second to commit conflicts and
+    /// the driver runs it again, reading what the first wrote.
+    async fn relate_only_once(
+        &self,
+        tenant: &str,
+        relation: Relation,
+        from: &str,
+        to: Option<&str>,
+    ) -> mongodb::error::Result<Vec<String>> {
+        let mut session = self.db.client().start_session().await?;
+        session
+            .start_transaction()
+            .and_run(
+                (self, tenant, relation, from, to),
+                |session, (store, tenant, relation, from, to)| {
+                    let (store, tenant, relation, from, to) = (*store, *tenant, *relation, *from, *to);
+                    async move {
+                        let name = RELATION.name(relation);
+                        store
+                            .relations
+                            .update_one(
+                                doc! {
+                                    "_id": relation_id(relation, tenant, from, ""),
+                                    "t": tenant,
+                                    "o": "",
+                                },
+                                doc! {
+                                    "$inc": { "n": 1_i64 },
+                                    "$setOnInsert": { "f": from, "g": name },
+                                },
+                            )
+                            .upsert(true)
+                            .session(&mut *session)
+                            .await?;
+                        let mut cursor = store
+                            .relations
+                            .find(doc! { "t": tenant, "r": name, "f": from })
+                            .projection(doc! { "_id": 0, "o": 1 })
+                            .session(&mut *session)
+                            .await?;
+                        let had: Vec<Document> = cursor.stream(&mut *session).try_collect().await?;
+                        let ended: Vec<String> = had
+                            .iter()
+                            .filter_map(|d| d.get_str("o").ok())
+                            .filter(|o| Some(*o) != to)
+                            .map(str::to_owned)
+                            .collect();
+                        if !ended.is_empty() {
+                            let ids: Vec<String> = ended
+                                .iter()
+                                .map(|o| relation_id(relation, tenant, from, o))
+                                .collect();
+                            store
+                                .relations
+                                .delete_many(doc! { "_id": { "$in": ids }, "t": tenant })
+                                .session(&mut *session)
+                                .await?;
+                        }
+                        if let Some(to) = to {
+                            let d = relation_doc(relation, tenant, from, to, &[]);
+                            store
+                                .relations
+                                .replace_one(
+                                    doc! { "_id": relation_id(relation, tenant, from, to), "t": tenant, "o": to },
+                                    d,
+                                )
+                                .upsert(true)
+                                .session(&mut *session)
+                                .await?;
+                        }
+                        Ok(ended)
+                    }
+                    .boxed()
+                },
+            )
+            .await
+    }
+
     /// Every relation of `ids` along `relation`, in order, other ends
     /// after `after`, at most `limit`.
     async fn related_after(

@@ -21,6 +21,10 @@ impl RiverStore for MongoStore {
         self.rivers.idle(before, limit).await
     }
 
+    async fn building_rivers(&self, limit: usize) -> StoreResult<Vec<(String, String)>> {
+        self.rivers.building(limit).await
+    }
+
     async fn write_river(&self, tenant: &str, reader: &str, write: RiverWrite) -> StoreResult<u64> {
         match write {
             RiverWrite::Put(river) => self.rivers.put(tenant, reader, &river).await.map(|()| 0),

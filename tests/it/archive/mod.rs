@@ -243,8 +243,20 @@ async fn populate(store: &dyn Store) -> StoreResult<Populated> {
         created: NOW + 2_000,
     };
     store.add_comment(T, &queued).await?;
-    store.set_like(T, delivered.id, "bob", true).await?;
-    store.set_like(T, delivered.id, "dan", true).await?;
+    store
+        .set_like(T, delivered.id, "bob", true, NOW + 3_000)
+        .await?;
+    store
+        .set_like(T, delivered.id, "dan", true, NOW + 3_000)
+        .await?;
+    // Their notice jobs ran: the notices populated below stand for theirs.
+    for user in ["bob", "dan"] {
+        let source = riverfeed::store::NoticeSource::Like {
+            action_id: delivered.id,
+            user: user.into(),
+        };
+        store.cancel(JobKind::Notice, T, &source.key()).await?;
+    }
     let (groups, inbox, jobs) = populate_notices(store, &delivered, &pending).await?;
     let cleanup = Unfollow::edge(T, "olga", EdgeKind::Follows, "dan");
     unfollow::start(store, &cleanup, NOW).await?;

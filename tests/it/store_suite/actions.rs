@@ -7,7 +7,7 @@ use riverfeed::descriptor::Descriptor;
 use riverfeed::model::{Action, Comment, Counts, ObjectId, Position, Scope};
 use riverfeed::store::prelude::*;
 use riverfeed::store::Removal;
-use riverfeed::store::{ErrorKind, FeedRange, Outbox, Posted};
+use riverfeed::store::{ErrorKind, FeedRange, JobKind, NoticeJob, NoticeSource, Outbox, Posted};
 
 use super::{action, names, range, scoped, OTHER, T};
 
@@ -299,7 +299,7 @@ pub(super) async fn reactions(store: &dyn Store) -> Result<()> {
     ensure!(store.comments(OTHER, a.id, None, 10).await?.is_empty());
 
     ensure!(
-        store.set_like(tenant, a.id, "x-alice", true).await?
+        store.set_like(tenant, a.id, "x-alice", true, 5_000).await?
             == (
                 true,
                 Counts {
@@ -309,12 +309,59 @@ pub(super) async fn reactions(store: &dyn Store) -> Result<()> {
             )
     );
     ensure!(
-        !store.set_like(tenant, a.id, "x-alice", true).await?.0,
+        !store
+            .set_like(tenant, a.id, "x-alice", true, 5_001)
+            .await?
+            .0,
         "one like per user"
     );
-    ensure!(store.set_like(tenant, a.id, "x-carol", true).await?.1.likes == 2);
+    // The like's notice job came with it, in the same step.
+    let key = &NoticeSource::Like {
+        action_id: a.id,
+        user: "x-alice".into(),
+    }
+    .key();
+    let owed = |at: i64| async move {
+        let queued = store.queued(JobKind::Notice, tenant, key).await?;
+        ensure!(
+            queued.len() == 1 && queued[0].held.is_none(),
+            "the like's notice job waits: {queued:?}"
+        );
+        ensure!(
+            NoticeJob::of_job(&queued[0].job)?.at == at,
+            "timed by the like"
+        );
+        anyhow::Ok(())
+    };
+    owed(5_000).await?;
+    // Taken back and given again while a worker runs its job (which may
+    // read it as taken back): the job is queued afresh, the worker's lost.
+    let held = store
+        .claim(JobKind::Notice, "w1", 5_010, 60_000, 10)
+        .await?;
+    ensure!(held.len() == 1, "{held:?}");
+    store
+        .set_like(tenant, a.id, "x-alice", false, 5_020)
+        .await?;
+    store.set_like(tenant, a.id, "x-alice", true, 5_030).await?;
+    let ended = store.finish(&held[0]).await;
     ensure!(
-        store.set_like(tenant, a.id, "x-carol", false).await?
+        matches!(&ended, Err(e) if e.kind == ErrorKind::LeaseLost),
+        "{ended:?}"
+    );
+    owed(5_030).await?;
+    ensure!(
+        store
+            .set_like(tenant, a.id, "x-carol", true, 5_002)
+            .await?
+            .1
+            .likes
+            == 2
+    );
+    ensure!(
+        store
+            .set_like(tenant, a.id, "x-carol", false, 5_003)
+            .await?
             == (
                 true,
                 Counts {
@@ -323,7 +370,12 @@ pub(super) async fn reactions(store: &dyn Store) -> Result<()> {
                 }
             )
     );
-    ensure!(!store.set_like(tenant, a.id, "x-carol", false).await?.0);
+    ensure!(
+        !store
+            .set_like(tenant, a.id, "x-carol", false, 5_004)
+            .await?
+            .0
+    );
     ensure!(
         store
             .liked(tenant, "x-alice", &[a.id, ObjectId::new()])
@@ -341,7 +393,7 @@ pub(super) async fn reactions(store: &dyn Store) -> Result<()> {
 
     let missing = ObjectId::new();
     let err = store
-        .set_like(tenant, missing, "x-alice", true)
+        .set_like(tenant, missing, "x-alice", true, 5_005)
         .await
         .err()
         .context("missing")?;

@@ -324,3 +324,63 @@ pub(super) async fn assignments_and_supervisors(store: &dyn Store) -> Result<()>
         .is_empty());
     Ok(())
 }
+
+/// Supervisors set at once for one user leave exactly one, on both sides:
+/// each call ends whatever else the user reports to in the same step.
+pub(super) async fn one_supervisor_at_once(store: &dyn Store) -> Result<()> {
+    let t = "supervise-tenant";
+    // Rounds enough for an unguarded read-then-write to interleave; each
+    // round's calls run at once.
+    const ROUNDS: usize = 20;
+    const CALLS: usize = 8;
+    let candidates: Vec<String> = (0..CALLS).map(|i| format!("boss-{i}")).collect();
+    let mut broken = Vec::new();
+    for round in 0..ROUNDS {
+        let user = format!("worker-{round}");
+        let calls = candidates
+            .iter()
+            .map(|boss| store.set_supervisor(t, &user, Some(boss.as_str())));
+        for done in futures_util::future::join_all(calls).await {
+            done?;
+        }
+        let had = store.supervision(t, Direction::Out, &user).await?;
+        let mut reported_to = Vec::new();
+        for boss in &candidates {
+            let reports = store.supervision(t, Direction::In, boss).await?;
+            if reports.contains(&user) {
+                reported_to.push(boss.clone());
+            }
+        }
+        if had.len() != 1 || reported_to != had {
+            broken.push((round, had, reported_to));
+        }
+    }
+    ensure!(
+        broken.is_empty(),
+        "{} of {ROUNDS} rounds left other than one supervisor (round, supervisors, \
+         reports lists holding the user): {broken:?}",
+        broken.len()
+    );
+    // Cleared at once with a new one set: none or the one set, never both.
+    let user = "worker-last";
+    store.set_supervisor(t, user, Some("boss-0")).await?;
+    let (cleared, set) = futures_util::join!(
+        store.set_supervisor(t, user, None),
+        store.set_supervisor(t, user, Some("boss-1")),
+    );
+    cleared?;
+    set?;
+    let had = store.supervision(t, Direction::Out, user).await?;
+    ensure!(
+        had.is_empty() || had == ["boss-1"],
+        "the clear or the new one: {had:?}"
+    );
+    ensure!(
+        !store
+            .supervision(t, Direction::In, "boss-0")
+            .await?
+            .contains(&user.to_owned()),
+        "the first one's reports no longer list them"
+    );
+    Ok(())
+}

@@ -32,6 +32,7 @@
 //!   unfollows, tombstones, rivers
 //! - [`notices`]: notice groups, inboxes, notice jobs
 //! - [`records`]: records under their versions
+//! - [`rivers`]: rivers a crash left being built
 
 mod actions;
 mod fanout;
@@ -39,6 +40,7 @@ mod graph;
 mod groups;
 mod notices;
 mod records;
+mod rivers;
 pub(crate) mod timelines;
 
 use anyhow::{ensure, Context, Result};
@@ -113,6 +115,7 @@ store_cases! {
         graph::edges,
         graph::sources_and_cuts,
         graph::assignments_and_supervisors,
+        graph::one_supervisor_at_once,
         groups::groups,
         groups::membership_starts,
         groups::group_rings,
@@ -160,6 +163,7 @@ store_cases! {
         timelines::unfollows,
         timelines::tombstones,
         timelines::rivers,
+        rivers::building_rivers,
         groups::group_cleanup,
         groups::group_follows,
     ],

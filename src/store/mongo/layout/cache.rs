@@ -198,9 +198,29 @@ impl RiverCache {
         before: Millis,
         limit: usize,
     ) -> StoreResult<Vec<(String, String)>> {
+        let filter = doc! { "touched": { "$lt": DateTime::from_millis(before) } };
+        self.readers_of(filter, limit).await
+    }
+
+    /// Up to `limit` rivers (tenant, reader) being built: complete from
+    /// nowhere (a full array of a river being built says no more).
+    pub(in crate::store::mongo) async fn building(
+        &self,
+        limit: usize,
+    ) -> StoreResult<Vec<(String, String)>> {
+        let filter = doc! { "from.r": Position::MAX.relevancy };
+        self.readers_of(filter, limit).await
+    }
+
+    /// Up to `limit` rivers (tenant, reader) that `filter` finds.
+    async fn readers_of(
+        &self,
+        filter: Document,
+        limit: usize,
+    ) -> StoreResult<Vec<(String, String)>> {
         let docs = read_all(
             self.coll
-                .find(doc! { "touched": { "$lt": DateTime::from_millis(before) } })
+                .find(filter)
                 .projection(doc! { "tenant": 1, "reader": 1 })
                 .limit(i64::try_from(limit).unwrap_or(i64::MAX)),
         )
@@ -493,6 +513,8 @@ impl RiverCache {
         use crate::store::mongo::indexes::{index, named};
         let mut models = vec![
             index(doc! { "touched": 1 }, named("idle")),
+            // Rivers being built, looked for at start.
+            index(doc! { "from.r": 1 }, named("building")),
             index(doc! { "tenant": 1, "e.a": 1 }, named("by_action")),
         ];
         if embeds {
