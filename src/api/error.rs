@@ -228,8 +228,8 @@ fn one_of_given(query: &str, variables: &Variables, path: &str) -> Option<Vec<St
 /// where the comparing is done, each costing the two lengths multiplied.
 const MAX_SUGGESTED_NAME: usize = crate::model::limits::MAX_GRAPHQL_NAME_BYTES;
 
-/// Adds the nearest name to an unknown argument or field that async-graphql
-/// found no suggestion for (a swapped pair of letters, say).
+/// Adds the nearest name to an unknown argument or field (async-graphql's
+/// own suggestions are switched off: see [`super::schema`]).
 fn suggest(err: &mut ServerError, registry: &async_graphql::registry::Registry) {
     let message = &err.message;
     if message.contains("Did you mean") {
@@ -257,16 +257,18 @@ fn suggest(err: &mut ServerError, registry: &async_graphql::registry::Registry) 
 
 /// The option nearest `wrong`, if one is near enough: a third of its
 /// characters at most may differ. Names longer than [`MAX_SUGGESTED_NAME`]
-/// are not compared.
+/// are not compared, nor options whose length alone differs by more.
 fn nearest<'o>(wrong: &str, options: impl IntoIterator<Item = &'o str>) -> Option<&'o str> {
     if wrong.len() > MAX_SUGGESTED_NAME {
         return None;
     }
-    let most = (wrong.chars().count() / 3).max(1);
+    let length = wrong.chars().count();
+    let most = (length / 3).max(1);
     // Optimal string alignment: a swap of neighbours is one edit, so
     // `frist` is one from `first`.
     options
         .into_iter()
+        .filter(|option| option.chars().count().abs_diff(length) <= most)
         .map(|option| (strsim::osa_distance(wrong, option), option))
         .filter(|(d, _)| *d <= most)
         .min()

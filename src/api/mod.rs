@@ -138,6 +138,11 @@ pub fn schema(
     }
     let builder = builder
         .extension(shape::QueryShape::default())
+        // async-graphql's own "did you mean" compares every unknown field
+        // and argument of a document with every name of its type, even for
+        // errors past the few answered; ours (see `error`) looks for the
+        // answered ones only, among names of about the same length.
+        .disable_suggestions()
         .limit_depth(MAX_DEPTH)
         .limit_complexity(MAX_COMPLEXITY);
     if introspection {

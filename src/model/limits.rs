@@ -13,9 +13,9 @@ pub const MAX_NAME_BYTES: usize = 1024;
 /// type, fragment, variable, directive, enum value or operation): 128
 /// bytes. The schema's longest is under 30 bytes, and a descriptor file's
 /// names are held to this bound too, so it leaves room for any name a
-/// client means, while validation, whose "did you mean" suggestions
-/// compare each unknown name with the schema's names at a cost of both
-/// lengths multiplied, never sees a longer one.
+/// client means, while the work a name costs validation (a "did you mean"
+/// suggestion compares it with the schema's names, at the two lengths
+/// multiplied) stays small.
 pub const MAX_GRAPHQL_NAME_BYTES: usize = 128;
 /// Most entries in a list input (`refIds`, `tags`, `readers`, `ids`).
 pub const MAX_LIST_LEN: usize = 100;
