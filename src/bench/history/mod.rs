@@ -124,11 +124,15 @@ pub struct HistoryResult {
 }
 
 /// Flags every process gets: webhooks to the loopback receiver, and a
-/// short lease so a killed process's claims are taken up again soon.
-fn flags() -> Vec<String> {
-    ["--webhooks-allow-private", "--fanout-lease-secs", "2"]
-        .map(str::to_owned)
-        .to_vec()
+/// short lease so a killed process's claims are taken up again soon (on
+/// MongoDB a little longer: a slow server would otherwise see claims taken
+/// over while they run, which is correct but wasted work).
+fn flags(lease_secs: u32) -> Vec<String> {
+    vec![
+        "--webhooks-allow-private".into(),
+        "--fanout-lease-secs".into(),
+        lease_secs.to_string(),
+    ]
 }
 
 /// Runs one history and checks it.
@@ -244,14 +248,14 @@ fn processes(config: &HistoryConfig) -> anyhow::Result<Vec<Proc>> {
                 Role::Whole,
                 program,
                 &store,
-                flags(),
+                flags(2),
                 &config.logs,
             )?]
         }
         Backend::Mongo(uri) => {
             let mut procs = Vec::new();
             for role in [Role::Api, Role::Api, Role::Worker, Role::Worker] {
-                procs.push(Proc::new(role, program, uri, flags(), &config.logs)?);
+                procs.push(Proc::new(role, program, uri, flags(5), &config.logs)?);
             }
             procs
         }
