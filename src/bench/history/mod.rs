@@ -369,20 +369,29 @@ async fn judge(
     Ok((violations, unjudged, models))
 }
 
-/// Polls until the fan-out and webhook queues are empty, bounded.
+/// Polls until every job queue (fan-outs, bumps, cleanups, notices,
+/// webhook deliveries) is empty, bounded.
 async fn drain(config: &HistoryConfig, procs: &[Proc]) -> anyhow::Result<()> {
     let deadline = Instant::now() + config.drain;
     let watcher = procs.last().context("no process")?;
+    let kinds = ["fanout", "bump", "cleanup", "notice", "webhook"];
     loop {
-        let fanout = watcher.metric("riverfeed_fanout_queue_depth").await;
-        let hooks = watcher.metric("riverfeed_webhook_queue_depth").await;
-        if fanout == Some(0.0) && hooks == Some(0.0) {
+        let mut left = Vec::new();
+        for kind in kinds {
+            let name = format!("riverfeed_job_queue_depth{{job=\"{kind}\"}}");
+            match watcher.metric(&name).await {
+                Some(n) if n == 0.0 => {}
+                n => left.push(format!("{kind} {n:?}")),
+            }
+        }
+        if left.is_empty() {
             return Ok(());
         }
         anyhow::ensure!(
             Instant::now() < deadline,
-            "the workers did not drain within {:?}: {fanout:?} fan-outs and {hooks:?} webhook deliveries left",
-            config.drain
+            "the workers did not drain within {:?}: left {}",
+            config.drain,
+            left.join(", ")
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }

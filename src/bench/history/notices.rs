@@ -335,6 +335,24 @@ pub fn webhooks(
             _ => None,
         })
         .collect();
+    // A comment cut off by a kill, on an action deleted since: its id is
+    // known to nobody, and its event may have been told.
+    let cut_on_gone: BTreeSet<&str> = history
+        .iter()
+        .filter_map(|e| match &e.op {
+            Op::Comment { action, .. } if e.unknown() && !found.by_id.contains_key(&action.id) => {
+                Some(action.id.as_str())
+            }
+            _ => None,
+        })
+        .collect();
+    let on_action: BTreeMap<&str, &str> = deliveries
+        .iter()
+        .filter_map(|d| {
+            let comment = d.body["data"]["commentId"].as_str()?;
+            Some((comment, d.body["data"]["actionId"].as_str()?))
+        })
+        .collect();
     for (hook, events) in &got {
         for (ty, id) in events {
             let real = match ty.as_str() {
@@ -342,7 +360,11 @@ pub fn webhooks(
                     acked_actions.contains(id.as_str()) || found.by_id.contains_key(id)
                 }
                 "comment.added" => {
-                    acked_comments.contains(id.as_str()) || comments.contains_key(id.as_str())
+                    acked_comments.contains(id.as_str())
+                        || comments.contains_key(id.as_str())
+                        || on_action
+                            .get(id.as_str())
+                            .is_some_and(|a| cut_on_gone.contains(a))
                 }
                 _ => false,
             };
