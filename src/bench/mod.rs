@@ -437,12 +437,11 @@ async fn run_history(
             );
         }
         let ran = history::run(&config).await;
-        if let On::Mongo(uri) = &config.backend {
-            if let Ok(store) = MongoStore::connect(uri, &Default::default()).await {
-                let _ = store.database().drop().await;
-            }
+        // The figures first: dropping a large database can be slow.
+        let ran = ran.with_context(|| format!("the history on {}", config.backend.name()));
+        if let Ok(done) = &ran {
+            results.push(done.clone());
         }
-        results.push(ran?);
         let text = history::report::markdown(&results);
         std::fs::write(args.out.join("history.md"), &text)?;
         std::fs::write(
@@ -452,6 +451,23 @@ async fn run_history(
         if !args.quiet {
             println!("{text}");
         }
+        if let On::Mongo(uri) = &config.backend {
+            let dropped = async {
+                MongoStore::connect(uri, &Default::default())
+                    .await?
+                    .database()
+                    .drop()
+                    .await?;
+                anyhow::Ok(())
+            };
+            if tokio::time::timeout(Duration::from_secs(60), dropped)
+                .await
+                .is_err()
+            {
+                eprintln!("the history's database was not dropped within a minute");
+            }
+        }
+        ran?;
     }
     Ok(results)
 }
