@@ -39,8 +39,8 @@ fn config(backend: Backend, logs: &std::path::Path) -> HistoryConfig {
         seed(),
         logs.to_owned(),
     );
-    config.duration = Duration::from_secs(20);
-    config.kill_every = (Duration::from_millis(1_500), Duration::from_millis(3_500));
+    config.duration = Duration::from_secs(15);
+    config.kill_every = (Duration::from_millis(1_000), Duration::from_millis(3_000));
     config
 }
 

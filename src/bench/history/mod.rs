@@ -380,7 +380,7 @@ async fn drain(config: &HistoryConfig, procs: &[Proc]) -> anyhow::Result<()> {
         for kind in kinds {
             let name = format!("riverfeed_job_queue_depth{{job=\"{kind}\"}}");
             match watcher.metric(&name).await {
-                Some(n) if n == 0.0 => {}
+                Some(0.0) => {}
                 n => left.push(format!("{kind} {n:?}")),
             }
         }

@@ -84,7 +84,7 @@ fn owed(model: &Model, seen: &Observed, found: &Found) -> BTreeMap<Key, Bounds> 
             b,
         );
     }
-    for ((u, r), _) in &model.assigned {
+    for (u, r) in model.assigned.keys() {
         let ops = model.ops(&key("assign", &[u, r]));
         if !ops.iter().any(|e| matches!(e.op, Op::Assign { .. })) {
             continue;

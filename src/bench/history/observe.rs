@@ -61,6 +61,9 @@ pub struct Notice {
     pub action: Option<String>,
 }
 
+/// Whether a user likes an action, if they may still read it.
+type Liked = ((String, String), Option<bool>);
+
 /// Everything read at the end.
 #[derive(Default)]
 pub struct Observed {
@@ -173,7 +176,7 @@ pub async fn observe(http: &Http, world: &World, history: &[Entry]) -> anyhow::R
                 .insert(action.id.clone());
         }
     }
-    let liked: Vec<Vec<((String, String), Option<bool>)>> = stream::iter(asked)
+    let liked: Vec<Vec<Liked>> = stream::iter(asked)
         .map(|(u, ids)| async move {
             let ids: Vec<String> = ids.into_iter().collect();
             let mut out = Vec::new();
