@@ -72,6 +72,13 @@ pub struct JobLabels {
     pub outcome: String,
 }
 
+/// A kind of job in the store's queue.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QueueLabels {
+    /// `fanout`, `bump`, `cleanup`, `notice`, `webhook`.
+    pub job: String,
+}
+
 /// How one webhook delivery attempt ended.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WebhookLabels {
@@ -108,6 +115,9 @@ pub struct Metrics {
     pub fanout_queue_depth: Gauge,
     pub webhook_queue_depth: Gauge,
     pub webhook_sender_rounds: Counter,
+    /// Jobs not done yet, per kind, in the whole store: what a drain
+    /// waits for.
+    pub job_queue_depth: Family<QueueLabels, Gauge>,
     pub fanout_oldest_pending_seconds: Gauge<f64, AtomicU64>,
     relay_signals: Family<RelayLabels, Counter>,
     pub relay_lag_seconds: Histogram,
@@ -218,6 +228,12 @@ impl Metrics {
              once what it claimed is settled",
             webhook_sender_rounds.clone(),
         );
+        let job_queue_depth = Family::<QueueLabels, Gauge>::default();
+        registry.register(
+            "job_queue_depth",
+            "Jobs waiting, under way or waiting for a retry, in the whole store, by kind",
+            job_queue_depth.clone(),
+        );
         let fanout_oldest_pending_seconds = Gauge::<f64, AtomicU64>::default();
         registry.register(
             "fanout_oldest_pending_age_seconds",
@@ -271,6 +287,7 @@ impl Metrics {
             fanout_queue_depth,
             webhook_queue_depth,
             webhook_sender_rounds,
+            job_queue_depth,
             fanout_oldest_pending_seconds,
             relay_signals,
             relay_lag_seconds,

@@ -15,6 +15,7 @@
 pub mod client;
 pub mod figures;
 pub mod graph;
+pub mod history;
 pub mod layouts;
 pub mod layouts_report;
 pub mod live;
@@ -145,6 +146,11 @@ pub struct BenchArgs {
     /// With `--models`: followers of the star whose actions are timed.
     #[arg(long, default_value_t = 1_000_000)]
     pub star_followers: usize,
+    /// How long the history workload runs on each backend, in minutes of
+    /// clients and kills (the embedded store always; MongoDB too when
+    /// `--store` names one).
+    #[arg(long, default_value_t = 5.0)]
+    pub history_minutes: f64,
     /// Seed of the generated graph and mix.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
@@ -164,6 +170,9 @@ pub enum Workload {
     Live,
     Notifications,
     Soak,
+    /// Not in the default set: the history checker's long run
+    /// ([`history`]), with processes killed.
+    History,
 }
 
 /// Everything a run measured; `results.json` is this, serialised.
@@ -183,6 +192,8 @@ pub struct Results {
     pub models: Option<Vec<models::ModelResult>>,
     #[serde(default)]
     pub layouts: Option<Vec<layouts::LayoutResult>>,
+    #[serde(default)]
+    pub history: Option<Vec<history::HistoryResult>>,
     pub targets: Vec<figures::TargetCheck>,
 }
 
@@ -333,6 +344,16 @@ pub async fn run(args: &BenchArgs, serve: &ServeArgs) -> anyhow::Result<Results>
     if !args.layouts.is_empty() {
         return compare_layouts(args, serve, ui, fds).await;
     }
+    if wants(Workload::History) {
+        let ran = run_history(args, serve).await?;
+        let alone = args.workloads.iter().all(|w| *w == Workload::History);
+        if alone {
+            return Ok(Results {
+                history: Some(ran),
+                ..Results::default()
+            });
+        }
+    }
     if args.relay {
         let repeats = args.live_repeats.max(1);
         let result = relay::run(serve, args.relay_subscribers.max(1), repeats).await?;
@@ -385,6 +406,70 @@ pub async fn run(args: &BenchArgs, serve: &ServeArgs) -> anyhow::Result<Results>
         report::write(&args.out, &results)?;
     }
     finish(args, results)
+}
+
+/// The history workload: a long run on the embedded store, and on MongoDB
+/// when `--store` names one (a fresh database, dropped afterwards);
+/// writes `history.md` and `history.json`.
+async fn run_history(
+    args: &BenchArgs,
+    serve: &ServeArgs,
+) -> anyhow::Result<Vec<history::HistoryResult>> {
+    use history::{Backend as On, HistoryConfig};
+    let program = args.client_program()?;
+    let duration = Duration::from_secs_f64((args.history_minutes * 60.0).max(1.0));
+    let logs = args.out.join("history-logs");
+    let data = tempfile::tempdir().context("cannot create a temporary directory")?;
+    let mut backends = vec![On::Embedded(data.path().to_owned())];
+    if let Some(url) = serve.store.as_deref().filter(|u| u.starts_with("mongodb")) {
+        backends.push(On::Mongo(fresh_database(url)));
+    }
+    let mut results = Vec::new();
+    for backend in backends {
+        let mut config = HistoryConfig::new(program.clone(), backend, args.seed, logs.clone());
+        config.duration = duration;
+        if !args.quiet {
+            eprintln!(
+                "history on {} for {:.1} min (seed {})",
+                config.backend.name(),
+                args.history_minutes,
+                args.seed
+            );
+        }
+        let ran = history::run(&config).await;
+        // The figures first: dropping a large database can be slow.
+        let ran = ran.with_context(|| format!("the history on {}", config.backend.name()));
+        if let Ok(done) = &ran {
+            results.push(done.clone());
+        }
+        let text = history::report::markdown(&results);
+        std::fs::write(args.out.join("history.md"), &text)?;
+        std::fs::write(
+            args.out.join("history.json"),
+            serde_json::to_string_pretty(&results)?,
+        )?;
+        if !args.quiet {
+            println!("{text}");
+        }
+        if let On::Mongo(uri) = &config.backend {
+            let dropped = async {
+                MongoStore::connect(uri, &Default::default())
+                    .await?
+                    .database()
+                    .drop()
+                    .await?;
+                anyhow::Ok(())
+            };
+            if tokio::time::timeout(Duration::from_secs(60), dropped)
+                .await
+                .is_err()
+            {
+                eprintln!("the history's database was not dropped within a minute");
+            }
+        }
+        ran?;
+    }
+    Ok(results)
 }
 
 /// Judges, writes and prints the results.

@@ -781,6 +781,22 @@ async fn metrics(State(state): State<OpsState>) -> impl IntoResponse {
         Ok(backlog) => drop(metrics.webhook_queue_depth.set(backlog.jobs as i64)),
         Err(err) => tracing::warn!(cause = %err.chain(), "cannot read the webhook backlog"),
     }
+    for kind in JobKind::ALL {
+        match state.store.backlog(kind).await {
+            Ok(backlog) => {
+                let labels = crate::metrics::QueueLabels {
+                    job: kind.code().to_owned(),
+                };
+                metrics
+                    .job_queue_depth
+                    .get_or_create(&labels)
+                    .set(backlog.jobs as i64);
+            }
+            Err(err) => {
+                tracing::warn!(cause = %err.chain(), job = kind.code(), "cannot read a job backlog")
+            }
+        }
+    }
     let mut out = String::new();
     metrics.encode(&mut out);
     out.push_str(

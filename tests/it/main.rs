@@ -15,6 +15,7 @@ mod follow;
 mod garbage;
 mod group_feeds;
 mod group_follows;
+mod history;
 mod http;
 mod layouts;
 mod live;

@@ -1,0 +1,398 @@
+//! The history checker, in the spirit of Jepsen's: several clients run a
+//! seeded random mix of operations through the API while the harness kills
+//! the server (on MongoDB one of two API processes or one of two workers)
+//! with SIGKILL at random moments and starts it again on the same store.
+//! The history records what was acknowledged, what failed and what was cut
+//! off; once the workers have drained, the final state is read through the
+//! API and checked against a model of what that history allows.
+//!
+//! [`ops`]: the operations, the world and the history; [`client`]: the
+//! clients; [`procs`]: the processes and the kills; [`receiver`]: the
+//! webhook endpoint; [`observe`]: reading the final state; [`model`]: what
+//! the history allows; [`check`] and [`notices`]: the checks; [`report`]:
+//! what a failure prints (the seed and the history that shows it).
+//!
+//! Served by the integration test `tests/it/history.rs` (a short run per
+//! backend) and by `riverfeed bench --workloads history` (a long one).
+
+pub mod check;
+pub mod client;
+pub mod model;
+pub mod notices;
+pub mod observe;
+pub mod ops;
+pub mod procs;
+pub mod receiver;
+pub mod report;
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use self::check::Violation;
+use self::client::{Http, Shared};
+use self::ops::{Entry, Outcome, World};
+use self::procs::{Proc, Role};
+use crate::rng::Rng;
+
+/// Where the history runs.
+#[derive(Clone, Debug)]
+pub enum Backend {
+    /// One `serve` process on an embedded store in this directory.
+    Embedded(PathBuf),
+    /// Two API processes and two workers on this MongoDB database.
+    Mongo(String),
+}
+
+impl Backend {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Backend::Embedded(_) => "embedded",
+            Backend::Mongo(_) => "mongodb",
+        }
+    }
+}
+
+/// One run's settings.
+#[derive(Clone, Debug)]
+pub struct HistoryConfig {
+    /// The `riverfeed` binary the processes run.
+    pub program: PathBuf,
+    pub backend: Backend,
+    pub seed: u64,
+    pub clients: usize,
+    pub users_per_client: usize,
+    /// How long the clients run while processes are killed.
+    pub duration: Duration,
+    /// Shortest and longest pause between two kills.
+    pub kill_every: (Duration, Duration),
+    /// The feed model the run writes under; the final feeds are also read
+    /// under each of `also_read_under`, after a restart under it.
+    pub model: String,
+    pub also_read_under: Vec<String>,
+    /// Where the processes' logs go.
+    pub logs: PathBuf,
+    /// How long the workers may take to drain at the end.
+    pub drain: Duration,
+}
+
+impl HistoryConfig {
+    pub fn new(program: PathBuf, backend: Backend, seed: u64, logs: PathBuf) -> HistoryConfig {
+        HistoryConfig {
+            program,
+            backend,
+            seed,
+            clients: 4,
+            users_per_client: 3,
+            duration: Duration::from_secs(30),
+            kill_every: (Duration::from_millis(1_500), Duration::from_millis(4_000)),
+            model: "rivers".into(),
+            also_read_under: vec!["push".into()],
+            logs,
+            drain: Duration::from_secs(120),
+        }
+    }
+}
+
+/// What a run did and found.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct HistoryResult {
+    pub backend: String,
+    pub seed: u64,
+    pub seconds: f64,
+    pub operations: usize,
+    pub acknowledged: usize,
+    pub failed: usize,
+    pub cut_off: usize,
+    /// Requests refused at connect while a process was down (sent again).
+    pub refused: usize,
+    pub kills: usize,
+    /// Kills per role (`server`, `api`, `worker`).
+    pub kills_by_role: Vec<(String, usize)>,
+    /// The models whose feeds were checked.
+    pub models: Vec<String>,
+    pub violations: usize,
+    /// Notices about actions deleted since, which the model cannot name.
+    pub unjudged_notices: usize,
+    /// Each violation with the seed and the history that shows it.
+    pub report: String,
+}
+
+/// Flags every process gets: webhooks to the loopback receiver, and a
+/// short lease so a killed process's claims are taken up again soon (on
+/// MongoDB a little longer: a slow server would otherwise see claims taken
+/// over while they run, which is correct but wasted work).
+fn flags(lease_secs: u32) -> Vec<String> {
+    vec![
+        "--webhooks-allow-private".into(),
+        "--fanout-lease-secs".into(),
+        lease_secs.to_string(),
+    ]
+}
+
+/// Runs one history and checks it.
+pub async fn run(config: &HistoryConfig) -> anyhow::Result<HistoryResult> {
+    let started = Instant::now();
+    std::fs::create_dir_all(&config.logs)
+        .with_context(|| format!("cannot create {}", config.logs.display()))?;
+    let world = Arc::new(World::new(config.clients, config.users_per_client));
+    let receiver = receiver::Receiver::start().await?;
+    let mut procs = processes(config)?;
+    for p in &mut procs {
+        p.start(&config.model).await?;
+    }
+    let apis: Vec<String> = procs
+        .iter()
+        .filter(|p| p.role != Role::Worker)
+        .map(Proc::base)
+        .collect();
+    let reader = Http::new(&apis[0])?;
+    for u in world.users() {
+        reader
+            .data(
+                &u,
+                false,
+                "mutation($u: ID!) { upsertUser(input: {userId: $u, name: $u}) { userId } }",
+                json!({ "u": u }),
+            )
+            .await?;
+    }
+
+    let shared = Arc::new(Shared::new(receiver.base.clone()));
+    let mut tasks = Vec::new();
+    for c in 0..config.clients {
+        let client = client::Client::new(
+            c,
+            config.seed,
+            world.clone(),
+            &apis[c % apis.len()],
+            shared.clone(),
+        )?;
+        tasks.push(tokio::spawn(client.run()));
+    }
+    let kills = kill_for(config, &mut procs, &shared).await;
+    shared.stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await.context("a client panicked")?;
+    }
+    let mut history = shared
+        .history
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    history.sort_by_key(|e| e.seq);
+
+    let outcome = judge(config, &world, &history, &mut procs, &receiver).await;
+    for p in &mut procs {
+        p.kill().await;
+    }
+    let (violations, unjudged, models) = outcome?;
+    if !violations.is_empty() {
+        // The whole history beside the processes' logs, for a closer look.
+        let whole: String = history.iter().map(|e| format!("{e}\n")).collect();
+        let file = config.logs.join(format!(
+            "history-{}-{}.txt",
+            config.backend.name(),
+            config.seed
+        ));
+        let _ = std::fs::write(file, whole);
+    }
+    let mut kills_by_role: Vec<(String, usize)> = Vec::new();
+    for role in &kills {
+        match kills_by_role.iter_mut().find(|(r, _)| r == role.name()) {
+            Some((_, n)) => *n += 1,
+            None => kills_by_role.push((role.name().to_owned(), 1)),
+        }
+    }
+    let kill_times = shared
+        .kills
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    let count = |f: fn(&Entry) -> bool| history.iter().filter(|e| f(e)).count();
+    Ok(HistoryResult {
+        backend: config.backend.name().to_owned(),
+        seed: config.seed,
+        seconds: started.elapsed().as_secs_f64(),
+        operations: history.len(),
+        acknowledged: count(Entry::ok),
+        failed: count(|e| matches!(e.outcome, Outcome::Failed(_))),
+        cut_off: count(Entry::unknown),
+        refused: shared.refused.load(Ordering::Relaxed),
+        kills: kills.len(),
+        kills_by_role,
+        models,
+        violations: violations.len(),
+        unjudged_notices: unjudged,
+        report: report::violations(
+            config.seed,
+            config.backend.name(),
+            &violations,
+            &history,
+            &kill_times,
+        ),
+    })
+}
+
+fn processes(config: &HistoryConfig) -> anyhow::Result<Vec<Proc>> {
+    let program = &config.program;
+    Ok(match &config.backend {
+        Backend::Embedded(dir) => {
+            let store = format!("embedded:{}", dir.display());
+            vec![Proc::new(
+                Role::Whole,
+                program,
+                &store,
+                flags(2),
+                &config.logs,
+            )?]
+        }
+        Backend::Mongo(uri) => {
+            let mut procs = Vec::new();
+            for role in [Role::Api, Role::Api, Role::Worker, Role::Worker] {
+                procs.push(Proc::new(role, program, uri, flags(5), &config.logs)?);
+            }
+            procs
+        }
+    })
+}
+
+/// Kills a process at random moments until the run's time is up, starting
+/// each again at once on its port; returns the roles killed, in order.
+async fn kill_for(config: &HistoryConfig, procs: &mut [Proc], shared: &Shared) -> Vec<Role> {
+    let mut rng = Rng::new(config.seed ^ 0x6b69_6c6c);
+    let deadline = Instant::now() + config.duration;
+    let mut killed = Vec::new();
+    let (lo, hi) = (
+        config.kill_every.0.as_millis() as i64,
+        config.kill_every.1.as_millis() as i64,
+    );
+    loop {
+        let pause = Duration::from_millis(rng.between(lo, hi.max(lo + 1)) as u64);
+        if Instant::now() + pause >= deadline {
+            tokio::time::sleep(deadline.saturating_duration_since(Instant::now())).await;
+            return killed;
+        }
+        tokio::time::sleep(pause).await;
+        let victim = rng.below(procs.len());
+        let p = &mut procs[victim];
+        p.kill().await;
+        killed.push(p.role);
+        shared
+            .kills
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((
+                shared.now(),
+                format!("{} on port {}", p.role.name(), p.port),
+            ));
+        // Started again at once; a start that fails is tried again, so the
+        // run goes on with every process up.
+        let mut tries = 0;
+        while let Err(err) = p.start(&config.model).await {
+            tries += 1;
+            p.kill().await;
+            if tries >= 5 {
+                tracing::error!(cause = %err, "a killed process does not start again");
+                break;
+            }
+        }
+    }
+}
+
+/// Waits for the workers to drain, then reads and checks the final state,
+/// reading again (bounded) while it does not match: jobs with no gauge of
+/// their own (bumps, notices, cleanups) may still be finishing.
+async fn judge(
+    config: &HistoryConfig,
+    world: &World,
+    history: &[Entry],
+    procs: &mut [Proc],
+    receiver: &receiver::Receiver,
+) -> anyhow::Result<(Vec<Violation>, usize, Vec<String>)> {
+    drain(config, procs).await?;
+    let api = procs
+        .iter()
+        .find(|p| p.role != Role::Worker)
+        .map(Proc::base)
+        .context("no API process")?;
+    let http = Http::new(&api)?;
+    let model = model::Model::build(world, history);
+    let cap = 1_000;
+    let mut models = vec![config.model.clone()];
+    let mut tries = 0;
+    let (violations, unjudged) = loop {
+        let seen = observe::observe(&http, world, history).await?;
+        let (mut violations, found) = check::state(world, &model, &seen);
+        violations.extend(check::feeds(
+            world,
+            &model,
+            &seen,
+            &found,
+            &seen.feeds,
+            &config.model,
+        ));
+        let (notices, unjudged) = notices::notices(&model, &seen, &found, history, cap);
+        violations.extend(notices);
+        violations.extend(notices::webhooks(
+            &model,
+            &seen,
+            &found,
+            history,
+            &receiver.all(),
+            &receiver.base,
+        ));
+        tries += 1;
+        if violations.is_empty() || tries >= 10 {
+            if violations.is_empty() {
+                for other in &config.also_read_under {
+                    for p in procs.iter_mut() {
+                        p.kill().await;
+                    }
+                    for p in procs.iter_mut() {
+                        p.start(other).await?;
+                    }
+                    let again = observe::feeds(&http, world).await?;
+                    violations.extend(check::feeds(world, &model, &seen, &found, &again, other));
+                    models.push(other.clone());
+                }
+            }
+            break (violations, unjudged);
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    };
+    Ok((violations, unjudged, models))
+}
+
+/// Polls until every job queue (fan-outs, bumps, cleanups, notices,
+/// webhook deliveries) is empty, bounded.
+async fn drain(config: &HistoryConfig, procs: &[Proc]) -> anyhow::Result<()> {
+    let deadline = Instant::now() + config.drain;
+    let watcher = procs.last().context("no process")?;
+    let kinds = ["fanout", "bump", "cleanup", "notice", "webhook"];
+    loop {
+        let mut left = Vec::new();
+        for kind in kinds {
+            let name = format!("riverfeed_job_queue_depth{{job=\"{kind}\"}}");
+            match watcher.metric(&name).await {
+                Some(0.0) => {}
+                n => left.push(format!("{kind} {n:?}")),
+            }
+        }
+        if left.is_empty() {
+            return Ok(());
+        }
+        anyhow::ensure!(
+            Instant::now() < deadline,
+            "the workers did not drain within {:?}: left {}",
+            config.drain,
+            left.join(", ")
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
