@@ -432,7 +432,9 @@ impl Client {
                     .unwrap_or_else(|e| e.into_inner())
                     .push(known);
             }
-            (Op::Delete { action }, Outcome::Ok(_)) => {
+            // A hidden action is read by its actor alone: others would only
+            // be refused, so nobody picks it again.
+            (Op::Delete { action } | Op::Hide { action }, Outcome::Ok(_)) => {
                 self.own.retain(|a| a.id != action.id);
                 self.shared
                     .pool

@@ -19,6 +19,24 @@ type Bounds = (usize, usize);
 /// `LIKE`, the ref for `ASSIGNED`).
 type Key = (String, String, String, String);
 
+/// Narrows what a comment's job owes by its action's hiding: the bump job
+/// of a comment on an action hidden by the time it runs raises nothing and
+/// tells nobody (src/fanout/jobs.rs, `read_bump`), so a hide acknowledged
+/// before the comment was sent silences it, and one that may have come
+/// later may or may not.
+fn hidden_since(model: &Model, a: &Action, cause: Option<&Entry>, bounds: Bounds) -> Bounds {
+    let hides = model.ops(&key("hide", &[&a.label]));
+    if hides.is_empty() {
+        return bounds;
+    }
+    if let Some(cause) = cause {
+        if hides.iter().any(|h| h.ok() && h.before(cause)) {
+            return (0, 0);
+        }
+    }
+    (0, bounds.1)
+}
+
 /// Narrows what a comment's notice to `owner` owes by their mutes of the
 /// thread: a mute applies when the notice is written, by the worker, some
 /// time after the comment (docs/notifications.md, "Preferences"), so one
@@ -107,8 +125,11 @@ fn comment_notices(model: &Model, a: &Action, owed: &mut BTreeMap<Key, Bounds>) 
     sorted.sort_by(|x, y| x.id.cmp(&y.id));
     for (i, c) in sorted.iter().enumerate() {
         let cause = model.comments.get(&c.text).copied();
+        let muted = |owner: &str, bounds: Bounds| {
+            hidden_since(model, a, cause, muted(model, owner, &a.id, cause, bounds))
+        };
         if c.author != a.actor {
-            let b = muted(model, &a.actor, &a.id, cause, (1, 1));
+            let b = muted(&a.actor, (1, 1));
             owe(
                 owed,
                 (
@@ -135,7 +156,7 @@ fn comment_notices(model: &Model, a: &Action, owed: &mut BTreeMap<Key, Bounds>) 
             *earlier.entry(e.author.as_str()).or_default() |= surely;
         }
         for (owner, surely) in earlier {
-            let b = muted(model, owner, &a.id, cause, (usize::from(surely), 1));
+            let b = muted(owner, (usize::from(surely), 1));
             owe(
                 owed,
                 (
@@ -401,7 +422,10 @@ pub fn webhooks(
             let Some(record) = model.records.get(&a.label) else {
                 continue;
             };
-            if owed_to(registered, record)
+            // A hidden action's jobs tell nobody (see [`hidden_since`]).
+            let hidden = !model.ops(&key("hide", &[&a.label])).is_empty();
+            if !hidden
+                && owed_to(registered, record)
                 && !heard.contains(&("action.recorded".to_owned(), a.id.clone()))
             {
                 out.push(violation(
@@ -414,7 +438,9 @@ pub fn webhooks(
             let Some(sent) = model.comments.get(*text) else {
                 continue;
             };
-            if owed_to(registered, sent)
+            let hidden = !model.ops(&key("hide", &[&a.label])).is_empty();
+            if !hidden
+                && owed_to(registered, sent)
                 && !heard.contains(&("comment.added".to_owned(), (*id).to_owned()))
             {
                 out.push(violation(
