@@ -27,6 +27,17 @@ struct Bumped {
     comment: Comment,
 }
 
+/// What a claimed bump job does once read.
+enum BumpNext {
+    /// Its action's fan-out is queued or running: the bump waits for it
+    /// (given back, due at once), so that every item the fan-out writes is
+    /// there to raise, the actor's own included.
+    Held,
+    /// The action is gone or hidden: nothing to raise, nobody to tell.
+    Nothing,
+    Raise(Bumped),
+}
+
 impl Worker {
     /// Writes notices into their owners' groups and tells the owners'
     /// live subscriptions.
@@ -169,7 +180,11 @@ impl Worker {
     /// Claims bump jobs and runs them together: each comment's action and
     /// whom it notifies are read for all at once, their notices written by
     /// one [`notify::deliver`] per tenant, then each action raised
-    /// ([`Worker::raise`]), many at once. Returns how many were claimed.
+    /// ([`Worker::raise`]), many at once. A bump whose action's fan-out is
+    /// not done is given back to wait for it ([`BumpNext::Held`]). Returns
+    /// how many were claimed, the held ones left out: a worker waiting for
+    /// another's fan-out then sleeps until its next poll rather than claim
+    /// them again at once.
     pub(super) async fn bumps(
         &self,
         shutdown: &CancellationToken,
@@ -186,31 +201,47 @@ impl Worker {
                 (lease, owed)
             })
             .buffered(JOBS_AT_ONCE)
-            .collect()
+            .collect::<Vec<_>>()
             .await;
+        let held = owing
+            .iter()
+            .filter(|(_, owed)| matches!(owed, Ok((BumpNext::Held, ..))))
+            .count();
         let noticed = self.notify_jobs("bump", owing, failure).await;
         if shutdown.is_cancelled() {
             return Ok(claimed);
         }
-        self.end_jobs("bump", noticed, failure, |lease, bumped| async move {
-            self.raise(&lease, bumped).await
+        self.end_jobs("bump", noticed, failure, |lease, next| async move {
+            match next {
+                BumpNext::Held => self.store.defer(&lease, self.clock.now()).await,
+                BumpNext::Nothing => self.store.finish(&lease).await,
+                BumpNext::Raise(bumped) => self.raise(&lease, bumped).await,
+            }
         })
         .await;
-        Ok(claimed)
+        Ok(claimed - held)
     }
 
-    /// What the bump job `lease` holds needs: its action and comment (none
-    /// if the action is gone or hidden: nothing to raise, nobody to tell),
-    /// and whom the comment notifies.
-    async fn read_bump(&self, lease: &Lease) -> Owed<Option<Bumped>> {
+    /// What the bump job `lease` holds needs: whether its action's fan-out
+    /// is done (until it is, the items it writes are not there to raise),
+    /// its action and comment, and whom the comment notifies.
+    async fn read_bump(&self, lease: &Lease) -> Owed<BumpNext> {
         let BumpJob { tenant, comment } = BumpJob::of_job(&lease.job)?;
+        let fan_out = comment.action_id.to_hex();
+        let running = self
+            .store
+            .queued(JobKind::FanOut, &tenant, &fan_out)
+            .await?;
+        if running.iter().any(|q| q.job.key == fan_out) {
+            return Ok((BumpNext::Held, tenant, Vec::new()));
+        }
         let action = self
             .store
             .get_actions(&tenant, &[comment.action_id])
             .await?
             .pop();
         let Some(action) = action.filter(|a| !a.hidden) else {
-            return Ok((None, tenant, Vec::new()));
+            return Ok((BumpNext::Nothing, tenant, Vec::new()));
         };
         let notices = notify::for_comment(
             self.store.as_ref(),
@@ -219,17 +250,15 @@ impl Worker {
             &comment,
         )
         .await?;
-        Ok((Some(Bumped { action, comment }), tenant, notices))
+        Ok((BumpNext::Raise(Bumped { action, comment }), tenant, notices))
     }
 
     /// Runs the rest of the bump job `lease` holds, its notices written:
     /// the action raised for the readers the rules pick, in batches, the
     /// lease renewed before each; then finishes the job. Two raises of one
     /// action at once end where the higher leaves it.
-    async fn raise(&self, lease: &Lease, bumped: Option<Bumped>) -> StoreResult<()> {
-        let Some(Bumped { action, comment }) = bumped else {
-            return self.store.finish(lease).await;
-        };
+    async fn raise(&self, lease: &Lease, bumped: Bumped) -> StoreResult<()> {
+        let Bumped { action, comment } = bumped;
         let tenant = action.tenant.clone();
         self.outbox
             .tell(&tenant, |l| {

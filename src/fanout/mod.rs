@@ -17,6 +17,8 @@
 //! duplicates nothing.
 //!
 //! Every comment queues a bump job, which a worker claims under a lease,
+//! waits while the action's fan-out job is queued or running (gives the
+//! job back, due at once, so the items that fan-out writes are there),
 //! raises the action for the readers the relevancy rules pick (see
 //! [`crate::relevancy`]), renewing the lease before each batch, publishes
 //! `BUMPED` events and finishes. A bump raises to a fixed target (the

@@ -324,6 +324,44 @@ async fn concurrent(store: Arc<dyn Store>) -> Result<()> {
     Ok(())
 }
 
+/// A comment whose bump job runs while its action's fan-out is still held
+/// (here by another worker) bumps the items that fan-out writes later, the
+/// actor's own included.
+async fn bump_before_fan_out(store: Arc<dyn Store>) -> Result<()> {
+    org(store.as_ref()).await?;
+    let clock = Arc::new(ManualClock::new(START));
+    let w = worker(store.clone(), Hub::new(64), clock.clone(), "w1");
+    let act = action(T, "bob", START - HOUR, &["applicant-1"]);
+    store.insert_action(&act).await?;
+    let slow = store
+        .claim(JobKind::FanOut, "slow", clock.now(), 30_000, 10)
+        .await?;
+    ensure!(slow.len() == 1, "another worker holds the fan-out");
+    let said = comment(act.id, "erin", clock.now());
+    store.add_comment(T, &said).await?;
+    drain(&w).await?;
+    // The other worker's lease runs out; w takes the fan-out over.
+    clock.advance(30_001);
+    drain(&w).await?;
+    let expect = [
+        ("alice", Some(4 * HOUR)),
+        ("frank", Some(2 * HOUR)),
+        ("bob", Some(HOUR)),
+        ("dave", Some(0)),
+        ("carol", None),
+    ];
+    for (reader, boost) in expect {
+        let got = item(store.as_ref(), reader, act.id)
+            .await?
+            .with_context(|| format!("{reader} has no item"))?;
+        let want = boost.map_or(act.conducted, |b| said.created + b);
+        ensure!(got.relevancy == want, "{reader}: {got:?}, not at {want}");
+    }
+    let queued = store.backlog(JobKind::Bump).await?;
+    ensure!(queued.jobs == 0, "the bump is done: {queued:?}");
+    Ok(())
+}
+
 async fn on(
     backend: Backend,
     test: fn(Arc<dyn Store>) -> futures_util::future::BoxFuture<'static, Result<()>>,
@@ -346,6 +384,10 @@ async fn relevancy_never_goes_down(backend: Backend) {
 
 async fn concurrent_comments_and_workers_bump_to_the_highest_target(backend: Backend) {
     on(backend, |s| Box::pin(concurrent(s))).await
+}
+
+async fn a_bump_before_the_fan_out_raises_what_it_delivers(backend: Backend) {
+    on(backend, |s| Box::pin(bump_before_fan_out(s))).await
 }
 
 /// Bad rules stop `serve` before it listens, naming the rule and the fix.
@@ -383,4 +425,5 @@ crate::on_both_backends!(
     a_comment_bumps_each_reader_by_the_rule_that_matches,
     relevancy_never_goes_down,
     concurrent_comments_and_workers_bump_to_the_highest_target,
+    a_bump_before_the_fan_out_raises_what_it_delivers,
 );
