@@ -48,15 +48,12 @@ impl Worker {
         let u = &u;
         let store = self.store.as_ref();
         let cleaning = async {
-            if !u.kind.names_items() {
-                return store.clean(lease, None).await;
-            }
             let expiry = Expiry {
                 now: self.clock.now(),
                 item_ttl: self.config.item_ttl,
             };
             let ids = groups::named_items(store, u, expiry).await?;
-            store.clean(lease, Some(&ids)).await
+            store.clean(lease, &ids).await
         };
         let cleaned = self.keeping_lease(lease, cleaning).await;
         self.metrics.job("cleanup", cleaned.is_ok());

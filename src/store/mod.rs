@@ -240,13 +240,13 @@ pub struct Unfollow {
 /// What an [`Unfollow`] ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Ended {
-    /// A follow or friendship: items whose reason is this kind and actor
-    /// go. A group follow: the `GROUP` items of actions sent to the group
-    /// go (and come back by another source that still gives them); which
-    /// ones, the cleanup works out.
+    /// A follow or friendship: the items of the actor's `PUBLIC` actions
+    /// go, bumped or not. A group follow: the items of `PUBLIC` actions
+    /// sent to the group go. What another edge still brings comes back,
+    /// for that edge's reason. Which items, the cleanup works out.
     Edge(EdgeKind),
     /// A membership: the group's `TEAM` / `DEPARTMENT` items the reader may
-    /// no longer read go; which ones, the cleanup works out.
+    /// no longer read go, bumped or not; which ones, the cleanup works out.
     Group,
 }
 
@@ -268,21 +268,17 @@ impl<'de> Deserialize<'de> for Ended {
 }
 
 impl Ended {
-    /// The reasons of the items its cleanup takes out.
+    /// The reasons an item its cleanup takes out may stand for: the
+    /// reason the ended edge or group gave, or a bump's, which a comment
+    /// put in place of it ([`Unfollow::covers`] says which bumped items
+    /// came that way).
     pub fn reasons(self) -> &'static [ReasonKind] {
         match self {
-            Ended::Edge(EdgeKind::Follows) => &[ReasonKind::Follows],
-            Ended::Edge(EdgeKind::Friend) => &[ReasonKind::Friend],
-            Ended::Edge(EdgeKind::Group) => &[ReasonKind::Group],
-            Ended::Group => &[ReasonKind::Team, ReasonKind::Department],
+            Ended::Edge(EdgeKind::Follows) => &[ReasonKind::Follows, ReasonKind::Bumped],
+            Ended::Edge(EdgeKind::Friend) => &[ReasonKind::Friend, ReasonKind::Bumped],
+            Ended::Edge(EdgeKind::Group) => &[ReasonKind::Group, ReasonKind::Bumped],
+            Ended::Group => &[ReasonKind::Team, ReasonKind::Department, ReasonKind::Bumped],
         }
-    }
-
-    /// Whether its cleanup is told which items to take out
-    /// ([`QueueStore::clean`] with `named`) rather than taking every item
-    /// of its reason and actor.
-    pub fn names_items(self) -> bool {
-        matches!(self, Ended::Group | Ended::Edge(EdgeKind::Group))
     }
 }
 
@@ -364,22 +360,54 @@ impl Unfollow {
         })
     }
 
-    /// Whether `item` (of `action`, where known) came by the ended edge.
-    /// Never for a membership (reads leave those out by access); for a
-    /// group follow, only with the action, which says where it was sent.
+    /// Whether `item` (of `action`, where known) came by the ended edge,
+    /// by how it came rather than by the reason it shows now: a bump puts
+    /// its own reason in place of the edge's, and the item still came by
+    /// the edge if its action is a `PUBLIC` one the edge brings (the ended
+    /// follow's or friendship's actor did it; it was sent to the group no
+    /// longer followed), not the reader's own. A comment, the reader's own
+    /// included, is no reason to see an action: another edge that still
+    /// brings it puts it back (see [`Ended::Edge`]). Never for a membership
+    /// (reads leave those out by access). Telling needs the action for a
+    /// bumped item and for a group follow's ([`Unfollow::needs_action`]);
+    /// without it, only items that still show the edge's reason are known.
     pub fn covers(&self, item: &FeedItem, action: Option<&Action>) -> bool {
         if item.owner != self.reader {
             return false;
         }
+        let bumped = item.reason.kind == ReasonKind::Bumped;
+        let brought = |a: &Action| {
+            a.scope == Scope::Public
+                && a.actor_id != self.reader
+                && match self.kind {
+                    Ended::Edge(EdgeKind::Group) => a.to.contains(&self.actor),
+                    Ended::Edge(_) => a.actor_id == self.actor,
+                    Ended::Group => false,
+                }
+        };
         match self.kind {
+            Ended::Group => false,
+            _ if bumped => action.is_some_and(brought),
             Ended::Edge(EdgeKind::Group) => {
-                item.reason.kind == ReasonKind::Group
-                    && action.is_some_and(|a| a.to.contains(&self.actor))
+                item.reason.kind == ReasonKind::Group && action.is_some_and(brought)
             }
             Ended::Edge(kind) => {
                 item.reason.kind == kind.reason() && item.reason.actor_id == self.actor
             }
+        }
+    }
+
+    /// Whether [`Unfollow::covers`] needs `item`'s action to tell whether
+    /// it covers it.
+    pub fn needs_action(&self, item: &FeedItem) -> bool {
+        match self.kind {
             Ended::Group => false,
+            Ended::Edge(EdgeKind::Group) => {
+                matches!(item.reason.kind, ReasonKind::Group | ReasonKind::Bumped)
+            }
+            Ended::Edge(_) => {
+                item.reason.kind == ReasonKind::Bumped && item.reason.actor_id == self.actor
+            }
         }
     }
 }
@@ -664,14 +692,12 @@ pub trait QueueStore: Send + Sync {
     /// Runs the cleanup `lease` holds (an [`Unfollow`]'s job): takes the
     /// items it covers out of the reader's feed and finishes the job, in
     /// one step where the backend can (a re-follow that cancels the job
-    /// meanwhile then keeps every item). An ended follow or friendship
-    /// covers every item of its reason and actor (`named` is `None`); a
-    /// group left or no longer followed ([`Ended::names_items`]) covers the
-    /// `named` items that still stand for one of its [`Ended::reasons`]
-    /// and are not hidden (no tombstone: a later delivery may bring one
+    /// meanwhile then keeps every item). It covers the `named` items
+    /// (the ones [`Unfollow::covers`] picked) that still stand for one of
+    /// its [`Ended::reasons`] and are not hidden (no tombstone: a later delivery may bring one
     /// back). Returns the items removed. `LeaseLost` if another worker
     /// holds the job; nothing if it is gone.
-    async fn clean(&self, lease: &Lease, named: Option<&[ObjectId]>) -> StoreResult<Vec<FeedItem>>;
+    async fn clean(&self, lease: &Lease, named: &[ObjectId]) -> StoreResult<Vec<FeedItem>>;
 }
 }
 

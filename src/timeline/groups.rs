@@ -15,14 +15,15 @@ use crate::store::{Ended, FeedRange, Outbox, Store, StoreResult, Timelines, Unfo
 /// Timeline items read per step.
 const STEP: usize = 1_000;
 
-/// What a cleanup that names its items ([`Ended::names_items`]) takes
-/// out: for a group left, the reader's group items (`TEAM` /
-/// `DEPARTMENT`) they may no longer read, by the memberships they hold now
-/// (or because they expired): a membership that begins later never
-/// reaches them again (it shows the group's actions from its start on), so
-/// they can go for good. For a group no longer followed, the reader's
-/// `GROUP` items of actions sent to it (the cleanup's caller puts back
-/// what another source still gives).
+/// What a cleanup takes out of the reader's feed, whichever reason the
+/// item shows now (a bump's included). For a group left, the reader's
+/// group items (`TEAM` / `DEPARTMENT`) they may no longer read, by the
+/// memberships they hold now (or because they expired): a membership that
+/// begins later never reaches them again (it shows the group's actions
+/// from its start on), so they can go for good. For an ended follow,
+/// friendship or group follow, the items that came by it
+/// ([`Unfollow::covers`]; the cleanup's caller puts back what another
+/// source still gives).
 pub async fn named_items(
     store: &dyn Store,
     ended: &Unfollow,
@@ -44,7 +45,10 @@ pub async fn named_items(
         older_than = page.last().map(FeedItem::position);
         let named: Vec<ObjectId> = page
             .iter()
-            .filter(|i| reasons.contains(&i.reason.kind))
+            .filter(|i| match ended.kind {
+                Ended::Group => reasons.contains(&i.reason.kind),
+                Ended::Edge(_) => ended.covers(i, None) || ended.needs_action(i),
+            })
             .map(|i| i.action_id)
             .collect();
         if !named.is_empty() {
@@ -56,12 +60,16 @@ pub async fn named_items(
                         Access::load(store, tenant, reader, actions.iter(), expiry).await?;
                     out.extend(actions.iter().filter(|a| !access.can_read(a)).map(|a| a.id));
                 }
-                Ended::Edge(_) => out.extend(
-                    actions
-                        .iter()
-                        .filter(|a| a.to.contains(&ended.actor))
-                        .map(|a| a.id),
-                ),
+                Ended::Edge(_) => {
+                    let items: HashMap<ObjectId, &FeedItem> =
+                        page.iter().map(|i| (i.action_id, i)).collect();
+                    out.extend(
+                        actions
+                            .iter()
+                            .filter(|a| items.get(&a.id).is_some_and(|i| ended.covers(i, Some(a))))
+                            .map(|a| a.id),
+                    );
+                }
             }
         }
         if last_page {

@@ -278,7 +278,7 @@ impl Feeds<'_> {
         let visibility = Visibility::load(store, tenant, reader).await?;
         let group_items: Vec<ObjectId> = items
             .iter()
-            .filter(|i| visibility.needs_group_actions(i))
+            .filter(|i| visibility.needs_actions(i))
             .map(|i| i.action_id)
             .collect();
         let sent: HashMap<ObjectId, Action> = if group_items.is_empty() {

@@ -8,8 +8,8 @@
 
 use super::access::Access;
 use super::read::still_pulled;
-use crate::model::{Action, EdgeKind, FeedItem, ReasonKind};
-use crate::store::{Ended, Store, StoreResult, Unfollow};
+use crate::model::{Action, FeedItem};
+use crate::store::{Store, StoreResult, Unfollow};
 
 /// What one reader's feed shows: the edges they ended whose cleanup has
 /// not run yet, with which [`Visibility::shows`] decides an item.
@@ -53,19 +53,15 @@ impl Visibility {
     /// out until the worker has taken it out of storage. This is the whole
     /// decision where the action is not read with the item (a replayed
     /// event: the rest is decided when its action is read); `action` is
-    /// needed only for the items of a group follow, whose action says where
-    /// it was sent ([`Visibility::needs_group_actions`]).
+    /// needed only where [`Visibility::needs_actions`] says so.
     pub fn ended(&self, item: &FeedItem, action: Option<&Action>) -> bool {
         self.ended.iter().any(|u| u.covers(item, action))
     }
 
-    /// Whether telling which `GROUP` items an ended edge covers needs their
-    /// actions: only while a group follow's cleanup is pending.
-    pub fn needs_group_actions(&self, item: &FeedItem) -> bool {
-        item.reason.kind == ReasonKind::Group
-            && self
-                .ended
-                .iter()
-                .any(|u| u.kind == Ended::Edge(EdgeKind::Group))
+    /// Whether telling whether an ended edge covers `item` needs its
+    /// action ([`Unfollow::needs_action`]: a group follow's items, and
+    /// bumped ones), while such a cleanup is pending.
+    pub fn needs_actions(&self, item: &FeedItem) -> bool {
+        self.ended.iter().any(|u| u.needs_action(item))
     }
 }

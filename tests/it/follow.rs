@@ -258,10 +258,90 @@ async fn an_unfollow_takes_what_came_by_the_follow_out(backend: Backend) {
     server.stop().await;
 }
 
+/// Waits until every one of `ids` shows `BUMPED` in `client`'s feed.
+async fn wait_bumped(client: &Client, ids: &[&str]) {
+    let deadline = tokio::time::Instant::now() + crate::common::DELIVERY_PATIENCE;
+    loop {
+        let shown = feed(client).await;
+        let bumped = |id: &&str| shown.iter().any(|(i, k)| i == id && k == "BUMPED");
+        if ids.iter().all(bumped) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never bumped: {shown:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// An item that came by a follow leaves with the follow even once a
+/// comment bumped it (its reason now the bump's): the reader's own comment
+/// is no reason to see the action. What came another way (a restricted
+/// action naming the reader) stays, bumped as well.
+async fn an_unfollow_takes_bumped_items_of_the_follow_out(backend: Backend) {
+    let Some(server) = TestServer::start(backend).await else {
+        return;
+    };
+    let service = server.service("acme");
+    for (id, name) in [("alice", "Alice"), ("bob", "Bob")] {
+        service.upsert_user(id, name).await;
+    }
+    let alice = server.client("acme", "alice");
+    alice.follow("bob").await;
+    let bob = server.client("acme", "bob");
+    let public = bob.post_status("public", json!({})).await;
+    let named = bob
+        .post_status(
+            "for alice",
+            json!({ "scope": "RESTRICTED", "readers": ["alice"] }),
+        )
+        .await;
+    for id in [&public, &named] {
+        bob.wait_delivered(id).await;
+    }
+    for id in [&public, &named] {
+        let data = alice
+            .data(
+                "mutation($a: ID!) { comment(actionId: $a, text: \"mine\") { id } }",
+                json!({ "a": id }),
+            )
+            .await;
+        assert!(data["comment"]["id"].is_string(), "{data}");
+    }
+    wait_bumped(&alice, &[&public, &named]).await;
+
+    let mut ws = WsClient::as_user(&server.ws_url(), "acme", "alice").await;
+    ws.subscribe(
+        "1",
+        "subscription { feedEvents { kind item { actionId } } }",
+    )
+    .await;
+    server.wait_live_topics(1).await;
+    let data = alice
+        .data(
+            "mutation { unfollow(userId: \"bob\", keepHistory: false) }",
+            json!({}),
+        )
+        .await;
+    assert_eq!(data["unfollow"], true);
+    let kept = vec![(named.clone(), "BUMPED".to_owned())];
+    // At once, on every read.
+    assert_eq!(feed(&alice).await, kept);
+    // Then the worker removes it from storage, and says so.
+    let payload = ws.next_payload().await;
+    let event = &payload["data"]["feedEvents"];
+    assert_eq!(event["kind"], "REMOVED", "{payload}");
+    assert_eq!(event["item"]["actionId"], public.as_str(), "{payload}");
+    assert_eq!(feed(&alice).await, kept);
+    server.stop().await;
+}
+
 crate::on_both_backends!(
     a_new_follow_shows_recent_actions_the_reader_may_see,
     a_live_reader_sees_the_backfill_arrive,
     an_unfollow_takes_what_came_by_the_follow_out,
+    an_unfollow_takes_bumped_items_of_the_follow_out,
 );
 
 // A backfill told to a live reader, and an unfollow's items out at once and
@@ -271,4 +351,5 @@ crate::on_both_backends!(
 crate::under_other_models!(
     a_live_reader_sees_the_backfill_arrive,
     an_unfollow_takes_what_came_by_the_follow_out,
+    an_unfollow_takes_bumped_items_of_the_follow_out,
 );

@@ -391,7 +391,7 @@ async fn long_cleanups_keep_their_leases() -> Result<()> {
                 if lease.taken_over {
                     taken_over.push(lease.job.key.clone());
                 }
-                store.clean(&lease, None).await?;
+                store.clean(&lease, &[]).await?;
             }
             tokio::task::yield_now().await;
         }

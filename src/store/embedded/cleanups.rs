@@ -1,5 +1,5 @@
-//! Cleanups: the items an ended edge or a group left brought, taken out of
-//! the reader's feed by the cleanup job (see [`crate::store::jobs`]), the
+//! Cleanups: the items an ended edge or a group left brought (named by the
+//! cleanup's caller), taken out of the reader's feed by the cleanup job (see [`crate::store::jobs`]), the
 //! removals and the job's finish in one batch under the job's lock, so a
 //! re-follow that cancels the job first keeps every item.
 
@@ -13,32 +13,12 @@ use super::keys::{self, ItemState};
 use super::Inner;
 
 use crate::model::{FeedItem, ObjectId};
-use crate::store::{FeedRange, Lease, StoreResult, Unfollow};
-
-/// A whole feed, as a range.
-const WHOLE: FeedRange = FeedRange {
-    older_than: None,
-    newer_than: None,
-    limit: usize::MAX,
-    from_oldest: false,
-};
+use crate::store::{Lease, StoreResult, Unfollow};
 
 impl Inner {
-    pub(super) fn clean(
-        &self,
-        lease: &Lease,
-        named: Option<&[ObjectId]>,
-    ) -> StoreResult<Vec<FeedItem>> {
+    pub(super) fn clean(&self, lease: &Lease, named: &[ObjectId]) -> StoreResult<Vec<FeedItem>> {
         let u = Unfollow::of_job(&lease.job)?;
-        let covered = if u.kind.names_items() {
-            self.named(&u, named.unwrap_or_default())?
-        } else {
-            // The reader's items that came by the ended edge, read without
-            // locks.
-            let mut covered = self.feed_page(&u.tenant, &u.reader, WHOLE)?;
-            covered.retain(|item| u.covers(item, None));
-            covered
-        };
+        let covered = self.named(&u, named)?;
         self.take_out(lease, &u, covered)
     }
 

@@ -179,10 +179,9 @@ impl QueueStore for EmbeddedStore {
         self.blocking(move |db| db.deliver(now, &batches)).await
     }
 
-    async fn clean(&self, lease: &Lease, named: Option<&[ObjectId]>) -> StoreResult<Vec<FeedItem>> {
-        let (lease, named) = (lease.clone(), named.map(<[ObjectId]>::to_vec));
-        self.blocking(move |db| db.clean(&lease, named.as_deref()))
-            .await
+    async fn clean(&self, lease: &Lease, named: &[ObjectId]) -> StoreResult<Vec<FeedItem>> {
+        let (lease, named) = (lease.clone(), named.to_vec());
+        self.blocking(move |db| db.clean(&lease, &named)).await
     }
 }
 

@@ -14,28 +14,17 @@ impl MongoStore {
     pub(super) async fn clean_docs(
         &self,
         lease: &Lease,
-        named: Option<&[ObjectId]>,
+        named: &[ObjectId],
     ) -> StoreResult<Vec<FeedItem>> {
         let u = Unfollow::of_job(&lease.job)?;
         if !self.holds(lease).await? {
             return Ok(Vec::new());
         }
-        let which = if u.kind.names_items() {
-            Which {
-                owner: &u.reader,
-                reasons: u.kind.reasons(),
-                actor: None,
-                ids: Some(named.unwrap_or_default()),
-                below: None,
-            }
-        } else {
-            Which {
-                owner: &u.reader,
-                reasons: u.kind.reasons(),
-                actor: Some(&u.actor),
-                ids: None,
-                below: None,
-            }
+        let which = Which {
+            owner: &u.reader,
+            reasons: u.kind.reasons(),
+            ids: Some(named),
+            below: None,
         };
         let taken = self.layout.take(&u.tenant, which).await?;
         self.finish(lease).await?;

@@ -208,7 +208,7 @@ impl QueueStore for MongoStore {
         Ok(results)
     }
 
-    async fn clean(&self, lease: &Lease, named: Option<&[ObjectId]>) -> StoreResult<Vec<FeedItem>> {
+    async fn clean(&self, lease: &Lease, named: &[ObjectId]) -> StoreResult<Vec<FeedItem>> {
         self.clean_docs(lease, named).await
     }
 }

@@ -155,13 +155,13 @@ pub(super) async fn group_cleanup(store: &dyn Store) -> Result<()> {
         .context("taken over")?;
     let named = [team.id, department.id, followed.id, ObjectId::new()];
     let err = store
-        .clean(&claim, Some(&named))
+        .clean(&claim, &named)
         .await
         .err()
         .context("lease lost")?;
     ensure!(err.kind == ErrorKind::LeaseLost, "{err}");
     let removed: Vec<ObjectId> = store
-        .clean(&claim2, Some(&named))
+        .clean(&claim2, &named)
         .await?
         .iter()
         .map(|i| i.action_id)
@@ -183,7 +183,7 @@ pub(super) async fn group_cleanup(store: &dyn Store) -> Result<()> {
         "ended"
     );
     // The job is gone: cleaning it again takes nothing.
-    ensure!(store.clean(&claim2, Some(&[kept.id])).await?.is_empty());
+    ensure!(store.clean(&claim2, &[kept.id]).await?.is_empty());
     ensure!(store.feed_page(T, reader, range(10)).await?.len() == 2);
     Ok(())
 }
@@ -345,7 +345,7 @@ pub(super) async fn group_follows(store: &dyn Store) -> Result<()> {
     let claim = cleanup_of(store, "w1", 100, &ended)
         .await?
         .context("claimed")?;
-    let removed = store.clean(&claim, Some(&[public.id, not_sent.id])).await?;
+    let removed = store.clean(&claim, &[public.id, not_sent.id]).await?;
     ensure!(
         removed.len() == 1 && removed[0].action_id == public.id,
         "only the group's: {removed:?}"

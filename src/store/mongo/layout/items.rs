@@ -283,9 +283,6 @@ impl Layout for Items {
             "reason.kind": { "$in": reason_bson(&which.reasons)? },
             "hidden": { "$ne": true },
         };
-        if let Some(actor) = which.actor {
-            filter.insert("reason.actorId", actor);
-        }
         if let Some(ids) = which.ids {
             filter.insert("actionId", doc! { "$in": ids });
         }

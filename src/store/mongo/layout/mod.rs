@@ -91,7 +91,6 @@ pub(super) struct Stored {
 pub(super) struct Which<'a> {
     pub owner: &'a str,
     pub reasons: &'a [ReasonKind],
-    pub actor: Option<&'a str>,
     pub ids: Option<&'a [ObjectId]>,
     pub below: Option<Position>,
 }
@@ -100,7 +99,6 @@ impl Which<'_> {
     pub fn takes(&self, item: &FeedItem) -> bool {
         item.owner == self.owner
             && self.reasons.contains(&item.reason.kind)
-            && self.actor.is_none_or(|a| item.reason.actor_id == a)
             && self.ids.is_none_or(|ids| ids.contains(&item.action_id))
             && self.below.is_none_or(|b| item.position() < b)
     }
