@@ -411,7 +411,9 @@ pub fn visible(model: &Model, seen: &Observed, reader: &str, a: &Action) -> Must
     }
     match a.scope.as_str() {
         // Every action of a followee shows: a user records at most
-        // `actions_per_user`, below the follow's backfill of 100.
+        // `actions_per_user`, below the follow's backfill of 100. Only a
+        // followee's: a comment (the reader's own, which bumps it) is no
+        // reason to see it (docs/feeds.md, "Follows").
         "PUBLIC" => Must::of([seen
             .following
             .get(reader)
