@@ -35,7 +35,7 @@ enum BumpNext {
     Held,
     /// The action is gone or hidden: nothing to raise, nobody to tell.
     Nothing,
-    Raise(Bumped),
+    Raise(Box<Bumped>),
 }
 
 impl Worker {
@@ -215,7 +215,7 @@ impl Worker {
             match next {
                 BumpNext::Held => self.store.defer(&lease, self.clock.now()).await,
                 BumpNext::Nothing => self.store.finish(&lease).await,
-                BumpNext::Raise(bumped) => self.raise(&lease, bumped).await,
+                BumpNext::Raise(bumped) => self.raise(&lease, *bumped).await,
             }
         })
         .await;
@@ -250,7 +250,8 @@ impl Worker {
             &comment,
         )
         .await?;
-        Ok((BumpNext::Raise(Bumped { action, comment }), tenant, notices))
+        let bumped = Box::new(Bumped { action, comment });
+        Ok((BumpNext::Raise(bumped), tenant, notices))
     }
 
     /// Runs the rest of the bump job `lease` holds, its notices written:
