@@ -20,7 +20,7 @@ use crate::descriptor::DescriptorInput;
 use crate::events::ActionEventKind;
 use crate::model::limits::{check_name, check_text, normalize_id, normalize_ids};
 use crate::model::{Action, Comment, Counts, FanOut, GroupKind, ObjectId, Scope, User};
-use crate::store::{Existing, Graph, NoticeJob, NoticeSource, Reactions, Removal, Timelines};
+use crate::store::{Existing, Graph, Reactions, Removal, Timelines};
 use crate::timeline::home::pulled_item;
 
 /// How far in the future `conducted` may lie (clock skew between services).
@@ -203,25 +203,6 @@ async fn resolve_scope(
     Ok((readers, groups))
 }
 
-/// Queues the notice a like or an assignment may cause, and wakes the
-/// worker. Queued even when nothing changed (liked already): a client
-/// retrying after an error here gets its notice queued then, and the notice
-/// is written once whatever the number of jobs.
-async fn queue_notice(
-    state: &AppState,
-    tenant: &str,
-    source: NoticeSource,
-) -> async_graphql::Result<()> {
-    let job = NoticeJob {
-        tenant: tenant.to_owned(),
-        source,
-        at: state.clock.now(),
-    };
-    state.store.enqueue(&job.to_job().api()?).await.api()?;
-    state.wake.notify_one();
-    Ok(())
-}
-
 impl ActionMutation {
     async fn assignment(
         &self,
@@ -238,18 +219,22 @@ impl ActionMutation {
         if on {
             require_users(state, viewer, std::slice::from_ref(&user)).await?;
         }
-        let changed = state
-            .store
-            .set_assignment(&viewer.tenant, &user, &ref_id, on)
-            .await
-            .api()?;
-        if on {
-            let source = NoticeSource::Assigned {
-                ref_id,
-                user,
-                by: viewer.user.clone(),
-            };
-            queue_notice(state, &viewer.tenant, source).await?;
+        // An assignment owes its notice in the same step: its job is queued
+        // with it.
+        let store = &state.store;
+        let changed = if on {
+            let now = state.clock.now();
+            store
+                .assign(&viewer.tenant, &user, &ref_id, &viewer.user, now)
+                .await
+        } else {
+            store
+                .set_assignment(&viewer.tenant, &user, &ref_id, false)
+                .await
+        }
+        .api()?;
+        if changed && on {
+            state.wake.notify_one();
         }
         Ok(changed)
     }

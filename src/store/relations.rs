@@ -16,8 +16,12 @@
 use async_trait::async_trait;
 
 use super::codes::{GROUP_KIND, ROLE};
+use super::jobs::Job;
 use super::metered::port;
-use super::{Direction, JoinOutcome, RecordKind, RecordStore, Records, StoreError, StoreResult};
+use super::{
+    Direction, JoinOutcome, NoticeJob, NoticeSource, RecordKind, RecordStore, Records, StoreError,
+    StoreResult,
+};
 use crate::model::{
     EdgeKind, Group, GroupKind, Membership, MembershipRole, Millis, ObjectId, User,
 };
@@ -119,6 +123,11 @@ pub trait RelationStore: Send + Sync {
         ids: &[String],
         others: Others<'_>,
     ) -> StoreResult<Vec<Related>>;
+    /// Makes `change` and, when it makes a relation stand that did not,
+    /// queues `owed` in the same step (one batch, one transaction): afresh
+    /// over a job of its key that waits or runs, whose worker then finds
+    /// its lease lost. Returns whether the relation changed.
+    async fn relate_owing(&self, tenant: &str, change: &Change, owed: &Job) -> StoreResult<bool>;
     /// Makes `to` the one relation `from` has along `relation` (with no
     /// attributes), or, with `None`, leaves it none: every other it had is
     /// ended in the same step, so calls made at once for one `from` leave
@@ -373,8 +382,35 @@ pub trait Graph: RelationStore + UserStore + RecordStore {
             .collect()
     }
 
-    /// Assigns (`on`) or unassigns `user` to `ref_id`. Returns whether
+    /// Assigns `user` to `ref_id` for `by` at `at`, and owes the assignee
+    /// its notice: an assignment that turns on queues its notice job in the
+    /// same step, so none stands without the other. Returns whether
     /// anything changed.
+    async fn assign(
+        &self,
+        tenant: &str,
+        user: &str,
+        ref_id: &str,
+        by: &str,
+        at: Millis,
+    ) -> StoreResult<bool> {
+        let notice = NoticeJob {
+            tenant: tenant.to_owned(),
+            source: NoticeSource::Assigned {
+                ref_id: ref_id.to_owned(),
+                user: user.to_owned(),
+                by: by.to_owned(),
+            },
+            at,
+        }
+        .to_job()?;
+        let change = Change::new(Relation::Assigned, user, ref_id, Some(Vec::new()));
+        self.relate_owing(tenant, &change, &notice).await
+    }
+
+    /// Assigns (`on`) or unassigns `user` to `ref_id`, owing no notice (an
+    /// unassignment, or a seeded assignment). Returns whether anything
+    /// changed.
     async fn set_assignment(
         &self,
         tenant: &str,

@@ -1,7 +1,7 @@
 //! Work owed durably, whatever a crash or a race cuts short: a river whose
 //! build was cut short is built when a process starts; a like's notice is
 //! owed in the same step as the like, even over a notice job of the same
-//! like that a worker runs meanwhile; and what the cap on a user's
+//! like that a worker runs meanwhile (an assignment's likewise); and what the cap on a user's
 //! notification groups drops.
 
 use riverfeed::model::{Comment, NoticeRange, NoticeReason, ObjectId, Position};
@@ -126,6 +126,54 @@ async fn a_like_given_again_while_its_notice_job_runs_is_owed(backend: Backend) 
     server.stop().await;
 }
 
+/// An assignment ended and made again while a worker runs the first
+/// assignment's notice job: that job's end does not end the notice the
+/// second assignment owes.
+async fn an_assignment_made_again_while_its_notice_job_runs_is_owed(backend: Backend) {
+    let Some((store, dir)) = store_url(backend) else {
+        return;
+    };
+    // No worker: the test is the worker.
+    let options = |store: String| ServeOptions {
+        worker: None,
+        ..ServeOptions::new(store)
+    };
+    let server = TestServer::start_with(Stopped { store, dir }, options).await;
+    let service = server.service("acme");
+    service.upsert_user("john", "John").await;
+    let assign = |on: bool| {
+        let query = if on {
+            "mutation { assign(userId: \"john\", refId: \"applicant-1\") }"
+        } else {
+            "mutation { unassign(userId: \"john\", refId: \"applicant-1\") }"
+        };
+        service.data(query, json!({}))
+    };
+    assign(true).await;
+    let store = server.server.metered.clone();
+    let now = chrono::Utc::now().timestamp_millis();
+    let leases = store
+        .claim(JobKind::Notice, "w1", now, 60_000, 10)
+        .await
+        .expect("claim");
+    assert_eq!(leases.len(), 1, "the assignment's notice job");
+    // Meanwhile the assignment ends (so the job reads it as gone) and is
+    // made again; then the job ends.
+    assign(false).await;
+    assign(true).await;
+    let ended = store.finish(&leases[0]).await;
+    let owed = store
+        .queued(JobKind::Notice, "acme", &leases[0].job.key)
+        .await
+        .expect("queued");
+    assert!(
+        owed.iter().any(|q| q.held.is_none()),
+        "the second assignment's notice job waits (the first's end: {ended:?}); queued: {owed:?}"
+    );
+    drop(store);
+    server.stop().await;
+}
+
 /// The cap keeps a user's groups with the newest notices. A like's notice
 /// is timed when the like was given, not when the liked action was: a like
 /// on an old action, to a user at the cap, opens a group at the top and
@@ -228,5 +276,6 @@ async fn a_like_on_an_old_action_at_the_cap_is_kept(backend: Backend) {
 crate::on_both_backends!(
     a_river_left_being_built_is_built_at_start,
     a_like_given_again_while_its_notice_job_runs_is_owed,
+    an_assignment_made_again_while_its_notice_job_runs_is_owed,
     a_like_on_an_old_action_at_the_cap_is_kept,
 );

@@ -18,7 +18,7 @@ use super::{EmbeddedStore, Inner};
 use crate::model::{EdgeKind, ObjectId};
 use crate::store::codes::RELATION;
 use crate::store::{
-    Change, Direction, Others, RecordKind, Related, Relation, RelationStore, StoreResult,
+    Change, Direction, Job, Others, RecordKind, Related, Relation, RelationStore, StoreResult,
 };
 
 /// The `meta` key of the relations version reached.
@@ -120,6 +120,36 @@ impl Inner {
         }
         self.commit(batch)?;
         Ok(before)
+    }
+
+    /// See [`RelationStore::relate_owing`]: under the locks of the relation
+    /// and of the job, what stood is read, and the change written with the
+    /// job in one batch.
+    fn relate_owing(&self, tenant: &str, change: &Change, owed: &Job) -> StoreResult<bool> {
+        let out = relation_key(
+            Direction::Out,
+            change.relation,
+            tenant,
+            &change.from,
+            &change.to,
+        );
+        let _lock = self.lock(&[out.clone(), Inner::job_lock(owed)]);
+        let stood = self.exists(GRAPH, &out)?;
+        let on = change.attrs.is_some();
+        if stood == on {
+            return Ok(false);
+        }
+        let mut batch = WriteBatch::default();
+        let ends = (change.from.as_str(), change.to.as_str());
+        match &change.attrs {
+            Some(attrs) => {
+                put_relation(&mut batch, self, change.relation, tenant, ends, attrs);
+                self.requeue_in(&mut batch, owed)?;
+            }
+            None => delete_relation(&mut batch, self, change.relation, tenant, ends),
+        }
+        self.commit(batch)?;
+        Ok(true)
     }
 
     /// See [`RelationStore::relate_only`]: under the lock of `from`'s side
@@ -341,6 +371,12 @@ impl RelationStore for EmbeddedStore {
         }
         let (tenant, changes) = (tenant.to_owned(), changes.to_vec());
         self.blocking(move |db| db.relate(&tenant, &changes)).await
+    }
+
+    async fn relate_owing(&self, tenant: &str, change: &Change, owed: &Job) -> StoreResult<bool> {
+        let (tenant, change, owed) = (tenant.to_owned(), change.clone(), owed.clone());
+        self.blocking(move |db| db.relate_owing(&tenant, &change, &owed))
+            .await
     }
 
     async fn relate_only(

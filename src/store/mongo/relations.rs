@@ -20,12 +20,12 @@ use mongodb::options::ReturnDocument;
 use super::bulk::upsert_all;
 use super::records::record_id;
 use super::{code_of, db_err, is_duplicate, read_all, MongoStore};
-use crate::model::MembershipRole;
+use crate::model::{MembershipRole, Millis};
 use crate::store::codes::{EDGE_KIND, GROUP_KIND, RELATION, ROLE};
 use crate::store::records::SEPARATOR;
 use crate::store::relations::membership_attrs;
 use crate::store::{
-    Change, Direction, Others, RecordKind, Related, Relation, RelationStore, StoreError,
+    Change, Direction, Job, Others, RecordKind, Related, Relation, RelationStore, StoreError,
     StoreResult,
 };
 
@@ -126,6 +126,59 @@ impl RelationStore for MongoStore {
             before.push(had.as_ref().map(attrs_of));
         }
         Ok(before)
+    }
+
+    /// See [`RelationStore::relate_owing`]: the relation and the job in one
+    /// transaction.
+    async fn relate_owing(&self, tenant: &str, change: &Change, owed: &Job) -> StoreResult<bool> {
+        let id = relation_id(change.relation, tenant, &change.from, &change.to);
+        // With the shard key (`t`, `o`), as every write of a relation.
+        let filter = doc! { "_id": &id, "t": tenant, "o": &change.to };
+        let written = change
+            .attrs
+            .as_ref()
+            .map(|attrs| relation_doc(change.relation, tenant, &change.from, &change.to, attrs));
+        let requeue = doc! {
+            "$set": { "payload": &owed.payload, "queued": owed.queued, "until": Millis::MIN },
+            "$unset": { "worker": "" },
+        };
+        let job = doc! { "kind": owed.kind.code(), "tenant": &owed.tenant, "key": &owed.key };
+        let mut session = self.db.client().start_session().await.map_err(db_err)?;
+        session
+            .start_transaction()
+            .and_run(
+                (self, &filter, &written, &requeue, &job),
+                |session, (store, filter, written, requeue, job)| {
+                    async move {
+                        let relations = &store.relations;
+                        let Some(written) = written else {
+                            let had = relations
+                                .find_one_and_delete((*filter).clone())
+                                .session(&mut *session)
+                                .await?;
+                            return Ok(had.is_some());
+                        };
+                        let had = relations
+                            .find_one_and_replace((*filter).clone(), (*written).clone())
+                            .upsert(true)
+                            .session(&mut *session)
+                            .await?;
+                        if had.is_some() {
+                            return Ok(false);
+                        }
+                        store
+                            .jobs
+                            .update_one((*job).clone(), (*requeue).clone())
+                            .upsert(true)
+                            .session(&mut *session)
+                            .await?;
+                        Ok(true)
+                    }
+                    .boxed()
+                },
+            )
+            .await
+            .map_err(db_err)
     }
 
     async fn relate_only(
