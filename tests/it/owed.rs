@@ -10,7 +10,7 @@ use riverfeed::server::ServeOptions;
 use riverfeed::store::prelude::*;
 use riverfeed::store::{JobKind, NoticeJob, NoticeSelect, NoticeSource, River, RiverWrite};
 use riverfeed::timeline::{FeedModel, FeedModelKind};
-use serde_json::json;
+use serde_json::{json, Value};
 
 use crate::common::{store_url, Backend, Stopped, TestServer, TestStore};
 use crate::store_suite::action;
@@ -101,28 +101,7 @@ async fn a_like_given_again_while_its_notice_job_runs_is_owed(backend: Backend) 
         };
         ann.data(query, json!({ "id": id }))
     };
-    like(true).await;
-    let store = server.server.metered.clone();
-    let now = chrono::Utc::now().timestamp_millis();
-    let leases = store
-        .claim(JobKind::Notice, "w1", now, 60_000, 10)
-        .await
-        .expect("claim");
-    assert_eq!(leases.len(), 1, "the like's notice job");
-    // Meanwhile the like is taken back (so the job reads it as gone) and
-    // given again; then the job ends.
-    like(false).await;
-    like(true).await;
-    let ended = store.finish(&leases[0]).await;
-    let owed = store
-        .queued(JobKind::Notice, "acme", &leases[0].job.key)
-        .await
-        .expect("queued");
-    assert!(
-        owed.iter().any(|q| q.held.is_none()),
-        "the second like's notice job waits (the first's end: {ended:?}); queued: {owed:?}"
-    );
-    drop(store);
+    owed_again_while_its_job_runs(&server, like, "like").await;
     server.stop().await;
 }
 
@@ -149,18 +128,28 @@ async fn an_assignment_made_again_while_its_notice_job_runs_is_owed(backend: Bac
         };
         service.data(query, json!({}))
     };
-    assign(true).await;
+    owed_again_while_its_job_runs(&server, assign, "assignment").await;
+    server.stop().await;
+}
+
+/// Turns a notice's cause on (`toggle(true)`), claims its notice job as a
+/// worker would, then turns the cause off (so the job reads it as gone)
+/// and on again before the job ends: the second cause's job still waits.
+async fn owed_again_while_its_job_runs<F, Fut>(server: &TestServer, toggle: F, what: &str)
+where
+    F: Fn(bool) -> Fut,
+    Fut: std::future::Future<Output = Value>,
+{
+    toggle(true).await;
     let store = server.server.metered.clone();
     let now = chrono::Utc::now().timestamp_millis();
     let leases = store
         .claim(JobKind::Notice, "w1", now, 60_000, 10)
         .await
         .expect("claim");
-    assert_eq!(leases.len(), 1, "the assignment's notice job");
-    // Meanwhile the assignment ends (so the job reads it as gone) and is
-    // made again; then the job ends.
-    assign(false).await;
-    assign(true).await;
+    assert_eq!(leases.len(), 1, "the {what}'s notice job");
+    toggle(false).await;
+    toggle(true).await;
     let ended = store.finish(&leases[0]).await;
     let owed = store
         .queued(JobKind::Notice, "acme", &leases[0].job.key)
@@ -168,10 +157,8 @@ async fn an_assignment_made_again_while_its_notice_job_runs_is_owed(backend: Bac
         .expect("queued");
     assert!(
         owed.iter().any(|q| q.held.is_none()),
-        "the second assignment's notice job waits (the first's end: {ended:?}); queued: {owed:?}"
+        "the second {what}'s notice job waits (the first's end: {ended:?}); queued: {owed:?}"
     );
-    drop(store);
-    server.stop().await;
 }
 
 /// The cap keeps a user's groups with the newest notices. A like's notice
