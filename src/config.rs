@@ -345,6 +345,11 @@ pub struct ServeArgs {
     /// which addresses are reached.
     #[arg(long, env = "RIVERFEED_WEBHOOKS_PROXY", global = true, value_parser = proxy_url)]
     pub webhooks_proxy: Option<String>,
+    /// Whether queries over the read types run from plans made once per
+    /// document (`on`), or every operation on the general executor (`off`:
+    /// for comparing, or for an operator who suspects the planned path).
+    #[arg(long, env = "RIVERFEED_PLANNED_READS", global = true, default_value = "on", value_parser = on_off)]
+    pub planned_reads: bool,
     /// Seed the `demo` tenant with a recruiting organisation (once, when it
     /// is empty) for the web demo at /demo/. Dev mode only.
     #[arg(long, env = "RIVERFEED_DEMO", global = true)]
@@ -499,6 +504,7 @@ impl ServeArgs {
         options.federation = self.federation(&options.descriptors)?;
         options.webhooks_allow_private = self.webhooks_allow_private;
         options.webhooks_proxy = self.webhooks_proxy.clone();
+        options.planned_reads = self.planned_reads;
         options.insecure_dev = self.insecure_dev;
         options.cors_origins = self
             .cors_origins
@@ -637,4 +643,13 @@ fn proxy_url(text: &str) -> Result<String, String> {
         return Err("a proxy is an http:// or https:// URL with a host".to_owned());
     }
     Ok(text.to_owned())
+}
+
+/// `on` or `off`.
+fn on_off(value: &str) -> Result<bool, String> {
+    match value {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        other => Err(format!("`{other}` is neither `on` nor `off`")),
+    }
 }

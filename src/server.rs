@@ -105,6 +105,8 @@ pub struct ServeOptions {
     /// `--webhooks-proxy`: webhooks are sent through this proxy; without
     /// it, directly, whatever the environment's proxy variables say.
     pub webhooks_proxy: Option<String>,
+    /// `--planned-reads`: queries a plan covers run planned (on by default).
+    pub planned_reads: bool,
 }
 
 impl ServeOptions {
@@ -139,6 +141,7 @@ impl ServeOptions {
             federation: None,
             webhooks_allow_private: false,
             webhooks_proxy: None,
+            planned_reads: true,
         }
     }
 }
@@ -152,6 +155,8 @@ pub struct Server {
     pub metrics_addr: Option<SocketAddr>,
     /// Store call counters.
     pub metered: Arc<Metered>,
+    /// Whether planned reads run; an API server's own, a worker's idle.
+    pub planner: Arc<api::plan::Planner>,
     shutdown: CancellationToken,
     task: JoinHandle<anyhow::Result<()>>,
 }
@@ -303,6 +308,7 @@ pub async fn start_with_store(
         descriptors: options.descriptors.clone(),
         outbox: outbox.clone(),
         webhooks_allow_private: options.webhooks_allow_private,
+        planner: Arc::new(api::plan::Planner::new(options.planned_reads)),
     };
     let relay = RelayContext {
         store: store.clone(),
@@ -369,6 +375,7 @@ pub async fn start_with_store(
     };
     let metrics_addr =
         serve_metrics(&state.ops, options.listen_limits, &shutdown, &tracker).await?;
+    let planner = state.app.planner.clone();
     let router = http::router(state);
     info!(%addr, store = store.backend().name, "riverfeed listening");
     let task = serve_until_stopped(listener, router, &options, shutdown.clone(), tracker);
@@ -376,6 +383,7 @@ pub async fn start_with_store(
         addr,
         metrics_addr,
         metered,
+        planner,
         shutdown,
         task,
     })
@@ -428,6 +436,7 @@ pub async fn start_worker(mut options: ServeOptions) -> anyhow::Result<Server> {
         addr,
         metrics_addr,
         metered,
+        planner: Arc::new(api::plan::Planner::new(false)),
         shutdown,
         task,
     })

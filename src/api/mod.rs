@@ -20,6 +20,7 @@ mod mutation;
 mod node;
 mod notifications;
 mod page;
+pub mod plan;
 mod publish;
 mod query;
 pub mod rate_limit;
@@ -87,6 +88,8 @@ pub struct AppState {
     pub outbox: Arc<crate::webhooks::Outbox>,
     /// `--webhooks-allow-private`: endpoints may be loopback or private.
     pub webhooks_allow_private: bool,
+    /// `--planned-reads`: whether plans answer the queries they cover.
+    pub planner: Arc<plan::Planner>,
 }
 
 impl AppState {

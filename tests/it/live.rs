@@ -345,6 +345,7 @@ fn in_process(capacity: usize) -> (Arc<Hub>, AppState, RiverfeedSchema, tempfile
     let state = AppState {
         outbox: riverfeed::webhooks::Outbox::new(store.clone(), clock.clone()),
         webhooks_allow_private: false,
+        planner: Default::default(),
         store,
         hub: hub.clone(),
         clock,
