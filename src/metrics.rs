@@ -64,6 +64,14 @@ pub struct RequestLabels {
     pub outcome: String,
 }
 
+/// Which executor ran a query or mutation.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ExecutionLabels {
+    pub name: String,
+    /// `planned` or `fallback` (see [`crate::api::plan::Executor`]).
+    pub executor: &'static str,
+}
+
 /// A background job and how it went.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct JobLabels {
@@ -104,6 +112,7 @@ pub struct Metrics {
     registry: Registry,
     graphql_requests: Family<RequestLabels, Counter>,
     graphql_seconds: Family<OperationLabels, Histogram>,
+    graphql_executions: Family<ExecutionLabels, Counter>,
     pub deliveries: Counter,
     pub lease_takeovers: Counter,
     pub notices_written: Counter,
@@ -155,6 +164,12 @@ impl Metrics {
             "graphql_request_duration_seconds",
             "Time to answer a GraphQL query or mutation, by operation type and name",
             graphql_seconds.clone(),
+        );
+        let graphql_executions = Family::<ExecutionLabels, Counter>::default();
+        registry.register(
+            "graphql_executions",
+            "Queries and mutations executed, by operation name and executor (`planned` or `fallback`)",
+            graphql_executions.clone(),
         );
         let deliveries = Counter::default();
         registry.register(
@@ -276,6 +291,7 @@ impl Metrics {
             registry,
             graphql_requests,
             graphql_seconds,
+            graphql_executions,
             deliveries,
             lease_takeovers,
             notices_written,
@@ -348,6 +364,23 @@ impl Metrics {
                 r#type: r#type.to_owned(),
                 name,
                 outcome: if ok { "ok" } else { "error" }.to_owned(),
+            })
+            .inc();
+    }
+
+    /// One query or mutation executed by `executor`, its name labelled as
+    /// `naming` allows.
+    pub fn graphql_executed(
+        &self,
+        name: &str,
+        naming: Naming,
+        executor: crate::api::plan::Executor,
+    ) {
+        let name = self.operation_label(name, naming);
+        self.graphql_executions
+            .get_or_create(&ExecutionLabels {
+                name,
+                executor: executor.label(),
             })
             .inc();
     }
