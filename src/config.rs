@@ -350,6 +350,13 @@ pub struct ServeArgs {
     /// for comparing, or for an operator who suspects the planned path).
     #[arg(long, env = "RIVERFEED_PLANNED_READS", global = true, default_value = "on", value_parser = on_off)]
     pub planned_reads: bool,
+    /// Bytes of query documents kept, parsed with their plans, so that a
+    /// document sent again is planned once; only documents that validated
+    /// for a caller with an identity are kept, and when full, older ones
+    /// make room.
+    #[arg(long, env = "RIVERFEED_DOCUMENT_CACHE_BYTES", default_value = "8MiB", global = true,
+          value_parser = parse_bytes)]
+    pub document_cache_bytes: usize,
     /// Seed the `demo` tenant with a recruiting organisation (once, when it
     /// is empty) for the web demo at /demo/. Dev mode only.
     #[arg(long, env = "RIVERFEED_DEMO", global = true)]
@@ -505,6 +512,7 @@ impl ServeArgs {
         options.webhooks_allow_private = self.webhooks_allow_private;
         options.webhooks_proxy = self.webhooks_proxy.clone();
         options.planned_reads = self.planned_reads;
+        options.document_cache_bytes = self.document_cache_bytes;
         options.insecure_dev = self.insecure_dev;
         options.cors_origins = self
             .cors_origins

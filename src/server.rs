@@ -107,6 +107,8 @@ pub struct ServeOptions {
     pub webhooks_proxy: Option<String>,
     /// `--planned-reads`: queries a plan covers run planned (on by default).
     pub planned_reads: bool,
+    /// `--document-cache-bytes`: bytes of documents kept with their plans.
+    pub document_cache_bytes: usize,
 }
 
 impl ServeOptions {
@@ -142,6 +144,7 @@ impl ServeOptions {
             webhooks_allow_private: false,
             webhooks_proxy: None,
             planned_reads: true,
+            document_cache_bytes: api::plan::DEFAULT_DOCUMENT_CACHE_BYTES,
         }
     }
 }
@@ -157,6 +160,8 @@ pub struct Server {
     pub metered: Arc<Metered>,
     /// Whether planned reads run; an API server's own, a worker's idle.
     pub planner: Arc<api::plan::Planner>,
+    /// The key its cursors are sealed with (an API server's).
+    pub cursors: Option<Arc<api::cursor::CursorKey>>,
     shutdown: CancellationToken,
     task: JoinHandle<anyhow::Result<()>>,
 }
@@ -308,7 +313,10 @@ pub async fn start_with_store(
         descriptors: options.descriptors.clone(),
         outbox: outbox.clone(),
         webhooks_allow_private: options.webhooks_allow_private,
-        planner: Arc::new(api::plan::Planner::new(options.planned_reads)),
+        planner: Arc::new(api::plan::Planner::bounded(
+            options.planned_reads,
+            options.document_cache_bytes,
+        )),
     };
     let relay = RelayContext {
         store: store.clone(),
@@ -376,6 +384,7 @@ pub async fn start_with_store(
     let metrics_addr =
         serve_metrics(&state.ops, options.listen_limits, &shutdown, &tracker).await?;
     let planner = state.app.planner.clone();
+    let cursors = Some(state.app.cursors.clone());
     let router = http::router(state);
     info!(%addr, store = store.backend().name, "riverfeed listening");
     let task = serve_until_stopped(listener, router, &options, shutdown.clone(), tracker);
@@ -384,6 +393,7 @@ pub async fn start_with_store(
         metrics_addr,
         metered,
         planner,
+        cursors,
         shutdown,
         task,
     })
@@ -437,6 +447,7 @@ pub async fn start_worker(mut options: ServeOptions) -> anyhow::Result<Server> {
         metrics_addr,
         metered,
         planner: Arc::new(api::plan::Planner::new(false)),
+        cursors: None,
         shutdown,
         task,
     })

@@ -174,6 +174,13 @@ impl CursorKey {
         URL_SAFE_NO_PAD.encode(out)
     }
 
+    /// What a cursor sealed with this key holds, or `None` if it was not.
+    /// Each sealing draws a fresh nonce, so two cursors for one position
+    /// differ as text: compare what they hold.
+    pub fn opened(&self, cursor: &str) -> Option<Vec<u8>> {
+        self.open(cursor).ok()
+    }
+
     fn open(&self, cursor: &str) -> Result<Vec<u8>, Invalid> {
         let bytes = URL_SAFE_NO_PAD
             .decode(cursor)

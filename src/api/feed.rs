@@ -9,17 +9,19 @@
 
 use std::collections::HashMap;
 
-use async_graphql::Context;
+use async_graphql::{Context, ID};
 
 use super::access::access;
 use super::cursor::ListId;
+use super::error::forbidden;
 use super::error::{bad_input, ApiResultExt};
+use super::global_id::opt_user_id_arg;
 use super::page::PageInfo;
 use super::types::{
     ActionConnection, ActionEdge, ActionNode, ActionSlot, FeedItemConnection, FeedItemEdge,
     FeedItemNode,
 };
-use super::{state, Viewer};
+use super::{state, AppState, Role, Viewer};
 use crate::descriptor::matching::Matching;
 use crate::model::limits::{normalize_id, page_size};
 use crate::model::{Action, Millis, ObjectId, Position, Stamp};
@@ -49,10 +51,10 @@ pub type ListPaging<'a> = (Option<i32>, Option<String>, Option<&'a str>);
 /// The keyword filter `matching` asks for, if any; `BAD_USER_INPUT` if it
 /// is not one.
 fn matching_arg(
-    ctx: &Context<'_>,
+    state: &AppState,
     matching: Option<&str>,
 ) -> async_graphql::Result<Option<Matching>> {
-    let catalog = &state(ctx)?.descriptors;
+    let catalog = &state.descriptors;
     matching
         .map(|m| Matching::parse(m, catalog.clone()))
         .transpose()
@@ -88,14 +90,74 @@ const FEED_ACTIONS: &[&[&str]] = &[&["edges", "node", "action"], &["nodes", "act
 /// (`--embed-actions`): a page that shows one loads its actions.
 const NOT_COPIED: [&str; 3] = ["commentCount", "likeCount", "fanOut"];
 
-/// A page of `viewer`'s home feed, newest relevancy first: the timeline
-/// layer reads and decides it ([`home`]); here it is shaped.
+/// What a page's actions need loaded along with them, from what the query
+/// selects of them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Needs {
+    /// Their actors' profiles (`actor`).
+    pub actor: bool,
+    /// Whether the viewer likes them (`viewerHasLiked`).
+    pub liked: bool,
+    /// A field the copies of actions in a timeline do not keep up
+    /// ([`NOT_COPIED`]): the page loads its actions.
+    pub uncopied: bool,
+}
+
+impl Needs {
+    /// What the query asks of the actions at `paths` (each a path of fields
+    /// from the current one to an action).
+    pub fn of(ctx: &Context<'_>, paths: &[&[&str]]) -> Self {
+        Self {
+            actor: ActionNode::selected(ctx, paths, "actor"),
+            liked: ActionNode::selected(ctx, paths, "viewerHasLiked"),
+            uncopied: NOT_COPIED
+                .iter()
+                .any(|field| ActionNode::selected(ctx, paths, field)),
+        }
+    }
+}
+
+/// The reader whose feed `feed(ownerId:)` reads: the viewer's own, or, for
+/// `admin`, another user's as they see it.
+pub fn feed_owner(viewer: &Viewer, owner_id: Option<&ID>) -> async_graphql::Result<Viewer> {
+    Ok(match opt_user_id_arg("ownerId", owner_id)? {
+        Some(owner) if owner != viewer.user => {
+            if !viewer.has(Role::Admin) {
+                return Err(forbidden(
+                    "reading another user's feed needs the admin role",
+                ));
+            }
+            Viewer {
+                tenant: viewer.tenant.clone(),
+                user: owner,
+                roles: [Role::User].into(),
+                expires_at: viewer.expires_at,
+            }
+        }
+        _ => viewer.clone(),
+    })
+}
+
+/// A page of `viewer`'s home feed, as [`home_page`] reads it for what the
+/// query selects.
 pub async fn home(
     ctx: &Context<'_>,
     viewer: &Viewer,
     paging: Paging,
 ) -> async_graphql::Result<FeedItemConnection> {
-    let list = ListId::home(&state(ctx)?.cursors, &viewer.tenant, &viewer.user);
+    home_page(state(ctx)?, viewer, paging, Needs::of(ctx, FEED_ACTIONS)).await
+}
+
+/// A page of `viewer`'s home feed, newest relevancy first: the timeline
+/// layer reads and decides it ([`home`]); here it is shaped, its actions
+/// loaded with what `needs` says.
+pub async fn home_page(
+    state: &AppState,
+    viewer: &Viewer,
+    paging: Paging,
+    needs: Needs,
+) -> async_graphql::Result<FeedItemConnection> {
+    let list = ListId::home(&state.cursors, &viewer.tenant, &viewer.user);
     if paging.first.is_some() && paging.last.is_some() {
         return Err(bad_input("pass `first` or `last`, not both"));
     }
@@ -115,11 +177,9 @@ pub async fn home(
         .as_deref()
         .map(|c| list.decode_position(c))
         .transpose()?;
-    let matching = matching_arg(ctx, paging.matching.as_deref())?;
+    let matching = matching_arg(state, paging.matching.as_deref())?;
     // A filter reads the actions' text: copies carry it as well.
-    let copies_serve = !NOT_COPIED
-        .iter()
-        .any(|field| ActionNode::selected(ctx, FEED_ACTIONS, field));
+    let copies_serve = !needs.uncopied;
     let request = home::PageRequest {
         matching: matching.as_ref(),
         older_than: after,
@@ -128,14 +188,14 @@ pub async fn home(
         backwards,
         copies_serve,
     };
-    let page = state(ctx)?
+    let page = state
         .feeds()
         .page(&viewer.tenant, &viewer.user, request)
         .await
         .api()?;
 
     let (items, visible): (Vec<_>, Vec<_>) = page.items.into_iter().unzip();
-    let nodes = ActionNode::hydrate_knowing(ctx, visible, FEED_ACTIONS, &page.names).await?;
+    let nodes = ActionNode::load_along(state, viewer, visible, needs, &page.names).await?;
     let edges = items
         .into_iter()
         .zip(nodes)
@@ -157,7 +217,7 @@ pub async fn home(
     } else {
         (after.is_some(), page.more)
     };
-    let events = ListId::feed_changes(&state(ctx)?.cursors, &viewer.tenant, &viewer.user);
+    let events = ListId::feed_changes(&state.cursors, &viewer.tenant, &viewer.user);
     let events_cursor = events.stamp_cursor(Stamp {
         changed: page.read_at - EVENTS_GRACE_MS,
         action_id: ObjectId::from_bytes([0; 12]),
@@ -182,7 +242,7 @@ pub async fn slice(
     (first, after, matching): ListPaging<'_>,
 ) -> async_graphql::Result<ActionConnection> {
     let ref_id = &normalize_id("refId", ref_id).api()?;
-    let matching = matching_arg(ctx, matching)?;
+    let matching = matching_arg(state(ctx)?, matching)?;
     let limit = page_size("first", first).api()?;
     let list = ListId::slice(&state(ctx)?.cursors, &viewer.tenant, ref_id);
     let after = after.as_deref().map(|c| list.decode_id(c)).transpose()?;
@@ -256,7 +316,7 @@ pub async fn ranked(
     source: Ranked<'_>,
     (first, after, matching): ListPaging<'_>,
 ) -> async_graphql::Result<ActionConnection> {
-    let matching = matching_arg(ctx, matching)?;
+    let matching = matching_arg(state(ctx)?, matching)?;
     let cursors = &state(ctx)?.cursors;
     let list = match source {
         Ranked::Actor(actor) => ListId::actor(cursors, &viewer.tenant, actor),

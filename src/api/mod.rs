@@ -123,6 +123,7 @@ pub fn schema(
 ) -> RiverfeedSchema {
     let metrics = state.metrics.clone();
     let descriptors = state.descriptors.clone();
+    let planner = state.planner.clone();
     let mut builder = build(&descriptors, federation.as_ref())
         .data(descriptors)
         .data(state)
@@ -141,6 +142,8 @@ pub fn schema(
     }
     let builder = builder
         .extension(shape::QueryShape::default())
+        // Innermost: a planned response passes every extension above.
+        .extension(plan::Planned(planner))
         // async-graphql's own "did you mean" compares every unknown field
         // and argument of a document with every name of its type, even for
         // errors past the few answered; ours (see `error`) looks for the
@@ -325,22 +328,30 @@ pub(crate) fn session<'a>(ctx: &Context<'a>) -> async_graphql::Result<&'a Sessio
 /// The viewer of this request: `UNAUTHENTICATED` without a valid identity,
 /// `FORBIDDEN` with one that holds no role Riverfeed knows.
 pub(crate) fn viewer<'a>(ctx: &Context<'a>) -> async_graphql::Result<&'a Viewer> {
-    match &ctx.data::<Session>()?.identity {
-        Identity::Viewer(viewer) if viewer.expired() => Err(coded(
-            UNAUTHENTICATED,
-            "the token has expired; connect again with a fresh one",
-        )),
-        Identity::Viewer(viewer) if viewer.has_any_role() => Ok(viewer),
-        Identity::Viewer(_) => Err(coded(
-            FORBIDDEN,
-            "the token holds no role Riverfeed knows (user, service, admin)",
-        )),
-        Identity::Invalid(reason) => Err(coded(UNAUTHENTICATED, reason.clone())),
-        Identity::Anonymous => Err(coded(
-            UNAUTHENTICATED,
-            "no identity: send `Authorization: Bearer <token>` (in dev mode, the \
-             x-riverfeed-tenant and x-riverfeed-user headers)",
-        )),
+    ctx.data::<Session>()?.viewer()
+}
+
+impl Session {
+    /// The viewer of this session: `UNAUTHENTICATED` without a valid
+    /// identity, `FORBIDDEN` with one that holds no role Riverfeed knows.
+    pub(crate) fn viewer(&self) -> async_graphql::Result<&Viewer> {
+        match &self.identity {
+            Identity::Viewer(viewer) if viewer.expired() => Err(coded(
+                UNAUTHENTICATED,
+                "the token has expired; connect again with a fresh one",
+            )),
+            Identity::Viewer(viewer) if viewer.has_any_role() => Ok(viewer),
+            Identity::Viewer(_) => Err(coded(
+                FORBIDDEN,
+                "the token holds no role Riverfeed knows (user, service, admin)",
+            )),
+            Identity::Invalid(reason) => Err(coded(UNAUTHENTICATED, reason.clone())),
+            Identity::Anonymous => Err(coded(
+                UNAUTHENTICATED,
+                "no identity: send `Authorization: Bearer <token>` (in dev mode, the \
+                 x-riverfeed-tenant and x-riverfeed-user headers)",
+            )),
+        }
     }
 }
 

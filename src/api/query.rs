@@ -9,12 +9,12 @@ use super::notifications::NotificationQuery;
 
 use super::access::access;
 use super::cost::page_cost;
-use super::error::{bad_input, forbidden, ApiResultExt};
+use super::error::{bad_input, ApiResultExt};
 use super::feed::{self, Paging};
-use super::global_id::{action_id_arg, opt_user_id_arg, renamed_arg, user_id_arg};
+use super::global_id::{action_id_arg, renamed_arg, user_id_arg};
 use super::node::{self, Node};
 use super::types::{user_node, ActionConnection, ActionNode, FeedItemConnection, UserNode};
-use super::{loaders, viewer, Role, Viewer};
+use super::{loaders, viewer};
 use crate::model::limits::{normalize_id, MAX_LIST_LEN};
 use crate::model::ObjectId;
 
@@ -64,23 +64,7 @@ impl CoreQuery {
         )]
         matching: Option<String>,
     ) -> async_graphql::Result<FeedItemConnection> {
-        let viewer = viewer(ctx)?;
-        let owner = match opt_user_id_arg("ownerId", owner_id.as_ref())? {
-            Some(owner) if owner != viewer.user => {
-                if !viewer.has(Role::Admin) {
-                    return Err(forbidden(
-                        "reading another user's feed needs the admin role",
-                    ));
-                }
-                Viewer {
-                    tenant: viewer.tenant.clone(),
-                    user: owner,
-                    roles: [Role::User].into(),
-                    expires_at: viewer.expires_at,
-                }
-            }
-            _ => viewer.clone(),
-        };
+        let owner = feed::feed_owner(viewer(ctx)?, owner_id.as_ref())?;
         feed::home(
             ctx,
             &owner,

@@ -355,7 +355,16 @@ impl Extension for Measured {
         next: NextExecute<'_>,
     ) -> Response {
         self.0.seen().chosen = operation_name.map(|n| n.chars().take(MAX_NAME).collect());
-        next.run(ctx, operation_name).await
+        let response = next.run(ctx, operation_name).await;
+        let executor = ctx
+            .data_opt::<crate::api::plan::Slot>()
+            .map_or(crate::api::plan::Executor::Fallback, |slot| slot.executor());
+        let naming = self.0.naming();
+        let seen = self.0.seen();
+        let (_, name) = seen.operation();
+        self.0.metrics.graphql_executed(name, naming, executor);
+        drop(seen);
+        response
     }
 }
 

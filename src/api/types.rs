@@ -65,24 +65,27 @@ impl ActionNode {
         actions: Vec<Action>,
         paths: &[&[&str]],
     ) -> async_graphql::Result<Vec<ActionNode>> {
-        Self::hydrate_knowing(ctx, actions, paths, &HashMap::new()).await
+        let needs = super::feed::Needs::of(ctx, paths);
+        Self::load_along(state(ctx)?, viewer(ctx)?, actions, needs, &HashMap::new()).await
     }
 
-    /// As [`ActionNode::hydrate`], with the names of some actors known
-    /// already (from copies of the actions): only the others are loaded.
-    pub async fn hydrate_knowing(
-        ctx: &Context<'_>,
+    /// Wraps a page of actions for output, with what `needs` says loaded
+    /// for the whole page in one store call each (not through the
+    /// DataLoader, which would only add a hand-off to a task of its own).
+    /// The names of some actors may be known already (from copies of the
+    /// actions): only the others are loaded.
+    pub async fn load_along(
+        state: &super::AppState,
+        viewer: &super::Viewer,
         actions: Vec<Action>,
-        paths: &[&[&str]],
+        needs: super::feed::Needs,
         names: &HashMap<String, Option<String>>,
     ) -> async_graphql::Result<Vec<ActionNode>> {
         let mut nodes: Vec<ActionNode> = actions.into_iter().map(ActionNode::new).collect();
         if nodes.is_empty() {
             return Ok(nodes);
         }
-        if Self::selected(ctx, paths, "actor") {
-            // One store call for the page, not through the DataLoader (which
-            // would only add a hand-off to a task of its own).
+        if needs.actor {
             let actor_ids: Vec<String> = nodes
                 .iter()
                 .map(|n| n.action.actor_id.clone())
@@ -90,33 +93,31 @@ impl ActionNode {
                 .collect::<BTreeSet<String>>()
                 .into_iter()
                 .collect();
-            let mut actors: Vec<User> = names
+            let mut actors: HashMap<String, User> = names
                 .iter()
-                .map(|(id, name)| User {
-                    id: id.clone(),
-                    name: name.clone(),
+                .map(|(id, name)| {
+                    let user = User {
+                        id: id.clone(),
+                        name: name.clone(),
+                    };
+                    (id.clone(), user)
                 })
                 .collect();
             if !actor_ids.is_empty() {
-                let viewer = viewer(ctx)?;
-                let loaded = state(ctx)?
+                let loaded = state
                     .store
                     .get_users(&viewer.tenant, &actor_ids)
                     .await
                     .api()?;
-                actors.extend(loaded);
+                actors.extend(loaded.into_iter().map(|u| (u.id.clone(), u)));
             }
             for node in &mut nodes {
-                node.actor = actors
-                    .iter()
-                    .find(|u| u.id == node.action.actor_id)
-                    .cloned();
+                node.actor = actors.get(&node.action.actor_id).cloned();
             }
         }
-        if Self::selected(ctx, paths, "viewerHasLiked") {
-            let viewer = viewer(ctx)?;
+        if needs.liked {
             let ids: Vec<ObjectId> = nodes.iter().map(|n| n.action.id).collect();
-            let liked = state(ctx)?
+            let liked = state
                 .store
                 .liked(&viewer.tenant, &viewer.user, &ids)
                 .await
@@ -129,24 +130,73 @@ impl ActionNode {
     }
 }
 
+/// The values of an action's fields, written once for both executors: the
+/// resolvers below and the plans ([`super::plan`]) call these.
+impl ActionNode {
+    pub(crate) fn global_id(&self) -> ID {
+        GlobalId::Action(self.action.id).encode()
+    }
+
+    pub(crate) fn own_id(&self) -> ID {
+        ID(self.action.id.to_hex())
+    }
+
+    /// The actor as loaded with the page; `None` when it was not.
+    pub(crate) fn loaded_actor(&self) -> Option<UserNode> {
+        self.actor.clone().map(UserNode::from)
+    }
+
+    /// The actor with the profile loaded with the page (`actor`), or with
+    /// none when the page found no profile.
+    pub(crate) fn actor_as_loaded(&self) -> UserNode {
+        self.loaded_actor().unwrap_or_else(|| UserNode {
+            id: self.action.actor_id.clone(),
+            name: None,
+        })
+    }
+
+    pub(crate) fn conducted_at(&self) -> DateTime<Utc> {
+        datetime(self.action.conducted)
+    }
+
+    pub(crate) fn groups_to(&self) -> Vec<ID> {
+        self.action.to.iter().map(|g| ID(g.clone())).collect()
+    }
+
+    pub(crate) fn expires(&self) -> Option<DateTime<Utc>> {
+        self.action.expires_at.map(datetime)
+    }
+
+    /// The readers of a `RESTRICTED` action, shown to its actor only.
+    pub(crate) fn readers_for(&self, viewer: &super::Viewer) -> Option<&[String]> {
+        (viewer.user == self.action.actor_id && self.action.scope == Scope::Restricted)
+            .then_some(self.action.readers.as_slice())
+    }
+
+    /// Whether the viewer likes it, when that was loaded with the page.
+    pub(crate) fn liked_as_loaded(&self) -> Option<bool> {
+        self.liked
+    }
+}
+
 #[Object(name = "Action")]
 impl ActionNode {
     /// Opaque global id (`Node`): `node(id:)` finds the action by it, and
     /// every argument that takes an action id takes it too.
     pub(super) async fn id(&self) -> ID {
-        GlobalId::Action(self.action.id).encode()
+        self.global_id()
     }
 
     /// The action's own id (24 hex digits), as `FeedItem.actionId` and
     /// events give it.
     async fn action_id(&self) -> ID {
-        ID(self.action.id.to_hex())
+        self.own_id()
     }
 
     /// Who did it.
     async fn actor(&self, ctx: &Context<'_>) -> async_graphql::Result<UserNode> {
-        match &self.actor {
-            Some(user) => Ok(user.clone().into()),
+        match self.loaded_actor() {
+            Some(user) => Ok(user),
             None => user_node(ctx, &self.action.actor_id).await,
         }
     }
@@ -157,18 +207,18 @@ impl ActionNode {
 
     /// When it happened.
     async fn conducted(&self) -> DateTime<Utc> {
-        datetime(self.action.conducted)
+        self.conducted_at()
     }
 
     /// The groups it was posted to.
     async fn to(&self) -> Vec<ID> {
-        self.action.to.iter().map(|g| ID(g.clone())).collect()
+        self.groups_to()
     }
 
     /// When it stops being shown anywhere, if it does (set by the
     /// recorder; `--item-ttl` is not counted).
     async fn expires_at(&self) -> Option<DateTime<Utc>> {
-        self.action.expires_at.map(datetime)
+        self.expires()
     }
 
     /// Hidden by its actor: out of every feed, visible to the actor only.
@@ -182,11 +232,7 @@ impl ActionNode {
 
     /// The readers of a `RESTRICTED` action; shown to its actor only.
     async fn readers(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<&[String]>> {
-        let viewer = viewer(ctx)?;
-        Ok(
-            (viewer.user == self.action.actor_id && self.action.scope == Scope::Restricted)
-                .then_some(self.action.readers.as_slice()),
-        )
+        Ok(self.readers_for(viewer(ctx)?))
     }
 
     /// Ids of the objects it refers to (an applicant, a position…).
@@ -223,7 +269,7 @@ impl ActionNode {
 
     /// Whether the viewer likes this action.
     async fn viewer_has_liked(&self, ctx: &Context<'_>) -> async_graphql::Result<bool> {
-        if let Some(liked) = self.liked {
+        if let Some(liked) = self.liked_as_loaded() {
             return Ok(liked);
         }
         let viewer = viewer(ctx)?;
@@ -406,16 +452,43 @@ pub struct FeedItemNode {
     pub action: ActionSlot,
 }
 
-#[Object(name = "FeedItem")]
+/// The values of a feed item's fields, for both executors.
 impl FeedItemNode {
-    /// Opaque global id (`Node`) of this action in this reader's feed:
-    /// `node(id:)` finds the item by it, for its owner (or `admin`).
-    pub(super) async fn id(&self) -> ID {
+    pub(crate) fn global_id(&self) -> ID {
         GlobalId::FeedItem {
             action: self.item.action_id,
             owner: self.item.owner.clone(),
         }
         .encode()
+    }
+
+    pub(crate) fn own_action_id(&self) -> ID {
+        ID(self.item.action_id.to_hex())
+    }
+
+    pub(crate) fn relevancy_at(&self) -> DateTime<Utc> {
+        datetime(self.item.relevancy)
+    }
+
+    pub(crate) fn reason_node(&self) -> FeedReasonNode {
+        let reason = &self.item.reason;
+        let bump = reason.bump.as_ref();
+        FeedReasonNode {
+            kind: reason.kind,
+            actor_id: reason.actor_id.clone(),
+            rule: bump.map(|b| b.rule),
+            by: bump.map(|b| b.by.clone()),
+            at: bump.map(|b| datetime(b.at)),
+        }
+    }
+}
+
+#[Object(name = "FeedItem")]
+impl FeedItemNode {
+    /// Opaque global id (`Node`) of this action in this reader's feed:
+    /// `node(id:)` finds the item by it, for its owner (or `admin`).
+    pub(super) async fn id(&self) -> ID {
+        self.global_id()
     }
 
     /// The user whose feed holds the item.
@@ -430,24 +503,16 @@ impl FeedItemNode {
 
     /// The action's own id (24 hex digits), as `Action.actionId`.
     async fn action_id(&self) -> ID {
-        ID(self.item.action_id.to_hex())
+        self.own_action_id()
     }
 
     /// The item's rank: a time that starts as the action's `conducted`.
     async fn relevancy(&self) -> DateTime<Utc> {
-        datetime(self.item.relevancy)
+        self.relevancy_at()
     }
 
     async fn reason(&self) -> FeedReasonNode {
-        let reason = &self.item.reason;
-        let bump = reason.bump.as_ref();
-        FeedReasonNode {
-            kind: reason.kind,
-            actor_id: reason.actor_id.clone(),
-            rule: bump.map(|b| b.rule),
-            by: bump.map(|b| b.by.clone()),
-            at: bump.map(|b| datetime(b.at)),
-        }
+        self.reason_node()
     }
 
     /// The action; null when it was deleted or hidden, or you may no longer see
@@ -581,10 +646,23 @@ impl From<User> for UserNode {
 /// The user with this id; one with no profile yet has a null name.
 pub async fn user_node(ctx: &Context<'_>, id: &str) -> async_graphql::Result<UserNode> {
     let user = loaders(ctx)?.users.load_one(id.to_owned()).await.api()?;
-    Ok(user.map(UserNode::from).unwrap_or_else(|| UserNode {
-        id: id.to_owned(),
-        name: None,
-    }))
+    Ok(UserNode::found(id, user))
+}
+
+impl UserNode {
+    /// The user `id` as found in the store: with no profile yet, a null name.
+    pub(crate) fn found(id: &str, user: Option<User>) -> Self {
+        user.map(UserNode::from).unwrap_or_else(|| UserNode {
+            id: id.to_owned(),
+            name: None,
+        })
+    }
+}
+
+impl UserNode {
+    pub(crate) fn global_id(&self) -> ID {
+        GlobalId::User(self.id.clone()).encode()
+    }
 }
 
 /// A person, known by the application's own id.
@@ -593,7 +671,7 @@ impl UserNode {
     /// Opaque global id (`Node`): `node(id:)` finds the user by it, and
     /// every argument that takes a user id takes it too.
     pub(super) async fn id(&self) -> ID {
-        GlobalId::User(self.id.clone()).encode()
+        self.global_id()
     }
 
     /// The application's own id of the user, as `Action.actorId` and

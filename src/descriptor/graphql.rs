@@ -266,23 +266,29 @@ impl OutputType for Descriptor {
             }
         };
         let mut out = IndexMap::new();
-        match catalog.type_of(self) {
-            Some(ty) => {
-                let value = |name: &str| field_value(ty, self, name);
-                select(ctx, ctx.item, &ty.name, &value, &mut out)?;
-            }
-            None => {
-                let value = |name: &str| match name {
-                    "type" => Value::String(self.type_name().to_owned()),
-                    "json" => {
-                        Value::String(serde_json::to_string(self.fields()).unwrap_or_default())
-                    }
-                    _ => Value::Null,
-                };
-                select(ctx, ctx.item, UNKNOWN, &value, &mut out)?;
-            }
-        }
+        let member = member_name(catalog, self);
+        let value = |name: &str| member_value(catalog, self, name);
+        select(ctx, ctx.item, member, &value, &mut out)?;
         Ok(Value::Object(out))
+    }
+}
+
+/// The member of the `Descriptor` union a descriptor is: its type, or
+/// `UnknownDescriptor` when the served catalog no longer describes it.
+pub(crate) fn member_name<'c>(catalog: &'c Catalog, d: &Descriptor) -> &'c str {
+    catalog.type_of(d).map_or(UNKNOWN, |ty| ty.name.as_str())
+}
+
+/// The value of the field `name` of a descriptor, as a member of the
+/// `Descriptor` union (see [`member_name`]).
+pub(crate) fn member_value(catalog: &Catalog, d: &Descriptor, name: &str) -> Value {
+    match catalog.type_of(d) {
+        Some(ty) => field_value(ty, d, name),
+        None => match name {
+            "type" => Value::String(d.type_name().to_owned()),
+            "json" => Value::String(serde_json::to_string(d.fields()).unwrap_or_default()),
+            _ => Value::Null,
+        },
     }
 }
 

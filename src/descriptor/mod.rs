@@ -9,7 +9,7 @@
 
 pub mod catalog;
 pub mod compat;
-mod graphql;
+pub(crate) mod graphql;
 mod input;
 pub mod matching;
 mod parse;

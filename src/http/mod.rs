@@ -306,9 +306,11 @@ async fn run(
 ) -> Response {
     let identity = state.auth.from_headers(headers);
     let caller = caller(state, &identity, peer);
+    let slot = api::plan::Slot::default();
     let request = request
         .data(Session::new(identity, &state.app))
-        .data(caller);
+        .data(caller)
+        .data(slot.clone());
     let streamed = match streaming {
         Some(stream::Streaming::EventStream) => streaming,
         Some(stream::Streaming::Multipart)
@@ -320,7 +322,10 @@ async fn run(
     };
     match streamed {
         Some(streaming) => stream::respond(state, streaming, request).await,
-        None => respond::single(media, state.schema.execute(request).await),
+        None => {
+            let response = state.schema.execute(request).await;
+            respond::answer(media, response, slot.take())
+        }
     }
 }
 

@@ -10,6 +10,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::http_error;
 use crate::api::error::{STORAGE_RETRY_AFTER, STORAGE_UNAVAILABLE};
+use crate::api::plan::Filled;
 
 /// The legacy type, and what a client without an `Accept` gets.
 pub const JSON: &str = "application/json";
@@ -109,6 +110,12 @@ fn failed_for_storage(response: &GqlResponse) -> bool {
 /// (`STORAGE_UNAVAILABLE`) is told when to try again (`Retry-After`), and
 /// answered 503 when nothing of it was answered.
 pub fn single(media: Media, response: GqlResponse) -> Response {
+    answer(media, response, None)
+}
+
+/// One GraphQL response as `media`, as [`single`]; its `data` written by a
+/// plan when `planned` holds it.
+pub fn answer(media: Media, response: GqlResponse, planned: Option<Filled>) -> Response {
     let rate_limited = crate::api::rate_limit::refused_for(&response);
     let retry_after =
         rate_limited.or_else(|| storage_refused(&response).then_some(STORAGE_RETRY_AFTER));
@@ -116,7 +123,10 @@ pub fn single(media: Media, response: GqlResponse) -> Response {
         || (media == Media::GraphqlResponseJson && failed_before_running(&response));
     let status = if rate_limited.is_some() {
         StatusCode::TOO_MANY_REQUESTS
-    } else if failed_for_storage(&response) {
+    } else if match &planned {
+        Some(planned) => storage_refused(&response) && !planned.answered,
+        None => failed_for_storage(&response),
+    } {
         StatusCode::SERVICE_UNAVAILABLE
     } else if request_error {
         StatusCode::BAD_REQUEST
@@ -136,6 +146,12 @@ pub fn single(media: Media, response: GqlResponse) -> Response {
         headers
             .entry(header::RETRY_AFTER)
             .or_insert_with(|| HeaderValue::from(after));
+    }
+    if let Some(planned) = planned {
+        return match with_data(&response, &planned.data) {
+            Ok(body) => typed_bytes(media, status, headers, body),
+            Err(err) => encoding_failed(err),
+        };
     }
     let mut body = match serde_json::to_value(&response) {
         Ok(body) => body,
@@ -196,6 +212,34 @@ pub fn batch(media: Media, response: BatchResponse) -> Response {
         Ok(body) => typed(media, status, headers, &body),
         Err(err) => encoding_failed(err),
     }
+}
+
+/// A response's JSON with `data` as written by a plan: the response (whose
+/// own `data` is null) serialised, its leading `{"data":null` replaced.
+fn with_data(response: &GqlResponse, data: &[u8]) -> Result<Vec<u8>, serde_json::Error> {
+    const NULL_DATA: &[u8] = b"{\"data\":null";
+    let rest = serde_json::to_vec(response)?;
+    let tail = rest.strip_prefix(NULL_DATA).ok_or_else(|| {
+        <serde_json::Error as serde::ser::Error>::custom("a planned response carries data")
+    })?;
+    let mut body = Vec::with_capacity(NULL_DATA.len() + data.len() + tail.len());
+    body.extend_from_slice(b"{\"data\":");
+    body.extend_from_slice(data);
+    body.extend_from_slice(tail);
+    Ok(body)
+}
+
+fn typed_bytes(
+    media: Media,
+    status: StatusCode,
+    mut headers: HeaderMap,
+    body: Vec<u8>,
+) -> Response {
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(media.content_type()),
+    );
+    (status, headers, body).into_response()
 }
 
 fn typed(

@@ -25,6 +25,7 @@ mod mongo_failures;
 mod notifications;
 mod owed;
 mod persisted;
+mod planned;
 mod processes;
 mod ranked_lists;
 mod rate_limits;

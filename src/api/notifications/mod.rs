@@ -53,7 +53,7 @@ fn notices_list<'k>(state: &'k AppState, viewer: &Viewer) -> ListId<'k> {
     ListId::notifications(&state.cursors, &viewer.tenant, &viewer.user)
 }
 
-async fn counts(
+pub(crate) async fn counts(
     state: &AppState,
     viewer: &Viewer,
 ) -> async_graphql::Result<(Inbox, NotificationCounts)> {

@@ -8,7 +8,23 @@
 //! run at all (`--planned-reads`), so the two executors can be compared on
 //! the same store.
 
+mod compile;
+mod run;
+
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_graphql::extensions::{
+    Extension, ExtensionContext, ExtensionFactory, NextExecute, NextParseQuery, NextValidation,
+};
+use async_graphql::parser::types::ExecutableDocument;
+use async_graphql::{Name, Response, ServerError, ServerResult, ValidationResult, Variables};
+use async_graphql_value::ConstValue;
+
+use self::compile::Plan;
+use super::{AppState, Identity, Session};
+use crate::descriptor::catalog::Catalog;
 
 /// Which executor answered an operation, as `/metrics` counts them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,16 +44,28 @@ impl Executor {
     }
 }
 
-/// Whether planned reads run, shared by every request of a server.
-#[derive(Debug)]
+/// Bytes of documents and plans kept by default (`--document-cache-bytes`).
+pub const DEFAULT_DOCUMENT_CACHE_BYTES: usize = 8 * 1024 * 1024;
+
+/// Whether planned reads run, and the documents kept with their plans;
+/// shared by every request of a server.
 pub struct Planner {
     enabled: AtomicBool,
+    documents: Mutex<Documents>,
+    max_bytes: usize,
 }
 
 impl Planner {
     pub fn new(enabled: bool) -> Self {
+        Self::bounded(enabled, DEFAULT_DOCUMENT_CACHE_BYTES)
+    }
+
+    /// Keeping at most `max_bytes` of documents and plans.
+    pub fn bounded(enabled: bool, max_bytes: usize) -> Self {
         Self {
             enabled: AtomicBool::new(enabled),
+            documents: Mutex::default(),
+            max_bytes,
         }
     }
 
@@ -55,5 +83,267 @@ impl Planner {
 impl Default for Planner {
     fn default() -> Self {
         Self::new(true)
+    }
+}
+
+/// Query texts whose plans are kept, with their documents; bounded in bytes
+/// (`--document-cache-bytes`). Only documents that validated for a caller
+/// with an identity are kept; when full, arbitrary entries make room, so a
+/// flood of distinct texts only churns it.
+#[derive(Default)]
+struct Documents {
+    entries: HashMap<Arc<str>, Arc<Entry>>,
+    bytes: usize,
+}
+
+/// One kept document and the plans made from it, by operation and by the
+/// values of the variables its `@skip` / `@include` read.
+pub struct Entry {
+    document: ExecutableDocument,
+    /// The variables `@skip` / `@include` read.
+    directive_variables: Vec<Name>,
+    plans: Mutex<Vec<PlanKey>>,
+    bytes: usize,
+}
+
+/// A plan for one operation and one set of directive values; `None` when
+/// no plan covers it.
+struct PlanKey {
+    operation: Option<String>,
+    values: Vec<bool>,
+    plan: Option<Arc<Plan>>,
+}
+
+/// Most plans kept per document (operations times directive values).
+const PLANS_PER_DOCUMENT: usize = 16;
+
+impl Entry {
+    fn new(document: ExecutableDocument, text_len: usize) -> Self {
+        Self {
+            directive_variables: compile::directive_variables(&document),
+            document,
+            plans: Mutex::default(),
+            // The text, and the parsed document and its plans, a few
+            // times the text.
+            bytes: text_len.saturating_mul(8).saturating_add(512),
+        }
+    }
+
+    /// The plan for `operation` with `variables`, made on first use.
+    fn plan(
+        &self,
+        operation: Option<&str>,
+        variables: &Variables,
+        catalog: &Catalog,
+    ) -> Option<Arc<Plan>> {
+        let values = compile::directive_values(&self.directive_variables, variables);
+        let mut plans = self.plans.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(found) = plans
+            .iter()
+            .find(|p| p.operation.as_deref() == operation && p.values == values)
+        {
+            return found.plan.clone();
+        }
+        let plan = compile::compile(
+            &self.document,
+            operation,
+            &self.directive_variables,
+            &values,
+            catalog,
+        )
+        .map(Arc::new);
+        if plans.len() < PLANS_PER_DOCUMENT {
+            plans.push(PlanKey {
+                operation: operation.map(str::to_owned),
+                values,
+                plan: plan.clone(),
+            });
+        }
+        plan
+    }
+}
+
+impl Planner {
+    fn entry(&self, query: &str) -> Option<Arc<Entry>> {
+        let documents = self.documents.lock().unwrap_or_else(|e| e.into_inner());
+        documents.entries.get(query).cloned()
+    }
+
+    fn keep(&self, query: Arc<str>, document: ExecutableDocument) -> Option<Arc<Entry>> {
+        let entry = Arc::new(Entry::new(document, query.len()));
+        if entry.bytes > self.max_bytes {
+            return None;
+        }
+        let mut documents = self.documents.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(kept) = documents.entries.get(&query) {
+            return Some(kept.clone());
+        }
+        while documents.bytes + entry.bytes > self.max_bytes {
+            let Some(evicted) = documents.entries.keys().next().cloned() else {
+                break;
+            };
+            if let Some(gone) = documents.entries.remove(&evicted) {
+                documents.bytes -= gone.bytes;
+            }
+        }
+        documents.bytes += entry.bytes;
+        documents.entries.insert(query, entry.clone());
+        Some(entry)
+    }
+
+    /// Bytes of kept documents, as counted against the bound.
+    pub fn kept_bytes(&self) -> usize {
+        let documents = self.documents.lock().unwrap_or_else(|e| e.into_inner());
+        documents.bytes
+    }
+}
+
+/// Where a planned response's `data` goes: the transport puts one in the
+/// request, and writes the JSON found in it instead of `data`.
+#[derive(Clone, Default)]
+pub struct Slot(Arc<Mutex<Option<Filled>>>);
+
+/// A planned response's `data`, as JSON.
+pub struct Filled {
+    pub data: Vec<u8>,
+    /// Whether any root field has a value.
+    pub answered: bool,
+}
+
+impl Slot {
+    fn fill(&self, filled: Filled) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(filled);
+    }
+
+    /// The planned `data`, when a plan answered the request.
+    pub fn take(&self) -> Option<Filled> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+
+    /// Which executor answered the request.
+    pub fn executor(&self) -> Executor {
+        if self.0.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
+            Executor::Planned
+        } else {
+            Executor::Fallback
+        }
+    }
+}
+
+/// The extension that runs plans: innermost, so the rate limit, the error
+/// codes and the metrics see planned responses as any other.
+pub struct Planned(pub Arc<Planner>);
+
+impl ExtensionFactory for Planned {
+    fn create(&self) -> Arc<dyn Extension> {
+        Arc::new(PlannedRequest {
+            planner: self.0.clone(),
+            seen: Mutex::default(),
+        })
+    }
+}
+
+/// One per request.
+struct PlannedRequest {
+    planner: Arc<Planner>,
+    seen: Mutex<Seen>,
+}
+
+#[derive(Default)]
+struct Seen {
+    /// The kept document, when the text was known.
+    entry: Option<Arc<Entry>>,
+    /// A document to keep once it validates.
+    pending: Option<(Arc<str>, ExecutableDocument)>,
+    variables: Variables,
+}
+
+impl PlannedRequest {
+    fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
+        self.seen.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Whether the request's caller has an identity.
+fn authenticated(ctx: &ExtensionContext<'_>) -> bool {
+    ctx.data_opt::<Session>()
+        .is_some_and(|session| matches!(session.identity, Identity::Viewer(_)))
+}
+
+#[async_trait::async_trait]
+impl Extension for PlannedRequest {
+    async fn parse_query(
+        &self,
+        ctx: &ExtensionContext<'_>,
+        query: &str,
+        variables: &Variables,
+        next: NextParseQuery<'_>,
+    ) -> ServerResult<ExecutableDocument> {
+        let document = next.run(ctx, query, variables).await?;
+        if !self.planner.enabled() || ctx.data_opt::<Slot>().is_none() || !authenticated(ctx) {
+            return Ok(document);
+        }
+        let mut seen = self.seen();
+        match self.planner.entry(query) {
+            Some(entry) => seen.entry = Some(entry),
+            None => seen.pending = Some((Arc::from(query), document.clone())),
+        }
+        seen.variables = variables.clone();
+        Ok(document)
+    }
+
+    async fn validation(
+        &self,
+        ctx: &ExtensionContext<'_>,
+        next: NextValidation<'_>,
+    ) -> Result<ValidationResult, Vec<ServerError>> {
+        let result = next.run(ctx).await?;
+        let pending = self.seen().pending.take();
+        if let Some((query, document)) = pending {
+            let entry = self.planner.keep(query, document);
+            self.seen().entry = entry;
+        }
+        Ok(result)
+    }
+
+    async fn execute(
+        &self,
+        ctx: &ExtensionContext<'_>,
+        operation_name: Option<&str>,
+        next: NextExecute<'_>,
+    ) -> Response {
+        let (entry, variables) = {
+            let mut seen = self.seen();
+            (seen.entry.take(), std::mem::take(&mut seen.variables))
+        };
+        let planned = match (
+            entry,
+            ctx.data_opt::<Slot>(),
+            ctx.data_opt::<Session>(),
+            ctx.data_opt::<AppState>(),
+        ) {
+            (Some(entry), Some(slot), Some(session), Some(state)) => {
+                match entry.plan(operation_name, &variables, &state.descriptors) {
+                    Some(plan) => run::run(&plan, state, session, &variables)
+                        .await
+                        .ok()
+                        .map(|written| (slot, written)),
+                    None => None,
+                }
+            }
+            _ => None,
+        };
+        match planned {
+            Some((slot, written)) => {
+                slot.fill(Filled {
+                    data: written.data,
+                    answered: written.answered,
+                });
+                let mut response = Response::new(ConstValue::Null);
+                response.errors = written.errors;
+                response
+            }
+            None => next.run(ctx, operation_name).await,
+        }
     }
 }

@@ -1,0 +1,503 @@
+//! Running a [`Plan`]: arguments bound from the request's variables, each
+//! list read with one call to the timeline layer and each kind of entity
+//! loaded for the whole page in one store call, then the response's `data`
+//! written as JSON straight from the rows, in selection order. Every value
+//! comes from the same field functions the async-graphql resolvers call.
+
+use async_graphql::resolver_utils::EnumType;
+use async_graphql::{Name, PathSegment, ServerError, Variables, ID};
+use async_graphql_value::ConstValue;
+use chrono::{DateTime, Utc};
+
+use super::compile::{
+    ActionField, Arg, ConnectionField, CountsField, DescriptorFields, EdgeField, FeedArgs, Fields,
+    ItemField, PageInfoField, Plan, ReasonField, RootField, UserField,
+};
+use crate::api::error::ApiResultExt;
+use crate::api::feed::{self, Needs, Paging};
+use crate::api::notifications::NotificationCounts;
+use crate::api::page::PageInfo;
+use crate::api::types::{
+    ActionNode, ActionSlot, FeedItemConnection, FeedItemNode, FeedReasonNode, UserNode,
+};
+use crate::api::{AppState, Session, Viewer};
+use crate::descriptor::graphql::{member_name, member_value};
+
+/// The plan cannot answer this request as async-graphql would (a variable
+/// that does not coerce, say): async-graphql runs it instead.
+#[derive(Debug)]
+pub struct Fallback;
+
+/// A planned response: its `data` as JSON, and its errors.
+pub struct Written {
+    pub data: Vec<u8>,
+    pub errors: Vec<ServerError>,
+    /// Whether any root field has a value (not null).
+    pub answered: bool,
+}
+
+/// Runs `plan` for the request's session with its variables.
+pub async fn run(
+    plan: &Plan,
+    state: &AppState,
+    session: &Session,
+    variables: &Variables,
+) -> Result<Written, Fallback> {
+    let bind = Bind { plan, variables };
+    let mut out = Out::default();
+    let mut errors = Vec::new();
+    let mut answered = false;
+    out.open();
+    for field in &plan.root {
+        out.key(&field.key);
+        let answer = match &field.kind {
+            RootField::Typename => {
+                out.string("Query");
+                Ok(())
+            }
+            RootField::Feed { args, fields } => home(state, session, &bind, args, fields)
+                .await?
+                .map(|connection| Run { state, session }.connection(&mut out, fields, &connection)),
+            RootField::Viewer(fields) => viewer(state, session)
+                .await
+                .map(|node| user(&mut out, fields, &node)),
+            RootField::NotificationCounts(fields) => notification_counts(state, session)
+                .await
+                .map(|c| counts(&mut out, fields, &c)),
+        };
+        match answer {
+            Ok(()) => answered = true,
+            Err(err) => {
+                // Every planned root field is non-null: its error nulls the
+                // whole data.
+                let mut err = err.into_server_error(field.pos);
+                err.path = vec![PathSegment::Field(field.key.to_string())];
+                errors.push(err);
+                return Ok(Written {
+                    data: b"null".to_vec(),
+                    errors,
+                    answered: false,
+                });
+            }
+        }
+    }
+    out.close();
+    Ok(Written {
+        data: out.buf,
+        errors,
+        answered,
+    })
+}
+
+/// Reads the home-feed page a `feed` field asks for.
+async fn home(
+    state: &AppState,
+    session: &Session,
+    bind: &Bind<'_>,
+    args: &FeedArgs,
+    fields: &Fields<ConnectionField>,
+) -> Result<async_graphql::Result<FeedItemConnection>, Fallback> {
+    let paging = Paging {
+        first: bind.int(&args.first)?,
+        after: bind.string(&args.after)?,
+        last: bind.int(&args.last)?,
+        before: bind.string(&args.before)?,
+        matching: bind.string(&args.matching)?,
+    };
+    let owner_id = bind.id(&args.owner_id)?;
+    let needs = needs(fields);
+    Ok(async {
+        let owner = feed::feed_owner(session.viewer()?, owner_id.as_ref())?;
+        feed::home_page(state, &owner, paging, needs).await
+    }
+    .await)
+}
+
+/// The viewer's own profile.
+async fn viewer(state: &AppState, session: &Session) -> async_graphql::Result<UserNode> {
+    let viewer = session.viewer()?;
+    let found = state
+        .store
+        .get_users(&viewer.tenant, std::slice::from_ref(&viewer.user))
+        .await
+        .api()?;
+    Ok(UserNode::found(&viewer.user, found.into_iter().next()))
+}
+
+async fn notification_counts(
+    state: &AppState,
+    session: &Session,
+) -> async_graphql::Result<NotificationCounts> {
+    Ok(crate::api::notifications::counts(state, session.viewer()?)
+        .await?
+        .1)
+}
+
+fn counts(out: &mut Out, fields: &Fields<CountsField>, c: &NotificationCounts) {
+    out.open();
+    for f in fields {
+        out.key(&f.key);
+        match f.kind {
+            CountsField::Typename => out.string("NotificationCounts"),
+            CountsField::UnseenCount => out.number(c.unseen_count),
+            CountsField::UnreadCount => out.number(c.unread_count),
+        }
+    }
+    out.close();
+}
+
+/// What a page's actions need loaded, from the plan of its connection.
+fn needs(fields: &Fields<ConnectionField>) -> Needs {
+    let mut needs = Needs::default();
+    let mut action = |fields: &Fields<ActionField>| {
+        for f in fields {
+            match f.kind {
+                ActionField::Actor(_) => needs.actor = true,
+                ActionField::ViewerHasLiked => needs.liked = true,
+                ActionField::CommentCount | ActionField::LikeCount => needs.uncopied = true,
+                _ => {}
+            }
+        }
+    };
+    let mut item = |fields: &Fields<ItemField>| {
+        for f in fields {
+            if let ItemField::Action(a) = &f.kind {
+                action(a);
+            }
+        }
+    };
+    for f in fields {
+        match &f.kind {
+            ConnectionField::Nodes(items) => item(items),
+            ConnectionField::Edges(edges) => {
+                for e in edges {
+                    if let EdgeField::Node(items) = &e.kind {
+                        item(items);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    needs
+}
+
+/// Arguments bound to the request's variables, coerced as async-graphql
+/// coerces them; anything else is left to it.
+struct Bind<'a> {
+    plan: &'a Plan,
+    variables: &'a Variables,
+}
+
+impl Bind<'_> {
+    fn value<'v>(&'v self, arg: &'v Arg) -> Result<Option<&'v ConstValue>, Fallback> {
+        match arg {
+            Arg::Absent => Ok(None),
+            Arg::Literal(value) => Ok(Some(value)),
+            Arg::Variable(name) => match self.variables.get(name) {
+                Some(value) => Ok(Some(value)),
+                None => self
+                    .plan
+                    .variables
+                    .iter()
+                    .find(|v| &v.name.node == name)
+                    .and_then(|v| v.default_value())
+                    .map(Some)
+                    .ok_or(Fallback),
+            },
+        }
+    }
+
+    fn int(&self, arg: &Arg) -> Result<Option<i32>, Fallback> {
+        match self.value(arg)? {
+            None | Some(ConstValue::Null) => Ok(None),
+            Some(ConstValue::Number(n)) => n
+                .as_i64()
+                .and_then(|n| i32::try_from(n).ok())
+                .map(Some)
+                .ok_or(Fallback),
+            Some(_) => Err(Fallback),
+        }
+    }
+
+    fn string(&self, arg: &Arg) -> Result<Option<String>, Fallback> {
+        match self.value(arg)? {
+            None | Some(ConstValue::Null) => Ok(None),
+            Some(ConstValue::String(s)) => Ok(Some(s.clone())),
+            Some(_) => Err(Fallback),
+        }
+    }
+
+    fn id(&self, arg: &Arg) -> Result<Option<ID>, Fallback> {
+        match self.value(arg)? {
+            None | Some(ConstValue::Null) => Ok(None),
+            Some(ConstValue::String(s)) => Ok(Some(ID(s.clone()))),
+            Some(ConstValue::Number(n)) if n.is_i64() || n.is_u64() => Ok(Some(ID(n.to_string()))),
+            Some(_) => Err(Fallback),
+        }
+    }
+}
+
+/// What writing a page needs besides the page.
+struct Run<'a> {
+    state: &'a AppState,
+    session: &'a Session,
+}
+
+impl Run<'_> {
+    fn viewer(&self) -> Option<&Viewer> {
+        self.session.viewer().ok()
+    }
+
+    fn connection(&self, out: &mut Out, fields: &Fields<ConnectionField>, c: &FeedItemConnection) {
+        out.open();
+        for f in fields {
+            out.key(&f.key);
+            match &f.kind {
+                ConnectionField::Typename => out.string("FeedItemConnection"),
+                ConnectionField::Edges(edge_fields) => {
+                    out.list(&c.edges, |out, edge| {
+                        out.open();
+                        for e in edge_fields {
+                            out.key(&e.key);
+                            match &e.kind {
+                                EdgeField::Typename => out.string("FeedItemEdge"),
+                                EdgeField::Cursor => {
+                                    out.string(&edge.cursor.seal(&self.state.cursors))
+                                }
+                                EdgeField::Node(items) => self.item(out, items, &edge.node),
+                            }
+                        }
+                        out.close();
+                    });
+                }
+                ConnectionField::Nodes(items) => {
+                    out.list(&c.edges, |out, edge| self.item(out, items, &edge.node));
+                }
+                ConnectionField::PageInfo(page) => page_info(out, page, &c.page_info),
+                ConnectionField::EventsCursor => out.string(&c.events_cursor),
+            }
+        }
+        out.close();
+    }
+
+    fn item(&self, out: &mut Out, fields: &Fields<ItemField>, item: &FeedItemNode) {
+        out.open();
+        for f in fields {
+            out.key(&f.key);
+            match &f.kind {
+                ItemField::Typename => out.string("FeedItem"),
+                ItemField::Id => out.id(&item.global_id()),
+                ItemField::OwnerId => out.string(&item.item.owner),
+                ItemField::Cursor => out.string(&item.cursor.seal(&self.state.cursors)),
+                ItemField::ActionId => out.id(&item.own_action_id()),
+                ItemField::Relevancy => out.time(&item.relevancy_at()),
+                ItemField::Reason(reason) => self::reason(out, reason, &item.reason_node()),
+                ItemField::Action(action) => match &item.action {
+                    ActionSlot::Loaded(node) => self.action(out, action, node),
+                    // A home page loads every action it shows.
+                    ActionSlot::Shared(_) | ActionSlot::Lazy => out.null(),
+                },
+            }
+        }
+        out.close();
+    }
+
+    fn action(&self, out: &mut Out, fields: &Fields<ActionField>, node: &ActionNode) {
+        let action = &node.action;
+        out.open();
+        for f in fields {
+            out.key(&f.key);
+            match &f.kind {
+                ActionField::Typename => out.string("Action"),
+                ActionField::Id => out.id(&node.global_id()),
+                ActionField::ActionId => out.id(&node.own_id()),
+                ActionField::Actor(user) => self::user(out, user, &node.actor_as_loaded()),
+                ActionField::ActorId => out.string(&action.actor_id),
+                ActionField::Conducted => out.time(&node.conducted_at()),
+                ActionField::To => out.list(&node.groups_to(), |out, id| out.id(id)),
+                ActionField::ExpiresAt => match node.expires() {
+                    Some(at) => out.time(&at),
+                    None => out.null(),
+                },
+                ActionField::Hidden => out.bool(action.hidden),
+                ActionField::Scope => out.enumerated(action.scope),
+                ActionField::Readers => match self.viewer().and_then(|v| node.readers_for(v)) {
+                    Some(readers) => out.list(readers, |out, r| out.string(r)),
+                    None => out.null(),
+                },
+                ActionField::RefIds => out.list(&action.ref_ids, |out, r| out.string(r)),
+                ActionField::Tags => out.list(&action.tags, |out, t| out.string(t)),
+                ActionField::Descriptor(fields) => self.descriptor(out, fields, node),
+                ActionField::CommentCount => out.number(action.counts.comments),
+                ActionField::LikeCount => out.number(action.counts.likes),
+                ActionField::ViewerHasLiked => out.bool(node.liked_as_loaded().unwrap_or(false)),
+            }
+        }
+        out.close();
+    }
+
+    fn descriptor(&self, out: &mut Out, fields: &DescriptorFields, node: &ActionNode) {
+        let catalog = &self.state.descriptors;
+        let descriptor = &node.action.descriptor;
+        let member = member_name(catalog, descriptor);
+        out.open();
+        for (key, name) in fields.members.get(member).into_iter().flatten() {
+            out.key(key);
+            if name.as_str() == "__typename" {
+                out.string(member);
+            } else {
+                out.value(&member_value(catalog, descriptor, name));
+            }
+        }
+        out.close();
+    }
+}
+
+fn reason(out: &mut Out, fields: &Fields<ReasonField>, reason: &FeedReasonNode) {
+    out.open();
+    for f in fields {
+        out.key(&f.key);
+        match &f.kind {
+            ReasonField::Typename => out.string("FeedReason"),
+            ReasonField::Kind => out.enumerated(reason.kind),
+            ReasonField::ActorId => out.string(&reason.actor_id),
+            ReasonField::Rule => match reason.rule {
+                Some(rule) => out.enumerated(rule),
+                None => out.null(),
+            },
+            ReasonField::By => match &reason.by {
+                Some(by) => out.string(by),
+                None => out.null(),
+            },
+            ReasonField::At => match &reason.at {
+                Some(at) => out.time(at),
+                None => out.null(),
+            },
+        }
+    }
+    out.close();
+}
+
+fn user(out: &mut Out, fields: &Fields<UserField>, user: &UserNode) {
+    out.open();
+    for f in fields {
+        out.key(&f.key);
+        match &f.kind {
+            UserField::Typename => out.string("User"),
+            UserField::Id => out.id(&user.global_id()),
+            UserField::UserId => out.string(&user.id),
+            UserField::Name => match &user.name {
+                Some(name) => out.string(name),
+                None => out.null(),
+            },
+        }
+    }
+    out.close();
+}
+
+fn page_info(out: &mut Out, fields: &Fields<PageInfoField>, page: &PageInfo) {
+    out.open();
+    for f in fields {
+        out.key(&f.key);
+        match &f.kind {
+            PageInfoField::Typename => out.string("PageInfo"),
+            PageInfoField::HasPreviousPage => out.bool(page.has_previous_page),
+            PageInfoField::HasNextPage => out.bool(page.has_next_page),
+            PageInfoField::StartCursor => out.opt_string(page.start_cursor.as_deref()),
+            PageInfoField::EndCursor => out.opt_string(page.end_cursor.as_deref()),
+        }
+    }
+    out.close();
+}
+
+/// A JSON writer: a key writes the separator its object needs; lists
+/// separate their own items.
+#[derive(Default)]
+pub struct Out {
+    pub buf: Vec<u8>,
+    /// Whether the next key is the first of its object.
+    first: bool,
+}
+
+impl Out {
+    fn open(&mut self) {
+        self.buf.push(b'{');
+        self.first = true;
+    }
+
+    fn close(&mut self) {
+        self.buf.push(b'}');
+        self.first = false;
+    }
+
+    fn key(&mut self, key: &Name) {
+        if !self.first {
+            self.buf.push(b',');
+        }
+        self.first = false;
+        // GraphQL names need no escaping.
+        self.buf.push(b'"');
+        self.buf.extend_from_slice(key.as_bytes());
+        self.buf.extend_from_slice(b"\":");
+    }
+
+    fn list<T>(&mut self, items: &[T], mut each: impl FnMut(&mut Self, &T)) {
+        self.buf.push(b'[');
+        for (i, item) in items.iter().enumerate() {
+            if i > 0 {
+                self.buf.push(b',');
+            }
+            each(self, item);
+        }
+        self.buf.push(b']');
+        self.first = false;
+    }
+
+    fn string(&mut self, s: &str) {
+        // serde_json escapes as async-graphql's responses are escaped.
+        let _ = serde_json::to_writer(&mut self.buf, s);
+    }
+
+    fn opt_string(&mut self, s: Option<&str>) {
+        match s {
+            Some(s) => self.string(s),
+            None => self.null(),
+        }
+    }
+
+    fn id(&mut self, id: &ID) {
+        self.string(id.as_str());
+    }
+
+    fn null(&mut self) {
+        self.buf.extend_from_slice(b"null");
+    }
+
+    fn bool(&mut self, b: bool) {
+        self.buf
+            .extend_from_slice(if b { b"true" } else { b"false" });
+    }
+
+    fn number(&mut self, n: u64) {
+        let _ = serde_json::to_writer(&mut self.buf, &n);
+    }
+
+    /// A `DateTime` as its scalar writes it.
+    fn time(&mut self, at: &DateTime<Utc>) {
+        self.string(&at.to_rfc3339());
+    }
+
+    /// An enum value by its GraphQL name.
+    fn enumerated<E: EnumType>(&mut self, value: E) {
+        let name = E::items()
+            .iter()
+            .find(|item| item.value == value)
+            .map_or("", |item| item.name);
+        self.string(name);
+    }
+
+    fn value(&mut self, value: &ConstValue) {
+        let _ = serde_json::to_writer(&mut self.buf, value);
+    }
+}
