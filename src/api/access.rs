@@ -13,7 +13,15 @@ pub async fn access<'v, 'a>(
     viewer: &'v Viewer,
     actions: impl IntoIterator<Item = &'a Action>,
 ) -> async_graphql::Result<Access<'v>> {
-    let state = state(ctx)?;
+    access_for(state(ctx)?, viewer, actions).await
+}
+
+/// Prepares the access check for the viewer over `actions`, with `state`.
+pub async fn access_for<'v, 'a>(
+    state: &super::AppState,
+    viewer: &'v Viewer,
+    actions: impl IntoIterator<Item = &'a Action>,
+) -> async_graphql::Result<Access<'v>> {
     Access::load(
         state.store.as_ref(),
         &viewer.tenant,

@@ -200,8 +200,13 @@ async fn ref_entity(
                 let (_, after) = ctx
                     .param_value::<Option<String>>("after", None)
                     .map_err(coded)?;
-                let page: ActionConnection =
-                    feed::slice(&ctx, viewer, id, (first, after, None)).await?;
+                let page: ActionConnection = feed::list(
+                    &ctx,
+                    viewer,
+                    feed::ListOf::Slice(id.to_owned()),
+                    (first, after, None),
+                )
+                .await?;
                 let inner = ctx.with_selection_set(&field.node.selection_set);
                 OutputType::resolve(&page, &inner, field)
                     .await

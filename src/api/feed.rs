@@ -11,7 +11,7 @@ use std::collections::HashMap;
 
 use async_graphql::{Context, ID};
 
-use super::access::access;
+use super::access::access_for as access;
 use super::cursor::ListId;
 use super::error::forbidden;
 use super::error::{bad_input, ApiResultExt};
@@ -65,7 +65,7 @@ fn matching_arg(
 /// DataLoader: a page has all its keys at once, and the loader would only add
 /// a hand-off to a task of its own.)
 async fn load_page(
-    ctx: &Context<'_>,
+    state: &AppState,
     viewer: &Viewer,
     ids: impl IntoIterator<Item = ObjectId>,
 ) -> async_graphql::Result<HashMap<ObjectId, Action>> {
@@ -75,11 +75,7 @@ async fn load_page(
     }
     ids.sort_unstable();
     ids.dedup();
-    let actions = state(ctx)?
-        .store
-        .get_actions(&viewer.tenant, &ids)
-        .await
-        .api()?;
+    let actions = state.store.get_actions(&viewer.tenant, &ids).await.api()?;
     Ok(actions.into_iter().map(|a| (a.id, a)).collect())
 }
 
@@ -234,19 +230,23 @@ pub async fn home_page(
     })
 }
 
+/// Where a list's actions are, from the list.
+const LIST_ACTIONS: &[&[&str]] = &[&["edges", "node"], &["nodes"]];
+
 /// A page of the actions whose `refIds` contain `ref_id`, newest first.
-pub async fn slice(
-    ctx: &Context<'_>,
+async fn slice_page(
+    state: &AppState,
     viewer: &Viewer,
     ref_id: &str,
     (first, after, matching): ListPaging<'_>,
+    needs: Needs,
 ) -> async_graphql::Result<ActionConnection> {
     let ref_id = &normalize_id("refId", ref_id).api()?;
-    let matching = matching_arg(state(ctx)?, matching)?;
+    let matching = matching_arg(state, matching)?;
     let limit = page_size("first", first).api()?;
-    let list = ListId::slice(&state(ctx)?.cursors, &viewer.tenant, ref_id);
+    let list = ListId::slice(&state.cursors, &viewer.tenant, ref_id);
     let after = after.as_deref().map(|c| list.decode_id(c)).transpose()?;
-    let store = &state(ctx)?.store;
+    let store = &state.store;
 
     let mut kept: Vec<Action> = Vec::new();
     let mut before = after;
@@ -265,8 +265,8 @@ pub async fn slice(
             oldest = Some(*last);
             before = oldest;
         }
-        let mut actions = load_page(ctx, viewer, ids.iter().copied()).await?;
-        let access = access(ctx, viewer, actions.values()).await?;
+        let mut actions = load_page(state, viewer, ids.iter().copied()).await?;
+        let access = access(state, viewer, actions.values()).await?;
         kept.extend(
             ids.iter()
                 .filter_map(|id| actions.remove(id))
@@ -278,7 +278,7 @@ pub async fn slice(
         }
     }
 
-    let edges = ActionNode::hydrate(ctx, kept, &[&["edges", "node"], &["nodes"]])
+    let edges = ActionNode::load_along(state, viewer, kept, needs, &HashMap::new())
         .await?
         .into_iter()
         .map(|node| ActionEdge {
@@ -297,6 +297,52 @@ pub async fn slice(
     })
 }
 
+/// A list of actions a query field reads, named by its arguments as sent.
+pub enum ListOf {
+    /// `slice(refId:)`.
+    Slice(String),
+    /// `actorFeed(userId:)`.
+    Actor(ID),
+    /// `groupFeed(groupId:)`.
+    Group(ID),
+    /// `discussions`.
+    Discussions,
+}
+
+/// A page of a list of actions, as [`list_page`] reads it for what the
+/// query selects.
+pub async fn list(
+    ctx: &Context<'_>,
+    viewer: &Viewer,
+    of: ListOf,
+    paging: ListPaging<'_>,
+) -> async_graphql::Result<ActionConnection> {
+    let needs = Needs::of(ctx, LIST_ACTIONS);
+    list_page(state(ctx)?, viewer, of, paging, needs).await
+}
+
+/// A page of a list of actions, its arguments checked.
+pub async fn list_page(
+    state: &AppState,
+    viewer: &Viewer,
+    of: ListOf,
+    paging: ListPaging<'_>,
+    needs: Needs,
+) -> async_graphql::Result<ActionConnection> {
+    match of {
+        ListOf::Slice(ref_id) => slice_page(state, viewer, &ref_id, paging, needs).await,
+        ListOf::Actor(user_id) => {
+            let user_id = super::global_id::user_id_arg("userId", &user_id)?;
+            ranked_page(state, viewer, Ranked::Actor(&user_id), paging, needs).await
+        }
+        ListOf::Group(group_id) => {
+            let group_id = normalize_id("groupId", &group_id).api()?;
+            ranked_page(state, viewer, Ranked::Group(&group_id), paging, needs).await
+        }
+        ListOf::Discussions => ranked_page(state, viewer, Ranked::Discussions, paging, needs).await,
+    }
+}
+
 /// Lists of actions ranked by a time of their own, read from the store as
 /// positions.
 #[derive(Clone, Copy)]
@@ -310,19 +356,20 @@ pub enum Ranked<'a> {
 }
 
 /// A page of a [`Ranked`] list, holding only actions `viewer` may see.
-pub async fn ranked(
-    ctx: &Context<'_>,
+async fn ranked_page(
+    state: &AppState,
     viewer: &Viewer,
     source: Ranked<'_>,
     (first, after, matching): ListPaging<'_>,
+    needs: Needs,
 ) -> async_graphql::Result<ActionConnection> {
-    let matching = matching_arg(state(ctx)?, matching)?;
-    let cursors = &state(ctx)?.cursors;
+    let matching = matching_arg(state, matching)?;
+    let cursors = &state.cursors;
     let list = match source {
         Ranked::Actor(actor) => ListId::actor(cursors, &viewer.tenant, actor),
         Ranked::Discussions => ListId::discussions(cursors, &viewer.tenant, &viewer.user),
         Ranked::Group(group) => {
-            super::edges::require_group(state(ctx)?, &viewer.tenant, group).await?;
+            super::edges::require_group(state, &viewer.tenant, group).await?;
             ListId::group(cursors, &viewer.tenant, group)
         }
     };
@@ -331,7 +378,7 @@ pub async fn ranked(
         .as_deref()
         .map(|c| list.decode_position(c))
         .transpose()?;
-    let store = &state(ctx)?.store;
+    let store = &state.store;
 
     let mut kept: Vec<(Position, Action)> = Vec::new();
     let mut older_than = after;
@@ -353,7 +400,7 @@ pub async fn ranked(
             }
             Ranked::Discussions => store.discussions(&viewer.tenant, &viewer.user, range).await,
             Ranked::Group(group) => {
-                let size = state(ctx)?.group_feed_size;
+                let size = state.group_feed_size;
                 store.group_feed(&viewer.tenant, group, size, range).await
             }
         }
@@ -365,8 +412,8 @@ pub async fn ranked(
             oldest = Some(*last);
             older_than = oldest;
         }
-        let mut actions = load_page(ctx, viewer, positions.iter().map(|p| p.action_id)).await?;
-        let access = access(ctx, viewer, actions.values()).await?;
+        let mut actions = load_page(state, viewer, positions.iter().map(|p| p.action_id)).await?;
+        let access = access(state, viewer, actions.values()).await?;
         kept.extend(positions.iter().filter_map(|p| {
             let action = actions.remove(&p.action_id)?;
             let matches = matching.as_ref().is_none_or(|m| m.matches(&action));
@@ -378,7 +425,7 @@ pub async fn ranked(
     }
 
     let (positions, actions): (Vec<Position>, Vec<Action>) = kept.into_iter().unzip();
-    let edges = ActionNode::hydrate(ctx, actions, &[&["edges", "node"], &["nodes"]])
+    let edges = ActionNode::load_along(state, viewer, actions, needs, &HashMap::new())
         .await?
         .into_iter()
         .zip(positions)

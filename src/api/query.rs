@@ -15,7 +15,7 @@ use super::global_id::{action_id_arg, renamed_arg, user_id_arg};
 use super::node::{self, Node};
 use super::types::{user_node, ActionConnection, ActionNode, FeedItemConnection, UserNode};
 use super::{loaders, viewer};
-use crate::model::limits::{normalize_id, MAX_LIST_LEN};
+use crate::model::limits::MAX_LIST_LEN;
 use crate::model::ObjectId;
 
 /// What can be read. Arguments that name an action or a user take its own
@@ -97,7 +97,7 @@ impl CoreQuery {
     ) -> async_graphql::Result<ActionConnection> {
         let viewer = viewer(ctx)?;
         let paging = (first, after, matching.as_deref());
-        feed::slice(ctx, viewer, &ref_id, paging).await
+        feed::list(ctx, viewer, feed::ListOf::Slice(ref_id), paging).await
     }
 
     /// `userId`'s (a user id or global id) actions that you may see, newest
@@ -119,9 +119,8 @@ impl CoreQuery {
         matching: Option<String>,
     ) -> async_graphql::Result<ActionConnection> {
         let viewer = viewer(ctx)?;
-        let user_id = user_id_arg("userId", &user_id)?;
         let paging = (first, after, matching.as_deref());
-        feed::ranked(ctx, viewer, feed::Ranked::Actor(&user_id), paging).await
+        feed::list(ctx, viewer, feed::ListOf::Actor(user_id), paging).await
     }
 
     /// A group's feed: what was posted to it (and its TEAM / DEPARTMENT
@@ -144,9 +143,8 @@ impl CoreQuery {
         matching: Option<String>,
     ) -> async_graphql::Result<ActionConnection> {
         let viewer = viewer(ctx)?;
-        let group_id = normalize_id("groupId", &group_id).api()?;
         let paging = (first, after, matching.as_deref());
-        feed::ranked(ctx, viewer, feed::Ranked::Group(&group_id), paging).await
+        feed::list(ctx, viewer, feed::ListOf::Group(group_id), paging).await
     }
 
     /// The actions you commented on that you may still see, the one with the
@@ -168,7 +166,7 @@ impl CoreQuery {
     ) -> async_graphql::Result<ActionConnection> {
         let viewer = viewer(ctx)?;
         let paging = (first, after, matching.as_deref());
-        feed::ranked(ctx, viewer, feed::Ranked::Discussions, paging).await
+        feed::list(ctx, viewer, feed::ListOf::Discussions, paging).await
     }
 
     /// One action, or null if there is none you may see. `actionId` is its

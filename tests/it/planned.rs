@@ -27,6 +27,13 @@ const SHAPES: &str = "query Shapes($withActor: Boolean!, $hide: Boolean = false)
     likes: likeCount likeCount scope @skip(if: $hide) } action { actionId } } \
     pageInfo @skip(if: false) { hasNextPage } } }";
 
+/// The lists of actions: a slice, a profile, discussions.
+const LISTS: &str = "query Lists($ref: String!, $who: ID!) { \
+    slice(refId: $ref, first: 2) { edges { cursor node { actionId actor { name } likeCount } } \
+    pageInfo { hasNextPage endCursor } } \
+    actorFeed(userId: $who) { nodes { __typename actionId descriptor { ... on StatusPost { text } } } } \
+    discussions { __typename nodes { actionId } pageInfo { hasPreviousPage } } }";
+
 /// Each body twice, planner off then on, as text: they must be equal.
 async fn both_ways(server: &TestServer, client: &Client, query: &str, variables: Value) -> String {
     server.server.planner.set_enabled(false);
@@ -150,6 +157,13 @@ async fn a_feed_page_runs_planned_and_answers_as_the_general_executor_does() {
     )
     .await;
     assert!(executions(&server, "Shapes", "planned").await >= 2);
+
+    both_ways(&server, &ann, LISTS, json!({ "ref": "r1", "who": "bob" })).await;
+    assert!(executions(&server, "Lists", "planned").await >= 1);
+    // A list's own argument refused: its code and path.
+    let one = "query One($ref: String!) { slice(refId: $ref) { nodes { actionId } } }";
+    let refused = both_ways(&server, &ann, one, json!({ "ref": " " })).await;
+    assert!(refused.contains("\"path\":[\"slice\"]"), "{refused}");
 
     // An error in a planned field: its code, path and location, data null.
     let bad = both_ways(&server, &ann, PAGE, json!({ "after": "not-a-cursor" })).await;

@@ -57,6 +57,43 @@ pub enum RootField {
     },
     Viewer(Fields<UserField>),
     NotificationCounts(Fields<CountsField>),
+    /// `slice`, `actorFeed`, `groupFeed` or `discussions`.
+    List {
+        of: ListArg,
+        args: ListArgs,
+        fields: Fields<ListField>,
+    },
+}
+
+/// Which list of actions, with the argument that names it.
+#[derive(Debug)]
+pub enum ListArg {
+    Slice(Arg),
+    Actor(Arg),
+    Group(Arg),
+    Discussions,
+}
+
+#[derive(Debug)]
+pub struct ListArgs {
+    pub first: Arg,
+    pub after: Arg,
+    pub matching: Arg,
+}
+
+#[derive(Debug)]
+pub enum ListField {
+    Typename,
+    Edges(Fields<ListEdgeField>),
+    Nodes(Fields<ActionField>),
+    PageInfo(Fields<PageInfoField>),
+}
+
+#[derive(Debug)]
+pub enum ListEdgeField {
+    Typename,
+    Cursor,
+    Node(Fields<ActionField>),
 }
 
 #[derive(Debug)]
@@ -367,6 +404,27 @@ impl<'a> Compiler<'a> {
                 let fields = this.connection(&Self::subsets(occ))?;
                 Some(RootField::Feed { args, fields })
             }
+            "slice" | "actorFeed" | "groupFeed" | "discussions" => {
+                let (of, named) = match name {
+                    "slice" => (ListArg::Slice(arg(occ[0], "refId")), Some("refId")),
+                    "actorFeed" => (ListArg::Actor(arg(occ[0], "userId")), Some("userId")),
+                    "groupFeed" => (ListArg::Group(arg(occ[0], "groupId")), Some("groupId")),
+                    _ => (ListArg::Discussions, None),
+                };
+                let known = ["first", "after", "matching"];
+                if !occ[0].node.arguments.iter().all(|(n, _)| {
+                    known.contains(&n.node.as_str()) || Some(n.node.as_str()) == named
+                }) {
+                    return None;
+                }
+                let args = ListArgs {
+                    first: arg(occ[0], "first"),
+                    after: arg(occ[0], "after"),
+                    matching: arg(occ[0], "matching"),
+                };
+                let fields = this.list(&Self::subsets(occ))?;
+                Some(RootField::List { of, args, fields })
+            }
             "viewer" => Self::leaf(occ, ())
                 .and_then(|()| this.user(&Self::subsets(occ)))
                 .map(RootField::Viewer),
@@ -386,6 +444,25 @@ impl<'a> Compiler<'a> {
                 this.page_info(&Self::subsets(occ))?,
             )),
             "eventsCursor" => Self::leaf(occ, ConnectionField::EventsCursor),
+            _ => None,
+        })
+    }
+
+    fn list(&self, sets: &[&'a SelectionSet]) -> Option<Fields<ListField>> {
+        self.object(sets, "ActionConnection", |this, name, occ| match name {
+            "__typename" => Some(ListField::Typename),
+            "edges" => Some(ListField::Edges(this.list_edge(&Self::subsets(occ))?)),
+            "nodes" => Some(ListField::Nodes(this.action(&Self::subsets(occ))?)),
+            "pageInfo" => Some(ListField::PageInfo(this.page_info(&Self::subsets(occ))?)),
+            _ => None,
+        })
+    }
+
+    fn list_edge(&self, sets: &[&'a SelectionSet]) -> Option<Fields<ListEdgeField>> {
+        self.object(sets, "ActionEdge", |this, name, occ| match name {
+            "__typename" => Some(ListEdgeField::Typename),
+            "cursor" => Self::leaf(occ, ListEdgeField::Cursor),
+            "node" => Some(ListEdgeField::Node(this.action(&Self::subsets(occ))?)),
             _ => None,
         })
     }

@@ -11,14 +11,16 @@ use chrono::{DateTime, Utc};
 
 use super::compile::{
     ActionField, Arg, ConnectionField, CountsField, DescriptorFields, EdgeField, FeedArgs, Fields,
-    ItemField, PageInfoField, Plan, ReasonField, RootField, UserField,
+    ItemField, ListArg, ListArgs, ListEdgeField, ListField, PageInfoField, Plan, ReasonField,
+    RootField, UserField,
 };
 use crate::api::error::ApiResultExt;
-use crate::api::feed::{self, Needs, Paging};
+use crate::api::feed::{self, ListOf, Needs, Paging};
 use crate::api::notifications::NotificationCounts;
 use crate::api::page::PageInfo;
 use crate::api::types::{
-    ActionNode, ActionSlot, FeedItemConnection, FeedItemNode, FeedReasonNode, UserNode,
+    ActionConnection, ActionNode, ActionSlot, FeedItemConnection, FeedItemNode, FeedReasonNode,
+    UserNode,
 };
 use crate::api::{AppState, Session, Viewer};
 use crate::descriptor::graphql::{member_name, member_value};
@@ -58,6 +60,9 @@ pub async fn run(
             RootField::Feed { args, fields } => home(state, session, &bind, args, fields)
                 .await?
                 .map(|connection| Run { state, session }.connection(&mut out, fields, &connection)),
+            RootField::List { of, args, fields } => list(state, session, &bind, of, args, fields)
+                .await?
+                .map(|connection| Run { state, session }.list(&mut out, fields, &connection)),
             RootField::Viewer(fields) => viewer(state, session)
                 .await
                 .map(|node| user(&mut out, fields, &node)),
@@ -113,6 +118,48 @@ async fn home(
     .await)
 }
 
+/// Reads the page of a list of actions a root field asks for.
+async fn list(
+    state: &AppState,
+    session: &Session,
+    bind: &Bind<'_>,
+    of: &ListArg,
+    args: &ListArgs,
+    fields: &Fields<ListField>,
+) -> Result<async_graphql::Result<ActionConnection>, Fallback> {
+    let of = match of {
+        ListArg::Slice(ref_id) => ListOf::Slice(bind.string(ref_id)?.ok_or(Fallback)?),
+        ListArg::Actor(user_id) => ListOf::Actor(bind.id(user_id)?.ok_or(Fallback)?),
+        ListArg::Group(group_id) => ListOf::Group(bind.id(group_id)?.ok_or(Fallback)?),
+        ListArg::Discussions => ListOf::Discussions,
+    };
+    let (first, after, matching) = (
+        bind.int(&args.first)?,
+        bind.string(&args.after)?,
+        bind.string(&args.matching)?,
+    );
+    let mut needs = Needs::default();
+    for f in fields {
+        match &f.kind {
+            ListField::Nodes(action) => action_needs(action, &mut needs),
+            ListField::Edges(edges) => {
+                for e in edges {
+                    if let ListEdgeField::Node(action) = &e.kind {
+                        action_needs(action, &mut needs);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(async {
+        let viewer = session.viewer()?;
+        let paging = (first, after, matching.as_deref());
+        feed::list_page(state, viewer, of, paging, needs).await
+    }
+    .await)
+}
+
 /// The viewer's own profile.
 async fn viewer(state: &AppState, session: &Session) -> async_graphql::Result<UserNode> {
     let viewer = session.viewer()?;
@@ -149,30 +196,20 @@ fn counts(out: &mut Out, fields: &Fields<CountsField>, c: &NotificationCounts) {
 /// What a page's actions need loaded, from the plan of its connection.
 fn needs(fields: &Fields<ConnectionField>) -> Needs {
     let mut needs = Needs::default();
-    let mut action = |fields: &Fields<ActionField>| {
-        for f in fields {
-            match f.kind {
-                ActionField::Actor(_) => needs.actor = true,
-                ActionField::ViewerHasLiked => needs.liked = true,
-                ActionField::CommentCount | ActionField::LikeCount => needs.uncopied = true,
-                _ => {}
-            }
-        }
-    };
-    let mut item = |fields: &Fields<ItemField>| {
+    let item = |fields: &Fields<ItemField>, needs: &mut Needs| {
         for f in fields {
             if let ItemField::Action(a) = &f.kind {
-                action(a);
+                action_needs(a, needs);
             }
         }
     };
     for f in fields {
         match &f.kind {
-            ConnectionField::Nodes(items) => item(items),
+            ConnectionField::Nodes(items) => item(items, &mut needs),
             ConnectionField::Edges(edges) => {
                 for e in edges {
                     if let EdgeField::Node(items) = &e.kind {
-                        item(items);
+                        item(items, &mut needs);
                     }
                 }
             }
@@ -180,6 +217,18 @@ fn needs(fields: &Fields<ConnectionField>) -> Needs {
         }
     }
     needs
+}
+
+/// What the fields asked of actions need loaded with them.
+fn action_needs(fields: &Fields<ActionField>, needs: &mut Needs) {
+    for f in fields {
+        match f.kind {
+            ActionField::Actor(_) => needs.actor = true,
+            ActionField::ViewerHasLiked => needs.liked = true,
+            ActionField::CommentCount | ActionField::LikeCount => needs.uncopied = true,
+            _ => {}
+        }
+    }
 }
 
 /// Arguments bound to the request's variables, coerced as async-graphql
@@ -276,6 +325,37 @@ impl Run<'_> {
                 }
                 ConnectionField::PageInfo(page) => page_info(out, page, &c.page_info),
                 ConnectionField::EventsCursor => out.string(&c.events_cursor),
+            }
+        }
+        out.close();
+    }
+
+    fn list(&self, out: &mut Out, fields: &Fields<ListField>, c: &ActionConnection) {
+        out.open();
+        for f in fields {
+            out.key(&f.key);
+            match &f.kind {
+                ListField::Typename => out.string("ActionConnection"),
+                ListField::Edges(edge_fields) => {
+                    out.list(&c.edges, |out, edge| {
+                        out.open();
+                        for e in edge_fields {
+                            out.key(&e.key);
+                            match &e.kind {
+                                ListEdgeField::Typename => out.string("ActionEdge"),
+                                ListEdgeField::Cursor => {
+                                    out.string(&edge.cursor.seal(&self.state.cursors))
+                                }
+                                ListEdgeField::Node(action) => self.action(out, action, &edge.node),
+                            }
+                        }
+                        out.close();
+                    });
+                }
+                ListField::Nodes(action) => {
+                    out.list(&c.edges, |out, edge| self.action(out, action, &edge.node));
+                }
+                ListField::PageInfo(page) => page_info(out, page, &c.page_info),
             }
         }
         out.close();
