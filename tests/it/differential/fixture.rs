@@ -26,10 +26,19 @@ const NAMED: &[(&str, &str)] = &[
     ("fay", "Fay Ford"),
     ("hal", "hal"),
 ];
-const ACTORS: &[&str] = &["ann", "cat", "dan", "gus", "hal", "eve", "bob", "ann", "cat"];
+const ACTORS: &[&str] = &[
+    "ann", "cat", "dan", "gus", "hal", "eve", "bob", "ann", "cat",
+];
 const SCORES: [f64; 4] = [4.0, 3.5, 0.0, 5.0];
 const WORDS: &[&str] = &[
-    "launch", "hiring", "roadmap", "coffee", "quarterly", "review", "offsite", "demo",
+    "launch",
+    "hiring",
+    "roadmap",
+    "coffee",
+    "quarterly",
+    "review",
+    "offsite",
+    "demo",
 ];
 
 /// Who posts a document.
@@ -100,7 +109,9 @@ fn descriptor(i: usize, actor: &str) -> Value {
     let applicant = format!("applicant-{}", i % 3 + 1);
     let names = |id: &str| format!("{} {}", id.replace('-', " "), i % 5);
     match i % 5 {
-        0 | 4 if i % 10 != 9 => json!({ "statusPost": { "text": format!("{word} update {i}: see the {} notes", WORDS[(i + 3) % WORDS.len()]) } }),
+        0 | 4 if i % 10 != 9 => {
+            json!({ "statusPost": { "text": format!("{word} update {i}: see the {} notes", WORDS[(i + 3) % WORDS.len()]) } })
+        }
         1 => json!({ "applicationRating": {
             "raterId": actor, "raterName": format!("{actor} the rater"),
             "positionId": "pos-1", "positionName": "Engineer",
@@ -130,7 +141,11 @@ fn descriptor(i: usize, actor: &str) -> Value {
 fn audience(i: usize, actor: &str) -> Value {
     let mut input = json!({});
     if i % 11 == 5 {
-        let readers = if i % 2 == 0 { json!(["bob", "eve"]) } else { json!(["eve"]) };
+        let readers = if i % 2 == 0 {
+            json!(["bob", "eve"])
+        } else {
+            json!(["eve"])
+        };
         input = json!({ "scope": "RESTRICTED", "readers": readers });
     } else if i % 7 == 3 && ["ann", "eve", "bob"].contains(&actor) {
         input = json!({ "scope": "TEAM" });
@@ -241,7 +256,12 @@ pub async fn fill(server: &TestServer, clock: &ManualClock) -> Fixture {
     for n in 0..30 {
         clock.advance(100);
         let author = ["bob", "cat", "dan", "eve", "fay"][n % 5];
-        comment(&user(author), &thread, &format!("thread {n}: {}", WORDS[n % WORDS.len()])).await;
+        comment(
+            &user(author),
+            &thread,
+            &format!("thread {n}: {}", WORDS[n % WORDS.len()]),
+        )
+        .await;
         comments += 1;
     }
     for (author, actor, nth) in [
@@ -311,12 +331,23 @@ pub async fn fill(server: &TestServer, clock: &ManualClock) -> Fixture {
         .extend(["gus", "newcomer", "nobody"].map(String::from));
     fixture.actions = recorded.iter().map(|a| a.id.clone()).collect();
     fixture.actions.push("0123456789abcdef01234567".to_owned());
-    fixture.groups = ["t-core", "d-sales", "t-ops", "no-such-group"].map(String::from).into();
-    fixture.refs = ["job-1", "job-2", "applicant-1", "applicant-2", "pos-1", "none"]
+    fixture.groups = ["t-core", "d-sales", "t-ops", "no-such-group"]
         .map(String::from)
         .into();
+    fixture.refs = [
+        "job-1",
+        "job-2",
+        "applicant-1",
+        "applicant-2",
+        "pos-1",
+        "none",
+    ]
+    .map(String::from)
+    .into();
     fixture.words = WORDS.iter().map(|w| w.to_string()).collect();
-    fixture.words.extend(["hir", "ZZZ nothing", "update 1", ""].map(String::from));
+    fixture
+        .words
+        .extend(["hir", "ZZZ nothing", "update 1", ""].map(String::from));
     read_back(server, &mut fixture).await;
     fixture
 }
@@ -382,7 +413,10 @@ async fn read_back(server: &TestServer, fixture: &mut Fixture) {
         for comment in action["comments"]["nodes"].as_array().into_iter().flatten() {
             push_str(&mut fixture.global_ids, &comment["id"]);
         }
-        push_str(&mut fixture.cursors, &action["comments"]["pageInfo"]["endCursor"]);
+        push_str(
+            &mut fixture.cursors,
+            &action["comments"]["pageInfo"]["endCursor"],
+        );
     }
     for key in ["u1", "u2", "u3"] {
         push_str(&mut fixture.global_ids, &ids[key]["id"]);
@@ -403,7 +437,12 @@ async fn read_back(server: &TestServer, fixture: &mut Fixture) {
                 json!({}),
             )
             .await;
-        for item in data["feed"]["nodes"].as_array().expect("feed").iter().take(3) {
+        for item in data["feed"]["nodes"]
+            .as_array()
+            .expect("feed")
+            .iter()
+            .take(3)
+        {
             push_str(&mut fixture.global_ids, &item["id"]);
         }
         for group in data["notifications"]["nodes"].as_array().expect("groups") {
@@ -423,14 +462,20 @@ async fn read_back(server: &TestServer, fixture: &mut Fixture) {
         ] {
             push_str(&mut fixture.cursors, &data[list]["pageInfo"]["endCursor"]);
         }
-        push_str(&mut fixture.cursors, &data["feed"]["pageInfo"]["startCursor"]);
+        push_str(
+            &mut fixture.cursors,
+            &data["feed"]["pageInfo"]["startCursor"],
+        );
     }
     let bob_feed = server
         .client(TENANT, "bob")
         .data("{ feed(first: 100) { edges { cursor } } }", json!({}))
         .await;
     let items = bob_feed["feed"]["edges"].as_array().expect("edges").len();
-    assert!(items >= 26, "the reader's feed holds more than a page: {items}");
+    assert!(
+        items >= 26,
+        "the reader's feed holds more than a page: {items}"
+    );
     fixture.written.push(("items in bob's feed", items));
     fixture.cursors.sort();
     fixture.cursors.dedup();

@@ -41,7 +41,7 @@ pub const READ_ROOTS: &[&str] = &[
 ];
 
 /// Deepest field nesting generated (the server accepts 16).
-const MAX_DEPTH: usize = 10;
+const MAX_DEPTH: usize = 8;
 /// Most cost a document reaches by the server's count (it accepts 50,000).
 const BUDGET: u64 = 20_000;
 /// Most items a field's selection may be repeated for, lists within lists.
@@ -152,7 +152,10 @@ fn repeats(field: &Field, args: &[(String, Value)]) -> u64 {
         .filter(|(name, _)| name == "first" || name == "last")
         .filter_map(|(_, v)| v.as_i64())
         .max();
-    let has_size = field.args.iter().any(|a| a.name == "first" || a.name == "last");
+    let has_size = field
+        .args
+        .iter()
+        .any(|a| a.name == "first" || a.name == "last");
     if has_size {
         return match size {
             Some(n) if (0..=100).contains(&n) => n.max(1) as u64,
@@ -166,7 +169,10 @@ fn repeats(field: &Field, args: &[(String, Value)]) -> u64 {
     {
         return ids.len().max(1) as u64;
     }
-    let list = matches!(field.ty.base, async_graphql::parser::types::BaseType::List(_));
+    let list = matches!(
+        field.ty.base,
+        async_graphql::parser::types::BaseType::List(_)
+    );
     if list && field.name == "groups" {
         100
     } else {
@@ -186,7 +192,11 @@ impl Gen<'_> {
             return String::new();
         }
         self.directives += 1;
-        let which = if self.rng.chance(50) { "include" } else { "skip" };
+        let which = if self.rng.chance(50) {
+            "include"
+        } else {
+            "skip"
+        };
         let value = self.rng.chance(50);
         if self.rng.chance(60) {
             let name = self.fresh("b");
@@ -210,7 +220,8 @@ impl Gen<'_> {
         }
         if !value.is_null() && self.rng.chance(10) {
             let default = values::literal(value, ty, self.schema);
-            self.definitions.push(format!("${var}: {declared} = {default}"));
+            self.definitions
+                .push(format!("${var}: {declared} = {default}"));
         } else {
             self.definitions.push(format!("${var}: {declared}"));
             self.variables.insert(var.clone(), value.clone());
@@ -266,7 +277,7 @@ impl Gen<'_> {
                     }
                 }
                 for object in self.schema.possible(ty) {
-                    if self.rng.chance(45) {
+                    if depth + 2 <= MAX_DEPTH && self.rng.chance(45) {
                         items.push(self.inline(ty, &object, depth, mult));
                     }
                 }
@@ -276,18 +287,18 @@ impl Gen<'_> {
                     items.push("__typename".to_owned());
                 }
                 for member in members.clone() {
-                    if self.rng.chance(50) {
+                    if depth + 2 <= MAX_DEPTH && self.rng.chance(50) {
                         items.push(self.inline(ty, &member, depth, mult));
                     }
                 }
             }
             _ => unreachable!("{ty} has no selections"),
         }
-        if self.rng.chance(12) {
+        if depth + 2 <= MAX_DEPTH && self.rng.chance(12) {
             let on = self.condition(ty);
             items.push(self.inline(ty, &on, depth, mult));
         }
-        if self.rng.chance(15) {
+        if depth < MAX_DEPTH && self.rng.chance(15) {
             if let Some(spread) = self.spread(ty, depth, mult) {
                 items.push(spread);
             }
@@ -314,9 +325,11 @@ impl Gen<'_> {
     /// a type condition now and then when `on` is `parent`.
     fn inline(&mut self, parent: &str, on: &str, depth: usize, mult: u64) -> String {
         let directive = self.directive();
-        let body = self.selections(on, depth, mult);
+        // Levels of its own to the parser, which refuses to recurse past
+        // 32 (a fragment, its selection set, its selection).
+        let body = self.selections(on, depth + 2, mult);
         if self.rng.chance(10) && on == parent {
-            return format!("...{body}");
+            return format!("...{directive} {body}");
         }
         format!("... on {on}{directive} {body}")
     }
@@ -328,7 +341,10 @@ impl Gen<'_> {
         let fits: Vec<usize> = (0..self.fragments.len())
             .filter(|&i| {
                 let f = &self.fragments[i];
-                self.schema.possible(&f.on).iter().any(|p| possible.contains(p))
+                self.schema
+                    .possible(&f.on)
+                    .iter()
+                    .any(|p| possible.contains(p))
                     && depth + f.depth <= MAX_DEPTH
                     && self.cost + f.unit * mult <= BUDGET
                     && self.fields + f.fields <= MOST_FIELDS
@@ -380,7 +396,14 @@ impl Gen<'_> {
                     continue;
                 }
             }
-            let value = values::random(schema, self.fx, &mut self.rng, &field.name, &arg.name, &arg.ty);
+            let value = values::random(
+                schema,
+                self.fx,
+                &mut self.rng,
+                &field.name,
+                &arg.name,
+                &arg.ty,
+            );
             args.push((arg.name.clone(), value));
         }
         let mut times = repeats(field, &args);
@@ -411,7 +434,12 @@ impl Gen<'_> {
         let arg_text: Vec<String> = args
             .iter()
             .map(|(name, value)| {
-                let ty = &field.args.iter().find(|a| &a.name == name).expect("an arg").ty;
+                let ty = &field
+                    .args
+                    .iter()
+                    .find(|a| &a.name == name)
+                    .expect("an arg")
+                    .ty;
                 self.argument(name, ty, value)
             })
             .collect();

@@ -43,7 +43,12 @@ pub fn harvest() -> Vec<Harvested> {
     files(root, "tests/it", &[".rs"], &mut paths);
     files(root, "src/bench", &[".rs"], &mut paths);
     files(root, "web-demo", &[".js", ".html"], &mut paths);
-    files(root, "tests/clients", &[".js", ".mjs", ".graphql"], &mut paths);
+    files(
+        root,
+        "tests/clients",
+        &[".js", ".mjs", ".graphql"],
+        &mut paths,
+    );
     files(root, "docs", &[".md"], &mut paths);
     paths.push(root.join("README.md"));
     paths.sort();
@@ -287,5 +292,8 @@ fn literals_of_rust_and_javascript() {
         query_operations("query A { viewer { id } } mutation B { markAllRead { removed } } query C { viewer { name } }"),
         Some(vec![Some("A".to_owned()), Some("C".to_owned())])
     );
-    assert_eq!(query_operations("subscription { feedEvents { kind } }"), None);
+    assert_eq!(
+        query_operations("subscription { feedEvents { kind } }"),
+        None
+    );
 }

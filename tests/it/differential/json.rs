@@ -205,7 +205,8 @@ fn differ(a: &Json, b: &Json, path: &mut Vec<String>) -> Option<String> {
                 path.pop();
             }
             (xs.len() != ys.len()).then(|| {
-                let keys = |m: &[(String, Json)]| m.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();
+                let keys =
+                    |m: &[(String, Json)]| m.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();
                 format!(
                     "at {}: members {:?} against {:?}",
                     at(path),

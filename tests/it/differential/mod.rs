@@ -64,7 +64,10 @@ async fn start(backend: Backend) -> Option<(TestServer, Fixture)> {
 }
 
 fn model_name() -> String {
-    crate::common::test_feed_model().map_or_else(|| "rivers (default)".to_owned(), |m| m.kind.name().to_owned())
+    crate::common::test_feed_model().map_or_else(
+        || "rivers (default)".to_owned(),
+        |m| m.kind.name().to_owned(),
+    )
 }
 
 fn seed() -> u64 {
@@ -201,12 +204,17 @@ async fn corpus() {
     let mut cases = Vec::new();
     let mut pages = Vec::new();
     for doc in &harvested {
-        let parsed = async_graphql::parser::parse_query(&doc.document).expect("harvested, so it parses");
+        let parsed =
+            async_graphql::parser::parse_query(&doc.document).expect("harvested, so it parses");
         for name in &doc.operations {
             let op = match (&parsed.operations, name) {
                 (DocumentOperations::Single(op), _) => &op.node,
                 (DocumentOperations::Multiple(ops), Some(name)) => {
-                    &ops.iter().find(|(n, _)| n.as_str() == name).expect("the operation").1.node
+                    &ops.iter()
+                        .find(|(n, _)| n.as_str() == name)
+                        .expect("the operation")
+                        .1
+                        .node
                 }
                 (DocumentOperations::Multiple(_), None) => unreachable!("named when several"),
             };
@@ -226,7 +234,9 @@ async fn corpus() {
             }
             let roots = root_fields(op).unwrap_or_default();
             let is_page = roots.iter().any(|r| r == "feed")
-                && roots.iter().all(|r| READ_ROOTS.contains(&r.as_str()) || r == "__typename");
+                && roots
+                    .iter()
+                    .all(|r| READ_ROOTS.contains(&r.as_str()) || r == "__typename");
             for viewer in 0..VIEWERS.len() {
                 let case = Case {
                     origin: doc.origin.clone(),
@@ -244,7 +254,10 @@ async fn corpus() {
             }
         }
     }
-    let runner = Runner::new(&server, "the same test (no seed: the corpus is the files')".to_owned());
+    let runner = Runner::new(
+        &server,
+        "the same test (no seed: the corpus is the files')".to_owned(),
+    );
     let started = Instant::now();
     let all = runner.compare(&cases).await;
     let feed_pages = runner.compare(&pages).await;

@@ -263,10 +263,11 @@ fn request_error(body: &Json) -> Option<String> {
     let Some(Json::Array(errors)) = body.get("errors") else {
         return None;
     };
-    errors
-        .iter()
-        .find(|e| e.get("path").is_none())
-        .map(|e| e.get("extensions").and_then(|x| x.get("code")).map_or_else(|| e.text(), Json::text))
+    errors.iter().find(|e| e.get("path").is_none()).map(|e| {
+        e.get("extensions")
+            .and_then(|x| x.get("code"))
+            .map_or_else(|| e.text(), Json::text)
+    })
 }
 
 /// Whether the operation ran: it has data, or an error at a path.

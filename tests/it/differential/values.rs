@@ -14,7 +14,14 @@ use super::schema::{named, Kind, Schema};
 const SIZES: &[i64] = &[1, 2, 3, 5, 10, 25, 25, 26, 100, 0, -1, 101];
 
 /// A random value for the argument `arg` of `field`, of type `ty`.
-pub fn random(schema: &Schema, fx: &Fixture, rng: &mut Rng, field: &str, arg: &str, ty: &Type) -> Value {
+pub fn random(
+    schema: &Schema,
+    fx: &Fixture,
+    rng: &mut Rng,
+    field: &str,
+    arg: &str,
+    ty: &Type,
+) -> Value {
     if ty.nullable && rng.chance(3) {
         return Value::Null;
     }
@@ -35,7 +42,14 @@ fn pick(rng: &mut Rng, pool: &[String]) -> Value {
     json!(rng.pick(pool))
 }
 
-fn scalar(schema: &Schema, fx: &Fixture, rng: &mut Rng, field: &str, arg: &str, name: &str) -> Value {
+fn scalar(
+    schema: &Schema,
+    fx: &Fixture,
+    rng: &mut Rng,
+    field: &str,
+    arg: &str,
+    name: &str,
+) -> Value {
     let wild = rng.chance(8);
     match (name, arg) {
         ("Int", "first" | "last") => json!(if wild {
@@ -93,7 +107,13 @@ fn scalar(schema: &Schema, fx: &Fixture, rng: &mut Rng, field: &str, arg: &str, 
 /// A value for a harvested document's variable `$name`: the ordinary one
 /// a client would send (a real id, the first page), guessed from its name
 /// and type; `None` leaves it out (a nullable or defaulted variable).
-pub fn plain(schema: &Schema, fx: &Fixture, name: &str, ty: &Type, has_default: bool) -> Option<Value> {
+pub fn plain(
+    schema: &Schema,
+    fx: &Fixture,
+    name: &str,
+    ty: &Type,
+    has_default: bool,
+) -> Option<Value> {
     let lower = name.to_ascii_lowercase();
     if (ty.nullable || has_default)
         && ["after", "before", "cursor", "upto", "last", "matching"]
@@ -173,7 +193,10 @@ pub fn literal(value: &Value, ty: &Type, schema: &Schema) -> String {
             let inner = members
                 .iter()
                 .map(|(k, v)| {
-                    let f = fields.iter().find(|f| &f.name == k).expect("an input field");
+                    let f = fields
+                        .iter()
+                        .find(|f| &f.name == k)
+                        .expect("an input field");
                     format!("{k}: {}", literal(v, &f.ty, schema))
                 })
                 .collect::<Vec<_>>();
