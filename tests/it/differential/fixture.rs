@@ -117,7 +117,7 @@ fn descriptor(i: usize, actor: &str) -> Value {
             "positionId": "pos-1", "positionName": "Engineer",
             "applicantId": applicant, "applicantName": names(&applicant),
             "ratingScore": SCORES[i % 4], "ratingText": format!("{word} went well"),
-            "tags": if i % 2 == 0 { json!(["strong", "remote"]) } else { json!([]) },
+            "tags": if i.is_multiple_of(2) { json!(["strong", "remote"]) } else { json!([]) },
         } }),
         2 => json!({ "newApplicant": {
             "applicantId": applicant, "applicantName": names(&applicant),
@@ -141,7 +141,7 @@ fn descriptor(i: usize, actor: &str) -> Value {
 fn audience(i: usize, actor: &str) -> Value {
     let mut input = json!({});
     if i % 11 == 5 {
-        let readers = if i % 2 == 0 {
+        let readers = if i.is_multiple_of(2) {
             json!(["bob", "eve"])
         } else {
             json!(["eve"])
@@ -152,7 +152,7 @@ fn audience(i: usize, actor: &str) -> Value {
     } else if i % 9 == 4 && ["cat", "bob"].contains(&actor) {
         input = json!({ "scope": "DEPARTMENT" });
     }
-    if ["dan", "gus"].contains(&actor) && i % 3 == 0 {
+    if ["dan", "gus"].contains(&actor) && i.is_multiple_of(3) {
         input["to"] = json!(["t-ops"]);
     }
     input

@@ -391,10 +391,8 @@ impl Gen<'_> {
         let field = *self.rng.pick(&candidates);
         let mut args: Vec<(String, Value)> = Vec::new();
         for arg in &field.args {
-            if arg.ty.nullable || arg.has_default {
-                if !self.rng.chance(55) {
-                    continue;
-                }
+            if (arg.ty.nullable || arg.has_default) && !self.rng.chance(55) {
+                continue;
             }
             let value = values::random(
                 schema,

@@ -39,7 +39,7 @@ const GENERATED: usize = 5_000;
 /// Generated documents on MongoDB, where each read costs more.
 const GENERATED_ON_MONGODB: usize = 300;
 /// Fewest harvested documents: fewer means the harvest broke.
-const HARVEST_FLOOR: usize = 100;
+const HARVEST_FLOOR: usize = 180;
 
 async fn start(backend: Backend) -> Option<(TestServer, Fixture)> {
     let (store, dir) = store_url(backend)?;
