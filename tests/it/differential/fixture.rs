@@ -93,6 +93,8 @@ pub struct Fixture {
     /// Real cursors of several lists (feed, slice, comments,
     /// notifications…), each valid somewhere.
     pub cursors: Vec<String>,
+    /// The same, by the field that issued them (`feed`, `comments`…).
+    pub cursors_of: Vec<(&'static str, String)>,
     pub words: Vec<String>,
     /// Counts of what was written, for the report.
     pub written: Vec<(&'static str, usize)>,
@@ -413,8 +415,9 @@ async fn read_back(server: &TestServer, fixture: &mut Fixture) {
         for comment in action["comments"]["nodes"].as_array().into_iter().flatten() {
             push_str(&mut fixture.global_ids, &comment["id"]);
         }
-        push_str(
-            &mut fixture.cursors,
+        push_of(
+            fixture,
+            "comments",
             &action["comments"]["pageInfo"]["endCursor"],
         );
     }
@@ -481,6 +484,14 @@ async fn read_back(server: &TestServer, fixture: &mut Fixture) {
     fixture.cursors.dedup();
     fixture.global_ids.sort();
     fixture.global_ids.dedup();
+}
+
+/// A cursor `field` issued: for that field, and among every cursor.
+fn push_of(fixture: &mut Fixture, field: &'static str, value: &Value) {
+    if let Some(s) = value.as_str() {
+        fixture.cursors_of.push((field, s.to_owned()));
+        fixture.cursors.push(s.to_owned());
+    }
 }
 
 fn push_str(into: &mut Vec<String>, value: &Value) {

@@ -248,6 +248,12 @@ impl Gen<'_> {
         }
     }
 
+    /// `__typename` costs a point and counts as a field, as any other.
+    fn count_typename(&mut self, mult: u64) {
+        self.cost += mult;
+        self.fields += 1;
+    }
+
     fn selections(&mut self, ty: &str, depth: usize, mult: u64) -> String {
         let mut items = Vec::new();
         match self.schema.kind(ty) {
@@ -267,6 +273,7 @@ impl Gen<'_> {
                         1 => " @skip(if: false)",
                         _ => "",
                     };
+                    self.count_typename(mult);
                     items.push(format!("__typename{directive}"));
                 }
             }
@@ -284,6 +291,7 @@ impl Gen<'_> {
             }
             Kind::Union { members } => {
                 if self.rng.chance(50) {
+                    self.count_typename(mult);
                     items.push("__typename".to_owned());
                 }
                 for member in members.clone() {
@@ -304,6 +312,7 @@ impl Gen<'_> {
             }
         }
         if items.is_empty() {
+            self.count_typename(mult);
             items.push("__typename".to_owned());
         }
         format!("{{ {} }}", items.join(" "))

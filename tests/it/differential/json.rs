@@ -220,6 +220,27 @@ fn differ(a: &Json, b: &Json, path: &mut Vec<String>) -> Option<String> {
     }
 }
 
+/// The paths of a body's errors, written as [`first_difference`] writes
+/// paths (`.data.feed.edges[3].node`).
+pub fn error_paths(body: &Json) -> Vec<String> {
+    let Some(Json::Array(errors)) = body.get("errors") else {
+        return Vec::new();
+    };
+    errors
+        .iter()
+        .filter_map(|e| match e.get("path") {
+            Some(Json::Array(segments)) => Some(segments.iter().fold(
+                ".data".to_owned(),
+                |path, segment| match segment {
+                    Json::String(key) => format!("{path}.{key}"),
+                    other => format!("{path}[{}]", other.text()),
+                },
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Whether two bodies the same but for order have some object's members
 /// in another order.
 pub fn order_differs(a: &Json, b: &Json) -> bool {

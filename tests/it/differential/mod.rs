@@ -109,21 +109,34 @@ async fn generated(backend: Backend, count: usize) {
     let tally = runner.compare(&cases).await;
     eprintln!(
         "differential: {} generated documents the same under both settings in {:.1} s ({} with errors, \
-         {} with members in another order); counted planned {}, fallback {}",
+         {} with members in another order, {} answered in more than one way); counted planned {}, \
+         fallback {}",
         tally.cases,
         started.elapsed().as_secs_f64(),
         tally.with_errors,
         tally.reordered,
+        tally.unstable,
         tally.planned,
         tally.fallback
     );
+    report_unstable(&tally);
     assert_eq!(tally.cases, count);
+    // Many documents carry a bad value somewhere (a cursor of another list,
+    // an id of nothing, a size past the limit) on purpose; a quarter at
+    // least must answer whole, or the comparison sees mostly nulls.
     assert!(
-        tally.clean * 2 >= count,
-        "most generated documents should answer without an error: {tally:?}"
+        tally.clean * 4 >= count,
+        "too few generated documents answer without an error: {tally:?}"
     );
     server.stop().await;
     tally.assert_counted("generated documents");
+}
+
+/// Shows the documents async-graphql answered in more than one way.
+fn report_unstable(tally: &run::Tally) {
+    for shown in &tally.unstable_shown {
+        eprintln!("differential: {shown}\n");
+    }
 }
 
 mod generated {
@@ -273,6 +286,8 @@ async fn corpus() {
         feed_pages.planned,
         feed_pages.fallback
     );
+    report_unstable(&all);
+    report_unstable(&feed_pages);
     assert!(
         feed_pages.cases >= 10,
         "only {} feed pages harvested",

@@ -22,7 +22,8 @@ pub fn random(
     arg: &str,
     ty: &Type,
 ) -> Value {
-    if ty.nullable && rng.chance(3) {
+    let paging = arg == "after" || arg == "before";
+    if ty.nullable && rng.chance(if paging { 50 } else { 3 }) {
         return Value::Null;
     }
     match &ty.base {
@@ -50,7 +51,7 @@ fn scalar(
     arg: &str,
     name: &str,
 ) -> Value {
-    let wild = rng.chance(8);
+    let wild = rng.chance(4);
     match (name, arg) {
         ("Int", "first" | "last") => json!(if wild {
             *rng.pick(SIZES)
@@ -61,10 +62,16 @@ fn scalar(
         ("Boolean", _) => json!(rng.chance(50)),
         ("Float", _) => json!(rng.below(50) as f64 / 10.0),
         ("String", "after" | "before") | ("ID", "after" | "before") => {
+            let own: Vec<String> = (fx.cursors_of.iter())
+                .filter(|(f, _)| *f == field)
+                .map(|(_, c)| c.clone())
+                .collect();
             if wild {
                 json!(["not-a-cursor", "", "AAAA", "eyJ4Ijo1fQ"][rng.below(4)])
-            } else {
+            } else if rng.chance(20) || own.is_empty() {
                 pick(rng, &fx.cursors)
+            } else {
+                pick(rng, &own)
             }
         }
         (_, "refId") => pick(rng, &fx.refs),
