@@ -163,11 +163,12 @@ fn repeats(field: &Field, args: &[(String, Value)]) -> u64 {
             _ => 25,
         };
     }
-    if let Some((_, Value::Array(ids))) = args
-        .iter()
-        .find(|(name, _)| ["ids", "actionIds"].contains(&name.as_str()))
-    {
-        return ids.len().max(1) as u64;
+    let ids = args.iter().find_map(|(name, value)| match value {
+        Value::Array(ids) if ["ids", "actionIds"].contains(&name.as_str()) => Some(ids.len()),
+        _ => None,
+    });
+    if let Some(n) = ids {
+        return n.max(1) as u64;
     }
     let list = matches!(
         field.ty.base,
