@@ -51,7 +51,7 @@ const MOST_REPEATS: u64 = 1_000;
 /// document readable when it is printed with a failure.
 const MOST_DIRECTIVES: usize = 48;
 const MOST_ALIASES: usize = 200;
-const MOST_FIELDS: usize = 250;
+const MOST_FIELDS: usize = 120;
 
 /// A generated document, its variables and the viewer it runs as (an
 /// index of [`VIEWERS`]).

@@ -5,7 +5,7 @@
 //! one). A piece of text is a document when async-graphql's parser reads
 //! it as an executable document with a query operation.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
 use async_graphql::parser::types::{DocumentOperations, OperationType};
@@ -111,11 +111,12 @@ fn query_operations(text: &str) -> Option<Vec<Option<String>>> {
             (op.node.ty == OperationType::Query).then_some(vec![None])?
         }
         DocumentOperations::Multiple(ops) => {
-            let names: Vec<Option<String>> = ops
+            let mut names: Vec<Option<String>> = ops
                 .iter()
                 .filter(|(_, op)| op.node.ty == OperationType::Query)
                 .map(|(name, _)| Some(name.to_string()))
                 .collect();
+            names.sort();
             (!names.is_empty()).then_some(names)?
         }
     };
@@ -146,6 +147,9 @@ fn fenced_blocks(text: &str) -> Vec<String> {
 fn literals(text: &str, rust: bool) -> Vec<String> {
     let chars: Vec<char> = text.chars().collect();
     let mut out = Vec::new();
+    // JavaScript constants (`const PAGE = 20;`, a fragment's text) by
+    // name, for the template literals that substitute them.
+    let mut constants: HashMap<String, String> = HashMap::new();
     let mut i = 0;
     while i < chars.len() {
         let c = chars[i];
@@ -200,13 +204,26 @@ fn literals(text: &str, rust: bool) -> Vec<String> {
             }
             continue;
         }
+        if !rust && c.is_ascii_digit() {
+            let start = i;
+            while i < chars.len() && chars[i].is_ascii_digit() {
+                i += 1;
+            }
+            if let Some(name) = constant_name(&chars[..start]) {
+                constants.insert(name, chars[start..i].iter().collect());
+            }
+            continue;
+        }
         let quote = c == '"' || (!rust && (c == '\'' || c == '`'));
         if !quote {
             i += 1;
             continue;
         }
-        let (literal, end, clean) = quoted(&chars, i + 1, c, rust);
+        let (literal, end, clean) = quoted(&chars, i + 1, c, rust, &constants);
         if clean {
+            if let Some(name) = (!rust).then(|| constant_name(&chars[..i])).flatten() {
+                constants.insert(name, literal.clone());
+            }
             out.push(literal);
         }
         i = end + 1;
@@ -214,10 +231,33 @@ fn literals(text: &str, rust: bool) -> Vec<String> {
     out
 }
 
-/// The literal from `start` to its closing `quote`: its text unescaped,
-/// where it ends, and whether it is a whole text (a template literal with
-/// a substitution is not).
-fn quoted(chars: &[char], start: usize, quote: char, rust: bool) -> (String, usize, bool) {
+/// The name a JavaScript `const NAME = ` just before a literal gives it.
+fn constant_name(before: &[char]) -> Option<String> {
+    let text: String = before[before.len().saturating_sub(80)..].iter().collect();
+    let head = text.trim_end().strip_suffix('=')?.trim_end();
+    let name: String = head
+        .chars()
+        .rev()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    let keyword = head[..head.len() - name.len()].trim_end();
+    (!name.is_empty() && keyword.ends_with("const")).then_some(name)
+}
+
+/// The literal from `start` to its closing `quote`: its text unescaped
+/// (a template literal's substitutions of `constants` made), where it
+/// ends, and whether it is a whole text (a template literal with another
+/// substitution is not).
+fn quoted(
+    chars: &[char],
+    start: usize,
+    quote: char,
+    rust: bool,
+    constants: &HashMap<String, String>,
+) -> (String, usize, bool) {
     let mut text = String::new();
     let mut clean = true;
     let mut i = start;
@@ -227,7 +267,16 @@ fn quoted(chars: &[char], start: usize, quote: char, rust: bool) -> (String, usi
             return (text, i, clean);
         }
         if quote == '`' && c == '$' && chars.get(i + 1) == Some(&'{') {
-            clean = false;
+            let close = (i + 2..chars.len()).find(|&k| chars[k] == '}' || chars[k] == '`');
+            let name: String = close.map_or_else(String::new, |k| chars[i + 2..k].iter().collect());
+            match (close, constants.get(name.trim())) {
+                (Some(k), Some(value)) if chars[k] == '}' => {
+                    text.push_str(value);
+                    i = k + 1;
+                    continue;
+                }
+                _ => clean = false,
+            }
         }
         if c == '\\' {
             let Some(&e) = chars.get(i + 1) else { break };
@@ -287,6 +336,11 @@ fn literals_of_rust_and_javascript() {
             "query Q($a: ID!) { action(actionId: $a) { id } }",
             "{ viewer { name } }"
         ]
+    );
+    let substituted = "const PAGE = 20;\nconst F = 'id';\nconst q = `{ feed(first: ${PAGE}) { nodes { ${ F } } } }`;";
+    assert_eq!(
+        literals(substituted, false),
+        vec!["id", "{ feed(first: 20) { nodes { id } } }"]
     );
     assert_eq!(
         query_operations("query A { viewer { id } } mutation B { markAllRead { removed } } query C { viewer { name } }"),

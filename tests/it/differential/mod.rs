@@ -205,6 +205,24 @@ async fn corpus() {
             .collect::<std::collections::BTreeSet<_>>()
             .len()
     );
+    for area in [
+        "tests/it/",
+        "src/bench/",
+        "web-demo/",
+        "tests/clients/",
+        "docs/",
+        "README.md",
+    ] {
+        let found = harvested
+            .iter()
+            .filter(|h| h.origin.starts_with(area))
+            .count();
+        eprintln!("differential:   {found} from {area}");
+        assert!(
+            found > 0,
+            "no document harvested from {area}: the harvest is broken"
+        );
+    }
     assert!(
         harvested.len() >= HARVEST_FLOOR,
         "only {} documents harvested: the harvest is broken",
