@@ -325,7 +325,7 @@ impl<'de> Visitor<'de> for JsonVisitor {
 }
 
 #[test]
-fn key_order_counts_and_numbers_compare_by_value() {
+fn members_compare_by_key_and_numbers_by_value() {
     let parse = |text: &str| Json::parse(text.as_bytes()).expect("JSON");
     let a = parse(r#"{"data":{"a":1,"b":[1,2.0]}}"#);
     assert!(first_difference(&a, &parse(r#"{"data":{"a":1.0,"b":[1,2]}}"#)).is_none());
