@@ -7,7 +7,8 @@
 //! document read twice may answer `{"k": …, "assignments": …}` once and
 //! `{"assignments": …, "k": …}` the next. Key order is therefore the one
 //! exception: members compare by key, and a difference in order alone is
-//! counted apart ([`order_differs`]) and reported, not failed.
+//! counted apart ([`order_differs`]) and reported, not failed. A planned
+//! answer is held to the selection order on its own ([`super::order`]).
 //!
 //! Two canonicalisations besides, and nothing else is forgiven (whitespace
 //! is not part of a parsed body; every key, every string and every null

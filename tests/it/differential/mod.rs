@@ -16,6 +16,7 @@ mod fixture;
 mod generate;
 mod harvest;
 mod json;
+mod order;
 mod run;
 mod schema;
 mod values;

@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 
 use super::fixture::VIEWERS;
 use super::json::{error_paths, first_difference, order_differs, Json};
+use super::schema::Schema;
 use crate::common::TestServer;
 
 /// One request to make twice.
@@ -92,6 +93,7 @@ const BATCH: usize = 128;
 
 pub struct Runner<'a> {
     pub server: &'a TestServer,
+    schema: Schema,
     /// The server's cursor key (see [`CURSOR_SECRET`]).
     key: CursorKey,
     http: reqwest::Client,
@@ -103,6 +105,7 @@ impl<'a> Runner<'a> {
     pub fn new(server: &'a TestServer, replay: String) -> Self {
         Self {
             server,
+            schema: Schema::served(),
             key: CursorKey::from_secret(CURSOR_SECRET),
             http: reqwest::Client::new(),
             replay,
@@ -244,6 +247,35 @@ impl<'a> Runner<'a> {
                         .join("\n\n----\n\n")
                 );
             }
+            // Where every operation of the batch ran planned, its answers
+            // are held to the selection order too, which async-graphql's
+            // are not.
+            let planned = after.0 - between.0;
+            let ran = on.iter().filter(|a| executed(&a.body)).count() as u64;
+            if planned > 0 && planned == ran {
+                for (case, on) in batch.iter().zip(&on) {
+                    if let Some(wrong) = self.misordered(case, &on.body) {
+                        failures.push(format!(
+                            "a planned answer leaves the selection order {wrong}\n{}",
+                            self.show(case, on, on)
+                        ));
+                    }
+                }
+            }
+            if !failures.is_empty() {
+                panic!(
+                    "differential: {} of {} planned answers are out of order; replay with {}\n\n{}",
+                    failures.len(),
+                    batch.len(),
+                    self.replay,
+                    failures
+                        .iter()
+                        .take(3)
+                        .map(String::as_str)
+                        .collect::<Vec<_>>()
+                        .join("\n\n----\n\n")
+                );
+            }
             tally.off_planned += between.0 - before.0;
             tally.off_fallback += between.1 - before.1;
             tally.planned += after.0 - between.0;
@@ -276,6 +308,20 @@ impl<'a> Runner<'a> {
             && ons
                 .iter()
                 .any(|on| offs.iter().any(|off| first_difference(off, on).is_none()))
+    }
+
+    /// Where an answer's members leave the order `case` selects them in.
+    fn misordered(&self, case: &Case, body: &Json) -> Option<String> {
+        let data = body.get("data")?;
+        let doc = async_graphql::parser::parse_query(&case.document).ok()?;
+        let op = match (&doc.operations, &case.operation) {
+            (async_graphql::parser::types::DocumentOperations::Single(op), _) => op.node.clone(),
+            (async_graphql::parser::types::DocumentOperations::Multiple(ops), Some(name)) => {
+                ops.iter().find(|(n, _)| n.as_str() == name)?.1.node.clone()
+            }
+            _ => return None,
+        };
+        super::order::misordered(&self.schema, &doc, &op, &case.variables, data)
     }
 
     fn show(&self, case: &Case, off: &Answer, on: &Answer) -> String {
