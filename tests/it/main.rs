@@ -7,6 +7,7 @@ mod common;
 mod cursors;
 mod demo;
 mod descriptors;
+mod differential;
 mod embed;
 mod errors;
 mod expiry;

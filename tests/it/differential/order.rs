@@ -1,0 +1,216 @@
+//! The order GraphQL answers fields in: the spec's CollectFields, walked
+//! over a document and an answer together. async-graphql does not keep it
+//! (see [`super::json`]), so a comparison with it cannot hold key order;
+//! a planned answer is held to it here instead.
+
+use async_graphql::parser::types::{
+    Directive, ExecutableDocument, OperationDefinition, Selection, SelectionSet,
+};
+use async_graphql::Positioned;
+use serde_json::Value;
+
+use super::json::Json;
+use super::schema::{named, Schema};
+
+struct Walk<'a> {
+    schema: &'a Schema,
+    doc: &'a ExecutableDocument,
+    op: &'a OperationDefinition,
+    variables: &'a Value,
+}
+
+/// Where `data`'s members first leave the order the operation selects
+/// them in; `None` when they keep it throughout.
+pub fn misordered(
+    schema: &Schema,
+    doc: &ExecutableDocument,
+    op: &OperationDefinition,
+    variables: &Value,
+    data: &Json,
+) -> Option<String> {
+    let walk = Walk {
+        schema,
+        doc,
+        op,
+        variables,
+    };
+    walk.object("Query", &[&op.selection_set.node], data, ".data")
+}
+
+impl Walk<'_> {
+    fn included(&self, directives: &[Positioned<Directive>]) -> bool {
+        directives.iter().all(|d| {
+            let name = d.node.name.node.as_str();
+            if name != "skip" && name != "include" {
+                return true;
+            }
+            let value = d
+                .node
+                .get_argument("if")
+                .map(|v| {
+                    v.node
+                        .clone()
+                        .into_const_with(|var| {
+                            let value = self.variables.get(var.as_str()).cloned().or_else(|| {
+                                self.op
+                                    .variable_definitions
+                                    .iter()
+                                    .find(|d| d.node.name.node == var)
+                                    .and_then(|d| d.node.default_value.as_ref())
+                                    .map(|v| v.node.clone().into_json().unwrap_or(Value::Null))
+                            });
+                            Ok::<_, ()>(
+                                async_graphql::Value::from_json(value.unwrap_or(Value::Null))
+                                    .unwrap_or(async_graphql::Value::Null),
+                            )
+                        })
+                        .ok()
+                        == Some(async_graphql::Value::Boolean(true))
+                })
+                .unwrap_or(false);
+            (name == "include") == value
+        })
+    }
+
+    fn applies(&self, condition: Option<&str>, object: &str) -> bool {
+        condition.is_none_or(|c| self.schema.possible(c).iter().any(|p| p == object))
+    }
+
+    /// The response keys of `sets` for an `object`, in order, each with its
+    /// field's name and every selection set it carries.
+    fn collect<'s>(
+        &'s self,
+        object: &str,
+        sets: &[&'s SelectionSet],
+        visited: &mut Vec<String>,
+        out: &mut Vec<(String, String, Vec<&'s SelectionSet>)>,
+    ) {
+        for set in sets {
+            for item in &set.items {
+                match &item.node {
+                    Selection::Field(f) => {
+                        if !self.included(&f.node.directives) {
+                            continue;
+                        }
+                        let key = f.node.response_key().node.to_string();
+                        let sub = &f.node.selection_set.node;
+                        match out.iter_mut().find(|(k, _, _)| *k == key) {
+                            Some((_, _, subs)) => subs.push(sub),
+                            None => out.push((key, f.node.name.node.to_string(), vec![sub])),
+                        }
+                    }
+                    Selection::FragmentSpread(s) => {
+                        let name = s.node.fragment_name.node.to_string();
+                        if !self.included(&s.node.directives) || visited.contains(&name) {
+                            continue;
+                        }
+                        visited.push(name.clone());
+                        let Some(fragment) = self.doc.fragments.get(name.as_str()) else {
+                            continue;
+                        };
+                        let on = fragment.node.type_condition.node.on.node.as_str();
+                        if self.applies(Some(on), object) {
+                            let set = &fragment.node.selection_set.node;
+                            self.collect(object, &[set], visited, out);
+                        }
+                    }
+                    Selection::InlineFragment(i) => {
+                        if !self.included(&i.node.directives) {
+                            continue;
+                        }
+                        let on = i
+                            .node
+                            .type_condition
+                            .as_ref()
+                            .map(|t| t.node.on.node.as_str());
+                        if self.applies(on, object) {
+                            self.collect(object, &[&i.node.selection_set.node], visited, out);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn object(&self, ty: &str, sets: &[&SelectionSet], value: &Json, path: &str) -> Option<String> {
+        let Json::Object(members) = value else {
+            return None;
+        };
+        let keys: Vec<&str> = members.iter().map(|(k, _)| k.as_str()).collect();
+        let typename = value.get("__typename").and_then(|t| match t {
+            Json::String(s) => Some(s.clone()),
+            _ => None,
+        });
+        let candidates = match typename {
+            Some(t) => vec![t],
+            None => self.schema.possible(ty),
+        };
+        let mut last = None;
+        for object in candidates {
+            let mut fields = Vec::new();
+            self.collect(&object, sets, &mut Vec::new(), &mut fields);
+            let expected: Vec<&str> = fields.iter().map(|(k, _, _)| k.as_str()).collect();
+            if expected != keys {
+                last = Some(format!(
+                    "at {path}: members {keys:?}, selected as {expected:?}"
+                ));
+                continue;
+            }
+            for ((key, name, subs), (_, member)) in fields.iter().zip(members) {
+                let Some(field) = self.schema.fields(&object).iter().find(|f| &f.name == name)
+                else {
+                    continue;
+                };
+                let found = self.value(named(&field.ty), subs, member, &format!("{path}.{key}"));
+                if found.is_some() {
+                    return found;
+                }
+            }
+            return None;
+        }
+        last
+    }
+
+    fn value(&self, ty: &str, sets: &[&SelectionSet], value: &Json, path: &str) -> Option<String> {
+        match value {
+            Json::Array(items) => items
+                .iter()
+                .enumerate()
+                .find_map(|(i, item)| self.value(ty, sets, item, &format!("{path}[{i}]"))),
+            Json::Object(_) if self.schema.is_composite(ty) => self.object(ty, sets, value, path),
+            _ => None,
+        }
+    }
+}
+
+#[test]
+fn selection_order_with_fragments_aliases_and_directives() {
+    let schema = Schema::served();
+    let text = "query($b: Boolean!) { viewer { userId ...F k: name @include(if: $b) } \
+                node(id: \"x\") { ... on User { name } id } } \
+                fragment F on User { name userId }";
+    let doc = async_graphql::parser::parse_query(text).expect("a document");
+    let op = match &doc.operations {
+        async_graphql::parser::types::DocumentOperations::Single(op) => op.node.clone(),
+        _ => unreachable!(),
+    };
+    let check = |data: &str, b: bool| {
+        let data = Json::parse(data.as_bytes()).expect("JSON");
+        misordered(&schema, &doc, &op, &serde_json::json!({ "b": b }), &data)
+    };
+    let user = r#""node":{"name":"A","id":"VXNlcjph"}"#;
+    let node = format!(r#"{{"viewer":{{"userId":"a","name":"A","k":"A"}},{user}}}"#);
+    assert_eq!(check(&node, true), None);
+    let skipped = format!(r#"{{"viewer":{{"userId":"a","name":"A"}},{user}}}"#);
+    assert_eq!(check(&skipped, false), None);
+    let swapped = format!(r#"{{"viewer":{{"name":"A","userId":"a","k":"A"}},{user}}}"#);
+    assert!(check(&swapped, true)
+        .expect("out of order")
+        .starts_with("at .data.viewer"));
+    let missing = r#"{"viewer":{"userId":"a","name":"A","k":"A"}}"#;
+    assert!(check(missing, true)
+        .expect("a key missing")
+        .starts_with("at .data:"));
+    let comment = r#"{"viewer":{"userId":"a","name":"A","k":"A"},"node":{"id":"Q29t"}}"#;
+    assert_eq!(check(comment, true), None, "a Node that is not a User");
+}

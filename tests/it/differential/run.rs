@@ -1,0 +1,421 @@
+//! Posting each document twice by the same viewer on the same server,
+//! planned reads off and then on, and holding the two HTTP answers to be
+//! the same: status, and the JSON body key by key (see [`super::json`]),
+//! data and errors alike. Documents go in batches: the switch is the
+//! server's, so a batch runs whole under one setting, its requests side by
+//! side, then whole under the other.
+//!
+//! `/metrics` is read around each half of a batch: with plans off no
+//! operation may run planned, and each operation executed with plans on is
+//! counted once, planned or fallback.
+
+use futures_util::StreamExt;
+use riverfeed::api::cursor::CursorKey;
+use serde_json::{json, Value};
+
+use super::fixture::VIEWERS;
+use super::json::{error_paths, first_difference, order_differs, Json};
+use super::schema::Schema;
+use crate::common::TestServer;
+
+/// One request to make twice.
+pub struct Case {
+    /// Where the document came from: a file, or the generator's seed and
+    /// index.
+    pub origin: String,
+    pub document: String,
+    pub operation: Option<String>,
+    pub variables: Value,
+    /// An index of [`VIEWERS`].
+    pub viewer: usize,
+    /// A generated document must validate: if it does not, the generator
+    /// is wrong.
+    pub generated: bool,
+}
+
+struct Answer {
+    status: u16,
+    raw: String,
+    body: Json,
+}
+
+/// What a run saw.
+#[derive(Debug, Default, Clone)]
+pub struct Tally {
+    pub cases: usize,
+    /// Answers with data, or an error at a path: the operation ran.
+    pub executed: u64,
+    /// Executed with plans off, and what `/metrics` counted then.
+    pub off_planned: u64,
+    pub off_fallback: u64,
+    /// Counted with plans on.
+    pub planned: u64,
+    pub fallback: u64,
+    /// Answers the same but for the order of some object's members (see
+    /// [`super::json`]: async-graphql writes fields as they complete).
+    pub reordered: usize,
+    /// Documents async-graphql answered in more than one way, the two
+    /// settings agreeing on one of them (see [`Runner::either_answer`]);
+    /// the first few, shown.
+    pub unstable: usize,
+    pub unstable_shown: Vec<String>,
+    /// Answers with no error / with an error.
+    pub clean: usize,
+    pub with_errors: usize,
+}
+
+impl Tally {
+    /// The counts `/metrics` must show, checked after the comparisons.
+    #[track_caller]
+    pub fn assert_counted(&self, what: &str) {
+        assert_eq!(
+            (self.off_planned, self.off_fallback),
+            (0, self.executed),
+            "{what}: with planned reads off, each executed operation must be counted once in \
+             riverfeed_graphql_executions_total as fallback, none as planned ({self:?})"
+        );
+        assert_eq!(
+            self.planned + self.fallback,
+            self.executed,
+            "{what}: with planned reads on, each executed operation must be counted once in \
+             riverfeed_graphql_executions_total, planned or fallback ({self:?})"
+        );
+    }
+}
+
+/// The servers' `--cursor-key`, so that the harness opens their cursors.
+pub const CURSOR_SECRET: &[u8] = b"differential harness";
+
+/// Requests one batch sends at once: the server's two cores stay busy
+/// while the client waits on answers.
+const SIDE_BY_SIDE: usize = 8;
+const BATCH: usize = 128;
+
+pub struct Runner<'a> {
+    pub server: &'a TestServer,
+    schema: Schema,
+    /// The server's cursor key (see [`CURSOR_SECRET`]).
+    key: CursorKey,
+    http: reqwest::Client,
+    /// How to replay a failure, printed with it.
+    pub replay: String,
+}
+
+impl<'a> Runner<'a> {
+    pub fn new(server: &'a TestServer, replay: String) -> Self {
+        Self {
+            server,
+            schema: Schema::served(),
+            key: CursorKey::from_secret(CURSOR_SECRET),
+            http: reqwest::Client::new(),
+            replay,
+        }
+    }
+
+    async fn post(&self, case: &Case) -> Answer {
+        let mut body = json!({ "query": case.document, "variables": case.variables });
+        if let Some(name) = &case.operation {
+            body["operationName"] = json!(name);
+        }
+        let mut request = self
+            .http
+            .post(format!("{}/graphql", self.server.base))
+            .json(&body);
+        if let Some((tenant, user, roles)) = VIEWERS[case.viewer].identity {
+            request = request
+                .header("x-riverfeed-tenant", tenant)
+                .header("x-riverfeed-user", user);
+            if let Some(roles) = roles {
+                request = request.header("x-riverfeed-roles", roles);
+            }
+        }
+        let response = request.send().await.expect("the server answers");
+        let status = response.status().as_u16();
+        let raw = response.text().await.expect("a body");
+        let mut body = Json::parse(raw.as_bytes())
+            .unwrap_or_else(|err| panic!("a body that is not JSON ({err}): {raw}"));
+        body.unseal(&self.key);
+        body.sort_errors();
+        Answer { status, raw, body }
+    }
+
+    /// `(planned, fallback)` as `/metrics` counts them, over every name.
+    async fn executions(&self) -> (u64, u64) {
+        let text = reqwest::get(format!("{}/metrics", self.server.base))
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("metrics body");
+        let mut counts = (0, 0);
+        for line in text.lines() {
+            let Some(rest) = line.strip_prefix("riverfeed_graphql_executions_total{") else {
+                continue;
+            };
+            let (labels, value) = rest.rsplit_once(' ').expect("a sample");
+            let value = value.parse::<f64>().expect("a count") as u64;
+            if labels.contains("executor=\"planned\"") {
+                counts.0 += value;
+            } else if labels.contains("executor=\"fallback\"") {
+                counts.1 += value;
+            }
+        }
+        counts
+    }
+
+    async fn answers(&self, cases: &[Case], planned: bool) -> Vec<Answer> {
+        self.server.server.planner.set_enabled(planned);
+        futures_util::stream::iter(cases.iter().map(|case| self.post(case)))
+            .buffered(SIDE_BY_SIDE)
+            .collect()
+            .await
+    }
+
+    /// Runs every case off and on, and fails on the first batch with a
+    /// difference, showing up to three of them.
+    pub async fn compare(&self, cases: &[Case]) -> Tally {
+        let mut tally = Tally::default();
+        for batch in cases.chunks(BATCH) {
+            let before = self.executions().await;
+            let off = self.answers(batch, false).await;
+            let between = self.executions().await;
+            let on = self.answers(batch, true).await;
+            let after = self.executions().await;
+            let mut failures = Vec::new();
+            let mut unsettled = Vec::new();
+            for ((case, off), on) in batch.iter().zip(&off).zip(&on) {
+                tally.cases += 1;
+                if case.generated {
+                    if let Some(code) = request_error(&off.body) {
+                        failures.push(format!(
+                            "the generator wrote a document the server refuses ({code}): a generator bug\n{}",
+                            self.show(case, off, on)
+                        ));
+                        continue;
+                    }
+                }
+                let difference = if off.status != on.status {
+                    Some(format!("HTTP status {} against {}", off.status, on.status))
+                } else {
+                    first_difference(&off.body, &on.body)
+                };
+                if difference.is_none() && order_differs(&off.body, &on.body) {
+                    tally.reordered += 1;
+                }
+                if let Some(difference) = difference {
+                    unsettled.push((case, off, on, difference));
+                }
+                if executed(&on.body) {
+                    tally.executed += 1;
+                }
+                match on.body.get("errors") {
+                    Some(_) => tally.with_errors += 1,
+                    None => tally.clean += 1,
+                }
+            }
+            // The switch is the server's: the batch is done, so a document
+            // can be asked again alone under each setting.
+            for (case, off, on, difference) in unsettled {
+                if merge_race(case, &off.body, &on.body, &difference)
+                    || self.either_answer(case, &on.body).await
+                {
+                    tally.unstable += 1;
+                    if tally.unstable_shown.len() < 3 {
+                        tally.unstable_shown.push(format!(
+                            "async-graphql answered this document in two ways (first difference {difference})\n{}",
+                            self.show(case, off, on)
+                        ));
+                    }
+                } else {
+                    failures.push(format!(
+                        "the two executors answered differently\nfirst difference {difference}\n{}",
+                        self.show(case, off, on)
+                    ));
+                }
+            }
+            if !failures.is_empty() {
+                let shown: Vec<&String> = failures.iter().take(3).collect();
+                panic!(
+                    "differential: {} of {} documents in a batch failed; replay with {}\n\n{}",
+                    failures.len(),
+                    batch.len(),
+                    self.replay,
+                    shown
+                        .iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join("\n\n----\n\n")
+                );
+            }
+            // Where every operation of the batch ran planned, its answers
+            // are held to the selection order too, which async-graphql's
+            // are not.
+            let planned = after.0 - between.0;
+            let ran = on.iter().filter(|a| executed(&a.body)).count() as u64;
+            if planned > 0 && planned == ran {
+                for (case, on) in batch.iter().zip(&on) {
+                    if let Some(wrong) = self.misordered(case, &on.body) {
+                        failures.push(format!(
+                            "a planned answer leaves the selection order {wrong}\n{}",
+                            self.show(case, on, on)
+                        ));
+                    }
+                }
+            }
+            if !failures.is_empty() {
+                panic!(
+                    "differential: {} of {} planned answers are out of order; replay with {}\n\n{}",
+                    failures.len(),
+                    batch.len(),
+                    self.replay,
+                    failures
+                        .iter()
+                        .take(3)
+                        .map(String::as_str)
+                        .collect::<Vec<_>>()
+                        .join("\n\n----\n\n")
+                );
+            }
+            tally.off_planned += between.0 - before.0;
+            tally.off_fallback += between.1 - before.1;
+            tally.planned += after.0 - between.0;
+            tally.fallback += after.1 - between.1;
+        }
+        tally
+    }
+
+    /// Whether a document that answered differently under the two
+    /// settings has an answer both give: asked again a few times under
+    /// each, some answer with plans off is the same as some with plans on.
+    /// async-graphql answers some documents in more than one way (a
+    /// response key selected twice is resolved twice and merged in the
+    /// order the two complete, an error's `null` included), and an
+    /// executor that gives one of its answers is not told apart from it.
+    async fn either_answer(&self, case: &Case, first_on: &Json) -> bool {
+        const TRIES: usize = 4;
+        let mut offs = Vec::new();
+        self.server.server.planner.set_enabled(false);
+        for _ in 0..TRIES {
+            offs.push(self.post(case).await.body);
+        }
+        let mut ons = vec![first_on.clone()];
+        self.server.server.planner.set_enabled(true);
+        for _ in 0..TRIES {
+            ons.push(self.post(case).await.body);
+        }
+        let off_varies = offs.iter().any(|o| first_difference(&offs[0], o).is_some());
+        off_varies
+            && ons
+                .iter()
+                .any(|on| offs.iter().any(|off| first_difference(off, on).is_none()))
+    }
+
+    /// Where an answer's members leave the order `case` selects them in.
+    fn misordered(&self, case: &Case, body: &Json) -> Option<String> {
+        let data = body.get("data")?;
+        let doc = async_graphql::parser::parse_query(&case.document).ok()?;
+        let op = match (&doc.operations, &case.operation) {
+            (async_graphql::parser::types::DocumentOperations::Single(op), _) => op.node.clone(),
+            (async_graphql::parser::types::DocumentOperations::Multiple(ops), Some(name)) => {
+                ops.iter().find(|(n, _)| n.as_str() == name)?.1.node.clone()
+            }
+            _ => return None,
+        };
+        super::order::misordered(&self.schema, &doc, &op, &case.variables, data)
+    }
+
+    fn show(&self, case: &Case, off: &Answer, on: &Answer) -> String {
+        format!(
+            "origin: {}\nviewer: {}\noperation: {}\nvariables: {}\ndocument:\n{}\n\nplanned off (HTTP {}):\n{}\n\nplanned on (HTTP {}):\n{}",
+            case.origin,
+            VIEWERS[case.viewer].label,
+            case.operation.as_deref().unwrap_or("(the only one)"),
+            case.variables,
+            case.document,
+            off.status,
+            clip(&off.raw),
+            on.status,
+            clip(&on.raw),
+        )
+    }
+}
+
+/// Whether a difference is async-graphql's race between two selections of
+/// one response key: it resolves each on its own and merges them in the
+/// order they complete, so when one of them fails (its `null` given to the
+/// key) the key holds `null` or the other's object, whichever came last.
+/// Such a difference is `null` against a value at a key the document
+/// selects more than once (written twice, or in a fragment spread twice),
+/// with an error at or below it.
+fn merge_race(case: &Case, off: &Json, on: &Json, difference: &str) -> bool {
+    let Some((path, what)) = difference
+        .strip_prefix("at ")
+        .and_then(|d| d.split_once(": "))
+    else {
+        return false;
+    };
+    if !what.starts_with("null against") && !what.contains("against null") {
+        return false;
+    }
+    let key = path
+        .rsplit('.')
+        .next()
+        .and_then(|last| last.split('[').next())
+        .unwrap_or_default();
+    let doc = &case.document;
+    let word = |i: usize, len: usize| {
+        let before = doc[..i].chars().next_back();
+        let after = doc[i + len..].chars().next();
+        let inner = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+        !inner(before) && before != Some('$') && !inner(after)
+    };
+    let written = |name: &str| {
+        doc.match_indices(name)
+            .filter(|(i, _)| word(*i, name.len()))
+            .count()
+    };
+    let fragment_spread_twice = doc
+        .lines()
+        .filter_map(|l| l.strip_prefix("fragment "))
+        .filter_map(|l| l.split_whitespace().next())
+        .any(|name| written(&format!("...{name}")) >= 2);
+    !key.is_empty()
+        && (written(key) >= 2 || fragment_spread_twice)
+        && error_paths(off)
+            .iter()
+            .chain(&error_paths(on))
+            .any(|e| e.starts_with(path))
+}
+
+fn clip(raw: &str) -> &str {
+    const MOST: usize = 6_000;
+    if raw.len() <= MOST {
+        return raw;
+    }
+    let mut end = MOST;
+    while !raw.is_char_boundary(end) {
+        end -= 1;
+    }
+    &raw[..end]
+}
+
+/// An answer's errors without a path: the request was refused before it
+/// ran (it did not parse or validate, or went over a limit).
+fn request_error(body: &Json) -> Option<String> {
+    let Some(Json::Array(errors)) = body.get("errors") else {
+        return None;
+    };
+    errors.iter().find(|e| e.get("path").is_none()).map(|e| {
+        e.get("extensions")
+            .and_then(|x| x.get("code"))
+            .map_or_else(|| e.text(), Json::text)
+    })
+}
+
+/// Whether the operation ran: it has data, or an error at a path.
+fn executed(body: &Json) -> bool {
+    if !matches!(body.get("data"), None | Some(Json::Null)) {
+        return true;
+    }
+    matches!(body.get("errors"), Some(Json::Array(errors)) if errors.iter().any(|e| e.get("path").is_some()))
+}
