@@ -21,7 +21,6 @@ use std::sync::Arc;
 use std::net::SocketAddr;
 
 use async_graphql::parser::types::OperationType;
-use async_graphql::BatchResponse;
 use axum::extract::connect_info::ConnectInfo;
 use axum::extract::rejection::ExtensionRejection;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
@@ -415,16 +414,18 @@ async fn graphql_post(
     for raw in items {
         let response = match state.persisted.request(raw) {
             Ok(request) => {
+                let slot = api::plan::Slot::default();
                 let request = request
                     .data(Session::new(identity.clone(), &state.app))
-                    .data(caller.clone());
-                state.schema.execute(request).await
+                    .data(caller.clone())
+                    .data(slot.clone());
+                (state.schema.execute(request).await, slot.take())
             }
-            Err(refused) => refused.response(),
+            Err(refused) => (refused.response(), None),
         };
         responses.push(response);
     }
-    respond::batch(answer.1, BatchResponse::Batch(responses))
+    respond::batch(answer.1, responses)
 }
 
 async fn graphql_get(

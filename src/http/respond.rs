@@ -4,7 +4,7 @@
 //! and no `data` for a request that failed before it ran (it did not parse,
 //! did not validate, or its variables did not coerce).
 
-use async_graphql::{BatchResponse, Response as GqlResponse};
+use async_graphql::Response as GqlResponse;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
@@ -106,6 +106,15 @@ fn failed_for_storage(response: &GqlResponse) -> bool {
         }
 }
 
+/// Whether a request failed as a whole for the store, its `data` written
+/// by a plan when `planned` holds it.
+fn failed_whole(response: &GqlResponse, planned: Option<&Filled>) -> bool {
+    match planned {
+        Some(planned) => storage_refused(response) && !planned.answered,
+        None => failed_for_storage(response),
+    }
+}
+
 /// One GraphQL response as `media`. A request the store could not take
 /// (`STORAGE_UNAVAILABLE`) is told when to try again (`Retry-After`), and
 /// answered 503 when nothing of it was answered.
@@ -123,10 +132,7 @@ pub fn answer(media: Media, response: GqlResponse, planned: Option<Filled>) -> R
         || (media == Media::GraphqlResponseJson && failed_before_running(&response));
     let status = if rate_limited.is_some() {
         StatusCode::TOO_MANY_REQUESTS
-    } else if match &planned {
-        Some(planned) => storage_refused(&response) && !planned.answered,
-        None => failed_for_storage(&response),
-    } {
+    } else if failed_whole(&response, planned.as_ref()) {
         StatusCode::SERVICE_UNAVAILABLE
     } else if request_error {
         StatusCode::BAD_REQUEST
@@ -173,16 +179,12 @@ pub fn answer(media: Media, response: GqlResponse, planned: Option<Filled>) -> R
 /// `RateLimit-Policy` and `RateLimit` after the batch's last charge, and
 /// `Retry-After` (the longest wait) when any item was refused by the rate
 /// limit or the store.
-pub fn batch(media: Media, response: BatchResponse) -> Response {
-    let all = match response {
-        BatchResponse::Single(one) => return single(media, one),
-        BatchResponse::Batch(all) => all,
-    };
+pub fn batch(media: Media, all: Vec<(GqlResponse, Option<Filled>)>) -> Response {
     let mut headers = HeaderMap::new();
     let mut retry_after: Option<u64> = None;
     let mut refused = 0;
     let mut storage_failed = 0;
-    for one in &all {
+    for (one, planned) in &all {
         // Only the rate limit's own headers: what else an item set belongs
         // to it alone.
         for (name, value) in &one.http_headers {
@@ -195,7 +197,7 @@ pub fn batch(media: Media, response: BatchResponse) -> Response {
             retry_after = retry_after.max(Some(after));
         } else if storage_refused(one) {
             retry_after = retry_after.max(Some(STORAGE_RETRY_AFTER));
-            storage_failed += usize::from(failed_for_storage(one));
+            storage_failed += usize::from(failed_whole(one, planned.as_ref()));
         }
     }
     if let Some(after) = retry_after {
@@ -208,10 +210,22 @@ pub fn batch(media: Media, response: BatchResponse) -> Response {
     } else {
         StatusCode::OK
     };
-    match serde_json::to_value(&all) {
-        Ok(body) => typed(media, status, headers, &body),
-        Err(err) => encoding_failed(err),
+    let mut body = vec![b'['];
+    for (i, (one, planned)) in all.iter().enumerate() {
+        if i > 0 {
+            body.push(b',');
+        }
+        let item = match planned {
+            Some(planned) => with_data(one, &planned.data),
+            None => serde_json::to_vec(one),
+        };
+        match item {
+            Ok(item) => body.extend_from_slice(&item),
+            Err(err) => return encoding_failed(err),
+        }
     }
+    body.push(b']');
+    typed_bytes(media, status, headers, body)
 }
 
 /// A response's JSON with `data` as written by a plan: the response (whose
@@ -321,16 +335,10 @@ mod tests {
     fn a_batch_is_503_only_when_the_store_refused_every_operation() {
         let refused = || response(&[("a", Value::Null)], vec![refused_at("a")]);
         let answered = || response(&[("a", Value::from(1))], vec![]);
-        let answer = batch(
-            Media::Json,
-            BatchResponse::Batch(vec![refused(), refused()]),
-        );
+        let answer = batch(Media::Json, vec![(refused(), None), (refused(), None)]);
         assert_eq!(answer.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert_eq!(retry_after(&answer), Some("5"));
-        let answer = batch(
-            Media::Json,
-            BatchResponse::Batch(vec![refused(), answered()]),
-        );
+        let answer = batch(Media::Json, vec![(refused(), None), (answered(), None)]);
         assert_eq!(answer.status(), StatusCode::OK);
         assert_eq!(retry_after(&answer), Some("5"));
     }

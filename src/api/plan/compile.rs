@@ -354,7 +354,10 @@ impl<'a> Compiler<'a> {
             .map(|(key, occurrences)| {
                 let first = occurrences[0];
                 let name = first.node.name.node.as_str();
-                let kind = field(self, name, &occurrences)?;
+                let Some(kind) = field(self, name, &occurrences) else {
+                    tracing::debug!(r#type = type_name, field = name, "no plan covers the field");
+                    return None;
+                };
                 Some(Planned {
                     key,
                     pos: first.pos,

@@ -16,10 +16,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_graphql::extensions::{
-    Extension, ExtensionContext, ExtensionFactory, NextExecute, NextParseQuery, NextValidation,
+    Extension, ExtensionContext, ExtensionFactory, NextExecute, NextParseQuery,
 };
 use async_graphql::parser::types::ExecutableDocument;
-use async_graphql::{Name, Response, ServerError, ServerResult, ValidationResult, Variables};
+use async_graphql::{Name, Response, ServerResult, Variables};
 use async_graphql_value::ConstValue;
 
 use self::compile::Plan;
@@ -253,7 +253,7 @@ struct PlannedRequest {
 struct Seen {
     /// The kept document, when the text was known.
     entry: Option<Arc<Entry>>,
-    /// A document to keep once it validates.
+    /// A document to keep once it validated (when it is executed).
     pending: Option<(Arc<str>, ExecutableDocument)>,
     variables: Variables,
 }
@@ -292,30 +292,21 @@ impl Extension for PlannedRequest {
         Ok(document)
     }
 
-    async fn validation(
-        &self,
-        ctx: &ExtensionContext<'_>,
-        next: NextValidation<'_>,
-    ) -> Result<ValidationResult, Vec<ServerError>> {
-        let result = next.run(ctx).await?;
-        let pending = self.seen().pending.take();
-        if let Some((query, document)) = pending {
-            let entry = self.planner.keep(query, document);
-            self.seen().entry = entry;
-        }
-        Ok(result)
-    }
-
     async fn execute(
         &self,
         ctx: &ExtensionContext<'_>,
         operation_name: Option<&str>,
         next: NextExecute<'_>,
     ) -> Response {
-        let (entry, variables) = {
+        let (entry, pending, variables) = {
             let mut seen = self.seen();
-            (seen.entry.take(), std::mem::take(&mut seen.variables))
+            let variables = std::mem::take(&mut seen.variables);
+            (seen.entry.take(), seen.pending.take(), variables)
         };
+        // Only a document that validated is executed: one not kept yet is
+        // kept now.
+        let entry = entry
+            .or_else(|| pending.and_then(|(query, document)| self.planner.keep(query, document)));
         let planned = match (
             entry,
             ctx.data_opt::<Slot>(),
@@ -324,14 +315,20 @@ impl Extension for PlannedRequest {
         ) {
             (Some(entry), Some(slot), Some(session), Some(state)) => {
                 match entry.plan(operation_name, &variables, &state.descriptors) {
-                    Some(plan) => run::run(&plan, state, session, &variables)
-                        .await
-                        .ok()
-                        .map(|written| (slot, written)),
+                    Some(plan) => match run::run(&plan, state, session, &variables).await {
+                        Ok(written) => Some((slot, written)),
+                        Err(run::Fallback) => {
+                            tracing::debug!("a variable does not coerce as the plan reads it");
+                            None
+                        }
+                    },
                     None => None,
                 }
             }
-            _ => None,
+            (entry, ..) => {
+                tracing::debug!(kept = entry.is_some(), "no kept document for the request");
+                None
+            }
         };
         match planned {
             Some((slot, written)) => {
