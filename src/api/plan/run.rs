@@ -74,19 +74,20 @@ pub async fn run(
             Ok(()) => answered = true,
             Err(err) => {
                 // Every planned root field is non-null: its error nulls the
-                // whole data.
+                // whole data. The other root fields still run, as they run
+                // side by side, and their errors count too.
                 let mut err = err.into_server_error(field.pos);
                 err.path = vec![PathSegment::Field(field.key.to_string())];
                 errors.push(err);
-                return Ok(Written {
-                    data: b"null".to_vec(),
-                    errors,
-                    answered: false,
-                });
+                out.null();
             }
         }
     }
     out.close();
+    if !errors.is_empty() {
+        out.buf = b"null".to_vec();
+        answered = false;
+    }
     Ok(Written {
         data: out.buf,
         errors,
@@ -430,7 +431,7 @@ impl Run<'_> {
                 out.value(&member_value(catalog, descriptor, name));
             }
         }
-        out.close();
+        out.close_as_written();
     }
 }
 
@@ -506,7 +507,20 @@ impl Out {
         self.first = true;
     }
 
+    /// Ends an object; one with no field written is `null`, as async-graphql
+    /// answers an object whose every field was skipped.
     fn close(&mut self) {
+        if self.first && self.buf.last() == Some(&b'{') {
+            self.buf.pop();
+            self.buf.extend_from_slice(b"null");
+        } else {
+            self.buf.push(b'}');
+        }
+        self.first = false;
+    }
+
+    /// Ends an object that is `{}` when empty (a descriptor's).
+    fn close_as_written(&mut self) {
         self.buf.push(b'}');
         self.first = false;
     }

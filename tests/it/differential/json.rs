@@ -20,6 +20,11 @@
 //! - a sealed cursor compares by what it seals ([`Json::unseal`]): each
 //!   seal draws a nonce, so the same position sealed twice reads
 //!   differently, within one executor as across the two.
+//!
+//! And one place where async-graphql leaves the spec and the planned
+//! executor does not ([`spec_nulls`]): a non-null root field that fails is
+//! dropped from async-graphql's `data`, its siblings kept, where the spec
+//! nulls the whole `data`.
 
 use std::fmt;
 
@@ -218,6 +223,42 @@ fn differ(a: &Json, b: &Json, path: &mut Vec<String>) -> Option<String> {
         }
         (x, y) if x.kind() != y.kind() => show(path, &format!("{} against {}", x.kind(), y.kind())),
         _ => show(path, "different values"),
+    }
+}
+
+/// A body as the spec has it where async-graphql drops a failed field: a
+/// root field with an error that is missing from `data` was non-null (a
+/// nullable one is answered `null`), and its error nulls the whole `data`
+/// (every root field the plans cover is non-null, so the planned executor
+/// propagates no deeper than the root).
+pub fn spec_nulls(body: &Json) -> Json {
+    let Some(Json::Object(data)) = body.get("data") else {
+        return body.clone();
+    };
+    let Some(Json::Array(errors)) = body.get("errors") else {
+        return body.clone();
+    };
+    let dropped = errors.iter().any(|e| match e.get("path") {
+        Some(Json::Array(path)) => match path.first() {
+            Some(Json::String(root)) => !data.iter().any(|(key, _)| key == root),
+            _ => false,
+        },
+        _ => false,
+    });
+    if !dropped {
+        return body.clone();
+    }
+    match body {
+        Json::Object(members) => Json::Object(
+            members
+                .iter()
+                .map(|(key, value)| match key.as_str() {
+                    "data" => (key.clone(), Json::Null),
+                    _ => (key.clone(), value.clone()),
+                })
+                .collect(),
+        ),
+        other => other.clone(),
     }
 }
 
