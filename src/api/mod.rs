@@ -141,7 +141,7 @@ pub fn schema(
         builder = builder.data(federation);
     }
     let builder = builder
-        .extension(shape::QueryShape::default())
+        .extension(shape::QueryShape(planner.clone()))
         // Innermost: a planned response passes every extension above.
         .extension(plan::Planned(planner))
         // async-graphql's own "did you mean" compares every unknown field

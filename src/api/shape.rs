@@ -7,12 +7,14 @@
 //! and a mutation's root fields are capped, so one request can neither stall the
 //! server nor smuggle thousands of aliased writes past the batch limit.
 //!
-//! Clients send the same few query texts over and over, so documents that pass
-//! are kept, by their text, and the next request with that text skips the
-//! parse: cloning a parsed document costs a fraction of parsing it again. So
-//! does validation, for requests without variables: the schema's rules give
-//! the same answer for the same text and operation every time. (With variables
-//! the rules also look at their values, so those requests are validated anew.)
+//! Clients send the same few query texts over and over: a document kept by
+//! the planner ([`super::plan::Planner`], bounded in bytes, holding only what
+//! an authenticated caller's request validated and ran) skips the parse, as
+//! cloning a parsed document costs a fraction of parsing it again, and the
+//! size check it passed when kept. So does validation, for requests without
+//! variables: the schema's rules give the same answer for the same text and
+//! operation every time. (With variables the rules also look at their
+//! values, so those requests are validated anew.)
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -28,6 +30,7 @@ use async_graphql::{Name, Positioned, Request, ServerError, ServerResult};
 use async_graphql_value::{ConstValue, Value};
 
 use super::error::{coded_server_error, BAD_USER_INPUT, VALIDATION_FAILED};
+use super::plan::Planner;
 use super::{Identity, Session};
 use crate::http::persisted::Registration;
 use crate::model::limits::MAX_GRAPHQL_NAME_BYTES;
@@ -47,21 +50,14 @@ pub const MAX_DIRECTIVES: usize = 64;
 /// Most arguments in a document, variable definitions included.
 pub const MAX_ARGUMENTS: usize = 1_000;
 
-/// Query texts whose parsed documents are kept.
-pub const PARSE_CACHE_ENTRIES: usize = 256;
-/// Longest query text kept; longer ones are parsed every time.
-pub const PARSE_CACHE_MAX_QUERY: usize = 16 * 1024;
-
-/// The extension that sizes queries (and keeps the documents that pass).
-#[derive(Default)]
-pub struct QueryShape {
-    parsed: Arc<ParseCache>,
-}
+/// The extension that sizes queries, and answers repeated ones from the
+/// documents the planner keeps.
+pub struct QueryShape(pub Arc<Planner>);
 
 impl ExtensionFactory for QueryShape {
     fn create(&self) -> Arc<dyn Extension> {
         Arc::new(QueryShapeExtension {
-            parsed: self.parsed.clone(),
+            planner: self.0.clone(),
             validation_key: Mutex::new(None),
         })
     }
@@ -69,57 +65,10 @@ impl ExtensionFactory for QueryShape {
 
 /// One per request.
 struct QueryShapeExtension {
-    parsed: Arc<ParseCache>,
-    /// The request's operation name and text, when its validation may be
-    /// kept (it has no variables).
-    validation_key: Mutex<Option<String>>,
-}
-
-/// Parsed documents by query text, at most [`PARSE_CACHE_ENTRIES`]. When it is
-/// full an arbitrary entry makes room: a flood of distinct texts only churns
-/// it, and memory stays bounded.
-#[derive(Default)]
-struct ParseCache {
-    documents: Mutex<HashMap<String, ExecutableDocument>>,
-    validated: Mutex<HashMap<String, ValidationResult>>,
-}
-
-/// Inserts into a map bounded at [`PARSE_CACHE_ENTRIES`], making room first.
-fn keep_bounded<V>(map: &Mutex<HashMap<String, V>>, key: &str, value: V) {
-    if key.len() > PARSE_CACHE_MAX_QUERY {
-        return;
-    }
-    let mut map = map.lock().unwrap_or_else(|e| e.into_inner());
-    if map.len() >= PARSE_CACHE_ENTRIES && !map.contains_key(key) {
-        if let Some(evicted) = map.keys().next().cloned() {
-            map.remove(&evicted);
-        }
-    }
-    map.insert(key.to_owned(), value);
-}
-
-impl ParseCache {
-    fn get(&self, query: &str) -> Option<ExecutableDocument> {
-        let documents = self.documents.lock().unwrap_or_else(|e| e.into_inner());
-        documents.get(query).cloned()
-    }
-
-    fn keep(&self, query: &str, document: &ExecutableDocument) {
-        keep_bounded(&self.documents, query, document.clone());
-    }
-
-    fn validated(&self, key: &str) -> Option<ValidationResult> {
-        let validated = self.validated.lock().unwrap_or_else(|e| e.into_inner());
-        validated.get(key).copied()
-    }
-
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.documents
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .len()
-    }
+    planner: Arc<Planner>,
+    /// The request's query text and operation name, when its validation
+    /// may be answered from a kept one (it has no variables).
+    validation_key: Mutex<Option<(String, Option<String>)>>,
 }
 
 /// Sizes selection sets, each named fragment once.
@@ -413,23 +362,21 @@ impl Extension for QueryShapeExtension {
         next: NextPrepareRequest<'_>,
     ) -> ServerResult<Request> {
         if request.variables.is_empty() {
-            let name = request.operation_name.as_deref().unwrap_or("");
             *self
                 .validation_key
                 .lock()
-                .unwrap_or_else(|e| e.into_inner()) = Some(format!("{name}\n{}", request.query));
+                .unwrap_or_else(|e| e.into_inner()) =
+                Some((request.query.clone(), request.operation_name.clone()));
         }
-        if let Some(document) = self.parsed.get(&request.query) {
+        if let Some(document) = self.planner.document(&request.query) {
             // It passed the check when it was kept.
             request.set_parsed_query(document);
             return next.run(ctx, request).await;
         }
         // A syntax error is left to the regular parse, which reports it with
         // its position and code.
-        let query = request.query.clone();
         if let Ok(document) = request.parsed_query() {
             check(document)?;
-            self.parsed.keep(&query, document);
         }
         next.run(ctx, request).await
     }
@@ -450,14 +397,17 @@ impl Extension for QueryShapeExtension {
             .take();
         let result = match key {
             None => next.run(ctx).await?,
-            Some(key) => match self.parsed.validated(&key) {
-                Some(result) => result,
-                None => {
-                    let result = next.run(ctx).await?;
-                    keep_bounded(&self.parsed.validated, &key, result);
-                    result
+            Some((query, operation)) => {
+                match self.planner.validated(&query, operation.as_deref()) {
+                    Some(result) => result,
+                    None => {
+                        let result = next.run(ctx).await?;
+                        self.planner
+                            .keep_validation(&query, operation.as_deref(), result);
+                        result
+                    }
                 }
-            },
+            }
         };
         if let Some(registration) = ctx.data_opt::<Registration>() {
             let authenticated = ctx
@@ -477,25 +427,6 @@ mod tests {
 
     fn parse(query: &str) -> ExecutableDocument {
         async_graphql::parser::parse_query(query).expect("parses")
-    }
-
-    #[test]
-    fn the_parse_cache_is_bounded_and_returns_what_it_kept() {
-        let cache = ParseCache::default();
-        let query = "{ feed { edges { node { actionId } } } }";
-        cache.keep(query, &parse(query));
-        let kept = cache.get(query).expect("kept");
-        assert_eq!(kept.operations.iter().count(), 1);
-        assert!(cache.get("{ viewer { id } }").is_none());
-        for i in 0..PARSE_CACHE_ENTRIES * 2 {
-            let q = format!("{{ a{i}: __typename }}");
-            cache.keep(&q, &parse(&q));
-        }
-        assert_eq!(cache.len(), PARSE_CACHE_ENTRIES);
-        let long = format!("{{ {} }}", "__typename ".repeat(PARSE_CACHE_MAX_QUERY / 10));
-        let before = cache.len();
-        cache.keep(&long, &parse(&long));
-        assert!(cache.get(&long).is_none() && cache.len() == before);
     }
 
     #[test]

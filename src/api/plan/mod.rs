@@ -19,7 +19,7 @@ use async_graphql::extensions::{
     Extension, ExtensionContext, ExtensionFactory, NextExecute, NextParseQuery,
 };
 use async_graphql::parser::types::ExecutableDocument;
-use async_graphql::{Name, Response, ServerResult, Variables};
+use async_graphql::{Name, Response, ServerResult, ValidationResult, Variables};
 use async_graphql_value::ConstValue;
 
 use self::compile::Plan;
@@ -86,20 +86,24 @@ impl Default for Planner {
     }
 }
 
-/// Query texts whose plans are kept, with their documents; bounded in bytes
-/// (`--document-cache-bytes`). Only documents that validated for a caller
-/// with an identity are kept; when full, arbitrary entries make room, so a
-/// flood of distinct texts only churns it.
+/// Query texts with their parsed documents, validation results and plans:
+/// the one cache of documents, bounded in bytes (`--document-cache-bytes`).
+/// Only documents that validated and ran for a caller with an identity are
+/// kept (whatever `--planned-reads` says); when full, arbitrary entries make
+/// room, so a flood of distinct texts only churns it.
 #[derive(Default)]
 struct Documents {
     entries: HashMap<Arc<str>, Arc<Entry>>,
     bytes: usize,
 }
 
-/// One kept document and the plans made from it, by operation and by the
-/// values of the variables its `@skip` / `@include` read.
+/// One kept document, what validating it without variables gave, and the
+/// plans made from it, by operation and by the values of the variables its
+/// `@skip` / `@include` read.
 pub struct Entry {
     document: ExecutableDocument,
+    /// Validation results of requests without variables, by operation.
+    validated: Mutex<Vec<(Option<String>, ValidationResult)>>,
     /// The variables `@skip` / `@include` read.
     directive_variables: Vec<Name>,
     plans: Mutex<Vec<PlanKey>>,
@@ -122,6 +126,7 @@ impl Entry {
         Self {
             directive_variables: compile::directive_variables(&document),
             document,
+            validated: Mutex::default(),
             plans: Mutex::default(),
             // The text, and the parsed document and its plans, a few
             // times the text.
@@ -164,6 +169,36 @@ impl Entry {
 }
 
 impl Planner {
+    /// The kept parsed document of `query`, if it is kept.
+    pub fn document(&self, query: &str) -> Option<ExecutableDocument> {
+        self.entry(query).map(|entry| entry.document.clone())
+    }
+
+    /// What validating `query`'s `operation` without variables gave, if a
+    /// request validated it while the document was kept.
+    pub fn validated(&self, query: &str, operation: Option<&str>) -> Option<ValidationResult> {
+        let entry = self.entry(query)?;
+        let validated = entry.validated.lock().unwrap_or_else(|e| e.into_inner());
+        validated
+            .iter()
+            .find(|(op, _)| op.as_deref() == operation)
+            .map(|(_, result)| *result)
+    }
+
+    /// Keeps what validating `query`'s `operation` without variables gave,
+    /// once its document is kept.
+    pub fn keep_validation(&self, query: &str, operation: Option<&str>, result: ValidationResult) {
+        let Some(entry) = self.entry(query) else {
+            return;
+        };
+        let mut validated = entry.validated.lock().unwrap_or_else(|e| e.into_inner());
+        if validated.len() < PLANS_PER_DOCUMENT
+            && !validated.iter().any(|(op, _)| op.as_deref() == operation)
+        {
+            validated.push((operation.map(str::to_owned), result));
+        }
+    }
+
     fn entry(&self, query: &str) -> Option<Arc<Entry>> {
         let documents = self.documents.lock().unwrap_or_else(|e| e.into_inner());
         documents.entries.get(query).cloned()
@@ -280,7 +315,7 @@ impl Extension for PlannedRequest {
         next: NextParseQuery<'_>,
     ) -> ServerResult<ExecutableDocument> {
         let document = next.run(ctx, query, variables).await?;
-        if !self.planner.enabled() || ctx.data_opt::<Slot>().is_none() || !authenticated(ctx) {
+        if !authenticated(ctx) {
             return Ok(document);
         }
         let mut seen = self.seen();
@@ -307,6 +342,7 @@ impl Extension for PlannedRequest {
         // kept now.
         let entry = entry
             .or_else(|| pending.and_then(|(query, document)| self.planner.keep(query, document)));
+        let entry = entry.filter(|_| self.planner.enabled());
         let planned = match (
             entry,
             ctx.data_opt::<Slot>(),
