@@ -25,6 +25,7 @@ use crate::relay::RelayContext;
 use crate::store::metered::Metered;
 use crate::store::mongo::redact;
 use crate::store::{self, Store};
+use crate::timeline::builds::RiverBuilds;
 use crate::webhooks::send::{SendConfig, Sender};
 use crate::webhooks::Outbox;
 
@@ -157,6 +158,9 @@ pub struct Server {
     pub metered: Arc<Metered>,
     /// Whether planned reads run; an API server's own, a worker's idle.
     pub planner: Arc<api::plan::Planner>,
+    /// The rivers it builds in the background for dormant readers (none
+    /// for a worker).
+    pub river_builds: Arc<RiverBuilds>,
     shutdown: CancellationToken,
     task: JoinHandle<anyhow::Result<()>>,
 }
@@ -309,6 +313,14 @@ pub async fn start_with_store(
         outbox: outbox.clone(),
         webhooks_allow_private: options.webhooks_allow_private,
         planner: Arc::new(api::plan::Planner::new(options.planned_reads)),
+        river_builds: RiverBuilds::start(
+            store.clone(),
+            options.model,
+            options.clock.clone(),
+            metrics.clone(),
+            shutdown.clone(),
+            &tracker,
+        ),
     };
     let relay = RelayContext {
         store: store.clone(),
@@ -376,6 +388,7 @@ pub async fn start_with_store(
     let metrics_addr =
         serve_metrics(&state.ops, options.listen_limits, &shutdown, &tracker).await?;
     let planner = state.app.planner.clone();
+    let river_builds = state.app.river_builds.clone();
     let router = http::router(state);
     info!(%addr, store = store.backend().name, "riverfeed listening");
     let task = serve_until_stopped(listener, router, &options, shutdown.clone(), tracker);
@@ -384,6 +397,7 @@ pub async fn start_with_store(
         metrics_addr,
         metered,
         planner,
+        river_builds,
         shutdown,
         task,
     })
@@ -437,6 +451,7 @@ pub async fn start_worker(mut options: ServeOptions) -> anyhow::Result<Server> {
         metrics_addr,
         metered,
         planner: Arc::new(api::plan::Planner::new(false)),
+        river_builds: Arc::default(),
         shutdown,
         task,
     })
