@@ -96,7 +96,10 @@ impl RiverBuilds {
             Ok(()) => {
                 asked.insert(key);
             }
-            Err(_) => debug!(tenant, reader, "river builds queue full: asked at the next read"),
+            Err(_) => debug!(
+                tenant,
+                reader, "river builds queue full: asked at the next read"
+            ),
         }
     }
 

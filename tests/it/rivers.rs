@@ -64,7 +64,10 @@ async fn builds_done(server: &TestServer) -> u64 {
 
 /// The cursor after the page `info` ends.
 fn end(info: &Value) -> String {
-    info["endCursor"].as_str().expect("an end cursor").to_owned()
+    info["endCursor"]
+        .as_str()
+        .expect("an end cursor")
+        .to_owned()
 }
 
 /// A dormant reader's first page writes nothing (with no builds running,
@@ -98,7 +101,9 @@ async fn a_dormant_readers_first_page_builds_no_river(backend: Backend) {
     );
     assert_eq!(river(&server, "ann").await, None, "ann is still dormant");
     let after = end(&info);
-    let (rest, _) = ann.feed_ids(&format!("(first: 3, after: \"{after}\")")).await;
+    let (rest, _) = ann
+        .feed_ids(&format!("(first: 3, after: \"{after}\")"))
+        .await;
     assert_eq!(rest, posted[3..], "the next page, with no river");
     let stopped = server.stop_keeping_data().await;
 
@@ -110,14 +115,26 @@ async fn a_dormant_readers_first_page_builds_no_river(backend: Backend) {
     let (again, _) = ann.feed_ids("(first: 3)").await;
     assert_eq!(again, posted[..3]);
     server.rivers_settled().await;
-    let built = river(&server, "ann").await.expect("ann's river, built after her read");
+    let built = river(&server, "ann")
+        .await
+        .expect("ann's river, built after her read");
     assert_ne!(built.complete_from, Position::MAX, "built to the end");
-    assert_eq!(builds_done(&server).await, 1, "built once, in the background");
-    let (rest, _) = ann.feed_ids(&format!("(first: 3, after: \"{after}\")")).await;
+    assert_eq!(
+        builds_done(&server).await,
+        1,
+        "built once, in the background"
+    );
+    let (rest, _) = ann
+        .feed_ids(&format!("(first: 3, after: \"{after}\")"))
+        .await;
     assert_eq!(rest, posted[3..], "the merged page's cursor, on the river");
     assert_eq!(ann.feed_ids("(first: 10)").await.0, posted);
     server.rivers_settled().await;
-    assert_eq!(builds_done(&server).await, 1, "a reader with a river asks none");
+    assert_eq!(
+        builds_done(&server).await,
+        1,
+        "a reader with a river asks none"
+    );
     server.stop().await;
 }
 
