@@ -48,12 +48,13 @@ async fn counter(server: &TestServer, name: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// The store calls that build a river.
+/// The store calls that build a river: its record, and its items (a
+/// timeline write).
 async fn river_writes(server: &TestServer) -> (u64, u64) {
     let calls = |op: &str| format!("riverfeed_store_calls_total{{op=\"{op}\"}}");
     (
         counter(server, &calls("write_river")).await,
-        counter(server, &calls("fill_river")).await,
+        counter(server, &calls("write_timeline")).await,
     )
 }
 
