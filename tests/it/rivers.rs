@@ -153,7 +153,7 @@ async fn a_readers_river_is_built_once(backend: Backend) {
     bob.wait_delivered(&id).await;
     let reads = (0..8).map(|_| ann.feed_ids("(first: 5)"));
     for (ids, _) in futures_util::future::join_all(reads).await {
-        assert_eq!(ids, [id.clone()]);
+        assert_eq!(ids, std::slice::from_ref(&id));
     }
     server.rivers_settled().await;
     assert!(river(&server, "ann").await.is_some());
