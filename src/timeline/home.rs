@@ -94,9 +94,6 @@ impl Feeds<'_> {
             Visibility::load(store, tenant, reader)
         );
         let (plan, visibility) = (plan?, visibility?);
-        if plan.river_wanted() {
-            self.builds.ask(tenant, reader);
-        }
         let backwards = request.backwards;
         let limit = request.limit;
         let mut page = Page {
@@ -157,6 +154,10 @@ impl Feeds<'_> {
             if page.items.len() >= limit || !page.more {
                 break;
             }
+        }
+        // Once the page is read, so the build does not compete with it.
+        if plan.river_wanted() {
+            self.builds.ask(tenant, reader);
         }
         Ok(page)
     }
