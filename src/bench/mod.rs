@@ -7,10 +7,11 @@
 //! measured goes through the server.
 //!
 //! One file per workload ([`load`], [`ramp`], [`sustained`], [`reads`],
-//! [`live`], [`notifications`], [`soak`]); [`graph`] builds the data they share, [`client`] speaks to the
-//! server, [`report`] and [`plot`] write the results (the model and layout
-//! comparisons' sections in [`models_report`] and [`layouts_report`]), all from
-//! the parts in [`figures`].
+//! [`live`], [`notifications`], [`soak`]); [`graph`] builds the data they share
+//! ([`readers`]: who reads, cold and warm), [`client`] speaks to the server,
+//! [`report`] and [`plot`] write the results (the reads', the model and layout
+//! comparisons' sections in [`reads_report`], [`models_report`] and
+//! [`layouts_report`]), all from the parts in [`figures`].
 
 pub mod client;
 pub mod figures;
