@@ -74,6 +74,12 @@ pub struct ServeArgs {
     #[arg(long, env = "RIVERFEED_RIVER_IDLE", default_value = "24h", global = true,
           value_parser = parse_duration)]
     pub river_idle: Duration,
+    /// Rivers built at once, in the background, for readers who read and
+    /// have none (rivers); `0` builds none (they read as under `pull`).
+    #[arg(long, env = "RIVERFEED_RIVER_BUILDS",
+          default_value_t = crate::timeline::feed_model::DEFAULT_RIVER_BUILDS as u32, global = true,
+          value_parser = clap::value_parser!(u32).range(0..=64))]
+    pub river_builds: u32,
     /// Actions older than this leave every feed, slice and `action(actionId)`:
     /// `30d`, `12h`…; off by default.
     #[arg(long, env = "RIVERFEED_ITEM_TTL", global = true, value_parser = parse_duration)]
@@ -479,6 +485,7 @@ impl ServeArgs {
             kind: self.feed_model,
             river_size: self.river_size as usize,
             river_idle: self.river_idle,
+            river_builds: self.river_builds as usize,
             celebrity_threshold: self.celebrity_threshold as usize,
             pulled_below: None,
         }

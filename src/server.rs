@@ -25,6 +25,7 @@ use crate::relay::RelayContext;
 use crate::store::metered::Metered;
 use crate::store::mongo::redact;
 use crate::store::{self, Store};
+use crate::timeline::builds::RiverBuilds;
 use crate::webhooks::send::{SendConfig, Sender};
 use crate::webhooks::Outbox;
 
@@ -162,6 +163,9 @@ pub struct Server {
     pub planner: Arc<api::plan::Planner>,
     /// The key its cursors are sealed with (an API server's).
     pub cursors: Option<Arc<api::cursor::CursorKey>>,
+    /// The rivers it builds in the background for dormant readers (none
+    /// for a worker).
+    pub river_builds: Arc<RiverBuilds>,
     shutdown: CancellationToken,
     task: JoinHandle<anyhow::Result<()>>,
 }
@@ -317,6 +321,14 @@ pub async fn start_with_store(
             options.planned_reads,
             options.document_cache_bytes,
         )),
+        river_builds: RiverBuilds::start(
+            store.clone(),
+            options.model,
+            options.clock.clone(),
+            metrics.clone(),
+            shutdown.clone(),
+            &tracker,
+        ),
     };
     let relay = RelayContext {
         store: store.clone(),
@@ -385,6 +397,7 @@ pub async fn start_with_store(
         serve_metrics(&state.ops, options.listen_limits, &shutdown, &tracker).await?;
     let planner = state.app.planner.clone();
     let cursors = Some(state.app.cursors.clone());
+    let river_builds = state.app.river_builds.clone();
     let router = http::router(state);
     info!(%addr, store = store.backend().name, "riverfeed listening");
     let task = serve_until_stopped(listener, router, &options, shutdown.clone(), tracker);
@@ -394,6 +407,7 @@ pub async fn start_with_store(
         metered,
         planner,
         cursors,
+        river_builds,
         shutdown,
         task,
     })
@@ -448,6 +462,7 @@ pub async fn start_worker(mut options: ServeOptions) -> anyhow::Result<Server> {
         metered,
         planner: Arc::new(api::plan::Planner::new(false)),
         cursors: None,
+        river_builds: Arc::default(),
         shutdown,
         task,
     })

@@ -90,6 +90,8 @@ pub struct AppState {
     pub webhooks_allow_private: bool,
     /// `--planned-reads`: whether plans answer the queries they cover.
     pub planner: Arc<plan::Planner>,
+    /// Where dormant readers' reads ask for their rivers (rivers).
+    pub river_builds: Arc<crate::timeline::builds::RiverBuilds>,
 }
 
 impl AppState {
@@ -109,6 +111,7 @@ impl AppState {
             model: self.model,
             clock: self.clock.as_ref(),
             item_ttl: self.item_ttl,
+            builds: &self.river_builds,
         }
     }
 }

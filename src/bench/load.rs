@@ -47,8 +47,14 @@ pub fn plan(graph: &Graph, count: usize, seed: u64) -> Vec<(usize, serde_json::V
         .collect()
 }
 
+/// The actions the load records in a run of `args` (the same in every
+/// run with its seed).
+pub fn planned(graph: &Graph, args: &BenchArgs) -> Vec<(usize, serde_json::Value)> {
+    plan(graph, args.actions, args.seed ^ 0x10AD)
+}
+
 pub async fn run(bench: &Bench, graph: &Graph, args: &BenchArgs) -> anyhow::Result<LoadResult> {
-    let plan = plan(graph, args.actions, args.seed ^ 0x10AD);
+    let plan = planned(graph, args);
     let deliveries: u64 = plan.iter().map(|(actor, _)| graph.audience(*actor)).sum();
 
     let bar = bench.ui.bar(plan.len() as u64, "load: recordAction");

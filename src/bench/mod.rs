@@ -7,10 +7,11 @@
 //! measured goes through the server.
 //!
 //! One file per workload ([`load`], [`ramp`], [`sustained`], [`reads`],
-//! [`live`], [`notifications`], [`soak`]); [`graph`] builds the data they share, [`client`] speaks to the
-//! server, [`report`] and [`plot`] write the results (the model and layout
-//! comparisons' sections in [`models_report`] and [`layouts_report`]), all from
-//! the parts in [`figures`].
+//! [`live`], [`notifications`], [`soak`]); [`graph`] builds the data they share
+//! ([`readers`]: who reads, cold and warm), [`client`] speaks to the server,
+//! [`report`] and [`plot`] write the results (the reads', the model and layout
+//! comparisons' sections in [`reads_report`], [`models_report`] and
+//! [`layouts_report`]), all from the parts in [`figures`].
 
 pub mod client;
 pub mod figures;
@@ -25,7 +26,9 @@ pub mod models_report;
 pub mod notifications;
 pub mod plot;
 pub mod ramp;
+pub mod readers;
 pub mod reads;
+pub mod reads_report;
 pub mod relay;
 pub mod report;
 pub mod soak;
@@ -66,8 +69,10 @@ pub struct BenchArgs {
     /// Most users one user follows (follow counts and popularity are Zipf).
     #[arg(long, default_value_t = 100)]
     pub max_follows: usize,
-    /// Actions recorded by the load workload.
-    #[arg(long, default_value_t = 20_000)]
+    /// Actions recorded by the load workload: at the default sizes, enough
+    /// that about a quarter of the users have more than a page of feed,
+    /// and the reads workload reads them.
+    #[arg(long, default_value_t = 40_000)]
     pub actions: usize,
     /// Follower counts of the fan-out ramp, one action each.
     #[arg(
@@ -76,13 +81,14 @@ pub struct BenchArgs {
         default_value = "1000,10000,100000,1000000"
     )]
     pub ramp: Vec<usize>,
-    /// How long each timed phase runs (feed reads at each concurrency,
-    /// sustained posting; notification counts and pages half of it each):
-    /// "10s", "500ms".
+    /// How long each timed phase runs (warm feed reads at each concurrency,
+    /// and cold ones at most, under the run's model, and half of it under
+    /// push and from memory; sustained posting; notification counts and
+    /// pages half of it each): "10s", "500ms".
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub duration: Duration,
     /// Feed-read concurrencies.
-    #[arg(long, value_delimiter = ',', default_value = "1,16,64")]
+    #[arg(long, value_delimiter = ',', default_value = "1,64")]
     pub concurrency: Vec<usize>,
     /// Live subscriber counts (one websocket each).
     #[arg(long, value_delimiter = ',', default_value = "1000,10000")]
@@ -183,6 +189,12 @@ pub struct Results {
     pub ramp: Option<Vec<ramp::RampPoint>>,
     pub sustained: Option<sustained::SustainedResult>,
     pub reads: Option<Vec<reads::ReadsResult>>,
+    /// Readers whose feeds fill a page, of the load's users.
+    #[serde(default)]
+    pub full_readers: Option<usize>,
+    /// The operations the server ran during the reads, by executor.
+    #[serde(default)]
+    pub read_executions: Option<readers::Executions>,
     pub live: Option<Vec<live::LiveResult>>,
     #[serde(default)]
     pub notifications: Option<notifications::NotificationsResult>,
@@ -374,7 +386,7 @@ pub async fn run(args: &BenchArgs, serve: &ServeArgs) -> anyhow::Result<Results>
             meta: report::Meta::collect(&url, args, fds),
             ..Results::default()
         };
-        let outcome = run_workloads(&bench, args, &mut results).await;
+        let outcome = run_workloads(&bench, args, serve, &mut results).await;
         if outcome.is_err() {
             // Keep what was measured before the failure.
             let _ = report::write(&args.out, &results);
@@ -597,6 +609,47 @@ async fn start(
     Ok((bench, backing, url))
 }
 
+/// The reads under `push`, beside the run's own: a server of its own on a
+/// fresh store (a temporary directory for the embedded store) with the
+/// same graph and, if the load ran, the same actions; phases half as long.
+async fn beside_push(
+    serve: &ServeArgs,
+    args: &BenchArgs,
+    ui: Ui,
+    graph: &graph::Graph,
+    readers: &readers::Readers,
+    run: &[reads::ReadsResult],
+    loaded: bool,
+) -> anyhow::Result<Vec<reads::ReadsResult>> {
+    let mut serve = serve.clone();
+    if serve
+        .store
+        .as_deref()
+        .is_some_and(|u| u.starts_with("embedded:"))
+    {
+        serve.store = None;
+    }
+    let push = crate::timeline::FeedModel {
+        kind: crate::timeline::FeedModelKind::Push,
+        ..serve.feed_model()
+    };
+    let (bench, backing, _) = start(&serve, ui, 1, Some(push)).await?;
+    let outcome = async {
+        graph::load_follows(&bench, graph).await?;
+        if loaded {
+            load::run(&bench, graph, args).await?;
+        }
+        let mut read = reads::run(&bench, readers, args, "push", args.duration / 2, false).await?;
+        reads::beside(&mut read, run);
+        anyhow::Ok(read)
+    }
+    .await;
+    let stopped = stop(bench, backing).await;
+    let read = outcome?;
+    stopped?;
+    Ok(read)
+}
+
 /// Stops the server and drops what the run stored.
 async fn stop(bench: Bench, backing: Backing) -> anyhow::Result<()> {
     let ui = bench.ui;
@@ -621,6 +674,7 @@ async fn stop(bench: Bench, backing: Backing) -> anyhow::Result<()> {
 async fn run_workloads(
     bench: &Bench,
     args: &BenchArgs,
+    serve: &ServeArgs,
     results: &mut Results,
 ) -> anyhow::Result<()> {
     let wants = |w: Workload| args.workloads.contains(&w);
@@ -642,7 +696,25 @@ async fn run_workloads(
         results.sustained = Some(sustained::run(bench, graph, args).await?);
     }
     if let (true, Some(graph)) = (wants(Workload::Reads), &graph) {
-        results.reads = Some(reads::run(bench, graph, args).await?);
+        let loaded = wants(Workload::Load);
+        let actors: Vec<usize> = match loaded {
+            true => load::planned(graph, args)
+                .into_iter()
+                .map(|(a, _)| a)
+                .collect(),
+            false => Vec::new(),
+        };
+        let readers = readers::Readers::choose(graph, &actors, args.concurrency.len(), args.seed);
+        results.full_readers = Some(readers.full);
+        let model = serve.feed_model().kind;
+        let before = reads::executions(bench).await?;
+        let mut read = reads::run(bench, &readers, args, model.name(), args.duration, true).await?;
+        results.read_executions = Some(reads::executions(bench).await?.since(before));
+        if model != crate::timeline::FeedModelKind::Push {
+            let push = beside_push(serve, args, bench.ui, graph, &readers, &read, loaded).await?;
+            read.extend(push);
+        }
+        results.reads = Some(read);
     }
     if wants(Workload::Live) {
         results.live = Some(live::run(bench, args).await?);

@@ -44,24 +44,29 @@ pub fn write_all(dir: &Path, r: &Results) -> anyhow::Result<()> {
         )?;
     }
     if let Some(reads) = r.reads.as_ref().filter(|p| !p.is_empty()) {
-        let series = |name: &'static str, pick: fn(&super::reads::ReadsResult) -> f64| {
-            (
-                name,
-                reads
-                    .iter()
-                    .map(|x| (x.concurrency.max(1) as f64, pick(x).max(1e-3)))
-                    .collect::<Vec<_>>(),
-            )
-        };
+        // The run's model (read first; push is read beside it).
+        use super::reads::PageKind;
+        let series =
+            |name: &'static str, page: PageKind, pick: fn(&super::reads::ReadsResult) -> f64| {
+                (
+                    name,
+                    reads
+                        .iter()
+                        .filter(|x| x.model == reads[0].model && x.page == page)
+                        .map(|x| (x.concurrency.max(1) as f64, pick(x).max(1e-3)))
+                        .collect::<Vec<_>>(),
+                )
+            };
         log_log(
             &dir.join("reads.svg"),
             &format!("feed(first: 25) latency ({})", r.meta.backend),
             "concurrent clients",
             "milliseconds",
             &[
-                series("p50", |x| x.latency.p50_ms),
-                series("p99", |x| x.latency.p99_ms),
-                series("p99.9", |x| x.latency.p999_ms),
+                series("warm p50", PageKind::Warm, |x| x.latency.p50_ms),
+                series("warm p99", PageKind::Warm, |x| x.latency.p99_ms),
+                series("cold p50", PageKind::Cold, |x| x.latency.p50_ms),
+                series("cold p99", PageKind::Cold, |x| x.latency.p99_ms),
             ],
         )?;
     }

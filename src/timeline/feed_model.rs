@@ -14,9 +14,9 @@
 //! - `push`: everything is materialised at fan-out; nothing is pulled.
 //! - `pull`: nothing but the actor's own item is materialised; every page
 //!   merges the sources' outboxes.
-//! - `rivers`: a reader who reads has a river, built from the sources on
-//!   their first read and kept up by fan-out; below the river (and for
-//!   readers with none) the sources are pulled.
+//! - `rivers`: a reader who reads has a river, built from the sources
+//!   after their first read (off its path) and kept up by fan-out; below
+//!   the river (and for readers with none) the sources are pulled.
 //! - `hybrid`: push, except that actors with more followers than the
 //!   celebrity threshold are never fanned out; their outboxes are pulled.
 //!
@@ -110,6 +110,9 @@ pub struct FeedModel {
     pub river_size: usize,
     /// A river not read for this long is dropped (rivers).
     pub river_idle: Duration,
+    /// Rivers built at once in the background for readers who have none
+    /// (rivers); 0 builds none, and those readers read as under `pull`.
+    pub river_builds: usize,
     /// Actors with more followers than this are not fanned out (hybrid).
     pub celebrity_threshold: usize,
     /// `push` after a model that pulled: below this position readers'
@@ -120,6 +123,9 @@ pub struct FeedModel {
 
 /// Default `--river-size` (the store's: MongoDB sizes rivers from it too).
 pub use crate::store::DEFAULT_RIVER_SIZE;
+/// Default `--river-builds`: two, a build being a few store calls that
+/// mostly wait on the store.
+pub const DEFAULT_RIVER_BUILDS: usize = 2;
 /// Default `--river-idle`.
 pub const DEFAULT_RIVER_IDLE: Duration = Duration::from_secs(24 * 3600);
 /// Default `--celebrity-threshold`.
@@ -138,6 +144,7 @@ impl FeedModel {
             kind,
             river_size: DEFAULT_RIVER_SIZE,
             river_idle: DEFAULT_RIVER_IDLE,
+            river_builds: DEFAULT_RIVER_BUILDS,
             celebrity_threshold: DEFAULT_CELEBRITY_THRESHOLD,
             pulled_below: None,
         }

@@ -14,6 +14,7 @@ use std::collections::HashMap;
 
 use super::access::{Access, Expiry};
 use super::audience;
+use super::builds::RiverBuilds;
 use super::feed_model::FeedModel;
 use super::read::{self, Entry, Plan, MAX_ROUNDS};
 use super::visibility::Visibility;
@@ -29,6 +30,8 @@ pub struct Feeds<'a> {
     pub clock: &'a dyn Clock,
     /// `--item-ttl`: actions older than this are not shown.
     pub item_ttl: Option<Millis>,
+    /// Where a dormant reader's read asks for their river (rivers).
+    pub builds: &'a RiverBuilds,
 }
 
 /// Which page of a home feed to read.
@@ -152,6 +155,10 @@ impl Feeds<'_> {
                 break;
             }
         }
+        // Once the page is read, so the build does not compete with it.
+        if plan.river_wanted() {
+            self.builds.ask(tenant, reader);
+        }
         Ok(page)
     }
 
@@ -246,18 +253,21 @@ impl Feeds<'_> {
         limit: usize,
     ) -> StoreResult<Option<Vec<FeedItem>>> {
         let store = self.store;
-        // The plan first: under rivers it may build the reader's river,
-        // whose items then show among the timeline's changes.
+        // The plan first: under rivers, a river being built meanwhile may
+        // show some of the pulled items among the timeline's changes.
         let plan: Option<Plan> = if self.model.pushes_all() {
             None
         } else {
             let now = self.clock.now();
-            Some(
-                self.model
-                    .behaviour()
-                    .plan(store, tenant, reader, now)
-                    .await?,
-            )
+            let plan = self
+                .model
+                .behaviour()
+                .plan(store, tenant, reader, now)
+                .await?;
+            if plan.river_wanted() {
+                self.builds.ask(tenant, reader);
+            }
+            Some(plan)
         };
         let mut items = store.feed_changes(tenant, reader, after, limit + 1).await?;
         if let Some(plan) = plan {

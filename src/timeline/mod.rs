@@ -1,7 +1,7 @@
 //! The timeline layer, between the API and the worker on one side and the
 //! store on the other: the feed models ([`feed_model`], one file each:
-//! [`push`], [`pull`], [`rivers`], [`hybrid`]), how a feed is read under
-//! them ([`read`]), a reader's home feed as they see it ([`home`]: a page,
+//! [`push`], [`pull`], [`rivers`], [`hybrid`]; rivers are built off the
+//! request path by [`builds`]), how a feed is read under them ([`read`]), a reader's home feed as they see it ([`home`]: a page,
 //! one item, the changes since a cursor), who an action reaches
 //! ([`audience`]), a reader's pulled sources ([`sources`]), what a reader
 //! may read ([`Access`]) and the one decision of what their feed shows
@@ -11,6 +11,7 @@
 
 mod access;
 pub mod audience;
+pub mod builds;
 pub mod feed_model;
 pub mod follow;
 pub mod groups;

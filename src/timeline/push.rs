@@ -25,7 +25,7 @@ impl FeedStrategy for Push {
         Ok(match self.0.pulled_below {
             // What a pulling model left unwritten, pulled where a page
             // reaches it.
-            Some(below) => Plan::pulling_below(below, None),
+            Some(below) => Plan::pulling_below(below),
             None => Plan::timeline_only(),
         })
     }

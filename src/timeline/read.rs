@@ -70,6 +70,8 @@ pub struct Plan {
     /// They are merged in strictly below this (above it, the timeline holds
     /// all they give).
     below: Option<Position>,
+    /// The reader is dormant: a river would serve their next reads (rivers).
+    river_wanted: bool,
 }
 
 impl Plan {
@@ -85,17 +87,33 @@ impl Plan {
             pulls: !sources.is_empty(),
             sources: tokio::sync::OnceCell::new_with(Some(sources)),
             below,
+            river_wanted: false,
         }
     }
 
     /// The reader's sources merged in strictly below `below`, read only
-    /// when a page reaches there (unless `known` already).
-    pub fn pulling_below(below: Position, known: Option<Sources>) -> Plan {
+    /// when a page reaches there.
+    pub fn pulling_below(below: Position) -> Plan {
         Plan {
             pulls: true,
-            sources: tokio::sync::OnceCell::new_with(known),
             below: Some(below),
+            ..Plan::default()
         }
+    }
+
+    /// This plan, saying the reader is dormant: their river is for the
+    /// reader of the plan to ask for, off the read's path
+    /// ([`super::builds`]).
+    pub fn wanting_river(self) -> Plan {
+        Plan {
+            river_wanted: true,
+            ..self
+        }
+    }
+
+    /// Whether the reader is dormant and wants a river built.
+    pub fn river_wanted(&self) -> bool {
+        self.river_wanted
     }
 
     /// The sources, read now if they were not yet.

@@ -1,10 +1,12 @@
 //! Rivers: a reader's timeline materialised only while they read. Built
-//! from the reader's sources on their first read (the newest
-//! [`RIVER_START`] actions they give, two pages), kept up by fan-out while
-//! it exists (so it grows as they keep reading), trimmed back to
-//! `river_size` as they read, and dropped by the sweeper once they have not
-//! read for `river_idle`. Below a river, reads continue from the sources.
-//! A build a crash cut short is built again when a process starts.
+//! from the reader's sources after their first read, off its path (the
+//! newest [`RIVER_START`] actions they give, two pages; see
+//! [`super::builds`]): until then their pages merge the sources, as under
+//! `pull`. Kept up by fan-out while it exists (so it grows as they keep
+//! reading), trimmed back to `river_size` as they read, and dropped by the
+//! sweeper once they have not read for `river_idle`. Below a river, reads
+//! continue from the sources. A build a crash cut short is built again
+//! when a process starts.
 
 use async_trait::async_trait;
 use tracing::debug;
@@ -13,7 +15,7 @@ use super::audience::{audience, Audience, Reach, AUDIENCE_PAGE};
 use super::feed_model::{FeedModel, FeedStrategy};
 use super::read::still_pulled;
 use super::read::Plan;
-use super::sources::{self, Sources};
+use super::sources;
 use crate::model::{Action, EdgeKind, Millis, Position, Reason};
 use crate::store::{
     Backfill, ErrorKind, FeedRange, River, RiverWrite, Store, StoreResult, Timelines,
@@ -58,8 +60,12 @@ impl FeedStrategy for Rivers {
         reader: &str,
         now: Millis,
     ) -> StoreResult<Plan> {
-        let (river, built_from) = open(store, &self.0, tenant, reader, now).await?;
-        Ok(Plan::pulling_below(river.complete_from, built_from))
+        Ok(match open(store, &self.0, tenant, reader, now).await? {
+            Some(river) => Plan::pulling_below(river.complete_from),
+            // Dormant: everything merged from the sources, and a river
+            // wanted.
+            None => Plan::pulling_below(Position::MAX).wanting_river(),
+        })
     }
 
     /// Within the reader's river, if they have one: all of it while the
@@ -94,57 +100,58 @@ async fn river_of(store: &dyn Store, tenant: &str, reader: &str) -> StoreResult<
 }
 
 /// Actions a river starts with, at most (and at most `river_size`): two
-/// pages. A reader's first read pays for the build, so it merges no more
-/// than a page or two would; below, reads go on merging the sources, and
-/// above, the fan-out fills the river.
+/// pages. Built off the reader's path, it still merges no more than a page
+/// or two would; below, reads go on merging the sources, and above, the
+/// fan-out fills the river.
 pub const RIVER_START: usize = 50;
 
 /// Rivers dropped per sweep step.
 const SWEEP_STEP: usize = 1_000;
 
-/// `reader`'s river, built now if they have none (with the sources it was
-/// built from); touched and trimmed if it was last touched long enough ago.
+/// `reader`'s river, touched and trimmed if it was last touched long
+/// enough ago; `None` if they have none (a build is for the caller to ask).
 ///
-/// Building, touching and trimming are writes a read makes on the way: when
-/// the store refuses writes (a full disk), the read goes on without them,
-/// from the river as it is, or from the sources alone where there is none.
+/// Touching and trimming are writes a read makes on the way: when the
+/// store refuses writes (a full disk), the read goes on without them, from
+/// the river as it is.
 pub async fn open(
     store: &dyn Store,
     model: &FeedModel,
     tenant: &str,
     reader: &str,
     now: Millis,
-) -> StoreResult<(River, Option<Sources>)> {
-    let river = match river_of(store, tenant, reader).await? {
-        None => {
-            return match build(store, model, tenant, reader, now).await {
-                Ok((river, all)) => Ok((river, Some(all))),
-                Err(err) if err.kind == ErrorKind::Unavailable => {
-                    debug!(tenant, reader, cause = %err, "river not built: read from the sources");
-                    // Complete from nowhere: everything is pulled.
-                    let none = River {
-                        complete_from: Position::MAX,
-                        touched: now,
-                    };
-                    Ok((none, None))
-                }
-                Err(err) => Err(err),
-            };
+) -> StoreResult<Option<River>> {
+    let Some(river) = river_of(store, tenant, reader).await? else {
+        return Ok(None);
+    };
+    if now - river.touched < model.touch_every_ms() {
+        return Ok(Some(river));
+    }
+    match touch(store, model, tenant, reader, river, now).await {
+        Ok(touched) => Ok(Some(touched)),
+        Err(err) if err.kind == ErrorKind::Unavailable => {
+            debug!(tenant, reader, cause = %err, "river not touched: read as it is");
+            Ok(Some(river))
         }
-        Some(river) => river,
-    };
-    let river = match river {
-        river if now - river.touched < model.touch_every_ms() => river,
-        river => match touch(store, model, tenant, reader, river, now).await {
-            Ok(touched) => touched,
-            Err(err) if err.kind == ErrorKind::Unavailable => {
-                debug!(tenant, reader, cause = %err, "river not touched: read as it is");
-                river
-            }
-            Err(err) => return Err(err),
-        },
-    };
-    Ok((river, None))
+        Err(err) => Err(err),
+    }
+}
+
+/// Builds `reader`'s river if they have none (a build asked by a read may
+/// find one built meanwhile, by another process or at start). Returns
+/// whether it built one.
+pub async fn build_dormant(
+    store: &dyn Store,
+    model: &FeedModel,
+    tenant: &str,
+    reader: &str,
+    now: Millis,
+) -> StoreResult<bool> {
+    if river_of(store, tenant, reader).await?.is_some() {
+        return Ok(false);
+    }
+    build(store, model, tenant, reader, now).await?;
+    Ok(true)
 }
 
 /// Marks `river` read now and trims it to `river_size`; returns it as it
@@ -173,15 +180,14 @@ async fn touch(
 /// Builds `reader`'s river: first a record saying nothing is complete yet
 /// (so the fan-out starts delivering to it, and reads pull everything),
 /// then the newest actions of the sources, then the record saying from
-/// where the river is complete. Returns it, with the sources it was built
-/// from.
+/// where the river is complete. Returns it.
 async fn build(
     store: &dyn Store,
     model: &FeedModel,
     tenant: &str,
     reader: &str,
     now: Millis,
-) -> StoreResult<(River, Sources)> {
+) -> StoreResult<River> {
     let building = River {
         complete_from: Position::MAX,
         touched: now,
@@ -235,7 +241,7 @@ async fn build(
         .write_river(tenant, reader, RiverWrite::Put(river))
         .await?;
     debug!(tenant, reader, items = written.len(), "river built");
-    Ok((river, all))
+    Ok(river)
 }
 
 /// Takes up the builds a crash cut short, at start: a river whose record

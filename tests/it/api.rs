@@ -365,10 +365,11 @@ async fn a_feed_page_loads_its_actions_in_one_batch(backend: Backend) {
         bob.wait_delivered(id).await;
     }
     // A first read: under a model that keeps a timeline for readers who
-    // read, it is built now.
+    // read, it is built after it.
     alice
         .data("{ feed(first: 1) { edges { cursor } } }", json!({}))
         .await;
+    server.rivers_settled().await;
     // The exact MongoDB queries are push's; the other models read the
     // reader's sources (and river) beside the page.
     let model = crate::common::test_feed_model().unwrap_or_default();

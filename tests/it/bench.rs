@@ -97,8 +97,28 @@ async fn a_tiny_bench_runs_every_workload_and_writes_its_report() {
     assert_eq!(json["load"]["actions"], 100);
     assert_eq!(json["ramp"][0]["followers"], 100);
     assert_eq!(json["ramp"][0]["deliveries"], 101);
+    // Warm and cold pages at each concurrency, under the run's model
+    // (rivers) and push beside it.
     let reads = json["reads"].as_array().expect("reads");
-    assert_eq!(reads.len(), 2);
+    let kinds: Vec<(&str, &str, u64)> = reads
+        .iter()
+        .map(|r| {
+            let model = r["model"].as_str().expect("model");
+            let page = r["page"].as_str().expect("page");
+            (model, page, r["concurrency"].as_u64().expect("concurrency"))
+        })
+        .collect();
+    let mut expected = Vec::new();
+    for model in ["rivers", "push"] {
+        for c in [1, 4] {
+            expected.push((model, "warm", c));
+            expected.push((model, "cold", c));
+        }
+    }
+    assert_eq!(kinds, expected);
+    assert!(json["full_readers"].as_u64().is_some());
+    // No planned executor may be counted yet, but the counts are read.
+    assert!(json["read_executions"]["planned"].as_u64().is_some());
     for read in reads {
         assert!(read["pages"].as_u64() > Some(0), "{read}");
         assert_eq!(read["failures"], 0, "{read}");
@@ -131,7 +151,7 @@ async fn a_tiny_bench_runs_every_workload_and_writes_its_report() {
         assert!(kind["sent"].as_u64() > Some(0), "{kind}");
     }
     assert!(soak["healthz"]["count"].as_u64() > Some(0), "{soak}");
-    assert_eq!(json["targets"].as_array().expect("targets").len(), 13);
+    assert_eq!(json["targets"].as_array().expect("targets").len(), 17);
     let report = std::fs::read_to_string(out.path().join("report.md")).expect("report.md");
     assert!(report.contains("embedded store"), "{report}");
 }

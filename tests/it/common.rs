@@ -325,6 +325,15 @@ impl TestServer {
             .await
     }
 
+    /// Waits until the rivers this server's reads asked for are built (none
+    /// queued or under way): a first read under rivers builds its reader's
+    /// river off the read's path.
+    pub async fn rivers_settled(&self) {
+        tokio::time::timeout(PATIENCE, self.server.river_builds.settled())
+            .await
+            .expect("the rivers asked for are built in time");
+    }
+
     /// Waits until `n` topics (feeds, slices, actions) have a live subscription.
     pub async fn wait_live_topics(&self, n: u64) {
         let deadline = tokio::time::Instant::now() + PATIENCE;

@@ -171,7 +171,7 @@ async fn a_page_from_copies_is_one_round_trip_on_sized_buckets() {
     one_round_trip(TimelineLayout::SizedBuckets).await;
 }
 
-/// Under rivers, a reader's river is built from their sources at their
+/// Under rivers, a reader's river is built from their sources after their
 /// first read, with copies in its entries as a fan-out writes them: the
 /// next page loads no actions and no actors.
 #[tokio::test]
@@ -193,9 +193,10 @@ async fn a_river_built_at_a_read_holds_copies() {
     for i in 0..5 {
         post(&ann, &format!("post {i}"), json!({})).await;
     }
-    // The first read builds bob's river.
+    // The first read asks for bob's river, built after it.
     let (data, _) = read(&server, &bob, PAGE).await;
     assert_eq!(shown(&data).len(), 5);
+    server.rivers_settled().await;
     let (data, cost) = read(&server, &bob, PAGE).await;
     assert_eq!(shown(&data).len(), 5);
     assert_eq!(shown(&data)[0], ("post 4".into(), "Ann".into()));

@@ -346,6 +346,7 @@ fn in_process(capacity: usize) -> (Arc<Hub>, AppState, RiverfeedSchema, tempfile
         outbox: riverfeed::webhooks::Outbox::new(store.clone(), clock.clone()),
         webhooks_allow_private: false,
         planner: Default::default(),
+        river_builds: Default::default(),
         store,
         hub: hub.clone(),
         clock,

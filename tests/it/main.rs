@@ -33,6 +33,7 @@ mod rate_limits;
 mod readme;
 mod relay;
 mod relevancy;
+mod rivers;
 mod scopes;
 mod security;
 mod storage_faults;

@@ -47,8 +47,9 @@ async fn a_river_left_being_built_is_built_at_start(backend: Backend) {
         bob.wait_delivered(&id).await;
         posted.insert(0, id);
     }
-    // A first read builds the river.
+    // A first read asks for the river, built after it.
     assert_eq!(server.client("acme", "ann").feed_ids("").await.0, posted);
+    server.rivers_settled().await;
     let built = river(&server).await.expect("a first read built a river");
     assert_ne!(built.complete_from, Position::MAX, "built");
 

@@ -1,0 +1,167 @@
+//! Under rivers, a dormant reader's first page is the merge of their
+//! sources, as under `pull`: their river is built after it, off the
+//! read's path, and the pages and cursors they read meanwhile are the ones
+//! the river then serves.
+
+use riverfeed::model::Position;
+use riverfeed::server::ServeOptions;
+use riverfeed::store::prelude::*;
+use riverfeed::store::River;
+use riverfeed::timeline::{FeedModel, FeedModelKind};
+use serde_json::{json, Value};
+
+use crate::common::{store_url, Backend, Stopped, TestServer};
+
+/// Rivers of a size of their own (so the tests' model is not put in),
+/// building `builds` at once.
+fn rivers(builds: usize) -> impl FnOnce(String) -> ServeOptions {
+    move |store| ServeOptions {
+        model: FeedModel {
+            river_size: 10,
+            river_builds: builds,
+            ..FeedModel::of(FeedModelKind::Rivers)
+        },
+        ..ServeOptions::new(store)
+    }
+}
+
+/// `reader`'s river, read from the server's own store.
+async fn river(server: &TestServer, reader: &str) -> Option<River> {
+    let readers = [reader.to_owned()];
+    let store = server.server.metered.as_ref();
+    store.rivers("acme", &readers).await.expect("rivers")[0]
+}
+
+/// A counter of the server's `/metrics`; 0 before it first counts.
+async fn counter(server: &TestServer, name: &str) -> u64 {
+    let text = reqwest::get(format!("{}/metrics", server.base))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("metrics body");
+    text.lines()
+        .find_map(|line| {
+            let (key, value) = line.rsplit_once(' ')?;
+            (key == name).then(|| value.parse::<f64>().expect("a number") as u64)
+        })
+        .unwrap_or(0)
+}
+
+/// The store calls that build a river: its record, and its items (a
+/// timeline write).
+async fn river_writes(server: &TestServer) -> (u64, u64) {
+    let calls = |op: &str| format!("riverfeed_store_calls_total{{op=\"{op}\"}}");
+    (
+        counter(server, &calls("write_river")).await,
+        counter(server, &calls("write_timeline")).await,
+    )
+}
+
+/// Rivers the background builds built.
+async fn builds_done(server: &TestServer) -> u64 {
+    counter(server, "riverfeed_jobs_total{job=\"river\",outcome=\"ok\"}").await
+}
+
+/// The cursor after the page `info` ends.
+fn end(info: &Value) -> String {
+    info["endCursor"]
+        .as_str()
+        .expect("an end cursor")
+        .to_owned()
+}
+
+/// A dormant reader's first page writes nothing (with no builds running,
+/// every store call is the read's own), and shows what the river later
+/// shows; its cursor leads to the next page with no river and with one.
+/// The river is built in the background once builds run, and its reader's
+/// pages stay the same.
+async fn a_dormant_readers_first_page_builds_no_river(backend: Backend) {
+    let Some((store, dir)) = store_url(backend) else {
+        return;
+    };
+    let server = TestServer::start_with(Stopped { store, dir }, rivers(0)).await;
+    let bob = server.client("acme", "bob");
+    bob.upsert_user("bob", "Bob").await;
+    let ann = server.client("acme", "ann");
+    ann.follow("bob").await;
+    let mut posted = Vec::new();
+    for n in 0..5 {
+        let id = bob.post_status(&format!("post {n}"), json!({})).await;
+        bob.wait_delivered(&id).await;
+        posted.insert(0, id);
+    }
+
+    let before = river_writes(&server).await;
+    let (first, info) = ann.feed_ids("(first: 3)").await;
+    assert_eq!(first, posted[..3], "the first page, merged");
+    assert_eq!(
+        river_writes(&server).await,
+        before,
+        "no river is written on a first page's path"
+    );
+    assert_eq!(river(&server, "ann").await, None, "ann is still dormant");
+    let after = end(&info);
+    let (rest, _) = ann
+        .feed_ids(&format!("(first: 3, after: \"{after}\")"))
+        .await;
+    assert_eq!(rest, posted[3..], "the next page, with no river");
+    let stopped = server.stop_keeping_data().await;
+
+    // Builds run: the next read asks for ann's river and is answered
+    // before it is built.
+    let server = TestServer::start_with(stopped, rivers(2)).await;
+    assert_eq!(builds_done(&server).await, 0);
+    let ann = server.client("acme", "ann");
+    let (again, _) = ann.feed_ids("(first: 3)").await;
+    assert_eq!(again, posted[..3]);
+    server.rivers_settled().await;
+    let built = river(&server, "ann")
+        .await
+        .expect("ann's river, built after her read");
+    assert_ne!(built.complete_from, Position::MAX, "built to the end");
+    assert_eq!(
+        builds_done(&server).await,
+        1,
+        "built once, in the background"
+    );
+    let (rest, _) = ann
+        .feed_ids(&format!("(first: 3, after: \"{after}\")"))
+        .await;
+    assert_eq!(rest, posted[3..], "the merged page's cursor, on the river");
+    assert_eq!(ann.feed_ids("(first: 10)").await.0, posted);
+    server.rivers_settled().await;
+    assert_eq!(
+        builds_done(&server).await,
+        1,
+        "a reader with a river asks none"
+    );
+    server.stop().await;
+}
+
+/// Many reads of one dormant reader at once ask for one build.
+async fn a_readers_river_is_built_once(backend: Backend) {
+    let Some((store, dir)) = store_url(backend) else {
+        return;
+    };
+    let server = TestServer::start_with(Stopped { store, dir }, rivers(2)).await;
+    let bob = server.client("acme", "bob");
+    bob.upsert_user("bob", "Bob").await;
+    let ann = server.client("acme", "ann");
+    ann.follow("bob").await;
+    let id = bob.post_status("one", json!({})).await;
+    bob.wait_delivered(&id).await;
+    let reads = (0..8).map(|_| ann.feed_ids("(first: 5)"));
+    for (ids, _) in futures_util::future::join_all(reads).await {
+        assert_eq!(ids, std::slice::from_ref(&id));
+    }
+    server.rivers_settled().await;
+    assert!(river(&server, "ann").await.is_some());
+    assert_eq!(builds_done(&server).await, 1);
+    server.stop().await;
+}
+
+crate::on_both_backends!(
+    a_dormant_readers_first_page_builds_no_river,
+    a_readers_river_is_built_once
+);
