@@ -25,6 +25,8 @@
 //!   leased job (an action's fan-out, a comment's bump, a notice job, an
 //!   unfollow's cleanup, which is also the record reads apply until it has
 //!   run);
+//! - `fences`: one document per fan-out job that a batch or a change of
+//!   scope held lately (see `queues.rs`), removed an hour after (TTL);
 //! - `events`: the event log live events cross processes by (see
 //!   `events.rs`), kept a while (TTL);
 //! - `meta`: the timeline layout the database was written in, whether its entries carry copies of actions, and the
@@ -33,7 +35,10 @@
 //! Three writes are multi-document transactions: an action with its fan-out
 //! job, a change of scope with the job queued again (`actions.rs`), and a
 //! comment with its count and its bump job (`reactions.rs`); a replica set,
-//! which the change streams need anyway, runs them. Nothing else needs one:
+//! which the change streams need anyway, runs them. A fan-out's batch is
+//! fenced by one (`queues.rs`): it holds the job's fence and reads the
+//! lease while the batch writes, and a change of scope writes that fence
+//! too, so it lands before the batch or after it. Nothing else needs one:
 //! a delivery that races a hide or delete checks the action again after
 //! writing and takes its items back.
 //!
@@ -177,6 +182,8 @@ pub struct MongoStore {
     notice_groups: Collection<Document>,
     /// The job queue (see [`jobs`]).
     jobs: Collection<jobs::JobDoc>,
+    /// Fan-out jobs' fences (see [`queues`]).
+    fences: Collection<Document>,
     /// Commands sent, by name. A std mutex: the driver calls the handler
     /// synchronously and the critical section is one map update.
     commands: Arc<Mutex<BTreeMap<String, u64>>>,
@@ -552,6 +559,7 @@ impl MongoStore {
             meta: db.collection("meta"),
             notice_groups: db.collection("notice_groups"),
             jobs: db.collection("jobs"),
+            fences: db.collection("fences"),
             event_log: Arc::new(events::MongoEventLog::new(db.collection("events"))),
             db,
             commands,
