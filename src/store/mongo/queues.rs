@@ -196,16 +196,20 @@ impl MongoStore {
 
     /// Commits the fence of a batch whose writes are done. Should that fail
     /// (the server ended the transaction, or the connection went), the
-    /// writes may have landed after the lease was lost: unless the worker
-    /// still holds the job, the fan-out is queued again, so that a run
-    /// under a lease writes over them.
+    /// writes may have landed after the lease was lost. If the worker still
+    /// holds the job, they did not: a change of scope queueing it again
+    /// would have taken it from the worker. Otherwise the fan-out is queued
+    /// again, so that a run under a lease writes over them.
     async fn unfence(&self, session: &mut ClientSession, lease: &Lease) -> StoreResult<()> {
         let Err(err) = session.commit_transaction().await else {
             return Ok(());
         };
         let job = &lease.job;
         match self.holder(job).await? {
-            Some(Some(worker)) if worker == lease.worker => Err(db_err(err)),
+            Some(Some(worker)) if worker == lease.worker => {
+                tracing::debug!(key = %job.key, cause = %err, "a fan-out batch's fence did not commit; the lease is still held");
+                Ok(())
+            }
             _ => {
                 tracing::warn!(key = %job.key, cause = %err, "a fan-out batch's fence did not commit; its fan-out is queued again");
                 let (filter, update) = requeue(job);
