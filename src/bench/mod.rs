@@ -440,6 +440,10 @@ async fn run_history(
     for backend in backends {
         let mut config = HistoryConfig::new(program.clone(), backend, args.seed, logs.clone());
         config.duration = duration;
+        // What a long run queued may take a while to work off at its end
+        // (on a slow server, longer than the default allows): the check
+        // needs the queues empty, not emptied fast.
+        config.drain = config.drain.max(duration);
         if !args.quiet {
             eprintln!(
                 "history on {} for {:.1} min (seed {})",

@@ -373,24 +373,27 @@ impl Worker {
     /// same way. A renewal that fails ends the renewals, not the work: its
     /// own last step (which finishes the job under the lease) says whether
     /// the lease was lost, and may have finished the job just before.
+    /// The renewals run beside the work, never instead of it: a store may
+    /// hold the job's record while the work writes under it (MongoDB's
+    /// fence of a batch), and a renewal then waits for the work to end.
     async fn keeping_lease<T>(
         &self,
         lease: &Lease,
         work: impl std::future::Future<Output = StoreResult<T>>,
     ) -> StoreResult<T> {
         let every = Duration::from_millis((lease.lease_ms / 3).max(1) as u64);
-        let mut renewing = true;
-        tokio::pin!(work);
-        loop {
-            tokio::select! {
-                out = &mut work => return out,
-                _ = tokio::time::sleep(every), if renewing => {
-                    if let Err(err) = self.store.renew(lease, self.clock.now()).await {
-                        debug!(key = %lease.job.key, cause = %err.chain(), "a lease's renewal failed; the work goes on unrenewed");
-                        renewing = false;
-                    }
+        let renewals = async {
+            loop {
+                tokio::time::sleep(every).await;
+                if let Err(err) = self.store.renew(lease, self.clock.now()).await {
+                    debug!(key = %lease.job.key, cause = %err.chain(), "a lease's renewal failed; the work goes on unrenewed");
+                    return std::future::pending::<std::convert::Infallible>().await;
                 }
             }
+        };
+        tokio::select! {
+            out = work => out,
+            never = renewals => match never {},
         }
     }
 

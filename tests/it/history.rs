@@ -84,11 +84,17 @@ async fn a_killed_embedded_server_keeps_every_acknowledged_history() {
     assert_clean(&result, logs);
 }
 
-// Not yet clean: on MongoDB a fan-out worker checks its lease before it
-// writes a batch rather than with it, so a worker whose lease a scope change
-// took back can still write the old scope's items after the new fan-out
-// finished. Run it with `-- --ignored history::` to see the violations.
-#[ignore = "MongoDB: a stale fan-out batch can land after a scope change's re-fan-out"]
+// Not yet clean, for reasons of their own (a stale fan-out batch no longer
+// lands after a scope change's re-fan-out: `store_suite`'s
+// `a_rescope_fences_stale_batches`). Seed 1795918987663969764 shows two: a
+// follow cut off by a kill after its edge was written and before its
+// backfill ran stands without the backfill (the follower lacks the
+// followee's earlier public actions), and a reader who held an action
+// under a restricted scope, and commented on it, keeps it as a bumped
+// item after it became public, where the checker's rule (a public action
+// shows to its actor's followers alone) does not allow it.
+// Run it with `-- --ignored history::` to see them.
+#[ignore = "MongoDB: a cut-off follow can lose its backfill; a bumped item can outlive its scope"]
 #[tokio::test]
 async fn killed_api_processes_and_workers_on_mongodb_keep_every_acknowledged_history() {
     let Some(base) = mongodb_uri() else {

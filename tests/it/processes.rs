@@ -29,8 +29,8 @@ struct Proc {
 }
 
 impl Proc {
-    /// Starts `riverfeed <command> --store <store> <extra…>` and waits for
-    /// its `/healthz`.
+    /// Starts `riverfeed <command> --store <store> <extra…>` and waits
+    /// until it is ready (its `/readyz`).
     async fn start(command: &str, store: &str, extra: &[&str]) -> Proc {
         let port = free_port();
         Self::start_on(port, command, store, extra).await
@@ -60,14 +60,16 @@ impl Proc {
             port,
             log,
         };
-        proc.wait_healthy().await;
+        proc.wait_ready().await;
         proc
     }
 
-    async fn wait_healthy(&mut self) {
+    /// Waits for `/readyz`: `/healthz` answers as soon as the process
+    /// listens, `/readyz` only once its store is usable.
+    async fn wait_ready(&mut self) {
         let deadline = Instant::now() + PATIENCE * 2;
         loop {
-            if let Ok(response) = reqwest::get(format!("{}/healthz", self.base)).await {
+            if let Ok(response) = reqwest::get(format!("{}/readyz", self.base)).await {
                 if response.status() == 200 {
                     return;
                 }
@@ -77,7 +79,7 @@ impl Proc {
             }
             assert!(
                 Instant::now() < deadline,
-                "{} never answered /healthz: {}",
+                "{} never answered /readyz: {}",
                 self.base,
                 self.log_text()
             );

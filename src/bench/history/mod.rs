@@ -191,6 +191,7 @@ pub async fn run(config: &HistoryConfig) -> anyhow::Result<HistoryResult> {
     for p in &mut procs {
         p.kill().await;
     }
+    end_abandoned_transactions(&config.backend).await;
     let (violations, unjudged, models) = outcome?;
     if !violations.is_empty() {
         // The whole history beside the processes' logs, for a closer look.
@@ -282,6 +283,7 @@ async fn kill_for(config: &HistoryConfig, procs: &mut [Proc], shared: &Shared) -
         let victim = rng.below(procs.len());
         let p = &mut procs[victim];
         p.kill().await;
+        end_abandoned_transactions(&config.backend).await;
         killed.push(p.role);
         shared
             .kills
@@ -297,6 +299,7 @@ async fn kill_for(config: &HistoryConfig, procs: &mut [Proc], shared: &Shared) -
         while let Err(err) = p.start(&config.model).await {
             tries += 1;
             p.kill().await;
+            end_abandoned_transactions(&config.backend).await;
             if tries >= 5 {
                 tracing::error!(cause = %err, "a killed process does not start again");
                 break;
@@ -354,6 +357,7 @@ async fn judge(
                     for p in procs.iter_mut() {
                         p.kill().await;
                     }
+                    end_abandoned_transactions(&config.backend).await;
                     for p in procs.iter_mut() {
                         p.start(other).await?;
                     }
@@ -394,5 +398,31 @@ async fn drain(config: &HistoryConfig, procs: &[Proc]) -> anyhow::Result<()> {
             left.join(", ")
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// On MongoDB, ends every transaction left open. A process killed inside a
+/// transaction leaves it open, and every write of a document it wrote
+/// waits until the server aborts it: mongod does so after
+/// `transactionLifetimeLimitSeconds` (60 s); the wire server the tests run
+/// (SecantusDB) never does, and the workers' writes, then the database's
+/// drop, would wait for ever. So after each kill the harness asks the
+/// server to end them all (`killAllSessions`), as mongod would a minute
+/// later; a live process's transaction ended with them fails with a
+/// transient error and is tried again, as after any conflict.
+pub async fn end_abandoned_transactions(backend: &Backend) {
+    let Backend::Mongo(uri) = backend else {
+        return;
+    };
+    let ended = async {
+        let client = mongodb::Client::with_uri_str(uri).await?;
+        let kill = bson::doc! { "killAllSessions": [] };
+        client.database("admin").run_command(kill).await?;
+        anyhow::Ok(())
+    };
+    match tokio::time::timeout(Duration::from_secs(10), ended).await {
+        Ok(Ok(())) => {}
+        Ok(Err(err)) => tracing::warn!(cause = %err, "open transactions not ended"),
+        Err(_) => tracing::warn!("open transactions not ended within 10 s"),
     }
 }

@@ -11,7 +11,8 @@ use crate::store::{
     ActionStore, FanOutJob, FeedRange, Posted, Relation, Removal, StoreError, StoreResult,
 };
 
-use super::jobs::JobDoc;
+use super::jobs::{requeue, JobDoc};
+use super::queues::fence_of;
 use super::{dated, db_err, read_all, within, ActionDoc, MongoStore, TIE_SLACK};
 
 impl MongoStore {
@@ -210,18 +211,17 @@ impl ActionStore for MongoStore {
         };
         // Fanned out again under the new scope, in the same transaction: a
         // fan-out under way starts over (its worker finds its lease lost).
+        // The fan-out's fence too: a batch under way lands wholly before
+        // this or wholly after.
         let job = FanOutJob::of(tenant, id)?;
-        let requeue = doc! {
-            "$set": { "payload": &job.payload, "queued": job.queued, "until": Millis::MIN },
-            "$unset": { "worker": "" },
-        };
-        let filter = doc! { "kind": job.kind.code(), "tenant": tenant, "key": &job.key };
+        let (filter, requeue) = requeue(&job);
+        let (fence, raise) = fence_of(&job, DateTime::now().timestamp_millis());
         let mut session = self.db.client().start_session().await.map_err(db_err)?;
         let updated = session
             .start_transaction()
             .and_run(
-                (self, &change, &filter, &requeue),
-                |session, (store, change, filter, requeue)| {
+                (self, &change, (&filter, &requeue), (&fence, &raise)),
+                |session, (store, change, (filter, requeue), (fence, raise))| {
                     async move {
                         let updated = store
                             .actions
@@ -236,6 +236,12 @@ impl ActionStore for MongoStore {
                             store
                                 .jobs
                                 .update_one((*filter).clone(), (*requeue).clone())
+                                .upsert(true)
+                                .session(&mut *session)
+                                .await?;
+                            store
+                                .fences
+                                .update_one((*fence).clone(), (*raise).clone())
                                 .upsert(true)
                                 .session(&mut *session)
                                 .await?;

@@ -120,6 +120,15 @@ impl MongoStore {
             ])
             .await
             .map_err(db_err)?;
+        // A fence matters while one batch writes: an hour outlasts any.
+        let fence_age = IndexOptions::builder()
+            .name("fence_age".to_owned())
+            .expire_after(std::time::Duration::from_secs(3_600))
+            .build();
+        self.fences
+            .create_index(index(doc! { "at": 1 }, fence_age))
+            .await
+            .map_err(db_err)?;
         // Rivers were once records in `rivers` beside items in the layout;
         // they live in `timeline_cache` now. The old records go (their
         // items stay in the layout as timeline items; readers get a new

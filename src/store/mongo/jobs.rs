@@ -41,7 +41,7 @@ pub(super) struct JobDoc {
     until: Millis,
     /// Whoever claimed it last; absent until then, and while deferred.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    worker: Option<String>,
+    pub(super) worker: Option<String>,
 }
 
 impl JobDoc {
@@ -84,14 +84,24 @@ fn past_prefix(prefix: &str) -> Option<String> {
     None
 }
 
-fn job_filter(job: &Job) -> Document {
+pub(super) fn job_filter(job: &Job) -> Document {
     doc! { "kind": job.kind.code(), "tenant": &job.tenant, "key": &job.key }
+}
+
+/// The filter and upsert that queue `job` again, due at once and held by
+/// nobody: a run under way starts over (its worker finds its lease lost).
+pub(super) fn requeue(job: &Job) -> (Document, Document) {
+    let update = doc! {
+        "$set": { "payload": &job.payload, "queued": job.queued, "until": Millis::MIN },
+        "$unset": { "worker": "" },
+    };
+    (job_filter(job), update)
 }
 
 impl MongoStore {
     /// The worker holding `job` now, if it is stored: to explain a failed
     /// renewal or finish.
-    async fn holder(&self, job: &Job) -> StoreResult<Option<Option<String>>> {
+    pub(super) async fn holder(&self, job: &Job) -> StoreResult<Option<Option<String>>> {
         let found = self.jobs.find_one(job_filter(job)).await.map_err(db_err)?;
         Ok(found.map(|d| d.worker))
     }

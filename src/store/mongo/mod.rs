@@ -25,6 +25,8 @@
 //!   leased job (an action's fan-out, a comment's bump, a notice job, an
 //!   unfollow's cleanup, which is also the record reads apply until it has
 //!   run);
+//! - `fences`: one document per fan-out job that a batch or a change of
+//!   scope held lately (see `queues.rs`), removed an hour after (TTL);
 //! - `events`: the event log live events cross processes by (see
 //!   `events.rs`), kept a while (TTL);
 //! - `meta`: the timeline layout the database was written in, whether its entries carry copies of actions, and the
@@ -33,7 +35,10 @@
 //! Three writes are multi-document transactions: an action with its fan-out
 //! job, a change of scope with the job queued again (`actions.rs`), and a
 //! comment with its count and its bump job (`reactions.rs`); a replica set,
-//! which the change streams need anyway, runs them. Nothing else needs one:
+//! which the change streams need anyway, runs them. A fan-out's batch is
+//! fenced by one (`queues.rs`): it holds the job's fence and reads the
+//! lease while the batch writes, and a change of scope writes that fence
+//! too, so it lands before the batch or after it. Nothing else needs one:
 //! a delivery that races a hide or delete checks the action again after
 //! writing and takes its items back.
 //!
@@ -177,6 +182,8 @@ pub struct MongoStore {
     notice_groups: Collection<Document>,
     /// The job queue (see [`jobs`]).
     jobs: Collection<jobs::JobDoc>,
+    /// Fan-out jobs' fences (see [`queues`]).
+    fences: Collection<Document>,
     /// Commands sent, by name. A std mutex: the driver calls the handler
     /// synchronously and the critical section is one map update.
     commands: Arc<Mutex<BTreeMap<String, u64>>>,
@@ -360,13 +367,36 @@ fn db_err(err: mongodb::error::Error) -> StoreError {
         *err.kind,
         K::ServerSelection { .. } | K::Io(_) | K::ConnectionPoolCleared { .. } | K::Shutdown
     ) || err.contains_label("RetryableWriteError")
-        || err.contains_label("TransientTransactionError");
+        || err.contains_label("TransientTransactionError")
+        || server_codes(&err).any(|code| STORAGE_FAULTS.contains(&code));
     let kind = if unavailable {
         ErrorKind::Unavailable
     } else {
         ErrorKind::Internal
     };
     StoreError::from_source(kind, "MongoDB", err)
+}
+
+/// Server error codes that say the server's storage failed, not the
+/// request: `OutOfDiskSpace` (14031), which a server answers a write with
+/// once its disk is full. Retried later, the write may succeed.
+const STORAGE_FAULTS: [i32; 1] = [14031];
+
+/// The server error codes `err` carries: a command's, a write's, or each
+/// of a batch's.
+fn server_codes(err: &mongodb::error::Error) -> impl Iterator<Item = i32> + '_ {
+    use mongodb::error::{ErrorKind as K, WriteFailure};
+    let (one, many): (Option<i32>, &[mongodb::error::IndexedWriteError]) = match &*err.kind {
+        K::Command(e) => (Some(e.code), &[]),
+        K::Write(WriteFailure::WriteError(e)) => (Some(e.code), &[]),
+        K::Write(WriteFailure::WriteConcernError(e)) => (Some(e.code), &[]),
+        K::InsertMany(e) => (
+            e.write_concern_error.as_ref().map(|c| c.code),
+            e.write_errors.as_deref().unwrap_or_default(),
+        ),
+        _ => (None, &[]),
+    };
+    one.into_iter().chain(many.iter().map(|e| e.code))
 }
 
 /// The times a stored date can hold (years 1 to 9999).
@@ -552,6 +582,7 @@ impl MongoStore {
             meta: db.collection("meta"),
             notice_groups: db.collection("notice_groups"),
             jobs: db.collection("jobs"),
+            fences: db.collection("fences"),
             event_log: Arc::new(events::MongoEventLog::new(db.collection("events"))),
             db,
             commands,
@@ -698,7 +729,34 @@ impl MongoStore {
 
 #[cfg(test)]
 mod tests {
-    use super::redact;
+    use bson::doc;
+    use mongodb::error::{Error, ErrorKind as K, WriteFailure};
+
+    use super::{db_err, redact};
+    use crate::store::ErrorKind;
+
+    #[test]
+    fn a_full_disk_is_a_storage_fault() {
+        let full = doc! { "code": 14031, "codeName": "OutOfDiskSpace", "errmsg": "disk full" };
+        let command = Error::from(K::Command(
+            bson::from_document(full.clone()).expect("error"),
+        ));
+        assert_eq!(db_err(command).kind, ErrorKind::Unavailable);
+        let write = WriteFailure::WriteError(bson::from_document(full.clone()).expect("error"));
+        assert_eq!(
+            db_err(Error::from(K::Write(write))).kind,
+            ErrorKind::Unavailable
+        );
+        let mut indexed = full;
+        indexed.insert("index", 3);
+        let batch = doc! { "writeErrors": [indexed] };
+        let batch = K::InsertMany(bson::from_document(batch).expect("error"));
+        assert_eq!(db_err(Error::from(batch)).kind, ErrorKind::Unavailable);
+        // Other server errors stay internal.
+        let other = doc! { "code": 2, "codeName": "BadValue", "errmsg": "bad" };
+        let other = Error::from(K::Command(bson::from_document(other).expect("error")));
+        assert_eq!(db_err(other).kind, ErrorKind::Internal);
+    }
 
     #[test]
     fn passwords_never_reach_logs() {

@@ -2,7 +2,7 @@
 //! in batches large and small, and several fan-outs finished together.
 
 use anyhow::{ensure, Context, Result};
-use riverfeed::model::{FanOutState, Reason, ReasonKind};
+use riverfeed::model::{FanOutState, Reason, ReasonKind, Scope};
 use riverfeed::store::prelude::*;
 use riverfeed::store::Removal;
 use riverfeed::store::{Delivery, ErrorKind, Held, JobKind};
@@ -270,5 +270,70 @@ pub(super) async fn batches_and_groups(store: &dyn Store) -> Result<()> {
     }
     claims[1].lease.worker = "w1".into();
     claims[1].finish(store, 300, &[]).await?;
+    Ok(())
+}
+
+/// A batch under a lease that a scope change takes back lands wholly before
+/// the change (and the fan-out it queues writes over it) or not at all:
+/// never after the new fan-out. Each round races an old-scope batch (a large
+/// one, its reader last) against a scope change whose new fan-out writes
+/// that reader under the new scope; whatever the order, the reader ends with
+/// the reason the new scope gives.
+pub(super) async fn a_rescope_fences_stale_batches(store: &dyn Store) -> Result<()> {
+    let tenant = "fence-tenant";
+    let reader = "fn-zed";
+    let restricted = Delivery {
+        owner: reader.into(),
+        relevancy: 7_000,
+        reason: Reason::new(ReasonKind::Restricted, "fn-bob"),
+    };
+    let mut stale: Vec<Delivery> = (0..1_500)
+        .map(|n| delivery(&format!("fn-{n:05}"), 7_000))
+        .collect();
+    stale.push(delivery(reader, 7_000));
+    for round in 0..3_i64 {
+        let a = action(tenant, "fn-bob", 7_000 + round, &[]);
+        store.insert_action(&a).await?;
+        let mine = |claims: Vec<HeldFanOut>| claims.into_iter().find(|c| c.action.id == a.id);
+        let old = mine(HeldFanOut::claim(store, "w1", 10, 30_000, 100).await?)
+            .context("the first fan-out claimed")?;
+        let stale_batch = old.deliver(store, 20, &stale);
+        let rescope = async {
+            store
+                .set_action_scope(tenant, a.id, Scope::Restricted, &[reader.into()], &[])
+                .await?;
+            // As a worker would: a run whose lease is lost (the fan-out
+            // queued once more, should the old batch's fence have been
+            // ended by the server) is claimed and run again.
+            for _ in 0..3 {
+                let new = mine(HeldFanOut::claim(store, "w2", 30, 30_000, 100).await?)
+                    .context("the fan-out queued again is claimed")?;
+                match new
+                    .finish(store, 40, std::slice::from_ref(&restricted))
+                    .await
+                {
+                    Err(err) if err.kind == ErrorKind::LeaseLost => continue,
+                    done => return done.map(|_| ()).map_err(anyhow::Error::from),
+                }
+            }
+            anyhow::bail!("the new fan-out lost its lease three times")
+        };
+        let (stale_done, rescoped) = tokio::join!(stale_batch, rescope);
+        rescoped.with_context(|| format!("round {round}"))?;
+        if let Err(err) = &stale_done {
+            ensure!(err.kind == ErrorKind::LeaseLost, "round {round}: {err:?}");
+        }
+        let feed = store.feed_page(tenant, reader, range(10)).await?;
+        let item = feed
+            .iter()
+            .find(|i| i.action_id == a.id)
+            .with_context(|| format!("round {round}: {feed:?}"))?;
+        ensure!(
+            item.reason.kind == ReasonKind::Restricted,
+            "round {round}: the old scope's batch landed after the new fan-out ({} first): {item:?}",
+            if stale_done.is_ok() { "written" } else { "refused" }
+        );
+        store.remove_action(tenant, a.id, Removal::Delete).await?;
+    }
     Ok(())
 }

@@ -155,6 +155,7 @@ store_cases! {
         fanout::delivery_is_idempotent,
         fanout::large_batches,
         fanout::batches_and_groups,
+        fanout::a_rescope_fences_stale_batches,
         timelines::feed_ranges,
         timelines::many_ties,
         timelines::hide_and_delete,
