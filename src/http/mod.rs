@@ -305,11 +305,9 @@ async fn run(
 ) -> Response {
     let identity = state.auth.from_headers(headers);
     let caller = caller(state, &identity, peer);
-    let slot = api::plan::Slot::default();
     let request = request
         .data(Session::new(identity, &state.app))
-        .data(caller)
-        .data(slot.clone());
+        .data(caller);
     let streamed = match streaming {
         Some(stream::Streaming::EventStream) => streaming,
         Some(stream::Streaming::Multipart)
@@ -322,7 +320,10 @@ async fn run(
     match streamed {
         Some(streaming) => stream::respond(state, streaming, request).await,
         None => {
-            let response = state.schema.execute(request).await;
+            // Only a single response is written from a plan's JSON: a
+            // stream's events are async-graphql's.
+            let slot = api::plan::Slot::default();
+            let response = state.schema.execute(request.data(slot.clone())).await;
             respond::answer(media, response, slot.take())
         }
     }
