@@ -16,10 +16,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use async_graphql::extensions::{
-    Extension, ExtensionContext, ExtensionFactory, NextExecute, NextParseQuery,
+    Extension, ExtensionContext, ExtensionFactory, NextExecute, NextParseQuery, NextValidation,
 };
 use async_graphql::parser::types::ExecutableDocument;
-use async_graphql::{Name, Response, ServerResult, ValidationResult, Variables};
+use async_graphql::{Name, Response, ServerError, ServerResult, ValidationResult, Variables};
 use async_graphql_value::ConstValue;
 
 use self::compile::Plan;
@@ -288,7 +288,7 @@ struct PlannedRequest {
 struct Seen {
     /// The kept document, when the text was known.
     entry: Option<Arc<Entry>>,
-    /// A document to keep once it validated (when it is executed).
+    /// A document to keep once it validates.
     pending: Option<(Arc<str>, ExecutableDocument)>,
     variables: Variables,
 }
@@ -327,21 +327,33 @@ impl Extension for PlannedRequest {
         Ok(document)
     }
 
+    /// A document is kept once it validated (a subscription's too). When
+    /// the shape check answers validation from a kept result, the document
+    /// was kept already.
+    async fn validation(
+        &self,
+        ctx: &ExtensionContext<'_>,
+        next: NextValidation<'_>,
+    ) -> Result<ValidationResult, Vec<ServerError>> {
+        let result = next.run(ctx).await?;
+        let pending = self.seen().pending.take();
+        if let Some((query, document)) = pending {
+            let entry = self.planner.keep(query, document);
+            self.seen().entry = entry;
+        }
+        Ok(result)
+    }
+
     async fn execute(
         &self,
         ctx: &ExtensionContext<'_>,
         operation_name: Option<&str>,
         next: NextExecute<'_>,
     ) -> Response {
-        let (entry, pending, variables) = {
+        let (entry, variables) = {
             let mut seen = self.seen();
-            let variables = std::mem::take(&mut seen.variables);
-            (seen.entry.take(), seen.pending.take(), variables)
+            (seen.entry.take(), std::mem::take(&mut seen.variables))
         };
-        // Only a document that validated is executed: one not kept yet is
-        // kept now.
-        let entry = entry
-            .or_else(|| pending.and_then(|(query, document)| self.planner.keep(query, document)));
         let entry = entry.filter(|_| self.planner.enabled());
         let planned = match (
             entry,
