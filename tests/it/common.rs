@@ -320,6 +320,22 @@ impl TestServer {
         metric_at(&self.base, name).await as u64
     }
 
+    /// A counter of `/metrics`, 0 while it was never counted.
+    pub async fn counter(&self, name: &str) -> u64 {
+        let text = reqwest::get(format!("{}/metrics", self.base))
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("metrics body");
+        text.lines()
+            .find_map(|line| {
+                let (key, value) = line.rsplit_once(' ')?;
+                (key == name).then(|| value.parse::<f64>().expect("numeric") as u64)
+            })
+            .unwrap_or(0)
+    }
+
     pub async fn store_calls(&self, op: &str) -> u64 {
         self.metric(&format!("riverfeed_store_calls_total{{op=\"{op}\"}}"))
             .await

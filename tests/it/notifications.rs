@@ -55,28 +55,12 @@ async fn counts(client: &Client) -> (u64, u64) {
     )
 }
 
-/// A counter of `/metrics`, 0 while it was never counted.
-async fn counter(server: &TestServer, name: &str) -> u64 {
-    let text = reqwest::get(format!("{}/metrics", server.base))
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("metrics body");
-    text.lines()
-        .find_map(|line| {
-            let (key, value) = line.rsplit_once(' ')?;
-            (key == name).then(|| value.parse::<f64>().expect("numeric") as u64)
-        })
-        .unwrap_or(0)
-}
-
 /// Waits until the worker has run `n` jobs of `kind` in all: what they
 /// notify (or not) is written by then.
 async fn jobs_done(server: &TestServer, kind: &str, n: u64) {
     let name = format!("riverfeed_jobs_total{{job=\"{kind}\",outcome=\"ok\"}}");
     let deadline = tokio::time::Instant::now() + PATIENCE;
-    while counter(server, &name).await < n {
+    while server.counter(&name).await < n {
         assert!(
             tokio::time::Instant::now() < deadline,
             "{n} {kind} jobs never ran"

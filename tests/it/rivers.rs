@@ -32,35 +32,21 @@ async fn river(server: &TestServer, reader: &str) -> Option<River> {
     store.rivers("acme", &readers).await.expect("rivers")[0]
 }
 
-/// A counter of the server's `/metrics`; 0 before it first counts.
-async fn counter(server: &TestServer, name: &str) -> u64 {
-    let text = reqwest::get(format!("{}/metrics", server.base))
-        .await
-        .expect("metrics")
-        .text()
-        .await
-        .expect("metrics body");
-    text.lines()
-        .find_map(|line| {
-            let (key, value) = line.rsplit_once(' ')?;
-            (key == name).then(|| value.parse::<f64>().expect("a number") as u64)
-        })
-        .unwrap_or(0)
-}
-
 /// The store calls that build a river: its record, and its items (a
 /// timeline write).
 async fn river_writes(server: &TestServer) -> (u64, u64) {
     let calls = |op: &str| format!("riverfeed_store_calls_total{{op=\"{op}\"}}");
     (
-        counter(server, &calls("write_river")).await,
-        counter(server, &calls("write_timeline")).await,
+        server.counter(&calls("write_river")).await,
+        server.counter(&calls("write_timeline")).await,
     )
 }
 
 /// Rivers the background builds built.
 async fn builds_done(server: &TestServer) -> u64 {
-    counter(server, "riverfeed_jobs_total{job=\"river\",outcome=\"ok\"}").await
+    server
+        .counter("riverfeed_jobs_total{job=\"river\",outcome=\"ok\"}")
+        .await
 }
 
 /// The cursor after the page `info` ends.
