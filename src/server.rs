@@ -302,9 +302,10 @@ pub async fn start_with_store(
     let tracker = TaskTracker::new();
     let connections: Arc<std::sync::atomic::AtomicUsize> = Arc::default();
     let outbox = Outbox::new(store.clone(), options.clock.clone());
+    let hub = Hub::new(options.event_buffer);
     let app = AppState {
         store: store.clone(),
-        hub: Hub::new(options.event_buffer),
+        hub: hub.clone(),
         clock: options.clock.clone(),
         wake: Arc::new(Notify::new()),
         follow_backfill: options.follow_backfill,
@@ -323,6 +324,7 @@ pub async fn start_with_store(
         )),
         river_builds: RiverBuilds::start(
             store.clone(),
+            hub,
             options.model,
             options.clock.clone(),
             metrics.clone(),

@@ -56,6 +56,30 @@ pub(super) async fn change(
     } else if on {
         require_users(state, viewer, std::slice::from_ref(&other)).await?;
     }
+    // A friendship goes both ways; a follow one way.
+    let pairs: Vec<(&str, &str)> = match kind {
+        EdgeKind::Follows | EdgeKind::Group => vec![(&me, &other)],
+        EdgeKind::Friend => vec![(&me, &other), (&other, &me)],
+    };
+    let store = state.store.as_ref();
+    if let EdgeChange::Off { keep_history: true } = change {
+        // The kept range is written while the edge still stands, so
+        // whatever reads the reader's sources meanwhile (a read, a river
+        // being built) finds what came by it, by the edge or by the range.
+        let standing = store
+            .edges_among(&viewer.tenant, kind, std::slice::from_ref(&me), &other)
+            .await
+            .api()?;
+        if standing.is_empty() {
+            return Ok(false);
+        }
+        let now = state.clock.now();
+        for &(reader, actor) in &pairs {
+            follow::keep_history(store, &viewer.tenant, reader, actor, kind, now)
+                .await
+                .api()?;
+        }
+    }
     let changed = state
         .store
         .set_edge(&viewer.tenant, kind, &me, &other, on)
@@ -64,21 +88,10 @@ pub(super) async fn change(
     if !changed {
         return Ok(false);
     }
-    // A friendship goes both ways; a follow one way.
-    let pairs: Vec<(&str, &str)> = match kind {
-        EdgeKind::Follows | EdgeKind::Group => vec![(&me, &other)],
-        EdgeKind::Friend => vec![(&me, &other), (&other, &me)],
-    };
-    let store = state.store.as_ref();
     for (reader, actor) in pairs {
         let unfollow = Unfollow::edge(&viewer.tenant, reader, kind, actor);
         match change {
-            EdgeChange::Off { keep_history: true } => {
-                let now = state.clock.now();
-                follow::keep_history(store, &viewer.tenant, reader, actor, kind, now)
-                    .await
-                    .api()?;
-            }
+            EdgeChange::Off { keep_history: true } => {}
             EdgeChange::Off {
                 keep_history: false,
             } => {

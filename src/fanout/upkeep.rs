@@ -2,7 +2,7 @@
 //! model's own upkeep (idle rivers).
 
 use super::*;
-use crate::timeline::{follow, groups, Expiry};
+use crate::timeline::{follow, groups, rivers, Expiry, FeedModelKind};
 
 /// How often the feed model's upkeep runs (idle rivers are looked for).
 const SWEEP_EVERY_MS: Millis = 60_000;
@@ -52,6 +52,9 @@ impl Worker {
                 now: self.clock.now(),
                 item_ttl: self.config.item_ttl,
             };
+            if self.config.model.kind == FeedModelKind::Rivers {
+                rivers::built(store, self.clock.as_ref(), &u.tenant, &u.reader).await?;
+            }
             let ids = groups::named_items(store, u, expiry).await?;
             store.clean(lease, &ids).await
         };

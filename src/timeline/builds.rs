@@ -18,6 +18,7 @@ use tracing::{debug, warn};
 use super::feed_model::{FeedModel, FeedModelKind};
 use super::rivers;
 use crate::clock::Clock;
+use crate::events::Hub;
 use crate::metrics::Metrics;
 use crate::store::{ErrorKind, Store};
 
@@ -46,17 +47,20 @@ pub struct RiverBuilds {
 /// What a build needs of the process.
 struct Runner {
     store: Arc<dyn Store>,
+    hub: Arc<Hub>,
     model: FeedModel,
     clock: Arc<dyn Clock>,
     metrics: Arc<Metrics>,
 }
 
 impl RiverBuilds {
-    /// Builds under `model`, `model.river_builds` at once, on a task of
+    /// Builds under `model`, `model.river_builds` at once, telling `hub`'s
+    /// listeners what a build writes that they have not heard, on a task of
     /// `tracker` that ends at `shutdown`; builds nothing unless the model
     /// is `rivers` and builds some.
     pub fn start(
         store: Arc<dyn Store>,
+        hub: Arc<Hub>,
         model: FeedModel,
         clock: Arc<dyn Clock>,
         metrics: Arc<Metrics>,
@@ -73,6 +77,7 @@ impl RiverBuilds {
         });
         let runner = Runner {
             store,
+            hub,
             model,
             clock,
             metrics,
@@ -150,7 +155,8 @@ impl RiverBuilds {
     async fn build(&self, runner: &Runner, (tenant, reader): Reader) {
         let store = runner.store.as_ref();
         let now = runner.clock.now();
-        let built = rivers::build_dormant(store, &runner.model, &tenant, &reader, now).await;
+        let built =
+            rivers::build_dormant(store, &runner.hub, &runner.model, &tenant, &reader, now).await;
         match &built {
             Ok(true) => debug!(%tenant, %reader, "river built in the background"),
             Ok(false) => {}

@@ -16,7 +16,9 @@ use super::feed_model::{FeedModel, FeedStrategy};
 use super::read::still_pulled;
 use super::read::Plan;
 use super::sources;
-use crate::model::{Action, EdgeKind, Millis, Position, Reason};
+use crate::clock::Clock;
+use crate::events::{FeedEventKind, Hub};
+use crate::model::{Action, EdgeKind, FanOutState, FeedItem, Millis, Position, Reason};
 use crate::store::{
     Backfill, ErrorKind, FeedRange, River, RiverWrite, Store, StoreResult, Timelines,
 };
@@ -140,8 +142,12 @@ pub async fn open(
 /// Builds `reader`'s river if they have none (a build asked by a read may
 /// find one built meanwhile, by another process or at start). Returns
 /// whether it built one.
+///
+/// The reader's live streams are told of what it wrote whose fan-out was
+/// still under way: that fan-out finds the item written and tells nothing.
 pub async fn build_dormant(
     store: &dyn Store,
+    hub: &Hub,
     model: &FeedModel,
     tenant: &str,
     reader: &str,
@@ -150,8 +156,43 @@ pub async fn build_dormant(
     if river_of(store, tenant, reader).await?.is_some() {
         return Ok(false);
     }
-    build(store, model, tenant, reader, now).await?;
+    let news = build(store, model, tenant, reader, now).await?;
+    hub.publish_feed_items(FeedEventKind::Added, tenant, None, news);
     Ok(true)
+}
+
+/// How long a cleanup waits at most for a build under way: builds take a
+/// few store calls, so a record still building past this was left by a
+/// crash (and is built again at the next start).
+const BUILD_PATIENCE_MS: Millis = 30_000;
+/// How often a waiting cleanup looks again.
+const BUILD_POLL: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// Waits while `reader`'s river is being built (by any process): a cleanup
+/// taking out what an ended edge or membership brought runs once the build
+/// has written what it read, which may be from before the end. A build that
+/// begins after the end reads the sources without it. Waits at most
+/// [`BUILD_PATIENCE_MS`], and not for a record that old.
+pub async fn built(
+    store: &dyn Store,
+    clock: &dyn Clock,
+    tenant: &str,
+    reader: &str,
+) -> StoreResult<()> {
+    let began = clock.now();
+    loop {
+        let now = clock.now();
+        match river_of(store, tenant, reader).await? {
+            Some(river)
+                if river.complete_from == Position::MAX
+                    && now - river.touched < BUILD_PATIENCE_MS
+                    && now - began < BUILD_PATIENCE_MS =>
+            {
+                tokio::time::sleep(BUILD_POLL).await;
+            }
+            _ => return Ok(()),
+        }
+    }
 }
 
 /// Marks `river` read now and trims it to `river_size`; returns it as it
@@ -180,14 +221,16 @@ async fn touch(
 /// Builds `reader`'s river: first a record saying nothing is complete yet
 /// (so the fan-out starts delivering to it, and reads pull everything),
 /// then the newest actions of the sources, then the record saying from
-/// where the river is complete. Returns it.
+/// where the river is complete. Returns the items it wrote of actions
+/// whose fan-out was not done (news the reader's live streams have not
+/// heard: that fan-out finds them written).
 async fn build(
     store: &dyn Store,
     model: &FeedModel,
     tenant: &str,
     reader: &str,
     now: Millis,
-) -> StoreResult<River> {
+) -> StoreResult<Vec<FeedItem>> {
     let building = River {
         complete_from: Position::MAX,
         touched: now,
@@ -233,6 +276,15 @@ async fn build(
         })
         .collect();
     let written = store.fill_river(tenant, reader, &items).await?;
+    let filled = written.len();
+    let news = written
+        .into_iter()
+        .filter(|i| {
+            actions
+                .get(&i.action_id)
+                .is_some_and(|a| a.fan_out.state != FanOutState::Done)
+        })
+        .collect();
     let river = River {
         complete_from,
         touched: now,
@@ -240,8 +292,8 @@ async fn build(
     store
         .write_river(tenant, reader, RiverWrite::Put(river))
         .await?;
-    debug!(tenant, reader, items = written.len(), "river built");
-    Ok(river)
+    debug!(tenant, reader, items = filled, "river built");
+    Ok(news)
 }
 
 /// Takes up the builds a crash cut short, at start: a river whose record

@@ -10,7 +10,7 @@ use riverfeed::store::River;
 use riverfeed::timeline::{FeedModel, FeedModelKind};
 use serde_json::{json, Value};
 
-use crate::common::{store_url, Backend, Stopped, TestServer};
+use crate::common::{store_url, Backend, Stopped, TestServer, WsClient};
 
 /// Rivers of a size of their own (so the tests' model is not put in),
 /// building `builds` at once.
@@ -147,7 +147,42 @@ async fn a_readers_river_is_built_once(backend: Backend) {
     server.stop().await;
 }
 
+/// A build that writes an action whose fan-out has not run yet tells the
+/// reader's live streams: that fan-out will find the item written and tell
+/// nothing. No worker runs here, so the fan-out stays pending throughout.
+async fn a_build_tells_live_streams_what_a_pending_fan_out_has_not(backend: Backend) {
+    let Some((store, dir)) = store_url(backend) else {
+        return;
+    };
+    let server = TestServer::start_with(Stopped { store, dir }, |url| ServeOptions {
+        worker: None,
+        ..rivers(1)(url)
+    })
+    .await;
+    let bob = server.client("acme", "bob");
+    bob.upsert_user("bob", "Bob").await;
+    let ann = server.client("acme", "ann");
+    ann.follow("bob").await;
+    let mut ws = WsClient::as_user(&server.ws_url(), "acme", "ann").await;
+    ws.subscribe(
+        "1",
+        "subscription { feedEvents { kind item { actionId } } }",
+    )
+    .await;
+    server.wait_live_topics(1).await;
+    let id = bob.post_status("pending", json!({})).await;
+    let (page, _) = ann.feed_ids("(first: 5)").await;
+    assert_eq!(page, std::slice::from_ref(&id), "pulled before its fan-out");
+    server.rivers_settled().await;
+    assert!(river(&server, "ann").await.is_some(), "ann's river, built");
+    let event = ws.next_payload().await;
+    assert_eq!(event["data"]["feedEvents"]["kind"], "ADDED", "{event}");
+    assert_eq!(event["data"]["feedEvents"]["item"]["actionId"], id.as_str());
+    server.stop().await;
+}
+
 crate::on_both_backends!(
     a_dormant_readers_first_page_builds_no_river,
-    a_readers_river_is_built_once
+    a_readers_river_is_built_once,
+    a_build_tells_live_streams_what_a_pending_fan_out_has_not,
 );
