@@ -62,85 +62,94 @@ pub(super) async fn change(
         EdgeKind::Friend => vec![(&me, &other), (&other, &me)],
     };
     let store = state.store.as_ref();
-    if let EdgeChange::Off { keep_history: true } = change {
-        // The kept range is written while the edge still stands, so
-        // whatever reads the reader's sources meanwhile (a read, a river
-        // being built) finds what came by it, by the edge or by the range.
-        let standing = store
-            .edges_among(&viewer.tenant, kind, std::slice::from_ref(&me), &other)
-            .await
-            .api()?;
-        if standing.is_empty() {
-            return Ok(false);
-        }
-        let now = state.clock.now();
-        for &(reader, actor) in &pairs {
-            follow::keep_history(store, &viewer.tenant, reader, actor, kind, now)
-                .await
-                .api()?;
-        }
+    let tenant = viewer.tenant.as_str();
+    if let EdgeChange::Off { keep_history } = change {
+        return end_edge(state, tenant, kind, &me, &other, &pairs, keep_history).await;
     }
-    let changed = state
-        .store
-        .set_edge(&viewer.tenant, kind, &me, &other, on)
+    let changed = store
+        .set_edge(tenant, kind, &me, &other, true)
         .await
         .api()?;
     if !changed {
         return Ok(false);
     }
     for (reader, actor) in pairs {
-        let unfollow = Unfollow::edge(&viewer.tenant, reader, kind, actor);
-        match change {
-            EdgeChange::Off { keep_history: true } => {}
-            EdgeChange::Off {
-                keep_history: false,
-            } => {
-                // Reads leave the items out from now on; the worker takes
-                // them out of storage.
-                unfollow::start(store, &unfollow, state.clock.now())
-                    .await
-                    .api()?;
-                if !state.model.pushes_all() {
-                    follow::announce_unfollow(
-                        store,
-                        &state.hub,
-                        &viewer.tenant,
-                        reader,
-                        actor,
-                        kind,
-                    )
-                    .await
-                    .api()?;
-                }
-                store
-                    .clear_cut(&viewer.tenant, reader, kind, actor)
-                    .await
-                    .api()?;
-                state.wake.notify_one();
-            }
-            EdgeChange::On { .. } => {
-                // Following again ends a pending unfollow (a no-op if none).
-                unfollow::end(store, &unfollow).await.api()?;
-                let edge = follow::NewEdge {
-                    tenant: &viewer.tenant,
-                    reader,
-                    actor,
-                    kind,
-                };
-                let now = state.clock.now();
-                let write = state
-                    .model
-                    .behaviour()
-                    .written_from(store, &viewer.tenant, reader, kind, actor)
-                    .await
-                    .api()?;
-                follow::backfill(store, &state.hub, edge, backfill, now, write)
-                    .await
-                    .api()?;
-            }
-        }
+        // Following again ends a pending unfollow (a no-op if none).
+        let unfollow = Unfollow::edge(tenant, reader, kind, actor);
+        unfollow::end(store, &unfollow).await.api()?;
+        let edge = follow::NewEdge {
+            tenant,
+            reader,
+            actor,
+            kind,
+        };
+        let now = state.clock.now();
+        let write = state
+            .model
+            .behaviour()
+            .written_from(store, tenant, reader, kind, actor)
+            .await
+            .api()?;
+        follow::backfill(store, &state.hub, edge, backfill, now, write)
+            .await
+            .api()?;
     }
     Ok(true)
+}
+
+/// Ends the `kind` edge from `me` to `other` (both ways for a friendship:
+/// `pairs`). What survives a crash between its writes is always a state
+/// reads and the worker finish: the kept range, or the cleanup, is written
+/// while the edge still stands (a cleanup that then finds the edge standing
+/// does nothing, see `clean_unfollow`), and the cut goes last.
+async fn end_edge(
+    state: &super::AppState,
+    tenant: &str,
+    kind: EdgeKind,
+    me: &str,
+    other: &str,
+    pairs: &[(&str, &str)],
+    keep_history: bool,
+) -> async_graphql::Result<bool> {
+    let store = state.store.as_ref();
+    let standing = store
+        .edges_among(tenant, kind, &[me.to_owned()], other)
+        .await
+        .api()?;
+    if standing.is_empty() {
+        return Ok(false);
+    }
+    let now = state.clock.now();
+    for &(reader, actor) in pairs {
+        if keep_history {
+            // Whatever reads the reader's sources meanwhile (a read, a
+            // river being built) finds what came by it, by the edge or by
+            // the range.
+            follow::keep_history(store, tenant, reader, actor, kind, now)
+                .await
+                .api()?;
+        } else {
+            // Reads leave the items out from now on; the worker takes them
+            // out of storage.
+            let unfollow = Unfollow::edge(tenant, reader, kind, actor);
+            unfollow::start(store, &unfollow, now).await.api()?;
+        }
+    }
+    // Two ending it at once both finish it: each saw it standing.
+    let changed = store.set_edge(tenant, kind, me, other, false).await.api()?;
+    if keep_history {
+        return Ok(changed);
+    }
+    for &(reader, actor) in pairs {
+        if !state.model.pushes_all() {
+            follow::announce_unfollow(store, &state.hub, tenant, reader, actor, kind)
+                .await
+                .api()?;
+        }
+        store.clear_cut(tenant, reader, kind, actor).await.api()?;
+    }
+    state.wake.notify_one();
+    Ok(changed)
 }
 
 /// A group exists once someone joins it: it can be followed and its feed

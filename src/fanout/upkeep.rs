@@ -2,13 +2,20 @@
 //! model's own upkeep (idle rivers).
 
 use super::*;
-use crate::timeline::{follow, groups, rivers, Expiry, FeedModelKind};
+use crate::store::Graph;
+use crate::timeline::{follow, groups, Expiry};
 
 /// How often the feed model's upkeep runs (idle rivers are looked for).
 const SWEEP_EVERY_MS: Millis = 60_000;
 /// How often expired actions are looked for at the latest (actions fanned
 /// out by another process, or before a restart).
 const EXPIRY_CHECK_MS: Millis = 60_000;
+
+/// How long an unfollow's writes may take, queued cleanup to ended edge:
+/// a cleanup finding its edge standing before this looks again later.
+const UNFOLLOW_SETTLES_MS: Millis = 10_000;
+/// When it looks again.
+const UNFOLLOW_LOOK_AGAIN_MS: Millis = 100;
 
 impl Worker {
     /// Claims unfollow cleanups and runs them: each takes the items that came
@@ -52,16 +59,35 @@ impl Worker {
                 now: self.clock.now(),
                 item_ttl: self.config.item_ttl,
             };
-            if self.config.model.kind == FeedModelKind::Rivers {
-                rivers::built(store, self.clock.as_ref(), &u.tenant, &u.reader).await?;
+            // The edge still standing: its unfollow is queued before the
+            // edge goes, so it may be under way (looked at again shortly),
+            // or was cut off before the edge went, or a follow again came
+            // too late to cancel this; an edge standing that long brought
+            // what it covers, and nothing is taken out.
+            if let Ended::Edge(kind) = u.kind {
+                let readers = [u.reader.clone()];
+                let standing = store.edges_among(&u.tenant, kind, &readers, &u.actor);
+                if !standing.await?.is_empty() {
+                    let now = self.clock.now();
+                    if now - lease.job.queued < UNFOLLOW_SETTLES_MS {
+                        store.defer(lease, now + UNFOLLOW_LOOK_AGAIN_MS).await?;
+                        return Ok(None);
+                    }
+                    return store.clean(lease, &[]).await.map(Some);
+                }
             }
             let ids = groups::named_items(store, u, expiry).await?;
-            store.clean(lease, &ids).await
+            store.clean(lease, &ids).await.map(Some)
         };
         let cleaned = self.keeping_lease(lease, cleaning).await;
-        self.metrics.job("cleanup", cleaned.is_ok());
+        if !matches!(cleaned, Ok(None)) {
+            self.metrics.job("cleanup", cleaned.is_ok());
+        }
         match cleaned {
-            Ok(removed) => {
+            Ok(None) => {
+                debug!(reader = %u.reader, actor = %u.actor, "unfollow under way: its cleanup looks again")
+            }
+            Ok(Some(removed)) => {
                 debug!(reader = %u.reader, actor = %u.actor, removed = removed.len(), "unfollow cleaned up");
                 let now = self.clock.now();
                 let put_back = match u.kind {

@@ -397,6 +397,22 @@ impl Unfollow {
         }
     }
 
+    /// Whether a bumped `item` is of an action the ended edge brings by
+    /// whom it is from (or where it was sent), whatever its scope now: one
+    /// narrowed since it came no longer shows it came by the edge, and is
+    /// taken out too unless the reader may still read it (widened again,
+    /// it would show by no edge).
+    pub fn covers_narrowed(&self, item: &FeedItem, action: &Action) -> bool {
+        item.owner == self.reader
+            && item.reason.kind == ReasonKind::Bumped
+            && action.actor_id != self.reader
+            && match self.kind {
+                Ended::Edge(EdgeKind::Group) => action.to.contains(&self.actor),
+                Ended::Edge(_) => action.actor_id == self.actor,
+                Ended::Group => false,
+            }
+    }
+
     /// Whether [`Unfollow::covers`] needs `item`'s action to tell whether
     /// it covers it.
     pub fn needs_action(&self, item: &FeedItem) -> bool {

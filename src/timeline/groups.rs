@@ -63,12 +63,15 @@ pub async fn named_items(
                 Ended::Edge(_) => {
                     let items: HashMap<ObjectId, &FeedItem> =
                         page.iter().map(|i| (i.action_id, i)).collect();
-                    out.extend(
-                        actions
-                            .iter()
-                            .filter(|a| items.get(&a.id).is_some_and(|i| ended.covers(i, Some(a))))
-                            .map(|a| a.id),
-                    );
+                    let access =
+                        Access::load(store, tenant, reader, actions.iter(), expiry).await?;
+                    let covered = |a: &crate::model::Action| {
+                        items.get(&a.id).is_some_and(|i| {
+                            ended.covers(i, Some(a))
+                                || (ended.covers_narrowed(i, a) && !access.can_read(a))
+                        })
+                    };
+                    out.extend(actions.iter().filter(|a| covered(a)).map(|a| a.id));
                 }
             }
         }

@@ -16,7 +16,6 @@ use super::feed_model::{FeedModel, FeedStrategy};
 use super::read::still_pulled;
 use super::read::Plan;
 use super::sources;
-use crate::clock::Clock;
 use crate::events::{FeedEventKind, Hub};
 use crate::model::{Action, EdgeKind, FanOutState, FeedItem, Millis, Position, Reason};
 use crate::store::{
@@ -159,40 +158,6 @@ pub async fn build_dormant(
     let news = build(store, model, tenant, reader, now).await?;
     hub.publish_feed_items(FeedEventKind::Added, tenant, None, news);
     Ok(true)
-}
-
-/// How long a cleanup waits at most for a build under way: builds take a
-/// few store calls, so a record still building past this was left by a
-/// crash (and is built again at the next start).
-const BUILD_PATIENCE_MS: Millis = 30_000;
-/// How often a waiting cleanup looks again.
-const BUILD_POLL: std::time::Duration = std::time::Duration::from_millis(20);
-
-/// Waits while `reader`'s river is being built (by any process): a cleanup
-/// taking out what an ended edge or membership brought runs once the build
-/// has written what it read, which may be from before the end. A build that
-/// begins after the end reads the sources without it. Waits at most
-/// [`BUILD_PATIENCE_MS`], and not for a record that old.
-pub async fn built(
-    store: &dyn Store,
-    clock: &dyn Clock,
-    tenant: &str,
-    reader: &str,
-) -> StoreResult<()> {
-    let began = clock.now();
-    loop {
-        let now = clock.now();
-        match river_of(store, tenant, reader).await? {
-            Some(river)
-                if river.complete_from == Position::MAX
-                    && now - river.touched < BUILD_PATIENCE_MS
-                    && now - began < BUILD_PATIENCE_MS =>
-            {
-                tokio::time::sleep(BUILD_POLL).await;
-            }
-            _ => return Ok(()),
-        }
-    }
 }
 
 /// Marks `river` read now and trims it to `river_size`; returns it as it

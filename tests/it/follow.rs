@@ -1,6 +1,9 @@
 //! A new follow or friendship shows the other user's recent actions at once
 //! (as many as `backfill` says), only those the reader may see, each once.
 
+use riverfeed::model::EdgeKind;
+use riverfeed::store::Unfollow;
+use riverfeed::timeline::unfollow;
 use serde_json::{json, Value};
 
 use crate::common::{Backend, Client, TestServer, WsClient};
@@ -337,11 +340,110 @@ async fn an_unfollow_takes_bumped_items_of_the_follow_out(backend: Backend) {
     server.stop().await;
 }
 
+/// An unfollow cut off between its writes (its cleanup queued, the edge
+/// still standing) ends in a follow that keeps what it brought, as it
+/// stood: the cleanup finds the edge standing and takes nothing out.
+async fn a_cleanup_finding_its_edge_standing_takes_nothing(backend: Backend) {
+    let Some(server) = TestServer::start(backend).await else {
+        return;
+    };
+    let service = server.service("acme");
+    for (id, name) in [("alice", "Alice"), ("bob", "Bob")] {
+        service.upsert_user(id, name).await;
+    }
+    let alice = server.client("acme", "alice");
+    alice.follow("bob").await;
+    let bob = server.client("acme", "bob");
+    let post = bob.post_status("one", json!({})).await;
+    bob.wait_delivered(&post).await;
+    // Bumped by her comment: an item taken out and put back would come
+    // back as it came by the follow.
+    let data = alice
+        .data(
+            "mutation($a: ID!) { comment(actionId: $a, text: \"mine\") { id } }",
+            json!({ "a": post }),
+        )
+        .await;
+    assert!(data["comment"]["id"].is_string(), "{data}");
+    wait_bumped(&alice, &[&post]).await;
+    let shown = vec![(post.clone(), "BUMPED".to_owned())];
+    assert_eq!(feed(&alice).await, shown);
+    // What the cut-off unfollow wrote before the edge went.
+    let cleanup = Unfollow::edge("acme", "alice", EdgeKind::Follows, "bob");
+    let store = server.server.metered.as_ref();
+    unfollow::start(store, &cleanup, 0).await.expect("queued");
+    let done = "riverfeed_jobs_total{job=\"cleanup\",outcome=\"ok\"}";
+    let deadline = tokio::time::Instant::now() + crate::common::PATIENCE;
+    while server.counter(done).await == 0 {
+        assert!(tokio::time::Instant::now() < deadline, "the cleanup ran");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(feed(&alice).await, shown, "the follow keeps its items");
+    server.stop().await;
+}
+
+/// An unfollow while the followee's action was narrowed away from the
+/// reader takes its bumped item out too: widened again, it would show by
+/// no edge.
+async fn an_unfollow_takes_a_narrowed_bumped_item_for_good(backend: Backend) {
+    let Some(server) = TestServer::start(backend).await else {
+        return;
+    };
+    let service = server.service("acme");
+    for (id, name) in [("alice", "Alice"), ("bob", "Bob"), ("carol", "Carol")] {
+        service.upsert_user(id, name).await;
+    }
+    let alice = server.client("acme", "alice");
+    alice.follow("bob").await;
+    let bob = server.client("acme", "bob");
+    let post = bob.post_status("one", json!({})).await;
+    bob.wait_delivered(&post).await;
+    let data = alice
+        .data(
+            "mutation($a: ID!) { comment(actionId: $a, text: \"mine\") { id } }",
+            json!({ "a": post }),
+        )
+        .await;
+    assert!(data["comment"]["id"].is_string(), "{data}");
+    wait_bumped(&alice, &[&post]).await;
+    let scope = |scope: &'static str, readers: Value| {
+        let bob = &bob;
+        let post = post.clone();
+        async move {
+            let data = bob
+                .data(
+                    "mutation($a: ID!, $s: Scope!, $r: [ID!]!) { setActionScope(actionId: $a, scope: $s, readers: $r) { scope } }",
+                    json!({ "a": post, "s": scope, "r": readers }),
+                )
+                .await;
+            assert_eq!(data["setActionScope"]["scope"], scope, "{data}");
+            bob.wait_delivered(&post).await;
+        }
+    };
+    scope("RESTRICTED", json!(["carol"])).await;
+    let done = "riverfeed_jobs_total{job=\"cleanup\",outcome=\"ok\"}";
+    let before = server.counter(done).await;
+    let data = alice
+        .data("mutation { unfollow(userId: \"bob\") }", json!({}))
+        .await;
+    assert_eq!(data["unfollow"], true);
+    let deadline = tokio::time::Instant::now() + crate::common::PATIENCE;
+    while server.counter(done).await == before {
+        assert!(tokio::time::Instant::now() < deadline, "the cleanup ran");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    scope("PUBLIC", json!([])).await;
+    assert_eq!(feed(&alice).await, [], "nothing brings it now");
+    server.stop().await;
+}
+
 crate::on_both_backends!(
+    an_unfollow_takes_a_narrowed_bumped_item_for_good,
     a_new_follow_shows_recent_actions_the_reader_may_see,
     a_live_reader_sees_the_backfill_arrive,
     an_unfollow_takes_what_came_by_the_follow_out,
     an_unfollow_takes_bumped_items_of_the_follow_out,
+    a_cleanup_finding_its_edge_standing_takes_nothing,
 );
 
 // A backfill told to a live reader, and an unfollow's items out at once and

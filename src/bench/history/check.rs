@@ -413,11 +413,29 @@ pub fn visible(model: &Model, seen: &Observed, reader: &str, a: &Action) -> Must
         // Every action of a followee shows: a user records at most
         // `actions_per_user`, below the follow's backfill of 100. Only a
         // followee's: a comment (the reader's own, which bumps it) is no
-        // reason to see it (docs/feeds.md, "Follows").
-        "PUBLIC" => Must::of([seen
-            .following
-            .get(reader)
-            .is_some_and(|f| f.contains(&a.actor))]),
+        // reason to see it (docs/feeds.md, "Follows"). A reader an earlier
+        // scope reached may keep what they had: widening takes nothing
+        // away ("Scope changes").
+        "PUBLIC" => {
+            let follows = seen
+                .following
+                .get(reader)
+                .is_some_and(|f| f.contains(&a.actor));
+            let reached_before = model.former.get(&a.label).is_some_and(|states| {
+                states.iter().any(|s| match s.scope {
+                    Scope::Public => false,
+                    Scope::Restricted => s.readers.iter().any(|r| r == reader),
+                    _ => true,
+                })
+            });
+            if follows {
+                Must::Yes
+            } else if reached_before {
+                Must::Either
+            } else {
+                Must::No
+            }
+        }
         "RESTRICTED" => Must::of([a.readers.iter().any(|r| r == reader)]),
         _ => {
             let Some(record) = model.records.get(&a.label) else {

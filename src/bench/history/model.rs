@@ -73,6 +73,9 @@ pub struct Model<'h> {
     pub hidden: BTreeMap<String, Vec<bool>>,
     pub deleted: BTreeMap<String, Vec<bool>>,
     pub scopes: BTreeMap<String, Vec<ScopeState>>,
+    /// Every scope an action may have had, by action text: widening keeps
+    /// the items its readers have (docs/feeds.md, "Scope changes").
+    pub former: BTreeMap<String, Vec<ScopeState>>,
     /// Webhooks by index: whether it exists.
     pub hooks: BTreeMap<usize, Vec<bool>>,
     /// The operations that may have happened, per key, for the timing
@@ -164,6 +167,7 @@ impl<'h> Model<'h> {
                 let mut sorted = readers.clone();
                 sorted.sort();
                 let state = self.scope_state(world, actor, *scope, &sorted);
+                self.former.insert(o(label), vec![state.clone()]);
                 self.scopes.insert(o(label), vec![state]);
                 self.hidden.insert(o(label), vec![false]);
                 self.deleted.insert(o(label), vec![false]);
@@ -224,6 +228,11 @@ impl<'h> Model<'h> {
                 let mut sorted = readers.clone();
                 sorted.sort();
                 let state = self.scope_state(world, &action.actor, *scope, &sorted);
+                if let Some(former) = self.former.get_mut(&action.label) {
+                    if e.may_have_happened() {
+                        former.push(state.clone());
+                    }
+                }
                 if let Some(states) = self.scopes.get_mut(&action.label) {
                     step(states, e, |_| state.clone());
                 }

@@ -93,8 +93,11 @@ impl Proc {
         if self.role == Role::Api {
             cmd.arg("--no-worker");
         }
+        // Warnings only, unless `RIVERFEED_HISTORY_LOG` asks for more (a
+        // filter as `RUST_LOG` takes) to follow a failure.
+        let filter = std::env::var("RIVERFEED_HISTORY_LOG").unwrap_or_else(|_| "warn".into());
         let child = cmd
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", filter)
             .env("RUST_BACKTRACE", "0")
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
