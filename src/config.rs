@@ -311,11 +311,21 @@ pub struct ServeArgs {
         hide_env_values = true
     )]
     pub metrics_token: Option<String>,
-    /// The action types served: an SDL file of `type … @descriptor`
-    /// definitions (see the README's "Your own action types"). The
-    /// built-in status and recruiting types when absent.
+    /// Action types of your own: an SDL file of `type … @descriptor`
+    /// definitions (see the README's "Your own action types"), served
+    /// beside the built-in status and recruiting types.
     #[arg(long, env = "RIVERFEED_DESCRIPTORS", global = true)]
     pub descriptors: Option<PathBuf>,
+    /// Serve only the `--descriptors` file's types, without the built-in
+    /// ones (refused at start while stored actions use a built-in type,
+    /// unless `--allow-descriptor-changes`).
+    #[arg(
+        long,
+        env = "RIVERFEED_DESCRIPTORS_REPLACE",
+        global = true,
+        requires = "descriptors"
+    )]
+    pub descriptors_replace: bool,
     /// Serve a descriptor file even though stored actions no longer fit it
     /// (a type removed, a field's type changed): they read as
     /// `UnknownDescriptor`. Without it such a file is refused at start.
@@ -447,7 +457,8 @@ impl ServeArgs {
     pub fn descriptors(&self) -> anyhow::Result<std::sync::Arc<crate::descriptor::Catalog>> {
         match &self.descriptors {
             None => Ok(crate::descriptor::Catalog::builtin()),
-            Some(path) => crate::api::load_descriptors(path).map(std::sync::Arc::new),
+            Some(path) => crate::api::load_descriptors(path, self.descriptors_replace)
+                .map(std::sync::Arc::new),
         }
     }
 

@@ -16,17 +16,14 @@
 
   // ---------------------------------------------------------------- GraphQL
 
+  /** Every field of every action type the server serves, as the server
+   * wrote it into the page: the cards show the types they know and name
+   * the others. */
+  const DESCRIPTOR = document.querySelector('meta[name=descriptor-selection]').content;
   const ACTION_FIELDS = `fragment ActionFields on Action {
     id actionId actorId actor { userId name } conducted scope refIds
     commentCount likeCount viewerHasLiked
-    descriptor {
-      __typename
-      ... on StatusPost { text }
-      ... on ApplicationRating { raterId raterName positionId positionName applicantId applicantName ratingScore ratingText tags }
-      ... on NewApplicant { applicantId applicantName positionId positionName }
-      ... on ApplicantHired { applicantId applicantName positionId positionName hiredById hiredByName }
-      ... on ApplicantRatingRequested { applicantId applicantName positionId positionName raterId raterName requestedById requestedByName }
-    }
+    descriptor { __typename ${DESCRIPTOR} }
   }`;
   const ITEM_FIELDS = `fragment ItemFields on FeedItem {
     cursor actionId relevancy
@@ -39,14 +36,7 @@
     actors(first: 3) { userId name }
     action {
       actionId actorId actor { userId name }
-      descriptor {
-        __typename
-        ... on StatusPost { text }
-        ... on ApplicationRating { applicantId applicantName positionId positionName }
-        ... on NewApplicant { applicantId applicantName positionId positionName }
-        ... on ApplicantHired { applicantId applicantName positionId positionName }
-        ... on ApplicantRatingRequested { applicantId applicantName positionId positionName }
-      }
+      descriptor { __typename ${DESCRIPTOR} }
     }
   }`;
 

@@ -209,13 +209,21 @@ fn build(
 
 /// Reads a descriptor file, refusing one with an error (with its line and
 /// column) or with a type whose name the rest of the schema holds.
-pub fn load_descriptors(path: &std::path::Path) -> anyhow::Result<crate::descriptor::Catalog> {
+pub fn load_descriptors(
+    path: &std::path::Path,
+    replace: bool,
+) -> anyhow::Result<crate::descriptor::Catalog> {
     let source = std::fs::read_to_string(path)
         .map_err(|e| anyhow::anyhow!("cannot read the descriptor file {}: {e}", path.display()))?;
     let at = |e: crate::descriptor::CatalogError| anyhow::anyhow!("{}:{e}", path.display());
     let catalog = crate::descriptor::Catalog::parse(&source).map_err(at)?;
     catalog.check_names(&schema_names()).map_err(at)?;
-    Ok(catalog)
+    if replace {
+        return Ok(catalog);
+    }
+    crate::descriptor::Catalog::builtin()
+        .beside(catalog)
+        .map_err(at)
 }
 
 /// The type names of the schema besides the descriptor types: what a

@@ -202,6 +202,64 @@ impl Catalog {
             .clone()
     }
 
+    /// These types with a file's own beside them (`--descriptors`): a
+    /// file's type, input field or enum may not take a name these hold.
+    pub fn beside(&self, file: Catalog) -> Result<Catalog, CatalogError> {
+        let replace = "pass --descriptors-replace to serve the file's types alone";
+        for ty in &file.types {
+            if self.by_name.contains_key(&ty.name) || self.enum_named(&ty.name) {
+                return err(
+                    ty.pos,
+                    format!(
+                        "`{}` is a built-in name: rename the type, or {replace}",
+                        ty.name
+                    ),
+                );
+            }
+            if self.by_input_key.contains_key(&ty.input_key) {
+                return err(
+                    ty.pos,
+                    format!(
+                        "`{}` would take the built-in input field `{}`: rename the type, or {replace}",
+                        ty.name, ty.input_key
+                    ),
+                );
+            }
+        }
+        for e in &file.enums {
+            if self.by_name.contains_key(&e.name) || self.enum_named(&e.name) {
+                return err(
+                    e.pos,
+                    format!(
+                        "`{}` is a built-in name: rename the enum, or {replace}",
+                        e.name
+                    ),
+                );
+            }
+        }
+        let types = self.types.iter().cloned().chain(file.types).collect();
+        let enums = self.enums.iter().cloned().chain(file.enums).collect();
+        Ok(Catalog::new(types, enums))
+    }
+
+    /// A selection of every field of every type served, one inline
+    /// fragment a line (`... on StatusPost { text }`): what a client that
+    /// shows any action selects inside `descriptor`.
+    pub fn selection(&self) -> String {
+        self.types
+            .iter()
+            .map(|ty| {
+                let fields: Vec<&str> = ty.fields.iter().map(|f| f.name.as_str()).collect();
+                format!("... on {} {{ {} }}", ty.name, fields.join(" "))
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    fn enum_named(&self, name: &str) -> bool {
+        self.enums.iter().any(|e| e.name == name)
+    }
+
     pub(super) fn new(types: Vec<TypeDef>, enums: Vec<EnumDef>) -> Catalog {
         let by_name = types
             .iter()

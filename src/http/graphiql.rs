@@ -5,12 +5,14 @@
 
 use std::sync::LazyLock;
 
-use axum::extract::Path;
+use axum::extract::{Path, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
 use ring::rand::{SecureRandom as _, SystemRandom};
+
+use crate::descriptor::Catalog;
 
 /// One bundle of a pinned package.
 struct Bundle {
@@ -55,7 +57,48 @@ static PAGE: LazyLock<String> = LazyLock::new(|| {
     )
 });
 
-pub async fn page() -> Response {
+/// The query the page opens with: who the viewer is and their feed, each
+/// action's descriptor selected for every type `catalog` serves.
+pub fn default_query(catalog: &Catalog) -> String {
+    let fragments: String = catalog
+        .selection()
+        .lines()
+        .map(|line| format!("\n            {line}"))
+        .collect();
+    format!(
+        "# Who you are (picked above) and your feed. Ctrl-Enter runs it.
+{{
+  viewer {{ userId name }}
+  feed(first: 10) {{
+    edges {{
+      node {{
+        relevancy
+        reason {{ kind actorId }}
+        action {{
+          actor {{ userId name }}
+          descriptor {{
+            __typename{fragments}
+          }}
+        }}
+      }}
+    }}
+    pageInfo {{ hasNextPage endCursor }}
+  }}
+}}
+"
+    )
+}
+
+/// `text` as an HTML attribute's value.
+pub(super) fn attribute(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('"', "&quot;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('\n', "&#10;")
+}
+
+pub async fn page(State(state): State<super::HttpState>) -> Response {
     let mut bytes = [0u8; 16];
     if SystemRandom::new().fill(&mut bytes).is_err() {
         return super::http_error(
@@ -74,7 +117,10 @@ pub async fn page() -> Response {
             (header::CACHE_CONTROL, "no-cache".to_owned()),
             (header::CONTENT_TYPE, "text/html; charset=utf-8".to_owned()),
         ],
-        PAGE.replace("{{nonce}}", &nonce),
+        PAGE.replace("{{nonce}}", &nonce).replace(
+            "{{default_query}}",
+            &attribute(&default_query(&state.app.descriptors)),
+        ),
     )
         .into_response()
 }
@@ -111,8 +157,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_default_query_selects_every_type_served_and_parses() {
+        let catalog = Catalog::builtin();
+        let query = default_query(&catalog);
+        async_graphql::parser::parse_query(&query).expect("the default query parses");
+        for ty in catalog.types() {
+            assert!(query.contains(&format!("... on {} {{", ty.name)), "{query}");
+        }
+        let kept = attribute(&query);
+        assert!(!kept.contains('"') && !kept.contains('<') && !kept.contains('\n'));
+    }
+
+    #[test]
     fn the_page_names_every_bundle_by_its_versioned_name() {
-        let left = PAGE.replace("{{nonce}}", "");
+        let left = PAGE
+            .replace("{{nonce}}", "")
+            .replace("{{default_query}}", "");
         assert!(!left.contains("{{"), "a placeholder is left: {left}");
         for bundle in BUNDLES {
             assert!(

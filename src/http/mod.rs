@@ -565,7 +565,9 @@ async fn index() -> Html<&'static str> {
 
 /// The web demo's page. Its policy lets it load its own files and talk to
 /// this server only (the websocket included), and nothing else.
-async fn demo_page() -> Response {
+/// The demo's page, carrying the descriptor selection for the types the
+/// server serves (its fragments are built from it, not from a fixed list).
+async fn demo_page(State(state): State<HttpState>) -> Response {
     (
         [
             (
@@ -575,7 +577,10 @@ async fn demo_page() -> Response {
             ),
             (header::CACHE_CONTROL, "no-cache"),
         ],
-        Html(include_str!("../../web-demo/index.html")),
+        Html(include_str!("../../web-demo/index.html").replace(
+            "{{descriptor_selection}}",
+            &graphiql::attribute(&state.app.descriptors.selection()),
+        )),
     )
         .into_response()
 }

@@ -81,7 +81,10 @@ async function gql(user, query, variables = {}) {
 async function staleDemoFiles() {
   const stale = [];
   for (const [path, file] of DEMO_FILES) {
-    const served = await (await fetch(`${base}${path}`)).text();
+    // The page carries the server's descriptor selection where the file
+    // holds its placeholder.
+    const served = (await (await fetch(`${base}${path}`)).text()).replace(
+      /(<meta name="descriptor-selection" content=")[^"]*(")/, '$1{{descriptor_selection}}$2');
     if (served !== readFileSync(join(ROOT, 'web-demo', file), 'utf8')) stale.push(file);
   }
   return stale;

@@ -43,7 +43,17 @@ async fn start(
     path: &std::path::Path,
     allow: bool,
 ) -> anyhow::Result<TestServer> {
-    let catalog = Arc::new(riverfeed::api::load_descriptors(path)?);
+    start_as(stopped, path, allow, false).await
+}
+
+/// As [`start`], the file's types alone with `replace`.
+async fn start_as(
+    stopped: Stopped,
+    path: &std::path::Path,
+    allow: bool,
+    replace: bool,
+) -> anyhow::Result<TestServer> {
+    let catalog = Arc::new(riverfeed::api::load_descriptors(path, replace)?);
     let mut options = ServeOptions::new(stopped.store.clone());
     if let Some(model) = crate::common::test_feed_model() {
         options.model = model;
@@ -338,9 +348,100 @@ async fn a_changed_file_is_judged_against_stored_actions(backend: Backend) {
     server.stop().await;
 }
 
+/// A file's types come beside the built-in ones, which keep their names;
+/// `--descriptors-replace` serves the file's alone, refused while stored
+/// actions use a built-in type.
+async fn a_file_adds_to_the_built_in_types_unless_it_replaces_them(backend: Backend) {
+    let Some((store, dir)) = crate::common::store_url(backend) else {
+        return;
+    };
+    let files = tempfile::tempdir().expect("temp dir");
+    let path = file(&files, "shipping.graphql", &shipping());
+    let server = start(Stopped { store, dir }, &path, false)
+        .await
+        .expect("serves the file");
+    let rita = server.client("acme", "rita");
+    let status = rita.post_status("beside", json!({})).await;
+    let shipped = recorded(&rita, delay(2)).await;
+    let both = rita
+        .data(
+            "{ feed(first: 5) { edges { node { action { actionId descriptor { __typename \
+             ... on StatusPost { text } ... on ShipmentDelayed { days } } } } } } }",
+            json!({}),
+        )
+        .await;
+    let got: Vec<(Value, Value)> = both["feed"]["edges"]
+        .as_array()
+        .expect("edges")
+        .iter()
+        .map(|e| {
+            let action = &e["node"]["action"];
+            (action["actionId"].clone(), action["descriptor"].clone())
+        })
+        .collect();
+    assert!(
+        got.contains(&(
+            json!(status),
+            json!({ "__typename": "StatusPost", "text": "beside" })
+        )),
+        "{both}"
+    );
+    assert!(
+        got.contains(&(
+            json!(shipped),
+            json!({ "__typename": "ShipmentDelayed", "days": 2 })
+        )),
+        "{both}"
+    );
+    let stopped = server.stop_keeping_data().await;
+
+    // A built-in name is refused, naming the way out.
+    let taken = file(
+        &files,
+        "taken.graphql",
+        "type StatusPost @descriptor { text: String! }",
+    );
+    let refused = riverfeed::api::load_descriptors(&taken, false).expect_err("refused");
+    let message = format!("{refused:#}");
+    assert!(message.contains("taken.graphql:1:"), "{message}");
+    assert!(
+        message.contains("`StatusPost` is a built-in name"),
+        "{message}"
+    );
+    assert!(message.contains("--descriptors-replace"), "{message}");
+    riverfeed::api::load_descriptors(&taken, true).expect("the file's own, replacing");
+
+    // Replacing drops the built-in types: refused while a status is stored.
+    let refused = start_as(
+        Stopped {
+            store: stopped.store.clone(),
+            dir: None,
+        },
+        &path,
+        false,
+        true,
+    )
+    .await;
+    let message = format!("{:#}", refused.err().expect("refused"));
+    assert!(message.contains("type StatusPost was removed"), "{message}");
+    assert!(message.contains(&status), "names the action: {message}");
+    let server = start_as(stopped, &path, true, true).await.expect("allowed");
+    let unknown = server
+        .client("acme", "rita")
+        .post("{ feed(first: 5) { edges { node { action { descriptor { ... on StatusPost { text } } } } } } }", json!({}))
+        .await;
+    assert_eq!(
+        first_error_code(&unknown).as_deref(),
+        Some("GRAPHQL_VALIDATION_FAILED"),
+        "{unknown}"
+    );
+    server.stop().await;
+}
+
 on_both_backends!(
     own_action_types_are_served_and_checked,
     a_changed_file_is_judged_against_stored_actions,
+    a_file_adds_to_the_built_in_types_unless_it_replaces_them,
 );
 
 /// A file with an error is refused with its line and column, by
@@ -365,10 +466,17 @@ fn the_schema_command_reads_the_file() {
         String::from_utf8_lossy(&out.stderr)
     );
     let sdl = String::from_utf8(out.stdout).expect("utf-8");
-    assert!(
-        sdl.contains("union Descriptor = ShipmentDelayed | OrderShipped | UnknownDescriptor"),
-        "{sdl}"
+    // Beside the built-in types.
+    let builtin: Vec<String> = riverfeed::descriptor::Catalog::builtin()
+        .types()
+        .iter()
+        .map(|t| t.name.clone())
+        .collect();
+    let union = format!(
+        "union Descriptor = {} | ShipmentDelayed | OrderShipped | UnknownDescriptor",
+        builtin.join(" | ")
     );
+    assert!(sdl.contains(&union), "{sdl}");
     assert!(
         sdl.contains("\tshipmentDelayed: ShipmentDelayedInput\n"),
         "{sdl}"

@@ -8,24 +8,9 @@
 // to the <style> element they add (the name is the bundler's convention).
 window.__webpack_nonce__ = document.querySelector('meta[name=style-nonce]').content;
 
-const DEFAULT_QUERY = `# Who you are (picked above) and your feed. Ctrl-Enter runs it.
-{
-  viewer { userId name }
-  feed(first: 10) {
-    edges {
-      node {
-        relevancy
-        reason { kind actorId }
-        action {
-          actor { userId name }
-          descriptor { __typename ... on StatusPost { text } }
-        }
-      }
-    }
-    pageInfo { hasNextPage endCursor }
-  }
-}
-`;
+// The first query shown, written by the server for the action types it
+// serves (its descriptor catalog).
+const DEFAULT_QUERY = document.querySelector('meta[name=default-query]').content;
 
 const form = document.getElementById('identity');
 const params = new URLSearchParams(location.search);
