@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use futures_util::{stream, StreamExt};
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, warn};
+use tracing::{info, warn};
 
 use super::outbox::Outbox;
 use super::registry;
@@ -40,15 +40,23 @@ const MINUTE: Millis = 60 * SECOND;
 const HOUR: Millis = 60 * MINUTE;
 
 /// When a failed delivery is tried again, counted from when it was queued:
-/// 5 s, 5 min, 30 min, 2 h, 5 h and 10 h after the attempt before, and a
-/// last try a day on. A failure after the last is dead.
-pub const RETRY_AT: [Millis; 7] = [
+/// closely at first, so an endpoint down for a few seconds (a deploy, a
+/// restart) has its events within a minute, then backing off to the day.
+/// A failure after the last is dead.
+pub const RETRY_AT: [Millis; 14] = [
     5 * SECOND,
-    5 * SECOND + 5 * MINUTE,
-    5 * SECOND + 35 * MINUTE,
-    5 * SECOND + 2 * HOUR + 35 * MINUTE,
-    5 * SECOND + 7 * HOUR + 35 * MINUTE,
-    5 * SECOND + 17 * HOUR + 35 * MINUTE,
+    15 * SECOND,
+    30 * SECOND,
+    MINUTE,
+    2 * MINUTE,
+    5 * MINUTE,
+    15 * MINUTE,
+    30 * MINUTE,
+    HOUR,
+    2 * HOUR,
+    4 * HOUR,
+    8 * HOUR,
+    16 * HOUR,
     24 * HOUR,
 ];
 
@@ -214,7 +222,7 @@ impl Sender {
                 let elapsed = now.saturating_sub(lease.job.queued);
                 match RETRY_AT.iter().find(|&&at| at > elapsed) {
                     Some(at) => {
-                        debug!(webhook = %delivery.webhook, message = %delivery.message, cause = %why, "webhook delivery failed; retrying");
+                        warn!(webhook = %delivery.webhook, message = %delivery.message, cause = %why, retry_in_ms = lease.job.queued.saturating_add(*at) - now, "webhook delivery failed; retrying");
                         self.metrics.webhook("retried");
                         let due = lease.job.queued.saturating_add(*at);
                         store.defer(lease, due).await
@@ -302,8 +310,13 @@ impl Sender {
 }
 
 /// A send's error with its causes, as the dead delivery keeps it.
+/// `err` and its causes, without the endpoint's URL (which may carry a
+/// token of the receiver's): it goes to the log and the dead delivery.
 fn describe(err: &reqwest::Error) -> String {
     let mut text = err.to_string();
+    if let Some(url) = err.url() {
+        text = text.replace(&format!(" for url ({url})"), "");
+    }
     let mut source = std::error::Error::source(err);
     while let Some(cause) = source {
         text.push_str(": ");
