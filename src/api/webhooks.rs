@@ -9,8 +9,9 @@ use super::error::{bad_input, not_found, ApiResultExt};
 use super::types::datetime;
 use super::{require_service, state, viewer, AppState, Viewer};
 use crate::model::limits::{check_id, MAX_LIST_LEN};
-use crate::model::{DeadDelivery, EventType, Webhook};
+use crate::model::{DeadDelivery, Delivery, EventType, Webhook};
 use crate::store::{StoreResult, WebhookJob};
+use crate::webhooks::outbox::{message_id, rfc3339};
 use crate::webhooks::registry::{self, MAX_WEBHOOKS, ROTATION_GRACE_MS};
 use crate::webhooks::sign::Secret;
 use crate::webhooks::target;
@@ -244,6 +245,46 @@ impl WebhookMutation {
         Ok(WebhookNode(hook))
     }
 
+    /// Sends the webhook a signed `webhook.test` event now, whatever events
+    /// it hears, as any other delivery (retried on failure, kept dead
+    /// after a day). Returns its message id (the `webhook-id` header).
+    /// `BAD_USER_INPUT` while the webhook is disabled. `service` and
+    /// `admin` only.
+    async fn send_test_event(
+        &self,
+        ctx: &Context<'_>,
+        webhook_id: ID,
+    ) -> async_graphql::Result<ID> {
+        let (state, viewer) = (state(ctx)?, viewer(ctx)?);
+        require_service(viewer, "sendTestEvent")?;
+        let hook = found(state, viewer, &webhook_id).await?;
+        if !hook.enabled {
+            return Err(bad_input(format!(
+                "webhook {} is disabled: enable it to send it anything",
+                hook.id
+            )));
+        }
+        let now = state.clock.now();
+        let subject = bson::oid::ObjectId::new().to_hex();
+        let message = message_id(&viewer.tenant, EventType::WebhookTest, &subject);
+        let delivery = Delivery {
+            webhook: hook.id.clone(),
+            message: message.clone(),
+            event: EventType::WebhookTest,
+            body: serde_json::json!({
+                "type": EventType::WebhookTest.name(),
+                "timestamp": rfc3339(now),
+                "data": { "webhookId": hook.id },
+            })
+            .to_string(),
+            hold: None,
+        };
+        let job = WebhookJob::of(&viewer.tenant, &delivery, now).api()?;
+        state.store.enqueue(&job).await.api()?;
+        state.outbox.wake.notify_one();
+        Ok(ID(message))
+    }
+
     /// Queues a webhook's dead deliveries again (those of `messageIds`, or
     /// all), with a new day of retries; each keeps its `webhook-id`.
     /// Returns how many were queued. `service` and `admin` only.
@@ -368,6 +409,11 @@ fn check_events(mut events: Vec<EventType>) -> async_graphql::Result<Vec<EventTy
     });
     if events.is_empty() {
         return Err(bad_input("events must name at least one event"));
+    }
+    if events.contains(&EventType::WebhookTest) {
+        return Err(bad_input(
+            "WEBHOOK_TEST is not heard: sendTestEvent sends it to one webhook on demand",
+        ));
     }
     Ok(events)
 }

@@ -23,6 +23,10 @@ pub enum EventType {
     /// A comment was added to an action.
     #[serde(rename = "comment.added")]
     CommentAdded,
+    /// Sent by `sendTestEvent` to one endpoint, whatever events it hears
+    /// (not one to register).
+    #[serde(rename = "webhook.test")]
+    WebhookTest,
 }
 
 impl EventType {
@@ -33,6 +37,7 @@ impl EventType {
             EventType::ActionDelivered => "action.delivered",
             EventType::NotificationAdded => "notification.added",
             EventType::CommentAdded => "comment.added",
+            EventType::WebhookTest => "webhook.test",
         }
     }
 }

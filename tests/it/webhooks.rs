@@ -14,7 +14,7 @@ use riverfeed::webhooks::sign::Secret;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
-use crate::common::{Backend, Client, Stopped, TestServer, PATIENCE};
+use crate::common::{first_error_code, Backend, Client, Stopped, TestServer, PATIENCE};
 use crate::on_both_backends;
 
 const T: &str = "acme";
@@ -480,6 +480,70 @@ on_both_backends!(
 
 // Every model fans out through the same job, which tells the events.
 crate::under_other_models!(events_reach_a_registered_endpoint_signed);
+
+/// `sendTestEvent` sends one endpoint a signed `webhook.test` now, under
+/// the message id it returns, whatever events it hears; `WEBHOOK_TEST`
+/// cannot be registered, and a disabled webhook is sent no test.
+#[tokio::test]
+async fn a_test_event_reaches_its_endpoint_signed() {
+    let Some(server) = start(Backend::Embedded, None).await else {
+        return;
+    };
+    let receiver = Receiver::start(None).await;
+    let app = server.service(T);
+    let (hook, secret) = register(&app, &receiver.url, json!(["COMMENT_ADDED"])).await;
+    let send = |hook: String| {
+        let app = &app;
+        async move {
+            app.post(
+                "mutation($id: ID!) { sendTestEvent(webhookId: $id) }",
+                json!({ "id": hook }),
+            )
+            .await
+        }
+    };
+    let sent = send(hook.clone()).await;
+    let message = sent["data"]["sendTestEvent"]
+        .as_str()
+        .expect("a message id");
+    let got = receiver.wait("the test event", |got| got.len() == 1).await;
+    let r = &got[0];
+    assert_eq!(r.id, message);
+    assert_eq!(r.body["type"], "webhook.test", "{:?}", r.body);
+    assert_eq!(r.body["data"]["webhookId"], hook.as_str());
+    let secret = Secret::parse(&secret).expect("secret");
+    assert!(secret.verify(&r.id, r.timestamp, r.raw.as_bytes(), &r.signature));
+
+    let refused = app
+        .post(
+            REGISTER,
+            json!({ "url": receiver.url, "events": ["WEBHOOK_TEST"] }),
+        )
+        .await;
+    assert_eq!(
+        first_error_code(&refused).as_deref(),
+        Some("BAD_USER_INPUT"),
+        "{refused}"
+    );
+    app.data(
+        "mutation($id: ID!) { disableWebhook(webhookId: $id) { enabled } }",
+        json!({ "id": hook }),
+    )
+    .await;
+    let refused = send(hook.clone()).await;
+    assert_eq!(
+        first_error_code(&refused).as_deref(),
+        Some("BAD_USER_INPUT"),
+        "{refused}"
+    );
+    let unknown = send("wh_000000000000000000000000".to_owned()).await;
+    assert_eq!(
+        first_error_code(&unknown).as_deref(),
+        Some("NOT_FOUND"),
+        "{unknown}"
+    );
+    server.stop().await;
+}
 
 /// A rotated secret signs beside the new one for a day; a disabled webhook
 /// is sent nothing, and what came due meanwhile is kept dead to replay.
