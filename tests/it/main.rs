@@ -36,6 +36,7 @@ mod relevancy;
 mod rivers;
 mod scopes;
 mod security;
+mod selection_order;
 mod storage_faults;
 mod store_jobs;
 mod store_records;
