@@ -166,9 +166,9 @@ pub struct ServeArgs {
     pub insecure_dev: bool,
     /// Web origins whose pages may call the API (CORS), comma separated and
     /// exact (https://app.example.com,http://localhost:5173), or `*` for any
-    /// origin without credentials. By default pages on this machine
-    /// (localhost, 127.0.0.1, [::1], any port) in dev mode, and none but the
-    /// server's own with tokens. Websockets follow the same rule.
+    /// origin without credentials. In dev mode pages on this machine
+    /// (localhost, 127.0.0.1, [::1], any port) may call too; with tokens
+    /// none but these and the server's own. Websockets follow the same rule.
     #[arg(long, env = "RIVERFEED_CORS_ORIGINS", global = true)]
     pub cors_origins: Option<String>,
     /// Check HS256 tokens with this shared secret (leaves dev mode).
