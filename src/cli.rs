@@ -120,7 +120,11 @@ pub struct TokenArgs {
 }
 
 impl TokenArgs {
+    /// The token, unless the server would refuse it: a secret `serve`
+    /// refuses, or ids it would refuse as arguments.
     pub fn mint(&self) -> anyhow::Result<String> {
+        crate::config::check_hs256_secret(&self.secret)
+            .map_err(|e| anyhow::anyhow!("--secret is refused as serve refuses it: {e}"))?;
         let now = chrono::Utc::now().timestamp().max(0) as u64;
         // The server refuses a token whose ids it would refuse as arguments:
         // mint none of those, and mint ids in the form the server keeps.
@@ -172,6 +176,32 @@ mod tests {
         assert!(mint("alice").is_ok());
         let err = mint("bob\u{200B}").expect_err("refused").to_string();
         assert!(err.contains("U+200B"), "{err}");
+    }
+
+    #[test]
+    fn a_token_is_refused_for_a_secret_the_server_refuses() {
+        let cli = |args: &[&str]| Cli::try_parse_from(args).expect("flags parse");
+        let token = cli(&[
+            "riverfeed",
+            "token",
+            "--tenant",
+            "acme",
+            "--user",
+            "ann",
+            "--secret",
+            "short",
+        ]);
+        let Some(Command::Token(args)) = token.command else {
+            panic!("the token command");
+        };
+        let minted = args.mint().expect_err("refused").to_string();
+        let served = cli(&["riverfeed", "--jwt-secret", "short"])
+            .serve
+            .options()
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(minted.ends_with(&served), "{minted} / {served}");
     }
 
     #[test]

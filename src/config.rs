@@ -369,15 +369,22 @@ pub struct ServeArgs {
     pub demo: bool,
 }
 
+/// Refuses an HS256 secret short enough to guess, as `--jwt-secret`; a
+/// token minted with it (`riverfeed token`) is refused alike.
+pub fn check_hs256_secret(secret: &str) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        secret.len() >= 32,
+        "--jwt-secret must be at least 32 bytes long"
+    );
+    Ok(())
+}
+
 impl ServeArgs {
     /// How callers prove who they are, from the token flags.
     pub fn authenticator(&self) -> anyhow::Result<Authenticator> {
         let (issuer, audience) = (self.jwt_issuer.as_deref(), self.jwt_audience.as_deref());
         if let Some(secret) = &self.jwt_secret {
-            anyhow::ensure!(
-                secret.len() >= 32,
-                "--jwt-secret must be at least 32 bytes long"
-            );
+            check_hs256_secret(secret)?;
             return Ok(Authenticator::Jwt(Box::new(JwtVerifier::hs256(
                 secret.as_bytes(),
                 issuer,

@@ -3,6 +3,7 @@
 mod api;
 mod archive;
 mod bench;
+mod cli;
 mod coercion;
 mod common;
 mod cursors;
