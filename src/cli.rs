@@ -27,8 +27,8 @@ pub struct Cli {
 
 impl Cli {
     /// Parses the process's arguments. The server's flags stand on every
-    /// command, before or after it; the help of a command that only opens
-    /// a store (`export`, `import`) shows the store's flags alone.
+    /// command, before or after it; a command's help shows its own flags
+    /// and the server's it reads, no others.
     pub fn parse_args() -> Self {
         use clap::FromArgMatches;
         let matches = Self::shown().get_matches();
@@ -38,27 +38,58 @@ impl Cli {
     /// The command line, with what each command's help shows.
     fn shown() -> clap::Command {
         use clap::CommandFactory;
-        // The flags that open a store; an import also rebuilds group feeds.
-        const STORE: [&str; 6] = [
-            "data_dir",
-            "store",
-            "cache_size",
-            "timeline_layout",
-            "bucket_size",
-            "embed_actions",
-        ];
         let mut command = Self::command();
         command.build();
-        for (name, also) in [("export", None), ("import", Some("group_feed_size"))] {
+        let names: Vec<String> = command
+            .get_subcommands()
+            .map(|sub| sub.get_name().to_owned())
+            .collect();
+        for name in names {
+            let Some(read) = server_flags_read(&name) else {
+                continue;
+            };
             command = command.mut_subcommand(name, |sub| {
                 sub.mut_args(|arg| {
                     let id = arg.get_id().as_str();
-                    let own = STORE.contains(&id) || Some(id) == also || !arg.is_global_set();
-                    arg.hide(!own)
+                    let shown = !arg.is_global_set() || read.contains(&id);
+                    let hidden = !shown || arg.is_hide_set();
+                    arg.hide(hidden)
                 })
             });
         }
         command
+    }
+}
+
+/// The server's flags (of [`ServeArgs`]) a command reads, when it reads
+/// only some: its help shows those beside its own. `None`: every one, as
+/// `serve`, `worker` and `bench` (which starts a server) read them.
+fn server_flags_read(command: &str) -> Option<&'static [&'static str]> {
+    // The flags that open a store; an import also rebuilds group feeds.
+    const STORE: &[&str] = &[
+        "data_dir",
+        "store",
+        "cache_size",
+        "timeline_layout",
+        "bucket_size",
+        "embed_actions",
+    ];
+    const IMPORT: &[&str] = &[
+        "data_dir",
+        "store",
+        "cache_size",
+        "timeline_layout",
+        "bucket_size",
+        "embed_actions",
+        "group_feed_size",
+    ];
+    match command {
+        "export" => Some(STORE),
+        "import" => Some(IMPORT),
+        // The schema printed: the descriptor types and the federation.
+        "schema" => Some(&["descriptors", "federation", "federation_entities"]),
+        "token" => Some(&[]),
+        _ => None,
     }
 }
 

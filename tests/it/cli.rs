@@ -1,5 +1,6 @@
-//! The command line as a user meets it: `token` refuses a secret `serve`
-//! would refuse, with the server's words.
+//! The command line as a user meets it: each command's help lists its own
+//! flags (and the server's it reads), not every server flag; `token`
+//! refuses a secret `serve` would refuse, with the server's words.
 
 use std::process::{Command, Output};
 
@@ -13,6 +14,63 @@ fn riverfeed(args: &[&str]) -> Output {
         }
     }
     command.args(args).output().expect("runs")
+}
+
+/// The flags `command --help` lists (the first words of its flag lines).
+fn help(command: &str) -> Vec<String> {
+    let output = riverfeed(&[command, "--help"]);
+    assert!(output.status.success(), "{command} --help");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(str::trim_start)
+        .filter(|line| line.starts_with('-'))
+        .flat_map(|line| {
+            line.split_whitespace()
+                .map(|word| word.trim_end_matches(','))
+                .take_while(|word| word.starts_with('-'))
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+#[test]
+fn each_commands_help_shows_its_own_flags() {
+    let server_only = [
+        "--listen",
+        "--jwt-secret",
+        "--rate-limit",
+        "--cors-origins",
+        "--feed-model",
+    ];
+    for (command, own, hidden) in [
+        (
+            "schema",
+            &["--descriptors", "--federation", "--federation-entity"][..],
+            &["--data-dir", "--store"][..],
+        ),
+        (
+            "token",
+            &["--tenant", "--user", "--role", "--secret", "--ttl-secs"][..],
+            &["--data-dir", "--descriptors"][..],
+        ),
+        ("export", &["--tenant", "--out", "--store"][..], &[][..]),
+    ] {
+        let flags = help(command);
+        let shows = |flag: &&str| flags.iter().any(|f| f == flag);
+        for flag in own {
+            assert!(shows(flag), "{command} lacks {flag}: {flags:?}");
+        }
+        for flag in server_only.iter().chain(hidden) {
+            assert!(!shows(flag), "{command} --help shows {flag}: {flags:?}");
+        }
+        assert!(flags.len() < 20, "{command} --help: {flags:?}");
+    }
+    // `serve` reads them all.
+    let flags = help("serve");
+    for flag in server_only {
+        assert!(flags.iter().any(|f| f == flag), "serve lacks {flag}");
+    }
 }
 
 #[test]
