@@ -258,7 +258,7 @@ fn positions(schema: &Schema) -> BTreeMap<String, Position> {
         for (field, args, _) in &schema.types[root].fields {
             for argument in args {
                 let position = Position {
-                    operation: *operation,
+                    operation,
                     field: field.clone(),
                     argument: argument.clone(),
                     within: Vec::new(),
