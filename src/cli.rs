@@ -27,8 +27,8 @@ pub struct Cli {
 
 impl Cli {
     /// Parses the process's arguments. The server's flags stand on every
-    /// command, before or after it; the help of a command that only opens
-    /// a store (`export`, `import`) shows the store's flags alone.
+    /// command, before or after it; a command's help shows its own flags
+    /// and the server's it reads, no others.
     pub fn parse_args() -> Self {
         use clap::FromArgMatches;
         let matches = Self::shown().get_matches();
@@ -38,27 +38,58 @@ impl Cli {
     /// The command line, with what each command's help shows.
     fn shown() -> clap::Command {
         use clap::CommandFactory;
-        // The flags that open a store; an import also rebuilds group feeds.
-        const STORE: [&str; 6] = [
-            "data_dir",
-            "store",
-            "cache_size",
-            "timeline_layout",
-            "bucket_size",
-            "embed_actions",
-        ];
         let mut command = Self::command();
         command.build();
-        for (name, also) in [("export", None), ("import", Some("group_feed_size"))] {
+        let names: Vec<String> = command
+            .get_subcommands()
+            .map(|sub| sub.get_name().to_owned())
+            .collect();
+        for name in names {
+            let Some(read) = server_flags_read(&name) else {
+                continue;
+            };
             command = command.mut_subcommand(name, |sub| {
                 sub.mut_args(|arg| {
                     let id = arg.get_id().as_str();
-                    let own = STORE.contains(&id) || Some(id) == also || !arg.is_global_set();
-                    arg.hide(!own)
+                    let shown = !arg.is_global_set() || read.contains(&id);
+                    let hidden = !shown || arg.is_hide_set();
+                    arg.hide(hidden)
                 })
             });
         }
         command
+    }
+}
+
+/// The server's flags (of [`ServeArgs`]) a command reads, when it reads
+/// only some: its help shows those beside its own. `None`: every one, as
+/// `serve`, `worker` and `bench` (which starts a server) read them.
+fn server_flags_read(command: &str) -> Option<&'static [&'static str]> {
+    // The flags that open a store; an import also rebuilds group feeds.
+    const STORE: &[&str] = &[
+        "data_dir",
+        "store",
+        "cache_size",
+        "timeline_layout",
+        "bucket_size",
+        "embed_actions",
+    ];
+    const IMPORT: &[&str] = &[
+        "data_dir",
+        "store",
+        "cache_size",
+        "timeline_layout",
+        "bucket_size",
+        "embed_actions",
+        "group_feed_size",
+    ];
+    match command {
+        "export" => Some(STORE),
+        "import" => Some(IMPORT),
+        // The schema printed: the descriptor types and the federation.
+        "schema" => Some(&["descriptors", "federation", "federation_entities"]),
+        "token" => Some(&[]),
+        _ => None,
     }
 }
 
@@ -120,7 +151,11 @@ pub struct TokenArgs {
 }
 
 impl TokenArgs {
+    /// The token, unless the server would refuse it: a secret `serve`
+    /// refuses, or ids it would refuse as arguments.
     pub fn mint(&self) -> anyhow::Result<String> {
+        crate::config::check_hs256_secret(&self.secret)
+            .map_err(|e| anyhow::anyhow!("--secret is refused as serve refuses it: {e}"))?;
         let now = chrono::Utc::now().timestamp().max(0) as u64;
         // The server refuses a token whose ids it would refuse as arguments:
         // mint none of those, and mint ids in the form the server keeps.
@@ -172,6 +207,32 @@ mod tests {
         assert!(mint("alice").is_ok());
         let err = mint("bob\u{200B}").expect_err("refused").to_string();
         assert!(err.contains("U+200B"), "{err}");
+    }
+
+    #[test]
+    fn a_token_is_refused_for_a_secret_the_server_refuses() {
+        let cli = |args: &[&str]| Cli::try_parse_from(args).expect("flags parse");
+        let token = cli(&[
+            "riverfeed",
+            "token",
+            "--tenant",
+            "acme",
+            "--user",
+            "ann",
+            "--secret",
+            "short",
+        ]);
+        let Some(Command::Token(args)) = token.command else {
+            panic!("the token command");
+        };
+        let minted = args.mint().expect_err("refused").to_string();
+        let served = cli(&["riverfeed", "--jwt-secret", "short"])
+            .serve
+            .options()
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(minted.ends_with(&served), "{minted} / {served}");
     }
 
     #[test]

@@ -166,9 +166,9 @@ pub struct ServeArgs {
     pub insecure_dev: bool,
     /// Web origins whose pages may call the API (CORS), comma separated and
     /// exact (https://app.example.com,http://localhost:5173), or `*` for any
-    /// origin without credentials. By default pages on this machine
-    /// (localhost, 127.0.0.1, [::1], any port) in dev mode, and none but the
-    /// server's own with tokens. Websockets follow the same rule.
+    /// origin without credentials. In dev mode pages on this machine
+    /// (localhost, 127.0.0.1, [::1], any port) may call too; with tokens
+    /// none but these and the server's own. Websockets follow the same rule.
     #[arg(long, env = "RIVERFEED_CORS_ORIGINS", global = true)]
     pub cors_origins: Option<String>,
     /// Check HS256 tokens with this shared secret (leaves dev mode).
@@ -379,15 +379,22 @@ pub struct ServeArgs {
     pub demo: bool,
 }
 
+/// Refuses an HS256 secret short enough to guess, as `--jwt-secret`; a
+/// token minted with it (`riverfeed token`) is refused alike.
+pub fn check_hs256_secret(secret: &str) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        secret.len() >= 32,
+        "--jwt-secret must be at least 32 bytes long"
+    );
+    Ok(())
+}
+
 impl ServeArgs {
     /// How callers prove who they are, from the token flags.
     pub fn authenticator(&self) -> anyhow::Result<Authenticator> {
         let (issuer, audience) = (self.jwt_issuer.as_deref(), self.jwt_audience.as_deref());
         if let Some(secret) = &self.jwt_secret {
-            anyhow::ensure!(
-                secret.len() >= 32,
-                "--jwt-secret must be at least 32 bytes long"
-            );
+            check_hs256_secret(secret)?;
             return Ok(Authenticator::Jwt(Box::new(JwtVerifier::hs256(
                 secret.as_bytes(),
                 issuer,

@@ -63,8 +63,8 @@ pub struct ServeOptions {
     pub clock: Arc<dyn Clock>,
     /// Let dev mode listen beyond loopback.
     pub insecure_dev: bool,
-    /// `--cors-origins`: the web origins that may call; `None` means pages
-    /// on this machine in dev mode, none but the server's own with tokens.
+    /// `--cors-origins`: the web origins that may call besides the server's
+    /// own; in dev mode pages on this machine may call too.
     pub cors_origins: Option<crate::http::cors::Origins>,
     /// How callers prove who they are: dev-mode headers or JWTs.
     pub auth: Arc<Authenticator>,
@@ -382,16 +382,17 @@ pub async fn start_with_store(
             options.ws_limits.max_pending_per_address,
         ),
         loopback_only: options.auth.is_dev() && !options.insecure_dev,
-        origins: Arc::new(
-            options
+        origins: Arc::new({
+            let origins = options
                 .cors_origins
                 .clone()
-                .unwrap_or(if options.auth.is_dev() {
-                    http::cors::Origins::Loopback
-                } else {
-                    http::cors::Origins::SameOnly
-                }),
-        ),
+                .unwrap_or(http::cors::Origins::SameOnly);
+            if options.auth.is_dev() {
+                origins.in_dev_mode()
+            } else {
+                origins
+            }
+        }),
         demo: options.demo,
         reference_page: options.reference_page.clone(),
     };

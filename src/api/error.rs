@@ -132,6 +132,7 @@ fn tag(err: &mut ServerError, code: &'static str) {
 fn is_input_error(message: &str) -> bool {
     message.starts_with("Invalid value for argument")
         || message.starts_with("Failed to parse")
+        || message.starts_with("Expected input type")
         || (message.starts_with("Variable ") && message.ends_with("is not defined."))
         || message.starts_with("Unknown operation named")
         || message.starts_with("Operation name required")
@@ -143,21 +144,16 @@ fn is_transport_error(message: &str) -> bool {
     message.contains("not supported on this transport")
 }
 
-/// How to write a `DateTime`, said where one does not parse.
-const DATETIME_FORMAT: &str = "a DateTime is an RFC 3339 date and time with its offset, \
-     such as \"2026-11-28T09:30:00Z\" or \"2026-11-28T10:30:00.250+01:00\"";
-
 /// What async-graphql says of a `@oneOf` input given more or fewer than one
 /// field.
 const ONE_OF: &str = "Oneof input objects requires have exactly one field";
 
 /// Says in plain words how to mend what async-graphql reports tersely: a
-/// `DateTime` that does not parse, and a `@oneOf` input given more or fewer
-/// than one field (naming the fields given, when `request` has them).
+/// `@oneOf` input given more or fewer than one field (naming the fields
+/// given, when `request` has them). A `DateTime` that does not parse is
+/// refused, with its format, before anything runs (see [`super::values`]).
 fn explain(err: &mut ServerError, request: Option<&(String, Variables)>) {
-    if err.message.starts_with("Failed to parse \"DateTime\"") && !err.message.ends_with('"') {
-        err.message = format!("{}: {DATETIME_FORMAT}", err.message);
-    } else if err.message.contains(ONE_OF) {
+    if err.message.contains(ONE_OF) {
         let path = err.message.split('"').nth(1).unwrap_or_default().to_owned();
         let given = request.and_then(|(query, variables)| one_of_given(query, variables, &path));
         err.message = match given {

@@ -28,7 +28,7 @@ use async_graphql::{
 };
 
 use super::access::access;
-use super::error::ApiResultExt;
+use super::error::{bad_input, ApiResultExt};
 use super::types::{user_node, ActionConnection, ActionNode, UserNode};
 use super::{feed, loaders, viewer, Viewer};
 use crate::model::limits::normalize_id;
@@ -123,8 +123,12 @@ impl FederationQuery {
         ctx: &Context<'_>,
         params: &Value,
     ) -> async_graphql::Result<Option<Value>> {
+        // A representation the gateway got wrong is the client's mistake:
+        // refused with what `_entities` takes.
         let Value::Object(params) = params else {
-            return Ok(None);
+            return Err(bad_input(
+                "a representation is an object with its `__typename` and key fields",
+            ));
         };
         let key = |name: &str| match params.get(name) {
             Some(Value::String(s)) => Some(s.as_str()),
@@ -135,7 +139,7 @@ impl FederationQuery {
             Some("User") => {
                 viewer(ctx)?;
                 let Some(id) = key("userId") else {
-                    return Ok(None);
+                    return Err(bad_input("a `User` representation needs its key `userId`"));
                 };
                 let id = normalize_id("userId", id).api()?;
                 let user: UserNode = user_node(ctx, &id).await?;
@@ -159,19 +163,29 @@ impl FederationQuery {
                 Ok(Some(OutputType::resolve(&node, &set, ctx.item).await?))
             }
             Some(name) => {
-                let Some(federation) = ctx.data_opt::<Arc<Federation>>() else {
-                    return Ok(None);
-                };
-                let Some(entity) = federation.entities.iter().find(|e| e.name == name) else {
-                    return Ok(None);
+                let federation = ctx.data_opt::<Arc<Federation>>();
+                let entities = federation.map_or(&[][..], |f| f.entities.as_slice());
+                let Some(entity) = entities.iter().find(|e| e.name == name) else {
+                    let known: Vec<String> = ["User", "Action"]
+                        .into_iter()
+                        .chain(entities.iter().map(|e| e.name.as_str()))
+                        .map(|n| format!("`{n}`"))
+                        .collect();
+                    return Err(bad_input(format!(
+                        "no entity here is named `{name}`: `_entities` resolves {}",
+                        known.join(", ")
+                    )));
                 };
                 let viewer = viewer(ctx)?;
                 let Some(id) = key(&entity.key) else {
-                    return Ok(None);
+                    return Err(bad_input(format!(
+                        "a `{name}` representation needs its key `{}`",
+                        entity.key
+                    )));
                 };
                 Ok(Some(ref_entity(&set, viewer, entity, id).await?))
             }
-            None => Ok(None),
+            None => Err(bad_input("a representation needs its `__typename`")),
         }
     }
 }

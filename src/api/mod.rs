@@ -28,6 +28,7 @@ mod shape;
 mod subscription;
 mod telemetry;
 mod types;
+mod values;
 mod webhooks;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -145,6 +146,8 @@ pub fn schema(
     }
     let builder = builder
         .extension(shape::QueryShape(planner.clone()))
+        // Inside the shape check's cache, which keeps only what validated.
+        .extension(values::InputValues)
         // Innermost: a planned response passes every extension above.
         .extension(plan::Planned(planner))
         // async-graphql's own "did you mean" compares every unknown field

@@ -36,6 +36,9 @@ pub enum Origins {
     /// `[::1]`, any port). Not `null`, the origin of a local file but also of
     /// a sandboxed frame or a `data:` page that any site can open.
     Loopback,
+    /// Dev mode with `--cors-origins` listing origins: pages on this machine
+    /// and these, credentials allowed.
+    LoopbackAnd(Vec<String>),
     /// The default with tokens: no other origin.
     SameOnly,
 }
@@ -77,14 +80,30 @@ impl Origins {
         Ok(Self::Listed(origins))
     }
 
+    /// The origins allowed in dev mode: the loopback ones stay allowed
+    /// beside those listed, as a frontend on this machine keeps working
+    /// when one on another is added.
+    pub fn in_dev_mode(self) -> Self {
+        match self {
+            Self::Listed(list) => Self::LoopbackAnd(list),
+            Self::SameOnly => Self::Loopback,
+            other => other,
+        }
+    }
+
     /// Whether a page of `origin` may call, when it is not the server's own.
     fn allows(&self, origin: &str) -> bool {
+        let listed = |list: &[String]| list.iter().any(|o| o.eq_ignore_ascii_case(origin));
+        let loopback = || {
+            origin.split_once("://").is_some_and(|(scheme, authority)| {
+                matches!(scheme, "http" | "https") && super::is_loopback(authority)
+            })
+        };
         match self {
             Self::Any => true,
-            Self::Listed(list) => list.iter().any(|o| o.eq_ignore_ascii_case(origin)),
-            Self::Loopback => origin.split_once("://").is_some_and(|(scheme, authority)| {
-                matches!(scheme, "http" | "https") && super::is_loopback(authority)
-            }),
+            Self::Listed(list) => listed(list),
+            Self::Loopback => loopback(),
+            Self::LoopbackAnd(list) => loopback() || listed(list),
             Self::SameOnly => false,
         }
     }
@@ -232,5 +251,18 @@ mod tests {
         assert!(listed.allows("https://APP.example.com"));
         assert!(!listed.allows("https://app.example.com:8443"));
         assert!(!listed.allows("http://app.example.com"));
+        assert!(!listed.allows("http://localhost:5173"));
+    }
+
+    #[test]
+    fn dev_mode_adds_listed_origins_to_the_loopback_ones() {
+        let dev = Origins::parse("https://app.example.com")
+            .unwrap()
+            .in_dev_mode();
+        for origin in ["https://app.example.com", "http://localhost:5173"] {
+            assert!(dev.allows(origin), "{origin}");
+        }
+        assert!(!dev.allows("https://evil.example"));
+        assert_eq!(Origins::parse("*").unwrap().in_dev_mode(), Origins::Any);
     }
 }

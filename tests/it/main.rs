@@ -3,6 +3,8 @@
 mod api;
 mod archive;
 mod bench;
+mod cli;
+mod coercion;
 mod common;
 mod cursors;
 mod demo;
@@ -36,6 +38,7 @@ mod relevancy;
 mod rivers;
 mod scopes;
 mod security;
+mod selection_order;
 mod storage_faults;
 mod store_jobs;
 mod store_records;

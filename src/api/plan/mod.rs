@@ -4,11 +4,13 @@
 //!
 //! async-graphql stays the schema: it parses, validates and costs every
 //! document, serves introspection, mutations and subscriptions, and answers
-//! every operation a plan does not cover. [`Planner`] holds whether plans
+//! every operation a plan does not cover, its answer put in selection
+//! order as a plan's is ([`order`]). [`Planner`] holds whether plans
 //! run at all (`--planned-reads`), so the two executors can be compared on
 //! the same store.
 
 mod compile;
+mod order;
 mod run;
 
 use std::collections::HashMap;
@@ -204,14 +206,16 @@ impl Planner {
         documents.entries.get(query).cloned()
     }
 
-    fn keep(&self, query: Arc<str>, document: ExecutableDocument) -> Option<Arc<Entry>> {
+    /// Keeps `document`, and answers the entry kept for `query`: a fresh
+    /// one, not kept, when it alone is over the bound.
+    fn keep(&self, query: Arc<str>, document: ExecutableDocument) -> Arc<Entry> {
         let entry = Arc::new(Entry::new(document, query.len()));
         if entry.bytes > self.max_bytes {
-            return None;
+            return entry;
         }
         let mut documents = self.documents.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(kept) = documents.entries.get(&query) {
-            return Some(kept.clone());
+            return kept.clone();
         }
         while documents.bytes + entry.bytes > self.max_bytes {
             let Some(evicted) = documents.entries.keys().next().cloned() else {
@@ -223,7 +227,7 @@ impl Planner {
         }
         documents.bytes += entry.bytes;
         documents.entries.insert(query, entry.clone());
-        Some(entry)
+        entry
     }
 
     /// Bytes of kept documents, as counted against the bound.
@@ -290,6 +294,9 @@ struct Seen {
     entry: Option<Arc<Entry>>,
     /// A document to keep once it validates.
     pending: Option<(Arc<str>, ExecutableDocument)>,
+    /// The document of a caller without an identity, whose documents are
+    /// not kept: what async-graphql answers is ordered by it.
+    own: Option<ExecutableDocument>,
     variables: Variables,
 }
 
@@ -315,15 +322,16 @@ impl Extension for PlannedRequest {
         next: NextParseQuery<'_>,
     ) -> ServerResult<ExecutableDocument> {
         let document = next.run(ctx, query, variables).await?;
+        let mut seen = self.seen();
+        seen.variables = variables.clone();
         if !authenticated(ctx) {
+            seen.own = Some(document.clone());
             return Ok(document);
         }
-        let mut seen = self.seen();
         match self.planner.entry(query) {
             Some(entry) => seen.entry = Some(entry),
             None => seen.pending = Some((Arc::from(query), document.clone())),
         }
-        seen.variables = variables.clone();
         Ok(document)
     }
 
@@ -339,7 +347,7 @@ impl Extension for PlannedRequest {
         let pending = self.seen().pending.take();
         if let Some((query, document)) = pending {
             let entry = self.planner.keep(query, document);
-            self.seen().entry = entry;
+            self.seen().entry = Some(entry);
         }
         Ok(result)
     }
@@ -350,13 +358,13 @@ impl Extension for PlannedRequest {
         operation_name: Option<&str>,
         next: NextExecute<'_>,
     ) -> Response {
-        let (entry, variables) = {
+        let (entry, own, variables) = {
             let mut seen = self.seen();
-            (seen.entry.take(), std::mem::take(&mut seen.variables))
+            let variables = std::mem::take(&mut seen.variables);
+            (seen.entry.take(), seen.own.take(), variables)
         };
-        let entry = entry.filter(|_| self.planner.enabled());
         let planned = match (
-            entry,
+            entry.as_ref().filter(|_| self.planner.enabled()),
             ctx.data_opt::<Slot>(),
             ctx.data_opt::<Session>(),
             ctx.data_opt::<AppState>(),
@@ -388,7 +396,20 @@ impl Extension for PlannedRequest {
                 response.errors = written.errors;
                 response
             }
-            None => next.run(ctx, operation_name).await,
+            None => {
+                let mut response = next.run(ctx, operation_name).await;
+                let document = entry.as_ref().map(|entry| &entry.document).or(own.as_ref());
+                if let Some(document) = document {
+                    order::in_selection_order(
+                        &ctx.schema_env.registry,
+                        document,
+                        operation_name,
+                        &variables,
+                        &mut response.data,
+                    );
+                }
+                response
+            }
         }
     }
 }

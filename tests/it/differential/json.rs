@@ -1,16 +1,11 @@
 //! JSON as a response writes it, object keys in their order, and the first
 //! place two bodies part.
 //!
-//! GraphQL answers fields in selection order, but async-graphql (7.2) does
-//! not: it resolves a selection's fields side by side and writes each as it
-//! completes (`do_resolve_container`, a `FuturesUnordered`), so the same
-//! document read twice may answer `{"k": …, "assignments": …}` once and
-//! `{"assignments": …, "k": …}` the next. Key order is therefore the one
-//! exception: members compare by key, and a difference in order alone is
-//! counted apart ([`order_differs`]) and reported, not failed. A planned
-//! answer is held to the selection order on its own ([`super::order`]).
+//! Members compare by key here; their order is held to the selection's on
+//! its own, for each answer ([`super::order`]), so two answers in order
+//! that compare the same are the same text but for the canonicalisations.
 //!
-//! Two canonicalisations besides, and nothing else is forgiven (whitespace
+//! Three canonicalisations, and nothing else is forgiven (whitespace
 //! is not part of a parsed body; every key, every string and every null
 //! must be the same):
 //! - numbers compare by value (`4.0` and `4`, an exponent or not, are one
@@ -283,23 +278,6 @@ pub fn error_paths(body: &Json) -> Vec<String> {
         .collect()
 }
 
-/// Whether two bodies the same but for order have some object's members
-/// in another order.
-pub fn order_differs(a: &Json, b: &Json) -> bool {
-    match (a, b) {
-        (Json::Array(xs), Json::Array(ys)) => xs.iter().zip(ys).any(|(x, y)| order_differs(x, y)),
-        (Json::Object(xs), Json::Object(ys)) => {
-            xs.iter().zip(ys).any(|((kx, _), (ky, _))| kx != ky)
-                || xs.iter().any(|(k, x)| {
-                    ys.iter()
-                        .find(|(ky, _)| ky == k)
-                        .is_some_and(|(_, y)| order_differs(x, y))
-                })
-        }
-        _ => false,
-    }
-}
-
 impl<'de> Deserialize<'de> for Json {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         deserializer.deserialize_any(JsonVisitor)
@@ -373,8 +351,6 @@ fn members_compare_by_key_and_numbers_by_value() {
     assert!(first_difference(&a, &parse(r#"{"data":{"a":1.0,"b":[1,2]}}"#)).is_none());
     let swapped = parse(r#"{"data":{"b":[1,2],"a":1}}"#);
     assert!(first_difference(&a, &swapped).is_none());
-    assert!(order_differs(&a, &swapped));
-    assert!(!order_differs(&a, &a));
     let deeper = first_difference(&a, &parse(r#"{"data":{"a":1,"b":[1,3]}}"#));
     assert!(deeper.expect("a difference").starts_with("at .data.b[1]"));
     let longer = first_difference(&a, &parse(r#"{"data":{"a":1,"b":[1,2]},"errors":[]}"#));

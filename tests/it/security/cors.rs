@@ -177,3 +177,26 @@ async fn any_origin_is_answered_without_credentials() {
     assert!(websocket_opens(&server, OTHER).await);
     server.stop().await;
 }
+
+#[tokio::test]
+async fn dev_mode_keeps_this_machines_pages_beside_the_listed_origins() {
+    let (store, dir) = crate::common::store_url(Backend::Embedded).expect("embedded");
+    let server = TestServer::start_with(crate::common::Stopped { store, dir }, |store| {
+        let mut options = riverfeed::server::ServeOptions::new(store);
+        options.cors_origins = Some(Origins::parse(APP).unwrap());
+        options
+    })
+    .await;
+    for origin in [APP, "http://localhost:5173", "http://127.0.0.1:3000"] {
+        let answer = preflight(&server, origin).await;
+        assert_eq!(answer.status(), 204, "{origin}");
+        assert_eq!(
+            header(answer.headers(), "access-control-allow-origin"),
+            Some(origin)
+        );
+        assert!(websocket_opens(&server, origin).await, "{origin}");
+    }
+    assert_refused(preflight(&server, OTHER).await).await;
+    assert!(!websocket_opens(&server, OTHER).await);
+    server.stop().await;
+}
