@@ -387,6 +387,7 @@ impl ActionMutation {
             counts: Counts::default(),
             expires_at,
             to,
+            foreign: None,
         };
         state.store.insert_action(&action).await.api()?;
         state.wake.notify_one();
