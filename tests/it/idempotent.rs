@@ -1,6 +1,7 @@
 //! Idempotent writes: `recordAction` under a `foreignId` records one action
 //! however often, and however many at once, it is sent, and whether or not
-//! the process that took it lived to answer.
+//! the process that took it lived to answer; a request under an
+//! `Idempotency-Key` runs once and its answer is given again.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -8,6 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
+use riverfeed::store::RecordStore;
 use serde_json::{json, Value};
 
 use crate::common::{first_error_code, free_port, Backend, Client, Stopped, TestServer, PATIENCE};
@@ -258,4 +260,137 @@ async fn records_cut_off_by_a_kill_are_one_action_each_when_retried() {
     let unique: HashSet<String> = stored.iter().cloned().collect();
     assert_eq!(unique.len(), stored.len(), "no action twice");
     assert_eq!(unique, expected, "one action per foreign id sent");
+}
+
+/// A keyed `POST /graphql` as `user`, with `body` as it is sent: the
+/// status, whether the answer is one given again, and the body.
+async fn post_keyed(server: &TestServer, user: &str, key: &str, body: &str) -> (u16, bool, Value) {
+    let response = reqwest::Client::new()
+        .post(format!("{}/graphql", server.base))
+        .header("content-type", "application/json")
+        .header("x-riverfeed-tenant", T)
+        .header("x-riverfeed-user", user)
+        .header("idempotency-key", key)
+        .body(body.to_owned())
+        .send()
+        .await
+        .expect("answered");
+    let status = response.status().as_u16();
+    let replayed = response.headers().get("idempotent-replayed").is_some();
+    let body = response.json().await.expect("JSON");
+    (status, replayed, body)
+}
+
+/// A status post without a foreign id, as a request body.
+fn keyed_status(text: &str) -> String {
+    json!({
+        "query": "mutation($t: String!) { recordAction(input: {descriptor: {statusPost: {text: $t}}}) { actionId } }",
+        "variables": { "t": text },
+    })
+    .to_string()
+}
+
+/// A retry under the same `Idempotency-Key` gets the first answer again
+/// and records nothing; the key is the caller's own.
+async fn a_keyed_retry_gets_the_first_answer(backend: Backend) {
+    let Some(server) = TestServer::start(backend).await else {
+        return;
+    };
+    let body = keyed_status("once");
+    let (status, replayed, first) = post_keyed(&server, "bob", "k-1", &body).await;
+    assert_eq!((status, replayed), (200, false), "{first}");
+    let id = first["data"]["recordAction"]["actionId"].clone();
+    assert!(id.is_string(), "{first}");
+    let (status, replayed, again) = post_keyed(&server, "bob", "k-1", &body).await;
+    assert_eq!((status, replayed), (200, true));
+    assert_eq!(again, first, "the same answer");
+    let bob = server.client(T, "bob");
+    assert_eq!(actor_feed(&bob, "bob").await.len(), 1, "one action");
+
+    let (_, replayed, carols) = post_keyed(&server, "carol", "k-1", &body).await;
+    assert!(!replayed, "another caller's key is its own");
+    assert_ne!(carols["data"]["recordAction"]["actionId"], id);
+    server.stop().await;
+}
+
+/// A key sent again with another body is 422, and runs nothing.
+async fn a_key_with_another_body_is_refused(backend: Backend) {
+    let Some(server) = TestServer::start(backend).await else {
+        return;
+    };
+    let (status, _, _) = post_keyed(&server, "bob", "k-2", &keyed_status("one")).await;
+    assert_eq!(status, 200);
+    let (status, _, body) = post_keyed(&server, "bob", "k-2", &keyed_status("two")).await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(
+        first_error_code(&body).as_deref(),
+        Some("IDEMPOTENCY_KEY_REUSED")
+    );
+    let bob = server.client(T, "bob");
+    assert_eq!(actor_feed(&bob, "bob").await.len(), 1);
+    server.stop().await;
+}
+
+/// A retry while the request runs (here, in another process that holds
+/// the key) is 409; requests racing under one key record one action.
+async fn a_retry_while_the_request_runs_is_refused(backend: Backend) {
+    let Some(server) = TestServer::start(backend).await else {
+        return;
+    };
+    let body = keyed_status("running elsewhere");
+    let digest = ring::digest::digest(&ring::digest::SHA256, body.as_bytes());
+    let digest: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    let far = 8_000_000_000_000_i64;
+    let running = json!({ "body": digest, "expires": far, "running_until": far });
+    let held = server
+        .server
+        .metered
+        .put_record(
+            riverfeed::store::RecordKind::IdempotencyKey,
+            T,
+            "bob\u{1f}k-3",
+            Some(running.to_string().into_bytes()),
+            Some(0),
+        )
+        .await
+        .expect("written");
+    assert!(held);
+    let (status, _, refused) = post_keyed(&server, "bob", "k-3", &body).await;
+    assert_eq!(status, 409, "{refused}");
+    assert_eq!(
+        first_error_code(&refused).as_deref(),
+        Some("IDEMPOTENCY_KEY_IN_USE")
+    );
+
+    let body = keyed_status("racing");
+    let answers = join_all((0..8).map(|_| post_keyed(&server, "bob", "k-4", &body))).await;
+    let ok: Vec<&Value> = answers
+        .iter()
+        .filter(|a| a.0 == 200)
+        .map(|a| &a.2)
+        .collect();
+    assert!(!ok.is_empty(), "{answers:?}");
+    assert!(ok.iter().all(|a| *a == ok[0]), "one answer: {answers:?}");
+    for (status, _, answer) in &answers {
+        if *status != 200 {
+            assert_eq!(*status, 409, "{answer}");
+        }
+    }
+    let bob = server.client(T, "bob");
+    assert_eq!(
+        actor_feed(&bob, "bob").await.len(),
+        1,
+        "one action recorded"
+    );
+    server.stop().await;
+}
+
+mod keyed {
+    use super::*;
+
+    crate::on_both_backends!(
+        a_keyed_retry_gets_the_first_answer,
+        a_key_with_another_body_is_refused,
+        a_retry_while_the_request_runs_is_refused,
+    );
 }
