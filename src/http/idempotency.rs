@@ -290,11 +290,18 @@ fn replay(answer: Answer) -> Response {
 fn store_failed(err: &StoreError) -> Response {
     tracing::error!(cause = %err.chain(), "an Idempotency-Key could not be claimed");
     match err.kind {
-        ErrorKind::Unavailable => http_error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "STORAGE_UNAVAILABLE",
-            "the store cannot take this request now; try again shortly",
-        ),
+        ErrorKind::Unavailable => {
+            let mut refused = http_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "STORAGE_UNAVAILABLE",
+                "the store cannot take this request now; try again shortly",
+            );
+            let after = crate::api::error::STORAGE_RETRY_AFTER.to_string();
+            if let Ok(after) = HeaderValue::from_str(&after) {
+                refused.headers_mut().insert(header::RETRY_AFTER, after);
+            }
+            refused
+        }
         _ => http_error(
             StatusCode::INTERNAL_SERVER_ERROR,
             "INTERNAL_SERVER_ERROR",
