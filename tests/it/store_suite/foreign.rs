@@ -3,9 +3,10 @@
 
 use anyhow::{ensure, Result};
 use futures_util::future::join_all;
+use futures_util::StreamExt;
 use riverfeed::model::{Action, Foreign};
 use riverfeed::store::prelude::*;
-use riverfeed::store::{Inserted, JobKind, Removal};
+use riverfeed::store::{Inserted, JobKind, Record, Removal};
 
 use super::{action, range, OTHER, T};
 
@@ -70,6 +71,13 @@ pub(super) async fn foreign_ids(store: &dyn Store) -> Result<()> {
         again == Inserted::Existing(Box::new(third.clone())),
         "{again:?}"
     );
+    // An export carries it.
+    let exported: Vec<_> = store.export(Some(T)).collect().await;
+    let carried = exported.iter().any(|record| {
+        matches!(record, Ok(Record::Action { action }) if action.id == third.id
+            && action.foreign == third.foreign)
+    });
+    ensure!(carried, "the export carries the foreign id");
     // Hidden, it still holds it.
     store.remove_action(T, third.id, Removal::Hide).await?;
     let hidden = store
