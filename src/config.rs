@@ -84,6 +84,11 @@ pub struct ServeArgs {
     /// `30d`, `12h`…; off by default.
     #[arg(long, env = "RIVERFEED_ITEM_TTL", global = true, value_parser = parse_duration)]
     pub item_ttl: Option<Duration>,
+    /// How long the answer to a request sent with an `Idempotency-Key` is
+    /// kept: a retry within it gets the same answer.
+    #[arg(long, env = "RIVERFEED_IDEMPOTENCY_TTL", default_value = "24h", global = true,
+          value_parser = parse_duration)]
+    pub idempotency_ttl: Duration,
     /// The posts a group's feed keeps (a ring: the oldest give way).
     #[arg(long, env = "RIVERFEED_GROUP_FEED_SIZE", default_value_t = 1_000, global = true,
           value_parser = clap::value_parser!(u32).range(1..=100_000))]
@@ -529,6 +534,7 @@ impl ServeArgs {
         options.follow_backfill = self.follow_backfill as usize;
         options.model = self.feed_model();
         options.item_ttl = self.item_ttl;
+        options.idempotency_ttl = self.idempotency_ttl;
         options.group_feed_size = self.group_feed_size as usize;
         options.notice_rules = self.notice_rules()?;
         options.descriptors = self.descriptors()?;

@@ -255,10 +255,14 @@ async fn actions(
                 counts: Counts::default(),
                 expires_at: None,
                 to: Vec::new(),
+                foreign: None,
             }
         })
         .collect();
-    concurrently(&actions, |action| store.insert_action(action)).await?;
+    concurrently(&actions, |action| async move {
+        store.insert_action(action).await.map(drop)
+    })
+    .await?;
     Ok(actions.iter().map(|a| a.id).collect())
 }
 

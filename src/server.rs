@@ -55,6 +55,9 @@ pub struct ServeOptions {
     pub model: crate::timeline::FeedModel,
     /// `--item-ttl`: actions older than this are not shown; off if `None`.
     pub item_ttl: Option<std::time::Duration>,
+    /// `--idempotency-ttl`: how long the answer to a request sent with an
+    /// `Idempotency-Key` is kept for its retries.
+    pub idempotency_ttl: std::time::Duration,
     /// `--group-feed-size`: the posts a group's feed keeps.
     pub group_feed_size: usize,
     /// Who is notified of what, and how notifications and aggregated feed
@@ -123,6 +126,7 @@ impl ServeOptions {
             follow_backfill: crate::timeline::follow::DEFAULT_BACKFILL,
             model: crate::timeline::FeedModel::default(),
             item_ttl: None,
+            idempotency_ttl: http::idempotency::DEFAULT_TTL,
             group_feed_size: crate::store::group_feeds::DEFAULT_SIZE,
             notice_rules: crate::notify::NoticeRules::default(),
             clock: Arc::new(SystemClock),
@@ -395,6 +399,7 @@ pub async fn start_with_store(
         }),
         demo: options.demo,
         reference_page: options.reference_page.clone(),
+        idempotency_ttl: options.idempotency_ttl,
     };
     let metrics_addr =
         serve_metrics(&state.ops, options.listen_limits, &shutdown, &tracker).await?;

@@ -44,7 +44,8 @@ pub const VALIDATION_FAILED: &str = "GRAPHQL_VALIDATION_FAILED";
 /// were left out.
 pub const MAX_VALIDATION_ERRORS: usize = 20;
 pub const RATE_LIMITED: &str = "RATE_LIMITED";
-/// A write over a version other than the one the client read.
+/// A write over a version other than the one the client read, or under a
+/// foreign id recorded before with other content.
 pub const CONFLICT: &str = "CONFLICT";
 
 /// A server error with a code, for extensions that refuse a request early.

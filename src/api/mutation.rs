@@ -6,7 +6,7 @@ use async_graphql::{Context, InputObject, MergedObject, Object, ID};
 use chrono::{DateTime, Utc};
 
 use super::access::access;
-use super::error::{bad_input, forbidden, not_found, ApiResultExt};
+use super::error::{bad_input, coded, forbidden, not_found, ApiResultExt, CONFLICT};
 use super::global_id::{action_id_arg, opt_user_id_arg, renamed_arg, user_id_arg};
 use super::graph_mutation::GraphMutation;
 use super::notifications::NotificationMutation;
@@ -19,8 +19,8 @@ use super::{acting_user, require_service, require_users, state, viewer, AppState
 use crate::descriptor::DescriptorInput;
 use crate::events::ActionEventKind;
 use crate::model::limits::{check_name, check_text, normalize_id, normalize_ids};
-use crate::model::{Action, Comment, Counts, FanOut, GroupKind, ObjectId, Scope, User};
-use crate::store::{Existing, Graph, Reactions, Removal, Timelines};
+use crate::model::{Action, Comment, Counts, FanOut, Foreign, GroupKind, ObjectId, Scope, User};
+use crate::store::{Existing, Graph, Inserted, Reactions, Removal, Timelines};
 use crate::timeline::home::pulled_item;
 
 /// How far in the future `conducted` may lie (clock skew between services).
@@ -84,6 +84,11 @@ pub struct RecordActionInput {
     /// Record it for this user (a user id or global id) instead of the viewer
     /// (`service` and `admin` only).
     pub actor_id: Option<ID>,
+    /// The application's own id of the action, unique per actor: recording
+    /// again under it records nothing and answers the action recorded
+    /// first (`created: false`), so a request retried after a timeout is
+    /// safe. Other content under it is `CONFLICT`.
+    pub foreign_id: Option<String>,
 }
 
 fn dedup(values: Vec<String>) -> Vec<String> {
@@ -299,6 +304,8 @@ impl ActionMutation {
 
     /// Records an action by the viewer. It is stored at once and delivered to its
     /// readers' feeds by the fan-out worker (`fanOut.state` tells how far it got).
+    /// Under a `foreignId` the actor recorded before, it records nothing and
+    /// answers that action (`created: false`).
     async fn record_action(
         &self,
         ctx: &Context<'_>,
@@ -370,8 +377,13 @@ impl ActionMutation {
 
         let (readers, scope_groups) =
             resolve_scope(state, viewer, &actor, input.scope, readers).await?;
+        let foreign_id = input
+            .foreign_id
+            .map(|id| normalize_id("input.foreignId", &id))
+            .transpose()
+            .api()?;
 
-        let action = Action {
+        let mut action = Action {
             id: ObjectId::new(),
             tenant: viewer.tenant.clone(),
             actor_id: actor,
@@ -387,11 +399,30 @@ impl ActionMutation {
             counts: Counts::default(),
             expires_at,
             to,
+            foreign: None,
         };
-        state.store.insert_action(&action).await.api()?;
-        state.wake.notify_one();
-        publish_to_slices(state, &action);
-        Ok(ActionNode::new(action))
+        action.foreign = foreign_id.map(|id| Foreign::of(id, &action, input.conducted.is_some()));
+        match state.store.insert_action(&action).await.api()? {
+            Inserted::New => {
+                state.wake.notify_one();
+                publish_to_slices(state, &action);
+                Ok(ActionNode::recorded(action, true))
+            }
+            Inserted::Existing(first) => {
+                if first.foreign != action.foreign {
+                    let id = action.foreign.map(|f| f.id).unwrap_or_default();
+                    return Err(coded(
+                        CONFLICT,
+                        format!(
+                            "input.foreignId {id:?} names action {} of {}, recorded with other content; \
+                             record new content under a new foreignId",
+                            first.id, first.actor_id
+                        ),
+                    ));
+                }
+                Ok(ActionNode::recorded(*first, false))
+            }
+        }
     }
 
     /// Hides an action (the actor's, or any for `service` and `admin`): it

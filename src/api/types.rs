@@ -35,6 +35,8 @@ pub struct ActionNode {
     actor: Option<User>,
     /// Whether the viewer likes it, when loaded along with its page.
     liked: Option<bool>,
+    /// Whether `recordAction` recorded it, on that mutation's answer.
+    created: Option<bool>,
 }
 
 impl ActionNode {
@@ -43,6 +45,16 @@ impl ActionNode {
             action,
             actor: None,
             liked: None,
+            created: None,
+        }
+    }
+
+    /// `recordAction`'s answer: the action it recorded (`created`), or the
+    /// one recorded before under the same foreign id.
+    pub fn recorded(action: Action, created: bool) -> Self {
+        Self {
+            created: Some(created),
+            ..Self::new(action)
         }
     }
 
@@ -252,6 +264,14 @@ impl ActionNode {
             state: self.action.fan_out.state,
             lease: tokio::sync::OnceCell::new(),
         }
+    }
+
+    /// On `recordAction`'s answer, whether it recorded this action: false
+    /// when its `foreignId` named one the actor recorded before, which it
+    /// answers instead (nothing is recorded or delivered again). Null
+    /// elsewhere.
+    async fn created(&self) -> Option<bool> {
+        self.created
     }
 
     /// What happened, typed.

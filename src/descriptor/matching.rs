@@ -121,6 +121,7 @@ mod tests {
             counts: Default::default(),
             expires_at: None,
             to: Vec::new(),
+            foreign: None,
         }
     }
 

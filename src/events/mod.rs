@@ -527,6 +527,7 @@ mod tests {
             counts: Counts::default(),
             expires_at: None,
             to: Vec::new(),
+            foreign: None,
         });
         let items =
             |owners: &[&str]| -> Vec<FeedItem> { owners.iter().map(|o| event(o).item).collect() };

@@ -314,6 +314,7 @@ mod tests {
             counts: Counts::default(),
             expires_at: Some(1_800_000_000_000),
             to: Vec::new(),
+            foreign: None,
         }
     }
 

@@ -5,6 +5,7 @@
 pub mod cors;
 pub mod gate;
 mod graphiql;
+pub mod idempotency;
 pub mod listen;
 mod ops;
 pub mod persisted;
@@ -72,6 +73,8 @@ pub struct HttpState {
     pub rate_limited: bool,
     /// What `POST /bench/reference` answers, under `riverfeed bench` only.
     pub reference_page: Option<Arc<ReferencePage>>,
+    /// How long an answer is kept for retries under its `Idempotency-Key`.
+    pub idempotency_ttl: std::time::Duration,
 }
 
 /// A response body kept in memory and answered as it is: the bench's
@@ -377,6 +380,40 @@ async fn graphql_post(
             )
         }
     };
+    let key = match idempotency::key_of(&headers) {
+        Ok(key) => key,
+        Err(refused) => return refused,
+    };
+    // A request named by a key runs once per caller and key; a stream is
+    // not kept, nor is a request without a caller.
+    let viewer = match state.auth.from_headers(&headers) {
+        Identity::Viewer(viewer) if answer.0.is_none() => Some(viewer),
+        _ => None,
+    };
+    if let (Some(key), Some(viewer)) = (key, viewer) {
+        let keyed = idempotency::Keyed {
+            store: state.app.store.clone(),
+            clock: state.app.clock.clone(),
+            tenant: viewer.tenant,
+            user: viewer.user,
+            key,
+            body: bytes.clone(),
+            ttl: state.idempotency_ttl,
+        };
+        let run = answer_body(&state, &headers, peer.as_deref(), answer, bytes);
+        return keyed.once(run).await;
+    }
+    answer_body(&state, &headers, peer.as_deref(), answer, bytes).await
+}
+
+/// Answers the body of a `POST /graphql`: one request or a batch.
+async fn answer_body(
+    state: &HttpState,
+    headers: &HeaderMap,
+    peer: Option<&str>,
+    answer: (Option<stream::Streaming>, respond::Media),
+    bytes: axum::body::Bytes,
+) -> Response {
     if bytes.is_empty() {
         return not_a_request("it is empty");
     }
@@ -388,7 +425,7 @@ async fn graphql_post(
         Value::Array(items) => items,
         single => {
             return match state.persisted.request(single) {
-                Ok(request) => run(&state, &headers, peer.as_deref(), answer, request).await,
+                Ok(request) => run(state, headers, peer, answer, request).await,
                 Err(refused) => refusal(answer.1, &refused),
             }
         }
@@ -409,8 +446,8 @@ async fn graphql_post(
             ),
         );
     }
-    let identity = state.auth.from_headers(&headers);
-    let caller = caller(&state, &identity, peer.as_deref());
+    let identity = state.auth.from_headers(headers);
+    let caller = caller(state, &identity, peer);
     let mut responses = Vec::with_capacity(items.len());
     for raw in items {
         let response = match state.persisted.request(raw) {

@@ -11,7 +11,7 @@ mod notice;
 mod reaction;
 mod webhook;
 
-pub use action::{Action, FanOut, FanOutState, Scope};
+pub use action::{Action, FanOut, FanOutState, Foreign, Scope};
 pub use bson::oid::ObjectId;
 pub use feed::{ActionCopy, Bump, BumpRule, FeedItem, Position, Reason, ReasonKind, Stamp};
 pub use graph::{EdgeKind, Group, GroupKind, Membership, MembershipRole, User};

@@ -106,6 +106,7 @@ pub const RECORD_KIND: Codes<RecordKind> = Codes {
         (RecordKind::GroupFeed, 5, "groupFeed"),
         (RecordKind::Webhook, 6, "webhook"),
         (RecordKind::DeadDelivery, 7, "deadDelivery"),
+        (RecordKind::IdempotencyKey, 8, "idempotencyKey"),
     ],
 };
 

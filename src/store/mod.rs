@@ -544,11 +544,26 @@ impl Removal {
     }
 }
 
+/// What [`ActionStore::insert_action`] did.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Inserted {
+    /// The action is stored, with its fan-out job.
+    New,
+    /// Its actor has an action under its foreign id already: this one, as
+    /// stored. Nothing was written.
+    Existing(Box<Action>),
+}
+
 port! {
 /// Actions, stored once: their records, scopes and the slices by ref.
 pub trait ActionStore: Send + Sync {
-    /// Stores a new action (its fan-out `Pending`) and notes its actor as a user.
-    async fn insert_action(&self, action: &Action) -> StoreResult<()>;
+    /// Stores a new action (its fan-out `Pending`) and notes its actor as a
+    /// user; unless it has a foreign id ([`Action::foreign`]) its actor has
+    /// an action under already: then nothing is written and that action is
+    /// answered. The backend holds a foreign id unique per tenant and actor
+    /// in the same step as the write, so of records racing under one id (in
+    /// any number of processes) one is stored and the others answer it.
+    async fn insert_action(&self, action: &Action) -> StoreResult<Inserted>;
     /// The actions that exist among `ids`, in no particular order. One round trip.
     async fn get_actions(&self, tenant: &str, ids: &[ObjectId]) -> StoreResult<Vec<Action>>;
     /// Takes an action out of every feed, and hides or deletes it as

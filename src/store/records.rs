@@ -14,6 +14,8 @@
 //! - **webhooks** and their **dead deliveries**: the endpoints a tenant
 //!   registered (`<webhook>`), and the deliveries given up on
 //!   (`<webhook> <message>`), read and written by [`crate::webhooks`];
+//! - **idempotency keys**: requests sent with an `Idempotency-Key` and
+//!   their answers (`<user> <key>`), by [`crate::http::idempotency`];
 //! - **meta**: small values the deployment keeps about itself (the feed
 //!   model it last ran, its cursor key…), outside any tenant.
 //!
@@ -50,10 +52,13 @@ pub enum RecordKind {
     /// A webhook delivery given up on after a day of retries
     /// (`<webhook id> <message id>`), kept for replay.
     DeadDelivery,
+    /// A request sent with an `Idempotency-Key` and its answer, for a
+    /// while (`<user> <key>`; see [`crate::http::idempotency`]).
+    IdempotencyKey,
 }
 
 impl RecordKind {
-    pub const ALL: [RecordKind; 8] = [
+    pub const ALL: [RecordKind; 9] = [
         RecordKind::Meta,
         RecordKind::Cut,
         RecordKind::Celebrity,
@@ -62,6 +67,7 @@ impl RecordKind {
         RecordKind::GroupFeed,
         RecordKind::Webhook,
         RecordKind::DeadDelivery,
+        RecordKind::IdempotencyKey,
     ];
 }
 

@@ -320,6 +320,7 @@ async fn restart_keeps_feeds_and_delivers_what_a_crash_left_pending(backend: Bac
                 counts: Default::default(),
                 expires_at: None,
                 to: Vec::new(),
+                foreign: None,
             };
             store.insert_action(&action).await.expect("insert");
             left.push(action.id.to_hex());

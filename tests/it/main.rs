@@ -20,6 +20,7 @@ mod group_feeds;
 mod group_follows;
 mod history;
 mod http;
+mod idempotent;
 mod layouts;
 mod live;
 mod metrics;

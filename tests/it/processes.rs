@@ -21,7 +21,7 @@ use crate::common::{
 const T: &str = "acme";
 
 /// One `riverfeed` child process.
-struct Proc {
+pub(crate) struct Proc {
     child: Child,
     base: String,
     port: u16,
@@ -36,7 +36,7 @@ impl Proc {
         Self::start_on(port, command, store, extra).await
     }
 
-    async fn start_on(port: u16, command: &str, store: &str, extra: &[&str]) -> Proc {
+    pub(crate) async fn start_on(port: u16, command: &str, store: &str, extra: &[&str]) -> Proc {
         let log = std::env::temp_dir().join(format!(
             "riverfeed-{command}-{port}-{}.log",
             ObjectId::new().to_hex()
@@ -96,12 +96,12 @@ impl Proc {
     }
 
     /// SIGKILL: the process gets no chance to finish anything.
-    async fn kill(&mut self) {
+    pub(crate) async fn kill(&mut self) {
         self.child.start_kill().expect("kill");
         let _ = self.child.wait().await;
     }
 
-    fn client(&self, user: &str) -> Client {
+    pub(crate) fn client(&self, user: &str) -> Client {
         Client::at(&self.base, Some((T, user, None)))
     }
 

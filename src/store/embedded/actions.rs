@@ -11,7 +11,9 @@ use super::relations::{delete_relation, relation_prefix};
 use super::users::ensure_user_in;
 use super::Inner;
 use crate::model::{Action, FanOut, FanOutState, FeedItem, Millis, ObjectId, Scope};
-use crate::store::{Direction, FanOutJob, Outbox, Relation, Removal, StoreError, StoreResult};
+use crate::store::{
+    Direction, FanOutJob, Inserted, Outbox, Relation, Removal, StoreError, StoreResult,
+};
 
 /// Under `meta` once every stored action has its lookup entries (the
 /// second generation lists public actions under the groups they were sent
@@ -68,6 +70,22 @@ fn outbox_entries(action: &Action) -> Vec<(&'static str, Vec<u8>, &[u8])> {
         entries.push((QUEUE, expiry.into_vec(), &[]));
     }
     entries
+}
+
+/// Where the action of `actor` recorded under `foreign` is found: its
+/// entry holds the action's id.
+fn foreign_key(tenant: &str, actor: &str, foreign: &str) -> Vec<u8> {
+    Key::tag(queue::FOREIGN)
+        .str(tenant)
+        .str(actor)
+        .last(foreign)
+        .into_vec()
+}
+
+/// The foreign-id entry of `action`, if it has a foreign id.
+fn foreign_entry(action: &Action) -> Option<Vec<u8>> {
+    let foreign = action.foreign.as_ref()?;
+    Some(foreign_key(&action.tenant, &action.actor_id, &foreign.id))
 }
 
 /// Reads `(when, tenant, action)` keys under `tag` up to `until`
@@ -153,6 +171,9 @@ impl Inner {
         for ref_id in &action.ref_ids {
             batch.put_cf(self.cf(REFS), slice_key(t, ref_id, id), []);
         }
+        if let Some(key) = foreign_entry(action) {
+            batch.put_cf(self.cf(QUEUE), key, id);
+        }
         self.index_outboxes_of(batch, action);
     }
 
@@ -205,6 +226,9 @@ impl Inner {
         for ref_id in &action.ref_ids {
             batch.delete_cf(self.cf(REFS), slice_key(t, ref_id, id));
         }
+        if let Some(key) = foreign_entry(action) {
+            batch.delete_cf(self.cf(QUEUE), key);
+        }
         self.unindex_outboxes_of(batch, action);
     }
 
@@ -243,8 +267,32 @@ impl Inner {
         }
     }
 
-    pub(super) fn insert_action(&self, action: &Action) -> StoreResult<()> {
+    /// The action `action`'s actor recorded under its foreign id, if any.
+    fn under_foreign_id(&self, action: &Action) -> StoreResult<Option<Action>> {
+        let Some(key) = foreign_entry(action) else {
+            return Ok(None);
+        };
+        let Some(held) = self.get(QUEUE, &key)? else {
+            return Ok(None);
+        };
+        let id = Reader(&held).oid()?;
+        // The entry goes with its action (in the same batch): one without
+        // it is not there.
+        Ok(self
+            .action(&action.tenant, ObjectId::from_bytes(id))?
+            .map(|found| Action::clone(&found)))
+    }
+
+    pub(super) fn insert_action(&self, action: &Action) -> StoreResult<Inserted> {
         let (t, id) = (action.tenant.as_str(), action.id.bytes());
+        // The foreign id's entry is read and written under its lock, so of
+        // two records under one id the second finds the first's.
+        let mut locks = vec![action_lock(t, id)];
+        locks.extend(foreign_entry(action));
+        let _lock = self.lock(&locks);
+        if let Some(existing) = self.under_foreign_id(action)? {
+            return Ok(Inserted::Existing(Box::new(existing)));
+        }
         let mut batch = WriteBatch::default();
         self.put_action(&mut batch, action)?;
         self.index_action(&mut batch, action);
@@ -254,10 +302,9 @@ impl Inner {
             self.queue_in(&mut batch, &FanOutJob::of(t, action.id)?)?;
         }
         ensure_user_in(&mut batch, self, t, &action.actor_id);
-        let _lock = self.lock(&[action_lock(t, id)]);
         self.commit(batch)?;
         self.settle(vec![action.clone()], &[]);
-        Ok(())
+        Ok(Inserted::New)
     }
 
     pub(super) fn get_actions(&self, tenant: &str, ids: &[ObjectId]) -> StoreResult<Vec<Action>> {
@@ -460,6 +507,7 @@ mod tests {
             counts: Counts::default(),
             expires_at: None,
             to: Vec::new(),
+            foreign: None,
         }
     }
 

@@ -150,6 +150,7 @@ mod tests {
             counts: Counts::default(),
             expires_at: None,
             to: Vec::new(),
+            foreign: None,
         }
     }
 

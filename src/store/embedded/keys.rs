@@ -82,6 +82,9 @@ pub mod queue {
     /// `(tenant, source key)` → a notice job and its lease, as earlier
     /// versions kept them: moved to the `jobs` family at open.
     pub const NOTICE_JOB: u8 = 5;
+    /// `(tenant, actor, foreign id)` → the id of the actor's action
+    /// recorded under it: one action per foreign id.
+    pub const FOREIGN: u8 = 6;
 }
 
 /// Tags that share the `reactions` family.

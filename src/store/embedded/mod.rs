@@ -81,8 +81,9 @@ pub mod families {
     /// `(tenant, refId, actionId)`: slices.
     pub const REFS: &str = "refs";
     /// Tagged: the work still to do on the queues not yet moved onto the
-    /// job queue, each with its lease: fan-outs; and the expiry sweeper's
-    /// indexes (actions by expiry, actions by age for `--item-ttl`).
+    /// job queue, each with its lease: fan-outs; the expiry sweeper's
+    /// indexes (actions by expiry, actions by age for `--item-ttl`); and
+    /// actions by their actor's foreign id.
     pub const QUEUE: &str = "queue";
     /// The job queue: jobs with their leases (a comment's bump, a notice
     /// job, a cleanup, which is also the pending unfollow reads apply), and

@@ -6,9 +6,9 @@ use async_trait::async_trait;
 use super::EmbeddedStore;
 use crate::model::{Action, Comment, Counts, FeedItem, Millis, ObjectId, Position, Scope, User};
 use crate::store::{
-    ActionStore, Backend, DeliveryBatch, Existing, FeedRange, Lease, Measure, QueueStore, Reaction,
-    ReactionStore, Removal, Stats, Store, StoreResult, TimelineRead, TimelineStore, TimelineWrite,
-    UserStore,
+    ActionStore, Backend, DeliveryBatch, Existing, FeedRange, Inserted, Lease, Measure, QueueStore,
+    Reaction, ReactionStore, Removal, Stats, Store, StoreResult, TimelineRead, TimelineStore,
+    TimelineWrite, UserStore,
 };
 
 /// Owned copies of borrowed arguments, for work moved to the blocking pool.
@@ -56,7 +56,7 @@ impl UserStore for EmbeddedStore {
 
 #[async_trait]
 impl ActionStore for EmbeddedStore {
-    async fn insert_action(&self, action: &Action) -> StoreResult<()> {
+    async fn insert_action(&self, action: &Action) -> StoreResult<Inserted> {
         owned!(action);
         self.blocking(move |db| db.insert_action(&action)).await
     }

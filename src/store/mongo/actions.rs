@@ -8,12 +8,17 @@ use mongodb::options::ReturnDocument;
 use crate::model::{Action, FanOutState, FeedItem, Millis, ObjectId, Position, Scope, User};
 use crate::store::codes::RELATION;
 use crate::store::{
-    ActionStore, FanOutJob, FeedRange, Posted, Relation, Removal, StoreError, StoreResult,
+    ActionStore, ErrorKind, FanOutJob, FeedRange, Inserted, Posted, Relation, Removal, StoreError,
+    StoreResult,
 };
 
 use super::jobs::{requeue, JobDoc};
 use super::queues::fence_of;
-use super::{dated, db_err, read_all, within, ActionDoc, MongoStore, TIE_SLACK};
+use super::{dated, db_err, is_duplicate, read_all, within, ActionDoc, MongoStore, TIE_SLACK};
+
+/// How many times an insert under a foreign id is tried when the id is
+/// taken but its action cannot be read (deleted meanwhile).
+const FOREIGN_ATTEMPTS: usize = 3;
 
 impl MongoStore {
     /// Positions (`conducted`, id) of the actions matching `filter`, newest
@@ -92,6 +97,48 @@ impl MongoStore {
         Ok(posted)
     }
 
+    /// Stores an action and, unless it is done, its fan-out job, in one
+    /// transaction: none without the other.
+    async fn try_insert_action(
+        &self,
+        record: &ActionDoc,
+        job: Option<&JobDoc>,
+    ) -> mongodb::error::Result<()> {
+        let Some(job) = job else {
+            return self.actions.insert_one(record).await.map(|_| ());
+        };
+        let mut session = self.db.client().start_session().await?;
+        session
+            .start_transaction()
+            .and_run((self, record, job), |session, (store, record, job)| {
+                async move {
+                    store
+                        .actions
+                        .insert_one(*record)
+                        .session(&mut *session)
+                        .await?;
+                    store.jobs.insert_one(*job).session(&mut *session).await?;
+                    Ok(())
+                }
+                .boxed()
+            })
+            .await
+    }
+
+    /// The action `action`'s actor recorded under its foreign id, if any.
+    async fn under_foreign_id(&self, action: &Action) -> StoreResult<Option<Action>> {
+        let Some(foreign) = &action.foreign else {
+            return Ok(None);
+        };
+        let filter = doc! {
+            "tenant": &action.tenant,
+            "actorId": &action.actor_id,
+            "foreign.id": &foreign.id,
+        };
+        let found = self.actions.find_one(filter).await.map_err(db_err)?;
+        Ok(found.map(Action::from))
+    }
+
     pub(super) async fn find_action(
         &self,
         tenant: &str,
@@ -108,40 +155,42 @@ impl MongoStore {
 
 #[async_trait]
 impl ActionStore for MongoStore {
-    async fn insert_action(&self, action: &Action) -> StoreResult<()> {
+    async fn insert_action(&self, action: &Action) -> StoreResult<Inserted> {
+        // A foreign id is held unique by the `foreign` index: an insert
+        // under one taken answers the action that took it. One taken by an
+        // action deleted since is free again; the insert is tried once
+        // more then.
         let record = ActionDoc::from(action);
-        if action.fan_out.state == FanOutState::Done {
-            self.actions.insert_one(&record).await.map_err(db_err)?;
-            return self
-                .note_user(&action.tenant, &User::unnamed(&action.actor_id))
-                .await;
-        }
-        // The action and its fan-out job in one transaction: none without
-        // the other.
-        let job = JobDoc::new(
-            &FanOutJob::of(&action.tenant, action.id)?,
-            Millis::MIN,
-            None,
-        );
-        let mut session = self.db.client().start_session().await.map_err(db_err)?;
-        session
-            .start_transaction()
-            .and_run((self, &record, &job), |session, (store, record, job)| {
-                async move {
-                    store
-                        .actions
-                        .insert_one(*record)
-                        .session(&mut *session)
-                        .await?;
-                    store.jobs.insert_one(*job).session(&mut *session).await?;
-                    Ok(())
+        let job = match action.fan_out.state {
+            FanOutState::Done => None,
+            _ => Some(JobDoc::new(
+                &FanOutJob::of(&action.tenant, action.id)?,
+                Millis::MIN,
+                None,
+            )),
+        };
+        for _ in 0..FOREIGN_ATTEMPTS {
+            match self.try_insert_action(&record, job.as_ref()).await {
+                Err(err) if is_duplicate(&err) && action.foreign.is_some() => {
+                    if let Some(existing) = self.under_foreign_id(action).await? {
+                        return Ok(Inserted::Existing(Box::new(existing)));
+                    }
                 }
-                .boxed()
-            })
-            .await
-            .map_err(db_err)?;
-        self.note_user(&action.tenant, &User::unnamed(&action.actor_id))
-            .await
+                Err(err) => return Err(db_err(err)),
+                Ok(()) => {
+                    self.note_user(&action.tenant, &User::unnamed(&action.actor_id))
+                        .await?;
+                    return Ok(Inserted::New);
+                }
+            }
+        }
+        Err(StoreError::new(
+            ErrorKind::Internal,
+            format!(
+                "the foreign id of action {} was taken and freed {FOREIGN_ATTEMPTS} times in a row",
+                action.id
+            ),
+        ))
     }
 
     async fn get_actions(&self, tenant: &str, ids: &[ObjectId]) -> StoreResult<Vec<Action>> {

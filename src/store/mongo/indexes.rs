@@ -41,6 +41,14 @@ impl MongoStore {
             .name("expiry".to_owned())
             .expire_after(std::time::Duration::from_secs(EXPIRY_GRACE_SECS))
             .build();
+        // One action per foreign id of an actor: the index refuses a
+        // second, in whichever process it is recorded. Actions without one
+        // are not in it.
+        let foreign = IndexOptions::builder()
+            .name("foreign".to_owned())
+            .unique(true)
+            .partial_filter_expression(doc! { "foreign.id": { "$exists": true } })
+            .build();
         self.actions
             .create_indexes([
                 index(doc! { "tenant": 1, "refIds": 1, "_id": -1 }, named("slice")),
@@ -60,6 +68,7 @@ impl MongoStore {
                     doc! { "tenant": 1, "to": 1, "conducted": -1, "_id": -1 },
                     named("sent_outbox"),
                 ),
+                index(doc! { "tenant": 1, "actorId": 1, "foreign.id": 1 }, foreign),
                 // What the expiry sweeper reads: by expiry, and by age.
                 index(doc! { "expireAt": 1 }, expiry),
                 index(doc! { "conducted": 1 }, named("age")),

@@ -87,7 +87,8 @@ use super::codes::Codes;
 use super::{ErrorKind, Store, StoreError, StoreResult};
 use crate::descriptor::Descriptor;
 use crate::model::{
-    Action, Comment, Counts, FanOut, FanOutState, FeedItem, Millis, ObjectId, Reason, Scope,
+    Action, Comment, Counts, FanOut, FanOutState, FeedItem, Foreign, Millis, ObjectId, Reason,
+    Scope,
 };
 
 pub use layout::{TimelineLayout, DEFAULT_BUCKET_SIZE};
@@ -214,6 +215,9 @@ struct ActionDoc {
     expire_at: Option<DateTime>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     to: Vec<String>,
+    /// Unique per tenant and actor (the `foreign` index).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    foreign: Option<Foreign>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -309,6 +313,7 @@ impl From<&Action> for ActionDoc {
             counts: a.counts,
             expire_at: a.expires_at.map(DateTime::from_millis),
             to: a.to.clone(),
+            foreign: a.foreign.clone(),
         }
     }
 }
@@ -336,6 +341,7 @@ impl From<ActionDoc> for Action {
             counts: d.counts,
             expires_at: d.expire_at.map(|t| t.timestamp_millis()),
             to: d.to,
+            foreign: d.foreign,
         }
     }
 }

@@ -57,6 +57,7 @@ fn status(tenant: &str, actor: &str, conducted: i64, ref_ids: &[&str]) -> Action
         counts: Counts::default(),
         expires_at: None,
         to: Vec::new(),
+        foreign: None,
     }
 }
 

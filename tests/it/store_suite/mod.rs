@@ -28,6 +28,7 @@
 //! - [`actions`]: actions, slices, outboxes, reactions, discussions,
 //!   renames, expiry
 //! - [`fanout`]: fan-out claims and leases, deliveries in batches
+//! - [`foreign`]: one action per actor and foreign id
 //! - [`timelines`]: feed ranges, hides and deletes, bumps, backfills,
 //!   unfollows, tombstones, rivers
 //! - [`notices`]: notice groups, inboxes, notice jobs
@@ -36,6 +37,7 @@
 
 mod actions;
 mod fanout;
+mod foreign;
 mod graph;
 mod groups;
 mod notices;
@@ -127,6 +129,8 @@ store_cases! {
         actions::discussions,
         actions::rename_ref,
         actions::expiries,
+        foreign::foreign_ids,
+        foreign::racing_foreign_ids,
         notices::notice_versions,
         notices::notice_pages,
         notices::notice_counts,
@@ -260,6 +264,7 @@ pub fn action(tenant: &str, actor: &str, conducted: i64, ref_ids: &[&str]) -> Ac
         counts: Counts::default(),
         expires_at: None,
         to: Vec::new(),
+        foreign: None,
     }
 }
 

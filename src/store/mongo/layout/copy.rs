@@ -85,6 +85,7 @@ impl CopyDoc {
                 counts: Counts::default(),
                 expires_at: self.expires_at.map(|t| t.timestamp_millis()),
                 to: self.to.clone(),
+                foreign: None,
             },
             actor_name: self.actor_name.clone(),
         }

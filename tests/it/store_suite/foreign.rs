@@ -1,0 +1,120 @@
+//! Cases of foreign ids: one action per actor and foreign id, held by the
+//! backend however many inserts race.
+
+use anyhow::{ensure, Result};
+use futures_util::future::join_all;
+use futures_util::StreamExt;
+use riverfeed::model::{Action, Foreign};
+use riverfeed::store::prelude::*;
+use riverfeed::store::{Inserted, JobKind, Record, Removal};
+
+use super::{action, range, OTHER, T};
+
+/// `actor`'s action under foreign id `id`, with a digest of its own.
+fn under(tenant: &str, actor: &str, id: &str, conducted: i64) -> Action {
+    let mut a = action(tenant, actor, conducted, &["f-ref"]);
+    a.foreign = Some(Foreign::of(id.into(), &a, true));
+    a
+}
+
+/// The ids of `actor`'s stored actions, newest first.
+async fn outbox(store: &dyn Store, tenant: &str, actor: &str) -> Result<Vec<String>> {
+    let read = [(riverfeed::store::Outbox::Actor(actor.into()), range(100))];
+    let found = store.outboxes(tenant, &read).await?;
+    Ok(found
+        .into_iter()
+        .flatten()
+        .map(|p| p.position.action_id.to_hex())
+        .collect())
+}
+
+pub(super) async fn foreign_ids(store: &dyn Store) -> Result<()> {
+    let first = under(T, "f-bob", "order-1", 1_000);
+    ensure!(store.insert_action(&first).await? == Inserted::New);
+
+    // A second action under the id: the first answers, nothing is written.
+    let second = under(T, "f-bob", "order-1", 2_000);
+    let answer = store.insert_action(&second).await?;
+    ensure!(
+        answer == Inserted::Existing(Box::new(first.clone())),
+        "the first action answers: {answer:?}"
+    );
+    ensure!(store.get_actions(T, &[second.id]).await?.is_empty());
+    ensure!(
+        store
+            .queued(JobKind::FanOut, T, &second.id.to_hex())
+            .await?
+            .is_empty(),
+        "no fan-out is queued for the second"
+    );
+    ensure!(store.slice(T, "f-ref", None, 10).await? == [first.id]);
+
+    // The id is the actor's, in its tenant; actions without one are many.
+    for other in [
+        under(T, "f-carol", "order-1", 3_000),
+        under(OTHER, "f-bob", "order-1", 3_000),
+        action(T, "f-bob", 4_000, &[]),
+        action(T, "f-bob", 5_000, &[]),
+    ] {
+        let answer = store.insert_action(&other).await?;
+        ensure!(answer == Inserted::New, "{other:?}: {answer:?}");
+    }
+
+    // Deleted, its id is free again.
+    store.remove_action(T, first.id, Removal::Delete).await?;
+    let third = under(T, "f-bob", "order-1", 6_000);
+    ensure!(store.insert_action(&third).await? == Inserted::New);
+    let again = store
+        .insert_action(&under(T, "f-bob", "order-1", 7_000))
+        .await?;
+    ensure!(
+        again == Inserted::Existing(Box::new(third.clone())),
+        "{again:?}"
+    );
+    // An export carries it.
+    let exported: Vec<_> = store.export(Some(T)).collect().await;
+    let carried = exported.iter().any(|record| {
+        matches!(record, Ok(Record::Action { action }) if action.id == third.id
+            && action.foreign == third.foreign)
+    });
+    ensure!(carried, "the export carries the foreign id");
+    // Hidden, it still holds it.
+    store.remove_action(T, third.id, Removal::Hide).await?;
+    let hidden = store
+        .insert_action(&under(T, "f-bob", "order-1", 8_000))
+        .await?;
+    ensure!(
+        matches!(&hidden, Inserted::Existing(a) if a.id == third.id && a.hidden),
+        "{hidden:?}"
+    );
+    Ok(())
+}
+
+pub(super) async fn racing_foreign_ids(store: &dyn Store) -> Result<()> {
+    let racers: Vec<Action> = (0..16)
+        .map(|i| under(T, "r-bob", "launch", 1_000 + i))
+        .collect();
+    let answers = join_all(racers.iter().map(|a| store.insert_action(a))).await;
+    let answers = answers.into_iter().collect::<Result<Vec<_>, _>>()?;
+    let stored: Vec<_> = racers
+        .iter()
+        .zip(&answers)
+        .filter(|(_, answer)| **answer == Inserted::New)
+        .map(|(racer, _)| racer.id)
+        .collect();
+    ensure!(
+        stored.len() == 1,
+        "one insert of {} stores: {stored:?}",
+        racers.len()
+    );
+    let answered_others = answers.iter().all(|answer| match answer {
+        Inserted::New => true,
+        Inserted::Existing(a) => a.id == stored[0],
+    });
+    ensure!(
+        answered_others,
+        "the others answer the one stored: {answers:?}"
+    );
+    ensure!(outbox(store, T, "r-bob").await? == [stored[0].to_hex()]);
+    Ok(())
+}
