@@ -216,12 +216,18 @@ impl Feeds<'_> {
         let (item, pulled) = match held? {
             Some(item) => (item, false),
             None if self.model.pushes_all() => return Ok(None),
+            // Held after all: written since the first look (a river built
+            // meanwhile), then it is read again; or a tombstone of an item
+            // hidden from the feed.
             None if !store
                 .materialised(tenant, owner, &[action.id])
                 .await?
                 .is_empty() =>
             {
-                return Ok(None)
+                match store.feed_item(tenant, owner, action.id).await? {
+                    Some(item) => (item, false),
+                    None => return Ok(None),
+                }
             }
             // What the sources no longer give is not shown (as the decision
             // says): told here, the owner's groups need not be read.
