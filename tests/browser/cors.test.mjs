@@ -1,8 +1,8 @@
 // A frontend on its own origin calling the API from a real browser: a page
 // served from another port of this machine, listed in --cors-origins, runs a
 // query, a mutation and an event-stream subscription and opens a websocket;
-// a page on a port that is not listed is refused, and its mutation never
-// reaches the server.
+// a page on an origin that is not listed (and not this machine's, which dev
+// mode lets call) is refused, and its mutation never reaches the server.
 //
 // Run by tests/run. Needs RIVERFEED_BIN (the binary to test) and Debian's
 // Chromium at /usr/bin/chromium (CHROMIUM overrides).
@@ -69,7 +69,9 @@ const FEED = '{ feed(first: 20) { eventsCursor nodes { action { actionId } } } }
 
 before(async () => {
   listed = await pageServer();
-  unlisted = await pageServer();
+  // In dev mode every page of this machine may call: the page not listed
+  // comes from a name of its own, which the browser resolves to loopback.
+  unlisted = (await pageServer()).replace('127.0.0.1', 'unlisted.test');
   riverfeed = await startServer(['--cors-origins', listed]);
   api = riverfeed.base;
   const profile = mkdtempSync(join(tmpdir(), 'riverfeed-cors-chromium-'));
@@ -80,6 +82,7 @@ before(async () => {
     args: [
       '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
       '--disable-background-networking', '--disable-component-update', '--disable-sync',
+      '--host-resolver-rules=MAP unlisted.test 127.0.0.1',
     ],
   });
 });

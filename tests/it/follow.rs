@@ -340,55 +340,9 @@ async fn an_unfollow_takes_bumped_items_of_the_follow_out(backend: Backend) {
     server.stop().await;
 }
 
-/// An unfollow cut off between its writes (its cleanup queued, the edge
-/// still standing) ends in a follow that keeps what it brought, as it
-/// stood: the cleanup finds the edge standing and takes nothing out.
-async fn a_cleanup_finding_its_edge_standing_takes_nothing(backend: Backend) {
-    let Some(server) = TestServer::start(backend).await else {
-        return;
-    };
-    let service = server.service("acme");
-    for (id, name) in [("alice", "Alice"), ("bob", "Bob")] {
-        service.upsert_user(id, name).await;
-    }
-    let alice = server.client("acme", "alice");
-    alice.follow("bob").await;
-    let bob = server.client("acme", "bob");
-    let post = bob.post_status("one", json!({})).await;
-    bob.wait_delivered(&post).await;
-    // Bumped by her comment: an item taken out and put back would come
-    // back as it came by the follow.
-    let data = alice
-        .data(
-            "mutation($a: ID!) { comment(actionId: $a, text: \"mine\") { id } }",
-            json!({ "a": post }),
-        )
-        .await;
-    assert!(data["comment"]["id"].is_string(), "{data}");
-    wait_bumped(&alice, &[&post]).await;
-    let shown = vec![(post.clone(), "BUMPED".to_owned())];
-    assert_eq!(feed(&alice).await, shown);
-    // What the cut-off unfollow wrote before the edge went.
-    let cleanup = Unfollow::edge("acme", "alice", EdgeKind::Follows, "bob");
-    let store = server.server.metered.as_ref();
-    unfollow::start(store, &cleanup, 0).await.expect("queued");
-    let done = "riverfeed_jobs_total{job=\"cleanup\",outcome=\"ok\"}";
-    let deadline = tokio::time::Instant::now() + crate::common::PATIENCE;
-    while server.counter(done).await == 0 {
-        assert!(tokio::time::Instant::now() < deadline, "the cleanup ran");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    assert_eq!(feed(&alice).await, shown, "the follow keeps its items");
-    server.stop().await;
-}
-
-/// An unfollow while the followee's action was narrowed away from the
-/// reader takes its bumped item out too: widened again, it would show by
-/// no edge.
-async fn an_unfollow_takes_a_narrowed_bumped_item_for_good(backend: Backend) {
-    let Some(server) = TestServer::start(backend).await else {
-        return;
-    };
+/// Alice follows Bob (Carol is there too), Bob posts, and Alice's comment
+/// bumps the post in her feed. Returns Alice, Bob and the post.
+async fn bumped_follow(server: &TestServer) -> (Client, Client, String) {
     let service = server.service("acme");
     for (id, name) in [("alice", "Alice"), ("bob", "Bob"), ("carol", "Carol")] {
         service.upsert_user(id, name).await;
@@ -406,6 +360,55 @@ async fn an_unfollow_takes_a_narrowed_bumped_item_for_good(backend: Backend) {
         .await;
     assert!(data["comment"]["id"].is_string(), "{data}");
     wait_bumped(&alice, &[&post]).await;
+    (alice, bob, post)
+}
+
+const CLEANUPS_DONE: &str = "riverfeed_jobs_total{job=\"cleanup\",outcome=\"ok\"}";
+
+/// The cleanups the worker finished so far.
+async fn cleanups_done(server: &TestServer) -> u64 {
+    server.counter(CLEANUPS_DONE).await
+}
+
+/// Waits until the worker finished a cleanup past the `before` it had.
+async fn cleanups_done_past(server: &TestServer, before: u64) {
+    let deadline = tokio::time::Instant::now() + crate::common::PATIENCE;
+    while cleanups_done(server).await == before {
+        assert!(tokio::time::Instant::now() < deadline, "the cleanup ran");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// An unfollow cut off between its writes (its cleanup queued, the edge
+/// still standing) ends in a follow that keeps what it brought, as it
+/// stood: the cleanup finds the edge standing and takes nothing out.
+async fn a_cleanup_finding_its_edge_standing_takes_nothing(backend: Backend) {
+    let Some(server) = TestServer::start(backend).await else {
+        return;
+    };
+    // Bumped by her comment: an item taken out and put back would come
+    // back as it came by the follow.
+    let (alice, _, post) = bumped_follow(&server).await;
+    let shown = vec![(post.clone(), "BUMPED".to_owned())];
+    assert_eq!(feed(&alice).await, shown);
+    // What the cut-off unfollow wrote before the edge went.
+    let cleanup = Unfollow::edge("acme", "alice", EdgeKind::Follows, "bob");
+    let store = server.server.metered.as_ref();
+    let before = cleanups_done(&server).await;
+    unfollow::start(store, &cleanup, 0).await.expect("queued");
+    cleanups_done_past(&server, before).await;
+    assert_eq!(feed(&alice).await, shown, "the follow keeps its items");
+    server.stop().await;
+}
+
+/// An unfollow while the followee's action was narrowed away from the
+/// reader takes its bumped item out too: widened again, it would show by
+/// no edge.
+async fn an_unfollow_takes_a_narrowed_bumped_item_for_good(backend: Backend) {
+    let Some(server) = TestServer::start(backend).await else {
+        return;
+    };
+    let (alice, bob, post) = bumped_follow(&server).await;
     let scope = |scope: &'static str, readers: Value| {
         let bob = &bob;
         let post = post.clone();
@@ -421,17 +424,12 @@ async fn an_unfollow_takes_a_narrowed_bumped_item_for_good(backend: Backend) {
         }
     };
     scope("RESTRICTED", json!(["carol"])).await;
-    let done = "riverfeed_jobs_total{job=\"cleanup\",outcome=\"ok\"}";
-    let before = server.counter(done).await;
+    let before = cleanups_done(&server).await;
     let data = alice
         .data("mutation { unfollow(userId: \"bob\") }", json!({}))
         .await;
     assert_eq!(data["unfollow"], true);
-    let deadline = tokio::time::Instant::now() + crate::common::PATIENCE;
-    while server.counter(done).await == before {
-        assert!(tokio::time::Instant::now() < deadline, "the cleanup ran");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    cleanups_done_past(&server, before).await;
     scope("PUBLIC", json!([])).await;
     assert_eq!(feed(&alice).await, [], "nothing brings it now");
     server.stop().await;
