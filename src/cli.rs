@@ -65,15 +65,8 @@ impl Cli {
 /// only some: its help shows those beside its own. `None`: every one, as
 /// `serve`, `worker` and `bench` (which starts a server) read them.
 fn server_flags_read(command: &str) -> Option<&'static [&'static str]> {
-    // The flags that open a store; an import also rebuilds group feeds.
-    const STORE: &[&str] = &[
-        "data_dir",
-        "store",
-        "cache_size",
-        "timeline_layout",
-        "bucket_size",
-        "embed_actions",
-    ];
+    // The flags that open a store, and last what an import reads beside
+    // them (it rebuilds group feeds).
     const IMPORT: &[&str] = &[
         "data_dir",
         "store",
@@ -83,6 +76,10 @@ fn server_flags_read(command: &str) -> Option<&'static [&'static str]> {
         "embed_actions",
         "group_feed_size",
     ];
+    const STORE: &[&str] = match IMPORT.split_last() {
+        Some((_, store)) => store,
+        None => &[],
+    };
     match command {
         "export" => Some(STORE),
         "import" => Some(IMPORT),

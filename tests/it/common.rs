@@ -322,18 +322,7 @@ impl TestServer {
 
     /// A counter of `/metrics`, 0 while it was never counted.
     pub async fn counter(&self, name: &str) -> u64 {
-        let text = reqwest::get(format!("{}/metrics", self.base))
-            .await
-            .expect("metrics")
-            .text()
-            .await
-            .expect("metrics body");
-        text.lines()
-            .find_map(|line| {
-                let (key, value) = line.rsplit_once(' ')?;
-                (key == name).then(|| value.parse::<f64>().expect("numeric") as u64)
-            })
-            .unwrap_or(0)
+        sample_at(&self.base, name).await.1.unwrap_or(0.0) as u64
     }
 
     pub async fn store_calls(&self, op: &str) -> u64 {
@@ -764,18 +753,24 @@ pub async fn drop_database(db: &mongodb::Database) {
 
 /// One sample of the `/metrics` of the server at `base`.
 pub async fn metric_at(base: &str, name: &str) -> f64 {
+    let (text, sample) = sample_at(base, name).await;
+    sample.unwrap_or_else(|| panic!("no metric {name} in:\n{text}"))
+}
+
+/// The `/metrics` text of the server at `base`, and its sample `name` if
+/// it has one.
+async fn sample_at(base: &str, name: &str) -> (String, Option<f64>) {
     let text = reqwest::get(format!("{base}/metrics"))
         .await
         .expect("metrics")
         .text()
         .await
         .expect("metrics body");
-    text.lines()
-        .find_map(|line| {
-            let (key, value) = line.rsplit_once(' ')?;
-            (key == name).then(|| value.parse().expect("numeric metric"))
-        })
-        .unwrap_or_else(|| panic!("no metric {name} in:\n{text}"))
+    let sample = text.lines().find_map(|line| {
+        let (key, value) = line.rsplit_once(' ')?;
+        (key == name).then(|| value.parse().expect("numeric metric"))
+    });
+    (text, sample)
 }
 
 /// With `RUST_LOG` set, the servers' logs go with each test's output (shown
