@@ -49,6 +49,12 @@ impl ActionNode {
         }
     }
 
+    /// `Action.created`: on `recordAction`'s answer, whether it recorded
+    /// the action; `None` elsewhere.
+    pub fn recorded_new(&self) -> Option<bool> {
+        self.created
+    }
+
     /// `recordAction`'s answer: the action it recorded (`created`), or the
     /// one recorded before under the same foreign id.
     pub fn recorded(action: Action, created: bool) -> Self {
@@ -271,7 +277,7 @@ impl ActionNode {
     /// answers instead (nothing is recorded or delivered again). Null
     /// elsewhere.
     async fn created(&self) -> Option<bool> {
-        self.created
+        self.recorded_new()
     }
 
     /// What happened, typed.

@@ -401,6 +401,10 @@ impl Run<'_> {
                     Some(at) => out.time(&at),
                     None => out.null(),
                 },
+                ActionField::Created => match node.recorded_new() {
+                    Some(created) => out.bool(created),
+                    None => out.null(),
+                },
                 ActionField::Hidden => out.bool(action.hidden),
                 ActionField::Scope => out.enumerated(action.scope),
                 ActionField::Readers => match self.viewer().and_then(|v| node.readers_for(v)) {
