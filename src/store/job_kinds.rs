@@ -1,0 +1,287 @@
+//! What each kind of job carries, and how its key is made: a fan-out (the
+//! action's id), a bump (the comment), a webhook delivery, an unfollow's
+//! cleanup (reader, kind and actor), and a follow's backfill. The queue
+//! itself is [`super::jobs`]; what a job does lives above the port.
+
+use serde::{Deserialize, Serialize};
+
+use super::{codes, records, ErrorKind, Job, JobKind, StoreError, StoreResult};
+use crate::model::{Action, Comment, EdgeKind, FeedItem, Millis, ObjectId, ReasonKind, Scope};
+
+/// An action's fan-out, as its job: keyed by the action's id, with nothing
+/// else to carry (the worker reads the action). The backend queues it with
+/// the action, in the same step ([`super::ActionStore::insert_action`]), and
+/// again when the action's scope changes.
+pub struct FanOutJob;
+
+impl FanOutJob {
+    /// The job of action `id`'s fan-out, queued when it was recorded.
+    pub fn of(tenant: &str, id: ObjectId) -> StoreResult<Job> {
+        Job::new(
+            JobKind::FanOut,
+            tenant,
+            &id.to_hex(),
+            &(),
+            id.timestamp().timestamp_millis(),
+        )
+    }
+
+    /// The action a fan-out job is for; a key that is no id is corrupt.
+    pub fn action_id(job: &Job) -> StoreResult<ObjectId> {
+        ObjectId::parse_str(&job.key).map_err(|e| {
+            StoreError::internal(
+                format!("a fan-out job of tenant {:?} has no action id", job.tenant),
+                e,
+            )
+        })
+    }
+}
+
+/// The bump a comment causes, as its job carries it: the comment whole
+/// (it is never changed), under the comment's id. The backend queues it
+/// with the comment, in the same step ([`super::ReactionStore::add_comment`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BumpJob {
+    pub tenant: String,
+    pub comment: Comment,
+}
+
+impl BumpJob {
+    pub fn to_job(&self) -> StoreResult<Job> {
+        Job::new(
+            JobKind::Bump,
+            &self.tenant,
+            &self.comment.id.to_hex(),
+            &self.comment,
+            self.comment.created,
+        )
+    }
+
+    /// The bump a queued job carries.
+    pub fn of_job(job: &Job) -> StoreResult<BumpJob> {
+        Ok(BumpJob {
+            tenant: job.tenant.clone(),
+            comment: job.payload()?,
+        })
+    }
+}
+
+/// A webhook delivery, as its job carries it, keyed by webhook and
+/// message (`<webhook> <message>`): queued by the job that carries its
+/// event, before that job is finished (see [`crate::webhooks`]).
+pub struct WebhookJob;
+
+impl WebhookJob {
+    /// The job of `delivery` in `tenant`, queued at `queued`.
+    pub fn of(tenant: &str, delivery: &crate::model::Delivery, queued: Millis) -> StoreResult<Job> {
+        let key = records::dead_delivery_key(&delivery.webhook, &delivery.message);
+        Job::new(JobKind::Webhook, tenant, &key, delivery, queued)
+    }
+}
+
+/// Separates the parts of a cleanup job's key.
+const KEY_SEP: char = '\u{1f}';
+
+/// A reader stopped following (or befriending) an actor, or left a group:
+/// the items that came that way leave the reader's feed. Reads leave them
+/// out at once (by the pending cleanup job; for a group, by the access
+/// check); the cleanup job takes them out of storage.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Unfollow {
+    pub tenant: String,
+    pub reader: String,
+    /// The actor whose edge ended, or the group left.
+    pub actor: String,
+    pub kind: Ended,
+}
+
+/// What an [`Unfollow`] ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Ended {
+    /// A follow or friendship: the items of the actor's `PUBLIC` actions
+    /// go, bumped or not. A group follow: the items of `PUBLIC` actions
+    /// sent to the group go. What another edge still brings comes back,
+    /// for that edge's reason. Which items, the cleanup works out.
+    Edge(EdgeKind),
+    /// A membership: the group's `TEAM` / `DEPARTMENT` items the reader may
+    /// no longer read go, bumped or not; which ones, the cleanup works out.
+    Group,
+}
+
+/// Written by its stored name (`follows`, `friend`, `group`,
+/// `followsGroup`), as archives carry it.
+impl Serialize for Ended {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(codes::ENDED.name(*self))
+    }
+}
+
+impl<'de> Deserialize<'de> for Ended {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        codes::ENDED
+            .read_name(&name, "an unfollow")
+            .map_err(|e| serde::de::Error::custom(e.message))
+    }
+}
+
+impl Ended {
+    /// The reasons an item its cleanup takes out may stand for: the
+    /// reason the ended edge or group gave, or a bump's, which a comment
+    /// put in place of it ([`Unfollow::covers`] says which bumped items
+    /// came that way).
+    pub fn reasons(self) -> &'static [ReasonKind] {
+        match self {
+            Ended::Edge(EdgeKind::Follows) => &[ReasonKind::Follows, ReasonKind::Bumped],
+            Ended::Edge(EdgeKind::Friend) => &[ReasonKind::Friend, ReasonKind::Bumped],
+            Ended::Edge(EdgeKind::Group) => &[ReasonKind::Group, ReasonKind::Bumped],
+            Ended::Group => &[ReasonKind::Team, ReasonKind::Department, ReasonKind::Bumped],
+        }
+    }
+}
+
+impl Unfollow {
+    /// The end of a `kind` edge from `reader` to `actor`.
+    pub fn edge(tenant: &str, reader: &str, kind: EdgeKind, actor: &str) -> Unfollow {
+        Unfollow {
+            tenant: tenant.to_owned(),
+            reader: reader.to_owned(),
+            actor: actor.to_owned(),
+            kind: Ended::Edge(kind),
+        }
+    }
+
+    /// `reader` leaving `group`.
+    pub fn group(tenant: &str, reader: &str, group: &str) -> Unfollow {
+        Unfollow {
+            tenant: tenant.to_owned(),
+            reader: reader.to_owned(),
+            actor: group.to_owned(),
+            kind: Ended::Group,
+        }
+    }
+
+    /// `reader` no longer following `group`.
+    pub fn group_follow(tenant: &str, reader: &str, group: &str) -> Unfollow {
+        Unfollow::edge(tenant, reader, EdgeKind::Group, group)
+    }
+
+    /// Its cleanup job: a [`JobKind::Cleanup`] job keyed by reader, kind
+    /// and actor, so a reader's pending ones are one key range
+    /// ([`Unfollow::reader_prefix`]). The key says it all; the payload is
+    /// empty.
+    pub fn to_job(&self, queued: Millis) -> StoreResult<Job> {
+        Job::new(JobKind::Cleanup, &self.tenant, &self.key(), &(), queued)
+    }
+
+    /// The key of its cleanup job: `reader␟kind␟actor` (ids hold no control
+    /// characters).
+    pub fn key(&self) -> String {
+        format!(
+            "{}{KEY_SEP}{}{KEY_SEP}{}",
+            self.reader,
+            codes::ENDED.name(self.kind),
+            self.actor
+        )
+    }
+
+    /// Where the keys of `reader`'s cleanup jobs begin.
+    pub fn reader_prefix(reader: &str) -> String {
+        format!("{reader}{KEY_SEP}")
+    }
+
+    /// The unfollow a cleanup job is for; a key of another shape is
+    /// corrupt data.
+    pub fn of_job(job: &Job) -> StoreResult<Unfollow> {
+        let corrupt = || {
+            StoreError::new(
+                ErrorKind::Internal,
+                format!(
+                    "a cleanup job of tenant {:?} has a corrupt key {:?}",
+                    job.tenant, job.key
+                ),
+            )
+        };
+        let mut parts = job.key.splitn(3, KEY_SEP);
+        let (Some(reader), Some(kind), Some(actor)) = (parts.next(), parts.next(), parts.next())
+        else {
+            return Err(corrupt());
+        };
+        Ok(Unfollow {
+            tenant: job.tenant.clone(),
+            reader: reader.to_owned(),
+            actor: actor.to_owned(),
+            kind: codes::ENDED.read_name(
+                kind,
+                format_args!("cleanup job {:?} of tenant {:?}", job.key, job.tenant),
+            )?,
+        })
+    }
+
+    /// Whether `item` (of `action`, where known) came by the ended edge,
+    /// by how it came rather than by the reason it shows now: a bump puts
+    /// its own reason in place of the edge's, and the item still came by
+    /// the edge if its action is a `PUBLIC` one the edge brings (the ended
+    /// follow's or friendship's actor did it; it was sent to the group no
+    /// longer followed), not the reader's own. A comment, the reader's own
+    /// included, is no reason to see an action: another edge that still
+    /// brings it puts it back (see [`Ended::Edge`]). Never for a membership
+    /// (reads leave those out by access). Telling needs the action for a
+    /// bumped item and for a group follow's ([`Unfollow::needs_action`]);
+    /// without it, only items that still show the edge's reason are known.
+    pub fn covers(&self, item: &FeedItem, action: Option<&Action>) -> bool {
+        if item.owner != self.reader {
+            return false;
+        }
+        let bumped = item.reason.kind == ReasonKind::Bumped;
+        let brought = |a: &Action| {
+            a.scope == Scope::Public
+                && a.actor_id != self.reader
+                && match self.kind {
+                    Ended::Edge(EdgeKind::Group) => a.to.contains(&self.actor),
+                    Ended::Edge(_) => a.actor_id == self.actor,
+                    Ended::Group => false,
+                }
+        };
+        match self.kind {
+            Ended::Group => false,
+            _ if bumped => action.is_some_and(brought),
+            Ended::Edge(EdgeKind::Group) => {
+                item.reason.kind == ReasonKind::Group && action.is_some_and(brought)
+            }
+            Ended::Edge(kind) => {
+                item.reason.kind == kind.reason() && item.reason.actor_id == self.actor
+            }
+        }
+    }
+
+    /// Whether a bumped `item` is of an action the ended edge brings by
+    /// whom it is from (or where it was sent), whatever its scope now: one
+    /// narrowed since it came no longer shows it came by the edge, and is
+    /// taken out too unless the reader may still read it (widened again,
+    /// it would show by no edge).
+    pub fn covers_narrowed(&self, item: &FeedItem, action: &Action) -> bool {
+        item.owner == self.reader
+            && item.reason.kind == ReasonKind::Bumped
+            && action.actor_id != self.reader
+            && match self.kind {
+                Ended::Edge(EdgeKind::Group) => action.to.contains(&self.actor),
+                Ended::Edge(_) => action.actor_id == self.actor,
+                Ended::Group => false,
+            }
+    }
+
+    /// Whether [`Unfollow::covers`] needs `item`'s action to tell whether
+    /// it covers it.
+    pub fn needs_action(&self, item: &FeedItem) -> bool {
+        match self.kind {
+            Ended::Group => false,
+            Ended::Edge(EdgeKind::Group) => {
+                matches!(item.reason.kind, ReasonKind::Group | ReasonKind::Bumped)
+            }
+            Ended::Edge(_) => {
+                item.reason.kind == ReasonKind::Bumped && item.reason.actor_id == self.actor
+            }
+        }
+    }
+}
