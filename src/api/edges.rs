@@ -10,9 +10,7 @@ use super::global_id::{opt_user_id_arg, user_id_arg};
 use super::{acting_user, require_users, state, viewer};
 use crate::model::limits::normalize_id;
 use crate::model::EdgeKind;
-use crate::store::Graph;
-use crate::store::Records;
-use crate::store::Unfollow;
+use crate::store::{FollowJob, Graph, Records, Unfollow};
 use crate::timeline::{follow, unfollow};
 
 /// Adds or removes `kind` edge from the viewer (or `as_user_id`) to `to`
@@ -66,33 +64,46 @@ pub(super) async fn change(
     if let EdgeChange::Off { keep_history } = change {
         return end_edge(state, tenant, kind, &me, &other, &pairs, keep_history).await;
     }
+    // Each direction's backfill is queued before the edge is written, and
+    // ended once it is in: a kill in between leaves it to the worker.
+    let now = state.clock.now();
+    let jobs: Vec<FollowJob> = pairs
+        .iter()
+        .map(|&(reader, actor)| FollowJob {
+            tenant: tenant.to_owned(),
+            reader: reader.to_owned(),
+            actor: actor.to_owned(),
+            kind,
+            backfill,
+            at: now,
+        })
+        .collect();
+    let mut queued = Vec::with_capacity(jobs.len());
+    for job in &jobs {
+        queued.push(follow::start(store, job).await.api()?);
+    }
     let changed = store
         .set_edge(tenant, kind, &me, &other, true)
         .await
         .api()?;
     if !changed {
+        // It stood already. A job queued before this one is a follow under
+        // way or cut off, which the worker finishes; this one's goes.
+        for (job, queued) in jobs.iter().zip(queued) {
+            if queued {
+                follow::done(store, job).await.api()?;
+            }
+        }
         return Ok(false);
     }
-    for (reader, actor) in pairs {
+    for job in &jobs {
         // Following again ends a pending unfollow (a no-op if none).
-        let unfollow = Unfollow::edge(tenant, reader, kind, actor);
+        let unfollow = Unfollow::edge(tenant, &job.reader, kind, &job.actor);
         unfollow::end(store, &unfollow).await.api()?;
-        let edge = follow::NewEdge {
-            tenant,
-            reader,
-            actor,
-            kind,
-        };
-        let now = state.clock.now();
-        let write = state
-            .model
-            .behaviour()
-            .written_from(store, tenant, reader, kind, actor)
+        follow::show(store, &state.hub, &state.model, job)
             .await
             .api()?;
-        follow::backfill(store, &state.hub, edge, backfill, now, write)
-            .await
-            .api()?;
+        follow::done(store, job).await.api()?;
     }
     Ok(true)
 }

@@ -301,6 +301,7 @@ impl Worker {
         // items it raises already written.
         claimed += self.bumps(shutdown, &mut failure).await?;
         claimed += self.notice_jobs(shutdown, &mut failure).await?;
+        claimed += self.finish_follows(shutdown, &mut failure).await?;
         claimed += self.clean_unfollows(shutdown, &mut failure).await?;
         claimed += self.expire().await?;
         self.upkeep().await?;

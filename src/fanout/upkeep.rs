@@ -1,8 +1,8 @@
-//! The worker's upkeep: unfollow and group cleanups, expiry, and the feed
-//! model's own upkeep (idle rivers).
+//! The worker's upkeep: follows a kill cut off, unfollow and group
+//! cleanups, expiry, and the feed model's own upkeep (idle rivers).
 
 use super::*;
-use crate::store::Graph;
+use crate::store::{FollowJob, Graph};
 use crate::timeline::{follow, groups, Expiry};
 
 /// How often the feed model's upkeep runs (idle rivers are looked for).
@@ -16,6 +16,59 @@ const EXPIRY_CHECK_MS: Millis = 60_000;
 const UNFOLLOW_SETTLES_MS: Millis = 10_000;
 /// When it looks again.
 const UNFOLLOW_LOOK_AGAIN_MS: Millis = 100;
+/// How long a follow's writes may take, queued backfill to backfill in:
+/// the worker leaves a follow job alone until then.
+const FOLLOW_SETTLES_MS: Millis = 10_000;
+
+impl Worker {
+    /// Claims the follows whose backfill is still queued and finishes those
+    /// a kill cut off: a follow's own request ends its job once the
+    /// backfill is in, so the worker looks at one only once the follow has
+    /// had time to (before, it gives the job back to wait). An edge that
+    /// stands gets its backfill, as of the follow's time; one that does not
+    /// (the follow never wrote it, or an unfollow came since) gets none.
+    /// Returns how many were claimed.
+    pub(super) async fn finish_follows(
+        &self,
+        shutdown: &CancellationToken,
+        failure: &mut Option<crate::store::StoreError>,
+    ) -> StoreResult<usize> {
+        if shutdown.is_cancelled() {
+            return Ok(0);
+        }
+        let leases = self.claim(JobKind::Follow).await?;
+        let claimed = leases.len();
+        for lease in leases {
+            if let Err(err) = self.finish_follow(&lease).await {
+                if err.kind == ErrorKind::LeaseLost {
+                    debug!(key = %lease.job.key, "a follow job was ended meanwhile");
+                    continue;
+                }
+                error!(key = %lease.job.key, cause = %err.chain(), "a cut-off follow's backfill failed; it is retried when its lease runs out");
+                failure.get_or_insert(err);
+            }
+        }
+        Ok(claimed)
+    }
+
+    async fn finish_follow(&self, lease: &Lease) -> StoreResult<()> {
+        let job = FollowJob::of_job(&lease.job)?;
+        let store = self.store.as_ref();
+        let settled = job.at.saturating_add(FOLLOW_SETTLES_MS);
+        if self.clock.now() < settled {
+            return store.defer(lease, settled).await;
+        }
+        let readers = [job.reader.clone()];
+        let standing = store.edges_among(&job.tenant, job.kind, &readers, &job.actor);
+        if !standing.await?.is_empty() {
+            let work = follow::show(store, &self.hub, &self.config.model, &job);
+            let shown = self.keeping_lease(lease, work).await?;
+            info!(reader = %job.reader, actor = %job.actor, shown = shown.len(), "a follow cut off before its backfill has it now");
+        }
+        self.metrics.job("follow", true);
+        store.finish(lease).await
+    }
+}
 
 impl Worker {
     /// Claims unfollow cleanups and runs them: each takes the items that came

@@ -1,6 +1,6 @@
 //! What each kind of job carries, and how its key is made: a fan-out (the
 //! action's id), a bump (the comment), a webhook delivery, an unfollow's
-//! cleanup (reader, kind and actor), and a follow's backfill. The queue
+//! cleanup (reader, kind and actor), and a follow's backfill (the same). The queue
 //! itself is [`super::jobs`]; what a job does lives above the port.
 
 use serde::{Deserialize, Serialize};
@@ -283,5 +283,83 @@ impl Unfollow {
                 item.reason.kind == ReasonKind::Bumped && item.reason.actor_id == self.actor
             }
         }
+    }
+}
+
+/// A new follow (friendship, group follow) whose backfill has not run yet:
+/// queued before the edge is written and finished once the backfill is in,
+/// so a kill between the two leaves work the worker finishes (it waits a
+/// while first: the follow may still be under way). Keyed like an
+/// unfollow, `reader␟kind␟actor`; one per edge and direction.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FollowJob {
+    pub tenant: String,
+    pub reader: String,
+    pub actor: String,
+    pub kind: EdgeKind,
+    /// How many recent actions to show.
+    pub backfill: usize,
+    /// When the follow was asked for: where the edge begins.
+    pub at: Millis,
+}
+
+/// What a follow job carries beside its key.
+#[derive(Serialize, Deserialize)]
+struct FollowPayload {
+    backfill: usize,
+    at: Millis,
+}
+
+impl FollowJob {
+    /// Its job, queued at the follow's time.
+    pub fn to_job(&self) -> StoreResult<Job> {
+        let payload = FollowPayload {
+            backfill: self.backfill,
+            at: self.at,
+        };
+        Job::new(
+            JobKind::Follow,
+            &self.tenant,
+            &self.key(),
+            &payload,
+            self.at,
+        )
+    }
+
+    /// `reader␟kind␟actor`.
+    pub fn key(&self) -> String {
+        format!(
+            "{}{KEY_SEP}{}{KEY_SEP}{}",
+            self.reader,
+            codes::EDGE_KIND.name(self.kind),
+            self.actor
+        )
+    }
+
+    /// The follow a job is for; a key of another shape is corrupt data.
+    pub fn of_job(job: &Job) -> StoreResult<FollowJob> {
+        let mut parts = job.key.splitn(3, KEY_SEP);
+        let (Some(reader), Some(kind), Some(actor)) = (parts.next(), parts.next(), parts.next())
+        else {
+            return Err(StoreError::new(
+                ErrorKind::Internal,
+                format!(
+                    "a follow job of tenant {:?} has a corrupt key {:?}",
+                    job.tenant, job.key
+                ),
+            ));
+        };
+        let payload: FollowPayload = job.payload()?;
+        Ok(FollowJob {
+            tenant: job.tenant.clone(),
+            reader: reader.to_owned(),
+            actor: actor.to_owned(),
+            kind: codes::EDGE_KIND.read_name(
+                kind,
+                format_args!("follow job {:?} of tenant {:?}", job.key, job.tenant),
+            )?,
+            backfill: payload.backfill,
+            at: payload.at,
+        })
     }
 }

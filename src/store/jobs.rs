@@ -42,7 +42,7 @@
 //!   a deferred job is held by nobody, and keeps its time.
 //!
 //! # Which work runs on it
-//! All of it: fan-outs, bumps, cleanups, notice jobs and webhook deliveries. What a job writes
+//! All of it: fan-outs, bumps, cleanups, follows' backfills, notice jobs and webhook deliveries. What a job writes
 //! to the feed goes through [`super::QueueStore`], which checks the lease in
 //! the same step as the writes.
 //!
@@ -97,15 +97,20 @@ pub enum JobKind {
     /// One event's delivery to one webhook endpoint
     /// ([`crate::webhooks::outbox`]).
     Webhook,
+    /// A new follow's backfill, queued before its edge is written and
+    /// finished once the backfill is in: the worker does one a kill cut
+    /// off ([`super::FollowJob`]).
+    Follow,
 }
 
 impl JobKind {
-    pub const ALL: [JobKind; 5] = [
+    pub const ALL: [JobKind; 6] = [
         JobKind::FanOut,
         JobKind::Bump,
         JobKind::Cleanup,
         JobKind::Notice,
         JobKind::Webhook,
+        JobKind::Follow,
     ];
 
     /// How the kind is stored (and named in `/metrics`).
@@ -116,6 +121,7 @@ impl JobKind {
             JobKind::Cleanup => "cleanup",
             JobKind::Notice => "notice",
             JobKind::Webhook => "webhook",
+            JobKind::Follow => "follow",
         }
     }
 

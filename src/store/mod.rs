@@ -53,7 +53,7 @@ use async_trait::async_trait;
 pub use archive::{Archive, EdgeRecordKind, ItemRecord, Record};
 pub use error::{ErrorKind, StoreError, StoreResult};
 pub use group_feeds::GroupFeeds;
-pub use job_kinds::{BumpJob, Ended, FanOutJob, Unfollow, WebhookJob};
+pub use job_kinds::{BumpJob, Ended, FanOutJob, FollowJob, Unfollow, WebhookJob};
 pub use jobs::{Held, Job, JobBacklog, JobEnd, JobKind, JobStore, Jobs, Lease, Queued};
 use metered::port;
 pub use notices::{NoticeJob, NoticeSelect, NoticeSource, NoticeStore, NoticeWrite, Notices};

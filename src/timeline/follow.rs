@@ -10,9 +10,11 @@
 
 use crate::events::{FeedEventKind, Hub, Signal};
 use crate::model::{EdgeKind, FeedItem, Millis, ObjectId, Position, Reason, Scope};
-use crate::store::{Backfill, Cut, FeedRange, Outbox, Store, StoreResult, Timelines};
+use crate::store::{
+    Backfill, Cut, FeedRange, FollowJob, JobKind, Jobs, Outbox, Store, StoreResult, Timelines,
+};
 
-use super::sources;
+use super::{sources, FeedModel};
 use crate::store::Records;
 
 /// Actions a follow shows at once unless the request or `--follow-backfill`
@@ -34,6 +36,44 @@ pub struct NewEdge<'a> {
     pub reader: &'a str,
     pub actor: &'a str,
     pub kind: EdgeKind,
+}
+
+/// Queues `job`, before its edge is written: a kill before the backfill
+/// is in leaves it to the worker ([`FollowJob`]). Answers whether it was
+/// queued now (`false`: one for the same edge is pending).
+pub async fn start(store: &dyn Store, job: &FollowJob) -> StoreResult<bool> {
+    store.enqueue(&job.to_job()?).await
+}
+
+/// Shows what `job`'s new edge brings ([`backfill`], written from where
+/// the feed model writes), as of the follow's time.
+pub async fn show(
+    store: &dyn Store,
+    hub: &Hub,
+    model: &FeedModel,
+    job: &FollowJob,
+) -> StoreResult<Vec<FeedItem>> {
+    let (tenant, reader, actor, kind) = (&*job.tenant, &*job.reader, &*job.actor, job.kind);
+    let write = model
+        .behaviour()
+        .written_from(store, tenant, reader, kind, actor)
+        .await?;
+    let edge = NewEdge {
+        tenant,
+        reader,
+        actor,
+        kind,
+    };
+    backfill(store, hub, edge, job.backfill, job.at, write).await
+}
+
+/// Ends `job` once its backfill is in (or not wanted). A no-op if it is
+/// gone.
+pub async fn done(store: &dyn Store, job: &FollowJob) -> StoreResult<()> {
+    store
+        .cancel(JobKind::Follow, &job.tenant, &job.key())
+        .await
+        .map(drop)
 }
 
 /// The outbox a `kind` edge to `to` reads.

@@ -2,8 +2,8 @@
 //! (as many as `backfill` says), only those the reader may see, each once.
 
 use riverfeed::model::EdgeKind;
-use riverfeed::store::Unfollow;
-use riverfeed::timeline::unfollow;
+use riverfeed::store::{FollowJob, Graph, Records, Unfollow};
+use riverfeed::timeline::{follow, unfollow};
 use serde_json::{json, Value};
 
 use crate::common::{Backend, Client, TestServer, WsClient};
@@ -363,18 +363,17 @@ async fn bumped_follow(server: &TestServer) -> (Client, Client, String) {
     (alice, bob, post)
 }
 
-const CLEANUPS_DONE: &str = "riverfeed_jobs_total{job=\"cleanup\",outcome=\"ok\"}";
-
-/// The cleanups the worker finished so far.
-async fn cleanups_done(server: &TestServer) -> u64 {
-    server.counter(CLEANUPS_DONE).await
+/// The jobs of a kind the worker finished.
+async fn jobs_done(server: &TestServer, job: &str) -> u64 {
+    let name = format!("riverfeed_jobs_total{{job=\"{job}\",outcome=\"ok\"}}");
+    server.counter(&name).await
 }
 
-/// Waits until the worker finished a cleanup past the `before` it had.
-async fn cleanups_done_past(server: &TestServer, before: u64) {
+/// Waits until the worker finished a `job` past the `before` it had.
+async fn jobs_done_past(server: &TestServer, job: &str, before: u64) {
     let deadline = tokio::time::Instant::now() + crate::common::PATIENCE;
-    while cleanups_done(server).await == before {
-        assert!(tokio::time::Instant::now() < deadline, "the cleanup ran");
+    while jobs_done(server, job).await == before {
+        assert!(tokio::time::Instant::now() < deadline, "the {job} job ran");
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
@@ -394,9 +393,9 @@ async fn a_cleanup_finding_its_edge_standing_takes_nothing(backend: Backend) {
     // What the cut-off unfollow wrote before the edge went.
     let cleanup = Unfollow::edge("acme", "alice", EdgeKind::Follows, "bob");
     let store = server.server.metered.as_ref();
-    let before = cleanups_done(&server).await;
+    let before = jobs_done(&server, "cleanup").await;
     unfollow::start(store, &cleanup, 0).await.expect("queued");
-    cleanups_done_past(&server, before).await;
+    jobs_done_past(&server, "cleanup", before).await;
     assert_eq!(feed(&alice).await, shown, "the follow keeps its items");
     server.stop().await;
 }
@@ -424,18 +423,63 @@ async fn an_unfollow_takes_a_narrowed_bumped_item_for_good(backend: Backend) {
         }
     };
     scope("RESTRICTED", json!(["carol"])).await;
-    let before = cleanups_done(&server).await;
+    let before = jobs_done(&server, "cleanup").await;
     let data = alice
         .data("mutation { unfollow(userId: \"bob\") }", json!({}))
         .await;
     assert_eq!(data["unfollow"], true);
-    cleanups_done_past(&server, before).await;
+    jobs_done_past(&server, "cleanup", before).await;
     scope("PUBLIC", json!([])).await;
     assert_eq!(feed(&alice).await, [], "nothing brings it now");
     server.stop().await;
 }
 
+/// A follow cut off by a kill between its writes (its backfill queued, the
+/// edge written, the backfill not run) gets its backfill from the worker,
+/// as of the follow's time: under `push` the followee's earlier action
+/// shows, and under every model the edge begins where its backfill ended.
+async fn a_follow_cut_off_before_its_backfill_gets_it_from_the_worker(backend: Backend) {
+    let Some(server) = TestServer::start(backend).await else {
+        return;
+    };
+    let service = server.service("acme");
+    for (id, name) in [("alice", "Alice"), ("bob", "Bob")] {
+        service.upsert_user(id, name).await;
+    }
+    let bob = server.client("acme", "bob");
+    let post = bob.post_status("before the follow", json!({})).await;
+    bob.wait_delivered(&post).await;
+    let alice = server.client("acme", "alice");
+    // What the cut-off follow wrote: its job and the edge. It was asked
+    // for a minute ago, so the worker takes it up at once (the edge goes
+    // first here, or the worker could find the job before the edge).
+    let store = server.server.metered.as_ref();
+    let at = chrono::Utc::now().timestamp_millis() - 60_000;
+    let job = FollowJob {
+        tenant: "acme".into(),
+        reader: "alice".into(),
+        actor: "bob".into(),
+        kind: EdgeKind::Follows,
+        backfill: 10,
+        at,
+    };
+    let before = jobs_done(&server, "follow").await;
+    let written = store.set_edge("acme", EdgeKind::Follows, "alice", "bob", true);
+    assert!(written.await.expect("the edge"));
+    assert!(follow::start(store, &job).await.expect("queued"));
+    jobs_done_past(&server, "follow", before).await;
+    assert_eq!(feed(&alice).await, [(post, "FOLLOWS".to_owned())]);
+    let cuts = store.cuts("acme", "alice").await.expect("cuts");
+    assert!(
+        cuts.iter()
+            .any(|c| c.actor == "bob" && c.began.relevancy == at - 1),
+        "the edge begins at the follow's time: {cuts:?}"
+    );
+    server.stop().await;
+}
+
 crate::on_both_backends!(
+    a_follow_cut_off_before_its_backfill_gets_it_from_the_worker,
     an_unfollow_takes_a_narrowed_bumped_item_for_good,
     a_new_follow_shows_recent_actions_the_reader_may_see,
     a_live_reader_sees_the_backfill_arrive,
@@ -449,6 +493,7 @@ crate::on_both_backends!(
 // cross-model test (`models::`) sees feeds only once the worker is done:
 // proved under every other model too.
 crate::under_other_models!(
+    a_follow_cut_off_before_its_backfill_gets_it_from_the_worker,
     a_live_reader_sees_the_backfill_arrive,
     an_unfollow_takes_what_came_by_the_follow_out,
     an_unfollow_takes_bumped_items_of_the_follow_out,

@@ -373,15 +373,14 @@ async fn judge(
     Ok((violations, unjudged, models))
 }
 
-/// Polls until every job queue (fan-outs, bumps, cleanups, notices,
-/// webhook deliveries) is empty, bounded.
+/// Polls until every job queue (fan-outs, bumps, follows, cleanups,
+/// notices, webhook deliveries) is empty, bounded.
 async fn drain(config: &HistoryConfig, procs: &[Proc]) -> anyhow::Result<()> {
     let deadline = Instant::now() + config.drain;
     let watcher = procs.last().context("no process")?;
-    let kinds = ["fanout", "bump", "cleanup", "notice", "webhook"];
     loop {
         let mut left = Vec::new();
-        for kind in kinds {
+        for kind in crate::store::JobKind::ALL.map(|k| k.code()) {
             let name = format!("riverfeed_job_queue_depth{{job=\"{kind}\"}}");
             match watcher.metric(&name).await {
                 Some(0.0) => {}

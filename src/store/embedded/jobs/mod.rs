@@ -45,6 +45,7 @@ fn kind_byte(kind: JobKind) -> u8 {
         JobKind::Bump => 2,
         JobKind::FanOut => 3,
         JobKind::Webhook => 4,
+        JobKind::Follow => 5,
     }
 }
 
@@ -60,6 +61,7 @@ fn kind_of(byte: u8) -> StoreResult<JobKind> {
         2 => Ok(JobKind::Bump),
         3 => Ok(JobKind::FanOut),
         4 => Ok(JobKind::Webhook),
+        5 => Ok(JobKind::Follow),
         _ => Err(keys::corrupt("job kind")),
     }
 }
