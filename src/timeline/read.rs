@@ -141,7 +141,7 @@ impl Plan {
     ) -> StoreResult<Vec<Entry>> {
         let pulled_range = self.pulled_range(range);
         let timeline = store.feed_page(tenant, reader, range);
-        let (timeline, pulled) = match pulled_range {
+        let (timeline, mut pulled) = match pulled_range {
             Some(pulled_range) => {
                 let pulled = async {
                     let all = self.sources(store, tenant, reader).await?;
@@ -157,6 +157,26 @@ impl Plan {
         }
         let held: std::collections::HashSet<ObjectId> =
             timeline.iter().map(|i| i.action_id).collect();
+        // The merge is whole only up to the pulled read's last item. The
+        // pulled items the timeline holds too (raised by a bump) drop out
+        // of it, so a pulled read cut at the limit may give fewer than the
+        // range asks for, and the timeline's items past its last one would
+        // be merged over pulled items never read. It reads on by as many as
+        // dropped out (at most the timeline's page of them).
+        if let Some(mut pulled_range) = pulled_range {
+            let all = self.sources(store, tenant, reader).await?;
+            loop {
+                let in_both = pulled
+                    .iter()
+                    .filter(|i| held.contains(&i.action_id))
+                    .count();
+                if pulled.len() < pulled_range.limit || pulled.len() - in_both >= range.limit {
+                    break;
+                }
+                pulled_range.limit = range.limit + in_both;
+                pulled = sources::pull(store, tenant, reader, all, pulled_range).await?;
+            }
+        }
         let pulled_ids: std::collections::HashSet<ObjectId> =
             pulled.iter().map(|i| i.action_id).collect();
         // What the sources give for items the timeline holds from one.

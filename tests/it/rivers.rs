@@ -181,7 +181,60 @@ async fn a_build_tells_live_streams_what_a_pending_fan_out_has_not(backend: Back
     server.stop().await;
 }
 
+/// A dormant reader's merged pages hold every item once and in order
+/// whichever way they are read, past items a bump raised: read from the
+/// oldest end, the followee's bumped actions drop out of the pulled read
+/// (the timeline holds them, raised), and the merge reads on past them.
+async fn a_dormant_readers_merged_pages_read_past_bumped_items(backend: Backend) {
+    let Some((store, dir)) = store_url(backend) else {
+        return;
+    };
+    let server = TestServer::start_with(Stopped { store, dir }, rivers(0)).await;
+    let bob = server.client("acme", "bob");
+    bob.upsert_user("bob", "Bob").await;
+    let ann = server.client("acme", "ann");
+    ann.follow("bob").await;
+    let mut posted = Vec::new();
+    for n in 0..8 {
+        let id = bob.post_status(&format!("post {n}"), json!({})).await;
+        bob.wait_delivered(&id).await;
+        posted.insert(0, id);
+    }
+    // Ann comments on the three oldest, the oldest last: they rise to
+    // the top of her feed, the last comment's first.
+    let mut bumped = Vec::new();
+    for id in posted[5..].iter().rev() {
+        let data = ann
+            .data(
+                "mutation($a: ID!) { comment(actionId: $a, text: \"mine\") { id } }",
+                json!({ "a": id }),
+            )
+            .await;
+        assert!(data["comment"]["id"].is_string(), "{data}");
+        bumped.insert(0, id.clone());
+    }
+    let whole: Vec<String> = bumped.iter().chain(&posted[..5]).cloned().collect();
+    let deadline = tokio::time::Instant::now() + crate::common::DELIVERY_PATIENCE;
+    while ann.feed_ids("(first: 10)").await.0 != whole {
+        assert!(tokio::time::Instant::now() < deadline, "the bumps arrive");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let (last, info) = ann.feed_ids("(last: 5)").await;
+    assert_eq!(last, whole[3..], "the oldest five: every unbumped post");
+    assert_eq!(info["hasPreviousPage"], true, "{info}");
+    let (before, _) = ann
+        .feed_ids(&format!(
+            "(last: 5, before: \"{}\")",
+            info["startCursor"].as_str().unwrap()
+        ))
+        .await;
+    assert_eq!(before, whole[..3], "then the bumped ones");
+    assert_eq!(river(&server, "ann").await, None, "ann stayed dormant");
+    server.stop().await;
+}
+
 crate::on_both_backends!(
+    a_dormant_readers_merged_pages_read_past_bumped_items,
     a_dormant_readers_first_page_builds_no_river,
     a_readers_river_is_built_once,
     a_build_tells_live_streams_what_a_pending_fan_out_has_not,

@@ -92,7 +92,13 @@ async fn generated(backend: Backend, count: usize) {
         return;
     };
     let schema = Schema::served();
+    // One document of the seed's, to replay a failure alone.
+    let only: Option<u64> = std::env::var("RIVERFEED_DIFF_DOCUMENT")
+        .ok()
+        .map(|n| n.parse().expect("RIVERFEED_DIFF_DOCUMENT: a number"));
+    let count = if only.is_some() { 1 } else { count };
     let cases: Vec<Case> = (0..count as u64)
+        .map(|index| only.unwrap_or(index))
         .map(|index| {
             let doc = generate::generate(&schema, &fixture, seed, index);
             Case {
@@ -106,7 +112,10 @@ async fn generated(backend: Backend, count: usize) {
         })
         .collect();
     let started = Instant::now();
-    let runner = Runner::new(&server, format!("RIVERFEED_DIFF_SEED={seed}"));
+    let runner = Runner::new(
+        &server,
+        format!("RIVERFEED_DIFF_SEED={seed} (and RIVERFEED_DIFF_DOCUMENT=N for document N alone)"),
+    );
     let tally = runner.compare(&cases).await;
     eprintln!(
         "differential: {} generated documents the same under both settings in {:.1} s ({} with errors, \
@@ -124,7 +133,7 @@ async fn generated(backend: Backend, count: usize) {
     // an id of nothing, a size past the limit) on purpose; a quarter at
     // least must answer whole, or the comparison sees mostly nulls.
     assert!(
-        tally.clean * 4 >= count,
+        only.is_some() || tally.clean * 4 >= count,
         "too few generated documents answer without an error: {tally:?}"
     );
     server.stop().await;
