@@ -84,17 +84,15 @@ async fn a_killed_embedded_server_keeps_every_acknowledged_history() {
     assert_clean(&result, logs);
 }
 
-// Not yet clean, for reasons of their own (a stale fan-out batch no longer
-// lands after a scope change's re-fan-out: `store_suite`'s
-// `a_rescope_fences_stale_batches`). Seed 1795918987663969764 shows two: a
-// follow cut off by a kill after its edge was written and before its
-// backfill ran stands without the backfill (the follower lacks the
-// followee's earlier public actions), and a reader who held an action
-// under a restricted scope, and commented on it, keeps it as a bumped
-// item after it became public, where the checker's rule (a public action
-// shows to its actor's followers alone) does not allow it.
-// Run it with `-- --ignored history::` to see them.
-#[ignore = "MongoDB: a cut-off follow can lose its backfill; a bumped item can outlive its scope"]
+// Not yet clean. A follow cut off between its edge and its backfill is
+// finished by the worker now (`follow::*::a_follow_cut_off_before_its_
+// backfill_gets_it_from_the_worker`), and a reader an earlier scope reached
+// may keep a widened action; it passed 3 of 4 random seeds after those
+// fixes. Seed 1795947092348816625 still shows one violation: under `push`,
+// an actor's own action is missing from their feed after a scope change
+// (PUBLIC to PUBLIC, which fans out again) while workers were killed.
+// Run it with `-- --ignored history::` to see it.
+#[ignore = "MongoDB: an actor's own item can be lost to a re-fan-out cut off by a kill"]
 #[tokio::test]
 async fn killed_api_processes_and_workers_on_mongodb_keep_every_acknowledged_history() {
     let Some(base) = mongodb_uri() else {
