@@ -13,7 +13,6 @@ mod compile;
 mod order;
 mod run;
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -91,12 +90,21 @@ impl Default for Planner {
 /// Query texts with their parsed documents, validation results and plans:
 /// the one cache of documents, bounded in bytes (`--document-cache-bytes`).
 /// Only documents that validated and ran for a caller with an identity are
-/// kept (whatever `--planned-reads` says); when full, arbitrary entries make
-/// room, so a flood of distinct texts only churns it.
-#[derive(Default)]
+/// kept (whatever `--planned-reads` says); when full, the least recently
+/// used make room, so a flood of distinct texts churns only itself out while
+/// the documents clients keep sending stay.
 struct Documents {
-    entries: HashMap<Arc<str>, Arc<Entry>>,
+    entries: lru::LruCache<Arc<str>, Arc<Entry>>,
     bytes: usize,
+}
+
+impl Default for Documents {
+    fn default() -> Self {
+        Self {
+            entries: lru::LruCache::unbounded(),
+            bytes: 0,
+        }
+    }
 }
 
 /// One kept document, what validating it without variables gave, and the
@@ -201,8 +209,9 @@ impl Planner {
         }
     }
 
+    /// The entry kept for `query`, now the most recently used.
     fn entry(&self, query: &str) -> Option<Arc<Entry>> {
-        let documents = self.documents.lock().unwrap_or_else(|e| e.into_inner());
+        let mut documents = self.documents.lock().unwrap_or_else(|e| e.into_inner());
         documents.entries.get(query).cloned()
     }
 
@@ -214,19 +223,17 @@ impl Planner {
             return entry;
         }
         let mut documents = self.documents.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(kept) = documents.entries.get(&query) {
+        if let Some(kept) = documents.entries.get(&*query) {
             return kept.clone();
         }
         while documents.bytes + entry.bytes > self.max_bytes {
-            let Some(evicted) = documents.entries.keys().next().cloned() else {
+            let Some((_, gone)) = documents.entries.pop_lru() else {
                 break;
             };
-            if let Some(gone) = documents.entries.remove(&evicted) {
-                documents.bytes -= gone.bytes;
-            }
+            documents.bytes -= gone.bytes;
         }
         documents.bytes += entry.bytes;
-        documents.entries.insert(query, entry.clone());
+        documents.entries.put(query, entry.clone());
         entry
     }
 
@@ -411,5 +418,31 @@ impl Extension for PlannedRequest {
                 response
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(text: &str) -> ExecutableDocument {
+        async_graphql::parser::parse_query(text).expect("a document")
+    }
+
+    #[test]
+    fn a_full_cache_lets_the_least_recently_used_go() {
+        let texts = ["{ a }", "{ b }", "{ c }"];
+        let each = Entry::new(parsed(texts[0]), texts[0].len()).bytes;
+        let planner = Planner::bounded(true, 2 * each);
+        for text in &texts[..2] {
+            planner.keep(Arc::from(*text), parsed(text));
+        }
+        // `{ a }` asked for again: `{ b }` is now the least recently used.
+        assert!(planner.document(texts[0]).is_some());
+        planner.keep(Arc::from(texts[2]), parsed(texts[2]));
+        assert!(planner.document(texts[0]).is_some(), "used last, kept");
+        assert!(planner.document(texts[1]).is_none(), "used least, gone");
+        assert!(planner.document(texts[2]).is_some(), "the newest, kept");
+        assert_eq!(planner.kept_bytes(), 2 * each);
     }
 }
