@@ -32,8 +32,9 @@ use futures_util::StreamExt;
 use indicatif::{ProgressBar, ProgressStyle};
 use tokio::io::{AsyncBufRead, AsyncSeekExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 
-pub use self::lines::{parse_line, Line, Lines, MAX_LINE_BYTES};
+pub use self::lines::{cursor_key_line, parse_line, Line, Lines, MAX_LINE_BYTES};
 
+use crate::api::cursor::CursorKey;
 use crate::model::{FanOutState, Position};
 use crate::store::archive::holds_tenant;
 use crate::store::GroupFeeds;
@@ -71,6 +72,11 @@ pub struct ImportArgs {
     /// before they did): whether it was cut short cannot then be told.
     #[arg(long)]
     pub no_end_line: bool,
+    /// Take the archive's cursor key in place of the one this store keeps
+    /// (a store without one takes it anyway): cursors issued before the
+    /// export then open here, and those issued by this store no longer do.
+    #[arg(long)]
+    pub replace_cursor_key: bool,
 }
 
 impl ImportArgs {
@@ -81,6 +87,7 @@ impl ImportArgs {
             group_feed_size,
             merge: self.merge,
             no_end_line: self.no_end_line,
+            replace_cursor_key: self.replace_cursor_key,
         }
     }
 }
@@ -96,6 +103,9 @@ pub struct ImportOptions {
     pub merge: bool,
     /// Accept an archive without its end line (`--no-end-line`).
     pub no_end_line: bool,
+    /// Take the archive's cursor key over the store's
+    /// (`--replace-cursor-key`).
+    pub replace_cursor_key: bool,
 }
 
 impl ImportOptions {
@@ -107,15 +117,31 @@ impl ImportOptions {
             group_feed_size,
             merge: false,
             no_end_line: false,
+            replace_cursor_key: false,
         }
     }
 }
 
-/// Records moved, by kind.
+/// Records moved, by kind, and what became of the archive's cursor key.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Tally {
     by_kind: BTreeMap<&'static str, u64>,
     total: u64,
+    /// Set by an import of an archive that carries a cursor key.
+    pub cursor_key: Option<CursorKeyTaken>,
+}
+
+/// What an import did with the archive's cursor key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CursorKeyTaken {
+    /// The store had none, or was told to replace its own: cursors issued
+    /// before the export open here.
+    Taken,
+    /// The store's key is the archive's already.
+    Same,
+    /// The store keeps its own: cursors issued before the export are
+    /// refused here (`OTHER_KEY`) unless `--replace-cursor-key`.
+    Kept,
 }
 
 impl Tally {
@@ -133,6 +159,11 @@ impl Tally {
     pub fn of(&self, kind: &str) -> u64 {
         self.by_kind.get(kind).copied().unwrap_or(0)
     }
+
+    /// Whether `other` counts the same records.
+    fn same_records(&self, other: &Tally) -> bool {
+        self.total == other.total && self.by_kind == other.by_kind
+    }
 }
 
 impl fmt::Display for Tally {
@@ -145,6 +176,16 @@ impl fmt::Display for Tally {
                 .map(|(kind, n)| format!("{kind}: {n}"))
                 .collect();
             write!(f, " ({})", kinds.join(", "))?;
+        }
+        match self.cursor_key {
+            Some(CursorKeyTaken::Taken) => write!(f, "; the archive's cursor key taken")?,
+            Some(CursorKeyTaken::Same) => write!(f, "; the cursor key is the archive's")?,
+            Some(CursorKeyTaken::Kept) => write!(
+                f,
+                "; this store's own cursor key kept: cursors issued before the export \
+                 are refused here (import again with --merge --replace-cursor-key to take it)"
+            )?,
+            None => {}
         }
         Ok(())
     }
@@ -168,16 +209,23 @@ fn io_err(what: String) -> impl FnOnce(std::io::Error) -> StoreError {
     move |err| StoreError::from_source(ErrorKind::Unavailable, what, err)
 }
 
-/// Writes records as JSON Lines to `out`, in stream order, then the end
-/// line that counts them, and flushes it. A stream that fails leaves no end
-/// line, so what was written is not taken for a whole archive.
+/// Writes an archive to `out`: the cursor key line if there is a key, the
+/// records as JSON Lines in stream order, then the end line that counts
+/// them, and flushes it. A stream that fails leaves no end line, so what
+/// was written is not taken for a whole archive.
 pub async fn write_records<W: AsyncWrite + Unpin>(
+    cursor_key: Option<&[u8]>,
     mut records: BoxStream<'_, StoreResult<Record>>,
     out: W,
     progress: &ProgressBar,
 ) -> StoreResult<Tally> {
     let mut out = BufWriter::new(out);
     let mut tally = Tally::default();
+    if let Some(secret) = cursor_key {
+        out.write_all(&cursor_key_line(secret)?)
+            .await
+            .map_err(io_err("cannot write the export".into()))?;
+    }
     let mut line = Vec::new();
     while let Some(record) = records.next().await {
         let record = record?;
@@ -281,6 +329,13 @@ async fn check<R: AsyncBufRead + Unpin>(
             ))));
         }
         match parse_line(line, number).map_err(refused)? {
+            Line::CursorKey { .. } if number == 1 => {}
+            Line::CursorKey { .. } => {
+                return Err(refused(StoreError::invalid(format!(
+                    "line {number}: a cursor key line comes first in an archive, if at all: \
+                     the archive was changed"
+                ))))
+            }
             Line::End { records } if records == tally.total() => end = Some(number),
             Line::End { records } => {
                 return Err(refused(StoreError::invalid(format!(
@@ -356,6 +411,10 @@ async fn write<R: AsyncBufRead + Unpin>(
         }
         match parse_line(line, number).map_err(|e| partly(e, &tally))? {
             Line::End { .. } => break,
+            Line::CursorKey { secret } => {
+                let taken = take_cursor_key(store, &secret, options.replace_cursor_key);
+                tally.cursor_key = Some(taken.await?);
+            }
             Line::Record(record) => pending.push((number, record)),
         }
         if pending.len() >= batch {
@@ -367,7 +426,7 @@ async fn write<R: AsyncBufRead + Unpin>(
     write_batch(store, &mut pending, &mut tally, progress, options)
         .await
         .map_err(|e| partly(e, &tally))?;
-    if &tally != checked {
+    if !tally.same_records(checked) {
         return Err(partly(
             StoreError::invalid(format!(
                 "the archive changed while it was imported: {tally} written, {checked} checked"
@@ -376,6 +435,24 @@ async fn write<R: AsyncBufRead + Unpin>(
         ));
     }
     Ok(tally)
+}
+
+/// Keeps the archive's cursor key `secret` as the store's where it has none
+/// (or is told to replace its own), so cursors issued before the export
+/// open here.
+async fn take_cursor_key(
+    store: &dyn Store,
+    secret: &[u8],
+    replace: bool,
+) -> StoreResult<CursorKeyTaken> {
+    match CursorKey::kept_secret(store).await? {
+        Some(own) if own == secret => Ok(CursorKeyTaken::Same),
+        Some(_) if !replace => Ok(CursorKeyTaken::Kept),
+        _ => {
+            CursorKey::keep_secret(store, secret).await?;
+            Ok(CursorKeyTaken::Taken)
+        }
+    }
 }
 
 /// Writes one batch (records with their line numbers), and the group feeds
@@ -432,19 +509,23 @@ pub async fn run_export(
     let store = store::open_to_read(store_url, settings)
         .await
         .with_context(|| format!("cannot open the store {}", store::mongo::redact(store_url)))?;
-    let tally = write_out(store.export(tenant.as_deref()), &args.out, &progress).await?;
+    let cursor_key = CursorKey::kept_secret(&*store).await?;
+    let records = store.export(tenant.as_deref());
+    let tally = write_out(cursor_key.as_deref(), records, &args.out, &progress).await?;
     progress.finish_and_clear();
     eprintln!("exported {tally}");
     Ok(tally)
 }
 
 async fn write_out(
+    cursor_key: Option<&[u8]>,
     records: BoxStream<'_, StoreResult<Record>>,
     out: &Path,
     progress: &ProgressBar,
 ) -> anyhow::Result<Tally> {
     if out == Path::new("-") {
-        return Ok(write_records(records, tokio::io::stdout(), progress).await?);
+        let stdout = tokio::io::stdout();
+        return Ok(write_records(cursor_key, records, stdout, progress).await?);
     }
     let mut partial = out.as_os_str().to_owned();
     partial.push(".partial");
@@ -452,7 +533,7 @@ async fn write_out(
     let file = tokio::fs::File::create(&partial)
         .await
         .with_context(|| format!("cannot create {}", partial.display()))?;
-    let tally = write_records(records, file, progress)
+    let tally = write_records(cursor_key, records, file, progress)
         .await
         .with_context(|| format!("export left incomplete in {}", partial.display()))?;
     tokio::fs::rename(&partial, out)

@@ -116,6 +116,18 @@ impl CursorKey {
         Ok(Self::from_secret(&secret))
     }
 
+    /// The secret the deployment keeps in `store`, if one was drawn: what
+    /// an export carries so that cursors open where it is imported.
+    pub async fn kept_secret(store: &dyn Store) -> StoreResult<Option<Vec<u8>>> {
+        store.meta(KEPT_KEY).await
+    }
+
+    /// Keeps `secret` as the deployment's in `store`, in place of any:
+    /// cursors of the key it replaces no longer open.
+    pub async fn keep_secret(store: &dyn Store, secret: &[u8]) -> StoreResult<()> {
+        store.set_meta(KEPT_KEY, secret).await
+    }
+
     /// A fresh random key: cursors last as long as it does.
     #[cfg(test)]
     pub fn random() -> Self {

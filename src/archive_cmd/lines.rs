@@ -1,6 +1,7 @@
-//! The lines of an archive: each a [`Record`], and last the end line, which
-//! counts the records before it, so that an archive cut short at a line's
-//! end is told from a whole one. A line is read up to [`MAX_LINE_BYTES`]
+//! The lines of an archive: first the deployment's cursor key where it has
+//! one (a secret: see docs/export-import.md), then each a [`Record`], and
+//! last the end line, which counts the records before it, so that an
+//! archive cut short at a line's end is told from a whole one. A line is read up to [`MAX_LINE_BYTES`]
 //! and no further: a longer one is refused by its number without being
 //! held.
 
@@ -25,22 +26,39 @@ pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 #[derive(Clone, Debug, PartialEq)]
 pub enum Line {
     Record(Record),
+    /// The secret the exporting deployment sealed its cursors with.
+    CursorKey {
+        secret: Vec<u8>,
+    },
     /// The end of the archive, after `records` records.
     End {
         records: u64,
     },
 }
 
-/// The end line as written: `{"record":"end","records":N}`.
+/// The lines that are not records, as written:
+/// `{"record":"cursorKey","secret":"…"}` (URL-safe base64) and
+/// `{"record":"end","records":N}`.
 #[derive(Serialize, Deserialize)]
 #[serde(tag = "record", rename_all = "camelCase", deny_unknown_fields)]
-enum EndLine {
+enum OtherLine {
+    CursorKey { secret: String },
     End { records: u64 },
+}
+
+/// The cursor key line of an archive, with its newline.
+pub fn cursor_key_line(secret: &[u8]) -> StoreResult<Vec<u8>> {
+    use base64::Engine;
+    let secret = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(secret);
+    let mut line = serde_json::to_vec(&OtherLine::CursorKey { secret })
+        .map_err(|e| StoreError::internal("cannot encode the cursor key line", e))?;
+    line.push(b'\n');
+    Ok(line)
 }
 
 /// The end line of an archive of `records` records, with its newline.
 pub fn end_line(records: u64) -> StoreResult<Vec<u8>> {
-    let mut line = serde_json::to_vec(&EndLine::End { records })
+    let mut line = serde_json::to_vec(&OtherLine::End { records })
         .map_err(|e| StoreError::internal("cannot encode the end line", e))?;
     line.push(b'\n');
     Ok(line)
@@ -58,8 +76,21 @@ pub fn parse_line(line: &str, number: u64) -> StoreResult<Line> {
         }
         Err(err) => err,
     };
-    if let Ok(EndLine::End { records }) = serde_json::from_str(line) {
-        return Ok(Line::End { records });
+    match serde_json::from_str(line) {
+        Ok(OtherLine::End { records }) => return Ok(Line::End { records }),
+        Ok(OtherLine::CursorKey { secret }) => {
+            use base64::Engine;
+            return match base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(&secret) {
+                Ok(secret) if !secret.is_empty() && secret.len() <= 1024 => {
+                    Ok(Line::CursorKey { secret })
+                }
+                _ => Err(StoreError::invalid(format!(
+                    "line {number}: the cursor key is not 1 to 1024 bytes of URL-safe base64 \
+                     without padding"
+                ))),
+            };
+        }
+        Err(_) => {}
     }
     // serde_json ends its message with the position in the text it was
     // given, which is this one line: say the file's line and the column.

@@ -55,6 +55,11 @@ fn each_commands_help_shows_its_own_flags() {
             &["--data-dir", "--descriptors"][..],
         ),
         ("export", &["--tenant", "--out", "--store"][..], &[][..]),
+        (
+            "import",
+            &["--in", "--merge", "--replace-cursor-key", "--store"][..],
+            &[][..],
+        ),
     ] {
         let flags = help(command);
         let shows = |flag: &&str| flags.iter().any(|f| f == flag);

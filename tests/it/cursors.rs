@@ -178,3 +178,80 @@ async fn a_refused_cursor_says_why() {
     assert_eq!(page.len(), 1);
     server.stop().await;
 }
+
+/// `riverfeed` run with `args` on the store at `store`: its stderr, after
+/// checking it succeeded.
+async fn cli(store: &str, args: &[&str]) -> String {
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_riverfeed"))
+        .args(args)
+        .args(["--store", store])
+        .stdin(std::process::Stdio::null())
+        .output();
+    let output = tokio::time::timeout(4 * crate::common::PATIENCE, output)
+        .await
+        .expect("the command ends")
+        .expect("the command runs");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(output.status.success(), "riverfeed {args:?}: {stderr}");
+    stderr
+}
+
+/// A cursor taken before an export pages on a store the archive was
+/// imported into: the deployment's cursor key travels in the archive, and a
+/// store without a key of its own takes it. A store with one keeps its own
+/// (the cursor is refused, `OTHER_KEY`) unless told to take the archive's.
+#[tokio::test]
+async fn cursors_open_where_an_export_is_imported() {
+    let Some(server) = TestServer::start(Backend::Embedded).await else {
+        return;
+    };
+    let (alice, bob) = (server.client("acme", "alice"), server.client("acme", "bob"));
+    let posted = alice_follows_bob_who_posts(&alice, &bob, &["one", "two"]).await;
+    let page = first_page_cursor(&alice).await;
+    let source = server.stop_keeping_data().await;
+    let files = tempfile::tempdir().expect("dir");
+    let archive = files.path().join("acme.jsonl").display().to_string();
+    cli(&source.store, &["export", "--out", &archive]).await;
+
+    // A new store: the archive's key comes with it.
+    let (store, dir) = store_url(Backend::Embedded).expect("embedded");
+    let said = cli(&store, &["import", "--in", &archive]).await;
+    assert!(said.contains("cursor key taken"), "{said}");
+    let server = TestServer::start_on(Stopped { store, dir }).await;
+    let alice = server.client("acme", "alice");
+    let (after, _) = alice
+        .feed_ids(&format!("(first: 5, after: \"{page}\")"))
+        .await;
+    assert_eq!(after, [posted[0].clone()], "the page goes on");
+    server.stop().await;
+
+    // A store that drew a key of its own keeps it unless told otherwise.
+    let (store, dir) = store_url(Backend::Embedded).expect("embedded");
+    let own = TestServer::start_on(Stopped { store, dir })
+        .await
+        .stop_keeping_data()
+        .await;
+    let said = cli(&own.store, &["import", "--in", &archive]).await;
+    assert!(said.contains("own cursor key kept"), "{said}");
+    let server = TestServer::start_on(own).await;
+    let alice = server.client("acme", "alice");
+    assert_eq!(refused(&alice, "feed", &page).await.0, "OTHER_KEY");
+    let own = server.stop_keeping_data().await;
+    let flags = [
+        "import",
+        "--in",
+        &archive,
+        "--merge",
+        "--replace-cursor-key",
+    ];
+    let said = cli(&own.store, &flags).await;
+    assert!(said.contains("cursor key taken"), "{said}");
+    let server = TestServer::start_on(own).await;
+    let alice = server.client("acme", "alice");
+    let (after, _) = alice
+        .feed_ids(&format!("(first: 5, after: \"{page}\")"))
+        .await;
+    assert_eq!(after, [posted[0].clone()], "the page goes on");
+    server.stop().await;
+    drop(source);
+}

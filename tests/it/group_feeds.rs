@@ -164,6 +164,7 @@ async fn an_import_rebuilds_group_feeds(backend: Backend) {
     let records: Vec<riverfeed::store::Record> = store.export(None).try_collect().await.unwrap();
     let mut lines = Vec::new();
     archive_cmd::write_records(
+        None,
         Box::pin(futures_util::stream::iter(records.into_iter().map(Ok))),
         &mut lines,
         &ProgressBar::hidden(),

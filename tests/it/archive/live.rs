@@ -77,7 +77,7 @@ async fn a_live_store_exports_as_of_one_moment() {
         .iter()
         .map(|line| match line {
             Line::Record(record) => record.clone(),
-            Line::End { .. } => panic!("an end line before the end"),
+            other => panic!("{other:?} among the records (this store drew no cursor key)"),
         })
         .collect();
     assert_eq!(

@@ -488,6 +488,7 @@ fn assert_populated(records: &[Record], p: &Populated) {
 async fn via_json_lines(records: Vec<Record>, target: &dyn Store, batch: usize) {
     let mut lines = Vec::new();
     let written = archive_cmd::write_records(
+        None,
         Box::pin(futures_util::stream::iter(records.into_iter().map(Ok))),
         &mut lines,
         &ProgressBar::hidden(),

@@ -109,6 +109,7 @@ fn user(tenant: &str, id: &str, name: Option<&str>) -> Record {
 async fn archive_of(records: Vec<Record>) -> Vec<u8> {
     let mut out = Vec::new();
     archive_cmd::write_records(
+        None,
         Box::pin(futures_util::stream::iter(records.into_iter().map(Ok))),
         &mut out,
         &ProgressBar::hidden(),
