@@ -176,8 +176,8 @@ pub enum Workload {
     Live,
     Notifications,
     Soak,
-    /// Not in the default set: the history checker's long run
-    /// ([`history`]), with processes killed.
+    /// Not in the default set: the history checker's long run, with
+    /// processes killed (see the `history` module).
     History,
 }
 
