@@ -157,8 +157,13 @@ async fn a_feed_page_runs_planned_and_answers_as_the_general_executor_does() {
     assert!(bad.contains("\"path\":[\"feed\"]"), "{bad}");
     // A variable async-graphql would refuse is left to it.
     both_ways(&server, &ann, PAGE, json!({ "first": "many" })).await;
-    // A field no plan covers runs on async-graphql.
-    let fan_out = "query FanOut { feed(first: 1) { nodes { action { fanOut { state } } } } }";
+    // An action's fan-out state is planned; the lease a worker holds is
+    // read per action, and a field no plan covers runs on async-graphql.
+    let state = "query State { feed(first: 1) { nodes { action { fanOut { state } } } } }";
+    both_ways(&server, &ann, state, json!({})).await;
+    assert!(executions(&server, "State", "planned").await >= 1);
+    let fan_out =
+        "query FanOut { feed(first: 1) { nodes { action { fanOut { state worker } } } } }";
     both_ways(&server, &ann, fan_out, json!({})).await;
     assert_eq!(executions(&server, "FanOut", "fallback").await, 3);
     // No identity: the planned path never sees it.

@@ -171,6 +171,16 @@ pub enum ActionField {
     CommentCount,
     LikeCount,
     ViewerHasLiked,
+    FanOut(Fields<FanOutField>),
+}
+
+/// The fields of an action's `fanOut` a plan writes: its state, which the
+/// action holds (the lease a worker holds is read per action, so a
+/// selection of `lockedUntil` or `worker` runs on async-graphql).
+#[derive(Debug)]
+pub enum FanOutField {
+    Typename,
+    State,
 }
 
 #[derive(Debug)]
@@ -528,6 +538,17 @@ impl<'a> Compiler<'a> {
             "commentCount" => Self::leaf(occ, ActionField::CommentCount),
             "likeCount" => Self::leaf(occ, ActionField::LikeCount),
             "viewerHasLiked" => Self::leaf(occ, ActionField::ViewerHasLiked),
+            "fanOut" => Self::leaf(occ, ())
+                .and_then(|()| this.fan_out(&Self::subsets(occ)))
+                .map(ActionField::FanOut),
+            _ => None,
+        })
+    }
+
+    fn fan_out(&self, sets: &[&'a SelectionSet]) -> Option<Fields<FanOutField>> {
+        self.object(sets, "FanOut", |_, name, occ| match name {
+            "__typename" => Some(FanOutField::Typename),
+            "state" => Self::leaf(occ, FanOutField::State),
             _ => None,
         })
     }

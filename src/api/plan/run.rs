@@ -10,9 +10,9 @@ use async_graphql_value::ConstValue;
 use chrono::{DateTime, Utc};
 
 use super::compile::{
-    ActionField, Arg, ConnectionField, CountsField, DescriptorFields, EdgeField, FeedArgs, Fields,
-    ItemField, ListArg, ListArgs, ListEdgeField, ListField, PageInfoField, Plan, ReasonField,
-    RootField, UserField,
+    ActionField, Arg, ConnectionField, CountsField, DescriptorFields, EdgeField, FanOutField,
+    FeedArgs, Fields, ItemField, ListArg, ListArgs, ListEdgeField, ListField, PageInfoField, Plan,
+    ReasonField, RootField, UserField,
 };
 use crate::api::error::ApiResultExt;
 use crate::api::feed::{self, ListOf, Needs, Paging};
@@ -226,7 +226,9 @@ fn action_needs(fields: &Fields<ActionField>, needs: &mut Needs) {
         match f.kind {
             ActionField::Actor(_) => needs.actor = true,
             ActionField::ViewerHasLiked => needs.liked = true,
-            ActionField::CommentCount | ActionField::LikeCount => needs.uncopied = true,
+            ActionField::CommentCount | ActionField::LikeCount | ActionField::FanOut(_) => {
+                needs.uncopied = true
+            }
             _ => {}
         }
     }
@@ -417,6 +419,17 @@ impl Run<'_> {
                 ActionField::CommentCount => out.number(action.counts.comments),
                 ActionField::LikeCount => out.number(action.counts.likes),
                 ActionField::ViewerHasLiked => out.bool(node.liked_as_loaded().unwrap_or(false)),
+                ActionField::FanOut(fields) => {
+                    out.open();
+                    for f in fields {
+                        out.key(&f.key);
+                        match f.kind {
+                            FanOutField::Typename => out.string("FanOut"),
+                            FanOutField::State => out.enumerated(action.fan_out.state),
+                        }
+                    }
+                    out.close();
+                }
             }
         }
         out.close();
