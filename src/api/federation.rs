@@ -152,7 +152,10 @@ impl OutputType for SubgraphShape {
         _ctx: &ContextSelectionSet<'_>,
         field: &Positioned<async_graphql::parser::types::Field>,
     ) -> ServerResult<Value> {
-        Err(ServerError::new("SubgraphShape is no type", Some(field.pos)))
+        Err(ServerError::new(
+            "SubgraphShape is no type",
+            Some(field.pos),
+        ))
     }
 }
 
@@ -192,6 +195,13 @@ fn shape(registry: &mut Registry, node: FederationNode) {
                 fields.retain(|_, field| base(&field.ty) != "Node");
                 if name == "User" {
                     fields.shift_remove("id");
+                } else if let Some(id) = fields.get_mut("id") {
+                    id.description = Some(
+                        "Riverfeed's opaque global id: every argument of Riverfeed's that \
+                         takes an id of this type takes it too. The supergraph's `node(id:)` \
+                         is the product's, which does not know it."
+                            .to_owned(),
+                    );
                 }
             }
         }

@@ -171,7 +171,13 @@ fn the_subgraph_leaves_node_to_the_product_when_asked() {
     let own = sdl(&[]);
     let none = sdl(&["--federation-node", "none"]);
     for sdl in [&own, &none] {
-        for shared in ["PageInfo", "ActionConnection", "ActionEdge", "UserConnection", "UserEdge"] {
+        for shared in [
+            "PageInfo",
+            "ActionConnection",
+            "ActionEdge",
+            "UserConnection",
+            "UserEdge",
+        ] {
             assert!(
                 sdl.contains(&format!("type {shared} @shareable {{")),
                 "{shared} is not shareable: {sdl}"
@@ -183,7 +189,14 @@ fn the_subgraph_leaves_node_to_the_product_when_asked() {
     let user = type_block(&own, "type User implements Node @key(fields: \"userId\") {");
     assert!(user.contains("\tid: ID!\n"), "{user}");
 
-    for gone in ["node(id:", "nodes(ids:", "interface Node", "implements Node", ": Node"] {
+    for gone in [
+        "\tnode(id: ID!)",
+        "\tnodes(ids:",
+        "interface Node",
+        "implements Node",
+        ": Node",
+        "`node(id:)` finds",
+    ] {
         assert!(!none.contains(gone), "{gone} in {none}");
     }
     let user = type_block(&none, "type User @key(fields: \"userId\") {");
@@ -214,8 +227,15 @@ async fn a_subgraph_without_node_serves_users_by_their_user_id() {
     })
     .await;
     let bob = server.client("acme", "bob");
-    bob.upsert_user("bob", "Bob").await;
-    let asked = bob.post("{ node(id: \"x\") { __typename } }", json!({})).await;
+    // `User.id` is the product's: asked for by `userId` only.
+    bob.data(
+        "mutation { upsertUser(input: {userId: \"bob\", name: \"Bob\"}) { userId } }",
+        json!({}),
+    )
+    .await;
+    let asked = bob
+        .post("{ node(id: \"x\") { __typename } }", json!({}))
+        .await;
     assert_eq!(
         first_error_code(&asked).as_deref(),
         Some("GRAPHQL_VALIDATION_FAILED"),
