@@ -84,7 +84,12 @@ fn server_flags_read(command: &str) -> Option<&'static [&'static str]> {
         "export" => Some(STORE),
         "import" => Some(IMPORT),
         // The schema printed: the descriptor types and the federation.
-        "schema" => Some(&["descriptors", "federation", "federation_entities"]),
+        "schema" => Some(&[
+            "descriptors",
+            "federation",
+            "federation_entities",
+            "federation_node",
+        ]),
         "token" => Some(&[]),
         _ => None,
     }

@@ -354,6 +354,19 @@ pub struct ServeArgs {
         requires = "federation"
     )]
     pub federation_entities: Vec<crate::api::federation::RefEntity>,
+    /// With `--federation`: whose `Node` the supergraph has. `own`:
+    /// Riverfeed's subgraph declares `Node`, `node`, `nodes` and `User.id`;
+    /// `none`: it leaves them to a Relay-style product subgraph that has its
+    /// own (users join by `userId`).
+    #[arg(
+        long = "federation-node",
+        env = "RIVERFEED_FEDERATION_NODE",
+        value_enum,
+        default_value_t = crate::api::federation::FederationNode::Own,
+        global = true,
+        requires = "federation"
+    )]
+    pub federation_node: crate::api::federation::FederationNode,
     /// Let webhooks go to loopback and private addresses (a receiver on
     /// this machine or a closed network). Without it such endpoints are
     /// refused when registered and when sent to.
@@ -474,7 +487,8 @@ impl ServeArgs {
         }
     }
 
-    /// How the schema is federated (`--federation`, `--federation-entity`),
+    /// How the schema is federated (`--federation`, `--federation-entity`,
+    /// `--federation-node`),
     /// its entities checked against the types `descriptors` serves.
     pub fn federation(
         &self,
@@ -485,6 +499,7 @@ impl ServeArgs {
         }
         let federation = crate::api::federation::Federation {
             entities: self.federation_entities.clone(),
+            node: self.federation_node,
         };
         let mut taken = crate::api::schema_names();
         for ty in descriptors.types() {

@@ -15,13 +15,18 @@
 //! `--federation-entity Applicant=id` is an entity here too, keyed by the
 //! same field, to which Riverfeed adds `activity`: the slice of actions
 //! whose `refIds` hold its id, as `slice(refId:)` answers it.
+//!
+//! Beside a Relay-style product subgraph ([`shape`]): `PageInfo` and the
+//! connection and edge types are shareable value types, and with
+//! `--federation-node none` the subgraph leaves `Node`, `node`, `nodes`
+//! and `User.id` to the product's (whose `User.id` is its own global id).
 
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::sync::Arc;
 
 use async_graphql::indexmap::IndexMap;
-use async_graphql::registry::{MetaTypeId, Registry};
+use async_graphql::registry::{MetaType, MetaTypeId, MetaTypeName, Registry};
 use async_graphql::{
     ContainerType, Context, ContextSelectionSet, ObjectType, OutputType, Positioned, ServerError,
     ServerResult, Value,
@@ -69,10 +74,23 @@ impl std::str::FromStr for RefEntity {
     }
 }
 
-/// How a federated schema is served: its ref entities.
+/// Whose `Node` a supergraph has (`--federation-node`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum FederationNode {
+    /// Riverfeed's subgraph declares `Node`, `node(id:)`, `nodes(ids:)`
+    /// and `User.id` (its global id): for a product without its own.
+    #[default]
+    Own,
+    /// The subgraph leaves them out, to a product subgraph that has its
+    /// own; `User` joins by `userId` alone.
+    None,
+}
+
+/// How a federated schema is served: its ref entities, and whose `Node`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Federation {
     pub entities: Vec<RefEntity>,
+    pub node: FederationNode,
 }
 
 impl Federation {
@@ -111,6 +129,83 @@ pub fn federated<R>(federation: &Arc<Federation>, build: impl FnOnce() -> R) -> 
     FEDERATING.with(|f| *f.borrow_mut() = Some(federation.clone()));
     let _reset = Reset;
     build()
+}
+
+/// Not a type: registered last (see `api::build`), it gives the built
+/// subgraph its [`shape`].
+pub struct SubgraphShape;
+
+impl OutputType for SubgraphShape {
+    fn type_name() -> Cow<'static, str> {
+        Cow::Borrowed("SubgraphShape")
+    }
+
+    fn create_type_info(registry: &mut Registry) -> String {
+        if let Some(federation) = FEDERATING.with(|f| f.borrow().clone()) {
+            shape(registry, federation.node);
+        }
+        registry.query_type.clone()
+    }
+
+    async fn resolve(
+        &self,
+        _ctx: &ContextSelectionSet<'_>,
+        field: &Positioned<async_graphql::parser::types::Field>,
+    ) -> ServerResult<Value> {
+        Err(ServerError::new(
+            "SubgraphShape is no type",
+            Some(field.pos),
+        ))
+    }
+}
+
+/// Shapes the subgraph to compose beside a Relay-style product's:
+///
+/// - `PageInfo`, every connection (an object with a `pageInfo`) and its
+///   edge type are `@shareable`: value types a product may declare too,
+///   which federation lets two subgraphs resolve when their fields agree.
+/// - With [`FederationNode::None`], no `Node`: the interface, the fields
+///   that answer it (`node`, `nodes`) and `User.id` are left to the
+///   product, whose `User.id` is its own global id, not Riverfeed's. The
+///   other types keep their `id` (still a Riverfeed global id, which every
+///   argument that takes an id takes), no longer as a `Node`.
+fn shape(registry: &mut Registry, node: FederationNode) {
+    let base = |ty: &str| MetaTypeName::concrete_typename(ty).to_owned();
+    let mut shared = vec!["PageInfo".to_owned()];
+    for ty in registry.types.values() {
+        if let MetaType::Object { name, fields, .. } = ty {
+            if fields.contains_key("pageInfo") {
+                shared.push(name.clone());
+                shared.extend(fields.get("edges").map(|edges| base(&edges.ty)));
+            }
+        }
+    }
+    for name in &shared {
+        if let Some(MetaType::Object { shareable, .. }) = registry.types.get_mut(name) {
+            *shareable = true;
+        }
+    }
+    if node == FederationNode::None {
+        registry.types.remove("Node");
+        for implements in registry.implements.values_mut() {
+            implements.shift_remove("Node");
+        }
+        for ty in registry.types.values_mut() {
+            if let MetaType::Object { name, fields, .. } = ty {
+                fields.retain(|_, field| base(&field.ty) != "Node");
+                if name == "User" {
+                    fields.shift_remove("id");
+                } else if let Some(id) = fields.get_mut("id") {
+                    id.description = Some(
+                        "Riverfeed's opaque global id: every argument of Riverfeed's that \
+                         takes an id of this type takes it too. The supergraph's `node(id:)` \
+                         is the product's, which does not know it."
+                            .to_owned(),
+                    );
+                }
+            }
+        }
+    }
 }
 
 /// The entity lookups `_entities` makes; no fields of `Query`.

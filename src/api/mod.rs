@@ -198,7 +198,10 @@ fn build(
         )
     };
     let builder = crate::descriptor::with_catalog(descriptors, || match federation {
-        Some(federation) => federation::federated(federation, roots),
+        // Shaped once every type is in (see `federation::shape`).
+        Some(federation) => federation::federated(federation, || {
+            roots().register_output_type::<federation::SubgraphShape>()
+        }),
         None => roots(),
     });
     if federation.is_some() {

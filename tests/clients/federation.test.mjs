@@ -2,7 +2,9 @@
 // small product service that owns `User.email` and the applicants, composed
 // and served by Hive Gateway. Feed queries and a live subscription through
 // the gateway join Riverfeed's actions with the product's emails, and an
-// applicant of the product's carries its activity from Riverfeed.
+// applicant of the product's carries its activity from Riverfeed. A
+// Relay-style product (its own `Node`, `node` and `PageInfo`) composes with
+// `--federation-node none`.
 
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
@@ -30,18 +32,20 @@ const USERS_SDL = `
 `;
 
 function startUserService() {
-  const schema = buildSubgraphSchema([{
-    typeDefs: parse(USERS_SDL),
-    resolvers: {
-      Query: { applicant: (_, { id }) => ({ id, name: `Applicant ${id}` }) },
-      User: {
-        __resolveReference: ({ userId }) => ({ userId, email: `${userId}@example.com` }),
-      },
-      Applicant: {
-        __resolveReference: ({ id }) => ({ id, name: `Applicant ${id}` }),
-      },
+  return serveSubgraph(USERS_SDL, {
+    Query: { applicant: (_, { id }) => ({ id, name: `Applicant ${id}` }) },
+    User: {
+      __resolveReference: ({ userId }) => ({ userId, email: `${userId}@example.com` }),
     },
-  }]);
+    Applicant: {
+      __resolveReference: ({ id }) => ({ id, name: `Applicant ${id}` }),
+    },
+  });
+}
+
+/** Serves a subgraph built with `@apollo/subgraph` on a free port. */
+function serveSubgraph(sdl, resolvers) {
+  const schema = buildSubgraphSchema([{ typeDefs: parse(sdl), resolvers }]);
   const server = createServer(async (req, res) => {
     let body = '';
     for await (const chunk of req) body += chunk;
@@ -51,6 +55,39 @@ function startUserService() {
     res.end(JSON.stringify(result));
   });
   return listen(server);
+}
+
+/** Composes Riverfeed's subgraph (its `_service` SDL, as a gateway's
+ * composition reads it) with the product's; the composition's result. */
+async function compose(base, product) {
+  const { _service } = await gql(base, 'alice', '{ _service { sdl } }');
+  return composeServices([
+    { name: 'riverfeed', typeDefs: parse(_service.sdl), url: `${base}/graphql` },
+    { name: 'product', typeDefs: parse(product.sdl), url: `${product.base}/graphql` },
+  ]);
+}
+
+/** Hive Gateway serving `supergraph` on a free port, forwarding Riverfeed's
+ * identity headers (dev mode) with every subgraph request. */
+async function startGateway(supergraph) {
+  const runtime = createGatewayRuntime({
+    supergraph,
+    logging: false,
+    propagateHeaders: {
+      fromClientToSubgraphs: ({ request }) => ({
+        'x-riverfeed-tenant': request.headers.get('x-riverfeed-tenant'),
+        'x-riverfeed-user': request.headers.get('x-riverfeed-user'),
+      }),
+    },
+  });
+  const { base, server } = await listen(createServer(runtime));
+  return {
+    base,
+    stop: async () => {
+      server.close();
+      await runtime.dispose?.();
+    },
+  };
 }
 
 function listen(server) {
@@ -64,44 +101,26 @@ function listen(server) {
 let riverfeed;
 let users;
 let gateway;
-let gatewayServer;
 
 before(async () => {
   riverfeed = await startServer(['--federation', '--federation-entity', 'Applicant=id']);
   users = await startUserService();
-  // The subgraph SDL as a gateway's composition reads it: `_service`.
-  const { _service } = await gql(riverfeed.base, 'alice', '{ _service { sdl } }');
-  const composed = composeServices([
-    { name: 'riverfeed', typeDefs: parse(_service.sdl), url: `${riverfeed.base}/graphql` },
-    { name: 'users', typeDefs: parse(USERS_SDL), url: `${users.base}/graphql` },
-  ]);
+  const composed = await compose(riverfeed.base, { sdl: USERS_SDL, base: users.base });
   assert.equal(composed.errors, undefined, JSON.stringify(composed.errors));
-  gateway = createGatewayRuntime({
-    supergraph: composed.supergraphSdl,
-    logging: false,
-    // Riverfeed's identity headers (dev mode) go with every subgraph request.
-    propagateHeaders: {
-      fromClientToSubgraphs: ({ request }) => ({
-        'x-riverfeed-tenant': request.headers.get('x-riverfeed-tenant'),
-        'x-riverfeed-user': request.headers.get('x-riverfeed-user'),
-      }),
-    },
-  });
-  gatewayServer = await listen(createServer(gateway));
+  gateway = await startGateway(composed.supergraphSdl);
   await gql(riverfeed.base, 'bob', 'mutation { upsertUser(input: {userId: "bob", name: "Bob"}) { userId } }');
   await gql(riverfeed.base, 'alice', 'mutation { follow(userId: "bob") }');
 });
 
 after(async () => {
-  gatewayServer?.server.close();
-  await gateway?.dispose?.();
+  await gateway?.stop();
   users?.server.close();
   await riverfeed?.stop();
 });
 
 /** A query through the gateway as `user`; its data (no error allowed). */
-async function throughGateway(user, query) {
-  const response = await fetch(`${gatewayServer.base}/graphql`, {
+async function throughGateway(user, query, base = gateway.base) {
+  const response = await fetch(`${base}/graphql`, {
     method: 'POST',
     headers: { 'content-type': 'application/json', accept: 'application/json', ...identity(user) },
     body: JSON.stringify({ query }),
@@ -168,7 +187,7 @@ test("the product's applicant carries its activity from Riverfeed", async () => 
 
 test('a subscription through the gateway carries the joined fields', async () => {
   const controller = new AbortController();
-  const response = await fetch(`${gatewayServer.base}/graphql`, {
+  const response = await fetch(`${gateway.base}/graphql`, {
     method: 'POST',
     signal: controller.signal,
     headers: { 'content-type': 'application/json', accept: 'text/event-stream', ...identity('alice') },
@@ -213,4 +232,132 @@ test('a subscription through the gateway carries the joined fields', async () =>
   assert.equal(kind, 'ADDED');
   assert.deepEqual(item.action.actor, { userId: 'bob', email: 'bob@example.com' });
   assert.match(item.action.descriptor.text, /^live \d+$/);
+});
+
+/** A Relay-style product: its own `Node` interface and `node` field, its
+ * own `PageInfo` and connections, and a `User` whose `id` is its own
+ * global id (Riverfeed's subgraph joins it by `userId`). */
+const RELAY_SDL = `
+  extend schema @link(url: "https://specs.apollo.dev/federation/v2.3", import: ["@key", "@shareable"])
+  interface Node { id: ID! }
+  type PageInfo @shareable {
+    hasNextPage: Boolean!
+    hasPreviousPage: Boolean!
+    startCursor: String
+    endCursor: String
+  }
+  type User implements Node @key(fields: "id") @key(fields: "userId") {
+    id: ID!
+    userId: String!
+    email: String!
+  }
+  type Team implements Node @key(fields: "id") {
+    id: ID!
+    title: String!
+    members(first: Int, after: String): TeamMemberConnection!
+  }
+  type TeamMemberConnection { edges: [TeamMemberEdge!]! pageInfo: PageInfo! }
+  type TeamMemberEdge { cursor: String! node: User! }
+  type Query {
+    node(id: ID!): Node
+    team(id: ID!): Team
+  }
+`;
+
+/** The Relay product's objects, by its own global ids. */
+function startRelayProduct() {
+  const user = (userId) => ({ __typename: 'User', id: `product-user:${userId}`, userId, email: `${userId}@product.test` });
+  const team = { __typename: 'Team', id: 'product-team:core', title: 'Core' };
+  const find = (id) => {
+    if (id === team.id) return team;
+    const userId = id.startsWith('product-user:') ? id.slice('product-user:'.length) : null;
+    return userId ? user(userId) : null;
+  };
+  return serveSubgraph(RELAY_SDL, {
+    Query: { node: (_, { id }) => find(id), team: (_, { id }) => find(id) },
+    Node: { __resolveType: (object) => object.__typename },
+    User: { __resolveReference: ({ id, userId }) => (userId ? user(userId) : find(id)) },
+    Team: {
+      __resolveReference: ({ id }) => find(id),
+      members: () => ({
+        edges: ['bob', 'carol'].map((id) => ({ cursor: id, node: user(id) })),
+        pageInfo: { hasNextPage: false, hasPreviousPage: false, startCursor: 'bob', endCursor: 'carol' },
+      }),
+    },
+  }).then((served) => ({ ...served, sdl: RELAY_SDL }));
+}
+
+test('a Relay-style product subgraph composes with --federation-node none', async () => {
+  const relayRiverfeed = await startServer(['--federation', '--federation-node', 'none']);
+  const product = await startRelayProduct();
+  let relayGateway;
+  try {
+    const composed = await compose(relayRiverfeed.base, product);
+    assert.equal(composed.errors, undefined, JSON.stringify(composed.errors));
+    relayGateway = await startGateway(composed.supergraphSdl);
+    const base = relayRiverfeed.base;
+    await gql(base, 'carol', 'mutation { upsertUser(input: {userId: "carol", name: "Carol"}) { userId } }');
+    await gql(base, 'bob', 'mutation { follow(userId: "carol") }');
+    await postStatus(base, 'carol', 'Relay and the supergraph');
+
+    // The product's `node` finds its own user; Riverfeed's fields of that
+    // user (joined by `userId`) come beside the product's.
+    const { node } = await throughGateway(
+      'bob',
+      `{ node(id: "product-user:carol") {
+          id
+          ... on User { userId email name followers(first: 5) { nodes { userId email } pageInfo { hasNextPage } } }
+        } }`,
+      relayGateway.base,
+    );
+    assert.deepEqual(node, {
+      id: 'product-user:carol',
+      userId: 'carol',
+      email: 'carol@product.test',
+      name: 'Carol',
+      followers: { nodes: [{ userId: 'bob', email: 'bob@product.test' }], pageInfo: { hasNextPage: false } },
+    });
+
+    // The same user's activity from Riverfeed, its actor joined with the
+    // product's email; and the product's own connection with its PageInfo.
+    const data = await throughGateway(
+      'bob',
+      `{ actorFeed(userId: "carol", first: 5) {
+          edges { node { actor { userId email } descriptor { ... on StatusPost { text } } } }
+          pageInfo { hasNextPage }
+        }
+        team(id: "product-team:core") { title members { edges { node { userId name } } pageInfo { endCursor } } } }`,
+      relayGateway.base,
+    );
+    assert.deepEqual(data.actorFeed.edges, [
+      { node: { actor: { userId: 'carol', email: 'carol@product.test' }, descriptor: { text: 'Relay and the supergraph' } } },
+    ]);
+    assert.equal(data.actorFeed.pageInfo.hasNextPage, false);
+    assert.deepEqual(data.team, {
+      title: 'Core',
+      members: {
+        edges: [{ node: { userId: 'bob', name: null } }, { node: { userId: 'carol', name: 'Carol' } }],
+        pageInfo: { endCursor: 'carol' },
+      },
+    });
+  } finally {
+    await relayGateway?.stop();
+    product.server.close();
+    await relayRiverfeed.stop();
+  }
+});
+
+test("Riverfeed's own Node beside a Relay-style product is refused by composition", async () => {
+  // `--federation-node own` (the default) keeps `node` and `User.id`
+  // Riverfeed's, which a product with its own cannot share.
+  const product = await startRelayProduct();
+  try {
+    const composed = await compose(riverfeed.base, product);
+    assert.ok(composed.errors?.length, 'composition fails');
+    const messages = composed.errors.map((e) => e.message).join('\n');
+    assert.match(messages, /Query\.node/);
+    assert.doesNotMatch(messages, /PageInfo/);
+  } finally {
+    product.server.close();
+  }
 });

@@ -6,7 +6,7 @@ use std::process::{Command, Output};
 
 /// `riverfeed` run with `args`, nothing from the environment's
 /// configuration.
-fn riverfeed(args: &[&str]) -> Output {
+pub(crate) fn riverfeed(args: &[&str]) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_riverfeed"));
     for (name, _) in std::env::vars_os() {
         if name.to_string_lossy().starts_with("RIVERFEED_") {
@@ -46,7 +46,12 @@ fn each_commands_help_shows_its_own_flags() {
     for (command, own, hidden) in [
         (
             "schema",
-            &["--descriptors", "--federation", "--federation-entity"][..],
+            &[
+                "--descriptors",
+                "--federation",
+                "--federation-entity",
+                "--federation-node",
+            ][..],
             &["--data-dir", "--store"][..],
         ),
         (

@@ -1,10 +1,11 @@
 //! `--federation`: the subgraph fields a gateway needs, only when asked
 //! for. The gateway itself is run by `tests/clients/federation.test.mjs`.
 
-use riverfeed::api::federation::Federation;
+use riverfeed::api::federation::{Federation, FederationNode};
 use riverfeed::server::ServeOptions;
 use serde_json::json;
 
+use crate::cli::riverfeed;
 use crate::common::{first_error_code, store_url, Backend, Stopped, TestServer};
 
 #[tokio::test]
@@ -88,6 +89,7 @@ async fn a_product_entity_carries_its_activity() {
         let entity = "Applicant=id".parse().expect("entity");
         options.federation = Some(std::sync::Arc::new(Federation {
             entities: vec![entity],
+            ..Default::default()
         }));
         options
     })
@@ -147,6 +149,103 @@ async fn a_product_entity_carries_its_activity() {
         first_error_code(&too_many).as_deref(),
         Some("BAD_USER_INPUT"),
         "{too_many}"
+    );
+    server.stop().await;
+}
+
+/// `--federation-node none` leaves `Node`, `node`, `nodes` and `User.id`
+/// to a Relay-style product subgraph that has its own; either way the page
+/// types are shareable, so the product may declare its `PageInfo` too.
+#[test]
+fn the_subgraph_leaves_node_to_the_product_when_asked() {
+    let sdl = |extra: &[&str]| {
+        let output = riverfeed(&[&["schema", "--federation"][..], extra].concat());
+        assert!(output.status.success(), "{output:?}");
+        String::from_utf8(output.stdout).expect("utf-8")
+    };
+    let type_block = |sdl: &str, head: &str| -> String {
+        let start = sdl.find(head).unwrap_or_else(|| panic!("{head} in {sdl}"));
+        let end = sdl[start..].find("\n}").expect("closed") + start;
+        sdl[start..end].to_owned()
+    };
+    let own = sdl(&[]);
+    let none = sdl(&["--federation-node", "none"]);
+    for sdl in [&own, &none] {
+        for shared in [
+            "PageInfo",
+            "ActionConnection",
+            "ActionEdge",
+            "UserConnection",
+            "UserEdge",
+        ] {
+            assert!(
+                sdl.contains(&format!("type {shared} @shareable {{")),
+                "{shared} is not shareable: {sdl}"
+            );
+        }
+    }
+    assert!(own.contains("\tnode(id: ID!): Node\n"), "{own}");
+    assert!(own.contains("interface Node {"), "{own}");
+    let user = type_block(&own, "type User implements Node @key(fields: \"userId\") {");
+    assert!(user.contains("\tid: ID!\n"), "{user}");
+
+    for gone in [
+        "\tnode(id: ID!)",
+        "\tnodes(ids:",
+        "interface Node",
+        "implements Node",
+        ": Node",
+        "`node(id:)` finds",
+    ] {
+        assert!(!none.contains(gone), "{gone} in {none}");
+    }
+    let user = type_block(&none, "type User @key(fields: \"userId\") {");
+    assert!(!user.contains("\tid: ID!\n"), "{user}");
+    assert!(user.contains("\tuserId: String!\n"), "{user}");
+    let action = type_block(&none, "type Action @key(fields: \"actionId\") {");
+    assert!(action.contains("\tid: ID!\n"), "{action}");
+
+    // The flag shapes a subgraph only.
+    let alone = riverfeed(&["schema", "--federation-node", "none"]);
+    assert!(!alone.status.success(), "{alone:?}");
+    let said = String::from_utf8_lossy(&alone.stderr);
+    assert!(said.contains("--federation"), "{said}");
+}
+
+/// A subgraph served with `--federation-node none` answers as it declares:
+/// `node` is no field of it, and `User` still resolves by `userId`.
+#[tokio::test]
+async fn a_subgraph_without_node_serves_users_by_their_user_id() {
+    let (store, dir) = store_url(Backend::Embedded).expect("embedded");
+    let server = TestServer::start_with(Stopped { store, dir }, |store| {
+        let mut options = ServeOptions::new(store);
+        options.federation = Some(std::sync::Arc::new(Federation {
+            node: FederationNode::None,
+            ..Default::default()
+        }));
+        options
+    })
+    .await;
+    let bob = server.client("acme", "bob");
+    // `User.id` is the product's: asked for by `userId` only.
+    bob.data(
+        "mutation { upsertUser(input: {userId: \"bob\", name: \"Bob\"}) { userId } }",
+        json!({}),
+    )
+    .await;
+    let asked = bob
+        .post("{ node(id: \"x\") { __typename } }", json!({}))
+        .await;
+    assert_eq!(
+        first_error_code(&asked).as_deref(),
+        Some("GRAPHQL_VALIDATION_FAILED"),
+        "{asked}"
+    );
+    let lookup = "{ _entities(representations: [{__typename: \"User\", userId: \"bob\"}]) \
+                  { ... on User { userId name } } }";
+    assert_eq!(
+        bob.data(lookup, json!({})).await["_entities"],
+        json!([{ "userId": "bob", "name": "Bob" }])
     );
     server.stop().await;
 }
