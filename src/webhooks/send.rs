@@ -252,8 +252,11 @@ impl Sender {
             error,
         };
         registry::bury(self.store.as_ref(), &lease.job.tenant, &dead).await?;
+        self.store.finish(lease).await?;
+        // Counted once it has left the queue, so the count and the queue's
+        // depth never disagree.
         self.metrics.webhook("dead");
-        self.store.finish(lease).await
+        Ok(())
     }
 
     /// Signs and posts one delivery.
