@@ -79,8 +79,30 @@ impl WebhookJob {
     }
 }
 
-/// Separates the parts of a cleanup job's key.
+/// Separates the parts of a cleanup or follow job's key.
 const KEY_SEP: char = '\u{1f}';
+
+/// The key of a job of one edge and direction: `reader␟kind␟actor` (ids
+/// hold no control characters).
+fn edge_key(reader: &str, kind: &str, actor: &str) -> String {
+    format!("{reader}{KEY_SEP}{kind}{KEY_SEP}{actor}")
+}
+
+/// The reader, kind and actor of an [`edge_key`]; a key of another shape
+/// is corrupt data.
+fn edge_key_parts<'j>(job: &'j Job, what: &str) -> StoreResult<(&'j str, &'j str, &'j str)> {
+    let mut parts = job.key.splitn(3, KEY_SEP);
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some(reader), Some(kind), Some(actor)) => Ok((reader, kind, actor)),
+        _ => Err(StoreError::new(
+            ErrorKind::Internal,
+            format!(
+                "a {what} job of tenant {:?} has a corrupt key {:?}",
+                job.tenant, job.key
+            ),
+        )),
+    }
+}
 
 /// A reader stopped following (or befriending) an actor, or left a group:
 /// the items that came that way leave the reader's feed. Reads leave them
@@ -177,12 +199,7 @@ impl Unfollow {
     /// The key of its cleanup job: `reader␟kind␟actor` (ids hold no control
     /// characters).
     pub fn key(&self) -> String {
-        format!(
-            "{}{KEY_SEP}{}{KEY_SEP}{}",
-            self.reader,
-            codes::ENDED.name(self.kind),
-            self.actor
-        )
+        edge_key(&self.reader, codes::ENDED.name(self.kind), &self.actor)
     }
 
     /// Where the keys of `reader`'s cleanup jobs begin.
@@ -193,20 +210,7 @@ impl Unfollow {
     /// The unfollow a cleanup job is for; a key of another shape is
     /// corrupt data.
     pub fn of_job(job: &Job) -> StoreResult<Unfollow> {
-        let corrupt = || {
-            StoreError::new(
-                ErrorKind::Internal,
-                format!(
-                    "a cleanup job of tenant {:?} has a corrupt key {:?}",
-                    job.tenant, job.key
-                ),
-            )
-        };
-        let mut parts = job.key.splitn(3, KEY_SEP);
-        let (Some(reader), Some(kind), Some(actor)) = (parts.next(), parts.next(), parts.next())
-        else {
-            return Err(corrupt());
-        };
+        let (reader, kind, actor) = edge_key_parts(job, "cleanup")?;
         Ok(Unfollow {
             tenant: job.tenant.clone(),
             reader: reader.to_owned(),
@@ -328,27 +332,12 @@ impl FollowJob {
 
     /// `reader␟kind␟actor`.
     pub fn key(&self) -> String {
-        format!(
-            "{}{KEY_SEP}{}{KEY_SEP}{}",
-            self.reader,
-            codes::EDGE_KIND.name(self.kind),
-            self.actor
-        )
+        edge_key(&self.reader, codes::EDGE_KIND.name(self.kind), &self.actor)
     }
 
     /// The follow a job is for; a key of another shape is corrupt data.
     pub fn of_job(job: &Job) -> StoreResult<FollowJob> {
-        let mut parts = job.key.splitn(3, KEY_SEP);
-        let (Some(reader), Some(kind), Some(actor)) = (parts.next(), parts.next(), parts.next())
-        else {
-            return Err(StoreError::new(
-                ErrorKind::Internal,
-                format!(
-                    "a follow job of tenant {:?} has a corrupt key {:?}",
-                    job.tenant, job.key
-                ),
-            ));
-        };
+        let (reader, kind, actor) = edge_key_parts(job, "follow")?;
         let payload: FollowPayload = job.payload()?;
         Ok(FollowJob {
             tenant: job.tenant.clone(),

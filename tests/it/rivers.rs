@@ -10,7 +10,7 @@ use riverfeed::store::River;
 use riverfeed::timeline::{FeedModel, FeedModelKind};
 use serde_json::{json, Value};
 
-use crate::common::{store_url, Backend, Stopped, TestServer, WsClient};
+use crate::common::{store_url, Backend, Client, Stopped, TestServer, WsClient};
 
 /// Rivers of a size of their own (so the tests' model is not put in),
 /// building `builds` at once.
@@ -49,6 +49,22 @@ async fn builds_done(server: &TestServer) -> u64 {
         .await
 }
 
+/// Ann follows bob, who then posts `n` times, each delivered: ann's client
+/// and the posts, newest first.
+async fn ann_follows_bob_who_posts(server: &TestServer, n: usize) -> (Client, Vec<String>) {
+    let bob = server.client("acme", "bob");
+    bob.upsert_user("bob", "Bob").await;
+    let ann = server.client("acme", "ann");
+    ann.follow("bob").await;
+    let mut posted = Vec::new();
+    for n in 0..n {
+        let id = bob.post_status(&format!("post {n}"), json!({})).await;
+        bob.wait_delivered(&id).await;
+        posted.insert(0, id);
+    }
+    (ann, posted)
+}
+
 /// The cursor after the page `info` ends.
 fn end(info: &Value) -> String {
     info["endCursor"]
@@ -67,16 +83,7 @@ async fn a_dormant_readers_first_page_builds_no_river(backend: Backend) {
         return;
     };
     let server = TestServer::start_with(Stopped { store, dir }, rivers(0)).await;
-    let bob = server.client("acme", "bob");
-    bob.upsert_user("bob", "Bob").await;
-    let ann = server.client("acme", "ann");
-    ann.follow("bob").await;
-    let mut posted = Vec::new();
-    for n in 0..5 {
-        let id = bob.post_status(&format!("post {n}"), json!({})).await;
-        bob.wait_delivered(&id).await;
-        posted.insert(0, id);
-    }
+    let (ann, posted) = ann_follows_bob_who_posts(&server, 5).await;
 
     let before = river_writes(&server).await;
     let (first, info) = ann.feed_ids("(first: 3)").await;
@@ -190,16 +197,7 @@ async fn a_dormant_readers_merged_pages_read_past_bumped_items(backend: Backend)
         return;
     };
     let server = TestServer::start_with(Stopped { store, dir }, rivers(0)).await;
-    let bob = server.client("acme", "bob");
-    bob.upsert_user("bob", "Bob").await;
-    let ann = server.client("acme", "ann");
-    ann.follow("bob").await;
-    let mut posted = Vec::new();
-    for n in 0..8 {
-        let id = bob.post_status(&format!("post {n}"), json!({})).await;
-        bob.wait_delivered(&id).await;
-        posted.insert(0, id);
-    }
+    let (ann, posted) = ann_follows_bob_who_posts(&server, 8).await;
     // Ann comments on the three oldest, the oldest last: they rise to
     // the top of her feed, the last comment's first.
     let mut bumped = Vec::new();
