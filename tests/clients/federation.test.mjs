@@ -68,7 +68,8 @@ async function compose(base, product) {
 }
 
 /** Hive Gateway serving `supergraph` on a free port, forwarding Riverfeed's
- * identity headers (dev mode) with every subgraph request. */
+ * identity headers (dev mode), and a client's `Idempotency-Key`, with every
+ * subgraph request. */
 async function startGateway(supergraph) {
   const runtime = createGatewayRuntime({
     supergraph,
@@ -77,6 +78,7 @@ async function startGateway(supergraph) {
       fromClientToSubgraphs: ({ request }) => ({
         'x-riverfeed-tenant': request.headers.get('x-riverfeed-tenant'),
         'x-riverfeed-user': request.headers.get('x-riverfeed-user'),
+        'idempotency-key': request.headers.get('idempotency-key'),
       }),
     },
   });
@@ -119,11 +121,16 @@ after(async () => {
 });
 
 /** A query through the gateway as `user`; its data (no error allowed). */
-async function throughGateway(user, query, base = gateway.base) {
+async function throughGateway(user, query, base = gateway.base, headers = {}, variables = {}) {
   const response = await fetch(`${base}/graphql`, {
     method: 'POST',
-    headers: { 'content-type': 'application/json', accept: 'application/json', ...identity(user) },
-    body: JSON.stringify({ query }),
+    headers: {
+      'content-type': 'application/json',
+      accept: 'application/json',
+      ...identity(user),
+      ...headers,
+    },
+    body: JSON.stringify({ query, variables }),
   });
   const body = await response.json();
   assert.equal(body.errors, undefined, JSON.stringify(body.errors));
@@ -360,4 +367,26 @@ test("Riverfeed's own Node beside a Relay-style product is refused by compositio
   } finally {
     product.server.close();
   }
+});
+
+test('a retried recordAction through the gateway records one action', async () => {
+  // A backend retrying after a timeout: by its foreignId, the second record
+  // answers the first action, not created again.
+  const record = `mutation($input: RecordActionInput!) { recordAction(input: $input) { actionId created } }`;
+  const input = { descriptor: { statusPost: { text: 'Once only' } }, foreignId: 'post-77' };
+  const first = await throughGateway('bob', record, gateway.base, {}, { input });
+  const again = await throughGateway('bob', record, gateway.base, {}, { input });
+  assert.equal(first.recordAction.created, true);
+  assert.deepEqual(again.recordAction, { actionId: first.recordAction.actionId, created: false });
+
+  // Any mutation, by an Idempotency-Key the gateway passes on: the retry
+  // is answered as the first time, nothing done twice.
+  const follow = 'mutation { follow(userId: "alice") }';
+  const key = { 'idempotency-key': `retry-${Date.now()}` };
+  const followed = await throughGateway('bob', follow, gateway.base, key);
+  const retried = await throughGateway('bob', follow, gateway.base, key);
+  assert.equal(followed.follow, true);
+  assert.equal(retried.follow, true, 'the stored answer, though following again would say false');
+  const plain = await throughGateway('bob', follow);
+  assert.equal(plain.follow, false, 'without the key, a second follow changes nothing');
 });
