@@ -6,6 +6,7 @@ use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::json;
 
 use crate::common::{Backend, TestServer};
+use crate::transports::Streamed;
 
 /// Every object key of a JSON text, depth first, in the order written.
 fn keys(text: &str) -> Vec<String> {
@@ -146,5 +147,56 @@ async fn keys_follow_the_selection_on_the_read_and_write_roots() {
             "actionId", "a", "userId",
         ],
     );
+    server.stop().await;
+}
+
+/// A subscription's events keep the selection's order too, whether each
+/// subscriber's event is executed for it or written from the selection's
+/// shared template.
+#[tokio::test]
+async fn subscription_events_follow_the_selection() {
+    let server = TestServer::start(Backend::Embedded)
+        .await
+        .expect("the embedded store is always there");
+    let (alice, bob) = (server.client("acme", "alice"), server.client("acme", "bob"));
+    bob.upsert_user("bob", "Bob").await;
+    alice.follow("bob").await;
+    let executed =
+        "subscription { feedEvents { item { action { actor { name } actionId } ownerId } kind } }";
+    let shared = "subscription { feedEvents { resumeCursor item { ownerId actionId } kind } }";
+    let mut streams = Vec::new();
+    for query in [executed, shared] {
+        let stream = Streamed::open(&server, "text/event-stream", json!({ "query": query }));
+        streams.push(stream.await);
+    }
+    server.wait_live_topics(1).await;
+    bob.post_status("in order", json!({})).await;
+    let expected: [&[&str]; 2] = [
+        &[
+            "data",
+            "feedEvents",
+            "item",
+            "action",
+            "actor",
+            "name",
+            "actionId",
+            "ownerId",
+            "kind",
+        ],
+        &[
+            "data",
+            "feedEvents",
+            "resumeCursor",
+            "item",
+            "ownerId",
+            "actionId",
+            "kind",
+        ],
+    ];
+    for (stream, expected) in streams.iter_mut().zip(expected) {
+        let (name, data) = stream.raw_event().await.expect("an event");
+        assert_eq!(name, "next", "{data}");
+        assert_keys(&data, expected);
+    }
     server.stop().await;
 }

@@ -16,13 +16,13 @@ const MULTIPART_ACCEPT: &str =
     "multipart/mixed;boundary=\"graphql\";subscriptionSpec=1.0,application/json";
 
 /// A streaming response read as it comes.
-struct Streamed {
+pub(crate) struct Streamed {
     response: reqwest::Response,
     buffer: String,
 }
 
 impl Streamed {
-    async fn open(server: &TestServer, accept: &str, body: Value) -> Self {
+    pub(crate) async fn open(server: &TestServer, accept: &str, body: Value) -> Self {
         let response = open(server, accept, body).await;
         assert_eq!(response.status(), 200);
         Self {
@@ -52,6 +52,12 @@ impl Streamed {
 
     /// The next server-sent event: its name and data (keep-alives skipped).
     async fn event(&mut self) -> Option<(String, Value)> {
+        let (name, data) = self.raw_event().await?;
+        Some((name, serde_json::from_str(&data).unwrap_or(Value::Null)))
+    }
+
+    /// The next server-sent event: its name and its data as written.
+    pub(crate) async fn raw_event(&mut self) -> Option<(String, String)> {
         self.until(|buffer| loop {
             let end = buffer.find("\n\n")?;
             let block: String = buffer.drain(..end + 2).collect();
@@ -65,7 +71,6 @@ impl Streamed {
                 }
             }
             if let Some(name) = name {
-                let data = serde_json::from_str(&data).unwrap_or(Value::Null);
                 return Some((name, data));
             }
         })
