@@ -241,6 +241,17 @@ impl Worker {
             retried.iter().map(|(c, n)| (c.action.id, *n)).collect();
         let mut claims: Vec<Claim> = retried.into_iter().map(|(c, _)| c).collect();
         let leases = self.claim(JobKind::FanOut).await?;
+        // A retried fan-out claimed again is stale: a scope change queued
+        // it anew, and the store cannot tell this worker's two leases of it
+        // apart, so the old one (its action read under the old scope) would
+        // write and finish the job in the new one's place. The new claim
+        // reads the action as it is now.
+        claims.retain(|c| {
+            let job = &c.lease.job;
+            !leases
+                .iter()
+                .any(|l| l.job.tenant == job.tenant && l.job.key == job.key)
+        });
         // Each job claimed counts, one whose action is gone too.
         let mut claimed = claims.len() + leases.len();
         let takeovers = leases.iter().filter(|l| l.taken_over).count();

@@ -279,7 +279,9 @@ pub trait JobStore: Send + Sync {
     async fn enqueue(&self, job: &Job) -> StoreResult<bool>;
     /// Leases up to `limit` due jobs of `kind` to `worker` until
     /// `now + lease_ms`: waiting ones in the order queued, then those whose
-    /// lease ran out.
+    /// lease ran out. Each job at most once, even one due again before the
+    /// call ends (a scope change queues a fan-out anew): two leases of one
+    /// job to one worker cannot be told apart.
     async fn claim(
         &self,
         kind: JobKind,

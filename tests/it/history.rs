@@ -84,15 +84,6 @@ async fn a_killed_embedded_server_keeps_every_acknowledged_history() {
     assert_clean(&result, logs);
 }
 
-// Not yet clean. A follow cut off between its edge and its backfill is
-// finished by the worker now (`follow::*::a_follow_cut_off_before_its_
-// backfill_gets_it_from_the_worker`), and a reader an earlier scope reached
-// may keep a widened action; it passed 3 of 4 random seeds after those
-// fixes. Seed 1795947092348816625 still shows one violation: under `push`,
-// an actor's own action is missing from their feed after a scope change
-// (PUBLIC to PUBLIC, which fans out again) while workers were killed.
-// Run it with `-- --ignored history::` to see it.
-#[ignore = "MongoDB: an actor's own item can be lost to a re-fan-out cut off by a kill"]
 #[tokio::test]
 async fn killed_api_processes_and_workers_on_mongodb_keep_every_acknowledged_history() {
     let Some(base) = mongodb_uri() else {

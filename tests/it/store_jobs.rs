@@ -75,6 +75,22 @@ pub async fn claims_in_order_up_to_the_limit(store: &dyn Store) -> Result<()> {
     Ok(())
 }
 
+/// A job that falls due again while a claim runs is leased once by it. A
+/// scope change does that to a fan-out between a claim's steps; a lease
+/// that ends at once does it here. The worker cannot tell two leases of one
+/// job apart: it read the action once, took the second for a job whose
+/// action is gone and finished it, and the fan-out never ran.
+pub async fn a_claim_leases_each_job_once(store: &dyn Store) -> Result<()> {
+    for (key, queued) in [("a", 10), ("b", 20)] {
+        store.enqueue(&job(JobKind::Notice, T, key, queued)).await?;
+    }
+    let leases = store.claim(JobKind::Notice, "w1", 1_000, 0, 10).await?;
+    let mut claimed = keys(&leases);
+    claimed.sort_unstable();
+    ensure!(claimed == ["a", "b"], "each job once: {claimed:?}");
+    Ok(())
+}
+
 /// A lease that ran out is claimed by the next worker, which is told it
 /// took the job over; one still running is not; renewing extends it.
 pub async fn expired_leases_are_taken_over(store: &dyn Store) -> Result<()> {

@@ -517,7 +517,8 @@ pub fn feeds(
                     here(Some(a)),
                 ));
             }
-            if visible(model, seen, &reader, a) == Must::No {
+            let may = visible(model, seen, &reader, a);
+            if may == Must::No {
                 out.push(violation(
                     format!(
                         "[{model_name}] {reader}'s feed holds {} ({}, by {}, hidden {}) as {} {} by {} at {}, which they may not see there",
@@ -530,7 +531,7 @@ pub fn feeds(
                 ));
             }
             out.extend(
-                rank(model, &reader, a, item, model_name)
+                rank(model, &reader, a, item, may, model_name)
                     .into_iter()
                     .map(|w| violation(w, here(Some(a)))),
             );
@@ -566,7 +567,14 @@ pub fn feeds(
 /// time plus the boost of the rule its reason names; never below the bump
 /// the actor's own item owes every comment (`PARTICIPATED`: the reader did
 /// the action).
-fn rank(model: &Model, reader: &str, a: &Action, item: &Item, model_name: &str) -> Vec<String> {
+fn rank(
+    model: &Model,
+    reader: &str,
+    a: &Action,
+    item: &Item,
+    may: Must,
+    model_name: &str,
+) -> Vec<String> {
     let mut out = Vec::new();
     let boost = |rule: &str| BOOSTS.iter().find(|(r, _)| *r == rule).map(|(_, b)| *b);
     if item.kind == "BUMPED" {
@@ -625,6 +633,10 @@ fn rank(model: &Model, reader: &str, a: &Action, item: &Item, model_name: &str) 
             "DEPARTMENT" => a.scope == "DEPARTMENT",
             _ => false,
         };
+        // A reader a wider scope no longer fans out to, who keeps what an
+        // earlier scope gave them, keeps the reason it came by: none
+        // applies now (docs/feeds.md, "Scope changes").
+        let fits = fits || (may == Must::Either && came_by(model, reader, a, &item.kind));
         if !fits {
             out.push(format!(
                 "[{model_name}] {reader}'s item {} ({}, by {}) has reason {}",
@@ -651,6 +663,16 @@ fn rank(model: &Model, reader: &str, a: &Action, item: &Item, model_name: &str) 
 
 /// Whether bump rule `rule` may ever have matched `reader` for a comment
 /// by `by` on `a` (docs/feeds.md's table of rules).
+/// Whether an earlier scope of `a` reached `reader` with reason `kind`.
+fn came_by(model: &Model, reader: &str, a: &Action, kind: &str) -> bool {
+    model.former.get(&a.label).is_some_and(|states| {
+        states.iter().any(|s| {
+            s.scope.name() == kind
+                && (s.scope != Scope::Restricted || s.readers.iter().any(|r| r == reader))
+        })
+    })
+}
+
 fn rule_may_match(model: &Model, reader: &str, a: &Action, rule: &str, by: &str) -> bool {
     match rule {
         "PARTICIPATED" => reader == a.actor || a.comments.iter().any(|c| c.author == reader),

@@ -391,12 +391,21 @@ impl JobStore for MongoStore {
                 .map_err(db_err)?;
             let Some(before) = claimed else { break };
             let taken_over = before.worker.is_some();
-            leases.push(Lease {
+            let lease = Lease {
                 job: before.into_job()?,
                 worker: worker.to_owned(),
                 lease_ms,
                 taken_over,
-            });
+            };
+            // Due again while this call runs (a scope change queued the
+            // fan-out anew): leased once, the earlier entry replaced, and
+            // the claim ends there, since it came round to what it took.
+            let same = |l: &Lease| l.job.tenant == lease.job.tenant && l.job.key == lease.job.key;
+            if let Some(earlier) = leases.iter_mut().find(|l| same(l)) {
+                *earlier = lease;
+                break;
+            }
+            leases.push(lease);
         }
         Ok(leases)
     }

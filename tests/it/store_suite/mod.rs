@@ -140,6 +140,7 @@ store_cases! {
         notices::many_notice_groups,
         store_jobs::enqueue_is_idempotent,
         store_jobs::claims_in_order_up_to_the_limit,
+        store_jobs::a_claim_leases_each_job_once,
         store_jobs::expired_leases_are_taken_over,
         store_jobs::deferred_jobs_wait_for_their_time,
         store_jobs::claims_see_what_comes_behind_them,
