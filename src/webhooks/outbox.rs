@@ -18,7 +18,7 @@ use tokio::sync::Notify;
 
 use super::registry;
 use crate::clock::Clock;
-use crate::model::{Action, Comment, Delivery, EventType, Hold, Millis, Notice, Webhook};
+use crate::model::{Action, Comment, Delivery, EventType, Hold, Millis, Notice, Tried, Webhook};
 use crate::store::records::SEPARATOR;
 use crate::store::{JobKind, Store, StoreResult, WebhookJob};
 
@@ -278,6 +278,7 @@ impl Outbox {
                     event: event.kind,
                     body: body.clone(),
                     hold: event.hold.clone(),
+                    tried: Tried::default(),
                 };
                 jobs.push(WebhookJob::of(tenant, &delivery, now)?);
             }

@@ -49,4 +49,5 @@ mod tracing;
 mod transports;
 mod webhook_proxy;
 mod webhooks;
+mod webhooks_operated;
 mod worker;

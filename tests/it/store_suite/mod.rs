@@ -142,6 +142,8 @@ store_cases! {
         store_jobs::claims_in_order_up_to_the_limit,
         store_jobs::expired_leases_are_taken_over,
         store_jobs::deferred_jobs_wait_for_their_time,
+        store_jobs::deferral_keeps_the_payload_it_carries,
+        store_jobs::hasten_makes_deferred_jobs_due_now,
         store_jobs::claims_see_what_comes_behind_them,
         store_jobs::queued_while_claiming_all_claimed,
         store_jobs::lost_leases_cannot_renew_or_finish,
