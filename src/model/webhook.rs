@@ -23,6 +23,12 @@ pub enum EventType {
     /// A comment was added to an action.
     #[serde(rename = "comment.added")]
     CommentAdded,
+    /// An action was changed: its scope set, or hidden.
+    #[serde(rename = "action.updated")]
+    ActionUpdated,
+    /// An action was deleted.
+    #[serde(rename = "action.deleted")]
+    ActionDeleted,
     /// Sent by `sendTestEvent` to one endpoint, whatever events it hears
     /// (not one to register).
     #[serde(rename = "webhook.test")]
@@ -37,6 +43,8 @@ impl EventType {
             EventType::ActionDelivered => "action.delivered",
             EventType::NotificationAdded => "notification.added",
             EventType::CommentAdded => "comment.added",
+            EventType::ActionUpdated => "action.updated",
+            EventType::ActionDeleted => "action.deleted",
             EventType::WebhookTest => "webhook.test",
         }
     }

@@ -126,6 +126,40 @@ impl Event {
         }
     }
 
+    /// `action.updated`: `action` as `change` (`scope`, `hidden`) left it
+    /// at `now`. Each change is its own message.
+    pub fn action_updated(action: &Action, change: &str, now: Millis) -> Event {
+        Event {
+            kind: EventType::ActionUpdated,
+            subject: format!("{}{SEPARATOR}{change}{SEPARATOR}{now}", action.id.to_hex()),
+            at: now,
+            data: json!({
+                "tenant": action.tenant,
+                "actionId": action.id.to_hex(),
+                "actorId": action.actor_id,
+                "change": change,
+                "scope": action.scope,
+                "hidden": action.hidden,
+            }),
+            hold: None,
+        }
+    }
+
+    /// `action.deleted`: an action is gone, at `now`.
+    pub fn action_deleted(action: &Action, now: Millis) -> Event {
+        Event {
+            kind: EventType::ActionDeleted,
+            subject: action.id.to_hex(),
+            at: now,
+            data: json!({
+                "tenant": action.tenant,
+                "actionId": action.id.to_hex(),
+                "actorId": action.actor_id,
+            }),
+            hold: None,
+        }
+    }
+
     /// `notification.added`: one notice for `owner`, subject to their
     /// preferences (only notices they want are told).
     pub fn notification_added(tenant: &str, owner: &str, notice: &Notice) -> Event {
@@ -159,6 +193,12 @@ pub fn action_events(listening: &Listening, action: &Action, now: Millis) -> Vec
         events.push(Event::action_delivered(action, now));
     }
     events
+}
+
+/// The one event of `kind` an action's change tells, if any endpoint
+/// hears it.
+pub fn one(listening: &Listening, kind: EventType, event: impl FnOnce() -> Event) -> Vec<Event> {
+    listening.wants(kind).then(event).into_iter().collect()
 }
 
 /// What notices written (or found written) for their owners tell.

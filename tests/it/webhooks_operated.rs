@@ -262,7 +262,60 @@ async fn a_failing_endpoint_is_paused_until_resumed(backend: Backend) {
     server.stop().await;
 }
 
+/// A scope change, a hide and a delete each tell their event once, with
+/// what changed, to an endpoint that hears it.
+async fn action_changes_are_told(backend: Backend) {
+    let Some(server) = start(backend, None).await else {
+        return;
+    };
+    let receiver = Receiver::start(None).await;
+    let app = server.service(T);
+    let events = json!(["ACTION_UPDATED", "ACTION_DELETED"]);
+    register(&app, &receiver.url, events).await;
+    let mary = server.client(T, "mary");
+    server.client(T, "john").upsert_user("john", "John").await;
+    let kept = mary.post_status("Changed", json!({})).await;
+    let gone = mary.post_status("Deleted", json!({})).await;
+    mary.wait_delivered(&kept).await;
+    mary.wait_delivered(&gone).await;
+    let scope = "mutation($id: ID!) { setActionScope(actionId: $id, scope: RESTRICTED, readers: [\"john\"]) { scope } }";
+    mary.data(scope, json!({ "id": kept })).await;
+    let hide = "mutation($id: ID!) { hideAction(actionId: $id) { actionId } }";
+    mary.data(hide, json!({ "id": kept })).await;
+    let delete = "mutation($id: ID!) { deleteAction(actionId: $id) }";
+    mary.data(delete, json!({ "id": gone })).await;
+    receiver.wait("three changes", |got| got.len() == 3).await;
+    sender_passes(&server, 2).await;
+    let got = receiver.all();
+    assert_eq!(got.len(), 3, "each once: {got:#?}");
+    let told: Vec<(&str, &str, &str)> = got
+        .iter()
+        .map(|r| {
+            (
+                r.body["type"].as_str().unwrap_or_default(),
+                r.body["data"]["actionId"].as_str().unwrap_or_default(),
+                r.body["data"]["change"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    for want in [
+        ("action.updated", kept.as_str(), "scope"),
+        ("action.updated", kept.as_str(), "hidden"),
+        ("action.deleted", gone.as_str(), ""),
+    ] {
+        assert!(told.contains(&want), "{want:?} in {told:?}");
+    }
+    let scoped = got.iter().find(|r| r.body["data"]["change"] == "scope");
+    assert_eq!(
+        scoped.map(|r| &r.body["data"]["scope"]),
+        Some(&json!("RESTRICTED"))
+    );
+    // No action.recorded: the endpoint does not hear it.
+    server.stop().await;
+}
+
 on_both_backends!(
+    action_changes_are_told,
     deliveries_show_their_attempts,
     waiting_deliveries_are_retried_now,
     a_failing_endpoint_is_paused_until_resumed,
