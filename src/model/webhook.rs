@@ -29,6 +29,9 @@ pub enum EventType {
     /// An action was deleted.
     #[serde(rename = "action.deleted")]
     ActionDeleted,
+    /// A user liked an action.
+    #[serde(rename = "reaction.added")]
+    ReactionAdded,
     /// Sent by `sendTestEvent` to one endpoint, whatever events it hears
     /// (not one to register).
     #[serde(rename = "webhook.test")]
@@ -45,6 +48,7 @@ impl EventType {
             EventType::CommentAdded => "comment.added",
             EventType::ActionUpdated => "action.updated",
             EventType::ActionDeleted => "action.deleted",
+            EventType::ReactionAdded => "reaction.added",
             EventType::WebhookTest => "webhook.test",
         }
     }

@@ -160,6 +160,24 @@ impl Event {
         }
     }
 
+    /// `reaction.added`: `user` liked `action_id` at `at`, as the like's
+    /// notice job carries it. Each like is its own message.
+    pub fn reaction_added(tenant: &str, action_id: &str, user: &str, at: Millis) -> Event {
+        Event {
+            kind: EventType::ReactionAdded,
+            subject: format!("{action_id}{SEPARATOR}{user}{SEPARATOR}{at}"),
+            at,
+            data: json!({
+                "tenant": tenant,
+                "actionId": action_id,
+                "userId": user,
+                "kind": "like",
+                "at": rfc3339(at),
+            }),
+            hold: None,
+        }
+    }
+
     /// `notification.added`: one notice for `owner`, subject to their
     /// preferences (only notices they want are told).
     pub fn notification_added(tenant: &str, owner: &str, notice: &Notice) -> Event {

@@ -314,7 +314,33 @@ async fn action_changes_are_told(backend: Backend) {
     server.stop().await;
 }
 
+/// A like tells `reaction.added` once, by the like's job; liking again
+/// changes nothing and tells nothing.
+async fn a_like_is_told_once(backend: Backend) {
+    let Some(server) = start(backend, None).await else {
+        return;
+    };
+    let receiver = Receiver::start(None).await;
+    let app = server.service(T);
+    register(&app, &receiver.url, json!(["REACTION_ADDED"])).await;
+    let mary = server.client(T, "mary");
+    let liked = mary.post_status("Liked", json!({})).await;
+    mary.wait_delivered(&liked).await;
+    let like = "mutation($id: ID!) { like(actionId: $id) { actionId } }";
+    mary.data(like, json!({ "id": liked })).await;
+    let got = receiver.wait("the like", |got| !got.is_empty()).await;
+    assert_eq!(got[0].body["type"], "reaction.added");
+    assert_eq!(got[0].body["data"]["actionId"], liked.as_str());
+    assert_eq!(got[0].body["data"]["userId"], "mary");
+    assert_eq!(got[0].body["data"]["kind"], "like");
+    mary.data(like, json!({ "id": liked })).await;
+    sender_passes(&server, 2).await;
+    assert_eq!(receiver.all().len(), 1, "liking again tells nothing");
+    server.stop().await;
+}
+
 on_both_backends!(
+    a_like_is_told_once,
     action_changes_are_told,
     deliveries_show_their_attempts,
     waiting_deliveries_are_retried_now,
