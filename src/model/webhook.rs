@@ -32,6 +32,9 @@ pub enum EventType {
     /// A user liked an action.
     #[serde(rename = "reaction.added")]
     ReactionAdded,
+    /// A user followed another user or a group.
+    #[serde(rename = "followed")]
+    Followed,
     /// Sent by `sendTestEvent` to one endpoint, whatever events it hears
     /// (not one to register).
     #[serde(rename = "webhook.test")]
@@ -49,6 +52,7 @@ impl EventType {
             EventType::ActionUpdated => "action.updated",
             EventType::ActionDeleted => "action.deleted",
             EventType::ReactionAdded => "reaction.added",
+            EventType::Followed => "followed",
             EventType::WebhookTest => "webhook.test",
         }
     }

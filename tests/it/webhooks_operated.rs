@@ -339,7 +339,34 @@ async fn a_like_is_told_once(backend: Backend) {
     server.stop().await;
 }
 
+/// A follow tells `followed` once; following again changes nothing and
+/// tells nothing.
+async fn a_follow_is_told_once(backend: Backend) {
+    let Some(server) = start(backend, None).await else {
+        return;
+    };
+    let receiver = Receiver::start(None).await;
+    let app = server.service(T);
+    register(&app, &receiver.url, json!(["FOLLOWED"])).await;
+    server.client(T, "john").upsert_user("john", "John").await;
+    let mary = server.client(T, "mary");
+    let follow = "mutation { follow(userId: \"john\") }";
+    assert_eq!(mary.data(follow, json!({})).await["follow"], true);
+    let got = receiver.wait("the follow", |got| !got.is_empty()).await;
+    assert_eq!(got[0].body["type"], "followed");
+    let data = &got[0].body["data"];
+    assert_eq!(
+        (&data["userId"], &data["followedId"], &data["target"]),
+        (&json!("mary"), &json!("john"), &json!("user"))
+    );
+    assert_eq!(mary.data(follow, json!({})).await["follow"], false);
+    sender_passes(&server, 2).await;
+    assert_eq!(receiver.all().len(), 1, "following again tells nothing");
+    server.stop().await;
+}
+
 on_both_backends!(
+    a_follow_is_told_once,
     a_like_is_told_once,
     action_changes_are_told,
     deliveries_show_their_attempts,
