@@ -41,6 +41,7 @@ mod scopes;
 mod security;
 mod selection_order;
 mod storage_faults;
+mod store_job_changes;
 mod store_jobs;
 mod store_records;
 mod store_suite;
