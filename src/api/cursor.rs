@@ -238,6 +238,8 @@ pub enum ListKind {
     Group = 8,
     /// A user's notification groups.
     Notifications = 9,
+    /// A webhook's deliveries in one state.
+    Deliveries = 10,
 }
 
 /// Which list a cursor belongs to, and the key its cursors are sealed with.
@@ -299,6 +301,11 @@ impl<'k> ListId<'k> {
     /// A list of users: `relation` is e.g. "followers", `user` whose list it is.
     pub fn users(key: &'k CursorKey, tenant: &str, relation: &str, user: &str) -> Self {
         Self::new(key, ListKind::Users, &[tenant, relation, user])
+    }
+
+    /// A webhook's deliveries in `state`.
+    pub fn deliveries(key: &'k CursorKey, tenant: &str, webhook: &str, state: &str) -> Self {
+        Self::new(key, ListKind::Deliveries, &[tenant, webhook, state])
     }
 
     fn new(key: &'k CursorKey, kind: ListKind, parts: &[&str]) -> Self {

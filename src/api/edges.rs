@@ -12,6 +12,7 @@ use crate::model::limits::normalize_id;
 use crate::model::EdgeKind;
 use crate::store::{FollowJob, Graph, Records, Unfollow};
 use crate::timeline::{follow, unfollow};
+use crate::webhooks::outbox;
 
 /// Adds or removes `kind` edge from the viewer (or `as_user_id`) to `to`
 /// (a user's id, or for a group follow a group's). Returns whether
@@ -103,6 +104,9 @@ pub(super) async fn change(
         follow::show(store, &state.hub, &state.model, job)
             .await
             .api()?;
+        // Before the job ends: a kill in between leaves the telling to the
+        // worker, under the same message id.
+        outbox::tell_followed(&state.outbox, job).await.api()?;
         follow::done(store, job).await.api()?;
     }
     Ok(true)

@@ -8,6 +8,7 @@ mod access;
 mod aggregate;
 mod cost;
 pub mod cursor;
+mod deliveries;
 mod edges;
 pub mod error;
 pub mod federation;

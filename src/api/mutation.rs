@@ -19,9 +19,13 @@ use super::{acting_user, require_service, require_users, state, viewer, AppState
 use crate::descriptor::DescriptorInput;
 use crate::events::ActionEventKind;
 use crate::model::limits::{check_name, check_text, normalize_id, normalize_ids};
-use crate::model::{Action, Comment, Counts, FanOut, Foreign, GroupKind, ObjectId, Scope, User};
+use crate::model::{
+    Action, Comment, Counts, EventType, FanOut, Foreign, GroupKind, ObjectId, Scope, User,
+};
 use crate::store::{Existing, Graph, Inserted, Reactions, Removal, Timelines};
 use crate::timeline::home::pulled_item;
+use crate::webhooks::outbox;
+use crate::webhooks::Event;
 
 /// How far in the future `conducted` may lie (clock skew between services).
 const MAX_CLOCK_SKEW_MS: i64 = 5 * 60 * 1000;
@@ -445,6 +449,10 @@ impl ActionMutation {
             .api()?;
         publish_action_removed(state, &action, removed).await?;
         action.hidden = true;
+        tell_action(state, &action, EventType::ActionUpdated, |now| {
+            Event::action_updated(&action, "hidden", now)
+        })
+        .await?;
         Ok(ActionNode::new(action))
     }
 
@@ -476,6 +484,10 @@ impl ActionMutation {
             .await
             .api()?;
         state.wake.notify_one();
+        tell_action(state, &updated, EventType::ActionUpdated, |now| {
+            Event::action_updated(&updated, "scope", now)
+        })
+        .await?;
         Ok(ActionNode::new(updated))
     }
 
@@ -498,6 +510,10 @@ impl ActionMutation {
             .await
             .api()?;
         publish_action_removed(state, &action, removed).await?;
+        tell_action(state, &action, EventType::ActionDeleted, |now| {
+            Event::action_deleted(&action, now)
+        })
+        .await?;
         Ok(ID(oid.to_hex()))
     }
 
@@ -658,4 +674,23 @@ impl ActionMutation {
         publish_removed(state, &viewer.tenant, item.into_iter().collect());
         Ok(removed)
     }
+}
+
+/// Queues the webhook event of a change to `action` the mutation made,
+/// before it answers: an acknowledged change has its event queued (a crash
+/// between the change and this loses the event of a change never
+/// acknowledged).
+async fn tell_action(
+    state: &AppState,
+    action: &Action,
+    kind: EventType,
+    event: impl FnOnce(crate::model::Millis) -> Event,
+) -> async_graphql::Result<()> {
+    let now = state.clock.now();
+    state
+        .outbox
+        .tell(&action.tenant, |l| outbox::one(l, kind, || event(now)))
+        .await
+        .api()?;
+    Ok(())
 }

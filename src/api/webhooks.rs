@@ -4,13 +4,15 @@
 use async_graphql::{Context, Object, SimpleObject, ID};
 use chrono::{DateTime, Utc};
 
-use super::cost::{bounded_first, first_cost, list_cost};
+use super::cost::{bounded_first, first_cost, list_cost, page_cost};
+use super::deliveries::{self, DeliveryState, WebhookDeliveryConnection};
 use super::error::{bad_input, not_found, ApiResultExt};
 use super::types::datetime;
 use super::{require_service, state, viewer, AppState, Viewer};
 use crate::model::limits::{check_id, MAX_LIST_LEN};
-use crate::model::{DeadDelivery, Delivery, EventType, Webhook};
-use crate::store::{StoreResult, WebhookJob};
+use crate::model::{DeadDelivery, Delivery, EventType, Tried, Webhook};
+use crate::store::records::SEPARATOR;
+use crate::store::{JobKind, StoreResult, WebhookJob};
 use crate::webhooks::outbox::{message_id, rfc3339};
 use crate::webhooks::registry::{self, MAX_WEBHOOKS, ROTATION_GRACE_MS};
 use crate::webhooks::sign::Secret;
@@ -50,6 +52,23 @@ impl WebhookNode {
         datetime(self.0.created)
     }
 
+    /// True once every attempt to reach it has failed for a day: its
+    /// deliveries wait, untried and kept, until `resumeWebhook` (or
+    /// `enableWebhook`) sends them.
+    async fn paused(&self) -> bool {
+        self.0.paused.is_some()
+    }
+
+    /// Why it was paused; null while it is not.
+    async fn paused_reason(&self) -> Option<&str> {
+        self.0.paused.as_ref().map(|p| p.reason.as_str())
+    }
+
+    /// When it was paused; null while it is not.
+    async fn paused_at(&self) -> Option<DateTime<Utc>> {
+        self.0.paused.as_ref().map(|p| datetime(p.at))
+    }
+
     /// Until when deliveries are also signed with the secret the last
     /// rotation replaced; null when only the current one signs.
     async fn previous_secret_expires_at(&self, ctx: &Context<'_>) -> Option<DateTime<Utc>> {
@@ -58,10 +77,28 @@ impl WebhookNode {
         (*until > now).then(|| datetime(*until))
     }
 
+    /// Its deliveries in `state`, in message-id order: those waiting for a
+    /// first attempt, those failed and waiting for a retry (with their
+    /// attempts, last error and status, and when they are tried next), or
+    /// those given up on. `retryWebhookDeliveries` sends the waiting ones
+    /// now; `replayDeadDeliveries` the dead ones.
+    #[graphql(complexity = "page_cost(first, child_complexity)")]
+    async fn deliveries(
+        &self,
+        ctx: &Context<'_>,
+        state: DeliveryState,
+        first: Option<i32>,
+        after: Option<String>,
+    ) -> async_graphql::Result<WebhookDeliveryConnection> {
+        deliveries::page(ctx, &self.0.id, state, first, after).await
+    }
+
     /// Deliveries given up on after a day of retries, in message-id
     /// order: the first `first` of them, past the message `after` (the
     /// last `messageId` of the page before) if given. A page shorter than
     /// `first` is the last. `replayDeadDeliveries` sends them again.
+    /// `deliveries(state: DEAD)` lists them as a connection, with their
+    /// attempts.
     #[graphql(complexity = "first_cost(Some(first), 20, MAX_DEAD_PAGE, child_complexity)")]
     async fn dead_deliveries(
         &self,
@@ -192,6 +229,8 @@ impl WebhookMutation {
             previous: None,
             enabled: true,
             created: state.clock.now(),
+            failing_since: None,
+            paused: None,
             version: 0,
         };
         registry::put(store, tenant, &hook).await.api()?;
@@ -235,14 +274,31 @@ impl WebhookMutation {
         Ok(WebhookNode(hook))
     }
 
-    /// Sends to a disabled webhook again. `service` and `admin` only.
+    /// Sends to a disabled webhook again, and resumes a paused one. Its
+    /// waiting deliveries are sent now. `service` and `admin` only.
     async fn enable_webhook(
         &self,
         ctx: &Context<'_>,
         webhook_id: ID,
     ) -> async_graphql::Result<WebhookNode> {
-        let hook = change(ctx, "enableWebhook", &webhook_id, |h| h.enabled = true).await?;
-        Ok(WebhookNode(hook))
+        let hook = change(ctx, "enableWebhook", &webhook_id, |h| {
+            h.enabled = true;
+            resume(h);
+        })
+        .await?;
+        resumed(ctx, hook).await
+    }
+
+    /// Resumes a webhook its circuit paused: its waiting deliveries are
+    /// sent now, and a day of failures pauses it again. `service` and
+    /// `admin` only.
+    async fn resume_webhook(
+        &self,
+        ctx: &Context<'_>,
+        webhook_id: ID,
+    ) -> async_graphql::Result<WebhookNode> {
+        let hook = change(ctx, "resumeWebhook", &webhook_id, resume).await?;
+        resumed(ctx, hook).await
     }
 
     /// Sends the webhook a signed `webhook.test` event now, whatever events
@@ -278,6 +334,7 @@ impl WebhookMutation {
             })
             .to_string(),
             hold: None,
+            tried: Tried::default(),
         };
         let job = WebhookJob::of(&viewer.tenant, &delivery, now).api()?;
         state.store.enqueue(&job).await.api()?;
@@ -285,9 +342,27 @@ impl WebhookMutation {
         Ok(ID(message))
     }
 
+    /// Makes every delivery of the webhook that waits for a retry due now
+    /// (those a sender is trying at this moment are left to it), so an
+    /// endpoint back from an outage gets its events without waiting out the
+    /// schedule. Returns how many were brought forward. `service` and
+    /// `admin` only.
+    async fn retry_webhook_deliveries(
+        &self,
+        ctx: &Context<'_>,
+        webhook_id: ID,
+    ) -> async_graphql::Result<u64> {
+        let (state, viewer) = (state(ctx)?, viewer(ctx)?);
+        require_service(viewer, "retryWebhookDeliveries")?;
+        let hook = found(state, viewer, &webhook_id).await?;
+        let retried = retry_now(state, &viewer.tenant, &hook.id).await.api()?;
+        Ok(retried)
+    }
+
     /// Queues a webhook's dead deliveries again (those of `messageIds`, or
     /// all), with a new day of retries; each keeps its `webhook-id`.
-    /// Returns how many were queued. `service` and `admin` only.
+    /// Returns how many were queued. A paused webhook is resumed: a replay
+    /// says the endpoint is back. `service` and `admin` only.
     async fn replay_dead_deliveries(
         &self,
         ctx: &Context<'_>,
@@ -303,7 +378,13 @@ impl WebhookMutation {
                 "messageIds has more than {MAX_LIST_LEN} entries"
             )));
         }
-        found(state, viewer, &webhook_id).await?;
+        let hook = found(state, viewer, &webhook_id).await?;
+        if hook.paused.is_some() {
+            registry::change(state.store.as_ref(), &viewer.tenant, &hook.id, resume)
+                .await
+                .api()?;
+            retry_now(state, &viewer.tenant, &hook.id).await.api()?;
+        }
         let replayed = replay(state, &viewer.tenant, &webhook_id, ids.as_deref())
             .await
             .api()?;
@@ -346,13 +427,45 @@ async fn replay(
     Ok(replayed)
 }
 
+/// Lifts a webhook's pause, and starts its count of failures anew.
+fn resume(hook: &mut Webhook) {
+    hook.paused = None;
+    hook.failing_since = None;
+}
+
+/// `hook`, just resumed: what waited while it was paused goes now.
+async fn resumed(ctx: &Context<'_>, hook: Webhook) -> async_graphql::Result<WebhookNode> {
+    let (state, viewer) = (state(ctx)?, viewer(ctx)?);
+    retry_now(state, &viewer.tenant, &hook.id).await.api()?;
+    Ok(WebhookNode(hook))
+}
+
+/// Makes the webhook's deliveries waiting for a retry due now, and wakes
+/// this process's sender. Returns how many.
+async fn retry_now(state: &AppState, tenant: &str, webhook: &str) -> StoreResult<u64> {
+    let prefix = format!("{webhook}{SEPARATOR}");
+    let now = state.clock.now();
+    let retried = state
+        .store
+        .hasten(JobKind::Webhook, tenant, &prefix, now)
+        .await?;
+    if retried > 0 {
+        state.outbox.wake.notify_one();
+    }
+    Ok(retried)
+}
+
 /// Queues `dead` again, each before it is forgotten. Returns how many.
 async fn requeue(state: &AppState, tenant: &str, dead: &[DeadDelivery]) -> StoreResult<u64> {
     let store = state.store.as_ref();
     let now = state.clock.now();
     for dead in dead {
+        let delivery = Delivery {
+            tried: Tried::default(),
+            ..dead.delivery.clone()
+        };
         store
-            .enqueue(&WebhookJob::of(tenant, &dead.delivery, now)?)
+            .enqueue(&WebhookJob::of(tenant, &delivery, now)?)
             .await?;
         registry::unbury(store, tenant, dead).await?;
     }

@@ -5,6 +5,8 @@
 use futures_util::{stream, StreamExt};
 use tokio_util::sync::CancellationToken;
 
+use crate::store::NoticeSource;
+
 use super::*;
 
 /// Jobs of one kind (bumps, notice jobs) run at once, as many as one claim
@@ -89,6 +91,14 @@ impl Worker {
                 let owed = async {
                     let job = NoticeJob::of_job(&lease.job)?;
                     let notices = notify::for_job(store, rules, &job).await?;
+                    // Before the job is finished: see `webhooks`.
+                    if let NoticeSource::Like { action_id, user } = &job.source {
+                        let (tenant, id) = (&job.tenant, action_id.to_hex());
+                        let like = || Event::reaction_added(tenant, &id, user, job.at);
+                        self.outbox
+                            .tell(tenant, |l| outbox::one(l, EventType::ReactionAdded, like))
+                            .await?;
+                    }
                     Ok(((), job.tenant, notices))
                 }
                 .await;

@@ -64,6 +64,7 @@ impl Worker {
             let work = follow::show(store, &self.hub, &self.config.model, &job);
             let shown = self.keeping_lease(lease, work).await?;
             info!(reader = %job.reader, actor = %job.actor, shown = shown.len(), "a follow cut off before its backfill has it now");
+            outbox::tell_followed(&self.outbox, &job).await?;
         }
         self.metrics.job("follow", true);
         store.finish(lease).await

@@ -20,7 +20,7 @@ pub use notice::{
     MEMBERS_KEPT,
 };
 pub use reaction::{Comment, Counts};
-pub use webhook::{DeadDelivery, Delivery, EventType, Hold, Webhook};
+pub use webhook::{DeadDelivery, Delivery, EventType, Hold, Paused, Tried, Webhook};
 
 /// Milliseconds since the Unix epoch.
 pub type Millis = i64;

@@ -23,6 +23,18 @@ pub enum EventType {
     /// A comment was added to an action.
     #[serde(rename = "comment.added")]
     CommentAdded,
+    /// An action was changed: its scope set, or hidden.
+    #[serde(rename = "action.updated")]
+    ActionUpdated,
+    /// An action was deleted.
+    #[serde(rename = "action.deleted")]
+    ActionDeleted,
+    /// A user liked an action.
+    #[serde(rename = "reaction.added")]
+    ReactionAdded,
+    /// A user followed another user or a group.
+    #[serde(rename = "followed")]
+    Followed,
     /// Sent by `sendTestEvent` to one endpoint, whatever events it hears
     /// (not one to register).
     #[serde(rename = "webhook.test")]
@@ -37,6 +49,10 @@ impl EventType {
             EventType::ActionDelivered => "action.delivered",
             EventType::NotificationAdded => "notification.added",
             EventType::CommentAdded => "comment.added",
+            EventType::ActionUpdated => "action.updated",
+            EventType::ActionDeleted => "action.deleted",
+            EventType::ReactionAdded => "reaction.added",
+            EventType::Followed => "followed",
             EventType::WebhookTest => "webhook.test",
         }
     }
@@ -57,9 +73,24 @@ pub struct Webhook {
     pub previous: Option<(String, Millis)>,
     pub enabled: bool,
     pub created: Millis,
+    /// Since when every attempt to reach it failed; none once one
+    /// succeeds. A day of it pauses the endpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failing_since: Option<Millis>,
+    /// Paused by the circuit: its deliveries wait, untried, until it is
+    /// resumed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<Paused>,
     /// The record's version (not stored in the body).
     #[serde(skip)]
     pub version: u64,
+}
+
+/// Why and since when an endpoint is paused.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Paused {
+    pub at: Millis,
+    pub reason: String,
 }
 
 impl Webhook {
@@ -109,6 +140,28 @@ pub struct Delivery {
     pub body: String,
     #[serde(default)]
     pub hold: Option<Hold>,
+    /// How its attempts went so far; none before the first.
+    #[serde(default, skip_serializing_if = "Tried::is_none")]
+    pub tried: Tried,
+}
+
+/// How a delivery's attempts went: the sender writes it into the job it
+/// gives back to wait for a retry.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tried {
+    /// Attempts made, all failed.
+    pub attempts: u32,
+    /// Why the last failed (no secret, no URL).
+    pub error: Option<String>,
+    /// The HTTP status the endpoint answered last, if it answered.
+    pub status: Option<u16>,
+}
+
+impl Tried {
+    /// No attempt yet.
+    pub fn is_none(&self) -> bool {
+        self.attempts == 0
+    }
 }
 
 /// A delivery given up on: what was sent, and how it last failed.

@@ -28,7 +28,15 @@
 //!   work is done either way.
 //! - [`JobStore::defer`] gives a held job back to wait until a time: it is
 //!   due then, held by nobody (the next claim is not `taken_over`), and
-//!   nothing ends that wait early, a restart included.
+//!   nothing but [`JobStore::hasten`] ends that wait early, a restart
+//!   included. It keeps the payload its lease carries (`lease.job.payload`,
+//!   which the holder may have changed: a delivery records its attempts),
+//!   in the same step.
+//! - [`JobStore::hasten`] makes the jobs of a kind and tenant under a key
+//!   prefix that wait for a later time due at once, each in one step with
+//!   no moment when it is not queued (a crash leaves it waiting or due,
+//!   never gone). Leases running at that time are left be, and so are jobs
+//!   already due. It answers how many it brought forward.
 //! - [`JobStore::backlog`] counts the jobs of a kind, waiting or leased, and
 //!   says when the oldest was queued: for `/metrics`.
 //! - [`Jobs::cancel`] removes a job whether it waits or is leased; its
@@ -194,6 +202,21 @@ pub struct Queued {
     pub job: Job,
     /// Its lease, while one is held (it may have run out).
     pub held: Option<Held>,
+    /// The time it waits for, when it was deferred and nobody holds it;
+    /// none when it is due since it was queued, or held.
+    pub waits_until: Option<Millis>,
+}
+
+impl Queued {
+    /// A stored job whose lease is `worker` until `until`, as listed.
+    pub fn of(job: Job, worker: Option<&str>, until: Millis) -> Queued {
+        let waits_until = (worker.is_none() && until != Millis::MIN).then_some(until);
+        Queued {
+            job,
+            held: Held::of(worker, until),
+            waits_until,
+        }
+    }
 }
 
 /// A lease as the queue holds it.
@@ -293,9 +316,10 @@ pub trait JobStore: Send + Sync {
     /// Extends a held lease to `now + lease_ms`. `LeaseLost` if another worker
     /// holds the job or it is gone.
     async fn renew(&self, lease: &Lease, now: Millis) -> StoreResult<()>;
-    /// Gives a held job back to wait until `at`: nobody holds it, and it is
-    /// due from `at` on, across a restart too (a retry's time). `LeaseLost`
-    /// as for [`JobStore::renew`].
+    /// Gives a held job back to wait until `at` with the payload
+    /// `lease.job` carries: nobody holds it, and it is due from `at` on,
+    /// across a restart too (a retry's time). `LeaseLost` as for
+    /// [`JobStore::renew`].
     async fn defer(&self, lease: &Lease, at: Millis) -> StoreResult<()>;
     /// Ends a job as `end` says. Returns whether there was one to end.
     async fn end(&self, end: JobEnd<'_>) -> StoreResult<bool>;
@@ -306,6 +330,12 @@ pub trait JobStore: Send + Sync {
     /// apply (a reader's pending cleanups). Cheap when there are none.
     async fn queued(&self, kind: JobKind, tenant: &str, prefix: &str)
         -> StoreResult<Vec<Queued>>;
+    /// Makes the jobs of `kind` and `tenant` whose key begins with `prefix`
+    /// and that wait for a time past `now` due at `now`; jobs held under a
+    /// lease running at `now` are not touched. Returns how many were
+    /// brought forward (an operator's "retry now").
+    async fn hasten(&self, kind: JobKind, tenant: &str, prefix: &str, now: Millis)
+        -> StoreResult<u64>;
 }
 }
 

@@ -16,8 +16,11 @@
 //! - **The sender** ([`send`]) claims delivery jobs under a lease, signs
 //!   and posts each, retries failures on a schedule for a day, then keeps
 //!   what still fails as a dead delivery to replay.
+//! - **The circuit** ([`circuit`]) pauses an endpoint whose attempts have
+//!   all failed for a day; its deliveries wait until it is resumed.
 //! - [`sign`] is the signature; [`target`] the endpoint check (SSRF).
 
+pub mod circuit;
 pub mod outbox;
 pub mod registry;
 pub mod send;

@@ -18,9 +18,10 @@ use tokio::sync::Notify;
 
 use super::registry;
 use crate::clock::Clock;
-use crate::model::{Action, Comment, Delivery, EventType, Hold, Millis, Notice, Webhook};
+use crate::model::EdgeKind;
+use crate::model::{Action, Comment, Delivery, EventType, Hold, Millis, Notice, Tried, Webhook};
 use crate::store::records::SEPARATOR;
-use crate::store::{JobKind, Store, StoreResult, WebhookJob};
+use crate::store::{FollowJob, JobKind, Store, StoreResult, WebhookJob};
 
 /// How long a process trusts the webhooks it read of a tenant. A change
 /// made in this process is seen at once; one made in another process
@@ -126,6 +127,86 @@ impl Event {
         }
     }
 
+    /// `action.updated`: `action` as `change` (`scope`, `hidden`) left it
+    /// at `now`. Each change is its own message.
+    pub fn action_updated(action: &Action, change: &str, now: Millis) -> Event {
+        Event {
+            kind: EventType::ActionUpdated,
+            subject: format!("{}{SEPARATOR}{change}{SEPARATOR}{now}", action.id.to_hex()),
+            at: now,
+            data: json!({
+                "tenant": action.tenant,
+                "actionId": action.id.to_hex(),
+                "actorId": action.actor_id,
+                "change": change,
+                "scope": action.scope,
+                "hidden": action.hidden,
+            }),
+            hold: None,
+        }
+    }
+
+    /// `action.deleted`: an action is gone, at `now`.
+    pub fn action_deleted(action: &Action, now: Millis) -> Event {
+        Event {
+            kind: EventType::ActionDeleted,
+            subject: action.id.to_hex(),
+            at: now,
+            data: json!({
+                "tenant": action.tenant,
+                "actionId": action.id.to_hex(),
+                "actorId": action.actor_id,
+            }),
+            hold: None,
+        }
+    }
+
+    /// `reaction.added`: `user` liked `action_id` at `at`, as the like's
+    /// notice job carries it. Each like is its own message.
+    pub fn reaction_added(tenant: &str, action_id: &str, user: &str, at: Millis) -> Event {
+        Event {
+            kind: EventType::ReactionAdded,
+            subject: format!("{action_id}{SEPARATOR}{user}{SEPARATOR}{at}"),
+            at,
+            data: json!({
+                "tenant": tenant,
+                "actionId": action_id,
+                "userId": user,
+                "kind": "like",
+                "at": rfc3339(at),
+            }),
+            hold: None,
+        }
+    }
+
+    /// `followed`: the follow `job` carries (of a user or a group; a
+    /// friendship is not a follow), told before the job ends. None for
+    /// another edge.
+    pub fn followed(job: &FollowJob) -> Option<Event> {
+        let target = match job.kind {
+            EdgeKind::Follows => "user",
+            EdgeKind::Group => "group",
+            EdgeKind::Friend => return None,
+        };
+        let subject = format!(
+            "{}{SEPARATOR}{}{SEPARATOR}{target}{SEPARATOR}{}",
+            job.reader, job.actor, job.at
+        );
+        Some(Event {
+            kind: EventType::Followed,
+            subject,
+            at: job.at,
+            data: json!({
+                "tenant": job.tenant,
+                "userId": job.reader,
+                "followedId": job.actor,
+                "target": target,
+                "at": rfc3339(job.at),
+            }),
+            hold: None,
+        })
+    }
+
     /// `notification.added`: one notice for `owner`, subject to their
     /// preferences (only notices they want are told).
     pub fn notification_added(tenant: &str, owner: &str, notice: &Notice) -> Event {
@@ -159,6 +240,29 @@ pub fn action_events(listening: &Listening, action: &Action, now: Millis) -> Vec
         events.push(Event::action_delivered(action, now));
     }
     events
+}
+
+/// The one event of `kind` an action's change tells, if any endpoint
+/// hears it.
+pub fn one(listening: &Listening, kind: EventType, event: impl FnOnce() -> Event) -> Vec<Event> {
+    listening.wants(kind).then(event).into_iter().collect()
+}
+
+/// Tells the follow `job` carries, if it is one and an endpoint hears it.
+pub async fn tell_followed(outbox: &Outbox, job: &FollowJob) -> StoreResult<()> {
+    if job.kind == EdgeKind::Friend {
+        return Ok(());
+    }
+    outbox
+        .tell(&job.tenant, |l| {
+            if l.wants(EventType::Followed) {
+                Event::followed(job).into_iter().collect()
+            } else {
+                Vec::new()
+            }
+        })
+        .await
+        .map(drop)
 }
 
 /// What notices written (or found written) for their owners tell.
@@ -278,6 +382,7 @@ impl Outbox {
                     event: event.kind,
                     body: body.clone(),
                     hold: event.hold.clone(),
+                    tried: Tried::default(),
                 };
                 jobs.push(WebhookJob::of(tenant, &delivery, now)?);
             }

@@ -27,13 +27,14 @@ use futures_util::{stream, StreamExt};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use super::circuit;
 use super::outbox::Outbox;
 use super::registry;
 use super::target;
 use crate::clock::Clock;
 use crate::metrics::Metrics;
-use crate::model::{DeadDelivery, Delivery, Millis, Webhook};
-use crate::store::{JobKind, Jobs, Lease, Store, StoreResult};
+use crate::model::{DeadDelivery, Delivery, Millis, Tried, Webhook};
+use crate::store::{JobKind, Jobs, Lease, Store, StoreError, StoreResult};
 
 const SECOND: Millis = 1000;
 const MINUTE: Millis = 60 * SECOND;
@@ -119,7 +120,10 @@ enum Outcome {
     Gone,
     /// The webhook is disabled: kept dead at once, to replay.
     Disabled,
-    Failed(String),
+    /// The webhook is paused by its circuit: it waits, untried.
+    Paused,
+    /// Why, and the status the endpoint answered if it did.
+    Failed(String, Option<u16>),
 }
 
 impl Sender {
@@ -203,32 +207,62 @@ impl Sender {
     /// One attempt of the delivery `lease` holds, and what follows from it.
     async fn attempt(&self, lease: &Lease) -> StoreResult<()> {
         let delivery: Delivery = lease.job.payload()?;
-        let outcome = self.send(lease, &delivery).await?;
         let store = self.store.as_ref();
+        let tenant = &lease.job.tenant;
+        let hook = registry::get(store, tenant, &delivery.webhook).await?;
+        let outcome = match &hook {
+            None => Outcome::Gone,
+            Some(hook) if !hook.enabled => Outcome::Disabled,
+            Some(hook) if hook.paused.is_some() => Outcome::Paused,
+            Some(hook) => self.send(lease, hook, &delivery).await?,
+        };
         let now = self.clock.now();
         match outcome {
             Outcome::Sent => {
                 self.metrics.webhook("sent");
+                if let Some(hook) = hook.filter(|h| h.failing_since.is_some()) {
+                    circuit::reached(store, tenant, &hook).await?;
+                }
                 store.finish(lease).await
             }
             Outcome::Gone => store.finish(lease).await,
             Outcome::Held => store.defer(lease, now.saturating_add(HOLD_MS)).await,
+            Outcome::Paused => {
+                store
+                    .defer(lease, now.saturating_add(circuit::LOOK_AGAIN_MS))
+                    .await
+            }
             Outcome::Disabled => {
                 let why = "the webhook was disabled when it came due".to_owned();
                 self.bury(lease, delivery, now, why).await
             }
-            Outcome::Failed(why) => {
+            Outcome::Failed(why, status) => {
                 self.metrics.webhook("failed");
+                if let Some(hook) = &hook {
+                    circuit::failed(store, tenant, hook, now, &why).await?;
+                }
+                let mut delivery = delivery;
+                delivery.tried = Tried {
+                    attempts: delivery.tried.attempts.saturating_add(1),
+                    error: Some(why.clone()),
+                    status,
+                };
                 let elapsed = now.saturating_sub(lease.job.queued);
                 match RETRY_AT.iter().find(|&&at| at > elapsed) {
                     Some(at) => {
-                        warn!(webhook = %delivery.webhook, message = %delivery.message, cause = %why, retry_in_ms = lease.job.queued.saturating_add(*at) - now, "webhook delivery failed; retrying");
+                        warn!(webhook = %delivery.webhook, message = %delivery.message, status, cause = %why, retry_in_ms = lease.job.queued.saturating_add(*at) - now, "webhook delivery failed; retrying");
                         self.metrics.webhook("retried");
                         let due = lease.job.queued.saturating_add(*at);
-                        store.defer(lease, due).await
+                        // The attempt is recorded in the job given back, in
+                        // the same step: the deliveries view reads it there.
+                        let mut tried = lease.clone();
+                        tried.job.payload = serde_json::to_string(&delivery).map_err(|e| {
+                            StoreError::internal("cannot encode a webhook delivery", e)
+                        })?;
+                        store.defer(&tried, due).await
                     }
                     None => {
-                        warn!(webhook = %delivery.webhook, message = %delivery.message, cause = %why, "webhook delivery failed for a day; kept as dead");
+                        warn!(webhook = %delivery.webhook, message = %delivery.message, status, cause = %why, "webhook delivery failed for a day; kept as dead");
                         self.bury(lease, delivery, now, why).await
                     }
                 }
@@ -259,16 +293,15 @@ impl Sender {
         Ok(())
     }
 
-    /// Signs and posts one delivery.
-    async fn send(&self, lease: &Lease, delivery: &Delivery) -> StoreResult<Outcome> {
+    /// Signs and posts one delivery to `hook`.
+    async fn send(
+        &self,
+        lease: &Lease,
+        hook: &Webhook,
+        delivery: &Delivery,
+    ) -> StoreResult<Outcome> {
         let store = self.store.as_ref();
         let tenant = &lease.job.tenant;
-        let Some(hook) = registry::get(store, tenant, &delivery.webhook).await? else {
-            return Ok(Outcome::Gone);
-        };
-        if !hook.enabled {
-            return Ok(Outcome::Disabled);
-        }
         if let Some(hold) = &delivery.hold {
             let kind = JobKind::of_code(&hold.kind)?;
             let running = store.queued(kind, tenant, &hold.key).await?;
@@ -278,19 +311,19 @@ impl Sender {
         }
         let url = match Webhook::check_url(&hook.url) {
             Ok(url) => url,
-            Err(why) => return Ok(Outcome::Failed(why)),
+            Err(why) => return Ok(Outcome::Failed(why, None)),
         };
         if let Some(ip) = target::literal_ip(&url) {
             let host = url.host_str().unwrap_or_default();
             let at = [SocketAddr::new(ip, 0)];
             if let Err(why) = target::check(host, &at, self.config.allow_private) {
-                return Ok(Outcome::Failed(why));
+                return Ok(Outcome::Failed(why, None));
             }
         }
         let now = self.clock.now();
         let timestamp = now.div_euclid(1000);
         let body = delivery.body.as_bytes();
-        let signature: Vec<String> = registry::secrets(&hook, now)?
+        let signature: Vec<String> = registry::secrets(hook, now)?
             .iter()
             .map(|s| s.sign(&delivery.message, timestamp, body))
             .collect();
@@ -306,8 +339,11 @@ impl Sender {
             .await;
         Ok(match sent {
             Ok(answer) if answer.status().is_success() => Outcome::Sent,
-            Ok(answer) => Outcome::Failed(format!("the endpoint answered {}", answer.status())),
-            Err(err) => Outcome::Failed(describe(&err)),
+            Ok(answer) => Outcome::Failed(
+                format!("the endpoint answered {}", answer.status()),
+                Some(answer.status().as_u16()),
+            ),
+            Err(err) => Outcome::Failed(describe(&err), None),
         })
     }
 }

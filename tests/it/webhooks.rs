@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use crate::common::{first_error_code, Backend, Client, Stopped, TestServer, PATIENCE};
 use crate::on_both_backends;
 
-const T: &str = "acme";
+pub(crate) const T: &str = "acme";
 
 /// One request the receiver got.
 #[derive(Clone, Debug)]
@@ -154,7 +154,7 @@ const DEAD: &str = "query($id: ID!) { webhook(webhookId: $id) {
 
 /// Registers `url` for `events` as the application's backend; the
 /// webhook's id and secret.
-async fn register(backend: &Client, url: &str, events: Value) -> (String, String) {
+pub(crate) async fn register(backend: &Client, url: &str, events: Value) -> (String, String) {
     let data = backend
         .data(REGISTER, json!({ "url": url, "events": events }))
         .await;
@@ -170,7 +170,7 @@ async fn register(backend: &Client, url: &str, events: Value) -> (String, String
 
 /// A server that may send webhooks to loopback, on `backend`'s store, with
 /// `clock` if given.
-async fn start(backend: Backend, clock: Option<Arc<ManualClock>>) -> Option<TestServer> {
+pub(crate) async fn start(backend: Backend, clock: Option<Arc<ManualClock>>) -> Option<TestServer> {
     let (store, dir) = crate::common::store_url(backend)?;
     Some(start_on(Stopped { store, dir }, clock).await)
 }
@@ -385,7 +385,7 @@ async fn retry_times_survive_a_restart(backend: Backend) {
 /// Waits for `n` passes of the sender that begin from now on: the last of
 /// them began after every earlier one had settled, so it saw the clock as
 /// it is now.
-async fn sender_passes(server: &TestServer, n: u64) {
+pub(crate) async fn sender_passes(server: &TestServer, n: u64) {
     let name = "riverfeed_webhook_sender_rounds_total";
     let from = server.metric(name).await;
     wait_metric(server, name, from + n).await;
@@ -463,7 +463,7 @@ async fn replay(app: &Client, hook: &str, messages: Option<Value>) -> u64 {
 }
 
 /// Waits until the counter `name` reaches `n`.
-async fn wait_metric(server: &TestServer, name: &str, n: u64) {
+pub(crate) async fn wait_metric(server: &TestServer, name: &str, n: u64) {
     let deadline = Instant::now() + PATIENCE;
     while server.metric(name).await < n {
         assert!(Instant::now() < deadline, "{name} never reached {n}");

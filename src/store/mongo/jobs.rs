@@ -14,9 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::{db_err, is_duplicate, MongoStore};
 use crate::model::{Comment, Millis, ObjectId};
 use crate::store::codes::ENDED;
-use crate::store::jobs::{
-    lease_lost, Held, Job, JobBacklog, JobEnd, JobKind, JobStore, Lease, Queued,
-};
+use crate::store::jobs::{lease_lost, Job, JobBacklog, JobEnd, JobKind, JobStore, Lease, Queued};
 use crate::store::{BumpJob, FanOutJob, NoticeJob, StoreResult, Unfollow};
 
 /// The `meta` document of the jobs layout's version: which earlier queues
@@ -436,7 +434,10 @@ impl JobStore for MongoStore {
             .jobs
             .update_one(
                 filter,
-                doc! { "$set": { "until": at.max(Millis::MIN + 1) }, "$unset": { "worker": "" } },
+                doc! {
+                    "$set": { "until": at.max(Millis::MIN + 1), "payload": &job.payload },
+                    "$unset": { "worker": "" },
+                },
             )
             .await
             .map_err(db_err)?;
@@ -477,13 +478,42 @@ impl JobStore for MongoStore {
         let mut jobs = Vec::new();
         while let Some(found) = cursor.next().await {
             let found = found.map_err(db_err)?;
-            let held = Held::of(found.worker.as_deref(), found.until);
-            jobs.push(Queued {
-                job: found.into_job()?,
-                held,
-            });
+            let (worker, until) = (found.worker.clone(), found.until);
+            jobs.push(Queued::of(found.into_job()?, worker.as_deref(), until));
         }
         Ok(jobs)
+    }
+
+    async fn hasten(
+        &self,
+        kind: JobKind,
+        tenant: &str,
+        prefix: &str,
+        now: Millis,
+    ) -> StoreResult<u64> {
+        let mut key = doc! { "$gte": prefix };
+        if let Some(end) = past_prefix(prefix) {
+            key.insert("$lt", end);
+        }
+        // One update per document, each atomic: a deferred job (nobody
+        // holds it) whose time is still to come is due now instead. A
+        // claim racing it takes the job either way.
+        let filter = doc! {
+            "kind": kind.code(),
+            "tenant": tenant,
+            "key": key,
+            "worker": { "$exists": false },
+            "until": { "$gt": now },
+        };
+        let hastened = self
+            .jobs
+            .update_many(
+                filter,
+                doc! { "$set": { "until": now.max(Millis::MIN + 1) } },
+            )
+            .await
+            .map_err(db_err)?;
+        Ok(hastened.modified_count)
     }
 
     async fn backlog(&self, kind: JobKind) -> StoreResult<JobBacklog> {

@@ -285,6 +285,8 @@ async fn populate_webhooks(store: &dyn Store) -> StoreResult<WebhookDelivery> {
         previous: Some((Secret::draw().to_text(), NOW + 1_000)),
         enabled: true,
         created: NOW,
+        failing_since: None,
+        paused: None,
         version: 0,
     };
     registry::put(store, T, &hook).await?;
@@ -294,6 +296,7 @@ async fn populate_webhooks(store: &dyn Store) -> StoreResult<WebhookDelivery> {
         event: EventType::ActionRecorded,
         body: r#"{"type":"action.recorded"}"#.into(),
         hold: None,
+        tried: Default::default(),
     };
     store.enqueue(&WebhookJob::of(T, &delivery, NOW)?).await?;
     let held = store

@@ -54,6 +54,7 @@ use riverfeed::store::prelude::*;
 use riverfeed::store::{Delivery, Direction, FeedRange, StoreSettings};
 
 use crate::common::{Backend, HeldFanOut, TestStore};
+use crate::store_job_changes;
 use crate::store_jobs;
 
 /// One test per case per backend, and per MongoDB layout for the cases that
@@ -143,6 +144,8 @@ store_cases! {
         store_jobs::a_claim_leases_each_job_once,
         store_jobs::expired_leases_are_taken_over,
         store_jobs::deferred_jobs_wait_for_their_time,
+        store_job_changes::deferral_keeps_the_payload_it_carries,
+        store_job_changes::hasten_makes_deferred_jobs_due_now,
         store_jobs::claims_see_what_comes_behind_them,
         store_jobs::queued_while_claiming_all_claimed,
         store_jobs::lost_leases_cannot_renew_or_finish,

@@ -15,9 +15,7 @@ use super::{EmbeddedStore, Inner};
 use std::sync::atomic::Ordering;
 
 use crate::model::Millis;
-use crate::store::jobs::{
-    lease_lost, Held, Job, JobBacklog, JobEnd, JobKind, JobStore, Lease, Queued,
-};
+use crate::store::jobs::{lease_lost, Job, JobBacklog, JobEnd, JobKind, JobStore, Lease, Queued};
 use crate::store::StoreResult;
 
 mod earlier;
@@ -435,7 +433,7 @@ impl Inner {
         let stored = Stored {
             until: at.max(Millis::MIN + 1),
             worker: None,
-            payload: old.payload.clone(),
+            payload: job.payload.clone(),
             queued: old.queued,
         };
         let mut batch = WriteBatch::default();
@@ -491,13 +489,53 @@ impl Inner {
             let key =
                 std::str::from_utf8(&k[of_tenant.len()..]).map_err(|_| keys::corrupt("job key"))?;
             let stored: Stored = keys::decode_record(v)?;
-            jobs.push(Queued {
-                job: stored.job(kind, tenant, key),
-                held: Held::of(stored.worker.as_deref(), stored.until),
-            });
+            let job = stored.job(kind, tenant, key);
+            jobs.push(Queued::of(job, stored.worker.as_deref(), stored.until));
             Ok(())
         })?;
         Ok(jobs)
+    }
+
+    fn hasten(&self, kind: JobKind, tenant: &str, prefix: &str, now: Millis) -> StoreResult<u64> {
+        let later: Vec<(String, Vec<u8>)> = self
+            .queued(kind, tenant, prefix)?
+            .into_iter()
+            .filter(|q| q.waits_until.is_some_and(|until| until > now))
+            .map(|q| {
+                let at = job_key(kind, tenant, &q.job.key);
+                (q.job.key, at)
+            })
+            .collect();
+        if later.is_empty() {
+            return Ok(0);
+        }
+        // Looked at again under their locks: a sender may have claimed
+        // one since, or finished it.
+        let locks: Vec<&Vec<u8>> = later.iter().map(|(_, at)| at).collect();
+        let _lock = self.lock(&locks);
+        let mut batch = WriteBatch::default();
+        let mut hastened = 0;
+        for (key, at) in &later {
+            let Some(old) = self.stored_job(at)? else {
+                continue;
+            };
+            if old.worker.is_some() || old.until == Millis::MIN || old.until <= now {
+                continue;
+            }
+            let stored = Stored {
+                payload: old.payload.clone(),
+                queued: old.queued,
+                until: now.max(Millis::MIN + 1),
+                worker: None,
+            };
+            let job = old.job(kind, tenant, key);
+            self.put_job(&mut batch, &job, Some(&old), &stored)?;
+            hastened += 1;
+        }
+        // One batch: each job moves from its time to now in one write.
+        // Unsynced, as a deferral: lost with the machine, it waits its time.
+        self.commit_unsynced(batch)?;
+        Ok(hastened)
     }
 
     fn backlog(&self, kind: JobKind) -> StoreResult<JobBacklog> {
@@ -640,5 +678,20 @@ impl JobStore for EmbeddedStore {
 
     async fn backlog(&self, kind: JobKind) -> StoreResult<JobBacklog> {
         self.blocking(move |db| db.backlog(kind)).await
+    }
+
+    async fn hasten(
+        &self,
+        kind: JobKind,
+        tenant: &str,
+        prefix: &str,
+        now: Millis,
+    ) -> StoreResult<u64> {
+        if self.inner()?.queued_jobs[slot(kind)].load(Ordering::SeqCst) == 0 {
+            return Ok(0);
+        }
+        let (tenant, prefix) = (tenant.to_owned(), prefix.to_owned());
+        self.blocking(move |db| db.hasten(kind, &tenant, &prefix, now))
+            .await
     }
 }

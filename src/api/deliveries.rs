@@ -1,0 +1,207 @@
+//! A webhook's deliveries as an operator sees them: those waiting for a
+//! first attempt, those failed and waiting for a retry (read from the
+//! delivery jobs, which carry their attempts), and those given up on.
+
+use async_graphql::{Context, Enum, Object, ID};
+use chrono::{DateTime, Utc};
+
+use super::cursor::ListId;
+use super::error::ApiResultExt;
+use super::page::{connection, PageInfo};
+use super::types::datetime;
+use super::{state, viewer};
+use crate::model::limits::page_size;
+use crate::model::{DeadDelivery, Delivery, EventType, Millis};
+use crate::store::records::SEPARATOR;
+use crate::store::{JobKind, Queued, StoreResult};
+use crate::webhooks::registry;
+
+/// Where a delivery stands.
+#[derive(Enum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeliveryState {
+    /// Queued, not attempted yet.
+    Pending,
+    /// Failed at least once, waiting for its retry.
+    Failed,
+    /// Given up on after a day of retries (or found its webhook
+    /// disabled): `replayDeadDeliveries` sends it again.
+    Dead,
+}
+
+impl DeliveryState {
+    fn code(self) -> &'static str {
+        match self {
+            DeliveryState::Pending => "pending",
+            DeliveryState::Failed => "failed",
+            DeliveryState::Dead => "dead",
+        }
+    }
+}
+
+/// One event for one endpoint, and how its attempts went.
+pub struct WebhookDelivery {
+    delivery: Delivery,
+    state: DeliveryState,
+    queued: Millis,
+    next: Option<Millis>,
+    /// A dead one's last error, which it keeps beside its delivery.
+    error: Option<String>,
+}
+
+/// One event for one endpoint, and how its attempts went.
+#[Object]
+impl WebhookDelivery {
+    /// Its `webhook-id`, the same on every attempt.
+    async fn message_id(&self) -> ID {
+        ID(self.delivery.message.clone())
+    }
+
+    async fn event_type(&self) -> EventType {
+        self.delivery.event
+    }
+
+    async fn state(&self) -> DeliveryState {
+        self.state
+    }
+
+    /// Attempts made so far, all failed.
+    async fn attempts(&self) -> u32 {
+        self.delivery.tried.attempts
+    }
+
+    /// Why the last attempt failed; null before the first.
+    async fn last_error(&self) -> Option<&str> {
+        self.error
+            .as_deref()
+            .or(self.delivery.tried.error.as_deref())
+    }
+
+    /// The HTTP status the endpoint last answered; null before the first
+    /// attempt and when it did not answer (refused, timed out).
+    async fn last_status(&self) -> Option<u16> {
+        self.delivery.tried.status
+    }
+
+    /// When it is tried next: for one not tried yet, when it was queued (it
+    /// goes as soon as a sender is free); null while a sender is trying it
+    /// and for a dead one.
+    async fn next_attempt_at(&self) -> Option<DateTime<Utc>> {
+        self.next.map(datetime)
+    }
+
+    /// When its event was queued (a replay queues it anew).
+    async fn queued_at(&self) -> DateTime<Utc> {
+        datetime(self.queued)
+    }
+}
+
+connection!(
+    WebhookDeliveryConnection,
+    WebhookDeliveryEdge,
+    WebhookDelivery,
+    "webhook delivery"
+);
+
+/// A page of `webhook`'s deliveries in `state`, in message-id order.
+pub async fn page(
+    ctx: &Context<'_>,
+    webhook: &str,
+    wanted: DeliveryState,
+    first: Option<i32>,
+    after: Option<String>,
+) -> async_graphql::Result<WebhookDeliveryConnection> {
+    let (state, viewer) = (state(ctx)?, viewer(ctx)?);
+    let limit = page_size("first", first).api()?;
+    let cursors = &state.cursors;
+    let list = ListId::deliveries(cursors, &viewer.tenant, webhook, wanted.code());
+    let after = after.map(|c| list.decode_string(&c)).transpose()?;
+    let store = state.store.as_ref();
+    let tenant = &viewer.tenant;
+    let mut found = match wanted {
+        DeliveryState::Dead => registry::dead(store, tenant, webhook, after.as_deref(), limit + 1)
+            .await
+            .api()?
+            .into_iter()
+            .map(dead)
+            .collect(),
+        _ => waiting(store, tenant, webhook, wanted, after.as_deref(), limit + 1)
+            .await
+            .api()?,
+    };
+    let has_next = found.len() > limit;
+    found.truncate(limit);
+    let edges: Vec<WebhookDeliveryEdge> = found
+        .into_iter()
+        .map(|node| WebhookDeliveryEdge {
+            cursor: list.lazy_string(&node.delivery.message),
+            node,
+        })
+        .collect();
+    Ok(WebhookDeliveryConnection {
+        page_info: PageInfo {
+            has_previous_page: after.is_some(),
+            has_next_page: has_next,
+            start_cursor: edges.first().map(|e| e.cursor.seal(cursors)),
+            end_cursor: edges.last().map(|e| e.cursor.seal(cursors)),
+        },
+        edges,
+    })
+}
+
+/// Up to `limit` of the webhook's queued deliveries in `wanted`, past the
+/// message `after`. The jobs of one webhook are read from the queue (keys
+/// `<webhook> <message>`, in message order).
+async fn waiting(
+    store: &dyn crate::store::Store,
+    tenant: &str,
+    webhook: &str,
+    wanted: DeliveryState,
+    after: Option<&str>,
+    limit: usize,
+) -> StoreResult<Vec<WebhookDelivery>> {
+    let prefix = format!("{webhook}{SEPARATOR}");
+    let queued = store.queued(JobKind::Webhook, tenant, &prefix).await?;
+    let mut out = Vec::new();
+    for job in queued {
+        let node = of_job(job)?;
+        if node.state != wanted || after.is_some_and(|a| node.delivery.message.as_str() <= a) {
+            continue;
+        }
+        out.push(node);
+        if out.len() == limit {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+fn of_job(queued: Queued) -> StoreResult<WebhookDelivery> {
+    let delivery: Delivery = queued.job.payload()?;
+    let state = if delivery.tried.attempts == 0 {
+        DeliveryState::Pending
+    } else {
+        DeliveryState::Failed
+    };
+    let next = match (&queued.held, queued.waits_until) {
+        (_, Some(until)) => Some(until),
+        (Some(_), None) => None,
+        (None, None) => Some(queued.job.queued),
+    };
+    Ok(WebhookDelivery {
+        delivery,
+        state,
+        queued: queued.job.queued,
+        next,
+        error: None,
+    })
+}
+
+fn dead(dead: DeadDelivery) -> WebhookDelivery {
+    WebhookDelivery {
+        delivery: dead.delivery,
+        state: DeliveryState::Dead,
+        queued: dead.queued,
+        next: None,
+        error: Some(dead.error),
+    }
+}

@@ -1,0 +1,109 @@
+//! The conformance cases of what a job's holder and an operator change in
+//! a waiting job (`JobStore::defer` with a new payload, `JobStore::hasten`),
+//! beside the lease semantics of `store_jobs.rs`; run by the store suite on
+//! every backend.
+
+use anyhow::{ensure, Result};
+use riverfeed::store::prelude::*;
+use riverfeed::store::{Job, JobKind, Lease};
+
+const T: &str = "jobs";
+const LEASE: i64 = 500;
+
+fn job(kind: JobKind, tenant: &str, key: &str, queued: i64) -> Job {
+    Job::new(kind, tenant, key, &format!("payload of {key}"), queued).expect("a payload")
+}
+
+fn keys(leases: &[Lease]) -> Vec<&str> {
+    leases.iter().map(|l| l.job.key.as_str()).collect()
+}
+
+/// A deferral keeps the payload its lease carries: what the holder
+/// recorded (a delivery's attempts) is what the next claim reads, and the
+/// listing shows the time it waits for.
+pub async fn deferral_keeps_the_payload_it_carries(store: &dyn Store) -> Result<()> {
+    store.enqueue(&job(JobKind::Webhook, T, "a", 10)).await?;
+    let held = store
+        .claim(JobKind::Webhook, "w1", 1_000, LEASE, 10)
+        .await?;
+    ensure!(keys(&held) == ["a"], "{:?}", keys(&held));
+    let listed = store.queued(JobKind::Webhook, T, "a").await?;
+    ensure!(listed[0].waits_until.is_none(), "held: {listed:?}");
+    let mut tried = held[0].clone();
+    tried.job.payload = "\"tried once\"".into();
+    store.defer(&tried, 5_000).await?;
+    let listed = store.queued(JobKind::Webhook, T, "a").await?;
+    ensure!(
+        listed.len() == 1 && listed[0].job.payload == "\"tried once\"",
+        "the new payload is listed: {listed:?}"
+    );
+    ensure!(
+        listed[0].waits_until == Some(5_000) && listed[0].held.is_none(),
+        "waits for its time: {listed:?}"
+    );
+    let due = store
+        .claim(JobKind::Webhook, "w2", 5_000, LEASE, 10)
+        .await?;
+    ensure!(
+        due.len() == 1 && due[0].job.payload::<String>()? == "tried once",
+        "the next claim reads it: {due:?}"
+    );
+    ensure!(due[0].job.queued == 10, "queued when first queued: {due:?}");
+    Ok(())
+}
+
+/// Hastening makes the deferred jobs under a key prefix due now, and only
+/// those: a job under a running lease, one due already and one under
+/// another prefix are left be. A hastened job is held by nobody, keeps its
+/// payload, and is claimed at once without a takeover.
+pub async fn hasten_makes_deferred_jobs_due_now(store: &dyn Store) -> Result<()> {
+    for (key, queued) in [("h a", 10), ("h b", 20), ("h c", 30), ("x d", 40)] {
+        store
+            .enqueue(&job(JobKind::Webhook, T, key, queued))
+            .await?;
+    }
+    let held = store
+        .claim(JobKind::Webhook, "w1", 1_000, LEASE, 10)
+        .await?;
+    ensure!(
+        keys(&held) == ["h a", "h b", "h c", "x d"],
+        "{:?}",
+        keys(&held)
+    );
+    store.defer(&held[0], 60_000).await?;
+    store.defer(&held[1], 90_000).await?;
+    store.defer(&held[3], 60_000).await?;
+    store.enqueue(&job(JobKind::Webhook, T, "h e", 50)).await?;
+    ensure!(
+        store.hasten(JobKind::Webhook, T, "h ", 1_100).await? == 2,
+        "a and b brought forward"
+    );
+    let listed = store.queued(JobKind::Webhook, T, "h ").await?;
+    let held_c = listed.iter().find(|q| q.job.key == "h c");
+    ensure!(
+        held_c.is_some_and(|q| q.held.as_ref().is_some_and(|h| h.worker == "w1")),
+        "c still held: {listed:?}"
+    );
+    let due = store
+        .claim(JobKind::Webhook, "w2", 1_100, LEASE, 10)
+        .await?;
+    let mut got = keys(&due);
+    got.sort_unstable();
+    ensure!(got == ["h a", "h b", "h e"], "due now: {got:?}");
+    ensure!(due.iter().all(|l| !l.taken_over), "nobody held them");
+    ensure!(
+        due.iter()
+            .all(|l| l.job.payload::<String>().ok() == Some(format!("payload of {}", l.job.key))),
+        "payloads kept: {due:?}"
+    );
+    ensure!(
+        store.hasten(JobKind::Webhook, T, "h ", 1_200).await? == 0,
+        "nothing left to bring forward"
+    );
+    let other = store.queued(JobKind::Webhook, T, "x ").await?;
+    ensure!(
+        other.len() == 1 && other[0].waits_until == Some(60_000),
+        "another prefix keeps its time: {other:?}"
+    );
+    Ok(())
+}
