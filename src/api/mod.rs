@@ -29,6 +29,7 @@ mod shape;
 mod subscription;
 mod telemetry;
 mod types;
+mod user_node;
 mod values;
 mod webhooks;
 
