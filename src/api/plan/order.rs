@@ -108,14 +108,10 @@ impl<'a> Order<'a> {
         for (key, occurrences) in keys {
             let Some((key, mut child)) = answered.swap_remove_entry(key) else {
                 // async-graphql leaves out a root field whose error nulled
-                // it; the specification answers a nullable one `null`, and
-                // so does a plan. Only where the object's type is known, so
-                // that a fragment of another type adds nothing.
-                let nullable = concrete
-                    .and_then(|name| self.registry.types.get(name))
-                    .and_then(|ty| ty.field_by_name(&occurrences[0].name.node))
-                    .is_some_and(|field| !field.ty.ends_with('!'));
-                if nullable {
+                // it; the specification answers it `null`, and so does a
+                // plan. Only where the object's type is known, so that a
+                // fragment of another type adds nothing.
+                if concrete.is_some() {
                     fields.insert(Name::new(key), Value::Null);
                 }
                 continue;
