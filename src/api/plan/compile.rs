@@ -56,11 +56,6 @@ pub enum RootField {
         fields: Fields<ConnectionField>,
     },
     Viewer(Fields<UserField>),
-    /// `user(userId:)`: a user by id, null if there is none.
-    User {
-        user_id: Arg,
-        fields: Fields<UserField>,
-    },
     NotificationCounts(Fields<CountsField>),
     /// `slice`, `actorFeed`, `groupFeed` or `discussions`.
     List {
@@ -447,19 +442,6 @@ impl<'a> Compiler<'a> {
             "viewer" => Self::leaf(occ, ())
                 .and_then(|()| this.user(&Self::subsets(occ)))
                 .map(RootField::Viewer),
-            "user" => {
-                // The deprecated `id` is left to async-graphql.
-                let named = occ[0].node.arguments.iter();
-                if !named.map(|(n, _)| n.node.as_str()).all(|n| n == "userId") {
-                    return None;
-                }
-                let user_id = arg(occ[0], "userId");
-                if matches!(user_id, Arg::Absent) {
-                    return None;
-                }
-                let fields = this.user(&Self::subsets(occ))?;
-                Some(RootField::User { user_id, fields })
-            }
             "notificationCounts" => Self::leaf(occ, ())
                 .and_then(|()| this.counts(&Self::subsets(occ)))
                 .map(RootField::NotificationCounts),

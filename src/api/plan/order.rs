@@ -107,13 +107,6 @@ impl<'a> Order<'a> {
         let mut answered = std::mem::take(fields);
         for (key, occurrences) in keys {
             let Some((key, mut child)) = answered.swap_remove_entry(key) else {
-                // async-graphql leaves out a root field whose error nulled
-                // it; the specification answers it `null`, and so does a
-                // plan. Only where the object's type is known, so that a
-                // fragment of another type adds nothing.
-                if concrete.is_some() {
-                    fields.insert(Name::new(key), Value::Null);
-                }
                 continue;
             };
             let inner: Vec<&SelectionSet> = occurrences

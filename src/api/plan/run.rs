@@ -49,7 +49,6 @@ pub async fn run(
     let mut out = Out::default();
     let mut errors = Vec::new();
     let mut answered = false;
-    let mut data_nulled = false;
     out.open();
     for field in &plan.root {
         out.key(&field.key);
@@ -67,16 +66,6 @@ pub async fn run(
             RootField::Viewer(fields) => viewer(state, session)
                 .await
                 .map(|node| user(&mut out, fields, &node)),
-            RootField::User { user_id, fields } => {
-                // A null id is async-graphql's to refuse.
-                let id = bind.id(user_id)?.ok_or(Fallback)?;
-                user_by_id(state, session, &id)
-                    .await
-                    .map(|found| match found {
-                        Some(node) => user(&mut out, fields, &node),
-                        None => out.null(),
-                    })
-            }
             RootField::NotificationCounts(fields) => notification_counts(state, session)
                 .await
                 .map(|c| counts(&mut out, fields, &c)),
@@ -84,13 +73,9 @@ pub async fn run(
         match answer {
             Ok(()) => answered = true,
             Err(err) => {
-                // A non-null root field's error nulls the whole data; a
-                // nullable one's (`user`) only the field. The other root
-                // fields still run, as they run side by side, and their
-                // errors count too.
-                if !matches!(field.kind, RootField::User { .. }) {
-                    data_nulled = true;
-                }
+                // Every planned root field is non-null: its error nulls the
+                // whole data. The other root fields still run, as they run
+                // side by side, and their errors count too.
                 let mut err = err.into_server_error(field.pos);
                 err.path = vec![PathSegment::Field(field.key.to_string())];
                 errors.push(err);
@@ -99,7 +84,7 @@ pub async fn run(
         }
     }
     out.close();
-    if data_nulled {
+    if !errors.is_empty() {
         out.buf = b"null".to_vec();
         answered = false;
     }
@@ -185,23 +170,6 @@ async fn viewer(state: &AppState, session: &Session) -> async_graphql::Result<Us
         .await
         .api()?;
     Ok(UserNode::found(&viewer.user, found.into_iter().next()))
-}
-
-/// `user(userId:)`: the user of that id in the viewer's tenant, if any, by
-/// the resolver's rules.
-async fn user_by_id(
-    state: &AppState,
-    session: &Session,
-    id: &ID,
-) -> async_graphql::Result<Option<UserNode>> {
-    let viewer = session.viewer()?;
-    let id = crate::api::global_id::user_id_arg("userId", id)?;
-    let found = state
-        .store
-        .get_users(&viewer.tenant, std::slice::from_ref(&id))
-        .await
-        .api()?;
-    Ok(found.into_iter().next().map(UserNode::from))
 }
 
 async fn notification_counts(
