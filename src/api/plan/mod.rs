@@ -368,7 +368,11 @@ impl Extension for PlannedRequest {
         let (entry, own, variables) = {
             let mut seen = self.seen();
             let variables = std::mem::take(&mut seen.variables);
-            (seen.entry.take(), seen.own.take(), variables)
+            // A document still pending was not kept here: the same text,
+            // kept by a request beside this one, had its validation
+            // answered from there. It orders this answer all the same.
+            let pending = seen.pending.take().map(|(_, document)| document);
+            (seen.entry.take(), seen.own.take().or(pending), variables)
         };
         let planned = match (
             entry.as_ref().filter(|_| self.planner.enabled()),
