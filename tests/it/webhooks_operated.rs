@@ -8,7 +8,7 @@ use std::sync::Arc;
 use riverfeed::clock::ManualClock;
 use serde_json::{json, Value};
 
-use crate::common::{Backend, Client};
+use crate::common::{Backend, Client, TestServer};
 use crate::on_both_backends;
 use crate::webhooks::{register, sender_passes, start, wait_metric, Receiver, T};
 
@@ -64,14 +64,9 @@ fn ids(nodes: &[Value]) -> Vec<&str> {
 /// error and the time of their retry, in pages; once given up on they are
 /// listed as dead; none is pending meanwhile.
 async fn deliveries_show_their_attempts(backend: Backend) {
-    let clock = Arc::new(ManualClock::new(crate::common::CLOCK_START));
-    let Some(server) = start(backend, Some(clock.clone())).await else {
+    let Some((clock, server, receiver, app, hook)) = failing_endpoint(backend).await else {
         return;
     };
-    let receiver = Receiver::start(None).await;
-    receiver.answer(503);
-    let app = server.service(T);
-    let (hook, _) = register(&app, &receiver.url, json!(["ACTION_RECORDED"])).await;
     let mary = server.client(T, "mary");
     for n in 0..3 {
         mary.post_status(&format!("Fails {n}"), json!({})).await;
@@ -148,17 +143,27 @@ async fn deliveries_show_their_attempts(backend: Backend) {
     server.stop().await;
 }
 
-/// `retryWebhookDeliveries` sends what waits for a retry now, without
-/// waiting out the schedule, each once, by its `webhook-id`.
-async fn waiting_deliveries_are_retried_now(backend: Backend) {
+/// A server on a manual clock with one webhook for `ACTION_RECORDED`, whose
+/// endpoint answers 503 until told otherwise: the clock, the server, the
+/// receiver, the service client and the webhook's id.
+async fn failing_endpoint(
+    backend: Backend,
+) -> Option<(Arc<ManualClock>, TestServer, Receiver, Client, String)> {
     let clock = Arc::new(ManualClock::new(crate::common::CLOCK_START));
-    let Some(server) = start(backend, Some(clock.clone())).await else {
-        return;
-    };
+    let server = start(backend, Some(clock.clone())).await?;
     let receiver = Receiver::start(None).await;
     receiver.answer(503);
     let app = server.service(T);
     let (hook, _) = register(&app, &receiver.url, json!(["ACTION_RECORDED"])).await;
+    Some((clock, server, receiver, app, hook))
+}
+
+/// `retryWebhookDeliveries` sends what waits for a retry now, without
+/// waiting out the schedule, each once, by its `webhook-id`.
+async fn waiting_deliveries_are_retried_now(backend: Backend) {
+    let Some((clock, server, receiver, app, hook)) = failing_endpoint(backend).await else {
+        return;
+    };
     let mary = server.client(T, "mary");
     mary.post_status("Fails first", json!({})).await;
     mary.post_status("Fails too", json!({})).await;
@@ -194,14 +199,9 @@ async fn waiting_deliveries_are_retried_now(backend: Backend) {
 /// An endpoint whose attempts all fail for a day is paused, and says so;
 /// what comes due meanwhile waits untried; resuming it sends that at once.
 async fn a_failing_endpoint_is_paused_until_resumed(backend: Backend) {
-    let clock = Arc::new(ManualClock::new(crate::common::CLOCK_START));
-    let Some(server) = start(backend, Some(clock.clone())).await else {
+    let Some((clock, server, receiver, app, hook)) = failing_endpoint(backend).await else {
         return;
     };
-    let receiver = Receiver::start(None).await;
-    receiver.answer(503);
-    let app = server.service(T);
-    let (hook, _) = register(&app, &receiver.url, json!(["ACTION_RECORDED"])).await;
     let mary = server.client(T, "mary");
     mary.post_status("Fails for a day", json!({})).await;
     receiver.wait("a first attempt", |got| got.len() == 1).await;
