@@ -171,3 +171,98 @@ async fn a_feed_page_runs_planned_and_answers_as_the_general_executor_does() {
     both_ways(&server, &anonymous, PAGE, json!({})).await;
     server.stop().await;
 }
+
+/// The bell as a frontend shows it: each group with its counts, actors,
+/// members and the action it is about.
+const BELL: &str = "query Bell($first: Int, $after: String, $n: Int) { \
+    notifications(first: $first, after: $after) { __typename unseenCount unreadCount \
+    edges { cursor node { __typename id key reason count unreadCount actorCount firstAt lastAt \
+    seen read refId actors(first: 2) { id name } \
+    action { actionId actorId likeCount viewerHasLiked actor { name } } \
+    notifications(first: $n) { __typename id reason actorId actor { userId name } \
+    action { actionId } commentId refId at seen read } } } \
+    nodes { ... on Node { id } } pageInfo { hasNextPage endCursor } } }";
+
+#[tokio::test]
+async fn the_bell_runs_planned_and_answers_as_the_general_executor_does() {
+    let Some(server) = TestServer::start(Backend::Embedded).await else {
+        return;
+    };
+    let ann = server.client("acme", "ann");
+    ann.upsert_user("ann", "Ann").await;
+    let mut posts = Vec::new();
+    for n in 0..3 {
+        posts.push(ann.post_status(&format!("post {n}"), json!({})).await);
+    }
+    let like = "mutation($id: ID!) { like(actionId: $id) { likeCount } }";
+    let comment = "mutation($id: ID!) { comment(actionId: $id, text: \"so true\") { commentId } }";
+    for (who, name) in [("bob", "Bob"), ("cat", "Cat")] {
+        let client = server.client("acme", who);
+        client.upsert_user(who, name).await;
+        client.data(like, json!({ "id": posts[0] })).await;
+    }
+    let (bob, dan) = (server.client("acme", "bob"), server.client("acme", "dan"));
+    bob.data(comment, json!({ "id": posts[0] })).await;
+    dan.data(like, json!({ "id": posts[1] })).await;
+    dan.data(comment, json!({ "id": posts[2] })).await;
+    let counts = "{ notificationCounts { unreadCount } }";
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+    while ann.data(counts, json!({})).await["notificationCounts"]["unreadCount"] != json!(4) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "four groups never came"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+
+    // Hidden after it was noticed: its group shows no action.
+    ann.data(
+        "mutation($id: ID!) { hideAction(actionId: $id) { hidden } }",
+        json!({ "id": posts[2] }),
+    )
+    .await;
+    // Two pages of the four groups, the second from the first's cursor.
+    let first = both_ways(&server, &ann, BELL, json!({ "first": 2, "n": 2 })).await;
+    let first: Value = serde_json::from_str(&first).expect("json");
+    // (The comparison's text holds cursors opened: read one as sent.)
+    let sent = ann.data(BELL, json!({ "first": 2 })).await;
+    let after = sent["notifications"]["pageInfo"]["endCursor"].clone();
+    let vars = json!({ "first": 3, "after": after, "n": 1 });
+    let rest = both_ways(&server, &ann, BELL, vars).await;
+    let rest: Value = serde_json::from_str(&rest).expect("json");
+    let groups: Vec<&Value> = [&first, &rest]
+        .iter()
+        .flat_map(|page| {
+            let edges = page["data"]["notifications"]["edges"].as_array();
+            edges.unwrap_or_else(|| panic!("no page: {page}"))
+        })
+        .map(|edge| &edge["node"])
+        .collect();
+    assert_eq!(groups.len(), 4, "{first} {rest}");
+    let liked = groups
+        .iter()
+        .find(|g| g["actorCount"] == json!(2))
+        .expect("the group of two likes");
+    assert_eq!(liked["actors"].as_array().map(Vec::len), Some(2));
+    assert_eq!(liked["action"]["actor"]["name"], json!("Ann"));
+    assert_eq!(liked["notifications"][0]["actor"]["name"], json!("Cat"));
+    let hidden = groups
+        .iter()
+        .filter(|g| g["reason"] == json!("COMMENT") && g["action"].is_null());
+    assert_eq!(hidden.count(), 1, "{first} {rest}");
+    assert!(executions(&server, "Bell", "planned").await >= 2);
+
+    // The page's own argument refused: its code and path, planned.
+    let refused = both_ways(&server, &ann, BELL, json!({ "first": 101 })).await;
+    assert!(
+        refused.contains("\"path\":[\"notifications\"]"),
+        "{refused}"
+    );
+    assert!(executions(&server, "Bell", "planned").await >= 3);
+    // A nested argument refused is left to async-graphql, which places it.
+    let members = "query Members { notifications { nodes { notifications(first: 201) { id } } } }";
+    let nested = both_ways(&server, &ann, members, json!({})).await;
+    assert!(nested.contains("BAD_USER_INPUT"), "{nested}");
+    assert_eq!(executions(&server, "Members", "fallback").await, 3);
+    server.stop().await;
+}

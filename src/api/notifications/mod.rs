@@ -27,11 +27,12 @@ use crate::store::{NoticeSelect, Records};
 
 pub use live::NotificationSubscription;
 pub use mutation::NotificationMutation;
+use nodes::NotificationGroupEdge;
+pub(crate) use nodes::{actors_first, members_first, NotificationGroupConnection};
 pub use nodes::{
     MarkerNode, NotificationCounts, NotificationGroupNode, NotificationNode,
     NotificationPreferences,
 };
-use nodes::{NotificationGroupConnection, NotificationGroupEdge};
 
 /// Loads an action for the viewer: none if it is gone or not theirs to read.
 async fn readable(
@@ -92,6 +93,64 @@ pub async fn group_node(
         .map(|group| NotificationGroupNode { group, seen_until }))
 }
 
+/// A page of the viewer's notification groups, with the badge counts, as
+/// `notifications` reads it for either executor.
+pub(crate) async fn page(
+    state: &AppState,
+    viewer: &Viewer,
+    first: Option<i32>,
+    after: Option<String>,
+    unread_only: Option<bool>,
+) -> async_graphql::Result<NotificationGroupConnection> {
+    let unread_only = unread_only.unwrap_or(false);
+    let list = notices_list(state, viewer);
+    let limit = page_size("first", first).api()?;
+    let before = after
+        .as_deref()
+        .map(|c| list.decode_position(c))
+        .transpose()?
+        .map(|p| (p.relevancy, p.action_id));
+    let range = NoticeRange {
+        before,
+        limit: limit + 1,
+        unread_only,
+    };
+    let store = state.store.as_ref();
+    let (page, counted) = tokio::join!(
+        store.notice_groups(&viewer.tenant, &viewer.user, NoticeSelect::Page(range)),
+        counts(state, viewer)
+    );
+    let (mut page, (inbox, counted)) = (page.api()?, counted?);
+    let more = page.len() > limit;
+    page.truncate(limit);
+    let position = |g: &NoticeGroup| Position {
+        relevancy: g.last,
+        action_id: g.id,
+    };
+    let page_info = PageInfo {
+        has_previous_page: before.is_some(),
+        has_next_page: more,
+        start_cursor: page.first().map(|g| list.position_cursor(position(g))),
+        end_cursor: page.last().map(|g| list.position_cursor(position(g))),
+    };
+    let edges = page
+        .into_iter()
+        .map(|group| NotificationGroupEdge {
+            cursor: list.lazy_position(position(&group)),
+            node: NotificationGroupNode {
+                group,
+                seen_until: inbox.seen_until,
+            },
+        })
+        .collect();
+    Ok(NotificationGroupConnection {
+        edges,
+        page_info,
+        unseen_count: counted.unseen_count,
+        unread_count: counted.unread_count,
+    })
+}
+
 #[derive(Default)]
 pub struct NotificationQuery;
 
@@ -108,55 +167,7 @@ impl NotificationQuery {
         after: Option<String>,
         unread_only: Option<bool>,
     ) -> async_graphql::Result<NotificationGroupConnection> {
-        let unread_only = unread_only.unwrap_or(false);
-        let viewer = viewer(ctx)?;
-        let state = state(ctx)?;
-        let list = notices_list(state, viewer);
-        let limit = page_size("first", first).api()?;
-        let before = after
-            .as_deref()
-            .map(|c| list.decode_position(c))
-            .transpose()?
-            .map(|p| (p.relevancy, p.action_id));
-        let range = NoticeRange {
-            before,
-            limit: limit + 1,
-            unread_only,
-        };
-        let store = state.store.as_ref();
-        let (page, counted) = tokio::join!(
-            store.notice_groups(&viewer.tenant, &viewer.user, NoticeSelect::Page(range)),
-            counts(state, viewer)
-        );
-        let (mut page, (inbox, counted)) = (page.api()?, counted?);
-        let more = page.len() > limit;
-        page.truncate(limit);
-        let position = |g: &NoticeGroup| Position {
-            relevancy: g.last,
-            action_id: g.id,
-        };
-        let page_info = PageInfo {
-            has_previous_page: before.is_some(),
-            has_next_page: more,
-            start_cursor: page.first().map(|g| list.position_cursor(position(g))),
-            end_cursor: page.last().map(|g| list.position_cursor(position(g))),
-        };
-        let edges = page
-            .into_iter()
-            .map(|group| NotificationGroupEdge {
-                cursor: list.lazy_position(position(&group)),
-                node: NotificationGroupNode {
-                    group,
-                    seen_until: inbox.seen_until,
-                },
-            })
-            .collect();
-        Ok(NotificationGroupConnection {
-            edges,
-            page_info,
-            unseen_count: counted.unseen_count,
-            unread_count: counted.unread_count,
-        })
+        page(state(ctx)?, viewer(ctx)?, first, after, unread_only).await
     }
 
     /// The viewer's badge counts alone.

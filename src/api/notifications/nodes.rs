@@ -52,6 +52,67 @@ impl NotificationGroupNode {
             seen_until: self.seen_until,
         }
     }
+
+    // Each field's value, written once for both executors.
+
+    pub(crate) fn global_id(&self) -> ID {
+        GlobalId::NotificationGroup(self.group.id).encode()
+    }
+
+    /// The action its latest notification is about, if any.
+    pub(crate) fn action_id(&self) -> Option<ObjectId> {
+        self.group.shown().find_map(|m| m.action_id)
+    }
+
+    pub(crate) fn latest_ref(&self) -> Option<&str> {
+        self.group.shown().find_map(|m| m.ref_id.as_deref())
+    }
+
+    /// Its first `first` actors, the most recent first.
+    pub(crate) fn actor_ids(&self, first: usize) -> Vec<&str> {
+        let mut actors = self.group.actors();
+        actors.truncate(first);
+        actors
+    }
+
+    pub(crate) fn actors_counted(&self) -> usize {
+        self.group.actors().len()
+    }
+
+    pub(crate) fn first_time(&self) -> Option<DateTime<Utc>> {
+        self.group.first().map(datetime)
+    }
+
+    pub(crate) fn last_time(&self) -> DateTime<Utc> {
+        datetime(self.group.last)
+    }
+
+    pub(crate) fn is_seen(&self) -> bool {
+        self.group.last <= self.seen_until
+    }
+
+    pub(crate) fn is_read(&self) -> bool {
+        self.group.unread == 0
+    }
+
+    /// Its first `first` notifications, newest first.
+    pub(crate) fn members(&self, first: usize) -> Vec<NotificationNode> {
+        self.group
+            .shown()
+            .take(first)
+            .map(|m| self.node(m))
+            .collect()
+    }
+}
+
+/// How many of a group's actors `actors(first:)` lists.
+pub(crate) fn actors_first(first: i32) -> async_graphql::Result<usize> {
+    bounded_first(Some(first), 3, MAX_LIST_LEN)
+}
+
+/// How many of a group's notifications `notifications(first:)` lists.
+pub(crate) fn members_first(first: Option<i32>) -> async_graphql::Result<usize> {
+    bounded_first(first, DEFAULT_PAGE, MEMBERS_KEPT)
 }
 
 #[Object(name = "NotificationGroup")]
@@ -59,7 +120,7 @@ impl NotificationGroupNode {
     /// Opaque global id (`Node`); pass it to `markRead` or `archive` for the
     /// whole group.
     pub(crate) async fn id(&self) -> ID {
-        GlobalId::NotificationGroup(self.group.id).encode()
+        self.global_id()
     }
 
     /// What its notifications share (by default reason, object and day).
@@ -75,13 +136,13 @@ impl NotificationGroupNode {
     /// liked, the rating request…): null if there is none, or the viewer
     /// may no longer read it.
     async fn action(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<ActionNode>> {
-        readable(ctx, self.group.shown().find_map(|m| m.action_id)).await
+        readable(ctx, self.action_id()).await
     }
 
     /// The ref its latest notification names (the applicant assigned,
     /// hired or to rate), if any.
     async fn ref_id(&self) -> Option<&str> {
-        self.group.shown().find_map(|m| m.ref_id.as_deref())
+        self.latest_ref()
     }
 
     /// Who did it, the most recent first: at most `first` (3 by default,
@@ -92,9 +153,8 @@ impl NotificationGroupNode {
         ctx: &Context<'_>,
         #[graphql(default = 3)] first: i32,
     ) -> async_graphql::Result<Vec<UserNode>> {
-        let first = bounded_first(Some(first), 3, MAX_LIST_LEN)?;
         let mut users = Vec::new();
-        for actor in self.group.actors().into_iter().take(first) {
+        for actor in self.actor_ids(actors_first(first)?) {
             users.push(user_node(ctx, actor).await?);
         }
         Ok(users)
@@ -102,7 +162,7 @@ impl NotificationGroupNode {
 
     /// How many different users did it (among the notifications kept).
     async fn actor_count(&self) -> usize {
-        self.group.actors().len()
+        self.actors_counted()
     }
 
     /// Its notifications, archived ones aside.
@@ -116,22 +176,22 @@ impl NotificationGroupNode {
     }
 
     async fn first_at(&self) -> Option<DateTime<Utc>> {
-        self.group.first().map(datetime)
+        self.first_time()
     }
 
     /// When its latest notification happened: where it stands in the list.
     async fn last_at(&self) -> DateTime<Utc> {
-        datetime(self.group.last)
+        self.last_time()
     }
 
     /// Nothing in it is newer than what the viewer saw (`markSeen`).
     async fn seen(&self) -> bool {
-        self.group.last <= self.seen_until
+        self.is_seen()
     }
 
     /// Every notification in it was read.
     async fn read(&self) -> bool {
-        self.group.unread == 0
+        self.is_read()
     }
 
     /// Its notifications, newest first: at most `first` (25 by default; a
@@ -141,13 +201,7 @@ impl NotificationGroupNode {
         &self,
         first: Option<i32>,
     ) -> async_graphql::Result<Vec<NotificationNode>> {
-        let first = bounded_first(first, DEFAULT_PAGE, MEMBERS_KEPT)?;
-        Ok(self
-            .group
-            .shown()
-            .take(first)
-            .map(|m| self.node(m))
-            .collect())
+        Ok(self.members(members_first(first)?))
     }
 }
 
@@ -159,16 +213,36 @@ pub struct NotificationNode {
     pub seen_until: Millis,
 }
 
-#[Object(name = "Notification")]
 impl NotificationNode {
-    /// Opaque global id (`Node`); pass it to `markRead` or `archive` for
-    /// this notification alone.
-    pub(crate) async fn id(&self) -> ID {
+    // Each field's value, written once for both executors.
+
+    pub(crate) fn global_id(&self) -> ID {
         GlobalId::Notification {
             group: self.group,
             member: self.notice.id,
         }
         .encode()
+    }
+
+    pub(crate) fn comment_hex(&self) -> Option<String> {
+        self.notice.comment_id.map(|c| c.to_hex())
+    }
+
+    pub(crate) fn happened(&self) -> DateTime<Utc> {
+        datetime(self.notice.at)
+    }
+
+    pub(crate) fn is_seen(&self) -> bool {
+        self.notice.at <= self.seen_until
+    }
+}
+
+#[Object(name = "Notification")]
+impl NotificationNode {
+    /// Opaque global id (`Node`); pass it to `markRead` or `archive` for
+    /// this notification alone.
+    pub(crate) async fn id(&self) -> ID {
+        self.global_id()
     }
 
     async fn reason(&self) -> NoticeReason {
@@ -191,7 +265,7 @@ impl NotificationNode {
 
     /// The comment that caused it (`COMMENT`, `REPLY`).
     async fn comment_id(&self) -> Option<String> {
-        self.notice.comment_id.map(|c| c.to_hex())
+        self.comment_hex()
     }
 
     /// The ref it names (`ASSIGNED`, `RATING_REQUESTED`, `HIRED`).
@@ -200,11 +274,11 @@ impl NotificationNode {
     }
 
     async fn at(&self) -> DateTime<Utc> {
-        datetime(self.notice.at)
+        self.happened()
     }
 
     async fn seen(&self) -> bool {
-        self.notice.at <= self.seen_until
+        self.is_seen()
     }
 
     async fn read(&self) -> bool {

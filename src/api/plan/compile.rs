@@ -18,6 +18,7 @@ use async_graphql::parser::types::{
 use async_graphql::{Name, Pos, Positioned, Variables};
 use async_graphql_value::{ConstValue, Value};
 
+use super::notices::{NoticesArgs, NoticesField};
 use crate::descriptor::catalog::{Catalog, UNKNOWN};
 
 /// One field of a response: its key, where it is written (for errors) and
@@ -57,6 +58,10 @@ pub enum RootField {
     },
     Viewer(Fields<UserField>),
     NotificationCounts(Fields<CountsField>),
+    Notifications {
+        args: NoticesArgs,
+        fields: Fields<NoticesField>,
+    },
     /// `slice`, `actorFeed`, `groupFeed` or `discussions`.
     List {
         of: ListArg,
@@ -210,7 +215,7 @@ pub struct DescriptorFields {
 /// The interfaces and unions each planned type belongs to, besides itself.
 fn belongs_to(type_name: &str) -> &'static [&'static str] {
     match type_name {
-        "FeedItem" | "Action" | "User" => &["Node"],
+        "FeedItem" | "Action" | "User" | "NotificationGroup" | "Notification" => &["Node"],
         _ => &[],
     }
 }
@@ -307,7 +312,7 @@ pub fn compile(
     })
 }
 
-struct Compiler<'a> {
+pub(super) struct Compiler<'a> {
     document: &'a ExecutableDocument,
     names: &'a [Name],
     values: &'a [bool],
@@ -315,7 +320,7 @@ struct Compiler<'a> {
 }
 
 /// The occurrences of one response key.
-type Occurrences<'a> = Vec<&'a Positioned<Field>>;
+pub(super) type Occurrences<'a> = Vec<&'a Positioned<Field>>;
 
 impl<'a> Compiler<'a> {
     /// Whether `@skip` / `@include` leave a selection out.
@@ -354,7 +359,7 @@ impl<'a> Compiler<'a> {
 
     /// Plans the fields of an object of `type_name` with `field`, which
     /// plans one response key from its occurrences (`None`: not covered).
-    fn object<K>(
+    pub(super) fn object<K>(
         &self,
         sets: &[&'a SelectionSet],
         type_name: &str,
@@ -379,7 +384,7 @@ impl<'a> Compiler<'a> {
     }
 
     /// The sub-selections of a key's occurrences, concatenated.
-    fn subsets(occurrences: &Occurrences<'a>) -> Vec<&'a SelectionSet> {
+    pub(super) fn subsets(occurrences: &Occurrences<'a>) -> Vec<&'a SelectionSet> {
         occurrences
             .iter()
             .map(|f| &f.node.selection_set.node)
@@ -387,7 +392,7 @@ impl<'a> Compiler<'a> {
     }
 
     /// A leaf field: no arguments.
-    fn leaf<K>(occurrences: &Occurrences<'a>, kind: K) -> Option<K> {
+    pub(super) fn leaf<K>(occurrences: &Occurrences<'a>, kind: K) -> Option<K> {
         occurrences
             .iter()
             .all(|f| f.node.arguments.is_empty())
@@ -445,6 +450,7 @@ impl<'a> Compiler<'a> {
             "notificationCounts" => Self::leaf(occ, ())
                 .and_then(|()| this.counts(&Self::subsets(occ)))
                 .map(RootField::NotificationCounts),
+            "notifications" => this.notifications(occ),
             _ => None,
         })
     }
@@ -516,7 +522,7 @@ impl<'a> Compiler<'a> {
         })
     }
 
-    fn action(&self, sets: &[&'a SelectionSet]) -> Option<Fields<ActionField>> {
+    pub(super) fn action(&self, sets: &[&'a SelectionSet]) -> Option<Fields<ActionField>> {
         self.object(sets, "Action", |this, name, occ| match name {
             "__typename" => Some(ActionField::Typename),
             "id" => Self::leaf(occ, ActionField::Id),
@@ -553,7 +559,7 @@ impl<'a> Compiler<'a> {
         })
     }
 
-    fn user(&self, sets: &[&'a SelectionSet]) -> Option<Fields<UserField>> {
+    pub(super) fn user(&self, sets: &[&'a SelectionSet]) -> Option<Fields<UserField>> {
         self.object(sets, "User", |_, name, occ| match name {
             "__typename" => Some(UserField::Typename),
             "id" => Self::leaf(occ, UserField::Id),
@@ -572,7 +578,7 @@ impl<'a> Compiler<'a> {
         })
     }
 
-    fn page_info(&self, sets: &[&'a SelectionSet]) -> Option<Fields<PageInfoField>> {
+    pub(super) fn page_info(&self, sets: &[&'a SelectionSet]) -> Option<Fields<PageInfoField>> {
         self.object(sets, "PageInfo", |_, name, occ| match name {
             "__typename" => Some(PageInfoField::Typename),
             "hasPreviousPage" => Self::leaf(occ, PageInfoField::HasPreviousPage),
@@ -663,7 +669,7 @@ impl<'a> Compiler<'a> {
 }
 
 /// The argument `name` of a field, as written.
-fn arg(field: &Positioned<Field>, name: &str) -> Arg {
+pub(super) fn arg(field: &Positioned<Field>, name: &str) -> Arg {
     match field.node.get_argument(name).map(|v| &v.node) {
         None => Arg::Absent,
         Some(Value::Variable(var)) => Arg::Variable(var.clone()),

@@ -10,6 +10,7 @@
 //! the same store.
 
 mod compile;
+mod notices;
 mod order;
 mod run;
 

@@ -14,6 +14,7 @@ use super::compile::{
     FeedArgs, Fields, ItemField, ListArg, ListArgs, ListEdgeField, ListField, PageInfoField, Plan,
     ReasonField, RootField, UserField,
 };
+use super::notices;
 use crate::api::error::ApiResultExt;
 use crate::api::feed::{self, ListOf, Needs, Paging};
 use crate::api::notifications::NotificationCounts;
@@ -69,6 +70,13 @@ pub async fn run(
             RootField::NotificationCounts(fields) => notification_counts(state, session)
                 .await
                 .map(|c| counts(&mut out, fields, &c)),
+            RootField::Notifications { args, fields } => {
+                notices::read(state, session, &bind, args, fields)
+                    .await?
+                    .map(|page| {
+                        Run { state, session }.notifications(&mut out, &bind, fields, &page)
+                    })
+            }
         };
         match answer {
             Ok(()) => answered = true,
@@ -221,7 +229,7 @@ fn needs(fields: &Fields<ConnectionField>) -> Needs {
 }
 
 /// What the fields asked of actions need loaded with them.
-fn action_needs(fields: &Fields<ActionField>, needs: &mut Needs) {
+pub(super) fn action_needs(fields: &Fields<ActionField>, needs: &mut Needs) {
     for f in fields {
         match f.kind {
             ActionField::Actor(_) => needs.actor = true,
@@ -236,7 +244,7 @@ fn action_needs(fields: &Fields<ActionField>, needs: &mut Needs) {
 
 /// Arguments bound to the request's variables, coerced as async-graphql
 /// coerces them; anything else is left to it.
-struct Bind<'a> {
+pub(super) struct Bind<'a> {
     plan: &'a Plan,
     variables: &'a Variables,
 }
@@ -260,7 +268,7 @@ impl Bind<'_> {
         }
     }
 
-    fn int(&self, arg: &Arg) -> Result<Option<i32>, Fallback> {
+    pub(super) fn int(&self, arg: &Arg) -> Result<Option<i32>, Fallback> {
         match self.value(arg)? {
             None | Some(ConstValue::Null) => Ok(None),
             Some(ConstValue::Number(n)) => n
@@ -272,10 +280,18 @@ impl Bind<'_> {
         }
     }
 
-    fn string(&self, arg: &Arg) -> Result<Option<String>, Fallback> {
+    pub(super) fn string(&self, arg: &Arg) -> Result<Option<String>, Fallback> {
         match self.value(arg)? {
             None | Some(ConstValue::Null) => Ok(None),
             Some(ConstValue::String(s)) => Ok(Some(s.clone())),
+            Some(_) => Err(Fallback),
+        }
+    }
+
+    pub(super) fn bool(&self, arg: &Arg) -> Result<Option<bool>, Fallback> {
+        match self.value(arg)? {
+            None | Some(ConstValue::Null) => Ok(None),
+            Some(ConstValue::Boolean(b)) => Ok(Some(*b)),
             Some(_) => Err(Fallback),
         }
     }
@@ -291,9 +307,9 @@ impl Bind<'_> {
 }
 
 /// What writing a page needs besides the page.
-struct Run<'a> {
-    state: &'a AppState,
-    session: &'a Session,
+pub(super) struct Run<'a> {
+    pub(super) state: &'a AppState,
+    pub(super) session: &'a Session,
 }
 
 impl Run<'_> {
@@ -386,7 +402,7 @@ impl Run<'_> {
         out.close();
     }
 
-    fn action(&self, out: &mut Out, fields: &Fields<ActionField>, node: &ActionNode) {
+    pub(super) fn action(&self, out: &mut Out, fields: &Fields<ActionField>, node: &ActionNode) {
         let action = &node.action;
         out.open();
         for f in fields {
@@ -477,7 +493,7 @@ fn reason(out: &mut Out, fields: &Fields<ReasonField>, reason: &FeedReasonNode) 
     out.close();
 }
 
-fn user(out: &mut Out, fields: &Fields<UserField>, user: &UserNode) {
+pub(super) fn user(out: &mut Out, fields: &Fields<UserField>, user: &UserNode) {
     out.open();
     for f in fields {
         out.key(&f.key);
@@ -494,7 +510,7 @@ fn user(out: &mut Out, fields: &Fields<UserField>, user: &UserNode) {
     out.close();
 }
 
-fn page_info(out: &mut Out, fields: &Fields<PageInfoField>, page: &PageInfo) {
+pub(super) fn page_info(out: &mut Out, fields: &Fields<PageInfoField>, page: &PageInfo) {
     out.open();
     for f in fields {
         out.key(&f.key);
@@ -519,14 +535,14 @@ pub struct Out {
 }
 
 impl Out {
-    fn open(&mut self) {
+    pub(super) fn open(&mut self) {
         self.buf.push(b'{');
         self.first = true;
     }
 
     /// Ends an object; one with no field written is `null`, as async-graphql
     /// answers an object whose every field was skipped.
-    fn close(&mut self) {
+    pub(super) fn close(&mut self) {
         if self.first && self.buf.last() == Some(&b'{') {
             self.buf.pop();
             self.buf.extend_from_slice(b"null");
@@ -537,12 +553,12 @@ impl Out {
     }
 
     /// Ends an object that is `{}` when empty (a descriptor's).
-    fn close_as_written(&mut self) {
+    pub(super) fn close_as_written(&mut self) {
         self.buf.push(b'}');
         self.first = false;
     }
 
-    fn key(&mut self, key: &Name) {
+    pub(super) fn key(&mut self, key: &Name) {
         if !self.first {
             self.buf.push(b',');
         }
@@ -553,7 +569,7 @@ impl Out {
         self.buf.extend_from_slice(b"\":");
     }
 
-    fn list<T>(&mut self, items: &[T], mut each: impl FnMut(&mut Self, &T)) {
+    pub(super) fn list<T>(&mut self, items: &[T], mut each: impl FnMut(&mut Self, &T)) {
         self.buf.push(b'[');
         for (i, item) in items.iter().enumerate() {
             if i > 0 {
@@ -565,42 +581,42 @@ impl Out {
         self.first = false;
     }
 
-    fn string(&mut self, s: &str) {
+    pub(super) fn string(&mut self, s: &str) {
         // serde_json escapes as async-graphql's responses are escaped.
         let _ = serde_json::to_writer(&mut self.buf, s);
     }
 
-    fn opt_string(&mut self, s: Option<&str>) {
+    pub(super) fn opt_string(&mut self, s: Option<&str>) {
         match s {
             Some(s) => self.string(s),
             None => self.null(),
         }
     }
 
-    fn id(&mut self, id: &ID) {
+    pub(super) fn id(&mut self, id: &ID) {
         self.string(id.as_str());
     }
 
-    fn null(&mut self) {
+    pub(super) fn null(&mut self) {
         self.buf.extend_from_slice(b"null");
     }
 
-    fn bool(&mut self, b: bool) {
+    pub(super) fn bool(&mut self, b: bool) {
         self.buf
             .extend_from_slice(if b { b"true" } else { b"false" });
     }
 
-    fn number(&mut self, n: u64) {
+    pub(super) fn number(&mut self, n: u64) {
         let _ = serde_json::to_writer(&mut self.buf, &n);
     }
 
     /// A `DateTime` as its scalar writes it.
-    fn time(&mut self, at: &DateTime<Utc>) {
+    pub(super) fn time(&mut self, at: &DateTime<Utc>) {
         self.string(&at.to_rfc3339());
     }
 
     /// An enum value by its GraphQL name.
-    fn enumerated<E: EnumType>(&mut self, value: E) {
+    pub(super) fn enumerated<E: EnumType>(&mut self, value: E) {
         let name = E::items()
             .iter()
             .find(|item| item.value == value)
@@ -608,7 +624,7 @@ impl Out {
         self.string(name);
     }
 
-    fn value(&mut self, value: &ConstValue) {
+    pub(super) fn value(&mut self, value: &ConstValue) {
         let _ = serde_json::to_writer(&mut self.buf, value);
     }
 }

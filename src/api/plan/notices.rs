@@ -1,0 +1,508 @@
+//! The viewer's notifications, planned: `notifications` compiled into the
+//! groups' fields and run with one read of the page, one load of the
+//! actions it shows (access checked for all at once) and one of the users,
+//! then written from the rows. The values come from the same functions the
+//! async-graphql resolvers call.
+
+use std::collections::HashMap;
+
+use async_graphql::parser::types::SelectionSet;
+
+use super::compile::{
+    arg, ActionField, Arg, Compiler, Fields, Occurrences, PageInfoField, RootField, UserField,
+};
+use super::run::{action_needs, page_info, user, Bind, Fallback, Out, Run};
+use crate::api::access::access_for;
+use crate::api::feed::Needs;
+use crate::api::notifications::{
+    actors_first, members_first, page, NotificationGroupConnection, NotificationGroupNode,
+    NotificationNode,
+};
+use crate::api::types::{ActionNode, UserNode};
+use crate::api::{AppState, Session};
+use crate::model::ObjectId;
+
+#[derive(Debug)]
+pub struct NoticesArgs {
+    pub first: Arg,
+    pub after: Arg,
+    pub unread_only: Arg,
+}
+
+#[derive(Debug)]
+pub enum NoticesField {
+    Typename,
+    Edges(Fields<NoticeEdgeField>),
+    Nodes(Fields<GroupField>),
+    PageInfo(Fields<PageInfoField>),
+    UnseenCount,
+    UnreadCount,
+}
+
+#[derive(Debug)]
+pub enum NoticeEdgeField {
+    Typename,
+    Cursor,
+    Node(Fields<GroupField>),
+}
+
+#[derive(Debug)]
+pub enum GroupField {
+    Typename,
+    Id,
+    Key,
+    Reason,
+    Action(Fields<ActionField>),
+    RefId,
+    Actors {
+        first: Arg,
+        fields: Fields<UserField>,
+    },
+    ActorCount,
+    Count,
+    UnreadCount,
+    FirstAt,
+    LastAt,
+    Seen,
+    Read,
+    Notifications {
+        first: Arg,
+        fields: Fields<NoticeField>,
+    },
+}
+
+#[derive(Debug)]
+pub enum NoticeField {
+    Typename,
+    Id,
+    Reason,
+    Actor(Fields<UserField>),
+    ActorId,
+    Action(Fields<ActionField>),
+    CommentId,
+    RefId,
+    At,
+    Seen,
+    Read,
+}
+
+/// Whether every argument of a key's occurrences is one of `known`.
+fn only(occ: &Occurrences<'_>, known: &[&str]) -> bool {
+    occ[0]
+        .node
+        .arguments
+        .iter()
+        .all(|(n, _)| known.contains(&n.node.as_str()))
+}
+
+impl<'a> Compiler<'a> {
+    /// `notifications(first:, after:, unreadOnly:)`.
+    pub(super) fn notifications(&self, occ: &Occurrences<'a>) -> Option<RootField> {
+        if !only(occ, &["first", "after", "unreadOnly"]) {
+            return None;
+        }
+        let args = NoticesArgs {
+            first: arg(occ[0], "first"),
+            after: arg(occ[0], "after"),
+            unread_only: arg(occ[0], "unreadOnly"),
+        };
+        let fields = self.object(
+            &Self::subsets(occ),
+            "NotificationGroupConnection",
+            |this, name, occ| match name {
+                "__typename" => Some(NoticesField::Typename),
+                "edges" => Some(NoticesField::Edges(this.notice_edge(&Self::subsets(occ))?)),
+                "nodes" => Some(NoticesField::Nodes(this.group(&Self::subsets(occ))?)),
+                "pageInfo" => Some(NoticesField::PageInfo(this.page_info(&Self::subsets(occ))?)),
+                "unseenCount" => Self::leaf(occ, NoticesField::UnseenCount),
+                "unreadCount" => Self::leaf(occ, NoticesField::UnreadCount),
+                _ => None,
+            },
+        )?;
+        Some(RootField::Notifications { args, fields })
+    }
+
+    fn notice_edge(&self, sets: &[&'a SelectionSet]) -> Option<Fields<NoticeEdgeField>> {
+        self.object(
+            sets,
+            "NotificationGroupEdge",
+            |this, name, occ| match name {
+                "__typename" => Some(NoticeEdgeField::Typename),
+                "cursor" => Self::leaf(occ, NoticeEdgeField::Cursor),
+                "node" => Some(NoticeEdgeField::Node(this.group(&Self::subsets(occ))?)),
+                _ => None,
+            },
+        )
+    }
+
+    fn group(&self, sets: &[&'a SelectionSet]) -> Option<Fields<GroupField>> {
+        self.object(sets, "NotificationGroup", |this, name, occ| match name {
+            "__typename" => Some(GroupField::Typename),
+            "id" => Self::leaf(occ, GroupField::Id),
+            "key" => Self::leaf(occ, GroupField::Key),
+            "reason" => Self::leaf(occ, GroupField::Reason),
+            "action" => Self::leaf(occ, ())
+                .and_then(|()| this.action(&Self::subsets(occ)))
+                .map(GroupField::Action),
+            "refId" => Self::leaf(occ, GroupField::RefId),
+            "actors" if only(occ, &["first"]) => Some(GroupField::Actors {
+                first: arg(occ[0], "first"),
+                fields: this.user(&Self::subsets(occ))?,
+            }),
+            "actorCount" => Self::leaf(occ, GroupField::ActorCount),
+            "count" => Self::leaf(occ, GroupField::Count),
+            "unreadCount" => Self::leaf(occ, GroupField::UnreadCount),
+            "firstAt" => Self::leaf(occ, GroupField::FirstAt),
+            "lastAt" => Self::leaf(occ, GroupField::LastAt),
+            "seen" => Self::leaf(occ, GroupField::Seen),
+            "read" => Self::leaf(occ, GroupField::Read),
+            "notifications" if only(occ, &["first"]) => Some(GroupField::Notifications {
+                first: arg(occ[0], "first"),
+                fields: this.notice(&Self::subsets(occ))?,
+            }),
+            _ => None,
+        })
+    }
+
+    fn notice(&self, sets: &[&'a SelectionSet]) -> Option<Fields<NoticeField>> {
+        self.object(sets, "Notification", |this, name, occ| match name {
+            "__typename" => Some(NoticeField::Typename),
+            "id" => Self::leaf(occ, NoticeField::Id),
+            "reason" => Self::leaf(occ, NoticeField::Reason),
+            "actor" => Self::leaf(occ, ())
+                .and_then(|()| this.user(&Self::subsets(occ)))
+                .map(NoticeField::Actor),
+            "actorId" => Self::leaf(occ, NoticeField::ActorId),
+            "action" => Self::leaf(occ, ())
+                .and_then(|()| this.action(&Self::subsets(occ)))
+                .map(NoticeField::Action),
+            "commentId" => Self::leaf(occ, NoticeField::CommentId),
+            "refId" => Self::leaf(occ, NoticeField::RefId),
+            "at" => Self::leaf(occ, NoticeField::At),
+            "seen" => Self::leaf(occ, NoticeField::Seen),
+            "read" => Self::leaf(occ, NoticeField::Read),
+            _ => None,
+        })
+    }
+}
+
+/// What a page of groups asks for beyond the groups: how many actors and
+/// notifications of each, whether their actions and what those need.
+#[derive(Default)]
+struct Wants {
+    /// The most actors any `actors(first:)` lists.
+    actors: usize,
+    /// The most notifications any `notifications(first:)` lists, and whether
+    /// their actors or actions are shown.
+    members: usize,
+    member_actors: bool,
+    member_actions: bool,
+    /// Whether a group's action is shown.
+    group_actions: bool,
+    /// What the actions shown need loaded with them.
+    needs: Needs,
+}
+
+impl Wants {
+    /// What `fields` ask of each group; an argument that would be an error
+    /// leaves the request to async-graphql, which says where.
+    fn of(bind: &Bind<'_>, fields: &Fields<GroupField>, wants: &mut Wants) -> Result<(), Fallback> {
+        for f in fields {
+            match &f.kind {
+                GroupField::Action(action) => {
+                    wants.group_actions = true;
+                    action_needs(action, &mut wants.needs);
+                }
+                GroupField::Actors { first, .. } => {
+                    let first =
+                        actors_first(bind.int(first)?.unwrap_or(3)).map_err(|_| Fallback)?;
+                    wants.actors = wants.actors.max(first);
+                }
+                GroupField::Notifications { first, fields } => {
+                    let first = members_first(bind.int(first)?).map_err(|_| Fallback)?;
+                    wants.members = wants.members.max(first);
+                    for n in fields {
+                        match &n.kind {
+                            NoticeField::Actor(_) => wants.member_actors = true,
+                            NoticeField::Action(action) => {
+                                wants.member_actions = true;
+                                action_needs(action, &mut wants.needs);
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What the groups of a page show of other records, loaded for the page.
+pub(super) struct Loaded {
+    /// The actions the viewer may read, by id.
+    actions: HashMap<ObjectId, ActionNode>,
+    users: HashMap<String, UserNode>,
+}
+
+impl Loaded {
+    fn user(&self, out: &mut Out, fields: &Fields<UserField>, id: &str) {
+        match self.users.get(id) {
+            Some(node) => user(out, fields, node),
+            None => user(out, fields, &UserNode::found(id, None)),
+        }
+    }
+}
+
+/// Reads the page `notifications` asks for and what it shows; `Ok(Err)` is
+/// the field's own error.
+pub(super) async fn read(
+    state: &AppState,
+    session: &Session,
+    bind: &Bind<'_>,
+    args: &NoticesArgs,
+    fields: &Fields<NoticesField>,
+) -> Result<async_graphql::Result<(NotificationGroupConnection, Loaded)>, Fallback> {
+    let (first, after, unread_only) = (
+        bind.int(&args.first)?,
+        bind.string(&args.after)?,
+        bind.bool(&args.unread_only)?,
+    );
+    let mut wants = Wants::default();
+    for f in fields {
+        match &f.kind {
+            NoticesField::Nodes(group) => Wants::of(bind, group, &mut wants)?,
+            NoticesField::Edges(edge) => {
+                for e in edge {
+                    if let NoticeEdgeField::Node(group) = &e.kind {
+                        Wants::of(bind, group, &mut wants)?;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let viewer = match session.viewer() {
+        Ok(viewer) => viewer,
+        Err(err) => return Ok(Err(err)),
+    };
+    let connection = match page(state, viewer, first, after, unread_only).await {
+        Ok(connection) => connection,
+        Err(err) => return Ok(Err(err)),
+    };
+    // A failed load below is a nested field's error, which async-graphql
+    // places: it answers the request instead.
+    let loaded = load(state, session, &connection, &wants)
+        .await
+        .map_err(|_| Fallback)?;
+    Ok(Ok((connection, loaded)))
+}
+
+/// Loads the actions and users the page shows, each kind in one read.
+async fn load(
+    state: &AppState,
+    session: &Session,
+    connection: &NotificationGroupConnection,
+    wants: &Wants,
+) -> async_graphql::Result<Loaded> {
+    let viewer = session.viewer()?;
+    let groups = connection.edges.iter().map(|e| &e.node);
+    let mut action_ids: Vec<ObjectId> = Vec::new();
+    let mut user_ids: Vec<String> = Vec::new();
+    for group in groups {
+        if wants.group_actions {
+            action_ids.extend(group.action_id());
+        }
+        user_ids.extend(group.actor_ids(wants.actors).into_iter().map(str::to_owned));
+        if wants.member_actors || wants.member_actions {
+            for member in group.members(wants.members) {
+                if wants.member_actions {
+                    action_ids.extend(member.notice.action_id);
+                }
+                if wants.member_actors {
+                    user_ids.push(member.notice.actor);
+                }
+            }
+        }
+    }
+    action_ids.sort_unstable();
+    action_ids.dedup();
+    user_ids.sort_unstable();
+    user_ids.dedup();
+    let store = state.store.as_ref();
+    let (found_actions, found_users) = tokio::join!(
+        async {
+            if action_ids.is_empty() {
+                return Ok(Vec::new());
+            }
+            store.get_actions(&viewer.tenant, &action_ids).await
+        },
+        async {
+            if user_ids.is_empty() {
+                return Ok(Vec::new());
+            }
+            store.get_users(&viewer.tenant, &user_ids).await
+        }
+    );
+    let found_actions = crate::api::error::ApiResultExt::api(found_actions)?;
+    let mut found_users: HashMap<String, _> = crate::api::error::ApiResultExt::api(found_users)?
+        .into_iter()
+        .map(|u| (u.id.clone(), u))
+        .collect();
+    let access = access_for(state, viewer, &found_actions).await?;
+    let readable: Vec<_> = found_actions
+        .into_iter()
+        .filter(|a| access.can_read(a) && !a.hidden)
+        .collect();
+    let nodes =
+        ActionNode::load_along(state, viewer, readable, wants.needs, &HashMap::new()).await?;
+    Ok(Loaded {
+        actions: nodes.into_iter().map(|n| (n.action.id, n)).collect(),
+        users: user_ids
+            .into_iter()
+            .map(|id| {
+                let node = UserNode::found(&id, found_users.remove(&id));
+                (id, node)
+            })
+            .collect(),
+    })
+}
+
+impl Run<'_> {
+    pub(super) fn notifications(
+        &self,
+        out: &mut Out,
+        bind: &Bind<'_>,
+        fields: &Fields<NoticesField>,
+        (c, loaded): &(NotificationGroupConnection, Loaded),
+    ) {
+        out.open();
+        for f in fields {
+            out.key(&f.key);
+            match &f.kind {
+                NoticesField::Typename => out.string("NotificationGroupConnection"),
+                NoticesField::Edges(edge_fields) => out.list(&c.edges, |out, edge| {
+                    out.open();
+                    for e in edge_fields {
+                        out.key(&e.key);
+                        match &e.kind {
+                            NoticeEdgeField::Typename => out.string("NotificationGroupEdge"),
+                            NoticeEdgeField::Cursor => {
+                                out.string(&edge.cursor.seal(&self.state.cursors))
+                            }
+                            NoticeEdgeField::Node(group) => {
+                                self.group(out, bind, group, &edge.node, loaded)
+                            }
+                        }
+                    }
+                    out.close();
+                }),
+                NoticesField::Nodes(group) => out.list(&c.edges, |out, edge| {
+                    self.group(out, bind, group, &edge.node, loaded)
+                }),
+                NoticesField::PageInfo(page) => page_info(out, page, &c.page_info),
+                NoticesField::UnseenCount => out.number(c.unseen_count),
+                NoticesField::UnreadCount => out.number(c.unread_count),
+            }
+        }
+        out.close();
+    }
+
+    fn group(
+        &self,
+        out: &mut Out,
+        bind: &Bind<'_>,
+        fields: &Fields<GroupField>,
+        node: &NotificationGroupNode,
+        loaded: &Loaded,
+    ) {
+        out.open();
+        for f in fields {
+            out.key(&f.key);
+            match &f.kind {
+                GroupField::Typename => out.string("NotificationGroup"),
+                GroupField::Id => out.id(&node.global_id()),
+                GroupField::Key => out.string(&node.group.key),
+                GroupField::Reason => out.enumerated(node.group.reason),
+                GroupField::Action(action) => self.readable(out, action, node.action_id(), loaded),
+                GroupField::RefId => out.opt_string(node.latest_ref()),
+                GroupField::Actors { first, fields } => {
+                    // Bound when the page was read: the same values again.
+                    let first = bind
+                        .int(first)
+                        .ok()
+                        .flatten()
+                        .and_then(|n| actors_first(n).ok())
+                        .unwrap_or(3);
+                    out.list(&node.actor_ids(first), |out, id| {
+                        loaded.user(out, fields, id)
+                    });
+                }
+                GroupField::ActorCount => out.number(node.actors_counted() as u64),
+                GroupField::Count => out.number(u64::from(node.group.visible)),
+                GroupField::UnreadCount => out.number(u64::from(node.group.unread)),
+                GroupField::FirstAt => match node.first_time() {
+                    Some(at) => out.time(&at),
+                    None => out.null(),
+                },
+                GroupField::LastAt => out.time(&node.last_time()),
+                GroupField::Seen => out.bool(node.is_seen()),
+                GroupField::Read => out.bool(node.is_read()),
+                GroupField::Notifications { first, fields } => {
+                    let first = bind
+                        .int(first)
+                        .ok()
+                        .and_then(|n| members_first(n).ok())
+                        .unwrap_or(0);
+                    out.list(&node.members(first), |out, member| {
+                        self.notice(out, fields, member, loaded)
+                    });
+                }
+            }
+        }
+        out.close();
+    }
+
+    fn notice(
+        &self,
+        out: &mut Out,
+        fields: &Fields<NoticeField>,
+        node: &NotificationNode,
+        loaded: &Loaded,
+    ) {
+        let notice = &node.notice;
+        out.open();
+        for f in fields {
+            out.key(&f.key);
+            match &f.kind {
+                NoticeField::Typename => out.string("Notification"),
+                NoticeField::Id => out.id(&node.global_id()),
+                NoticeField::Reason => out.enumerated(notice.reason),
+                NoticeField::Actor(fields) => loaded.user(out, fields, &notice.actor),
+                NoticeField::ActorId => out.string(&notice.actor),
+                NoticeField::Action(action) => self.readable(out, action, notice.action_id, loaded),
+                NoticeField::CommentId => out.opt_string(node.comment_hex().as_deref()),
+                NoticeField::RefId => out.opt_string(notice.ref_id.as_deref()),
+                NoticeField::At => out.time(&node.happened()),
+                NoticeField::Seen => out.bool(node.is_seen()),
+                NoticeField::Read => out.bool(notice.read),
+            }
+        }
+        out.close();
+    }
+
+    /// An action the viewer may read, else `null`.
+    fn readable(
+        &self,
+        out: &mut Out,
+        fields: &Fields<ActionField>,
+        id: Option<ObjectId>,
+        loaded: &Loaded,
+    ) {
+        match id.and_then(|id| loaded.actions.get(&id)) {
+            Some(node) => self.action(out, fields, node),
+            None => out.null(),
+        }
+    }
+}
