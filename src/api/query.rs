@@ -7,14 +7,14 @@ use async_graphql::{Context, MergedObject, Object, ID};
 use super::aggregate::AggregateQuery;
 use super::notifications::NotificationQuery;
 
-use super::access::access;
+use super::access::access_for;
 use super::cost::page_cost;
 use super::error::{bad_input, ApiResultExt};
 use super::feed::{self, Paging};
 use super::global_id::{action_id_arg, renamed_arg, user_id_arg};
 use super::node::{self, Node};
 use super::types::{user_node, ActionConnection, ActionNode, FeedItemConnection, UserNode};
-use super::{loaders, viewer};
+use super::{state, viewer, AppState, Viewer};
 use crate::model::limits::MAX_LIST_LEN;
 use crate::model::ObjectId;
 
@@ -180,11 +180,11 @@ impl CoreQuery {
         let viewer = viewer(ctx)?;
         let (field, id) = renamed_arg(("actionId", action_id), ("id", id))?;
         let id = action_id_arg(field, &id)?;
-        let Some(action) = loaders(ctx)?.actions.load_one(id).await.api()? else {
-            return Ok(None);
-        };
-        let access = access(ctx, viewer, [&action]).await?;
-        Ok(access.can_read(&action).then(|| ActionNode::new(action)))
+        let needs = feed::Needs::of(ctx, &[&[]]);
+        Ok(readable_actions(state(ctx)?, viewer, &[id], needs)
+            .await?
+            .pop()
+            .flatten())
     }
 
     /// Several actions, in the order asked, null where there is none you may see.
@@ -213,20 +213,7 @@ impl CoreQuery {
             .iter()
             .map(|id| action_id_arg(field, id))
             .collect::<Result<Vec<_>, _>>()?;
-        let found = loaders(ctx)?
-            .actions
-            .load_many(ids.iter().copied())
-            .await
-            .api()?;
-        let access = access(ctx, viewer, found.values()).await?;
-        let readable: Vec<_> = found.into_values().filter(|a| access.can_read(a)).collect();
-        let nodes: HashMap<ObjectId, ActionNode> = ActionNode::hydrate(ctx, readable, &[&[]])
-            .await?
-            .into_iter()
-            .map(|node| (node.action.id, node))
-            .collect();
-        // An action asked for twice (by its id and its global id) shows twice.
-        Ok(ids.iter().map(|id| nodes.get(id).cloned()).collect())
+        readable_actions(state(ctx)?, viewer, &ids, feed::Needs::of(ctx, &[&[]])).await
     }
 
     /// A user of the viewer's tenant, or null if Riverfeed has never heard of
@@ -237,11 +224,9 @@ impl CoreQuery {
         user_id: Option<ID>,
         #[graphql(deprecation = "Use `userId`.")] id: Option<ID>,
     ) -> async_graphql::Result<Option<UserNode>> {
-        viewer(ctx)?;
+        let viewer = viewer(ctx)?;
         let (field, id) = renamed_arg(("userId", user_id), ("id", id))?;
-        let id = user_id_arg(field, &id)?;
-        let user = loaders(ctx)?.users.load_one(id).await.api()?;
-        Ok(user.map(UserNode::from))
+        user_by_id(state(ctx)?, viewer, &user_id_arg(field, &id)?).await
     }
 
     /// The object with this global id (an `Action`, `User`, `Comment` or
@@ -265,4 +250,47 @@ impl CoreQuery {
     ) -> async_graphql::Result<Vec<Option<Node>>> {
         node::resolve(ctx, &ids).await
     }
+}
+
+/// The actions `ids` as the viewer may read them, in the order asked (one
+/// asked twice shows twice), null where there is none they may see: the
+/// rule of `action` and `actions`, for either executor.
+pub(crate) async fn readable_actions(
+    state: &AppState,
+    viewer: &Viewer,
+    ids: &[ObjectId],
+    needs: feed::Needs,
+) -> async_graphql::Result<Vec<Option<ActionNode>>> {
+    let mut unique = ids.to_vec();
+    unique.sort_unstable();
+    unique.dedup();
+    let found = state
+        .store
+        .get_actions(&viewer.tenant, &unique)
+        .await
+        .api()?;
+    let access = access_for(state, viewer, &found).await?;
+    let readable: Vec<_> = found.into_iter().filter(|a| access.can_read(a)).collect();
+    let nodes: HashMap<ObjectId, ActionNode> =
+        ActionNode::load_along(state, viewer, readable, needs, &HashMap::new())
+            .await?
+            .into_iter()
+            .map(|node| (node.action.id, node))
+            .collect();
+    Ok(ids.iter().map(|id| nodes.get(id).cloned()).collect())
+}
+
+/// The user `id` of the viewer's tenant, if Riverfeed has heard of them:
+/// `user`'s rule, for either executor.
+pub(crate) async fn user_by_id(
+    state: &AppState,
+    viewer: &Viewer,
+    id: &str,
+) -> async_graphql::Result<Option<UserNode>> {
+    let found = state
+        .store
+        .get_users(&viewer.tenant, &[id.to_owned()])
+        .await
+        .api()?;
+    Ok(found.into_iter().next().map(UserNode::from))
 }

@@ -266,3 +266,52 @@ async fn the_bell_runs_planned_and_answers_as_the_general_executor_does() {
     assert_eq!(executions(&server, "Members", "fallback").await, 3);
     server.stop().await;
 }
+
+/// Records found by id, with what the viewer may not see among them.
+const BY_ID: &str = "query ById($a: ID!, $all: [ID!]!, $u: ID!) { \
+    one: action(actionId: $a) { actionId actorId likeCount viewerHasLiked actor { name } \
+    descriptor { ... on StatusPost { text } } } \
+    all: actions(actionIds: $all) { __typename ... on Node { id } actionId } \
+    who: user(userId: $u) { __typename id userId name } }";
+
+#[tokio::test]
+async fn records_found_by_id_run_planned_and_answer_as_the_general_executor_does() {
+    let Some(server) = TestServer::start(Backend::Embedded).await else {
+        return;
+    };
+    let (ann, bob) = (server.client("acme", "ann"), server.client("acme", "bob"));
+    bob.upsert_user("bob", "Bob").await;
+    server.client("acme", "cat").upsert_user("cat", "Cat").await;
+    let open = bob.post_status("for all", json!({})).await;
+    let own = bob
+        .post_status(
+            "for cat",
+            json!({ "scope": "RESTRICTED", "readers": ["cat"] }),
+        )
+        .await;
+    let vars = |a: &str, u: &str| json!({ "a": a, "all": [own, open, "000000000000000000000000", open], "u": u });
+    let body = both_ways(&server, &ann, BY_ID, vars(&open, "bob")).await;
+    let body: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(body["data"]["one"]["actor"]["name"], json!("Bob"), "{body}");
+    let all = body["data"]["all"].as_array().expect("a list");
+    assert_eq!(all.len(), 4, "{body}");
+    assert!(all[0].is_null() && all[2].is_null(), "{body}");
+    assert_eq!(all[1], all[3], "{body}");
+    assert_eq!(body["data"]["who"]["name"], json!("Bob"), "{body}");
+    assert!(executions(&server, "ById", "planned").await >= 1);
+
+    // Nothing to see: nulls, planned.
+    let body = both_ways(&server, &ann, BY_ID, vars(&own, "nobody")).await;
+    assert!(
+        body.contains("\"one\":null") && body.contains("\"who\":null"),
+        "{body}"
+    );
+    assert!(executions(&server, "ById", "planned").await >= 2);
+    // An id that does not parse is an error of a nullable root: left to
+    // async-graphql, which answers it.
+    let fallbacks = executions(&server, "ById", "fallback").await;
+    let body = both_ways(&server, &ann, BY_ID, vars("not an id", "bob")).await;
+    assert!(body.contains("BAD_USER_INPUT"), "{body}");
+    assert_eq!(executions(&server, "ById", "fallback").await, fallbacks + 3);
+    server.stop().await;
+}

@@ -18,6 +18,7 @@ use async_graphql::parser::types::{
 use async_graphql::{Name, Pos, Positioned, Variables};
 use async_graphql_value::{ConstValue, Value};
 
+use super::by_id::ById;
 use super::notices::{NoticesArgs, NoticesField};
 use crate::descriptor::catalog::{Catalog, UNKNOWN};
 
@@ -58,6 +59,8 @@ pub enum RootField {
     },
     Viewer(Fields<UserField>),
     NotificationCounts(Fields<CountsField>),
+    /// `action`, `actions` or `user`: nullable.
+    ById(ById),
     Notifications {
         args: NoticesArgs,
         fields: Fields<NoticesField>,
@@ -451,6 +454,7 @@ impl<'a> Compiler<'a> {
                 .and_then(|()| this.counts(&Self::subsets(occ)))
                 .map(RootField::NotificationCounts),
             "notifications" => this.notifications(occ),
+            "action" | "actions" | "user" => this.by_id(name, occ),
             _ => None,
         })
     }

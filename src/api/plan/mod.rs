@@ -9,6 +9,7 @@
 //! run at all (`--planned-reads`), so the two executors can be compared on
 //! the same store.
 
+mod by_id;
 mod compile;
 mod notices;
 mod order;

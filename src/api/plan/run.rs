@@ -14,7 +14,7 @@ use super::compile::{
     FeedArgs, Fields, ItemField, ListArg, ListArgs, ListEdgeField, ListField, PageInfoField, Plan,
     ReasonField, RootField, UserField,
 };
-use super::notices;
+use super::{by_id, notices};
 use crate::api::error::ApiResultExt;
 use crate::api::feed::{self, ListOf, Needs, Paging};
 use crate::api::notifications::NotificationCounts;
@@ -70,6 +70,14 @@ pub async fn run(
             RootField::NotificationCounts(fields) => notification_counts(state, session)
                 .await
                 .map(|c| counts(&mut out, fields, &c)),
+            RootField::ById(by_id) => {
+                // Nullable, so only a value counts as an answer.
+                let found = by_id::find(state, session, &bind, by_id).await?;
+                if (Run { state, session }).found(&mut out, by_id, &found) {
+                    answered = true;
+                }
+                continue;
+            }
             RootField::Notifications { args, fields } => {
                 notices::read(state, session, &bind, args, fields)
                     .await?
@@ -81,7 +89,7 @@ pub async fn run(
         match answer {
             Ok(()) => answered = true,
             Err(err) => {
-                // Every planned root field is non-null: its error nulls the
+                // Every planned root field that can fail is non-null: its error nulls the
                 // whole data. The other root fields still run, as they run
                 // side by side, and their errors count too.
                 let mut err = err.into_server_error(field.pos);
@@ -296,12 +304,27 @@ impl Bind<'_> {
         }
     }
 
-    fn id(&self, arg: &Arg) -> Result<Option<ID>, Fallback> {
+    pub(super) fn id(&self, arg: &Arg) -> Result<Option<ID>, Fallback> {
         match self.value(arg)? {
             None | Some(ConstValue::Null) => Ok(None),
-            Some(ConstValue::String(s)) => Ok(Some(ID(s.clone()))),
-            Some(ConstValue::Number(n)) if n.is_i64() || n.is_u64() => Ok(Some(ID(n.to_string()))),
-            Some(_) => Err(Fallback),
+            Some(value) => Self::one_id(value).map(Some),
+        }
+    }
+
+    /// A list of ids; one id alone is a list of one, as input coercion says.
+    pub(super) fn ids(&self, arg: &Arg) -> Result<Vec<ID>, Fallback> {
+        match self.value(arg)? {
+            None | Some(ConstValue::Null) => Err(Fallback),
+            Some(ConstValue::List(items)) => items.iter().map(Self::one_id).collect(),
+            Some(value) => Ok(vec![Self::one_id(value)?]),
+        }
+    }
+
+    fn one_id(value: &ConstValue) -> Result<ID, Fallback> {
+        match value {
+            ConstValue::String(s) => Ok(ID(s.clone())),
+            ConstValue::Number(n) if n.is_i64() || n.is_u64() => Ok(ID(n.to_string())),
+            _ => Err(Fallback),
         }
     }
 }

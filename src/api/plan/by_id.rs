@@ -1,0 +1,137 @@
+//! The roots that find records by id, planned: `action(actionId:)`,
+//! `actions(actionIds:)` and `user(userId:)`, each read with the rule its
+//! resolver reads with. They are nullable: an error of theirs (an id that
+//! does not parse, say) leaves the request to async-graphql, which nulls
+//! what the specification says it nulls.
+
+use super::compile::{arg, ActionField, Arg, Compiler, Fields, Occurrences, RootField, UserField};
+use super::run::{action_needs, user, Bind, Fallback, Out, Run};
+use crate::api::feed::Needs;
+use crate::api::global_id::{action_id_arg, user_id_arg};
+use crate::api::query::{readable_actions, user_by_id};
+use crate::api::types::{ActionNode, UserNode};
+use crate::api::{AppState, Session};
+use crate::model::limits::MAX_LIST_LEN;
+
+/// Which records a root finds, by the argument that names them.
+#[derive(Debug)]
+pub enum ById {
+    Action {
+        id: Arg,
+        fields: Fields<ActionField>,
+    },
+    Actions {
+        ids: Arg,
+        fields: Fields<ActionField>,
+    },
+    User {
+        id: Arg,
+        fields: Fields<UserField>,
+    },
+}
+
+/// What such a root found.
+pub(super) enum Found {
+    Action(Option<ActionNode>),
+    Actions(Vec<Option<ActionNode>>),
+    User(Option<UserNode>),
+}
+
+impl<'a> Compiler<'a> {
+    /// `action`, `actions` or `user`, named by their current argument
+    /// (the deprecated `id` / `ids` are left to async-graphql).
+    pub(super) fn by_id(&self, name: &str, occ: &Occurrences<'a>) -> Option<RootField> {
+        let only = |arg_name: &str| {
+            let args = &occ[0].node.arguments;
+            args.len() == 1 && args[0].0.node == arg_name
+        };
+        let sets = Self::subsets(occ);
+        let by_id = match name {
+            "action" if only("actionId") => ById::Action {
+                id: arg(occ[0], "actionId"),
+                fields: self.action(&sets)?,
+            },
+            "actions" if only("actionIds") => ById::Actions {
+                ids: arg(occ[0], "actionIds"),
+                fields: self.action(&sets)?,
+            },
+            "user" if only("userId") => ById::User {
+                id: arg(occ[0], "userId"),
+                fields: self.user(&sets)?,
+            },
+            _ => return None,
+        };
+        Some(RootField::ById(by_id))
+    }
+}
+
+/// Finds what `by_id` names; any error is async-graphql's to answer.
+pub(super) async fn find(
+    state: &AppState,
+    session: &Session,
+    bind: &Bind<'_>,
+    by_id: &ById,
+) -> Result<Found, Fallback> {
+    let viewer = session.viewer().map_err(|_| Fallback)?;
+    let mut needs = Needs::default();
+    match by_id {
+        ById::Action { id, fields } => {
+            let id = bind.id(id)?.ok_or(Fallback)?;
+            let id = action_id_arg("actionId", &id).map_err(|_| Fallback)?;
+            action_needs(fields, &mut needs);
+            let mut found = readable_actions(state, viewer, &[id], needs)
+                .await
+                .map_err(|_| Fallback)?;
+            Ok(Found::Action(found.pop().flatten()))
+        }
+        ById::Actions { ids, fields } => {
+            let ids = bind.ids(ids)?;
+            if ids.len() > MAX_LIST_LEN {
+                return Err(Fallback);
+            }
+            let ids = ids
+                .iter()
+                .map(|id| action_id_arg("actionIds", id))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|_| Fallback)?;
+            action_needs(fields, &mut needs);
+            let found = readable_actions(state, viewer, &ids, needs)
+                .await
+                .map_err(|_| Fallback)?;
+            Ok(Found::Actions(found))
+        }
+        ById::User { id, .. } => {
+            let id = bind.id(id)?.ok_or(Fallback)?;
+            let id = user_id_arg("userId", &id).map_err(|_| Fallback)?;
+            let found = user_by_id(state, viewer, &id).await.map_err(|_| Fallback)?;
+            Ok(Found::User(found))
+        }
+    }
+}
+
+impl Run<'_> {
+    /// Writes what was found; whether it is not null.
+    pub(super) fn found(&self, out: &mut Out, by_id: &ById, found: &Found) -> bool {
+        match (by_id, found) {
+            (ById::Action { fields, .. }, Found::Action(Some(node))) => {
+                self.action(out, fields, node);
+                true
+            }
+            (ById::Actions { fields, .. }, Found::Actions(nodes)) => {
+                out.list(nodes, |out, node| match node {
+                    Some(node) => self.action(out, fields, node),
+                    None => out.null(),
+                });
+                true
+            }
+            (ById::User { fields, .. }, Found::User(Some(node))) => {
+                user(out, fields, node);
+                true
+            }
+            _ => {
+                out.null();
+                false
+            }
+        }
+    }
+}
