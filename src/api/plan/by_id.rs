@@ -32,7 +32,7 @@ pub enum ById {
 
 /// What such a root found.
 pub(super) enum Found {
-    Action(Option<ActionNode>),
+    Action(Option<Box<ActionNode>>),
     Actions(Vec<Option<ActionNode>>),
     User(Option<UserNode>),
 }
@@ -82,7 +82,7 @@ pub(super) async fn find(
             let mut found = readable_actions(state, viewer, &[id], needs)
                 .await
                 .map_err(|_| Fallback)?;
-            Ok(Found::Action(found.pop().flatten()))
+            Ok(Found::Action(found.pop().flatten().map(Box::new)))
         }
         ById::Actions { ids, fields } => {
             let ids = bind.ids(ids)?;
