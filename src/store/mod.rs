@@ -54,7 +54,7 @@ pub use archive::{Archive, EdgeRecordKind, ItemRecord, Record};
 pub use error::{ErrorKind, StoreError, StoreResult};
 pub use group_feeds::GroupFeeds;
 pub use job_kinds::{BumpJob, Ended, FanOutJob, FollowJob, Unfollow, WebhookJob};
-pub use jobs::{Held, Job, JobBacklog, JobEnd, JobKind, JobStore, Jobs, Lease, Queued};
+pub use jobs::{Held, Job, JobBacklog, JobEnd, JobKind, JobStore, Jobs, Lease, Queued, QueuedRead};
 use metered::port;
 pub use notices::{NoticeJob, NoticeSelect, NoticeSource, NoticeStore, NoticeWrite, Notices};
 pub use records::{Keys, RecordKind, RecordStore, Records, Stored};
