@@ -46,6 +46,8 @@ pub struct WebhookDelivery {
     next: Option<Millis>,
     /// A dead one's last error, which it keeps beside its delivery.
     error: Option<String>,
+    /// When a dead one was given up on.
+    died: Option<Millis>,
 }
 
 /// One event for one endpoint, and how its attempts went.
@@ -58,6 +60,12 @@ impl WebhookDelivery {
 
     async fn event_type(&self) -> EventType {
         self.delivery.event
+    }
+
+    /// The JSON body it sends, the same on every attempt (and when
+    /// replayed): what the signature signs.
+    async fn payload(&self) -> &str {
+        &self.delivery.body
     }
 
     async fn state(&self) -> DeliveryState {
@@ -92,6 +100,11 @@ impl WebhookDelivery {
     /// When its event was queued (a replay queues it anew).
     async fn queued_at(&self) -> DateTime<Utc> {
         datetime(self.queued)
+    }
+
+    /// When it was given up on; null unless it is dead.
+    async fn died_at(&self) -> Option<DateTime<Utc>> {
+        self.died.map(datetime)
     }
 }
 
@@ -190,6 +203,7 @@ fn of_job(queued: Queued) -> StoreResult<WebhookDelivery> {
         queued: queued.job.queued,
         next,
         error: None,
+        died: None,
     })
 }
 
@@ -200,5 +214,6 @@ fn dead(dead: DeadDelivery) -> WebhookDelivery {
         queued: dead.queued,
         next: None,
         error: Some(dead.error),
+        died: Some(dead.died),
     }
 }
