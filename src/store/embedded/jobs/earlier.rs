@@ -388,6 +388,34 @@ mod tests {
         Ok(())
     }
 
+    /// A job queued before the state index opens indexed: a page of the
+    /// jobs that never failed lists it.
+    #[tokio::test]
+    async fn earlier_jobs_are_indexed_by_state() -> Result<(), StoreError> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let job = Job::new(JobKind::Webhook, "acme", "h a", &"payload", 10)?;
+        {
+            let store = EmbeddedStore::open(dir.path())?;
+            store.enqueue(&job).await?;
+            let db = &store.inner().unwrap();
+            let mut batch = WriteBatch::default();
+            // As that release left it: no state index.
+            let entry = super::super::state_key(JobKind::Webhook, "acme", 0, "h a");
+            batch.delete_cf(db.cf(JOBS), entry);
+            batch.put_cf(db.cf(META), JOBS_VERSION_KEY, [4]);
+            db.commit(batch)?;
+        }
+        let store = EmbeddedStore::open(dir.path())?;
+        let read = QueuedRead {
+            failed: Some(false),
+            ..QueuedRead::under("h ")
+        };
+        let listed = store.queued(JobKind::Webhook, "acme", read).await?;
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        assert_eq!(listed[0].job, job);
+        Ok(())
+    }
+
     /// A data directory of the release before fan-outs were jobs, with a
     /// fan-out waiting and one leased, opens with both queued as fan-out
     /// jobs of their actions, the held one's holder named; the move is
