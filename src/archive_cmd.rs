@@ -9,15 +9,17 @@
 //! - `import` is all or nothing: it reads the whole archive once to check
 //!   it (every line a record the API would have accepted, no line past
 //!   [`MAX_LINE_BYTES`], the end line there and its count right, no tenant
-//!   that holds data already unless `--merge`), and only then reads it again
-//!   to write it, in batches. A refusal names the line and the reason, and
-//!   nothing is written. Neither pass holds more than a batch in memory;
-//!   stdin, which cannot be read twice, is kept in a temporary file
-//!   meanwhile.
+//!   that holds data already unless `--merge`, no action whose actor holds
+//!   its foreign id under another action ([`foreign`])), and only then
+//!   reads it again to write it, in batches. A refusal names the line and
+//!   the reason, and nothing is written. Neither pass holds more than a
+//!   batch of records in memory (and 16 bytes per foreign id met); stdin,
+//!   which cannot be read twice, is kept in a temporary file meanwhile.
 //!
 //! The functions that do the work take a store, a stream or a reader and
 //! answer [`StoreError`]s; the `run_*` functions are the command-line edges.
 
+mod foreign;
 mod lines;
 
 use std::collections::{BTreeMap, HashSet};
@@ -309,6 +311,7 @@ async fn check<R: AsyncBufRead + Unpin>(
     // The tenants met so far: each is looked up in the store once. A
     // tenant's id is at most 256 bytes, and an archive holds few tenants.
     let mut tenants = HashSet::new();
+    let mut foreign = foreign::ForeignIds::new(options.batch);
     let mut end = None;
     while let Some((number, line)) = lines.next_line().await.map_err(refused)? {
         if let Some(spool) = spool.as_mut() {
@@ -357,6 +360,9 @@ async fn check<R: AsyncBufRead + Unpin>(
                     }
                     tenants.insert(tenant.to_owned());
                 }
+                if let Record::Action { action } = &record {
+                    foreign.meet(store, number, action).await.map_err(refused)?;
+                }
                 tally.add(&record);
             }
         }
@@ -378,6 +384,7 @@ async fn check<R: AsyncBufRead + Unpin>(
             ),
         })));
     }
+    foreign.flush(store).await.map_err(refused)?;
     progress.set_message("");
     Ok(tally)
 }
@@ -467,6 +474,13 @@ async fn write_batch(
     let Some(&(from, _)) = pending.first() else {
         return Ok(());
     };
+    // Checked again as it is written: another process may have recorded
+    // one of its foreign ids since the archive was checked.
+    let actions = pending.iter().filter_map(|(line, record)| match record {
+        Record::Action { action } => Some((*line, action)),
+        _ => None,
+    });
+    foreign::check_batch(store, actions).await?;
     let records: Vec<Record> = pending.drain(..).map(|(_, record)| record).collect();
     store.import(&records).await.map_err(|err| StoreError {
         message: format!("importing the batch from line {from}: {}", err.message),

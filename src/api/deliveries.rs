@@ -13,7 +13,7 @@ use super::{state, viewer};
 use crate::model::limits::page_size;
 use crate::model::{DeadDelivery, Delivery, EventType, Millis};
 use crate::store::records::SEPARATOR;
-use crate::store::{JobKind, Queued, StoreResult};
+use crate::store::{JobKind, Queued, QueuedRead, StoreResult};
 use crate::webhooks::registry;
 
 /// Where a delivery stands.
@@ -46,6 +46,8 @@ pub struct WebhookDelivery {
     next: Option<Millis>,
     /// A dead one's last error, which it keeps beside its delivery.
     error: Option<String>,
+    /// When a dead one was given up on.
+    died: Option<Millis>,
 }
 
 /// One event for one endpoint, and how its attempts went.
@@ -58,6 +60,12 @@ impl WebhookDelivery {
 
     async fn event_type(&self) -> EventType {
         self.delivery.event
+    }
+
+    /// The JSON body it sends, the same on every attempt (and when
+    /// replayed): what the signature signs.
+    async fn payload(&self) -> &str {
+        &self.delivery.body
     }
 
     async fn state(&self) -> DeliveryState {
@@ -92,6 +100,11 @@ impl WebhookDelivery {
     /// When its event was queued (a replay queues it anew).
     async fn queued_at(&self) -> DateTime<Utc> {
         datetime(self.queued)
+    }
+
+    /// When it was given up on; null unless it is dead.
+    async fn died_at(&self) -> Option<DateTime<Utc>> {
+        self.died.map(datetime)
     }
 }
 
@@ -149,8 +162,9 @@ pub async fn page(
 }
 
 /// Up to `limit` of the webhook's queued deliveries in `wanted`, past the
-/// message `after`. The jobs of one webhook are read from the queue (keys
-/// `<webhook> <message>`, in message order).
+/// message `after`: one read of the queue under the webhook's keys
+/// (`<webhook> <message>`, in message order), of the jobs that failed or
+/// of those that never did, as far as the page goes.
 async fn waiting(
     store: &dyn crate::store::Store,
     tenant: &str,
@@ -160,24 +174,20 @@ async fn waiting(
     limit: usize,
 ) -> StoreResult<Vec<WebhookDelivery>> {
     let prefix = format!("{webhook}{SEPARATOR}");
-    let queued = store.queued(JobKind::Webhook, tenant, &prefix).await?;
-    let mut out = Vec::new();
-    for job in queued {
-        let node = of_job(job)?;
-        if node.state != wanted || after.is_some_and(|a| node.delivery.message.as_str() <= a) {
-            continue;
-        }
-        out.push(node);
-        if out.len() == limit {
-            break;
-        }
-    }
-    Ok(out)
+    let after = after.map(|message| format!("{prefix}{message}"));
+    let read = QueuedRead {
+        under: &prefix,
+        after: after.as_deref(),
+        failed: Some(wanted == DeliveryState::Failed),
+        limit,
+    };
+    let queued = store.queued(JobKind::Webhook, tenant, read).await?;
+    queued.into_iter().map(of_job).collect()
 }
 
 fn of_job(queued: Queued) -> StoreResult<WebhookDelivery> {
     let delivery: Delivery = queued.job.payload()?;
-    let state = if delivery.tried.attempts == 0 {
+    let state = if queued.job.failures == 0 {
         DeliveryState::Pending
     } else {
         DeliveryState::Failed
@@ -193,6 +203,7 @@ fn of_job(queued: Queued) -> StoreResult<WebhookDelivery> {
         queued: queued.job.queued,
         next,
         error: None,
+        died: None,
     })
 }
 
@@ -203,5 +214,6 @@ fn dead(dead: DeadDelivery) -> WebhookDelivery {
         queued: dead.queued,
         next: None,
         error: Some(dead.error),
+        died: Some(dead.died),
     }
 }

@@ -21,7 +21,7 @@ use crate::model::{
     User,
 };
 use crate::store::Graph;
-use crate::store::{Held, JobKind};
+use crate::store::{Held, JobKind, QueuedRead};
 
 pub use super::user_node::{user_node, UserNode};
 
@@ -412,7 +412,7 @@ impl FanOutNode {
                 let key = self.id.to_hex();
                 let queued = state(ctx)?
                     .store
-                    .queued(JobKind::FanOut, &self.tenant, &key)
+                    .queued(JobKind::FanOut, &self.tenant, QueuedRead::under(&key))
                     .await
                     .api()?;
                 async_graphql::Result::Ok(

@@ -96,10 +96,13 @@ impl WebhookNode {
     /// Deliveries given up on after a day of retries, in message-id
     /// order: the first `first` of them, past the message `after` (the
     /// last `messageId` of the page before) if given. A page shorter than
-    /// `first` is the last. `replayDeadDeliveries` sends them again.
-    /// `deliveries(state: DEAD)` lists them as a connection, with their
-    /// attempts.
-    #[graphql(complexity = "first_cost(Some(first), 20, MAX_DEAD_PAGE, child_complexity)")]
+    /// `first` is the last. Deprecated: `deliveries(state: DEAD)` lists the
+    /// same as a connection, with their attempts and last status.
+    #[graphql(
+        complexity = "first_cost(Some(first), 20, MAX_DEAD_PAGE, child_complexity)",
+        deprecation = "Use `deliveries(state: DEAD)`: the same deliveries, with `payload`, \
+                       `diedAt`, `lastError` (for `error`) and `eventType` (for `event`)."
+    )]
     async fn dead_deliveries(
         &self,
         ctx: &Context<'_>,

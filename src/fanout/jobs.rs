@@ -5,7 +5,7 @@
 use futures_util::{stream, StreamExt};
 use tokio_util::sync::CancellationToken;
 
-use crate::store::NoticeSource;
+use crate::store::{NoticeSource, QueuedRead};
 
 use super::*;
 
@@ -240,7 +240,7 @@ impl Worker {
         let fan_out = comment.action_id.to_hex();
         let running = self
             .store
-            .queued(JobKind::FanOut, &tenant, &fan_out)
+            .queued(JobKind::FanOut, &tenant, QueuedRead::under(&fan_out))
             .await?;
         if running.iter().any(|q| q.job.key == fan_out) {
             return Ok((BumpNext::Held, tenant, Vec::new()));

@@ -72,10 +72,15 @@ impl BumpJob {
 pub struct WebhookJob;
 
 impl WebhookJob {
-    /// The job of `delivery` in `tenant`, queued at `queued`.
+    /// The job of `delivery` in `tenant`, queued at `queued`, counting the
+    /// attempts it carries as its failures.
     pub fn of(tenant: &str, delivery: &crate::model::Delivery, queued: Millis) -> StoreResult<Job> {
         let key = records::dead_delivery_key(&delivery.webhook, &delivery.message);
-        Job::new(JobKind::Webhook, tenant, &key, delivery, queued)
+        let job = Job::new(JobKind::Webhook, tenant, &key, delivery, queued)?;
+        Ok(Job {
+            failures: delivery.tried.attempts,
+            ..job
+        })
     }
 }
 

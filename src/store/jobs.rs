@@ -42,7 +42,11 @@
 //! - [`Jobs::cancel`] removes a job whether it waits or is leased; its
 //!   holder's next renewal or finish is `LeaseLost`, or nothing if it is gone.
 //! - [`JobStore::queued`] lists the waiting and leased jobs of a kind and
-//!   tenant under a key prefix, in key order.
+//!   tenant under a key prefix, in key order, a page at a time if asked
+//!   ([`QueuedRead`]: past a key, of jobs that failed or not, at most so
+//!   many), reading no more than the page holds.
+//! - [`JobStore::defer`] keeps the [`Job::failures`] its lease carries; an
+//!   enqueue starts at 0.
 //! - Kinds and tenants are independent: a claim of one kind never returns
 //!   another's; the same key in two tenants is two jobs.
 //! - The embedded store belongs to one process: at open, every lease is
@@ -158,6 +162,10 @@ pub struct Job {
     pub payload: String,
     /// When it was queued: the order waiting jobs are claimed in.
     pub queued: Millis,
+    /// How many times its work failed so far, as its holder counts them
+    /// (a delivery's attempts): 0 when queued, and what [`JobStore::defer`]
+    /// gives back with its lease; [`QueuedRead::failed`] selects by it.
+    pub failures: u32,
 }
 
 impl Job {
@@ -177,6 +185,7 @@ impl Job {
             key: key.to_owned(),
             payload,
             queued,
+            failures: 0,
         })
     }
 
@@ -216,6 +225,40 @@ impl Queued {
             held: Held::of(worker, until),
             waits_until,
         }
+    }
+}
+
+/// Which queued jobs of a kind and tenant [`JobStore::queued`] lists, in
+/// key order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueuedRead<'a> {
+    /// Those whose key begins with this.
+    pub under: &'a str,
+    /// Only those whose key comes after this one.
+    pub after: Option<&'a str>,
+    /// Only those that failed at least once (`Some(true)`) or never did
+    /// (`Some(false)`), by [`Job::failures`].
+    pub failed: Option<bool>,
+    /// At most this many: a page costs what it holds, whatever else is
+    /// queued under the prefix.
+    pub limit: usize,
+}
+
+impl<'a> QueuedRead<'a> {
+    /// Every job whose key begins with `prefix`.
+    pub fn under(prefix: &'a str) -> Self {
+        QueuedRead {
+            under: prefix,
+            after: None,
+            failed: None,
+            limit: usize::MAX,
+        }
+    }
+
+    /// Whether a job of `key` that failed `failures` times is one it asks
+    /// for, its prefix aside.
+    pub fn wants(&self, key: &str, failures: u32) -> bool {
+        self.after.is_none_or(|a| key > a) && self.failed.is_none_or(|f| f == (failures > 0))
     }
 }
 
@@ -316,8 +359,8 @@ pub trait JobStore: Send + Sync {
     /// Extends a held lease to `now + lease_ms`. `LeaseLost` if another worker
     /// holds the job or it is gone.
     async fn renew(&self, lease: &Lease, now: Millis) -> StoreResult<()>;
-    /// Gives a held job back to wait until `at` with the payload
-    /// `lease.job` carries: nobody holds it, and it is due from `at` on,
+    /// Gives a held job back to wait until `at` with the payload and
+    /// failures `lease.job` carries: nobody holds it, and it is due from `at` on,
     /// across a restart too (a retry's time). `LeaseLost` as for
     /// [`JobStore::renew`].
     async fn defer(&self, lease: &Lease, at: Millis) -> StoreResult<()>;
@@ -325,10 +368,12 @@ pub trait JobStore: Send + Sync {
     async fn end(&self, end: JobEnd<'_>) -> StoreResult<bool>;
     /// How many jobs of `kind` wait or are leased, and the oldest's time.
     async fn backlog(&self, kind: JobKind) -> StoreResult<JobBacklog>;
-    /// The jobs of `kind` and `tenant` whose key begins with `prefix`,
-    /// waiting or leased, in key order: work not done yet that reads must
-    /// apply (a reader's pending cleanups). Cheap when there are none.
-    async fn queued(&self, kind: JobKind, tenant: &str, prefix: &str)
+    /// The jobs of `kind` and `tenant` that `read` asks for, waiting or
+    /// leased, in key order: work not done yet that reads must apply (a
+    /// reader's pending cleanups), or a page of it (a webhook's failed
+    /// deliveries), read as far as the page goes. Cheap when there are
+    /// none.
+    async fn queued(&self, kind: JobKind, tenant: &str, read: QueuedRead<'_>)
         -> StoreResult<Vec<Queued>>;
     /// Makes the jobs of `kind` and `tenant` whose key begins with `prefix`
     /// and that wait for a time past `now` due at `now`; jobs held under a

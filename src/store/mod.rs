@@ -54,7 +54,7 @@ pub use archive::{Archive, EdgeRecordKind, ItemRecord, Record};
 pub use error::{ErrorKind, StoreError, StoreResult};
 pub use group_feeds::GroupFeeds;
 pub use job_kinds::{BumpJob, Ended, FanOutJob, FollowJob, Unfollow, WebhookJob};
-pub use jobs::{Held, Job, JobBacklog, JobEnd, JobKind, JobStore, Jobs, Lease, Queued};
+pub use jobs::{Held, Job, JobBacklog, JobEnd, JobKind, JobStore, Jobs, Lease, Queued, QueuedRead};
 use metered::port;
 pub use notices::{NoticeJob, NoticeSelect, NoticeSource, NoticeStore, NoticeWrite, Notices};
 pub use records::{Keys, RecordKind, RecordStore, Records, Stored};
@@ -289,6 +289,15 @@ pub trait ActionStore: Send + Sync {
     async fn insert_action(&self, action: &Action) -> StoreResult<Inserted>;
     /// The actions that exist among `ids`, in no particular order. One round trip.
     async fn get_actions(&self, tenant: &str, ids: &[ObjectId]) -> StoreResult<Vec<Action>>;
+    /// The actions recorded under foreign ids: of each `(actor, foreign
+    /// id)` in `under`, the actor's action under it, if there is one, in
+    /// no particular order (what an import checks its own against). One
+    /// round trip.
+    async fn foreign_actions(
+        &self,
+        tenant: &str,
+        under: &[(String, String)],
+    ) -> StoreResult<Vec<Action>>;
     /// Takes an action out of every feed, and hides or deletes it as
     /// `removal` says (see [`Removal`]). Returns the feed items removed;
     /// `NotFound` ([`Removal::not_found`]) if there is no such action.

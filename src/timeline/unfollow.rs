@@ -4,7 +4,7 @@
 //! meanwhile ([`super::Visibility`]); following again cancels it.
 
 use crate::model::Millis;
-use crate::store::{JobKind, Jobs, Store, StoreResult, Unfollow};
+use crate::store::{JobKind, Jobs, QueuedRead, Store, StoreResult, Unfollow};
 
 /// Queues `unfollow`'s cleanup: from now on, reads apply it. Nothing
 /// changes if it is pending already.
@@ -26,7 +26,11 @@ pub async fn end(store: &dyn Store, unfollow: &Unfollow) -> StoreResult<()> {
 /// store.
 pub async fn pending(store: &dyn Store, tenant: &str, reader: &str) -> StoreResult<Vec<Unfollow>> {
     store
-        .queued(JobKind::Cleanup, tenant, &Unfollow::reader_prefix(reader))
+        .queued(
+            JobKind::Cleanup,
+            tenant,
+            QueuedRead::under(&Unfollow::reader_prefix(reader)),
+        )
         .await?
         .iter()
         .map(|q| Unfollow::of_job(&q.job))

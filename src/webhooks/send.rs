@@ -34,7 +34,7 @@ use super::target;
 use crate::clock::Clock;
 use crate::metrics::Metrics;
 use crate::model::{DeadDelivery, Delivery, Millis, Tried, Webhook};
-use crate::store::{JobKind, Jobs, Lease, Store, StoreError, StoreResult};
+use crate::store::{JobKind, Jobs, Lease, QueuedRead, Store, StoreError, StoreResult};
 
 const SECOND: Millis = 1000;
 const MINUTE: Millis = 60 * SECOND;
@@ -254,11 +254,13 @@ impl Sender {
                         self.metrics.webhook("retried");
                         let due = lease.job.queued.saturating_add(*at);
                         // The attempt is recorded in the job given back, in
-                        // the same step: the deliveries view reads it there.
+                        // the same step: the deliveries view reads it there,
+                        // and pages the failed ones by the job's count.
                         let mut tried = lease.clone();
                         tried.job.payload = serde_json::to_string(&delivery).map_err(|e| {
                             StoreError::internal("cannot encode a webhook delivery", e)
                         })?;
+                        tried.job.failures = delivery.tried.attempts;
                         store.defer(&tried, due).await
                     }
                     None => {
@@ -304,7 +306,9 @@ impl Sender {
         let tenant = &lease.job.tenant;
         if let Some(hold) = &delivery.hold {
             let kind = JobKind::of_code(&hold.kind)?;
-            let running = store.queued(kind, tenant, &hold.key).await?;
+            let running = store
+                .queued(kind, tenant, QueuedRead::under(&hold.key))
+                .await?;
             if running.iter().any(|q| q.job.key == hold.key) {
                 return Ok(Outcome::Held);
             }

@@ -8,6 +8,7 @@ use riverfeed::model::{Comment, NoticeRange, NoticeReason, ObjectId, Position};
 use riverfeed::notify::{self, NoticeRules};
 use riverfeed::server::ServeOptions;
 use riverfeed::store::prelude::*;
+use riverfeed::store::QueuedRead;
 use riverfeed::store::{JobKind, NoticeJob, NoticeSelect, NoticeSource, River, RiverWrite};
 use riverfeed::timeline::{FeedModel, FeedModelKind};
 use serde_json::{json, Value};
@@ -153,7 +154,11 @@ where
     toggle(true).await;
     let ended = store.finish(&leases[0]).await;
     let owed = store
-        .queued(JobKind::Notice, "acme", &leases[0].job.key)
+        .queued(
+            JobKind::Notice,
+            "acme",
+            QueuedRead::under(&leases[0].job.key),
+        )
         .await
         .expect("queued");
     assert!(

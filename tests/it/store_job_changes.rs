@@ -5,6 +5,7 @@
 
 use anyhow::{ensure, Result};
 use riverfeed::store::prelude::*;
+use riverfeed::store::QueuedRead;
 use riverfeed::store::{Job, JobKind, Lease};
 
 const T: &str = "jobs";
@@ -27,12 +28,16 @@ pub async fn deferral_keeps_the_payload_it_carries(store: &dyn Store) -> Result<
         .claim(JobKind::Webhook, "w1", 1_000, LEASE, 10)
         .await?;
     ensure!(keys(&held) == ["a"], "{:?}", keys(&held));
-    let listed = store.queued(JobKind::Webhook, T, "a").await?;
+    let listed = store
+        .queued(JobKind::Webhook, T, QueuedRead::under("a"))
+        .await?;
     ensure!(listed[0].waits_until.is_none(), "held: {listed:?}");
     let mut tried = held[0].clone();
     tried.job.payload = "\"tried once\"".into();
     store.defer(&tried, 5_000).await?;
-    let listed = store.queued(JobKind::Webhook, T, "a").await?;
+    let listed = store
+        .queued(JobKind::Webhook, T, QueuedRead::under("a"))
+        .await?;
     ensure!(
         listed.len() == 1 && listed[0].job.payload == "\"tried once\"",
         "the new payload is listed: {listed:?}"
@@ -78,7 +83,9 @@ pub async fn hasten_makes_deferred_jobs_due_now(store: &dyn Store) -> Result<()>
         store.hasten(JobKind::Webhook, T, "h ", 1_100).await? == 2,
         "a and b brought forward"
     );
-    let listed = store.queued(JobKind::Webhook, T, "h ").await?;
+    let listed = store
+        .queued(JobKind::Webhook, T, QueuedRead::under("h "))
+        .await?;
     let held_c = listed.iter().find(|q| q.job.key == "h c");
     ensure!(
         held_c.is_some_and(|q| q.held.as_ref().is_some_and(|h| h.worker == "w1")),
@@ -100,10 +107,88 @@ pub async fn hasten_makes_deferred_jobs_due_now(store: &dyn Store) -> Result<()>
         store.hasten(JobKind::Webhook, T, "h ", 1_200).await? == 0,
         "nothing left to bring forward"
     );
-    let other = store.queued(JobKind::Webhook, T, "x ").await?;
+    let other = store
+        .queued(JobKind::Webhook, T, QueuedRead::under("x "))
+        .await?;
     ensure!(
         other.len() == 1 && other[0].waits_until == Some(60_000),
         "another prefix keeps its time: {other:?}"
     );
+    Ok(())
+}
+
+/// A read of the queue by page: past a key, of the jobs that failed (by
+/// the failures a deferral gives back, or a job is queued with) or of those
+/// that never did, at most `limit`, in key order, so that paging covers
+/// each once; a claim keeps a job's failures, and a job finished leaves.
+pub async fn queued_pages_by_failures(store: &dyn Store) -> Result<()> {
+    for n in 0..8 {
+        let key = format!("h {n}");
+        store.enqueue(&job(JobKind::Webhook, T, &key, n)).await?;
+    }
+    store.enqueue(&job(JobKind::Webhook, T, "x 0", 9)).await?;
+    let failed_twice = Job {
+        failures: 2,
+        ..job(JobKind::Webhook, T, "h 8", 10)
+    };
+    store.enqueue(&failed_twice).await?;
+    let held = store
+        .claim(JobKind::Webhook, "w1", 1_000, LEASE, 20)
+        .await?;
+    ensure!(held.len() == 10, "{:?}", keys(&held));
+    let lease = |key: &str| held.iter().find(|l| l.job.key == key).expect("held");
+    for key in ["h 1", "h 3", "h 5"] {
+        let mut tried = lease(key).clone();
+        tried.job.failures = 1;
+        store.defer(&tried, 60_000).await?;
+    }
+    // Given back untried (a hold): it never failed.
+    store.defer(lease("h 2"), 60_000).await?;
+
+    let page = |after: Option<&'static str>, failed: Option<bool>, limit: usize| async move {
+        let read = QueuedRead {
+            under: "h ",
+            after,
+            failed,
+            limit,
+        };
+        let listed = store.queued(JobKind::Webhook, T, read).await?;
+        let got: Vec<(String, u32)> = listed
+            .into_iter()
+            .map(|q| (q.job.key, q.job.failures))
+            .collect();
+        anyhow::Ok(got)
+    };
+    let of = |pairs: &[(&str, u32)]| -> Vec<(String, u32)> {
+        pairs.iter().map(|(k, f)| (k.to_string(), *f)).collect()
+    };
+    ensure!(page(None, Some(true), 2).await? == of(&[("h 1", 1), ("h 3", 1)]));
+    ensure!(page(Some("h 3"), Some(true), 2).await? == of(&[("h 5", 1), ("h 8", 2)]));
+    ensure!(page(Some("h 8"), Some(true), 2).await?.is_empty());
+    let untried = of(&[("h 0", 0), ("h 2", 0), ("h 4", 0)]);
+    ensure!(page(None, Some(false), 3).await? == untried, "never failed");
+    let rest = page(Some("h 4"), Some(false), 3).await?;
+    ensure!(rest == of(&[("h 6", 0), ("h 7", 0)]), "{rest:?}");
+    let all = page(Some("h 6"), None, 2).await?;
+    ensure!(all == of(&[("h 7", 0), ("h 8", 2)]), "either: {all:?}");
+    ensure!(page(Some("a"), Some(true), 1).await? == of(&[("h 1", 1)]));
+    ensure!(page(None, None, 0).await?.is_empty(), "a limit of none");
+
+    let due = store
+        .claim(JobKind::Webhook, "w2", 60_000, LEASE, 20)
+        .await?;
+    let again = due.iter().find(|l| l.job.key == "h 3").expect("due again");
+    ensure!(again.job.failures == 1, "a claim keeps it: {again:?}");
+    store.finish(again).await?;
+    ensure!(page(None, Some(true), 9).await? == of(&[("h 1", 1), ("h 5", 1), ("h 8", 2)]));
+    let mut reset = due
+        .iter()
+        .find(|l| l.job.key == "h 1")
+        .expect("due")
+        .clone();
+    reset.job.failures = 0;
+    store.defer(&reset, 90_000).await?;
+    ensure!(page(None, Some(true), 9).await? == of(&[("h 5", 1), ("h 8", 2)]));
+    ensure!(page(Some("h 0"), Some(false), 1).await? == of(&[("h 1", 0)]));
     Ok(())
 }

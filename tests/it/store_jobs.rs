@@ -5,6 +5,7 @@
 
 use anyhow::{ensure, Context, Result};
 use riverfeed::store::prelude::*;
+use riverfeed::store::QueuedRead;
 use riverfeed::store::{ErrorKind, Held, Job, JobKind, Lease, Queued};
 
 use crate::common::{concluded, earlier_database};
@@ -124,7 +125,9 @@ pub async fn deferred_jobs_wait_for_their_time(store: &dyn Store) -> Result<()> 
     ensure!(keys(&held) == ["a", "b"], "{:?}", keys(&held));
     // `a` waits until 5_000, far past its lease; `b` keeps its lease.
     store.defer(&held[0], 5_000).await?;
-    let queued = store.queued(JobKind::Webhook, T, "a").await?;
+    let queued = store
+        .queued(JobKind::Webhook, T, QueuedRead::under("a"))
+        .await?;
     ensure!(
         queued.len() == 1 && queued[0].held.is_none(),
         "deferred: held by nobody: {queued:?}"
@@ -397,7 +400,10 @@ pub async fn cancel_removes_waiting_or_leased(store: &dyn Store) -> Result<()> {
 /// key begins with the prefix, in key order, and nothing else.
 pub async fn queued_lists_a_key_prefix(store: &dyn Store) -> Result<()> {
     ensure!(
-        store.queued(JobKind::Cleanup, T, "ann/").await?.is_empty(),
+        store
+            .queued(JobKind::Cleanup, T, QueuedRead::under("ann/"))
+            .await?
+            .is_empty(),
         "none yet"
     );
     for key in ["ann/b", "ann/a", "anna/x", "bob/a"] {
@@ -409,7 +415,9 @@ pub async fn queued_lists_a_key_prefix(store: &dyn Store) -> Result<()> {
         .await?;
     store.claim(JobKind::Cleanup, "w1", 1_000, LEASE, 1).await?;
     let keys = |jobs: Vec<Queued>| jobs.into_iter().map(|q| q.job.key).collect::<Vec<_>>();
-    let queued = store.queued(JobKind::Cleanup, T, "ann/").await?;
+    let queued = store
+        .queued(JobKind::Cleanup, T, QueuedRead::under("ann/"))
+        .await?;
     // One of the two was claimed (which one, of two queued at once, is the
     // backend's to pick).
     let mut held: Vec<_> = queued.iter().map(|q| q.held.clone()).collect();
@@ -427,7 +435,11 @@ pub async fn queued_lists_a_key_prefix(store: &dyn Store) -> Result<()> {
         anns == ["ann/a", "ann/b"],
         "leased or not, in order: {anns:?}"
     );
-    let all = keys(store.queued(JobKind::Cleanup, T, "").await?);
+    let all = keys(
+        store
+            .queued(JobKind::Cleanup, T, QueuedRead::under(""))
+            .await?,
+    );
     ensure!(
         all == ["ann/a", "ann/b", "anna/x", "bob/a"],
         "the empty prefix: {all:?}"

@@ -149,7 +149,9 @@ const REGISTER: &str = "mutation($url: String!, $events: [WebhookEvent!]!, $secr
 }";
 
 const DEAD: &str = "query($id: ID!) { webhook(webhookId: $id) {
-    enabled deadDeliveries { messageId event payload queuedAt diedAt error }
+    enabled deliveries(state: DEAD) { nodes {
+        messageId eventType state payload queuedAt diedAt lastError
+    } }
 } }";
 
 /// Registers `url` for `events` as the application's backend; the
@@ -323,13 +325,20 @@ async fn failures_are_retried_for_a_day_then_kept_to_replay(backend: Backend) {
     assert_eq!(server.metric(depth).await, 0, "dead: no longer queued");
     assert_eq!(server.metric(&metric("failed")).await, 4);
     let dead = app.data(DEAD, json!({ "id": hook })).await;
-    let dead = &dead["webhook"]["deadDeliveries"];
+    let dead = &dead["webhook"]["deliveries"]["nodes"];
     assert_eq!(dead.as_array().map(Vec::len), Some(1), "{dead}");
     assert_eq!(dead[0]["messageId"], first[0].id.as_str());
-    assert_eq!(dead[0]["event"], "ACTION_RECORDED");
-    assert_eq!(dead[0]["payload"], first[0].raw.as_str());
+    assert_eq!(dead[0]["eventType"], "ACTION_RECORDED");
+    assert_eq!(dead[0]["state"], "DEAD");
+    assert_eq!(dead[0]["payload"], first[0].raw.as_str(), "the body sent");
+    let at = |field: &str| {
+        chrono::DateTime::parse_from_rfc3339(dead[0][field].as_str().expect(field))
+            .expect("a time")
+            .timestamp_millis()
+    };
+    assert!(at("diedAt") > at("queuedAt") + 24 * 3_600_000, "{dead}");
     assert!(
-        dead[0]["error"]
+        dead[0]["lastError"]
             .as_str()
             .unwrap_or_default()
             .contains("503"),
@@ -345,7 +354,7 @@ async fn failures_are_retried_for_a_day_then_kept_to_replay(backend: Backend) {
     );
     wait_metric(&server, &metric("sent"), 1).await;
     let dead = app.data(DEAD, json!({ "id": hook })).await;
-    assert_eq!(dead["webhook"]["deadDeliveries"], json!([]));
+    assert_eq!(dead["webhook"]["deliveries"]["nodes"], json!([]));
     server.stop().await;
 }
 
@@ -392,7 +401,8 @@ pub(crate) async fn sender_passes(server: &TestServer, n: u64) {
 }
 
 /// More dead deliveries than a page holds: the first page holds `first`
-/// of them, in message-id order, and the rest follow past its last.
+/// of them, in message-id order, and the rest follow past its last. The
+/// list is deprecated for `deliveries(state: DEAD)`, and says so.
 async fn dead_deliveries_come_in_pages(backend: Backend) {
     let Some(server) = start(backend, None).await else {
         return;
@@ -448,6 +458,20 @@ async fn dead_deliveries_come_in_pages(backend: Backend) {
     let empty = "query($id: ID!, $after: ID) { webhook(webhookId: $id) {
         deadDeliveries(after: $after) { messageId } } }";
     assert_eq!(app.error_code(empty, vars).await, "BAD_USER_INPUT");
+    let fields = app
+        .data(
+            "{ __type(name: \"Webhook\") { fields(includeDeprecated: true) {
+                name isDeprecated deprecationReason } } }",
+            json!({}),
+        )
+        .await;
+    let fields = fields["__type"]["fields"].as_array().expect("fields");
+    let field = |name: &str| fields.iter().find(|f| f["name"] == name).expect(name);
+    assert_eq!(field("deliveries")["isDeprecated"], false);
+    let dead = field("deadDeliveries");
+    assert_eq!(dead["isDeprecated"], true, "{dead}");
+    let reason = dead["deprecationReason"].as_str().unwrap_or_default();
+    assert!(reason.contains("deliveries(state: DEAD)"), "{reason}");
     server.stop().await;
 }
 
@@ -600,7 +624,7 @@ async fn rotation_signs_with_both_secrets_and_disabling_keeps_deliveries() {
     let deadline = Instant::now() + PATIENCE;
     let dead = loop {
         let dead = app.data(DEAD, json!({ "id": hook })).await;
-        if dead["webhook"]["deadDeliveries"]
+        if dead["webhook"]["deliveries"]["nodes"]
             .as_array()
             .is_some_and(|d| d.len() == 1)
         {
@@ -609,7 +633,7 @@ async fn rotation_signs_with_both_secrets_and_disabling_keeps_deliveries() {
         assert!(Instant::now() < deadline, "never kept: {dead}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
-    assert!(dead["webhook"]["deadDeliveries"][0]["error"]
+    assert!(dead["webhook"]["deliveries"]["nodes"][0]["lastError"]
         .as_str()
         .unwrap_or_default()
         .contains("disabled"));

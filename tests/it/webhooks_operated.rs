@@ -365,7 +365,74 @@ async fn a_follow_is_told_once(backend: Backend) {
     server.stop().await;
 }
 
+/// Every page of a state in message-id order, `first` at a time, each
+/// followed past its end cursor: the ids, once each.
+async fn all_pages(app: &Client, hook: &str, state: &str, first: u64) -> Vec<String> {
+    let (mut ids_seen, mut after) = (Vec::new(), None::<String>);
+    for _ in 0..10 {
+        let (nodes, info) = deliveries(app, hook, state, Some(first), after.as_deref()).await;
+        assert!(nodes.len() as u64 <= first, "{nodes:?}");
+        assert!(nodes.iter().all(|n| n["state"] == state), "{nodes:?}");
+        ids_seen.extend(ids(&nodes).into_iter().map(str::to_owned));
+        if info["hasNextPage"] != true {
+            return ids_seen;
+        }
+        after = info["endCursor"].as_str().map(str::to_owned);
+    }
+    panic!("more pages than deliveries: {ids_seen:?}");
+}
+
+/// Failed and untried deliveries of one endpoint, their message ids mixed,
+/// come in pages of their own state: each once, in message-id order.
+async fn pages_of_a_state_hold_each_once(backend: Backend) {
+    let Some((clock, server, receiver, app, hook)) = failing_endpoint(backend).await else {
+        return;
+    };
+    let mary = server.client(T, "mary");
+    mary.post_status("Fails for a day", json!({})).await;
+    receiver.wait("a first attempt", |got| got.len() == 1).await;
+    wait_metric(&server, &metric("retried"), 1).await;
+    clock.advance(20 * 3_600_000);
+    wait_metric(&server, &metric("retried"), 2).await;
+    for n in 0..3 {
+        mary.post_status(&format!("Fails {n}"), json!({})).await;
+    }
+    wait_metric(&server, &metric("retried"), 5).await;
+    // The first one's day is over: dead, and the endpoint paused.
+    clock.advance(5 * 3_600_000);
+    wait_metric(&server, &metric("dead"), 1).await;
+    for n in 0..3 {
+        mary.post_status(&format!("Waits {n}"), json!({})).await;
+    }
+    let mut pending = Vec::new();
+    for _ in 0..200 {
+        pending = deliveries(&app, &hook, "PENDING", None, None).await.0;
+        if pending.len() == 3 {
+            break;
+        }
+        sender_passes(&server, 1).await;
+    }
+    assert_eq!(pending.len(), 3, "{pending:?}");
+    let (failed, _) = deliveries(&app, &hook, "FAILED", None, None).await;
+    assert_eq!(failed.len(), 3, "{failed:?}");
+    for (state, whole) in [("PENDING", &pending), ("FAILED", &failed)] {
+        let whole: Vec<String> = ids(whole).into_iter().map(str::to_owned).collect();
+        let mut sorted = whole.clone();
+        sorted.sort_unstable();
+        assert_eq!(whole, sorted, "{state} in message-id order");
+        assert_eq!(all_pages(&app, &hook, state, 2).await, whole, "{state}");
+        assert_eq!(all_pages(&app, &hook, state, 1).await, whole, "{state}");
+    }
+    let (pending_ids, failed_ids) = (ids(&pending), ids(&failed));
+    assert!(
+        pending_ids.iter().all(|id| !failed_ids.contains(id)),
+        "each in one state"
+    );
+    server.stop().await;
+}
+
 on_both_backends!(
+    pages_of_a_state_hold_each_once,
     a_follow_is_told_once,
     a_like_is_told_once,
     action_changes_are_told,

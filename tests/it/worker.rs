@@ -10,6 +10,7 @@ use riverfeed::model::{
     EdgeKind, FanOutState, Group, GroupKind, MembershipRole, ReasonKind, Scope,
 };
 use riverfeed::store::embedded::EmbeddedStore;
+use riverfeed::store::QueuedRead;
 use riverfeed::store::{Graph, Timelines};
 use riverfeed::timeline::{FeedModel, FeedModelKind};
 
@@ -406,7 +407,9 @@ async fn long_cleanups_keep_their_leases() -> Result<()> {
             "{} of {CLEANUPS} cleanups taken over from the worker running them: {taken_over:?}",
             taken_over.len()
         );
-        let left = store.queued(JobKind::Cleanup, T, "").await?;
+        let left = store
+            .queued(JobKind::Cleanup, T, QueuedRead::under(""))
+            .await?;
         ensure!(left.is_empty(), "every cleanup done: {} left", left.len());
         Ok(())
     }

@@ -283,6 +283,23 @@ impl Inner {
             .map(|found| Action::clone(&found)))
     }
 
+    /// The actions recorded under `under`'s `(actor, foreign id)`s.
+    pub(super) fn foreign_actions(
+        &self,
+        tenant: &str,
+        under: &[(String, String)],
+    ) -> StoreResult<Vec<Action>> {
+        let mut found = Vec::new();
+        for (actor, foreign) in under {
+            let Some(held) = self.get(QUEUE, &foreign_key(tenant, actor, foreign))? else {
+                continue;
+            };
+            let id = ObjectId::from_bytes(Reader(&held).oid()?);
+            found.extend(self.action(tenant, id)?.map(|a| Action::clone(&a)));
+        }
+        Ok(found)
+    }
+
     pub(super) fn insert_action(&self, action: &Action) -> StoreResult<Inserted> {
         let (t, id) = (action.tenant.as_str(), action.id.bytes());
         // The foreign id's entry is read and written under its lock, so of

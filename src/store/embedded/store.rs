@@ -65,6 +65,16 @@ impl ActionStore for EmbeddedStore {
         self.inner()?.get_actions(tenant, ids)
     }
 
+    async fn foreign_actions(
+        &self,
+        tenant: &str,
+        under: &[(String, String)],
+    ) -> StoreResult<Vec<Action>> {
+        owned!(tenant, under);
+        self.blocking(move |db| db.foreign_actions(&tenant, &under))
+            .await
+    }
+
     async fn remove_action(
         &self,
         tenant: &str,

@@ -193,6 +193,23 @@ impl ActionStore for MongoStore {
         ))
     }
 
+    async fn foreign_actions(
+        &self,
+        tenant: &str,
+        under: &[(String, String)],
+    ) -> StoreResult<Vec<Action>> {
+        if under.is_empty() {
+            return Ok(Vec::new());
+        }
+        let each: Vec<Document> = under
+            .iter()
+            .map(|(actor, foreign)| doc! { "actorId": actor, "foreign.id": foreign })
+            .collect();
+        let docs: Vec<ActionDoc> =
+            read_all(self.actions.find(doc! { "tenant": tenant, "$or": each })).await?;
+        Ok(docs.into_iter().map(Action::from).collect())
+    }
+
     async fn get_actions(&self, tenant: &str, ids: &[ObjectId]) -> StoreResult<Vec<Action>> {
         let docs: Vec<ActionDoc> = read_all(
             self.actions

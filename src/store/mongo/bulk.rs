@@ -54,8 +54,14 @@ async fn send_upserts(
     // A refused statement does not fail the command: the reply says.
     if let Ok(errors) = reply.get_array("writeErrors") {
         if let Some(Bson::Document(first)) = errors.first() {
+            // A record of the archive that takes a unique key (a foreign
+            // id) held by another of the store: the archive's to mend.
+            let kind = match first.get_i32("code") {
+                Ok(super::DUPLICATE_KEY) => ErrorKind::InvalidInput,
+                _ => ErrorKind::Internal,
+            };
             return Err(StoreError::new(
-                ErrorKind::Internal,
+                kind,
                 format!(
                     "MongoDB: import into {collection}: statement {} of {count}: {} (code {})",
                     first.get_i32("index").unwrap_or(-1),

@@ -126,6 +126,11 @@ impl MongoStore {
                     doc! { "kind": 1, "until": 1, "queued": 1, "_id": 1 },
                     named("job_due"),
                 ),
+                // A page of a webhook's failed (or untried) deliveries.
+                index(
+                    doc! { "kind": 1, "tenant": 1, "failures": 1, "key": 1 },
+                    named("job_state"),
+                ),
             ])
             .await
             .map_err(db_err)?;

@@ -1,6 +1,7 @@
 //! MongoDB: the job queue. `jobs` holds one document per waiting or leased
 //! job, unique on `{kind, tenant, key}`; `{kind, until, queued, _id}` orders
-//! the due ones. A claim takes one job per `findAndModify`, so two workers
+//! the due ones, and `{kind, tenant, failures, key}` pages those that failed
+//! (or never did). A claim takes one job per `findAndModify`, so two workers
 //! never take the same one and an empty queue costs one command a round
 //! (and no `find`). Also the migration that brought earlier queues here,
 //! recorded in `meta`.
@@ -14,7 +15,9 @@ use serde::{Deserialize, Serialize};
 use super::{db_err, is_duplicate, MongoStore};
 use crate::model::{Comment, Millis, ObjectId};
 use crate::store::codes::ENDED;
-use crate::store::jobs::{lease_lost, Job, JobBacklog, JobEnd, JobKind, JobStore, Lease, Queued};
+use crate::store::jobs::{
+    lease_lost, Job, JobBacklog, JobEnd, JobKind, JobStore, Lease, Queued, QueuedRead,
+};
 use crate::store::{BumpJob, FanOutJob, NoticeJob, StoreResult, Unfollow};
 
 /// The `meta` document of the jobs layout's version: which earlier queues
@@ -40,6 +43,9 @@ pub(super) struct JobDoc {
     /// Whoever claimed it last; absent until then, and while deferred.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) worker: Option<String>,
+    /// [`Job::failures`]; absent from jobs stored before it was kept.
+    #[serde(default)]
+    failures: u32,
 }
 
 impl JobDoc {
@@ -53,6 +59,7 @@ impl JobDoc {
             queued: job.queued,
             until,
             worker,
+            failures: job.failures,
         }
     }
 
@@ -63,6 +70,7 @@ impl JobDoc {
             key: self.key,
             payload: self.payload,
             queued: self.queued,
+            failures: self.failures,
         })
     }
 }
@@ -90,7 +98,12 @@ pub(super) fn job_filter(job: &Job) -> Document {
 /// nobody: a run under way starts over (its worker finds its lease lost).
 pub(super) fn requeue(job: &Job) -> (Document, Document) {
     let update = doc! {
-        "$set": { "payload": &job.payload, "queued": job.queued, "until": Millis::MIN },
+        "$set": {
+            "payload": &job.payload,
+            "queued": job.queued,
+            "until": Millis::MIN,
+            "failures": job.failures,
+        },
         "$unset": { "worker": "" },
     };
     (job_filter(job), update)
@@ -435,7 +448,11 @@ impl JobStore for MongoStore {
             .update_one(
                 filter,
                 doc! {
-                    "$set": { "until": at.max(Millis::MIN + 1), "payload": &job.payload },
+                    "$set": {
+                        "until": at.max(Millis::MIN + 1),
+                        "payload": &job.payload,
+                        "failures": job.failures,
+                    },
                     "$unset": { "worker": "" },
                 },
             )
@@ -462,19 +479,37 @@ impl JobStore for MongoStore {
         }
     }
 
-    async fn queued(&self, kind: JobKind, tenant: &str, prefix: &str) -> StoreResult<Vec<Queued>> {
-        // A range of the unique `{kind, tenant, key}` index: keys from
-        // `prefix` up to the first string past every key it begins.
-        let mut key = doc! { "$gte": prefix };
-        if let Some(end) = past_prefix(prefix) {
+    async fn queued(
+        &self,
+        kind: JobKind,
+        tenant: &str,
+        read: QueuedRead<'_>,
+    ) -> StoreResult<Vec<Queued>> {
+        if read.limit == 0 {
+            return Ok(Vec::new());
+        }
+        // A range of the unique `{kind, tenant, key}` index (or, by state,
+        // of `{kind, tenant, failures, key}`): keys from the prefix up to
+        // the first string past every key it begins, past `after`.
+        let mut key = doc! { "$gte": read.under };
+        if let Some(end) = past_prefix(read.under) {
             key.insert("$lt", end);
         }
-        let mut cursor = self
-            .jobs
-            .find(doc! { "kind": kind.code(), "tenant": tenant, "key": key })
-            .sort(doc! { "key": 1 })
-            .await
-            .map_err(db_err)?;
+        if let Some(after) = read.after {
+            key.insert("$gt", after);
+        }
+        let mut filter = doc! { "kind": kind.code(), "tenant": tenant, "key": key };
+        match read.failed {
+            Some(true) => filter.insert("failures", doc! { "$gt": 0 }),
+            // Jobs stored before failures were kept have none.
+            Some(false) => filter.insert("failures", doc! { "$in": [0, null] }),
+            None => None,
+        };
+        let mut find = self.jobs.find(filter).sort(doc! { "key": 1 });
+        if let Ok(limit) = i64::try_from(read.limit) {
+            find = find.limit(limit);
+        }
+        let mut cursor = find.await.map_err(db_err)?;
         let mut jobs = Vec::new();
         while let Some(found) = cursor.next().await {
             let found = found.map_err(db_err)?;

@@ -9,6 +9,7 @@ use std::process::Output;
 use indicatif::ProgressBar;
 use riverfeed::archive_cmd;
 use riverfeed::model::limits::MAX_TEXT_BYTES;
+use riverfeed::model::Foreign;
 use riverfeed::store::Record;
 use tokio::process::Command;
 
@@ -251,7 +252,74 @@ async fn a_line_past_the_bound_is_refused(backend: Backend) {
     store.remove().await;
 }
 
+/// An action whose actor holds its `foreignId` in the store under another
+/// action (an archive of another store, merged in) is refused by line,
+/// naming the action, the actor and the id, before anything is written;
+/// the same action again (its own id) merges.
+async fn a_foreign_id_held_by_another_action_is_refused(backend: Backend) {
+    let Some(store) = CliStore::new(backend) else {
+        return;
+    };
+    let recorded = |conducted, foreign: &str| {
+        let mut action = super::status(T, "ann", conducted, &[]);
+        action.fan_out = riverfeed::model::FanOut::done();
+        action.foreign = Some(Foreign::of(foreign.into(), &action, true));
+        action
+    };
+    let held = recorded(1_000, "order-7");
+    let first = archive_of(vec![
+        user(T, "ann", None),
+        Record::Action {
+            action: held.clone(),
+        },
+    ])
+    .await;
+    let (ok, stderr) = store.import("first.jsonl", &first, &[]).await;
+    assert!(ok, "{stderr}");
+    let before = store.records_of(T).await;
+
+    let other = recorded(2_000, "order-7");
+    let clashing = archive_of(vec![
+        user(T, "bob", None),
+        Record::Action {
+            action: other.clone(),
+        },
+    ])
+    .await;
+    for batch in ["1", "1000"] {
+        let flags = ["--merge", "--batch", batch];
+        let refused = store.import("clashing.jsonl", &clashing, &flags).await;
+        assert_refused(&refused, 2, "order-7");
+        for named in [other.id.to_hex(), held.id.to_hex(), "\"ann\"".to_owned()] {
+            assert!(refused.1.contains(&named), "names {named}: {}", refused.1);
+        }
+        assert_eq!(store.records_of(T).await, before, "unchanged");
+    }
+
+    // Two actions of one actor under one foreign id within an archive are
+    // refused too, at the second.
+    let twice = archive_of(vec![
+        Record::Action {
+            action: recorded(3_000, "order-8"),
+        },
+        Record::Action {
+            action: recorded(4_000, "order-8"),
+        },
+    ])
+    .await;
+    let refused = store.import("twice.jsonl", &twice, &["--merge"]).await;
+    assert_refused(&refused, 2, "order-8");
+    assert_eq!(store.records_of(T).await, before, "unchanged");
+
+    let again = archive_of(vec![Record::Action { action: held }]).await;
+    let (ok, stderr) = store.import("again.jsonl", &again, &["--merge"]).await;
+    assert!(ok, "the same action merges: {stderr}");
+    assert_eq!(store.records_of(T).await, before);
+    store.remove().await;
+}
+
 crate::on_both_backends!(
+    a_foreign_id_held_by_another_action_is_refused,
     a_cut_archive_imports_nothing,
     what_the_api_refuses_an_import_refuses,
     an_archive_into_a_tenant_in_use_needs_merge,

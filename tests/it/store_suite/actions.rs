@@ -6,6 +6,7 @@ use anyhow::{ensure, Context, Result};
 use riverfeed::descriptor::Descriptor;
 use riverfeed::model::{Action, Comment, Counts, ObjectId, Position, Scope};
 use riverfeed::store::prelude::*;
+use riverfeed::store::QueuedRead;
 use riverfeed::store::Removal;
 use riverfeed::store::{ErrorKind, FeedRange, JobKind, NoticeJob, NoticeSource, Outbox, Posted};
 
@@ -322,7 +323,9 @@ pub(super) async fn reactions(store: &dyn Store) -> Result<()> {
     }
     .key();
     let owed = |at: i64| async move {
-        let queued = store.queued(JobKind::Notice, tenant, key).await?;
+        let queued = store
+            .queued(JobKind::Notice, tenant, QueuedRead::under(key))
+            .await?;
         ensure!(
             queued.len() == 1 && queued[0].held.is_none(),
             "the like's notice job waits: {queued:?}"

@@ -4,6 +4,7 @@
 use anyhow::{ensure, Context, Result};
 use riverfeed::model::{FanOutState, Reason, ReasonKind, Scope};
 use riverfeed::store::prelude::*;
+use riverfeed::store::QueuedRead;
 use riverfeed::store::Removal;
 use riverfeed::store::{Delivery, ErrorKind, Held, JobKind};
 
@@ -33,7 +34,7 @@ pub(super) async fn an_action_is_a_fan_out_job(store: &dyn Store) -> Result<()> 
     let claim = claimed.into_iter().next().context("claim")?;
     ensure!(claim.action.id == a.id, "{claim:?}");
     let held = store
-        .queued(JobKind::FanOut, tenant, &a.id.to_hex())
+        .queued(JobKind::FanOut, tenant, QueuedRead::under(&a.id.to_hex()))
         .await?;
     ensure!(
         held.len() == 1

@@ -6,6 +6,7 @@ use futures_util::future::join_all;
 use futures_util::StreamExt;
 use riverfeed::model::{Action, Foreign};
 use riverfeed::store::prelude::*;
+use riverfeed::store::QueuedRead;
 use riverfeed::store::{Inserted, JobKind, Record, Removal};
 
 use super::{action, range, OTHER, T};
@@ -42,7 +43,7 @@ pub(super) async fn foreign_ids(store: &dyn Store) -> Result<()> {
     ensure!(store.get_actions(T, &[second.id]).await?.is_empty());
     ensure!(
         store
-            .queued(JobKind::FanOut, T, &second.id.to_hex())
+            .queued(JobKind::FanOut, T, QueuedRead::under(&second.id.to_hex()))
             .await?
             .is_empty(),
         "no fan-out is queued for the second"

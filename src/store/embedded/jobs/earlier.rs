@@ -1,11 +1,12 @@
 //! Queues of earlier versions, moved into the `jobs` family at open, once,
 //! leases in flight included: notice jobs, bumps, unfollow cleanups and
-//! fan-outs from the `queue` family. The version reached is recorded under `meta`.
+//! fan-outs from the `queue` family; and jobs stored before the state
+//! index, indexed. The version reached is recorded under `meta`.
 
 use rocksdb::WriteBatch;
 use serde::Deserialize;
 
-use super::super::families::{META, QUEUE, REACTIONS};
+use super::super::families::{JOBS, META, QUEUE, REACTIONS};
 use super::super::keys::{self, queue, Reader};
 use super::super::Inner;
 use super::{Stored, JOBS_VERSION, JOBS_VERSION_KEY};
@@ -26,6 +27,7 @@ impl Stored {
                 Millis::MIN
             },
             worker: Some(lease.worker).filter(|w| !w.is_empty()),
+            failures: 0,
         }
     }
 }
@@ -58,12 +60,29 @@ impl Inner {
         if at < 4 {
             moved += self.move_fan_outs(&mut batch)?;
         }
+        if at < 5 {
+            // What the moves above put in the batch is indexed there.
+            self.index_job_states(&mut batch)?;
+        }
         batch.put_cf(self.cf(META), JOBS_VERSION_KEY, [JOBS_VERSION]);
         self.commit(batch)?;
         if moved > 0 {
             tracing::info!(moved, "queued jobs moved to the jobs family");
         }
         Ok(())
+    }
+
+    /// Puts every stored job in the state index (none had failures then).
+    fn index_job_states(&self, batch: &mut WriteBatch) -> StoreResult<()> {
+        let prefix = [super::tag::JOB];
+        self.scan_prefix(JOBS, &prefix, &prefix, usize::MAX, |k, _| {
+            let mut r = Reader(&k[1..]);
+            let kind = super::kind_of(r.byte()?)?;
+            let tenant = r.str()?;
+            let key = r.last()?;
+            batch.put_cf(self.cf(JOBS), super::state_key(kind, tenant, 0, key), []);
+            Ok(())
+        })
     }
 
     /// Notice jobs as the `queue` family held them:
@@ -85,6 +104,7 @@ impl Inner {
                 queued: job.queued,
                 until: earlier.until,
                 worker: earlier.worker,
+                failures: 0,
             };
             self.put_job(batch, &job, None, &stored)?;
             batch.delete_cf(self.cf(QUEUE), k);
@@ -186,7 +206,7 @@ mod tests {
     use super::*;
     use crate::store::embedded::keys::Key;
     use crate::store::embedded::EmbeddedStore;
-    use crate::store::{JobKind, JobStore, NoticeSource, StoreError};
+    use crate::store::{JobKind, JobStore, NoticeSource, QueuedRead, StoreError};
 
     /// That nothing is left under the earlier queue's `tag`, and that
     /// opening the store again moves nothing twice: `jobs` of `kind` wait.
@@ -347,7 +367,11 @@ mod tests {
         }
         let store = EmbeddedStore::open(dir.path())?;
         let pending: Vec<Unfollow> = store
-            .queued(JobKind::Cleanup, "acme", &Unfollow::reader_prefix("ann"))
+            .queued(
+                JobKind::Cleanup,
+                "acme",
+                QueuedRead::under(&Unfollow::reader_prefix("ann")),
+            )
             .await?
             .iter()
             .map(|q| Unfollow::of_job(&q.job))
@@ -361,6 +385,34 @@ mod tests {
             .expect("the group left");
         assert!(held.taken_over, "its holder named");
         moved_once(store, dir.path(), queue::UNFOLLOW, JobKind::Cleanup, 2).await?;
+        Ok(())
+    }
+
+    /// A job queued before the state index opens indexed: a page of the
+    /// jobs that never failed lists it.
+    #[tokio::test]
+    async fn earlier_jobs_are_indexed_by_state() -> Result<(), StoreError> {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let job = Job::new(JobKind::Webhook, "acme", "h a", &"payload", 10)?;
+        {
+            let store = EmbeddedStore::open(dir.path())?;
+            store.enqueue(&job).await?;
+            let db = &store.inner().unwrap();
+            let mut batch = WriteBatch::default();
+            // As that release left it: no state index.
+            let entry = super::super::state_key(JobKind::Webhook, "acme", 0, "h a");
+            batch.delete_cf(db.cf(JOBS), entry);
+            batch.put_cf(db.cf(META), JOBS_VERSION_KEY, [4]);
+            db.commit(batch)?;
+        }
+        let store = EmbeddedStore::open(dir.path())?;
+        let read = QueuedRead {
+            failed: Some(false),
+            ..QueuedRead::under("h ")
+        };
+        let listed = store.queued(JobKind::Webhook, "acme", read).await?;
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        assert_eq!(listed[0].job, job);
         Ok(())
     }
 

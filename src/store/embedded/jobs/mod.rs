@@ -1,8 +1,10 @@
 //! The job queue in the `jobs` family: each job under
 //! `(JOB, kind, tenant, key)` with its lease, and a due index
 //! `(DUE, kind, until, queued, tenant, key)` (empty values) that a claim
-//! reads in order and stops at the first lease still running. Every step
-//! decides under the lock of the job's key. The queues of earlier versions
+//! reads in order and stops at the first lease still running, and a state
+//! index `(STATE, kind, tenant, failed, key)` (empty values) that pages of
+//! the jobs that failed, or of those that never did, read in key order.
+//! Every step decides under the lock of the job's key. The queues of earlier versions
 //! are moved here at open (`earlier.rs`).
 
 use async_trait::async_trait;
@@ -15,11 +17,14 @@ use super::{EmbeddedStore, Inner};
 use std::sync::atomic::Ordering;
 
 use crate::model::Millis;
-use crate::store::jobs::{lease_lost, Job, JobBacklog, JobEnd, JobKind, JobStore, Lease, Queued};
+use crate::store::jobs::{
+    lease_lost, Job, JobBacklog, JobEnd, JobKind, JobStore, Lease, Queued, QueuedRead,
+};
 use crate::store::StoreResult;
 
 mod earlier;
 mod floors;
+mod listed;
 
 pub(super) use floors::Floors;
 
@@ -27,14 +32,15 @@ pub(super) use floors::Floors;
 mod tag {
     pub const JOB: u8 = 0;
     pub const DUE: u8 = 1;
+    pub const STATE: u8 = 2;
 }
 
 /// The `meta` key of the jobs layout's version: which earlier queues were
 /// moved into the `jobs` family.
 const JOBS_VERSION_KEY: &[u8] = b"jobs-version";
 /// 1: notice jobs moved from the `queue` family; 2: bumps too; 3: unfollow
-/// cleanups too; 4: fan-outs too.
-const JOBS_VERSION: u8 = 4;
+/// cleanups too; 4: fan-outs too; 5: every job in the state index.
+const JOBS_VERSION: u8 = 5;
 
 fn kind_byte(kind: JobKind) -> u8 {
     match kind {
@@ -82,6 +88,15 @@ fn due_key(kind: JobKind, until: Millis, queued: Millis, tenant: &str, key: &str
         .into_vec()
 }
 
+fn state_key(kind: JobKind, tenant: &str, failures: u32, key: &str) -> Vec<u8> {
+    Key::tag(tag::STATE)
+        .byte(kind_byte(kind))
+        .str(tenant)
+        .byte(u8::from(failures > 0))
+        .last(key)
+        .into_vec()
+}
+
 /// The regions of a kind's due index: waiting jobs (`until` is
 /// `Millis::MIN`), then leased ones by the lease's end.
 const WAITING: usize = 0;
@@ -98,6 +113,9 @@ struct Stored {
     /// Whoever claimed it last; none before the first claim and while it
     /// is deferred (its `until` then is its time).
     worker: Option<String>,
+    /// [`Job::failures`]; absent from jobs stored before it was kept.
+    #[serde(default)]
+    failures: u32,
 }
 
 impl Stored {
@@ -108,6 +126,7 @@ impl Stored {
             key: key.to_owned(),
             payload: self.payload.clone(),
             queued: self.queued,
+            failures: self.failures,
         }
     }
 }
@@ -132,6 +151,14 @@ impl Inner {
         if let Some(old) = old {
             batch.delete_cf(self.cf(JOBS), due_key(kind, old.until, old.queued, t, k));
         }
+        let state = state_key(kind, t, stored.failures, k);
+        let old_state = old.map(|old| state_key(kind, t, old.failures, k));
+        if old_state.as_ref() != Some(&state) {
+            if let Some(old_state) = old_state {
+                batch.delete_cf(self.cf(JOBS), old_state);
+            }
+            batch.put_cf(self.cf(JOBS), state, []);
+        }
         batch.put_cf(
             self.cf(JOBS),
             job_key(kind, t, k),
@@ -148,6 +175,13 @@ impl Inner {
         Ok(())
     }
 
+    /// Takes a job stored as `old`, with its index entries, out in `batch`.
+    fn delete_job(&self, batch: &mut WriteBatch, kind: JobKind, t: &str, k: &str, old: &Stored) {
+        batch.delete_cf(self.cf(JOBS), job_key(kind, t, k));
+        batch.delete_cf(self.cf(JOBS), due_key(kind, old.until, old.queued, t, k));
+        batch.delete_cf(self.cf(JOBS), state_key(kind, t, old.failures, k));
+    }
+
     /// Queues `job` in `batch`, with the record it belongs to: the caller
     /// holds that record's lock, and the job's key is new (it is the
     /// record's).
@@ -157,6 +191,7 @@ impl Inner {
             queued: job.queued,
             until: Millis::MIN,
             worker: None,
+            failures: job.failures,
         };
         self.put_job(batch, job, None, &stored)?;
         // Counted before it is written: `queued` may look in vain, never
@@ -176,6 +211,7 @@ impl Inner {
             queued: job.queued,
             until: Millis::MIN,
             worker: None,
+            failures: job.failures,
         };
         self.put_job(batch, job, old.as_ref(), &stored)?;
         if old.is_none() {
@@ -223,11 +259,7 @@ impl Inner {
         let Some(old) = self.held(lease)? else {
             return Ok(false);
         };
-        batch.delete_cf(self.cf(JOBS), job_key(job.kind, &job.tenant, &job.key));
-        batch.delete_cf(
-            self.cf(JOBS),
-            due_key(job.kind, old.until, old.queued, &job.tenant, &job.key),
-        );
+        self.delete_job(batch, job.kind, &job.tenant, &job.key, &old);
         Ok(true)
     }
 
@@ -252,6 +284,7 @@ impl Inner {
             queued: job.queued,
             until: Millis::MIN,
             worker: None,
+            failures: job.failures,
         };
         let mut batch = WriteBatch::default();
         self.put_job(&mut batch, job, None, &stored)?;
@@ -321,6 +354,7 @@ impl Inner {
                 queued: old.queued,
                 until,
                 worker: Some(worker.to_owned()),
+                failures: old.failures,
             };
             self.put_job(&mut batch, &job, Some(&old), &stored)?;
             leases.push(Lease {
@@ -410,6 +444,7 @@ impl Inner {
             worker: old.worker.clone(),
             payload: old.payload.clone(),
             queued: old.queued,
+            failures: old.failures,
         };
         self.put_job(batch, job, Some(&old), &stored)
     }
@@ -435,6 +470,7 @@ impl Inner {
             worker: None,
             payload: job.payload.clone(),
             queued: old.queued,
+            failures: job.failures,
         };
         let mut batch = WriteBatch::default();
         self.put_job(&mut batch, job, Some(&old), &stored)?;
@@ -464,78 +500,10 @@ impl Inner {
             return Ok(false);
         };
         let mut batch = WriteBatch::default();
-        batch.delete_cf(self.cf(JOBS), &at);
-        batch.delete_cf(
-            self.cf(JOBS),
-            due_key(kind, old.until, old.queued, tenant, key),
-        );
+        self.delete_job(&mut batch, kind, tenant, key, &old);
         self.commit(batch)?;
         self.counted(kind, -1);
         Ok(true)
-    }
-
-    fn queued(&self, kind: JobKind, tenant: &str, prefix: &str) -> StoreResult<Vec<Queued>> {
-        // Nearly always none of the kind at all: no read.
-        if self.queued_jobs[slot(kind)].load(Ordering::SeqCst) == 0 {
-            return Ok(Vec::new());
-        }
-        let of_tenant = Key::tag(tag::JOB)
-            .byte(kind_byte(kind))
-            .str(tenant)
-            .into_vec();
-        let under = job_key(kind, tenant, prefix);
-        let mut jobs = Vec::new();
-        self.scan_prefix(JOBS, &under, &under, usize::MAX, |k, v| {
-            let key =
-                std::str::from_utf8(&k[of_tenant.len()..]).map_err(|_| keys::corrupt("job key"))?;
-            let stored: Stored = keys::decode_record(v)?;
-            let job = stored.job(kind, tenant, key);
-            jobs.push(Queued::of(job, stored.worker.as_deref(), stored.until));
-            Ok(())
-        })?;
-        Ok(jobs)
-    }
-
-    fn hasten(&self, kind: JobKind, tenant: &str, prefix: &str, now: Millis) -> StoreResult<u64> {
-        let later: Vec<(String, Vec<u8>)> = self
-            .queued(kind, tenant, prefix)?
-            .into_iter()
-            .filter(|q| q.waits_until.is_some_and(|until| until > now))
-            .map(|q| {
-                let at = job_key(kind, tenant, &q.job.key);
-                (q.job.key, at)
-            })
-            .collect();
-        if later.is_empty() {
-            return Ok(0);
-        }
-        // Looked at again under their locks: a sender may have claimed
-        // one since, or finished it.
-        let locks: Vec<&Vec<u8>> = later.iter().map(|(_, at)| at).collect();
-        let _lock = self.lock(&locks);
-        let mut batch = WriteBatch::default();
-        let mut hastened = 0;
-        for (key, at) in &later {
-            let Some(old) = self.stored_job(at)? else {
-                continue;
-            };
-            if old.worker.is_some() || old.until == Millis::MIN || old.until <= now {
-                continue;
-            }
-            let stored = Stored {
-                payload: old.payload.clone(),
-                queued: old.queued,
-                until: now.max(Millis::MIN + 1),
-                worker: None,
-            };
-            let job = old.job(kind, tenant, key);
-            self.put_job(&mut batch, &job, Some(&old), &stored)?;
-            hastened += 1;
-        }
-        // One batch: each job moves from its time to now in one write.
-        // Unsynced, as a deferral: lost with the machine, it waits its time.
-        self.commit_unsynced(batch)?;
-        Ok(hastened)
     }
 
     fn backlog(&self, kind: JobKind) -> StoreResult<JobBacklog> {
@@ -602,6 +570,7 @@ impl Inner {
                 worker: stored.worker.clone(),
                 payload: stored.payload.clone(),
                 queued: stored.queued,
+                failures: stored.failures,
             };
             self.put_job(&mut batch, &job, Some(&stored), &waiting)?;
             released += 1;
@@ -665,15 +634,30 @@ impl JobStore for EmbeddedStore {
         }
     }
 
-    async fn queued(&self, kind: JobKind, tenant: &str, prefix: &str) -> StoreResult<Vec<Queued>> {
+    async fn queued(
+        &self,
+        kind: JobKind,
+        tenant: &str,
+        read: QueuedRead<'_>,
+    ) -> StoreResult<Vec<Queued>> {
         // Every feed page asks, and nearly always there are none: answered
         // here, without a trip to the blocking pool.
-        if self.inner()?.queued_jobs[slot(kind)].load(Ordering::SeqCst) == 0 {
+        if self.inner()?.queued_jobs[slot(kind)].load(Ordering::SeqCst) == 0 || read.limit == 0 {
             return Ok(Vec::new());
         }
-        let (tenant, prefix) = (tenant.to_owned(), prefix.to_owned());
-        self.blocking(move |db| db.queued(kind, &tenant, &prefix))
-            .await
+        let tenant = tenant.to_owned();
+        let (under, after) = (read.under.to_owned(), read.after.map(str::to_owned));
+        let (failed, limit) = (read.failed, read.limit);
+        self.blocking(move |db| {
+            let read = QueuedRead {
+                under: &under,
+                after: after.as_deref(),
+                failed,
+                limit,
+            };
+            db.queued(kind, &tenant, &read)
+        })
+        .await
     }
 
     async fn backlog(&self, kind: JobKind) -> StoreResult<JobBacklog> {
