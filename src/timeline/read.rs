@@ -142,6 +142,24 @@ impl Plan {
         let pulled_range = self.pulled_range(range);
         let timeline = store.feed_page(tenant, reader, range);
         let (timeline, mut pulled) = match pulled_range {
+            // The sources are merged in strictly below `below`: a page the
+            // timeline fills down to there holds nothing of theirs, so a
+            // reader with a river reads only the river until a page
+            // reaches below it. (From the oldest end, the sources come
+            // first: read both at once.)
+            Some(pulled_range)
+                if !range.from_oldest && self.below.is_some_and(|b| b < Position::MAX) =>
+            {
+                let timeline = timeline.await?;
+                let below = self.below.unwrap_or(Position::MAX);
+                let full = timeline.len() >= range.limit;
+                if full && timeline.last().is_some_and(|i| i.position() >= below) {
+                    return Ok(timeline.into_iter().map(Entry::held).collect());
+                }
+                let all = self.sources(store, tenant, reader).await?;
+                let pulled = sources::pull(store, tenant, reader, all, pulled_range).await?;
+                (timeline, pulled)
+            }
             Some(pulled_range) => {
                 let pulled = async {
                     let all = self.sources(store, tenant, reader).await?;

@@ -231,7 +231,46 @@ async fn a_dormant_readers_merged_pages_read_past_bumped_items(backend: Backend)
     server.stop().await;
 }
 
+/// A reader with a river reads only the river while a page lies within
+/// it: no source's outbox is read until a page reaches below the river,
+/// and the pages are the same either way.
+async fn pages_within_a_river_read_no_sources(backend: Backend) {
+    let Some((store, dir)) = store_url(backend) else {
+        return;
+    };
+    let server = TestServer::start_with(Stopped { store, dir }, rivers(1)).await;
+    let (ann, posted) = ann_follows_bob_who_posts(&server, 14).await;
+    let (first, _) = ann.feed_ids("(first: 3)").await;
+    assert_eq!(first, posted[..3], "the dormant first page, merged");
+    server.rivers_settled().await;
+    let built = river(&server, "ann").await.expect("ann's river");
+    assert_ne!(built.complete_from, Position::MAX, "built");
+
+    let outboxes = "riverfeed_store_calls_total{op=\"outboxes\"}";
+    let before = server.counter(outboxes).await;
+    let (again, info) = ann.feed_ids("(first: 3)").await;
+    assert_eq!(again, posted[..3], "the same page, from the river");
+    let (next, _) = ann
+        .feed_ids(&format!("(first: 3, after: \"{}\")", end(&info)))
+        .await;
+    assert_eq!(next, posted[3..6]);
+    assert_eq!(
+        server.counter(outboxes).await,
+        before,
+        "pages within the river read no outbox"
+    );
+    // The river holds ten (its size): a page of thirteen reaches below.
+    let (most, _) = ann.feed_ids("(first: 13)").await;
+    assert_eq!(most, posted[..13], "merged below the river");
+    assert!(
+        server.counter(outboxes).await > before,
+        "the sources, read below it"
+    );
+    server.stop().await;
+}
+
 crate::on_both_backends!(
+    pages_within_a_river_read_no_sources,
     a_dormant_readers_merged_pages_read_past_bumped_items,
     a_dormant_readers_first_page_builds_no_river,
     a_readers_river_is_built_once,
