@@ -20,6 +20,9 @@ const UNFOLLOW_LOOK_AGAIN_MS: Millis = 100;
 /// ones that may bring its items does not list them: it waits for the
 /// backlog to drain.
 const FAN_OUTS_LOOKED_AT: u64 = 1_000;
+/// When a cleanup waiting for fan-outs looks again: each look costs a few
+/// reads, and a fan-out under load takes a while.
+const FAN_OUTS_LOOK_AGAIN_MS: Millis = 1_000;
 /// How long a follow's writes may take, queued backfill to backfill in:
 /// the worker leaves a follow job alone until then.
 const FOLLOW_SETTLES_MS: Millis = 10_000;
@@ -138,7 +141,7 @@ impl Worker {
                 // and stay. Once none is queued or running, all are in.
                 if self.fan_outs_under_way(u).await? {
                     let now = self.clock.now();
-                    store.defer(lease, now + UNFOLLOW_LOOK_AGAIN_MS).await?;
+                    store.defer(lease, now + FAN_OUTS_LOOK_AGAIN_MS).await?;
                     return Ok(None);
                 }
             }
