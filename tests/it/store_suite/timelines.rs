@@ -2,7 +2,7 @@
 //! unfollows and their cleanup, tombstones of pulled items, and rivers.
 
 use anyhow::{ensure, Context, Result};
-use riverfeed::model::{Action, Comment, EdgeKind, ObjectId, Position, Reason, ReasonKind, Stamp};
+use riverfeed::model::{Action, Comment, EdgeKind, ObjectId, Position, Reason, ReasonKind};
 use riverfeed::store::prelude::*;
 use riverfeed::store::Removal;
 use riverfeed::store::{
