@@ -16,6 +16,13 @@ const EXPIRY_CHECK_MS: Millis = 60_000;
 const UNFOLLOW_SETTLES_MS: Millis = 10_000;
 /// When it looks again.
 const UNFOLLOW_LOOK_AGAIN_MS: Millis = 100;
+/// Queued fan-outs (of every tenant) past which a cleanup waiting for the
+/// ones that may bring its items does not list them: it waits for the
+/// backlog to drain.
+const FAN_OUTS_LOOKED_AT: u64 = 1_000;
+/// When a cleanup waiting for fan-outs looks again: each look costs a few
+/// reads, and a fan-out under load takes a while.
+const FAN_OUTS_LOOK_AGAIN_MS: Millis = 1_000;
 /// How long a follow's writes may take, queued backfill to backfill in:
 /// the worker leaves a follow job alone until then.
 const FOLLOW_SETTLES_MS: Millis = 10_000;
@@ -129,6 +136,14 @@ impl Worker {
                     }
                     return store.clean(lease, &[]).await.map(Some);
                 }
+                // The edge is gone, but a fan-out that read it before may
+                // still be writing: its item would land after the cleanup
+                // and stay. Once none is queued or running, all are in.
+                if self.fan_outs_under_way(u).await? {
+                    let now = self.clock.now();
+                    store.defer(lease, now + FAN_OUTS_LOOK_AGAIN_MS).await?;
+                    return Ok(None);
+                }
             }
             let ids = groups::named_items(store, u, expiry).await?;
             store.clean(lease, &ids).await.map(Some)
@@ -170,6 +185,34 @@ impl Worker {
                 failure.get_or_insert(err);
             }
         }
+    }
+
+    /// Whether a fan-out that may bring the reader of the ended edge `u`
+    /// an item by it (of an action its actor did, or sent to the group it
+    /// followed) is queued or running. Its audience may have been read
+    /// while the edge stood: the cleanup waits for its writes, which are in
+    /// once its job is gone (the last batch finishes it after writing).
+    /// Past `FAN_OUTS_LOOKED_AT` queued fan-outs it waits without looking:
+    /// reads apply the pending cleanup meanwhile.
+    async fn fan_outs_under_way(&self, u: &Unfollow) -> StoreResult<bool> {
+        let store = self.store.as_ref();
+        let backlog = store.backlog(JobKind::FanOut).await?;
+        if backlog.jobs == 0 {
+            return Ok(false);
+        }
+        if backlog.jobs > FAN_OUTS_LOOKED_AT {
+            return Ok(true);
+        }
+        let queued = store.queued(JobKind::FanOut, &u.tenant, "").await?;
+        let ids = queued
+            .iter()
+            .map(|q| FanOutJob::action_id(&q.job))
+            .collect::<StoreResult<Vec<_>>>()?;
+        if ids.is_empty() {
+            return Ok(false);
+        }
+        let actions = store.get_actions(&u.tenant, &ids).await?;
+        Ok(actions.iter().any(|a| u.may_bring(a)))
     }
 
     /// The model's upkeep (rivers: dropping idle ones), at most once a

@@ -42,6 +42,15 @@ impl ReasonKind {
         ReasonKind::Group,
     ];
 
+    /// The reasons a scope gives (a restricted action's readers, its
+    /// actor's team or department): each holds only while the action has
+    /// that scope.
+    pub const SCOPED: [ReasonKind; 3] = [
+        ReasonKind::Restricted,
+        ReasonKind::Team,
+        ReasonKind::Department,
+    ];
+
     /// Whether items of this reason come from a source the models can
     /// pull: a river holds them.
     pub fn pulled(self) -> bool {
@@ -117,6 +126,15 @@ impl Reason {
             actor_id: actor_id.into(),
             bump: None,
         }
+    }
+
+    /// Whether this reason, held by an item that `now` would bring (a
+    /// follow's backfill, which reads the action as it is), no longer
+    /// applies: it is a scope's, and `now` differs, so the action's scope
+    /// has changed since. Not a bump's (a comment gave it), nor the
+    /// actor's own.
+    pub fn stale_beside(&self, now: &Reason) -> bool {
+        self.bump.is_none() && ReasonKind::SCOPED.contains(&self.kind) && self != now
     }
 }
 

@@ -272,7 +272,15 @@ impl Unfollow {
     pub fn covers_narrowed(&self, item: &FeedItem, action: &Action) -> bool {
         item.owner == self.reader
             && item.reason.kind == ReasonKind::Bumped
-            && action.actor_id != self.reader
+            && self.may_bring(action)
+    }
+
+    /// Whether a fan-out of `action` may deliver it to the reader by the
+    /// ended edge, whatever its scope (a scope change may widen it): the
+    /// edge's actor did it, or it was sent to the group no longer
+    /// followed. Never for a membership (reads leave those out by access).
+    pub fn may_bring(&self, action: &Action) -> bool {
+        action.actor_id != self.reader
             && match self.kind {
                 Ended::Edge(EdgeKind::Group) => action.to.contains(&self.actor),
                 Ended::Edge(_) => action.actor_id == self.actor,

@@ -486,7 +486,10 @@ pub enum TimelineWrite<'a> {
     /// Puts items into `owner`'s feed, each stamped as it says (a new
     /// follow's backfill, a river built). Actions the reader already has
     /// an item of, or hid, and actions hidden or deleted meanwhile are
-    /// skipped. Answers the items written, in the order asked.
+    /// skipped; an item held keeps its place, and takes the reason given
+    /// if its own is a scope's that no longer applies
+    /// ([`Reason::stale_beside`](crate::model::Reason::stale_beside)).
+    /// Answers the items written, in the order asked.
     ///
     /// `derived` items are read again from the reader's sources if lost (a
     /// river being built): the backend need not make them durable before

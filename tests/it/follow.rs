@@ -478,7 +478,39 @@ async fn a_follow_cut_off_before_its_backfill_gets_it_from_the_worker(backend: B
     server.stop().await;
 }
 
+/// A team action widened to `PUBLIC` stays with a team member who does
+/// not follow its actor, with the reason it came by (none applies then).
+/// Once they follow the actor, the follow's reason applies: the item keeps
+/// its place and takes it, as a fan-out again would give it.
+async fn a_follow_gives_a_widened_item_the_reason_that_applies_now(backend: Backend) {
+    let Some(server) = TestServer::start(backend).await else {
+        return;
+    };
+    let service = server.service("acme");
+    for (id, name) in [("alice", "Alice"), ("bob", "Bob")] {
+        service.upsert_user(id, name).await;
+        service.add_member("recruiting", "TEAM", id).await;
+    }
+    let (alice, bob) = (server.client("acme", "alice"), server.client("acme", "bob"));
+    let post = bob
+        .post_status("team only", json!({ "scope": "TEAM" }))
+        .await;
+    bob.wait_delivered(&post).await;
+    let data = bob
+        .data(
+            "mutation($a: ID!) { setActionScope(actionId: $a, scope: PUBLIC) { scope } }",
+            json!({ "a": post }),
+        )
+        .await;
+    assert_eq!(data["setActionScope"]["scope"], "PUBLIC", "{data}");
+    bob.wait_delivered(&post).await;
+    alice.follow("bob").await;
+    assert_eq!(feed(&alice).await, [(post, "FOLLOWS".to_owned())]);
+    server.stop().await;
+}
+
 crate::on_both_backends!(
+    a_follow_gives_a_widened_item_the_reason_that_applies_now,
     a_follow_cut_off_before_its_backfill_gets_it_from_the_worker,
     an_unfollow_takes_a_narrowed_bumped_item_for_good,
     a_new_follow_shows_recent_actions_the_reader_may_see,
@@ -493,6 +525,7 @@ crate::on_both_backends!(
 // cross-model test (`models::`) sees feeds only once the worker is done:
 // proved under every other model too.
 crate::under_other_models!(
+    a_follow_gives_a_widened_item_the_reason_that_applies_now,
     a_follow_cut_off_before_its_backfill_gets_it_from_the_worker,
     a_live_reader_sees_the_backfill_arrive,
     an_unfollow_takes_what_came_by_the_follow_out,

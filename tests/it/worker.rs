@@ -81,10 +81,65 @@ async fn two_workers_on_one_store_never_deliver_twice(backend: Backend) {
     result.unwrap_or_else(|err| panic!("{backend:?}: {err:#}"));
 }
 
+async fn an_unfollow_during_a_fan_out_takes_out_what_it_writes_after(backend: Backend) {
+    let Some(test) = TestStore::open(backend).await else {
+        return;
+    };
+    let result = unfollow_during_fan_out(test.store.clone()).await;
+    test.remove().await;
+    result.unwrap_or_else(|err| panic!("{backend:?}: {err:#}"));
+}
+
 crate::on_both_backends!(
     an_expired_lease_is_taken_over_and_nothing_is_delivered_twice,
     two_workers_on_one_store_never_deliver_twice,
+    an_unfollow_during_a_fan_out_takes_out_what_it_writes_after,
 );
+
+/// A fan-out reads its audience while ann still follows bob; ann unfollows,
+/// and the cleanup comes round before the fan-out writes. The item it
+/// writes afterwards must go too: the cleanup waits for bob's fan-outs
+/// under way, then takes it out.
+async fn unfollow_during_fan_out(store: Arc<dyn Store>) -> Result<()> {
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    store
+        .set_edge(T, EdgeKind::Follows, "ann", "bob", true)
+        .await?;
+    let a = action(T, "bob", 999_000, &[]);
+    store.insert_action(&a).await?;
+    // A slow worker holds the fan-out, its audience read: ann among it.
+    let held = HeldFanOut::claim(&*store, "slow", clock.now(), 30_000, 10)
+        .await?
+        .pop()
+        .context("the slow worker claims the fan-out")?;
+    // ann unfollows bob: the cleanup is queued, then the edge ends.
+    let unfollow = riverfeed::store::Unfollow::edge(T, "ann", EdgeKind::Follows, "bob");
+    riverfeed::timeline::unfollow::start(store.as_ref(), &unfollow, clock.now()).await?;
+    store
+        .set_edge(T, EdgeKind::Follows, "ann", "bob", false)
+        .await?;
+    // Another worker comes to the cleanup while the fan-out is under way.
+    let w = worker(store.clone(), clock.clone(), "w", 100);
+    w.run_once().await?;
+    // The slow fan-out writes what its audience said, and is done.
+    let to_ann = Delivery {
+        owner: "ann".into(),
+        relevancy: a.conducted,
+        reason: riverfeed::model::Reason::new(ReasonKind::Follows, "bob"),
+    };
+    held.finish(&*store, clock.now(), &[to_ann]).await?;
+    for _ in 0..3 {
+        clock.advance(1_000);
+        w.run_once().await?;
+    }
+    let left = store.queued(JobKind::Cleanup, T, "").await?;
+    ensure!(left.is_empty(), "the cleanup is done: {left:?}");
+    ensure!(
+        feed_len(store.as_ref(), "ann").await? == 0,
+        "ann no longer follows bob, and holds no item of his"
+    );
+    Ok(())
+}
 
 async fn two_workers(store: Arc<dyn Store>) -> Result<()> {
     let readers = ["alice", "carol", "dave", "erin"];

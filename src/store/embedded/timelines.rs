@@ -378,13 +378,28 @@ impl Inner {
         let (mut key, mut value) = (Vec::with_capacity(64), Vec::with_capacity(32));
         let mut written = Vec::new();
         let mut seen = std::collections::HashSet::new();
+        let mut refreshed = false;
         for b in items {
             let oid = b.action_id.bytes();
             if !seen.insert(oid) || self.action(tenant, b.action_id)?.is_none_or(|a| a.hidden) {
                 continue;
             }
             keys::item(&mut key, tenant, oid, owner);
-            if self.exists(ITEMS, &key)? {
+            if let Some(held) = self.get(ITEMS, &key)? {
+                // Held already: it keeps its place, and takes the reason
+                // the backfill gives if its own is a scope's that no
+                // longer applies.
+                let state = ItemState::decode(&held)?;
+                if !state.hidden {
+                    let entry = self.entry(&mut key, tenant, owner, oid, state.relevancy)?;
+                    if entry.is_some_and(|(_, reason)| reason.stale_beside(&b.reason)) {
+                        let buffers = (&mut key, &mut value);
+                        Inner::put_item(
+                            &families, &mut batch, buffers, tenant, owner, oid, state, &b.reason,
+                        );
+                        refreshed = true;
+                    }
+                }
                 continue;
             }
             let state = ItemState {
@@ -405,7 +420,7 @@ impl Inner {
                 copy: None,
             });
         }
-        match (written.is_empty(), derived) {
+        match (written.is_empty() && !refreshed, derived) {
             (true, _) => {}
             // Not synced: a later synced commit (any fan-out's) takes it to
             // disk, and until then only a crash of the machine, not of the

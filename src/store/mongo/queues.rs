@@ -11,7 +11,7 @@ use bson::{doc, DateTime, Document};
 use mongodb::error::TRANSIENT_TRANSACTION_ERROR;
 use mongodb::ClientSession;
 
-use crate::model::{Action, FanOutState, FeedItem, Millis, ObjectId, Reason};
+use crate::model::{Action, FanOutState, FeedItem, Millis, ObjectId, Reason, ReasonKind};
 use crate::store::jobs::lease_lost;
 use crate::store::{
     Delivery, DeliveryBatch, ErrorKind, FanOutJob, Job, JobStore, Lease, QueueStore, StoreError,
@@ -95,7 +95,13 @@ impl MongoStore {
         }
         for (reason, owners) in by_reason {
             self.layout
-                .refresh(&action.tenant, action.id, &owners, reason)
+                .refresh(
+                    &action.tenant,
+                    action.id,
+                    &owners,
+                    reason,
+                    &ReasonKind::PULLED,
+                )
                 .await?;
         }
         Ok(())

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use async_trait::async_trait;
 use bson::{doc, Document};
 
-use crate::model::{Action, FeedItem, ObjectId};
+use crate::model::{Action, FeedItem, ObjectId, ReasonKind};
 use crate::store::{
     ActionStore, Backfill, StoreResult, TimelineRead, TimelineStore, TimelineWrite,
 };
@@ -55,6 +55,16 @@ impl MongoStore {
         // As a fan-out: an item the reader has (or hid) is skipped, the
         // others written.
         let skipped = self.layout.insert(tenant, &new).await?;
+        // Held already: each keeps its place, and takes the reason the
+        // backfill gives if its own is a scope's that no longer applies
+        // (see `Reason::stale_beside`).
+        for b in skipped.iter().filter_map(|&i| items.get(i)) {
+            let owners = [owner];
+            let refresh =
+                self.layout
+                    .refresh(tenant, b.action_id, &owners, &b.reason, &ReasonKind::SCOPED);
+            refresh.await?;
+        }
         let written: Vec<&Backfill> = items
             .into_iter()
             .enumerate()

@@ -29,13 +29,15 @@
 //!   renames, expiry
 //! - [`fanout`]: fan-out claims and leases, deliveries in batches
 //! - [`foreign`]: one action per actor and foreign id
-//! - [`timelines`]: feed ranges, hides and deletes, bumps, backfills,
-//!   unfollows, tombstones, rivers
+//! - [`timelines`]: feed ranges, hides and deletes, bumps, unfollows,
+//!   tombstones, rivers
+//! - [`backfills`]: backfills, and the items a reader holds already
 //! - [`notices`]: notice groups, inboxes, notice jobs
 //! - [`records`]: records under their versions
 //! - [`rivers`]: rivers a crash left being built
 
 mod actions;
+mod backfills;
 mod fanout;
 mod foreign;
 mod graph;
@@ -169,7 +171,8 @@ store_cases! {
         timelines::many_ties,
         timelines::hide_and_delete,
         timelines::bumps,
-        timelines::backfills,
+        backfills::backfills,
+        backfills::backfills_give_stale_scope_reasons,
         timelines::unfollows,
         timelines::tombstones,
         timelines::rivers,

@@ -1,9 +1,8 @@
 //! Cases of timelines: ranges and ties, hides and deletes, bumps,
-//! backfills, unfollows and their cleanup, tombstones of pulled items, and
-//! rivers.
+//! unfollows and their cleanup, tombstones of pulled items, and rivers.
 
 use anyhow::{ensure, Context, Result};
-use riverfeed::model::{Action, Comment, EdgeKind, ObjectId, Position, Reason, ReasonKind, Stamp};
+use riverfeed::model::{Action, Comment, EdgeKind, ObjectId, Position, Reason, ReasonKind};
 use riverfeed::store::prelude::*;
 use riverfeed::store::Removal;
 use riverfeed::store::{
@@ -267,78 +266,6 @@ pub(super) async fn hide_and_delete(store: &dyn Store) -> Result<()> {
         .err()
         .context("other tenant")?;
     ensure!(err.kind == ErrorKind::NotFound, "{err}");
-    Ok(())
-}
-
-/// A backfill puts actions into one reader's feed: in place by relevancy,
-/// once, never over an item the reader has or hid, never for an action
-/// hidden or deleted.
-pub(super) async fn backfills(store: &dyn Store) -> Result<()> {
-    let reader = "k-kim";
-    let fill = |a: &Action, changed: i64| Backfill {
-        action_id: a.id,
-        relevancy: a.conducted,
-        reason: Reason::new(ReasonKind::Follows, &a.actor_id),
-        changed,
-    };
-    let [old, mid, new, hidden, deleted, had, hid] =
-        [1_000, 2_000, 3_000, 2_500, 2_600, 2_700, 2_800].map(|t| action(T, "k-karl", t, &[]));
-    for a in [&old, &mid, &new, &hidden, &deleted, &had, &hid] {
-        store.insert_action(a).await?;
-    }
-    // The reader already has one (from an earlier backfill) and hid another.
-    let earlier = store
-        .backfill(T, reader, &[fill(&had, 10), fill(&hid, 10)])
-        .await?;
-    ensure!(earlier.len() == 2, "earlier: {earlier:?}");
-    store.hide_feed_item(T, reader, hid.id).await?;
-    store.remove_action(T, hidden.id, Removal::Hide).await?;
-    store.remove_action(T, deleted.id, Removal::Delete).await?;
-
-    let asked = [&new, &hidden, &deleted, &had, &hid, &mid, &old].map(|a| fill(a, 50));
-    let written = store.backfill(T, reader, &asked).await?;
-    let ids: Vec<ObjectId> = written.iter().map(|i| i.action_id).collect();
-    ensure!(ids == [new.id, mid.id, old.id], "written: {ids:?}");
-    ensure!(
-        written.iter().all(|i| i.owner == reader && i.changed == 50),
-        "owner and stamp: {written:?}"
-    );
-    let feed: Vec<ObjectId> = store
-        .feed_page(T, reader, range(10))
-        .await?
-        .iter()
-        .map(|i| i.action_id)
-        .collect();
-    ensure!(
-        feed == [new.id, had.id, mid.id, old.id],
-        "in place by relevancy: {feed:?}"
-    );
-    let changes = store
-        .feed_changes(
-            T,
-            reader,
-            Stamp {
-                changed: 49,
-                action_id: ObjectId::from_bytes([0; 12]),
-            },
-            10,
-        )
-        .await?;
-    ensure!(
-        changes.len() == 3,
-        "the backfill shows as changes: {changes:?}"
-    );
-    ensure!(
-        store
-            .backfill(T, reader, &asked.map(|b| Backfill { changed: 60, ..b }))
-            .await?
-            .is_empty(),
-        "a second backfill writes nothing"
-    );
-    ensure!(
-        store.feed_page(T, "k-other", range(10)).await?.is_empty(),
-        "only the reader's feed"
-    );
     Ok(())
 }
 

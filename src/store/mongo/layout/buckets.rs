@@ -662,9 +662,10 @@ impl Layout for Buckets {
         action: ObjectId,
         owners: &[&str],
         reason: &Reason,
+        from: &[ReasonKind],
     ) -> StoreResult<()> {
         let why = reason_bson(reason)?;
-        let pulled = reason_bson(&ReasonKind::PULLED)?;
+        let kinds = reason_bson(&from)?;
         // Readers named a few at a time (see `narrow_to`).
         for owners in owners.chunks(MAX_NAMED_OWNERS) {
             self.raw()
@@ -675,7 +676,7 @@ impl Layout for Buckets {
                 .array_filters(vec![doc! {
                     "x.a": action,
                     "x.h": { "$ne": true },
-                    "x.w.kind": { "$in": pulled.clone() },
+                    "x.w.kind": { "$in": kinds.clone() },
                     "x.w": { "$ne": why.clone() },
                 }])
                 .await

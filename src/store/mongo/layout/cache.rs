@@ -435,17 +435,18 @@ impl RiverCache {
         Ok(done.modified_count > 0)
     }
 
-    /// Gives the live entries of `action` in `owners`' rivers that came
-    /// from a pulled source `reason` instead.
+    /// Gives the live entries of `action` in `owners`' rivers whose reason
+    /// is of a kind in `from` `reason` instead.
     pub(super) async fn refresh(
         &self,
         tenant: &str,
         action: ObjectId,
         owners: &[&str],
         reason: &Reason,
+        from: &[ReasonKind],
     ) -> StoreResult<()> {
         let why = reason_bson(reason)?;
-        let pulled = reason_bson(&ReasonKind::PULLED)?;
+        let kinds = reason_bson(&from)?;
         for chunk in owners.chunks(NAMED) {
             let ids: Vec<String> = chunk.iter().map(|o| cache_id(tenant, o)).collect();
             self.coll
@@ -456,7 +457,7 @@ impl RiverCache {
                 .array_filters(vec![doc! {
                     "x.a": action,
                     "x.g": { "$ne": true },
-                    "x.w.kind": { "$in": pulled.clone() },
+                    "x.w.kind": { "$in": kinds.clone() },
                     "x.w": { "$ne": why.clone() },
                 }])
                 .await

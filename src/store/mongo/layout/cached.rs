@@ -12,7 +12,7 @@ use futures_util::stream::BoxStream;
 
 use super::cache::{cache_id, RiverCache};
 use super::{dedup, Layout, Stored, Which};
-use crate::model::{ActionCopy, FeedItem, Millis, ObjectId, Reason, Stamp};
+use crate::model::{ActionCopy, FeedItem, Millis, ObjectId, Reason, ReasonKind, Stamp};
 use crate::store::{FeedRange, StoreResult};
 
 pub(in crate::store::mongo) struct Cached {
@@ -303,9 +303,14 @@ impl Layout for Cached {
         action: ObjectId,
         owners: &[&str],
         reason: &Reason,
+        from: &[ReasonKind],
     ) -> StoreResult<()> {
-        self.base.refresh(tenant, action, owners, reason).await?;
-        self.rivers.refresh(tenant, action, owners, reason).await
+        self.base
+            .refresh(tenant, action, owners, reason, from)
+            .await?;
+        self.rivers
+            .refresh(tenant, action, owners, reason, from)
+            .await
     }
 
     async fn count(&self) -> StoreResult<u64> {

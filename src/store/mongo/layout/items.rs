@@ -344,6 +344,7 @@ impl Layout for Items {
         action: ObjectId,
         owners: &[&str],
         reason: &Reason,
+        from: &[ReasonKind],
     ) -> StoreResult<()> {
         let reason = reason_bson(reason)?;
         self.feed_items
@@ -353,7 +354,7 @@ impl Layout for Items {
                     "actionId": action,
                     "owner": { "$in": owners },
                     "hidden": { "$ne": true },
-                    "reason.kind": { "$in": reason_bson(&ReasonKind::PULLED)? },
+                    "reason.kind": { "$in": reason_bson(&from)? },
                     "reason": { "$ne": reason.clone() },
                 },
                 doc! { "$set": { "reason": reason } },

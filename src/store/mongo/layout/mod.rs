@@ -161,14 +161,15 @@ pub(super) trait Layout: Send + Sync {
         reason: &Reason,
         changed: Millis,
     ) -> StoreResult<Vec<FeedItem>>;
-    /// Gives `owners`' visible items of `action` that came from a pulled
-    /// source `reason` instead.
+    /// Gives `owners`' visible items of `action` whose reason is of a kind
+    /// in `from` `reason` instead.
     async fn refresh(
         &self,
         tenant: &str,
         action: ObjectId,
         owners: &[&str],
         reason: &Reason,
+        from: &[ReasonKind],
     ) -> StoreResult<()>;
     /// Visible items in all tenants.
     async fn count(&self) -> StoreResult<u64>;
