@@ -2,7 +2,7 @@
 //! cleanups, expiry, and the feed model's own upkeep (idle rivers).
 
 use super::*;
-use crate::store::{FollowJob, Graph};
+use crate::store::{FollowJob, Graph, QueuedRead};
 use crate::timeline::{follow, groups, Expiry};
 
 /// How often the feed model's upkeep runs (idle rivers are looked for).
@@ -203,7 +203,14 @@ impl Worker {
         if backlog.jobs > FAN_OUTS_LOOKED_AT {
             return Ok(true);
         }
-        let queued = store.queued(JobKind::FanOut, &u.tenant, "").await?;
+        let read = QueuedRead {
+            limit: FAN_OUTS_LOOKED_AT as usize + 1,
+            ..QueuedRead::under("")
+        };
+        let queued = store.queued(JobKind::FanOut, &u.tenant, read).await?;
+        if queued.len() as u64 > FAN_OUTS_LOOKED_AT {
+            return Ok(true);
+        }
         let ids = queued
             .iter()
             .map(|q| FanOutJob::action_id(&q.job))

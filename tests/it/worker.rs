@@ -132,7 +132,9 @@ async fn unfollow_during_fan_out(store: Arc<dyn Store>) -> Result<()> {
         clock.advance(1_000);
         w.run_once().await?;
     }
-    let left = store.queued(JobKind::Cleanup, T, "").await?;
+    let left = store
+        .queued(JobKind::Cleanup, T, QueuedRead::under(""))
+        .await?;
     ensure!(left.is_empty(), "the cleanup is done: {left:?}");
     ensure!(
         feed_len(store.as_ref(), "ann").await? == 0,
