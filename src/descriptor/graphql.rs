@@ -266,29 +266,46 @@ impl OutputType for Descriptor {
             }
         };
         let mut out = IndexMap::new();
-        let member = member_name(catalog, self);
-        let value = |name: &str| member_value(catalog, self, name);
-        select(ctx, ctx.item, member, &value, &mut out)?;
+        let member = Member::of(catalog, self);
+        let value = |name: &str| member.value(name);
+        select(ctx, ctx.item, member.name(), &value, &mut out)?;
         Ok(Value::Object(out))
     }
 }
 
-/// The member of the `Descriptor` union a descriptor is: its type, or
-/// `UnknownDescriptor` when the served catalog no longer describes it.
-pub(crate) fn member_name<'c>(catalog: &'c Catalog, d: &Descriptor) -> &'c str {
-    catalog.type_of(d).map_or(UNKNOWN, |ty| ty.name.as_str())
+/// A descriptor as a member of the `Descriptor` union: its type, judged
+/// once (a stored descriptor is checked against the served catalog, which
+/// reads every field), or `UnknownDescriptor` when the catalog no longer
+/// describes it. Both executors write a descriptor's fields through it.
+pub(crate) struct Member<'c, 'd> {
+    ty: Option<&'c TypeDef>,
+    d: &'d Descriptor,
 }
 
-/// The value of the field `name` of a descriptor, as a member of the
-/// `Descriptor` union (see [`member_name`]).
-pub(crate) fn member_value(catalog: &Catalog, d: &Descriptor, name: &str) -> Value {
-    match catalog.type_of(d) {
-        Some(ty) => field_value(ty, d, name),
-        None => match name {
-            "type" => Value::String(d.type_name().to_owned()),
-            "json" => Value::String(serde_json::to_string(d.fields()).unwrap_or_default()),
-            _ => Value::Null,
-        },
+impl<'c, 'd> Member<'c, 'd> {
+    pub(crate) fn of(catalog: &'c Catalog, d: &'d Descriptor) -> Self {
+        Member {
+            ty: catalog.type_of(d),
+            d,
+        }
+    }
+
+    /// The union member's name.
+    pub(crate) fn name(&self) -> &'c str {
+        self.ty.map_or(UNKNOWN, |ty| ty.name.as_str())
+    }
+
+    /// The value of its field `name`.
+    pub(crate) fn value(&self, name: &str) -> Value {
+        let d = self.d;
+        match self.ty {
+            Some(ty) => field_value(ty, d, name),
+            None => match name {
+                "type" => Value::String(d.type_name().to_owned()),
+                "json" => Value::String(serde_json::to_string(d.fields()).unwrap_or_default()),
+                _ => Value::Null,
+            },
+        }
     }
 }
 

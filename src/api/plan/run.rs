@@ -24,7 +24,7 @@ use crate::api::types::{
     UserNode,
 };
 use crate::api::{AppState, Session, Viewer};
-use crate::descriptor::graphql::{member_name, member_value};
+use crate::descriptor::graphql::Member;
 
 /// The plan cannot answer this request as async-graphql would (a variable
 /// that does not coerce, say): async-graphql runs it instead.
@@ -477,14 +477,14 @@ impl Run<'_> {
     fn descriptor(&self, out: &mut Out, fields: &DescriptorFields, node: &ActionNode) {
         let catalog = &self.state.descriptors;
         let descriptor = &node.action.descriptor;
-        let member = member_name(catalog, descriptor);
+        let member = Member::of(catalog, descriptor);
         out.open();
-        for (key, name) in fields.members.get(member).into_iter().flatten() {
+        for (key, name) in fields.members.get(member.name()).into_iter().flatten() {
             out.key(key);
             if name.as_str() == "__typename" {
-                out.string(member);
+                out.string(member.name());
             } else {
-                out.value(&member_value(catalog, descriptor, name));
+                out.value(&member.value(name));
             }
         }
         out.close_as_written();
