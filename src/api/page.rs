@@ -7,6 +7,8 @@
 
 use async_graphql::SimpleObject;
 
+use super::cursor::{CursorKey, LazyCursor};
+
 /// Where a page starts and ends, and whether there is more on either side.
 #[derive(Clone, Debug, Default, SimpleObject)]
 pub struct PageInfo {
@@ -18,6 +20,26 @@ pub struct PageInfo {
     pub start_cursor: Option<String>,
     /// Pass as `after` to page forwards.
     pub end_cursor: Option<String>,
+}
+
+impl PageInfo {
+    /// A page read forwards (from the start, or after a cursor when
+    /// `from_cursor`) whose first and last edges hold the cursors `first`
+    /// and `last`, with `more` past it.
+    pub fn forward(
+        first: Option<&LazyCursor>,
+        last: Option<&LazyCursor>,
+        from_cursor: bool,
+        more: bool,
+        key: &CursorKey,
+    ) -> PageInfo {
+        PageInfo {
+            has_previous_page: from_cursor,
+            has_next_page: more,
+            start_cursor: first.map(|c| c.seal(key)),
+            end_cursor: last.map(|c| c.seal(key)),
+        }
+    }
 }
 
 /// Declares a Relay connection of `$node` and its edge, with any fields of

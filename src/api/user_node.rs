@@ -243,12 +243,13 @@ impl UserNode {
             })
             .collect();
         Ok(UserConnection {
-            page_info: PageInfo {
-                has_previous_page: after.is_some(),
-                has_next_page: has_next,
-                start_cursor: edges.first().map(|e| e.cursor.seal(cursors)),
-                end_cursor: edges.last().map(|e| e.cursor.seal(cursors)),
-            },
+            page_info: PageInfo::forward(
+                edges.first().map(|e| &e.cursor),
+                edges.last().map(|e| &e.cursor),
+                after.is_some(),
+                has_next,
+                cursors,
+            ),
             edges,
         })
     }
