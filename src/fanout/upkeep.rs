@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::store::{FollowJob, Graph, QueuedRead};
-use crate::timeline::{follow, groups, Expiry};
+use crate::timeline::{follow, groups, rivers, Expiry, FeedModelKind};
 
 /// How often the feed model's upkeep runs (idle rivers are looked for).
 const SWEEP_EVERY_MS: Millis = 60_000;
@@ -20,8 +20,8 @@ const UNFOLLOW_LOOK_AGAIN_MS: Millis = 100;
 /// ones that may bring its items does not list them: it waits for the
 /// backlog to drain.
 const FAN_OUTS_LOOKED_AT: u64 = 1_000;
-/// When a cleanup waiting for fan-outs looks again: each look costs a few
-/// reads, and a fan-out under load takes a while.
+/// When a cleanup waiting for fan-outs or a river build looks again: each
+/// look costs a few reads, and either takes a while under load.
 const FAN_OUTS_LOOK_AGAIN_MS: Millis = 1_000;
 /// How long a follow's writes may take, queued backfill to backfill in:
 /// the worker leaves a follow job alone until then.
@@ -141,6 +141,15 @@ impl Worker {
                 // and stay. Once none is queued or running, all are in.
                 if self.fan_outs_under_way(u).await? {
                     let now = self.clock.now();
+                    store.defer(lease, now + FAN_OUTS_LOOK_AGAIN_MS).await?;
+                    return Ok(None);
+                }
+            }
+            // A river being built may have read the ended source before
+            // it ended: what it brings lands once the build is done.
+            if self.config.model.kind == FeedModelKind::Rivers {
+                let now = self.clock.now();
+                if rivers::being_built(store, &u.tenant, &u.reader, now).await? {
                     store.defer(lease, now + FAN_OUTS_LOOK_AGAIN_MS).await?;
                     return Ok(None);
                 }

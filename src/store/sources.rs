@@ -62,6 +62,14 @@ pub struct River {
     pub touched: Millis,
 }
 
+impl River {
+    /// Whether its record is a build's first (complete from nowhere: a
+    /// build under way, or one a crash cut short).
+    pub fn building(&self) -> bool {
+        self.complete_from == Position::MAX
+    }
+}
+
 port! {
 /// Outboxes as the pull side of the models reads them.
 pub trait SourceStore: Send + Sync {

@@ -106,6 +106,25 @@ async fn river_of(store: &dyn Store, tenant: &str, reader: &str) -> StoreResult<
 /// fan-out fills the river.
 pub const RIVER_START: usize = 50;
 
+/// How long a build may take, its first record to its last: a record
+/// still saying it is being built after that was left by a crash (a start
+/// builds it again), and nothing waits for it.
+pub const BUILD_LASTS_MS: Millis = 60_000;
+
+/// Whether `reader`'s river is being built at `now`. A build reads the
+/// reader's sources before it writes their items: one that read them
+/// before an unfollow or a group left writes what they brought after it,
+/// so the cleanup waits for the build to end.
+pub async fn being_built(
+    store: &dyn Store,
+    tenant: &str,
+    reader: &str,
+    now: Millis,
+) -> StoreResult<bool> {
+    let river = river_of(store, tenant, reader).await?;
+    Ok(river.is_some_and(|r| r.building() && now.saturating_sub(r.touched) < BUILD_LASTS_MS))
+}
+
 /// Rivers dropped per sweep step.
 const SWEEP_STEP: usize = 1_000;
 

@@ -3,10 +3,10 @@
 //! read's path, and the pages and cursors they read meanwhile are the ones
 //! the river then serves.
 
-use riverfeed::model::Position;
+use riverfeed::model::{ObjectId, Position, Reason, ReasonKind};
 use riverfeed::server::ServeOptions;
 use riverfeed::store::prelude::*;
-use riverfeed::store::River;
+use riverfeed::store::{Backfill, FeedRange, JobKind, QueuedRead, River, RiverWrite};
 use riverfeed::timeline::{FeedModel, FeedModelKind};
 use serde_json::{json, Value};
 
@@ -269,7 +269,122 @@ async fn pages_within_a_river_read_no_sources(backend: Backend) {
     server.stop().await;
 }
 
+/// A group left while the reader's river is being built: the build read
+/// the reader's sources while the membership stood and writes the group's
+/// items after the leave. The leave's cleanup waits for the build, then
+/// takes them out: none stays in storage, where a later join would show
+/// them again. The build is played by hand (no builds run), its record
+/// first and its items once the worker has looked at the cleanup.
+async fn a_group_left_while_a_river_is_built_leaves_none_of_its_items(backend: Backend) {
+    let Some((store, dir)) = store_url(backend) else {
+        return;
+    };
+    let server = TestServer::start_with(Stopped { store, dir }, rivers(0)).await;
+    let dan = server.client("acme", "dan");
+    dan.upsert_user("dan", "Dan").await;
+    let service = server.service("acme");
+    for member in ["dan", "carol"] {
+        service.add_member("t1", "TEAM", member).await;
+    }
+    let mut team = Vec::new();
+    for i in 0..2 {
+        let id = dan
+            .post_status(&format!("team {i}"), json!({ "scope": "TEAM" }))
+            .await;
+        dan.wait_delivered(&id).await;
+        team.push(id);
+    }
+    let store = server.server.metered.clone();
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after 1970")
+            .as_millis() as i64
+    };
+    let building = River {
+        complete_from: Position::MAX,
+        touched: now(),
+    };
+    store
+        .write_river("acme", "carol", RiverWrite::Put(building))
+        .await
+        .expect("the build's first record");
+
+    let carol = server.client("acme", "carol");
+    let data = carol
+        .data("mutation { leaveGroup(groupId: \"t1\") }", json!({}))
+        .await;
+    assert_eq!(data["leaveGroup"], true);
+    // The worker looks at the cleanup: it either ends (nothing to take
+    // yet) or waits for the build.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let queued = store
+            .queued(JobKind::Cleanup, "acme", QueuedRead::under(""))
+            .await
+            .expect("queued cleanups");
+        if queued.iter().all(|q| q.waits_until.is_some()) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the worker never looked: {queued:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+
+    let ids: Vec<ObjectId> = team.iter().map(|id| id.parse().expect("an id")).collect();
+    let actions = store.get_actions("acme", &ids).await.expect("the actions");
+    let items: Vec<Backfill> = actions
+        .iter()
+        .map(|a| Backfill {
+            action_id: a.id,
+            relevancy: a.conducted,
+            reason: Reason::new(ReasonKind::Team, "dan"),
+            changed: a.conducted,
+        })
+        .collect();
+    store
+        .fill_river("acme", "carol", &items)
+        .await
+        .expect("the build's items");
+    let built = River {
+        complete_from: Position::MIN,
+        touched: now(),
+    };
+    store
+        .write_river("acme", "carol", RiverWrite::Put(built))
+        .await
+        .expect("the build's last record");
+
+    let everything = FeedRange {
+        older_than: None,
+        newer_than: None,
+        limit: 100,
+        from_oldest: false,
+    };
+    loop {
+        let held = store.feed_page("acme", "carol", everything).await.unwrap();
+        let pending = riverfeed::timeline::unfollow::pending(store.as_ref(), "acme", "carol")
+            .await
+            .unwrap();
+        if pending.is_empty() {
+            let kept: Vec<_> = held.iter().filter(|i| ids.contains(&i.action_id)).collect();
+            assert!(kept.is_empty(), "the group's items stayed: {kept:?}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the cleanup never ran"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(carol.feed_ids("").await.0, Vec::<String>::new());
+    server.stop().await;
+}
+
 crate::on_both_backends!(
+    a_group_left_while_a_river_is_built_leaves_none_of_its_items,
     pages_within_a_river_read_no_sources,
     a_dormant_readers_merged_pages_read_past_bumped_items,
     a_dormant_readers_first_page_builds_no_river,

@@ -16,7 +16,7 @@ use super::actions::action_lock;
 use super::families::{GRAPH, ITEMS, RIVERS};
 use super::keys::{self, graph as tag, ItemState, Key, Reader};
 use super::{EmbeddedStore, Inner};
-use crate::model::{FeedItem, Millis, Position};
+use crate::model::{FeedItem, Millis};
 use crate::store::{FeedRange, River, RiverStore, RiverWrite, StoreResult};
 
 /// Timeline entries read per step while dropping or trimming a river.
@@ -188,7 +188,7 @@ impl RiverStore for EmbeddedStore {
         self.blocking(move |db| {
             let mut out = Vec::new();
             db.scan(RIVERS, &[], None, usize::MAX, |k, v| {
-                if out.len() < limit && decode_river(v)?.complete_from == Position::MAX {
+                if out.len() < limit && decode_river(v)?.building() {
                     let mut r = Reader(k);
                     let tenant = r.str()?.to_owned();
                     out.push((tenant, r.last()?.to_owned()));
