@@ -4,17 +4,19 @@
 //! comment to whoever may read its action, a feed item to its owner (or
 //! `admin`) as `feed` shows it, a notification (group) to its owner.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use async_graphql::{Context, Interface, ID};
 
 use super::access::access;
 use super::cursor::ListId;
 use super::error::{bad_input, ApiResultExt};
+use super::feed::Needs;
 use super::global_id::{before, GlobalId};
 use super::notifications::{self, NotificationGroupNode, NotificationNode};
+use super::query::{readable_actions, users_by_id};
 use super::types::{ActionNode, ActionSlot, CommentNode, FeedItemNode, UserNode};
-use super::{loaders, state, viewer, Role, Viewer};
+use super::{loaders, state, viewer, AppState, Role, Viewer};
 use crate::model::limits::MAX_LIST_LEN;
 use crate::model::{Action, ObjectId};
 
@@ -35,19 +37,16 @@ pub enum Node {
     Notification(NotificationNode),
 }
 
-/// The nodes of `ids`, in order, null where there is none the viewer may
-/// see. Actions (those named, and those of comments and feed items) load
-/// in one batch, users in another.
-pub async fn resolve(ctx: &Context<'_>, ids: &[ID]) -> async_graphql::Result<Vec<Option<Node>>> {
-    let viewer = viewer(ctx)?;
+/// The global ids `ids` name, at most [`MAX_LIST_LEN`]: the argument
+/// rule of `node` and `nodes`, for either executor.
+pub(crate) fn decode(ids: &[ID]) -> async_graphql::Result<Vec<GlobalId>> {
     if ids.len() > MAX_LIST_LEN {
         return Err(bad_input(format!(
             "ids has {} entries; at most {MAX_LIST_LEN} are allowed",
             ids.len()
         )));
     }
-    let wanted = ids
-        .iter()
+    ids.iter()
         .map(|id| {
             GlobalId::decode(id)?.ok_or_else(|| {
                 bad_input(format!(
@@ -56,42 +55,68 @@ pub async fn resolve(ctx: &Context<'_>, ids: &[ID]) -> async_graphql::Result<Vec
                 ))
             })
         })
-        .collect::<async_graphql::Result<Vec<GlobalId>>>()?;
+        .collect()
+}
 
-    let action_ids: BTreeSet<ObjectId> = wanted
-        .iter()
-        .filter_map(|id| match id {
-            GlobalId::Action(action)
-            | GlobalId::Comment { action, .. }
-            | GlobalId::FeedItem { action, .. } => Some(*action),
-            GlobalId::User(_) | GlobalId::NotificationGroup(_) | GlobalId::Notification { .. } => {
-                None
-            }
-        })
+/// The actions and users `wanted` names, as `action(actionId:)` and
+/// `user(userId:)` find them: one read of each kind, for either executor.
+/// The other kinds of node are left out.
+pub(crate) async fn actions_and_users(
+    state: &AppState,
+    viewer: &Viewer,
+    wanted: &[GlobalId],
+    needs: Needs,
+) -> async_graphql::Result<(HashMap<ObjectId, ActionNode>, HashMap<String, UserNode>)> {
+    let mut actions = Vec::new();
+    let mut users = Vec::new();
+    for id in wanted {
+        match id {
+            GlobalId::Action(action) => actions.push(*action),
+            GlobalId::User(user) => users.push(user.clone()),
+            _ => {}
+        }
+    }
+    let (actions, users) = tokio::join!(
+        readable_actions(state, viewer, &actions, needs),
+        users_by_id(state, viewer, &users)
+    );
+    let actions = actions?
+        .into_iter()
+        .flatten()
+        .map(|node| (node.action.id, node))
         .collect();
-    let user_ids: BTreeSet<String> = wanted
+    Ok((actions, users?))
+}
+
+/// The nodes of `ids`, in order, null where there is none the viewer may
+/// see. Actions and users load as [`actions_and_users`] finds them; the
+/// actions of comments and feed items in one batch.
+pub async fn resolve(ctx: &Context<'_>, ids: &[ID]) -> async_graphql::Result<Vec<Option<Node>>> {
+    let viewer = viewer(ctx)?;
+    let wanted = decode(ids)?;
+    let needs = Needs::of(ctx, &[&[]]);
+    let (found, users) = actions_and_users(state(ctx)?, viewer, &wanted, needs).await?;
+
+    // Comments and feed items: their actions, whether or not the viewer
+    // may read them (a feed item's rule is its owner's).
+    let along: BTreeSet<ObjectId> = wanted
         .iter()
         .filter_map(|id| match id {
-            GlobalId::User(user) => Some(user.clone()),
+            GlobalId::Comment { action, .. } | GlobalId::FeedItem { action, .. } => Some(*action),
             _ => None,
         })
         .collect();
-    let loaders = loaders(ctx)?;
-    let (actions, users) = tokio::join!(
-        loaders.actions.load_many(action_ids),
-        loaders.users.load_many(user_ids)
-    );
-    let (actions, users) = (actions.api()?, users.api()?);
+    let actions = loaders(ctx)?.actions.load_many(along).await.api()?;
     let access = access(ctx, viewer, actions.values()).await?;
     let readable = |id: &ObjectId| actions.get(id).filter(|a| access.can_read(a));
 
     let mut nodes = Vec::with_capacity(wanted.len());
     for id in wanted {
         let node = match id {
-            GlobalId::Action(action) => {
-                readable(&action).map(|a| Node::Action(Box::new(ActionNode::new(a.clone()))))
-            }
-            GlobalId::User(user) => users.get(&user).cloned().map(|u| Node::User(u.into())),
+            GlobalId::Action(action) => found
+                .get(&action)
+                .map(|node| Node::Action(Box::new(node.clone()))),
+            GlobalId::User(user) => users.get(&user).cloned().map(Node::User),
             GlobalId::Comment { action, comment } => match readable(&action) {
                 Some(_) => find_comment(ctx, viewer, action, comment)
                     .await?

@@ -261,6 +261,9 @@ pub(crate) async fn readable_actions(
     ids: &[ObjectId],
     needs: feed::Needs,
 ) -> async_graphql::Result<Vec<Option<ActionNode>>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
     let mut unique = ids.to_vec();
     unique.sort_unstable();
     unique.dedup();
@@ -287,10 +290,24 @@ pub(crate) async fn user_by_id(
     viewer: &Viewer,
     id: &str,
 ) -> async_graphql::Result<Option<UserNode>> {
-    let found = state
-        .store
-        .get_users(&viewer.tenant, &[id.to_owned()])
-        .await
-        .api()?;
-    Ok(found.into_iter().next().map(UserNode::from))
+    Ok(users_by_id(state, viewer, &[id.to_owned()])
+        .await?
+        .remove(id))
+}
+
+/// The users `ids` of the viewer's tenant Riverfeed has heard of, by id:
+/// `user`'s rule for many, in one read.
+pub(crate) async fn users_by_id(
+    state: &AppState,
+    viewer: &Viewer,
+    ids: &[String],
+) -> async_graphql::Result<HashMap<String, UserNode>> {
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let found = state.store.get_users(&viewer.tenant, ids).await.api()?;
+    Ok(found
+        .into_iter()
+        .map(|user| (user.id.clone(), UserNode::from(user)))
+        .collect())
 }

@@ -17,6 +17,7 @@ use crate::store::Direction;
 use crate::store::Graph;
 
 /// A person (the GraphQL `User`).
+#[derive(Clone)]
 pub struct UserNode {
     /// The application's id of the user.
     pub id: String,

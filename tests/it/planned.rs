@@ -315,3 +315,80 @@ async fn records_found_by_id_run_planned_and_answer_as_the_general_executor_does
     assert_eq!(executions(&server, "ById", "fallback").await, fallbacks + 3);
     server.stop().await;
 }
+
+/// Actions and users found by their global ids, with a hidden action and
+/// a repeat among them.
+const NODES: &str = "query Nodes($id: ID!, $ids: [ID!]!) { \
+    one: node(id: $id) { __typename id ... on Action { actionId likeCount viewerHasLiked \
+    actor { name } } ... on User { userId name } ... on Comment { text } } \
+    many: nodes(ids: $ids) { __typename ... on Node { id } ... on Action { actionId } \
+    ... on User { name } } }";
+
+#[tokio::test]
+async fn nodes_of_actions_and_users_run_planned_and_answer_as_the_general_executor_does() {
+    let Some(server) = TestServer::start(Backend::Embedded).await else {
+        return;
+    };
+    let (ann, bob) = (server.client("acme", "ann"), server.client("acme", "bob"));
+    bob.upsert_user("bob", "Bob").await;
+    server.client("acme", "cat").upsert_user("cat", "Cat").await;
+    let open = bob.post_status("for all", json!({})).await;
+    let own = bob
+        .post_status(
+            "for cat",
+            json!({ "scope": "RESTRICTED", "readers": ["cat"] }),
+        )
+        .await;
+    let said = bob
+        .data(
+            "mutation($a: ID!) { comment(actionId: $a, text: \"hi\") { id } }",
+            json!({ "a": open }),
+        )
+        .await;
+    let ids = bob
+        .data(
+            "query($a: ID!, $b: ID!) { a: action(actionId: $a) { id } b: action(actionId: $b) { id } \
+             u: user(userId: \"bob\") { id } }",
+            json!({ "a": open, "b": own }),
+        )
+        .await;
+    let gid = |v: &Value| v["id"].as_str().expect("a global id").to_owned();
+    let (open_id, own_id, bob_id) = (gid(&ids["a"]), gid(&ids["b"]), gid(&ids["u"]));
+    let comment_id = gid(&said["comment"]);
+
+    let vars = |id: &str, ids: &[&str]| json!({ "id": id, "ids": ids });
+    let body = both_ways(
+        &server,
+        &ann,
+        NODES,
+        vars(&open_id, &[&own_id, &bob_id, &open_id, &open_id]),
+    )
+    .await;
+    let body: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(body["data"]["one"]["__typename"], "Action", "{body}");
+    assert_eq!(body["data"]["one"]["actor"]["name"], "Bob", "{body}");
+    let many = body["data"]["many"].as_array().expect("a list");
+    assert!(many[0].is_null(), "not for ann: {body}");
+    assert_eq!(many[1]["name"], "Bob", "{body}");
+    assert_eq!(many[2], many[3], "{body}");
+    assert_eq!(many[2]["actionId"], open.as_str(), "{body}");
+    assert!(executions(&server, "Nodes", "planned").await >= 1);
+
+    // A user alone, and nothing the viewer may see: planned.
+    let body = both_ways(&server, &ann, NODES, vars(&bob_id, &[&own_id])).await;
+    assert!(body.contains("\"userId\":\"bob\""), "{body}");
+    assert!(body.contains("\"many\":[null]"), "{body}");
+    assert!(executions(&server, "Nodes", "planned").await >= 2);
+
+    // Another kind of node, or an id that is not one: async-graphql's.
+    let fallbacks = executions(&server, "Nodes", "fallback").await;
+    let body = both_ways(&server, &ann, NODES, vars(&comment_id, &[&open_id])).await;
+    assert!(body.contains("\"text\":\"hi\""), "{body}");
+    let body = both_ways(&server, &ann, NODES, vars("no such id", &[&open_id])).await;
+    assert!(body.contains("BAD_USER_INPUT"), "{body}");
+    assert_eq!(
+        executions(&server, "Nodes", "fallback").await,
+        fallbacks + 6
+    );
+    server.stop().await;
+}

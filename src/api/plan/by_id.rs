@@ -1,13 +1,15 @@
 //! The roots that find records by id, planned: `action(actionId:)`,
-//! `actions(actionIds:)` and `user(userId:)`, each read with the rule its
-//! resolver reads with. They are nullable: an error of theirs (an id that
-//! does not parse, say) leaves the request to async-graphql, which nulls
-//! what the specification says it nulls.
+//! `actions(actionIds:)`, `user(userId:)`, and `node(id:)` / `nodes(ids:)`
+//! of actions and users, each read with the rule its resolver reads with.
+//! They are nullable: an error of theirs (an id that does not parse, say)
+//! leaves the request to async-graphql, which nulls what the specification
+//! says it nulls; so does a global id of another kind of node.
 
 use super::compile::{arg, ActionField, Arg, Compiler, Fields, Occurrences, RootField, UserField};
 use super::run::{action_needs, user, Bind, Fallback, Out, Run};
 use crate::api::feed::Needs;
-use crate::api::global_id::{action_id_arg, user_id_arg};
+use crate::api::global_id::{action_id_arg, user_id_arg, GlobalId};
+use crate::api::node;
 use crate::api::query::{readable_actions, user_by_id};
 use crate::api::types::{ActionNode, UserNode};
 use crate::api::{AppState, Session};
@@ -28,6 +30,13 @@ pub enum ById {
         id: Arg,
         fields: Fields<UserField>,
     },
+    /// `node` (one id) or `nodes`: the fields an action and a user show.
+    Nodes {
+        ids: Arg,
+        one: bool,
+        action: Fields<ActionField>,
+        user: Fields<UserField>,
+    },
 }
 
 /// What such a root found.
@@ -35,6 +44,13 @@ pub(super) enum Found {
     Action(Option<Box<ActionNode>>),
     Actions(Vec<Option<ActionNode>>),
     User(Option<UserNode>),
+    Nodes(Vec<Option<Named>>),
+}
+
+/// A node found by its global id.
+pub(super) enum Named {
+    Action(Box<ActionNode>),
+    User(UserNode),
 }
 
 impl<'a> Compiler<'a> {
@@ -58,6 +74,12 @@ impl<'a> Compiler<'a> {
             "user" if only("userId") => ById::User {
                 id: arg(occ[0], "userId"),
                 fields: self.user(&sets)?,
+            },
+            "node" | "nodes" if only(if name == "node" { "id" } else { "ids" }) => ById::Nodes {
+                ids: arg(occ[0], if name == "node" { "id" } else { "ids" }),
+                one: name == "node",
+                action: self.action(&sets)?,
+                user: self.user(&sets)?,
             },
             _ => return None,
         };
@@ -106,6 +128,33 @@ pub(super) async fn find(
             let found = user_by_id(state, viewer, &id).await.map_err(|_| Fallback)?;
             Ok(Found::User(found))
         }
+        ById::Nodes {
+            ids, one, action, ..
+        } => {
+            let ids = match one {
+                true => vec![bind.id(ids)?.ok_or(Fallback)?],
+                false => bind.ids(ids)?,
+            };
+            let wanted = node::decode(&ids).map_err(|_| Fallback)?;
+            if !wanted
+                .iter()
+                .all(|id| matches!(id, GlobalId::Action(_) | GlobalId::User(_)))
+            {
+                return Err(Fallback);
+            }
+            action_needs(action, &mut needs);
+            let (actions, users) = node::actions_and_users(state, viewer, &wanted, needs)
+                .await
+                .map_err(|_| Fallback)?;
+            let named = wanted.iter().map(|id| match id {
+                GlobalId::Action(id) => {
+                    actions.get(id).cloned().map(|a| Named::Action(Box::new(a)))
+                }
+                GlobalId::User(id) => users.get(id).cloned().map(Named::User),
+                _ => None,
+            });
+            Ok(Found::Nodes(named.collect()))
+        }
     }
 }
 
@@ -126,6 +175,29 @@ impl Run<'_> {
             }
             (ById::User { fields, .. }, Found::User(Some(node))) => {
                 user(out, fields, node);
+                true
+            }
+            (
+                ById::Nodes {
+                    one, action, user, ..
+                },
+                Found::Nodes(nodes),
+            ) => {
+                let write = |out: &mut Out, named: &Named| match named {
+                    Named::Action(node) => self.action(out, action, node),
+                    Named::User(node) => super::run::user(out, user, node),
+                };
+                match (one, nodes.first()) {
+                    (true, Some(Some(named))) => write(out, named),
+                    (true, _) => {
+                        out.null();
+                        return false;
+                    }
+                    (false, _) => out.list(nodes, |out, named| match named {
+                        Some(named) => write(out, named),
+                        None => out.null(),
+                    }),
+                }
                 true
             }
             _ => {

@@ -454,7 +454,7 @@ impl<'a> Compiler<'a> {
                 .and_then(|()| this.counts(&Self::subsets(occ)))
                 .map(RootField::NotificationCounts),
             "notifications" => this.notifications(occ),
-            "action" | "actions" | "user" => this.by_id(name, occ),
+            "action" | "actions" | "user" | "node" | "nodes" => this.by_id(name, occ),
             _ => None,
         })
     }
