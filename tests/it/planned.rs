@@ -392,3 +392,86 @@ async fn nodes_of_actions_and_users_run_planned_and_answer_as_the_general_execut
     );
     server.stop().await;
 }
+
+/// The home feed in groups, with each group's items, actors and times.
+const GROUPS: &str = "query Groups($after: String, $items: Int) { \
+    aggregatedFeed(first: 2, after: $after) { __typename \
+    edges { cursor node { __typename key verb count actorCount lastAt firstAt actionIds \
+    actors { userId name } items(first: $items) { cursor actionId reason { kind } \
+    action { actionId likeCount viewerHasLiked actor { name } descriptor { ... on StatusPost { text } } } } } } \
+    nodes { key } pageInfo { hasNextPage hasPreviousPage startCursor endCursor } } }";
+
+#[tokio::test]
+async fn the_feed_in_groups_runs_planned_and_answers_as_the_general_executor_does() {
+    let Some(server) = TestServer::start(Backend::Embedded).await else {
+        return;
+    };
+    let mary = server.client("acme", "mary");
+    for user in ["rita", "john", "ann"] {
+        server.service("acme").upsert_user(user, user).await;
+        mary.follow(user).await;
+    }
+    let mut posts = Vec::new();
+    for (who, about) in [
+        ("rita", "a1"),
+        ("john", "a2"),
+        ("ann", "a1"),
+        ("rita", "a3"),
+        ("john", "a1"),
+    ] {
+        let client = server.client("acme", who);
+        let id = client
+            .post_status(&format!("{who} on {about}"), json!({ "refIds": [about] }))
+            .await;
+        client.wait_delivered(&id).await;
+        posts.push(id);
+    }
+    mary.data(
+        "mutation($a: ID!) { like(actionId: $a) { likeCount } }",
+        json!({ "a": posts[4] }),
+    )
+    .await;
+
+    let body = both_ways(&server, &mary, GROUPS, json!({ "items": 1 })).await;
+    let body: Value = serde_json::from_str(&body).expect("json");
+    let page = &body["data"]["aggregatedFeed"];
+    let first = &page["edges"][0]["node"];
+    assert_eq!(first["actionIds"], json!([posts[4], posts[2]]), "{body}");
+    assert_eq!(first["actors"][0]["name"], "john", "{body}");
+    assert_eq!(first["items"].as_array().map(Vec::len), Some(1), "{body}");
+    assert_eq!(
+        first["items"][0]["action"]["viewerHasLiked"], true,
+        "{body}"
+    );
+    assert_eq!(page["pageInfo"]["hasNextPage"], true, "{body}");
+    assert!(executions(&server, "Groups", "planned").await >= 1);
+
+    // The next page by its cursor (as the server sealed it): planned too.
+    let sealed = mary.data(GROUPS, json!({})).await;
+    let after = sealed["aggregatedFeed"]["pageInfo"]["endCursor"].clone();
+    let body = both_ways(&server, &mary, GROUPS, json!({ "after": after })).await;
+    assert!(
+        body.contains(&format!("\"actionIds\":[\"{}\"]", posts[0])),
+        "{body}"
+    );
+    assert!(executions(&server, "Groups", "planned").await >= 2);
+
+    // The root's own argument refused: planned, with its path. A nested
+    // one refused is left to async-graphql, which places it.
+    let planned = executions(&server, "Groups", "planned").await;
+    let refused = both_ways(&server, &mary, GROUPS, json!({ "after": "nonsense" })).await;
+    assert!(
+        refused.contains("\"path\":[\"aggregatedFeed\"]"),
+        "{refused}"
+    );
+    assert_eq!(executions(&server, "Groups", "planned").await, planned + 2);
+    let fallbacks = executions(&server, "Groups", "fallback").await;
+    let nested = both_ways(&server, &mary, GROUPS, json!({ "items": 500 })).await;
+    assert!(nested.contains("BAD_USER_INPUT"), "{nested}");
+    // Planned reads off, then twice on: each ran on async-graphql.
+    assert_eq!(
+        executions(&server, "Groups", "fallback").await,
+        fallbacks + 3
+    );
+    server.stop().await;
+}

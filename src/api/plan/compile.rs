@@ -19,6 +19,7 @@ use async_graphql::{Name, Pos, Positioned, Variables};
 use async_graphql_value::{ConstValue, Value};
 
 use super::by_id::ById;
+use super::groups::{GroupsArgs, GroupsField};
 use super::notices::{NoticesArgs, NoticesField};
 use crate::descriptor::catalog::{Catalog, UNKNOWN};
 
@@ -64,6 +65,10 @@ pub enum RootField {
     Notifications {
         args: NoticesArgs,
         fields: Fields<NoticesField>,
+    },
+    Aggregated {
+        args: GroupsArgs,
+        fields: Fields<GroupsField>,
     },
     /// `slice`, `actorFeed`, `groupFeed` or `discussions`.
     List {
@@ -454,6 +459,7 @@ impl<'a> Compiler<'a> {
                 .and_then(|()| this.counts(&Self::subsets(occ)))
                 .map(RootField::NotificationCounts),
             "notifications" => this.notifications(occ),
+            "aggregatedFeed" => this.aggregated(occ),
             "action" | "actions" | "user" | "node" | "nodes" => this.by_id(name, occ),
             _ => None,
         })
@@ -500,7 +506,7 @@ impl<'a> Compiler<'a> {
         })
     }
 
-    fn item(&self, sets: &[&'a SelectionSet]) -> Option<Fields<ItemField>> {
+    pub(super) fn item(&self, sets: &[&'a SelectionSet]) -> Option<Fields<ItemField>> {
         self.object(sets, "FeedItem", |this, name, occ| match name {
             "__typename" => Some(ItemField::Typename),
             "id" => Self::leaf(occ, ItemField::Id),

@@ -11,6 +11,7 @@
 
 mod by_id;
 mod compile;
+mod groups;
 mod notices;
 mod order;
 mod run;

@@ -87,7 +87,7 @@ pub enum NoticeField {
 }
 
 /// Whether every argument of a key's occurrences is one of `known`.
-fn only(occ: &Occurrences<'_>, known: &[&str]) -> bool {
+pub(super) fn only(occ: &Occurrences<'_>, known: &[&str]) -> bool {
     occ[0]
         .node
         .arguments

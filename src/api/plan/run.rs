@@ -14,7 +14,7 @@ use super::compile::{
     FeedArgs, Fields, ItemField, ListArg, ListArgs, ListEdgeField, ListField, PageInfoField, Plan,
     ReasonField, RootField, UserField,
 };
-use super::{by_id, notices};
+use super::{by_id, groups, notices};
 use crate::api::error::ApiResultExt;
 use crate::api::feed::{self, ListOf, Needs, Paging};
 use crate::api::notifications::NotificationCounts;
@@ -77,6 +77,11 @@ pub async fn run(
                     answered = true;
                 }
                 continue;
+            }
+            RootField::Aggregated { args, fields } => {
+                groups::read(state, session, &bind, args, fields)
+                    .await?
+                    .map(|read| Run { state, session }.groups(&mut out, &bind, fields, &read))
             }
             RootField::Notifications { args, fields } => {
                 notices::read(state, session, &bind, args, fields)
@@ -403,7 +408,7 @@ impl Run<'_> {
         out.close();
     }
 
-    fn item(&self, out: &mut Out, fields: &Fields<ItemField>, item: &FeedItemNode) {
+    pub(super) fn item(&self, out: &mut Out, fields: &Fields<ItemField>, item: &FeedItemNode) {
         out.open();
         for f in fields {
             out.key(&f.key);
