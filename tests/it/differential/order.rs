@@ -163,17 +163,26 @@ impl Walk<'_> {
                 ));
                 continue;
             }
-            for ((key, name, subs), (_, member)) in present.into_iter().zip(members) {
-                let Some(field) = self.schema.fields(&object).iter().find(|f| &f.name == name)
-                else {
-                    continue;
-                };
-                let found = self.value(named(&field.ty), subs, member, &format!("{path}.{key}"));
-                if found.is_some() {
-                    return found;
-                }
+            // Without `__typename`, another possible type may select the
+            // same keys at this level and others below (an action's
+            // `actor` and a notification's in one list of nodes): the
+            // answer keeps the order if one of them holds all the way.
+            let below =
+                present
+                    .into_iter()
+                    .zip(members)
+                    .find_map(|((key, name, subs), (_, member))| {
+                        let field = self
+                            .schema
+                            .fields(&object)
+                            .iter()
+                            .find(|f| &f.name == name)?;
+                        self.value(named(&field.ty), subs, member, &format!("{path}.{key}"))
+                    });
+            match below {
+                None => return None,
+                Some(wrong) => last = Some(wrong),
             }
-            return None;
         }
         last
     }
@@ -224,4 +233,24 @@ fn selection_order_with_fragments_aliases_and_directives() {
         .starts_with("at .data:"));
     let comment = r#"{"viewer":{"userId":"a","name":"A","k":"A"},"node":{"id":"Q29t"}}"#;
     assert_eq!(check(comment, true), None, "a Node that is not a User");
+
+    // Two types of a list of nodes select one key at the top and others
+    // below it: each element is held to the type it can be.
+    let text = "query { nodes(ids: []) { id ... on Action { actor { userId } } \
+                ... on Notification { actor { name userId } } } }";
+    let doc = async_graphql::parser::parse_query(text).expect("a document");
+    let op = match &doc.operations {
+        async_graphql::parser::types::DocumentOperations::Single(op) => op.node.clone(),
+        _ => unreachable!(),
+    };
+    let check = |data: &str| {
+        let data = Json::parse(data.as_bytes()).expect("JSON");
+        misordered(&schema, &doc, &op, &serde_json::json!({}), &data)
+    };
+    let mixed = r#"{"nodes":[{"id":"a","actor":{"userId":"u"}},{"id":"n","actor":{"name":"N","userId":"u"}}]}"#;
+    assert_eq!(check(mixed), None);
+    let swapped = r#"{"nodes":[{"id":"n","actor":{"userId":"u","name":"N"}}]}"#;
+    assert!(check(swapped)
+        .expect("out of order for either type")
+        .starts_with("at .data.nodes[0]"));
 }
