@@ -307,6 +307,11 @@ impl Inner {
         let mut locks = vec![action_lock(t, id)];
         locks.extend(foreign_entry(action));
         let _lock = self.lock(&locks);
+        // One stored under its id already (a retry of a request whose first
+        // attempt stored it) is answered as one under its foreign id.
+        if let Some(existing) = self.action(t, action.id)? {
+            return Ok(Inserted::Existing(Box::new(Action::clone(&existing))));
+        }
         if let Some(existing) = self.under_foreign_id(action)? {
             return Ok(Inserted::Existing(Box::new(existing)));
         }

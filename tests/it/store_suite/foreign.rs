@@ -119,3 +119,41 @@ pub(super) async fn racing_foreign_ids(store: &dyn Store) -> Result<()> {
     ensure!(outbox(store, T, "r-bob").await? == [stored[0].to_hex()]);
     Ok(())
 }
+
+/// An action or a comment stored again under its own id (a request's
+/// retry, drawing the ids its first attempt drew) is written once: the
+/// action stored answers, the comment is counted and bumped once.
+pub(super) async fn ids_stored_again(store: &dyn Store) -> Result<()> {
+    let first = action(T, "i-bob", 1_000, &["i-ref"]);
+    ensure!(store.insert_action(&first).await? == Inserted::New);
+    let mut again = first.clone();
+    again.conducted = 2_000;
+    let answer = store.insert_action(&again).await?;
+    ensure!(
+        answer == Inserted::Existing(Box::new(first.clone())),
+        "the stored action answers: {answer:?}"
+    );
+    ensure!(
+        store
+            .queued(JobKind::FanOut, T, QueuedRead::under(&first.id.to_hex()))
+            .await?
+            .len()
+            == 1,
+        "one fan-out is queued"
+    );
+
+    let comment = riverfeed::model::Comment {
+        id: riverfeed::model::ObjectId::new(),
+        action_id: first.id,
+        author_id: "i-carol".into(),
+        text: "once".into(),
+        created: 3_000,
+    };
+    ensure!(store.add_comment(T, &comment).await?.comments == 1);
+    ensure!(store.add_comment(T, &comment).await?.comments == 1);
+    let stored = store.comments(T, first.id, None, 10).await?;
+    ensure!(stored == [comment.clone()], "{stored:?}");
+    let counted = store.get_actions(T, &[first.id]).await?;
+    ensure!(counted.first().map(|a| a.counts.comments) == Some(1));
+    Ok(())
+}

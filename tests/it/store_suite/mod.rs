@@ -134,6 +134,7 @@ store_cases! {
         actions::expiries,
         foreign::foreign_ids,
         foreign::racing_foreign_ids,
+        foreign::ids_stored_again,
         notices::notice_versions,
         notices::notice_pages,
         notices::notice_counts,
