@@ -75,12 +75,18 @@ mod tests {
 
     #[test]
     fn a_seed_draws_the_same_ids_in_the_same_order() {
-        let (one, again) = (Minter::seeded([7; 16], 1_700_000_000_123), Minter::seeded([7; 16], 1_700_000_000_123));
+        let (one, again) = (
+            Minter::seeded([7; 16], 1_700_000_000_123),
+            Minter::seeded([7; 16], 1_700_000_000_123),
+        );
         let first: Vec<ObjectId> = (0..3).map(|_| one.id()).collect();
         let second: Vec<ObjectId> = (0..3).map(|_| again.id()).collect();
         assert_eq!(first, second);
         assert_ne!(first[0], first[1]);
         assert_eq!(first[0].timestamp().timestamp_millis(), 1_700_000_000_000);
-        assert_ne!(Minter::seeded([8; 16], 0).id(), Minter::seeded([7; 16], 0).id());
+        assert_ne!(
+            Minter::seeded([8; 16], 0).id(),
+            Minter::seeded([7; 16], 0).id()
+        );
     }
 }

@@ -45,7 +45,9 @@ async fn post_keyed(base: &str, key: &str, body: &str) -> Option<(u16, Value)> {
 /// a child process's clock).
 async fn let_go(store: &str, key: &str) {
     use riverfeed::store::{RecordKind, Records};
-    let opened = riverfeed::store::open(store).await.expect("the store opens");
+    let opened = riverfeed::store::open(store)
+        .await
+        .expect("the store opens");
     let record_key = format!("bob\u{1f}{key}");
     let kind = RecordKind::IdempotencyKey;
     let stored = opened
@@ -71,7 +73,10 @@ async fn a_keyed_request_cut_off_by_a_kill_is_written_once(store: &str) {
     let on = bob.post_status("to comment on", json!({})).await;
     let body = keyed_body(&on);
     let cut_off = post_keyed(first.base(), "cut-1", &body).await;
-    assert!(cut_off.is_none(), "the process died before it answered: {cut_off:?}");
+    assert!(
+        cut_off.is_none(),
+        "the process died before it answered: {cut_off:?}"
+    );
     first.exited().await;
     let_go(store, "cut-1").await;
 
