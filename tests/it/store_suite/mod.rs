@@ -135,6 +135,8 @@ store_cases! {
         foreign::foreign_ids,
         foreign::racing_foreign_ids,
         foreign::ids_stored_again,
+        foreign::imports_replace_an_action_whole,
+        foreign::imports_racing_records,
         notices::notice_versions,
         notices::notice_pages,
         notices::notice_counts,
