@@ -458,7 +458,7 @@ impl ActionMutation {
             .api()?;
         publish_action_removed(state, &action, removed).await?;
         action.hidden = true;
-        tell_action(state, &action, EventType::ActionUpdated, |now| {
+        tell_action(ctx, state, &action, EventType::ActionUpdated, |now| {
             Event::action_updated(&action, "hidden", now)
         })
         .await?;
@@ -493,7 +493,7 @@ impl ActionMutation {
             .await
             .api()?;
         state.wake.notify_one();
-        tell_action(state, &updated, EventType::ActionUpdated, |now| {
+        tell_action(ctx, state, &updated, EventType::ActionUpdated, |now| {
             Event::action_updated(&updated, "scope", now)
         })
         .await?;
@@ -519,7 +519,7 @@ impl ActionMutation {
             .await
             .api()?;
         publish_action_removed(state, &action, removed).await?;
-        tell_action(state, &action, EventType::ActionDeleted, |now| {
+        tell_action(ctx, state, &action, EventType::ActionDeleted, |now| {
             Event::action_deleted(&action, now)
         })
         .await?;
@@ -689,14 +689,16 @@ impl ActionMutation {
 /// Queues the webhook event of a change to `action` the mutation made,
 /// before it answers: an acknowledged change has its event queued (a crash
 /// between the change and this loses the event of a change never
-/// acknowledged).
+/// acknowledged). Stamped with the request's time, which a retry under
+/// its `Idempotency-Key` repeats: the retry's event is the same message.
 async fn tell_action(
+    ctx: &Context<'_>,
     state: &AppState,
     action: &Action,
     kind: EventType,
     event: impl FnOnce(crate::model::Millis) -> Event,
 ) -> async_graphql::Result<()> {
-    let now = state.clock.now();
+    let now = minter(ctx).now(&*state.clock);
     state
         .outbox
         .tell(&action.tenant, |l| outbox::one(l, kind, || event(now)))
