@@ -4,7 +4,10 @@
 //! key sent again with another body is refused (422). The key and its
 //! answer are a record of the store ([`RecordKind::IdempotencyKey`]),
 //! claimed under its version, so this holds across processes sharing a
-//! MongoDB.
+//! MongoDB. The claim keeps a seed the request draws the ids of what it
+//! creates from ([`Minter`]): a retry of a request that never answered
+//! (its process killed, or a `5xx`) draws the same ids, and finds what
+//! the first attempt wrote under them instead of writing it twice.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,7 +34,8 @@ const REPLAYED: &str = "idempotent-replayed";
 /// Longest key accepted.
 const MAX_KEY_LEN: usize = 255;
 /// How long a request under way holds its key: a retry after that takes
-/// it over (the process that ran it died before it answered).
+/// it over (the process that ran it died before it answered), with its
+/// seed.
 const RUNNING_MS: Millis = 60_000;
 /// Keys past their time that a new key's claim looks at (those that
 /// follow it in key order) and removes, so a caller's old keys go as it
