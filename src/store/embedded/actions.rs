@@ -287,9 +287,12 @@ impl Inner {
                     Some(held) => {
                         let id = ObjectId::from_bytes(Reader(&held).oid()?);
                         // The entry goes with its action: one without it
+                        // (or whose action has another foreign id now)
                         // holds nothing, and one replaced in this batch
                         // by an action under another id holds nothing.
-                        let stored = self.action(t, id)?.is_some();
+                        let stored = self
+                            .action(t, id)?
+                            .is_some_and(|a| same_foreign_id(&a, action));
                         let moved = written
                             .get(&id)
                             .is_some_and(|a| !same_foreign_id(a, action));
