@@ -17,6 +17,7 @@ mod global_id;
 mod graph_mutation;
 pub mod live;
 mod loader;
+pub mod minted;
 mod mutation;
 mod node;
 mod notifications;

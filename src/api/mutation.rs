@@ -9,6 +9,7 @@ use super::access::access;
 use super::error::{bad_input, coded, forbidden, not_found, ApiResultExt, CONFLICT};
 use super::global_id::{action_id_arg, opt_user_id_arg, renamed_arg, user_id_arg};
 use super::graph_mutation::GraphMutation;
+use super::minted::minter;
 use super::notifications::NotificationMutation;
 use super::publish::{
     publish_action_removed, publish_reaction, publish_removed, publish_to_slices,
@@ -359,7 +360,10 @@ impl ActionMutation {
         }
 
         let now = state.clock.now();
-        let conducted = input.conducted.map_or(now, |t| t.timestamp_millis());
+        let minted = minter(ctx);
+        let conducted = input
+            .conducted
+            .map_or_else(|| minted.now(&*state.clock), |t| t.timestamp_millis());
         if conducted > now + MAX_CLOCK_SKEW_MS {
             return Err(bad_input("input.conducted lies in the future"));
         }
@@ -388,7 +392,7 @@ impl ActionMutation {
             .api()?;
 
         let mut action = Action {
-            id: ObjectId::new(),
+            id: minted.id(),
             tenant: viewer.tenant.clone(),
             actor_id: actor,
             conducted,
@@ -411,6 +415,11 @@ impl ActionMutation {
                 state.wake.notify_one();
                 publish_to_slices(state, &action);
                 Ok(ActionNode::recorded(action, true))
+            }
+            // This request's own action, stored by an attempt that did not
+            // live to answer: answered as that attempt would have.
+            Inserted::Existing(first) if first.id == action.id => {
+                Ok(ActionNode::recorded(*first, true))
             }
             Inserted::Existing(first) => {
                 if first.foreign != action.foreign {
@@ -449,7 +458,7 @@ impl ActionMutation {
             .api()?;
         publish_action_removed(state, &action, removed).await?;
         action.hidden = true;
-        tell_action(state, &action, EventType::ActionUpdated, |now| {
+        tell_action(ctx, state, &action, EventType::ActionUpdated, |now| {
             Event::action_updated(&action, "hidden", now)
         })
         .await?;
@@ -484,7 +493,7 @@ impl ActionMutation {
             .await
             .api()?;
         state.wake.notify_one();
-        tell_action(state, &updated, EventType::ActionUpdated, |now| {
+        tell_action(ctx, state, &updated, EventType::ActionUpdated, |now| {
             Event::action_updated(&updated, "scope", now)
         })
         .await?;
@@ -510,7 +519,7 @@ impl ActionMutation {
             .await
             .api()?;
         publish_action_removed(state, &action, removed).await?;
-        tell_action(state, &action, EventType::ActionDeleted, |now| {
+        tell_action(ctx, state, &action, EventType::ActionDeleted, |now| {
             Event::action_deleted(&action, now)
         })
         .await?;
@@ -609,12 +618,13 @@ impl ActionMutation {
         }
         check_text("text", &text).api()?;
         let mut action = readable_action(ctx, viewer, id).await?;
+        let minted = minter(ctx);
         let comment = Comment {
-            id: ObjectId::new(),
+            id: minted.id(),
             action_id: id,
             author_id: viewer.user.clone(),
             text,
-            created: state.clock.now(),
+            created: minted.now(&*state.clock),
         };
         let counts = state
             .store
@@ -679,14 +689,16 @@ impl ActionMutation {
 /// Queues the webhook event of a change to `action` the mutation made,
 /// before it answers: an acknowledged change has its event queued (a crash
 /// between the change and this loses the event of a change never
-/// acknowledged).
+/// acknowledged). Stamped with the request's time, which a retry under
+/// its `Idempotency-Key` repeats: the retry's event is the same message.
 async fn tell_action(
+    ctx: &Context<'_>,
     state: &AppState,
     action: &Action,
     kind: EventType,
     event: impl FnOnce(crate::model::Millis) -> Event,
 ) -> async_graphql::Result<()> {
-    let now = state.clock.now();
+    let now = minter(ctx).now(&*state.clock);
     state
         .outbox
         .tell(&action.tenant, |l| outbox::one(l, kind, || event(now)))

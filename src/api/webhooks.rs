@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 use super::cost::{bounded_first, first_cost, list_cost, page_cost};
 use super::deliveries::{self, DeliveryState, WebhookDeliveryConnection};
 use super::error::{bad_input, not_found, ApiResultExt};
+use super::minted::minter;
 use super::types::datetime;
 use super::{require_service, state, viewer, AppState, Viewer};
 use crate::model::limits::{check_id, MAX_LIST_LEN};
@@ -219,19 +220,29 @@ impl WebhookMutation {
         let secret = secret_arg(secret)?;
         let store = state.store.as_ref();
         let tenant = &viewer.tenant;
+        let minted = minter(ctx);
+        let id = format!("wh_{}", minted.id().to_hex());
+        // Registered under its id already: by the first attempt of this
+        // request, which did not live to answer. Answered as it would have.
+        if let Some(first) = registry::get(store, tenant, &id).await.api()? {
+            return Ok(WebhookSecret {
+                secret: first.secret.clone(),
+                webhook: WebhookNode(first),
+            });
+        }
         if registry::list(store, tenant).await.api()?.len() >= MAX_WEBHOOKS {
             return Err(bad_input(format!(
                 "a tenant has at most {MAX_WEBHOOKS} webhooks; disable and reuse one"
             )));
         }
         let hook = Webhook {
-            id: format!("wh_{}", bson::oid::ObjectId::new().to_hex()),
+            id,
             url,
             events,
             secret: secret.to_text(),
             previous: None,
             enabled: true,
-            created: state.clock.now(),
+            created: minted.now(&*state.clock),
             failing_since: None,
             paused: None,
             version: 0,
@@ -324,7 +335,9 @@ impl WebhookMutation {
             )));
         }
         let now = state.clock.now();
-        let subject = bson::oid::ObjectId::new().to_hex();
+        // Drawn from the request's key, if it has one: a retry queues the
+        // same message, which is queued once.
+        let subject = minter(ctx).id().to_hex();
         let message = message_id(&viewer.tenant, EventType::WebhookTest, &subject);
         let delivery = Delivery {
             webhook: hook.id.clone(),

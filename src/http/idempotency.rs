@@ -4,7 +4,10 @@
 //! key sent again with another body is refused (422). The key and its
 //! answer are a record of the store ([`RecordKind::IdempotencyKey`]),
 //! claimed under its version, so this holds across processes sharing a
-//! MongoDB.
+//! MongoDB. The claim keeps a seed the request draws the ids of what it
+//! creates from ([`Minter`]): a retry of a request that never answered
+//! (its process killed, or a `5xx`) draws the same ids, and finds what
+//! the first attempt wrote under them instead of writing it twice.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,6 +19,7 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
 use super::http_error;
+use crate::api::minted::Minter;
 use crate::clock::Clock;
 use crate::model::Millis;
 use crate::store::{ErrorKind, Keys, RecordKind, Store, StoreError};
@@ -30,7 +34,8 @@ const REPLAYED: &str = "idempotent-replayed";
 /// Longest key accepted.
 const MAX_KEY_LEN: usize = 255;
 /// How long a request under way holds its key: a retry after that takes
-/// it over (the process that ran it died before it answered).
+/// it over (the process that ran it died before it answered), with its
+/// seed.
 const RUNNING_MS: Millis = 60_000;
 /// Keys past their time that a new key's claim looks at (those that
 /// follow it in key order) and removes, so a caller's old keys go as it
@@ -52,6 +57,13 @@ struct Kept {
     running_until: Option<Millis>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     answer: Option<Answer>,
+    /// What the request's ids are drawn from (hex), and the time it
+    /// stamps: an attempt that takes over from one that did not answer
+    /// draws the same, and finds what that one wrote.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    seed: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    at: Option<Millis>,
 }
 
 /// An answer as kept: its status, media type and body (base64).
@@ -100,8 +112,9 @@ pub struct Keyed {
 
 /// What a claim of a key found.
 enum Claim {
-    /// The key is this request's, at this version of its record.
-    Mine(u64),
+    /// The key is this request's, at this version of its record, with
+    /// the seed and time its ids are drawn from.
+    Mine(u64, [u8; 16], Millis),
     /// The key's answer, to give again.
     Answered(Answer),
     /// The key is not this request's to run (in use, or another body's).
@@ -119,26 +132,37 @@ impl Keyed {
     }
 
     fn digest(&self) -> String {
-        let digest = ring::digest::digest(&ring::digest::SHA256, &self.body);
-        digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+        hex(ring::digest::digest(&ring::digest::SHA256, &self.body).as_ref())
     }
 
-    /// Runs `run` once for the key, or answers as the key's record says.
-    pub async fn once(self, run: impl std::future::Future<Output = Response>) -> Response {
-        let version = match self.claim().await {
-            Ok(Claim::Mine(version)) => version,
+    /// Runs `run` once for the key, with the ids the key's seed draws, or
+    /// answers as the key's record says.
+    pub async fn once<F>(self, run: impl FnOnce(Minter) -> F) -> Response
+    where
+        F: std::future::Future<Output = Response>,
+    {
+        let (version, seed, at) = match self.claim().await {
+            Ok(Claim::Mine(version, seed, at)) => (version, seed, at),
             Ok(Claim::Answered(answer)) => return replay(answer),
             Ok(Claim::Refused(refused)) => return refused,
             Err(err) => return store_failed(&err),
         };
-        let (parts, body) = run.await.into_parts();
+        let (parts, body) = run(Minter::seeded(seed, at)).await.into_parts();
         let bytes = axum::body::to_bytes(body, usize::MAX)
             .await
             .unwrap_or_default();
         // A fault of the server's is not an answer to keep: the key is let
-        // go, and a retry runs again.
+        // go, and a retry runs again, with the same seed (it finds what
+        // this attempt wrote before the fault).
         let kept = if parts.status.is_server_error() {
-            None
+            Kept {
+                body: self.digest(),
+                expires: self.clock.now().saturating_add(self.ttl_ms()),
+                running_until: None,
+                answer: None,
+                seed: Some(hex(&seed)),
+                at: Some(at),
+            }
         } else {
             let answer = Answer {
                 status: parts.status.as_u16(),
@@ -149,15 +173,19 @@ impl Keyed {
                     .map(str::to_owned),
                 body: base64::engine::general_purpose::STANDARD.encode(&bytes),
             };
-            Some(Kept {
+            Kept {
                 body: self.digest(),
                 expires: self.clock.now().saturating_add(self.ttl_ms()),
                 running_until: None,
                 answer: Some(answer),
-            })
+                seed: None,
+                at: None,
+            }
         };
-        let written = match kept.map(|k| serde_json::to_vec(&k)).transpose() {
-            Ok(body) => self.put(body, version).await,
+        #[cfg(debug_assertions)]
+        crash_point();
+        let written = match serde_json::to_vec(&kept) {
+            Ok(body) => self.put(Some(body), version).await,
             Err(err) => Err(StoreError::internal(
                 "cannot encode an idempotency record",
                 err,
@@ -198,6 +226,8 @@ impl Keyed {
                 Some((_, stored)) => (stored.version, read(&stored.body)?),
                 None => (0, None),
             };
+            // A seed of an attempt that did not answer is drawn from again.
+            let mut drawn = None;
             match kept {
                 Some(kept) if kept.expires > now => {
                     if kept.body != digest {
@@ -214,14 +244,21 @@ impl Keyed {
                     if kept.running_until.is_some_and(|until| until > now) {
                         return Ok(Claim::Refused(in_use()));
                     }
+                    drawn = kept.seed.as_deref().and_then(unhex).zip(kept.at);
                 }
                 _ => {}
             }
+            let (seed, at) = match drawn {
+                Some(drawn) => drawn,
+                None => (new_seed()?, now),
+            };
             let running = Kept {
                 body: digest.clone(),
                 expires: now.saturating_add(self.ttl_ms()),
                 running_until: Some(now.saturating_add(RUNNING_MS)),
                 answer: None,
+                seed: Some(hex(&seed)),
+                at: Some(at),
             };
             let body = serde_json::to_vec(&running)
                 .map_err(|e| StoreError::internal("cannot encode an idempotency record", e))?;
@@ -229,7 +266,7 @@ impl Keyed {
                 if version == 0 {
                     self.sweep(&key, now).await?;
                 }
-                return Ok(Claim::Mine(version + 1));
+                return Ok(Claim::Mine(version + 1, seed, at));
             }
         }
         Ok(Claim::Refused(in_use()))
@@ -254,6 +291,42 @@ impl Keyed {
             }
         }
         Ok(())
+    }
+}
+
+/// A new seed for a key's ids.
+fn new_seed() -> Result<[u8; 16], StoreError> {
+    let mut seed = [0; 16];
+    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut seed)
+        .map_err(|_| StoreError::new(ErrorKind::Internal, "no random bytes for a seed"))?;
+    Ok(seed)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Option<[u8; 16]> {
+    let mut out = [0; 16];
+    if text.len() != 32 {
+        return None;
+    }
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
+}
+
+/// Debug builds only: with `RIVERFEED_CRASH_BEFORE_KEEPING` set, the
+/// process kills itself (SIGKILL) once a keyed request has run and before
+/// its answer is kept, so the tests can cut a request off exactly there.
+#[cfg(debug_assertions)]
+fn crash_point() {
+    if std::env::var_os("RIVERFEED_CRASH_BEFORE_KEEPING").is_some() {
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &std::process::id().to_string()])
+            .status();
+        std::process::abort();
     }
 }
 

@@ -36,6 +36,7 @@ use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use crate::api::minted::Minter;
 use crate::api::rate_limit::Caller;
 use crate::api::{self, AppState, Identity, RiverfeedSchema, Role, Session};
 use crate::auth::Authenticator;
@@ -400,10 +401,12 @@ async fn graphql_post(
             body: bytes.clone(),
             ttl: state.idempotency_ttl,
         };
-        let run = answer_body(&state, &headers, peer.as_deref(), answer, bytes);
+        let peer = peer.as_deref();
+        let run = |minter| answer_body(&state, &headers, peer, answer, bytes, minter);
         return keyed.once(run).await;
     }
-    answer_body(&state, &headers, peer.as_deref(), answer, bytes).await
+    let minter = Minter::default();
+    answer_body(&state, &headers, peer.as_deref(), answer, bytes, minter).await
 }
 
 /// Answers the body of a `POST /graphql`: one request or a batch.
@@ -413,6 +416,7 @@ async fn answer_body(
     peer: Option<&str>,
     answer: (Option<stream::Streaming>, respond::Media),
     bytes: axum::body::Bytes,
+    minter: Minter,
 ) -> Response {
     if bytes.is_empty() {
         return not_a_request("it is empty");
@@ -425,7 +429,7 @@ async fn answer_body(
         Value::Array(items) => items,
         single => {
             return match state.persisted.request(single) {
-                Ok(request) => run(state, headers, peer, answer, request).await,
+                Ok(request) => run(state, headers, peer, answer, request.data(minter)).await,
                 Err(refused) => refusal(answer.1, &refused),
             }
         }
@@ -455,6 +459,7 @@ async fn answer_body(
                 let slot = api::plan::Slot::default();
                 let request = request
                     .data(Session::new(identity.clone(), &state.app))
+                    .data(minter.clone())
                     .data(caller.clone())
                     .data(slot.clone());
                 (state.schema.execute(request).await, slot.take())

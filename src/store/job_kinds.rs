@@ -82,6 +82,14 @@ impl WebhookJob {
             ..job
         })
     }
+
+    /// The failures of a webhook job stored before jobs kept theirs (its
+    /// stored count is none): the attempts its delivery carries, which the
+    /// sender wrote there. A payload that does not read counts none.
+    pub fn carried_failures(job: &Job) -> u32 {
+        job.payload::<crate::model::Delivery>()
+            .map_or(0, |delivery| delivery.tried.attempts)
+    }
 }
 
 /// Separates the parts of a cleanup or follow job's key.

@@ -281,9 +281,10 @@ port! {
 /// Actions, stored once: their records, scopes and the slices by ref.
 pub trait ActionStore: Send + Sync {
     /// Stores a new action (its fan-out `Pending`) and notes its actor as a
-    /// user; unless it has a foreign id ([`Action::foreign`]) its actor has
-    /// an action under already: then nothing is written and that action is
-    /// answered. The backend holds a foreign id unique per tenant and actor
+    /// user; unless an action is stored under its id already (a retry of a
+    /// request that drew the id before), or it has a foreign id
+    /// ([`Action::foreign`]) its actor has an action under already: then
+    /// nothing is written and that action is answered. The backend holds a foreign id unique per tenant and actor
     /// in the same step as the write, so of records racing under one id (in
     /// any number of processes) one is stored and the others answer it.
     async fn insert_action(&self, action: &Action) -> StoreResult<Inserted>;
@@ -357,7 +358,9 @@ pub trait ActionStore: Send + Sync {
 #[derive(Clone, Copy, Debug)]
 pub enum Reaction<'a> {
     /// A comment, with the bump it causes (its [`BumpJob`]) queued in the
-    /// same step. Always a change.
+    /// same step. Always a change, but for a comment stored under its id
+    /// already (a retry of a request that drew the id before): nothing is
+    /// written then.
     Comment(&'a Comment),
     /// `user` likes (`on`) or unlikes an action; a user likes an action at
     /// most once. A like that turns on queues the notice it owes (its

@@ -21,6 +21,7 @@ mod group_follows;
 mod history;
 mod http;
 mod idempotent;
+mod idempotent_crash;
 mod layouts;
 mod live;
 mod metrics;

@@ -37,6 +37,17 @@ impl Proc {
     }
 
     pub(crate) async fn start_on(port: u16, command: &str, store: &str, extra: &[&str]) -> Proc {
+        Self::start_with(port, command, store, extra, &[]).await
+    }
+
+    /// As [`Proc::start_on`], with `env` set in the child's environment.
+    pub(crate) async fn start_with(
+        port: u16,
+        command: &str,
+        store: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Proc {
         let log = std::env::temp_dir().join(format!(
             "riverfeed-{command}-{port}-{}.log",
             ObjectId::new().to_hex()
@@ -48,6 +59,7 @@ impl Proc {
             .args(extra)
             .env("RUST_LOG", "info")
             .env("RUST_BACKTRACE", "0")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(file.try_clone().expect("log file"))
             .stderr(file)
@@ -101,6 +113,17 @@ impl Proc {
         let _ = self.child.wait().await;
     }
 
+    /// Waits until the process has ended by itself.
+    pub(crate) async fn exited(&mut self) {
+        let waited = tokio::time::timeout(PATIENCE, self.child.wait()).await;
+        assert!(waited.is_ok(), "{} never ended", self.base);
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    pub(crate) fn base(&self) -> &str {
+        &self.base
+    }
+
     pub(crate) fn client(&self, user: &str) -> Client {
         Client::at(&self.base, Some((T, user, None)))
     }
@@ -136,11 +159,11 @@ async fn signal(proc: &Proc, signal: &str) {
 }
 
 /// A fresh MongoDB database for a test, dropped by [`drop_db`].
-fn database(test: &str) -> Option<String> {
+pub(crate) fn database(test: &str) -> Option<String> {
     Some(mongodb_database_uri(&mongodb_uri()?, test))
 }
 
-async fn drop_db(uri: &str) {
+pub(crate) async fn drop_db(uri: &str) {
     let client = mongodb::Client::with_uri_str(uri).await.expect("client");
     let name = uri
         .rsplit_once('/')

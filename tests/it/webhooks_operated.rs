@@ -440,3 +440,62 @@ on_both_backends!(
     waiting_deliveries_are_retried_now,
     a_failing_endpoint_is_paused_until_resumed,
 );
+
+/// A MongoDB database of the release that kept a webhook delivery's
+/// attempts in its delivery alone: a delivery that failed twice and waits
+/// for its retry, and one never tried, both without the job's failures
+/// (documents of that release's shape, inserted raw), open with the first
+/// listed among the failed and the second among the never failed.
+#[tokio::test]
+async fn earlier_mongodb_failed_webhook_deliveries_are_counted_as_failed() {
+    use anyhow::ensure;
+    use bson::{doc, oid::ObjectId};
+    use riverfeed::store::{JobKind, QueuedRead};
+
+    use crate::common::{concluded, earlier_database};
+
+    let Some((url, db)) = earlier_database("jobs_earlier_webhook_failures").await else {
+        return;
+    };
+    let delivery = |message: &str, tried: Option<bson::Document>| {
+        let mut body = json!({
+            "webhook": "wh_1", "message": message, "event": "action.recorded", "body": "{}",
+        });
+        if let Some(tried) = tried {
+            body["tried"] = serde_json::to_value(tried).expect("json");
+        }
+        doc! {
+            "_id": ObjectId::new(), "kind": "webhook", "tenant": T,
+            "key": format!("wh_1\u{1f}{message}"), "payload": body.to_string(),
+            "queued": 10_i64, "until": 5_000_i64,
+        }
+    };
+    let tried = doc! { "attempts": 2, "error": "the endpoint answered 503", "status": 503 };
+    db.collection::<bson::Document>("jobs")
+        .insert_many([delivery("msg_a", Some(tried)), delivery("msg_b", None)])
+        .await
+        .expect("earlier jobs inserted");
+    db.collection::<bson::Document>("meta")
+        .insert_one(doc! { "_id": "jobs", "version": 4 })
+        .await
+        .expect("the earlier version");
+    let result = async {
+        let store = riverfeed::store::open(&url).await?;
+        let listed = |failed| QueuedRead {
+            failed: Some(failed),
+            ..QueuedRead::under("wh_1")
+        };
+        let failing = store.queued(JobKind::Webhook, T, listed(true)).await?;
+        let failing: Vec<(&str, u32)> = failing
+            .iter()
+            .map(|q| (q.job.key.as_str(), q.job.failures))
+            .collect();
+        ensure!(failing == [("wh_1\u{1f}msg_a", 2)], "{failing:?}");
+        let never = store.queued(JobKind::Webhook, T, listed(false)).await?;
+        let never: Vec<&str> = never.iter().map(|q| q.job.key.as_str()).collect();
+        ensure!(never == ["wh_1\u{1f}msg_b"], "{never:?}");
+        Ok(())
+    }
+    .await;
+    concluded(&db, result).await;
+}

@@ -1,5 +1,6 @@
 //! Actions and their slices by ref.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use rocksdb::WriteBatch;
@@ -83,9 +84,17 @@ fn foreign_key(tenant: &str, actor: &str, foreign: &str) -> Vec<u8> {
 }
 
 /// The foreign-id entry of `action`, if it has a foreign id.
-fn foreign_entry(action: &Action) -> Option<Vec<u8>> {
+pub(super) fn foreign_entry(action: &Action) -> Option<Vec<u8>> {
     let foreign = action.foreign.as_ref()?;
     Some(foreign_key(&action.tenant, &action.actor_id, &foreign.id))
+}
+
+/// Whether `a` and `b` are under one foreign id of one actor.
+fn same_foreign_id(a: &Action, b: &Action) -> bool {
+    match (&a.foreign, &b.foreign) {
+        (Some(x), Some(y)) => x.id == y.id && a.actor_id == b.actor_id && a.tenant == b.tenant,
+        _ => false,
+    }
 }
 
 /// Reads `(when, tenant, action)` keys under `tag` up to `until`
@@ -256,6 +265,68 @@ impl Inner {
         self.commit(batch)
     }
 
+    /// Puts an imported action in `batch`, in place of the one stored
+    /// under its id, if any (or written earlier in the batch, `written`):
+    /// that one's entries (slices, outboxes, places in the expiry orders,
+    /// foreign-id entry) go first, so nothing finds it where it no longer
+    /// is. Its foreign id must be its own or free: one its actor recorded
+    /// under another action since the import checked it (a record racing
+    /// the import) refuses the batch. The caller holds the locks of the
+    /// action and of its foreign-id entry, which `insert_action` takes too.
+    pub(super) fn import_action(
+        &self,
+        batch: &mut WriteBatch,
+        action: &Action,
+        written: &mut HashMap<ObjectId, Action>,
+    ) -> StoreResult<()> {
+        let t = action.tenant.as_str();
+        if let Some(key) = foreign_entry(action) {
+            let holder = match written.values().find(|a| same_foreign_id(a, action)) {
+                Some(earlier) => Some(earlier.id),
+                None => match self.get(QUEUE, &key)? {
+                    Some(held) => {
+                        let id = ObjectId::from_bytes(Reader(&held).oid()?);
+                        // The entry goes with its action: one without it
+                        // (or whose action has another foreign id now)
+                        // holds nothing, and one replaced in this batch
+                        // by an action under another id holds nothing.
+                        let stored = self
+                            .action(t, id)?
+                            .is_some_and(|a| same_foreign_id(&a, action));
+                        let moved = written
+                            .get(&id)
+                            .is_some_and(|a| !same_foreign_id(a, action));
+                        Some(id).filter(|_| stored && !moved)
+                    }
+                    None => None,
+                },
+            };
+            if let Some(holder) = holder.filter(|h| *h != action.id) {
+                let foreign = action.foreign.as_ref().map(|f| f.id.as_str());
+                return Err(StoreError::invalid(format!(
+                    "action {} of tenant {t:?}: its actor {:?} recorded foreignId {:?} as \
+                     action {holder} since the archive was checked, and an actor's foreignId \
+                     names one action: nothing of this batch was written; leave one of the two \
+                     out (or give it another foreignId) and import again",
+                    action.id,
+                    action.actor_id,
+                    foreign.unwrap_or_default()
+                )));
+            }
+        }
+        let old = match written.get(&action.id) {
+            Some(earlier) => Some(earlier.clone()),
+            None => self.action(t, action.id)?.map(|a| Action::clone(&a)),
+        };
+        if let Some(old) = old {
+            self.unindex_action(batch, &old);
+        }
+        self.put_action(batch, action)?;
+        self.index_action(batch, action);
+        written.insert(action.id, action.clone());
+        Ok(())
+    }
+
     /// Tells the cache what a committed batch did to actions.
     pub(super) fn settle(&self, written: Vec<Action>, deleted: &[ObjectId]) {
         for action in written {
@@ -307,6 +378,11 @@ impl Inner {
         let mut locks = vec![action_lock(t, id)];
         locks.extend(foreign_entry(action));
         let _lock = self.lock(&locks);
+        // One stored under its id already (a retry of a request whose first
+        // attempt stored it) is answered as one under its foreign id.
+        if let Some(existing) = self.action(t, action.id)? {
+            return Ok(Inserted::Existing(Box::new(Action::clone(&existing))));
+        }
         if let Some(existing) = self.under_foreign_id(action)? {
             return Ok(Inserted::Existing(Box::new(existing)));
         }

@@ -7,13 +7,15 @@
 //! synced batch, then its notification records through the store's
 //! [`crate::store::NoticeStore`] (see [`crate::store::archive::import_notices`]).
 
+use std::collections::HashMap;
+
 use async_trait::async_trait;
 use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
 use rocksdb::WriteBatch;
 use tokio::sync::mpsc;
 
-use super::actions::{action_lock, comment_key};
+use super::actions::{action_lock, comment_key, foreign_entry};
 use super::families::{ACTIONS, GRAPH, ITEMS, REACTIONS, RECORDS};
 use super::keys::{self, graph as tag, reaction, ItemState, Key, Reader};
 use super::records::put_first;
@@ -201,8 +203,20 @@ impl Inner {
     }
 
     fn import(&self, records: &[Record]) -> StoreResult<()> {
+        // The actions' locks and their foreign ids', which a record takes
+        // too, held until the batch is written: a record racing the import
+        // under a foreign id of the archive finds the imported action, or
+        // the import finds the recorded one and refuses the batch.
+        let mut locks = Vec::new();
+        for record in records {
+            if let Record::Action { action } = record {
+                locks.push(action_lock(&action.tenant, action.id.bytes()));
+                locks.extend(foreign_entry(action));
+            }
+        }
+        let locked = self.lock(&locks);
         let mut batch = WriteBatch::default();
-        let mut actions = Vec::new();
+        let mut written = HashMap::new();
         let graph = self.cf(GRAPH);
         let families = self.item_families();
         let mut key = Vec::with_capacity(64);
@@ -293,9 +307,7 @@ impl Inner {
                         action.fan_out = FanOut::pending();
                     }
                     ensure_user_in(&mut batch, self, &t, &action.actor_id);
-                    self.put_action(&mut batch, &action)?;
-                    self.index_action(&mut batch, &action);
-                    actions.push(action);
+                    self.import_action(&mut batch, &action, &mut written)?;
                 }
                 Record::Comment {
                     tenant, comment, ..
@@ -354,7 +366,8 @@ impl Inner {
             }
         }
         self.commit(batch)?;
-        self.settle(actions, &[]);
+        self.settle(written.into_values().collect(), &[]);
+        drop(locked);
         // Discussions are derived from comments: each imported comment moves
         // its action up for its thread's participants, as a new one would.
         // The last one is synced, and with it those before.

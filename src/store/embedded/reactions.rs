@@ -15,13 +15,15 @@ impl Inner {
         let a = comment.action_id.bytes();
         let _lock = self.lock(&[action_lock(tenant, a)]);
         let mut action = self.existing(tenant, comment.action_id)?;
+        let key = comment_key(tenant, a, comment.id.bytes());
+        // Stored under its id already (by a retry's first attempt): counted
+        // and bumped then, nothing to write now.
+        if self.get(REACTIONS, &key)?.is_some() {
+            return Ok(action.counts);
+        }
         action.counts.comments += 1;
         let mut batch = WriteBatch::default();
-        batch.put_cf(
-            self.cf(REACTIONS),
-            comment_key(tenant, a, comment.id.bytes()),
-            keys::encode_record(comment)?,
-        );
+        batch.put_cf(self.cf(REACTIONS), key, keys::encode_record(comment)?);
         let bump = BumpJob {
             tenant: tenant.to_owned(),
             comment: comment.clone(),

@@ -171,9 +171,17 @@ impl ActionStore for MongoStore {
         };
         for _ in 0..FOREIGN_ATTEMPTS {
             match self.try_insert_action(&record, job.as_ref()).await {
-                Err(err) if is_duplicate(&err) && action.foreign.is_some() => {
+                Err(err) if is_duplicate(&err) => {
+                    // Under its id (a retry of a request whose first
+                    // attempt stored it), or under its foreign id.
+                    if let Some(existing) = self.find_action(&action.tenant, action.id).await? {
+                        return Ok(Inserted::Existing(Box::new(existing)));
+                    }
                     if let Some(existing) = self.under_foreign_id(action).await? {
                         return Ok(Inserted::Existing(Box::new(existing)));
+                    }
+                    if action.foreign.is_none() {
+                        return Err(db_err(err));
                     }
                 }
                 Err(err) => return Err(db_err(err)),

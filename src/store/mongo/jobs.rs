@@ -18,15 +18,16 @@ use crate::store::codes::ENDED;
 use crate::store::jobs::{
     lease_lost, Job, JobBacklog, JobEnd, JobKind, JobStore, Lease, Queued, QueuedRead,
 };
-use crate::store::{BumpJob, FanOutJob, NoticeJob, StoreResult, Unfollow};
+use crate::store::{BumpJob, FanOutJob, NoticeJob, StoreResult, Unfollow, WebhookJob};
 
 /// The `meta` document of the jobs layout's version: which earlier queues
 /// were moved into `jobs`.
 const JOBS_VERSION_ID: &str = "jobs";
 /// 1: notice jobs moved from `notice_jobs`; 2: bumps moved off their
 /// comments; 3: cleanups moved from `unfollows`; 4: fan-outs moved off
-/// their actions.
-const JOBS_VERSION: i32 = 4;
+/// their actions; 5: webhook jobs stored before jobs kept their failures
+/// counted from their deliveries' attempts.
+const JOBS_VERSION: i32 = 5;
 
 /// `jobs` as stored.
 #[derive(Debug, Serialize, Deserialize)]
@@ -168,6 +169,9 @@ impl MongoStore {
         if noted < 4 {
             moved += self.move_fan_outs().await?;
         }
+        if noted < 5 {
+            self.count_webhook_failures().await?;
+        }
         self.note_version(JOBS_VERSION_ID, JOBS_VERSION).await?;
         if moved > 0 {
             tracing::info!(moved, "queued jobs moved to the jobs collection");
@@ -203,6 +207,35 @@ impl MongoStore {
 }
 
 impl MongoStore {
+    /// Webhook jobs stored before jobs kept their failures (the field is
+    /// absent): each counts the failed attempts its delivery carries, so
+    /// the deliveries view's pages of failed ones (by `failures`) list it.
+    /// A count cut short is made again: one set already is not looked at.
+    async fn count_webhook_failures(&self) -> StoreResult<()> {
+        let uncounted = doc! {
+            "kind": JobKind::Webhook.code(),
+            "failures": { "$exists": false },
+        };
+        let mut cursor = self.jobs.find(uncounted).await.map_err(db_err)?;
+        let mut counted = 0usize;
+        while let Some(found) = cursor.next().await {
+            let found = found.map_err(db_err)?;
+            let id = found.id;
+            let failures = WebhookJob::carried_failures(&found.into_job()?);
+            if failures == 0 {
+                continue;
+            }
+            let filter = doc! { "_id": id, "failures": { "$exists": false } };
+            let set = doc! { "$set": { "failures": failures } };
+            self.jobs.update_one(filter, set).await.map_err(db_err)?;
+            counted += 1;
+        }
+        if counted > 0 {
+            tracing::info!(counted, "failed webhook deliveries counted as failed");
+        }
+        Ok(())
+    }
+
     /// Unfollow cleanups as earlier versions kept them in `unfollows`:
     /// `{tenant, reader, kind, actor, lockedUntil, worker}` (`worker` empty
     /// and `lockedUntil` the epoch while queued). Each becomes a job (a

@@ -15,7 +15,7 @@ use crate::store::{
 
 use super::jobs::JobDoc;
 use super::relations::relation_doc;
-use super::{db_err, read_all, within, CommentDoc, MongoStore};
+use super::{db_err, is_duplicate, read_all, within, CommentDoc, MongoStore};
 
 impl MongoStore {
     /// Brings `comment`'s action up to the comment's time in the discussions
@@ -148,8 +148,16 @@ impl MongoStore {
                 }
                 .boxed()
             })
-            .await
-            .map_err(db_err)?;
+            .await;
+        let counts = match counts {
+            // Stored under its id already (by a retry's first attempt,
+            // counted and bumped then): nothing of this one is written.
+            Err(err) if is_duplicate(&err) => {
+                let found = self.find_action(tenant, comment.action_id).await?;
+                found.map(|action| action.counts)
+            }
+            counts => counts.map_err(db_err)?,
+        };
         let Some(counts) = counts else {
             return Err(StoreError::not_found(format!(
                 "no action {}",

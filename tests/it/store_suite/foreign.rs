@@ -119,3 +119,96 @@ pub(super) async fn racing_foreign_ids(store: &dyn Store) -> Result<()> {
     ensure!(outbox(store, T, "r-bob").await? == [stored[0].to_hex()]);
     Ok(())
 }
+
+/// An action or a comment stored again under its own id (a request's
+/// retry, drawing the ids its first attempt drew) is written once: the
+/// action stored answers, the comment is counted and bumped once.
+pub(super) async fn ids_stored_again(store: &dyn Store) -> Result<()> {
+    let first = action(T, "i-bob", 1_000, &["i-ref"]);
+    ensure!(store.insert_action(&first).await? == Inserted::New);
+    let mut again = first.clone();
+    again.conducted = 2_000;
+    let answer = store.insert_action(&again).await?;
+    ensure!(
+        answer == Inserted::Existing(Box::new(first.clone())),
+        "the stored action answers: {answer:?}"
+    );
+    ensure!(
+        store
+            .queued(JobKind::FanOut, T, QueuedRead::under(&first.id.to_hex()))
+            .await?
+            .len()
+            == 1,
+        "one fan-out is queued"
+    );
+
+    let comment = riverfeed::model::Comment {
+        id: riverfeed::model::ObjectId::new(),
+        action_id: first.id,
+        author_id: "i-carol".into(),
+        text: "once".into(),
+        created: 3_000,
+    };
+    ensure!(store.add_comment(T, &comment).await?.comments == 1);
+    ensure!(store.add_comment(T, &comment).await?.comments == 1);
+    let stored = store.comments(T, first.id, None, 10).await?;
+    ensure!(stored == [comment.clone()], "{stored:?}");
+    let counted = store.get_actions(T, &[first.id]).await?;
+    ensure!(counted.first().map(|a| a.counts.comments) == Some(1));
+    Ok(())
+}
+
+/// An import of an action the store holds replaces it whole: it is found
+/// where the archive's says (its slices, its outbox place) and nowhere
+/// the replaced one was.
+pub(super) async fn imports_replace_an_action_whole(store: &dyn Store) -> Result<()> {
+    let held = action(T, "m-bob", 1_000, &["m-old"]);
+    ensure!(store.insert_action(&held).await? == Inserted::New);
+    let mut archived = held.clone();
+    archived.ref_ids = vec!["m-new".into()];
+    archived.conducted = 2_000;
+    store
+        .import(&[Record::Action {
+            action: archived.clone(),
+        }])
+        .await?;
+    let old_slice = store.slice(T, "m-old", None, 10).await?;
+    ensure!(old_slice.is_empty(), "left in its old slice: {old_slice:?}");
+    ensure!(store.slice(T, "m-new", None, 10).await? == [held.id]);
+    let places = outbox(store, T, "m-bob").await?;
+    ensure!(places == [held.id.to_hex()], "one outbox place: {places:?}");
+    let stored = store.get_actions(T, &[held.id]).await?;
+    ensure!(
+        stored.first().map(|a| a.conducted) == Some(2_000),
+        "{stored:?}"
+    );
+    Ok(())
+}
+
+/// An import that meets a foreign id its actor recorded under another
+/// action since the archive was checked (a record racing it) is refused,
+/// `INVALID_INPUT`, and leaves one action under the id: the recorded one.
+pub(super) async fn imports_racing_records(store: &dyn Store) -> Result<()> {
+    let recorded = under(T, "k-bob", "race-1", 1_000);
+    ensure!(store.insert_action(&recorded).await? == Inserted::New);
+    let archived = under(T, "k-bob", "race-1", 2_000);
+    let refused = store
+        .import(&[Record::Action {
+            action: archived.clone(),
+        }])
+        .await;
+    ensure!(
+        matches!(&refused, Err(err) if err.kind == riverfeed::store::ErrorKind::InvalidInput),
+        "refused: {refused:?}"
+    );
+    ensure!(store.get_actions(T, &[archived.id]).await?.is_empty());
+    let under_it = store
+        .foreign_actions(T, &[("k-bob".into(), "race-1".into())])
+        .await?;
+    ensure!(
+        under_it.iter().map(|a| a.id).collect::<Vec<_>>() == [recorded.id],
+        "{under_it:?}"
+    );
+    ensure!(outbox(store, T, "k-bob").await? == [recorded.id.to_hex()]);
+    Ok(())
+}

@@ -12,7 +12,9 @@ use super::super::Inner;
 use super::{Stored, JOBS_VERSION, JOBS_VERSION_KEY};
 use crate::model::{Comment, Millis, ObjectId};
 use crate::store::codes::ENDED;
-use crate::store::{BumpJob, FanOutJob, Job, NoticeJob, StoreResult, Unfollow};
+use crate::store::{
+    BumpJob, FanOutJob, Job, JobKind, NoticeJob, StoreResult, Unfollow, WebhookJob,
+};
 
 impl Stored {
     /// `job` stored under the lease an earlier queue held it with: waiting
@@ -64,6 +66,10 @@ impl Inner {
             // What the moves above put in the batch is indexed there.
             self.index_job_states(&mut batch)?;
         }
+        if at < 6 {
+            // After the index above: what this corrects there wins.
+            self.count_webhook_failures(&mut batch)?;
+        }
         batch.put_cf(self.cf(META), JOBS_VERSION_KEY, [JOBS_VERSION]);
         self.commit(batch)?;
         if moved > 0 {
@@ -83,6 +89,42 @@ impl Inner {
             batch.put_cf(self.cf(JOBS), super::state_key(kind, tenant, 0, key), []);
             Ok(())
         })
+    }
+
+    /// Webhook jobs stored before jobs kept their failures: each whose
+    /// delivery carries failed attempts counts them, and is indexed as
+    /// failed (the deliveries view pages failed ones by that index).
+    fn count_webhook_failures(&self, batch: &mut WriteBatch) -> StoreResult<()> {
+        let kind = JobKind::Webhook;
+        let prefix = [super::tag::JOB, super::kind_byte(kind)];
+        let mut counted = 0usize;
+        self.scan_prefix(JOBS, &prefix, &prefix, usize::MAX, |k, v| {
+            let old: Stored = keys::decode_record(v)?;
+            if old.failures > 0 {
+                return Ok(());
+            }
+            let mut r = Reader(&k[2..]);
+            let tenant = r.str()?;
+            let key = r.last()?;
+            let job = old.job(kind, tenant, key);
+            let failures = WebhookJob::carried_failures(&job);
+            if failures == 0 {
+                return Ok(());
+            }
+            let stored = Stored {
+                payload: old.payload.clone(),
+                queued: old.queued,
+                until: old.until,
+                worker: old.worker.clone(),
+                failures,
+            };
+            counted += 1;
+            self.put_job(batch, &job, Some(&old), &stored)
+        })?;
+        if counted > 0 {
+            tracing::info!(counted, "failed webhook deliveries counted as failed");
+        }
+        Ok(())
     }
 
     /// Notice jobs as the `queue` family held them:
@@ -413,6 +455,60 @@ mod tests {
         let listed = store.queued(JobKind::Webhook, "acme", read).await?;
         assert_eq!(listed.len(), 1, "{listed:?}");
         assert_eq!(listed[0].job, job);
+        Ok(())
+    }
+
+    /// A webhook delivery that failed and waits for its retry, stored by
+    /// the release that kept its attempts in its delivery alone (the job's
+    /// failures absent, indexed as never failed), opens counted as failed:
+    /// a page of the failed lists it, a page of the never failed does not.
+    #[tokio::test]
+    async fn earlier_failed_webhook_deliveries_are_counted_as_failed() -> Result<(), StoreError> {
+        use crate::model::{Delivery, EventType, Tried};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let delivery = |message: &str, attempts| Delivery {
+            webhook: "wh_1".into(),
+            message: message.into(),
+            event: EventType::ActionRecorded,
+            body: "{}".into(),
+            hold: None,
+            tried: Tried {
+                attempts,
+                error: Some("the endpoint answered 503".into()),
+                status: Some(503),
+            },
+        };
+        let (failed, fresh) = (delivery("msg_a", 2), delivery("msg_b", 0));
+        {
+            let store = EmbeddedStore::open(dir.path())?;
+            for delivery in [&failed, &fresh] {
+                let job = WebhookJob::of("acme", delivery, 10)?;
+                // As that release queued it: no failures of the job's own.
+                store.enqueue(&Job { failures: 0, ..job }).await?;
+            }
+            let db = &store.inner().unwrap();
+            let mut batch = WriteBatch::default();
+            batch.put_cf(db.cf(META), JOBS_VERSION_KEY, [5]);
+            db.commit(batch)?;
+        }
+        let store = EmbeddedStore::open(dir.path())?;
+        let listed = |failed| QueuedRead {
+            failed: Some(failed),
+            ..QueuedRead::under("wh_1")
+        };
+        let of = |queued: Vec<crate::store::Queued>| -> Vec<(String, u32)> {
+            queued
+                .into_iter()
+                .map(|q| (q.job.key.clone(), q.job.failures))
+                .collect()
+        };
+        let key = |d: &Delivery| WebhookJob::of("acme", d, 10).unwrap().key;
+        let failing = store.queued(JobKind::Webhook, "acme", listed(true)).await?;
+        assert_eq!(of(failing), [(key(&failed), 2)]);
+        let never = store
+            .queued(JobKind::Webhook, "acme", listed(false))
+            .await?;
+        assert_eq!(of(never), [(key(&fresh), 0)]);
         Ok(())
     }
 

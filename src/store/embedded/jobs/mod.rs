@@ -39,8 +39,10 @@ mod tag {
 /// moved into the `jobs` family.
 const JOBS_VERSION_KEY: &[u8] = b"jobs-version";
 /// 1: notice jobs moved from the `queue` family; 2: bumps too; 3: unfollow
-/// cleanups too; 4: fan-outs too; 5: every job in the state index.
-const JOBS_VERSION: u8 = 5;
+/// cleanups too; 4: fan-outs too; 5: every job in the state index; 6:
+/// webhook jobs stored before jobs kept their failures counted from their
+/// deliveries' attempts.
+const JOBS_VERSION: u8 = 6;
 
 fn kind_byte(kind: JobKind) -> u8 {
     match kind {
