@@ -267,6 +267,22 @@ async fn the_bell_runs_planned_and_answers_as_the_general_executor_does() {
     server.stop().await;
 }
 
+/// Bob posts once for all and once for cat alone: ann's and bob's
+/// clients, and the two actions.
+async fn bob_posts_for_all_and_for_cat(server: &TestServer) -> (Client, Client, String, String) {
+    let (ann, bob) = (server.client("acme", "ann"), server.client("acme", "bob"));
+    bob.upsert_user("bob", "Bob").await;
+    server.client("acme", "cat").upsert_user("cat", "Cat").await;
+    let open = bob.post_status("for all", json!({})).await;
+    let own = bob
+        .post_status(
+            "for cat",
+            json!({ "scope": "RESTRICTED", "readers": ["cat"] }),
+        )
+        .await;
+    (ann, bob, open, own)
+}
+
 /// Records found by id, with what the viewer may not see among them.
 const BY_ID: &str = "query ById($a: ID!, $all: [ID!]!, $u: ID!) { \
     one: action(actionId: $a) { actionId actorId likeCount viewerHasLiked actor { name } \
@@ -279,16 +295,7 @@ async fn records_found_by_id_run_planned_and_answer_as_the_general_executor_does
     let Some(server) = TestServer::start(Backend::Embedded).await else {
         return;
     };
-    let (ann, bob) = (server.client("acme", "ann"), server.client("acme", "bob"));
-    bob.upsert_user("bob", "Bob").await;
-    server.client("acme", "cat").upsert_user("cat", "Cat").await;
-    let open = bob.post_status("for all", json!({})).await;
-    let own = bob
-        .post_status(
-            "for cat",
-            json!({ "scope": "RESTRICTED", "readers": ["cat"] }),
-        )
-        .await;
+    let (ann, _, open, own) = bob_posts_for_all_and_for_cat(&server).await;
     let vars = |a: &str, u: &str| json!({ "a": a, "all": [own, open, "000000000000000000000000", open], "u": u });
     let body = both_ways(&server, &ann, BY_ID, vars(&open, "bob")).await;
     let body: Value = serde_json::from_str(&body).expect("json");
@@ -329,16 +336,7 @@ async fn nodes_of_actions_and_users_run_planned_and_answer_as_the_general_execut
     let Some(server) = TestServer::start(Backend::Embedded).await else {
         return;
     };
-    let (ann, bob) = (server.client("acme", "ann"), server.client("acme", "bob"));
-    bob.upsert_user("bob", "Bob").await;
-    server.client("acme", "cat").upsert_user("cat", "Cat").await;
-    let open = bob.post_status("for all", json!({})).await;
-    let own = bob
-        .post_status(
-            "for cat",
-            json!({ "scope": "RESTRICTED", "readers": ["cat"] }),
-        )
-        .await;
+    let (ann, bob, open, own) = bob_posts_for_all_and_for_cat(&server).await;
     let said = bob
         .data(
             "mutation($a: ID!) { comment(actionId: $a, text: \"hi\") { id } }",
