@@ -9,6 +9,7 @@
 use async_trait::async_trait;
 use bson::{doc, Document};
 use futures_util::StreamExt;
+use mongodb::options::ReturnDocument;
 use serde::{Deserialize, Serialize};
 
 use super::{db_err, is_duplicate, read_all, MongoStore};
@@ -87,6 +88,18 @@ fn past_prefix(prefix: &str) -> Option<String> {
         }
     }
     None
+}
+
+/// The jobs of `kind` due at `now`: `until <= now`, asked as `until < now +
+/// 1` (the same, in whole milliseconds): the test wire server misses the
+/// equal key of an inclusive bound on the due index.
+fn due_filter(kind: JobKind, now: Millis) -> Document {
+    doc! { "kind": kind.code(), "until": { "$lt": now.saturating_add(1) } }
+}
+
+/// The order claims take due jobs in, the due index's.
+fn due_order() -> Document {
+    doc! { "until": 1, "queued": 1, "_id": 1 }
 }
 
 pub(super) fn job_filter(job: &Job) -> Document {
@@ -382,6 +395,14 @@ impl JobStore for MongoStore {
         limit: usize,
     ) -> StoreResult<Vec<Lease>> {
         let until = now.saturating_add(lease_ms);
+        // One job (a cleanup is claimed as it starts): one step.
+        if limit == 1 {
+            return Ok(self
+                .claim_one(kind, worker, now, lease_ms)
+                .await?
+                .into_iter()
+                .collect());
+        }
         let mut leases = Vec::new();
         // Each round reads the due jobs it may take, then takes those still
         // due in two updates (those held before, those not), then reads back
@@ -406,11 +427,11 @@ impl JobStore for MongoStore {
                 let ids: Vec<ObjectId> = group.iter().map(|d| d.id).collect();
                 self.jobs
                     .update_many(
-                        doc! {
-                            "_id": { "$in": &ids },
-                            "kind": kind.code(),
-                            "until": { "$lt": now.saturating_add(1) },
-                            "worker": { "$exists": was_held },
+                        {
+                            let mut still_due = due_filter(kind, now);
+                            still_due.insert("_id", doc! { "$in": &ids });
+                            still_due.insert("worker", doc! { "$exists": was_held });
+                            still_due
                         },
                         doc! { "$set": { "until": until, "worker": worker } },
                     )
@@ -616,18 +637,43 @@ impl JobStore for MongoStore {
 }
 
 impl MongoStore {
+    /// Claims the first due job of `kind`, if any, in one `findAndModify`.
+    async fn claim_one(
+        &self,
+        kind: JobKind,
+        worker: &str,
+        now: Millis,
+        lease_ms: Millis,
+    ) -> StoreResult<Option<Lease>> {
+        let claimed = self
+            .jobs
+            .find_one_and_update(
+                due_filter(kind, now),
+                doc! { "$set": { "until": now.saturating_add(lease_ms), "worker": worker } },
+            )
+            .sort(due_order())
+            .return_document(ReturnDocument::Before)
+            .await
+            .map_err(db_err)?;
+        let Some(before) = claimed else {
+            return Ok(None);
+        };
+        Ok(Some(Lease {
+            taken_over: before.worker.is_some(),
+            job: before.into_job()?,
+            worker: worker.to_owned(),
+            lease_ms,
+        }))
+    }
+
     /// Up to `limit` jobs of `kind` due at `now`, in the order a claim
     /// takes them: waiting jobs in the order they were queued, then expired
     /// leases, the longest expired first (the `job_due` index's order).
     async fn due_jobs(&self, kind: JobKind, now: Millis, limit: usize) -> StoreResult<Vec<JobDoc>> {
-        // Due: `until <= now`, asked as `until < now + 1` (the same, in
-        // whole milliseconds): the test wire server misses the equal key of
-        // an inclusive bound on this compound index.
-        let filter = doc! { "kind": kind.code(), "until": { "$lt": now.saturating_add(1) } };
         let find = self
             .jobs
-            .find(filter)
-            .sort(doc! { "until": 1, "queued": 1, "_id": 1 })
+            .find(due_filter(kind, now))
+            .sort(due_order())
             .limit(i64::try_from(limit).unwrap_or(i64::MAX));
         read_all(find).await
     }
