@@ -1,10 +1,12 @@
 //! MongoDB: the job queue. `jobs` holds one document per waiting or leased
 //! job, unique on `{kind, tenant, key}`; `{kind, until, queued, _id}` orders
 //! the due ones, and `{kind, tenant, failures, key}` pages those that failed
-//! (or never did). A claim takes one job per `findAndModify`, so two workers
-//! never take the same one and an empty queue costs one command a round
-//! (and no `find`). Also the migration that brought earlier queues here,
-//! recorded in `meta`.
+//! (or never did). A claim reads the due jobs it wants, takes those still
+//! due with one `updateMany` (two, when some were held before) and reads
+//! back the ones it got: each document is updated atomically, so two
+//! workers never take the same one, and an empty queue costs one `find` a
+//! round. A claim of one job is one `findAndModify`. Also the migration
+//! that brought earlier queues here, recorded in `meta`.
 
 use async_trait::async_trait;
 use bson::{doc, Document};
