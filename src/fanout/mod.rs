@@ -130,6 +130,9 @@ pub struct Worker {
     /// may not repeat), each with the tries so far: tried again at the next
     /// round, after the worker's backoff, not only once their lease runs out.
     retry: Arc<std::sync::Mutex<Vec<(Claim, u32)>>>,
+    /// Fan-outs that failed every try this worker gave them: given back
+    /// at the end of the round (see [`Worker::give_back_failed`]).
+    given_up: Arc<std::sync::Mutex<Vec<Lease>>>,
     /// Deliveries, takeovers and jobs are counted here.
     metrics: Arc<Metrics>,
     /// Where the events of the jobs it runs are queued for webhooks.
@@ -166,6 +169,7 @@ impl Worker {
             next_expiry: Arc::new(AtomicI64::new(Millis::MIN)),
             metrics: Arc::default(),
             retry: Arc::default(),
+            given_up: Arc::default(),
         }
     }
 
@@ -305,6 +309,7 @@ impl Worker {
         }
         // Claimed before any cancellation: finishing them is one commit.
         self.deliver_group(group, &mut tries, &mut failure).await;
+        self.give_back_failed().await;
         if shutdown.is_cancelled() {
             return Ok(claimed);
         }
@@ -504,10 +509,39 @@ impl Worker {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .push((claim.clone(), n));
+            } else {
+                self.given_up
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(claim.lease.clone());
             }
         }
         self.metrics.job("fanout", done.is_ok());
         note_outcome(done, "fan-out", &claim.action.id, failure);
+    }
+
+    /// Gives back the fan-outs that failed every try this round gave them,
+    /// their failure counted on the job, to be tried again once a lease's
+    /// length has passed (as when a lease runs out), by any worker. A
+    /// failed fan-out waiting so runs nowhere: an unfollow's cleanup need
+    /// not wait for it (see `fan_outs_under_way`), since its next run reads
+    /// its audience, and so the edge, anew. One whose lease was lost
+    /// meanwhile is its new holder's.
+    async fn give_back_failed(&self) {
+        let given_up =
+            std::mem::take(&mut *self.given_up.lock().unwrap_or_else(|e| e.into_inner()));
+        for mut lease in given_up {
+            lease.job.failures = lease.job.failures.saturating_add(1);
+            let at = self.clock.now().saturating_add(lease.lease_ms);
+            match self.store.defer(&lease, at).await {
+                Ok(()) => {
+                    warn!(key = %lease.job.key, failures = lease.job.failures, "a fan-out failed every try; given back to be tried again later")
+                }
+                Err(err) => {
+                    debug!(key = %lease.job.key, cause = %err.chain(), "a failed fan-out could not be given back; its lease runs out instead")
+                }
+            }
+        }
     }
 
     /// Delivers a claimed action to `audience` batch by batch and marks it done.

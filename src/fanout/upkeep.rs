@@ -201,6 +201,10 @@ impl Worker {
     /// followed) is queued or running. Its audience may have been read
     /// while the edge stood: the cleanup waits for its writes, which are in
     /// once its job is gone (the last batch finishes it after writing).
+    /// A fan-out that failed and waits to be tried again (given back by
+    /// the worker whose tries it spent) does not count: it runs nowhere,
+    /// and its next run reads the audience anew, so one that never
+    /// succeeds holds no cleanup back for good.
     /// Past `FAN_OUTS_LOOKED_AT` queued fan-outs it waits without looking:
     /// reads apply the pending cleanup meanwhile.
     async fn fan_outs_under_way(&self, u: &Unfollow) -> StoreResult<bool> {
@@ -220,8 +224,11 @@ impl Worker {
         if queued.len() as u64 > FAN_OUTS_LOOKED_AT {
             return Ok(true);
         }
+        // A fan-out that failed and waits to be tried again runs nowhere:
+        // its next run reads its audience after the edge went.
         let ids = queued
             .iter()
+            .filter(|q| !(q.job.failures > 0 && q.held.is_none()))
             .map(|q| FanOutJob::action_id(&q.job))
             .collect::<StoreResult<Vec<_>>>()?;
         if ids.is_empty() {

@@ -90,11 +90,77 @@ async fn an_unfollow_during_a_fan_out_takes_out_what_it_writes_after(backend: Ba
     result.unwrap_or_else(|err| panic!("{backend:?}: {err:#}"));
 }
 
+async fn a_fan_out_that_keeps_failing_holds_no_cleanup_back(backend: Backend) {
+    let Some(test) = TestStore::open(backend).await else {
+        return;
+    };
+    let result = failed_fan_out_and_cleanup(test.store.clone()).await;
+    test.remove().await;
+    result.unwrap_or_else(|err| panic!("{backend:?}: {err:#}"));
+}
+
 crate::on_both_backends!(
     an_expired_lease_is_taken_over_and_nothing_is_delivered_twice,
     two_workers_on_one_store_never_deliver_twice,
     an_unfollow_during_a_fan_out_takes_out_what_it_writes_after,
+    a_fan_out_that_keeps_failing_holds_no_cleanup_back,
 );
+
+/// A fan-out of bob's that failed every try a worker gave it waits to be
+/// tried again (an hour on); meanwhile ann unfollows bob. Her cleanup does
+/// not wait for that fan-out: it runs nowhere, and when it is tried again
+/// it reads its audience anew, without ann.
+async fn failed_fan_out_and_cleanup(store: Arc<dyn Store>) -> Result<()> {
+    let clock = Arc::new(ManualClock::new(1_000_000));
+    for reader in ["ann", "cat"] {
+        store
+            .set_edge(T, EdgeKind::Follows, reader, "bob", true)
+            .await?;
+    }
+    let a = action(T, "bob", 999_000, &[]);
+    store.insert_action(&a).await?;
+    // The worker that held it gave it back, its failure counted.
+    let mut failed = store
+        .claim(JobKind::FanOut, "broken", clock.now(), 30_000, 10)
+        .await?
+        .pop()
+        .context("the broken worker claims the fan-out")?;
+    failed.job.failures += 1;
+    store.defer(&failed, clock.now() + 3_600_000).await?;
+    let unfollow = riverfeed::store::Unfollow::edge(T, "ann", EdgeKind::Follows, "bob");
+    riverfeed::timeline::unfollow::start(store.as_ref(), &unfollow, clock.now()).await?;
+    store
+        .set_edge(T, EdgeKind::Follows, "ann", "bob", false)
+        .await?;
+    let w = worker(store.clone(), clock.clone(), "w", 100);
+    for _ in 0..3 {
+        clock.advance(1_000);
+        w.run_once().await?;
+    }
+    let left = store
+        .queued(JobKind::Cleanup, T, QueuedRead::under(""))
+        .await?;
+    ensure!(
+        left.is_empty(),
+        "the cleanup does not wait for a failed fan-out: {left:?}"
+    );
+    // Tried again, it succeeds, and writes for the readers it has now.
+    clock.advance(3_600_000);
+    w.run_once().await?;
+    let fan_outs = store
+        .queued(JobKind::FanOut, T, QueuedRead::under(""))
+        .await?;
+    ensure!(fan_outs.is_empty(), "the fan-out is done: {fan_outs:?}");
+    ensure!(
+        feed_len(store.as_ref(), "cat").await? == 1,
+        "cat has bob's action"
+    );
+    ensure!(
+        feed_len(store.as_ref(), "ann").await? == 0,
+        "ann no longer follows bob, and holds no item of his"
+    );
+    Ok(())
+}
 
 /// A fan-out reads its audience while ann still follows bob; ann unfollows,
 /// and the cleanup comes round before the fan-out writes. The item it

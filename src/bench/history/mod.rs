@@ -374,17 +374,20 @@ async fn judge(
 }
 
 /// Polls until every job queue (fan-outs, bumps, follows, cleanups,
-/// notices, webhook deliveries) is empty, bounded.
+/// notices, webhook deliveries) is empty, bounded. Each poll is one scrape
+/// of `/metrics`, a second apart: a scrape reads every queue's backlog,
+/// which on a slow server is work taken from the workers being waited for.
 async fn drain(config: &HistoryConfig, procs: &[Proc]) -> anyhow::Result<()> {
     let deadline = Instant::now() + config.drain;
     let watcher = procs.last().context("no process")?;
     loop {
+        let series = watcher.metrics().await.unwrap_or_default();
         let mut left = Vec::new();
         for kind in crate::store::JobKind::ALL.map(|k| k.code()) {
             let name = format!("riverfeed_job_queue_depth{{job=\"{kind}\"}}");
-            match watcher.metric(&name).await {
-                Some(0.0) => {}
-                n => left.push(format!("{kind} {n:?}")),
+            match series.iter().find(|(key, _)| *key == name) {
+                Some((_, depth)) if *depth == 0.0 => {}
+                found => left.push(format!("{kind} {:?}", found.map(|(_, depth)| depth))),
             }
         }
         if left.is_empty() {
@@ -396,7 +399,7 @@ async fn drain(config: &HistoryConfig, procs: &[Proc]) -> anyhow::Result<()> {
             config.drain,
             left.join(", ")
         );
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
 

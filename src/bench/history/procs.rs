@@ -147,8 +147,10 @@ impl Proc {
         }
     }
 
-    /// One gauge of `/metrics`, if the process answers.
-    pub async fn metric(&self, name: &str) -> Option<f64> {
+    /// The series of `/metrics` (name with labels, and value), if the
+    /// process answers: one scrape for every series the caller reads, since
+    /// each scrape costs the store a read of every queue's backlog.
+    pub async fn metrics(&self) -> Option<Vec<(String, f64)>> {
         let text = self
             .http
             .get(format!("{}/metrics", self.base()))
@@ -158,10 +160,11 @@ impl Proc {
             .text()
             .await
             .ok()?;
-        text.lines().find_map(|line| {
+        let series = text.lines().filter_map(|line| {
             let (key, value) = line.rsplit_once(' ')?;
-            (key == name).then(|| value.parse().ok())?
-        })
+            Some((key.to_owned(), value.parse().ok()?))
+        });
+        Some(series.collect())
     }
 }
 

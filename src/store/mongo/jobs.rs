@@ -1,10 +1,12 @@
 //! MongoDB: the job queue. `jobs` holds one document per waiting or leased
 //! job, unique on `{kind, tenant, key}`; `{kind, until, queued, _id}` orders
 //! the due ones, and `{kind, tenant, failures, key}` pages those that failed
-//! (or never did). A claim takes one job per `findAndModify`, so two workers
-//! never take the same one and an empty queue costs one command a round
-//! (and no `find`). Also the migration that brought earlier queues here,
-//! recorded in `meta`.
+//! (or never did). A claim reads the due jobs it wants, takes those still
+//! due with one `updateMany` (two, when some were held before) and reads
+//! back the ones it got: each document is updated atomically, so two
+//! workers never take the same one, and an empty queue costs one `find` a
+//! round. A claim of one job is one `findAndModify`. Also the migration
+//! that brought earlier queues here, recorded in `meta`.
 
 use async_trait::async_trait;
 use bson::{doc, Document};
@@ -12,7 +14,7 @@ use futures_util::StreamExt;
 use mongodb::options::ReturnDocument;
 use serde::{Deserialize, Serialize};
 
-use super::{db_err, is_duplicate, MongoStore};
+use super::{db_err, is_duplicate, read_all, MongoStore};
 use crate::model::{Comment, Millis, ObjectId};
 use crate::store::codes::ENDED;
 use crate::store::jobs::{
@@ -89,6 +91,18 @@ fn past_prefix(prefix: &str) -> Option<String> {
         }
     }
     None
+}
+
+/// The jobs of `kind` due at `now`: `until <= now`, asked as `until < now +
+/// 1` (the same, in whole milliseconds): the test wire server misses the
+/// equal key of an inclusive bound on the due index.
+fn due_filter(kind: JobKind, now: Millis) -> Document {
+    doc! { "kind": kind.code(), "until": { "$lt": now.saturating_add(1) } }
+}
+
+/// The order claims take due jobs in, the due index's.
+fn due_order() -> Document {
+    doc! { "until": 1, "queued": 1, "_id": 1 }
 }
 
 pub(super) fn job_filter(job: &Job) -> Document {
@@ -416,40 +430,84 @@ impl JobStore for MongoStore {
         limit: usize,
     ) -> StoreResult<Vec<Lease>> {
         let until = now.saturating_add(lease_ms);
-        // Due: `until <= now`, asked as `until < now + 1` (the same, in
-        // whole milliseconds): the test wire server misses the equal key of
-        // an inclusive bound on this compound index.
-        let due = now.saturating_add(1);
+        // One job (a cleanup is claimed as it starts): one step.
+        if limit == 1 {
+            return Ok(self
+                .claim_one(kind, worker, now, lease_ms)
+                .await?
+                .into_iter()
+                .collect());
+        }
         let mut leases = Vec::new();
-        // One job per command, each taken in one step.
+        // Each round reads the due jobs it may take, then takes those still
+        // due in two updates (those held before, those not), then reads back
+        // the ones it took: three or four commands for a whole claim rather
+        // than one per job (and on a server that scans the due jobs to sort
+        // them, one scan per claim rather than per job). Each document is
+        // updated atomically, so two workers never take one job; one that
+        // loses some to another worker's claim looks again.
         while leases.len() < limit {
-            let claimed = self
-                .jobs
-                .find_one_and_update(
-                    doc! { "kind": kind.code(), "until": { "$lt": due } },
-                    doc! { "$set": { "until": until, "worker": worker } },
-                )
-                .sort(doc! { "until": 1, "queued": 1, "_id": 1 })
-                .return_document(ReturnDocument::Before)
-                .await
-                .map_err(db_err)?;
-            let Some(before) = claimed else { break };
-            let taken_over = before.worker.is_some();
-            let lease = Lease {
-                job: before.into_job()?,
-                worker: worker.to_owned(),
-                lease_ms,
-                taken_over,
-            };
-            // Due again while this call runs (a scope change queued the
-            // fan-out anew): leased once, the earlier entry replaced, and
-            // the claim ends there, since it came round to what it took.
-            let same = |l: &Lease| l.job.tenant == lease.job.tenant && l.job.key == lease.job.key;
-            if let Some(earlier) = leases.iter_mut().find(|l| same(l)) {
-                *earlier = lease;
+            let want = limit - leases.len();
+            let due = self.due_jobs(kind, now, want).await?;
+            if due.is_empty() {
                 break;
             }
-            leases.push(lease);
+            let (held, waiting): (Vec<&JobDoc>, Vec<&JobDoc>) =
+                due.iter().partition(|d| d.worker.is_some());
+            let mut taken_over = Vec::new();
+            for (group, was_held) in [(held, true), (waiting, false)] {
+                if group.is_empty() {
+                    continue;
+                }
+                let ids: Vec<ObjectId> = group.iter().map(|d| d.id).collect();
+                self.jobs
+                    .update_many(
+                        {
+                            let mut still_due = due_filter(kind, now);
+                            still_due.insert("_id", doc! { "$in": &ids });
+                            still_due.insert("worker", doc! { "$exists": was_held });
+                            still_due
+                        },
+                        doc! { "$set": { "until": until, "worker": worker } },
+                    )
+                    .await
+                    .map_err(db_err)?;
+                if was_held {
+                    taken_over = ids;
+                }
+            }
+            let ids: Vec<ObjectId> = due.iter().map(|d| d.id).collect();
+            let filter = doc! { "_id": { "$in": &ids }, "worker": worker, "until": until };
+            let mut taken: Vec<JobDoc> = read_all(self.jobs.find(filter)).await?;
+            // In the order they were due.
+            taken.sort_by_key(|d| ids.iter().position(|id| *id == d.id));
+            let complete = taken.len() == due.len();
+            let mut came_round = false;
+            for doc in taken {
+                let lease = Lease {
+                    taken_over: taken_over.contains(&doc.id),
+                    job: doc.into_job()?,
+                    worker: worker.to_owned(),
+                    lease_ms,
+                };
+                // Due again while this call runs (a scope change queued the
+                // fan-out anew): leased once, the earlier entry replaced,
+                // and the claim ends there, since it came round to what it
+                // took.
+                let same =
+                    |l: &Lease| l.job.tenant == lease.job.tenant && l.job.key == lease.job.key;
+                match leases.iter_mut().find(|l| same(l)) {
+                    Some(earlier) => {
+                        *earlier = lease;
+                        came_round = true;
+                    }
+                    None => leases.push(lease),
+                }
+            }
+            // Fewer due than wanted, all taken: nothing more is due.
+            if came_round || (complete && due.len() < want) {
+                break;
+            }
         }
         Ok(leases)
     }
@@ -614,6 +672,47 @@ impl JobStore for MongoStore {
 }
 
 impl MongoStore {
+    /// Claims the first due job of `kind`, if any, in one `findAndModify`.
+    async fn claim_one(
+        &self,
+        kind: JobKind,
+        worker: &str,
+        now: Millis,
+        lease_ms: Millis,
+    ) -> StoreResult<Option<Lease>> {
+        let claimed = self
+            .jobs
+            .find_one_and_update(
+                due_filter(kind, now),
+                doc! { "$set": { "until": now.saturating_add(lease_ms), "worker": worker } },
+            )
+            .sort(due_order())
+            .return_document(ReturnDocument::Before)
+            .await
+            .map_err(db_err)?;
+        let Some(before) = claimed else {
+            return Ok(None);
+        };
+        Ok(Some(Lease {
+            taken_over: before.worker.is_some(),
+            job: before.into_job()?,
+            worker: worker.to_owned(),
+            lease_ms,
+        }))
+    }
+
+    /// Up to `limit` jobs of `kind` due at `now`, in the order a claim
+    /// takes them: waiting jobs in the order they were queued, then expired
+    /// leases, the longest expired first (the `job_due` index's order).
+    async fn due_jobs(&self, kind: JobKind, now: Millis, limit: usize) -> StoreResult<Vec<JobDoc>> {
+        let find = self
+            .jobs
+            .find(due_filter(kind, now))
+            .sort(due_order())
+            .limit(i64::try_from(limit).unwrap_or(i64::MAX));
+        read_all(find).await
+    }
+
     /// Removes a held job: see [`JobEnd::Finished`].
     pub(super) async fn finish(&self, lease: &Lease) -> StoreResult<()> {
         let job = &lease.job;
