@@ -24,11 +24,9 @@ pub struct PageInfo {
 
 impl PageInfo {
     /// A page read forwards (from the start, or after a cursor when
-    /// `from_cursor`) whose first and last edges hold the cursors `first`
-    /// and `last`, with `more` past it.
+    /// `from_cursor`) of `edges`, with `more` past it.
     pub fn forward(
-        first: Option<&LazyCursor>,
-        last: Option<&LazyCursor>,
+        edges: &[impl Cursored],
         from_cursor: bool,
         more: bool,
         key: &CursorKey,
@@ -36,10 +34,15 @@ impl PageInfo {
         PageInfo {
             has_previous_page: from_cursor,
             has_next_page: more,
-            start_cursor: first.map(|c| c.seal(key)),
-            end_cursor: last.map(|c| c.seal(key)),
+            start_cursor: edges.first().map(|e| e.cursor().seal(key)),
+            end_cursor: edges.last().map(|e| e.cursor().seal(key)),
         }
     }
+}
+
+/// An edge of a connection: it holds its cursor.
+pub trait Cursored {
+    fn cursor(&self) -> &LazyCursor;
 }
 
 /// Declares a Relay connection of `$node` and its edge, with any fields of
@@ -51,6 +54,12 @@ macro_rules! connection {
         pub struct $edge {
             pub cursor: $crate::api::cursor::LazyCursor,
             pub node: $node,
+        }
+
+        impl $crate::api::page::Cursored for $edge {
+            fn cursor(&self) -> &$crate::api::cursor::LazyCursor {
+                &self.cursor
+            }
         }
 
         #[async_graphql::Object]

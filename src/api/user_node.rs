@@ -244,13 +244,7 @@ impl UserNode {
             })
             .collect();
         Ok(UserConnection {
-            page_info: PageInfo::forward(
-                edges.first().map(|e| &e.cursor),
-                edges.last().map(|e| &e.cursor),
-                after.is_some(),
-                has_next,
-                cursors,
-            ),
+            page_info: PageInfo::forward(&edges, after.is_some(), has_next, cursors),
             edges,
         })
     }
