@@ -47,6 +47,21 @@ fn worker(store: Arc<dyn Store>, clock: Arc<ManualClock>, id: &str, batch: usize
     )
 }
 
+/// Runs `case` on a fresh store of `backend`, removed afterwards; its
+/// error names the backend.
+async fn on_a_store<F, Fut>(backend: Backend, case: F)
+where
+    F: FnOnce(Arc<dyn Store>) -> Fut,
+    Fut: std::future::Future<Output = Result<()>>,
+{
+    let Some(test) = TestStore::open(backend).await else {
+        return;
+    };
+    let result = case(test.store.clone()).await;
+    test.remove().await;
+    result.unwrap_or_else(|err| panic!("{backend:?}: {err:#}"));
+}
+
 async fn feed_len(store: &dyn Store, owner: &str) -> Result<usize> {
     Ok(store
         .feed_page(
@@ -64,39 +79,19 @@ async fn feed_len(store: &dyn Store, owner: &str) -> Result<usize> {
 }
 
 async fn an_expired_lease_is_taken_over_and_nothing_is_delivered_twice(backend: Backend) {
-    let Some(test) = TestStore::open(backend).await else {
-        return;
-    };
-    let result = lease_takeover(test.store.clone()).await;
-    test.remove().await;
-    result.unwrap_or_else(|err| panic!("{backend:?}: {err:#}"));
+    on_a_store(backend, lease_takeover).await
 }
 
 async fn two_workers_on_one_store_never_deliver_twice(backend: Backend) {
-    let Some(test) = TestStore::open(backend).await else {
-        return;
-    };
-    let result = two_workers(test.store.clone()).await;
-    test.remove().await;
-    result.unwrap_or_else(|err| panic!("{backend:?}: {err:#}"));
+    on_a_store(backend, two_workers).await
 }
 
 async fn an_unfollow_during_a_fan_out_takes_out_what_it_writes_after(backend: Backend) {
-    let Some(test) = TestStore::open(backend).await else {
-        return;
-    };
-    let result = unfollow_during_fan_out(test.store.clone()).await;
-    test.remove().await;
-    result.unwrap_or_else(|err| panic!("{backend:?}: {err:#}"));
+    on_a_store(backend, unfollow_during_fan_out).await
 }
 
 async fn a_fan_out_that_keeps_failing_holds_no_cleanup_back(backend: Backend) {
-    let Some(test) = TestStore::open(backend).await else {
-        return;
-    };
-    let result = failed_fan_out_and_cleanup(test.store.clone()).await;
-    test.remove().await;
-    result.unwrap_or_else(|err| panic!("{backend:?}: {err:#}"));
+    on_a_store(backend, failed_fan_out_and_cleanup).await
 }
 
 crate::on_both_backends!(
