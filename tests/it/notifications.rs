@@ -577,16 +577,16 @@ async fn markers(backend: Backend) {
     server.stop().await;
 }
 
-/// The home feed in groups: items of one key (verb, object, day) come
-/// together; pages end before the group one too many; every item comes
-/// once.
-async fn aggregated_home_feed(backend: Backend) {
-    let Some(server) = TestServer::start(backend).await else {
-        return;
-    };
-    let mary = server.client(T, "mary");
+/// Mary follows rita, john and ann, who post about applicants a1, a2 and
+/// a3 (a1 three times, apart), each delivered: mary's client and the
+/// posts, oldest first.
+pub(crate) async fn mary_follows_three_who_post(
+    server: &TestServer,
+    tenant: &str,
+) -> (Client, Vec<String>) {
+    let mary = server.client(tenant, "mary");
     for user in ["rita", "john", "ann"] {
-        server.service(T).upsert_user(user, user).await;
+        server.service(tenant).upsert_user(user, user).await;
         mary.follow(user).await;
     }
     let mut posts = Vec::new();
@@ -597,13 +597,24 @@ async fn aggregated_home_feed(backend: Backend) {
         ("rita", "a3"),
         ("john", "a1"),
     ] {
-        let client = server.client(T, who);
+        let client = server.client(tenant, who);
         let id = client
             .post_status(&format!("{who} on {about}"), json!({ "refIds": [about] }))
             .await;
         client.wait_delivered(&id).await;
         posts.push(id);
     }
+    (mary, posts)
+}
+
+/// The home feed in groups: items of one key (verb, object, day) come
+/// together; pages end before the group one too many; every item comes
+/// once.
+async fn aggregated_home_feed(backend: Backend) {
+    let Some(server) = TestServer::start(backend).await else {
+        return;
+    };
+    let (mary, posts) = mary_follows_three_who_post(&server, T).await;
     const AGGREGATED: &str = "query($after: String) { aggregatedFeed(first: 2, after: $after) {
         edges { cursor node { key verb count actorCount actors { userId } actionIds } }
         pageInfo { hasNextPage hasPreviousPage endCursor } } }";

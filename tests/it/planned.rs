@@ -404,26 +404,7 @@ async fn the_feed_in_groups_runs_planned_and_answers_as_the_general_executor_doe
     let Some(server) = TestServer::start(Backend::Embedded).await else {
         return;
     };
-    let mary = server.client("acme", "mary");
-    for user in ["rita", "john", "ann"] {
-        server.service("acme").upsert_user(user, user).await;
-        mary.follow(user).await;
-    }
-    let mut posts = Vec::new();
-    for (who, about) in [
-        ("rita", "a1"),
-        ("john", "a2"),
-        ("ann", "a1"),
-        ("rita", "a3"),
-        ("john", "a1"),
-    ] {
-        let client = server.client("acme", who);
-        let id = client
-            .post_status(&format!("{who} on {about}"), json!({ "refIds": [about] }))
-            .await;
-        client.wait_delivered(&id).await;
-        posts.push(id);
-    }
+    let (mary, posts) = crate::notifications::mary_follows_three_who_post(&server, "acme").await;
     mary.data(
         "mutation($a: ID!) { like(actionId: $a) { likeCount } }",
         json!({ "a": posts[4] }),
