@@ -6,6 +6,7 @@
 
 mod access;
 mod aggregate;
+mod comments;
 mod cost;
 pub mod cursor;
 mod deliveries;

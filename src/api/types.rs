@@ -11,18 +11,17 @@ use super::cost::page_cost;
 use super::cursor::{CursorKey, LazyCursor, ListId};
 use super::error::ApiResultExt;
 use super::global_id::GlobalId;
-use super::page::{connection, PageInfo};
+use super::page::connection;
 use super::{loaders, state, viewer};
 use crate::descriptor::Descriptor;
 use crate::events::{ActionEvent, ActionEventKind, FeedEvent, FeedEventKind};
-use crate::model::limits::page_size;
 use crate::model::{
-    Action, BumpRule, Comment, FanOutState, FeedItem, Millis, ObjectId, ReasonKind, Scope, Stamp,
-    User,
+    Action, BumpRule, FanOutState, FeedItem, Millis, ObjectId, ReasonKind, Scope, Stamp, User,
 };
 use crate::store::Graph;
 use crate::store::{Held, JobKind, QueuedRead};
 
+pub use super::comments::{comments_page, CommentConnection, CommentNode};
 pub use super::user_node::{user_node, UserNode};
 
 pub fn datetime(ms: Millis) -> DateTime<Utc> {
@@ -316,71 +315,7 @@ impl ActionNode {
         first: Option<i32>,
         after: Option<String>,
     ) -> async_graphql::Result<CommentConnection> {
-        let viewer = viewer(ctx)?;
-        let limit = page_size("first", first).api()?;
-        let id = self.action.id.to_hex();
-        let cursors = &state(ctx)?.cursors;
-        let list = ListId::comments(cursors, &viewer.tenant, &id);
-        let after = after.map(|c| list.decode_id(&c)).transpose()?;
-        let mut comments = state(ctx)?
-            .store
-            .comments(&viewer.tenant, self.action.id, after, limit + 1)
-            .await
-            .api()?;
-        let has_next = comments.len() > limit;
-        comments.truncate(limit);
-        let edges: Vec<CommentEdge> = comments
-            .into_iter()
-            .map(|comment| CommentEdge {
-                cursor: list.lazy_id(comment.id),
-                node: CommentNode(comment),
-            })
-            .collect();
-        Ok(CommentConnection {
-            page_info: PageInfo::forward(&edges, after.is_some(), has_next, cursors),
-            edges,
-        })
-    }
-}
-
-/// A comment on an action.
-pub struct CommentNode(pub Comment);
-
-#[Object(name = "Comment")]
-impl CommentNode {
-    /// Opaque global id (`Node`): `node(id:)` finds the comment by it.
-    pub(super) async fn id(&self) -> ID {
-        GlobalId::Comment {
-            action: self.0.action_id,
-            comment: self.0.id,
-        }
-        .encode()
-    }
-
-    /// The comment's own id (24 hex digits).
-    async fn comment_id(&self) -> ID {
-        ID(self.0.id.to_hex())
-    }
-
-    /// The id of the action commented on (24 hex digits).
-    async fn action_id(&self) -> ID {
-        ID(self.0.action_id.to_hex())
-    }
-
-    async fn author(&self, ctx: &Context<'_>) -> async_graphql::Result<UserNode> {
-        user_node(ctx, &self.0.author_id).await
-    }
-
-    async fn author_id(&self) -> &str {
-        &self.0.author_id
-    }
-
-    async fn text(&self) -> &str {
-        &self.0.text
-    }
-
-    async fn created(&self) -> DateTime<Utc> {
-        datetime(self.0.created)
+        comments_page(state(ctx)?, viewer(ctx)?, self.action.id, first, after).await
     }
 }
 
@@ -661,4 +596,3 @@ connection!(
 );
 connection!(ActionConnection, ActionEdge, ActionNode, "action");
 connection!(UserConnection, UserEdge, UserNode, "user");
-connection!(CommentConnection, CommentEdge, CommentNode, "comment");

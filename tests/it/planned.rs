@@ -454,3 +454,96 @@ async fn the_feed_in_groups_runs_planned_and_answers_as_the_general_executor_doe
     );
     server.stop().await;
 }
+
+/// An action's comments, as the demo's panel and a list of actions ask
+/// for them: pages by cursor, authors with and without a profile.
+const COMMENTS: &str = "query Comments($a: ID!, $first: Int, $after: String, $who: ID!) { \
+    action(actionId: $a) { commentCount comments(first: $first, after: $after) { __typename \
+    edges { cursor node { __typename id commentId actionId authorId text created author { userId name } } } \
+    pageInfo { hasNextPage endCursor } } } \
+    actorFeed(userId: $who) { nodes { actionId last: comments(first: 1) { nodes { text } } \
+    all: comments { nodes { ... on Node { id } author { name } } } } } }";
+
+#[tokio::test]
+async fn comments_run_planned_and_answer_as_the_general_executor_does() {
+    let Some(server) = TestServer::start(Backend::Embedded).await else {
+        return;
+    };
+    let (ann, bob, open, _) = bob_posts_for_all_and_for_cat(&server).await;
+    let other = bob.post_status("another", json!({})).await;
+    let comment = "mutation($id: ID!, $t: String!) { comment(actionId: $id, text: $t) { id } }";
+    // Ann has no profile: her comments' author has a null name.
+    for (who, text) in [(&ann, "first"), (&bob, "second"), (&ann, "third")] {
+        who.data(comment, json!({ "id": open, "t": text })).await;
+    }
+    bob.data(comment, json!({ "id": other, "t": "on the other" }))
+        .await;
+    let vars = |first: Value, after: Value| json!({ "a": open, "first": first, "after": after, "who": "bob" });
+
+    let body = both_ways(&server, &ann, COMMENTS, vars(json!(2), Value::Null)).await;
+    let body: Value = serde_json::from_str(&body).expect("json");
+    let page = &body["data"]["action"]["comments"];
+    let texts: Vec<&Value> = page["edges"]
+        .as_array()
+        .expect("edges")
+        .iter()
+        .map(|e| &e["node"]["text"])
+        .collect();
+    assert_eq!(texts, [&json!("first"), &json!("second")], "{body}");
+    assert_eq!(
+        page["edges"][0]["node"]["author"]["name"],
+        Value::Null,
+        "{body}"
+    );
+    assert_eq!(
+        page["edges"][1]["node"]["author"]["name"],
+        json!("Bob"),
+        "{body}"
+    );
+    assert_eq!(page["pageInfo"]["hasNextPage"], json!(true), "{body}");
+    let lists = body["data"]["actorFeed"]["nodes"]
+        .as_array()
+        .expect("nodes");
+    assert_eq!(lists.len(), 2, "{body}");
+    assert_eq!(
+        lists[0]["last"]["nodes"][0]["text"],
+        json!("on the other"),
+        "{body}"
+    );
+    assert_eq!(
+        lists[1]["all"]["nodes"].as_array().map(Vec::len),
+        Some(3),
+        "{body}"
+    );
+    assert!(executions(&server, "Comments", "planned").await >= 1);
+
+    // The next page, by the cursor the first one gave (the body above
+    // holds cursors opened, for comparing).
+    let first = ann.data(COMMENTS, vars(json!(2), Value::Null)).await;
+    let after = first["action"]["comments"]["pageInfo"]["endCursor"].clone();
+    let body = both_ways(&server, &ann, COMMENTS, vars(json!(2), after)).await;
+    let body: Value = serde_json::from_str(&body).expect("json");
+    let page = &body["data"]["action"]["comments"];
+    assert_eq!(page["edges"][0]["node"]["text"], json!("third"), "{body}");
+    assert_eq!(page["pageInfo"]["hasNextPage"], json!(false), "{body}");
+    assert!(executions(&server, "Comments", "planned").await >= 2);
+
+    // A page too large and a damaged cursor are errors below the root:
+    // left to async-graphql, which places them.
+    let fallbacks = executions(&server, "Comments", "fallback").await;
+    let body = both_ways(&server, &ann, COMMENTS, vars(json!(500), Value::Null)).await;
+    assert!(body.contains("\"comments\""), "{body}");
+    let body: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(
+        body["errors"][0]["path"],
+        json!(["action", "comments"]),
+        "{body}"
+    );
+    let body = both_ways(&server, &ann, COMMENTS, vars(json!(2), json!("damaged"))).await;
+    assert!(body.contains("\"errors\""), "{body}");
+    assert_eq!(
+        executions(&server, "Comments", "fallback").await,
+        fallbacks + 6
+    );
+    server.stop().await;
+}

@@ -10,6 +10,8 @@
 //! `@skip` / `@include` judged by the request's variables as sent (a
 //! variable's default does not count for them, as it does not there).
 
+use std::cell::Cell;
+
 use async_graphql::indexmap::IndexMap;
 use async_graphql::parser::types::{
     Directive, DocumentOperations, ExecutableDocument, Field, OperationDefinition, OperationType,
@@ -19,6 +21,7 @@ use async_graphql::{Name, Pos, Positioned, Variables};
 use async_graphql_value::{ConstValue, Value};
 
 use super::by_id::ById;
+use super::comments::CommentsField;
 use super::groups::{GroupsArgs, GroupsField};
 use super::notices::{NoticesArgs, NoticesField};
 use crate::descriptor::catalog::{Catalog, UNKNOWN};
@@ -47,6 +50,9 @@ pub enum Arg {
 #[derive(Debug)]
 pub struct Plan {
     pub root: Fields<RootField>,
+    /// Whether rows below a page's (an action's comments) are read before
+    /// it is written.
+    pub below: bool,
     /// The operation's variables, for their defaults.
     pub variables: Vec<VariableDefinition>,
 }
@@ -185,6 +191,11 @@ pub enum ActionField {
     LikeCount,
     ViewerHasLiked,
     FanOut(Fields<FanOutField>),
+    Comments {
+        first: Arg,
+        after: Arg,
+        fields: Fields<CommentsField>,
+    },
 }
 
 /// The fields of an action's `fanOut` a plan writes: its state, which the
@@ -223,7 +234,9 @@ pub struct DescriptorFields {
 /// The interfaces and unions each planned type belongs to, besides itself.
 fn belongs_to(type_name: &str) -> &'static [&'static str] {
     match type_name {
-        "FeedItem" | "Action" | "User" | "NotificationGroup" | "Notification" => &["Node"],
+        "FeedItem" | "Action" | "User" | "Comment" | "NotificationGroup" | "Notification" => {
+            &["Node"]
+        }
         _ => &[],
     }
 }
@@ -307,10 +320,12 @@ pub fn compile(
         names,
         values,
         catalog,
+        below: Cell::new(false),
     };
     let root = compiler.root(&op.node.selection_set.node)?;
     Some(Plan {
         root,
+        below: compiler.below.get(),
         variables: op
             .node
             .variable_definitions
@@ -325,12 +340,18 @@ pub(super) struct Compiler<'a> {
     names: &'a [Name],
     values: &'a [bool],
     catalog: &'a Catalog,
+    below: Cell<bool>,
 }
 
 /// The occurrences of one response key.
 pub(super) type Occurrences<'a> = Vec<&'a Positioned<Field>>;
 
 impl<'a> Compiler<'a> {
+    /// Notes that the plan reads rows below a page's.
+    pub(super) fn reads_below(&self) {
+        self.below.set(true);
+    }
+
     /// Whether `@skip` / `@include` leave a selection out.
     fn skipped(&self, directives: &[Positioned<Directive>]) -> bool {
         directives.iter().any(|directive| {
@@ -557,6 +578,7 @@ impl<'a> Compiler<'a> {
             "fanOut" => Self::leaf(occ, ())
                 .and_then(|()| this.fan_out(&Self::subsets(occ)))
                 .map(ActionField::FanOut),
+            "comments" => this.comments(occ),
             _ => None,
         })
     }

@@ -214,13 +214,7 @@ pub(super) async fn read(
 }
 
 impl Run<'_> {
-    pub(super) fn groups(
-        &self,
-        out: &mut Out,
-        bind: &Bind<'_>,
-        fields: &Fields<GroupsField>,
-        (c, users): &Read,
-    ) {
+    pub(super) fn groups(&self, out: &mut Out, fields: &Fields<GroupsField>, (c, users): &Read) {
         out.open();
         for f in fields {
             out.key(&f.key);
@@ -236,14 +230,14 @@ impl Run<'_> {
                                 out.string(&edge.cursor.seal(&self.state.cursors))
                             }
                             GroupsEdgeField::Node(group) => {
-                                self.item_group(out, bind, group, &edge.node, users)
+                                self.item_group(out, group, &edge.node, users)
                             }
                         }
                     }
                     out.close();
                 }),
                 GroupsField::Nodes(group) => out.list(&c.edges, |out, edge| {
-                    self.item_group(out, bind, group, &edge.node, users)
+                    self.item_group(out, group, &edge.node, users)
                 }),
                 GroupsField::PageInfo(page) => page_info(out, page, &c.page_info),
             }
@@ -254,7 +248,6 @@ impl Run<'_> {
     fn item_group(
         &self,
         out: &mut Out,
-        bind: &Bind<'_>,
         fields: &Fields<ItemGroupField>,
         node: &FeedItemGroupNode,
         users: &HashMap<String, UserNode>,
@@ -268,13 +261,18 @@ impl Run<'_> {
                 ItemGroupField::Verb => out.opt_string(node.descriptor_type()),
                 ItemGroupField::Items { first, fields } => {
                     // Bound when the page was read: the same values again.
-                    let first = bind.int(first).ok().flatten();
+                    let first = self.bind.int(first).ok().flatten();
                     let items = node.first_items(first).unwrap_or_default();
                     out.list(items, |out, item| self.item(out, fields, item));
                 }
                 ItemGroupField::Count => out.number(node.size() as u64),
                 ItemGroupField::Actors { first, fields } => {
-                    let first = bind.int(first).ok().flatten().unwrap_or(ACTORS_BY_DEFAULT);
+                    let first = self
+                        .bind
+                        .int(first)
+                        .ok()
+                        .flatten()
+                        .unwrap_or(ACTORS_BY_DEFAULT);
                     let ids = node.actor_ids(first).unwrap_or_default();
                     out.list(&ids, |out, id| match users.get(*id) {
                         Some(found) => user(out, fields, found),

@@ -10,6 +10,7 @@
 //! the same store.
 
 mod by_id;
+mod comments;
 mod compile;
 mod groups;
 mod notices;

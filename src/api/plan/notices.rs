@@ -373,7 +373,6 @@ impl Run<'_> {
     pub(super) fn notifications(
         &self,
         out: &mut Out,
-        bind: &Bind<'_>,
         fields: &Fields<NoticesField>,
         (c, loaded): &(NotificationGroupConnection, Loaded),
     ) {
@@ -392,14 +391,14 @@ impl Run<'_> {
                                 out.string(&edge.cursor.seal(&self.state.cursors))
                             }
                             NoticeEdgeField::Node(group) => {
-                                self.group(out, bind, group, &edge.node, loaded)
+                                self.group(out, group, &edge.node, loaded)
                             }
                         }
                     }
                     out.close();
                 }),
                 NoticesField::Nodes(group) => out.list(&c.edges, |out, edge| {
-                    self.group(out, bind, group, &edge.node, loaded)
+                    self.group(out, group, &edge.node, loaded)
                 }),
                 NoticesField::PageInfo(page) => page_info(out, page, &c.page_info),
                 NoticesField::UnseenCount => out.number(c.unseen_count),
@@ -412,7 +411,6 @@ impl Run<'_> {
     fn group(
         &self,
         out: &mut Out,
-        bind: &Bind<'_>,
         fields: &Fields<GroupField>,
         node: &NotificationGroupNode,
         loaded: &Loaded,
@@ -429,7 +427,8 @@ impl Run<'_> {
                 GroupField::RefId => out.opt_string(node.latest_ref()),
                 GroupField::Actors { first, fields } => {
                     // Bound when the page was read: the same values again.
-                    let first = bind
+                    let first = self
+                        .bind
                         .int(first)
                         .ok()
                         .flatten()
@@ -450,7 +449,8 @@ impl Run<'_> {
                 GroupField::Seen => out.bool(node.is_seen()),
                 GroupField::Read => out.bool(node.is_read()),
                 GroupField::Notifications { first, fields } => {
-                    let first = bind
+                    let first = self
+                        .bind
                         .int(first)
                         .ok()
                         .and_then(|n| members_first(n).ok())

@@ -9,6 +9,7 @@ use async_graphql::{Name, PathSegment, ServerError, Variables, ID};
 use async_graphql_value::ConstValue;
 use chrono::{DateTime, Utc};
 
+use super::comments::Below;
 use super::compile::{
     ActionField, Arg, ConnectionField, CountsField, DescriptorFields, EdgeField, FanOutField,
     FeedArgs, Fields, ItemField, ListArg, ListArgs, ListEdgeField, ListField, PageInfoField, Plan,
@@ -53,17 +54,32 @@ pub async fn run(
     out.open();
     for field in &plan.root {
         out.key(&field.key);
+        let write = Write {
+            state,
+            session,
+            bind: &bind,
+        };
         let answer = match &field.kind {
             RootField::Typename => {
                 out.string("Query");
                 Ok(())
             }
-            RootField::Feed { args, fields } => home(state, session, &bind, args, fields)
-                .await?
-                .map(|connection| Run { state, session }.connection(&mut out, fields, &connection)),
-            RootField::List { of, args, fields } => list(state, session, &bind, of, args, fields)
-                .await?
-                .map(|connection| Run { state, session }.list(&mut out, fields, &connection)),
+            RootField::Feed { args, fields } => {
+                match home(state, session, &bind, args, fields).await? {
+                    Ok(c) => Ok(write
+                        .of(&mut out, |run, out| run.connection(out, fields, &c))
+                        .await?),
+                    Err(err) => Err(err),
+                }
+            }
+            RootField::List { of, args, fields } => {
+                match list(state, session, &bind, of, args, fields).await? {
+                    Ok(c) => Ok(write
+                        .of(&mut out, |run, out| run.list(out, fields, &c))
+                        .await?),
+                    Err(err) => Err(err),
+                }
+            }
             RootField::Viewer(fields) => viewer(state, session)
                 .await
                 .map(|node| user(&mut out, fields, &node)),
@@ -73,22 +89,29 @@ pub async fn run(
             RootField::ById(by_id) => {
                 // Nullable, so only a value counts as an answer.
                 let found = by_id::find(state, session, &bind, by_id).await?;
-                if (Run { state, session }).found(&mut out, by_id, &found) {
+                if write
+                    .of(&mut out, |run, out| run.found(out, by_id, &found))
+                    .await?
+                {
                     answered = true;
                 }
                 continue;
             }
             RootField::Aggregated { args, fields } => {
-                groups::read(state, session, &bind, args, fields)
-                    .await?
-                    .map(|read| Run { state, session }.groups(&mut out, &bind, fields, &read))
+                match groups::read(state, session, &bind, args, fields).await? {
+                    Ok(read) => Ok(write
+                        .of(&mut out, |run, out| run.groups(out, fields, &read))
+                        .await?),
+                    Err(err) => Err(err),
+                }
             }
             RootField::Notifications { args, fields } => {
-                notices::read(state, session, &bind, args, fields)
-                    .await?
-                    .map(|page| {
-                        Run { state, session }.notifications(&mut out, &bind, fields, &page)
-                    })
+                match notices::read(state, session, &bind, args, fields).await? {
+                    Ok(page) => Ok(write
+                        .of(&mut out, |run, out| run.notifications(out, fields, &page))
+                        .await?),
+                    Err(err) => Err(err),
+                }
             }
         };
         match answer {
@@ -114,6 +137,45 @@ pub async fn run(
         errors,
         answered,
     })
+}
+
+/// Writes a root field's value from what was read for it.
+struct Write<'a> {
+    state: &'a AppState,
+    session: &'a Session,
+    bind: &'a Bind<'a>,
+}
+
+impl Write<'_> {
+    /// Writes with `write`; when the plan reads rows below a page's, a
+    /// first pass writes nowhere and notes what it meets, that is read,
+    /// and the second pass writes.
+    async fn of<R>(
+        &self,
+        out: &mut Out,
+        write: impl Fn(&Run, &mut Out) -> R,
+    ) -> Result<R, Fallback> {
+        let mut below = Below::default();
+        if self.bind.plan.below {
+            let noting = Below::noting();
+            write(&self.run(&noting), &mut Out::default());
+            below = noting.read(self.state, self.session).await?;
+        }
+        let written = write(&self.run(&below), out);
+        if below.fell_back() {
+            return Err(Fallback);
+        }
+        Ok(written)
+    }
+
+    fn run<'b>(&'b self, below: &'b Below) -> Run<'b> {
+        Run {
+            state: self.state,
+            session: self.session,
+            bind: self.bind,
+            below,
+        }
+    }
 }
 
 /// Reads the home-feed page a `feed` field asks for.
@@ -338,6 +400,8 @@ impl Bind<'_> {
 pub(super) struct Run<'a> {
     pub(super) state: &'a AppState,
     pub(super) session: &'a Session,
+    pub(super) bind: &'a Bind<'a>,
+    pub(super) below: &'a Below,
 }
 
 impl Run<'_> {
@@ -463,6 +527,11 @@ impl Run<'_> {
                 ActionField::CommentCount => out.number(action.counts.comments),
                 ActionField::LikeCount => out.number(action.counts.likes),
                 ActionField::ViewerHasLiked => out.bool(node.liked_as_loaded().unwrap_or(false)),
+                ActionField::Comments {
+                    first,
+                    after,
+                    fields,
+                } => self.comments(out, (first, after), fields, node),
                 ActionField::FanOut(fields) => {
                     out.open();
                     for f in fields {
