@@ -15,6 +15,7 @@ use crate::model::limits::page_size;
 use crate::model::{Comment, ObjectId};
 
 /// A comment on an action.
+#[derive(Clone)]
 pub struct CommentNode(pub Comment);
 
 impl CommentNode {

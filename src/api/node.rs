@@ -8,7 +8,6 @@ use std::collections::{BTreeSet, HashMap};
 
 use async_graphql::{Context, Interface, ID};
 
-use super::access::access;
 use super::cursor::ListId;
 use super::error::{bad_input, ApiResultExt};
 use super::feed::Needs;
@@ -88,6 +87,51 @@ pub(crate) async fn actions_and_users(
     Ok((actions, users?))
 }
 
+/// The comments `wanted` names that the viewer may see (whoever may read
+/// their action), by comment id: one read of their actions, as
+/// `action(actionId:)` reads them, then the comments together. Comments are
+/// read by action, in id order: each from just before it.
+pub(crate) async fn comments(
+    state: &AppState,
+    viewer: &Viewer,
+    wanted: &[GlobalId],
+) -> async_graphql::Result<HashMap<ObjectId, CommentNode>> {
+    let of: Vec<(ObjectId, ObjectId)> = wanted
+        .iter()
+        .filter_map(|id| match id {
+            GlobalId::Comment { action, comment } => Some((*action, *comment)),
+            _ => None,
+        })
+        .collect();
+    if of.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let actions: Vec<ObjectId> = of.iter().map(|(action, _)| *action).collect();
+    let readable: BTreeSet<ObjectId> = readable_actions(state, viewer, &actions, Needs::default())
+        .await?
+        .into_iter()
+        .flatten()
+        .map(|node| node.action.id)
+        .collect();
+    let shown: Vec<(ObjectId, ObjectId)> = of
+        .into_iter()
+        .filter(|(a, _)| readable.contains(a))
+        .collect();
+    let found = futures_util::future::join_all(shown.iter().map(|(action, comment)| {
+        state
+            .store
+            .comments(&viewer.tenant, *action, before(*comment), 1)
+    }))
+    .await;
+    let mut out = HashMap::new();
+    for ((_, comment), read) in shown.iter().zip(found) {
+        if let Some(found) = read.api()?.into_iter().next().filter(|c| c.id == *comment) {
+            out.insert(*comment, CommentNode(found));
+        }
+    }
+    Ok(out)
+}
+
 /// The nodes of `ids`, in order, null where there is none the viewer may
 /// see. Actions and users load as [`actions_and_users`] finds them; the
 /// actions of comments and feed items in one batch.
@@ -96,19 +140,18 @@ pub async fn resolve(ctx: &Context<'_>, ids: &[ID]) -> async_graphql::Result<Vec
     let wanted = decode(ids)?;
     let needs = Needs::of(ctx, &[&[]]);
     let (found, users) = actions_and_users(state(ctx)?, viewer, &wanted, needs).await?;
+    let comments = comments(state(ctx)?, viewer, &wanted).await?;
 
-    // Comments and feed items: their actions, whether or not the viewer
-    // may read them (a feed item's rule is its owner's).
+    // Feed items: their actions, whether or not the viewer may read them
+    // (a feed item's rule is its owner's).
     let along: BTreeSet<ObjectId> = wanted
         .iter()
         .filter_map(|id| match id {
-            GlobalId::Comment { action, .. } | GlobalId::FeedItem { action, .. } => Some(*action),
+            GlobalId::FeedItem { action, .. } => Some(*action),
             _ => None,
         })
         .collect();
     let actions = loaders(ctx)?.actions.load_many(along).await.api()?;
-    let access = access(ctx, viewer, actions.values()).await?;
-    let readable = |id: &ObjectId| actions.get(id).filter(|a| access.can_read(a));
 
     let mut nodes = Vec::with_capacity(wanted.len());
     for id in wanted {
@@ -117,12 +160,7 @@ pub async fn resolve(ctx: &Context<'_>, ids: &[ID]) -> async_graphql::Result<Vec
                 .get(&action)
                 .map(|node| Node::Action(Box::new(node.clone()))),
             GlobalId::User(user) => users.get(&user).cloned().map(Node::User),
-            GlobalId::Comment { action, comment } => match readable(&action) {
-                Some(_) => find_comment(ctx, viewer, action, comment)
-                    .await?
-                    .map(Node::Comment),
-                None => None,
-            },
+            GlobalId::Comment { comment, .. } => comments.get(&comment).cloned().map(Node::Comment),
             GlobalId::FeedItem { action, owner } => {
                 find_feed_item(ctx, viewer, actions.get(&action), &owner)
                     .await?
@@ -141,27 +179,6 @@ pub async fn resolve(ctx: &Context<'_>, ids: &[ID]) -> async_graphql::Result<Vec
         nodes.push(node);
     }
     Ok(nodes)
-}
-
-/// One comment of an action (the caller checked that the viewer may read
-/// the action). Comments are read by action, in id order: one read from
-/// just before this one.
-async fn find_comment(
-    ctx: &Context<'_>,
-    viewer: &Viewer,
-    action: ObjectId,
-    comment: ObjectId,
-) -> async_graphql::Result<Option<CommentNode>> {
-    let found = state(ctx)?
-        .store
-        .comments(&viewer.tenant, action, before(comment), 1)
-        .await
-        .api()?;
-    Ok(found
-        .into_iter()
-        .next()
-        .filter(|c| c.id == comment)
-        .map(CommentNode))
 }
 
 /// `owner`'s item of `action`, as their feed shows it: for the owner, or an

@@ -1,6 +1,8 @@
 //! The GraphQL `User`: a person known by the application's own id, with
 //! their profile, edges, groups, supervisor and assignments.
 
+use std::collections::HashMap;
+
 use async_graphql::{Context, Object, ID};
 
 use super::cost::{list_cost, page_cost};
@@ -9,7 +11,7 @@ use super::error::ApiResultExt;
 use super::global_id::GlobalId;
 use super::page::PageInfo;
 use super::types::{UserConnection, UserEdge};
-use super::{loaders, state, viewer};
+use super::{loaders, state, viewer, AppState, Viewer};
 use crate::model::limits::page_size;
 use crate::model::limits::MAX_LIST_LEN;
 use crate::model::{EdgeKind, Membership, User};
@@ -83,15 +85,8 @@ impl UserNode {
         first: Option<i32>,
         after: Option<String>,
     ) -> async_graphql::Result<UserConnection> {
-        self.neighbours(
-            ctx,
-            "followers",
-            EdgeKind::Follows,
-            Direction::In,
-            first,
-            after,
-        )
-        .await
+        self.neighbours(ctx, UserList::Followers, first, after)
+            .await
     }
 
     /// Whom this user follows, ordered by id.
@@ -102,15 +97,8 @@ impl UserNode {
         first: Option<i32>,
         after: Option<String>,
     ) -> async_graphql::Result<UserConnection> {
-        self.neighbours(
-            ctx,
-            "following",
-            EdgeKind::Follows,
-            Direction::Out,
-            first,
-            after,
-        )
-        .await
+        self.neighbours(ctx, UserList::Following, first, after)
+            .await
     }
 
     /// This user's friends, ordered by id.
@@ -121,27 +109,12 @@ impl UserNode {
         first: Option<i32>,
         after: Option<String>,
     ) -> async_graphql::Result<UserConnection> {
-        self.neighbours(
-            ctx,
-            "friends",
-            EdgeKind::Friend,
-            Direction::Out,
-            first,
-            after,
-        )
-        .await
+        self.neighbours(ctx, UserList::Friends, first, after).await
     }
 
     /// Who supervises this user, if anyone.
     async fn supervisor(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<UserNode>> {
-        let viewer = viewer(ctx)?;
-        let supervisor = state(ctx)?
-            .store
-            .supervision(&viewer.tenant, Direction::Out, &self.id)
-            .await
-            .api()?
-            .pop();
-        match supervisor {
+        match supervisor_of(state(ctx)?, viewer(ctx)?, &self.id).await? {
             Some(id) => Ok(Some(user_node(ctx, &id).await?)),
             None => Ok(None),
         }
@@ -150,20 +123,9 @@ impl UserNode {
     /// The refs (applicants, positions…) this user is assigned to; shown to the
     /// user, `service` and `admin`, empty for others.
     async fn assignments(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<String>> {
-        let viewer = viewer(ctx)?;
-        if self.id != viewer.user && !viewer.acts_for_others() {
-            return Ok(Vec::new());
-        }
-        let assigned = state(ctx)?
-            .store
-            .assignment(
-                &viewer.tenant,
-                Direction::Out,
-                std::slice::from_ref(&self.id),
-            )
-            .await
-            .api()?;
-        Ok(assigned.into_iter().map(|(_, ref_id)| ref_id).collect())
+        let ids = std::slice::from_ref(&self.id);
+        let mut of = assignments_of(state(ctx)?, viewer(ctx)?, ids).await?;
+        Ok(of.remove(&self.id).unwrap_or_default())
     }
 
     /// The teams and departments this user belongs to (at most 100). Others
@@ -171,24 +133,7 @@ impl UserNode {
     /// and `admin` see all.
     #[graphql(complexity = "list_cost(MAX_LIST_LEN, child_complexity)")]
     async fn groups(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<Membership>> {
-        let viewer = viewer(ctx)?;
-        let store = &state(ctx)?.store;
-        let groups = store.memberships(&viewer.tenant, &self.id).await.api()?;
-        if self.id == viewer.user || viewer.acts_for_others() {
-            return Ok(groups.into_iter().take(MAX_LIST_LEN).collect());
-        }
-        let mine: Vec<String> = store
-            .memberships(&viewer.tenant, &viewer.user)
-            .await
-            .api()?
-            .into_iter()
-            .map(|m| m.group_id)
-            .collect();
-        Ok(groups
-            .into_iter()
-            .filter(|m| mine.contains(&m.group_id))
-            .take(MAX_LIST_LEN)
-            .collect())
+        groups_of(state(ctx)?, viewer(ctx)?, &self.id).await
     }
 }
 
@@ -196,56 +141,156 @@ impl UserNode {
     async fn neighbours(
         &self,
         ctx: &Context<'_>,
-        relation: &str,
-        kind: EdgeKind,
-        direction: Direction,
+        list: UserList,
         first: Option<i32>,
         after: Option<String>,
     ) -> async_graphql::Result<UserConnection> {
-        let viewer = viewer(ctx)?;
-        let limit = page_size("first", first).api()?;
-        let cursors = &state(ctx)?.cursors;
-        let list = ListId::users(cursors, &viewer.tenant, relation, &self.id);
-        let after = after.map(|c| list.decode_string(&c)).transpose()?;
-        let mut ids = state(ctx)?
-            .store
-            .edges(
-                &viewer.tenant,
-                kind,
-                direction,
-                &self.id,
-                after.as_deref(),
-                limit + 1,
-            )
-            .await
-            .api()?;
-        let has_next = ids.len() > limit;
-        ids.truncate(limit);
-        let users = loaders(ctx)?
-            .users
-            .load_many(ids.iter().cloned())
-            .await
-            .api()?;
-        let edges: Vec<UserEdge> = ids
-            .into_iter()
-            .map(|id| {
-                let node = users
-                    .get(&id)
-                    .cloned()
-                    .map(UserNode::from)
-                    .unwrap_or(UserNode {
-                        id: id.clone(),
-                        name: None,
-                    });
-                UserEdge {
-                    cursor: list.lazy_string(&id),
-                    node,
-                }
-            })
-            .collect();
-        Ok(UserConnection {
-            page_info: PageInfo::forward(&edges, after.is_some(), has_next, cursors),
-            edges,
-        })
+        let page = neighbours_page(state(ctx)?, viewer(ctx)?, &self.id, list, first, after).await?;
+        let ids = page.edges.iter().map(|e| e.node.id.clone());
+        let users = loaders(ctx)?.users.load_many(ids).await.api()?;
+        Ok(page.with_profiles(|id| users.get(id).cloned()))
     }
+}
+
+/// A user's list of other users.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
+pub enum UserList {
+    Followers,
+    Following,
+    Friends,
+}
+
+impl UserList {
+    fn name(self) -> &'static str {
+        match self {
+            UserList::Followers => "followers",
+            UserList::Following => "following",
+            UserList::Friends => "friends",
+        }
+    }
+
+    fn edges(self) -> (EdgeKind, Direction) {
+        match self {
+            UserList::Followers => (EdgeKind::Follows, Direction::In),
+            UserList::Following => (EdgeKind::Follows, Direction::Out),
+            UserList::Friends => (EdgeKind::Friend, Direction::Out),
+        }
+    }
+}
+
+/// A page of `of`'s `list`, by id: each node's profile is read after
+/// (see [`UserConnection::with_profiles`]).
+pub(crate) async fn neighbours_page(
+    state: &AppState,
+    viewer: &Viewer,
+    of: &str,
+    list: UserList,
+    first: Option<i32>,
+    after: Option<String>,
+) -> async_graphql::Result<UserConnection> {
+    let limit = page_size("first", first).api()?;
+    let cursors = &state.cursors;
+    let ids = ListId::users(cursors, &viewer.tenant, list.name(), of);
+    let after = after.map(|c| ids.decode_string(&c)).transpose()?;
+    let (kind, direction) = list.edges();
+    let mut found = state
+        .store
+        .edges(
+            &viewer.tenant,
+            kind,
+            direction,
+            of,
+            after.as_deref(),
+            limit + 1,
+        )
+        .await
+        .api()?;
+    let has_next = found.len() > limit;
+    found.truncate(limit);
+    let edges: Vec<UserEdge> = found
+        .into_iter()
+        .map(|id| UserEdge {
+            cursor: ids.lazy_string(&id),
+            node: UserNode::found(&id, None),
+        })
+        .collect();
+    Ok(UserConnection {
+        page_info: PageInfo::forward(&edges, after.is_some(), has_next, cursors),
+        edges,
+    })
+}
+
+impl UserConnection {
+    /// The page with each user's profile, as `profile` finds it.
+    pub(crate) fn with_profiles(mut self, profile: impl Fn(&str) -> Option<User>) -> Self {
+        for edge in &mut self.edges {
+            edge.node = UserNode::found(&edge.node.id, profile(&edge.node.id));
+        }
+        self
+    }
+}
+
+/// The id of `of`'s supervisor, if they have one.
+pub(crate) async fn supervisor_of(
+    state: &AppState,
+    viewer: &Viewer,
+    of: &str,
+) -> async_graphql::Result<Option<String>> {
+    Ok(state
+        .store
+        .supervision(&viewer.tenant, Direction::Out, of)
+        .await
+        .api()?
+        .pop())
+}
+
+/// The refs each of `ids` is assigned to, as the viewer may see them: their
+/// own, or anyone's for `service` and `admin`; none for others.
+pub(crate) async fn assignments_of(
+    state: &AppState,
+    viewer: &Viewer,
+    ids: &[String],
+) -> async_graphql::Result<HashMap<String, Vec<String>>> {
+    let shown: Vec<String> = ids
+        .iter()
+        .filter(|id| **id == viewer.user || viewer.acts_for_others())
+        .cloned()
+        .collect();
+    let mut of: HashMap<String, Vec<String>> = HashMap::new();
+    let assigned = state
+        .store
+        .assignment(&viewer.tenant, Direction::Out, &shown)
+        .await
+        .api()?;
+    for (user, ref_id) in assigned {
+        of.entry(user).or_default().push(ref_id);
+    }
+    Ok(of)
+}
+
+/// The groups `of` belongs to, as the viewer may see them (at most 100):
+/// all of them for themselves, `service` and `admin`; the groups they
+/// share for others.
+pub(crate) async fn groups_of(
+    state: &AppState,
+    viewer: &Viewer,
+    of: &str,
+) -> async_graphql::Result<Vec<Membership>> {
+    let store = &state.store;
+    let groups = store.memberships(&viewer.tenant, of).await.api()?;
+    if of == viewer.user || viewer.acts_for_others() {
+        return Ok(groups.into_iter().take(MAX_LIST_LEN).collect());
+    }
+    let mine: Vec<String> = store
+        .memberships(&viewer.tenant, &viewer.user)
+        .await
+        .api()?
+        .into_iter()
+        .map(|m| m.group_id)
+        .collect();
+    Ok(groups
+        .into_iter()
+        .filter(|m| mine.contains(&m.group_id))
+        .take(MAX_LIST_LEN)
+        .collect())
 }

@@ -323,16 +323,17 @@ async fn records_found_by_id_run_planned_and_answer_as_the_general_executor_does
     server.stop().await;
 }
 
-/// Actions and users found by their global ids, with a hidden action and
-/// a repeat among them.
+/// Actions, users and comments found by their global ids, with a hidden
+/// action and a repeat among them.
 const NODES: &str = "query Nodes($id: ID!, $ids: [ID!]!) { \
     one: node(id: $id) { __typename id ... on Action { actionId likeCount viewerHasLiked \
     actor { name } } ... on User { userId name } ... on Comment { text } } \
     many: nodes(ids: $ids) { __typename ... on Node { id } ... on Action { actionId } \
-    ... on User { name } } }";
+    ... on User { name } ... on Comment { commentId author { name } } } }";
 
 #[tokio::test]
-async fn nodes_of_actions_and_users_run_planned_and_answer_as_the_general_executor_does() {
+async fn nodes_of_actions_users_and_comments_run_planned_and_answer_as_the_general_executor_does(
+) {
     let Some(server) = TestServer::start(Backend::Embedded).await else {
         return;
     };
@@ -343,16 +344,24 @@ async fn nodes_of_actions_and_users_run_planned_and_answer_as_the_general_execut
             json!({ "a": open }),
         )
         .await;
+    let hidden = bob
+        .data(
+            "mutation($a: ID!) { comment(actionId: $a, text: \"for cat\") { id } }",
+            json!({ "a": own }),
+        )
+        .await;
     let ids = bob
         .data(
             "query($a: ID!, $b: ID!) { a: action(actionId: $a) { id } b: action(actionId: $b) { id } \
-             u: user(userId: \"bob\") { id } }",
+             u: user(userId: \"bob\") { id } f: feed(first: 1) { nodes { id } } }",
             json!({ "a": open, "b": own }),
         )
         .await;
     let gid = |v: &Value| v["id"].as_str().expect("a global id").to_owned();
     let (open_id, own_id, bob_id) = (gid(&ids["a"]), gid(&ids["b"]), gid(&ids["u"]));
     let comment_id = gid(&said["comment"]);
+    let hidden_id = gid(&hidden["comment"]);
+    let item_id = gid(&ids["f"]["nodes"][0]);
 
     let vars = |id: &str, ids: &[&str]| json!({ "id": id, "ids": ids });
     let body = both_ways(
@@ -378,10 +387,25 @@ async fn nodes_of_actions_and_users_run_planned_and_answer_as_the_general_execut
     assert!(body.contains("\"many\":[null]"), "{body}");
     assert!(executions(&server, "Nodes", "planned").await >= 2);
 
+    // Comments, one on an action the viewer may not read: planned.
+    let body = both_ways(
+        &server,
+        &ann,
+        NODES,
+        vars(&comment_id, &[&open_id, &hidden_id, &comment_id]),
+    )
+    .await;
+    let body: Value = serde_json::from_str(&body).expect("json");
+    assert_eq!(body["data"]["one"]["text"], "hi", "{body}");
+    let many = body["data"]["many"].as_array().expect("a list");
+    assert!(many[1].is_null(), "not for ann: {body}");
+    assert_eq!(many[2]["author"]["name"], "Bob", "{body}");
+    assert!(executions(&server, "Nodes", "planned").await >= 3);
+
     // Another kind of node, or an id that is not one: async-graphql's.
     let fallbacks = executions(&server, "Nodes", "fallback").await;
-    let body = both_ways(&server, &ann, NODES, vars(&comment_id, &[&open_id])).await;
-    assert!(body.contains("\"text\":\"hi\""), "{body}");
+    let body = both_ways(&server, &ann, NODES, vars(&item_id, &[&open_id])).await;
+    assert!(body.contains("\"one\":null"), "{body}");
     let body = both_ways(&server, &ann, NODES, vars("no such id", &[&open_id])).await;
     assert!(body.contains("BAD_USER_INPUT"), "{body}");
     assert_eq!(
@@ -544,6 +568,101 @@ async fn comments_run_planned_and_answer_as_the_general_executor_does() {
     assert_eq!(
         executions(&server, "Comments", "fallback").await,
         fallbacks + 6
+    );
+    server.stop().await;
+}
+
+/// A profile page: the viewer's and another user's relations, two levels
+/// down.
+const PROFILE: &str = "query Profile($first: Int, $after: String) { \
+    viewer { userId name supervisor { userId name } assignments groups { __typename groupId kind role } \
+    followers(first: $first, after: $after) { edges { cursor node { name } } pageInfo { hasNextPage endCursor } } \
+    following { nodes { userId followers { nodes { userId name supervisor { name } } } } } \
+    friends { nodes { ... on Node { id } } } } \
+    bob: user(userId: \"bob\") { assignments groups { groupId } supervisor { userId } } }";
+
+#[tokio::test]
+async fn a_profile_runs_planned_and_answers_as_the_general_executor_does() {
+    let Some(server) = TestServer::start(Backend::Embedded).await else {
+        return;
+    };
+    let ann = server.client("acme", "ann");
+    let service = server.service("acme");
+    for (id, name) in [("ann", "Ann"), ("bob", "Bob"), ("fay", "Fay")] {
+        server.client("acme", id).upsert_user(id, name).await;
+    }
+    for follower in ["bob", "cat", "dan"] {
+        server.client("acme", follower).follow("ann").await;
+    }
+    ann.follow("bob").await;
+    server.client("acme", "fay").follow("bob").await;
+    ann.data("mutation { befriend(userId: \"dan\") }", json!({}))
+        .await;
+    for mutation in [
+        "mutation { setSupervisor(userId: \"ann\", supervisorId: \"fay\") { userId } }",
+        "mutation { setSupervisor(userId: \"fay\", supervisorId: \"bob\") { userId } }",
+        "mutation { assign(userId: \"ann\", refId: \"applicant-1\") }",
+        "mutation { assign(userId: \"bob\", refId: \"applicant-2\") }",
+    ] {
+        service.data(mutation, json!({})).await;
+    }
+    service.add_member("t-ops", "TEAM", "ann").await;
+    service.add_member("t-ops", "TEAM", "bob").await;
+    service.add_member("t-eng", "TEAM", "bob").await;
+
+    let body = both_ways(&server, &ann, PROFILE, json!({ "first": 2 })).await;
+    let body: Value = serde_json::from_str(&body).expect("json");
+    let me = &body["data"]["viewer"];
+    assert_eq!(me["supervisor"]["name"], json!("Fay"), "{body}");
+    assert_eq!(me["assignments"], json!(["applicant-1"]), "{body}");
+    assert_eq!(
+        me["followers"]["edges"].as_array().map(Vec::len),
+        Some(2),
+        "{body}"
+    );
+    assert_eq!(
+        me["followers"]["pageInfo"]["hasNextPage"],
+        json!(true),
+        "{body}"
+    );
+    let following = &me["following"]["nodes"][0];
+    assert_eq!(following["userId"], json!("bob"), "{body}");
+    let fay = &following["followers"]["nodes"].as_array().expect("nodes")[1];
+    assert_eq!(fay["supervisor"]["name"], json!("Bob"), "{body}");
+    assert_eq!(
+        me["friends"]["nodes"].as_array().map(Vec::len),
+        Some(1),
+        "{body}"
+    );
+    // Another's: no assignments shown, only the groups shared.
+    assert_eq!(body["data"]["bob"]["assignments"], json!([]), "{body}");
+    assert_eq!(
+        body["data"]["bob"]["groups"],
+        json!([{ "groupId": "t-ops" }]),
+        "{body}"
+    );
+    assert!(executions(&server, "Profile", "planned").await >= 1);
+
+    // The next page of followers, by the cursor the first one gave.
+    let first = ann.data(PROFILE, json!({ "first": 2 })).await;
+    let after = first["viewer"]["followers"]["pageInfo"]["endCursor"].clone();
+    let body = both_ways(
+        &server,
+        &ann,
+        PROFILE,
+        json!({ "first": 2, "after": after }),
+    )
+    .await;
+    assert!(body.contains("\"hasNextPage\":false"), "{body}");
+    assert!(executions(&server, "Profile", "planned").await >= 2);
+
+    // A page too large is an error below the root: left to async-graphql.
+    let fallbacks = executions(&server, "Profile", "fallback").await;
+    let body = both_ways(&server, &ann, PROFILE, json!({ "first": 500 })).await;
+    assert!(body.contains("BAD_USER_INPUT"), "{body}");
+    assert_eq!(
+        executions(&server, "Profile", "fallback").await,
+        fallbacks + 3
     );
     server.stop().await;
 }

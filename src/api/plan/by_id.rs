@@ -1,17 +1,18 @@
 //! The roots that find records by id, planned: `action(actionId:)`,
 //! `actions(actionIds:)`, `user(userId:)`, and `node(id:)` / `nodes(ids:)`
-//! of actions and users, each read with the rule its resolver reads with.
+//! of actions, users and comments, each read with the rule its resolver reads with.
 //! They are nullable: an error of theirs (an id that does not parse, say)
 //! leaves the request to async-graphql, which nulls what the specification
 //! says it nulls; so does a global id of another kind of node.
 
+use super::comments::CommentField;
 use super::compile::{arg, ActionField, Arg, Compiler, Fields, Occurrences, RootField, UserField};
-use super::run::{action_needs, user, Bind, Fallback, Out, Run};
+use super::run::{action_needs, Bind, Fallback, Out, Run};
 use crate::api::feed::Needs;
 use crate::api::global_id::{action_id_arg, user_id_arg, GlobalId};
 use crate::api::node;
 use crate::api::query::{readable_actions, user_by_id};
-use crate::api::types::{ActionNode, UserNode};
+use crate::api::types::{ActionNode, CommentNode, UserNode};
 use crate::api::{AppState, Session};
 use crate::model::limits::MAX_LIST_LEN;
 
@@ -30,12 +31,14 @@ pub enum ById {
         id: Arg,
         fields: Fields<UserField>,
     },
-    /// `node` (one id) or `nodes`: the fields an action and a user show.
+    /// `node` (one id) or `nodes`: the fields an action, a user and a
+    /// comment show.
     Nodes {
         ids: Arg,
         one: bool,
         action: Fields<ActionField>,
         user: Fields<UserField>,
+        comment: Fields<CommentField>,
     },
 }
 
@@ -51,6 +54,7 @@ pub(super) enum Found {
 pub(super) enum Named {
     Action(Box<ActionNode>),
     User(UserNode),
+    Comment(CommentNode),
 }
 
 impl<'a> Compiler<'a> {
@@ -80,6 +84,7 @@ impl<'a> Compiler<'a> {
                 one: name == "node",
                 action: self.action(&sets)?,
                 user: self.user(&sets)?,
+                comment: self.comment(&sets)?,
             },
             _ => return None,
         };
@@ -136,21 +141,29 @@ pub(super) async fn find(
                 false => bind.ids(ids)?,
             };
             let wanted = node::decode(&ids).map_err(|_| Fallback)?;
-            if !wanted
-                .iter()
-                .all(|id| matches!(id, GlobalId::Action(_) | GlobalId::User(_)))
-            {
+            if !wanted.iter().all(|id| {
+                matches!(
+                    id,
+                    GlobalId::Action(_) | GlobalId::User(_) | GlobalId::Comment { .. }
+                )
+            }) {
                 return Err(Fallback);
             }
             action_needs(action, &mut needs);
-            let (actions, users) = node::actions_and_users(state, viewer, &wanted, needs)
-                .await
-                .map_err(|_| Fallback)?;
+            let (found, comments) = tokio::join!(
+                node::actions_and_users(state, viewer, &wanted, needs),
+                node::comments(state, viewer, &wanted)
+            );
+            let (actions, users) = found.map_err(|_| Fallback)?;
+            let comments = comments.map_err(|_| Fallback)?;
             let named = wanted.iter().map(|id| match id {
                 GlobalId::Action(id) => {
                     actions.get(id).cloned().map(|a| Named::Action(Box::new(a)))
                 }
                 GlobalId::User(id) => users.get(id).cloned().map(Named::User),
+                GlobalId::Comment { comment, .. } => {
+                    comments.get(comment).cloned().map(Named::Comment)
+                }
                 _ => None,
             });
             Ok(Found::Nodes(named.collect()))
@@ -174,18 +187,23 @@ impl Run<'_> {
                 true
             }
             (ById::User { fields, .. }, Found::User(Some(node))) => {
-                user(out, fields, node);
+                self.user(out, fields, node);
                 true
             }
             (
                 ById::Nodes {
-                    one, action, user, ..
+                    one,
+                    action,
+                    user,
+                    comment,
+                    ..
                 },
                 Found::Nodes(nodes),
             ) => {
                 let write = |out: &mut Out, named: &Named| match named {
                     Named::Action(node) => self.action(out, action, node),
-                    Named::User(node) => super::run::user(out, user, node),
+                    Named::User(node) => self.user(out, user, node),
+                    Named::Comment(node) => self.comment(out, comment, node),
                 };
                 match (one, nodes.first()) {
                     (true, Some(Some(named))) => write(out, named),

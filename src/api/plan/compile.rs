@@ -24,6 +24,8 @@ use super::by_id::ById;
 use super::comments::CommentsField;
 use super::groups::{GroupsArgs, GroupsField};
 use super::notices::{NoticesArgs, NoticesField};
+use super::users::{MembershipField, UsersField};
+use crate::api::user_node::UserList;
 use crate::descriptor::catalog::{Catalog, UNKNOWN};
 
 /// One field of a response: its key, where it is written (for errors) and
@@ -213,6 +215,15 @@ pub enum UserField {
     Id,
     UserId,
     Name,
+    List {
+        list: UserList,
+        first: Arg,
+        after: Arg,
+        fields: Fields<UsersField>,
+    },
+    Supervisor(Fields<UserField>),
+    Assignments,
+    Groups(Fields<MembershipField>),
 }
 
 #[derive(Debug)]
@@ -587,16 +598,6 @@ impl<'a> Compiler<'a> {
         self.object(sets, "FanOut", |_, name, occ| match name {
             "__typename" => Some(FanOutField::Typename),
             "state" => Self::leaf(occ, FanOutField::State),
-            _ => None,
-        })
-    }
-
-    pub(super) fn user(&self, sets: &[&'a SelectionSet]) -> Option<Fields<UserField>> {
-        self.object(sets, "User", |_, name, occ| match name {
-            "__typename" => Some(UserField::Typename),
-            "id" => Self::leaf(occ, UserField::Id),
-            "userId" => Self::leaf(occ, UserField::UserId),
-            "name" => Self::leaf(occ, UserField::Name),
             _ => None,
         })
     }

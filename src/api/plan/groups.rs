@@ -12,7 +12,7 @@ use super::compile::{
     arg, Arg, Compiler, Fields, ItemField, Occurrences, PageInfoField, RootField, UserField,
 };
 use super::notices::only;
-use super::run::{action_needs, page_info, user, Bind, Fallback, Out, Run};
+use super::run::{action_needs, page_info, Bind, Fallback, Out, Run};
 use crate::api::aggregate::{aggregated_page, FeedItemGroupConnection, FeedItemGroupNode};
 use crate::api::cost::bounded_first;
 use crate::api::feed::Needs;
@@ -275,8 +275,8 @@ impl Run<'_> {
                         .unwrap_or(ACTORS_BY_DEFAULT);
                     let ids = node.actor_ids(first).unwrap_or_default();
                     out.list(&ids, |out, id| match users.get(*id) {
-                        Some(found) => user(out, fields, found),
-                        None => user(out, fields, &UserNode::found(id, None)),
+                        Some(found) => self.user(out, fields, found),
+                        None => self.user(out, fields, &UserNode::found(id, None)),
                     });
                 }
                 ItemGroupField::ActorCount => out.number(node.actors_counted() as u64),

@@ -9,6 +9,7 @@
 //! run at all (`--planned-reads`), so the two executors can be compared on
 //! the same store.
 
+mod below;
 mod by_id;
 mod comments;
 mod compile;
@@ -16,6 +17,7 @@ mod groups;
 mod notices;
 mod order;
 mod run;
+mod users;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

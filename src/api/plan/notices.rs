@@ -11,7 +11,7 @@ use async_graphql::parser::types::SelectionSet;
 use super::compile::{
     arg, ActionField, Arg, Compiler, Fields, Occurrences, PageInfoField, RootField, UserField,
 };
-use super::run::{action_needs, page_info, user, Bind, Fallback, Out, Run};
+use super::run::{action_needs, page_info, Bind, Fallback, Out, Run};
 use crate::api::access::access_for;
 use crate::api::feed::Needs;
 use crate::api::notifications::{
@@ -246,11 +246,11 @@ pub(super) struct Loaded {
     users: HashMap<String, UserNode>,
 }
 
-impl Loaded {
-    fn user(&self, out: &mut Out, fields: &Fields<UserField>, id: &str) {
-        match self.users.get(id) {
-            Some(node) => user(out, fields, node),
-            None => user(out, fields, &UserNode::found(id, None)),
+impl Run<'_> {
+    fn loaded_user(&self, out: &mut Out, fields: &Fields<UserField>, id: &str, loaded: &Loaded) {
+        match loaded.users.get(id) {
+            Some(node) => self.user(out, fields, node),
+            None => self.user(out, fields, &UserNode::found(id, None)),
         }
     }
 }
@@ -435,7 +435,7 @@ impl Run<'_> {
                         .and_then(|n| actors_first(n).ok())
                         .unwrap_or(3);
                     out.list(&node.actor_ids(first), |out, id| {
-                        loaded.user(out, fields, id)
+                        self.loaded_user(out, fields, id, loaded)
                     });
                 }
                 GroupField::ActorCount => out.number(node.actors_counted() as u64),
@@ -479,7 +479,7 @@ impl Run<'_> {
                 NoticeField::Typename => out.string("Notification"),
                 NoticeField::Id => out.id(&node.global_id()),
                 NoticeField::Reason => out.enumerated(notice.reason),
-                NoticeField::Actor(fields) => loaded.user(out, fields, &notice.actor),
+                NoticeField::Actor(fields) => self.loaded_user(out, fields, &notice.actor, loaded),
                 NoticeField::ActorId => out.string(&notice.actor),
                 NoticeField::Action(action) => self.readable(out, action, notice.action_id, loaded),
                 NoticeField::CommentId => out.opt_string(node.comment_hex().as_deref()),

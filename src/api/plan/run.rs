@@ -9,11 +9,11 @@ use async_graphql::{Name, PathSegment, ServerError, Variables, ID};
 use async_graphql_value::ConstValue;
 use chrono::{DateTime, Utc};
 
-use super::comments::Below;
+use super::below::Below;
 use super::compile::{
     ActionField, Arg, ConnectionField, CountsField, DescriptorFields, EdgeField, FanOutField,
     FeedArgs, Fields, ItemField, ListArg, ListArgs, ListEdgeField, ListField, PageInfoField, Plan,
-    ReasonField, RootField, UserField,
+    ReasonField, RootField,
 };
 use super::{by_id, groups, notices};
 use crate::api::error::ApiResultExt;
@@ -80,9 +80,12 @@ pub async fn run(
                     Err(err) => Err(err),
                 }
             }
-            RootField::Viewer(fields) => viewer(state, session)
-                .await
-                .map(|node| user(&mut out, fields, &node)),
+            RootField::Viewer(fields) => match viewer(state, session).await {
+                Ok(node) => Ok(write
+                    .of(&mut out, |run, out| run.user(out, fields, &node))
+                    .await?),
+                Err(err) => Err(err),
+            },
             RootField::NotificationCounts(fields) => notification_counts(state, session)
                 .await
                 .map(|c| counts(&mut out, fields, &c)),
@@ -157,9 +160,11 @@ impl Write<'_> {
     ) -> Result<R, Fallback> {
         let mut below = Below::default();
         if self.bind.plan.below {
-            let noting = Below::noting();
-            write(&self.run(&noting), &mut Out::default());
-            below = noting.read(self.state, self.session).await?;
+            below
+                .read_with(self.state, self.session, |below| {
+                    write(&self.run(below), &mut Out::default());
+                })
+                .await?;
         }
         let written = write(&self.run(&below), out);
         if below.fell_back() {
@@ -503,7 +508,7 @@ impl Run<'_> {
                 ActionField::Typename => out.string("Action"),
                 ActionField::Id => out.id(&node.global_id()),
                 ActionField::ActionId => out.id(&node.own_id()),
-                ActionField::Actor(user) => self::user(out, user, &node.actor_as_loaded()),
+                ActionField::Actor(user) => self.user(out, user, &node.actor_as_loaded()),
                 ActionField::ActorId => out.string(&action.actor_id),
                 ActionField::Conducted => out.time(&node.conducted_at()),
                 ActionField::To => out.list(&node.groups_to(), |out, id| out.id(id)),
@@ -583,23 +588,6 @@ fn reason(out: &mut Out, fields: &Fields<ReasonField>, reason: &FeedReasonNode) 
             },
             ReasonField::At => match &reason.at {
                 Some(at) => out.time(at),
-                None => out.null(),
-            },
-        }
-    }
-    out.close();
-}
-
-pub(super) fn user(out: &mut Out, fields: &Fields<UserField>, user: &UserNode) {
-    out.open();
-    for f in fields {
-        out.key(&f.key);
-        match &f.kind {
-            UserField::Typename => out.string("User"),
-            UserField::Id => out.id(&user.global_id()),
-            UserField::UserId => out.string(&user.id),
-            UserField::Name => match &user.name {
-                Some(name) => out.string(name),
                 None => out.null(),
             },
         }
