@@ -12,7 +12,7 @@ use super::cursor::{CursorKey, LazyCursor, ListId};
 use super::error::ApiResultExt;
 use super::global_id::GlobalId;
 use super::page::connection;
-use super::{loaders, state, viewer};
+use super::{loaders, state, viewer, AppState};
 use crate::descriptor::Descriptor;
 use crate::events::{ActionEvent, ActionEventKind, FeedEvent, FeedEventKind};
 use crate::model::{
@@ -333,28 +333,37 @@ impl FanOutNode {
     /// when asked for (the state is the action's own), and once for both
     /// fields that show it.
     async fn lease(&self, ctx: &Context<'_>) -> async_graphql::Result<Option<Held>> {
-        if self.state == FanOutState::Done {
-            return Ok(None);
-        }
         let held = self
             .lease
-            .get_or_try_init::<async_graphql::Error, _, _>(|| async {
-                let key = self.id.to_hex();
-                let queued = state(ctx)?
-                    .store
-                    .queued(JobKind::FanOut, &self.tenant, QueuedRead::under(&key))
-                    .await
-                    .api()?;
-                async_graphql::Result::Ok(
-                    queued
-                        .into_iter()
-                        .find(|q| q.job.key == key)
-                        .and_then(|q| q.held),
-                )
+            .get_or_try_init(|| async {
+                fan_out_lease(state(ctx)?, &self.tenant, self.id, self.state).await
             })
             .await?;
         Ok(held.clone())
     }
+}
+
+/// The lease of `action`'s fan-out job, while a worker holds one (none once
+/// the fan-out is done), for both executors.
+pub(crate) async fn fan_out_lease(
+    state: &AppState,
+    tenant: &str,
+    action: ObjectId,
+    fan_out: FanOutState,
+) -> async_graphql::Result<Option<Held>> {
+    if fan_out == FanOutState::Done {
+        return Ok(None);
+    }
+    let key = action.to_hex();
+    let queued = state
+        .store
+        .queued(JobKind::FanOut, tenant, QueuedRead::under(&key))
+        .await
+        .api()?;
+    Ok(queued
+        .into_iter()
+        .find(|q| q.job.key == key)
+        .and_then(|q| q.held))
 }
 
 /// Delivery progress of an action.

@@ -714,7 +714,8 @@ crate::under_other_models!(
 
 /// A fan-out's lease shows on its action while a worker holds its job
 /// (`lockedUntil`, `worker`, read from the job), beside how far it got
-/// (`state`, the action's own): here a worker of another process.
+/// (`state`, the action's own): here a worker of another process. Both
+/// executors show it alike.
 #[tokio::test]
 async fn a_held_fan_out_shows_its_lease() {
     let Some((url, dir)) = crate::common::store_url(Backend::Mongo("api_fan_out_lease")) else {
@@ -733,7 +734,8 @@ async fn a_held_fan_out_shows_its_lease() {
     .await;
     let bob = server.client("acme", "bob");
     let id = bob.post_status("held", json!({})).await;
-    let query = "query($id: ID!) { action(actionId: $id) { fanOut { state lockedUntil worker } } }";
+    let query =
+        "query Lease($id: ID!) { action(actionId: $id) { fanOut { state lockedUntil worker } } }";
     let data = bob.data(query, json!({ "id": id })).await;
     assert_eq!(
         data["action"]["fanOut"],
@@ -757,6 +759,11 @@ async fn a_held_fan_out_shows_its_lease() {
     let until = fan_out["lockedUntil"].as_str().expect("a lease's end");
     let until = chrono::DateTime::parse_from_rfc3339(until).expect("a time");
     assert_eq!(until.timestamp_millis(), now + 60_000, "{fan_out}");
+    let planned = "riverfeed_graphql_executions_total{name=\"Lease\",executor=\"planned\"}";
+    assert!(server.metric(planned).await >= 1, "the lease read planned");
+    server.server.planner.set_enabled(false);
+    let general = bob.data(query, json!({ "id": id })).await;
+    assert_eq!(general, data, "as async-graphql answers it");
     server.stop().await;
 }
 

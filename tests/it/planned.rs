@@ -157,15 +157,16 @@ async fn a_feed_page_runs_planned_and_answers_as_the_general_executor_does() {
     assert!(bad.contains("\"path\":[\"feed\"]"), "{bad}");
     // A variable async-graphql would refuse is left to it.
     both_ways(&server, &ann, PAGE, json!({ "first": "many" })).await;
-    // An action's fan-out state is planned; the lease a worker holds is
-    // read per action, and a field no plan covers runs on async-graphql.
-    let state = "query State { feed(first: 1) { nodes { action { fanOut { state } } } } }";
-    both_ways(&server, &ann, state, json!({})).await;
-    assert!(executions(&server, "State", "planned").await >= 1);
+    // An action's fan-out is planned, the lease a worker holds too (read
+    // below the page); a root no plan covers runs on async-graphql, the
+    // whole operation.
     let fan_out =
         "query FanOut { feed(first: 1) { nodes { action { fanOut { state worker } } } } }";
     both_ways(&server, &ann, fan_out, json!({})).await;
-    assert_eq!(executions(&server, "FanOut", "fallback").await, 3);
+    assert!(executions(&server, "FanOut", "planned").await >= 1);
+    let other = "query Other { feed(first: 1) { nodes { actionId } } markers { feed } }";
+    both_ways(&server, &ann, other, json!({})).await;
+    assert_eq!(executions(&server, "Other", "fallback").await, 3);
     // No identity: the planned path never sees it.
     let anonymous = server.anonymous();
     both_ways(&server, &anonymous, PAGE, json!({})).await;
@@ -332,8 +333,7 @@ const NODES: &str = "query Nodes($id: ID!, $ids: [ID!]!) { \
     ... on User { name } ... on Comment { commentId author { name } } } }";
 
 #[tokio::test]
-async fn nodes_of_actions_users_and_comments_run_planned_and_answer_as_the_general_executor_does(
-) {
+async fn nodes_of_actions_users_and_comments_run_planned_and_answer_as_the_general_executor_does() {
     let Some(server) = TestServer::start(Backend::Embedded).await else {
         return;
     };

@@ -1,6 +1,6 @@
 //! Rows below a page: what a page's rows lead to beyond the page itself
-//! (an action's comments, a comment's author, a user's followers, groups,
-//! supervisor and assignments). They are read after the page and before it
+//! (an action's comments and fan-out lease, a comment's author, a user's
+//! followers, groups, supervisor and assignments). They are read after the page and before it
 //! is written: a pass over the page writes nowhere and notes each row it
 //! meets that is not read yet; those are read, each kind together, and the
 //! next pass goes one level further down, until a pass meets nothing new.
@@ -15,10 +15,11 @@ use futures_util::future::join_all;
 use super::run::Fallback;
 use crate::api::comments::{comments_page, CommentConnection};
 use crate::api::query::users_by_id;
-use crate::api::types::{UserConnection, UserNode};
+use crate::api::types::{fan_out_lease, UserConnection, UserNode};
 use crate::api::user_node::{assignments_of, groups_of, neighbours_page, supervisor_of, UserList};
 use crate::api::{AppState, Session};
-use crate::model::{Membership, ObjectId};
+use crate::model::{Action, FanOutState, Membership, ObjectId};
+use crate::store::Held;
 
 /// Passes over a page before it is written at most: levels of rows below
 /// it. A document deeper than this runs on async-graphql.
@@ -57,6 +58,8 @@ pub(super) struct Below {
     supervisors: HashMap<String, Option<String>>,
     assignments: HashMap<String, Vec<String>>,
     groups: HashMap<String, Vec<Membership>>,
+    /// Fan-out leases, by action.
+    leases: HashMap<ObjectId, Option<Held>>,
 }
 
 /// What a pass met and found no row for, by kind.
@@ -68,6 +71,8 @@ struct Missing {
     supervisors: Vec<String>,
     assignments: Vec<String>,
     groups: Vec<String>,
+    /// Actions whose fan-out lease is read, with their state.
+    leases: Vec<(ObjectId, FanOutState)>,
 }
 
 impl Missing {
@@ -78,6 +83,7 @@ impl Missing {
             && self.supervisors.is_empty()
             && self.assignments.is_empty()
             && self.groups.is_empty()
+            && self.leases.is_empty()
     }
 }
 
@@ -138,6 +144,19 @@ impl Below {
         find(self, &self.groups, &of.to_owned(), |m| &mut m.groups)
     }
 
+    pub(super) fn lease(&self, action: &Action) -> Option<&Option<Held>> {
+        let found = self.leases.get(&action.id);
+        if found.is_none() {
+            if self.noting.get() {
+                let wanted = (action.id, action.fan_out.state);
+                self.missing.borrow_mut().leases.push(wanted);
+            } else {
+                self.fell_back.set(true);
+            }
+        }
+        found
+    }
+
     /// Passes over the page with `pass` (which writes nowhere) until one
     /// meets nothing missing, reading what each met.
     pub(super) async fn read_with(
@@ -178,7 +197,19 @@ impl Below {
         let supervisors = distinct(&mut missing.supervisors);
         let assignments = distinct(&mut missing.assignments);
         let groups = distinct(&mut missing.groups);
-        let (read_pages, read_lists, read_users, read_supervisors, read_assignments, read_groups) = tokio::join!(
+        missing.leases.sort_by_key(|(id, _)| *id);
+        missing.leases.dedup_by_key(|(id, _)| *id);
+        let leases = &missing.leases;
+        let tenant = &viewer.tenant;
+        let (
+            read_pages,
+            read_lists,
+            read_users,
+            read_supervisors,
+            read_assignments,
+            read_groups,
+            read_leases,
+        ) = tokio::join!(
             join_all(
                 pages
                     .iter()
@@ -195,6 +226,11 @@ impl Below {
             ),
             assignments_of(state, viewer, assignments),
             join_all(groups.iter().map(|id| groups_of(state, viewer, id))),
+            join_all(
+                leases
+                    .iter()
+                    .map(|(id, fan_out)| fan_out_lease(state, tenant, *id, *fan_out))
+            ),
         );
         for (page, read) in pages.iter().zip(read_pages) {
             self.comments
@@ -221,6 +257,9 @@ impl Below {
         }
         for (id, read) in groups.iter().zip(read_groups) {
             self.groups.insert(id.clone(), read.map_err(|_| Fallback)?);
+        }
+        for ((id, _), read) in leases.iter().zip(read_leases) {
+            self.leases.insert(*id, read.map_err(|_| Fallback)?);
         }
         Ok(())
     }

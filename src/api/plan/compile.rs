@@ -200,13 +200,14 @@ pub enum ActionField {
     },
 }
 
-/// The fields of an action's `fanOut` a plan writes: its state, which the
-/// action holds (the lease a worker holds is read per action, so a
-/// selection of `lockedUntil` or `worker` runs on async-graphql).
+/// The fields of an action's `fanOut`: its state, which the action holds,
+/// and the lease a worker holds, read below the page.
 #[derive(Debug)]
 pub enum FanOutField {
     Typename,
     State,
+    LockedUntil,
+    Worker,
 }
 
 #[derive(Debug)]
@@ -595,9 +596,16 @@ impl<'a> Compiler<'a> {
     }
 
     fn fan_out(&self, sets: &[&'a SelectionSet]) -> Option<Fields<FanOutField>> {
-        self.object(sets, "FanOut", |_, name, occ| match name {
+        self.object(sets, "FanOut", |this, name, occ| match name {
             "__typename" => Some(FanOutField::Typename),
             "state" => Self::leaf(occ, FanOutField::State),
+            "lockedUntil" | "worker" => {
+                this.reads_below();
+                match name {
+                    "worker" => Self::leaf(occ, FanOutField::Worker),
+                    _ => Self::leaf(occ, FanOutField::LockedUntil),
+                }
+            }
             _ => None,
         })
     }

@@ -21,8 +21,8 @@ use crate::api::feed::{self, ListOf, Needs, Paging};
 use crate::api::notifications::NotificationCounts;
 use crate::api::page::PageInfo;
 use crate::api::types::{
-    ActionConnection, ActionNode, ActionSlot, FeedItemConnection, FeedItemNode, FeedReasonNode,
-    UserNode,
+    datetime, ActionConnection, ActionNode, ActionSlot, FeedItemConnection, FeedItemNode,
+    FeedReasonNode, UserNode,
 };
 use crate::api::{AppState, Session, Viewer};
 use crate::descriptor::graphql::Member;
@@ -537,17 +537,28 @@ impl Run<'_> {
                     after,
                     fields,
                 } => self.comments(out, (first, after), fields, node),
-                ActionField::FanOut(fields) => {
-                    out.open();
-                    for f in fields {
-                        out.key(&f.key);
-                        match f.kind {
-                            FanOutField::Typename => out.string("FanOut"),
-                            FanOutField::State => out.enumerated(action.fan_out.state),
-                        }
-                    }
-                    out.close();
-                }
+                ActionField::FanOut(fields) => self.fan_out(out, fields, node),
+            }
+        }
+        out.close();
+    }
+
+    fn fan_out(&self, out: &mut Out, fields: &Fields<FanOutField>, node: &ActionNode) {
+        let action = &node.action;
+        out.open();
+        for f in fields {
+            out.key(&f.key);
+            match f.kind {
+                FanOutField::Typename => out.string("FanOut"),
+                FanOutField::State => out.enumerated(action.fan_out.state),
+                FanOutField::LockedUntil => match self.below.lease(action) {
+                    Some(Some(held)) => out.time(&datetime(held.until)),
+                    _ => out.null(),
+                },
+                FanOutField::Worker => match self.below.lease(action) {
+                    Some(Some(held)) => out.string(&held.worker),
+                    _ => out.null(),
+                },
             }
         }
         out.close();
