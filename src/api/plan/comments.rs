@@ -6,28 +6,14 @@
 use async_graphql::parser::types::SelectionSet;
 
 use super::below::PageOf;
-use super::compile::{
-    arg, ActionField, Arg, Compiler, Fields, Occurrences, PageInfoField, UserField,
-};
+use super::compile::{arg, ActionField, Arg, Compiler, Fields, Occurrences, UserField};
+use super::connection::{Connection, Names};
 use super::notices::only;
-use super::run::{page_info, Out, Run};
+use super::run::{Out, Run};
 use crate::api::comments::CommentNode;
 use crate::api::types::ActionNode;
 
-#[derive(Debug)]
-pub enum CommentsField {
-    Typename,
-    Edges(Fields<CommentEdgeField>),
-    Nodes(Fields<CommentField>),
-    PageInfo(Fields<PageInfoField>),
-}
-
-#[derive(Debug)]
-pub enum CommentEdgeField {
-    Typename,
-    Cursor,
-    Node(Fields<CommentField>),
-}
+const COMMENTS: Names = ("CommentConnection", "CommentEdge");
 
 #[derive(Debug)]
 pub enum CommentField {
@@ -47,35 +33,14 @@ impl<'a> Compiler<'a> {
         if !only(occ, &["first", "after"]) {
             return None;
         }
-        let fields = self.object(
-            &Self::subsets(occ),
-            "CommentConnection",
-            |this, name, occ| match name {
-                "__typename" => Some(CommentsField::Typename),
-                "edges" => Some(CommentsField::Edges(
-                    this.comment_edge(&Self::subsets(occ))?,
-                )),
-                "nodes" => Some(CommentsField::Nodes(this.comment(&Self::subsets(occ))?)),
-                "pageInfo" => Some(CommentsField::PageInfo(
-                    this.page_info(&Self::subsets(occ))?,
-                )),
-                _ => None,
-            },
-        )?;
+        let fields = self.plain_connection(&Self::subsets(occ), COMMENTS, |this, sets| {
+            this.comment(sets)
+        })?;
         self.reads_below();
         Some(ActionField::Comments {
             first: arg(occ[0], "first"),
             after: arg(occ[0], "after"),
             fields,
-        })
-    }
-
-    fn comment_edge(&self, sets: &[&'a SelectionSet]) -> Option<Fields<CommentEdgeField>> {
-        self.object(sets, "CommentEdge", |this, name, occ| match name {
-            "__typename" => Some(CommentEdgeField::Typename),
-            "cursor" => Self::leaf(occ, CommentEdgeField::Cursor),
-            "node" => Some(CommentEdgeField::Node(this.comment(&Self::subsets(occ))?)),
-            _ => None,
         })
     }
 
@@ -103,7 +68,7 @@ impl Run<'_> {
         &self,
         out: &mut Out,
         (first, after): (&Arg, &Arg),
-        fields: &Fields<CommentsField>,
+        fields: &Fields<Connection<Fields<CommentField>>>,
         node: &ActionNode,
     ) {
         let (Ok(first), Ok(after)) = (self.bind.int(first), self.bind.string(after)) else {
@@ -118,34 +83,13 @@ impl Run<'_> {
         let Some(c) = self.below.comments(page) else {
             return out.null();
         };
-        out.open();
-        for f in fields {
-            out.key(&f.key);
-            match &f.kind {
-                CommentsField::Typename => out.string("CommentConnection"),
-                CommentsField::Edges(edge_fields) => out.list(&c.edges, |out, edge| {
-                    out.open();
-                    for e in edge_fields {
-                        out.key(&e.key);
-                        match &e.kind {
-                            CommentEdgeField::Typename => out.string("CommentEdge"),
-                            CommentEdgeField::Cursor => {
-                                out.string(&edge.cursor.seal(&self.state.cursors))
-                            }
-                            CommentEdgeField::Node(comment) => {
-                                self.comment(out, comment, &edge.node)
-                            }
-                        }
-                    }
-                    out.close();
-                }),
-                CommentsField::Nodes(comment) => {
-                    out.list(&c.edges, |out, edge| self.comment(out, comment, &edge.node))
-                }
-                CommentsField::PageInfo(page) => page_info(out, page, &c.page_info),
-            }
-        }
-        out.close();
+        self.plain_connection(
+            out,
+            fields,
+            COMMENTS,
+            (&c.edges, &c.page_info),
+            |out, comment, edge| self.comment(out, comment, &edge.node),
+        );
     }
 
     pub(super) fn comment(&self, out: &mut Out, fields: &Fields<CommentField>, node: &CommentNode) {

@@ -21,12 +21,17 @@ use async_graphql::{Name, Pos, Positioned, Variables};
 use async_graphql_value::{ConstValue, Value};
 
 use super::by_id::ById;
-use super::comments::CommentsField;
-use super::groups::{GroupsArgs, GroupsField};
-use super::notices::{NoticesArgs, NoticesField};
-use super::users::{MembershipField, UsersField};
+use super::comments::CommentField;
+use super::connection::{Connection, Names};
+use super::groups::{GroupsArgs, ItemGroupField};
+use super::notices::{GroupField, NoticesArgs, NoticesOwn};
+use super::users::MembershipField;
 use crate::api::user_node::UserList;
 use crate::descriptor::catalog::{Catalog, UNKNOWN};
+
+/// The connections of the home feed and of lists of actions.
+pub(super) const FEED: Names = ("FeedItemConnection", "FeedItemEdge");
+pub(super) const ACTIONS: Names = ("ActionConnection", "ActionEdge");
 
 /// One field of a response: its key, where it is written (for errors) and
 /// what it holds.
@@ -64,7 +69,7 @@ pub enum RootField {
     Typename,
     Feed {
         args: FeedArgs,
-        fields: Fields<ConnectionField>,
+        fields: Fields<Connection<Fields<ItemField>, FeedOwn>>,
     },
     Viewer(Fields<UserField>),
     NotificationCounts(Fields<CountsField>),
@@ -72,17 +77,17 @@ pub enum RootField {
     ById(ById),
     Notifications {
         args: NoticesArgs,
-        fields: Fields<NoticesField>,
+        fields: Fields<Connection<Fields<GroupField>, NoticesOwn>>,
     },
     Aggregated {
         args: GroupsArgs,
-        fields: Fields<GroupsField>,
+        fields: Fields<Connection<Fields<ItemGroupField>>>,
     },
     /// `slice`, `actorFeed`, `groupFeed` or `discussions`.
     List {
         of: ListArg,
         args: ListArgs,
-        fields: Fields<ListField>,
+        fields: Fields<Connection<Fields<ActionField>>>,
     },
 }
 
@@ -103,21 +108,6 @@ pub struct ListArgs {
 }
 
 #[derive(Debug)]
-pub enum ListField {
-    Typename,
-    Edges(Fields<ListEdgeField>),
-    Nodes(Fields<ActionField>),
-    PageInfo(Fields<PageInfoField>),
-}
-
-#[derive(Debug)]
-pub enum ListEdgeField {
-    Typename,
-    Cursor,
-    Node(Fields<ActionField>),
-}
-
-#[derive(Debug)]
 pub enum CountsField {
     Typename,
     UnseenCount,
@@ -134,20 +124,10 @@ pub struct FeedArgs {
     pub matching: Arg,
 }
 
+/// What a page of the home feed has of its own.
 #[derive(Debug)]
-pub enum ConnectionField {
-    Typename,
-    Edges(Fields<EdgeField>),
-    Nodes(Fields<ItemField>),
-    PageInfo(Fields<PageInfoField>),
+pub enum FeedOwn {
     EventsCursor,
-}
-
-#[derive(Debug)]
-pub enum EdgeField {
-    Typename,
-    Cursor,
-    Node(Fields<ItemField>),
 }
 
 #[derive(Debug)]
@@ -196,7 +176,7 @@ pub enum ActionField {
     Comments {
         first: Arg,
         after: Arg,
-        fields: Fields<CommentsField>,
+        fields: Fields<Connection<Fields<CommentField>>>,
     },
 }
 
@@ -220,20 +200,11 @@ pub enum UserField {
         list: UserList,
         first: Arg,
         after: Arg,
-        fields: Fields<UsersField>,
+        fields: Fields<Connection<Fields<UserField>>>,
     },
     Supervisor(Fields<UserField>),
     Assignments,
     Groups(Fields<MembershipField>),
-}
-
-#[derive(Debug)]
-pub enum PageInfoField {
-    Typename,
-    HasPreviousPage,
-    HasNextPage,
-    StartCursor,
-    EndCursor,
 }
 
 /// A descriptor's fields, per member of the `Descriptor` union: response
@@ -498,45 +469,19 @@ impl<'a> Compiler<'a> {
         })
     }
 
-    fn connection(&self, sets: &[&'a SelectionSet]) -> Option<Fields<ConnectionField>> {
-        self.object(sets, "FeedItemConnection", |this, name, occ| match name {
-            "__typename" => Some(ConnectionField::Typename),
-            "edges" => Some(ConnectionField::Edges(this.edge(&Self::subsets(occ))?)),
-            "nodes" => Some(ConnectionField::Nodes(this.item(&Self::subsets(occ))?)),
-            "pageInfo" => Some(ConnectionField::PageInfo(
-                this.page_info(&Self::subsets(occ))?,
-            )),
-            "eventsCursor" => Self::leaf(occ, ConnectionField::EventsCursor),
+    fn connection(
+        &self,
+        sets: &[&'a SelectionSet],
+    ) -> Option<Fields<Connection<Fields<ItemField>, FeedOwn>>> {
+        let own = |name: &str, occ: &Occurrences<'a>| match name {
+            "eventsCursor" => Self::leaf(occ, FeedOwn::EventsCursor),
             _ => None,
-        })
+        };
+        self.connection_of(sets, FEED, |this, sets| this.item(sets), own)
     }
 
-    fn list(&self, sets: &[&'a SelectionSet]) -> Option<Fields<ListField>> {
-        self.object(sets, "ActionConnection", |this, name, occ| match name {
-            "__typename" => Some(ListField::Typename),
-            "edges" => Some(ListField::Edges(this.list_edge(&Self::subsets(occ))?)),
-            "nodes" => Some(ListField::Nodes(this.action(&Self::subsets(occ))?)),
-            "pageInfo" => Some(ListField::PageInfo(this.page_info(&Self::subsets(occ))?)),
-            _ => None,
-        })
-    }
-
-    fn list_edge(&self, sets: &[&'a SelectionSet]) -> Option<Fields<ListEdgeField>> {
-        self.object(sets, "ActionEdge", |this, name, occ| match name {
-            "__typename" => Some(ListEdgeField::Typename),
-            "cursor" => Self::leaf(occ, ListEdgeField::Cursor),
-            "node" => Some(ListEdgeField::Node(this.action(&Self::subsets(occ))?)),
-            _ => None,
-        })
-    }
-
-    fn edge(&self, sets: &[&'a SelectionSet]) -> Option<Fields<EdgeField>> {
-        self.object(sets, "FeedItemEdge", |this, name, occ| match name {
-            "__typename" => Some(EdgeField::Typename),
-            "cursor" => Self::leaf(occ, EdgeField::Cursor),
-            "node" => Some(EdgeField::Node(this.item(&Self::subsets(occ))?)),
-            _ => None,
-        })
+    fn list(&self, sets: &[&'a SelectionSet]) -> Option<Fields<Connection<Fields<ActionField>>>> {
+        self.plain_connection(sets, ACTIONS, |this, sets| this.action(sets))
     }
 
     pub(super) fn item(&self, sets: &[&'a SelectionSet]) -> Option<Fields<ItemField>> {
@@ -615,17 +560,6 @@ impl<'a> Compiler<'a> {
             "__typename" => Some(CountsField::Typename),
             "unseenCount" => Self::leaf(occ, CountsField::UnseenCount),
             "unreadCount" => Self::leaf(occ, CountsField::UnreadCount),
-            _ => None,
-        })
-    }
-
-    pub(super) fn page_info(&self, sets: &[&'a SelectionSet]) -> Option<Fields<PageInfoField>> {
-        self.object(sets, "PageInfo", |_, name, occ| match name {
-            "__typename" => Some(PageInfoField::Typename),
-            "hasPreviousPage" => Self::leaf(occ, PageInfoField::HasPreviousPage),
-            "hasNextPage" => Self::leaf(occ, PageInfoField::HasNextPage),
-            "startCursor" => Self::leaf(occ, PageInfoField::StartCursor),
-            "endCursor" => Self::leaf(occ, PageInfoField::EndCursor),
             _ => None,
         })
     }

@@ -8,11 +8,10 @@ use std::collections::HashMap;
 
 use async_graphql::parser::types::SelectionSet;
 
-use super::compile::{
-    arg, Arg, Compiler, Fields, ItemField, Occurrences, PageInfoField, RootField, UserField,
-};
+use super::compile::{arg, Arg, Compiler, Fields, ItemField, Occurrences, RootField, UserField};
+use super::connection::{node_fields, Connection, Names};
 use super::notices::only;
-use super::run::{action_needs, page_info, Bind, Fallback, Out, Run};
+use super::run::{action_needs, Bind, Fallback, Out, Run};
 use crate::api::aggregate::{aggregated_page, FeedItemGroupConnection, FeedItemGroupNode};
 use crate::api::cost::bounded_first;
 use crate::api::feed::Needs;
@@ -30,20 +29,8 @@ pub struct GroupsArgs {
     pub after: Arg,
 }
 
-#[derive(Debug)]
-pub enum GroupsField {
-    Typename,
-    Edges(Fields<GroupsEdgeField>),
-    Nodes(Fields<ItemGroupField>),
-    PageInfo(Fields<PageInfoField>),
-}
-
-#[derive(Debug)]
-pub enum GroupsEdgeField {
-    Typename,
-    Cursor,
-    Node(Fields<ItemGroupField>),
-}
+/// The connection of groups and its edges.
+const GROUPS: Names = ("FeedItemGroupConnection", "FeedItemGroupEdge");
 
 #[derive(Debug)]
 pub enum ItemGroupField {
@@ -75,27 +62,10 @@ impl<'a> Compiler<'a> {
             first: arg(occ[0], "first"),
             after: arg(occ[0], "after"),
         };
-        let fields = self.object(
-            &Self::subsets(occ),
-            "FeedItemGroupConnection",
-            |this, name, occ| match name {
-                "__typename" => Some(GroupsField::Typename),
-                "edges" => Some(GroupsField::Edges(this.groups_edge(&Self::subsets(occ))?)),
-                "nodes" => Some(GroupsField::Nodes(this.item_group(&Self::subsets(occ))?)),
-                "pageInfo" => Some(GroupsField::PageInfo(this.page_info(&Self::subsets(occ))?)),
-                _ => None,
-            },
-        )?;
+        let fields = self.plain_connection(&Self::subsets(occ), GROUPS, |this, sets| {
+            this.item_group(sets)
+        })?;
         Some(RootField::Aggregated { args, fields })
-    }
-
-    fn groups_edge(&self, sets: &[&'a SelectionSet]) -> Option<Fields<GroupsEdgeField>> {
-        self.object(sets, "FeedItemGroupEdge", |this, name, occ| match name {
-            "__typename" => Some(GroupsEdgeField::Typename),
-            "cursor" => Self::leaf(occ, GroupsEdgeField::Cursor),
-            "node" => Some(GroupsEdgeField::Node(this.item_group(&Self::subsets(occ))?)),
-            _ => None,
-        })
     }
 
     fn item_group(&self, sets: &[&'a SelectionSet]) -> Option<Fields<ItemGroupField>> {
@@ -171,22 +141,12 @@ pub(super) async fn read(
     session: &Session,
     bind: &Bind<'_>,
     args: &GroupsArgs,
-    fields: &Fields<GroupsField>,
+    fields: &Fields<Connection<Fields<ItemGroupField>>>,
 ) -> Result<async_graphql::Result<Read>, Fallback> {
     let (first, after) = (bind.int(&args.first)?, bind.string(&args.after)?);
     let mut wants = Wants::default();
-    for f in fields {
-        match &f.kind {
-            GroupsField::Nodes(group) => Wants::of(bind, group, &mut wants)?,
-            GroupsField::Edges(edge) => {
-                for e in edge {
-                    if let GroupsEdgeField::Node(group) = &e.kind {
-                        Wants::of(bind, group, &mut wants)?;
-                    }
-                }
-            }
-            _ => {}
-        }
+    for group in node_fields(fields) {
+        Wants::of(bind, group, &mut wants)?;
     }
     let viewer = match session.viewer() {
         Ok(viewer) => viewer,
@@ -214,35 +174,19 @@ pub(super) async fn read(
 }
 
 impl Run<'_> {
-    pub(super) fn groups(&self, out: &mut Out, fields: &Fields<GroupsField>, (c, users): &Read) {
-        out.open();
-        for f in fields {
-            out.key(&f.key);
-            match &f.kind {
-                GroupsField::Typename => out.string("FeedItemGroupConnection"),
-                GroupsField::Edges(edge_fields) => out.list(&c.edges, |out, edge| {
-                    out.open();
-                    for e in edge_fields {
-                        out.key(&e.key);
-                        match &e.kind {
-                            GroupsEdgeField::Typename => out.string("FeedItemGroupEdge"),
-                            GroupsEdgeField::Cursor => {
-                                out.string(&edge.cursor.seal(&self.state.cursors))
-                            }
-                            GroupsEdgeField::Node(group) => {
-                                self.item_group(out, group, &edge.node, users)
-                            }
-                        }
-                    }
-                    out.close();
-                }),
-                GroupsField::Nodes(group) => out.list(&c.edges, |out, edge| {
-                    self.item_group(out, group, &edge.node, users)
-                }),
-                GroupsField::PageInfo(page) => page_info(out, page, &c.page_info),
-            }
-        }
-        out.close();
+    pub(super) fn groups(
+        &self,
+        out: &mut Out,
+        fields: &Fields<Connection<Fields<ItemGroupField>>>,
+        (c, users): &Read,
+    ) {
+        self.plain_connection(
+            out,
+            fields,
+            GROUPS,
+            (&c.edges, &c.page_info),
+            |out, group, edge| self.item_group(out, group, &edge.node, users),
+        );
     }
 
     fn item_group(

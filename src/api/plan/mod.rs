@@ -13,6 +13,7 @@ mod below;
 mod by_id;
 mod comments;
 mod compile;
+mod connection;
 mod groups;
 mod notices;
 mod order;

@@ -8,10 +8,9 @@ use std::collections::HashMap;
 
 use async_graphql::parser::types::SelectionSet;
 
-use super::compile::{
-    arg, ActionField, Arg, Compiler, Fields, Occurrences, PageInfoField, RootField, UserField,
-};
-use super::run::{action_needs, page_info, Bind, Fallback, Out, Run};
+use super::compile::{arg, ActionField, Arg, Compiler, Fields, Occurrences, RootField, UserField};
+use super::connection::{node_fields, Connection, Names};
+use super::run::{action_needs, Bind, Fallback, Out, Run};
 use crate::api::access::access_for;
 use crate::api::feed::Needs;
 use crate::api::notifications::{
@@ -29,21 +28,14 @@ pub struct NoticesArgs {
     pub unread_only: Arg,
 }
 
+/// The connection of notification groups and its edges.
+const NOTICES: Names = ("NotificationGroupConnection", "NotificationGroupEdge");
+
+/// What a page of notifications has of its own.
 #[derive(Debug)]
-pub enum NoticesField {
-    Typename,
-    Edges(Fields<NoticeEdgeField>),
-    Nodes(Fields<GroupField>),
-    PageInfo(Fields<PageInfoField>),
+pub enum NoticesOwn {
     UnseenCount,
     UnreadCount,
-}
-
-#[derive(Debug)]
-pub enum NoticeEdgeField {
-    Typename,
-    Cursor,
-    Node(Fields<GroupField>),
 }
 
 #[derive(Debug)]
@@ -106,33 +98,18 @@ impl<'a> Compiler<'a> {
             after: arg(occ[0], "after"),
             unread_only: arg(occ[0], "unreadOnly"),
         };
-        let fields = self.object(
+        let own = |name: &str, occ: &Occurrences<'a>| match name {
+            "unseenCount" => Self::leaf(occ, NoticesOwn::UnseenCount),
+            "unreadCount" => Self::leaf(occ, NoticesOwn::UnreadCount),
+            _ => None,
+        };
+        let fields = self.connection_of(
             &Self::subsets(occ),
-            "NotificationGroupConnection",
-            |this, name, occ| match name {
-                "__typename" => Some(NoticesField::Typename),
-                "edges" => Some(NoticesField::Edges(this.notice_edge(&Self::subsets(occ))?)),
-                "nodes" => Some(NoticesField::Nodes(this.group(&Self::subsets(occ))?)),
-                "pageInfo" => Some(NoticesField::PageInfo(this.page_info(&Self::subsets(occ))?)),
-                "unseenCount" => Self::leaf(occ, NoticesField::UnseenCount),
-                "unreadCount" => Self::leaf(occ, NoticesField::UnreadCount),
-                _ => None,
-            },
+            NOTICES,
+            |this, sets| this.group(sets),
+            own,
         )?;
         Some(RootField::Notifications { args, fields })
-    }
-
-    fn notice_edge(&self, sets: &[&'a SelectionSet]) -> Option<Fields<NoticeEdgeField>> {
-        self.object(
-            sets,
-            "NotificationGroupEdge",
-            |this, name, occ| match name {
-                "__typename" => Some(NoticeEdgeField::Typename),
-                "cursor" => Self::leaf(occ, NoticeEdgeField::Cursor),
-                "node" => Some(NoticeEdgeField::Node(this.group(&Self::subsets(occ))?)),
-                _ => None,
-            },
-        )
     }
 
     fn group(&self, sets: &[&'a SelectionSet]) -> Option<Fields<GroupField>> {
@@ -262,7 +239,7 @@ pub(super) async fn read(
     session: &Session,
     bind: &Bind<'_>,
     args: &NoticesArgs,
-    fields: &Fields<NoticesField>,
+    fields: &Fields<Connection<Fields<GroupField>, NoticesOwn>>,
 ) -> Result<async_graphql::Result<(NotificationGroupConnection, Loaded)>, Fallback> {
     let (first, after, unread_only) = (
         bind.int(&args.first)?,
@@ -270,18 +247,8 @@ pub(super) async fn read(
         bind.bool(&args.unread_only)?,
     );
     let mut wants = Wants::default();
-    for f in fields {
-        match &f.kind {
-            NoticesField::Nodes(group) => Wants::of(bind, group, &mut wants)?,
-            NoticesField::Edges(edge) => {
-                for e in edge {
-                    if let NoticeEdgeField::Node(group) = &e.kind {
-                        Wants::of(bind, group, &mut wants)?;
-                    }
-                }
-            }
-            _ => {}
-        }
+    for group in node_fields(fields) {
+        Wants::of(bind, group, &mut wants)?;
     }
     let viewer = match session.viewer() {
         Ok(viewer) => viewer,
@@ -373,39 +340,20 @@ impl Run<'_> {
     pub(super) fn notifications(
         &self,
         out: &mut Out,
-        fields: &Fields<NoticesField>,
+        fields: &Fields<Connection<Fields<GroupField>, NoticesOwn>>,
         (c, loaded): &(NotificationGroupConnection, Loaded),
     ) {
-        out.open();
-        for f in fields {
-            out.key(&f.key);
-            match &f.kind {
-                NoticesField::Typename => out.string("NotificationGroupConnection"),
-                NoticesField::Edges(edge_fields) => out.list(&c.edges, |out, edge| {
-                    out.open();
-                    for e in edge_fields {
-                        out.key(&e.key);
-                        match &e.kind {
-                            NoticeEdgeField::Typename => out.string("NotificationGroupEdge"),
-                            NoticeEdgeField::Cursor => {
-                                out.string(&edge.cursor.seal(&self.state.cursors))
-                            }
-                            NoticeEdgeField::Node(group) => {
-                                self.group(out, group, &edge.node, loaded)
-                            }
-                        }
-                    }
-                    out.close();
-                }),
-                NoticesField::Nodes(group) => out.list(&c.edges, |out, edge| {
-                    self.group(out, group, &edge.node, loaded)
-                }),
-                NoticesField::PageInfo(page) => page_info(out, page, &c.page_info),
-                NoticesField::UnseenCount => out.number(c.unseen_count),
-                NoticesField::UnreadCount => out.number(c.unread_count),
-            }
-        }
-        out.close();
+        self.connection_of(
+            out,
+            fields,
+            NOTICES,
+            (&c.edges, &c.page_info),
+            |out, group, edge| self.group(out, group, &edge.node, loaded),
+            |out, own| match own {
+                NoticesOwn::UnseenCount => out.number(c.unseen_count),
+                NoticesOwn::UnreadCount => out.number(c.unread_count),
+            },
+        );
     }
 
     fn group(

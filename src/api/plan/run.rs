@@ -11,15 +11,14 @@ use chrono::{DateTime, Utc};
 
 use super::below::Below;
 use super::compile::{
-    ActionField, Arg, ConnectionField, CountsField, DescriptorFields, EdgeField, FanOutField,
-    FeedArgs, Fields, ItemField, ListArg, ListArgs, ListEdgeField, ListField, PageInfoField, Plan,
-    ReasonField, RootField,
+    ActionField, Arg, CountsField, DescriptorFields, FanOutField, FeedArgs, FeedOwn, Fields,
+    ItemField, ListArg, ListArgs, Plan, ReasonField, RootField, ACTIONS, FEED,
 };
+use super::connection::{node_fields, Connection};
 use super::{by_id, groups, notices};
 use crate::api::error::ApiResultExt;
 use crate::api::feed::{self, ListOf, Needs, Paging};
 use crate::api::notifications::NotificationCounts;
-use crate::api::page::PageInfo;
 use crate::api::types::{
     datetime, ActionConnection, ActionNode, ActionSlot, FeedItemConnection, FeedItemNode,
     FeedReasonNode, UserNode,
@@ -189,7 +188,7 @@ async fn home(
     session: &Session,
     bind: &Bind<'_>,
     args: &FeedArgs,
-    fields: &Fields<ConnectionField>,
+    fields: &Fields<Connection<Fields<ItemField>, FeedOwn>>,
 ) -> Result<async_graphql::Result<FeedItemConnection>, Fallback> {
     let paging = Paging {
         first: bind.int(&args.first)?,
@@ -214,7 +213,7 @@ async fn list(
     bind: &Bind<'_>,
     of: &ListArg,
     args: &ListArgs,
-    fields: &Fields<ListField>,
+    fields: &Fields<Connection<Fields<ActionField>>>,
 ) -> Result<async_graphql::Result<ActionConnection>, Fallback> {
     let of = match of {
         ListArg::Slice(ref_id) => ListOf::Slice(bind.string(ref_id)?.ok_or(Fallback)?),
@@ -228,18 +227,8 @@ async fn list(
         bind.string(&args.matching)?,
     );
     let mut needs = Needs::default();
-    for f in fields {
-        match &f.kind {
-            ListField::Nodes(action) => action_needs(action, &mut needs),
-            ListField::Edges(edges) => {
-                for e in edges {
-                    if let ListEdgeField::Node(action) = &e.kind {
-                        action_needs(action, &mut needs);
-                    }
-                }
-            }
-            _ => {}
-        }
+    for action in node_fields(fields) {
+        action_needs(action, &mut needs);
     }
     Ok(async {
         let viewer = session.viewer()?;
@@ -283,26 +272,13 @@ fn counts(out: &mut Out, fields: &Fields<CountsField>, c: &NotificationCounts) {
 }
 
 /// What a page's actions need loaded, from the plan of its connection.
-fn needs(fields: &Fields<ConnectionField>) -> Needs {
+fn needs(fields: &Fields<Connection<Fields<ItemField>, FeedOwn>>) -> Needs {
     let mut needs = Needs::default();
-    let item = |fields: &Fields<ItemField>, needs: &mut Needs| {
-        for f in fields {
+    for items in node_fields(fields) {
+        for f in items {
             if let ItemField::Action(a) = &f.kind {
-                action_needs(a, needs);
+                action_needs(a, &mut needs);
             }
-        }
-    };
-    for f in fields {
-        match &f.kind {
-            ConnectionField::Nodes(items) => item(items, &mut needs),
-            ConnectionField::Edges(edges) => {
-                for e in edges {
-                    if let EdgeField::Node(items) = &e.kind {
-                        item(items, &mut needs);
-                    }
-                }
-            }
-            _ => {}
         }
     }
     needs
@@ -414,67 +390,37 @@ impl Run<'_> {
         self.session.viewer().ok()
     }
 
-    fn connection(&self, out: &mut Out, fields: &Fields<ConnectionField>, c: &FeedItemConnection) {
-        out.open();
-        for f in fields {
-            out.key(&f.key);
-            match &f.kind {
-                ConnectionField::Typename => out.string("FeedItemConnection"),
-                ConnectionField::Edges(edge_fields) => {
-                    out.list(&c.edges, |out, edge| {
-                        out.open();
-                        for e in edge_fields {
-                            out.key(&e.key);
-                            match &e.kind {
-                                EdgeField::Typename => out.string("FeedItemEdge"),
-                                EdgeField::Cursor => {
-                                    out.string(&edge.cursor.seal(&self.state.cursors))
-                                }
-                                EdgeField::Node(items) => self.item(out, items, &edge.node),
-                            }
-                        }
-                        out.close();
-                    });
-                }
-                ConnectionField::Nodes(items) => {
-                    out.list(&c.edges, |out, edge| self.item(out, items, &edge.node));
-                }
-                ConnectionField::PageInfo(page) => page_info(out, page, &c.page_info),
-                ConnectionField::EventsCursor => out.string(&c.events_cursor),
-            }
-        }
-        out.close();
+    fn connection(
+        &self,
+        out: &mut Out,
+        fields: &Fields<Connection<Fields<ItemField>, FeedOwn>>,
+        c: &FeedItemConnection,
+    ) {
+        self.connection_of(
+            out,
+            fields,
+            FEED,
+            (&c.edges, &c.page_info),
+            |out, items, edge| self.item(out, items, &edge.node),
+            |out, own| match own {
+                FeedOwn::EventsCursor => out.string(&c.events_cursor),
+            },
+        );
     }
 
-    fn list(&self, out: &mut Out, fields: &Fields<ListField>, c: &ActionConnection) {
-        out.open();
-        for f in fields {
-            out.key(&f.key);
-            match &f.kind {
-                ListField::Typename => out.string("ActionConnection"),
-                ListField::Edges(edge_fields) => {
-                    out.list(&c.edges, |out, edge| {
-                        out.open();
-                        for e in edge_fields {
-                            out.key(&e.key);
-                            match &e.kind {
-                                ListEdgeField::Typename => out.string("ActionEdge"),
-                                ListEdgeField::Cursor => {
-                                    out.string(&edge.cursor.seal(&self.state.cursors))
-                                }
-                                ListEdgeField::Node(action) => self.action(out, action, &edge.node),
-                            }
-                        }
-                        out.close();
-                    });
-                }
-                ListField::Nodes(action) => {
-                    out.list(&c.edges, |out, edge| self.action(out, action, &edge.node));
-                }
-                ListField::PageInfo(page) => page_info(out, page, &c.page_info),
-            }
-        }
-        out.close();
+    fn list(
+        &self,
+        out: &mut Out,
+        fields: &Fields<Connection<Fields<ActionField>>>,
+        c: &ActionConnection,
+    ) {
+        self.plain_connection(
+            out,
+            fields,
+            ACTIONS,
+            (&c.edges, &c.page_info),
+            |out, action, edge| self.action(out, action, &edge.node),
+        );
     }
 
     pub(super) fn item(&self, out: &mut Out, fields: &Fields<ItemField>, item: &FeedItemNode) {
@@ -601,21 +547,6 @@ fn reason(out: &mut Out, fields: &Fields<ReasonField>, reason: &FeedReasonNode) 
                 Some(at) => out.time(at),
                 None => out.null(),
             },
-        }
-    }
-    out.close();
-}
-
-pub(super) fn page_info(out: &mut Out, fields: &Fields<PageInfoField>, page: &PageInfo) {
-    out.open();
-    for f in fields {
-        out.key(&f.key);
-        match &f.kind {
-            PageInfoField::Typename => out.string("PageInfo"),
-            PageInfoField::HasPreviousPage => out.bool(page.has_previous_page),
-            PageInfoField::HasNextPage => out.bool(page.has_next_page),
-            PageInfoField::StartCursor => out.opt_string(page.start_cursor.as_deref()),
-            PageInfoField::EndCursor => out.opt_string(page.end_cursor.as_deref()),
         }
     }
     out.close();

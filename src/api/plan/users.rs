@@ -7,26 +7,14 @@
 use async_graphql::parser::types::SelectionSet;
 
 use super::below::UsersOf;
-use super::compile::{arg, Compiler, Fields, Occurrences, UserField};
+use super::compile::{arg, Arg, Compiler, Fields, Occurrences, UserField};
+use super::connection::{Connection, Names};
 use super::notices::only;
-use super::run::{page_info, Out, Run};
+use super::run::{Out, Run};
 use crate::api::user_node::{UserList, UserNode};
 use crate::model::Membership;
 
-#[derive(Debug)]
-pub enum UsersField {
-    Typename,
-    Edges(Fields<UserEdgeField>),
-    Nodes(Fields<UserField>),
-    PageInfo(Fields<super::compile::PageInfoField>),
-}
-
-#[derive(Debug)]
-pub enum UserEdgeField {
-    Typename,
-    Cursor,
-    Node(Fields<UserField>),
-}
+const USERS: Names = ("UserConnection", "UserEdge");
 
 #[derive(Debug)]
 pub enum MembershipField {
@@ -71,32 +59,13 @@ impl<'a> Compiler<'a> {
             return None;
         }
         let fields =
-            self.object(
-                &Self::subsets(occ),
-                "UserConnection",
-                |this, name, occ| match name {
-                    "__typename" => Some(UsersField::Typename),
-                    "edges" => Some(UsersField::Edges(this.user_edge(&Self::subsets(occ))?)),
-                    "nodes" => Some(UsersField::Nodes(this.user(&Self::subsets(occ))?)),
-                    "pageInfo" => Some(UsersField::PageInfo(this.page_info(&Self::subsets(occ))?)),
-                    _ => None,
-                },
-            )?;
+            self.plain_connection(&Self::subsets(occ), USERS, |this, sets| this.user(sets))?;
         self.reads_below();
         Some(UserField::List {
             list,
             first: arg(occ[0], "first"),
             after: arg(occ[0], "after"),
             fields,
-        })
-    }
-
-    fn user_edge(&self, sets: &[&'a SelectionSet]) -> Option<Fields<UserEdgeField>> {
-        self.object(sets, "UserEdge", |this, name, occ| match name {
-            "__typename" => Some(UserEdgeField::Typename),
-            "cursor" => Self::leaf(occ, UserEdgeField::Cursor),
-            "node" => Some(UserEdgeField::Node(this.user(&Self::subsets(occ))?)),
-            _ => None,
         })
     }
 
@@ -170,8 +139,8 @@ impl Run<'_> {
     fn user_list(
         &self,
         out: &mut Out,
-        (list, first, after): (UserList, &super::compile::Arg, &super::compile::Arg),
-        fields: &Fields<UsersField>,
+        (list, first, after): (UserList, &Arg, &Arg),
+        fields: &Fields<Connection<Fields<UserField>>>,
         of: &UserNode,
     ) {
         let (Ok(first), Ok(after)) = (self.bind.int(first), self.bind.string(after)) else {
@@ -187,32 +156,13 @@ impl Run<'_> {
         let Some(c) = self.below.list(page) else {
             return out.null();
         };
-        out.open();
-        for f in fields {
-            out.key(&f.key);
-            match &f.kind {
-                UsersField::Typename => out.string("UserConnection"),
-                UsersField::Edges(edge_fields) => out.list(&c.edges, |out, edge| {
-                    out.open();
-                    for e in edge_fields {
-                        out.key(&e.key);
-                        match &e.kind {
-                            UserEdgeField::Typename => out.string("UserEdge"),
-                            UserEdgeField::Cursor => {
-                                out.string(&edge.cursor.seal(&self.state.cursors))
-                            }
-                            UserEdgeField::Node(user) => self.user_by_id(out, user, &edge.node.id),
-                        }
-                    }
-                    out.close();
-                }),
-                UsersField::Nodes(user) => out.list(&c.edges, |out, edge| {
-                    self.user_by_id(out, user, &edge.node.id)
-                }),
-                UsersField::PageInfo(page) => page_info(out, page, &c.page_info),
-            }
-        }
-        out.close();
+        self.plain_connection(
+            out,
+            fields,
+            USERS,
+            (&c.edges, &c.page_info),
+            |out, user, edge| self.user_by_id(out, user, &edge.node.id),
+        );
     }
 }
 
