@@ -76,6 +76,8 @@ pub struct HttpState {
     pub reference_page: Option<Arc<ReferencePage>>,
     /// How long an answer is kept for retries under its `Idempotency-Key`.
     pub idempotency_ttl: std::time::Duration,
+    /// This process, named on the keys its requests hold.
+    pub liveness: Arc<crate::liveness::Liveness>,
 }
 
 /// A response body kept in memory and answered as it is: the bench's
@@ -400,6 +402,7 @@ async fn graphql_post(
             key,
             body: bytes.clone(),
             ttl: state.idempotency_ttl,
+            liveness: state.liveness.clone(),
         };
         let peer = peer.as_deref();
         let run = |minter| answer_body(&state, &headers, peer, answer, bytes, minter);
