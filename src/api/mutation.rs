@@ -6,6 +6,7 @@ use async_graphql::{Context, InputObject, MergedObject, Object, ID};
 use chrono::{DateTime, Utc};
 
 use super::access::access;
+use super::deletions;
 use super::error::{bad_input, coded, forbidden, not_found, ApiResultExt, CONFLICT};
 use super::global_id::{action_id_arg, opt_user_id_arg, renamed_arg, user_id_arg};
 use super::graph_mutation::GraphMutation;
@@ -410,6 +411,25 @@ impl ActionMutation {
             foreign: None,
         };
         action.foreign = foreign_id.map(|id| Foreign::of(id, &action, input.conducted.is_some()));
+        // A retry of a request whose first attempt stored this action,
+        // which was deleted since: the deletion stands (unless the action
+        // outlived it, its removal failed).
+        if minted.keyed()
+            && deletions::of(state.store.as_ref(), &viewer.tenant, action.id, now)
+                .await
+                .api()?
+                .is_some()
+        {
+            let ids = [action.id];
+            let stored = state.store.get_actions(&viewer.tenant, &ids).await.api()?;
+            return match stored.into_iter().next() {
+                Some(first) => Ok(ActionNode::recorded(first, true)),
+                None => Err(not_found(format!(
+                    "action {}, recorded by this request, was deleted since",
+                    action.id
+                ))),
+            };
+        }
         match state.store.insert_action(&action).await.api()? {
             Inserted::New => {
                 state.wake.notify_one();
@@ -512,7 +532,23 @@ impl ActionMutation {
         let state = state(ctx)?;
         let (field, id) = renamed_arg(("actionId", action_id), ("id", id))?;
         let oid = action_id_arg(field, &id)?;
-        let action = own_action(ctx, viewer, oid).await?;
+        let store = state.store.as_ref();
+        let minted = minter(ctx);
+        let deletion = minted.id();
+        let now = state.clock.now();
+        let deleted_before = minted.keyed()
+            && deletions::of(store, &viewer.tenant, oid, now).await.api()? == Some(deletion);
+        let action = match own_action(ctx, viewer, oid).await {
+            Ok(action) => action,
+            // Deleted by this request already, in an attempt that did not
+            // live to answer: answered as that attempt would have.
+            Err(_) if deleted_before => return Ok(ID(oid.to_hex())),
+            Err(err) => return Err(err),
+        };
+        let expires = state.kept_for_retries(now);
+        deletions::keep(store, &viewer.tenant, oid, deletion, now, expires)
+            .await
+            .api()?;
         let removed = state
             .store
             .remove_action(&viewer.tenant, oid, Removal::Delete)

@@ -9,6 +9,9 @@ use serde_json::{json, Value};
 use crate::common::free_port;
 use crate::processes::{database, drop_db, Proc};
 
+mod webhooks;
+mod writes;
+
 const T: &str = "acme";
 
 /// A status post and a comment, in one request, neither with an id of
