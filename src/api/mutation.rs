@@ -471,17 +471,22 @@ impl ActionMutation {
         let (field, id) = renamed_arg(("actionId", action_id), ("id", id))?;
         let id = action_id_arg(field, &id)?;
         let mut action = own_action(ctx, viewer, id).await?;
+        let hidden = Action {
+            hidden: true,
+            ..action.clone()
+        };
+        tell_action(ctx, state, &action, EventType::ActionUpdated, |now| {
+            Event::action_updated(&hidden, "hidden", now)
+        })
+        .await?;
         let removed = state
             .store
             .remove_action(&viewer.tenant, id, Removal::Hide)
             .await
             .api()?;
+        state.outbox.wake.notify_one();
         publish_action_removed(state, &action, removed).await?;
         action.hidden = true;
-        tell_action(ctx, state, &action, EventType::ActionUpdated, |now| {
-            Event::action_updated(&action, "hidden", now)
-        })
-        .await?;
         Ok(ActionNode::new(action))
     }
 
@@ -507,16 +512,21 @@ impl ActionMutation {
             .collect::<async_graphql::Result<Vec<String>>>()?;
         let (readers, groups) =
             resolve_scope(state, viewer, &action.actor_id, scope, readers).await?;
+        let scoped = Action {
+            scope,
+            ..action.clone()
+        };
+        tell_action(ctx, state, &action, EventType::ActionUpdated, |now| {
+            Event::action_updated(&scoped, "scope", now)
+        })
+        .await?;
         let updated = state
             .store
             .set_action_scope(&viewer.tenant, id, scope, &readers, &groups)
             .await
             .api()?;
         state.wake.notify_one();
-        tell_action(ctx, state, &updated, EventType::ActionUpdated, |now| {
-            Event::action_updated(&updated, "scope", now)
-        })
-        .await?;
+        state.outbox.wake.notify_one();
         Ok(ActionNode::new(updated))
     }
 
@@ -549,16 +559,21 @@ impl ActionMutation {
         deletions::keep(store, &viewer.tenant, oid, deletion, now, expires)
             .await
             .api()?;
+        tell_action(ctx, state, &action, EventType::ActionDeleted, |now| {
+            Event::action_deleted(&action, now)
+        })
+        .await?;
         let removed = state
             .store
             .remove_action(&viewer.tenant, oid, Removal::Delete)
             .await
             .api()?;
+        #[cfg(debug_assertions)]
+        crate::http::idempotency::crash_point(
+            std::env::var_os("RIVERFEED_CRASH_AFTER_CHANGE").is_some(),
+        );
+        state.outbox.wake.notify_one();
         publish_action_removed(state, &action, removed).await?;
-        tell_action(ctx, state, &action, EventType::ActionDeleted, |now| {
-            Event::action_deleted(&action, now)
-        })
-        .await?;
         Ok(ID(oid.to_hex()))
     }
 
@@ -722,11 +737,14 @@ impl ActionMutation {
     }
 }
 
-/// Queues the webhook event of a change to `action` the mutation made,
-/// before it answers: an acknowledged change has its event queued (a crash
-/// between the change and this loses the event of a change never
-/// acknowledged). Stamped with the request's time, which a retry under
-/// its `Idempotency-Key` repeats: the retry's event is the same message.
+/// Queues the webhook event of a change to `action` the mutation is about
+/// to make, before it makes it: a process killed between the change and
+/// its answer has queued the event already. The sender sends it once the
+/// store shows the change, and drops it if the store never does (the
+/// process died before making it; see [`outbox::change_made`]); the
+/// mutation wakes the sender once the change is made. Stamped with the
+/// request's time, which a retry under its `Idempotency-Key` repeats: the
+/// retry's event is the same message.
 async fn tell_action(
     ctx: &Context<'_>,
     state: &AppState,
@@ -737,7 +755,7 @@ async fn tell_action(
     let now = minter(ctx).now(&*state.clock);
     state
         .outbox
-        .tell(&action.tenant, |l| outbox::one(l, kind, || event(now)))
+        .tell_before(&action.tenant, |l| outbox::one(l, kind, || event(now)))
         .await
         .api()?;
     Ok(())

@@ -196,7 +196,7 @@ impl Keyed {
             }
         };
         #[cfg(debug_assertions)]
-        crash_point();
+        crash_point(std::env::var_os("RIVERFEED_CRASH_BEFORE_KEEPING").is_some());
         let written = match serde_json::to_vec(&kept) {
             Ok(body) => self.put(Some(body), version).await,
             Err(err) => Err(StoreError::internal(
@@ -342,12 +342,15 @@ fn unhex(text: &str) -> Option<[u8; 16]> {
     Some(out)
 }
 
-/// Debug builds only: with `RIVERFEED_CRASH_BEFORE_KEEPING` set, the
-/// process kills itself (SIGKILL) once a keyed request has run and before
-/// its answer is kept, so the tests can cut a request off exactly there.
+/// Debug builds only: the process kills itself (SIGKILL) if `set` (a
+/// variable of the environment is), so the tests can cut a request off
+/// exactly there: with `RIVERFEED_CRASH_BEFORE_KEEPING`, once a keyed
+/// request has run and before its answer is kept; with
+/// `RIVERFEED_CRASH_AFTER_CHANGE`, once `deleteAction` has removed its
+/// action and before it answers.
 #[cfg(debug_assertions)]
-fn crash_point() {
-    if std::env::var_os("RIVERFEED_CRASH_BEFORE_KEEPING").is_some() {
+pub(crate) fn crash_point(set: bool) {
+    if set {
         let _ = std::process::Command::new("kill")
             .args(["-9", &std::process::id().to_string()])
             .status();

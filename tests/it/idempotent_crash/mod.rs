@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 use crate::common::free_port;
 use crate::processes::{database, drop_db, Proc};
 
+mod events;
 mod webhooks;
 mod writes;
 

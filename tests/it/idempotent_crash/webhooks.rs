@@ -10,10 +10,10 @@ use crate::processes::Proc;
 const CRASH: [(&str, &str); 1] = [("RIVERFEED_CRASH_BEFORE_KEEPING", "1")];
 /// Webhooks here go to a loopback port nothing listens on; the serving
 /// processes run no sender, so a queued delivery stays queued.
-const FLAGS: [&str; 2] = ["--webhooks-allow-private", "--no-worker"];
+pub(super) const FLAGS: [&str; 2] = ["--webhooks-allow-private", "--no-worker"];
 const SERVICE: (&str, Option<&str>) = ("app-backend", Some("service"));
 
-fn service(proc: &Proc) -> Client {
+pub(super) fn service(proc: &Proc) -> Client {
     Client::at(proc.base(), Some((T, SERVICE.0, SERVICE.1)))
 }
 
@@ -21,16 +21,16 @@ fn hook_url() -> String {
     format!("http://127.0.0.1:{}/hook", free_port())
 }
 
-/// Registers a webhook unkeyed: its id.
-async fn register(proc: &Proc, secret: &str) -> String {
+/// Registers a webhook unkeyed, hearing `event`: its id.
+pub(super) async fn register(proc: &Proc, secret: &str, event: &str) -> String {
     let answer = service(proc)
         .data(
-            "mutation($url: String!, $secret: String) {
-                registerWebhook(url: $url, events: [ACTION_RECORDED], secret: $secret) {
+            "mutation($url: String!, $secret: String, $event: WebhookEvent!) {
+                registerWebhook(url: $url, events: [$event], secret: $secret) {
                     webhook { webhookId }
                 }
             }",
-            json!({ "url": hook_url(), "secret": secret }),
+            json!({ "url": hook_url(), "secret": secret, "event": event }),
         )
         .await;
     answer["registerWebhook"]["webhook"]["webhookId"]
@@ -101,7 +101,7 @@ async fn a_keyed_rotation_cut_off_by_a_kill_rotates_once() {
     let store = format!("embedded:{}", dir.path().display());
     let first = Proc::start_with(free_port(), "serve", &store, &FLAGS, &CRASH).await;
     let original = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
-    let id = register(&first, original).await;
+    let id = register(&first, original, "ACTION_RECORDED").await;
     let body = json!({
         "query": "mutation($id: ID!) { rotateWebhookSecret(webhookId: $id) { secret } }",
         "variables": { "id": id },
@@ -146,7 +146,12 @@ async fn a_keyed_test_event_cut_off_by_a_kill_is_queued_once() {
     let dir = tempfile::tempdir().expect("dir");
     let store = format!("embedded:{}", dir.path().display());
     let first = Proc::start_with(free_port(), "serve", &store, &FLAGS, &CRASH).await;
-    let id = register(&first, "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").await;
+    let id = register(
+        &first,
+        "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+        "ACTION_RECORDED",
+    )
+    .await;
     let body = json!({
         "query": "mutation($id: ID!) { sendTestEvent(webhookId: $id) }",
         "variables": { "id": id },
