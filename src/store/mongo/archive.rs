@@ -552,11 +552,11 @@ impl Archive for MongoStore {
     }
 
     async fn import(&self, records: &[Record]) -> StoreResult<()> {
-        self.clear_replaced(records).await?;
         let mut statements = Statements::default();
         for record in records {
             statements.add(record)?;
         }
+        self.clear_replaced(records).await?;
         let Statements {
             users,
             supervisors,
