@@ -10,11 +10,13 @@
 //!   it (every line a record the API would have accepted, no line past
 //!   [`MAX_LINE_BYTES`], the end line there and its count right, no tenant
 //!   that holds data already unless `--merge`, no action whose actor holds
-//!   its foreign id under another action ([`foreign`])), and only then
-//!   reads it again to write it, in batches. A refusal names the line and
-//!   the reason, and nothing is written. Neither pass holds more than a
-//!   batch of records in memory (and 16 bytes per foreign id met); stdin,
-//!   which cannot be read twice, is kept in a temporary file meanwhile.
+//!   its foreign id under another action the archive does not move it away
+//!   from ([`foreign`])), and only then reads it again to write it, in
+//!   batches (the actions moving a foreign id away first). A refusal names
+//!   the line and the reason, and nothing is written. Neither pass holds
+//!   more than a batch of records in memory (and 16 bytes per foreign id
+//!   met, and the records of the actions moving one); stdin, which cannot
+//!   be read twice, is kept in a temporary file meanwhile.
 //!
 //! The functions that do the work take a store, a stream or a reader and
 //! answer [`StoreError`]s; the `run_*` functions are the command-line edges.
