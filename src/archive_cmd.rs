@@ -436,7 +436,15 @@ async fn write<R: AsyncBufRead + Unpin>(
                 let taken = take_cursor_key(store, &secret, options.replace_cursor_key);
                 tally.cursor_key = Some(taken.await?);
             }
-            Line::Record(record) if moves.written_first(&record) => {}
+            // Written first: skipped, and counted unless it is the line
+            // written (an action the archive gives twice is written once,
+            // as its last line, as a batch would).
+            Line::Record(record) if moves.written_first(&record) => {
+                if !moves.written_from(number) {
+                    tally.add(&record);
+                    progress.inc(1);
+                }
+            }
             Line::Record(record) => pending.push((number, record)),
         }
         if pending.len() >= batch {

@@ -103,6 +103,11 @@ impl Moves {
     pub(super) fn written_first(&self, record: &Record) -> bool {
         matches!(record, Record::Action { action } if self.first.contains_key(&action.id))
     }
+
+    /// Whether the record on `line` is one written first.
+    pub(super) fn written_from(&self, line: u64) -> bool {
+        self.first.values().any(|(at, _)| *at == line)
+    }
 }
 
 impl ForeignIds {

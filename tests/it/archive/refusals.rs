@@ -320,8 +320,8 @@ async fn a_foreign_id_held_by_another_action_is_refused(backend: Backend) {
 
 /// An archive may move a `foreignId` from an action the store holds to
 /// another, the new holder first: the archive as a whole holds the id
-/// once, so it imports (in batches of one too), and the id ends with its
-/// new holder.
+/// once, so it imports (in batches of one too, and with the moving action
+/// given twice), and the id ends with its new holder.
 async fn an_archive_moving_a_foreign_id_imports(backend: Backend) {
     let Some(store) = CliStore::new(backend) else {
         return;
@@ -350,6 +350,10 @@ async fn an_archive_moving_a_foreign_id_imports(backend: Backend) {
         Record::Action {
             action: taker.clone(),
         },
+        Record::Action {
+            action: gave.clone(),
+        },
+        // Given twice: written once, counted twice.
         Record::Action {
             action: gave.clone(),
         },
