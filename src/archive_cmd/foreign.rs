@@ -152,6 +152,18 @@ impl ForeignIds {
         let pending = std::mem::take(&mut self.pending);
         self.clashes.extend(clashes(store, pending).await?);
         let actions = std::mem::take(&mut self.actions);
+        // An action given again after it was found moving: the last of its
+        // lines is the one written, as a batch would.
+        for (line, action) in &actions {
+            if let Some(first) = self.moves.first.get_mut(&action.id) {
+                *first = (
+                    *line,
+                    Record::Action {
+                        action: action.clone(),
+                    },
+                );
+            }
+        }
         let mut tenants: Vec<&str> = actions.iter().map(|(_, a)| a.tenant.as_str()).collect();
         tenants.sort_unstable();
         tenants.dedup();
