@@ -10,11 +10,13 @@
 //!   it (every line a record the API would have accepted, no line past
 //!   [`MAX_LINE_BYTES`], the end line there and its count right, no tenant
 //!   that holds data already unless `--merge`, no action whose actor holds
-//!   its foreign id under another action ([`foreign`])), and only then
-//!   reads it again to write it, in batches. A refusal names the line and
-//!   the reason, and nothing is written. Neither pass holds more than a
-//!   batch of records in memory (and 16 bytes per foreign id met); stdin,
-//!   which cannot be read twice, is kept in a temporary file meanwhile.
+//!   its foreign id under another action the archive does not move it away
+//!   from ([`foreign`])), and only then reads it again to write it, in
+//!   batches (the actions moving a foreign id away first). A refusal names
+//!   the line and the reason, and nothing is written. Neither pass holds
+//!   more than a batch of records in memory (and 16 bytes per foreign id
+//!   met, and the records of the actions moving one); stdin, which cannot
+//!   be read twice, is kept in a temporary file meanwhile.
 //!
 //! The functions that do the work take a store, a stream or a reader and
 //! answer [`StoreError`]s; the `run_*` functions are the command-line edges.
@@ -263,7 +265,7 @@ pub async fn import_lines<R: AsyncBufRead + Unpin>(
         "cannot create a temporary file to keep the archive in while it is checked".into(),
     ))?;
     let mut spool = BufWriter::new(tokio::fs::File::from_std(spool));
-    let checked = check(store, input, options, Some(&mut spool), progress).await?;
+    let (checked, moves) = check(store, input, options, Some(&mut spool), progress).await?;
     let mut spool = spool.into_inner();
     spool
         .seek(std::io::SeekFrom::Start(0))
@@ -271,7 +273,14 @@ pub async fn import_lines<R: AsyncBufRead + Unpin>(
         .map_err(io_err(
             "cannot read the archive kept while it was checked".into(),
         ))?;
-    write(store, BufReader::new(spool), options, &checked, progress).await
+    write(
+        store,
+        BufReader::new(spool),
+        options,
+        (&checked, moves),
+        progress,
+    )
+    .await
 }
 
 /// Imports the archive in the file at `path`, all or nothing (see the
@@ -288,19 +297,20 @@ pub async fn import_file(
             .map(BufReader::new)
             .map_err(io_err(format!("cannot open {}", path.display())))
     };
-    let checked = check(store, open().await?, options, None, progress).await?;
-    write(store, open().await?, options, &checked, progress).await
+    let (checked, moves) = check(store, open().await?, options, None, progress).await?;
+    write(store, open().await?, options, (&checked, moves), progress).await
 }
 
 /// The first pass: every line read and checked, nothing written. Each line
-/// is copied to `spool` when one is given. Answers what the archive holds.
+/// is copied to `spool` when one is given. Answers what the archive holds,
+/// and the actions to write first (those moving a foreign id away).
 async fn check<R: AsyncBufRead + Unpin>(
     store: &dyn Store,
     input: R,
     options: &ImportOptions,
     mut spool: Option<&mut BufWriter<tokio::fs::File>>,
     progress: &ProgressBar,
-) -> StoreResult<Tally> {
+) -> StoreResult<(Tally, foreign::Moves)> {
     let refused = |err: StoreError| StoreError {
         message: format!("{}; nothing was imported", err.message),
         ..err
@@ -384,9 +394,9 @@ async fn check<R: AsyncBufRead + Unpin>(
             ),
         })));
     }
-    foreign.flush(store).await.map_err(refused)?;
+    let moves = foreign.finish(store).await.map_err(refused)?;
     progress.set_message("");
-    Ok(tally)
+    Ok((tally, moves))
 }
 
 /// The second pass: the checked archive written in batches. Only a store
@@ -395,13 +405,17 @@ async fn write<R: AsyncBufRead + Unpin>(
     store: &dyn Store,
     input: R,
     options: &ImportOptions,
-    checked: &Tally,
+    (checked, moves): (&Tally, foreign::Moves),
     progress: &ProgressBar,
 ) -> StoreResult<Tally> {
     let batch = options.batch.max(1);
     let mut lines = Lines::new(input);
-    let mut pending = Vec::with_capacity(batch);
     let mut tally = Tally::default();
+    // The actions moving a foreign id away go first, in a batch of their
+    // own, so those taking the ids find them free.
+    let mut pending: Vec<(u64, Record)> = moves.first.values().cloned().collect();
+    pending.sort_by_key(|(line, _)| *line);
+    write_batch(store, &mut pending, &mut tally, progress, options).await?;
     let partly = |err: StoreError, tally: &Tally| StoreError {
         message: format!(
             "{}; {} records before it were imported, so the store holds part of the \
@@ -421,6 +435,15 @@ async fn write<R: AsyncBufRead + Unpin>(
             Line::CursorKey { secret } => {
                 let taken = take_cursor_key(store, &secret, options.replace_cursor_key);
                 tally.cursor_key = Some(taken.await?);
+            }
+            // Written first: skipped, and counted unless it is the line
+            // written (an action the archive gives twice is written once,
+            // as its last line, as a batch would).
+            Line::Record(record) if moves.written_first(&record) => {
+                if !moves.written_from(number) {
+                    tally.add(&record);
+                    progress.inc(1);
+                }
             }
             Line::Record(record) => pending.push((number, record)),
         }

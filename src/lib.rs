@@ -28,6 +28,8 @@
 //!   loaders, access checks and error codes.
 //! - [`http`]: the axum router — `/graphql`, `/graphql/ws`, `/graphiql`,
 //!   `/healthz`, `/readyz`, `/metrics`, `/demo/`.
+//! - [`liveness`]: which serving processes still run, so what a dead one
+//!   held (a request's `Idempotency-Key`) is taken over at once.
 //! - [`auth`]: identity — JWT bearer tokens and roles, or dev-mode headers.
 //! - [`server`]: starts and stops the whole service; [`cli`]: the command line
 //!   and its commands; [`config`]: the server's flags; [`duration`]: durations
@@ -54,6 +56,7 @@ pub mod duration;
 pub mod events;
 pub mod fanout;
 pub mod http;
+pub mod liveness;
 pub mod metrics;
 pub mod model;
 pub mod notify;

@@ -326,6 +326,7 @@ pub async fn start_with_store(
             options.planned_reads,
             options.document_cache_bytes,
         )),
+        idempotency_ttl: options.idempotency_ttl,
         river_builds: RiverBuilds::start(
             store.clone(),
             hub,
@@ -399,7 +400,14 @@ pub async fn start_with_store(
         }),
         demo: options.demo,
         reference_page: options.reference_page.clone(),
-        idempotency_ttl: options.idempotency_ttl,
+        liveness: crate::liveness::Liveness::start(
+            store.clone(),
+            options.clock.clone(),
+            &shutdown,
+            &tracker,
+        )
+        .await
+        .context("cannot keep this process's liveness record in the store")?,
     };
     let metrics_addr =
         serve_metrics(&state.ops, options.listen_limits, &shutdown, &tracker).await?;

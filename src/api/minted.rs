@@ -1,5 +1,5 @@
-//! The ids a request gives what it creates (actions, comments), and the
-//! time it stamps on them. A request sent with an `Idempotency-Key` draws
+//! The ids a request gives what it creates (actions, comments, webhooks,
+//! a deletion), the secrets it draws, and the time it stamps on them. A request sent with an `Idempotency-Key` draws
 //! them from the key's seed, kept in the store with the key before the
 //! request runs: a retry of a request whose process died before it
 //! answered draws the same ones, and finds what the first attempt wrote
@@ -36,15 +36,18 @@ impl Minter {
         })))
     }
 
+    /// Whether the request has a key: what it draws is drawn again by
+    /// its retries.
+    pub fn keyed(&self) -> bool {
+        self.0.is_some()
+    }
+
     /// The next id: a new one, or the seed's next.
     pub fn id(&self) -> ObjectId {
         let Some(seeded) = &self.0 else {
             return ObjectId::new();
         };
-        let n = seeded.drawn.fetch_add(1, Ordering::Relaxed);
-        let mut input = seeded.seed.to_vec();
-        input.extend_from_slice(&n.to_be_bytes());
-        let digest = ring::digest::digest(&ring::digest::SHA256, &input);
+        let digest = seeded.next();
         // An ObjectId's first four bytes are its time in seconds, which
         // orders ids as `ObjectId::new` does; the other eight are drawn.
         let secs = u32::try_from(seeded.at.div_euclid(1000)).unwrap_or(u32::MAX);
@@ -54,6 +57,19 @@ impl Minter {
         ObjectId::from_bytes(bytes)
     }
 
+    /// `len` bytes drawn from the seed (the same on every attempt), or
+    /// none for a request without a key: the caller draws its own.
+    pub fn bytes(&self, len: usize) -> Option<Vec<u8>> {
+        let seeded = self.0.as_ref()?;
+        let mut out = Vec::with_capacity(len);
+        while out.len() < len {
+            let digest = seeded.next();
+            let take = (len - out.len()).min(digest.as_ref().len());
+            out.extend_from_slice(&digest.as_ref()[..take]);
+        }
+        Some(out)
+    }
+
     /// The time to stamp on what the request creates: the first
     /// attempt's, or now.
     pub fn now(&self, clock: &dyn Clock) -> Millis {
@@ -61,6 +77,16 @@ impl Minter {
             Some(seeded) => seeded.at,
             None => clock.now(),
         }
+    }
+}
+
+impl Seeded {
+    /// The digest of the seed and the number of what is drawn next.
+    fn next(&self) -> ring::digest::Digest {
+        let n = self.drawn.fetch_add(1, Ordering::Relaxed);
+        let mut input = self.seed.to_vec();
+        input.extend_from_slice(&n.to_be_bytes());
+        ring::digest::digest(&ring::digest::SHA256, &input)
     }
 }
 

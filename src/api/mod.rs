@@ -9,6 +9,7 @@ mod aggregate;
 mod comments;
 mod cost;
 pub mod cursor;
+mod deletions;
 mod deliveries;
 mod edges;
 pub mod error;
@@ -97,9 +98,18 @@ pub struct AppState {
     pub planner: Arc<plan::Planner>,
     /// Where dormant readers' reads ask for their rivers (rivers).
     pub river_builds: Arc<crate::timeline::builds::RiverBuilds>,
+    /// `--idempotency-ttl`: how long an answer is kept for the retries
+    /// of its request (and what they must see, a deletion, with it).
+    pub idempotency_ttl: std::time::Duration,
 }
 
 impl AppState {
+    /// Until when what is kept for retries from `now` on counts.
+    pub fn kept_for_retries(&self, now: crate::model::Millis) -> crate::model::Millis {
+        let ttl = crate::model::Millis::try_from(self.idempotency_ttl.as_millis());
+        now.saturating_add(ttl.unwrap_or(crate::model::Millis::MAX))
+    }
+
     /// What expiry is judged by now.
     pub fn expiry(&self) -> crate::timeline::Expiry {
         crate::timeline::Expiry {

@@ -6,6 +6,7 @@ use async_graphql::{Context, InputObject, MergedObject, Object, ID};
 use chrono::{DateTime, Utc};
 
 use super::access::access;
+use super::deletions;
 use super::error::{bad_input, coded, forbidden, not_found, ApiResultExt, CONFLICT};
 use super::global_id::{action_id_arg, opt_user_id_arg, renamed_arg, user_id_arg};
 use super::graph_mutation::GraphMutation;
@@ -410,6 +411,25 @@ impl ActionMutation {
             foreign: None,
         };
         action.foreign = foreign_id.map(|id| Foreign::of(id, &action, input.conducted.is_some()));
+        // A retry of a request whose first attempt stored this action,
+        // which was deleted since: the deletion stands (unless the action
+        // outlived it, its removal failed).
+        if minted.keyed()
+            && deletions::of(state.store.as_ref(), &viewer.tenant, action.id, now)
+                .await
+                .api()?
+                .is_some()
+        {
+            let ids = [action.id];
+            let stored = state.store.get_actions(&viewer.tenant, &ids).await.api()?;
+            return match stored.into_iter().next() {
+                Some(first) => Ok(ActionNode::recorded(first, true)),
+                None => Err(not_found(format!(
+                    "action {}, recorded by this request, was deleted since",
+                    action.id
+                ))),
+            };
+        }
         match state.store.insert_action(&action).await.api()? {
             Inserted::New => {
                 state.wake.notify_one();
@@ -451,17 +471,22 @@ impl ActionMutation {
         let (field, id) = renamed_arg(("actionId", action_id), ("id", id))?;
         let id = action_id_arg(field, &id)?;
         let mut action = own_action(ctx, viewer, id).await?;
+        let hidden = Action {
+            hidden: true,
+            ..action.clone()
+        };
+        tell_action(ctx, state, &action, EventType::ActionUpdated, |now| {
+            Event::action_updated(&hidden, "hidden", now)
+        })
+        .await?;
         let removed = state
             .store
             .remove_action(&viewer.tenant, id, Removal::Hide)
             .await
             .api()?;
+        state.outbox.wake.notify_one();
         publish_action_removed(state, &action, removed).await?;
         action.hidden = true;
-        tell_action(ctx, state, &action, EventType::ActionUpdated, |now| {
-            Event::action_updated(&action, "hidden", now)
-        })
-        .await?;
         Ok(ActionNode::new(action))
     }
 
@@ -487,16 +512,21 @@ impl ActionMutation {
             .collect::<async_graphql::Result<Vec<String>>>()?;
         let (readers, groups) =
             resolve_scope(state, viewer, &action.actor_id, scope, readers).await?;
+        let scoped = Action {
+            scope,
+            ..action.clone()
+        };
+        tell_action(ctx, state, &action, EventType::ActionUpdated, |now| {
+            Event::action_updated(&scoped, "scope", now)
+        })
+        .await?;
         let updated = state
             .store
             .set_action_scope(&viewer.tenant, id, scope, &readers, &groups)
             .await
             .api()?;
         state.wake.notify_one();
-        tell_action(ctx, state, &updated, EventType::ActionUpdated, |now| {
-            Event::action_updated(&updated, "scope", now)
-        })
-        .await?;
+        state.outbox.wake.notify_one();
         Ok(ActionNode::new(updated))
     }
 
@@ -512,17 +542,38 @@ impl ActionMutation {
         let state = state(ctx)?;
         let (field, id) = renamed_arg(("actionId", action_id), ("id", id))?;
         let oid = action_id_arg(field, &id)?;
-        let action = own_action(ctx, viewer, oid).await?;
+        let store = state.store.as_ref();
+        let minted = minter(ctx);
+        let deletion = minted.id();
+        let now = state.clock.now();
+        let deleted_before = minted.keyed()
+            && deletions::of(store, &viewer.tenant, oid, now).await.api()? == Some(deletion);
+        let action = match own_action(ctx, viewer, oid).await {
+            Ok(action) => action,
+            // Deleted by this request already, in an attempt that did not
+            // live to answer: answered as that attempt would have.
+            Err(_) if deleted_before => return Ok(ID(oid.to_hex())),
+            Err(err) => return Err(err),
+        };
+        let expires = state.kept_for_retries(now);
+        deletions::keep(store, &viewer.tenant, oid, deletion, now, expires)
+            .await
+            .api()?;
+        tell_action(ctx, state, &action, EventType::ActionDeleted, |now| {
+            Event::action_deleted(&action, now)
+        })
+        .await?;
         let removed = state
             .store
             .remove_action(&viewer.tenant, oid, Removal::Delete)
             .await
             .api()?;
+        #[cfg(debug_assertions)]
+        crate::http::idempotency::crash_point(
+            std::env::var_os("RIVERFEED_CRASH_AFTER_CHANGE").is_some(),
+        );
+        state.outbox.wake.notify_one();
         publish_action_removed(state, &action, removed).await?;
-        tell_action(ctx, state, &action, EventType::ActionDeleted, |now| {
-            Event::action_deleted(&action, now)
-        })
-        .await?;
         Ok(ID(oid.to_hex()))
     }
 
@@ -686,11 +737,14 @@ impl ActionMutation {
     }
 }
 
-/// Queues the webhook event of a change to `action` the mutation made,
-/// before it answers: an acknowledged change has its event queued (a crash
-/// between the change and this loses the event of a change never
-/// acknowledged). Stamped with the request's time, which a retry under
-/// its `Idempotency-Key` repeats: the retry's event is the same message.
+/// Queues the webhook event of a change to `action` the mutation is about
+/// to make, before it makes it: a process killed between the change and
+/// its answer has queued the event already. The sender sends it once the
+/// store shows the change, and drops it if the store never does (the
+/// process died before making it; see [`outbox::change_made`]); the
+/// mutation wakes the sender once the change is made. Stamped with the
+/// request's time, which a retry under its `Idempotency-Key` repeats: the
+/// retry's event is the same message.
 async fn tell_action(
     ctx: &Context<'_>,
     state: &AppState,
@@ -701,7 +755,7 @@ async fn tell_action(
     let now = minter(ctx).now(&*state.clock);
     state
         .outbox
-        .tell(&action.tenant, |l| outbox::one(l, kind, || event(now)))
+        .tell_before(&action.tenant, |l| outbox::one(l, kind, || event(now)))
         .await
         .api()?;
     Ok(())

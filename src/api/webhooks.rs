@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use super::cost::{bounded_first, first_cost, list_cost, page_cost};
 use super::deliveries::{self, DeliveryState, WebhookDeliveryConnection};
 use super::error::{bad_input, not_found, ApiResultExt};
-use super::minted::minter;
+use super::minted::{minter, Minter};
 use super::types::datetime;
 use super::{require_service, state, viewer, AppState, Viewer};
 use crate::model::limits::{check_id, MAX_LIST_LEN};
@@ -217,10 +217,10 @@ impl WebhookMutation {
         require_service(viewer, "registerWebhook")?;
         check_url(state, &url).await?;
         let events = check_events(events)?;
-        let secret = secret_arg(secret)?;
+        let minted = minter(ctx);
+        let secret = secret_arg(secret, &minted)?;
         let store = state.store.as_ref();
         let tenant = &viewer.tenant;
-        let minted = minter(ctx);
         let id = format!("wh_{}", minted.id().to_hex());
         // Registered under its id already: by the first attempt of this
         // request, which did not live to answer. Answered as it would have.
@@ -264,9 +264,16 @@ impl WebhookMutation {
         webhook_id: ID,
         secret: Option<String>,
     ) -> async_graphql::Result<WebhookSecret> {
-        let secret = secret_arg(secret)?.to_text();
-        let now = state(ctx)?.clock.now();
+        // Drawn from the request's key, if it has one, and stamped with
+        // its first attempt's time: a retry of a rotation that did not
+        // live to answer finds its secret in place and rotates nothing.
+        let minted = minter(ctx);
+        let secret = secret_arg(secret, &minted)?.to_text();
+        let now = minted.now(&*state(ctx)?.clock);
         let hook = change(ctx, "rotateWebhookSecret", &webhook_id, |hook| {
+            if hook.secret == secret {
+                return;
+            }
             let old = std::mem::replace(&mut hook.secret, secret.clone());
             hook.previous = Some((old, now.saturating_add(ROTATION_GRACE_MS)));
         })
@@ -548,9 +555,9 @@ fn check_events(mut events: Vec<EventType>) -> async_graphql::Result<Vec<EventTy
 }
 
 /// A secret given, checked, or one drawn.
-fn secret_arg(secret: Option<String>) -> async_graphql::Result<Secret> {
+fn secret_arg(secret: Option<String>, minted: &Minter) -> async_graphql::Result<Secret> {
     match secret {
         Some(text) => Secret::parse(&text).map_err(|e| bad_input(format!("secret: {e}"))),
-        None => Ok(Secret::draw()),
+        None => Ok(Secret::draw_from(|len| minted.bytes(len))),
     }
 }

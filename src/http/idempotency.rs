@@ -7,7 +7,9 @@
 //! MongoDB. The claim keeps a seed the request draws the ids of what it
 //! creates from ([`Minter`]): a retry of a request that never answered
 //! (its process killed, or a `5xx`) draws the same ids, and finds what
-//! the first attempt wrote under them instead of writing it twice.
+//! the first attempt wrote under them instead of writing it twice. The
+//! claim names the process that runs the request ([`Liveness`]): a retry
+//! takes over at once from one that died.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use super::http_error;
 use crate::api::minted::Minter;
 use crate::clock::Clock;
+use crate::liveness::Liveness;
 use crate::model::Millis;
 use crate::store::{ErrorKind, Keys, RecordKind, Store, StoreError};
 
@@ -33,9 +36,10 @@ const HEADER: &str = "idempotency-key";
 const REPLAYED: &str = "idempotent-replayed";
 /// Longest key accepted.
 const MAX_KEY_LEN: usize = 255;
-/// How long a request under way holds its key: a retry after that takes
-/// it over (the process that ran it died before it answered), with its
-/// seed.
+/// How long a request under way holds its key at most: a retry after
+/// that takes it over, with its seed, even from a process that still
+/// runs (a request hung that long is taken for lost). A retry takes over
+/// at once from a process that died.
 const RUNNING_MS: Millis = 60_000;
 /// Keys past their time that a new key's claim looks at (those that
 /// follow it in key order) and removes, so a caller's old keys go as it
@@ -55,6 +59,11 @@ struct Kept {
     /// While the request runs: until when it holds the key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     running_until: Option<Millis>,
+    /// While the request runs: the process running it ([`Liveness`]).
+    /// A record without one (kept by an earlier version) is held until
+    /// `running_until`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    holder: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     answer: Option<Answer>,
     /// What the request's ids are drawn from (hex), and the time it
@@ -108,6 +117,8 @@ pub struct Keyed {
     /// The request's body, whose digest the key is held to.
     pub body: axum::body::Bytes,
     pub ttl: Duration,
+    /// This process, named on the key while its request runs.
+    pub liveness: Arc<Liveness>,
 }
 
 /// What a claim of a key found.
@@ -159,6 +170,7 @@ impl Keyed {
                 body: self.digest(),
                 expires: self.clock.now().saturating_add(self.ttl_ms()),
                 running_until: None,
+                holder: None,
                 answer: None,
                 seed: Some(hex(&seed)),
                 at: Some(at),
@@ -177,13 +189,14 @@ impl Keyed {
                 body: self.digest(),
                 expires: self.clock.now().saturating_add(self.ttl_ms()),
                 running_until: None,
+                holder: None,
                 answer: Some(answer),
                 seed: None,
                 at: None,
             }
         };
         #[cfg(debug_assertions)]
-        crash_point();
+        crash_point(std::env::var_os("RIVERFEED_CRASH_BEFORE_KEEPING").is_some());
         let written = match serde_json::to_vec(&kept) {
             Ok(body) => self.put(Some(body), version).await,
             Err(err) => Err(StoreError::internal(
@@ -241,7 +254,9 @@ impl Keyed {
                     if let Some(answer) = kept.answer {
                         return Ok(Claim::Answered(answer));
                     }
-                    if kept.running_until.is_some_and(|until| until > now) {
+                    if kept.running_until.is_some_and(|until| until > now)
+                        && self.holder_runs(kept.holder.as_deref()).await?
+                    {
                         return Ok(Claim::Refused(in_use()));
                     }
                     drawn = kept.seed.as_deref().and_then(unhex).zip(kept.at);
@@ -256,6 +271,7 @@ impl Keyed {
                 body: digest.clone(),
                 expires: now.saturating_add(self.ttl_ms()),
                 running_until: Some(now.saturating_add(RUNNING_MS)),
+                holder: Some(self.liveness.id().to_owned()),
                 answer: None,
                 seed: Some(hex(&seed)),
                 at: Some(at),
@@ -270,6 +286,15 @@ impl Keyed {
             }
         }
         Ok(Claim::Refused(in_use()))
+    }
+
+    /// Whether the process running a request still runs: a record that
+    /// names none is taken as running.
+    async fn holder_runs(&self, holder: Option<&str>) -> Result<bool, StoreError> {
+        match holder {
+            Some(holder) => self.liveness.alive(holder).await,
+            None => Ok(true),
+        }
     }
 
     /// Removes the caller's keys past their time among those that follow
@@ -317,12 +342,15 @@ fn unhex(text: &str) -> Option<[u8; 16]> {
     Some(out)
 }
 
-/// Debug builds only: with `RIVERFEED_CRASH_BEFORE_KEEPING` set, the
-/// process kills itself (SIGKILL) once a keyed request has run and before
-/// its answer is kept, so the tests can cut a request off exactly there.
+/// Debug builds only: the process kills itself (SIGKILL) if `set` (a
+/// variable of the environment is), so the tests can cut a request off
+/// exactly there: with `RIVERFEED_CRASH_BEFORE_KEEPING`, once a keyed
+/// request has run and before its answer is kept; with
+/// `RIVERFEED_CRASH_AFTER_CHANGE`, once `deleteAction` has removed its
+/// action and before it answers.
 #[cfg(debug_assertions)]
-fn crash_point() {
-    if std::env::var_os("RIVERFEED_CRASH_BEFORE_KEEPING").is_some() {
+pub(crate) fn crash_point(set: bool) {
+    if set {
         let _ = std::process::Command::new("kill")
             .args(["-9", &std::process::id().to_string()])
             .status();

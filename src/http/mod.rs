@@ -74,8 +74,8 @@ pub struct HttpState {
     pub rate_limited: bool,
     /// What `POST /bench/reference` answers, under `riverfeed bench` only.
     pub reference_page: Option<Arc<ReferencePage>>,
-    /// How long an answer is kept for retries under its `Idempotency-Key`.
-    pub idempotency_ttl: std::time::Duration,
+    /// This process, named on the keys its requests hold.
+    pub liveness: Arc<crate::liveness::Liveness>,
 }
 
 /// A response body kept in memory and answered as it is: the bench's
@@ -399,7 +399,8 @@ async fn graphql_post(
             user: viewer.user,
             key,
             body: bytes.clone(),
-            ttl: state.idempotency_ttl,
+            ttl: state.app.idempotency_ttl,
+            liveness: state.liveness.clone(),
         };
         let peer = peer.as_deref();
         let run = |minter| answer_body(&state, &headers, peer, answer, bytes, minter);

@@ -107,6 +107,7 @@ pub const RECORD_KIND: Codes<RecordKind> = Codes {
         (RecordKind::Webhook, 6, "webhook"),
         (RecordKind::DeadDelivery, 7, "deadDelivery"),
         (RecordKind::IdempotencyKey, 8, "idempotencyKey"),
+        (RecordKind::Deletion, 9, "deletion"),
     ],
 };
 

@@ -16,6 +16,8 @@
 //!   (`<webhook> <message>`), read and written by [`crate::webhooks`];
 //! - **idempotency keys**: requests sent with an `Idempotency-Key` and
 //!   their answers (`<user> <key>`), by [`crate::http::idempotency`];
+//! - **deletions**: actions deleted lately (`<action>`), for the retries
+//!   of requests that recorded or deleted them, by [`crate::api`];
 //! - **meta**: small values the deployment keeps about itself (the feed
 //!   model it last ran, its cursor key…), outside any tenant.
 //!
@@ -55,10 +57,15 @@ pub enum RecordKind {
     /// A request sent with an `Idempotency-Key` and its answer, for a
     /// while (`<user> <key>`; see [`crate::http::idempotency`]).
     IdempotencyKey,
+    /// An action deleted, kept as long as a request's answer is kept for
+    /// retries (`<action id>`): a retry of the request that recorded it
+    /// does not store it again, and one of the request that deleted it
+    /// answers as that request would have.
+    Deletion,
 }
 
 impl RecordKind {
-    pub const ALL: [RecordKind; 9] = [
+    pub const ALL: [RecordKind; 10] = [
         RecordKind::Meta,
         RecordKind::Cut,
         RecordKind::Celebrity,
@@ -68,6 +75,7 @@ impl RecordKind {
         RecordKind::Webhook,
         RecordKind::DeadDelivery,
         RecordKind::IdempotencyKey,
+        RecordKind::Deletion,
     ];
 }
 

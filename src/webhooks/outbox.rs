@@ -19,9 +19,11 @@ use tokio::sync::Notify;
 use super::registry;
 use crate::clock::Clock;
 use crate::model::EdgeKind;
-use crate::model::{Action, Comment, Delivery, EventType, Hold, Millis, Notice, Tried, Webhook};
+use crate::model::{
+    Action, Comment, Delivery, EventType, Hold, Millis, Notice, ObjectId, Tried, Webhook,
+};
 use crate::store::records::SEPARATOR;
-use crate::store::{FollowJob, JobKind, Store, StoreResult, WebhookJob};
+use crate::store::{FollowJob, JobKind, Store, StoreError, StoreResult, WebhookJob};
 
 /// How long a process trusts the webhooks it read of a tenant. A change
 /// made in this process is seen at once; one made in another process
@@ -358,6 +360,29 @@ impl Outbox {
         tenant: &str,
         build: impl FnOnce(&Listening) -> Vec<Event>,
     ) -> StoreResult<usize> {
+        let queued = self.queue(tenant, build).await?;
+        if queued > 0 {
+            self.wake.notify_one();
+        }
+        Ok(queued)
+    }
+
+    /// As [`Outbox::tell`], for the events of a change not made yet (an
+    /// action's update or deletion): the sender is not woken, and sends
+    /// each once the store shows its change ([`change_made`]).
+    pub async fn tell_before(
+        &self,
+        tenant: &str,
+        build: impl FnOnce(&Listening) -> Vec<Event>,
+    ) -> StoreResult<usize> {
+        self.queue(tenant, build).await
+    }
+
+    async fn queue(
+        &self,
+        tenant: &str,
+        build: impl FnOnce(&Listening) -> Vec<Event>,
+    ) -> StoreResult<usize> {
         let listening = self.listening(tenant).await?;
         if listening.0.is_empty() {
             return Ok(0);
@@ -394,9 +419,43 @@ impl Outbox {
             .buffer_unordered(QUEUED_AT_ONCE)
             .try_collect::<Vec<bool>>()
             .await?;
-        if queued > 0 {
-            self.wake.notify_one();
-        }
         Ok(queued)
     }
+}
+
+/// Whether the store shows the change an action's update or deletion
+/// event tells (queued before the change was made, by
+/// [`Outbox::tell_before`]): the action gone, hidden (or gone), or in
+/// the scope told (or gone). `None` for an event of another type.
+pub async fn change_made(
+    store: &dyn Store,
+    tenant: &str,
+    delivery: &Delivery,
+) -> StoreResult<Option<bool>> {
+    if !matches!(
+        delivery.event,
+        EventType::ActionDeleted | EventType::ActionUpdated
+    ) {
+        return Ok(None);
+    }
+    let body: Value = serde_json::from_str(&delivery.body)
+        .map_err(|e| StoreError::internal("a webhook delivery's body is not JSON", e))?;
+    let data = &body["data"];
+    let Some(id) = data["actionId"]
+        .as_str()
+        .and_then(|id| ObjectId::parse_str(id).ok())
+    else {
+        return Ok(Some(true));
+    };
+    let Some(action) = store.get_actions(tenant, &[id]).await?.pop() else {
+        return Ok(Some(true));
+    };
+    Ok(Some(match (delivery.event, data["change"].as_str()) {
+        (EventType::ActionUpdated, Some("hidden")) => action.hidden,
+        (EventType::ActionUpdated, Some("scope")) => {
+            serde_json::to_value(action.scope).ok().as_ref() == Some(&data["scope"])
+        }
+        (EventType::ActionUpdated, _) => true,
+        _ => false,
+    }))
 }

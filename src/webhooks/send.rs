@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::circuit;
-use super::outbox::Outbox;
+use super::outbox::{self, Outbox};
 use super::registry;
 use super::target;
 use crate::clock::Clock;
@@ -69,6 +69,10 @@ const LEASE_MS: Millis = 60 * SECOND;
 const AT_ONCE: usize = 32;
 /// How soon a delivery held back by a job still running is looked at again.
 const HOLD_MS: Millis = 100;
+/// How long an update or deletion told before it is made waits for the
+/// store to show it before it is taken for never made. The mutation makes
+/// it at once; this is far longer than any store write takes.
+const CHANGE_GRACE_MS: Millis = 10 * SECOND;
 
 /// How a process's sender runs.
 #[derive(Clone, Debug)]
@@ -114,8 +118,12 @@ pub struct Sender {
 /// How one attempt went.
 enum Outcome {
     Sent,
-    /// Not sent yet: it waits for a job still running.
+    /// Not sent yet: it waits for a job still running, or for the change
+    /// it tells to be made.
     Held,
+    /// The change it tells was never made (the process that was to make
+    /// it died first): nothing to send.
+    Unmade,
     /// The webhook is gone: nothing to send to.
     Gone,
     /// The webhook is disabled: kept dead at once, to replay.
@@ -226,6 +234,10 @@ impl Sender {
                 store.finish(lease).await
             }
             Outcome::Gone => store.finish(lease).await,
+            Outcome::Unmade => {
+                info!(webhook = %delivery.webhook, message = %delivery.message, "webhook delivery dropped: the change it tells was not made");
+                store.finish(lease).await
+            }
             Outcome::Held => store.defer(lease, now.saturating_add(HOLD_MS)).await,
             Outcome::Paused => {
                 store
@@ -304,6 +316,19 @@ impl Sender {
     ) -> StoreResult<Outcome> {
         let store = self.store.as_ref();
         let tenant = &lease.job.tenant;
+        // An update or deletion is told before it is made: sent once the
+        // store shows it. Looked at before the first attempt only: once
+        // shown, a later change (the scope set again) does not unmake it.
+        if delivery.tried.attempts == 0 {
+            if let Some(false) = outbox::change_made(store, tenant, delivery).await? {
+                let waited = self.clock.now().saturating_sub(lease.job.queued);
+                return Ok(if waited < CHANGE_GRACE_MS {
+                    Outcome::Held
+                } else {
+                    Outcome::Unmade
+                });
+            }
+        }
         if let Some(hold) = &delivery.hold {
             let kind = JobKind::of_code(&hold.kind)?;
             let running = store

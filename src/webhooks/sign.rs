@@ -33,6 +33,12 @@ impl Secret {
         Secret(bytes)
     }
 
+    /// The secret `drawn` gives for [`DRAWN_BYTES`] (a request's key's
+    /// seed, which its retries draw again), or a fresh random one.
+    pub fn draw_from(drawn: impl FnOnce(usize) -> Option<Vec<u8>>) -> Secret {
+        drawn(DRAWN_BYTES).map_or_else(Secret::draw, Secret)
+    }
+
     /// Reads `whsec_<base64>`, as [`Secret::to_text`] writes it: 24 to 64
     /// bytes once decoded.
     pub fn parse(text: &str) -> Result<Secret, String> {

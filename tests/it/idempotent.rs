@@ -385,10 +385,64 @@ async fn a_retry_while_the_request_runs_is_refused(backend: Backend) {
     server.stop().await;
 }
 
+/// A key held by a process that no longer runs is taken over at once, not
+/// after the minute a claim runs: on the embedded store any process other
+/// than this one is an earlier boot of it, dead; on MongoDB a process is
+/// dead once its liveness record has lapsed, and running while it holds.
+async fn a_key_held_by_a_dead_process_is_taken_over_at_once(backend: Backend) {
+    use riverfeed::store::RecordKind;
+    let mongo = matches!(backend, Backend::Mongo(_));
+    let Some(server) = TestServer::start(backend).await else {
+        return;
+    };
+    let store = &server.server.metered;
+    let body = keyed_status("taken over");
+    let digest = ring::digest::digest(&ring::digest::SHA256, body.as_bytes());
+    let digest: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    let far = 8_000_000_000_000_i64;
+    let holder = "6b0c0000feedfacefeedface";
+    let running = json!({
+        "body": digest, "expires": far, "running_until": far, "holder": holder,
+    });
+    let held = store
+        .put_record(
+            RecordKind::IdempotencyKey,
+            T,
+            "bob\u{1f}k-dead",
+            Some(running.to_string().into_bytes()),
+            Some(0),
+        )
+        .await
+        .expect("written");
+    assert!(held);
+    let process = format!("process\u{1f}{holder}");
+    let beat = |until: i64| Some(json!({ "until": until }).to_string().into_bytes());
+    if mongo {
+        store
+            .put_record(RecordKind::Meta, "", &process, beat(far), None)
+            .await
+            .expect("written");
+        let (status, _, refused) = post_keyed(&server, "bob", "k-dead", &body).await;
+        assert_eq!(status, 409, "its process runs: {refused}");
+        store
+            .put_record(RecordKind::Meta, "", &process, beat(0), None)
+            .await
+            .expect("written");
+    }
+    let (status, _, answer) = post_keyed(&server, "bob", "k-dead", &body).await;
+    assert_eq!(status, 200, "its process is dead: {answer}");
+    assert!(
+        answer["data"]["recordAction"]["actionId"].is_string(),
+        "{answer}"
+    );
+    server.stop().await;
+}
+
 mod keyed {
     use super::*;
 
     crate::on_both_backends!(
+        a_key_held_by_a_dead_process_is_taken_over_at_once,
         a_keyed_retry_gets_the_first_answer,
         a_key_with_another_body_is_refused,
         a_retry_while_the_request_runs_is_refused,

@@ -347,6 +347,7 @@ fn in_process(capacity: usize) -> (Arc<Hub>, AppState, RiverfeedSchema, tempfile
         webhooks_allow_private: false,
         planner: Default::default(),
         river_builds: Default::default(),
+        idempotency_ttl: riverfeed::http::idempotency::DEFAULT_TTL,
         store,
         hub: hub.clone(),
         clock,

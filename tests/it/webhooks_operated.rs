@@ -314,6 +314,65 @@ async fn action_changes_are_told(backend: Backend) {
     server.stop().await;
 }
 
+/// An update or deletion is told before it is made: its delivery waits
+/// while the store does not show the change, goes once it does, and is
+/// dropped once ten seconds pass without it (the process that was to make
+/// it died first). The events are queued here as the mutation queues
+/// them, and one of the two changes is then made behind the API's back.
+async fn a_change_told_before_it_is_made_waits_for_it(backend: Backend) {
+    use riverfeed::model::{EventType, ObjectId};
+    use riverfeed::store::prelude::*;
+    use riverfeed::store::Removal;
+    use riverfeed::webhooks::{outbox, Event, Outbox};
+
+    let clock = Arc::new(ManualClock::new(crate::common::CLOCK_START));
+    let Some(server) = start(backend, Some(clock.clone())).await else {
+        return;
+    };
+    let receiver = Receiver::start(None).await;
+    let app = server.service(T);
+    let (hook, _) = register(&app, &receiver.url, json!(["ACTION_DELETED"])).await;
+    let mary = server.client(T, "mary");
+    let made = mary.post_status("Deleted late", json!({})).await;
+    let never = mary.post_status("Never deleted", json!({})).await;
+    let store: Arc<dyn Store> = server.server.metered.clone();
+    let told = Outbox::new(store.clone(), clock.clone());
+    let oid = |id: &str| ObjectId::parse_str(id).expect("an id");
+    for id in [&made, &never] {
+        let action = store.get_actions(T, &[oid(id)]).await.expect("read");
+        let action = action.first().expect("stored").clone();
+        let now = riverfeed::clock::Clock::now(&*clock);
+        told.tell_before(T, |l| {
+            outbox::one(l, EventType::ActionDeleted, || {
+                Event::action_deleted(&action, now)
+            })
+        })
+        .await
+        .expect("queued");
+    }
+    sender_passes(&server, 2).await;
+    assert!(receiver.all().is_empty(), "neither change is made yet");
+    let (pending, _) = deliveries(&app, &hook, "PENDING", None, None).await;
+    assert_eq!(pending.len(), 2, "both wait: {pending:?}");
+
+    store
+        .remove_action(T, oid(&made), Removal::Delete)
+        .await
+        .expect("deleted");
+    clock.advance(1_000);
+    let got = receiver
+        .wait("the deletion made", |got| !got.is_empty())
+        .await;
+    assert_eq!(got[0].body["data"]["actionId"], json!(made), "{got:#?}");
+
+    clock.advance(10_000);
+    sender_passes(&server, 2).await;
+    assert_eq!(receiver.all().len(), 1, "the change never made is not told");
+    let (pending, _) = deliveries(&app, &hook, "PENDING", None, None).await;
+    assert!(pending.is_empty(), "dropped: {pending:?}");
+    server.stop().await;
+}
+
 /// A like tells `reaction.added` once, by the like's job; liking again
 /// changes nothing and tells nothing.
 async fn a_like_is_told_once(backend: Backend) {
@@ -432,6 +491,7 @@ async fn pages_of_a_state_hold_each_once(backend: Backend) {
 }
 
 on_both_backends!(
+    a_change_told_before_it_is_made_waits_for_it,
     pages_of_a_state_hold_each_once,
     a_follow_is_told_once,
     a_like_is_told_once,

@@ -13,7 +13,7 @@ use super::users::ensure_user_in;
 use super::Inner;
 use crate::model::{Action, FanOut, FanOutState, FeedItem, Millis, ObjectId, Scope};
 use crate::store::{
-    Direction, FanOutJob, Inserted, Outbox, Relation, Removal, StoreError, StoreResult,
+    Direction, FanOutJob, Inserted, Outbox, Record, Relation, Removal, StoreError, StoreResult,
 };
 
 /// Under `meta` once every stored action has its lookup entries (the
@@ -265,66 +265,105 @@ impl Inner {
         self.commit(batch)
     }
 
-    /// Puts an imported action in `batch`, in place of the one stored
-    /// under its id, if any (or written earlier in the batch, `written`):
-    /// that one's entries (slices, outboxes, places in the expiry orders,
-    /// foreign-id entry) go first, so nothing finds it where it no longer
-    /// is. Its foreign id must be its own or free: one its actor recorded
-    /// under another action since the import checked it (a record racing
-    /// the import) refuses the batch. The caller holds the locks of the
-    /// action and of its foreign-id entry, which `insert_action` takes too.
-    pub(super) fn import_action(
+    /// Writes the actions of an archive into `batch`, each as the archive
+    /// last gives it. One the store holds is replaced whole: its entries
+    /// (slices, outboxes, places in the expiry orders, foreign-id entry),
+    /// feed items, comments and discussion entries go first, so only what
+    /// the archive carries (written after them in the batch) is found.
+    /// Foreign ids are checked against the archive as a whole: it may move
+    /// one from an action to another, but not leave two actions under one,
+    /// nor take one its actor recorded under another action since the
+    /// archive was checked (a record racing the import); either refuses the
+    /// batch. The caller holds the locks of the actions and of their
+    /// foreign-id entries, which `insert_action` takes too. Returns the
+    /// actions written.
+    pub(super) fn import_actions(
         &self,
         batch: &mut WriteBatch,
-        action: &Action,
-        written: &mut HashMap<ObjectId, Action>,
-    ) -> StoreResult<()> {
-        let t = action.tenant.as_str();
-        if let Some(key) = foreign_entry(action) {
-            let holder = match written.values().find(|a| same_foreign_id(a, action)) {
-                Some(earlier) => Some(earlier.id),
-                None => match self.get(QUEUE, &key)? {
-                    Some(held) => {
-                        let id = ObjectId::from_bytes(Reader(&held).oid()?);
-                        // The entry goes with its action: one without it
-                        // (or whose action has another foreign id now)
-                        // holds nothing, and one replaced in this batch
-                        // by an action under another id holds nothing.
-                        let stored = self
-                            .action(t, id)?
-                            .is_some_and(|a| same_foreign_id(&a, action));
-                        let moved = written
-                            .get(&id)
-                            .is_some_and(|a| !same_foreign_id(a, action));
-                        Some(id).filter(|_| stored && !moved)
-                    }
-                    None => None,
-                },
+        records: &[Record],
+    ) -> StoreResult<HashMap<ObjectId, Action>> {
+        let mut archived = HashMap::new();
+        for record in records {
+            if let Record::Action { action } = record {
+                let mut action = action.clone();
+                // A fan-out not done is queued again after the records
+                // (`import_notices`), as after a crash.
+                if action.fan_out.state != FanOutState::Done {
+                    action.fan_out = FanOut::pending();
+                }
+                archived.insert(action.id, action);
+            }
+        }
+        let mut claimed: HashMap<Vec<u8>, ObjectId> = HashMap::new();
+        for action in archived.values() {
+            let Some(key) = foreign_entry(action) else {
+                continue;
             };
-            if let Some(holder) = holder.filter(|h| *h != action.id) {
-                let foreign = action.foreign.as_ref().map(|f| f.id.as_str());
+            let foreign = action.foreign.as_ref().map(|f| f.id.as_str());
+            if let Some(other) = claimed.insert(key.clone(), action.id) {
                 return Err(StoreError::invalid(format!(
-                    "action {} of tenant {t:?}: its actor {:?} recorded foreignId {:?} as \
+                    "actions {other} and {} of tenant {:?}: the archive gives both foreignId \
+                     {:?} of actor {:?}, and an actor's foreignId names one action: nothing of \
+                     this batch was written",
+                    action.id,
+                    action.tenant,
+                    foreign.unwrap_or_default(),
+                    action.actor_id
+                )));
+            }
+            let Some(held) = self.get(QUEUE, &key)? else {
+                continue;
+            };
+            let holder = ObjectId::from_bytes(Reader(&held).oid()?);
+            // The entry goes with its action: one without it (or whose
+            // action has another foreign id now) holds nothing, and nor
+            // does one the archive gives again (it carries its foreign id).
+            let holds = holder != action.id
+                && !archived.contains_key(&holder)
+                && self
+                    .action(&action.tenant, holder)?
+                    .is_some_and(|a| same_foreign_id(&a, action));
+            if holds {
+                return Err(StoreError::invalid(format!(
+                    "action {} of tenant {:?}: its actor {:?} recorded foreignId {:?} as \
                      action {holder} since the archive was checked, and an actor's foreignId \
                      names one action: nothing of this batch was written; leave one of the two \
                      out (or give it another foreignId) and import again",
                     action.id,
+                    action.tenant,
                     action.actor_id,
                     foreign.unwrap_or_default()
                 )));
             }
         }
-        let old = match written.get(&action.id) {
-            Some(earlier) => Some(earlier.clone()),
-            None => self.action(t, action.id)?.map(|a| Action::clone(&a)),
-        };
-        if let Some(old) = old {
-            self.unindex_action(batch, &old);
+        // Every replaced action's old entries, and what hangs off it, go
+        // first, then the archive's are written: a foreign id moved between
+        // two of them ends with its new holder whatever their order.
+        for action in archived.values() {
+            let (t, id) = (action.tenant.as_str(), action.id);
+            if let Some(old) = self.action(t, id)? {
+                self.unindex_action(batch, &old);
+                self.remove_items(batch, t, id)?;
+                self.drop_comments(batch, t, id.bytes())?;
+                self.drop_discussion(batch, t, id.bytes())?;
+            }
         }
-        self.put_action(batch, action)?;
-        self.index_action(batch, action);
-        written.insert(action.id, action.clone());
-        Ok(())
+        for action in archived.values() {
+            ensure_user_in(batch, self, &action.tenant, &action.actor_id);
+            self.put_action(batch, action)?;
+            self.index_action(batch, action);
+        }
+        Ok(archived)
+    }
+
+    /// Takes an action's comments out, in a batch.
+    fn drop_comments(&self, batch: &mut WriteBatch, tenant: &str, id: Oid) -> StoreResult<()> {
+        let thread = Key::tag(reaction::COMMENT).str(tenant).oid(id).into_vec();
+        let reactions = self.cf(REACTIONS);
+        self.scan_prefix(REACTIONS, &thread, &thread, usize::MAX, |k, _| {
+            batch.delete_cf(reactions, k);
+            Ok(())
+        })
     }
 
     /// Tells the cache what a committed batch did to actions.
@@ -442,12 +481,7 @@ impl Inner {
         batch.delete_cf(self.cf(ACTIONS), action_key(tenant, oid));
         self.unindex_action(&mut batch, &action);
         // Comments go, then likes.
-        let thread = Key::tag(reaction::COMMENT).str(tenant).oid(oid).into_vec();
-        let reactions = self.cf(REACTIONS);
-        self.scan_prefix(REACTIONS, &thread, &thread, usize::MAX, |k, _| {
-            batch.delete_cf(reactions, k);
-            Ok(())
-        })?;
+        self.drop_comments(&mut batch, tenant, oid)?;
         self.drop_discussion(&mut batch, tenant, oid)?;
         let hex = id.to_hex();
         let likers = relation_prefix(Direction::In, Relation::Likes)

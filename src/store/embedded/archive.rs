@@ -7,8 +7,6 @@
 //! synced batch, then its notification records through the store's
 //! [`crate::store::NoticeStore`] (see [`crate::store::archive::import_notices`]).
 
-use std::collections::HashMap;
-
 use async_trait::async_trait;
 use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
@@ -22,7 +20,7 @@ use super::records::put_first;
 use super::relations::{delete_relation, put_relation, relation_prefix};
 use super::users::{ensure_user_in, user_key, user_name, user_value};
 use super::{records, EmbeddedStore, Inner};
-use crate::model::{Action, EdgeKind, FanOut, FanOutState, ObjectId, Reason, ReasonKind};
+use crate::model::{EdgeKind, ObjectId, Reason, ReasonKind};
 use crate::store::archive::relation_record;
 use crate::store::archive::{import_notices, import_webhooks, webhook_record};
 use crate::store::codes::{GROUP_KIND, RECORD_KIND};
@@ -216,7 +214,7 @@ impl Inner {
         }
         let locked = self.lock(&locks);
         let mut batch = WriteBatch::default();
-        let mut written = HashMap::new();
+        let written = self.import_actions(&mut batch, records)?;
         let graph = self.cf(GRAPH);
         let families = self.item_families();
         let mut key = Vec::with_capacity(64);
@@ -298,17 +296,8 @@ impl Inner {
                     let pair = (user.as_str(), supervisor.as_str());
                     put_relation(&mut batch, self, Relation::ReportsTo, tenant, pair, &[]);
                 }
-                Record::Action { action } => {
-                    let mut action: Action = action.clone();
-                    let t = action.tenant.clone();
-                    // A fan-out not done is queued again after the records
-                    // (`import_notices`), as after a crash.
-                    if action.fan_out.state != FanOutState::Done {
-                        action.fan_out = FanOut::pending();
-                    }
-                    ensure_user_in(&mut batch, self, &t, &action.actor_id);
-                    self.import_action(&mut batch, &action, &mut written)?;
-                }
+                // Written before the other records, by `import_actions`.
+                Record::Action { .. } => {}
                 Record::Comment {
                     tenant, comment, ..
                 } => {

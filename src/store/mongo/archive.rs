@@ -13,6 +13,7 @@
 //! groups and inboxes under their version (an insert, or where one is stored
 //! already an insert refused, a read and a replace) rather than as upserts.
 
+use std::collections::HashMap;
 use std::future::{ready, Future};
 
 use async_trait::async_trait;
@@ -25,14 +26,14 @@ use super::notices::group_of;
 use super::records::{id_range, record_id, stored_of};
 use super::relations::{attrs_of, keep_relation, relation_doc, replace_relation};
 use super::{db_err, ActionDoc, CommentDoc, MongoStore, TOMBSTONE};
-use crate::model::{EdgeKind, FanOut, FanOutState, FeedItem};
+use crate::model::{Action, EdgeKind, FanOut, FanOutState, FeedItem, ObjectId};
 use crate::store::archive::{import_notices, import_webhooks, relation_record, webhook_record};
 use crate::store::codes::{GROUP_KIND, RECORD_KIND, RELATION};
 use crate::store::records::{decode_inbox, SEPARATOR};
 use crate::store::relations::membership_attrs;
 use crate::store::{
-    Archive, EdgeRecordKind, ErrorKind, ItemRecord, JobKind, NoticeJob, Record, RecordKind,
-    Relation, StoreError, StoreResult, Unfollow,
+    ActionStore, Archive, EdgeRecordKind, ErrorKind, ItemRecord, JobKind, NoticeJob, Record,
+    RecordKind, Relation, StoreError, StoreResult, Unfollow,
 };
 
 /// A stream that runs `open` (a query) only when it is first polled, then
@@ -276,6 +277,102 @@ impl Statements {
 
 impl MongoStore {}
 
+impl MongoStore {
+    /// Readies the store for the actions of an archive, before anything
+    /// of it is written. Their foreign ids are checked against the archive
+    /// as a whole and the store: the archive may move one from an action
+    /// to another, but not leave two actions under one, nor take one its
+    /// actor recorded under an action it does not give (a record racing
+    /// the import); either refuses the batch, nothing written. Then each
+    /// action the store holds is cleared for its replacement: its copies,
+    /// feed items, comments and discussion entries go (the archive's are
+    /// written after), and its foreign id is let go (the archive's version
+    /// takes its own, or none).
+    async fn clear_replaced(&self, records: &[Record]) -> StoreResult<()> {
+        let mut archived: HashMap<ObjectId, &Action> = HashMap::new();
+        for record in records {
+            if let Record::Action { action } = record {
+                archived.insert(action.id, action);
+            }
+        }
+        let mut tenants: Vec<&str> = archived.values().map(|a| a.tenant.as_str()).collect();
+        tenants.sort_unstable();
+        tenants.dedup();
+        for tenant in tenants {
+            let of_tenant: Vec<&Action> = archived
+                .values()
+                .filter(|a| a.tenant == tenant)
+                .copied()
+                .collect();
+            let mut claimed: HashMap<(&str, &str), ObjectId> = HashMap::new();
+            for action in &of_tenant {
+                let Some(foreign) = &action.foreign else {
+                    continue;
+                };
+                let key = (action.actor_id.as_str(), foreign.id.as_str());
+                if let Some(other) = claimed.insert(key, action.id) {
+                    return Err(StoreError::invalid(format!(
+                        "actions {other} and {} of tenant {tenant:?}: the archive gives both \
+                         foreignId {:?} of actor {:?}, and an actor's foreignId names one \
+                         action: nothing of this batch was written",
+                        action.id, foreign.id, action.actor_id
+                    )));
+                }
+            }
+            let under: Vec<(String, String)> = claimed
+                .keys()
+                .map(|(actor, id)| ((*actor).to_owned(), (*id).to_owned()))
+                .collect();
+            for holder in self.foreign_actions(tenant, &under).await? {
+                let Some(foreign) = &holder.foreign else {
+                    continue;
+                };
+                let key = (holder.actor_id.as_str(), foreign.id.as_str());
+                match claimed.get(&key) {
+                    Some(id) if *id != holder.id && !archived.contains_key(&holder.id) => {
+                        return Err(StoreError::invalid(format!(
+                            "action {id} of tenant {tenant:?}: its actor {:?} recorded \
+                             foreignId {:?} as action {} since the archive was checked, and \
+                             an actor's foreignId names one action: nothing of this batch was \
+                             written; leave one of the two out (or give it another foreignId) \
+                             and import again",
+                            holder.actor_id, foreign.id, holder.id
+                        )));
+                    }
+                    _ => {}
+                }
+            }
+            let ids: Vec<ObjectId> = of_tenant.iter().map(|a| a.id).collect();
+            let held: Vec<ObjectId> = self
+                .get_actions(tenant, &ids)
+                .await?
+                .iter()
+                .map(|a| a.id)
+                .collect();
+            if held.is_empty() {
+                continue;
+            }
+            // Copies first, then what hangs off the actions (as a removal).
+            self.uncopy(tenant, &held).await?;
+            let of = doc! { "tenant": tenant, "actionId": { "$in": &held } };
+            self.comments
+                .delete_many(of.clone())
+                .await
+                .map_err(db_err)?;
+            self.discussions.delete_many(of).await.map_err(db_err)?;
+            self.layout.remove(tenant, None, &held).await?;
+            self.actions
+                .update_many(
+                    doc! { "_id": { "$in": &held }, "tenant": tenant },
+                    doc! { "$unset": { "foreign": "" } },
+                )
+                .await
+                .map_err(db_err)?;
+        }
+        Ok(())
+    }
+}
+
 #[async_trait]
 impl Archive for MongoStore {
     fn export<'a>(&'a self, tenant: Option<&'a str>) -> BoxStream<'a, StoreResult<Record>> {
@@ -459,6 +556,7 @@ impl Archive for MongoStore {
         for record in records {
             statements.add(record)?;
         }
+        self.clear_replaced(records).await?;
         let Statements {
             users,
             supervisors,

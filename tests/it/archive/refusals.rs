@@ -318,7 +318,65 @@ async fn a_foreign_id_held_by_another_action_is_refused(backend: Backend) {
     store.remove().await;
 }
 
+/// An archive may move a `foreignId` from an action the store holds to
+/// another, the new holder first: the archive as a whole holds the id
+/// once, so it imports (in batches of one too, and with the moving action
+/// given twice), and the id ends with its new holder.
+async fn an_archive_moving_a_foreign_id_imports(backend: Backend) {
+    let Some(store) = CliStore::new(backend) else {
+        return;
+    };
+    let recorded = |conducted, foreign: Option<&str>| {
+        let mut action = super::status(T, "ann", conducted, &[]);
+        action.fan_out = riverfeed::model::FanOut::done();
+        action.foreign = foreign.map(|f| Foreign::of(f.into(), &action, true));
+        action
+    };
+    let held = recorded(1_000, Some("order-7"));
+    let first = archive_of(vec![
+        user(T, "ann", None),
+        Record::Action {
+            action: held.clone(),
+        },
+    ])
+    .await;
+    let (ok, stderr) = store.import("first.jsonl", &first, &[]).await;
+    assert!(ok, "{stderr}");
+
+    let taker = recorded(2_000, Some("order-7"));
+    let mut gave = held.clone();
+    gave.foreign = None;
+    let moving = archive_of(vec![
+        Record::Action {
+            action: taker.clone(),
+        },
+        Record::Action {
+            action: gave.clone(),
+        },
+        // Given twice: written once, counted twice.
+        Record::Action {
+            action: gave.clone(),
+        },
+    ])
+    .await;
+    let flags = ["--merge", "--batch", "1"];
+    let (ok, stderr) = store.import("moving.jsonl", &moving, &flags).await;
+    assert!(ok, "the archive as a whole holds the id once: {stderr}");
+    let records = store.records_of(T).await;
+    let line_of = |id: riverfeed::model::ObjectId| {
+        records
+            .iter()
+            .find(|r| r.contains(&id.to_hex()) && r.contains("\"action\""))
+            .unwrap_or_else(|| panic!("action {id} imported: {records:?}"))
+            .clone()
+    };
+    assert!(line_of(taker.id).contains("order-7"), "{records:?}");
+    assert!(!line_of(held.id).contains("order-7"), "{records:?}");
+    store.remove().await;
+}
+
 crate::on_both_backends!(
+    an_archive_moving_a_foreign_id_imports,
     a_foreign_id_held_by_another_action_is_refused,
     a_cut_archive_imports_nothing,
     what_the_api_refuses_an_import_refuses,

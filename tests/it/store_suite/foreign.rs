@@ -1,7 +1,7 @@
 //! Cases of foreign ids: one action per actor and foreign id, held by the
 //! backend however many inserts race.
 
-use anyhow::{ensure, Result};
+use anyhow::{ensure, Context, Result};
 use futures_util::future::join_all;
 use futures_util::StreamExt;
 use riverfeed::model::{Action, Foreign};
@@ -210,5 +210,126 @@ pub(super) async fn imports_racing_records(store: &dyn Store) -> Result<()> {
         "{under_it:?}"
     );
     ensure!(outbox(store, T, "k-bob").await? == [recorded.id.to_hex()]);
+    Ok(())
+}
+
+/// An import of an action the store holds replaces what hangs off it too:
+/// the feed items and comments the archive does not carry go, in the same
+/// import, and those it carries stay.
+pub(super) async fn imports_drop_what_the_archive_lacks(store: &dyn Store) -> Result<()> {
+    use riverfeed::model::{Comment, FeedItem, ObjectId, Reason, ReasonKind};
+    use riverfeed::store::ItemRecord;
+
+    let held = action(T, "l-bob", 1_000, &["l-ref"]);
+    let comment = |text: &str, created| Comment {
+        id: ObjectId::new(),
+        action_id: held.id,
+        author_id: "l-dana".into(),
+        text: text.into(),
+        created,
+    };
+    let (kept, dropped) = (comment("kept", 1_100), comment("dropped", 1_200));
+    let item = |owner: &str| Record::FeedItem {
+        tenant: T.into(),
+        item: ItemRecord::visible(FeedItem {
+            owner: owner.into(),
+            action_id: held.id,
+            relevancy: 1_000,
+            reason: Reason::new(ReasonKind::Follows, "l-bob"),
+            changed: 1_000,
+            copy: None,
+        }),
+    };
+    let commented = |c: &Comment| Record::Comment {
+        tenant: T.into(),
+        comment: c.clone(),
+        bump_queued: false,
+    };
+    let mut before = held.clone();
+    before.counts.comments = 2;
+    store
+        .import(&[
+            Record::Action { action: before },
+            commented(&kept),
+            commented(&dropped),
+            item("l-ann"),
+            item("l-carl"),
+        ])
+        .await?;
+    ensure!(store.comments(T, held.id, None, 10).await?.len() == 2);
+
+    let mut archived = held.clone();
+    archived.counts.comments = 1;
+    store
+        .import(&[
+            Record::Action { action: archived },
+            commented(&kept),
+            item("l-ann"),
+        ])
+        .await?;
+    let comments = store.comments(T, held.id, None, 10).await?;
+    ensure!(
+        comments.iter().map(|c| c.id).collect::<Vec<_>>() == [kept.id],
+        "only the archive's comment: {comments:?}"
+    );
+    let ann = store.feed_page(T, "l-ann", range(10)).await?;
+    ensure!(ann.iter().map(|i| i.action_id).collect::<Vec<_>>() == [held.id]);
+    let carl = store.feed_page(T, "l-carl", range(10)).await?;
+    ensure!(carl.is_empty(), "an item the archive lacks: {carl:?}");
+    let placed = store.materialised(T, "l-carl", &[held.id]).await?;
+    ensure!(placed.is_empty(), "held still: {placed:?}");
+    Ok(())
+}
+
+/// An archive may move a foreign id from an action the store holds to
+/// another, the new holder first: the archive as a whole holds it once.
+pub(super) async fn imports_move_a_foreign_id(store: &dyn Store) -> Result<()> {
+    let first = under(T, "v-bob", "moved-1", 1_000);
+    ensure!(store.insert_action(&first).await? == Inserted::New);
+    let taker = under(T, "v-bob", "moved-1", 2_000);
+    let mut gave = first.clone();
+    gave.foreign = None;
+    store
+        .import(&[
+            Record::Action {
+                action: taker.clone(),
+            },
+            Record::Action {
+                action: gave.clone(),
+            },
+        ])
+        .await
+        .context("the archive as a whole holds the id once")?;
+    let under_it = store
+        .foreign_actions(T, &[("v-bob".into(), "moved-1".into())])
+        .await?;
+    ensure!(
+        under_it.iter().map(|a| a.id).collect::<Vec<_>>() == [taker.id],
+        "{under_it:?}"
+    );
+    let stored = store.get_actions(T, &[first.id]).await?;
+    ensure!(
+        stored.first().is_some_and(|a| a.foreign.is_none()),
+        "{stored:?}"
+    );
+    // A record under the id finds the action that holds it now.
+    let again = under(T, "v-bob", "moved-1", 3_000);
+    ensure!(store.insert_action(&again).await? == Inserted::Existing(Box::new(taker)));
+
+    // An archive that leaves two actions under one id is refused whole.
+    let one = under(T, "v-bob", "twice-1", 4_000);
+    let two = under(T, "v-bob", "twice-1", 5_000);
+    let refused = store
+        .import(&[
+            Record::Action {
+                action: one.clone(),
+            },
+            Record::Action { action: two },
+        ])
+        .await;
+    ensure!(
+        matches!(&refused, Err(err) if err.kind == riverfeed::store::ErrorKind::InvalidInput),
+        "refused: {refused:?}"
+    );
     Ok(())
 }

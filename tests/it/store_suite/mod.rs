@@ -137,6 +137,7 @@ store_cases! {
         foreign::ids_stored_again,
         foreign::imports_replace_an_action_whole,
         foreign::imports_racing_records,
+        foreign::imports_move_a_foreign_id,
         notices::notice_versions,
         notices::notice_pages,
         notices::notice_counts,
@@ -166,6 +167,7 @@ store_cases! {
         records::relations_from_both_ends,
     ],
     every_layout: [
+        foreign::imports_drop_what_the_archive_lacks,
         fanout::delivery_is_idempotent,
         fanout::large_batches,
         fanout::batches_and_groups,
