@@ -2,14 +2,14 @@
 //! first attempt, those failed and waiting for a retry (read from the
 //! delivery jobs, which carry their attempts), and those given up on.
 
-use async_graphql::{Context, Enum, Object, ID};
+use async_graphql::{Enum, Object, ID};
 use chrono::{DateTime, Utc};
 
 use super::cursor::ListId;
 use super::error::ApiResultExt;
 use super::page::{connection, PageInfo};
 use super::types::datetime;
-use super::{state, viewer};
+use super::{AppState, Viewer};
 use crate::model::limits::page_size;
 use crate::model::{DeadDelivery, Delivery, EventType, Millis};
 use crate::store::records::SEPARATOR;
@@ -17,7 +17,7 @@ use crate::store::{JobKind, Queued, QueuedRead, StoreResult};
 use crate::webhooks::registry;
 
 /// Where a delivery stands.
-#[derive(Enum, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Enum, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DeliveryState {
     /// Queued, not attempted yet.
     Pending,
@@ -50,61 +50,104 @@ pub struct WebhookDelivery {
     died: Option<Millis>,
 }
 
-/// One event for one endpoint, and how its attempts went.
-#[Object]
+/// The values of a delivery's fields, for both executors.
 impl WebhookDelivery {
-    /// Its `webhook-id`, the same on every attempt.
-    async fn message_id(&self) -> ID {
-        ID(self.delivery.message.clone())
+    pub(crate) fn message(&self) -> &str {
+        &self.delivery.message
     }
 
-    async fn event_type(&self) -> EventType {
+    pub(crate) fn event(&self) -> EventType {
         self.delivery.event
     }
 
-    /// The JSON body it sends, the same on every attempt (and when
-    /// replayed): what the signature signs.
-    async fn payload(&self) -> &str {
+    pub(crate) fn body(&self) -> &str {
         &self.delivery.body
     }
 
-    async fn state(&self) -> DeliveryState {
+    pub(crate) fn standing(&self) -> DeliveryState {
         self.state
     }
 
-    /// Attempts made so far, all failed.
-    async fn attempts(&self) -> u32 {
+    pub(crate) fn attempts_made(&self) -> u32 {
         self.delivery.tried.attempts
     }
 
-    /// Why the last attempt failed; null before the first.
-    async fn last_error(&self) -> Option<&str> {
+    pub(crate) fn error_last(&self) -> Option<&str> {
         self.error
             .as_deref()
             .or(self.delivery.tried.error.as_deref())
     }
 
+    pub(crate) fn status_last(&self) -> Option<u16> {
+        self.delivery.tried.status
+    }
+
+    pub(crate) fn next_at(&self) -> Option<DateTime<Utc>> {
+        self.next.map(datetime)
+    }
+
+    pub(crate) fn queued_time(&self) -> DateTime<Utc> {
+        datetime(self.queued)
+    }
+
+    pub(crate) fn died_time(&self) -> Option<DateTime<Utc>> {
+        self.died.map(datetime)
+    }
+}
+
+/// One event for one endpoint, and how its attempts went.
+#[Object]
+impl WebhookDelivery {
+    /// Its `webhook-id`, the same on every attempt.
+    async fn message_id(&self) -> ID {
+        ID(self.message().to_owned())
+    }
+
+    async fn event_type(&self) -> EventType {
+        self.event()
+    }
+
+    /// The JSON body it sends, the same on every attempt (and when
+    /// replayed): what the signature signs.
+    async fn payload(&self) -> &str {
+        self.body()
+    }
+
+    async fn state(&self) -> DeliveryState {
+        self.standing()
+    }
+
+    /// Attempts made so far, all failed.
+    async fn attempts(&self) -> u32 {
+        self.attempts_made()
+    }
+
+    /// Why the last attempt failed; null before the first.
+    async fn last_error(&self) -> Option<&str> {
+        self.error_last()
+    }
+
     /// The HTTP status the endpoint last answered; null before the first
     /// attempt and when it did not answer (refused, timed out).
     async fn last_status(&self) -> Option<u16> {
-        self.delivery.tried.status
+        self.status_last()
     }
 
     /// When it is tried next: for one not tried yet, when it was queued (it
     /// goes as soon as a sender is free); null while a sender is trying it
     /// and for a dead one.
     async fn next_attempt_at(&self) -> Option<DateTime<Utc>> {
-        self.next.map(datetime)
+        self.next_at()
     }
 
     /// When its event was queued (a replay queues it anew).
     async fn queued_at(&self) -> DateTime<Utc> {
-        datetime(self.queued)
+        self.queued_time()
     }
 
     /// When it was given up on; null unless it is dead.
     async fn died_at(&self) -> Option<DateTime<Utc>> {
-        self.died.map(datetime)
+        self.died_time()
     }
 }
 
@@ -115,15 +158,16 @@ connection!(
     "webhook delivery"
 );
 
-/// A page of `webhook`'s deliveries in `state`, in message-id order.
+/// A page of `webhook`'s deliveries in `state`, in message-id order, for
+/// both executors.
 pub async fn page(
-    ctx: &Context<'_>,
+    state: &AppState,
+    viewer: &Viewer,
     webhook: &str,
     wanted: DeliveryState,
     first: Option<i32>,
     after: Option<String>,
 ) -> async_graphql::Result<WebhookDeliveryConnection> {
-    let (state, viewer) = (state(ctx)?, viewer(ctx)?);
     let limit = page_size("first", first).api()?;
     let cursors = &state.cursors;
     let list = ListId::deliveries(cursors, &viewer.tenant, webhook, wanted.code());

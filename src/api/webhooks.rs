@@ -25,7 +25,59 @@ const MAX_URL_LEN: usize = 2048;
 const MAX_DEAD_PAGE: usize = 100;
 
 /// An endpoint that hears the tenant's events.
-pub struct WebhookNode(Webhook);
+pub struct WebhookNode(pub(crate) Webhook);
+
+/// The values of a webhook's fields, for both executors.
+impl WebhookNode {
+    pub(crate) fn created_time(&self) -> DateTime<Utc> {
+        datetime(self.0.created)
+    }
+
+    pub(crate) fn is_paused(&self) -> bool {
+        self.0.paused.is_some()
+    }
+
+    pub(crate) fn pause_reason(&self) -> Option<&str> {
+        self.0.paused.as_ref().map(|p| p.reason.as_str())
+    }
+
+    pub(crate) fn paused_time(&self) -> Option<DateTime<Utc>> {
+        self.0.paused.as_ref().map(|p| datetime(p.at))
+    }
+
+    /// Until when the secret the last rotation replaced still signs.
+    pub(crate) fn previous_expires(&self, state: &AppState) -> Option<DateTime<Utc>> {
+        let now = state.clock.now();
+        let (_, until) = self.0.previous.as_ref()?;
+        (*until > now).then(|| datetime(*until))
+    }
+}
+
+/// The tenant's webhooks, for `service` and `admin`: for both executors.
+pub(crate) async fn list(
+    state: &AppState,
+    viewer: &Viewer,
+) -> async_graphql::Result<Vec<WebhookNode>> {
+    require_service(viewer, "webhooks")?;
+    let hooks = registry::list(state.store.as_ref(), &viewer.tenant)
+        .await
+        .api()?;
+    Ok(hooks.into_iter().map(WebhookNode).collect())
+}
+
+/// One webhook of the tenant, or none, for `service` and `admin`: for both
+/// executors.
+pub(crate) async fn find(
+    state: &AppState,
+    viewer: &Viewer,
+    webhook_id: &ID,
+) -> async_graphql::Result<Option<WebhookNode>> {
+    require_service(viewer, "webhook")?;
+    let hook = registry::get(state.store.as_ref(), &viewer.tenant, webhook_id)
+        .await
+        .api()?;
+    Ok(hook.map(WebhookNode))
+}
 
 #[Object(name = "Webhook")]
 impl WebhookNode {
@@ -50,32 +102,30 @@ impl WebhookNode {
     }
 
     async fn created_at(&self) -> DateTime<Utc> {
-        datetime(self.0.created)
+        self.created_time()
     }
 
     /// True once every attempt to reach it has failed for a day: its
     /// deliveries wait, untried and kept, until `resumeWebhook` (or
     /// `enableWebhook`) sends them.
     async fn paused(&self) -> bool {
-        self.0.paused.is_some()
+        self.is_paused()
     }
 
     /// Why it was paused; null while it is not.
     async fn paused_reason(&self) -> Option<&str> {
-        self.0.paused.as_ref().map(|p| p.reason.as_str())
+        self.pause_reason()
     }
 
     /// When it was paused; null while it is not.
     async fn paused_at(&self) -> Option<DateTime<Utc>> {
-        self.0.paused.as_ref().map(|p| datetime(p.at))
+        self.paused_time()
     }
 
     /// Until when deliveries are also signed with the secret the last
     /// rotation replaced; null when only the current one signs.
     async fn previous_secret_expires_at(&self, ctx: &Context<'_>) -> Option<DateTime<Utc>> {
-        let now = ctx.data_unchecked::<AppState>().clock.now();
-        let (_, until) = self.0.previous.as_ref()?;
-        (*until > now).then(|| datetime(*until))
+        self.previous_expires(ctx.data_unchecked::<AppState>())
     }
 
     /// Its deliveries in `state`, in message-id order: those waiting for a
@@ -91,7 +141,8 @@ impl WebhookNode {
         first: Option<i32>,
         after: Option<String>,
     ) -> async_graphql::Result<WebhookDeliveryConnection> {
-        deliveries::page(ctx, &self.0.id, state, first, after).await
+        let (app, viewer) = (super::state(ctx)?, viewer(ctx)?);
+        deliveries::page(app, viewer, &self.0.id, state, first, after).await
     }
 
     /// Deliveries given up on after a day of retries, in message-id
@@ -173,12 +224,7 @@ impl WebhookQuery {
     /// The tenant's webhooks. `service` and `admin` only.
     #[graphql(complexity = "list_cost(MAX_WEBHOOKS, child_complexity)")]
     async fn webhooks(&self, ctx: &Context<'_>) -> async_graphql::Result<Vec<WebhookNode>> {
-        let viewer = viewer(ctx)?;
-        require_service(viewer, "webhooks")?;
-        let hooks = registry::list(state(ctx)?.store.as_ref(), &viewer.tenant)
-            .await
-            .api()?;
-        Ok(hooks.into_iter().map(WebhookNode).collect())
+        list(state(ctx)?, viewer(ctx)?).await
     }
 
     /// One webhook, or null. `service` and `admin` only.
@@ -187,12 +233,7 @@ impl WebhookQuery {
         ctx: &Context<'_>,
         webhook_id: ID,
     ) -> async_graphql::Result<Option<WebhookNode>> {
-        let viewer = viewer(ctx)?;
-        require_service(viewer, "webhook")?;
-        let hook = registry::get(state(ctx)?.store.as_ref(), &viewer.tenant, &webhook_id)
-            .await
-            .api()?;
-        Ok(hook.map(WebhookNode))
+        find(state(ctx)?, viewer(ctx)?, &webhook_id).await
     }
 }
 

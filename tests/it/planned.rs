@@ -666,3 +666,88 @@ async fn a_profile_runs_planned_and_answers_as_the_general_executor_does() {
     );
     server.stop().await;
 }
+
+/// An operator's view of the tenant's webhooks and one's deliveries.
+const HOOKS: &str = "query Hooks($id: ID!, $state: DeliveryState!, $first: Int, $after: String) { \
+    webhooks { __typename webhookId url events enabled createdAt paused pausedReason pausedAt \
+    previousSecretExpiresAt } \
+    webhook(webhookId: $id) { webhookId enabled \
+    deliveries(state: $state, first: $first, after: $after) { __typename \
+    edges { cursor node { __typename messageId eventType payload state attempts lastError \
+    lastStatus nextAttemptAt queuedAt diedAt } } pageInfo { hasNextPage endCursor } } \
+    waiting: deliveries(state: PENDING) { nodes { messageId } } } }";
+
+#[tokio::test]
+async fn webhooks_run_planned_and_answer_as_the_general_executor_does() {
+    use crate::webhooks::{register, start, Receiver};
+    let Some(server) = start(Backend::Embedded, None).await else {
+        return;
+    };
+    let receiver = Receiver::start(None).await;
+    let app = server.service("acme");
+    let (hook, _) = register(&app, &receiver.url, json!(["ACTION_RECORDED"])).await;
+    // Disabled: what comes due is kept as dead deliveries, nothing sent.
+    let disable = "mutation($id: ID!) { disableWebhook(webhookId: $id) { enabled } }";
+    app.data(disable, json!({ "id": hook })).await;
+    let mary = server.client("acme", "mary");
+    for n in 0..3 {
+        mary.post_status(&format!("kept {n}"), json!({})).await;
+    }
+    let vars = |after: Value| json!({ "id": hook, "state": "DEAD", "first": 2, "after": after });
+    let deadline = std::time::Instant::now() + crate::common::PATIENCE;
+    loop {
+        let data = app
+            .data(HOOKS, json!({ "id": hook, "state": "DEAD", "first": 3 }))
+            .await;
+        let dead = data["webhook"]["deliveries"]["edges"]
+            .as_array()
+            .map_or(0, Vec::len);
+        if dead == 3 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "3 dead deliveries: {data}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+
+    let body = both_ways(&server, &app, HOOKS, vars(Value::Null)).await;
+    let body: Value = serde_json::from_str(&body).expect("json");
+    let hooks = &body["data"]["webhooks"];
+    assert_eq!(hooks[0]["enabled"], json!(false), "{body}");
+    assert_eq!(hooks[0]["events"], json!(["ACTION_RECORDED"]), "{body}");
+    let page = &body["data"]["webhook"]["deliveries"];
+    assert_eq!(page["edges"].as_array().map(Vec::len), Some(2), "{body}");
+    assert_eq!(page["edges"][0]["node"]["state"], json!("DEAD"), "{body}");
+    assert!(page["edges"][0]["node"]["diedAt"].is_string(), "{body}");
+    assert_eq!(page["pageInfo"]["hasNextPage"], json!(true), "{body}");
+    assert_eq!(
+        body["data"]["webhook"]["waiting"]["nodes"],
+        json!([]),
+        "{body}"
+    );
+    assert!(executions(&server, "Hooks", "planned").await >= 1);
+
+    // The next page, by the cursor the first one gave.
+    let first = app.data(HOOKS, vars(Value::Null)).await;
+    let after = first["webhook"]["deliveries"]["pageInfo"]["endCursor"].clone();
+    let body = both_ways(&server, &app, HOOKS, vars(after)).await;
+    assert!(body.contains("\"hasNextPage\":false"), "{body}");
+    assert!(executions(&server, "Hooks", "planned").await >= 2);
+
+    // A caller without the role, and an unknown state: async-graphql's
+    // errors, with their codes.
+    let fallbacks = executions(&server, "Hooks", "fallback").await;
+    let body = both_ways(&server, &mary, HOOKS, vars(Value::Null)).await;
+    assert!(body.contains("FORBIDDEN"), "{body}");
+    assert_eq!(
+        executions(&server, "Hooks", "fallback").await,
+        fallbacks + 3
+    );
+    let bad = json!({ "id": hook, "state": "GONE" });
+    let body = both_ways(&server, &app, HOOKS, bad).await;
+    assert!(body.contains("\"errors\""), "{body}");
+    drop(receiver);
+    server.stop().await;
+}

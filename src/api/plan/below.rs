@@ -1,6 +1,6 @@
 //! Rows below a page: what a page's rows lead to beyond the page itself
 //! (an action's comments and fan-out lease, a comment's author, a user's
-//! followers, groups, supervisor and assignments). They are read after the page and before it
+//! followers, groups, supervisor and assignments, a webhook's deliveries). They are read after the page and before it
 //! is written: a pass over the page writes nowhere and notes each row it
 //! meets that is not read yet; those are read, each kind together, and the
 //! next pass goes one level further down, until a pass meets nothing new.
@@ -14,6 +14,7 @@ use futures_util::future::join_all;
 
 use super::run::Fallback;
 use crate::api::comments::{comments_page, CommentConnection};
+use crate::api::deliveries::{page as deliveries_page, DeliveryState, WebhookDeliveryConnection};
 use crate::api::query::users_by_id;
 use crate::api::types::{fan_out_lease, UserConnection, UserNode};
 use crate::api::user_node::{assignments_of, groups_of, neighbours_page, supervisor_of, UserList};
@@ -42,6 +43,15 @@ pub(super) struct UsersOf {
     pub after: Option<String>,
 }
 
+/// One page of one webhook's deliveries, by its arguments as bound.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct DeliveriesOf {
+    pub webhook: String,
+    pub state: DeliveryState,
+    pub first: Option<i32>,
+    pub after: Option<String>,
+}
+
 /// The rows below a page, as read so far.
 #[derive(Default)]
 pub(super) struct Below {
@@ -60,6 +70,7 @@ pub(super) struct Below {
     groups: HashMap<String, Vec<Membership>>,
     /// Fan-out leases, by action.
     leases: HashMap<ObjectId, Option<Held>>,
+    deliveries: HashMap<DeliveriesOf, WebhookDeliveryConnection>,
 }
 
 /// What a pass met and found no row for, by kind.
@@ -73,6 +84,7 @@ struct Missing {
     groups: Vec<String>,
     /// Actions whose fan-out lease is read, with their state.
     leases: Vec<(ObjectId, FanOutState)>,
+    deliveries: Vec<DeliveriesOf>,
 }
 
 impl Missing {
@@ -84,6 +96,7 @@ impl Missing {
             && self.assignments.is_empty()
             && self.groups.is_empty()
             && self.leases.is_empty()
+            && self.deliveries.is_empty()
     }
 }
 
@@ -144,6 +157,10 @@ impl Below {
         find(self, &self.groups, &of.to_owned(), |m| &mut m.groups)
     }
 
+    pub(super) fn deliveries(&self, page: DeliveriesOf) -> Option<&WebhookDeliveryConnection> {
+        find(self, &self.deliveries, &page, |m| &mut m.deliveries)
+    }
+
     pub(super) fn lease(&self, action: &Action) -> Option<&Option<Held>> {
         let found = self.leases.get(&action.id);
         if found.is_none() {
@@ -201,6 +218,7 @@ impl Below {
         missing.leases.dedup_by_key(|(id, _)| *id);
         let leases = &missing.leases;
         let tenant = &viewer.tenant;
+        let deliveries = distinct(&mut missing.deliveries);
         let (
             read_pages,
             read_lists,
@@ -209,6 +227,7 @@ impl Below {
             read_assignments,
             read_groups,
             read_leases,
+            read_deliveries,
         ) = tokio::join!(
             join_all(
                 pages
@@ -231,6 +250,9 @@ impl Below {
                     .iter()
                     .map(|(id, fan_out)| fan_out_lease(state, tenant, *id, *fan_out))
             ),
+            join_all(deliveries.iter().map(|d| {
+                deliveries_page(state, viewer, &d.webhook, d.state, d.first, d.after.clone())
+            })),
         );
         for (page, read) in pages.iter().zip(read_pages) {
             self.comments
@@ -260,6 +282,10 @@ impl Below {
         }
         for ((id, _), read) in leases.iter().zip(read_leases) {
             self.leases.insert(*id, read.map_err(|_| Fallback)?);
+        }
+        for (page, read) in deliveries.iter().zip(read_deliveries) {
+            self.deliveries
+                .insert(page.clone(), read.map_err(|_| Fallback)?);
         }
         Ok(())
     }

@@ -26,6 +26,7 @@ use super::connection::{Connection, Names};
 use super::groups::{GroupsArgs, ItemGroupField};
 use super::notices::{GroupField, NoticesArgs, NoticesOwn};
 use super::users::MembershipField;
+use super::webhooks::Hooks;
 use crate::api::user_node::UserList;
 use crate::descriptor::catalog::{Catalog, UNKNOWN};
 
@@ -83,6 +84,8 @@ pub enum RootField {
         args: GroupsArgs,
         fields: Fields<Connection<Fields<ItemGroupField>>>,
     },
+    /// `webhooks` or `webhook(webhookId:)`.
+    Webhooks(Hooks),
     /// `slice`, `actorFeed`, `groupFeed` or `discussions`.
     List {
         of: ListArg,
@@ -465,6 +468,7 @@ impl<'a> Compiler<'a> {
             "notifications" => this.notifications(occ),
             "aggregatedFeed" => this.aggregated(occ),
             "action" | "actions" | "user" | "node" | "nodes" => this.by_id(name, occ),
+            "webhooks" | "webhook" => this.webhooks(name, occ),
             _ => None,
         })
     }

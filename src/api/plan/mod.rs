@@ -19,6 +19,7 @@ mod notices;
 mod order;
 mod run;
 mod users;
+mod webhooks;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};

@@ -15,7 +15,7 @@ use super::compile::{
     ItemField, ListArg, ListArgs, Plan, ReasonField, RootField, ACTIONS, FEED,
 };
 use super::connection::{node_fields, Connection};
-use super::{by_id, groups, notices};
+use super::{by_id, groups, notices, webhooks};
 use crate::api::error::ApiResultExt;
 use crate::api::feed::{self, ListOf, Needs, Paging};
 use crate::api::notifications::NotificationCounts;
@@ -93,6 +93,17 @@ pub async fn run(
                 let found = by_id::find(state, session, &bind, by_id).await?;
                 if write
                     .of(&mut out, |run, out| run.found(out, by_id, &found))
+                    .await?
+                {
+                    answered = true;
+                }
+                continue;
+            }
+            RootField::Webhooks(hooks) => {
+                // `webhook` is nullable: only a value counts as an answer.
+                let read = webhooks::read(state, session, &bind, hooks).await?;
+                if write
+                    .of(&mut out, |run, out| run.webhooks(out, hooks, &read))
                     .await?
                 {
                     answered = true;
@@ -306,7 +317,7 @@ pub(super) struct Bind<'a> {
 }
 
 impl Bind<'_> {
-    fn value<'v>(&'v self, arg: &'v Arg) -> Result<Option<&'v ConstValue>, Fallback> {
+    pub(super) fn value<'v>(&'v self, arg: &'v Arg) -> Result<Option<&'v ConstValue>, Fallback> {
         match arg {
             Arg::Absent => Ok(None),
             Arg::Literal(value) => Ok(Some(value)),
