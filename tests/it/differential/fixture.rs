@@ -96,6 +96,9 @@ pub struct Fixture {
     /// The same, by the field that issued them (`feed`, `comments`…).
     pub cursors_of: Vec<(&'static str, String)>,
     pub words: Vec<String>,
+    /// The tenant's webhooks (one, disabled: its deliveries are kept dead,
+    /// and nothing is sent).
+    pub webhooks: Vec<String>,
     /// Counts of what was written, for the report.
     pub written: Vec<(&'static str, usize)>,
 }
@@ -220,6 +223,25 @@ pub async fn fill(server: &TestServer, clock: &ManualClock) -> Fixture {
     ] {
         service.data(mutation, json!({})).await;
     }
+
+    let hook = service
+        .data(
+            "mutation { registerWebhook(url: \"http://127.0.0.1:9/hook\", \
+             events: [ACTION_RECORDED, COMMENT_ADDED]) { webhook { webhookId } } }",
+            json!({}),
+        )
+        .await;
+    let hook = hook["registerWebhook"]["webhook"]["webhookId"]
+        .as_str()
+        .expect("a webhook id")
+        .to_owned();
+    service
+        .data(
+            "mutation($id: ID!) { disableWebhook(webhookId: $id) { enabled } }",
+            json!({ "id": hook }),
+        )
+        .await;
+    fixture.webhooks.push(hook);
 
     let mut recorded = Vec::new();
     for i in 0..54 {

@@ -38,6 +38,8 @@ pub const READ_ROOTS: &[&str] = &[
     "action",
     "actions",
     "user",
+    "webhooks",
+    "webhook",
 ];
 
 /// Deepest field nesting generated (the server accepts 16).

@@ -77,6 +77,7 @@ fn scalar(
         (_, "refId") => pick(rng, &fx.refs),
         (_, "matching") => pick(rng, &fx.words),
         (_, "groupId") => pick(rng, &fx.groups),
+        (_, "webhookId") if !wild => pick(rng, &fx.webhooks),
         (_, "userId" | "ownerId") => {
             if wild {
                 pick(rng, &fx.global_ids)
@@ -150,6 +151,8 @@ fn plain_value(schema: &Schema, fx: &Fixture, lower: &str, ty: &Type) -> Value {
                 json!("job-1")
             } else if has(&["group", "team"]) || lower == "g" {
                 json!("t-core")
+            } else if has(&["webhook", "hook"]) {
+                json!(fx.webhooks.first())
             } else if has(&["user", "owner", "actor", "follow", "friend"]) || lower == "u" {
                 json!("ann")
             } else if has(&["text", "match", "word", "q"]) {
