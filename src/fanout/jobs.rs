@@ -89,6 +89,7 @@ impl Worker {
         let owing = stream::iter(leases)
             .map(|lease| async move {
                 let owed = async {
+                    self.starting(&lease.job).await;
                     let job = NoticeJob::of_job(&lease.job)?;
                     let notices = notify::for_job(store, rules, &job).await?;
                     // Before the job is finished: see `webhooks`.
@@ -236,6 +237,7 @@ impl Worker {
     /// is done (until it is, the items it writes are not there to raise),
     /// its action and comment, and whom the comment notifies.
     async fn read_bump(&self, lease: &Lease) -> Owed<BumpNext> {
+        self.starting(&lease.job).await;
         let BumpJob { tenant, comment } = BumpJob::of_job(&lease.job)?;
         let fan_out = comment.action_id.to_hex();
         let running = self

@@ -59,7 +59,10 @@ use crate::store::{
 use crate::timeline::{audience, FeedModel};
 
 mod jobs;
+mod leases;
 mod upkeep;
+#[cfg(debug_assertions)]
+pub use leases::JobPause;
 use crate::webhooks::outbox::{self, Event, Outbox};
 
 /// How a worker runs.
@@ -137,6 +140,9 @@ pub struct Worker {
     metrics: Arc<Metrics>,
     /// Where the events of the jobs it runs are queued for webhooks.
     outbox: Arc<Outbox>,
+    /// Debug builds only: a pause each job takes as it starts.
+    #[cfg(debug_assertions)]
+    pause: Option<JobPause>,
 }
 
 /// A fan-out this worker holds: its job's lease and the action.
@@ -170,6 +176,8 @@ impl Worker {
             metrics: Arc::default(),
             retry: Arc::default(),
             given_up: Arc::default(),
+            #[cfg(debug_assertions)]
+            pause: None,
         }
     }
 
@@ -277,6 +285,7 @@ impl Worker {
             if shutdown.is_cancelled() {
                 break;
             }
+            self.starting(&claim.lease.job).await;
             let audience = match self
                 .keeping_lease(&claim.lease, self.audience_of(&claim.action))
                 .await

@@ -59,6 +59,7 @@ impl Worker {
     }
 
     async fn finish_follow(&self, lease: &Lease) -> StoreResult<()> {
+        self.starting(&lease.job).await;
         let job = FollowJob::of_job(&lease.job)?;
         let store = self.store.as_ref();
         let settled = job.at.saturating_add(FOLLOW_SETTLES_MS);

@@ -121,7 +121,7 @@ impl MongoStore {
     ) -> StoreResult<Vec<FeedItem>> {
         let lease = &batch.lease;
         if !batch.last {
-            JobStore::renew(self, lease, now).await?;
+            crate::store::Jobs::renew(self, lease, now).await?;
         }
         self.fence(session, lease, now).await?;
         let written = match self.write_batch(now, batch).await {
