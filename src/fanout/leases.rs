@@ -7,6 +7,9 @@
 //! over by another worker and run twice, each run finding at its end that
 //! its lease was lost.
 //!
+//! A claimed job that does not read is set aside, and its round goes on
+//! ([`Worker::readable`]).
+//!
 //! [`JobStore::renew_all`]: crate::store::JobStore::renew_all
 
 use super::*;
@@ -35,6 +38,102 @@ impl Holding {
 
     fn held(&self) -> std::sync::MutexGuard<'_, Vec<Lease>> {
         self.leases.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Worker {
+    /// Runs `work` (a round's jobs, or one long job) while renewing every
+    /// lease `holding` holds every third of a lease, in one store call: a
+    /// job waiting its turn keeps its lease as the one being worked does.
+    /// A lease found lost (taken over, finished elsewhere) is renewed no
+    /// more; the job's own last step says it was lost. A renewal that
+    /// fails as a whole is tried again at the next tick.
+    /// The renewals run beside the work, never instead of it: a store may
+    /// hold a job's record while the work writes under it (MongoDB's fence
+    /// of a batch), and a renewal then waits for the work to end.
+    pub(super) async fn keeping<T>(
+        &self,
+        holding: &Holding,
+        work: impl std::future::Future<Output = T>,
+    ) -> T {
+        let lease_ms = holding
+            .held()
+            .iter()
+            .map(|l| l.lease_ms)
+            .min()
+            .unwrap_or(self.config.lease_ms);
+        let every = Duration::from_millis((lease_ms / 3).max(1) as u64);
+        let renewals = async {
+            loop {
+                tokio::time::sleep(every).await;
+                let held = holding.held().clone();
+                if held.is_empty() {
+                    continue;
+                }
+                match self.store.renew_all(&held, self.clock.now()).await {
+                    Ok(renewed) => {
+                        for (lease, renewed) in held.iter().zip(renewed) {
+                            if let Err(err) = renewed {
+                                debug!(key = %lease.job.key, cause = %err.chain(), "a held job's lease is lost; renewed no more");
+                                holding.let_go(&lease.job);
+                            }
+                        }
+                    }
+                    Err(err) => {
+                        debug!(jobs = held.len(), cause = %err.chain(), "renewing a round's leases failed; tried again at the next tick")
+                    }
+                }
+            }
+        };
+        tokio::select! {
+            out = work => out,
+            _ = renewals => unreachable!("the renewals never end"),
+        }
+    }
+}
+
+impl Worker {
+    /// The claimed jobs of `kind` that `read` reads, each with what it
+    /// read. One that does not read (a payload or key no version of
+    /// Riverfeed wrote, or damaged) would fail every round that claims it:
+    /// it is set aside instead, counted (`outcome="set_aside"`) and logged
+    /// with its key, given back with its failure counted to wait for ever
+    /// (held by nobody, never due again, still listed and exported, so
+    /// nothing is lost and it can be mended), and the round goes on.
+    pub(super) async fn readable<T>(
+        &self,
+        kind: &'static str,
+        leases: Vec<Lease>,
+        holding: &Holding,
+        read: impl Fn(&Job) -> StoreResult<T>,
+    ) -> Vec<(Lease, T)> {
+        let mut readable = Vec::with_capacity(leases.len());
+        for lease in leases {
+            match read(&lease.job) {
+                Ok(t) => readable.push((lease, t)),
+                Err(cause) => {
+                    holding.let_go(&lease.job);
+                    self.set_aside(kind, lease, cause).await;
+                }
+            }
+        }
+        readable
+    }
+
+    /// Sets a claimed job that does not read aside: see
+    /// [`Worker::readable`].
+    async fn set_aside(&self, kind: &'static str, mut lease: Lease, cause: crate::store::StoreError) {
+        let (tenant, key) = (lease.job.tenant.clone(), lease.job.key.clone());
+        lease.job.failures = lease.job.failures.saturating_add(1);
+        self.metrics.job_set_aside(kind);
+        match self.store.defer(&lease, Millis::MAX).await {
+            Ok(()) => {
+                error!(job = kind, %tenant, %key, cause = %cause.chain(), "a job that does not read is set aside: it waits, held by nobody, until it is mended")
+            }
+            Err(err) => {
+                error!(job = kind, %tenant, %key, cause = %cause.chain(), error = %err.chain(), "a job that does not read could not be set aside; its lease runs out instead")
+            }
+        }
     }
 }
 

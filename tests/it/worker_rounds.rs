@@ -9,7 +9,7 @@ use riverfeed::clock::{Clock, ManualClock};
 use riverfeed::events::Hub;
 use riverfeed::fanout::{Worker, WorkerConfig};
 use riverfeed::model::{Comment, EdgeKind, Millis, ObjectId};
-use riverfeed::store::{Graph, Job, JobKind, Jobs, QueuedRead, Reactions, Store};
+use riverfeed::store::{Graph, Job, JobKind, QueuedRead, Reactions, Store};
 use riverfeed::timeline::{FeedModel, FeedModelKind};
 use tokio::sync::Notify;
 

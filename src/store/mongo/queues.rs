@@ -14,7 +14,7 @@ use mongodb::ClientSession;
 use crate::model::{Action, FanOutState, FeedItem, Millis, ObjectId, Reason, ReasonKind};
 use crate::store::jobs::lease_lost;
 use crate::store::{
-    Delivery, DeliveryBatch, ErrorKind, FanOutJob, Job, JobStore, Lease, QueueStore, StoreError,
+    Delivery, DeliveryBatch, ErrorKind, FanOutJob, Job, Lease, QueueStore, StoreError,
     StoreResult,
 };
 
