@@ -127,9 +127,13 @@ impl Worker {
             .collect()
             .await;
         let written = self.notify_jobs("notice", owing, holding, failure).await;
-        self.end_jobs("notice", written, holding, failure, |lease, ()| async move {
-            self.store.finish(&lease).await
-        })
+        self.end_jobs(
+            "notice",
+            written,
+            holding,
+            failure,
+            |lease, ()| async move { self.store.finish(&lease).await },
+        )
         .await;
     }
 
@@ -267,13 +271,19 @@ impl Worker {
         if shutdown.is_cancelled() {
             return held;
         }
-        self.end_jobs("bump", noticed, holding, failure, |lease, next| async move {
-            match next {
-                BumpNext::Held => self.store.defer(&lease, self.clock.now()).await,
-                BumpNext::Nothing => self.store.finish(&lease).await,
-                BumpNext::Raise(bumped) => self.raise(&lease, *bumped).await,
-            }
-        })
+        self.end_jobs(
+            "bump",
+            noticed,
+            holding,
+            failure,
+            |lease, next| async move {
+                match next {
+                    BumpNext::Held => self.store.defer(&lease, self.clock.now()).await,
+                    BumpNext::Nothing => self.store.finish(&lease).await,
+                    BumpNext::Raise(bumped) => self.raise(&lease, *bumped).await,
+                }
+            },
+        )
         .await;
         held
     }

@@ -122,7 +122,12 @@ impl Worker {
 
     /// Sets a claimed job that does not read aside: see
     /// [`Worker::readable`].
-    async fn set_aside(&self, kind: &'static str, mut lease: Lease, cause: crate::store::StoreError) {
+    async fn set_aside(
+        &self,
+        kind: &'static str,
+        mut lease: Lease,
+        cause: crate::store::StoreError,
+    ) {
         let (tenant, key) = (lease.job.tenant.clone(), lease.job.key.clone());
         lease.job.failures = lease.job.failures.saturating_add(1);
         self.metrics.job_set_aside(kind);
@@ -141,8 +146,7 @@ impl Worker {
 /// job, a follow's backfill) waits for as it starts, so that tests can make
 /// a round outlast its leases.
 #[cfg(debug_assertions)]
-pub type JobPause =
-    Arc<dyn Fn(&Job) -> futures_util::future::BoxFuture<'static, ()> + Send + Sync>;
+pub type JobPause = Arc<dyn Fn(&Job) -> futures_util::future::BoxFuture<'static, ()> + Send + Sync>;
 
 impl Worker {
     /// Debug builds only: each claimed job waits for `pause` as it starts.

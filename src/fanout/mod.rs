@@ -61,10 +61,10 @@ use crate::timeline::{audience, FeedModel};
 mod jobs;
 mod leases;
 mod upkeep;
+use crate::webhooks::outbox::{self, Event, Outbox};
+use leases::Holding;
 #[cfg(debug_assertions)]
 pub use leases::JobPause;
-use leases::Holding;
-use crate::webhooks::outbox::{self, Event, Outbox};
 
 /// How a worker runs.
 #[derive(Clone, Debug)]
@@ -280,7 +280,8 @@ impl Worker {
         let round = async {
             claims.extend(self.actions_of(leases, &holding).await?);
             let (tries, failure) = (&mut tries, &mut failure);
-            self.fan_outs(claims, &holding, tries, failure, shutdown).await;
+            self.fan_outs(claims, &holding, tries, failure, shutdown)
+                .await;
             StoreResult::Ok(())
         };
         self.keeping(&holding, round).await?;
@@ -369,7 +370,10 @@ impl Worker {
     /// finished; one that names no action is set aside.
     async fn actions_of(&self, leases: Vec<Lease>, holding: &Holding) -> StoreResult<Vec<Claim>> {
         let mut by_tenant: HashMap<String, Vec<(Lease, crate::model::ObjectId)>> = HashMap::new();
-        for (lease, id) in self.readable("fanout", leases, holding, FanOutJob::action_id).await {
+        for (lease, id) in self
+            .readable("fanout", leases, holding, FanOutJob::action_id)
+            .await
+        {
             by_tenant
                 .entry(lease.job.tenant.clone())
                 .or_default()

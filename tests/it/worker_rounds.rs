@@ -160,7 +160,10 @@ async fn round_outlasting_its_leases(store: Arc<dyn Store>) -> Result<()> {
         );
         ensure!(ok == 3 && failed == 0, "{kind}: {ok} done, {failed} failed");
     }
-    ensure!(feed_len(store.as_ref(), "ann").await? == 3, "ann has bob's three");
+    ensure!(
+        feed_len(store.as_ref(), "ann").await? == 3,
+        "ann has bob's three"
+    );
     Ok(())
 }
 
@@ -189,7 +192,9 @@ async fn failed_fan_out_and_bump(store: Arc<dyn Store>) -> Result<()> {
         clock.advance(1_000);
         w.run_once().await?;
     }
-    let bumps = store.queued(JobKind::Bump, T, QueuedRead::under("")).await?;
+    let bumps = store
+        .queued(JobKind::Bump, T, QueuedRead::under(""))
+        .await?;
     ensure!(
         bumps.is_empty(),
         "the bump does not wait for a failed fan-out: {bumps:?}"
@@ -227,9 +232,7 @@ async fn damaged_jobs(store: Arc<dyn Store>) -> Result<()> {
     for job in [&fan_out, &bump] {
         ensure!(store.enqueue(job).await?, "queued {}", job.key);
     }
-    store
-        .insert_action(&action(T, "bob", 999_000, &[]))
-        .await?;
+    store.insert_action(&action(T, "bob", 999_000, &[])).await?;
     let w = worker(store.clone(), clock.clone(), "w", 30_000);
     let claimed = w.run_once().await.context("the round goes on")?;
     ensure!(claimed == 3, "all three claimed: {claimed}");

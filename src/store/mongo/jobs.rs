@@ -512,11 +512,7 @@ impl JobStore for MongoStore {
         Ok(leases)
     }
 
-    async fn renew_all(
-        &self,
-        leases: &[Lease],
-        now: Millis,
-    ) -> StoreResult<Vec<StoreResult<()>>> {
+    async fn renew_all(&self, leases: &[Lease], now: Millis) -> StoreResult<Vec<StoreResult<()>>> {
         let mut renewed: Vec<StoreResult<()>> = leases.iter().map(|_| Ok(())).collect();
         // One `updateMany` per kind, tenant, worker and lease length (a
         // round's jobs share all four), over the unique index; when it
@@ -535,7 +531,10 @@ impl JobStore for MongoStore {
             }
         }
         for (first, members) in groups {
-            let keys: Vec<&str> = members.iter().map(|&n| leases[n].job.key.as_str()).collect();
+            let keys: Vec<&str> = members
+                .iter()
+                .map(|&n| leases[n].job.key.as_str())
+                .collect();
             let of_group = doc! {
                 "kind": first.job.kind.code(),
                 "tenant": &first.job.tenant,

@@ -14,8 +14,7 @@ use mongodb::ClientSession;
 use crate::model::{Action, FanOutState, FeedItem, Millis, ObjectId, Reason, ReasonKind};
 use crate::store::jobs::lease_lost;
 use crate::store::{
-    Delivery, DeliveryBatch, ErrorKind, FanOutJob, Job, Lease, QueueStore, StoreError,
-    StoreResult,
+    Delivery, DeliveryBatch, ErrorKind, FanOutJob, Job, Lease, QueueStore, StoreError, StoreResult,
 };
 
 use super::jobs::{job_filter, requeue};

@@ -623,11 +623,7 @@ impl JobStore for EmbeddedStore {
             .await
     }
 
-    async fn renew_all(
-        &self,
-        leases: &[Lease],
-        now: Millis,
-    ) -> StoreResult<Vec<StoreResult<()>>> {
+    async fn renew_all(&self, leases: &[Lease], now: Millis) -> StoreResult<Vec<StoreResult<()>>> {
         let leases = leases.to_vec();
         self.blocking(move |db| db.renew_all(&leases, now)).await
     }
