@@ -176,10 +176,11 @@ fn repeats(field: &Field, args: &[(String, Value)]) -> u64 {
         field.ty.base,
         async_graphql::parser::types::BaseType::List(_)
     );
-    if list && field.name == "groups" {
-        100
-    } else {
-        1
+    match field.name.as_str() {
+        // A user's groups (at most 100), the tenant's webhooks (at most 16).
+        "groups" if list => 100,
+        "webhooks" if list => 16,
+        _ => 1,
     }
 }
 
