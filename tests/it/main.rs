@@ -53,4 +53,3 @@ mod webhook_proxy;
 mod webhooks;
 mod webhooks_operated;
 mod worker;
-mod worker_rounds;

@@ -49,7 +49,7 @@ fn worker(store: Arc<dyn Store>, clock: Arc<ManualClock>, id: &str, batch: usize
 
 /// Runs `case` on a fresh store of `backend`, removed afterwards; its
 /// error names the backend.
-pub(crate) async fn on_a_store<F, Fut>(backend: Backend, case: F)
+async fn on_a_store<F, Fut>(backend: Backend, case: F)
 where
     F: FnOnce(Arc<dyn Store>) -> Fut,
     Fut: std::future::Future<Output = Result<()>>,
@@ -62,7 +62,7 @@ where
     result.unwrap_or_else(|err| panic!("{backend:?}: {err:#}"));
 }
 
-pub(crate) async fn feed_len(store: &dyn Store, owner: &str) -> Result<usize> {
+async fn feed_len(store: &dyn Store, owner: &str) -> Result<usize> {
     Ok(store
         .feed_page(
             T,

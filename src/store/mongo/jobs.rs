@@ -512,56 +512,21 @@ impl JobStore for MongoStore {
         Ok(leases)
     }
 
-    async fn renew_all(&self, leases: &[Lease], now: Millis) -> StoreResult<Vec<StoreResult<()>>> {
-        let mut renewed: Vec<StoreResult<()>> = leases.iter().map(|_| Ok(())).collect();
-        // One `updateMany` per kind, tenant, worker and lease length (a
-        // round's jobs share all four), over the unique index; when it
-        // matches fewer than it names, one `find` says which were lost.
-        let mut groups: Vec<(&Lease, Vec<usize>)> = Vec::new();
-        for (n, lease) in leases.iter().enumerate() {
-            let same = |first: &Lease| {
-                first.job.kind == lease.job.kind
-                    && first.job.tenant == lease.job.tenant
-                    && first.worker == lease.worker
-                    && first.lease_ms == lease.lease_ms
-            };
-            match groups.iter_mut().find(|(first, _)| same(first)) {
-                Some((_, members)) => members.push(n),
-                None => groups.push((lease, vec![n])),
-            }
+    async fn renew(&self, lease: &Lease, now: Millis) -> StoreResult<()> {
+        let job = &lease.job;
+        let mut filter = job_filter(job);
+        filter.insert("worker", &lease.worker);
+        let until = now.saturating_add(lease.lease_ms);
+        let renewed = self
+            .jobs
+            .update_one(filter, doc! { "$set": { "until": until } })
+            .await
+            .map_err(db_err)?;
+        if renewed.matched_count == 1 {
+            return Ok(());
         }
-        for (first, members) in groups {
-            let keys: Vec<&str> = members
-                .iter()
-                .map(|&n| leases[n].job.key.as_str())
-                .collect();
-            let of_group = doc! {
-                "kind": first.job.kind.code(),
-                "tenant": &first.job.tenant,
-                "key": { "$in": &keys },
-            };
-            let mut held = of_group.clone();
-            held.insert("worker", &first.worker);
-            let until = now.saturating_add(first.lease_ms);
-            let updated = self
-                .jobs
-                .update_many(held, doc! { "$set": { "until": until } })
-                .await
-                .map_err(db_err)?;
-            if updated.matched_count as usize == members.len() {
-                continue;
-            }
-            // Ours now means ours when updated: only this worker claims as it.
-            let found: Vec<JobDoc> = read_all(self.jobs.find(of_group)).await?;
-            for n in members {
-                let job = &leases[n].job;
-                let holder = found.iter().find(|d| d.key == job.key).map(|d| &d.worker);
-                if holder != Some(&Some(first.worker.clone())) {
-                    renewed[n] = Err(lease_lost(job, holder.and_then(|w| w.as_deref())));
-                }
-            }
-        }
-        Ok(renewed)
+        let holder = self.holder(job).await?.flatten();
+        Err(lease_lost(job, holder.as_deref()))
     }
 
     async fn defer(&self, lease: &Lease, at: Millis) -> StoreResult<()> {
