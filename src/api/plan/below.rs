@@ -107,10 +107,21 @@ fn find<'a, K: Hash + Eq + Clone, V>(
     key: &K,
     missing: impl FnOnce(&mut Missing) -> &mut Vec<K>,
 ) -> Option<&'a V> {
+    find_noting(below, rows, key, |m| missing(m).push(key.clone()))
+}
+
+/// The row under `key`; when it is missing, `note` says so on a noting
+/// pass, and anywhere else the request falls back.
+fn find_noting<'a, K: Hash + Eq, V>(
+    below: &Below,
+    rows: &'a HashMap<K, V>,
+    key: &K,
+    note: impl FnOnce(&mut Missing),
+) -> Option<&'a V> {
     let found = rows.get(key);
     if found.is_none() {
         if below.noting.get() {
-            missing(&mut below.missing.borrow_mut()).push(key.clone());
+            note(&mut below.missing.borrow_mut());
         } else {
             below.fell_back.set(true);
         }
@@ -161,17 +172,12 @@ impl Below {
         find(self, &self.deliveries, &page, |m| &mut m.deliveries)
     }
 
+    /// The lease of `action`'s fan-out, noted with the state it is read
+    /// by.
     pub(super) fn lease(&self, action: &Action) -> Option<&Option<Held>> {
-        let found = self.leases.get(&action.id);
-        if found.is_none() {
-            if self.noting.get() {
-                let wanted = (action.id, action.fan_out.state);
-                self.missing.borrow_mut().leases.push(wanted);
-            } else {
-                self.fell_back.set(true);
-            }
-        }
-        found
+        find_noting(self, &self.leases, &action.id, |m| {
+            m.leases.push((action.id, action.fan_out.state))
+        })
     }
 
     /// Passes over the page with `pass` (which writes nowhere) until one
