@@ -130,6 +130,11 @@ fn find_noting<'a, K: Hash + Eq, V>(
 }
 
 impl Below {
+    /// Whether this is a pass that writes nowhere.
+    pub(super) fn noting(&self) -> bool {
+        self.noting.get()
+    }
+
     pub(super) fn fell_back(&self) -> bool {
         self.fell_back.get()
     }

@@ -132,7 +132,7 @@ impl Run<'_> {
                         out.key(&e.key);
                         match &e.kind {
                             Edge::Typename => out.string(edge_type),
-                            Edge::Cursor => out.string(&edge.cursor().seal(&self.state.cursors)),
+                            Edge::Cursor => self.cursor(out, edge.cursor()),
                             Edge::Node(fields) => node(out, fields, edge),
                         }
                     }

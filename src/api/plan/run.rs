@@ -16,6 +16,7 @@ use super::compile::{
 };
 use super::connection::{node_fields, Connection};
 use super::{by_id, groups, notices, webhooks};
+use crate::api::cursor::LazyCursor;
 use crate::api::error::ApiResultExt;
 use crate::api::feed::{self, ListOf, Needs, Paging};
 use crate::api::notifications::NotificationCounts;
@@ -401,6 +402,14 @@ impl Run<'_> {
         self.session.viewer().ok()
     }
 
+    /// A cursor, sealed; a pass that writes nowhere spends no sealing on it.
+    pub(super) fn cursor(&self, out: &mut Out, cursor: &LazyCursor) {
+        if self.below.noting() {
+            return out.null();
+        }
+        out.string(&cursor.seal(&self.state.cursors));
+    }
+
     fn connection(
         &self,
         out: &mut Out,
@@ -442,7 +451,7 @@ impl Run<'_> {
                 ItemField::Typename => out.string("FeedItem"),
                 ItemField::Id => out.id(&item.global_id()),
                 ItemField::OwnerId => out.string(&item.item.owner),
-                ItemField::Cursor => out.string(&item.cursor.seal(&self.state.cursors)),
+                ItemField::Cursor => self.cursor(out, &item.cursor),
                 ItemField::ActionId => out.id(&item.own_action_id()),
                 ItemField::Relevancy => out.time(&item.relevancy_at()),
                 ItemField::Reason(reason) => self::reason(out, reason, &item.reason_node()),
