@@ -62,6 +62,11 @@ where
     result.unwrap_or_else(|err| panic!("{backend:?}: {err:#}"));
 }
 
+/// Every job of `kind` the tenant has queued.
+async fn queued(store: &dyn Store, kind: JobKind) -> Result<Vec<riverfeed::store::Queued>> {
+    Ok(store.queued(kind, T, QueuedRead::under("")).await?)
+}
+
 async fn feed_len(store: &dyn Store, owner: &str) -> Result<usize> {
     Ok(store
         .feed_page(
@@ -132,9 +137,7 @@ async fn failed_fan_out_and_cleanup(store: Arc<dyn Store>) -> Result<()> {
         clock.advance(1_000);
         w.run_once().await?;
     }
-    let left = store
-        .queued(JobKind::Cleanup, T, QueuedRead::under(""))
-        .await?;
+    let left = queued(store.as_ref(), JobKind::Cleanup).await?;
     ensure!(
         left.is_empty(),
         "the cleanup does not wait for a failed fan-out: {left:?}"
@@ -142,9 +145,7 @@ async fn failed_fan_out_and_cleanup(store: Arc<dyn Store>) -> Result<()> {
     // Tried again, it succeeds, and writes for the readers it has now.
     clock.advance(3_600_000);
     w.run_once().await?;
-    let fan_outs = store
-        .queued(JobKind::FanOut, T, QueuedRead::under(""))
-        .await?;
+    let fan_outs = queued(store.as_ref(), JobKind::FanOut).await?;
     ensure!(fan_outs.is_empty(), "the fan-out is done: {fan_outs:?}");
     ensure!(
         feed_len(store.as_ref(), "cat").await? == 1,
@@ -193,9 +194,7 @@ async fn unfollow_during_fan_out(store: Arc<dyn Store>) -> Result<()> {
         clock.advance(1_000);
         w.run_once().await?;
     }
-    let left = store
-        .queued(JobKind::Cleanup, T, QueuedRead::under(""))
-        .await?;
+    let left = queued(store.as_ref(), JobKind::Cleanup).await?;
     ensure!(left.is_empty(), "the cleanup is done: {left:?}");
     ensure!(
         feed_len(store.as_ref(), "ann").await? == 0,
@@ -525,9 +524,7 @@ async fn long_cleanups_keep_their_leases() -> Result<()> {
             "{} of {CLEANUPS} cleanups taken over from the worker running them: {taken_over:?}",
             taken_over.len()
         );
-        let left = store
-            .queued(JobKind::Cleanup, T, QueuedRead::under(""))
-            .await?;
+        let left = queued(store.as_ref(), JobKind::Cleanup).await?;
         ensure!(left.is_empty(), "every cleanup done: {} left", left.len());
         Ok(())
     }
