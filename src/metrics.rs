@@ -192,7 +192,7 @@ impl Metrics {
         let jobs = Family::<JobLabels, Counter>::default();
         registry.register(
             "jobs",
-            "Background jobs run by this process (fan-outs, bumps, notices, cleanups, expiries), by outcome",
+            "Background jobs run by this process (fan-outs, bumps, notices, cleanups, expiries), by outcome (ok, error, or set_aside: a job that does not read, kept aside)",
             jobs.clone(),
         );
         let webhooks = Family::<WebhookLabels, Counter>::default();
@@ -391,6 +391,17 @@ impl Metrics {
             .get_or_create(&JobLabels {
                 job: job.to_owned(),
                 outcome: if ok { "ok" } else { "error" }.to_owned(),
+            })
+            .inc();
+    }
+
+    /// One background job that does not read, set aside (never claimed
+    /// again until it is mended).
+    pub fn job_set_aside(&self, job: &str) {
+        self.jobs
+            .get_or_create(&JobLabels {
+                job: job.to_owned(),
+                outcome: "set_aside".to_owned(),
             })
             .inc();
     }

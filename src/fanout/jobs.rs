@@ -7,6 +7,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::store::{NoticeSource, QueuedRead};
 
+use super::leases::Holding;
 use super::*;
 
 /// Jobs of one kind (bumps, notice jobs) run at once, as many as one claim
@@ -85,11 +86,29 @@ impl Worker {
         if shutdown.is_cancelled() {
             return Ok(claimed);
         }
+        let holding = Holding::new(&leases);
+        let round = async {
+            let jobs = self
+                .readable("notice", leases, &holding, NoticeJob::of_job)
+                .await;
+            self.run_notice_jobs(jobs, &holding, failure).await
+        };
+        self.keeping(&holding, round).await;
+        Ok(claimed)
+    }
+
+    /// Runs claimed notice jobs, read: see [`Worker::notice_jobs`].
+    async fn run_notice_jobs(
+        &self,
+        jobs: Vec<(Lease, NoticeJob)>,
+        holding: &Holding,
+        failure: &mut Option<crate::store::StoreError>,
+    ) {
         let (store, rules) = (self.store.as_ref(), &self.config.notice_rules);
-        let owing = stream::iter(leases)
-            .map(|lease| async move {
+        let owing = stream::iter(jobs)
+            .map(|(lease, job)| async move {
                 let owed = async {
-                    let job = NoticeJob::of_job(&lease.job)?;
+                    self.starting(&lease.job).await;
                     let notices = notify::for_job(store, rules, &job).await?;
                     // Before the job is finished: see `webhooks`.
                     if let NoticeSource::Like { action_id, user } = &job.source {
@@ -107,12 +126,15 @@ impl Worker {
             .buffered(JOBS_AT_ONCE)
             .collect()
             .await;
-        let written = self.notify_jobs("notice", owing, failure).await;
-        self.end_jobs("notice", written, failure, |lease, ()| async move {
-            self.store.finish(&lease).await
-        })
+        let written = self.notify_jobs("notice", owing, holding, failure).await;
+        self.end_jobs(
+            "notice",
+            written,
+            holding,
+            failure,
+            |lease, ()| async move { self.store.finish(&lease).await },
+        )
         .await;
-        Ok(claimed)
     }
 
     /// Runs the last step of claimed jobs of `kind`, `JOBS_AT_ONCE` at a
@@ -122,6 +144,7 @@ impl Worker {
         &self,
         kind: &'static str,
         jobs: Vec<(Lease, T)>,
+        holding: &Holding,
         failure: &mut Option<crate::store::StoreError>,
         last: F,
     ) where
@@ -130,9 +153,13 @@ impl Worker {
     {
         let ended: Vec<(String, StoreResult<()>)> = stream::iter(jobs)
             .map(|(lease, t)| {
-                let key = lease.job.key.clone();
+                let job = lease.job.clone();
                 let done = last(lease, t);
-                async move { (key, done.await) }
+                async move {
+                    let done = done.await;
+                    holding.let_go(&job);
+                    (job.key, done)
+                }
             })
             .buffer_unordered(JOBS_AT_ONCE)
             .collect()
@@ -154,6 +181,7 @@ impl Worker {
         &self,
         kind: &'static str,
         owing: Vec<Owing<T>>,
+        holding: &Holding,
         failure: &mut Option<crate::store::StoreError>,
     ) -> Vec<(Lease, T)> {
         // Per tenant: its jobs, and all their notices.
@@ -167,6 +195,7 @@ impl Worker {
                     all.extend(notices);
                 }
                 Err(err) => {
+                    holding.let_go(&lease.job);
                     self.metrics.job(kind, false);
                     note_outcome(Err(err), kind, &lease.job.key, failure);
                 }
@@ -178,6 +207,7 @@ impl Worker {
                 Ok(()) => ready.extend(jobs),
                 Err(err) => {
                     for (lease, _) in jobs {
+                        holding.let_go(&lease.job);
                         self.metrics.job(kind, false);
                         note_outcome(Err(err.clone()), kind, &lease.job.key, failure);
                     }
@@ -205,9 +235,29 @@ impl Worker {
         if shutdown.is_cancelled() {
             return Ok(claimed);
         }
-        let owing = stream::iter(leases)
-            .map(|lease| async move {
-                let owed = self.read_bump(&lease).await;
+        let holding = Holding::new(&leases);
+        let round = async {
+            let jobs = self
+                .readable("bump", leases, &holding, BumpJob::of_job)
+                .await;
+            self.run_bumps(jobs, &holding, shutdown, failure).await
+        };
+        let held = self.keeping(&holding, round).await;
+        Ok(claimed - held)
+    }
+
+    /// Runs claimed bump jobs, read: see [`Worker::bumps`]. Returns how
+    /// many were held.
+    async fn run_bumps(
+        &self,
+        jobs: Vec<(Lease, BumpJob)>,
+        holding: &Holding,
+        shutdown: &CancellationToken,
+        failure: &mut Option<crate::store::StoreError>,
+    ) -> usize {
+        let owing = stream::iter(jobs)
+            .map(|(lease, job)| async move {
+                let owed = self.read_bump(&lease, job).await;
                 (lease, owed)
             })
             .buffered(JOBS_AT_ONCE)
@@ -217,32 +267,45 @@ impl Worker {
             .iter()
             .filter(|(_, owed)| matches!(owed, Ok((BumpNext::Held, ..))))
             .count();
-        let noticed = self.notify_jobs("bump", owing, failure).await;
+        let noticed = self.notify_jobs("bump", owing, holding, failure).await;
         if shutdown.is_cancelled() {
-            return Ok(claimed);
+            return held;
         }
-        self.end_jobs("bump", noticed, failure, |lease, next| async move {
-            match next {
-                BumpNext::Held => self.store.defer(&lease, self.clock.now()).await,
-                BumpNext::Nothing => self.store.finish(&lease).await,
-                BumpNext::Raise(bumped) => self.raise(&lease, *bumped).await,
-            }
-        })
+        self.end_jobs(
+            "bump",
+            noticed,
+            holding,
+            failure,
+            |lease, next| async move {
+                match next {
+                    BumpNext::Held => self.store.defer(&lease, self.clock.now()).await,
+                    BumpNext::Nothing => self.store.finish(&lease).await,
+                    BumpNext::Raise(bumped) => self.raise(&lease, *bumped).await,
+                }
+            },
+        )
         .await;
-        Ok(claimed - held)
+        held
     }
 
     /// What the bump job `lease` holds needs: whether its action's fan-out
     /// is done (until it is, the items it writes are not there to raise),
     /// its action and comment, and whom the comment notifies.
-    async fn read_bump(&self, lease: &Lease) -> Owed<BumpNext> {
-        let BumpJob { tenant, comment } = BumpJob::of_job(&lease.job)?;
+    async fn read_bump(&self, lease: &Lease, job: BumpJob) -> Owed<BumpNext> {
+        self.starting(&lease.job).await;
+        let BumpJob { tenant, comment } = job;
         let fan_out = comment.action_id.to_hex();
         let running = self
             .store
             .queued(JobKind::FanOut, &tenant, QueuedRead::under(&fan_out))
             .await?;
-        if running.iter().any(|q| q.job.key == fan_out) {
+        // A fan-out given back after failing every try a worker gave it
+        // (set aside, or waiting to be tried again) runs nowhere, and may
+        // never succeed: the bump does not wait for it.
+        if running
+            .iter()
+            .any(|q| q.job.key == fan_out && !(q.job.failures > 0 && q.held.is_none()))
+        {
             return Ok((BumpNext::Held, tenant, Vec::new()));
         }
         let action = self

@@ -59,8 +59,12 @@ use crate::store::{
 use crate::timeline::{audience, FeedModel};
 
 mod jobs;
+mod leases;
 mod upkeep;
 use crate::webhooks::outbox::{self, Event, Outbox};
+use leases::Holding;
+#[cfg(debug_assertions)]
+pub use leases::JobPause;
 
 /// How a worker runs.
 #[derive(Clone, Debug)]
@@ -137,6 +141,9 @@ pub struct Worker {
     metrics: Arc<Metrics>,
     /// Where the events of the jobs it runs are queued for webhooks.
     outbox: Arc<Outbox>,
+    /// Debug builds only: a pause each job takes as it starts.
+    #[cfg(debug_assertions)]
+    pause: Option<JobPause>,
 }
 
 /// A fan-out this worker holds: its job's lease and the action.
@@ -170,6 +177,8 @@ impl Worker {
             metrics: Arc::default(),
             retry: Arc::default(),
             given_up: Arc::default(),
+            #[cfg(debug_assertions)]
+            pause: None,
         }
     }
 
@@ -259,7 +268,6 @@ impl Worker {
         // Each job claimed counts, one whose action is gone too.
         let mut claimed = claims.len() + leases.len();
         let takeovers = leases.iter().filter(|l| l.taken_over).count();
-        claims.extend(self.actions_of(leases).await?);
         if takeovers > 0 {
             info!(takeovers, "took over fan-outs whose lease ran out");
             self.metrics.lease_takeovers.inc_by(takeovers as u64);
@@ -267,48 +275,16 @@ impl Worker {
         // One job failing must not hold up the others claimed with it: each is
         // tried, and the first failure is reported once all were.
         let mut failure = None;
-        // Audiences that fit in one batch are gathered and written together,
-        // one commit for many actions; larger ones go batch by batch.
-        let batch = self.config.batch_size.max(1);
-        // The claims of a group, and their last (only) batches.
-        let mut group: (Vec<Claim>, Vec<DeliveryBatch>) = Default::default();
-        let mut grouped = 0usize;
-        for claim in claims {
-            if shutdown.is_cancelled() {
-                break;
-            }
-            let audience = match self
-                .keeping_lease(&claim.lease, self.audience_of(&claim.action))
-                .await
-            {
-                Ok(audience) => audience,
-                Err(err) => {
-                    self.fanned_out(&claim, Err(err), &mut tries, &mut failure);
-                    continue;
-                }
-            };
-            if audience.len() > batch {
-                let done = self
-                    .keeping_lease(&claim.lease, self.deliver_audience(&claim, audience))
-                    .await;
-                self.fanned_out(&claim, done, &mut tries, &mut failure);
-                continue;
-            }
-            if grouped + audience.len() > batch {
-                self.deliver_group(std::mem::take(&mut group), &mut tries, &mut failure)
-                    .await;
-                grouped = 0;
-            }
-            grouped += audience.len();
-            group.1.push(DeliveryBatch {
-                lease: claim.lease.clone(),
-                items: deliveries(&claim.action, audience),
-                last: true,
-            });
-            group.0.push(claim);
-        }
-        // Claimed before any cancellation: finishing them is one commit.
-        self.deliver_group(group, &mut tries, &mut failure).await;
+        // Every fan-out of the round keeps its lease until it ends.
+        let holding = Holding::new(claims.iter().map(|c| &c.lease).chain(&leases));
+        let round = async {
+            claims.extend(self.actions_of(leases, &holding).await?);
+            let (tries, failure) = (&mut tries, &mut failure);
+            self.fan_outs(claims, &holding, tries, failure, shutdown)
+                .await;
+            StoreResult::Ok(())
+        };
+        self.keeping(&holding, round).await?;
         self.give_back_failed().await;
         if shutdown.is_cancelled() {
             return Ok(claimed);
@@ -327,6 +303,56 @@ impl Worker {
         }
     }
 
+    /// Runs the claimed fan-outs of a round, one after another, in the
+    /// order claimed; stops between them once `shutdown` is cancelled.
+    async fn fan_outs(
+        &self,
+        claims: Vec<Claim>,
+        holding: &Holding,
+        tries: &mut HashMap<crate::model::ObjectId, u32>,
+        failure: &mut Option<crate::store::StoreError>,
+        shutdown: &CancellationToken,
+    ) {
+        // Audiences that fit in one batch are gathered and written together,
+        // one commit for many actions; larger ones go batch by batch.
+        let batch = self.config.batch_size.max(1);
+        // The claims of a group, and their last (only) batches.
+        let mut group: (Vec<Claim>, Vec<DeliveryBatch>) = Default::default();
+        let mut grouped = 0usize;
+        for claim in claims {
+            if shutdown.is_cancelled() {
+                break;
+            }
+            self.starting(&claim.lease.job).await;
+            let audience = match self.audience_of(&claim.action).await {
+                Ok(audience) => audience,
+                Err(err) => {
+                    self.fanned_out(&claim, Err(err), holding, tries, failure);
+                    continue;
+                }
+            };
+            if audience.len() > batch {
+                let done = self.deliver_audience(&claim, audience).await;
+                self.fanned_out(&claim, done, holding, tries, failure);
+                continue;
+            }
+            if grouped + audience.len() > batch {
+                let full = std::mem::take(&mut group);
+                self.deliver_group(full, holding, tries, failure).await;
+                grouped = 0;
+            }
+            grouped += audience.len();
+            group.1.push(DeliveryBatch {
+                lease: claim.lease.clone(),
+                items: deliveries(&claim.action, audience),
+                last: true,
+            });
+            group.0.push(claim);
+        }
+        // Claimed before any cancellation: finishing them is one commit.
+        self.deliver_group(group, holding, tries, failure).await;
+    }
+
     /// Claims up to the claim limit of `kind`'s due jobs for this worker.
     async fn claim(&self, kind: JobKind) -> StoreResult<Vec<Lease>> {
         self.claim_up_to(kind, self.config.claim_limit).await
@@ -341,11 +367,13 @@ impl Worker {
 
     /// The actions of claimed fan-out jobs, read in one call per tenant. A
     /// job whose action is gone (deleted since) has nothing to do and is
-    /// finished.
-    async fn actions_of(&self, leases: Vec<Lease>) -> StoreResult<Vec<Claim>> {
+    /// finished; one that names no action is set aside.
+    async fn actions_of(&self, leases: Vec<Lease>, holding: &Holding) -> StoreResult<Vec<Claim>> {
         let mut by_tenant: HashMap<String, Vec<(Lease, crate::model::ObjectId)>> = HashMap::new();
-        for lease in leases {
-            let id = FanOutJob::action_id(&lease.job)?;
+        for (lease, id) in self
+            .readable("fanout", leases, holding, FanOutJob::action_id)
+            .await
+        {
             by_tenant
                 .entry(lease.job.tenant.clone())
                 .or_default()
@@ -364,7 +392,10 @@ impl Worker {
             for (lease, id) in leases {
                 match actions.remove(&id) {
                     Some(action) => claims.push(Claim { lease, action }),
-                    None => self.store.finish(&lease).await?,
+                    None => {
+                        holding.let_go(&lease.job);
+                        self.store.finish(&lease).await?
+                    }
                 }
             }
         }
@@ -375,43 +406,11 @@ impl Worker {
 
     /// Delivers one claimed action to its whole audience and marks it done.
     pub async fn fan_out(&self, claim: &Claim) -> StoreResult<()> {
-        let audience = self
-            .keeping_lease(&claim.lease, self.audience_of(&claim.action))
-            .await?;
-        self.keeping_lease(&claim.lease, self.deliver_audience(claim, audience))
-            .await
-    }
-
-    /// Runs `work` on a claimed job (a fan-out, a cleanup), renewing its
-    /// lease every third of it meanwhile: reading a large audience or a
-    /// whole feed, or writing a batch on a slow database, may take longer
-    /// than the lease, and a lease that runs out mid-way hands the work to
-    /// another worker, which would run it beside this one and lose it the
-    /// same way. A renewal that fails ends the renewals, not the work: its
-    /// own last step (which finishes the job under the lease) says whether
-    /// the lease was lost, and may have finished the job just before.
-    /// The renewals run beside the work, never instead of it: a store may
-    /// hold the job's record while the work writes under it (MongoDB's
-    /// fence of a batch), and a renewal then waits for the work to end.
-    async fn keeping_lease<T>(
-        &self,
-        lease: &Lease,
-        work: impl std::future::Future<Output = StoreResult<T>>,
-    ) -> StoreResult<T> {
-        let every = Duration::from_millis((lease.lease_ms / 3).max(1) as u64);
-        let renewals = async {
-            loop {
-                tokio::time::sleep(every).await;
-                if let Err(err) = self.store.renew(lease, self.clock.now()).await {
-                    debug!(key = %lease.job.key, cause = %err.chain(), "a lease's renewal failed; the work goes on unrenewed");
-                    return std::future::pending::<std::convert::Infallible>().await;
-                }
-            }
+        let work = async {
+            let audience = self.audience_of(&claim.action).await?;
+            self.deliver_audience(claim, audience).await
         };
-        tokio::select! {
-            out = work => out,
-            never = renewals => match never {},
-        }
+        self.keeping(&Holding::new([&claim.lease]), work).await
     }
 
     /// The readers an action's fan-out writes for, under the model: none
@@ -471,6 +470,7 @@ impl Worker {
     async fn deliver_group(
         &self,
         (claims, batches): (Vec<Claim>, Vec<DeliveryBatch>),
+        holding: &Holding,
         tries: &mut HashMap<crate::model::ObjectId, u32>,
         failure: &mut Option<crate::store::StoreError>,
     ) {
@@ -487,7 +487,7 @@ impl Worker {
                 debug!(action = %claim.action.id, audience = batch.items.len(), delivered = written.len(), "fan-out done");
                 self.publish(FeedEventKind::Added, &claim.action, written, &mut None);
             });
-            self.fanned_out(claim, done, tries, failure);
+            self.fanned_out(claim, done, holding, tries, failure);
         }
     }
 
@@ -497,9 +497,11 @@ impl Worker {
         &self,
         claim: &Claim,
         done: StoreResult<()>,
+        holding: &Holding,
         tries: &mut HashMap<crate::model::ObjectId, u32>,
         failure: &mut Option<crate::store::StoreError>,
     ) {
+        holding.let_go(&claim.lease.job);
         let lost = matches!(&done, Err(err) if err.kind == ErrorKind::LeaseLost);
         if done.is_err() && !lost {
             let n = tries.get(&claim.action.id).copied().unwrap_or(0) + 1;

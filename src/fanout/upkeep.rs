@@ -1,6 +1,7 @@
 //! The worker's upkeep: follows a kill cut off, unfollow and group
 //! cleanups, expiry, and the feed model's own upkeep (idle rivers).
 
+use super::leases::Holding;
 use super::*;
 use crate::store::{FollowJob, Graph, QueuedRead};
 use crate::timeline::{follow, groups, rivers, Expiry, FeedModelKind};
@@ -45,21 +46,30 @@ impl Worker {
         }
         let leases = self.claim(JobKind::Follow).await?;
         let claimed = leases.len();
-        for lease in leases {
-            if let Err(err) = self.finish_follow(&lease).await {
-                if err.kind == ErrorKind::LeaseLost {
-                    debug!(key = %lease.job.key, "a follow job was ended meanwhile");
-                    continue;
+        let holding = Holding::new(&leases);
+        let round = async {
+            let jobs = self
+                .readable("follow", leases, &holding, FollowJob::of_job)
+                .await;
+            for (lease, job) in jobs {
+                let done = self.finish_follow(&lease, job).await;
+                holding.let_go(&lease.job);
+                if let Err(err) = done {
+                    if err.kind == ErrorKind::LeaseLost {
+                        debug!(key = %lease.job.key, "a follow job was ended meanwhile");
+                        continue;
+                    }
+                    error!(key = %lease.job.key, cause = %err.chain(), "a cut-off follow's backfill failed; it is retried when its lease runs out");
+                    failure.get_or_insert(err);
                 }
-                error!(key = %lease.job.key, cause = %err.chain(), "a cut-off follow's backfill failed; it is retried when its lease runs out");
-                failure.get_or_insert(err);
             }
-        }
+        };
+        self.keeping(&holding, round).await;
         Ok(claimed)
     }
 
-    async fn finish_follow(&self, lease: &Lease) -> StoreResult<()> {
-        let job = FollowJob::of_job(&lease.job)?;
+    async fn finish_follow(&self, lease: &Lease, job: FollowJob) -> StoreResult<()> {
+        self.starting(&lease.job).await;
         let store = self.store.as_ref();
         let settled = job.at.saturating_add(FOLLOW_SETTLES_MS);
         if self.clock.now() < settled {
@@ -68,8 +78,7 @@ impl Worker {
         let readers = [job.reader.clone()];
         let standing = store.edges_among(&job.tenant, job.kind, &readers, &job.actor);
         if !standing.await?.is_empty() {
-            let work = follow::show(store, &self.hub, &self.config.model, &job);
-            let shown = self.keeping_lease(lease, work).await?;
+            let shown = follow::show(store, &self.hub, &self.config.model, &job).await?;
             info!(reader = %job.reader, actor = %job.actor, shown = shown.len(), "a follow cut off before its backfill has it now");
             outbox::tell_followed(&self.outbox, &job).await?;
         }
@@ -97,23 +106,26 @@ impl Worker {
                 break;
             };
             claimed += 1;
-            self.clean_unfollow(&lease, failure).await;
+            let holding = Holding::new([&lease]);
+            let read = self
+                .readable("cleanup", vec![lease], &holding, Unfollow::of_job)
+                .await;
+            for (lease, u) in read {
+                self.keeping(&holding, self.clean_unfollow(&lease, &u, failure))
+                    .await;
+            }
         }
         Ok(claimed)
     }
 
-    /// Runs one claimed cleanup, keeping its lease until the items are out
-    /// and the job finished.
-    async fn clean_unfollow(&self, lease: &Lease, failure: &mut Option<crate::store::StoreError>) {
-        let u = match Unfollow::of_job(&lease.job) {
-            Ok(u) => u,
-            Err(err) => {
-                error!(key = %lease.job.key, cause = %err.chain(), "a cleanup job is unreadable");
-                failure.get_or_insert(err);
-                return;
-            }
-        };
-        let u = &u;
+    /// Runs one claimed cleanup, read; the caller keeps its lease until the
+    /// items are out and the job finished.
+    async fn clean_unfollow(
+        &self,
+        lease: &Lease,
+        u: &Unfollow,
+        failure: &mut Option<crate::store::StoreError>,
+    ) {
         let store = self.store.as_ref();
         let cleaning = async {
             let expiry = Expiry {
@@ -157,7 +169,7 @@ impl Worker {
             let ids = groups::named_items(store, u, expiry).await?;
             store.clean(lease, &ids).await.map(Some)
         };
-        let cleaned = self.keeping_lease(lease, cleaning).await;
+        let cleaned = cleaning.await;
         if !matches!(cleaned, Ok(None)) {
             self.metrics.job("cleanup", cleaned.is_ok());
         }

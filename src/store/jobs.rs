@@ -19,7 +19,8 @@
 //!   be half done, which every handler must tolerate (delivery is idempotent:
 //!   one item per reader and action).
 //! - Two workers never hold one job: a claim is one atomic step per job.
-//! - Only the holder may [`JobStore::renew`] (extend to `now + lease_ms`) or
+//! - Only the holder may [`Jobs::renew`] (extend to `now + lease_ms`; many
+//!   at once with [`JobStore::renew_all`]) or
 //!   [`Jobs::finish`] (remove) a job. The holder is whoever claimed it
 //!   last: a lease that ran out but was not taken over is still its worker's.
 //!   Another worker's lease is `ErrorKind::LeaseLost`, and so is renewing a
@@ -323,6 +324,15 @@ pub enum JobEnd<'a> {
 /// [`JobStore`] has them.
 #[async_trait]
 pub trait Jobs: JobStore {
+    /// Extends one held lease to `now + lease_ms`. `LeaseLost` if another
+    /// worker holds the job or it is gone. See [`JobStore::renew_all`].
+    async fn renew(&self, lease: &Lease, now: Millis) -> StoreResult<()> {
+        let mut renewed = self.renew_all(std::slice::from_ref(lease), now).await?;
+        renewed
+            .pop()
+            .unwrap_or_else(|| Err(lease_lost(&lease.job, None)))
+    }
+
     /// Removes a held job: it is done. See [`JobEnd::Finished`].
     async fn finish(&self, lease: &Lease) -> StoreResult<()> {
         self.end(JobEnd::Finished(lease)).await.map(drop)
@@ -356,13 +366,18 @@ pub trait JobStore: Send + Sync {
         lease_ms: Millis,
         limit: usize,
     ) -> StoreResult<Vec<Lease>>;
-    /// Extends a held lease to `now + lease_ms`. `LeaseLost` if another worker
-    /// holds the job or it is gone.
-    async fn renew(&self, lease: &Lease, now: Millis) -> StoreResult<()>;
+    /// Extends each held lease of `leases` to `now + lease_ms`, in one step
+    /// per tenant where the backend can: a worker renews every job it holds
+    /// in a round at once. Answers each lease's outcome in their order:
+    /// `LeaseLost` (nothing written for it) if another worker holds the
+    /// job or it is gone; another error if it could not be renewed now (a
+    /// transaction not ended yet wrote it), to be tried again.
+    async fn renew_all(&self, leases: &[Lease], now: Millis)
+        -> StoreResult<Vec<StoreResult<()>>>;
     /// Gives a held job back to wait until `at` with the payload and
     /// failures `lease.job` carries: nobody holds it, and it is due from `at` on,
     /// across a restart too (a retry's time). `LeaseLost` as for
-    /// [`JobStore::renew`].
+    /// [`Jobs::renew`].
     async fn defer(&self, lease: &Lease, at: Millis) -> StoreResult<()>;
     /// Ends a job as `end` says. Returns whether there was one to end.
     async fn end(&self, end: JobEnd<'_>) -> StoreResult<bool>;

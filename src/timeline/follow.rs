@@ -186,6 +186,18 @@ pub async fn backfill(
     let mut shown = store.backfill(tenant, reader, &written).await?;
     let ids: Vec<ObjectId> = pulled.iter().map(|b| b.action_id).collect();
     let held = store.materialised(tenant, reader, &ids).await?;
+    // An item held of an action merged at read keeps its place, but takes
+    // the follow's reason if its own is a scope's the action no longer has,
+    // as one written does: its unfollow then takes it out, as every model
+    // does (it came by the follow). The backfill writes nothing else for it.
+    let refreshed: Vec<Backfill> = pulled
+        .iter()
+        .filter(|b| held.contains(&b.action_id))
+        .cloned()
+        .collect();
+    if !refreshed.is_empty() {
+        store.backfill(tenant, reader, &refreshed).await?;
+    }
     shown.extend(
         pulled
             .into_iter()

@@ -509,8 +509,58 @@ async fn a_follow_gives_a_widened_item_the_reason_that_applies_now(backend: Back
     server.stop().await;
 }
 
+/// As above, but bob is a celebrity (two followers) whose actions a model
+/// that pulls (`hybrid`) merges at read: alice's follow writes nothing for
+/// his post, and still gives the item she holds the follow's reason. Her
+/// unfollow then takes it out, as under `push`; kept by its old reason, it
+/// stayed after the unfollow under `hybrid` alone.
+async fn an_unfollow_takes_out_a_widened_item_its_follow_gave_a_reason(backend: Backend) {
+    let Some(server) = TestServer::start(backend).await else {
+        return;
+    };
+    let service = server.service("acme");
+    for (id, name) in [
+        ("alice", "Alice"),
+        ("bob", "Bob"),
+        ("carol", "Carol"),
+        ("dave", "Dave"),
+    ] {
+        service.upsert_user(id, name).await;
+    }
+    for id in ["alice", "bob"] {
+        service.add_member("recruiting", "TEAM", id).await;
+    }
+    for fan in ["carol", "dave"] {
+        server.client("acme", fan).follow("bob").await;
+    }
+    let (alice, bob) = (server.client("acme", "alice"), server.client("acme", "bob"));
+    let post = bob
+        .post_status("team only", json!({ "scope": "TEAM" }))
+        .await;
+    bob.wait_delivered(&post).await;
+    let data = bob
+        .data(
+            "mutation($a: ID!) { setActionScope(actionId: $a, scope: PUBLIC) { scope } }",
+            json!({ "a": post }),
+        )
+        .await;
+    assert_eq!(data["setActionScope"]["scope"], "PUBLIC", "{data}");
+    bob.wait_delivered(&post).await;
+    alice.follow("bob").await;
+    assert_eq!(feed(&alice).await, [(post, "FOLLOWS".to_owned())]);
+    let before = jobs_done(&server, "cleanup").await;
+    let data = alice
+        .data("mutation { unfollow(userId: \"bob\") }", json!({}))
+        .await;
+    assert_eq!(data["unfollow"], true);
+    jobs_done_past(&server, "cleanup", before).await;
+    assert_eq!(feed(&alice).await, [], "it came by the follow, and went");
+    server.stop().await;
+}
+
 crate::on_both_backends!(
     a_follow_gives_a_widened_item_the_reason_that_applies_now,
+    an_unfollow_takes_out_a_widened_item_its_follow_gave_a_reason,
     a_follow_cut_off_before_its_backfill_gets_it_from_the_worker,
     an_unfollow_takes_a_narrowed_bumped_item_for_good,
     a_new_follow_shows_recent_actions_the_reader_may_see,
@@ -526,6 +576,7 @@ crate::on_both_backends!(
 // proved under every other model too.
 crate::under_other_models!(
     a_follow_gives_a_widened_item_the_reason_that_applies_now,
+    an_unfollow_takes_out_a_widened_item_its_follow_gave_a_reason,
     a_follow_cut_off_before_its_backfill_gets_it_from_the_worker,
     a_live_reader_sees_the_backfill_arrive,
     an_unfollow_takes_what_came_by_the_follow_out,

@@ -53,3 +53,4 @@ mod webhook_proxy;
 mod webhooks;
 mod webhooks_operated;
 mod worker;
+mod worker_rounds;

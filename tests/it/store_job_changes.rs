@@ -1,12 +1,13 @@
 //! The conformance cases of what a job's holder and an operator change in
-//! a waiting job (`JobStore::defer` with a new payload, `JobStore::hasten`),
+//! a waiting job (`JobStore::defer` with a new payload, `JobStore::hasten`)
+//! and of a worker renewing all it holds at once (`JobStore::renew_all`),
 //! beside the lease semantics of `store_jobs.rs`; run by the store suite on
 //! every backend.
 
 use anyhow::{ensure, Result};
 use riverfeed::store::prelude::*;
 use riverfeed::store::QueuedRead;
-use riverfeed::store::{Job, JobKind, Lease};
+use riverfeed::store::{ErrorKind, Job, JobKind, Lease};
 
 const T: &str = "jobs";
 const LEASE: i64 = 500;
@@ -190,5 +191,47 @@ pub async fn queued_pages_by_failures(store: &dyn Store) -> Result<()> {
     store.defer(&reset, 90_000).await?;
     ensure!(page(None, Some(true), 9).await? == of(&[("h 5", 1), ("h 8", 2)]));
     ensure!(page(Some("h 0"), Some(false), 1).await? == of(&[("h 1", 0)]));
+    Ok(())
+}
+
+/// Renewing many leases at once (of two tenants) renews those still held
+/// and answers `LeaseLost` for each of the others, one another worker took
+/// over and one finished meanwhile, in the order asked.
+pub async fn renew_all_answers_each_lease(store: &dyn Store) -> Result<()> {
+    for (tenant, key, queued) in [(T, "a", 10), (T, "b", 20), ("other", "c", 30), (T, "d", 40)] {
+        store
+            .enqueue(&job(JobKind::Bump, tenant, key, queued))
+            .await?;
+    }
+    let held = store.claim(JobKind::Bump, "w1", 1_000, LEASE, 10).await?;
+    ensure!(keys(&held) == ["a", "b", "c", "d"], "{:?}", keys(&held));
+    let [a, b, c, d] = [0, 1, 2, 3].map(|n| held[n].clone());
+    // `b` runs out and another worker takes it; `d` is finished.
+    store
+        .renew_all(&[a.clone(), c.clone(), d.clone()], 1_400)
+        .await?;
+    let taken = store.claim(JobKind::Bump, "w2", 1_500, LEASE, 10).await?;
+    ensure!(keys(&taken) == ["b"], "{:?}", keys(&taken));
+    store.finish(&d).await?;
+    let renewed = store.renew_all(&[a, b, c, d], 1_800).await?;
+    let lost: Vec<bool> = renewed
+        .iter()
+        .map(|r| matches!(r, Err(e) if e.kind == ErrorKind::LeaseLost))
+        .collect();
+    ensure!(
+        renewed.len() == 4 && lost == [false, true, false, true],
+        "a and c renewed, b and d lost: {renewed:?}"
+    );
+    // Renewed to 2_300: before, only `b` (w2's, run out at 2_000) is due.
+    let early = store.claim(JobKind::Bump, "w3", 2_299, LEASE, 10).await?;
+    ensure!(keys(&early) == ["b"], "{:?}", keys(&early));
+    let mut late: Vec<String> = store
+        .claim(JobKind::Bump, "w3", 2_300, LEASE, 10)
+        .await?
+        .into_iter()
+        .map(|l| l.job.key)
+        .collect();
+    late.sort_unstable();
+    ensure!(late == ["a", "c"], "{late:?}");
     Ok(())
 }

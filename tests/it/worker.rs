@@ -49,7 +49,7 @@ fn worker(store: Arc<dyn Store>, clock: Arc<ManualClock>, id: &str, batch: usize
 
 /// Runs `case` on a fresh store of `backend`, removed afterwards; its
 /// error names the backend.
-async fn on_a_store<F, Fut>(backend: Backend, case: F)
+pub(crate) async fn on_a_store<F, Fut>(backend: Backend, case: F)
 where
     F: FnOnce(Arc<dyn Store>) -> Fut,
     Fut: std::future::Future<Output = Result<()>>,
@@ -67,7 +67,7 @@ async fn queued(store: &dyn Store, kind: JobKind) -> Result<Vec<riverfeed::store
     Ok(store.queued(kind, T, QueuedRead::under("")).await?)
 }
 
-async fn feed_len(store: &dyn Store, owner: &str) -> Result<usize> {
+pub(crate) async fn feed_len(store: &dyn Store, owner: &str) -> Result<usize> {
     Ok(store
         .feed_page(
             T,

@@ -512,21 +512,73 @@ impl JobStore for MongoStore {
         Ok(leases)
     }
 
-    async fn renew(&self, lease: &Lease, now: Millis) -> StoreResult<()> {
-        let job = &lease.job;
-        let mut filter = job_filter(job);
-        filter.insert("worker", &lease.worker);
-        let until = now.saturating_add(lease.lease_ms);
-        let renewed = self
-            .jobs
-            .update_one(filter, doc! { "$set": { "until": until } })
-            .await
-            .map_err(db_err)?;
-        if renewed.matched_count == 1 {
-            return Ok(());
+    async fn renew_all(&self, leases: &[Lease], now: Millis) -> StoreResult<Vec<StoreResult<()>>> {
+        let mut renewed: Vec<StoreResult<()>> = leases.iter().map(|_| Ok(())).collect();
+        // One `updateMany` per kind, tenant, worker and lease length (a
+        // round's jobs share all four), over the unique index; when it
+        // matches fewer than it names, one `find` says which were lost.
+        let mut groups: Vec<(&Lease, Vec<usize>)> = Vec::new();
+        for (n, lease) in leases.iter().enumerate() {
+            let same = |first: &Lease| {
+                first.job.kind == lease.job.kind
+                    && first.job.tenant == lease.job.tenant
+                    && first.worker == lease.worker
+                    && first.lease_ms == lease.lease_ms
+            };
+            match groups.iter_mut().find(|(first, _)| same(first)) {
+                Some((_, members)) => members.push(n),
+                None => groups.push((lease, vec![n])),
+            }
         }
-        let holder = self.holder(job).await?.flatten();
-        Err(lease_lost(job, holder.as_deref()))
+        for (first, members) in groups {
+            let keys: Vec<&str> = members
+                .iter()
+                .map(|&n| leases[n].job.key.as_str())
+                .collect();
+            let matched = match self.renew_keys(first, &keys, now).await {
+                Ok(matched) => matched,
+                // Another transaction wrote one of them: each is renewed
+                // alone, so that only that one waits for the next try.
+                Err(err) if conflicted(&err) && members.len() > 1 => {
+                    let mut matched = 0;
+                    for &n in &members {
+                        let key = [leases[n].job.key.as_str()];
+                        match self.renew_keys(first, &key, now).await {
+                            Ok(one) => matched += one,
+                            Err(err) if conflicted(&err) => {
+                                matched += 1;
+                                renewed[n] = Err(db_err(err));
+                            }
+                            Err(err) => return Err(db_err(err)),
+                        }
+                    }
+                    matched
+                }
+                Err(err) if conflicted(&err) => {
+                    renewed[members[0]] = Err(db_err(err));
+                    continue;
+                }
+                Err(err) => return Err(db_err(err)),
+            };
+            if matched as usize == members.len() {
+                continue;
+            }
+            // Ours now means ours when updated: only this worker claims as it.
+            let of_group = doc! {
+                "kind": first.job.kind.code(),
+                "tenant": &first.job.tenant,
+                "key": { "$in": &keys },
+            };
+            let found: Vec<JobDoc> = read_all(self.jobs.find(of_group)).await?;
+            for n in members {
+                let job = &leases[n].job;
+                let holder = found.iter().find(|d| d.key == job.key).map(|d| &d.worker);
+                if holder != Some(&Some(first.worker.clone())) {
+                    renewed[n] = Err(lease_lost(job, holder.and_then(|w| w.as_deref())));
+                }
+            }
+        }
+        Ok(renewed)
     }
 
     async fn defer(&self, lease: &Lease, at: Millis) -> StoreResult<()> {
@@ -727,4 +779,54 @@ impl MongoStore {
             Some(holder) => Err(lease_lost(job, holder.as_deref())),
         }
     }
+}
+
+impl MongoStore {
+    /// Extends the leases of `keys` (of `first`'s kind, tenant and worker)
+    /// in one `updateMany`, in a transaction of its own: a document another
+    /// transaction has written (a like queueing a held bump again, or a
+    /// transaction a killed process left open) fails it at once with a
+    /// write conflict, where a write outside a transaction would wait for
+    /// that transaction to end, a minute for an abandoned one. A renewal
+    /// that conflicts is tried again at its next tick. Returns how many
+    /// jobs were still the worker's.
+    async fn renew_keys(
+        &self,
+        first: &Lease,
+        keys: &[&str],
+        now: Millis,
+    ) -> Result<u64, mongodb::error::Error> {
+        let held = doc! {
+            "kind": first.job.kind.code(),
+            "tenant": &first.job.tenant,
+            "key": { "$in": keys },
+            "worker": &first.worker,
+        };
+        let until = now.saturating_add(first.lease_ms);
+        let mut session = self.db.client().start_session().await?;
+        session.start_transaction().await?;
+        let updated = self
+            .jobs
+            .update_many(held, doc! { "$set": { "until": until } })
+            .session(&mut session)
+            .await;
+        match updated {
+            Ok(updated) => {
+                session.commit_transaction().await?;
+                Ok(updated.matched_count)
+            }
+            Err(err) => {
+                let _ = session.abort_transaction().await;
+                Err(err)
+            }
+        }
+    }
+}
+
+/// A write that met another transaction's write: nothing was written, and
+/// the same write may succeed once that transaction ends.
+fn conflicted(err: &mongodb::error::Error) -> bool {
+    const WRITE_CONFLICT: i32 = 112;
+    err.contains_label(mongodb::error::TRANSIENT_TRANSACTION_ERROR)
+        || super::server_codes(err).any(|code| code == WRITE_CONFLICT)
 }

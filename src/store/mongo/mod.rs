@@ -390,7 +390,7 @@ const STORAGE_FAULTS: [i32; 1] = [14031];
 
 /// The server error codes `err` carries: a command's, a write's, or each
 /// of a batch's.
-fn server_codes(err: &mongodb::error::Error) -> impl Iterator<Item = i32> + '_ {
+pub(super) fn server_codes(err: &mongodb::error::Error) -> impl Iterator<Item = i32> + '_ {
     use mongodb::error::{ErrorKind as K, WriteFailure};
     let (one, many): (Option<i32>, &[mongodb::error::IndexedWriteError]) = match &*err.kind {
         K::Command(e) => (Some(e.code), &[]),

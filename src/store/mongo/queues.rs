@@ -14,8 +14,7 @@ use mongodb::ClientSession;
 use crate::model::{Action, FanOutState, FeedItem, Millis, ObjectId, Reason, ReasonKind};
 use crate::store::jobs::lease_lost;
 use crate::store::{
-    Delivery, DeliveryBatch, ErrorKind, FanOutJob, Job, JobStore, Lease, QueueStore, StoreError,
-    StoreResult,
+    Delivery, DeliveryBatch, ErrorKind, FanOutJob, Job, Lease, QueueStore, StoreError, StoreResult,
 };
 
 use super::jobs::{job_filter, requeue};
@@ -121,7 +120,7 @@ impl MongoStore {
     ) -> StoreResult<Vec<FeedItem>> {
         let lease = &batch.lease;
         if !batch.last {
-            JobStore::renew(self, lease, now).await?;
+            crate::store::Jobs::renew(self, lease, now).await?;
         }
         self.fence(session, lease, now).await?;
         let written = match self.write_batch(now, batch).await {

@@ -153,6 +153,7 @@ store_cases! {
         store_job_changes::deferral_keeps_the_payload_it_carries,
         store_job_changes::hasten_makes_deferred_jobs_due_now,
         store_job_changes::queued_pages_by_failures,
+        store_job_changes::renew_all_answers_each_lease,
         store_jobs::claims_see_what_comes_behind_them,
         store_jobs::queued_while_claiming_all_claimed,
         store_jobs::lost_leases_cannot_renew_or_finish,

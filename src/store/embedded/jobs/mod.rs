@@ -451,12 +451,25 @@ impl Inner {
         self.put_job(batch, job, Some(&old), &stored)
     }
 
-    fn renew(&self, lease: &Lease, now: Millis) -> StoreResult<()> {
-        let _lock = self.lock(&[Inner::job_lock(&lease.job)]);
+    /// Renews every lease of `leases` it can in one batch, under their
+    /// jobs' locks; a lease lost writes nothing.
+    fn renew_all(&self, leases: &[Lease], now: Millis) -> StoreResult<Vec<StoreResult<()>>> {
+        let locks: Vec<Vec<u8>> = leases.iter().map(|l| Inner::job_lock(&l.job)).collect();
+        let _lock = self.lock(&locks);
         let mut batch = WriteBatch::default();
-        self.renew_in(&mut batch, lease, now)?;
+        let mut renewed = Vec::with_capacity(leases.len());
+        for lease in leases {
+            // A lease lost is found before anything is written for it.
+            match self.renew_in(&mut batch, lease, now) {
+                Err(err) if err.kind == crate::store::ErrorKind::LeaseLost => {
+                    renewed.push(Err(err))
+                }
+                other => renewed.push(Ok(other?)),
+            }
+        }
         // Not synced: a lease lost in a crash is released at open anyway.
-        self.commit_unsynced(batch)
+        self.commit_unsynced(batch)?;
+        Ok(renewed)
     }
 
     fn defer(&self, lease: &Lease, at: Millis) -> StoreResult<()> {
@@ -610,9 +623,9 @@ impl JobStore for EmbeddedStore {
             .await
     }
 
-    async fn renew(&self, lease: &Lease, now: Millis) -> StoreResult<()> {
-        let lease = lease.clone();
-        self.blocking(move |db| db.renew(&lease, now)).await
+    async fn renew_all(&self, leases: &[Lease], now: Millis) -> StoreResult<Vec<StoreResult<()>>> {
+        let leases = leases.to_vec();
+        self.blocking(move |db| db.renew_all(&leases, now)).await
     }
 
     async fn defer(&self, lease: &Lease, at: Millis) -> StoreResult<()> {
