@@ -326,3 +326,57 @@ async fn renewal_beside_an_open_transaction(test: &crate::common::TestStore) -> 
     ensure!(until("one").await? == Some(now + 7_000), "one renewed");
     Ok(())
 }
+
+/// A job document that does not read at all (a field of the wrong type,
+/// as a hand-written or damaged one has) fails no claim: a claim of many
+/// and a claim of one both take the sound job due after it, and the
+/// damaged one is set aside (held by nobody, never due again, kept).
+#[tokio::test]
+async fn a_job_document_that_does_not_read_fails_no_claim() {
+    let Some(test) =
+        crate::common::TestStore::open(Backend::Mongo("unreadable_job_document")).await
+    else {
+        return;
+    };
+    let result = claims_beside_unreadable_documents(&test).await;
+    test.remove().await;
+    result.unwrap_or_else(|err| panic!("{err:#}"));
+}
+
+async fn claims_beside_unreadable_documents(test: &crate::common::TestStore) -> Result<()> {
+    use bson::doc;
+    let (store, db) = (&test.store, test.database().context("a MongoDB store")?);
+    let jobs = db.collection::<bson::Document>("jobs");
+    for (n, limit) in [(1, 10), (2, 1)] {
+        let damaged = format!("damaged-{n}");
+        jobs.insert_one(doc! {
+            "kind": JobKind::Bump.code(), "tenant": T, "key": &damaged,
+            "payload": 42, "queued": 0_i64, "until": i64::MIN,
+        })
+        .await?;
+        let sound = Job {
+            kind: JobKind::Bump,
+            tenant: T.into(),
+            key: format!("sound-{n}"),
+            payload: "{}".into(),
+            queued: 1,
+            failures: 0,
+        };
+        ensure!(store.enqueue(&sound).await?, "queued {}", sound.key);
+        let claimed = store
+            .claim(JobKind::Bump, "w", 1_000_000, 5_000, limit)
+            .await
+            .with_context(|| format!("a claim of {limit} beside {damaged}"))?;
+        let keys: Vec<_> = claimed.iter().map(|l| l.job.key.as_str()).collect();
+        ensure!(keys == [sound.key.as_str()], "claimed {keys:?}");
+        let kept = jobs
+            .find_one(doc! { "key": &damaged })
+            .await?
+            .context("the damaged job is kept")?;
+        ensure!(
+            kept.get_i64("until") == Ok(i64::MAX) && !kept.contains_key("worker"),
+            "set aside: {kept:?}"
+        );
+    }
+    Ok(())
+}

@@ -732,37 +732,67 @@ impl MongoStore {
         now: Millis,
         lease_ms: Millis,
     ) -> StoreResult<Option<Lease>> {
-        let claimed = self
-            .jobs
-            .find_one_and_update(
-                due_filter(kind, now),
-                doc! { "$set": { "until": now.saturating_add(lease_ms), "worker": worker } },
+        loop {
+            let claimed = self
+                .jobs
+                .clone_with_type::<Document>()
+                .find_one_and_update(
+                    due_filter(kind, now),
+                    doc! { "$set": { "until": now.saturating_add(lease_ms), "worker": worker } },
+                )
+                .sort(due_order())
+                .return_document(ReturnDocument::Before)
+                .await
+                .map_err(db_err)?;
+            let Some(before) = claimed else {
+                return Ok(None);
+            };
+            if let Some(before) = self.readable(kind, before).await? {
+                return Ok(Some(Lease {
+                    taken_over: before.worker.is_some(),
+                    job: before.into_job()?,
+                    worker: worker.to_owned(),
+                    lease_ms,
+                }));
+            }
+        }
+    }
+
+    /// A job document as a claim reads it, or `None` if it does not read
+    /// (written by hand, or damaged): that one is set aside (held by
+    /// nobody, never due again, left as it is to be mended) and logged, so
+    /// that it fails no claim and holds up no job behind it.
+    async fn readable(&self, kind: JobKind, raw: Document) -> StoreResult<Option<JobDoc>> {
+        let err = match bson::from_document::<JobDoc>(raw.clone()) {
+            Ok(doc) => return Ok(Some(doc)),
+            Err(err) => err,
+        };
+        let id = raw.get("_id").cloned().unwrap_or(bson::Bson::Null);
+        tracing::error!(job = kind.code(), id = %id, cause = %err, "a job document that does not read is set aside: it waits, held by nobody, until it is mended");
+        self.jobs
+            .update_one(
+                doc! { "_id": id },
+                doc! { "$set": { "until": Millis::MAX }, "$unset": { "worker": "" } },
             )
-            .sort(due_order())
-            .return_document(ReturnDocument::Before)
             .await
             .map_err(db_err)?;
-        let Some(before) = claimed else {
-            return Ok(None);
-        };
-        Ok(Some(Lease {
-            taken_over: before.worker.is_some(),
-            job: before.into_job()?,
-            worker: worker.to_owned(),
-            lease_ms,
-        }))
+        Ok(None)
     }
 
     /// Up to `limit` jobs of `kind` due at `now`, in the order a claim
     /// takes them: waiting jobs in the order they were queued, then expired
     /// leases, the longest expired first (the `job_due` index's order).
     async fn due_jobs(&self, kind: JobKind, now: Millis, limit: usize) -> StoreResult<Vec<JobDoc>> {
-        let find = self
-            .jobs
+        let raw = self.jobs.clone_with_type::<Document>();
+        let find = raw
             .find(due_filter(kind, now))
             .sort(due_order())
             .limit(i64::try_from(limit).unwrap_or(i64::MAX));
-        read_all(find).await
+        let mut due = Vec::new();
+        for raw in read_all(find).await? {
+            due.extend(self.readable(kind, raw).await?);
+        }
+        Ok(due)
     }
 
     /// Removes a held job: see [`JobEnd::Finished`].
