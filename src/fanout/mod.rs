@@ -332,6 +332,8 @@ impl Worker {
                 }
             };
             if audience.len() > batch {
+                // Each of its batches renews its lease as it starts.
+                holding.let_go(&claim.lease.job);
                 let done = self.deliver_audience(&claim, audience).await;
                 self.fanned_out(&claim, done, holding, tries, failure);
                 continue;
@@ -476,6 +478,11 @@ impl Worker {
     ) {
         if claims.is_empty() {
             return;
+        }
+        // Written now, each under its fence: a renewal beside them would
+        // only meet the batches' own writes of their leases.
+        for claim in &claims {
+            holding.let_go(&claim.lease.job);
         }
         let results = match self.store.deliver(self.clock.now(), &batches).await {
             Ok(results) => results,

@@ -814,12 +814,14 @@ impl MongoStore {
 impl MongoStore {
     /// Extends the leases of `keys` (of `first`'s kind, tenant and worker)
     /// in one `updateMany`, in a transaction of its own: a document another
-    /// transaction has written (a like queueing a held bump again, or a
-    /// transaction a killed process left open) fails it at once with a
-    /// write conflict, where a write outside a transaction would wait for
-    /// that transaction to end, a minute for an abandoned one. A renewal
-    /// that conflicts is tried again at its next tick. Returns how many
-    /// jobs were still the worker's.
+    /// transaction has written fails it at once with a write conflict,
+    /// where a write outside a transaction would wait for that transaction
+    /// to end (a minute for one a killed process left open). A conflict
+    /// with a live transaction (a like queueing a held bump again, a
+    /// batch renewing its own lease) ends within milliseconds: the renewal
+    /// is tried again a few times, for under a second in all, before it
+    /// reports the conflict, and the job waits for the next tick. Returns
+    /// how many jobs were still the worker's.
     async fn renew_keys(
         &self,
         first: &Lease,
@@ -832,26 +834,39 @@ impl MongoStore {
             "key": { "$in": keys },
             "worker": &first.worker,
         };
-        let until = now.saturating_add(first.lease_ms);
+        let renew = doc! { "$set": { "until": now.saturating_add(first.lease_ms) } };
         let mut session = self.db.client().start_session().await?;
-        session.start_transaction().await?;
-        let updated = self
-            .jobs
-            .update_many(held, doc! { "$set": { "until": until } })
-            .session(&mut session)
-            .await;
-        match updated {
-            Ok(updated) => {
-                session.commit_transaction().await?;
-                Ok(updated.matched_count)
+        let mut wait = RENEW_RETRY_FIRST;
+        loop {
+            session.start_transaction().await?;
+            let updated = self
+                .jobs
+                .update_many(held.clone(), renew.clone())
+                .session(&mut session)
+                .await;
+            let done = match updated {
+                Ok(updated) => match session.commit_transaction().await {
+                    Ok(()) => return Ok(updated.matched_count),
+                    Err(err) => err,
+                },
+                Err(err) => {
+                    let _ = session.abort_transaction().await;
+                    err
+                }
+            };
+            if !conflicted(&done) || wait > RENEW_RETRY_LAST {
+                return Err(done);
             }
-            Err(err) => {
-                let _ = session.abort_transaction().await;
-                Err(err)
-            }
+            tokio::time::sleep(wait).await;
+            wait *= 2;
         }
     }
 }
+
+/// The first and the last wait of a renewal that met another transaction
+/// (doubling in between: 635 ms in all).
+const RENEW_RETRY_FIRST: std::time::Duration = std::time::Duration::from_millis(5);
+const RENEW_RETRY_LAST: std::time::Duration = std::time::Duration::from_millis(320);
 
 /// A write that met another transaction's write: nothing was written, and
 /// the same write may succeed once that transaction ends.
