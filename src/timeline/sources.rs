@@ -11,7 +11,7 @@ use crate::model::{
 };
 use crate::store::Graph;
 use crate::store::Records;
-use crate::store::{Cut, Direction, FeedRange, Outbox, Store, StoreResult};
+use crate::store::{Cut, Direction, FeedRange, Outbox, Posted, Store, StoreResult};
 
 /// Edges read per store call while listing a reader's sources.
 const EDGE_PAGE: usize = 10_000;
@@ -382,7 +382,7 @@ async fn all_edges(
 
 /// An action as the reader's edges bring it: where it stands, its actor,
 /// and the edges (of every account and group followed) that list it.
-type Brought<'s> = (Position, String, Vec<(ReasonKind, &'s Edge)>);
+type Brought<'s> = (Position, &'s str, Vec<(ReasonKind, &'s Edge)>);
 
 /// How the entries of one outbox read become the reader's items.
 enum Via<'s> {
@@ -397,6 +397,11 @@ enum Via<'s> {
 /// begins; an action that comes by several is given once: for the reason
 /// its edges give it ([`first_reason`]: an account's and groups' the
 /// reader follows), or its most specific reason (a group's and another's).
+///
+/// With many sources, each is read a few entries deep first (a page of 25
+/// from a hundred sources takes one or two from most of them), then only
+/// the sources that may hold more of the page are read further
+/// ([`Merge`]): the answer is the same as reading each a page deep.
 pub async fn pull(
     store: &dyn Store,
     tenant: &str,
@@ -447,11 +452,131 @@ pub async fn pull(
     if reads.is_empty() {
         return Ok(Vec::new());
     }
-    let answers = store.outboxes(tenant, &reads).await?;
+    let mut merge = Merge::new(reads, range);
+    let mut asked = merge.first_reads();
+    loop {
+        let answers = store.outboxes(tenant, &asked).await?;
+        merge.take(answers);
+        let items = resolve(reader, sources, &vias, &merge.answers);
+        let items = newest_first_within(items, range);
+        asked = merge.further(&items);
+        if asked.is_empty() {
+            return Ok(items);
+        }
+    }
+}
+
+/// Outboxes read only as deep as a page needs. Every source is read
+/// `first` entries deep; once the reads are merged into the page, a source
+/// whose read may have stopped short (it gave all it was asked for) and
+/// whose oldest entry is newer than the page's last item may hold more of
+/// the page, and only those are read further, a page deep below what they
+/// gave, until none may. Entries below the page's last item cannot change
+/// the page, nor the reason of an item on it: every source that may list
+/// an item on the page has been read past it.
+struct Merge {
+    reads: Vec<(Outbox, FeedRange)>,
+    range: FeedRange,
+    /// Each source's entries read so far, newest first.
+    answers: Vec<Vec<Posted>>,
+    /// Which of `reads` the last reads asked, and how deep.
+    asked: Vec<(usize, usize)>,
+    /// Sources whose last read gave all it was asked for.
+    open: Vec<bool>,
+}
+
+impl Merge {
+    fn new(reads: Vec<(Outbox, FeedRange)>, range: FeedRange) -> Self {
+        let n = reads.len();
+        Merge {
+            reads,
+            range,
+            answers: vec![Vec::new(); n],
+            asked: Vec::new(),
+            open: vec![false; n],
+        }
+    }
+
+    /// How deep every source is read first: a whole page with few sources
+    /// (or read oldest first), else twice a source's share of the page.
+    fn first_depth(&self) -> usize {
+        let (n, limit) = (self.reads.len(), self.range.limit);
+        if n <= 4 || self.range.from_oldest {
+            return limit;
+        }
+        (2 * limit.div_ceil(n) + 1).min(limit)
+    }
+
+    fn first_reads(&mut self) -> Vec<(Outbox, FeedRange)> {
+        let depth = self.first_depth();
+        self.asked = (0..self.reads.len()).map(|i| (i, depth)).collect();
+        self.reads
+            .iter()
+            .map(|(outbox, range)| {
+                (
+                    outbox.clone(),
+                    FeedRange {
+                        limit: depth,
+                        ..*range
+                    },
+                )
+            })
+            .collect()
+    }
+
+    /// Adds the answers to the reads last asked.
+    fn take(&mut self, answers: Vec<Vec<Posted>>) {
+        for (&(i, depth), posted) in self.asked.iter().zip(answers) {
+            self.open[i] = posted.len() >= depth;
+            self.answers[i].extend(posted);
+        }
+    }
+
+    /// The reads still needed for `page` (merged from what was read) to be
+    /// the range's: none when every source that may hold more of it has
+    /// been read past its last item.
+    fn further(&mut self, page: &[FeedItem]) -> Vec<(Outbox, FeedRange)> {
+        // A page short of its limit may be filled from any open source.
+        let last = (page.len() >= self.range.limit)
+            .then(|| page.last().map(FeedItem::position))
+            .flatten();
+        let mut further = Vec::new();
+        self.asked.clear();
+        for (i, (outbox, range)) in self.reads.iter().enumerate() {
+            let oldest = self.answers[i].last().map(|p| p.position);
+            let (true, Some(oldest)) = (self.open[i], oldest) else {
+                continue;
+            };
+            if last.is_some_and(|last| oldest <= last) {
+                continue;
+            }
+            let depth = self.range.limit;
+            self.asked.push((i, depth));
+            further.push((
+                outbox.clone(),
+                FeedRange {
+                    older_than: Some(oldest),
+                    limit: depth,
+                    ..*range
+                },
+            ));
+        }
+        further
+    }
+}
+
+/// The items the entries read from each source (`answers`, in the order of
+/// `vias`) give `reader`, each action once for its reason, in no order.
+fn resolve(
+    reader: &str,
+    sources: &Sources,
+    vias: &[Via<'_>],
+    answers: &[Vec<Posted>],
+) -> Vec<FeedItem> {
     // The edges that bring each action, gathered across outboxes.
     let mut by_edges: HashMap<ObjectId, Brought<'_>> = HashMap::new();
-    let mut given: Vec<(Position, String, ReasonKind)> = Vec::new();
-    for (via, posted) in vias.into_iter().zip(answers) {
+    let mut given: Vec<(Position, &str, ReasonKind)> = Vec::new();
+    for (via, posted) in vias.iter().zip(answers) {
         for entry in posted {
             let p = entry.position;
             let edges: Vec<(ReasonKind, &Edge)> = match via {
@@ -463,17 +588,17 @@ pub async fn pull(
                     groups.chain(actor.flat_map(Source::all)).collect()
                 }
                 Via::Group(kind) => {
-                    given.push((p, entry.actor, kind));
+                    given.push((p, &entry.actor, *kind));
                     continue;
                 }
                 Via::Named => {
-                    given.push((p, entry.actor, ReasonKind::Restricted));
+                    given.push((p, &entry.actor, ReasonKind::Restricted));
                     continue;
                 }
             };
             by_edges
                 .entry(p.action_id)
-                .or_insert_with(|| (p, entry.actor, Vec::new()))
+                .or_insert_with(|| (p, &entry.actor, Vec::new()))
                 .2
                 .extend(edges);
         }
@@ -494,13 +619,13 @@ pub async fn pull(
             owner: reader.to_owned(),
             action_id: p.action_id,
             relevancy: p.relevancy,
-            reason: Reason::new(kind, &actor),
+            reason: Reason::new(kind, actor),
             changed: p.relevancy,
             copy: None,
         };
         items.insert(p.action_id, item);
     }
-    Ok(newest_first_within(items.into_values().collect(), range))
+    items.into_values().collect()
 }
 
 /// Sorts newest first and keeps the `range.limit` the range asks for: the

@@ -390,4 +390,67 @@ crate::on_both_backends!(
     a_dormant_readers_first_page_builds_no_river,
     a_readers_river_is_built_once,
     a_build_tells_live_streams_what_a_pending_fan_out_has_not,
+    a_merge_of_many_sources_is_every_source_read_whole,
 );
+
+/// A dormant reader's pages merged from many sources, read only as deep as
+/// each page needs, are the pages of every source read whole: one prolific
+/// actor among eleven sparse ones, another interleaved with it, paged to
+/// the end at two page sizes.
+async fn a_merge_of_many_sources_is_every_source_read_whole(backend: Backend) {
+    crate::worker::on_a_store(backend, merged_pages).await
+}
+
+async fn merged_pages(store: std::sync::Arc<dyn riverfeed::store::Store>) -> anyhow::Result<()> {
+    use riverfeed::model::EdgeKind;
+    use riverfeed::timeline::sources;
+    let mut posted = Vec::new();
+    for n in 0..12 {
+        let actor = format!("actor-{n:02}");
+        store
+            .set_edge("acme", EdgeKind::Follows, "ann", &actor, true)
+            .await?;
+        // actor-00 posts the newest forty, actor-01 thirty between them,
+        // the others one or two older ones.
+        let times: Vec<i64> = match n {
+            0 => (0..40).map(|i| 10_000 + 10 * i).collect(),
+            1 => (0..30).map(|i| 10_005 + 13 * i).collect(),
+            n => (0..1 + n % 2).map(|i| 9_000 + 50 * n + i).collect(),
+        };
+        for at in times {
+            let action = crate::store_suite::action("acme", &actor, at, &[]);
+            store.insert_action(&action).await?;
+            posted.push(Position {
+                relevancy: at,
+                action_id: action.id,
+            });
+        }
+    }
+    posted.sort_by(|a, b| b.cmp(a));
+    let all = sources::load(store.as_ref(), "acme", "ann").await?;
+    for limit in [5, 25] {
+        let mut paged = Vec::new();
+        let mut older_than = None;
+        loop {
+            let range = FeedRange {
+                older_than,
+                newer_than: None,
+                limit,
+                from_oldest: false,
+            };
+            let page = sources::pull(store.as_ref(), "acme", "ann", &all, range).await?;
+            anyhow::ensure!(page.len() <= limit, "a page of {limit}: {}", page.len());
+            let Some(last) = page.last() else { break };
+            older_than = Some(last.position());
+            paged.extend(page.iter().map(|item| item.position()));
+        }
+        anyhow::ensure!(
+            paged == posted,
+            "pages of {limit}: {} items, {} posted; first difference at {:?}",
+            paged.len(),
+            posted.len(),
+            paged.iter().zip(&posted).position(|(a, b)| a != b)
+        );
+    }
+    Ok(())
+}
