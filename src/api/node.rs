@@ -15,7 +15,7 @@ use super::global_id::{before, GlobalId};
 use super::notifications::{self, NotificationGroupNode, NotificationNode};
 use super::query::{readable_actions, users_by_id};
 use super::types::{ActionNode, ActionSlot, CommentNode, FeedItemNode, UserNode};
-use super::{loaders, state, viewer, AppState, Role, Viewer};
+use super::{state, viewer, AppState, Role, Viewer};
 use crate::model::limits::MAX_LIST_LEN;
 use crate::model::{Action, ObjectId};
 
@@ -58,9 +58,9 @@ pub(crate) fn decode(ids: &[ID]) -> async_graphql::Result<Vec<GlobalId>> {
 }
 
 /// The actions and users `wanted` names, as `action(actionId:)` and
-/// `user(userId:)` find them: one read of each kind, for either executor.
+/// `user(userId:)` find them: one read of each kind.
 /// The other kinds of node are left out.
-pub(crate) async fn actions_and_users(
+async fn actions_and_users(
     state: &AppState,
     viewer: &Viewer,
     wanted: &[GlobalId],
@@ -91,7 +91,7 @@ pub(crate) async fn actions_and_users(
 /// their action), by comment id: one read of their actions, as
 /// `action(actionId:)` reads them, then the comments together. Comments are
 /// read by action, in id order: each from just before it.
-pub(crate) async fn comments(
+async fn comments(
     state: &AppState,
     viewer: &Viewer,
     wanted: &[GlobalId],
@@ -132,80 +132,153 @@ pub(crate) async fn comments(
     Ok(out)
 }
 
+/// What the nodes found by id need loaded with the actions they show: an
+/// action's own (at the node), and a feed item's (at its `action`).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct NodeNeeds {
+    pub actions: Needs,
+    pub items: Needs,
+}
+
+/// The nodes `wanted` names, in order, null where there is none the viewer
+/// may see, for either executor: each kind read once for all its ids, under
+/// its rule (see the module's).
+pub(crate) async fn find(
+    state: &AppState,
+    viewer: &Viewer,
+    wanted: &[GlobalId],
+    needs: NodeNeeds,
+) -> async_graphql::Result<Vec<Option<Node>>> {
+    let (found, comments, items, groups) = tokio::join!(
+        actions_and_users(state, viewer, wanted, needs.actions),
+        comments(state, viewer, wanted),
+        feed_items(state, viewer, wanted, needs.items),
+        notification_groups(state, viewer, wanted)
+    );
+    let ((actions, users), comments) = (found?, comments?);
+    let groups = groups?;
+    let nodes = wanted.iter().zip(items?).map(|(id, item)| match id {
+        GlobalId::Action(action) => actions
+            .get(action)
+            .map(|node| Node::Action(Box::new(node.clone()))),
+        GlobalId::User(user) => users.get(user).cloned().map(Node::User),
+        GlobalId::Comment { comment, .. } => comments.get(comment).cloned().map(Node::Comment),
+        GlobalId::FeedItem { .. } => item.map(Node::FeedItem),
+        GlobalId::NotificationGroup(group) => {
+            groups.get(group).cloned().map(Node::NotificationGroup)
+        }
+        GlobalId::Notification { group, member } => groups
+            .get(group)
+            .and_then(|g| g.member(*member))
+            .map(Node::Notification),
+    });
+    Ok(nodes.collect())
+}
+
 /// The nodes of `ids`, in order, null where there is none the viewer may
-/// see. Actions and users load as [`actions_and_users`] finds them; the
-/// actions of comments and feed items in one batch.
+/// see: `node(id:)` and `nodes(ids:)`.
 pub async fn resolve(ctx: &Context<'_>, ids: &[ID]) -> async_graphql::Result<Vec<Option<Node>>> {
     let viewer = viewer(ctx)?;
     let wanted = decode(ids)?;
-    let needs = Needs::of(ctx, &[&[]]);
-    let (found, users) = actions_and_users(state(ctx)?, viewer, &wanted, needs).await?;
-    let comments = comments(state(ctx)?, viewer, &wanted).await?;
+    let needs = NodeNeeds {
+        actions: Needs::of(ctx, &[&[]]),
+        items: Needs::of(ctx, &[&["action"]]),
+    };
+    find(state(ctx)?, viewer, &wanted, needs).await
+}
 
-    // Feed items: their actions, whether or not the viewer may read them
-    // (a feed item's rule is its owner's).
-    let along: BTreeSet<ObjectId> = wanted
+/// The feed items `wanted` names, one entry per id (`None` for another
+/// kind of node), each as its owner's feed shows it: for the owner, or an
+/// `admin` (as `feed(ownerId:)` allows). Their actions are read together,
+/// whether or not the viewer may read them (a feed item's rule is its
+/// owner's), and loaded with what `needs` says; the timeline layer finds
+/// and decides each item ([`Feeds::item`](crate::timeline::home::Feeds::item)):
+/// null where the feed would not show it.
+async fn feed_items(
+    state: &AppState,
+    viewer: &Viewer,
+    wanted: &[GlobalId],
+    needs: Needs,
+) -> async_graphql::Result<Vec<Option<FeedItemNode>>> {
+    let shown = |owner: &str| owner == viewer.user || viewer.has(Role::Admin);
+    let mut ids: Vec<ObjectId> = wanted
         .iter()
         .filter_map(|id| match id {
-            GlobalId::FeedItem { action, .. } => Some(*action),
+            GlobalId::FeedItem { action, owner } if shown(owner) => Some(*action),
             _ => None,
         })
         .collect();
-    let actions = loaders(ctx)?.actions.load_many(along).await.api()?;
-
-    let mut nodes = Vec::with_capacity(wanted.len());
-    for id in wanted {
-        let node = match id {
-            GlobalId::Action(action) => found
-                .get(&action)
-                .map(|node| Node::Action(Box::new(node.clone()))),
-            GlobalId::User(user) => users.get(&user).cloned().map(Node::User),
-            GlobalId::Comment { comment, .. } => comments.get(&comment).cloned().map(Node::Comment),
-            GlobalId::FeedItem { action, owner } => {
-                find_feed_item(ctx, viewer, actions.get(&action), &owner)
-                    .await?
-                    .map(Node::FeedItem)
-            }
-            GlobalId::NotificationGroup(group) => notifications::group_node(ctx, viewer, group)
-                .await?
-                .map(Node::NotificationGroup),
-            GlobalId::Notification { group, member } => {
-                notifications::group_node(ctx, viewer, group)
-                    .await?
-                    .and_then(|g| g.member(member))
-                    .map(Node::Notification)
-            }
-        };
-        nodes.push(node);
+    if ids.is_empty() {
+        return Ok(wanted.iter().map(|_| None).collect());
     }
-    Ok(nodes)
+    ids.sort_unstable();
+    ids.dedup();
+    let tenant = viewer.tenant.as_str();
+    let actions: HashMap<ObjectId, Action> = state
+        .store
+        .get_actions(tenant, &ids)
+        .await
+        .api()?
+        .into_iter()
+        .map(|action| (action.id, action))
+        .collect();
+    let feeds = state.feeds();
+    let found = futures_util::future::join_all(wanted.iter().map(|id| async {
+        let GlobalId::FeedItem { action, owner } = id else {
+            return Ok(None);
+        };
+        let Some(action) = actions.get(action).filter(|_| shown(owner)) else {
+            return Ok(None);
+        };
+        let item = feeds.item(tenant, owner, action).await.api()?;
+        Ok::<_, async_graphql::Error>(item.map(|item| (item, action.clone())))
+    }))
+    .await;
+    let (mut items, mut shown_actions) = (Vec::with_capacity(found.len()), Vec::new());
+    for found in found {
+        match found? {
+            Some((item, action)) => {
+                items.push(Some(item));
+                shown_actions.push(action);
+            }
+            None => items.push(None),
+        }
+    }
+    let mut nodes = ActionNode::load_along(state, viewer, shown_actions, needs, &HashMap::new())
+        .await?
+        .into_iter();
+    Ok(items
+        .into_iter()
+        .map(|item| {
+            let item = item?;
+            let action = nodes.next()?;
+            let list = ListId::home(&state.cursors, tenant, &item.owner);
+            Some(FeedItemNode {
+                cursor: list.lazy_position(item.position()),
+                item,
+                action: ActionSlot::Loaded(Box::new(action)),
+            })
+        })
+        .collect())
 }
 
-/// `owner`'s item of `action`, as their feed shows it: for the owner, or an
-/// `admin` (as `feed(ownerId:)` allows). The timeline layer finds and
-/// decides it ([`Feeds::item`](crate::timeline::home::Feeds::item)): null
-/// where the feed would not show it.
-async fn find_feed_item(
-    ctx: &Context<'_>,
+/// The viewer's notification groups `wanted` names (as groups or by one of
+/// their members), by id, read together.
+async fn notification_groups(
+    state: &AppState,
     viewer: &Viewer,
-    action: Option<&Action>,
-    owner: &str,
-) -> async_graphql::Result<Option<FeedItemNode>> {
-    if owner != viewer.user && !viewer.has(Role::Admin) {
-        return Ok(None);
-    }
-    let Some(action) = action else {
-        return Ok(None);
-    };
-    let state = state(ctx)?;
-    let tenant = viewer.tenant.as_str();
-    let Some(item) = state.feeds().item(tenant, owner, action).await.api()? else {
-        return Ok(None);
-    };
-    let list = ListId::home(&state.cursors, tenant, owner);
-    Ok(Some(FeedItemNode {
-        cursor: list.lazy_position(item.position()),
-        item,
-        action: ActionSlot::Loaded(Box::new(ActionNode::new(action.clone()))),
-    }))
+    wanted: &[GlobalId],
+) -> async_graphql::Result<HashMap<ObjectId, NotificationGroupNode>> {
+    let mut ids: Vec<ObjectId> = wanted
+        .iter()
+        .filter_map(|id| match id {
+            GlobalId::NotificationGroup(group) | GlobalId::Notification { group, .. } => {
+                Some(*group)
+            }
+            _ => None,
+        })
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    notifications::groups(state, viewer, &ids).await
 }

@@ -9,6 +9,8 @@ mod live;
 mod mutation;
 mod nodes;
 
+use std::collections::HashMap;
+
 use async_graphql::{Context, Object};
 
 use super::access::access;
@@ -73,24 +75,48 @@ pub(crate) async fn counts(
     ))
 }
 
-/// The viewer's group `id` as a node, if it is theirs and listed.
-pub async fn group_node(
-    ctx: &Context<'_>,
+/// The viewer's groups of `ids` as nodes, by id: those that are theirs and
+/// listed, read together, for either executor.
+pub(crate) async fn groups(
+    state: &AppState,
     viewer: &Viewer,
-    id: ObjectId,
-) -> async_graphql::Result<Option<NotificationGroupNode>> {
-    let store = state(ctx)?.store.as_ref();
-    let ids = [id];
+    ids: &[ObjectId],
+) -> async_graphql::Result<HashMap<ObjectId, NotificationGroupNode>> {
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let store = state.store.as_ref();
     let (groups, inbox) = tokio::join!(
-        store.notice_groups(&viewer.tenant, &viewer.user, NoticeSelect::Ids(&ids)),
+        store.notice_groups(&viewer.tenant, &viewer.user, NoticeSelect::Ids(ids)),
         store.inbox(&viewer.tenant, &viewer.user)
     );
     let seen_until = inbox.api()?.seen_until;
     Ok(groups
         .api()?
-        .pop()
-        .filter(|g| g.visible > 0)
-        .map(|group| NotificationGroupNode { group, seen_until }))
+        .into_iter()
+        .filter(|g| g.visible > 0 && ids.contains(&g.id))
+        .map(|group| (group.id, NotificationGroupNode { group, seen_until }))
+        .collect())
+}
+
+/// The viewer's markers of `feeds` (all, when `None`) that were ever set,
+/// as `markers` lists them for either executor.
+pub(crate) async fn markers(
+    state: &AppState,
+    viewer: &Viewer,
+    feeds: Option<&[MarkerFeed]>,
+) -> async_graphql::Result<Vec<MarkerNode>> {
+    let inbox = state
+        .store
+        .inbox(&viewer.tenant, &viewer.user)
+        .await
+        .api()?;
+    Ok(inbox
+        .markers
+        .iter()
+        .filter(|m| feeds.is_none_or(|f| f.contains(&m.feed)))
+        .map(MarkerNode::from)
+        .collect())
 }
 
 /// A page of the viewer's notification groups, with the badge counts, as
@@ -200,17 +226,6 @@ impl NotificationQuery {
         ctx: &Context<'_>,
         feeds: Option<Vec<MarkerFeed>>,
     ) -> async_graphql::Result<Vec<MarkerNode>> {
-        let (viewer, state) = (viewer(ctx)?, state(ctx)?);
-        let inbox = state
-            .store
-            .inbox(&viewer.tenant, &viewer.user)
-            .await
-            .api()?;
-        Ok(inbox
-            .markers
-            .iter()
-            .filter(|m| feeds.as_ref().is_none_or(|f| f.contains(&m.feed)))
-            .map(MarkerNode::from)
-            .collect())
+        markers(state(ctx)?, viewer(ctx)?, feeds.as_deref()).await
     }
 }

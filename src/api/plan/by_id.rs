@@ -1,18 +1,22 @@
 //! The roots that find records by id, planned: `action(actionId:)`,
 //! `actions(actionIds:)`, `user(userId:)`, and `node(id:)` / `nodes(ids:)`
-//! of actions, users and comments, each read with the rule its resolver reads with.
-//! They are nullable: an error of theirs (an id that does not parse, say)
-//! leaves the request to async-graphql, which nulls what the specification
-//! says it nulls; so does a global id of another kind of node.
+//! of every kind of node (actions, users, comments, feed items,
+//! notification groups and notifications), each read by the function its
+//! resolver reads with. They are nullable: an error of theirs (an id that
+//! does not parse, say) leaves the request to async-graphql, which nulls
+//! what the specification says it nulls.
 
 use super::comments::CommentField;
-use super::compile::{arg, ActionField, Arg, Compiler, Fields, Occurrences, RootField, UserField};
+use super::compile::{
+    arg, ActionField, Arg, Compiler, Fields, ItemField, Occurrences, RootField, UserField,
+};
+use super::notices::{self, GroupField, Loaded, NoticeField, Wants};
 use super::run::{action_needs, Bind, Fallback, Out, Run};
 use crate::api::feed::Needs;
-use crate::api::global_id::{action_id_arg, user_id_arg, GlobalId};
-use crate::api::node;
+use crate::api::global_id::{action_id_arg, user_id_arg};
+use crate::api::node::{self, Node, NodeNeeds};
 use crate::api::query::{readable_actions, user_by_id};
-use crate::api::types::{ActionNode, CommentNode, UserNode};
+use crate::api::types::{ActionNode, UserNode};
 use crate::api::{AppState, Session};
 use crate::model::limits::MAX_LIST_LEN;
 
@@ -31,15 +35,23 @@ pub enum ById {
         id: Arg,
         fields: Fields<UserField>,
     },
-    /// `node` (one id) or `nodes`: the fields an action, a user and a
-    /// comment show.
+    /// `node` (one id) or `nodes`: the fields each kind of node shows.
     Nodes {
         ids: Arg,
         one: bool,
-        action: Fields<ActionField>,
-        user: Fields<UserField>,
-        comment: Fields<CommentField>,
+        of: NodeFields,
     },
+}
+
+/// The fields asked of each kind of node.
+#[derive(Debug)]
+pub struct NodeFields {
+    action: Fields<ActionField>,
+    user: Fields<UserField>,
+    comment: Fields<CommentField>,
+    item: Fields<ItemField>,
+    group: Fields<GroupField>,
+    notice: Fields<NoticeField>,
 }
 
 /// What such a root found.
@@ -47,14 +59,9 @@ pub(super) enum Found {
     Action(Option<Box<ActionNode>>),
     Actions(Vec<Option<ActionNode>>),
     User(Option<UserNode>),
-    Nodes(Vec<Option<Named>>),
-}
-
-/// A node found by its global id.
-pub(super) enum Named {
-    Action(Box<ActionNode>),
-    User(UserNode),
-    Comment(CommentNode),
+    /// The nodes, and what the notification groups and notifications
+    /// among them show.
+    Nodes(Vec<Option<Node>>, Option<Loaded>),
 }
 
 impl<'a> Compiler<'a> {
@@ -82,9 +89,14 @@ impl<'a> Compiler<'a> {
             "node" | "nodes" if only(if name == "node" { "id" } else { "ids" }) => ById::Nodes {
                 ids: arg(occ[0], if name == "node" { "id" } else { "ids" }),
                 one: name == "node",
-                action: self.action(&sets)?,
-                user: self.user(&sets)?,
-                comment: self.comment(&sets)?,
+                of: NodeFields {
+                    action: self.action(&sets)?,
+                    user: self.user(&sets)?,
+                    comment: self.comment(&sets)?,
+                    item: self.item(&sets)?,
+                    group: self.group(&sets)?,
+                    notice: self.notice(&sets)?,
+                },
             },
             _ => return None,
         };
@@ -133,42 +145,56 @@ pub(super) async fn find(
             let found = user_by_id(state, viewer, &id).await.map_err(|_| Fallback)?;
             Ok(Found::User(found))
         }
-        ById::Nodes {
-            ids, one, action, ..
-        } => {
+        ById::Nodes { ids, one, of } => {
             let ids = match one {
                 true => vec![bind.id(ids)?.ok_or(Fallback)?],
                 false => bind.ids(ids)?,
             };
             let wanted = node::decode(&ids).map_err(|_| Fallback)?;
-            if !wanted.iter().all(|id| {
-                matches!(
-                    id,
-                    GlobalId::Action(_) | GlobalId::User(_) | GlobalId::Comment { .. }
-                )
-            }) {
-                return Err(Fallback);
+            let mut needs = NodeNeeds::default();
+            action_needs(&of.action, &mut needs.actions);
+            for f in &of.item {
+                if let ItemField::Action(action) = &f.kind {
+                    action_needs(action, &mut needs.items);
+                }
             }
-            action_needs(action, &mut needs);
-            let (found, comments) = tokio::join!(
-                node::actions_and_users(state, viewer, &wanted, needs),
-                node::comments(state, viewer, &wanted)
-            );
-            let (actions, users) = found.map_err(|_| Fallback)?;
-            let comments = comments.map_err(|_| Fallback)?;
-            let named = wanted.iter().map(|id| match id {
-                GlobalId::Action(id) => {
-                    actions.get(id).cloned().map(|a| Named::Action(Box::new(a)))
-                }
-                GlobalId::User(id) => users.get(id).cloned().map(Named::User),
-                GlobalId::Comment { comment, .. } => {
-                    comments.get(comment).cloned().map(Named::Comment)
-                }
-                _ => None,
-            });
-            Ok(Found::Nodes(named.collect()))
+            let found = node::find(state, viewer, &wanted, needs)
+                .await
+                .map_err(|_| Fallback)?;
+            let loaded = notices_of(state, session, bind, of, &found).await?;
+            Ok(Found::Nodes(found, loaded))
         }
     }
+}
+
+/// Loads what the notification groups and notifications among `found`
+/// show, as a page of them loads it; `None` when there are none.
+async fn notices_of(
+    state: &AppState,
+    session: &Session,
+    bind: &Bind<'_>,
+    of: &NodeFields,
+    found: &[Option<Node>],
+) -> Result<Option<Loaded>, Fallback> {
+    let (mut groups, mut notices) = (Vec::new(), Vec::new());
+    for node in found.iter().flatten() {
+        match node {
+            Node::NotificationGroup(group) => groups.push(group),
+            Node::Notification(notice) => notices.push(notice),
+            _ => {}
+        }
+    }
+    if groups.is_empty() && notices.is_empty() {
+        return Ok(None);
+    }
+    let mut wants = Wants::default();
+    Wants::of(bind, &of.group, &mut wants)?;
+    Wants::of_notices(&of.notice, &mut wants);
+    // A failed load is a nested field's error, which async-graphql places.
+    let loaded = notices::load(state, session, &groups, &notices, &wants)
+        .await
+        .map_err(|_| Fallback)?;
+    Ok(Some(loaded))
 }
 
 impl Run<'_> {
@@ -190,29 +216,16 @@ impl Run<'_> {
                 self.user(out, fields, node);
                 true
             }
-            (
-                ById::Nodes {
-                    one,
-                    action,
-                    user,
-                    comment,
-                    ..
-                },
-                Found::Nodes(nodes),
-            ) => {
-                let write = |out: &mut Out, named: &Named| match named {
-                    Named::Action(node) => self.action(out, action, node),
-                    Named::User(node) => self.user(out, user, node),
-                    Named::Comment(node) => self.comment(out, comment, node),
-                };
+            (ById::Nodes { one, of, .. }, Found::Nodes(nodes, loaded)) => {
+                let write = |out: &mut Out, node: &Node| self.node(out, of, node, loaded.as_ref());
                 match (one, nodes.first()) {
-                    (true, Some(Some(named))) => write(out, named),
+                    (true, Some(Some(node))) => write(out, node),
                     (true, _) => {
                         out.null();
                         return false;
                     }
-                    (false, _) => out.list(nodes, |out, named| match named {
-                        Some(named) => write(out, named),
+                    (false, _) => out.list(nodes, |out, node| match node {
+                        Some(node) => write(out, node),
                         None => out.null(),
                     }),
                 }
@@ -222,6 +235,24 @@ impl Run<'_> {
                 out.null();
                 false
             }
+        }
+    }
+}
+
+impl Run<'_> {
+    /// Writes a node with the fields asked of its kind.
+    fn node(&self, out: &mut Out, of: &NodeFields, node: &Node, loaded: Option<&Loaded>) {
+        match (node, loaded) {
+            (Node::Action(node), _) => self.action(out, &of.action, node),
+            (Node::User(node), _) => self.user(out, &of.user, node),
+            (Node::Comment(node), _) => self.comment(out, &of.comment, node),
+            (Node::FeedItem(node), _) => self.item(out, &of.item, node),
+            (Node::NotificationGroup(node), Some(loaded)) => {
+                self.group(out, &of.group, node, loaded)
+            }
+            (Node::Notification(node), Some(loaded)) => self.notice(out, &of.notice, node, loaded),
+            // Loaded whenever there is one of them.
+            (Node::NotificationGroup(_) | Node::Notification(_), None) => out.null(),
         }
     }
 }

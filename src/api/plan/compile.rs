@@ -24,6 +24,7 @@ use super::by_id::ById;
 use super::comments::CommentField;
 use super::connection::{Connection, Names};
 use super::groups::{GroupsArgs, ItemGroupField};
+use super::markers::MarkerField;
 use super::notices::{GroupField, NoticesArgs, NoticesOwn};
 use super::users::MembershipField;
 use super::webhooks::Hooks;
@@ -86,6 +87,10 @@ pub enum RootField {
     },
     /// `webhooks` or `webhook(webhookId:)`.
     Webhooks(Hooks),
+    Markers {
+        feeds: Arg,
+        fields: Fields<MarkerField>,
+    },
     /// `slice`, `actorFeed`, `groupFeed` or `discussions`.
     List {
         of: ListArg,
@@ -469,6 +474,7 @@ impl<'a> Compiler<'a> {
             "aggregatedFeed" => this.aggregated(occ),
             "action" | "actions" | "user" | "node" | "nodes" => this.by_id(name, occ),
             "webhooks" | "webhook" => this.webhooks(name, occ),
+            "markers" => this.markers(occ),
             _ => None,
         })
     }

@@ -15,6 +15,7 @@ mod comments;
 mod compile;
 mod connection;
 mod groups;
+mod markers;
 mod notices;
 mod order;
 mod run;

@@ -112,7 +112,7 @@ impl<'a> Compiler<'a> {
         Some(RootField::Notifications { args, fields })
     }
 
-    fn group(&self, sets: &[&'a SelectionSet]) -> Option<Fields<GroupField>> {
+    pub(super) fn group(&self, sets: &[&'a SelectionSet]) -> Option<Fields<GroupField>> {
         self.object(sets, "NotificationGroup", |this, name, occ| match name {
             "__typename" => Some(GroupField::Typename),
             "id" => Self::leaf(occ, GroupField::Id),
@@ -141,7 +141,7 @@ impl<'a> Compiler<'a> {
         })
     }
 
-    fn notice(&self, sets: &[&'a SelectionSet]) -> Option<Fields<NoticeField>> {
+    pub(super) fn notice(&self, sets: &[&'a SelectionSet]) -> Option<Fields<NoticeField>> {
         self.object(sets, "Notification", |this, name, occ| match name {
             "__typename" => Some(NoticeField::Typename),
             "id" => Self::leaf(occ, NoticeField::Id),
@@ -163,14 +163,15 @@ impl<'a> Compiler<'a> {
     }
 }
 
-/// What a page of groups asks for beyond the groups: how many actors and
+/// What groups and notifications ask for beyond themselves: how many actors and
 /// notifications of each, whether their actions and what those need.
 #[derive(Default)]
-struct Wants {
+pub(super) struct Wants {
     /// The most actors any `actors(first:)` lists.
     actors: usize,
     /// The most notifications any `notifications(first:)` lists, and whether
-    /// their actors or actions are shown.
+    /// their actors or actions are shown (those of notifications found by
+    /// id too).
     members: usize,
     member_actors: bool,
     member_actions: bool,
@@ -183,7 +184,11 @@ struct Wants {
 impl Wants {
     /// What `fields` ask of each group; an argument that would be an error
     /// leaves the request to async-graphql, which says where.
-    fn of(bind: &Bind<'_>, fields: &Fields<GroupField>, wants: &mut Wants) -> Result<(), Fallback> {
+    pub(super) fn of(
+        bind: &Bind<'_>,
+        fields: &Fields<GroupField>,
+        wants: &mut Wants,
+    ) -> Result<(), Fallback> {
         for f in fields {
             match &f.kind {
                 GroupField::Action(action) => {
@@ -198,21 +203,27 @@ impl Wants {
                 GroupField::Notifications { first, fields } => {
                     let first = members_first(bind.int(first)?).map_err(|_| Fallback)?;
                     wants.members = wants.members.max(first);
-                    for n in fields {
-                        match &n.kind {
-                            NoticeField::Actor(_) => wants.member_actors = true,
-                            NoticeField::Action(action) => {
-                                wants.member_actions = true;
-                                action_needs(action, &mut wants.needs);
-                            }
-                            _ => {}
-                        }
-                    }
+                    Wants::of_notices(fields, wants);
                 }
                 _ => {}
             }
         }
         Ok(())
+    }
+
+    /// What `fields` ask of each notification, a group's member or one
+    /// found by id.
+    pub(super) fn of_notices(fields: &Fields<NoticeField>, wants: &mut Wants) {
+        for n in fields {
+            match &n.kind {
+                NoticeField::Actor(_) => wants.member_actors = true,
+                NoticeField::Action(action) => {
+                    wants.member_actions = true;
+                    action_needs(action, &mut wants.needs);
+                }
+                _ => {}
+            }
+        }
     }
 }
 
@@ -260,23 +271,33 @@ pub(super) async fn read(
     };
     // A failed load below is a nested field's error, which async-graphql
     // places: it answers the request instead.
-    let loaded = load(state, session, &connection, &wants)
+    let groups: Vec<&NotificationGroupNode> = connection.edges.iter().map(|e| &e.node).collect();
+    let loaded = load(state, session, &groups, &[], &wants)
         .await
         .map_err(|_| Fallback)?;
     Ok(Ok((connection, loaded)))
 }
 
-/// Loads the actions and users the page shows, each kind in one read.
-async fn load(
+/// Loads the actions and users `groups` and `notices` show, each kind in
+/// one read.
+pub(super) async fn load(
     state: &AppState,
     session: &Session,
-    connection: &NotificationGroupConnection,
+    groups: &[&NotificationGroupNode],
+    notices: &[&NotificationNode],
     wants: &Wants,
 ) -> async_graphql::Result<Loaded> {
     let viewer = session.viewer()?;
-    let groups = connection.edges.iter().map(|e| &e.node);
     let mut action_ids: Vec<ObjectId> = Vec::new();
     let mut user_ids: Vec<String> = Vec::new();
+    for notice in notices {
+        if wants.member_actions {
+            action_ids.extend(notice.notice.action_id);
+        }
+        if wants.member_actors {
+            user_ids.push(notice.notice.actor.clone());
+        }
+    }
     for group in groups {
         if wants.group_actions {
             action_ids.extend(group.action_id());
@@ -356,7 +377,7 @@ impl Run<'_> {
         );
     }
 
-    fn group(
+    pub(super) fn group(
         &self,
         out: &mut Out,
         fields: &Fields<GroupField>,
@@ -412,7 +433,7 @@ impl Run<'_> {
         out.close();
     }
 
-    fn notice(
+    pub(super) fn notice(
         &self,
         out: &mut Out,
         fields: &Fields<NoticeField>,

@@ -15,7 +15,7 @@ use super::compile::{
     ItemField, ListArg, ListArgs, Plan, ReasonField, RootField, ACTIONS, FEED,
 };
 use super::connection::{node_fields, Connection};
-use super::{by_id, groups, notices, webhooks};
+use super::{by_id, groups, markers, notices, webhooks};
 use crate::api::cursor::LazyCursor;
 use crate::api::error::ApiResultExt;
 use crate::api::feed::{self, ListOf, Needs, Paging};
@@ -86,6 +86,9 @@ pub async fn run(
                     .await?),
                 Err(err) => Err(err),
             },
+            RootField::Markers { feeds, fields } => markers::read(state, session, &bind, feeds)
+                .await?
+                .map(|found| markers::write(&mut out, fields, &found)),
             RootField::NotificationCounts(fields) => notification_counts(state, session)
                 .await
                 .map(|c| counts(&mut out, fields, &c)),
@@ -364,6 +367,20 @@ impl Bind<'_> {
         }
     }
 
+    /// A list of an enum's values, `None` when not given; one value alone
+    /// is a list of one, as input coercion says.
+    pub(super) fn enums<E: EnumType>(&self, arg: &Arg) -> Result<Option<Vec<E>>, Fallback> {
+        let values = match self.value(arg)? {
+            None | Some(ConstValue::Null) => return Ok(None),
+            Some(ConstValue::List(items)) => items
+                .iter()
+                .map(|v| enumerated(Some(v)))
+                .collect::<Result<_, _>>()?,
+            Some(value) => vec![enumerated(Some(value))?],
+        };
+        Ok(Some(values))
+    }
+
     pub(super) fn id(&self, arg: &Arg) -> Result<Option<ID>, Fallback> {
         match self.value(arg)? {
             None | Some(ConstValue::Null) => Ok(None),
@@ -387,6 +404,21 @@ impl Bind<'_> {
             _ => Err(Fallback),
         }
     }
+}
+
+/// An enum argument as async-graphql takes it: its name, in the document
+/// or in the variables.
+pub(super) fn enumerated<E: EnumType>(value: Option<&ConstValue>) -> Result<E, Fallback> {
+    let name = match value {
+        Some(ConstValue::Enum(name)) => name.as_str(),
+        Some(ConstValue::String(name)) => name.as_str(),
+        _ => return Err(Fallback),
+    };
+    E::items()
+        .iter()
+        .find(|item| item.name == name)
+        .map(|item| item.value)
+        .ok_or(Fallback)
 }
 
 /// What writing a page needs besides the page.

@@ -5,14 +5,11 @@
 //! does not parse) leaves the request to async-graphql. The values come
 //! from the same functions the async-graphql resolvers call.
 
-use async_graphql::resolver_utils::EnumType;
-use async_graphql_value::ConstValue;
-
 use super::below::DeliveriesOf;
 use super::compile::{arg, Arg, Compiler, Fields, Occurrences, RootField};
 use super::connection::{Connection, Names};
 use super::notices::only;
-use super::run::{Bind, Fallback, Out, Run};
+use super::run::{enumerated, Bind, Fallback, Out, Run};
 use crate::api::deliveries::{DeliveryState, WebhookDelivery};
 use crate::api::webhooks::{self, WebhookNode};
 use crate::api::{AppState, Session};
@@ -168,21 +165,6 @@ pub(super) async fn read(
     }
 }
 
-/// An enum argument as async-graphql takes it: its name, in the document
-/// or in the variables.
-fn delivery_state(value: Option<&ConstValue>) -> Result<DeliveryState, Fallback> {
-    let name = match value {
-        Some(ConstValue::Enum(name)) => name.as_str(),
-        Some(ConstValue::String(name)) => name.as_str(),
-        _ => return Err(Fallback),
-    };
-    DeliveryState::items()
-        .iter()
-        .find(|item| item.name == name)
-        .map(|item| item.value)
-        .ok_or(Fallback)
-}
-
 impl Run<'_> {
     /// Writes what a root read; whether it is not null.
     pub(super) fn webhooks(&self, out: &mut Out, hooks: &Hooks, read: &Read) -> bool {
@@ -231,7 +213,9 @@ impl Run<'_> {
 
     fn deliveries(&self, out: &mut Out, asked: &Deliveries, hook: &WebhookNode) {
         let bound = (
-            self.bind.value(&asked.state).and_then(delivery_state),
+            self.bind
+                .value(&asked.state)
+                .and_then(enumerated::<DeliveryState>),
             self.bind.int(&asked.first),
             self.bind.string(&asked.after),
         );

@@ -2,7 +2,7 @@
 //! and without names, follows, friends, a team and a department, a group
 //! feed, actions of every built-in descriptor type and every scope, some
 //! hidden, deleted, expiring or narrowed, comments (pages of them), likes,
-//! bumps, notifications, a supervisor and assignments. The reader `bob`'s
+//! bumps, notifications, markers, a supervisor and assignments. The reader `bob`'s
 //! feed holds more than a full page. Then the ids, global ids and cursors
 //! the documents are given, read back as each viewer sees them.
 
@@ -462,8 +462,8 @@ async fn read_back(server: &TestServer, fixture: &mut Fixture) {
         push_str(&mut fixture.global_ids, &ids[key]["id"]);
     }
     for reader in ["bob", "ann"] {
-        let data = server
-            .client(TENANT, reader)
+        let client = server.client(TENANT, reader);
+        let data = client
             .data(
                 "{
                     feed(first: 10) { nodes { id } pageInfo { startCursor endCursor } }
@@ -506,6 +506,22 @@ async fn read_back(server: &TestServer, fixture: &mut Fixture) {
             &mut fixture.cursors,
             &data["feed"]["pageInfo"]["startCursor"],
         );
+        // Where each stopped reading: the reader in both feeds, the actor
+        // in her home feed alone.
+        let marked: &[(&str, &str)] = match reader {
+            "bob" => &[("HOME", "feed"), ("NOTIFICATIONS", "notifications")],
+            _ => &[("HOME", "feed")],
+        };
+        for (feed, list) in marked {
+            let cursor = &data[*list]["pageInfo"]["endCursor"];
+            assert!(cursor.is_string(), "{reader}'s {list} has a page");
+            client
+                .data(
+                    "mutation($f: MarkerFeed!, $c: String!) { setMarker(feed: $f, cursor: $c) { version } }",
+                    json!({ "f": feed, "c": cursor }),
+                )
+                .await;
+        }
     }
     let bob_feed = server
         .client(TENANT, "bob")

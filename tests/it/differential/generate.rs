@@ -40,6 +40,7 @@ pub const READ_ROOTS: &[&str] = &[
     "user",
     "webhooks",
     "webhook",
+    "markers",
 ];
 
 /// Deepest field nesting generated (the server accepts 16).

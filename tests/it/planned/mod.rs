@@ -8,6 +8,8 @@ use serde_json::{json, Value};
 
 use crate::common::{Backend, Client, TestServer};
 
+mod by_id;
+
 /// A frontend's feed page: actions, actors, descriptors and counts.
 const PAGE: &str =
     "query Page($first: Int, $after: String) { feed(first: $first, after: $after) { \
@@ -90,10 +92,12 @@ fn canonical(server: &TestServer, mut body: Value) -> String {
     body.to_string()
 }
 
+/// How many operations named `name` the executor `executor` ran (0 while
+/// none did).
 async fn executions(server: &TestServer, name: &str, executor: &str) -> u64 {
     let metric =
         format!("riverfeed_graphql_executions_total{{name=\"{name}\",executor=\"{executor}\"}}");
-    server.metric(&metric).await
+    server.counter(&metric).await
 }
 
 #[tokio::test]
@@ -164,7 +168,8 @@ async fn a_feed_page_runs_planned_and_answers_as_the_general_executor_does() {
         "query FanOut { feed(first: 1) { nodes { action { fanOut { state worker } } } } }";
     both_ways(&server, &ann, fan_out, json!({})).await;
     assert!(executions(&server, "FanOut", "planned").await >= 1);
-    let other = "query Other { feed(first: 1) { nodes { actionId } } markers { feed } }";
+    let other =
+        "query Other { feed(first: 1) { nodes { actionId } } __type(name: \"Marker\") { name } }";
     both_ways(&server, &ann, other, json!({})).await;
     assert_eq!(executions(&server, "Other", "fallback").await, 3);
     // No identity: the planned path never sees it.
@@ -268,6 +273,67 @@ async fn the_bell_runs_planned_and_answers_as_the_general_executor_does() {
     server.stop().await;
 }
 
+/// Where the viewer stopped reading: every feed's marker, or some.
+const MARKS: &str = "query Marks($feeds: [MarkerFeed!]) { \
+    markers(feeds: $feeds) { __typename feed cursor version updatedAt } \
+    home: markers(feeds: HOME) { feed version } }";
+
+#[tokio::test]
+async fn markers_run_planned_and_answer_as_the_general_executor_does() {
+    let Some(server) = TestServer::start(Backend::Embedded).await else {
+        return;
+    };
+    let (ann, bob) = (server.client("acme", "ann"), server.client("acme", "bob"));
+    ann.upsert_user("ann", "Ann").await;
+    bob.upsert_user("bob", "Bob").await;
+    ann.follow("bob").await;
+    let posted = bob.post_status("news", json!({})).await;
+    bob.wait_delivered(&posted).await;
+    let planned = || executions(&server, "Marks", "planned");
+
+    // None set yet: empty lists, planned.
+    let body = both_ways(&server, &ann, MARKS, json!({})).await;
+    assert!(body.contains("\"markers\":[],\"home\":[]"), "{body}");
+    assert_eq!(planned().await, 2);
+
+    let page = ann
+        .data("{ feed(first: 1) { pageInfo { endCursor } } }", json!({}))
+        .await;
+    let set = "mutation($c: String!) { setMarker(feed: HOME, cursor: $c) { version } }";
+    for _ in 0..2 {
+        ann.data(set, json!({ "c": page["feed"]["pageInfo"]["endCursor"] }))
+            .await;
+    }
+    let all = both_ways(&server, &ann, MARKS, json!({})).await;
+    assert!(
+        all.contains("\"home\":[{\"feed\":\"HOME\",\"version\":2}]"),
+        "{all}"
+    );
+    // One feed, as a list or alone; none; another's (bob set none).
+    let one = both_ways(&server, &ann, MARKS, json!({ "feeds": "HOME" })).await;
+    assert_eq!(one, all);
+    let body = both_ways(&server, &ann, MARKS, json!({ "feeds": ["NOTIFICATIONS"] })).await;
+    assert!(body.contains("\"markers\":[]"), "{body}");
+    both_ways(&server, &ann, MARKS, json!({ "feeds": [] })).await;
+    let body = both_ways(&server, &bob, MARKS, json!({})).await;
+    assert!(body.contains("\"markers\":[],\"home\":[]"), "{body}");
+    assert_eq!(planned().await, 12);
+
+    // The root's own error (an identity with no role Riverfeed knows):
+    // planned, with its code and path, data null.
+    let roleless = server.client_with(Some(("acme", "ann", Some("auditor"))));
+    let refused = both_ways(&server, &roleless, MARKS, json!({})).await;
+    assert!(refused.contains("\"data\":null"), "{refused}");
+    assert!(refused.contains("\"path\":[\"markers\"]"), "{refused}");
+    assert!(refused.contains("FORBIDDEN"), "{refused}");
+    assert_eq!(planned().await, 14);
+    // A feed that is none is async-graphql's to refuse.
+    let refused = both_ways(&server, &ann, MARKS, json!({ "feeds": ["NOWHERE"] })).await;
+    assert!(refused.contains("errors"), "{refused}");
+    assert_eq!(planned().await, 14);
+    server.stop().await;
+}
+
 /// Bob posts once for all and once for cat alone: ann's and bob's
 /// clients, and the two actions.
 async fn bob_posts_for_all_and_for_cat(server: &TestServer) -> (Client, Client, String, String) {
@@ -282,137 +348,6 @@ async fn bob_posts_for_all_and_for_cat(server: &TestServer) -> (Client, Client, 
         )
         .await;
     (ann, bob, open, own)
-}
-
-/// Records found by id, with what the viewer may not see among them.
-const BY_ID: &str = "query ById($a: ID!, $all: [ID!]!, $u: ID!) { \
-    one: action(actionId: $a) { actionId actorId likeCount viewerHasLiked actor { name } \
-    descriptor { ... on StatusPost { text } } } \
-    all: actions(actionIds: $all) { __typename ... on Node { id } actionId } \
-    who: user(userId: $u) { __typename id userId name } }";
-
-#[tokio::test]
-async fn records_found_by_id_run_planned_and_answer_as_the_general_executor_does() {
-    let Some(server) = TestServer::start(Backend::Embedded).await else {
-        return;
-    };
-    let (ann, _, open, own) = bob_posts_for_all_and_for_cat(&server).await;
-    let vars = |a: &str, u: &str| json!({ "a": a, "all": [own, open, "000000000000000000000000", open], "u": u });
-    let body = both_ways(&server, &ann, BY_ID, vars(&open, "bob")).await;
-    let body: Value = serde_json::from_str(&body).expect("json");
-    assert_eq!(body["data"]["one"]["actor"]["name"], json!("Bob"), "{body}");
-    let all = body["data"]["all"].as_array().expect("a list");
-    assert_eq!(all.len(), 4, "{body}");
-    assert!(all[0].is_null() && all[2].is_null(), "{body}");
-    assert_eq!(all[1], all[3], "{body}");
-    assert_eq!(body["data"]["who"]["name"], json!("Bob"), "{body}");
-    assert!(executions(&server, "ById", "planned").await >= 1);
-
-    // Nothing to see: nulls, planned.
-    let body = both_ways(&server, &ann, BY_ID, vars(&own, "nobody")).await;
-    assert!(
-        body.contains("\"one\":null") && body.contains("\"who\":null"),
-        "{body}"
-    );
-    assert!(executions(&server, "ById", "planned").await >= 2);
-    // An id that does not parse is an error of a nullable root: left to
-    // async-graphql, which answers it.
-    let fallbacks = executions(&server, "ById", "fallback").await;
-    let body = both_ways(&server, &ann, BY_ID, vars("not an id", "bob")).await;
-    assert!(body.contains("BAD_USER_INPUT"), "{body}");
-    assert_eq!(executions(&server, "ById", "fallback").await, fallbacks + 3);
-    server.stop().await;
-}
-
-/// Actions, users and comments found by their global ids, with a hidden
-/// action and a repeat among them.
-const NODES: &str = "query Nodes($id: ID!, $ids: [ID!]!) { \
-    one: node(id: $id) { __typename id ... on Action { actionId likeCount viewerHasLiked \
-    actor { name } } ... on User { userId name } ... on Comment { text } } \
-    many: nodes(ids: $ids) { __typename ... on Node { id } ... on Action { actionId } \
-    ... on User { name } ... on Comment { commentId author { name } } } }";
-
-#[tokio::test]
-async fn nodes_of_actions_users_and_comments_run_planned_and_answer_as_the_general_executor_does() {
-    let Some(server) = TestServer::start(Backend::Embedded).await else {
-        return;
-    };
-    let (ann, bob, open, own) = bob_posts_for_all_and_for_cat(&server).await;
-    let said = bob
-        .data(
-            "mutation($a: ID!) { comment(actionId: $a, text: \"hi\") { id } }",
-            json!({ "a": open }),
-        )
-        .await;
-    let hidden = bob
-        .data(
-            "mutation($a: ID!) { comment(actionId: $a, text: \"for cat\") { id } }",
-            json!({ "a": own }),
-        )
-        .await;
-    let ids = bob
-        .data(
-            "query($a: ID!, $b: ID!) { a: action(actionId: $a) { id } b: action(actionId: $b) { id } \
-             u: user(userId: \"bob\") { id } f: feed(first: 1) { nodes { id } } }",
-            json!({ "a": open, "b": own }),
-        )
-        .await;
-    let gid = |v: &Value| v["id"].as_str().expect("a global id").to_owned();
-    let (open_id, own_id, bob_id) = (gid(&ids["a"]), gid(&ids["b"]), gid(&ids["u"]));
-    let comment_id = gid(&said["comment"]);
-    let hidden_id = gid(&hidden["comment"]);
-    let item_id = gid(&ids["f"]["nodes"][0]);
-
-    let vars = |id: &str, ids: &[&str]| json!({ "id": id, "ids": ids });
-    let body = both_ways(
-        &server,
-        &ann,
-        NODES,
-        vars(&open_id, &[&own_id, &bob_id, &open_id, &open_id]),
-    )
-    .await;
-    let body: Value = serde_json::from_str(&body).expect("json");
-    assert_eq!(body["data"]["one"]["__typename"], "Action", "{body}");
-    assert_eq!(body["data"]["one"]["actor"]["name"], "Bob", "{body}");
-    let many = body["data"]["many"].as_array().expect("a list");
-    assert!(many[0].is_null(), "not for ann: {body}");
-    assert_eq!(many[1]["name"], "Bob", "{body}");
-    assert_eq!(many[2], many[3], "{body}");
-    assert_eq!(many[2]["actionId"], open.as_str(), "{body}");
-    assert!(executions(&server, "Nodes", "planned").await >= 1);
-
-    // A user alone, and nothing the viewer may see: planned.
-    let body = both_ways(&server, &ann, NODES, vars(&bob_id, &[&own_id])).await;
-    assert!(body.contains("\"userId\":\"bob\""), "{body}");
-    assert!(body.contains("\"many\":[null]"), "{body}");
-    assert!(executions(&server, "Nodes", "planned").await >= 2);
-
-    // Comments, one on an action the viewer may not read: planned.
-    let body = both_ways(
-        &server,
-        &ann,
-        NODES,
-        vars(&comment_id, &[&open_id, &hidden_id, &comment_id]),
-    )
-    .await;
-    let body: Value = serde_json::from_str(&body).expect("json");
-    assert_eq!(body["data"]["one"]["text"], "hi", "{body}");
-    let many = body["data"]["many"].as_array().expect("a list");
-    assert!(many[1].is_null(), "not for ann: {body}");
-    assert_eq!(many[2]["author"]["name"], "Bob", "{body}");
-    assert!(executions(&server, "Nodes", "planned").await >= 3);
-
-    // Another kind of node, or an id that is not one: async-graphql's.
-    let fallbacks = executions(&server, "Nodes", "fallback").await;
-    let body = both_ways(&server, &ann, NODES, vars(&item_id, &[&open_id])).await;
-    assert!(body.contains("\"one\":null"), "{body}");
-    let body = both_ways(&server, &ann, NODES, vars("no such id", &[&open_id])).await;
-    assert!(body.contains("BAD_USER_INPUT"), "{body}");
-    assert_eq!(
-        executions(&server, "Nodes", "fallback").await,
-        fallbacks + 6
-    );
-    server.stop().await;
 }
 
 /// The home feed in groups, with each group's items, actors and times.
