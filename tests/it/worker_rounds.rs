@@ -9,7 +9,7 @@ use riverfeed::clock::{Clock, ManualClock};
 use riverfeed::events::Hub;
 use riverfeed::fanout::{Worker, WorkerConfig};
 use riverfeed::model::{Comment, EdgeKind, Millis, ObjectId};
-use riverfeed::store::{Graph, Job, JobKind, QueuedRead, Reactions, Store};
+use riverfeed::store::{Graph, Job, JobKind, Jobs, QueuedRead, Reactions, Store};
 use riverfeed::timeline::{FeedModel, FeedModelKind};
 use tokio::sync::Notify;
 
@@ -256,15 +256,16 @@ async fn damaged_jobs(store: Arc<dyn Store>) -> Result<()> {
     Ok(())
 }
 
-/// A transaction that wrote one held job and has not ended (a like
-/// queueing a held bump again, or one a killed process left open) does not
-/// hold up the renewal of a round's leases: the renewal answers while it is
-/// still open, renews the other job, says the one it wrote was not renewed
-/// (not lost), and renews it once the transaction ends. A renewal outside
-/// a transaction would wait for it to end; the wire server the tests run
-/// never ends an abandoned one.
+/// A transaction that wrote job documents and has not ended (a like
+/// queueing a held bump again, or one a killed process left open) holds up
+/// none of a worker's writes of them: a renewal of a round's leases answers
+/// while it is open, renews the other job and says the one it wrote was
+/// not renewed (not lost); the end of that job and a claim of a waiting job
+/// it wrote answer with a conflict, changing nothing; once it ends, all
+/// three go through. Outside a transaction each would wait for it to end;
+/// the wire server the tests run never ends an abandoned one.
 #[tokio::test]
-async fn a_renewal_does_not_wait_for_an_open_transaction() {
+async fn a_workers_writes_do_not_wait_for_an_open_transaction() {
     let Some(test) =
         crate::common::TestStore::open(Backend::Mongo("renewal_open_transaction")).await
     else {
@@ -278,34 +279,32 @@ async fn a_renewal_does_not_wait_for_an_open_transaction() {
 async fn renewal_beside_an_open_transaction(test: &crate::common::TestStore) -> Result<()> {
     use bson::doc;
     let (store, db) = (&test.store, test.database().context("a MongoDB store")?);
+    let job = |key: &str| Job {
+        kind: JobKind::Bump,
+        tenant: T.into(),
+        key: key.into(),
+        payload: "{}".into(),
+        queued: 1,
+        failures: 0,
+    };
     for key in ["one", "two"] {
-        let job = Job {
-            kind: JobKind::Bump,
-            tenant: T.into(),
-            key: key.into(),
-            payload: "{}".into(),
-            queued: 1,
-            failures: 0,
-        };
-        ensure!(store.enqueue(&job).await?, "queued {key}");
+        ensure!(store.enqueue(&job(key)).await?, "queued {key}");
     }
     let now = 1_000_000;
     let mut leases = store.claim(JobKind::Bump, "w", now, 5_000, 10).await?;
     leases.sort_by(|a, b| a.job.key.cmp(&b.job.key));
     ensure!(leases.len() == 2, "both claimed: {leases:?}");
+    ensure!(store.enqueue(&job("three")).await?, "queued three");
     let mut session = db.client().start_session().await?;
     session.start_transaction().await?;
     db.collection::<bson::Document>("jobs")
-        .update_one(
-            doc! { "tenant": T, "key": "one" },
+        .update_many(
+            doc! { "tenant": T, "key": { "$in": ["one", "three"] } },
             doc! { "$set": { "queued": 2_i64 } },
         )
         .session(&mut session)
         .await?;
-    let renewal = store.renew_all(&leases, now + 1_000);
-    let renewed = tokio::time::timeout(crate::common::PATIENCE, renewal)
-        .await
-        .context("the renewal answers while the transaction is open")??;
+    let renewed = promptly("a renewal", store.renew_all(&leases, now + 1_000)).await??;
     let [one, two] = renewed.as_slice() else {
         anyhow::bail!("one outcome per lease: {renewed:?}");
     };
@@ -320,11 +319,36 @@ async fn renewal_beside_an_open_transaction(test: &crate::common::TestStore) -> 
         anyhow::Ok(held.and_then(|q| q.held).map(|h| h.until))
     };
     ensure!(until("two").await? == Some(now + 6_000), "two renewed");
+    let finished = promptly("the end of a job", store.finish(&leases[0])).await?;
+    ensure!(
+        not_lost(&finished),
+        "its end meets the transaction: {finished:?}"
+    );
+    let claimed = promptly("a claim", store.claim(JobKind::Bump, "v", now, 5_000, 10)).await?;
+    ensure!(
+        claimed.is_err(),
+        "the claim meets the transaction: {claimed:?}"
+    );
     session.abort_transaction().await?;
     let again = store.renew_all(&leases, now + 2_000).await?;
     ensure!(again.iter().all(|r| r.is_ok()), "both renewed: {again:?}");
     ensure!(until("one").await? == Some(now + 7_000), "one renewed");
+    store.finish(&leases[0]).await?;
+    let claimed = store.claim(JobKind::Bump, "v", now, 5_000, 10).await?;
+    let keys: Vec<_> = claimed.iter().map(|l| l.job.key.as_str()).collect();
+    ensure!(
+        keys == ["three"],
+        "three claimed once the transaction ended: {keys:?}"
+    );
     Ok(())
+}
+
+/// What `write` answers, if it answers while a transaction it meets is
+/// still open (within the tests' patience).
+async fn promptly<T>(what: &str, write: impl std::future::Future<Output = T>) -> Result<T> {
+    tokio::time::timeout(crate::common::PATIENCE, write)
+        .await
+        .with_context(|| format!("{what} answers while the transaction is open"))
 }
 
 /// A job document that does not read at all (a field of the wrong type,

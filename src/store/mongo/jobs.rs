@@ -460,16 +460,11 @@ impl JobStore for MongoStore {
                     continue;
                 }
                 let ids: Vec<ObjectId> = group.iter().map(|d| d.id).collect();
-                self.jobs
-                    .update_many(
-                        {
-                            let mut still_due = due_filter(kind, now);
-                            still_due.insert("_id", doc! { "$in": &ids });
-                            still_due.insert("worker", doc! { "$exists": was_held });
-                            still_due
-                        },
-                        doc! { "$set": { "until": until, "worker": worker } },
-                    )
+                let mut still_due = due_filter(kind, now);
+                still_due.insert("_id", doc! { "$in": &ids });
+                still_due.insert("worker", doc! { "$exists": was_held });
+                let take = doc! { "$set": { "until": until, "worker": worker } };
+                self.promptly(JobWrite::UpdateMany(still_due, take))
                     .await
                     .map_err(db_err)?;
                 if was_held {
@@ -586,22 +581,19 @@ impl JobStore for MongoStore {
         let mut filter = job_filter(job);
         filter.insert("worker", &lease.worker);
         // Held by nobody: the next claim is not a takeover.
+        let defer = doc! {
+            "$set": {
+                "until": at.max(Millis::MIN + 1),
+                "payload": &job.payload,
+                "failures": job.failures,
+            },
+            "$unset": { "worker": "" },
+        };
         let deferred = self
-            .jobs
-            .update_one(
-                filter,
-                doc! {
-                    "$set": {
-                        "until": at.max(Millis::MIN + 1),
-                        "payload": &job.payload,
-                        "failures": job.failures,
-                    },
-                    "$unset": { "worker": "" },
-                },
-            )
+            .promptly(JobWrite::UpdateOne(filter, defer))
             .await
             .map_err(db_err)?;
-        if deferred.matched_count == 1 {
+        if deferred == 1 {
             return Ok(());
         }
         let holder = self.holder(job).await?.flatten();
@@ -800,8 +792,11 @@ impl MongoStore {
         let job = &lease.job;
         let mut filter = job_filter(job);
         filter.insert("worker", &lease.worker);
-        let deleted = self.jobs.delete_one(filter).await.map_err(db_err)?;
-        if deleted.deleted_count == 1 {
+        let deleted = self
+            .promptly(JobWrite::DeleteOne(filter))
+            .await
+            .map_err(db_err)?;
+        if deleted == 1 {
             return Ok(());
         }
         match self.holder(job).await? {
@@ -813,15 +808,8 @@ impl MongoStore {
 
 impl MongoStore {
     /// Extends the leases of `keys` (of `first`'s kind, tenant and worker)
-    /// in one `updateMany`, in a transaction of its own: a document another
-    /// transaction has written fails it at once with a write conflict,
-    /// where a write outside a transaction would wait for that transaction
-    /// to end (a minute for one a killed process left open). A conflict
-    /// with a live transaction (a like queueing a held bump again, a
-    /// batch renewing its own lease) ends within milliseconds: the renewal
-    /// is tried again a few times, for under a second in all, before it
-    /// reports the conflict, and the job waits for the next tick. Returns
-    /// how many jobs were still the worker's.
+    /// in one `updateMany`, written [promptly](MongoStore::promptly).
+    /// Returns how many jobs were still the worker's.
     async fn renew_keys(
         &self,
         first: &Lease,
@@ -835,18 +823,49 @@ impl MongoStore {
             "worker": &first.worker,
         };
         let renew = doc! { "$set": { "until": now.saturating_add(first.lease_ms) } };
+        self.promptly(JobWrite::UpdateMany(held, renew)).await
+    }
+
+    /// Writes job documents for a worker in a transaction of its own, so
+    /// that a document another transaction has written fails the write at
+    /// once with a write conflict, where a write outside a transaction
+    /// would wait for that transaction to end: a minute for one a killed
+    /// process left open, during which the worker would do nothing else
+    /// (and the wire server the tests run, which spins such a write while
+    /// it holds the collection, could not end the abandoned transaction at
+    /// all). A conflict with a live transaction (a like queueing a held
+    /// bump again, a change of scope queueing a fan-out) ends within
+    /// milliseconds: the write is tried again a few times, for under a
+    /// second in all, before the conflict is answered; the worker's next
+    /// tick or round tries again. Returns how many documents matched.
+    async fn promptly(&self, write: JobWrite) -> Result<u64, mongodb::error::Error> {
         let mut session = self.db.client().start_session().await?;
-        let mut wait = RENEW_RETRY_FIRST;
+        let mut wait = PROMPT_RETRY_FIRST;
         loop {
             session.start_transaction().await?;
-            let updated = self
-                .jobs
-                .update_many(held.clone(), renew.clone())
-                .session(&mut session)
-                .await;
-            let done = match updated {
-                Ok(updated) => match session.commit_transaction().await {
-                    Ok(()) => return Ok(updated.matched_count),
+            let written = match &write {
+                JobWrite::UpdateMany(filter, update) => self
+                    .jobs
+                    .update_many(filter.clone(), update.clone())
+                    .session(&mut session)
+                    .await
+                    .map(|r| r.matched_count),
+                JobWrite::UpdateOne(filter, update) => self
+                    .jobs
+                    .update_one(filter.clone(), update.clone())
+                    .session(&mut session)
+                    .await
+                    .map(|r| r.matched_count),
+                JobWrite::DeleteOne(filter) => self
+                    .jobs
+                    .delete_one(filter.clone())
+                    .session(&mut session)
+                    .await
+                    .map(|r| r.deleted_count),
+            };
+            let failed = match written {
+                Ok(n) => match session.commit_transaction().await {
+                    Ok(()) => return Ok(n),
                     Err(err) => err,
                 },
                 Err(err) => {
@@ -854,8 +873,8 @@ impl MongoStore {
                     err
                 }
             };
-            if !conflicted(&done) || wait > RENEW_RETRY_LAST {
-                return Err(done);
+            if !conflicted(&failed) || wait > PROMPT_RETRY_LAST {
+                return Err(failed);
             }
             tokio::time::sleep(wait).await;
             wait *= 2;
@@ -863,10 +882,17 @@ impl MongoStore {
     }
 }
 
-/// The first and the last wait of a renewal that met another transaction
-/// (doubling in between: 635 ms in all).
-const RENEW_RETRY_FIRST: std::time::Duration = std::time::Duration::from_millis(5);
-const RENEW_RETRY_LAST: std::time::Duration = std::time::Duration::from_millis(320);
+/// A worker's write of job documents, made [promptly](MongoStore::promptly).
+enum JobWrite {
+    UpdateMany(Document, Document),
+    UpdateOne(Document, Document),
+    DeleteOne(Document),
+}
+
+/// The first and the last wait of a prompt write that met another
+/// transaction (doubling in between: 635 ms in all).
+const PROMPT_RETRY_FIRST: std::time::Duration = std::time::Duration::from_millis(5);
+const PROMPT_RETRY_LAST: std::time::Duration = std::time::Duration::from_millis(320);
 
 /// A write that met another transaction's write: nothing was written, and
 /// the same write may succeed once that transaction ends.
