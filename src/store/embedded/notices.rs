@@ -55,6 +55,14 @@ struct Entry {
     unread: bool,
 }
 
+/// An [`Entry`] without its key, as counts read it.
+#[derive(Deserialize)]
+struct Flags {
+    last: Millis,
+    visible: bool,
+    unread: bool,
+}
+
 /// Index entries one scan of an owner's groups reads at a time.
 const ENTRIES_PER_SCAN: usize = 64;
 
@@ -192,13 +200,17 @@ impl Inner {
         owner: &str,
         seen_until: Millis,
     ) -> StoreResult<NoticeCounts> {
+        // Every entry, in one pass, read without its key: only the flags
+        // count.
         let mut counts = NoticeCounts::default();
-        self.entries(tenant, owner, None, |e| {
+        let prefix = order_prefix(tenant, owner);
+        self.scan_prefix(GRAPH, &prefix, &prefix, usize::MAX, |_, v| {
+            let e: Flags = keys::decode_record(v)?;
             if e.visible {
                 counts.unseen += u64::from(e.last > seen_until);
                 counts.unread += u64::from(e.unread);
             }
-            Ok(true)
+            Ok(())
         })?;
         Ok(counts)
     }
