@@ -19,7 +19,7 @@ use super::cursor::ListId;
 use super::error::{coded, not_found, ApiResultExt, LAGGED, UNAUTHENTICATED};
 use super::feed::EVENTS_GRACE_MS;
 use super::global_id::action_id_arg;
-use super::live::{LiveFeedEvent, Plan, Splice};
+use super::live::{LiveFeedEvent, Splice, Writer};
 use super::types::{ActionEventNode, ActionNode, FeedEventNode, SliceEventNode};
 use super::{session, state, viewer, AppState, SubscriptionPermit, Viewer};
 use crate::events::{Event, FeedEvent, FeedEventKind, Lagged, Topic};
@@ -147,9 +147,9 @@ struct FeedStream {
     after: Option<Stamp>,
     /// The newest change passed on, for resume cursors.
     resume: Stamp,
-    /// The selection's plan and the transport's splice, when live events
-    /// may be rendered from their templates.
-    shared: Option<(Arc<Plan>, Splice)>,
+    /// How the selection's events are written without an execution each,
+    /// and the transport's splice, when they may be.
+    shared: Option<(Writer, Splice)>,
 }
 
 impl FeedStream {
@@ -200,8 +200,13 @@ impl FeedStream {
         }
         let node = FeedEventNode::new(event, self.resume, &self.live.state.cursors);
         let shared = match (&self.shared, &event.shared) {
-            (Some((plan, splice)), Some(renders)) => {
-                Some((plan.clone(), splice.clone(), renders.clone()))
+            (Some((writer, splice)), Some(renders)) => {
+                Some((writer.clone(), splice.clone(), renders.clone()))
+            }
+            // An event no other subscriber receives is planned all the
+            // same, with renders of its own.
+            (Some((writer @ Writer::Planned(_), splice)), None) => {
+                Some((writer.clone(), splice.clone(), Arc::default()))
             }
             _ => None,
         };
@@ -245,6 +250,8 @@ impl FeedSubscription {
         let (tenant, reader) = (viewer.tenant.clone(), viewer.user.clone());
         let list = ListId::feed_changes(&state(ctx)?.cursors, &tenant, &reader);
         let after = after.as_deref().map(|c| list.decode_stamp(c)).transpose()?;
+        // Planned (or not) as planned reads stand when the stream opens.
+        let shared = Writer::of(ctx);
         let live = Live::open(ctx, Topic::Feed { tenant, reader })?;
         let mut replay = VecDeque::new();
         let mut replayed = HashMap::new();
@@ -291,7 +298,7 @@ impl FeedSubscription {
                 changed: state(ctx)?.clock.now() - EVENTS_GRACE_MS,
                 action_id: ObjectId::from_bytes([0; 12]),
             }),
-            shared: Plan::of(ctx).zip(ctx.data_opt::<Splice>().cloned()),
+            shared,
         };
         Ok(until_error(feed, |mut feed| async move {
             let next = feed.next().await?;

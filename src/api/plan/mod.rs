@@ -14,6 +14,7 @@ mod by_id;
 mod comments;
 mod compile;
 mod connection;
+mod events;
 mod groups;
 mod notices;
 mod order;
@@ -32,6 +33,8 @@ use async_graphql::{Name, Response, ServerError, ServerResult, ValidationResult,
 use async_graphql_value::ConstValue;
 
 use self::compile::Plan;
+pub use self::events::{fill, EventPlan};
+pub use self::order::field_in_selection_order;
 use super::{AppState, Identity, Session};
 use crate::descriptor::catalog::Catalog;
 
