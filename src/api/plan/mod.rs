@@ -5,9 +5,10 @@
 //! async-graphql stays the schema: it parses, validates and costs every
 //! document, serves introspection, mutations and subscriptions, and answers
 //! every operation a plan does not cover, its answer put in selection
-//! order as a plan's is ([`order`]). [`Planner`] holds whether plans
-//! run at all (`--planned-reads`), so the two executors can be compared on
-//! the same store.
+//! order as a plan's is ([`order`]). A subscription's feed events are
+//! written from a plan of their selection too ([`events`]). [`Planner`]
+//! holds whether plans run at all (`--planned-reads`), so the two executors
+//! can be compared on the same store.
 
 mod below;
 mod by_id;
