@@ -588,14 +588,15 @@ async fn feed_events_run_planned_and_answer_as_the_general_executor_does() {
         server.client("acme", reader).follow("bob").await;
     }
     // Each reader twice: with planned reads off, then on (a stream is
-    // planned or not as it opens).
-    let variables = json!({ "n": 2, "withActor": true });
+    // planned or not as it opens). One document, but not one page of
+    // comments: the readers share no template.
     let mut sockets = Vec::new();
     for planned in [false, true] {
         server.server.planner.set_enabled(planned);
-        for reader in ["ann", "cat"] {
+        for (reader, n) in [("ann", 2), ("cat", 0)] {
             let mut ws = WsClient::as_user(&server.ws_url(), "acme", reader).await;
-            ws.subscribe_with("1", RICH_EVENTS, variables.clone()).await;
+            let variables = json!({ "n": n, "withActor": true });
+            ws.subscribe_with("1", RICH_EVENTS, variables).await;
             sockets.push((reader, planned, ws));
         }
         let open = 2 * (1 + u64::from(planned));
@@ -652,18 +653,25 @@ async fn feed_events_run_planned_and_answer_as_the_general_executor_does() {
             .collect();
         assert_eq!(kinds, [json!("ADDED"), json!("BUMPED"), json!("REMOVED")]);
     }
-    let event: Value = serde_json::from_str(&events[3].2[1]).expect("json");
-    let written = &event["data"]["events"]["item"]["action"];
-    assert_eq!(written["who"]["name"], "Bob \"✓\"", "{event}");
+    // Ann's and cat's, planned, bumped.
+    let bumped = |i: usize| -> Value {
+        let event: Value = serde_json::from_str(&events[i].2[1]).expect("json");
+        event["data"]["events"]["item"]["action"].clone()
+    };
+    let written = bumped(2);
+    assert_eq!(written["who"]["name"], "Bob \"✓\"", "{written}");
     assert_eq!(
         written["descriptor"]["text"], "hired <b>&\u{2028}",
-        "{event}"
+        "{written}"
     );
     let comments = &written["comments"]["edges"];
     assert_eq!(
         comments[0]["node"]["text"], "a \"strong\" candidate",
-        "{event}"
+        "{written}"
     );
+    let none = &bumped(3)["comments"];
+    assert_eq!(none["edges"], json!([]), "{none}");
+    assert_eq!(none["pageInfo"]["hasNextPage"], true, "{none}");
     assert_eq!(events[3].2[2].matches("\"action\":null").count(), 1);
 
     let executed = "riverfeed_live_events_total{executor=";

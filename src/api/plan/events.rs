@@ -51,8 +51,9 @@ pub struct EventPlan {
     /// variables and their definitions, and whether rows below are read.
     plan: Plan,
     variables: Variables,
-    /// The plan written out: two plans alike write alike, so their
-    /// subscribers share their events' templates.
+    /// The plan written out, with the values of the variables: two plans
+    /// alike write alike, so their subscribers share their events'
+    /// templates.
     shape: Arc<str>,
 }
 
@@ -75,7 +76,9 @@ impl EventPlan {
             return None;
         }
         let key = field.node.response_key().node.clone();
-        let shape = Arc::from(format!("{key}:{fields:?}"));
+        // With the variables' values: the arguments below the actions
+        // (their comments' `first`) may read them.
+        let shape = Arc::from(format!("{key}:{fields:?}:{variables:?}"));
         Some(Self {
             key,
             fields,
