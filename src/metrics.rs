@@ -72,7 +72,7 @@ pub struct ExecutionLabels {
     pub executor: &'static str,
 }
 
-/// Which executor wrote a live event.
+/// Which executor wrote a live feed or slice event.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct LiveEventLabels {
     /// `planned` or `fallback` (see [`crate::api::plan::Executor`]).
@@ -182,7 +182,7 @@ impl Metrics {
         let live_events = Family::<LiveEventLabels, Counter>::default();
         registry.register(
             "live_events",
-            "Feed events sent to subscribers, by executor (`planned`: written from the selection's plan; `fallback`: by async-graphql)",
+            "Live feed and slice events sent to subscribers, by executor (`planned`: written from the selection's plan; `fallback`: by async-graphql)",
             live_events.clone(),
         );
         let deliveries = Counter::default();
@@ -400,7 +400,7 @@ impl Metrics {
             .inc();
     }
 
-    /// One feed event written for its subscriber by `executor`.
+    /// One feed or slice event written for its subscriber by `executor`.
     pub fn live_event(&self, executor: crate::api::plan::Executor) {
         self.live_events
             .get_or_create(&LiveEventLabels {

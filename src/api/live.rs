@@ -36,7 +36,7 @@ use async_graphql::{
 
 use super::access::access;
 use super::plan::{self, EventPlan, Executor};
-use super::types::{ActionSlot, FeedEventNode};
+use super::types::{ActionSlot, FeedEventNode, SliceEventNode};
 use super::{loaders, viewer, AppState, Session};
 use crate::events::shared::hole::{CURSOR, ID, OWNER_ID, RESUME_CURSOR};
 use crate::events::shared::{Renders, Template};
@@ -206,23 +206,113 @@ impl Writer {
     /// transport's splice, if its events may be written from templates.
     pub fn of(ctx: &Context<'_>) -> Option<(Writer, Splice)> {
         let splice = ctx.data_opt::<Splice>()?.clone();
-        let state = ctx.data::<AppState>().ok()?;
-        if state.planner.enabled() {
-            let env = &ctx.query_env;
-            let definitions = env.operation.node.variable_definitions.iter();
-            let planned = EventPlan::compile(
-                ctx.item,
-                &env.fragments,
-                &env.variables,
-                definitions.map(|v| v.node.clone()).collect(),
-                &state.descriptors,
-            );
-            if let Some(planned) = planned {
-                return Some((Writer::Planned(Arc::new(planned)), splice));
-            }
+        if let Some(planned) = planned(ctx) {
+            return Some((Writer::Planned(planned), splice));
         }
         Some((Writer::Executed(Plan::of(ctx)?), splice))
     }
+}
+
+/// The plan of the `feedEvents` or `sliceEvents` field being resolved,
+/// when planned reads are on, its transport takes bytes and a plan covers
+/// its selection.
+pub fn planned(ctx: &Context<'_>) -> Option<Arc<EventPlan>> {
+    ctx.data_opt::<Splice>()?;
+    let state = ctx.data::<AppState>().ok()?;
+    if !state.planner.enabled() {
+        return None;
+    }
+    let env = &ctx.query_env;
+    let definitions = env.operation.node.variable_definitions.iter();
+    let planned = EventPlan::compile(
+        ctx.item,
+        &env.fragments,
+        &env.variables,
+        definitions.map(|v| v.node.clone()).collect(),
+        &state.descriptors,
+    );
+    planned.map(Arc::new)
+}
+
+/// One event of a `sliceEvents` stream: executed as usual, or written
+/// from its selection's plan, once for every subscriber with the selection.
+pub struct LiveSliceEvent {
+    pub node: SliceEventNode,
+    /// The plan, the transport's splice and the event's renders, when the
+    /// stream is planned.
+    pub shared: Option<(Arc<EventPlan>, Splice, Arc<Renders>)>,
+}
+
+impl OutputType for LiveSliceEvent {
+    fn type_name() -> Cow<'static, str> {
+        SliceEventNode::type_name()
+    }
+
+    fn create_type_info(registry: &mut Registry) -> String {
+        SliceEventNode::create_type_info(registry)
+    }
+
+    async fn resolve(
+        &self,
+        ctx: &ContextSelectionSet<'_>,
+        field: &Positioned<Field>,
+    ) -> ServerResult<Value> {
+        let written = match (&self.shared, ctx.data::<AppState>(), ctx.data::<Session>()) {
+            (Some((plan, splice, renders)), Ok(state), Ok(session)) => {
+                let action = &self.node.0.action;
+                let template = renders
+                    .slot(plan.shape())
+                    .get_or_init(|| async {
+                        let written = plan.template(state, session, None, Some(action));
+                        Box::pin(written).await.map(Arc::new)
+                    })
+                    .await
+                    .clone();
+                // A slice event reaches only those who may read its action.
+                template.map(|t| splice.put(plan::fill(&t, None, &state.cursors, true)))
+            }
+            _ => None,
+        };
+        count(ctx, written.is_some());
+        match written {
+            Some(()) => Ok(Value::Null),
+            None => executed(&self.node, "SliceEvent", ctx, field).await,
+        }
+    }
+}
+
+/// Counts a live event written by a plan, or not.
+fn count(ctx: &ContextSelectionSet<'_>, planned: bool) {
+    if let Ok(state) = ctx.data::<AppState>() {
+        let executor = if planned {
+            Executor::Planned
+        } else {
+            Executor::Fallback
+        };
+        state.metrics.live_event(executor);
+    }
+}
+
+/// An event executed by async-graphql for its subscriber, its fields put in
+/// selection order (as a plan writes them, and as queries answer:
+/// async-graphql writes each field as it finishes).
+async fn executed<T: OutputType>(
+    node: &T,
+    type_name: &str,
+    ctx: &ContextSelectionSet<'_>,
+    field: &Positioned<Field>,
+) -> ServerResult<Value> {
+    let mut value = Box::pin(OutputType::resolve(node, ctx, field)).await?;
+    let env = &ctx.query_env;
+    plan::field_in_selection_order(
+        &ctx.schema_env.registry,
+        &env.fragments,
+        &env.operation.node,
+        &env.variables,
+        (&field.node, type_name),
+        &mut value,
+    );
+    Ok(value)
 }
 
 /// One event of a `feedEvents` stream: executed as usual, or filled into
@@ -259,19 +349,12 @@ impl OutputType for LiveFeedEvent {
             }
             _ => false,
         };
-        if let Ok(state) = ctx.data::<AppState>() {
-            let executor = if planned {
-                Executor::Planned
-            } else {
-                Executor::Fallback
-            };
-            state.metrics.live_event(executor);
-        }
+        count(ctx, planned);
         if planned {
             return Ok(Value::Null);
         }
         let Some((Writer::Executed(plan), splice, renders)) = &self.shared else {
-            return self.executed(ctx, field).await;
+            return executed(&self.node, "FeedEvent", ctx, field).await;
         };
         let cell = renders.slot(&plan.shape);
         // The first subscriber renders the template with its own result,
@@ -289,35 +372,19 @@ impl OutputType for LiveFeedEvent {
             return own;
         }
         let (Some(template), Ok(state)) = (template, ctx.data::<AppState>()) else {
-            return self.executed(ctx, field).await;
+            return executed(&self.node, "FeedEvent", ctx, field).await;
         };
-        splice.put(plan::fill(template, &self.node, &state.cursors, false));
+        splice.put(plan::fill(
+            template,
+            Some(&self.node),
+            &state.cursors,
+            false,
+        ));
         Ok(Value::Null)
     }
 }
 
 impl LiveFeedEvent {
-    /// The event executed by async-graphql for this subscriber, its fields
-    /// put in selection order (as a plan writes them, and as queries
-    /// answer: async-graphql writes each field as it finishes).
-    async fn executed(
-        &self,
-        ctx: &ContextSelectionSet<'_>,
-        field: &Positioned<Field>,
-    ) -> ServerResult<Value> {
-        let mut value = Box::pin(OutputType::resolve(&self.node, ctx, field)).await?;
-        let env = &ctx.query_env;
-        plan::field_in_selection_order(
-            &ctx.schema_env.registry,
-            &env.fragments,
-            &env.operation.node,
-            &env.variables,
-            (&field.node, "FeedEvent"),
-            &mut value,
-        );
-        Ok(value)
-    }
-
     /// This subscriber's event written from its selection's plan: the
     /// template the first subscriber wrote, with this one's own values;
     /// `None` when async-graphql is to run it (a read failed, the action
@@ -358,7 +425,7 @@ impl LiveFeedEvent {
         let slot = renders.slot(plan.shape());
         let template = slot
             .get_or_init(|| async {
-                let written = plan.template(state, session, &self.node, action.as_deref());
+                let written = plan.template(state, session, Some(&self.node), action.as_deref());
                 Box::pin(written).await.map(Arc::new)
             })
             .await
@@ -370,7 +437,12 @@ impl LiveFeedEvent {
         {
             return None;
         }
-        Some(plan::fill(template, &self.node, &state.cursors, readable))
+        Some(plan::fill(
+            template,
+            Some(&self.node),
+            &state.cursors,
+            readable,
+        ))
     }
 
     /// This subscriber's result, and the template made from it unless the
@@ -389,7 +461,7 @@ impl LiveFeedEvent {
                 .len()
         };
         let before = errors(ctx);
-        let value = self.executed(ctx, field).await?;
+        let value = executed(&self.node, "FeedEvent", ctx, field).await?;
         if errors(ctx) != before {
             return Ok((value, None));
         }

@@ -19,9 +19,10 @@ use super::cursor::ListId;
 use super::error::{coded, not_found, ApiResultExt, LAGGED, UNAUTHENTICATED};
 use super::feed::EVENTS_GRACE_MS;
 use super::global_id::action_id_arg;
-use super::live::{LiveFeedEvent, Splice, Writer};
+use super::live::{planned, LiveFeedEvent, LiveSliceEvent, Splice, Writer};
 use super::types::{ActionEventNode, ActionNode, FeedEventNode, SliceEventNode};
 use super::{session, state, viewer, AppState, SubscriptionPermit, Viewer};
+use crate::events::shared::Renders;
 use crate::events::{Event, FeedEvent, FeedEventKind, Lagged, Topic};
 use crate::model::limits::normalize_id;
 use crate::model::{Action, Millis, ObjectId, ReasonKind, Stamp};
@@ -312,14 +313,25 @@ impl FeedSubscription {
         &self,
         ctx: &Context<'_>,
         ref_id: ID,
-    ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<SliceEventNode>>> {
+    ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<LiveSliceEvent>>> {
         let ref_id = normalize_id("refId", &ref_id).api()?;
         let tenant = viewer(ctx)?.tenant.clone();
+        // Planned (or not) as planned reads stand when the stream opens.
+        let shared = planned(ctx).zip(ctx.data_opt::<Splice>().cloned());
         let live = Live::open(ctx, Topic::Slice { tenant, ref_id })?;
-        Ok(until_error(live, |mut live| async move {
-            let next = live.next_readable(slice_event).await?;
-            Some((next, live))
-        }))
+        Ok(until_error(
+            (live, shared),
+            |(mut live, shared)| async move {
+                let next = live.next_readable(slice_event).await?;
+                let next = next.map(|(node, renders)| LiveSliceEvent {
+                    node,
+                    shared: shared
+                        .as_ref()
+                        .map(|(plan, splice)| (plan.clone(), splice.clone(), renders)),
+                });
+                Some((next, (live, shared)))
+            },
+        ))
     }
 
     /// New comments, likes and unlikes of one action the viewer may read, with
@@ -360,10 +372,14 @@ impl FeedSubscription {
     }
 }
 
-/// A slice event's action, and its node.
-fn slice_event(event: &Event) -> Option<(&Action, SliceEventNode)> {
+/// A slice event's action, and its node with the renders its subscribers
+/// share.
+fn slice_event(event: &Event) -> Option<(&Action, (SliceEventNode, Arc<Renders>))> {
     match event {
-        Event::Slice(action) => Some((action, SliceEventNode(ActionNode::new((**action).clone())))),
+        Event::Slice(action, renders) => {
+            let node = SliceEventNode(ActionNode::new((**action).clone()));
+            Some((action, (node, renders.clone())))
+        }
         _ => None,
     }
 }

@@ -682,6 +682,58 @@ async fn feed_events_run_planned_and_answer_as_the_general_executor_does() {
     server.stop().await;
 }
 
+/// A slice's live events, planned and not, with one template for the
+/// readers who share a selection.
+#[tokio::test]
+async fn slice_events_run_planned_and_answer_as_the_general_executor_does() {
+    let Some(server) = TestServer::start(Backend::Embedded).await else {
+        return;
+    };
+    server.service("acme").upsert_user("bob", "Bob").await;
+    let query = "subscription S($withActor: Boolean!) { \
+        s: sliceEvents(refId: \"applicant-3\") { __typename ...A } } \
+        fragment A on SliceEvent { action { id actionId actorId conducted scope refIds tags \
+        commentCount likeCount who: actor @include(if: $withActor) { __typename name } \
+        descriptor { __typename ... on StatusPost { text } } \
+        comments(first: 1) { edges { node { text } } pageInfo { hasNextPage } } } }";
+    let mut sockets = Vec::new();
+    for planned in [false, true] {
+        server.server.planner.set_enabled(planned);
+        for reader in ["ann", "cat"] {
+            let mut ws = WsClient::as_user(&server.ws_url(), "acme", reader).await;
+            ws.subscribe_with("1", query, json!({ "withActor": true }))
+                .await;
+            sockets.push(ws);
+        }
+        let open = 2 * (1 + u64::from(planned));
+        let deadline = tokio::time::Instant::now() + crate::common::PATIENCE;
+        while server.metric("riverfeed_live_subscriptions").await < open {
+            assert!(tokio::time::Instant::now() < deadline, "subscriptions open");
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
+    let bob = server.client("acme", "bob");
+    bob.post_status("on <3>", json!({ "refIds": ["applicant-3"] }))
+        .await;
+    let mut got = Vec::new();
+    for ws in &mut sockets {
+        got.push(canonical(&server, ws.next_payload().await));
+    }
+    assert_eq!(got[0], got[2], "ann's event, planned and not");
+    assert_eq!(got[1], got[3], "cat's event, planned and not");
+    let event: Value = serde_json::from_str(&got[3]).expect("json");
+    assert_eq!(
+        event["data"]["s"]["action"]["who"]["name"], "Bob",
+        "{event}"
+    );
+    let executed = "riverfeed_live_events_total{executor=";
+    let planned = server.counter(&format!("{executed}\"planned\"}}")).await;
+    assert_eq!(planned, 2, "two readers' events, planned");
+    let fallback = server.counter(&format!("{executed}\"fallback\"}}")).await;
+    assert_eq!(fallback, 2, "and as before");
+    server.stop().await;
+}
+
 crate::on_both_backends!(
     a_comment_moves_the_item_up_on_live_pages_of_the_readers_it_matters_to,
     feed_events_resume_from_a_cursor_with_no_gap_or_repeat,

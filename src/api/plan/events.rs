@@ -1,12 +1,13 @@
-//! Live feed events from a plan: a subscription's selection of
-//! `FeedEvent` compiled once, when it subscribes, and each event's shared
+//! Live events from a plan: a subscription's selection of `FeedEvent` or
+//! `SliceEvent` compiled once, when it subscribes, and each event's shared
 //! part written once per selection from the event's rows by the field
 //! writers the planned queries run, as a template with a hole for each
 //! value that is a subscriber's own ([`crate::events::shared`]).
 //!
 //! The shared part is all the selection asks but the item's `ownerId`,
 //! `id` and `cursor`, the stream's `resumeCursor`, and whether the
-//! subscriber may read the item's `action`. The action is written once
+//! subscriber may read the item's `action` (a slice event reaches only
+//! those who may read its action). The action is written once
 //! too, so a plan covers only what of an action is the same for every
 //! reader who may read it: not `viewerHasLiked`, `readers` or `fanOut`,
 //! and of users (its actor, its comments' authors) their scalar fields.
@@ -32,18 +33,22 @@ use crate::descriptor::catalog::Catalog;
 use crate::events::shared::{hole, Template};
 use crate::model::Action;
 
-/// A field of a `FeedEvent`.
+/// A field of a `FeedEvent` or a `SliceEvent`.
 #[derive(Debug)]
 pub enum EventField {
     Typename,
     Kind,
     ResumeCursor,
     Item(Fields<ItemField>),
+    /// A slice event's action.
+    Action(Fields<ActionField>),
 }
 
-/// A `feedEvents` selection, planned.
+/// A `feedEvents` or `sliceEvents` selection, planned.
 #[derive(Debug)]
 pub struct EventPlan {
+    /// `FeedEvent` or `SliceEvent`.
+    type_name: &'static str,
     /// The subscription field's response key.
     key: Name,
     fields: Fields<EventField>,
@@ -58,8 +63,9 @@ pub struct EventPlan {
 }
 
 impl EventPlan {
-    /// The plan of the `feedEvents` field `field` of a subscription with
-    /// `fragments` and `variables`, if a plan covers its selection.
+    /// The plan of the `feedEvents` or `sliceEvents` field `field` of a
+    /// subscription with `fragments` and `variables`, if a plan covers its
+    /// selection.
     pub fn compile(
         field: &Positioned<Field>,
         fragments: &Fragments,
@@ -70,7 +76,12 @@ impl EventPlan {
         let names: Vec<Name> = variables.keys().cloned().collect();
         let values = directive_values(&names, variables);
         let compiler = Compiler::new(fragments, &names, &values, catalog);
-        let fields = compiler.feed_event(&[&field.node.selection_set.node])?;
+        let sets = [&field.node.selection_set.node];
+        let (type_name, fields) = match field.node.name.node.as_str() {
+            "feedEvents" => ("FeedEvent", compiler.feed_event(&sets)?),
+            "sliceEvents" => ("SliceEvent", compiler.slice_event(&sets)?),
+            _ => return None,
+        };
         if !actions(&fields).all(alike_for_readers) {
             tracing::debug!("an event's action asks what is the reader's own");
             return None;
@@ -80,6 +91,7 @@ impl EventPlan {
         // (their comments' `first`) may read them.
         let shape = Arc::from(format!("{key}:{fields:?}:{variables:?}"));
         Some(Self {
+            type_name,
             key,
             fields,
             plan: Plan {
@@ -103,15 +115,15 @@ impl EventPlan {
         actions(&self.fields).count()
     }
 
-    /// The template of `event`'s response, its action (`None`: not found)
-    /// written once into it; `None` when it cannot be written as
-    /// async-graphql would answer (a read failed): its subscribers run it
-    /// there, which reports the failure.
+    /// The template of the response to a feed event (`feed`) or a slice
+    /// event, its action (`None`: not found) written once into it; `None`
+    /// when it cannot be written as async-graphql would answer (a read
+    /// failed): its subscribers run it there, which reports the failure.
     pub async fn template(
         &self,
         state: &AppState,
         session: &Session,
-        event: &FeedEventNode,
+        feed: Option<&FeedEventNode>,
         action: Option<&Action>,
     ) -> Option<Template> {
         let bind = Bind::new(&self.plan, &self.variables);
@@ -147,15 +159,22 @@ impl EventPlan {
         for f in &self.fields {
             out.key(&f.key);
             match &f.kind {
-                EventField::Typename => out.string("FeedEvent"),
-                EventField::Kind => out.enumerated(event.kind),
+                EventField::Typename => out.string(self.type_name),
+                EventField::Kind => match feed {
+                    Some(event) => out.enumerated(event.kind),
+                    None => out.null(),
+                },
                 EventField::ResumeCursor => out.own(hole::RESUME_CURSOR, |_| {}),
-                EventField::Item(fields) => {
-                    // Nothing is read below an item but for its action,
-                    // written above.
-                    let none = super::below::Below::default();
-                    write.run(&none).item(&mut out, fields, &event.item);
-                }
+                EventField::Item(fields) => match feed {
+                    Some(event) => {
+                        // Nothing is read below an item but for its
+                        // action, written above.
+                        let none = super::below::Below::default();
+                        write.run(&none).item(&mut out, fields, &event.item);
+                    }
+                    None => out.null(),
+                },
+                EventField::Action(_) => out.own(hole::ACTION, |_| {}),
             }
         }
         out.close();
@@ -181,17 +200,18 @@ impl EventPlan {
 
 /// The actions an event's `fields` ask for, in the order they are written.
 fn actions(fields: &Fields<EventField>) -> impl Iterator<Item = &Fields<ActionField>> {
-    fields
-        .iter()
-        .filter_map(|f| match &f.kind {
-            EventField::Item(item) => Some(item),
-            _ => None,
-        })
-        .flatten()
-        .filter_map(|f| match &f.kind {
+    fields.iter().flat_map(|f| {
+        let (item, own) = match &f.kind {
+            EventField::Item(item) => (Some(item), None),
+            EventField::Action(action) => (None, Some(action)),
+            _ => (None, None),
+        };
+        let items = item.into_iter().flatten().filter_map(|f| match &f.kind {
             ItemField::Action(action) => Some(action),
             _ => None,
-        })
+        });
+        own.into_iter().chain(items)
+    })
 }
 
 /// Whether what `fields` ask of an action is the same for every reader
@@ -232,36 +252,41 @@ impl<'a> Compiler<'a> {
             _ => None,
         })
     }
+
+    fn slice_event(&self, sets: &[&'a SelectionSet]) -> Option<Fields<EventField>> {
+        self.object(sets, "SliceEvent", |this, name, occ| match name {
+            "__typename" => Some(EventField::Typename),
+            "action" => Self::leaf(occ, ())
+                .and_then(|()| this.action(&Self::subsets(occ)))
+                .map(EventField::Action),
+            _ => None,
+        })
+    }
 }
 
-/// `template` filled with `event`'s values that are its subscriber's own;
-/// the actions written once where `readable` (the subscriber may read the
-/// item's action), `null` elsewhere.
+/// `template` filled with the values of a feed event (`feed`) that are
+/// its subscriber's own; the actions written once where `readable` (the
+/// subscriber may read the action), `null` elsewhere.
 pub fn fill(
     template: &Template,
-    event: &FeedEventNode,
+    feed: Option<&FeedEventNode>,
     cursors: &CursorKey,
     readable: bool,
 ) -> String {
-    let item = &event.item;
-    let json = |write: &dyn Fn(&mut Out)| {
+    let own = |kind: usize, write: &dyn Fn(&mut Out, &FeedEventNode)| {
+        let event = feed.filter(|_| template.uses(kind))?;
         let mut out = Out::default();
-        write(&mut out);
+        write(&mut out, event);
         String::from_utf8(out.buf).ok()
     };
-    let own = |kind: usize, write: &dyn Fn(&mut Out)| {
-        if template.uses(kind) {
-            json(write)
-        } else {
-            None
-        }
-    };
     let values: Vec<Option<String>> = vec![
-        own(hole::OWNER_ID, &|out| out.string(&item.item.owner)),
-        own(hole::ID, &|out| out.id(&item.global_id())),
-        own(hole::CURSOR, &|out| out.string(&item.cursor.seal(cursors))),
-        own(hole::RESUME_CURSOR, &|out| {
-            out.string(&event.resume_cursor.seal(cursors))
+        own(hole::OWNER_ID, &|out, e| out.string(&e.item.item.owner)),
+        own(hole::ID, &|out, e| out.id(&e.item.global_id())),
+        own(hole::CURSOR, &|out, e| {
+            out.string(&e.item.cursor.seal(cursors))
+        }),
+        own(hole::RESUME_CURSOR, &|out, e| {
+            out.string(&e.resume_cursor.seal(cursors))
         }),
     ];
     let mut values: Vec<Option<&str>> = values.iter().map(Option::as_deref).collect();
