@@ -1,4 +1,5 @@
-//! Feed events written once per selection, not once per subscriber.
+//! Feed and slice events written once per selection, not once per
+//! subscriber.
 //!
 //! A fan-out sends one event to each of its readers, and the readers' events
 //! differ only in what is the reader's own: the item's `ownerId`, `id` and
@@ -20,7 +21,9 @@
 //! selection, its result serialised into a template; otherwise for each
 //! subscriber. An execution (or a plan's read) that fails or reports an
 //! error makes no template: its subscriber gets its own result, and the
-//! others execute theirs. `/metrics` counts the events each way
+//! others execute theirs. A slice's events are planned the same way
+//! ([`LiveSliceEvent`]): the action, which reaches only those who may read
+//! it, is all they share. `/metrics` counts the events each way
 //! (`riverfeed_live_events_total{executor}`).
 
 use std::borrow::Cow;
