@@ -72,6 +72,13 @@ pub struct ExecutionLabels {
     pub executor: &'static str,
 }
 
+/// Which executor wrote a live feed or slice event.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LiveEventLabels {
+    /// `planned` or `fallback` (see [`crate::api::plan::Executor`]).
+    pub executor: &'static str,
+}
+
 /// A background job and how it went.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct JobLabels {
@@ -113,6 +120,7 @@ pub struct Metrics {
     graphql_requests: Family<RequestLabels, Counter>,
     graphql_seconds: Family<OperationLabels, Histogram>,
     graphql_executions: Family<ExecutionLabels, Counter>,
+    live_events: Family<LiveEventLabels, Counter>,
     pub deliveries: Counter,
     pub lease_takeovers: Counter,
     pub notices_written: Counter,
@@ -170,6 +178,12 @@ impl Metrics {
             "graphql_executions",
             "Queries and mutations executed, by operation name and executor (`planned` or `fallback`)",
             graphql_executions.clone(),
+        );
+        let live_events = Family::<LiveEventLabels, Counter>::default();
+        registry.register(
+            "live_events",
+            "Live feed and slice events sent to subscribers, by executor (`planned`: written from the selection's plan; `fallback`: by async-graphql)",
+            live_events.clone(),
         );
         let deliveries = Counter::default();
         registry.register(
@@ -292,6 +306,7 @@ impl Metrics {
             graphql_requests,
             graphql_seconds,
             graphql_executions,
+            live_events,
             deliveries,
             lease_takeovers,
             notices_written,
@@ -380,6 +395,15 @@ impl Metrics {
         self.graphql_executions
             .get_or_create(&ExecutionLabels {
                 name,
+                executor: executor.label(),
+            })
+            .inc();
+    }
+
+    /// One feed or slice event written for its subscriber by `executor`.
+    pub fn live_event(&self, executor: crate::api::plan::Executor) {
+        self.live_events
+            .get_or_create(&LiveEventLabels {
                 executor: executor.label(),
             })
             .inc();

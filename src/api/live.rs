@@ -1,23 +1,30 @@
-//! Feed events executed and serialised once per selection, not once per
+//! Feed and slice events written once per selection, not once per
 //! subscriber.
 //!
 //! A fan-out sends one event to each of its readers, and the readers' events
 //! differ only in what is the reader's own: the item's `ownerId`, `id` and
-//! `cursor`, and the stream's `resumeCursor`. When a subscription's
-//! selection asks for nothing else that could differ between readers (see
-//! [`Plan::of`]), the first of the event's subscribers with that selection
-//! executes it as usual, and its result, serialised, becomes a template with
-//! a hole where each of those values was (see [`crate::events::shared`]).
-//! Every subscriber with the same selection then fills its own values into
-//! the template: its transport sends those bytes (see [`Splice`]) instead of
-//! the result of an execution.
+//! `cursor`, the stream's `resumeCursor`, and whether the reader may read
+//! the item's `action`. The first of the event's subscribers with a
+//! selection writes the event's response as a template with a hole where
+//! each of those values goes (see [`crate::events::shared`]); every
+//! subscriber with the same selection then fills its own values into the
+//! template, and its transport sends those bytes (see [`Splice`]) instead
+//! of the result of an execution.
 //!
-//! What a selection may ask for on this path is listed field by field; any
-//! other field (an item's `action`, whose visibility and `viewerHasLiked`
-//! are the viewer's), an argument, a directive, or a transport that takes no
-//! bytes, and the event is executed for each subscriber as before. An
-//! execution that fails or reports an error makes no template: its
-//! subscriber gets its own result, and the others execute theirs.
+//! With planned reads on, a subscription's selection is compiled when it
+//! subscribes ([`EventPlan`]) and the template is written from the event's
+//! rows by the field writers the planned queries run, its action written
+//! once for every reader who may read it. A selection no plan covers (an
+//! action's `viewerHasLiked`, say), and every selection with planned reads
+//! off, is executed by async-graphql as before: when it asks for nothing
+//! else that could differ between readers (see [`Plan::of`]), once per
+//! selection, its result serialised into a template; otherwise for each
+//! subscriber. An execution (or a plan's read) that fails or reports an
+//! error makes no template: its subscriber gets its own result, and the
+//! others execute theirs. A slice's events are planned the same way
+//! ([`LiveSliceEvent`]): the action, which reaches only those who may read
+//! it, is all they share. `/metrics` counts the events each way
+//! (`riverfeed_live_events_total{executor}`).
 
 use std::borrow::Cow;
 use std::collections::hash_map::RandomState;
@@ -30,16 +37,15 @@ use async_graphql::{
     Context, ContextSelectionSet, Name, OutputType, Positioned, Response, ServerResult, Value,
 };
 
-use super::global_id::GlobalId;
-use super::types::FeedEventNode;
-use super::AppState;
+use super::access::access;
+use super::plan::{self, EventPlan, Executor};
+use super::types::{ActionSlot, FeedEventNode, SliceEventNode};
+use super::{loaders, viewer, AppState, Session};
+use crate::events::shared::hole::{CURSOR, ID, OWNER_ID, RESUME_CURSOR};
 use crate::events::shared::{Renders, Template};
+use crate::model::Action;
 
-/// The values that are each subscriber's own, by hole.
-const OWNER_ID: usize = 0;
-const ID: usize = 1;
-const CURSOR: usize = 2;
-const RESUME_CURSOR: usize = 3;
+/// The kinds of holes of a template made by an execution.
 const HOLES: usize = 4;
 
 /// Where a transport that sends serialised results takes them from: a
@@ -190,13 +196,137 @@ fn marker_prefix() -> &'static str {
     })
 }
 
+/// How a stream's events are written without an execution each: from a
+/// plan, or from a template one execution made.
+#[derive(Clone)]
+pub enum Writer {
+    Planned(Arc<EventPlan>),
+    Executed(Arc<Plan>),
+}
+
+impl Writer {
+    /// The writer of the `feedEvents` field being resolved, with its
+    /// transport's splice, if its events may be written from templates.
+    pub fn of(ctx: &Context<'_>) -> Option<(Writer, Splice)> {
+        let splice = ctx.data_opt::<Splice>()?.clone();
+        if let Some(planned) = planned(ctx) {
+            return Some((Writer::Planned(planned), splice));
+        }
+        Some((Writer::Executed(Plan::of(ctx)?), splice))
+    }
+}
+
+/// The plan of the `feedEvents` or `sliceEvents` field being resolved,
+/// when planned reads are on, its transport takes bytes and a plan covers
+/// its selection.
+pub fn planned(ctx: &Context<'_>) -> Option<Arc<EventPlan>> {
+    ctx.data_opt::<Splice>()?;
+    let state = ctx.data::<AppState>().ok()?;
+    if !state.planner.enabled() {
+        return None;
+    }
+    let env = &ctx.query_env;
+    let definitions = env.operation.node.variable_definitions.iter();
+    let planned = EventPlan::compile(
+        ctx.item,
+        &env.fragments,
+        &env.variables,
+        definitions.map(|v| v.node.clone()).collect(),
+        &state.descriptors,
+    );
+    planned.map(Arc::new)
+}
+
+/// One event of a `sliceEvents` stream: executed as usual, or written
+/// from its selection's plan, once for every subscriber with the selection.
+pub struct LiveSliceEvent {
+    pub node: SliceEventNode,
+    /// The plan, the transport's splice and the event's renders, when the
+    /// stream is planned.
+    pub shared: Option<(Arc<EventPlan>, Splice, Arc<Renders>)>,
+}
+
+impl OutputType for LiveSliceEvent {
+    fn type_name() -> Cow<'static, str> {
+        SliceEventNode::type_name()
+    }
+
+    fn create_type_info(registry: &mut Registry) -> String {
+        SliceEventNode::create_type_info(registry)
+    }
+
+    async fn resolve(
+        &self,
+        ctx: &ContextSelectionSet<'_>,
+        field: &Positioned<Field>,
+    ) -> ServerResult<Value> {
+        let written = match (&self.shared, ctx.data::<AppState>(), ctx.data::<Session>()) {
+            (Some((plan, splice, renders)), Ok(state), Ok(session)) => {
+                let action = &self.node.0.action;
+                let template = renders
+                    .slot(plan.shape())
+                    .get_or_init(|| async {
+                        let written = plan.template(state, session, None, Some(action));
+                        Box::pin(written).await.map(Arc::new)
+                    })
+                    .await
+                    .clone();
+                // A slice event reaches only those who may read its action.
+                template.map(|t| splice.put(plan::fill(&t, None, &state.cursors, true)))
+            }
+            _ => None,
+        };
+        count(ctx, written.is_some());
+        match written {
+            Some(()) => Ok(Value::Null),
+            None => executed(&self.node, "SliceEvent", ctx, field).await,
+        }
+    }
+}
+
+/// Counts a live event written by a plan, or not.
+fn count(ctx: &ContextSelectionSet<'_>, planned: bool) {
+    if let Ok(state) = ctx.data::<AppState>() {
+        let executor = if planned {
+            Executor::Planned
+        } else {
+            Executor::Fallback
+        };
+        state.metrics.live_event(executor);
+    }
+}
+
+/// An event executed by async-graphql for its subscriber, its fields put in
+/// selection order (as a plan writes them, and as queries answer:
+/// async-graphql writes each field as it finishes).
+async fn executed<T: OutputType>(
+    node: &T,
+    type_name: &str,
+    ctx: &ContextSelectionSet<'_>,
+    field: &Positioned<Field>,
+) -> ServerResult<Value> {
+    let mut value = Box::pin(OutputType::resolve(node, ctx, field)).await?;
+    let env = &ctx.query_env;
+    plan::field_in_selection_order(
+        &ctx.schema_env.registry,
+        &env.fragments,
+        &env.operation.node,
+        &env.variables,
+        (&field.node, type_name),
+        &mut value,
+    );
+    Ok(value)
+}
+
 /// One event of a `feedEvents` stream: executed as usual, or filled into
 /// its selection's template when it has one.
 pub struct LiveFeedEvent {
     pub node: FeedEventNode,
-    /// The plan, the transport's splice and the event's renders, when the
-    /// event may be rendered from a template.
-    pub shared: Option<(Arc<Plan>, Splice, Arc<Renders>)>,
+    /// How the event is written, the transport's splice and the renders
+    /// the event shares with the others of its publication (a fresh one
+    /// for an event planned that shares them with none), when the event
+    /// may be written from a template.
+    pub shared: Option<(Writer, Splice, Arc<Renders>)>,
 }
 
 impl OutputType for LiveFeedEvent {
@@ -213,8 +343,21 @@ impl OutputType for LiveFeedEvent {
         ctx: &ContextSelectionSet<'_>,
         field: &Positioned<Field>,
     ) -> ServerResult<Value> {
-        let Some((plan, splice, renders)) = &self.shared else {
-            return Box::pin(OutputType::resolve(&self.node, ctx, field)).await;
+        let planned = match &self.shared {
+            Some((Writer::Planned(plan), splice, renders)) => {
+                Box::pin(self.planned(ctx, field, plan, renders))
+                    .await
+                    .map(|json| splice.put(json))
+                    .is_some()
+            }
+            _ => false,
+        };
+        count(ctx, planned);
+        if planned {
+            return Ok(Value::Null);
+        }
+        let Some((Writer::Executed(plan), splice, renders)) = &self.shared else {
+            return executed(&self.node, "FeedEvent", ctx, field).await;
         };
         let cell = renders.slot(&plan.shape);
         // The first subscriber renders the template with its own result,
@@ -232,35 +375,79 @@ impl OutputType for LiveFeedEvent {
             return own;
         }
         let (Some(template), Ok(state)) = (template, ctx.data::<AppState>()) else {
-            return Box::pin(OutputType::resolve(&self.node, ctx, field)).await;
+            return executed(&self.node, "FeedEvent", ctx, field).await;
         };
-        let cursors = &state.cursors;
-        let node = &self.node;
-        let item = &node.item.item;
-        let mut values: [Option<String>; HOLES] = Default::default();
-        let json = |s: &str| serde_json::Value::from(s).to_string();
-        if template.uses(OWNER_ID) {
-            values[OWNER_ID] = Some(json(&item.owner));
-        }
-        if template.uses(ID) {
-            let id = GlobalId::FeedItem {
-                action: item.action_id,
-                owner: item.owner.clone(),
-            };
-            values[ID] = Some(json(&id.encode()));
-        }
-        if template.uses(CURSOR) {
-            values[CURSOR] = Some(json(&node.item.cursor.seal(cursors)));
-        }
-        if template.uses(RESUME_CURSOR) {
-            values[RESUME_CURSOR] = Some(json(&node.resume_cursor.seal(cursors)));
-        }
-        splice.put(template.fill(&values));
+        splice.put(plan::fill(
+            template,
+            Some(&self.node),
+            &state.cursors,
+            false,
+        ));
         Ok(Value::Null)
     }
 }
 
 impl LiveFeedEvent {
+    /// This subscriber's event written from its selection's plan: the
+    /// template the first subscriber wrote, with this one's own values;
+    /// `None` when async-graphql is to run it (a read failed, the action
+    /// was not there for the first subscriber and is for this one).
+    async fn planned(
+        &self,
+        ctx: &ContextSelectionSet<'_>,
+        field: &Positioned<Field>,
+        plan: &EventPlan,
+        renders: &Renders,
+    ) -> Option<String> {
+        let (state, session) = (ctx.data::<AppState>().ok()?, ctx.data::<Session>().ok()?);
+        let item = &self.node.item;
+        // The action, and whether this subscriber may read it, decided as
+        // the item's `action` field decides them.
+        let mut action: Option<Cow<'_, Action>> = None;
+        let mut readable = false;
+        if plan.actions() > 0 {
+            let ctx = ctx.with_field(field);
+            action = match &item.action {
+                ActionSlot::Loaded(node) => Some(Cow::Borrowed(&node.action)),
+                ActionSlot::Shared(action) => Some(Cow::Borrowed(action.as_ref())),
+                ActionSlot::Lazy => {
+                    let load = loaders(&ctx).ok()?.actions.load_one(item.item.action_id);
+                    load.await.ok()?.map(Cow::Owned)
+                }
+            };
+            readable = match (&action, &item.action) {
+                (_, ActionSlot::Loaded(_)) => true,
+                (Some(action), _) => {
+                    let viewer = viewer(&ctx).ok()?;
+                    let access = Box::pin(access(&ctx, viewer, [action.as_ref()])).await;
+                    access.ok()?.can_read(action)
+                }
+                (None, _) => false,
+            };
+        }
+        let slot = renders.slot(plan.shape());
+        let template = slot
+            .get_or_init(|| async {
+                let written = plan.template(state, session, Some(&self.node), action.as_deref());
+                Box::pin(written).await.map(Arc::new)
+            })
+            .await
+            .as_ref()?;
+        if readable
+            && template
+                .common(crate::events::shared::hole::ACTION)
+                .is_none()
+        {
+            return None;
+        }
+        Some(plan::fill(
+            template,
+            Some(&self.node),
+            &state.cursors,
+            readable,
+        ))
+    }
+
     /// This subscriber's result, and the template made from it unless the
     /// execution reported an error.
     async fn template(
@@ -277,7 +464,7 @@ impl LiveFeedEvent {
                 .len()
         };
         let before = errors(ctx);
-        let value = Box::pin(OutputType::resolve(&self.node, ctx, field)).await?;
+        let value = executed(&self.node, "FeedEvent", ctx, field).await?;
         if errors(ctx) != before {
             return Ok((value, None));
         }

@@ -31,12 +31,15 @@ pub(super) async fn publish_action_removed(
 /// Tells the live `sliceEvents` of each of the action's refs.
 pub(super) fn publish_to_slices(state: &AppState, action: &Action) {
     let shared = Arc::new(action.clone());
+    let renders = Arc::default();
     for ref_id in &action.ref_ids {
         let topic = Topic::Slice {
             tenant: action.tenant.clone(),
             ref_id: ref_id.clone(),
         };
-        state.hub.publish(&topic, Event::Slice(shared.clone()));
+        state
+            .hub
+            .publish(&topic, Event::Slice(shared.clone(), Arc::clone(&renders)));
     }
 }
 

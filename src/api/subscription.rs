@@ -19,9 +19,10 @@ use super::cursor::ListId;
 use super::error::{coded, not_found, ApiResultExt, LAGGED, UNAUTHENTICATED};
 use super::feed::EVENTS_GRACE_MS;
 use super::global_id::action_id_arg;
-use super::live::{LiveFeedEvent, Plan, Splice};
+use super::live::{planned, LiveFeedEvent, LiveSliceEvent, Splice, Writer};
 use super::types::{ActionEventNode, ActionNode, FeedEventNode, SliceEventNode};
 use super::{session, state, viewer, AppState, SubscriptionPermit, Viewer};
+use crate::events::shared::Renders;
 use crate::events::{Event, FeedEvent, FeedEventKind, Lagged, Topic};
 use crate::model::limits::normalize_id;
 use crate::model::{Action, Millis, ObjectId, ReasonKind, Stamp};
@@ -147,9 +148,9 @@ struct FeedStream {
     after: Option<Stamp>,
     /// The newest change passed on, for resume cursors.
     resume: Stamp,
-    /// The selection's plan and the transport's splice, when live events
-    /// may be rendered from their templates.
-    shared: Option<(Arc<Plan>, Splice)>,
+    /// How the selection's events are written without an execution each,
+    /// and the transport's splice, when they may be.
+    shared: Option<(Writer, Splice)>,
 }
 
 impl FeedStream {
@@ -200,8 +201,13 @@ impl FeedStream {
         }
         let node = FeedEventNode::new(event, self.resume, &self.live.state.cursors);
         let shared = match (&self.shared, &event.shared) {
-            (Some((plan, splice)), Some(renders)) => {
-                Some((plan.clone(), splice.clone(), renders.clone()))
+            (Some((writer, splice)), Some(renders)) => {
+                Some((writer.clone(), splice.clone(), renders.clone()))
+            }
+            // An event no other subscriber receives is planned all the
+            // same, with renders of its own.
+            (Some((writer @ Writer::Planned(_), splice)), None) => {
+                Some((writer.clone(), splice.clone(), Arc::default()))
             }
             _ => None,
         };
@@ -245,6 +251,8 @@ impl FeedSubscription {
         let (tenant, reader) = (viewer.tenant.clone(), viewer.user.clone());
         let list = ListId::feed_changes(&state(ctx)?.cursors, &tenant, &reader);
         let after = after.as_deref().map(|c| list.decode_stamp(c)).transpose()?;
+        // Planned (or not) as planned reads stand when the stream opens.
+        let shared = Writer::of(ctx);
         let live = Live::open(ctx, Topic::Feed { tenant, reader })?;
         let mut replay = VecDeque::new();
         let mut replayed = HashMap::new();
@@ -291,7 +299,7 @@ impl FeedSubscription {
                 changed: state(ctx)?.clock.now() - EVENTS_GRACE_MS,
                 action_id: ObjectId::from_bytes([0; 12]),
             }),
-            shared: Plan::of(ctx).zip(ctx.data_opt::<Splice>().cloned()),
+            shared,
         };
         Ok(until_error(feed, |mut feed| async move {
             let next = feed.next().await?;
@@ -305,14 +313,25 @@ impl FeedSubscription {
         &self,
         ctx: &Context<'_>,
         ref_id: ID,
-    ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<SliceEventNode>>> {
+    ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<LiveSliceEvent>>> {
         let ref_id = normalize_id("refId", &ref_id).api()?;
         let tenant = viewer(ctx)?.tenant.clone();
+        // Planned (or not) as planned reads stand when the stream opens.
+        let shared = planned(ctx).zip(ctx.data_opt::<Splice>().cloned());
         let live = Live::open(ctx, Topic::Slice { tenant, ref_id })?;
-        Ok(until_error(live, |mut live| async move {
-            let next = live.next_readable(slice_event).await?;
-            Some((next, live))
-        }))
+        Ok(until_error(
+            (live, shared),
+            |(mut live, shared)| async move {
+                let next = live.next_readable(slice_event).await?;
+                let next = next.map(|(node, renders)| LiveSliceEvent {
+                    node,
+                    shared: shared
+                        .as_ref()
+                        .map(|(plan, splice)| (plan.clone(), splice.clone(), renders)),
+                });
+                Some((next, (live, shared)))
+            },
+        ))
     }
 
     /// New comments, likes and unlikes of one action the viewer may read, with
@@ -353,10 +372,14 @@ impl FeedSubscription {
     }
 }
 
-/// A slice event's action, and its node.
-fn slice_event(event: &Event) -> Option<(&Action, SliceEventNode)> {
+/// A slice event's action, and its node with the renders its subscribers
+/// share.
+fn slice_event(event: &Event) -> Option<(&Action, (SliceEventNode, Arc<Renders>))> {
     match event {
-        Event::Slice(action) => Some((action, SliceEventNode(ActionNode::new((**action).clone())))),
+        Event::Slice(action, renders) => {
+            let node = SliceEventNode(ActionNode::new((**action).clone()));
+            Some((action, (node, renders.clone())))
+        }
         _ => None,
     }
 }

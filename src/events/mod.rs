@@ -94,8 +94,9 @@ pub struct NoticeEvent {
 #[derive(Clone, Debug)]
 pub enum Event {
     Feed(FeedEvent),
-    /// An action joined a slice.
-    Slice(Arc<Action>),
+    /// An action joined a slice, with its result per selection, shared by
+    /// the slice's subscribers (and those of the action's other slices).
+    Slice(Arc<Action>, Arc<shared::Renders>),
     Action(Arc<ActionEvent>),
     Notices(NoticeEvent),
 }

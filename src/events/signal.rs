@@ -235,7 +235,7 @@ impl Signal {
     /// events travel as [`Signal::Items`]).
     pub fn of_event(topic: &Topic, event: &Event) -> Option<Signal> {
         match (topic, event) {
-            (Topic::Slice { ref_id, .. }, Event::Slice(action)) => Some(Signal::Slice {
+            (Topic::Slice { ref_id, .. }, Event::Slice(action, _)) => Some(Signal::Slice {
                 ref_id: ref_id.clone(),
                 action: (**action).clone(),
             }),
@@ -262,7 +262,7 @@ impl Signal {
                     tenant: action.tenant.clone(),
                     ref_id,
                 },
-                Event::Slice(Arc::new(action)),
+                Event::Slice(Arc::new(action), Arc::default()),
             )),
             Signal::Reaction {
                 kind,
@@ -394,16 +394,17 @@ mod tests {
             tenant: "acme".into(),
             ref_id: "pos-1".into(),
         };
-        let signal = Signal::of_event(&topic, &Event::Slice(action.clone())).expect("a signal");
+        let event = Event::Slice(action.clone(), Arc::default());
+        let signal = Signal::of_event(&topic, &event).expect("a signal");
         let (back, event) = signal.into_event().expect("an event");
         assert_eq!(back, topic);
-        assert!(matches!(event, Event::Slice(a) if *a == *action));
+        assert!(matches!(event, Event::Slice(a, _) if *a == *action));
         let feed = Topic::Feed {
             tenant: "acme".into(),
             reader: "alice".into(),
         };
         assert!(
-            Signal::of_event(&feed, &Event::Slice(action)).is_none(),
+            Signal::of_event(&feed, &Event::Slice(action, Arc::default())).is_none(),
             "feed events travel as items"
         );
     }

@@ -11,11 +11,12 @@
 //! variable's default does not count for them, as it does not there).
 
 use std::cell::Cell;
+use std::collections::HashMap;
 
 use async_graphql::indexmap::IndexMap;
 use async_graphql::parser::types::{
-    Directive, DocumentOperations, ExecutableDocument, Field, OperationDefinition, OperationType,
-    Selection, SelectionSet, VariableDefinition,
+    Directive, DocumentOperations, ExecutableDocument, Field, FragmentDefinition,
+    OperationDefinition, OperationType, Selection, SelectionSet, VariableDefinition,
 };
 use async_graphql::{Name, Pos, Positioned, Variables};
 use async_graphql_value::{ConstValue, Value};
@@ -306,13 +307,7 @@ pub fn compile(
     if op.node.ty != OperationType::Query {
         return None;
     }
-    let compiler = Compiler {
-        document,
-        names,
-        values,
-        catalog,
-        below: Cell::new(false),
-    };
+    let compiler = Compiler::new(&document.fragments, names, values, catalog);
     let root = compiler.root(&op.node.selection_set.node)?;
     Some(Plan {
         root,
@@ -326,8 +321,11 @@ pub fn compile(
     })
 }
 
+/// A document's fragments, by name.
+pub(super) type Fragments = HashMap<Name, Positioned<FragmentDefinition>>;
+
 pub(super) struct Compiler<'a> {
-    document: &'a ExecutableDocument,
+    fragments: &'a Fragments,
     names: &'a [Name],
     values: &'a [bool],
     catalog: &'a Catalog,
@@ -338,6 +336,28 @@ pub(super) struct Compiler<'a> {
 pub(super) type Occurrences<'a> = Vec<&'a Positioned<Field>>;
 
 impl<'a> Compiler<'a> {
+    /// A compiler of selections with `fragments`, its `@skip` / `@include`
+    /// reading the variables `names` as having `values`.
+    pub(super) fn new(
+        fragments: &'a Fragments,
+        names: &'a [Name],
+        values: &'a [bool],
+        catalog: &'a Catalog,
+    ) -> Self {
+        Self {
+            fragments,
+            names,
+            values,
+            catalog,
+            below: Cell::new(false),
+        }
+    }
+
+    /// Whether what was compiled reads rows below a page's.
+    pub(super) fn reads_rows_below(&self) -> bool {
+        self.below.get()
+    }
+
     /// Notes that the plan reads rows below a page's.
     pub(super) fn reads_below(&self) {
         self.below.set(true);
@@ -634,9 +654,7 @@ impl<'a> Compiler<'a> {
                     .or_default()
                     .push(field),
                 Selection::FragmentSpread(spread) => {
-                    if let Some(fragment) =
-                        self.document.fragments.get(&spread.node.fragment_name.node)
-                    {
+                    if let Some(fragment) = self.fragments.get(&spread.node.fragment_name.node) {
                         if applies(&fragment.node.type_condition.node.on.node) {
                             self.visit_with(&fragment.node.selection_set.node, applies, out);
                         }

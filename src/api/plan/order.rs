@@ -7,13 +7,14 @@
 
 use async_graphql::indexmap::IndexMap;
 use async_graphql::parser::types::{
-    Directive, ExecutableDocument, Field, OperationType, Selection, SelectionSet,
+    Directive, ExecutableDocument, Field, OperationDefinition, OperationType, Selection,
+    SelectionSet,
 };
 use async_graphql::registry::{MetaType, MetaTypeName, Registry};
 use async_graphql::{Name, Positioned, Value, Variables};
 use async_graphql_value::Value as Written;
 
-use super::compile::operation;
+use super::compile::{operation, Fragments};
 
 /// Puts the fields of `data`, as async-graphql answered `operation_name` of
 /// `document`, in the order the selection asks for them, at every depth.
@@ -32,25 +33,29 @@ pub fn in_selection_order(
         OperationType::Mutation => registry.mutation_type.as_deref(),
         OperationType::Subscription => registry.subscription_type.as_deref(),
     };
-    let defaults = op
-        .node
-        .variable_definitions
-        .iter()
-        .filter_map(|v| Some((&v.node.name.node, v.node.default_value.as_ref()?)))
-        .map(|(name, value)| (name, &value.node))
-        .collect();
-    let order = Order {
-        registry,
-        document,
-        variables,
-        defaults,
-    };
+    let order = Order::new(registry, &document.fragments, &op.node, variables);
     order.object(&[&op.node.selection_set.node], root, data);
+}
+
+/// Puts the fields of `value`, as async-graphql answered `field` (of type
+/// `type_name`, in `operation` with `fragments`), in the order its
+/// selection asks for them: a subscription's event, which async-graphql
+/// answers field by field as the events come.
+pub fn field_in_selection_order(
+    registry: &Registry,
+    fragments: &Fragments,
+    operation: &OperationDefinition,
+    variables: &Variables,
+    (field, type_name): (&Field, &str),
+    value: &mut Value,
+) {
+    let order = Order::new(registry, fragments, operation, variables);
+    order.object(&[&field.selection_set.node], Some(type_name), value);
 }
 
 struct Order<'a> {
     registry: &'a Registry,
-    document: &'a ExecutableDocument,
+    fragments: &'a Fragments,
     variables: &'a Variables,
     /// The operation's variables' defaults, for one the request leaves out.
     defaults: IndexMap<&'a Name, &'a Value>,
@@ -60,6 +65,26 @@ struct Order<'a> {
 type Keys<'a> = IndexMap<&'a str, Vec<&'a Field>>;
 
 impl<'a> Order<'a> {
+    fn new(
+        registry: &'a Registry,
+        fragments: &'a Fragments,
+        op: &'a OperationDefinition,
+        variables: &'a Variables,
+    ) -> Self {
+        let defaults = op
+            .variable_definitions
+            .iter()
+            .filter_map(|v| Some((&v.node.name.node, v.node.default_value.as_ref()?)))
+            .map(|(name, value)| (name, &value.node))
+            .collect();
+        Self {
+            registry,
+            fragments,
+            variables,
+            defaults,
+        }
+    }
+
     /// Orders `value`, an object (or a list of them) of static type
     /// `type_name` (`None`: not known), as `sets` select its fields.
     fn object(&self, sets: &[&'a SelectionSet], type_name: Option<&str>, value: &mut Value) {
@@ -148,9 +173,7 @@ impl<'a> Order<'a> {
                     }
                 }
                 Selection::FragmentSpread(spread) => {
-                    let Some(fragment) =
-                        self.document.fragments.get(&spread.node.fragment_name.node)
-                    else {
+                    let Some(fragment) = self.fragments.get(&spread.node.fragment_name.node) else {
                         continue;
                     };
                     if self.applies(&fragment.node.type_condition.node.on.node, concrete) {

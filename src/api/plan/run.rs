@@ -26,6 +26,7 @@ use crate::api::types::{
 };
 use crate::api::{AppState, Session, Viewer};
 use crate::descriptor::graphql::Member;
+use crate::events::shared::hole;
 
 /// The plan cannot answer this request as async-graphql would (a variable
 /// that does not coerce, say): async-graphql runs it instead.
@@ -47,7 +48,7 @@ pub async fn run(
     session: &Session,
     variables: &Variables,
 ) -> Result<Written, Fallback> {
-    let bind = Bind { plan, variables };
+    let bind = Bind::new(plan, variables);
     let mut out = Out::default();
     let mut errors = Vec::new();
     let mut answered = false;
@@ -157,17 +158,17 @@ pub async fn run(
 }
 
 /// Writes a root field's value from what was read for it.
-struct Write<'a> {
-    state: &'a AppState,
-    session: &'a Session,
-    bind: &'a Bind<'a>,
+pub(super) struct Write<'a> {
+    pub(super) state: &'a AppState,
+    pub(super) session: &'a Session,
+    pub(super) bind: &'a Bind<'a>,
 }
 
 impl Write<'_> {
     /// Writes with `write`; when the plan reads rows below a page's, a
     /// first pass writes nowhere and notes what it meets, that is read,
     /// and the second pass writes.
-    async fn of<R>(
+    pub(super) async fn of<R>(
         &self,
         out: &mut Out,
         write: impl Fn(&Run, &mut Out) -> R,
@@ -187,7 +188,7 @@ impl Write<'_> {
         Ok(written)
     }
 
-    fn run<'b>(&'b self, below: &'b Below) -> Run<'b> {
+    pub(super) fn run<'b>(&'b self, below: &'b Below) -> Run<'b> {
         Run {
             state: self.state,
             session: self.session,
@@ -318,6 +319,12 @@ pub(super) fn action_needs(fields: &Fields<ActionField>, needs: &mut Needs) {
 pub(super) struct Bind<'a> {
     plan: &'a Plan,
     variables: &'a Variables,
+}
+
+impl<'a> Bind<'a> {
+    pub(super) fn new(plan: &'a Plan, variables: &'a Variables) -> Self {
+        Self { plan, variables }
+    }
 }
 
 impl Bind<'_> {
@@ -481,17 +488,17 @@ impl Run<'_> {
             out.key(&f.key);
             match &f.kind {
                 ItemField::Typename => out.string("FeedItem"),
-                ItemField::Id => out.id(&item.global_id()),
-                ItemField::OwnerId => out.string(&item.item.owner),
-                ItemField::Cursor => self.cursor(out, &item.cursor),
+                ItemField::Id => out.own(hole::ID, |out| out.id(&item.global_id())),
+                ItemField::OwnerId => out.own(hole::OWNER_ID, |out| out.string(&item.item.owner)),
+                ItemField::Cursor => out.own(hole::CURSOR, |out| self.cursor(out, &item.cursor)),
                 ItemField::ActionId => out.id(&item.own_action_id()),
                 ItemField::Relevancy => out.time(&item.relevancy_at()),
                 ItemField::Reason(reason) => self::reason(out, reason, &item.reason_node()),
-                ItemField::Action(action) => match &item.action {
+                ItemField::Action(action) => out.own(hole::ACTION, |out| match &item.action {
                     ActionSlot::Loaded(node) => self.action(out, action, node),
                     // A home page loads every action it shows.
                     ActionSlot::Shared(_) | ActionSlot::Lazy => out.null(),
-                },
+                }),
             }
         }
         out.close();
@@ -611,9 +618,38 @@ pub struct Out {
     pub buf: Vec<u8>,
     /// Whether the next key is the first of its object.
     first: bool,
+    /// Writing a template of live events: where each value that is a
+    /// subscriber's own goes (its offset and its kind of hole), written
+    /// by each subscriber instead ([`crate::events::shared`]).
+    holes: Option<Vec<(usize, usize)>>,
 }
 
 impl Out {
+    /// A writer of a template, with holes for what is each subscriber's own.
+    pub(super) fn template() -> Self {
+        Self {
+            holes: Some(Vec::new()),
+            ..Self::default()
+        }
+    }
+
+    /// The holes written, by offset and kind.
+    pub(super) fn holes(&self) -> &[(usize, usize)] {
+        self.holes.as_deref().unwrap_or_default()
+    }
+
+    /// A value that is each subscriber's own (of hole `kind`): written by
+    /// `write`, or a hole in a template.
+    pub(super) fn own(&mut self, kind: usize, write: impl FnOnce(&mut Self)) {
+        match &mut self.holes {
+            Some(holes) => {
+                holes.push((self.buf.len(), kind));
+                self.first = false;
+            }
+            None => write(self),
+        }
+    }
+
     pub(super) fn open(&mut self) {
         self.buf.push(b'{');
         self.first = true;

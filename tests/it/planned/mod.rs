@@ -63,7 +63,7 @@ async fn both_ways(server: &TestServer, client: &Client, query: &str, variables:
 
 /// A body as text, each cursor replaced by what it holds (each sealing
 /// draws a fresh nonce, so equal cursors differ as text).
-fn canonical(server: &TestServer, mut body: Value) -> String {
+pub(crate) fn canonical(server: &TestServer, mut body: Value) -> String {
     fn walk(key: &riverfeed::api::cursor::CursorKey, value: &mut Value) {
         match value {
             Value::Object(fields) => {
