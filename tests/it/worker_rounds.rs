@@ -266,19 +266,35 @@ async fn damaged_jobs(store: Arc<dyn Store>) -> Result<()> {
 /// the wire server the tests run never ends an abandoned one.
 #[tokio::test]
 async fn a_workers_writes_do_not_wait_for_an_open_transaction() {
-    let Some(test) =
-        crate::common::TestStore::open(Backend::Mongo("renewal_open_transaction")).await
-    else {
+    on_mongodb(
+        "writes_beside_an_open_transaction",
+        writes_beside_an_open_transaction,
+    )
+    .await
+}
+
+/// Runs `case` on a fresh MongoDB store and its database, dropped
+/// afterwards.
+async fn on_mongodb<F, Fut>(name: &'static str, case: F)
+where
+    F: FnOnce(Arc<dyn Store>, ::mongodb::Database) -> Fut,
+    Fut: std::future::Future<Output = Result<()>>,
+{
+    let Some(test) = crate::common::TestStore::open(Backend::Mongo(name)).await else {
         return;
     };
-    let result = renewal_beside_an_open_transaction(&test).await;
+    let db = test.database().expect("a MongoDB store");
+    let result = case(test.store.clone(), db).await;
     test.remove().await;
     result.unwrap_or_else(|err| panic!("{err:#}"));
 }
 
-async fn renewal_beside_an_open_transaction(test: &crate::common::TestStore) -> Result<()> {
+async fn writes_beside_an_open_transaction(
+    store: Arc<dyn Store>,
+    db: ::mongodb::Database,
+) -> Result<()> {
     use bson::doc;
-    let (store, db) = (&test.store, test.database().context("a MongoDB store")?);
+    let store = &store;
     let job = |key: &str| Job {
         kind: JobKind::Bump,
         tenant: T.into(),
@@ -357,19 +373,18 @@ async fn promptly<T>(what: &str, write: impl std::future::Future<Output = T>) ->
 /// damaged one is set aside (held by nobody, never due again, kept).
 #[tokio::test]
 async fn a_job_document_that_does_not_read_fails_no_claim() {
-    let Some(test) =
-        crate::common::TestStore::open(Backend::Mongo("unreadable_job_document")).await
-    else {
-        return;
-    };
-    let result = claims_beside_unreadable_documents(&test).await;
-    test.remove().await;
-    result.unwrap_or_else(|err| panic!("{err:#}"));
+    on_mongodb(
+        "unreadable_job_document",
+        claims_beside_unreadable_documents,
+    )
+    .await
 }
 
-async fn claims_beside_unreadable_documents(test: &crate::common::TestStore) -> Result<()> {
+async fn claims_beside_unreadable_documents(
+    store: Arc<dyn Store>,
+    db: ::mongodb::Database,
+) -> Result<()> {
     use bson::doc;
-    let (store, db) = (&test.store, test.database().context("a MongoDB store")?);
     let jobs = db.collection::<bson::Document>("jobs");
     for (n, limit) in [(1, 10), (2, 1)] {
         let damaged = format!("damaged-{n}");
