@@ -593,7 +593,7 @@ impl JobStore for MongoStore {
             .promptly(JobWrite::UpdateOne(filter, defer))
             .await
             .map_err(db_err)?;
-        if deferred == 1 {
+        if deferred.matched == 1 {
             return Ok(());
         }
         let holder = self.holder(job).await?.flatten();
@@ -725,17 +725,12 @@ impl MongoStore {
         lease_ms: Millis,
     ) -> StoreResult<Option<Lease>> {
         loop {
+            let take = doc! { "$set": { "until": now.saturating_add(lease_ms), "worker": worker } };
             let claimed = self
-                .jobs
-                .clone_with_type::<Document>()
-                .find_one_and_update(
-                    due_filter(kind, now),
-                    doc! { "$set": { "until": now.saturating_add(lease_ms), "worker": worker } },
-                )
-                .sort(due_order())
-                .return_document(ReturnDocument::Before)
+                .promptly(JobWrite::TakeFirst(due_filter(kind, now), take))
                 .await
-                .map_err(db_err)?;
+                .map_err(db_err)?
+                .before;
             let Some(before) = claimed else {
                 return Ok(None);
             };
@@ -796,7 +791,7 @@ impl MongoStore {
             .promptly(JobWrite::DeleteOne(filter))
             .await
             .map_err(db_err)?;
-        if deleted == 1 {
+        if deleted.matched == 1 {
             return Ok(());
         }
         match self.holder(job).await? {
@@ -823,7 +818,8 @@ impl MongoStore {
             "worker": &first.worker,
         };
         let renew = doc! { "$set": { "until": now.saturating_add(first.lease_ms) } };
-        self.promptly(JobWrite::UpdateMany(held, renew)).await
+        let renewed = self.promptly(JobWrite::UpdateMany(held, renew)).await?;
+        Ok(renewed.matched)
     }
 
     /// Writes job documents for a worker in a transaction of its own, so
@@ -838,30 +834,46 @@ impl MongoStore {
     /// milliseconds: the write is tried again a few times, for under a
     /// second in all, before the conflict is answered; the worker's next
     /// tick or round tries again. Returns how many documents matched.
-    async fn promptly(&self, write: JobWrite) -> Result<u64, mongodb::error::Error> {
+    async fn promptly(&self, write: JobWrite) -> Result<Written, mongodb::error::Error> {
         let mut session = self.db.client().start_session().await?;
         let mut wait = PROMPT_RETRY_FIRST;
         loop {
             session.start_transaction().await?;
+            let matched = |n| Written {
+                matched: n,
+                before: None,
+            };
             let written = match &write {
                 JobWrite::UpdateMany(filter, update) => self
                     .jobs
                     .update_many(filter.clone(), update.clone())
                     .session(&mut session)
                     .await
-                    .map(|r| r.matched_count),
+                    .map(|r| matched(r.matched_count)),
                 JobWrite::UpdateOne(filter, update) => self
                     .jobs
                     .update_one(filter.clone(), update.clone())
                     .session(&mut session)
                     .await
-                    .map(|r| r.matched_count),
+                    .map(|r| matched(r.matched_count)),
                 JobWrite::DeleteOne(filter) => self
                     .jobs
                     .delete_one(filter.clone())
                     .session(&mut session)
                     .await
-                    .map(|r| r.deleted_count),
+                    .map(|r| matched(r.deleted_count)),
+                JobWrite::TakeFirst(filter, update) => self
+                    .jobs
+                    .clone_with_type::<Document>()
+                    .find_one_and_update(filter.clone(), update.clone())
+                    .sort(due_order())
+                    .return_document(ReturnDocument::Before)
+                    .session(&mut session)
+                    .await
+                    .map(|before| Written {
+                        matched: u64::from(before.is_some()),
+                        before,
+                    }),
             };
             let failed = match written {
                 Ok(n) => match session.commit_transaction().await {
@@ -887,6 +899,16 @@ enum JobWrite {
     UpdateMany(Document, Document),
     UpdateOne(Document, Document),
     DeleteOne(Document),
+    /// Updates the first due job in the order claims take them, answering
+    /// it as it was.
+    TakeFirst(Document, Document),
+}
+
+/// What a prompt write did: how many documents it matched, and for
+/// [`JobWrite::TakeFirst`] the one it took, as it was.
+struct Written {
+    matched: u64,
+    before: Option<Document>,
 }
 
 /// The first and the last wait of a prompt write that met another
