@@ -589,11 +589,10 @@ impl JobStore for MongoStore {
             },
             "$unset": { "worker": "" },
         };
-        let deferred = self
-            .promptly(JobWrite::UpdateOne(filter, defer))
-            .await
-            .map_err(db_err)?;
-        if deferred.matched == 1 {
+        // Outside a transaction: a deferral must land (it keeps a retry's
+        // time), and waits for a transaction that holds its job.
+        let deferred = self.jobs.update_one(filter, defer).await.map_err(db_err)?;
+        if deferred.matched_count == 1 {
             return Ok(());
         }
         let holder = self.holder(job).await?.flatten();
@@ -850,12 +849,6 @@ impl MongoStore {
                     .session(&mut session)
                     .await
                     .map(|r| matched(r.matched_count)),
-                JobWrite::UpdateOne(filter, update) => self
-                    .jobs
-                    .update_one(filter.clone(), update.clone())
-                    .session(&mut session)
-                    .await
-                    .map(|r| matched(r.matched_count)),
                 JobWrite::DeleteOne(filter) => self
                     .jobs
                     .delete_one(filter.clone())
@@ -897,7 +890,6 @@ impl MongoStore {
 /// A worker's write of job documents, made [promptly](MongoStore::promptly).
 enum JobWrite {
     UpdateMany(Document, Document),
-    UpdateOne(Document, Document),
     DeleteOne(Document),
     /// Updates the first due job in the order claims take them, answering
     /// it as it was.
