@@ -441,8 +441,8 @@ async fn run_history(
         let mut config = HistoryConfig::new(program.clone(), backend, args.seed, logs.clone());
         config.duration = duration;
         // What a long run queued may take a while to work off at its end
-        // (on a slow server, longer than the default allows): the check
-        // needs the queues empty, not emptied fast.
+        // on a slow server: the drain gives up only when the backlog stops
+        // going down for this long.
         config.drain = config.drain.max(duration);
         if !args.quiet {
             eprintln!(

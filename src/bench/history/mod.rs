@@ -77,7 +77,8 @@ pub struct HistoryConfig {
     pub also_read_under: Vec<String>,
     /// Where the processes' logs go.
     pub logs: PathBuf,
-    /// How long the workers may take to drain at the end.
+    /// How long the workers may go at the end without working the backlog
+    /// down to a new low; they may take four times this in all.
     pub drain: Duration,
 }
 
@@ -374,29 +375,49 @@ async fn judge(
 }
 
 /// Polls until every job queue (fan-outs, bumps, follows, cleanups,
-/// notices, webhook deliveries) is empty, bounded. Each poll is one scrape
-/// of `/metrics`, a second apart: a scrape reads every queue's backlog,
-/// which on a slow server is work taken from the workers being waited for.
+/// notices, webhook deliveries) is empty. Each poll is one scrape of
+/// `/metrics`, a second apart: a scrape reads every queue's backlog, which
+/// on a slow server is work taken from the workers being waited for.
+///
+/// The check needs the queues empty, not emptied fast: it waits as long as
+/// the backlog keeps reaching new lows, and gives up once it has not for
+/// `config.drain` (the workers are stuck) or after four times that in all.
 async fn drain(config: &HistoryConfig, procs: &[Proc]) -> anyhow::Result<()> {
-    let deadline = Instant::now() + config.drain;
+    let started = Instant::now();
+    let mut lowest = (f64::INFINITY, started);
     let watcher = procs.last().context("no process")?;
     loop {
         let series = watcher.metrics().await.unwrap_or_default();
         let mut left = Vec::new();
+        let mut backlog = 0.0;
         for kind in crate::store::JobKind::ALL.map(|k| k.code()) {
             let name = format!("riverfeed_job_queue_depth{{job=\"{kind}\"}}");
             match series.iter().find(|(key, _)| *key == name) {
                 Some((_, depth)) if *depth == 0.0 => {}
-                found => left.push(format!("{kind} {:?}", found.map(|(_, depth)| depth))),
+                found => {
+                    // An unread depth counts as one job left.
+                    backlog += found.map_or(1.0, |(_, depth)| *depth);
+                    left.push(format!("{kind} {:?}", found.map(|(_, depth)| depth)));
+                }
             }
         }
         if left.is_empty() {
             return Ok(());
         }
+        let now = Instant::now();
+        if backlog < lowest.0 {
+            lowest = (backlog, now);
+        }
         anyhow::ensure!(
-            Instant::now() < deadline,
-            "the workers did not drain within {:?}: left {}",
+            now.duration_since(lowest.1) < config.drain,
+            "the workers worked off nothing for {:?}: left {}",
             config.drain,
+            left.join(", ")
+        );
+        anyhow::ensure!(
+            now.duration_since(started) < config.drain * 4,
+            "the workers did not drain within {:?}: left {}",
+            config.drain * 4,
             left.join(", ")
         );
         tokio::time::sleep(Duration::from_secs(1)).await;
