@@ -38,21 +38,17 @@ impl Inner {
         tenant: &str,
         reads: &[(Outbox, FeedRange)],
     ) -> StoreResult<Vec<Vec<Posted>>> {
-        reads
-            .iter()
-            .map(|(outbox, range)| {
-                let owner = keys::outbox_owner(outbox);
-                self.ranked_range(OUTBOX, tenant, &owner, *range, |position, value| {
-                    let actor = match outbox {
-                        Outbox::Actor(actor) => actor.clone(),
-                        _ => std::str::from_utf8(value)
-                            .map_err(|_| keys::corrupt("outbox entry"))?
-                            .to_owned(),
-                    };
-                    Ok(Posted { position, actor })
-                })
-            })
-            .collect()
+        let owners: Vec<String> = reads.iter().map(|(o, _)| keys::outbox_owner(o)).collect();
+        let ranges = owners.iter().zip(reads).map(|(o, (_, r))| (o.as_str(), *r));
+        self.ranked_ranges(OUTBOX, tenant, ranges, |n, position, value| {
+            let actor = match &reads[n].0 {
+                Outbox::Actor(actor) => actor.clone(),
+                _ => std::str::from_utf8(value)
+                    .map_err(|_| keys::corrupt("outbox entry"))?
+                    .to_owned(),
+            };
+            Ok(Posted { position, actor })
+        })
     }
 }
 
