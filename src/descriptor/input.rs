@@ -91,12 +91,27 @@ impl Catalog {
 }
 
 fn conforms(ty: &TypeDef, d: &Descriptor, enums: &[EnumDef]) -> bool {
-    ty.fields.iter().all(|f| match d.field(&f.name) {
+    let holds = |f: &FieldDef, v: Option<&Json>| match v {
         None | Some(Json::Null) => !f.required || f.default.is_some(),
         Some(Json::Array(items)) if f.list => items.iter().all(|i| fits(&f.scalar, i, enums)),
         Some(_) if f.list => false,
         Some(v) => fits(&f.scalar, v, enums),
-    })
+    };
+    // A descriptor is stored with its fields in its type's order
+    // (`record`), so one walk of both pairs them without a lookup by name
+    // (every page judges each of its descriptors). One stored otherwise
+    // (by an older catalog, or with a field the type no longer has) is
+    // judged by name.
+    let mut stored = d.fields().iter().peekable();
+    let mut verdict = true;
+    for f in &ty.fields {
+        let v = stored.next_if(|(name, _)| **name == f.name).map(|(_, v)| v);
+        verdict &= holds(f, v);
+    }
+    if stored.peek().is_none() {
+        return verdict;
+    }
+    ty.fields.iter().all(|f| holds(f, d.field(&f.name)))
 }
 
 /// Whether a stored value is of a scalar.

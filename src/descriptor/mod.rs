@@ -183,6 +183,45 @@ mod tests {
     }
 
     #[test]
+    fn a_descriptor_conforms_whatever_order_its_fields_are_stored_in() {
+        let catalog = Catalog::parse(
+            "enum Level { LOW HIGH } \
+             type Note @descriptor { a: String! b: Int c: [Level!] d: Boolean! @default(value: true) }",
+        )
+        .unwrap();
+        let judge = |fields| catalog.conforms(&Descriptor::new("Note", fields));
+        // In the type's order, as recorded, and in others, as an older
+        // catalog or another writer may have stored it.
+        assert!(judge(json!({"a": "x", "b": 1, "c": ["LOW"]})));
+        assert!(judge(json!({"c": ["HIGH"], "a": "x"})));
+        assert!(judge(json!({"b": 2, "a": "x", "d": false})));
+        // A field the type no longer has is not read.
+        assert!(judge(json!({"a": "x", "gone": 1})));
+        assert!(judge(json!({"gone": 1, "a": "x"})));
+        // A required field missing, or a value of another type, in either
+        // order, does not conform.
+        assert!(!judge(json!({"b": 1})));
+        assert!(!judge(json!({"b": 1, "gone": "x"})));
+        assert!(!judge(json!({"a": "x", "b": "one"})));
+        assert!(!judge(json!({"b": "one", "a": "x"})));
+        assert!(!judge(json!({"c": ["MIDDLE"], "a": "x"})));
+        assert!(!judge(json!({"a": "x", "c": "LOW"})));
+        // What `record` stores conforms.
+        use async_graphql::{Name, Value};
+        let input = input::DescriptorInput {
+            key: "note".into(),
+            fields: [
+                ("c", Value::List(vec![Value::Enum(Name::new("LOW"))])),
+                ("a", Value::String("y".into())),
+            ]
+            .into_iter()
+            .map(|(k, v)| (Name::new(k), v))
+            .collect(),
+        };
+        assert!(catalog.conforms(&catalog.record(input).unwrap()));
+    }
+
+    #[test]
     fn the_stored_form_is_the_type_beside_the_fields() {
         let d = Descriptor::new("StatusPost", json!({"text": "hi"}));
         let stored = rmp_serde::to_vec_named(&d).unwrap();

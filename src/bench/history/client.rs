@@ -97,7 +97,10 @@ impl Http {
         }
     }
 
-    /// `data` of an answer with no errors; an error otherwise.
+    /// `data` of an answer with no errors; an error otherwise. For the
+    /// harness's own reads and idempotent set-up only: a request left
+    /// unanswered (a process starting again, or a slow server past the
+    /// timeout) is sent again, up to [`TRIES`] times in all.
     pub async fn data(
         &self,
         user: &str,
@@ -105,11 +108,25 @@ impl Http {
         query: &str,
         variables: Value,
     ) -> anyhow::Result<Value> {
-        match self.send(user, service, query, variables).await {
-            Sent::Answer(body) if body.get("errors").is_none() => Ok(body["data"].clone()),
-            Sent::Answer(body) => anyhow::bail!("{query}: {}", body["errors"]),
-            Sent::Refused | Sent::Cut => anyhow::bail!("{query}: no answer"),
+        for _ in 1..TRIES {
+            match self.send(user, service, query, variables.clone()).await {
+                Sent::Refused | Sent::Cut => tokio::time::sleep(Duration::from_secs(1)).await,
+                answered => return answer(query, answered),
+            }
         }
+        answer(query, self.send(user, service, query, variables).await)
+    }
+}
+
+/// How many times the harness sends one of its own requests.
+const TRIES: usize = 3;
+
+/// `data` of an answer with no errors; an error otherwise.
+fn answer(query: &str, sent: Sent) -> anyhow::Result<Value> {
+    match sent {
+        Sent::Answer(body) if body.get("errors").is_none() => Ok(body["data"].clone()),
+        Sent::Answer(body) => anyhow::bail!("{query}: {}", body["errors"]),
+        Sent::Refused | Sent::Cut => anyhow::bail!("{query}: no answer in {TRIES} tries"),
     }
 }
 
