@@ -70,7 +70,10 @@ impl Http {
     pub fn new(base: &str) -> anyhow::Result<Http> {
         Ok(Http {
             http: reqwest::Client::builder()
-                .timeout(Duration::from_secs(20))
+                // A check's read of a dormant reader's feed on a slow
+                // server (the wire server the tests run) merges every
+                // source: seconds, not milliseconds.
+                .timeout(Duration::from_secs(60))
                 .tcp_nodelay(true)
                 .build()?,
             url: format!("{base}/graphql"),
