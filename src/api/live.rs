@@ -38,11 +38,11 @@ use async_graphql::{
 };
 
 use super::access::access;
-use super::plan::{self, EventPlan, Executor};
-use super::types::{ActionSlot, FeedEventNode, SliceEventNode};
+use super::plan::{self, EventPlan, Executor, Whole};
+use super::types::{ActionEventNode, ActionSlot, FeedEventNode, SliceEventNode};
 use super::{loaders, viewer, AppState, Session};
 use crate::events::shared::hole::{CURSOR, ID, OWNER_ID, RESUME_CURSOR};
-use crate::events::shared::{Renders, Template};
+use crate::events::shared::{Renders, Slot, Template};
 use crate::model::Action;
 
 /// The kinds of holes of a template made by an execution.
@@ -56,7 +56,7 @@ const HOLES: usize = 4;
 pub struct Splice(Arc<Mutex<Option<String>>>);
 
 impl Splice {
-    fn put(&self, json: String) {
+    pub(crate) fn put(&self, json: String) {
         *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(json);
     }
 
@@ -216,9 +216,8 @@ impl Writer {
     }
 }
 
-/// The plan of the `feedEvents` or `sliceEvents` field being resolved,
-/// when planned reads are on, its transport takes bytes and a plan covers
-/// its selection.
+/// The plan of the subscription field being resolved, when planned reads
+/// are on, its transport takes bytes and a plan covers its selection.
 pub fn planned(ctx: &Context<'_>) -> Option<Arc<EventPlan>> {
     ctx.data_opt::<Splice>()?;
     let state = ctx.data::<AppState>().ok()?;
@@ -263,8 +262,7 @@ impl OutputType for LiveSliceEvent {
         let written = match (&self.shared, ctx.data::<AppState>(), ctx.data::<Session>()) {
             (Some((plan, splice, renders)), Ok(state), Ok(session)) => {
                 let action = &self.node.0.action;
-                let template = renders
-                    .slot(plan.shape())
+                let template = slot(plan, renders)
                     .get_or_init(|| async {
                         let written = plan.template(state, session, None, Some(action));
                         Box::pin(written).await.map(Arc::new)
@@ -284,8 +282,64 @@ impl OutputType for LiveSliceEvent {
     }
 }
 
+/// One event of an `actionEvents` stream: executed as usual, or written
+/// whole from its selection's plan, once for every subscriber with the
+/// selection (each of whom may read the action).
+pub struct LiveActionEvent {
+    pub node: ActionEventNode,
+    /// The plan and the transport's splice, when the stream is planned.
+    pub shared: Option<(Arc<EventPlan>, Splice)>,
+}
+
+impl OutputType for LiveActionEvent {
+    fn type_name() -> Cow<'static, str> {
+        ActionEventNode::type_name()
+    }
+
+    fn create_type_info(registry: &mut Registry) -> String {
+        ActionEventNode::create_type_info(registry)
+    }
+
+    async fn resolve(
+        &self,
+        ctx: &ContextSelectionSet<'_>,
+        field: &Positioned<Field>,
+    ) -> ServerResult<Value> {
+        let written = match (&self.shared, ctx.data::<AppState>(), ctx.data::<Session>()) {
+            (Some((plan, splice)), Ok(state), Ok(session)) => {
+                let template = slot(plan, &self.node.0.shared)
+                    .get_or_init(|| async {
+                        let written = plan.whole(state, session, Whole::Reaction(&self.node));
+                        let json = Box::pin(written).await?;
+                        Some(Arc::new(Template::split(&json, &[], Vec::new())))
+                    })
+                    .await
+                    .clone();
+                template.map(|t| splice.put(t.fill(&[])))
+            }
+            _ => None,
+        };
+        count(ctx, written.is_some());
+        match written {
+            Some(()) => Ok(Value::Null),
+            None => executed(&self.node, "ActionEvent", ctx, field).await,
+        }
+    }
+}
+
+/// Where an event's template for `plan` is: shared by the event's
+/// subscribers with the selection, or this subscriber's alone when the
+/// selection asks what is each reader's own.
+fn slot(plan: &EventPlan, renders: &Renders) -> Slot {
+    if plan.shared() {
+        renders.slot(plan.shape())
+    } else {
+        Slot::default()
+    }
+}
+
 /// Counts a live event written by a plan, or not.
-fn count(ctx: &ContextSelectionSet<'_>, planned: bool) {
+pub(crate) fn count(ctx: &ContextSelectionSet<'_>, planned: bool) {
     if let Ok(state) = ctx.data::<AppState>() {
         let executor = if planned {
             Executor::Planned
@@ -299,7 +353,7 @@ fn count(ctx: &ContextSelectionSet<'_>, planned: bool) {
 /// An event executed by async-graphql for its subscriber, its fields put in
 /// selection order (as a plan writes them, and as queries answer:
 /// async-graphql writes each field as it finishes).
-async fn executed<T: OutputType>(
+pub(crate) async fn executed<T: OutputType>(
     node: &T,
     type_name: &str,
     ctx: &ContextSelectionSet<'_>,
@@ -425,14 +479,13 @@ impl LiveFeedEvent {
                 (None, _) => false,
             };
         }
-        let slot = renders.slot(plan.shape());
-        let template = slot
+        let template = slot(plan, renders)
             .get_or_init(|| async {
                 let written = plan.template(state, session, Some(&self.node), action.as_deref());
                 Box::pin(written).await.map(Arc::new)
             })
             .await
-            .as_ref()?;
+            .clone()?;
         if readable
             && template
                 .common(crate::events::shared::hole::ACTION)
@@ -441,7 +494,7 @@ impl LiveFeedEvent {
             return None;
         }
         Some(plan::fill(
-            template,
+            &template,
             Some(&self.node),
             &state.cursors,
             readable,

@@ -60,6 +60,7 @@ pub(super) fn publish_reaction(
         action: Arc::new(action.clone()),
         comment: comment.cloned(),
         user: user.map(str::to_owned),
+        shared: Arc::default(),
     };
     state.hub.publish(&topic, Event::Action(Arc::new(event)));
 }

@@ -19,7 +19,7 @@ use super::cursor::ListId;
 use super::error::{coded, not_found, ApiResultExt, LAGGED, UNAUTHENTICATED};
 use super::feed::EVENTS_GRACE_MS;
 use super::global_id::action_id_arg;
-use super::live::{planned, LiveFeedEvent, LiveSliceEvent, Splice, Writer};
+use super::live::{planned, LiveActionEvent, LiveFeedEvent, LiveSliceEvent, Splice, Writer};
 use super::types::{ActionEventNode, ActionNode, FeedEventNode, SliceEventNode};
 use super::{session, state, viewer, AppState, SubscriptionPermit, Viewer};
 use crate::events::shared::Renders;
@@ -341,7 +341,7 @@ impl FeedSubscription {
         &self,
         ctx: &Context<'_>,
         action_id: ID,
-    ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<ActionEventNode>>> {
+    ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<LiveActionEvent>>> {
         let viewer = viewer(ctx)?;
         let id = action_id_arg("actionId", &action_id)?;
         let store = state(ctx)?.store.clone();
@@ -364,11 +364,20 @@ impl FeedSubscription {
             tenant: viewer.tenant.clone(),
             action_id: id,
         };
+        // Planned (or not) as planned reads stand when the stream opens.
+        let shared = planned(ctx).zip(ctx.data_opt::<Splice>().cloned());
         let live = Live::open(ctx, topic)?;
-        Ok(until_error(live, |mut live| async move {
-            let next = live.next_readable(action_event).await?;
-            Some((next, live))
-        }))
+        Ok(until_error(
+            (live, shared),
+            |(mut live, shared)| async move {
+                let next = live.next_readable(action_event).await?;
+                let next = next.map(|node| LiveActionEvent {
+                    node,
+                    shared: shared.clone(),
+                });
+                Some((next, (live, shared)))
+            },
+        ))
     }
 }
 

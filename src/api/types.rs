@@ -559,6 +559,16 @@ impl SliceEventNode {
 /// A reaction to an action.
 pub struct ActionEventNode(pub Arc<ActionEvent>);
 
+impl ActionEventNode {
+    pub(crate) fn own_action_id(&self) -> ID {
+        ID(self.0.action.id.to_hex())
+    }
+
+    pub(crate) fn comment_node(&self) -> Option<CommentNode> {
+        self.0.comment.clone().map(CommentNode)
+    }
+}
+
 #[Object(name = "ActionEvent")]
 impl ActionEventNode {
     async fn kind(&self) -> ActionEventKind {
@@ -566,12 +576,12 @@ impl ActionEventNode {
     }
 
     async fn action_id(&self) -> ID {
-        ID(self.0.action.id.to_hex())
+        self.own_action_id()
     }
 
     /// The new comment, for `COMMENTED`.
     async fn comment(&self) -> Option<CommentNode> {
-        self.0.comment.clone().map(CommentNode)
+        self.comment_node()
     }
 
     /// Who liked or unliked, for `LIKED` / `UNLIKED`.

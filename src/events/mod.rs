@@ -74,6 +74,9 @@ pub struct ActionEvent {
     pub comment: Option<Comment>,
     /// Who liked or unliked, for `Liked` / `Unliked`.
     pub user: Option<String>,
+    /// Its result per selection, shared by the action's subscribers (see
+    /// [`shared`]).
+    pub shared: Arc<shared::Renders>,
 }
 
 /// A change to one user's notifications: groups that were added, that

@@ -279,6 +279,7 @@ impl Signal {
                     action: Arc::new(action),
                     comment,
                     user,
+                    shared: Arc::default(),
                 })),
             )),
             Signal::Notices {

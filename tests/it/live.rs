@@ -16,7 +16,6 @@ use serde_json::{json, Value};
 use tokio::sync::Notify;
 
 use crate::common::{first_error_code, Backend, Client, TestServer, WsClient};
-use crate::planned::canonical;
 
 const EVENT_FIELDS: &str = "kind resumeCursor item { actionId cursor relevancy reason { kind actorId rule by at } action { actionId } }";
 
@@ -29,7 +28,7 @@ fn feed_events(after: Option<&str>) -> String {
     }
 }
 
-async fn comment(client: &Client, action: &str, text: &str) {
+pub(crate) async fn comment(client: &Client, action: &str, text: &str) {
     let data = client
         .data(
             "mutation($a: ID!, $t: String!) { comment(actionId: $a, text: $t) { id } }",
@@ -554,184 +553,6 @@ async fn an_item_added_twice_is_told_once() {
         futures_util::poll!(stream.next()).is_pending(),
         "nothing more"
     );
-}
-
-/// A frontend's live feed: fragments, aliases, a directive by variable, the
-/// action with its actor, descriptor, counts and comments.
-const RICH_EVENTS: &str = "subscription Live($n: Int, $withActor: Boolean!) { \
-    events: feedEvents { __typename kind ...Item resumeCursor } } \
-    fragment Item on FeedEvent { item { __typename id ownerId cursor actionId relevancy \
-    reason { kind actorId rule by at } \
-    action { id actionId actorId conducted to expiresAt hidden scope refIds tags \
-    commentCount likeCount created who: actor @include(if: $withActor) { __typename id userId name } \
-    descriptor { __typename ... on StatusPost { text } } \
-    comments(first: $n) { edges { cursor node { commentId text authorId author { name } created } } \
-    pageInfo { hasNextPage endCursor } } } again: action { actionId } } }";
-
-#[tokio::test]
-async fn feed_events_run_planned_and_answer_as_the_general_executor_does() {
-    let Some(server) = TestServer::start(Backend::Embedded).await else {
-        return;
-    };
-    let service = server.service("acme");
-    for (id, name) in [
-        ("ann", "Ann"),
-        ("bob", "Bob \"✓\""),
-        ("cat", "Cat"),
-        ("dan", "Dan"),
-    ] {
-        service.upsert_user(id, name).await;
-    }
-    for reader in ["ann", "cat"] {
-        let assign = format!("mutation {{ assign(userId: \"{reader}\", refId: \"applicant-9\") }}");
-        assert_eq!(service.data(&assign, json!({})).await["assign"], true);
-        server.client("acme", reader).follow("bob").await;
-    }
-    // Each reader twice: with planned reads off, then on (a stream is
-    // planned or not as it opens). One document, but not one page of
-    // comments: the readers share no template.
-    let mut sockets = Vec::new();
-    for planned in [false, true] {
-        server.server.planner.set_enabled(planned);
-        for (reader, n) in [("ann", 2), ("cat", 0)] {
-            let mut ws = WsClient::as_user(&server.ws_url(), "acme", reader).await;
-            let variables = json!({ "n": n, "withActor": true });
-            ws.subscribe_with("1", RICH_EVENTS, variables).await;
-            sockets.push((reader, planned, ws));
-        }
-        let open = 2 * (1 + u64::from(planned));
-        let deadline = tokio::time::Instant::now() + crate::common::PATIENCE;
-        while server.metric("riverfeed_live_subscriptions").await < open {
-            assert!(tokio::time::Instant::now() < deadline, "subscriptions open");
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-    }
-
-    // Added, bumped by a comment (both are assigned), removed.
-    let bob = server.client("acme", "bob");
-    let action = bob
-        .post_status("hired <b>&\u{2028}", json!({ "refIds": ["applicant-9"] }))
-        .await;
-    bob.wait_delivered(&action).await;
-    let mut events: Vec<(&str, bool, Vec<String>)> = Vec::new();
-    for (reader, planned, ws) in &mut sockets {
-        let payload = ws.next_payload().await;
-        events.push((reader, *planned, vec![canonical(&server, payload)]));
-    }
-    comment(
-        &server.client("acme", "dan"),
-        &action,
-        "a \"strong\" candidate",
-    )
-    .await;
-    for ((_, _, ws), (_, _, got)) in sockets.iter_mut().zip(&mut events) {
-        got.push(canonical(&server, ws.next_payload().await));
-    }
-    let deleted = bob
-        .data(
-            "mutation($a: ID!) { deleteAction(actionId: $a) }",
-            json!({ "a": action }),
-        )
-        .await;
-    assert!(deleted["deleteAction"].is_string(), "{deleted}");
-    for ((_, _, ws), (_, _, got)) in sockets.iter_mut().zip(&mut events) {
-        got.push(canonical(&server, ws.next_payload().await));
-    }
-
-    for reader in ["ann", "cat"] {
-        let of = |planned| {
-            let found = events
-                .iter()
-                .find(|(r, p, _)| *r == reader && *p == planned);
-            &found.expect("a reader's events").2
-        };
-        assert_eq!(of(true), of(false), "{reader}'s events, planned and not");
-        let kinds: Vec<Value> = of(true)
-            .iter()
-            .map(|e| serde_json::from_str::<Value>(e).expect("json"))
-            .map(|e| e["data"]["events"]["kind"].clone())
-            .collect();
-        assert_eq!(kinds, [json!("ADDED"), json!("BUMPED"), json!("REMOVED")]);
-    }
-    // Ann's and cat's, planned, bumped.
-    let bumped = |i: usize| -> Value {
-        let event: Value = serde_json::from_str(&events[i].2[1]).expect("json");
-        event["data"]["events"]["item"]["action"].clone()
-    };
-    let written = bumped(2);
-    assert_eq!(written["who"]["name"], "Bob \"✓\"", "{written}");
-    assert_eq!(
-        written["descriptor"]["text"], "hired <b>&\u{2028}",
-        "{written}"
-    );
-    let comments = &written["comments"]["edges"];
-    assert_eq!(
-        comments[0]["node"]["text"], "a \"strong\" candidate",
-        "{written}"
-    );
-    let none = &bumped(3)["comments"];
-    assert_eq!(none["edges"], json!([]), "{none}");
-    assert_eq!(none["pageInfo"]["hasNextPage"], true, "{none}");
-    assert_eq!(events[3].2[2].matches("\"action\":null").count(), 1);
-
-    let executed = "riverfeed_live_events_total{executor=";
-    let planned = server.counter(&format!("{executed}\"planned\"}}")).await;
-    assert_eq!(planned, 6, "two readers' three events, planned");
-    let fallback = server.counter(&format!("{executed}\"fallback\"}}")).await;
-    assert_eq!(fallback, 6, "and as before");
-    server.stop().await;
-}
-
-/// A slice's live events, planned and not, with one template for the
-/// readers who share a selection.
-#[tokio::test]
-async fn slice_events_run_planned_and_answer_as_the_general_executor_does() {
-    let Some(server) = TestServer::start(Backend::Embedded).await else {
-        return;
-    };
-    server.service("acme").upsert_user("bob", "Bob").await;
-    let query = "subscription S($withActor: Boolean!) { \
-        s: sliceEvents(refId: \"applicant-3\") { __typename ...A } } \
-        fragment A on SliceEvent { action { id actionId actorId conducted scope refIds tags \
-        commentCount likeCount who: actor @include(if: $withActor) { __typename name } \
-        descriptor { __typename ... on StatusPost { text } } \
-        comments(first: 1) { edges { node { text } } pageInfo { hasNextPage } } } }";
-    let mut sockets = Vec::new();
-    for planned in [false, true] {
-        server.server.planner.set_enabled(planned);
-        for reader in ["ann", "cat"] {
-            let mut ws = WsClient::as_user(&server.ws_url(), "acme", reader).await;
-            ws.subscribe_with("1", query, json!({ "withActor": true }))
-                .await;
-            sockets.push(ws);
-        }
-        let open = 2 * (1 + u64::from(planned));
-        let deadline = tokio::time::Instant::now() + crate::common::PATIENCE;
-        while server.metric("riverfeed_live_subscriptions").await < open {
-            assert!(tokio::time::Instant::now() < deadline, "subscriptions open");
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-    }
-    let bob = server.client("acme", "bob");
-    bob.post_status("on <3>", json!({ "refIds": ["applicant-3"] }))
-        .await;
-    let mut got = Vec::new();
-    for ws in &mut sockets {
-        got.push(canonical(&server, ws.next_payload().await));
-    }
-    assert_eq!(got[0], got[2], "ann's event, planned and not");
-    assert_eq!(got[1], got[3], "cat's event, planned and not");
-    let event: Value = serde_json::from_str(&got[3]).expect("json");
-    assert_eq!(
-        event["data"]["s"]["action"]["who"]["name"], "Bob",
-        "{event}"
-    );
-    let executed = "riverfeed_live_events_total{executor=";
-    let planned = server.counter(&format!("{executed}\"planned\"}}")).await;
-    assert_eq!(planned, 2, "two readers' events, planned");
-    let fallback = server.counter(&format!("{executed}\"fallback\"}}")).await;
-    assert_eq!(fallback, 2, "and as before");
-    server.stop().await;
 }
 
 crate::on_both_backends!(

@@ -1,16 +1,25 @@
 //! `notificationEvents`: the viewer's notifications, live.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
+use std::sync::Arc;
 
-use async_graphql::{Context, Enum, SimpleObject, Subscription, ID};
+use async_graphql::parser::types::Field;
+use async_graphql::registry::Registry;
+use async_graphql::{
+    Context, ContextSelectionSet, Enum, OutputType, Positioned, ServerResult, SimpleObject,
+    Subscription, Value, ID,
+};
 use futures_util::stream::Stream;
 
 use super::counts;
 use super::nodes::NotificationGroupNode;
 use crate::api::error::ApiResultExt;
 use crate::api::global_id::GlobalId;
+use crate::api::live::{count, executed, planned, Splice};
+use crate::api::plan::{EventPlan, Whole};
 use crate::api::subscription::{until_error, Live};
-use crate::api::viewer;
+use crate::api::{viewer, AppState, Session};
 use crate::events::{Event, NoticeEvent, Topic};
 use crate::model::{NoticeGroup, ObjectId};
 use crate::store::NoticeSelect;
@@ -43,18 +52,58 @@ pub struct NotificationEvent {
 #[derive(Default)]
 pub struct NotificationSubscription;
 
+/// One event of a `notificationEvents` stream: executed as usual, or
+/// written from its selection's plan (for its subscriber: what it says is
+/// theirs alone).
+pub struct LiveNotificationEvent {
+    event: NotificationEvent,
+    /// The plan and the transport's splice, when the stream is planned.
+    shared: Option<(Arc<EventPlan>, Splice)>,
+}
+
+impl OutputType for LiveNotificationEvent {
+    fn type_name() -> Cow<'static, str> {
+        NotificationEvent::type_name()
+    }
+
+    fn create_type_info(registry: &mut Registry) -> String {
+        NotificationEvent::create_type_info(registry)
+    }
+
+    async fn resolve(
+        &self,
+        ctx: &ContextSelectionSet<'_>,
+        field: &Positioned<Field>,
+    ) -> ServerResult<Value> {
+        let written = match (&self.shared, ctx.data::<AppState>(), ctx.data::<Session>()) {
+            (Some((plan, splice)), Ok(state), Ok(session)) => {
+                let written = plan.whole(state, session, Whole::Notice(&self.event));
+                Box::pin(written).await.map(|json| splice.put(json))
+            }
+            _ => None,
+        };
+        count(ctx, written.is_some());
+        match written {
+            Some(()) => Ok(Value::Null),
+            None => executed(&self.event, "NotificationEvent", ctx, field).await,
+        }
+    }
+}
+
 /// A `notificationEvents` stream: the counts first, then each change.
 struct NoticeStream {
     live: Live,
     pending: VecDeque<NotificationEvent>,
     started: bool,
+    shared: Option<(Arc<EventPlan>, Splice)>,
 }
 
 impl NoticeStream {
-    async fn next(mut self) -> Option<(async_graphql::Result<NotificationEvent>, Self)> {
+    async fn next(mut self) -> Option<(async_graphql::Result<LiveNotificationEvent>, Self)> {
         loop {
             if let Some(event) = self.pending.pop_front() {
-                return Some((Ok(event), self));
+                let shared = self.shared.clone();
+                return Some((Ok(LiveNotificationEvent { event, shared }), self));
             }
             let change = if self.started {
                 match self.live.next().await? {
@@ -133,16 +182,20 @@ impl NotificationSubscription {
     async fn notification_events(
         &self,
         ctx: &Context<'_>,
-    ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<NotificationEvent>>> {
+    ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<LiveNotificationEvent>>>
+    {
         let viewer = viewer(ctx)?;
         let topic = Topic::Notices {
             tenant: viewer.tenant.clone(),
             user: viewer.user.clone(),
         };
+        // Planned (or not) as planned reads stand when the stream opens.
+        let shared = planned(ctx).zip(ctx.data_opt::<Splice>().cloned());
         let stream = NoticeStream {
             live: Live::open(ctx, topic)?,
             pending: VecDeque::new(),
             started: false,
+            shared,
         };
         Ok(until_error(stream, NoticeStream::next))
     }

@@ -27,7 +27,7 @@ use crate::model::limits::page_size;
 use crate::model::{Inbox, MarkerFeed, NoticeGroup, NoticeRange, ObjectId, Position};
 use crate::store::{NoticeSelect, Records};
 
-pub use live::NotificationSubscription;
+pub use live::{NotificationEvent, NotificationSubscription};
 pub use mutation::NotificationMutation;
 use nodes::NotificationGroupEdge;
 pub(crate) use nodes::{actors_first, members_first, NotificationGroupConnection};

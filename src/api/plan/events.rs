@@ -1,17 +1,25 @@
-//! Live events from a plan: a subscription's selection of `FeedEvent` or
-//! `SliceEvent` compiled once, when it subscribes, and each event's shared
-//! part written once per selection from the event's rows by the field
-//! writers the planned queries run, as a template with a hole for each
-//! value that is a subscriber's own ([`crate::events::shared`]).
+//! Live events from a plan: a subscription's selection of `FeedEvent`,
+//! `SliceEvent`, `ActionEvent` or `NotificationEvent` compiled once, when it
+//! subscribes, and each event's shared part written once per selection from
+//! the event's rows by the field writers the planned queries run, as a
+//! template with a hole for each value that is a subscriber's own
+//! ([`crate::events::shared`]).
+//!
+//! An action's reaction (`ActionEvent`) is the same for every subscriber
+//! who may read the action: it is written whole, once per selection. A
+//! `NotificationEvent` is its subscriber's own (their groups, their counts,
+//! the actions they may read): it is written for each subscriber.
 //!
 //! The shared part is all the selection asks but the item's `ownerId`,
 //! `id` and `cursor`, the stream's `resumeCursor`, and whether the
 //! subscriber may read the item's `action` (a slice event reaches only
-//! those who may read its action). The action is written once
-//! too, so a plan covers only what of an action is the same for every
-//! reader who may read it: not `viewerHasLiked`, `readers` or `fanOut`,
-//! and of users (its actor, its comments' authors) their scalar fields.
-//! Anything else, and the event runs as it did before plans.
+//! those who may read its action). The action is written once too when
+//! the selection asks of it only what is the same for every reader who may
+//! read it: not `viewerHasLiked`, `readers` or `fanOut`, and of users (its
+//! actor, its comments' authors, who reacted) their scalar fields. A
+//! selection that asks more is planned all the same, its events written
+//! for each subscriber with the subscriber's own values
+//! ([`EventPlan::shared`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -24,16 +32,19 @@ use super::compile::{
     directive_values, ActionField, Compiler, Fields, Fragments, ItemField, Plan, UserField,
 };
 use super::connection::node_fields;
-use super::run::{action_needs, Bind, Out, Write};
+use super::notices::{self, GroupField, Loaded, Wants};
+use super::run::{action_needs, Bind, Out, Run, Write};
 use crate::api::cursor::CursorKey;
 use crate::api::feed::Needs;
-use crate::api::types::{ActionNode, FeedEventNode};
+use crate::api::notifications::NotificationEvent;
+use crate::api::types::{ActionEventNode, ActionNode, FeedEventNode};
 use crate::api::{AppState, Session};
 use crate::descriptor::catalog::Catalog;
 use crate::events::shared::{hole, Template};
 use crate::model::Action;
 
-/// A field of a `FeedEvent` or a `SliceEvent`.
+/// A field of a `FeedEvent`, a `SliceEvent`, an `ActionEvent` or a
+/// `NotificationEvent`.
 #[derive(Debug)]
 pub enum EventField {
     Typename,
@@ -42,12 +53,34 @@ pub enum EventField {
     Item(Fields<ItemField>),
     /// A slice event's action.
     Action(Fields<ActionField>),
+    /// A reaction's.
+    ActionId,
+    Comment(Fields<CommentField>),
+    User(Fields<UserField>),
+    CommentCount,
+    LikeCount,
+    /// A notification event's.
+    Group(Fields<GroupField>),
+    GroupId,
+    UnseenCount,
+    UnreadCount,
 }
 
-/// A `feedEvents` or `sliceEvents` selection, planned.
+/// An event written whole from a plan, with nothing of it left to each
+/// subscriber to fill in.
+#[derive(Clone, Copy)]
+pub enum Whole<'a> {
+    /// A reaction to an action: the same for each subscriber who may read
+    /// the action.
+    Reaction(&'a ActionEventNode),
+    /// A change to the subscriber's notifications.
+    Notice(&'a NotificationEvent),
+}
+
+/// A live event's selection, planned.
 #[derive(Debug)]
 pub struct EventPlan {
-    /// `FeedEvent` or `SliceEvent`.
+    /// `FeedEvent`, `SliceEvent`, `ActionEvent` or `NotificationEvent`.
     type_name: &'static str,
     /// The subscription field's response key.
     key: Name,
@@ -60,12 +93,14 @@ pub struct EventPlan {
     /// alike write alike, so their subscribers share their events'
     /// templates.
     shape: Arc<str>,
+    /// Whether the selection asks nothing that is each reader's own.
+    shared: bool,
 }
 
 impl EventPlan {
-    /// The plan of the `feedEvents` or `sliceEvents` field `field` of a
-    /// subscription with `fragments` and `variables`, if a plan covers its
-    /// selection.
+    /// The plan of the `feedEvents`, `sliceEvents`, `actionEvents` or
+    /// `notificationEvents` field `field` of a subscription with
+    /// `fragments` and `variables`, if a plan covers its selection.
     pub fn compile(
         field: &Positioned<Field>,
         fragments: &Fragments,
@@ -80,12 +115,14 @@ impl EventPlan {
         let (type_name, fields) = match field.node.name.node.as_str() {
             "feedEvents" => ("FeedEvent", compiler.feed_event(&sets)?),
             "sliceEvents" => ("SliceEvent", compiler.slice_event(&sets)?),
+            "actionEvents" => ("ActionEvent", compiler.action_event(&sets)?),
+            "notificationEvents" => ("NotificationEvent", compiler.notification_event(&sets)?),
             _ => return None,
         };
-        if !actions(&fields).all(alike_for_readers) {
-            tracing::debug!("an event's action asks what is the reader's own");
-            return None;
-        }
+        // A notification event is written for its subscriber alone; the
+        // others for every subscriber of a selection at once, unless it
+        // asks what is each reader's own.
+        let shared = type_name != "NotificationEvent" && alike(&fields);
         let key = field.node.response_key().node.clone();
         // With the variables' values: the arguments below the actions
         // (their comments' `first`) may read them.
@@ -101,7 +138,15 @@ impl EventPlan {
             },
             variables: variables.clone(),
             shape,
+            shared,
         })
+    }
+
+    /// Whether an event is written once for every subscriber of the
+    /// selection (who may read its action); else for each subscriber,
+    /// with what is theirs.
+    pub fn shared(&self) -> bool {
+        self.shared
     }
 
     /// The selection's shape, the key of its templates.
@@ -175,6 +220,9 @@ impl EventPlan {
                     None => out.null(),
                 },
                 EventField::Action(_) => out.own(hole::ACTION, |_| {}),
+                // Compiled for reactions and notifications only, which
+                // are written whole.
+                _ => out.null(),
             }
         }
         out.close();
@@ -196,6 +244,113 @@ impl EventPlan {
         let json = std::str::from_utf8(&out.buf).ok()?;
         Some(Template::split(json, &holes, common))
     }
+}
+
+impl EventPlan {
+    /// The response to `event`, written whole: once for every subscriber
+    /// of the selection who may read the action (a reaction), or for its
+    /// subscriber (a notification event). `None` when it cannot be written
+    /// as async-graphql would answer (a read failed): async-graphql runs
+    /// it, which reports the failure.
+    pub async fn whole(
+        &self,
+        state: &AppState,
+        session: &Session,
+        event: Whole<'_>,
+    ) -> Option<String> {
+        let bind = Bind::new(&self.plan, &self.variables);
+        let write = Write {
+            state,
+            session,
+            bind: &bind,
+        };
+        let groups = self.fields.iter().filter_map(|f| match &f.kind {
+            EventField::Group(fields) => Some(fields),
+            _ => None,
+        });
+        let loaded = match event {
+            Whole::Notice(NotificationEvent {
+                group: Some(group), ..
+            }) if groups.clone().next().is_some() => {
+                let mut wants = Wants::default();
+                for fields in groups {
+                    Wants::of(&bind, fields, &mut wants).ok()?;
+                }
+                let groups = [group];
+                let loaded = notices::load(state, session, &groups, &[], &wants);
+                Some(Box::pin(loaded).await.ok()?)
+            }
+            _ => None,
+        };
+        let mut out = Out::default();
+        out.buf.extend_from_slice(b"{\"data\":");
+        out.open();
+        out.key(&self.key);
+        let written = write.of(&mut out, |run, out| {
+            self.write_whole(run, out, event, loaded.as_ref())
+        });
+        Box::pin(written).await.ok()?;
+        out.close();
+        out.buf.push(b'}');
+        String::from_utf8(out.buf).ok()
+    }
+
+    fn write_whole(&self, run: &Run, out: &mut Out, event: Whole<'_>, loaded: Option<&Loaded>) {
+        out.open();
+        for f in &self.fields {
+            out.key(&f.key);
+            match (&f.kind, event) {
+                (EventField::Typename, _) => out.string(self.type_name),
+                (EventField::Kind, Whole::Reaction(e)) => out.enumerated(e.0.kind),
+                (EventField::Kind, Whole::Notice(e)) => out.enumerated(e.kind),
+                (EventField::ActionId, Whole::Reaction(e)) => out.id(&e.own_action_id()),
+                (EventField::Comment(fields), Whole::Reaction(e)) => match e.comment_node() {
+                    Some(comment) => run.comment(out, fields, &comment),
+                    None => out.null(),
+                },
+                (EventField::User(fields), Whole::Reaction(e)) => match &e.0.user {
+                    Some(id) => run.user_by_id(out, fields, id),
+                    None => out.null(),
+                },
+                (EventField::CommentCount, Whole::Reaction(e)) => {
+                    out.number(e.0.action.counts.comments)
+                }
+                (EventField::LikeCount, Whole::Reaction(e)) => out.number(e.0.action.counts.likes),
+                (EventField::Group(fields), Whole::Notice(e)) => match (&e.group, loaded) {
+                    (Some(group), Some(loaded)) => run.group(out, fields, group, loaded),
+                    _ => out.null(),
+                },
+                (EventField::GroupId, Whole::Notice(e)) => {
+                    out.opt_string(e.group_id.as_ref().map(|id| id.as_str()))
+                }
+                (EventField::UnseenCount, Whole::Notice(e)) => out.number(e.unseen_count),
+                (EventField::UnreadCount, Whole::Notice(e)) => out.number(e.unread_count),
+                // Compiled for the other kinds of event only.
+                _ => out.null(),
+            }
+        }
+        out.close();
+    }
+}
+
+/// Whether what a shared event's `fields` ask is the same for every
+/// subscriber who may read it (their own values aside, which are holes).
+fn alike(fields: &Fields<EventField>) -> bool {
+    let own = fields.iter().all(|f| match &f.kind {
+        EventField::User(user) => scalar_user(user),
+        EventField::Comment(comment) => alike_comment(comment),
+        _ => true,
+    });
+    own && actions(fields).all(alike_for_readers)
+}
+
+/// Whether only a comment's own fields and its author's scalar ones are
+/// asked.
+fn alike_comment(fields: &Fields<CommentField>) -> bool {
+    fields.iter().all(|f| match &f.kind {
+        CommentField::Author(user) => scalar_user(user),
+        _ => true,
+    })
 }
 
 /// The actions an event's `fields` ask for, in the order they are written.
@@ -220,12 +375,7 @@ fn alike_for_readers(fields: &Fields<ActionField>) -> bool {
     fields.iter().all(|f| match &f.kind {
         ActionField::ViewerHasLiked | ActionField::Readers | ActionField::FanOut(_) => false,
         ActionField::Actor(user) => scalar_user(user),
-        ActionField::Comments { fields, .. } => node_fields(fields).all(|comment| {
-            comment.iter().all(|f| match &f.kind {
-                CommentField::Author(user) => scalar_user(user),
-                _ => true,
-            })
-        }),
+        ActionField::Comments { fields, .. } => node_fields(fields).all(alike_comment),
         _ => true,
     })
 }
@@ -249,6 +399,43 @@ impl<'a> Compiler<'a> {
             "item" => Self::leaf(occ, ())
                 .and_then(|()| this.item(&Self::subsets(occ)))
                 .map(EventField::Item),
+            _ => None,
+        })
+    }
+
+    fn action_event(&self, sets: &[&'a SelectionSet]) -> Option<Fields<EventField>> {
+        self.object(sets, "ActionEvent", |this, name, occ| match name {
+            "__typename" => Some(EventField::Typename),
+            "kind" => Self::leaf(occ, EventField::Kind),
+            "actionId" => Self::leaf(occ, EventField::ActionId),
+            "comment" => {
+                let fields =
+                    Self::leaf(occ, ()).and_then(|()| this.comment(&Self::subsets(occ)))?;
+                // Its author's profile is read below.
+                this.reads_below();
+                Some(EventField::Comment(fields))
+            }
+            "user" => {
+                let fields = Self::leaf(occ, ()).and_then(|()| this.user(&Self::subsets(occ)))?;
+                this.reads_below();
+                Some(EventField::User(fields))
+            }
+            "commentCount" => Self::leaf(occ, EventField::CommentCount),
+            "likeCount" => Self::leaf(occ, EventField::LikeCount),
+            _ => None,
+        })
+    }
+
+    fn notification_event(&self, sets: &[&'a SelectionSet]) -> Option<Fields<EventField>> {
+        self.object(sets, "NotificationEvent", |this, name, occ| match name {
+            "__typename" => Some(EventField::Typename),
+            "kind" => Self::leaf(occ, EventField::Kind),
+            "group" => Self::leaf(occ, ())
+                .and_then(|()| this.group(&Self::subsets(occ)))
+                .map(EventField::Group),
+            "groupId" => Self::leaf(occ, EventField::GroupId),
+            "unseenCount" => Self::leaf(occ, EventField::UnseenCount),
+            "unreadCount" => Self::leaf(occ, EventField::UnreadCount),
             _ => None,
         })
     }

@@ -5,7 +5,7 @@
 //! async-graphql stays the schema: it parses, validates and costs every
 //! document, serves introspection, mutations and subscriptions, and answers
 //! every operation a plan does not cover, its answer put in selection
-//! order as a plan's is ([`order`]). A subscription's feed events are
+//! order as a plan's is ([`order`]). Every subscription's events are
 //! written from a plan of their selection too ([`events`]). [`Planner`]
 //! holds whether plans run at all (`--planned-reads`), so the two executors
 //! can be compared on the same store.
@@ -35,7 +35,7 @@ use async_graphql::{Name, Response, ServerError, ServerResult, ValidationResult,
 use async_graphql_value::ConstValue;
 
 use self::compile::Plan;
-pub use self::events::{fill, EventPlan};
+pub use self::events::{fill, EventPlan, Whole};
 pub use self::order::field_in_selection_order;
 use super::{AppState, Identity, Session};
 use crate::descriptor::catalog::Catalog;

@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 use crate::common::{Backend, Client, TestServer};
 
 mod by_id;
+mod live;
 
 /// A frontend's feed page: actions, actors, descriptors and counts.
 const PAGE: &str =
