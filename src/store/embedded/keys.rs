@@ -59,6 +59,9 @@ pub mod graph {
     pub const RELATION_OUT: u8 = 19;
     /// `(relation, tenant, to, from)` → its attributes.
     pub const RELATION_IN: u8 = 20;
+    /// `(tenant, owner)` → how many of the owner's groups are listed and
+    /// unread, changed in the batch that changes one of them.
+    pub const NOTICE_UNREAD: u8 = 21;
 }
 
 /// Tags that share the `queue` family.

@@ -1,11 +1,18 @@
 //! Notifications in the `graph` family: each group whole under its key,
 //! with an index by id and one by position (`last` then id, newest first)
-//! whose value says whether the group is visible and unread (inboxes are
-//! records, notice jobs are on the job queue). Every write decides under the
-//! lock of its owner's group key, a removal as well as a put.
+//! whose value says whether the group is visible and unread, and each
+//! owner's count of groups listed and unread (inboxes are records, notice
+//! jobs are on the job queue). Every write decides under the lock of its
+//! group's key and its owner's count, a removal as well as a put, and
+//! changes the count in the batch that changes the group.
+//!
+//! The badge counts read no more than they count: the unread count is one
+//! read, and the unseen groups are the newest, read from the top of the
+//! position index down to the seen watermark.
 
 use async_trait::async_trait;
 use rocksdb::WriteBatch;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::families::GRAPH;
@@ -37,6 +44,13 @@ fn order_prefix(tenant: &str, owner: &str) -> Vec<u8> {
         .into_vec()
 }
 
+fn unread_key(tenant: &str, owner: &str) -> Vec<u8> {
+    Key::tag(tag::NOTICE_UNREAD)
+        .str(tenant)
+        .str(owner)
+        .into_vec()
+}
+
 /// Newest first: `last` and then the id, both descending.
 fn order_key(tenant: &str, owner: &str, last: Millis, id: ObjectId) -> Vec<u8> {
     let mut key = order_prefix(tenant, owner);
@@ -61,6 +75,11 @@ struct Flags {
     last: Millis,
     visible: bool,
     unread: bool,
+}
+
+/// Whether `group` counts as unread: listed, with an unread member.
+fn counted_unread(group: &NoticeGroup) -> bool {
+    group.visible > 0 && group.unread > 0
 }
 
 /// Index entries one scan of an owner's groups reads at a time.
@@ -99,55 +118,112 @@ impl Inner {
         Ok(groups)
     }
 
-    /// Puts `group`, or removes it, under its version (see [`NoticeWrite`]).
+    /// Puts `group`, or removes it, under its version (see [`NoticeWrite`]),
+    /// and moves its owner's unread count with it.
     fn write_notice_group(&self, group: &NoticeGroup, remove: bool) -> StoreResult<bool> {
         let (t, o) = (group.tenant.as_str(), group.owner.as_str());
         let key = group_key(t, o, &group.key);
-        let _lock = self.lock(&[&key]);
+        let unread_at = unread_key(t, o);
+        let _lock = self.lock(&[&key, &unread_at]);
         let stored: Option<NoticeGroup> = self
             .get(GRAPH, &key)?
             .map(|v| keys::decode_record(&v))
             .transpose()?;
         let cf = self.cf(GRAPH);
         let mut batch = WriteBatch::default();
-        match &stored {
-            None if !remove && group.version == 1 => {}
+        let was_unread = match &stored {
+            None if !remove && group.version == 1 => false,
             Some(old) if !remove && old.version + 1 == group.version && old.id == group.id => {
                 batch.delete_cf(cf, order_key(t, o, old.last, old.id));
+                counted_unread(old)
             }
             Some(old) if remove && old.version == group.version && old.id == group.id => {
                 batch.delete_cf(cf, &key);
                 batch.delete_cf(cf, id_key(t, o, old.id));
                 batch.delete_cf(cf, order_key(t, o, old.last, old.id));
+                self.move_unread(&mut batch, t, o, counted_unread(old), false)?;
                 self.commit(batch)?;
                 return Ok(true);
             }
             _ => return Ok(false),
-        }
+        };
         batch.put_cf(cf, &key, keys::encode_record(group)?);
         batch.put_cf(cf, id_key(t, o, group.id), group.key.as_bytes());
         let entry = Entry {
             key: group.key.clone(),
             last: group.last,
             visible: group.visible > 0,
-            unread: group.visible > 0 && group.unread > 0,
+            unread: counted_unread(group),
         };
         batch.put_cf(
             cf,
             order_key(t, o, group.last, group.id),
             keys::encode_record(&entry)?,
         );
+        self.move_unread(&mut batch, t, o, was_unread, entry.unread)?;
         self.commit(batch)?;
         Ok(true)
     }
 
-    /// Every index entry of `owner`, newest first, from `before` on.
-    fn entries(
+    /// Puts into `batch` the owner's unread count as a group that was
+    /// counted (`was`) is now counted or not (`is`); the caller holds the
+    /// count's lock. An owner whose groups were written before counts were
+    /// kept is counted from the index first.
+    fn move_unread(
+        &self,
+        batch: &mut WriteBatch,
+        tenant: &str,
+        owner: &str,
+        was: bool,
+        is: bool,
+    ) -> StoreResult<()> {
+        if was == is {
+            return Ok(());
+        }
+        let count = match self.stored_unread(tenant, owner)? {
+            Some(count) => count,
+            None => self.unread_in_index(tenant, owner)?,
+        };
+        let count = if is {
+            count + 1
+        } else {
+            count.saturating_sub(1)
+        };
+        let key = unread_key(tenant, owner);
+        batch.put_cf(self.cf(GRAPH), key, count.to_be_bytes());
+        Ok(())
+    }
+
+    /// The owner's unread count as kept, if it is.
+    fn stored_unread(&self, tenant: &str, owner: &str) -> StoreResult<Option<u64>> {
+        let Some(value) = self.get(GRAPH, &unread_key(tenant, owner))? else {
+            return Ok(None);
+        };
+        let bytes: [u8; 8] = value
+            .as_slice()
+            .try_into()
+            .map_err(|_| keys::corrupt("notice unread count"))?;
+        Ok(Some(u64::from_be_bytes(bytes)))
+    }
+
+    /// The owner's unread count, counted from the position index.
+    fn unread_in_index(&self, tenant: &str, owner: &str) -> StoreResult<u64> {
+        let mut unread = 0;
+        self.entries(tenant, owner, None, |e: Flags| {
+            unread += u64::from(e.visible && e.unread);
+            Ok(true)
+        })?;
+        Ok(unread)
+    }
+
+    /// Every index entry of `owner`, newest first, from `before` on, read
+    /// whole ([`Entry`]) or without its key ([`Flags`]).
+    fn entries<E: DeserializeOwned>(
         &self,
         tenant: &str,
         owner: &str,
         before: Option<(Millis, ObjectId)>,
-        mut each: impl FnMut(Entry) -> StoreResult<bool>,
+        mut each: impl FnMut(E) -> StoreResult<bool>,
     ) -> StoreResult<()> {
         let prefix = order_prefix(tenant, owner);
         let lower = match before {
@@ -185,7 +261,7 @@ impl Inner {
             return Ok(Vec::new());
         }
         let mut keys_listed = Vec::new();
-        self.entries(tenant, owner, range.before, |e| {
+        self.entries(tenant, owner, range.before, |e: Entry| {
             if e.visible && (!range.unread_only || e.unread) {
                 keys_listed.push(e.key);
             }
@@ -200,25 +276,27 @@ impl Inner {
         owner: &str,
         seen_until: Millis,
     ) -> StoreResult<NoticeCounts> {
-        // Every entry, in one pass, read without its key: only the flags
-        // count.
-        let mut counts = NoticeCounts::default();
-        let prefix = order_prefix(tenant, owner);
-        self.scan_prefix(GRAPH, &prefix, &prefix, usize::MAX, |_, v| {
-            let e: Flags = keys::decode_record(v)?;
-            if e.visible {
-                counts.unseen += u64::from(e.last > seen_until);
-                counts.unread += u64::from(e.unread);
+        // The unseen are the newest: read down to the watermark, without
+        // their keys (only the flags count).
+        let mut unseen = 0;
+        self.entries(tenant, owner, None, |e: Flags| {
+            if e.last <= seen_until {
+                return Ok(false);
             }
-            Ok(())
+            unseen += u64::from(e.visible);
+            Ok(true)
         })?;
-        Ok(counts)
+        let unread = match self.stored_unread(tenant, owner)? {
+            Some(unread) => unread,
+            None => self.unread_in_index(tenant, owner)?,
+        };
+        Ok(NoticeCounts { unseen, unread })
     }
 
     fn beyond(&self, tenant: &str, owner: &str, keep: usize) -> StoreResult<Vec<NoticeGroup>> {
         let mut keys_beyond = Vec::new();
         let mut seen = 0usize;
-        self.entries(tenant, owner, None, |e| {
+        self.entries(tenant, owner, None, |e: Entry| {
             seen += 1;
             if seen > keep {
                 keys_beyond.push(e.key);
@@ -288,5 +366,61 @@ impl NoticeStore for EmbeddedStore {
         seen_until: Millis,
     ) -> StoreResult<NoticeCounts> {
         self.inner()?.notice_counts(tenant, owner, seen_until)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Notice, NoticeReason};
+
+    fn group(owner: &str, key: &str, at: Millis) -> NoticeGroup {
+        let mut group = NoticeGroup::new("t", owner, key, NoticeReason::Like);
+        group.add(Notice {
+            id: ObjectId::new(),
+            source: format!("{key}:0"),
+            reason: NoticeReason::Like,
+            actor: "ann".into(),
+            action_id: Some(ObjectId::new()),
+            comment_id: None,
+            ref_id: None,
+            at,
+            read: false,
+            archived: false,
+        });
+        group.version = 1;
+        group
+    }
+
+    #[test]
+    fn an_owner_written_before_counts_were_kept_is_counted_from_the_index_then_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = EmbeddedStore::open(dir.path()).unwrap();
+        let inner = &store.inner().unwrap();
+        let mut groups: Vec<NoticeGroup> = (0..3)
+            .map(|n| group("mary", &format!("g{n}"), 100 + n))
+            .collect();
+        for g in &groups {
+            assert!(inner.write_notice_group(g, false).unwrap());
+        }
+        assert_eq!(inner.stored_unread("t", "mary").unwrap(), Some(3));
+        // As an earlier version left it: groups, no count.
+        let mut batch = WriteBatch::default();
+        batch.delete_cf(inner.cf(GRAPH), unread_key("t", "mary"));
+        inner.commit(batch).unwrap();
+        let counts = inner.notice_counts("t", "mary", 100).unwrap();
+        assert_eq!((counts.unseen, counts.unread), (2, 3));
+        assert_eq!(inner.stored_unread("t", "mary").unwrap(), None);
+        // A write that leaves the count alone keeps none; one that moves
+        // it counts the index first.
+        groups[1].version = 2;
+        assert!(inner.write_notice_group(&groups[1], false).unwrap());
+        assert_eq!(inner.stored_unread("t", "mary").unwrap(), None);
+        groups[0].mark_read(None);
+        groups[0].version = 2;
+        assert!(inner.write_notice_group(&groups[0], false).unwrap());
+        assert_eq!(inner.stored_unread("t", "mary").unwrap(), Some(2));
+        let counts = inner.notice_counts("t", "mary", 0).unwrap();
+        assert_eq!((counts.unseen, counts.unread), (3, 2));
     }
 }

@@ -209,6 +209,29 @@ pub(super) async fn notice_counts(store: &dyn Store) -> Result<()> {
         },
         "{got:?}"
     );
+    // Read again (a new member), then removed: counted, then not.
+    b.add(notice("b:late", "u9", 260));
+    b.version = 3;
+    ensure!(store.put_notice_group(&b).await?);
+    let got = store.notice_counts(T, owner, 250).await?;
+    ensure!(
+        got == NoticeCounts {
+            unseen: 2,
+            unread: 3
+        },
+        "{got:?}"
+    );
+    ensure!(store.write_notice_group(NoticeWrite::Remove(&b)).await?);
+    // A stale write changes nothing, the count included.
+    ensure!(!store.put_notice_group(&b).await?);
+    let got = store.notice_counts(T, owner, 250).await?;
+    ensure!(
+        got == NoticeCounts {
+            unseen: 1,
+            unread: 2
+        },
+        "{got:?}"
+    );
     Ok(())
 }
 
@@ -234,6 +257,14 @@ pub(super) async fn notice_trimming(store: &dyn Store) -> Result<()> {
     ensure!(store.notice_group(T, owner, "g2").await?.is_some());
     ensure!(store.notice_group(T, "t-john", "g0").await?.is_some());
     ensure!(store.trim_notices(T, owner, 3).await?.is_empty());
+    let got = store.notice_counts(T, owner, 0).await?;
+    ensure!(
+        got == NoticeCounts {
+            unseen: 2,
+            unread: 2
+        },
+        "trimmed: {got:?}"
+    );
     let page = store
         .notice_groups(T, owner, NoticeSelect::Page(range(10)))
         .await?;
