@@ -12,7 +12,7 @@ use std::hash::Hash;
 
 use futures_util::future::join_all;
 
-use super::run::Fallback;
+use super::bind::Fallback;
 use crate::api::comments::{comments_page, CommentConnection};
 use crate::api::deliveries::{page as deliveries_page, DeliveryState, WebhookDeliveryConnection};
 use crate::api::query::users_by_id;

@@ -6,12 +6,14 @@
 //! does not parse, say) leaves the request to async-graphql, which nulls
 //! what the specification says it nulls.
 
+use super::actions::{action_needs, ActionField, ItemField};
+use super::bind::{Bind, Fallback};
 use super::comments::CommentField;
-use super::compile::{
-    arg, ActionField, Arg, Compiler, Fields, ItemField, Occurrences, RootField, UserField,
-};
+use super::compile::{arg, Arg, Compiler, Fields, Occurrences};
 use super::notices::{self, GroupField, Loaded, NoticeField, Wants};
-use super::run::{action_needs, Bind, Fallback, Out, Run};
+use super::out::Out;
+use super::run::Run;
+use super::users::UserField;
 use crate::api::feed::Needs;
 use crate::api::global_id::{action_id_arg, user_id_arg};
 use crate::api::node::{self, Node, NodeNeeds};
@@ -67,7 +69,7 @@ pub(super) enum Found {
 impl<'a> Compiler<'a> {
     /// `action`, `actions` or `user`, named by their current argument
     /// (the deprecated `id` / `ids` are left to async-graphql).
-    pub(super) fn by_id(&self, name: &str, occ: &Occurrences<'a>) -> Option<RootField> {
+    pub(super) fn by_id(&self, name: &str, occ: &Occurrences<'a>) -> Option<ById> {
         let only = |arg_name: &str| {
             let args = &occ[0].node.arguments;
             args.len() == 1 && args[0].0.node == arg_name
@@ -100,7 +102,7 @@ impl<'a> Compiler<'a> {
             },
             _ => return None,
         };
-        Some(RootField::ById(by_id))
+        Some(by_id)
     }
 }
 

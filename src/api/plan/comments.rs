@@ -6,14 +6,23 @@
 use async_graphql::parser::types::SelectionSet;
 
 use super::below::PageOf;
-use super::compile::{arg, ActionField, Arg, Compiler, Fields, Occurrences, UserField};
+use super::compile::{arg, only, Arg, Compiler, Fields, Occurrences};
 use super::connection::{Connection, Names};
-use super::notices::only;
-use super::run::{Out, Run};
+use super::out::Out;
+use super::run::Run;
+use super::users::UserField;
 use crate::api::comments::CommentNode;
 use crate::api::types::ActionNode;
 
 const COMMENTS: Names = ("CommentConnection", "CommentEdge");
+
+/// A page of an action's comments, as its arguments ask.
+#[derive(Debug)]
+pub struct CommentPage {
+    pub first: Arg,
+    pub after: Arg,
+    pub fields: Fields<Connection<Fields<CommentField>>>,
+}
 
 #[derive(Debug)]
 pub enum CommentField {
@@ -29,7 +38,7 @@ pub enum CommentField {
 
 impl<'a> Compiler<'a> {
     /// `Action.comments(first:, after:)`.
-    pub(super) fn comments(&self, occ: &Occurrences<'a>) -> Option<ActionField> {
+    pub(super) fn comments(&self, occ: &Occurrences<'a>) -> Option<CommentPage> {
         if !only(occ, &["first", "after"]) {
             return None;
         }
@@ -37,7 +46,7 @@ impl<'a> Compiler<'a> {
             this.comment(sets)
         })?;
         self.reads_below();
-        Some(ActionField::Comments {
+        Some(CommentPage {
             first: arg(occ[0], "first"),
             after: arg(occ[0], "after"),
             fields,
@@ -64,28 +73,23 @@ impl<'a> Compiler<'a> {
 impl Run<'_> {
     /// An action's `comments`: noted on the first pass, written on the
     /// second.
-    pub(super) fn comments(
-        &self,
-        out: &mut Out,
-        (first, after): (&Arg, &Arg),
-        fields: &Fields<Connection<Fields<CommentField>>>,
-        node: &ActionNode,
-    ) {
-        let (Ok(first), Ok(after)) = (self.bind.int(first), self.bind.string(after)) else {
+    pub(super) fn comments(&self, out: &mut Out, page: &CommentPage, node: &ActionNode) {
+        let (Ok(first), Ok(after)) = (self.bind.int(&page.first), self.bind.string(&page.after))
+        else {
             self.below.cannot_bind();
             return out.null();
         };
-        let page = PageOf {
+        let of = PageOf {
             action: node.action.id,
             first,
             after,
         };
-        let Some(c) = self.below.comments(page) else {
+        let Some(c) = self.below.comments(of) else {
             return out.null();
         };
         self.plain_connection(
             out,
-            fields,
+            &page.fields,
             COMMENTS,
             (&c.edges, &c.page_info),
             |out, comment, edge| self.comment(out, comment, &edge.node),

@@ -6,7 +6,8 @@
 use async_graphql::parser::types::SelectionSet;
 
 use super::compile::{Compiler, Fields, Occurrences};
-use super::run::{Out, Run};
+use super::out::Out;
+use super::run::Run;
 use crate::api::page::{Cursored, PageInfo};
 
 /// A field of a connection whose nodes are planned as `N`, with fields of

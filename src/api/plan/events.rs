@@ -27,13 +27,15 @@ use std::sync::Arc;
 use async_graphql::parser::types::{Field, SelectionSet};
 use async_graphql::{Name, Positioned, Variables};
 
+use super::actions::{action_needs, ActionField, ItemField};
+use super::bind::Bind;
 use super::comments::CommentField;
-use super::compile::{
-    directive_values, ActionField, Compiler, Fields, Fragments, ItemField, Plan, UserField,
-};
+use super::compile::{directive_values, Compiler, Fields, Fragments, Scope};
 use super::connection::node_fields;
 use super::notices::{self, GroupField, Loaded, Wants};
-use super::run::{action_needs, Bind, Out, Run, Write};
+use super::out::Out;
+use super::run::{Run, Write};
+use super::users::UserField;
 use crate::api::cursor::CursorKey;
 use crate::api::feed::Needs;
 use crate::api::notifications::NotificationEvent;
@@ -87,7 +89,7 @@ pub struct EventPlan {
     fields: Fields<EventField>,
     /// For arguments below the actions (their comments): the operation's
     /// variables and their definitions, and whether rows below are read.
-    plan: Plan,
+    scope: Scope,
     variables: Variables,
     /// The plan written out, with the values of the variables: two plans
     /// alike write alike, so their subscribers share their events'
@@ -131,8 +133,7 @@ impl EventPlan {
             type_name,
             key,
             fields,
-            plan: Plan {
-                root: Vec::new(),
+            scope: Scope {
                 below: compiler.reads_rows_below(),
                 variables: variable_definitions,
             },
@@ -171,7 +172,7 @@ impl EventPlan {
         feed: Option<&FeedEventNode>,
         action: Option<&Action>,
     ) -> Option<Template> {
-        let bind = Bind::new(&self.plan, &self.variables);
+        let bind = Bind::new(&self.scope, &self.variables);
         let write = Write {
             state,
             session,
@@ -258,7 +259,7 @@ impl EventPlan {
         session: &Session,
         event: Whole<'_>,
     ) -> Option<String> {
-        let bind = Bind::new(&self.plan, &self.variables);
+        let bind = Bind::new(&self.scope, &self.variables);
         let write = Write {
             state,
             session,
@@ -375,7 +376,7 @@ fn alike_for_readers(fields: &Fields<ActionField>) -> bool {
     fields.iter().all(|f| match &f.kind {
         ActionField::ViewerHasLiked | ActionField::Readers | ActionField::FanOut(_) => false,
         ActionField::Actor(user) => scalar_user(user),
-        ActionField::Comments { fields, .. } => node_fields(fields).all(alike_comment),
+        ActionField::Comments(page) => node_fields(&page.fields).all(alike_comment),
         _ => true,
     })
 }

@@ -8,10 +8,13 @@ use std::collections::HashMap;
 
 use async_graphql::parser::types::SelectionSet;
 
-use super::compile::{arg, Arg, Compiler, Fields, ItemField, Occurrences, RootField, UserField};
+use super::actions::{action_needs, ItemField};
+use super::bind::{Bind, Fallback};
+use super::compile::{arg, only, Arg, Compiler, Fields, Occurrences};
 use super::connection::{node_fields, Connection, Names};
-use super::notices::only;
-use super::run::{action_needs, Bind, Fallback, Out, Run};
+use super::out::Out;
+use super::run::Run;
+use super::users::UserField;
 use crate::api::aggregate::{aggregated_page, FeedItemGroupConnection, FeedItemGroupNode};
 use crate::api::cost::bounded_first;
 use crate::api::feed::Needs;
@@ -52,9 +55,16 @@ pub enum ItemGroupField {
     ActionIds,
 }
 
+/// `aggregatedFeed`, planned.
+#[derive(Debug)]
+pub struct Aggregated {
+    pub args: GroupsArgs,
+    pub fields: Fields<Connection<Fields<ItemGroupField>>>,
+}
+
 impl<'a> Compiler<'a> {
     /// `aggregatedFeed(first:, after:)`.
-    pub(super) fn aggregated(&self, occ: &Occurrences<'a>) -> Option<RootField> {
+    pub(super) fn aggregated(&self, occ: &Occurrences<'a>) -> Option<Aggregated> {
         if !only(occ, &["first", "after"]) {
             return None;
         }
@@ -65,7 +75,7 @@ impl<'a> Compiler<'a> {
         let fields = self.plain_connection(&Self::subsets(occ), GROUPS, |this, sets| {
             this.item_group(sets)
         })?;
-        Some(RootField::Aggregated { args, fields })
+        Some(Aggregated { args, fields })
     }
 
     fn item_group(&self, sets: &[&'a SelectionSet]) -> Option<Fields<ItemGroupField>> {

@@ -1,9 +1,9 @@
 //! Where the viewer stopped reading, planned: `markers(feeds:)`, read by
 //! the function its resolver calls and written from the viewer's inbox.
 
-use super::compile::{arg, Arg, Compiler, Fields, Occurrences, RootField};
-use super::notices::only;
-use super::run::{Bind, Fallback, Out};
+use super::bind::{Bind, Fallback};
+use super::compile::{arg, only, Arg, Compiler, Fields, Occurrences};
+use super::out::Out;
 use crate::api::notifications::{self, MarkerNode};
 use crate::api::{AppState, Session};
 use crate::model::MarkerFeed;
@@ -19,7 +19,7 @@ pub enum MarkerField {
 
 impl<'a> Compiler<'a> {
     /// `markers(feeds:)`.
-    pub(super) fn markers(&self, occ: &Occurrences<'a>) -> Option<RootField> {
+    pub(super) fn markers(&self, occ: &Occurrences<'a>) -> Option<(Arg, Fields<MarkerField>)> {
         if !only(occ, &["feeds"]) {
             return None;
         }
@@ -31,10 +31,7 @@ impl<'a> Compiler<'a> {
             "updatedAt" => Self::leaf(occ, MarkerField::UpdatedAt),
             _ => None,
         })?;
-        Some(RootField::Markers {
-            feeds: arg(occ[0], "feeds"),
-            fields,
-        })
+        Some((arg(occ[0], "feeds"), fields))
     }
 }
 

@@ -10,7 +10,9 @@
 //! holds whether plans run at all (`--planned-reads`), so the two executors
 //! can be compared on the same store.
 
+mod actions;
 mod below;
+mod bind;
 mod by_id;
 mod comments;
 mod compile;
@@ -20,6 +22,8 @@ mod groups;
 mod markers;
 mod notices;
 mod order;
+mod out;
+mod root;
 mod run;
 mod users;
 mod webhooks;
@@ -34,9 +38,9 @@ use async_graphql::parser::types::ExecutableDocument;
 use async_graphql::{Name, Response, ServerError, ServerResult, ValidationResult, Variables};
 use async_graphql_value::ConstValue;
 
-use self::compile::Plan;
 pub use self::events::{fill, EventPlan, Whole};
 pub use self::order::field_in_selection_order;
+use self::root::Plan;
 use super::{AppState, Identity, Session};
 use crate::descriptor::catalog::Catalog;
 
@@ -172,7 +176,7 @@ impl Entry {
         {
             return found.plan.clone();
         }
-        let plan = compile::compile(
+        let plan = root::compile(
             &self.document,
             operation,
             &self.directive_variables,
@@ -395,9 +399,9 @@ impl Extension for PlannedRequest {
         ) {
             (Some(entry), Some(slot), Some(session), Some(state)) => {
                 match entry.plan(operation_name, &variables, &state.descriptors) {
-                    Some(plan) => match run::run(&plan, state, session, &variables).await {
+                    Some(plan) => match root::run(&plan, state, session, &variables).await {
                         Ok(written) => Some((slot, written)),
-                        Err(run::Fallback) => {
+                        Err(bind::Fallback) => {
                             tracing::debug!("a variable does not coerce as the plan reads it");
                             None
                         }

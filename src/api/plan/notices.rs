@@ -8,9 +8,13 @@ use std::collections::HashMap;
 
 use async_graphql::parser::types::SelectionSet;
 
-use super::compile::{arg, ActionField, Arg, Compiler, Fields, Occurrences, RootField, UserField};
+use super::actions::{action_needs, ActionField};
+use super::bind::{Bind, Fallback};
+use super::compile::{arg, only, Arg, Compiler, Fields, Occurrences};
 use super::connection::{node_fields, Connection, Names};
-use super::run::{action_needs, Bind, Fallback, Out, Run};
+use super::out::Out;
+use super::run::Run;
+use super::users::UserField;
 use crate::api::access::access_for;
 use crate::api::feed::Needs;
 use crate::api::notifications::{
@@ -78,18 +82,16 @@ pub enum NoticeField {
     Read,
 }
 
-/// Whether every argument of a key's occurrences is one of `known`.
-pub(super) fn only(occ: &Occurrences<'_>, known: &[&str]) -> bool {
-    occ[0]
-        .node
-        .arguments
-        .iter()
-        .all(|(n, _)| known.contains(&n.node.as_str()))
+/// `notifications`, planned.
+#[derive(Debug)]
+pub struct Notices {
+    pub args: NoticesArgs,
+    pub fields: Fields<Connection<Fields<GroupField>, NoticesOwn>>,
 }
 
 impl<'a> Compiler<'a> {
     /// `notifications(first:, after:, unreadOnly:)`.
-    pub(super) fn notifications(&self, occ: &Occurrences<'a>) -> Option<RootField> {
+    pub(super) fn notifications(&self, occ: &Occurrences<'a>) -> Option<Notices> {
         if !only(occ, &["first", "after", "unreadOnly"]) {
             return None;
         }
@@ -109,7 +111,7 @@ impl<'a> Compiler<'a> {
             |this, sets| this.group(sets),
             own,
         )?;
-        Some(RootField::Notifications { args, fields })
+        Some(Notices { args, fields })
     }
 
     pub(super) fn group(&self, sets: &[&'a SelectionSet]) -> Option<Fields<GroupField>> {

@@ -7,14 +7,31 @@
 use async_graphql::parser::types::SelectionSet;
 
 use super::below::UsersOf;
-use super::compile::{arg, Arg, Compiler, Fields, Occurrences, UserField};
+use super::compile::{arg, only, Arg, Compiler, Fields, Occurrences};
 use super::connection::{Connection, Names};
-use super::notices::only;
-use super::run::{Out, Run};
+use super::out::Out;
+use super::run::Run;
 use crate::api::user_node::{UserList, UserNode};
 use crate::model::Membership;
 
 const USERS: Names = ("UserConnection", "UserEdge");
+
+#[derive(Debug)]
+pub enum UserField {
+    Typename,
+    Id,
+    UserId,
+    Name,
+    List {
+        list: UserList,
+        first: Arg,
+        after: Arg,
+        fields: Fields<Connection<Fields<UserField>>>,
+    },
+    Supervisor(Fields<UserField>),
+    Assignments,
+    Groups(Fields<MembershipField>),
+}
 
 #[derive(Debug)]
 pub enum MembershipField {

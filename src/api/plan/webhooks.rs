@@ -6,10 +6,11 @@
 //! from the same functions the async-graphql resolvers call.
 
 use super::below::DeliveriesOf;
-use super::compile::{arg, Arg, Compiler, Fields, Occurrences, RootField};
+use super::bind::{enumerated, Bind, Fallback};
+use super::compile::{arg, only, Arg, Compiler, Fields, Occurrences};
 use super::connection::{Connection, Names};
-use super::notices::only;
-use super::run::{enumerated, Bind, Fallback, Out, Run};
+use super::out::Out;
+use super::run::Run;
 use crate::api::deliveries::{DeliveryState, WebhookDelivery};
 use crate::api::webhooks::{self, WebhookNode};
 use crate::api::{AppState, Session};
@@ -67,7 +68,7 @@ pub enum Hooks {
 
 impl<'a> Compiler<'a> {
     /// `webhooks` or `webhook(webhookId:)`.
-    pub(super) fn webhooks(&self, name: &str, occ: &Occurrences<'a>) -> Option<RootField> {
+    pub(super) fn webhooks(&self, name: &str, occ: &Occurrences<'a>) -> Option<Hooks> {
         let sets = Self::subsets(occ);
         let hooks = match name {
             "webhooks" => Hooks::All(Self::leaf(occ, ()).and_then(|()| self.webhook(&sets))?),
@@ -77,7 +78,7 @@ impl<'a> Compiler<'a> {
             },
             _ => return None,
         };
-        Some(RootField::Webhooks(hooks))
+        Some(hooks)
     }
 
     fn webhook(
