@@ -22,7 +22,7 @@
 //! subscriber. An execution (or a plan's read) that fails or reports an
 //! error makes no template: its subscriber gets its own result, and the
 //! others execute theirs. A slice's events are planned the same way
-//! ([`LiveSliceEvent`]): the action, which reaches only those who may read
+//! ([`LiveEvent`]): the action, which reaches only those who may read
 //! it, is all they share. `/metrics` counts the events each way
 //! (`riverfeed_live_events_total{executor}`).
 
@@ -56,7 +56,7 @@ const HOLES: usize = 4;
 pub struct Splice(Arc<Mutex<Option<String>>>);
 
 impl Splice {
-    pub(crate) fn put(&self, json: String) {
+    fn put(&self, json: String) {
         *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(json);
     }
 
@@ -236,68 +236,41 @@ pub fn planned(ctx: &Context<'_>) -> Option<Arc<EventPlan>> {
     planned.map(Arc::new)
 }
 
-/// One event of a `sliceEvents` stream: executed as usual, or written
-/// from its selection's plan, once for every subscriber with the selection.
-pub struct LiveSliceEvent {
-    pub node: SliceEventNode,
-    /// The plan, the transport's splice and the event's renders, when the
-    /// stream is planned.
-    pub shared: Option<(Arc<EventPlan>, Splice, Arc<Renders>)>,
-}
+/// An event's node that a plan can write: how, for a subscriber of a
+/// selection with `plan`, and the name its type has for async-graphql.
+pub trait PlannedEvent: OutputType {
+    const NAME: &'static str;
 
-impl OutputType for LiveSliceEvent {
-    fn type_name() -> Cow<'static, str> {
-        SliceEventNode::type_name()
-    }
-
-    fn create_type_info(registry: &mut Registry) -> String {
-        SliceEventNode::create_type_info(registry)
-    }
-
-    async fn resolve(
+    /// The subscriber's response, whole (its transport sends it), or
+    /// `None` when async-graphql is to execute it (a read failed).
+    fn written(
         &self,
-        ctx: &ContextSelectionSet<'_>,
-        field: &Positioned<Field>,
-    ) -> ServerResult<Value> {
-        let written = match (&self.shared, ctx.data::<AppState>(), ctx.data::<Session>()) {
-            (Some((plan, splice, renders)), Ok(state), Ok(session)) => {
-                let action = &self.node.0.action;
-                let template = slot(plan, renders)
-                    .get_or_init(|| async {
-                        let written = plan.template(state, session, None, Some(action));
-                        Box::pin(written).await.map(Arc::new)
-                    })
-                    .await
-                    .clone();
-                // A slice event reaches only those who may read its action.
-                template.map(|t| splice.put(plan::fill(&t, None, &state.cursors, true)))
-            }
-            _ => None,
-        };
-        count(ctx, written.is_some());
-        match written {
-            Some(()) => Ok(Value::Null),
-            None => executed(&self.node, "SliceEvent", ctx, field).await,
-        }
-    }
+        plan: &EventPlan,
+        renders: Option<&Renders>,
+        state: &AppState,
+        session: &Session,
+    ) -> impl std::future::Future<Output = Option<String>> + Send;
 }
 
-/// One event of an `actionEvents` stream: executed as usual, or written
-/// whole from its selection's plan, once for every subscriber with the
-/// selection (each of whom may read the action).
-pub struct LiveActionEvent {
-    pub node: ActionEventNode,
+/// One event of a `sliceEvents`, `actionEvents` or `notificationEvents`
+/// stream: executed as usual, or written from its selection's plan (once
+/// for every subscriber of the selection, where `renders` are the event's
+/// shared ones).
+pub struct LiveEvent<N> {
+    pub node: N,
     /// The plan and the transport's splice, when the stream is planned.
-    pub shared: Option<(Arc<EventPlan>, Splice)>,
+    pub plan: Option<(Arc<EventPlan>, Splice)>,
+    /// The templates the event's subscribers share, when they share one.
+    pub renders: Option<Arc<Renders>>,
 }
 
-impl OutputType for LiveActionEvent {
+impl<N: PlannedEvent + Sync> OutputType for LiveEvent<N> {
     fn type_name() -> Cow<'static, str> {
-        ActionEventNode::type_name()
+        N::type_name()
     }
 
     fn create_type_info(registry: &mut Registry) -> String {
-        ActionEventNode::create_type_info(registry)
+        N::create_type_info(registry)
     }
 
     async fn resolve(
@@ -305,41 +278,80 @@ impl OutputType for LiveActionEvent {
         ctx: &ContextSelectionSet<'_>,
         field: &Positioned<Field>,
     ) -> ServerResult<Value> {
-        let written = match (&self.shared, ctx.data::<AppState>(), ctx.data::<Session>()) {
+        let written = match (&self.plan, ctx.data::<AppState>(), ctx.data::<Session>()) {
             (Some((plan, splice)), Ok(state), Ok(session)) => {
-                let template = slot(plan, &self.node.0.shared)
-                    .get_or_init(|| async {
-                        let written = plan.whole(state, session, Whole::Reaction(&self.node));
-                        let json = Box::pin(written).await?;
-                        Some(Arc::new(Template::split(&json, &[], Vec::new())))
-                    })
-                    .await
-                    .clone();
-                template.map(|t| splice.put(t.fill(&[])))
+                let renders = self.renders.as_deref();
+                let written = self.node.written(plan, renders, state, session);
+                Box::pin(written).await.map(|json| splice.put(json))
             }
             _ => None,
         };
         count(ctx, written.is_some());
         match written {
             Some(()) => Ok(Value::Null),
-            None => executed(&self.node, "ActionEvent", ctx, field).await,
+            None => executed(&self.node, N::NAME, ctx, field).await,
         }
+    }
+}
+
+impl PlannedEvent for SliceEventNode {
+    const NAME: &'static str = "SliceEvent";
+
+    async fn written(
+        &self,
+        plan: &EventPlan,
+        renders: Option<&Renders>,
+        state: &AppState,
+        session: &Session,
+    ) -> Option<String> {
+        let action = &self.0.action;
+        let template = slot(plan, renders)
+            .get_or_init(|| async {
+                let written = plan.template(state, session, None, Some(action));
+                Box::pin(written).await.map(Arc::new)
+            })
+            .await
+            .clone()?;
+        // A slice event reaches only those who may read its action.
+        Some(plan::fill(&template, None, &state.cursors, true))
+    }
+}
+
+impl PlannedEvent for ActionEventNode {
+    const NAME: &'static str = "ActionEvent";
+
+    async fn written(
+        &self,
+        plan: &EventPlan,
+        renders: Option<&Renders>,
+        state: &AppState,
+        session: &Session,
+    ) -> Option<String> {
+        let template = slot(plan, renders)
+            .get_or_init(|| async {
+                let written = plan.whole(state, session, Whole::Reaction(self));
+                let json = Box::pin(written).await?;
+                Some(Arc::new(Template::split(&json, &[], Vec::new())))
+            })
+            .await
+            .clone()?;
+        Some(template.fill(&[]))
     }
 }
 
 /// Where an event's template for `plan` is: shared by the event's
 /// subscribers with the selection, or this subscriber's alone when the
-/// selection asks what is each reader's own.
-fn slot(plan: &EventPlan, renders: &Renders) -> Slot {
-    if plan.shared() {
-        renders.slot(plan.shape())
-    } else {
-        Slot::default()
+/// selection asks what is each reader's own (or the event has no renders
+/// to share).
+fn slot(plan: &EventPlan, renders: Option<&Renders>) -> Slot {
+    match renders {
+        Some(renders) if plan.shared() => renders.slot(plan.shape()),
+        _ => Slot::default(),
     }
 }
 
 /// Counts a live event written by a plan, or not.
-pub(crate) fn count(ctx: &ContextSelectionSet<'_>, planned: bool) {
+fn count(ctx: &ContextSelectionSet<'_>, planned: bool) {
     if let Ok(state) = ctx.data::<AppState>() {
         let executor = if planned {
             Executor::Planned
@@ -353,7 +365,7 @@ pub(crate) fn count(ctx: &ContextSelectionSet<'_>, planned: bool) {
 /// An event executed by async-graphql for its subscriber, its fields put in
 /// selection order (as a plan writes them, and as queries answer:
 /// async-graphql writes each field as it finishes).
-pub(crate) async fn executed<T: OutputType>(
+async fn executed<T: OutputType>(
     node: &T,
     type_name: &str,
     ctx: &ContextSelectionSet<'_>,
@@ -479,7 +491,7 @@ impl LiveFeedEvent {
                 (None, _) => false,
             };
         }
-        let template = slot(plan, renders)
+        let template = slot(plan, Some(renders))
             .get_or_init(|| async {
                 let written = plan.template(state, session, Some(&self.node), action.as_deref());
                 Box::pin(written).await.map(Arc::new)

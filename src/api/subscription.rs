@@ -19,7 +19,7 @@ use super::cursor::ListId;
 use super::error::{coded, not_found, ApiResultExt, LAGGED, UNAUTHENTICATED};
 use super::feed::EVENTS_GRACE_MS;
 use super::global_id::action_id_arg;
-use super::live::{planned, LiveActionEvent, LiveFeedEvent, LiveSliceEvent, Splice, Writer};
+use super::live::{planned, LiveEvent, LiveFeedEvent, Splice, Writer};
 use super::types::{ActionEventNode, ActionNode, FeedEventNode, SliceEventNode};
 use super::{session, state, viewer, AppState, SubscriptionPermit, Viewer};
 use crate::events::shared::Renders;
@@ -313,7 +313,8 @@ impl FeedSubscription {
         &self,
         ctx: &Context<'_>,
         ref_id: ID,
-    ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<LiveSliceEvent>>> {
+    ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<LiveEvent<SliceEventNode>>>>
+    {
         let ref_id = normalize_id("refId", &ref_id).api()?;
         let tenant = viewer(ctx)?.tenant.clone();
         // Planned (or not) as planned reads stand when the stream opens.
@@ -323,11 +324,10 @@ impl FeedSubscription {
             (live, shared),
             |(mut live, shared)| async move {
                 let next = live.next_readable(slice_event).await?;
-                let next = next.map(|(node, renders)| LiveSliceEvent {
+                let next = next.map(|(node, renders)| LiveEvent {
                     node,
-                    shared: shared
-                        .as_ref()
-                        .map(|(plan, splice)| (plan.clone(), splice.clone(), renders)),
+                    plan: shared.clone(),
+                    renders: Some(renders),
                 });
                 Some((next, (live, shared)))
             },
@@ -341,7 +341,8 @@ impl FeedSubscription {
         &self,
         ctx: &Context<'_>,
         action_id: ID,
-    ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<LiveActionEvent>>> {
+    ) -> async_graphql::Result<impl Stream<Item = async_graphql::Result<LiveEvent<ActionEventNode>>>>
+    {
         let viewer = viewer(ctx)?;
         let id = action_id_arg("actionId", &action_id)?;
         let store = state(ctx)?.store.clone();
@@ -371,9 +372,10 @@ impl FeedSubscription {
             (live, shared),
             |(mut live, shared)| async move {
                 let next = live.next_readable(action_event).await?;
-                let next = next.map(|node| LiveActionEvent {
+                let next = next.map(|node: ActionEventNode| LiveEvent {
+                    renders: Some(node.0.shared.clone()),
                     node,
-                    shared: shared.clone(),
+                    plan: shared.clone(),
                 });
                 Some((next, (live, shared)))
             },

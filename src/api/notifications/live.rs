@@ -1,25 +1,20 @@
 //! `notificationEvents`: the viewer's notifications, live.
 
-use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use async_graphql::parser::types::Field;
-use async_graphql::registry::Registry;
-use async_graphql::{
-    Context, ContextSelectionSet, Enum, OutputType, Positioned, ServerResult, SimpleObject,
-    Subscription, Value, ID,
-};
+use async_graphql::{Context, Enum, SimpleObject, Subscription, ID};
 use futures_util::stream::Stream;
 
 use super::counts;
 use super::nodes::NotificationGroupNode;
 use crate::api::error::ApiResultExt;
 use crate::api::global_id::GlobalId;
-use crate::api::live::{count, executed, planned, Splice};
+use crate::api::live::{planned, LiveEvent, PlannedEvent, Splice};
 use crate::api::plan::{EventPlan, Whole};
 use crate::api::subscription::{until_error, Live};
 use crate::api::{viewer, AppState, Session};
+use crate::events::shared::Renders;
 use crate::events::{Event, NoticeEvent, Topic};
 use crate::model::{NoticeGroup, ObjectId};
 use crate::store::NoticeSelect;
@@ -52,41 +47,21 @@ pub struct NotificationEvent {
 #[derive(Default)]
 pub struct NotificationSubscription;
 
-/// One event of a `notificationEvents` stream: executed as usual, or
-/// written from its selection's plan (for its subscriber: what it says is
-/// theirs alone).
-pub struct LiveNotificationEvent {
-    event: NotificationEvent,
-    /// The plan and the transport's splice, when the stream is planned.
-    shared: Option<(Arc<EventPlan>, Splice)>,
-}
+/// One event of a `notificationEvents` stream.
+type LiveNotificationEvent = LiveEvent<NotificationEvent>;
 
-impl OutputType for LiveNotificationEvent {
-    fn type_name() -> Cow<'static, str> {
-        NotificationEvent::type_name()
-    }
+impl PlannedEvent for NotificationEvent {
+    const NAME: &'static str = "NotificationEvent";
 
-    fn create_type_info(registry: &mut Registry) -> String {
-        NotificationEvent::create_type_info(registry)
-    }
-
-    async fn resolve(
+    /// Written for its subscriber: what it says is theirs alone.
+    async fn written(
         &self,
-        ctx: &ContextSelectionSet<'_>,
-        field: &Positioned<Field>,
-    ) -> ServerResult<Value> {
-        let written = match (&self.shared, ctx.data::<AppState>(), ctx.data::<Session>()) {
-            (Some((plan, splice)), Ok(state), Ok(session)) => {
-                let written = plan.whole(state, session, Whole::Notice(&self.event));
-                Box::pin(written).await.map(|json| splice.put(json))
-            }
-            _ => None,
-        };
-        count(ctx, written.is_some());
-        match written {
-            Some(()) => Ok(Value::Null),
-            None => executed(&self.event, "NotificationEvent", ctx, field).await,
-        }
+        plan: &EventPlan,
+        _: Option<&Renders>,
+        state: &AppState,
+        session: &Session,
+    ) -> Option<String> {
+        plan.whole(state, session, Whole::Notice(self)).await
     }
 }
 
@@ -101,9 +76,14 @@ struct NoticeStream {
 impl NoticeStream {
     async fn next(mut self) -> Option<(async_graphql::Result<LiveNotificationEvent>, Self)> {
         loop {
-            if let Some(event) = self.pending.pop_front() {
-                let shared = self.shared.clone();
-                return Some((Ok(LiveNotificationEvent { event, shared }), self));
+            if let Some(node) = self.pending.pop_front() {
+                let plan = self.shared.clone();
+                let event = LiveEvent {
+                    node,
+                    plan,
+                    renders: None,
+                };
+                return Some((Ok(event), self));
             }
             let change = if self.started {
                 match self.live.next().await? {
