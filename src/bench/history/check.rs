@@ -18,10 +18,17 @@ use super::ops::{Entry, Op, Scope, World};
 pub struct Violation {
     pub what: String,
     pub entities: Vec<String>,
+    /// A reader whose feed lacks an action (by its id), for a look at what
+    /// the store holds of it ([`super::probe`]).
+    pub lacking: Option<(String, String)>,
 }
 
 pub fn violation(what: String, entities: Vec<String>) -> Violation {
-    Violation { what, entities }
+    Violation {
+        what,
+        entities,
+        lacking: None,
+    }
 }
 
 fn act(label: &str) -> String {
@@ -550,13 +557,15 @@ pub fn feeds(
         }
         for a in found.by_id.values() {
             if !held.contains_key(a.id.as_str()) && visible(model, seen, &reader, a) == Must::Yes {
-                out.push(violation(
+                let mut lacks = violation(
                     format!(
                         "[{model_name}] {reader}'s feed lacks {} ({} by {}), which they may see",
                         a.label, a.scope, a.actor
                     ),
                     here(Some(a)),
-                ));
+                );
+                lacks.lacking = Some((reader.clone(), a.id.clone()));
+                out.push(lacks);
             }
         }
     }

@@ -21,6 +21,7 @@ pub mod model;
 pub mod notices;
 pub mod observe;
 pub mod ops;
+pub mod probe;
 pub mod procs;
 pub mod receiver;
 pub mod report;
@@ -193,7 +194,24 @@ pub async fn run(config: &HistoryConfig) -> anyhow::Result<HistoryResult> {
         p.kill().await;
     }
     end_abandoned_transactions(&config.backend).await;
-    let (violations, unjudged, models) = outcome?;
+    let (mut violations, unjudged, models) = outcome?;
+    let lacking: Vec<(String, String)> = violations
+        .iter()
+        .filter_map(|v| v.lacking.clone())
+        .collect();
+    if !lacking.is_empty() {
+        let url = match &config.backend {
+            Backend::Embedded(dir) => format!("embedded:{}", dir.display()),
+            Backend::Mongo(uri) => uri.clone(),
+        };
+        let mut looked = probe::probe(&url, &lacking).await.into_iter();
+        for v in violations.iter_mut().filter(|v| v.lacking.is_some()) {
+            match looked.next() {
+                Some(line) => v.what = format!("{}\n  {line}", v.what),
+                None => break,
+            }
+        }
+    }
     if !violations.is_empty() {
         // The whole history beside the processes' logs, for a closer look.
         let whole: String = history.iter().map(|e| format!("{e}\n")).collect();
