@@ -5,10 +5,11 @@
 use serde_json::json;
 
 use super::webhooks::{register, service, FLAGS};
+use super::Mongo;
 use crate::common::free_port;
-use crate::processes::{database, drop_db, Proc};
+use crate::processes::Proc;
 
-async fn a_deletion_cut_off_after_its_change_is_told(store: &str) {
+async fn a_deletion_cut_off_after_its_change_is_told(store: &str, mongo: Option<&Mongo>) {
     let crash = [("RIVERFEED_CRASH_AFTER_CHANGE", "1")];
     let first = Proc::start_with(free_port(), "serve", store, &FLAGS, &crash).await;
     let id = register(
@@ -31,6 +32,9 @@ async fn a_deletion_cut_off_after_its_change_is_told(store: &str) {
     assert!(cut_off.is_none(), "the process died: {cut_off:?}");
     let mut first = first;
     first.exited().await;
+    if let Some(mongo) = mongo {
+        mongo.end_abandoned().await;
+    }
 
     let mut next = Proc::start_on(free_port(), "serve", store, &FLAGS).await;
     let read = next
@@ -65,15 +69,14 @@ async fn a_deletion_cut_off_after_its_change_is_told(store: &str) {
 async fn a_deletion_cut_off_after_its_change_is_told_embedded() {
     let dir = tempfile::tempdir().expect("dir");
     let store = format!("embedded:{}", dir.path().display());
-    a_deletion_cut_off_after_its_change_is_told(&store).await;
+    a_deletion_cut_off_after_its_change_is_told(&store, None).await;
 }
 
 #[tokio::test]
 async fn a_deletion_cut_off_after_its_change_is_told_on_mongodb() {
-    let Some(uri) = database("deletion_told") else {
+    let Some(mongo) = Mongo::start("deletion_told").await else {
         return;
     };
-    drop_db(&uri).await;
-    a_deletion_cut_off_after_its_change_is_told(&uri).await;
-    drop_db(&uri).await;
+    a_deletion_cut_off_after_its_change_is_told(&mongo.uri, Some(&mongo)).await;
+    mongo.stop().await;
 }

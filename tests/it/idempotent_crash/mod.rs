@@ -6,7 +6,7 @@
 
 use serde_json::{json, Value};
 
-use crate::common::free_port;
+use crate::common::{free_port, OwnMongo};
 use crate::processes::{database, drop_db, Proc};
 
 mod events;
@@ -14,6 +14,50 @@ mod webhooks;
 mod writes;
 
 const T: &str = "acme";
+
+/// A database for a test that kills a process: on a MongoDB server of the
+/// test's own (SecantusDB, started for it), or on the shared one where no
+/// binary is at hand (a real mongod's `MONGODB_URI`). A process killed
+/// inside a transaction leaves it open, and the wire server ends it only
+/// when its registry is next used, which the clients waiting on the
+/// transaction's locks never do: on a server of its own the test ends
+/// every session after the kill (`killAllSessions`), as mongod would a
+/// minute later, and no other test's sessions end with them.
+struct Mongo {
+    own: Option<OwnMongo>,
+    uri: String,
+}
+
+impl Mongo {
+    async fn start(name: &str) -> Option<Self> {
+        let mut own = OwnMongo::new();
+        let uri = match own.as_mut() {
+            Some(own) => {
+                own.start().await;
+                own.uri_for(name)
+            }
+            None => database(name)?,
+        };
+        drop_db(&uri).await;
+        Some(Self { own, uri })
+    }
+
+    /// Ends the transactions a killed process left open, on a server of
+    /// the test's own (mongod ends them itself).
+    async fn end_abandoned(&self) {
+        if self.own.is_some() {
+            let backend = riverfeed::bench::history::Backend::Mongo(self.uri.clone());
+            riverfeed::bench::history::end_abandoned_transactions(&backend).await;
+        }
+    }
+
+    async fn stop(mut self) {
+        drop_db(&self.uri).await;
+        if let Some(own) = self.own.as_mut() {
+            own.stop().await;
+        }
+    }
+}
 
 /// A status post and a comment, in one request, neither with an id of
 /// the caller's own: only the key can make a retry find them.
@@ -101,7 +145,7 @@ async fn next_after_kill(store: &str, user: &str, key: &str, extra: &[&str]) -> 
     Proc::start_on(free_port(), "serve", store, extra).await
 }
 
-async fn a_keyed_request_cut_off_by_a_kill_is_written_once(store: &str) {
+async fn a_keyed_request_cut_off_by_a_kill_is_written_once(store: &str, mongo: Option<&Mongo>) {
     let crash = [("RIVERFEED_CRASH_BEFORE_KEEPING", "1")];
     let mut first = Proc::start_with(free_port(), "serve", store, &[], &crash).await;
     let bob = first.client("bob");
@@ -113,6 +157,9 @@ async fn a_keyed_request_cut_off_by_a_kill_is_written_once(store: &str) {
         "the process died before it answered: {cut_off:?}"
     );
     first.exited().await;
+    if let Some(mongo) = mongo {
+        mongo.end_abandoned().await;
+    }
 
     let mut next = next_after_kill(store, "bob", "cut-1", &[]).await;
     let (status, answer) = post_keyed(next.base(), "cut-1", &body)
@@ -158,15 +205,14 @@ async fn a_keyed_request_cut_off_by_a_kill_is_written_once(store: &str) {
 async fn a_keyed_request_cut_off_by_a_kill_is_written_once_embedded() {
     let dir = tempfile::tempdir().expect("dir");
     let store = format!("embedded:{}", dir.path().display());
-    a_keyed_request_cut_off_by_a_kill_is_written_once(&store).await;
+    a_keyed_request_cut_off_by_a_kill_is_written_once(&store, None).await;
 }
 
 #[tokio::test]
 async fn a_keyed_request_cut_off_by_a_kill_is_written_once_on_mongodb() {
-    let Some(uri) = database("keyed_cut_off") else {
+    let Some(mongo) = Mongo::start("keyed_cut_off").await else {
         return;
     };
-    drop_db(&uri).await;
-    a_keyed_request_cut_off_by_a_kill_is_written_once(&uri).await;
-    drop_db(&uri).await;
+    a_keyed_request_cut_off_by_a_kill_is_written_once(&mongo.uri, Some(&mongo)).await;
+    mongo.stop().await;
 }
