@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use riverfeed::bench::history::{self, Backend, HistoryConfig, HistoryResult};
 
-use crate::common::{drop_database, mongodb_database_uri, mongodb_uri, OwnMongo};
+use crate::processes::Mongo;
 
 /// The seed, from `RIVERFEED_HISTORY_SEED` to replay a failure, else drawn.
 fn seed() -> u64 {
@@ -89,32 +89,15 @@ async fn killed_api_processes_and_workers_on_mongodb_keep_every_acknowledged_his
     // After each kill the harness ends every session on the server
     // (`end_abandoned_transactions`): on a server of the test's own, so the
     // other tests' sessions on the shared one are left alone.
-    let mut own = OwnMongo::new();
-    let uri = match own.as_mut() {
-        Some(own) => {
-            own.start().await;
-            own.uri_for("history")
-        }
-        None => match mongodb_uri() {
-            Some(base) => mongodb_database_uri(&base, "history"),
-            None => return,
-        },
+    let Some(server) = Mongo::start("history").await else {
+        return;
     };
+    let uri = server.uri.clone();
     let logs = logs();
     let mut config = config(Backend::Mongo(uri.clone()), logs.path());
     config.model = "push".into();
     config.also_read_under = vec!["rivers".into()];
     let result = history::run(&config).await;
-    match own.as_mut() {
-        Some(own) => own.stop().await,
-        None => {
-            let client = mongodb::Client::with_uri_str(&uri).await.expect("client");
-            let name = uri
-                .rsplit_once('/')
-                .and_then(|(_, rest)| rest.split('?').next())
-                .expect("a database");
-            drop_database(&client.database(name)).await;
-        }
-    }
+    server.stop().await;
     assert_clean(&result.expect("the run"), logs);
 }

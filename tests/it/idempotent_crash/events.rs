@@ -5,9 +5,8 @@
 use serde_json::json;
 
 use super::webhooks::{register, service, FLAGS};
-use super::Mongo;
 use crate::common::free_port;
-use crate::processes::Proc;
+use crate::processes::{Mongo, Proc};
 
 async fn a_deletion_cut_off_after_its_change_is_told(store: &str, mongo: Option<&Mongo>) {
     let crash = [("RIVERFEED_CRASH_AFTER_CHANGE", "1")];

@@ -6,58 +6,14 @@
 
 use serde_json::{json, Value};
 
-use crate::common::{free_port, OwnMongo};
-use crate::processes::{database, drop_db, Proc};
+use crate::common::free_port;
+use crate::processes::{Mongo, Proc};
 
 mod events;
 mod webhooks;
 mod writes;
 
 const T: &str = "acme";
-
-/// A database for a test that kills a process: on a MongoDB server of the
-/// test's own (SecantusDB, started for it), or on the shared one where no
-/// binary is at hand (a real mongod's `MONGODB_URI`). A process killed
-/// inside a transaction leaves it open, and the wire server ends it only
-/// when its registry is next used, which the clients waiting on the
-/// transaction's locks never do: on a server of its own the test ends
-/// every session after the kill (`killAllSessions`), as mongod would a
-/// minute later, and no other test's sessions end with them.
-struct Mongo {
-    own: Option<OwnMongo>,
-    uri: String,
-}
-
-impl Mongo {
-    async fn start(name: &str) -> Option<Self> {
-        let mut own = OwnMongo::new();
-        let uri = match own.as_mut() {
-            Some(own) => {
-                own.start().await;
-                own.uri_for(name)
-            }
-            None => database(name)?,
-        };
-        drop_db(&uri).await;
-        Some(Self { own, uri })
-    }
-
-    /// Ends the transactions a killed process left open, on a server of
-    /// the test's own (mongod ends them itself).
-    async fn end_abandoned(&self) {
-        if self.own.is_some() {
-            let backend = riverfeed::bench::history::Backend::Mongo(self.uri.clone());
-            riverfeed::bench::history::end_abandoned_transactions(&backend).await;
-        }
-    }
-
-    async fn stop(mut self) {
-        drop_db(&self.uri).await;
-        if let Some(own) = self.own.as_mut() {
-            own.stop().await;
-        }
-    }
-}
 
 /// A status post and a comment, in one request, neither with an id of
 /// the caller's own: only the key can make a retry find them.

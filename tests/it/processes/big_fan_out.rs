@@ -11,17 +11,10 @@ async fn a_worker_killed_in_a_big_fan_out_is_taken_over_and_every_reader_gets_on
     // A wire server of its own where there is one to start (tests/run):
     // this test's 50,000 writes then run beside the other tests', on the
     // other core.
-    let mut own = OwnMongo::new();
-    let uri = match own.as_mut() {
-        Some(own) => {
-            own.start().await;
-            own.uri_for("procs_takeover")
-        }
-        None => match database("procs_takeover") {
-            Some(uri) => uri,
-            None => return,
-        },
+    let Some(server) = Mongo::start("procs_takeover").await else {
+        return;
     };
+    let uri = server.uri.clone();
     // The followers go straight into a fresh database's `edges`, as plain
     // inserts before the store indexes them (an import's upserts take
     // minutes for this many on the test server).
@@ -161,8 +154,5 @@ async fn a_worker_killed_in_a_big_fan_out_is_taken_over_and_every_reader_gets_on
         owners.len()
     );
     drop(workers);
-    match own.as_mut() {
-        Some(own) => own.stop().await,
-        None => drop_db(&uri).await,
-    }
+    server.stop().await;
 }

@@ -166,6 +166,56 @@ pub(crate) fn database(test: &str) -> Option<String> {
     Some(mongodb_database_uri(&mongodb_uri()?, test))
 }
 
+/// A database for a test that kills processes or loads the server: on a
+/// MongoDB wire server of the test's own (SecantusDB, started for it), or
+/// on the shared one where no binary is at hand (a real mongod's
+/// `MONGODB_URI`). A process killed inside a transaction leaves it open,
+/// and the wire server ends it only when its registry is next used, which
+/// the clients waiting on the transaction's locks never do: on a server of
+/// its own a test can end every session after a kill (`killAllSessions`),
+/// as mongod would a minute later, and no other test's sessions end with
+/// them.
+pub(crate) struct Mongo {
+    own: Option<OwnMongo>,
+    pub uri: String,
+}
+
+impl Mongo {
+    /// `None` where there is no MongoDB to test against.
+    pub(crate) async fn start(name: &str) -> Option<Self> {
+        let mut own = OwnMongo::new();
+        let uri = match own.as_mut() {
+            Some(own) => {
+                own.start().await;
+                own.uri_for(name)
+            }
+            None => {
+                let uri = database(name)?;
+                drop_db(&uri).await;
+                uri
+            }
+        };
+        Some(Self { own, uri })
+    }
+
+    /// Ends the transactions a killed process left open, on a server of
+    /// the test's own (mongod ends them itself).
+    pub(crate) async fn end_abandoned(&self) {
+        if self.own.is_some() {
+            let backend = riverfeed::bench::history::Backend::Mongo(self.uri.clone());
+            riverfeed::bench::history::end_abandoned_transactions(&backend).await;
+        }
+    }
+
+    /// Stops a server of the test's own; drops the database of a shared one.
+    pub(crate) async fn stop(mut self) {
+        match self.own.as_mut() {
+            Some(own) => own.stop().await,
+            None => drop_db(&self.uri).await,
+        }
+    }
+}
+
 pub(crate) async fn drop_db(uri: &str) {
     let client = mongodb::Client::with_uri_str(uri).await.expect("client");
     let name = uri
