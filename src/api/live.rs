@@ -260,7 +260,8 @@ pub struct LiveEvent<N> {
     pub node: N,
     /// The plan and the transport's splice, when the stream is planned.
     pub plan: Option<(Arc<EventPlan>, Splice)>,
-    /// The templates the event's subscribers share, when they share one.
+    /// The templates the event's subscribers share, when the node does not
+    /// carry them itself.
     pub renders: Option<Arc<Renders>>,
 }
 
@@ -323,11 +324,12 @@ impl PlannedEvent for ActionEventNode {
     async fn written(
         &self,
         plan: &EventPlan,
-        renders: Option<&Renders>,
+        _: Option<&Renders>,
         state: &AppState,
         session: &Session,
     ) -> Option<String> {
-        let template = slot(plan, renders)
+        // The event carries the renders its subscribers share.
+        let template = slot(plan, Some(&self.0.shared))
             .get_or_init(|| async {
                 let written = plan.whole(state, session, Whole::Reaction(self));
                 let json = Box::pin(written).await?;

@@ -372,10 +372,10 @@ impl FeedSubscription {
             (live, shared),
             |(mut live, shared)| async move {
                 let next = live.next_readable(action_event).await?;
-                let next = next.map(|node: ActionEventNode| LiveEvent {
-                    renders: Some(node.0.shared.clone()),
+                let next = next.map(|node| LiveEvent {
                     node,
                     plan: shared.clone(),
+                    renders: None,
                 });
                 Some((next, (live, shared)))
             },
